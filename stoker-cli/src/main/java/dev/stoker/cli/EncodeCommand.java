@@ -1,0 +1,53 @@
+package dev.stoker.cli;
+
+import dev.stoker.core.Npy;
+import dev.stoker.pipeline.EncodedSample;
+import dev.stoker.pipeline.ImagePathResolver;
+import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.text.QwenTokenizer;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+
+/** {@code stoker encode}: one sample (either format) → every model input as .npy files. */
+@Command(name = "encode", mixinStandardHelpOptions = true,
+        description = "Encode one SFT sample (LLaVA conversations or HF messages JSON) into model inputs.")
+final class EncodeCommand implements Callable<Integer> {
+    @Mixin ProcessorOptions processor;
+
+    @Option(names = "--tokenizer", description = "tokenizer.json (or .json.gz); default: the bundled Qwen2 tokenizer.")
+    Path tokenizer;
+
+    @Option(names = "--sample", required = true, description = "Sample JSON file; image paths are relative to its folder.")
+    Path sample;
+
+    @Option(names = "--out", required = true, description = "Output folder (created).")
+    Path out;
+
+    @Override
+    public Integer call() throws IOException {
+        var options = processor.toEncodeOptions();
+        byte[] json = PreprocessCommand.readInput(sample);
+        try (QwenTokenizer tok = Tokenizers.open(tokenizer)) {
+            var resolver = new ImagePathResolver(sample.toAbsolutePath().getParent());
+            EncodedSample s = new SampleEncoder(options, tok).encodeLine(json, sample.getFileName().toString(), resolver::read);
+            write(s, out);
+        }
+        return 0;
+    }
+
+    static void write(EncodedSample s, Path out) throws IOException {
+        Files.createDirectories(out);
+        int n = s.length();
+        Npy.writeInt64(out.resolve("input_ids.npy"), s.inputIds(), n);
+        Npy.writeInt64(out.resolve("labels.npy"), s.labels(), n);
+        Npy.writeInt64(out.resolve("attention_mask.npy"), s.attentionMask(), n);
+        Npy.writeInt64(out.resolve("position_ids.npy"), s.positionIds(), 3, n);
+        Npy.writeFloat32(out.resolve("pixel_values.npy"), s.pixelValues(), s.pixelRows(), s.pixelRows() == 0 ? 0 : s.pixelRowLength());
+        Npy.writeInt64(out.resolve("image_grid_thw.npy"), s.imageGridThw(), s.images(), 3);
+    }
+}

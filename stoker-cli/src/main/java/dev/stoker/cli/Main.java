@@ -1,0 +1,63 @@
+package dev.stoker.cli;
+
+import dev.stoker.core.SampleException;
+import java.io.PrintWriter;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/**
+ * The {@code stoker} command line. Exit status: 0 success, 1 failure of the run itself,
+ * 2 invalid input (one line on stderr naming the file or sample and the cause).
+ */
+@Command(name = "stoker", mixinStandardHelpOptions = true, version = "stoker 0.1.0",
+        description = "Keeps GPU trainers fed with multimodal (image + text) training data.",
+        subcommands = {PreprocessCommand.class, EncodeCommand.class, BenchCommand.class, DemoCommand.class,
+                CommandLine.HelpCommand.class})
+public final class Main {
+    public static final int EXIT_INVALID_INPUT = 2;
+
+    public static void main(String[] args) {
+        System.exit(run(args, new PrintWriter(System.out, true), new PrintWriter(System.err, true)));
+    }
+
+    /** Runs a command line in-process (tests use this) and returns its exit status. */
+    public static int run(String[] args, PrintWriter out, PrintWriter err) {
+        var cli = new CommandLine(new Main());
+        cli.setOut(out);
+        cli.setErr(err);
+        cli.setCaseInsensitiveEnumValuesAllowed(true);
+        cli.setUsageHelpAutoWidth(true);
+        cli.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
+            if (ex instanceof SampleException se) {
+                err.println("stoker: " + se.describe());
+                return EXIT_INVALID_INPUT;
+            }
+            if (ex instanceof InvalidInputException ie) {
+                err.println("stoker: " + ie.getMessage());
+                return EXIT_INVALID_INPUT;
+            }
+            err.println("stoker: " + ex);
+            if (Boolean.getBoolean("stoker.debug")) ex.printStackTrace(err);
+            return 1;
+        });
+        cli.setParameterExceptionHandler((ex, a) -> {
+            err.println("stoker: " + ex.getMessage().replace('\n', ' ').trim());
+            return EXIT_INVALID_INPUT;
+        });
+        if (args.length == 0) {
+            cli.usage(out);
+            return 0;
+        }
+        int status = cli.execute(args);
+        out.flush();
+        err.flush();
+        return status;
+    }
+
+    /** A problem with what the user gave (a missing file, a bad value): exit status 2. */
+    static final class InvalidInputException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        InvalidInputException(String message) { super(message); }
+    }
+}

@@ -1,0 +1,98 @@
+package dev.stoker.pipeline;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.image.RgbImage;
+import dev.stoker.image.decode.DecodeOptions;
+import dev.stoker.image.decode.ExifPolicy;
+import dev.stoker.image.decode.ImageDecoder;
+import dev.stoker.image.decode.ImageDecoders;
+import dev.stoker.image.decode.ImageFormat;
+import dev.stoker.image.decode.ImageInfo;
+import dev.stoker.image.qwenvl.ImageFeatures;
+import dev.stoker.image.qwenvl.QwenVlImageTransform;
+
+/**
+ * The image half of a sample, in two steps so that the token count is known before any pixel is
+ * decoded: {@link #plan} reads the header and computes the resize target and grid;
+ * {@link #process} decodes (DCT-scaled when allowed), resizes, normalizes and patchifies.
+ *
+ * <p>Threading: one instance per thread (it holds that thread's decoder and resize buffers).
+ */
+public final class ImagePreprocessor {
+    /** An image whose header was read and whose output geometry is known. */
+    public record Planned(String name, byte[] bytes, ImageInfo info, QwenVlImageTransform.Plan plan) {
+        public long[] gridThw() { return plan.gridThw(); }
+    }
+
+    private final EncodeOptions options;
+    private final ImageDecoder decoder;
+    private final QwenVlImageTransform transform;
+    private final DecodeOptions decodeOptions;
+
+    public ImagePreprocessor(EncodeOptions options) {
+        this(options, ImageDecoders.forCurrentThread());
+    }
+
+    public ImagePreprocessor(EncodeOptions options, ImageDecoder decoder) {
+        this.options = options;
+        this.decoder = decoder;
+        this.transform = new QwenVlImageTransform(options.vision());
+        this.decodeOptions = new DecodeOptions(options.exif(), options.maxSourcePixels(), 1);
+    }
+
+    /** Header, pixel limit and smart_resize: a SampleException names {@code name} and the cause. */
+    public Planned plan(byte[] bytes, String name) {
+        ImageInfo info = decoder.probe(bytes, name);
+        if (info.pixelCount() > options.maxSourcePixels())
+            throw new SampleException(name, SampleException.Stage.DECODE, "image of " + info.width() + "x" + info.height()
+                    + " = " + info.pixelCount() + " pixels exceeds the limit of " + options.maxSourcePixels());
+        boolean rotate = options.exif() == ExifPolicy.APPLY;
+        int h = rotate ? info.orientedHeight() : info.height();
+        int w = rotate ? info.orientedWidth() : info.width();
+        try {
+            return new Planned(name, bytes, info, transform.plan(h, w));
+        } catch (SampleException e) {
+            throw e.withSampleId(name);
+        }
+    }
+
+    public ImageFeatures process(Planned img) {
+        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        try {
+            return transform.apply(rgb, img.plan());
+        } catch (SampleException e) {
+            throw e.withSampleId(img.name());
+        }
+    }
+
+    /** Decodes and transforms {@code img}, writing its pixel_values rows into {@code dst} at {@code offset} (floats). */
+    public void processInto(Planned img, float[] dst, int offset) {
+        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        try {
+            transform.writePixelValues(rgb, img.plan(), dst, offset);
+        } catch (SampleException e) {
+            throw e.withSampleId(img.name());
+        }
+    }
+
+    /** Both steps at once (the {@code preprocess} command). */
+    public ImageFeatures process(byte[] bytes, String name) {
+        return process(plan(bytes, name));
+    }
+
+    /**
+     * The DCT scale Pillow's {@code draft("RGB", target)} would pick: the largest d in {8,4,2,1}
+     * with d ≤ min(stored w / target w, stored h / target h), computed in stored orientation.
+     */
+    private int scaleFor(Planned img) {
+        if (options.decodeScale() == EncodeOptions.DecodeScale.OFF || img.info().format() != ImageFormat.JPEG
+                || !ImageDecoders.turboJpegAvailable())
+            return 1;
+        boolean swapped = options.exif() == ExifPolicy.APPLY && img.info().exifOrientation() >= 5;
+        int targetW = swapped ? img.plan().resizedHeight() : img.plan().resizedWidth();
+        int targetH = swapped ? img.plan().resizedWidth() : img.plan().resizedHeight();
+        int scale = Math.min(img.info().width() / targetW, img.info().height() / targetH);
+        for (int d : new int[] {8, 4, 2}) if (scale >= d) return d;
+        return 1;
+    }
+}
