@@ -13,12 +13,13 @@ import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 import picocli.CommandLine.Model.CommandSpec;
 
 /** {@code stoker bench …}: whole-pipeline benchmarks (kernels are JMH: {@code ./stoker jmh}). */
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks of whole pipelines.",
-        subcommands = {BenchCommand.Preprocess.class})
+        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class})
 final class BenchCommand {
 
     /** {@code stoker bench preprocess}: decode + transform + tokenize over a data set. */
@@ -83,6 +84,70 @@ final class BenchCommand {
                 out.println(new ObjectMapper().writeValueAsString(json));
                 return 0;
             }
+        }
+
+        private static double round(double v) { return Math.round(v * 100) / 100.0; }
+    }
+
+    /** {@code stoker bench decode}: single-image decode rate, to compare with libjpeg-turbo's tjbench. */
+    @Command(name = "decode", mixinStandardHelpOptions = true,
+            description = {"Decode images to RGB at full size, over and over, on N threads, and report megapixels/s.",
+                    "The last stdout line is JSON {\"mpix_per_s\":…, \"images_per_s\":…, \"threads\":…, \"decoder\":…}."})
+    static final class Decode implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(arity = "1..*", description = "Image files.")
+        java.util.List<Path> images;
+
+        @Option(names = "--threads", defaultValue = "1", description = "Threads (default: ${DEFAULT-VALUE}).")
+        int threads;
+
+        @Option(names = "--seconds", defaultValue = "5", description = "Timed seconds after a warm-up of the same length (default: ${DEFAULT-VALUE}).")
+        double seconds;
+
+        @Option(names = "--decoder", defaultValue = "auto", description = "auto (libjpeg-turbo when present) or imageio (default: ${DEFAULT-VALUE}).")
+        String decoder;
+
+        @Override
+        public Integer call() throws Exception {
+            PrintWriter out = spec.commandLine().getOut();
+            var data = new java.util.ArrayList<byte[]>();
+            for (Path p : images) data.add(PreprocessCommand.readInput(p));
+            boolean imageIo = decoder.equalsIgnoreCase("imageio");
+            var opts = dev.stoker.image.decode.DecodeOptions.defaults();
+            runFor(data, opts, imageIo, seconds);
+            long[] counts = runFor(data, opts, imageIo, seconds);
+            double mpix = counts[1] / 1e6 / seconds;
+            String name = imageIo || !ImageDecoders.turboJpegAvailable() ? "imageio" : "libjpeg-turbo";
+            out.printf("decoder %s, %d threads, %d images: %.1f MP/s, %.1f images/s%n", name, threads, data.size(), mpix, counts[0] / seconds);
+            var json = new LinkedHashMap<String, Object>();
+            json.put("mpix_per_s", round(mpix));
+            json.put("images_per_s", round(counts[0] / seconds));
+            json.put("threads", threads);
+            json.put("decoder", name);
+            out.println(new ObjectMapper().writeValueAsString(json));
+            return 0;
+        }
+
+        private long[] runFor(java.util.List<byte[]> data, dev.stoker.image.decode.DecodeOptions opts, boolean imageIo, double secs)
+                throws InterruptedException {
+            var decoded = new java.util.concurrent.atomic.AtomicLong();
+            var pixels = new java.util.concurrent.atomic.AtomicLong();
+            long deadline = System.nanoTime() + (long) (secs * 1e9);
+            var workers = new java.util.ArrayList<Thread>();
+            for (int t = 0; t < threads; t++) {
+                int first = t;
+                workers.add(Thread.ofPlatform().start(() -> {
+                    var dec = imageIo ? ImageDecoders.imageIo() : ImageDecoders.forCurrentThread();
+                    for (int i = first; System.nanoTime() < deadline; i++) {
+                        var img = dec.decode(data.get(i % data.size()), "image", opts);
+                        decoded.incrementAndGet();
+                        pixels.addAndGet(img.pixelCount());
+                    }
+                }));
+            }
+            for (Thread w : workers) w.join();
+            return new long[] {decoded.get(), pixels.get()};
         }
 
         private static double round(double v) { return Math.round(v * 100) / 100.0; }

@@ -1,0 +1,37 @@
+package dev.stoker.text;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * One parsed SFT record: its id, the chat in template order and the image references in the order
+ * their placeholders appear, which is the order of the pixel rows and {@code image_grid_thw} rows.
+ *
+ * <p>{@code imagePaths} is redundant with the {@link Message.Image} parts and is checked against
+ * them, so a caller can hand the list to the image pipeline without walking the messages.
+ */
+public record ChatSample(String id, List<Message> messages, List<String> imagePaths) {
+
+    public ChatSample {
+        Objects.requireNonNull(id, "id");
+        messages = List.copyOf(messages);
+        imagePaths = List.copyOf(imagePaths);
+        var refs = imageRefs(messages);
+        if (!refs.equals(imagePaths))
+            throw new IllegalArgumentException("imagePaths " + imagePaths + " differ from the image parts " + refs);
+    }
+
+    /** A sample whose image list is taken from the messages. */
+    public static ChatSample of(String id, List<Message> messages) {
+        return new ChatSample(id, messages, imageRefs(messages));
+    }
+
+    private static List<String> imageRefs(List<Message> messages) {
+        var refs = new ArrayList<String>();
+        for (var m : messages)
+            for (var p : m.parts())
+                if (p instanceof Message.Image img) refs.add(img.ref());
+        return refs;
+    }
+}

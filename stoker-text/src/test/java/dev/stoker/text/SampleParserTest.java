@@ -1,0 +1,148 @@
+package dev.stoker.text;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.text.Message.Image;
+import dev.stoker.text.Message.Role;
+import dev.stoker.text.Message.Text;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+class SampleParserTest {
+    private final SampleParser parser = new SampleParser();
+
+    private ChatSample parse(String json) {
+        return parser.parseLine(json.getBytes(StandardCharsets.UTF_8), "train.jsonl:17");
+    }
+
+    private SampleException fails(String json) {
+        var e = assertThrows(SampleException.class, () -> parse(json));
+        assertEquals(SampleException.Stage.MANIFEST, e.stage());
+        return e;
+    }
+
+    @Test
+    void llavaConversionFollowsBuildMessages() {
+        var s = parse("""
+            {"image": ["a.jpg", "b.png"], "conversations": [
+              {"from": "system", "value": " Be terse. "},
+              {"from": "human", "value": "  <image>\\n first \\n<image>  second  "},
+              {"from": "gpt", "value": "  verbatim <image> answer\\n"},
+              {"from": "human", "value": "<image>"}]}""".replace("<image>\"}]}", "more\"}]}"));
+        assertEquals("train.jsonl:17", s.id());
+        assertEquals(List.of("a.jpg", "b.png"), s.imagePaths());
+        assertEquals(List.of(
+                Message.text(Role.SYSTEM, " Be terse. "),
+                new Message(Role.USER, List.of(new Image("a.jpg"), new Text("first"), new Image("b.png"), new Text("second"))),
+                Message.text(Role.ASSISTANT, "  verbatim <image> answer\n"),
+                Message.text(Role.USER, "more")), s.messages());
+    }
+
+    @Test
+    void llavaWithoutImagesAndWithNumericIdAndUserAlias() {
+        var s = parse("{\"id\": 42, \"conversations\": [{\"from\": \"user\", \"value\": \"hi\"}, {\"from\": \"bot\", \"value\": \"yo\"}]}");
+        assertEquals("42", s.id());
+        assertEquals(List.of(), s.imagePaths());
+        assertEquals(List.of(Message.text(Role.USER, "hi"), Message.text(Role.ASSISTANT, "yo")), s.messages());
+        var one = parse("{\"images\": \"x.jpg\", \"conversations\": [{\"from\": \"human\", \"value\": \"<image>\"}]}");
+        assertEquals(List.of("x.jpg"), one.imagePaths());
+        assertEquals(List.of(new Message(Role.USER, List.of(new Image("x.jpg")))), one.messages());
+    }
+
+    @Test
+    void hfMessagesItemKinds() {
+        var s = parse("""
+            {"id": "s1", "messages": [
+              {"role": "user", "content": [
+                {"type": "image", "image": "a.jpg"}, {"type": "image", "url": "http://h/b.jpg"}, {"type": "image", "path": "c.jpg"},
+                {"image_url": "d.jpg"}, {"type": "image_url", "image_url": {"url": "e.jpg"}}, {"text": "  keep spaces  "}]},
+              {"role": "assistant", "content": ""}]}""");
+        assertEquals("s1", s.id());
+        assertEquals(List.of("a.jpg", "http://h/b.jpg", "c.jpg", "d.jpg", "e.jpg"), s.imagePaths());
+        assertEquals(new Text("  keep spaces  "), s.messages().get(0).parts().get(5));
+        assertEquals(Message.text(Role.ASSISTANT, ""), s.messages().get(1));
+    }
+
+    @Test
+    void invalidUtf8IsReportedWithItsOffset() {
+        var bytes = "{\"conversations\": []}".getBytes(StandardCharsets.UTF_8);
+        bytes[5] = (byte) 0xC3;
+        var e = assertThrows(SampleException.class, () -> parser.parseLine(bytes, "bad.jsonl:3"));
+        assertEquals("bad.jsonl:3", e.sampleId());
+        assertTrue(e.getMessage().contains("invalid UTF-8 at byte 5"), e.getMessage());
+        var overlong = new byte[] {'{', '"', (byte) 0xC0, (byte) 0xAF, '"', ':', '1', '}'};
+        assertTrue(assertThrows(SampleException.class, () -> parser.parseLine(overlong, "x")).getMessage().contains("invalid UTF-8"));
+        var surrogate = new byte[] {'"', (byte) 0xED, (byte) 0xA0, (byte) 0x80, '"'};
+        assertTrue(assertThrows(SampleException.class, () -> parser.parseLine(surrogate, "x")).getMessage().contains("invalid UTF-8"));
+    }
+
+    @Test
+    void byteRangeAndBomAreAccepted() {
+        var line = "xx\uFEFF{\"conversations\": [{\"from\": \"human\", \"value\": \"h\u00e9\"}]}yy".getBytes(StandardCharsets.UTF_8);
+        var s = parser.parseLine(line, 2, line.length - 4, "f:1");
+        assertEquals(List.of(Message.text(Role.USER, "h\u00e9")), s.messages());
+    }
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', textBlock = """
+        {"conversations": [                                                         | malformed JSON
+        {"conversations": []} {"x": 1}                                              | malformed JSON
+        ''                                                                          | empty line
+        [1, 2]                                                                      | expected a JSON object, got array
+        {"text": "r9"}                                                              | missing field 'conversations' (LLaVA format) or 'messages'
+        {"conversations": [], "messages": []}                                       | has both
+        {"conversations": {"from": "human"}}                                        | field 'conversations': expected an array, got object
+        {"conversations": []}                                                       | field 'conversations' is empty
+        {"conversations": [{"value": "x"}]}                                         | conversations[0]: missing field 'from'
+        {"conversations": [{"from": "human", "value": 3}]}                          | conversations[0].value: expected a string, got number
+        {"conversations": ["hi"]}                                                   | conversations[0]: expected an object, got string
+        {"image": 5, "conversations": [{"from": "human", "value": "x"}]}            | field 'image': expected a string or an array of strings, got number
+        {"image": ["a", 1], "conversations": [{"from": "human", "value": "x"}]}     | field 'image[1]': expected a string, got number
+        {"image": "a", "images": "b", "conversations": [{"from": "human", "value": "x"}]} | has both 'image' and 'images'
+        {"id": [1], "conversations": []}                                            | field 'id': expected a string or integer, got array
+        {"messages": [{"role": "tool", "content": "x"}]}                            | messages[0].role: unsupported role 'tool'
+        {"messages": [{"role": "user"}]}                                            | messages[0]: missing field 'content'
+        {"messages": [{"role": "user", "content": 7}]}                              | messages[0].content: expected a string or an array, got number
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]}  | messages[0].content[0].text: expected a string, got number
+        {"messages": [{"role": "user", "content": [{"type": "image"}]}]}            | messages[0].content[0]: image item has no 'image'
+        {"messages": [{"role": "user", "content": [{"type": "image", "image": {}}]}]} | messages[0].content[0].image: expected a string, got object
+        {"messages": [{"role": "user", "content": [{"type": "audio", "audio": "a"}]}]} | unsupported content item of type 'audio'
+        {"messages": [{"role": "user", "content": [{"type": "video", "video": "v.mp4"}]}]} | messages[0].content[0]: video content is not supported
+        {"messages": [{"role": 1, "content": "x"}]}                                 | messages[0].role: expected a string, got number
+        {"messages": "hi"}                                                          | field 'messages': expected an array, got string
+        """)
+    void rejectsMalformedRecords(String json, String expectedMessage) {
+        var e = fails(json);
+        assertTrue(e.getMessage().contains(expectedMessage), e.getMessage());
+        assertEquals("train.jsonl:17", e.sampleId());
+    }
+
+    @Test
+    void errorsNameTheRecordIdWhenPresent() {
+        var e = fails("{\"id\": \"rec-7\", \"conversations\": [{\"from\": \"human\"}]}");
+        assertEquals("rec-7", e.sampleId());
+        assertTrue(e.describe().startsWith("rec-7: manifest: conversations[0]: missing field 'value'"), e.describe());
+    }
+
+    @Test
+    void placeholderCountMustMatchImages() {
+        var more = fails("{\"image\": \"a.jpg\", \"conversations\": [{\"from\": \"human\", \"value\": \"<image><image> two?\"}]}");
+        assertTrue(more.getMessage().contains("2 <image> placeholder(s) but the record lists 1 image(s)"), more.getMessage());
+        var fewer = fails("{\"image\": [\"a\", \"b\"], \"conversations\": [{\"from\": \"human\", \"value\": \"<image> one\"}]}");
+        assertTrue(fewer.getMessage().contains("1 <image> placeholder(s) but the record lists 2 image(s)"), fewer.getMessage());
+        var none = fails("{\"image\": \"a\", \"conversations\": [{\"from\": \"human\", \"value\": \"no tag\"}, {\"from\": \"gpt\", \"value\": \"<image>\"}]}");
+        assertTrue(none.getMessage().contains("0 <image> placeholder(s) but the record lists 1 image(s)"), none.getMessage());
+    }
+
+    @Test
+    void videoPlaceholderIsRejected() {
+        var e = fails("{\"video\": \"v.mp4\", \"conversations\": [{\"from\": \"human\", \"value\": \"<video> what happens?\"}]}");
+        assertTrue(e.getMessage().contains("conversations[0].value: <video> placeholder found; video is not supported"), e.getMessage());
+    }
+}
