@@ -1,0 +1,23 @@
+package dev.stoker.image.decode;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.image.RgbImage;
+
+/**
+ * Turns encoded image bytes into 8-bit RGB exactly as Pillow 9.4's {@code Image.open(f).convert("RGB")} does
+ * (optionally followed by {@code ImageOps.exif_transpose}).
+ *
+ * <p>Every failure, whatever the input, is a {@link SampleException} with stage {@code DECODE} naming {@code name};
+ * the decoder stays usable for the next image.
+ *
+ * <p>Threading: an instance from {@link ImageDecoders#forCurrentThread()} holds native state of its thread and must
+ * only be used there; {@link ImageDecoders#imageIo()} is safe on any thread.
+ */
+public interface ImageDecoder {
+    /** Reads the header only: format (from magic bytes), stored size and EXIF orientation. */
+    ImageInfo probe(byte[] data, String name);
+
+    RgbImage decode(byte[] data, String name, DecodeOptions opts);
+
+    default RgbImage decode(byte[] data, String name) { return decode(data, name, DecodeOptions.defaults()); }
+}

@@ -1,0 +1,55 @@
+package dev.stoker.image.decode;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.testkit.Vectors;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/** The fixtures of testdata/images and what Pillow 9.4 made of them (expected.json, from make_fixtures.py). */
+final class Fixtures {
+    static final Path DIR = Vectors.projectDir().resolve("testdata/images");
+    private static JsonNode files;
+
+    private Fixtures() {}
+
+    static synchronized JsonNode files() {
+        if (files == null) {
+            try {
+                files = new ObjectMapper().readTree(DIR.resolve("expected.json").toFile()).get("files");
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+        return files;
+    }
+
+    static JsonNode expected(String name) {
+        var e = files().get(name);
+        if (e == null) throw new IllegalArgumentException("no fixture " + name);
+        return e;
+    }
+
+    static byte[] bytes(String name) {
+        try {
+            return Files.readAllBytes(DIR.resolve(name));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Names of the good (bad == false) or bad fixtures, sorted. */
+    static List<String> names(boolean bad) {
+        var out = new ArrayList<String>();
+        for (Map.Entry<String, JsonNode> e : files().properties())
+            if (e.getValue().path("bad").asBoolean(false) == bad) out.add(e.getKey());
+        out.sort(null);
+        if (out.isEmpty()) throw new IllegalStateException("no fixtures found in " + DIR);
+        return out;
+    }
+}

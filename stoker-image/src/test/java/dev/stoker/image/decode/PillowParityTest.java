@@ -1,0 +1,171 @@
+package dev.stoker.image.decode;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.stoker.image.RgbImage;
+import dev.stoker.testkit.Vectors;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/** Every good fixture decodes to Pillow's {@code convert("RGB")} bytes, on both decoder paths. */
+class PillowParityTest {
+    static List<String> goodFixtures() { return Fixtures.names(false); }
+
+    static Stream<String> orientationFixtures() {
+        return goodFixtures().stream().filter(n -> Fixtures.expected(n).has("transposed"));
+    }
+
+    static Stream<String> draftFixtures() {
+        return goodFixtures().stream().filter(n -> Fixtures.expected(n).has("draft"));
+    }
+
+    @Test
+    void theDefaultDecoderIsTurboJpegWhenTheLibraryLoadsAndImageIoOtherwise() {
+        var decoder = ImageDecoders.forCurrentThread();
+        if (ImageDecoders.turboJpegAvailable()) assertInstanceOf(TurboJpegDecoder.class, decoder);
+        else assertSame(ImageDecoders.imageIo(), decoder, "fallback expected: " + TurboJpeg.unavailableReason());
+        assertSame(decoder, ImageDecoders.forCurrentThread());
+    }
+
+    @ParameterizedTest
+    @MethodSource("goodFixtures")
+    void defaultDecoderMatchesPillow(String name) {
+        assertPillowOrClose(name, ImageDecoders.forCurrentThread().decode(Fixtures.bytes(name), name), Fixtures.expected(name));
+    }
+
+    @ParameterizedTest
+    @MethodSource("goodFixtures")
+    void imageIoDecoderMatchesPillow(String name) {
+        assertPillowOrClose(name, ImageDecoders.imageIo().decode(Fixtures.bytes(name), name), Fixtures.expected(name));
+    }
+
+    @ParameterizedTest
+    @MethodSource("goodFixtures")
+    void probeReportsPillowsSizeAndOrientation(String name) {
+        var e = Fixtures.expected(name);
+        var info = ImageDecoders.forCurrentThread().probe(Fixtures.bytes(name), name);
+        assertEquals(e.get("width").asInt(), info.width(), name);
+        assertEquals(e.get("height").asInt(), info.height(), name);
+        assertEquals(e.get("exif_orientation").asInt(), info.exifOrientation(), name);
+        assertEquals(e.get("format").asText(), info.format().name(), name);
+    }
+
+    @ParameterizedTest
+    @MethodSource("orientationFixtures")
+    void exifApplyMatchesPillowExifTranspose(String name) {
+        var t = Fixtures.expected(name).get("transposed");
+        var opts = DecodeOptions.defaults().withExif(ExifPolicy.APPLY);
+        var info = ImageDecoders.forCurrentThread().probe(Fixtures.bytes(name), name);
+        assertEquals(t.get("width").asInt(), info.orientedWidth(), name);
+        assertEquals(t.get("height").asInt(), info.orientedHeight(), name);
+        assertPillow(name, ImageDecoders.forCurrentThread().decode(Fixtures.bytes(name), name, opts), t);
+        var io = ImageDecoders.imageIo().decode(Fixtures.bytes(name), name, opts);
+        assertPillow(name, io, t);
+    }
+
+    @ParameterizedTest
+    @MethodSource("orientationFixtures")
+    void exifIgnoreLeavesPixelsAsStored(String name) {
+        var opts = DecodeOptions.defaults().withExif(ExifPolicy.IGNORE);
+        assertPillow(name, ImageDecoders.forCurrentThread().decode(Fixtures.bytes(name), name, opts), Fixtures.expected(name));
+    }
+
+    @ParameterizedTest
+    @MethodSource("draftFixtures")
+    void dctScalingMatchesPillowDraft(String name) {
+        var e = Fixtures.expected(name);
+        for (var d : e.get("draft").properties()) {
+            int scale = Integer.parseInt(d.getKey());
+            var img = ImageDecoders.forCurrentThread().decode(Fixtures.bytes(name), name, DecodeOptions.defaults().withScale(scale));
+            if (ImageDecoders.turboJpegAvailable()) {
+                assertPillow(name + " 1/" + scale, img, d.getValue());
+            } else {
+                assertPillow(name + " full size under the ImageIO fallback", img, e);
+            }
+        }
+    }
+
+    @Test
+    void dctScalingHappensBeforeOrientation() {
+        String name = "orient_6_203x157.jpg";
+        var e = Fixtures.expected(name).get("draft_transposed");
+        for (var d : e.properties()) {
+            var opts = DecodeOptions.defaults().withExif(ExifPolicy.APPLY).withScale(Integer.parseInt(d.getKey()));
+            var img = ImageDecoders.forCurrentThread().decode(Fixtures.bytes(name), name, opts);
+            if (ImageDecoders.turboJpegAvailable()) assertPillow(name + " 1/" + d.getKey(), img, d.getValue());
+            else assertPillow(name, img, Fixtures.expected(name).get("transposed"));
+        }
+    }
+
+    @Test
+    void scaleIsIgnoredForNonJpeg() {
+        var img = ImageDecoders.forCurrentThread().decode(Fixtures.bytes("png_rgb.png"), "png_rgb.png", DecodeOptions.defaults().withScale(4));
+        assertPillow("png_rgb.png", img, Fixtures.expected("png_rgb.png"));
+    }
+
+    @Test
+    void conformanceVectorInputsDecodeToTheManifestPixels() throws IOException {
+        var vectors = Vectors.get();
+        int checked = 0;
+        for (JsonNode c : vectors.manifest().get("image_cases")) {
+            String id = c.get("id").asText();
+            byte[] data = Files.readAllBytes(vectors.inputImage(id));
+            String want = vectors.imageCase(id).get("decoded_rgb").get("sha256_raw_hwc_u8").asText();
+            for (var decoder : List.of(ImageDecoders.forCurrentThread(), ImageDecoders.imageIo())) {
+                RgbImage img = decoder.decode(data, id);
+                assertEquals(c.get("input").get("width").asInt(), img.width(), id);
+                assertEquals(c.get("input").get("height").asInt(), img.height(), id);
+                assertEquals(want, Vectors.sha256(img.data()), id + " via " + decoder.getClass().getSimpleName());
+            }
+            checked++;
+        }
+        assertTrue(checked >= 8, "only " + checked + " image cases");
+    }
+
+    static void assertPillow(String name, RgbImage img, JsonNode e) {
+        assertEquals(e.get("width").asInt(), img.width(), name + " width");
+        assertEquals(e.get("height").asInt(), img.height(), name + " height");
+        assertEquals(img.width() * img.height() * 3, img.data().length, name + " buffer length");
+        assertEquals(e.get("sha256").asText(), Vectors.sha256(img.data()), name + " pixels");
+    }
+
+    /**
+     * Largest per-sample difference between TwelveMonkeys' VP8 (lossy WebP) decoder and libwebp 1.2.4 as used by
+     * Pillow, measured on the lossy fixtures (35 and 31; mean 2.29 and 1.61 levels, about 75% and 61% of samples
+     * differ): its chroma upsampling is not libwebp's. Lossless WebP is bit-exact.
+     */
+    static final int LOSSY_WEBP_MAX_ABS_DIFF = 35;
+    static final double LOSSY_WEBP_MAX_MEAN_ABS_DIFF = 2.5;
+
+    /** Bit-exact, except for fixtures with a Pillow reference PNG (lossy WebP): within the measured tolerance. */
+    private static void assertPillowOrClose(String name, RgbImage img, JsonNode e) {
+        if (!e.has("pillow_rgb_png")) {
+            assertPillow(name, img, e);
+            return;
+        }
+        String ref = e.get("pillow_rgb_png").asText();
+        RgbImage want = ImageDecoders.imageIo().decode(Fixtures.bytes(ref), ref);
+        assertEquals(e.get("sha256").asText(), Vectors.sha256(want.data()), ref + " is not Pillow's decode");
+        assertEquals(want.width(), img.width(), name);
+        assertEquals(want.height(), img.height(), name);
+        int max = 0;
+        long sum = 0, differing = 0;
+        for (int i = 0; i < want.data().length; i++) {
+            int d = Math.abs((want.data()[i] & 0xFF) - (img.data()[i] & 0xFF));
+            max = Math.max(max, d);
+            sum += d;
+            if (d != 0) differing++;
+        }
+        assertTrue(max <= LOSSY_WEBP_MAX_ABS_DIFF && (double) sum / want.data().length <= LOSSY_WEBP_MAX_MEAN_ABS_DIFF, name + ": max |diff| " + max + ", mean " + (double) sum / want.data().length
+                + ", samples differing " + differing + "/" + want.data().length);
+    }
+}
