@@ -71,6 +71,32 @@ def ycck_jpeg(cmyk, quality=90):
     return data
 
 
+def libwebp_rgb_matches_pillow(name):
+    """libwebp's WebPDecodeRGB (what Stoker calls) equals the RGB of its WebPDecodeRGBA (what Pillow's WebPAnimDecoder
+    gives: non-premultiplied, fancy upsampling) and Pillow's convert("RGB"), byte for byte."""
+    webp = ctypes.CDLL("libwebp.so.7")
+    data = open(path(name), "rb").read()
+    w, h = ctypes.c_int(), ctypes.c_int()
+    planes = []
+    for fn, channels in (("WebPDecodeRGB", 3), ("WebPDecodeRGBA", 4)):
+        f = getattr(webp, fn)
+        f.restype = ctypes.c_void_p
+        f.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
+        ptr = f(data, len(data), ctypes.byref(w), ctypes.byref(h))
+        assert ptr, (name, fn)
+        px = np.frombuffer(ctypes.string_at(ptr, w.value * h.value * channels), np.uint8).reshape(h.value, w.value, channels)
+        webp.WebPFree(ctypes.c_void_p(ptr))
+        planes.append(px[..., :3])
+    with Image.open(path(name)) as im:
+        pillow = np.asarray(im.convert("RGB"))
+    assert np.array_equal(planes[0], planes[1]) and np.array_equal(planes[0], pillow), name
+
+
+def libwebp_version():
+    v = ctypes.CDLL("libwebp.so.7").WebPGetDecoderVersion()
+    return f"{v >> 16}.{(v >> 8) & 0xFF}.{v & 0xFF}"
+
+
 entries = {}
 
 
@@ -188,6 +214,16 @@ def main():
     base.save(path("webp_lossy.webp"), quality=80, method=4)
     odd.save(path("webp_lossy_203x157.webp"), quality=90, method=4)
     rgba.save(path("webp_lossless_rgba.webp"), lossless=True)
+    rgba.save(path("webp_lossy_rgba.webp"), quality=80, method=4)
+    tiny = odd.resize((37, 23)).convert("RGBA")
+    rng_webp = np.random.default_rng(20240602)                        # own stream: earlier fixtures stay as they were
+    holes = rng_webp.integers(0, 256, (23, 37), dtype=np.uint8)
+    holes[:, :9] = 0                                                  # fully transparent columns
+    tiny.putalpha(Image.fromarray(holes))
+    tiny.save(path("webp_lossy_rgba_37x23.webp"), quality=70, method=4, exact=True)
+    tiny.save(path("webp_lossless_rgba_37x23.webp"), lossless=True, exact=True)
+    odd.resize((1, 1)).save(path("webp_lossy_1x1.webp"), quality=80, method=4)
+    odd.resize((3, 5)).save(path("webp_lossy_3x5.webp"), quality=80, method=4)
 
     # Bad cases.
     open(path("bad_empty.jpg"), "wb").close()
@@ -201,6 +237,12 @@ def main():
     open(path("bad_truncated.gif"), "wb").write(gifb[: len(gifb) // 2])
     webpb = open(path("webp_lossless.webp"), "rb").read()
     open(path("bad_truncated.webp"), "wb").write(webpb[: len(webpb) * 6 // 10])
+    corrupt = bytearray(webpb)
+    corrupt[30:60] = bytes(rng_webp.integers(0, 256, 30, dtype=np.uint8))   # VP8L transform / Huffman data, header intact
+    open(path("bad_corrupt_vp8l.webp"), "wb").write(bytes(corrupt))
+    corrupt = bytearray(open(path("webp_lossy.webp"), "rb").read())
+    corrupt[40:80] = bytes(rng_webp.integers(0, 256, 40, dtype=np.uint8))   # VP8 first partition, frame header intact
+    open(path("bad_corrupt_vp8.webp"), "wb").write(bytes(corrupt))
     dht = jpeg.index(b"\xff\xc4")
     corrupt = bytearray(jpeg)
     corrupt[dht + 5: dht + 21] = b"\xff" * 16                      # Huffman code counts that overflow
@@ -240,16 +282,23 @@ def main():
     for name in ["png_rgb.png", "png_l.png", "png_la.png", "png_rgba.png", "png_palette.png", "png_1bit.png",
                  "png_rgb16.png", "png_gray16.png", "png_named_as.jpg", "gif_palette.gif", "gif_animated.gif", "gif_offset_frame.gif",
                  "bmp_rgb24.bmp", "bmp_palette8.bmp", "bmp_1bit.bmp", "webp_lossless.webp", "webp_lossy.webp",
-                 "webp_lossy_203x157.webp", "webp_lossless_rgba.webp"]:
+                 "webp_lossy_203x157.webp", "webp_lossless_rgba.webp", "webp_lossy_rgba.webp", "webp_lossy_rgba_37x23.webp",
+                 "webp_lossless_rgba_37x23.webp", "webp_lossy_1x1.webp", "webp_lossy_3x5.webp"]:
         good(name)
-    for name in ["webp_lossy.webp", "webp_lossy_203x157.webp"]:
+    for name in ["webp_lossy.webp", "webp_lossy_203x157.webp", "webp_lossy_rgba.webp", "webp_lossy_rgba_37x23.webp",
+                 "webp_lossy_1x1.webp", "webp_lossy_3x5.webp"]:
         pillow_reference(name)
+    for name in sorted(entries):
+        if name.endswith(".webp"):
+            libwebp_rgb_matches_pillow(name)
     bad("bad_empty.jpg", "zero-byte file")
     bad("bad_truncated.jpg", "baseline JPEG cut at 60%")
     bad("bad_truncated_progressive.jpg", "progressive JPEG cut at 60%")
     bad("bad_truncated.png", "PNG cut at 60%")
     bad("bad_truncated.gif", "GIF cut at 50%")
     bad("bad_truncated.webp", "lossless WebP cut at 60%")
+    bad("bad_corrupt_vp8l.webp", "lossless WebP, bytes 30..60 replaced by random bytes")
+    bad("bad_corrupt_vp8.webp", "lossy WebP, bytes 40..80 replaced by random bytes")
     bad("bad_corrupt_huffman.jpg", "DHT code counts overwritten with 0xFF")
     bad("bad_corrupt_idat.png", "IDAT bytes replaced by random bytes")
     bad("bad_text.png", "a text file named .png")
@@ -260,7 +309,7 @@ def main():
     bad("bad_zero_height.jpg", "SOF height 0")
     bad("bad_zero_size.gif", "logical screen 0x0")
     with open(path("expected.json"), "w") as f:
-        json.dump({"generator": "make_fixtures.py", "pillow": PIL.__version__, "files": entries}, f, indent=1, sort_keys=True)
+        json.dump({"generator": "make_fixtures.py", "pillow": PIL.__version__, "libwebp": libwebp_version(), "files": entries}, f, indent=1, sort_keys=True)
         f.write("\n")
 
 

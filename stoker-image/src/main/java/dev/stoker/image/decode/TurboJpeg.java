@@ -92,7 +92,6 @@ final class TurboJpeg {
      * The handle is destroyed and the buffers freed when the session becomes unreachable (its thread ended).
      */
     static final class Session {
-        private final Thread owner = Thread.currentThread();
         private final long[] handleAddress = new long[1];
         private MemorySegment handle;
         private final MemorySegment ints;
@@ -137,11 +136,6 @@ final class TurboJpeg {
             destroy(handleAddress[0]);
             handle = fresh;
             handleAddress[0] = fresh.address();
-        }
-
-        void checkOwner() {
-            if (Thread.currentThread() != owner)
-                throw new IllegalStateException("TurboJPEG session of " + owner + " used from " + Thread.currentThread());
         }
 
         /** Copies {@code jpeg} into the native input buffer and reads its header. */

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.assertTimeout;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.stoker.core.SampleException;
 import java.time.Duration;
@@ -61,8 +62,18 @@ class BadInputTest {
     }
 
     @Test
+    void corruptWebpBitstreamsAreRejectedByLibWebp() {
+        assumeTrue(ImageDecoders.libWebpAvailable(), () -> "libwebp not loaded: " + LibWebp.unavailableReason());
+        for (String name : List.of("bad_corrupt_vp8l.webp", "bad_corrupt_vp8.webp")) {
+            var e = assertThrows(SampleException.class, () -> ImageDecoders.forCurrentThread().decode(Fixtures.bytes(name), name));
+            assertTrue(e.getMessage().contains("libwebp"), e.getMessage());
+        }
+    }
+
+    @Test
     void everyPrefixOfAJpegAndAPngFailsCleanlyOrDecodes() {
-        for (String good : List.of("jpeg_progressive_160x120.jpg", "png_palette.png", "gif_palette.gif", "webp_lossless.webp")) {
+        for (String good : List.of("jpeg_progressive_160x120.jpg", "png_palette.png", "gif_palette.gif", "webp_lossless.webp",
+                "webp_lossy_rgba.webp")) {
             byte[] all = Fixtures.bytes(good);
             for (int n = 0; n < all.length; n += Math.max(1, all.length / 97)) {
                 byte[] prefix = java.util.Arrays.copyOf(all, n);

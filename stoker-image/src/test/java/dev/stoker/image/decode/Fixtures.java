@@ -14,20 +14,25 @@ import java.util.Map;
 /** The fixtures of testdata/images and what Pillow 9.4 made of them (expected.json, from make_fixtures.py). */
 final class Fixtures {
     static final Path DIR = Vectors.projectDir().resolve("testdata/images");
-    private static JsonNode files;
+    private static JsonNode root;
 
     private Fixtures() {}
 
-    static synchronized JsonNode files() {
-        if (files == null) {
+    private static synchronized JsonNode root() {
+        if (root == null) {
             try {
-                files = new ObjectMapper().readTree(DIR.resolve("expected.json").toFile()).get("files");
+                root = new ObjectMapper().readTree(DIR.resolve("expected.json").toFile());
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
         }
-        return files;
+        return root;
     }
+
+    static JsonNode files() { return root().get("files"); }
+
+    /** The libwebp version Pillow decoded the WebP fixtures with. */
+    static String libwebpVersion() { return root().get("libwebp").asText(); }
 
     static JsonNode expected(String name) {
         var e = files().get(name);
