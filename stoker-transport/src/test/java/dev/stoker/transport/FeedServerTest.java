@@ -1,0 +1,147 @@
+package dev.stoker.transport;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+@Timeout(30)
+class FeedServerTest {
+    @TempDir Path tmp;
+
+    /** Serves {@code steps} deterministic batches per rank, then ends. */
+    static final class Synthetic implements BatchProvider {
+        final int world;
+        final int steps;
+        final AtomicInteger[] served;
+
+        Synthetic(int world, int steps) {
+            this.world = world;
+            this.steps = steps;
+            served = new AtomicInteger[world];
+            for (int i = 0; i < world; i++) served[i] = new AtomicInteger();
+        }
+
+        @Override
+        public void validate(int rank, int world) {
+            if (world != this.world) throw new IllegalArgumentException("world size " + world + " differs from the job's " + this.world);
+            if (rank < 0 || rank >= world) throw new IllegalArgumentException("rank " + rank + " is outside the world size " + world);
+        }
+
+        @Override
+        public CompletableFuture<Prepared> next(int rank) {
+            int step = served[rank].getAndIncrement();
+            if (step >= steps) return CompletableFuture.completedFuture(null);
+            return CompletableFuture.completedFuture(batch(rank, step));
+        }
+
+        static Prepared batch(int rank, int step) {
+            float[] pixels = new float[1176 * (3 + step)];
+            for (int i = 0; i < pixels.length; i++) pixels[i] = rank * 1000 + step + i * 0.5f;
+            long[] ids = {151644, 8948, rank, step, 151643};
+            return new Prepared(new BatchLayout.Meta(0, step, rank, 2, 1),
+                    List.of(Tensor.of("input_ids", ids, 1, 5), Tensor.of("pixel_values", pixels, 3 + step, 1176)));
+        }
+    }
+
+    @Test
+    void layoutRoundTripsAndAlignsTensors() {
+        var prepared = Synthetic.batch(1, 4);
+        try (Arena arena = Arena.ofConfined()) {
+            var seg = arena.allocate(BatchLayout.sizeOf(prepared.tensors()), 64);
+            BatchLayout.write(prepared.meta(), prepared.tensors(), seg);
+            var batch = BatchLayout.read(seg);
+            assertEquals(prepared.meta(), batch.meta());
+            assertArrayEquals(prepared.tensors().get(1).toFloats(), batch.tensor("pixel_values").toFloats());
+            assertArrayEquals(new long[] {7, 1176}, batch.tensor("pixel_values").shape());
+            for (Tensor t : batch.tensors()) assertEquals(0, (t.data().address() - seg.address()) % 64, t.name() + " aligned");
+            seg.set(BatchLayout.INT_LE, 4, 99);
+            var e = assertThrows(IllegalArgumentException.class, () -> BatchLayout.read(seg));
+            assertTrue(e.getMessage().contains("version 99"), e.getMessage());
+        }
+    }
+
+    @Test
+    void trainersReceiveTheirBatchesThenEnd() throws Exception {
+        var provider = new Synthetic(2, 3);
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false)) {
+            for (int rank = 0; rank < 2; rank++) {
+                try (var client = TrainerClient.connect(sock, rank, 2, "test")) {
+                    for (int step = 0; step < 3; step++) {
+                        var b = client.next();
+                        assertEquals(step, b.meta().step());
+                        assertArrayEquals(Synthetic.batch(rank, step).tensors().get(1).toFloats(), b.tensor("pixel_values").toFloats());
+                        assertArrayEquals(new long[] {151644, 8948, rank, step, 151643}, b.tensor("input_ids").toLongs());
+                    }
+                    assertNull(client.next());
+                }
+            }
+            assertEquals(6, server.batchesSent());
+        }
+        assertTrue(Files.notExists(sock), "socket file removed on close");
+    }
+
+    @Test
+    void rankOutsideTheWorldIsRefusedClearly() throws Exception {
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, new Synthetic(2, 1), false)) {
+            var e = assertThrows(IOException.class, () -> TrainerClient.connect(sock, 2, 2, "test"));
+            assertTrue(e.getMessage().contains("rank 2 is outside the world size 2"), e.getMessage());
+            var e2 = assertThrows(IOException.class, () -> TrainerClient.connect(sock, 0, 4, "test"));
+            assertTrue(e2.getMessage().contains("world size 4"), e2.getMessage());
+        }
+    }
+
+    @Test
+    void anotherProtocolVersionIsRefusedClearly() throws Exception {
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, new Synthetic(1, 1), false);
+             var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            ch.connect(UnixDomainSocketAddress.of(sock));
+            var hello = ByteBuffer.allocate(12).order(ByteOrder.LITTLE_ENDIAN).putInt(FeedProtocol.VERSION + 1).putInt(0).putInt(1).flip();
+            FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello);
+            var f = FeedProtocol.readFrame(ch);
+            assertEquals(FeedProtocol.ERROR, f.type());
+            assertTrue(FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)).contains("protocol version 2 is not supported"));
+        }
+    }
+
+    @Test
+    void gatedServerHoldsTrainersUntilOpened() throws Exception {
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, new Synthetic(1, 1), true)) {
+            var connected = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return TrainerClient.connect(sock, 0, 1, "test");
+                } catch (IOException e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            assertTrue(server.awaitHellos(1, 5000));
+            Thread.sleep(100);
+            assertTrue(!connected.isDone(), "held before open()");
+            server.open();
+            try (var client = connected.get()) {
+                assertEquals(0, client.next().meta().step());
+            }
+        }
+    }
+}
