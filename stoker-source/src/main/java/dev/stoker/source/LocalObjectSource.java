@@ -1,0 +1,59 @@
+package dev.stoker.source;
+
+import dev.stoker.core.SampleException;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * An {@link ObjectSource} for a data set whose manifest is a local file; relative references are
+ * files under the manifest's folder, symlinks leading out of it are refused.
+ *
+ * <p>Threading: thread-safe.
+ */
+final class LocalObjectSource implements ObjectSource {
+    private final DatasetLocation.Local location;
+    private final FetchContext ctx;
+    private final Path realRoot;
+
+    LocalObjectSource(DatasetLocation.Local location, FetchContext ctx) {
+        this.location = location;
+        this.ctx = ctx;
+        Path real;
+        try {
+            real = location.rootDir().toRealPath();
+        } catch (IOException e) {
+            real = location.rootDir();
+        }
+        this.realRoot = real;
+        ctx.local();
+    }
+
+    @Override
+    public DatasetLocation location() { return location; }
+
+    @Override
+    public CompletableFuture<byte[]> fetchManifest() {
+        return ctx.local().read(location.manifestUri(), location.manifest(), null, SampleException.Stage.MANIFEST);
+    }
+
+    @Override
+    public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
+        References.Target target;
+        try {
+            target = References.resolve(sampleId, reference, location);
+        } catch (SampleException e) {
+            return ctx.refused(e);
+        }
+        return ctx.fetch(sampleId, target, realRoot, SampleException.Stage.FETCH);
+    }
+
+    @Override
+    public SourceMetrics metrics() { return ctx.metrics; }
+
+    @Override
+    public void close() { ctx.close(); }
+
+    @Override
+    public String toString() { return "LocalObjectSource[" + location.root() + "]"; }
+}

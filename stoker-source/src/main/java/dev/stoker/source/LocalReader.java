@@ -1,0 +1,76 @@
+package dev.stoker.source;
+
+import dev.stoker.core.SampleException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.AccessDeniedException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.Arrays;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Reads whole local files on a small pool of daemon threads (file reads block), inside the shared
+ * in-flight bound.
+ *
+ * <p>Threading: thread-safe; the pool has min(maxInFlight, max(2, cores)) threads and its queue
+ * never holds more than maxInFlight reads (the limiter admits no more).
+ */
+final class LocalReader implements AutoCloseable {
+    private final FetchContext ctx;
+    private final ExecutorService pool;
+
+    LocalReader(FetchContext ctx) {
+        this.ctx = ctx;
+        int threads = Math.min(ctx.config.maxInFlight(), Math.max(2, Runtime.getRuntime().availableProcessors()));
+        var n = new AtomicInteger();
+        this.pool = Executors.newFixedThreadPool(threads,
+                r -> Thread.ofPlatform().daemon().name("stoker-local-read-" + n.incrementAndGet()).unstarted(r));
+    }
+
+    /** Reads {@code file}; when {@code realRoot} is given, a file whose real path leaves it is refused. */
+    CompletableFuture<byte[]> read(String sampleId, Path file, Path realRoot, SampleException.Stage stage) {
+        return ctx.submit(sampleId, stage, startNanos -> CompletableFuture.supplyAsync(
+                () -> readFile(sampleId, file, realRoot, stage, startNanos), pool));
+    }
+
+    private byte[] readFile(String sampleId, Path file, Path realRoot, SampleException.Stage stage, long startNanos) {
+        try {
+            if (realRoot != null && Files.exists(file) && !file.toRealPath().startsWith(realRoot))
+                throw new SampleException(sampleId, stage, "image path " + file + " leads out of the data set root " + realRoot + " through a symlink");
+            try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+                long size = ch.size();
+                if (size > ctx.config.maxObjectBytes())
+                    throw new SampleException(sampleId, stage, "file " + file + " has " + size + " bytes, over maxObjectBytes " + ctx.config.maxObjectBytes());
+                byte[] bytes = new byte[(int) size];
+                ByteBuffer buf = ByteBuffer.wrap(bytes);
+                boolean first = true;
+                while (buf.hasRemaining()) {
+                    int n = ch.read(buf);
+                    if (first) {
+                        ctx.metrics.onFirstByte(System.nanoTime() - startNanos);
+                        first = false;
+                    }
+                    if (n < 0) break;
+                }
+                if (first) ctx.metrics.onFirstByte(System.nanoTime() - startNanos);
+                return buf.hasRemaining() ? Arrays.copyOf(bytes, buf.position()) : bytes;
+            }
+        } catch (NoSuchFileException e) {
+            throw new SampleException(sampleId, stage, "file not found: " + file, e);
+        } catch (AccessDeniedException e) {
+            throw new SampleException(sampleId, stage, "permission denied: " + file, e);
+        } catch (IOException e) {
+            throw new SampleException(sampleId, stage, "cannot read " + file + ": " + e, e);
+        }
+    }
+
+    @Override
+    public void close() { pool.shutdownNow(); }
+}

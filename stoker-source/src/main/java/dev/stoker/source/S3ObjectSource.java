@@ -1,0 +1,50 @@
+package dev.stoker.source;
+
+import dev.stoker.core.SampleException;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * An {@link ObjectSource} for a data set whose manifest is an S3 object; relative references are
+ * keys under the manifest's prefix, resolved with path rules ({@code .}, {@code ..}, repeated
+ * slashes) and refused when {@code ..} would climb above that prefix.
+ *
+ * <p>Threading: thread-safe.
+ */
+final class S3ObjectSource implements ObjectSource {
+    private final DatasetLocation.S3 location;
+    private final FetchContext ctx;
+
+    S3ObjectSource(DatasetLocation.S3 location, FetchContext ctx) {
+        this.location = location;
+        this.ctx = ctx;
+        ctx.s3();
+    }
+
+    @Override
+    public DatasetLocation location() { return location; }
+
+    @Override
+    public CompletableFuture<byte[]> fetchManifest() {
+        return ctx.s3().get(location.manifestUri(), location.bucket(), location.key(), SampleException.Stage.MANIFEST);
+    }
+
+    @Override
+    public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
+        References.Target target;
+        try {
+            target = References.resolve(sampleId, reference, location);
+        } catch (SampleException e) {
+            return ctx.refused(e);
+        }
+        return ctx.fetch(sampleId, target, null, SampleException.Stage.FETCH);
+    }
+
+    @Override
+    public SourceMetrics metrics() { return ctx.metrics; }
+
+    @Override
+    public void close() { ctx.close(); }
+
+    @Override
+    public String toString() { return "S3ObjectSource[" + location.root() + "]"; }
+}

@@ -1,0 +1,224 @@
+package dev.stoker.source;
+
+import dev.stoker.core.SampleException;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.reactivestreams.Subscriber;
+import org.reactivestreams.Subscription;
+import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
+import software.amazon.awssdk.auth.credentials.AwsCredentialsProvider;
+import software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider;
+import software.amazon.awssdk.auth.credentials.StaticCredentialsProvider;
+import software.amazon.awssdk.awscore.AwsRequestOverrideConfiguration;
+import software.amazon.awssdk.awscore.exception.AwsServiceException;
+import software.amazon.awssdk.awscore.retry.AwsRetryStrategy;
+import software.amazon.awssdk.core.ResponseBytes;
+import software.amazon.awssdk.core.async.AsyncResponseTransformer;
+import software.amazon.awssdk.core.async.SdkPublisher;
+import software.amazon.awssdk.core.checksums.ResponseChecksumValidation;
+import software.amazon.awssdk.core.exception.ApiCallAttemptTimeoutException;
+import software.amazon.awssdk.core.exception.ApiCallTimeoutException;
+import software.amazon.awssdk.http.nio.netty.NettyNioAsyncHttpClient;
+import software.amazon.awssdk.http.nio.netty.SdkEventLoopGroup;
+import software.amazon.awssdk.regions.Region;
+import software.amazon.awssdk.services.s3.S3AsyncClient;
+import software.amazon.awssdk.services.s3.model.GetObjectRequest;
+import software.amazon.awssdk.services.s3.model.GetObjectResponse;
+
+/**
+ * Reads whole S3 objects through the SDK's async client on Netty, with its own retry loop.
+ *
+ * <p>Retries: the SDK's are disabled so that every attempt is visible here (counted, backed off on
+ * the shared timer while the fetch keeps its in-flight slot). Retried: HTTP 5xx (503 SlowDown
+ * included), 429 and other throttling codes, 400 RequestTimeout, attempt timeouts and I/O errors
+ * (connection refused or reset, premature close). Not retried: 404 ("object not found"), 403 and
+ * other client errors, credential errors, objects over {@link SourceConfig#maxObjectBytes()}.
+ * Backoff before retry n (0-based) is uniform in [0, min(maxBackoff, baseBackoff * 2^n)] ("full
+ * jitter"), which spreads a burst of throttled clients instead of synchronising them.
+ *
+ * <p>Connections: one Netty event loop per core (at most 4; they only move bytes), owned here so that
+ * closing does not wait out Netty's default 2 s quiet period (100 ms here, not awaited). The pool holds up to maxInFlight connections, the same bound the limiter
+ * puts on fetches, so a fetch never queues for a connection. Response checksums are validated only
+ * when S3 requires it, to keep CRC work off the two cores that decode images.
+ *
+ * <p>Threading: thread-safe. SDK callbacks run on its completion executor; retries are started
+ * from the context's timer thread.
+ */
+final class S3Reader implements AutoCloseable {
+    private final FetchContext ctx;
+    private final S3AsyncClient client;
+    private final AwsRequestOverrideConfiguration perRequest;
+    private final SdkEventLoopGroup eventLoops;
+
+    S3Reader(FetchContext ctx) {
+        this.ctx = ctx;
+        SourceConfig c = ctx.config;
+        Duration attemptTimeout = Duration.ofMillis(c.requestTimeoutMillis());
+        this.eventLoops = SdkEventLoopGroup.builder()
+                .numberOfThreads(Math.clamp(Runtime.getRuntime().availableProcessors(), 1, 4)).build();
+        var http = NettyNioAsyncHttpClient.builder()
+                .eventLoopGroup(eventLoops)
+                .maxConcurrency(c.maxInFlight())
+                .connectionTimeout(attemptTimeout)
+                .connectionAcquisitionTimeout(attemptTimeout.plusSeconds(10));
+        var builder = S3AsyncClient.builder()
+                .httpClientBuilder(http)
+                .region(Region.of(c.region()))
+                .forcePathStyle(c.pathStyle())
+                .credentialsProvider(credentials(c))
+                .responseChecksumValidation(ResponseChecksumValidation.WHEN_REQUIRED)
+                .overrideConfiguration(o -> o.retryStrategy(AwsRetryStrategy.doNotRetry()));
+        if (c.endpointOverride() != null) builder.endpointOverride(c.endpointOverride());
+        this.client = builder.build();
+        this.perRequest = AwsRequestOverrideConfiguration.builder().apiCallAttemptTimeout(attemptTimeout).build();
+    }
+
+    private static AwsCredentialsProvider credentials(SourceConfig c) {
+        if (c.hasStaticCredentials())
+            return StaticCredentialsProvider.create(AwsBasicCredentials.create(c.accessKeyId(), c.secretAccessKey()));
+        return DefaultCredentialsProvider.builder().build();
+    }
+
+    /** Reads {@code s3://bucket/key}, retrying as described above. */
+    CompletableFuture<byte[]> get(String sampleId, String bucket, String key, SampleException.Stage stage) {
+        var request = GetObjectRequest.builder().bucket(bucket).key(key).overrideConfiguration(perRequest).build();
+        return ctx.submit(sampleId, stage, startNanos -> {
+            var call = new Call(sampleId, stage, request, startNanos, new CompletableFuture<>());
+            attempt(call, 0);
+            return call.result;
+        });
+    }
+
+    private record Call(String sampleId, SampleException.Stage stage, GetObjectRequest request, long startNanos,
+                        CompletableFuture<byte[]> result, AtomicBoolean firstByteSeen) {
+        Call(String sampleId, SampleException.Stage stage, GetObjectRequest request, long startNanos, CompletableFuture<byte[]> result) {
+            this(sampleId, stage, request, startNanos, result, new AtomicBoolean());
+        }
+
+        String uri() { return "s3://" + request.bucket() + "/" + request.key(); }
+    }
+
+    private void attempt(Call call, int attempt) {
+        CompletableFuture<ResponseBytes<GetObjectResponse>> f;
+        try {
+            f = client.getObject(call.request, new BoundedBytes(call));
+        } catch (RuntimeException e) {
+            f = CompletableFuture.failedFuture(e);
+        }
+        f.whenComplete((bytes, error) -> {
+            if (error == null) {
+                call.result.complete(bytes.asByteArrayUnsafe());
+                return;
+            }
+            Throwable cause = FetchContext.unwrap(error);
+            if (attempt < ctx.config.maxRetries() && retryable(cause)) {
+                ctx.metrics.onRetry();
+                try {
+                    ctx.timer.schedule(() -> attempt(call, attempt + 1), backoffMillis(attempt), TimeUnit.MILLISECONDS);
+                } catch (RejectedExecutionException closed) {
+                    call.result.completeExceptionally(failure(call, cause, attempt));
+                }
+            } else {
+                call.result.completeExceptionally(failure(call, cause, attempt));
+            }
+        });
+    }
+
+    private long backoffMillis(int attempt) {
+        long base = ctx.config.baseBackoffMillis();
+        long factor = attempt >= 62 ? Long.MAX_VALUE : 1L << attempt;
+        long scaled = base > Long.MAX_VALUE / factor ? Long.MAX_VALUE : base * factor;
+        long cap = Math.min(ctx.config.maxBackoffMillis(), scaled);
+        return cap == 0 ? 0 : ThreadLocalRandom.current().nextLong(cap + 1);
+    }
+
+    static boolean retryable(Throwable t) {
+        if (t instanceof SampleException) return false;
+        if (t instanceof AwsServiceException e) {
+            int status = e.statusCode();
+            if (status >= 500 || status == 429 || e.isThrottlingException()) return true;
+            return e.awsErrorDetails() != null && "RequestTimeout".equals(e.awsErrorDetails().errorCode());
+        }
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof IOException || c instanceof UncheckedIOException || c instanceof TimeoutException
+                    || c instanceof ApiCallAttemptTimeoutException || c instanceof ApiCallTimeoutException)
+                return true;
+        }
+        return false;
+    }
+
+    private static SampleException failure(Call call, Throwable cause, int retries) {
+        if (cause instanceof SampleException se) return se;
+        if (cause instanceof AwsServiceException e && e.statusCode() == 404)
+            return new SampleException(call.sampleId, call.stage, "object not found: " + call.uri() + " (" + describe(e) + ")", e);
+        if (cause instanceof AwsServiceException e && e.statusCode() == 403)
+            return new SampleException(call.sampleId, call.stage, "access denied: " + call.uri() + " (" + describe(e) + ")", e);
+        String after = retryable(cause) ? " after " + retries + (retries == 1 ? " retry" : " retries") : "";
+        return new SampleException(call.sampleId, call.stage, "cannot fetch " + call.uri() + after + ": " + describe(cause), cause);
+    }
+
+    private static String describe(Throwable t) {
+        if (t instanceof AwsServiceException e) {
+            var details = e.awsErrorDetails();
+            String code = details == null ? null : details.errorCode();
+            return "HTTP " + e.statusCode() + (code == null ? "" : " " + code);
+        }
+        String msg = t.getMessage();
+        return t.getClass().getSimpleName() + (msg == null ? "" : ": " + msg);
+    }
+
+    @Override
+    public void close() {
+        client.close();
+        eventLoops.eventLoopGroup().shutdownGracefully(100, 2000, TimeUnit.MILLISECONDS);
+    }
+
+    /** Buffers the body like {@code toBytes()}, notes the first byte and refuses objects over the size limit before buffering them. */
+    private final class BoundedBytes implements AsyncResponseTransformer<GetObjectResponse, ResponseBytes<GetObjectResponse>> {
+        private final Call call;
+        private final AsyncResponseTransformer<GetObjectResponse, ResponseBytes<GetObjectResponse>> delegate = AsyncResponseTransformer.toBytes();
+        private volatile SampleException tooLarge;
+
+        BoundedBytes(Call call) { this.call = call; }
+
+        @Override
+        public CompletableFuture<ResponseBytes<GetObjectResponse>> prepare() { return delegate.prepare(); }
+
+        @Override
+        public void onResponse(GetObjectResponse response) {
+            if (call.firstByteSeen.compareAndSet(false, true)) ctx.metrics.onFirstByte(System.nanoTime() - call.startNanos);
+            Long length = response.contentLength();
+            if (length != null && length > ctx.config.maxObjectBytes())
+                tooLarge = new SampleException(call.sampleId, call.stage,
+                        call.uri() + " has " + length + " bytes, over maxObjectBytes " + ctx.config.maxObjectBytes());
+            delegate.onResponse(response);
+        }
+
+        @Override
+        public void onStream(SdkPublisher<ByteBuffer> publisher) {
+            SampleException refused = tooLarge;
+            if (refused == null) {
+                delegate.onStream(publisher);
+                return;
+            }
+            publisher.subscribe(new Subscriber<ByteBuffer>() {
+                @Override public void onSubscribe(Subscription s) { s.cancel(); }
+                @Override public void onNext(ByteBuffer b) { }
+                @Override public void onError(Throwable t) { }
+                @Override public void onComplete() { }
+            });
+            delegate.exceptionOccurred(refused);
+        }
+
+        @Override
+        public void exceptionOccurred(Throwable error) { delegate.exceptionOccurred(error); }
+    }
+}

@@ -1,0 +1,103 @@
+package dev.stoker.source;
+
+import static dev.stoker.source.TestData.assertFetchRefused;
+import static dev.stoker.source.TestData.get;
+import static dev.stoker.source.TestData.image;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.SampleException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class LocalObjectSourceTest {
+    @TempDir
+    static Path dir;
+    static Path manifest;
+    static Path outside;
+    static List<String> names;
+
+    @BeforeAll
+    static void writeDataset() throws IOException {
+        names = TestData.imageNames();
+        Path images = Files.createDirectories(dir.resolve("ds/images"));
+        for (String n : names) Files.copy(TestData.IMAGES.resolve(n), images.resolve(n));
+        manifest = Files.write(dir.resolve("ds/train.jsonl"), TestData.manifest());
+        outside = Files.write(dir.resolve("outside.jpg"), image(names.get(0)));
+        Files.createSymbolicLink(images.resolve("link.jpg"), outside);
+    }
+
+    private static ObjectSource open(SourceConfig config) { return ObjectSources.open(manifest.toString(), config); }
+
+    @Test
+    void manifestAndRelativeImagesAreTheFiles() {
+        try (var source = open(SourceConfig.defaults())) {
+            byte[] m = get(source.fetchManifest());
+            assertArrayEquals(TestData.manifest(), m);
+            var refs = TestData.references(m);
+            assertEquals(names.size(), refs.size());
+            long bytes = m.length;
+            for (int i = 0; i < refs.size(); i++) {
+                byte[] expected = image(names.get(i));
+                assertArrayEquals(expected, get(source.fetch("s" + i, refs.get(i))));
+                bytes += expected.length;
+            }
+            assertEquals(bytes, source.metrics().bytesFetched());
+            assertEquals(refs.size() + 1, source.metrics().firstByteLatency().count());
+        }
+    }
+
+    @Test
+    void absoluteFileUriIsAllowedAnywhere() {
+        try (var source = open(SourceConfig.defaults())) {
+            assertArrayEquals(image(names.get(0)), get(source.fetch("s", outside.toUri().toString())));
+        }
+    }
+
+    @Test
+    void escapesAreRefused() {
+        try (var source = open(SourceConfig.defaults())) {
+            assertFetchRefused(source, "../../x.jpg", "escapes the data set root");
+            assertFetchRefused(source, "../outside.jpg", "escapes the data set root");
+            assertFetchRefused(source, outside.toString(), "escapes the data set root");
+            assertFetchRefused(source, "images/link.jpg", "through a symlink");
+            assertEquals(4, source.metrics().failures());
+        }
+    }
+
+    @Test
+    void missingFileIsAClearError() {
+        try (var source = open(SourceConfig.defaults())) {
+            assertFetchRefused(source, "images/missing.jpg", "file not found: " + dir.resolve("ds/images/missing.jpg"));
+        }
+    }
+
+    @Test
+    void missingManifestFailsAtStageManifest() {
+        try (var source = ObjectSources.open(dir.resolve("none/train.jsonl").toString(), SourceConfig.defaults())) {
+            var e = TestData.failure(source.fetchManifest());
+            assertEquals(SampleException.Stage.MANIFEST, e.stage());
+            assertTrue(e.getMessage().contains("file not found"), e.getMessage());
+        }
+    }
+
+    @Test
+    void inFlightIsBounded() {
+        try (var source = open(SourceConfig.builder().maxInFlight(4).build())) {
+            TestData.assertBoundedInFlight(source, names);
+        }
+    }
+
+    @Test
+    void fetchLatencyDelaysFirstByteWithoutThreads() {
+        try (var source = open(SourceConfig.builder().fetchLatencyMillis(200).build())) {
+            TestData.assertLatencyWithoutThreads(source, "images/" + names.get(1), image(names.get(1)));
+        }
+    }
+}

@@ -1,0 +1,126 @@
+package dev.stoker.source;
+
+import static dev.stoker.source.TestData.get;
+import static dev.stoker.source.TestData.image;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.testkit.s3.FaultProxy;
+import dev.stoker.testkit.s3.S3MockExtension;
+import dev.stoker.testkit.s3.S3MockServer;
+import java.io.IOException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** Retries against S3Mock behind a {@link FaultProxy} that injects throttling, errors, resets and stalls. */
+@ExtendWith(S3MockExtension.class)
+@Timeout(120)
+class S3RetryTest {
+    static final String BUCKET = "retry-test";
+    static final String MANIFEST = "s3://" + BUCKET + "/ds/train.jsonl";
+    static FaultProxy proxy;
+    static byte[] expected;
+
+    @BeforeAll
+    static void setUp(S3MockServer s3) throws IOException {
+        expected = image(TestData.imageNames().get(1));
+        s3.createBucket(BUCKET);
+        s3.putObject(BUCKET, "ds/train.jsonl", TestData.manifest());
+        s3.putObject(BUCKET, "ds/a.png", expected);
+        proxy = FaultProxy.start(s3.endpoint());
+    }
+
+    @AfterAll
+    static void tearDown() {
+        if (proxy != null) proxy.close();
+    }
+
+    @BeforeEach
+    void clearPlan() { proxy.clear(); }
+
+    static SourceConfig.Builder config() {
+        return SourceConfig.builder().endpointOverride(proxy.endpoint()).pathStyle(true).credentials("test-key", "test-secret")
+                .maxRetries(3).baseBackoffMillis(5).maxBackoffMillis(40).requestTimeoutMillis(2000);
+    }
+
+    @Test
+    void slowDownIsRetriedUntilItPasses() {
+        proxy.enqueue(FaultProxy.slowDown(), 2);
+        try (var source = ObjectSources.open(MANIFEST, config().build())) {
+            assertArrayEquals(expected, get(source.fetch("s1", "a.png")));
+            assertEquals(2, source.metrics().retries());
+            assertEquals(3, proxy.requests());
+            assertEquals(2, proxy.injected());
+            assertEquals(0, source.metrics().failures());
+        }
+    }
+
+    @Test
+    void serverErrorsAndResetsAreRetried() {
+        proxy.enqueue(FaultProxy.internalError(), 1).enqueue(FaultProxy.reset(), 1).enqueue(FaultProxy.slowDown(), 1);
+        try (var source = ObjectSources.open(MANIFEST, config().build())) {
+            assertArrayEquals(expected, get(source.fetch("s1", "a.png")));
+            assertEquals(3, source.metrics().retries());
+            assertEquals(4, proxy.requests());
+        }
+    }
+
+    @Test
+    void persistentSlowDownFailsAfterMaxRetries() {
+        proxy.setDefault(FaultProxy.slowDown());
+        try (var source = ObjectSources.open(MANIFEST, config().build())) {
+            var e = TestData.failure(source.fetch("s1", "a.png"));
+            assertEquals("s1", e.sampleId());
+            assertEquals(SampleException.Stage.FETCH, e.stage());
+            assertTrue(e.getMessage().contains("s3://" + BUCKET + "/ds/a.png"), e.getMessage());
+            assertTrue(e.getMessage().contains("after 3 retries"), e.getMessage());
+            assertTrue(e.getMessage().contains("HTTP 503 SlowDown"), e.getMessage());
+            assertEquals(3, source.metrics().retries());
+            assertEquals(1, source.metrics().failures());
+            assertEquals(4, proxy.requests());
+        }
+    }
+
+    @Test
+    void stalledResponsesTimeOutAndAreRetried() {
+        proxy.enqueue(FaultProxy.delay(3000), 2);
+        try (var source = ObjectSources.open(MANIFEST, config().requestTimeoutMillis(300).build())) {
+            long t0 = System.nanoTime();
+            assertArrayEquals(expected, get(source.fetch("s1", "a.png")));
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            assertEquals(2, source.metrics().retries());
+            assertTrue(millis >= 600 && millis < 2500, "two 300 ms timeouts then success took " + millis + " ms");
+        }
+    }
+
+    @Test
+    void persistentStallEndsInATimeoutError() {
+        proxy.setDefault(FaultProxy.delay(3000));
+        try (var source = ObjectSources.open(MANIFEST, config().requestTimeoutMillis(200).maxRetries(2).build())) {
+            var e = TestData.failure(source.fetch("s1", "a.png"));
+            assertTrue(e.getMessage().contains("after 2 retries") && e.getMessage().contains("Timeout"), e.getMessage());
+            assertEquals(2, source.metrics().retries());
+        }
+    }
+
+    @Test
+    void clientErrorsAreNotRetried() {
+        try (var source = ObjectSources.open(MANIFEST, config().build())) {
+            var notFound = TestData.failure(source.fetch("s1", "missing.png"));
+            assertTrue(notFound.getMessage().startsWith("object not found: s3://" + BUCKET + "/ds/missing.png"), notFound.getMessage());
+            assertEquals(1, proxy.requests());
+            proxy.enqueue(new FaultProxy.Status(403, "AccessDenied"), 1);
+            var denied = TestData.failure(source.fetch("s2", "a.png"));
+            assertTrue(denied.getMessage().startsWith("access denied: s3://" + BUCKET + "/ds/a.png"), denied.getMessage());
+            assertEquals(2, proxy.requests());
+            assertEquals(0, source.metrics().retries());
+        }
+    }
+}
