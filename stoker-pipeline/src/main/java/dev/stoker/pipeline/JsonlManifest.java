@@ -23,9 +23,12 @@ public final class JsonlManifest {
     }
 
     public static JsonlManifest read(Path file) throws IOException {
-        byte[] all = Files.readAllBytes(file);
+        return new JsonlManifest(file, split(file.getFileName().toString(), Files.readAllBytes(file)));
+    }
+
+    /** The non-blank lines of a manifest held in memory (fetched from an object store), ids {@code name:line}. */
+    public static List<Line> split(String name, byte[] all) {
         var lines = new ArrayList<Line>();
-        String name = file.getFileName().toString();
         int start = 0;
         int number = 1;
         for (int i = 0; i <= all.length; i++) {
@@ -40,7 +43,7 @@ public final class JsonlManifest {
                 number++;
             }
         }
-        return new JsonlManifest(file, lines);
+        return lines;
     }
 
     private static boolean isBlank(byte[] b, int from, int to) {

@@ -8,6 +8,7 @@ import dev.stoker.text.TextFeatures;
 import dev.stoker.text.TokenSequenceBuilder;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Turns one SFT record into its model inputs: parse → per image read, probe and plan the resize →
@@ -40,6 +41,15 @@ public final class SampleEncoder {
     /** Encodes one JSONL line (raw bytes, UTF-8 validated); images are read through {@code source}. */
     public EncodedSample encodeLine(byte[] line, String fallbackId, ImageSource source) {
         return encode(parser.parseLine(line, fallbackId), source);
+    }
+
+    /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */
+    public EncodedSample encode(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return encode(sample, (id, ref) -> {
+            byte[] bytes = imagesByReference.get(ref);
+            if (bytes == null) throw new SampleException(id, SampleException.Stage.FETCH, "image '" + ref + "' was not fetched");
+            return bytes;
+        });
     }
 
     public EncodedSample encode(ChatSample sample, ImageSource source) {

@@ -1,0 +1,50 @@
+package dev.stoker.cli;
+
+import java.net.URI;
+import picocli.CommandLine.Option;
+
+/** Options of every command that runs the feeding pipeline: data, ranks, concurrency, buffers, S3. */
+final class FeedOptions {
+    @Option(names = "--data", required = true,
+            description = "The manifest: a local path, file://… or s3://bucket/key of train.jsonl (images relative to its folder).")
+    String data;
+
+    @Option(names = "--ranks", defaultValue = "1", description = "Trainer ranks (world size) (default: ${DEFAULT-VALUE}).")
+    int ranks;
+
+    @Option(names = "--batch", defaultValue = "8", description = "Samples per rank and step (default: ${DEFAULT-VALUE}).")
+    int batch;
+
+    @Option(names = "--seed", defaultValue = "1234", description = "Shuffle seed (default: ${DEFAULT-VALUE}).")
+    long seed;
+
+    @Option(names = "--threads", description = "CPU threads for decode/transform/tokenize (default: the number of cores).")
+    Integer threads;
+
+    @Option(names = "--fetch-concurrency", defaultValue = "64", description = "Object fetches in flight (default: ${DEFAULT-VALUE}).")
+    int fetchConcurrency;
+
+    @Option(names = "--fetch-latency-ms", defaultValue = "0",
+            description = "Added first-byte delay per object, to model object storage on a local disk (default: ${DEFAULT-VALUE}).")
+    long fetchLatencyMillis;
+
+    @Option(names = "--prefetch-batches", defaultValue = "4", description = "Prefetch buffer per rank, in batches (default: ${DEFAULT-VALUE}).")
+    int prefetchBatches;
+
+    @Option(names = "--prefetch-bytes", defaultValue = "1073741824", description = "Prefetch buffer per rank, in bytes (default: ${DEFAULT-VALUE}).")
+    long prefetchBytes;
+
+    @Option(names = "--s3-endpoint", description = "S3 endpoint override, e.g. http://127.0.0.1:9090 (default: AWS).")
+    URI s3Endpoint;
+
+    @Option(names = "--s3-region", defaultValue = "us-east-1", description = "S3 region (default: ${DEFAULT-VALUE}).")
+    String s3Region;
+
+    @Option(names = "--s3-path-style", description = "Path-style S3 addressing (needed by most S3-compatible servers).")
+    boolean s3PathStyle;
+
+    @Option(names = "--tokenizer", description = "tokenizer.json (or .json.gz); default: the bundled Qwen2 tokenizer.")
+    java.nio.file.Path tokenizer;
+
+    int cpuThreads() { return threads == null ? Runtime.getRuntime().availableProcessors() : threads; }
+}

@@ -1,0 +1,72 @@
+package dev.stoker.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+/**
+ * {@code stoker bench ladder}: the wait-time ladder. For each mode, the pipeline feeds one
+ * trainer process per rank; each trainer measures, per step, how long it waited for its batch
+ * (transfer included) and how long it computed (a sleep, like a GPU step).
+ */
+@Command(name = "ladder", mixinStandardHelpOptions = true,
+        description = {"Run the wait-time ladder: serial → concurrent → prefetch, with one trainer process per rank.",
+                "The last stdout line is JSON {\"modes\": {MODE: {\"wait_ratio\":…, \"samples_per_s\":…, \"ttfb_ms\":…, \"steady_wait_ratio\":…}}}."})
+final class LadderCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+    @Mixin ProcessorOptions processor;
+    @Mixin FeedOptions feed;
+
+    @Option(names = "--step-ms", defaultValue = "250", description = "Simulated GPU step per batch, in ms (default: ${DEFAULT-VALUE}).")
+    long stepMillis;
+
+    @Option(names = "--steps", defaultValue = "100", description = "Steps per rank and mode (default: ${DEFAULT-VALUE}).")
+    int steps;
+
+    @Option(names = "--modes", defaultValue = "serial,concurrent,prefetch", split = ",",
+            description = "Modes to run, in order (default: ${DEFAULT-VALUE}).")
+    List<String> modes;
+
+    @Option(names = "--work-dir", description = "Where sockets, trainer logs and per-step reports go (default: a temp folder).")
+    Path workDir;
+
+    @Override
+    public Integer call() throws Exception {
+        PrintWriter out = spec.commandLine().getOut();
+        var options = processor.toEncodeOptions();
+        Path dir = workDir != null ? workDir : Files.createTempDirectory("stoker-ladder");
+        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads%n",
+                feed.data, feed.ranks, feed.batch, stepMillis, steps, feed.fetchLatencyMillis, options.vision().maxPixels(), feed.cpuThreads());
+        out.printf("%-11s %10s %12s %10s %10s %12s %12s%n", "mode", "wait ratio", "steady ratio", "samples/s", "ttfb ms", "mean wait ms", "MB to trainers");
+        var json = new LinkedHashMap<String, Object>();
+        try (var factory = FeedFactory.open(feed, options)) {
+            for (String mode : modes) {
+                var r = LadderRun.run(mode, () -> factory.start(mode), feed.ranks, steps, stepMillis, dir);
+                out.printf("%-11s %10.3f %12.3f %10.1f %10.0f %12.1f %12.1f%n", mode, r.waitRatio(), r.steadyWaitRatio(),
+                        r.samplesPerSecond(), r.ttfbMillis(), r.meanWaitMillis(), r.bytesReceived() / 1e6);
+                out.flush();
+                var m = new LinkedHashMap<String, Object>();
+                m.put("wait_ratio", round(r.waitRatio()));
+                m.put("samples_per_s", round(r.samplesPerSecond()));
+                m.put("ttfb_ms", round(r.ttfbMillis()));
+                m.put("steady_wait_ratio", round(r.steadyWaitRatio()));
+                m.put("mean_wait_ms", round(r.meanWaitMillis()));
+                m.put("bytes_to_trainers", r.bytesReceived());
+                json.put(mode, m);
+            }
+        }
+        out.println(new ObjectMapper().writeValueAsString(java.util.Map.of("modes", json)));
+        return 0;
+    }
+
+    private static double round(double v) { return Math.round(v * 10000) / 10000.0; }
+}

@@ -1,0 +1,59 @@
+package dev.stoker.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.transport.BatchLayout;
+import dev.stoker.transport.TrainerClient;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code stoker trainer}: a simulated trainer rank, run as its own process by {@code bench ladder}.
+ * Each step asks for the next batch (wait: request until the batch's bytes are in this process)
+ * and then "computes" by sleeping {@code --step-ms}, using no CPU, as a GPU step would.
+ */
+@Command(name = "trainer", hidden = true, mixinStandardHelpOptions = true,
+        description = "Simulated trainer rank (started by bench ladder).")
+final class TrainerCommand implements Callable<Integer> {
+    @Option(names = "--socket", required = true) Path socket;
+    @Option(names = "--rank", required = true) int rank;
+    @Option(names = "--world", required = true) int world;
+    @Option(names = "--steps", required = true) int steps;
+    @Option(names = "--step-ms", required = true) long stepMillis;
+    @Option(names = "--report", required = true) Path report;
+    @Option(names = "--job", defaultValue = "bench") String job;
+
+    /** What one step measured. */
+    record Step(long waitNanos, long computeNanos, long bytes, int samples) {}
+
+    @Override
+    public Integer call() throws Exception {
+        var stepsDone = new java.util.ArrayList<Step>(steps);
+        long connectNanos = System.nanoTime();
+        try (var client = TrainerClient.connect(socket, rank, world, job)) {
+            long start = System.nanoTime();
+            for (int s = 0; s < steps; s++) {
+                long t0 = System.nanoTime();
+                BatchLayout.Batch batch = client.next();
+                long t1 = System.nanoTime();
+                if (batch == null) break;
+                Thread.sleep(stepMillis);
+                long t2 = System.nanoTime();
+                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize()));
+            }
+            long end = System.nanoTime();
+            var json = new LinkedHashMap<String, Object>();
+            json.put("rank", rank);
+            json.put("world", world);
+            json.put("connect_wait_ms", (start - connectNanos) / 1e6);
+            json.put("elapsed_ms", (end - start) / 1e6);
+            json.put("bytes_received", client.bytesReceived());
+            json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples())).toList());
+            new ObjectMapper().writeValue(report.toFile(), json);
+        }
+        return 0;
+    }
+}

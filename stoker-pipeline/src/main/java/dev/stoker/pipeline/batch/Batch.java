@@ -1,0 +1,51 @@
+package dev.stoker.pipeline.batch;
+
+import java.util.List;
+
+/**
+ * One rank's padded batch for one step, laid out as the official Qwen-VL collator returns it
+ * (flat, row-major, C order): {@code input_ids}, {@code labels}, {@code attention_mask} (B, L),
+ * {@code position_ids} (3, B, L), {@code pixel_values} (rows, rowLength) and
+ * {@code image_grid_thw} (images, 3).
+ *
+ * <p>A batch may hold fewer samples than were scheduled for it (the others failed and were recorded
+ * as skipped), down to none: {@code samples() + skipped() == scheduled()}, checked on construction.
+ *
+ * <p>Threading: immutable by convention once assembled; the arrays are not copied, so consumers
+ * must not modify them.
+ *
+ * @param epoch           epoch of the global step
+ * @param step            step within the epoch
+ * @param globalStep      epoch·stepsPerEpoch + step
+ * @param rank            the rank it is for
+ * @param scheduled       samples the schedule assigned to this rank and step
+ * @param sampleIds       ids of the delivered samples, in batch order
+ * @param datasetIndices  their dataset indices (manifest line order, 0-based)
+ * @param skippedSamples  the scheduled samples left out, in schedule order
+ * @param layout          B, L, pixel rows and images
+ * @param attentionMask   int64 0/1 = (input_ids != 151643); the official code yields bool
+ */
+public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
+                    List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchLayout layout,
+                    long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                    float[] pixelValues, long[] imageGridThw) {
+
+    public Batch {
+        sampleIds = List.copyOf(sampleIds);
+        skippedSamples = List.copyOf(skippedSamples);
+        if (sampleIds.size() != layout.samples() || datasetIndices.length != layout.samples()
+                || layout.samples() + skippedSamples.size() != scheduled)
+            throw new IllegalArgumentException("batch of " + layout.samples() + " samples (" + sampleIds.size() + " ids, "
+                    + datasetIndices.length + " indices) + " + skippedSamples.size() + " skipped != " + scheduled + " scheduled");
+    }
+
+    /** B, the samples delivered. */
+    public int samples() { return layout.samples(); }
+
+    /** L, the padded sequence length. */
+    public int length() { return layout.length(); }
+
+    public int skipped() { return skippedSamples.size(); }
+
+    public long sizeBytes() { return layout.sizeBytes(); }
+}

@@ -1,0 +1,94 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.text.QwenTokenizer;
+import java.util.ArrayList;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import java.util.function.Supplier;
+
+/**
+ * The CPU stage's dedicated pool: a fixed number of threads, each owning one {@link SampleEncoder}
+ * (and so one native decoder handle and its resize buffers), created on that thread at first use.
+ *
+ * <p>Threading: the queue is bounded at {@code capacity}; callers bound their own in-flight tasks
+ * (every stream stage that submits here is a mapAsync of known parallelism), so a rejection means
+ * that bound was broken and fails the stream loudly instead of queueing without limit.
+ */
+final class CpuPool implements AutoCloseable {
+    private final ThreadPoolExecutor executor;
+
+    CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
+        var counter = new AtomicInteger();
+        this.executor = new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(capacity),
+                r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), options, tokenizer),
+                new ThreadPoolExecutor.AbortPolicy());
+    }
+
+    /**
+     * Starts every thread and builds its encoder (native decoder handle, tokenizer template, resize
+     * buffers) before the first sample arrives, so that start-up cost is not charged to the first batch.
+     */
+    void prestart(long timeoutMillis) {
+        int threads = executor.getCorePoolSize();
+        executor.prestartAllCoreThreads();
+        var allRunning = new CountDownLatch(threads);
+        var done = new ArrayList<CompletableFuture<SampleEncoder>>(threads);
+        for (int i = 0; i < threads; i++)
+            done.add(withEncoder(encoder -> {
+                allRunning.countDown();
+                try {
+                    allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return encoder;
+            }));
+        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+    }
+
+    /** Runs {@code task} with this pool thread's encoder. */
+    <T> CompletableFuture<T> withEncoder(Function<SampleEncoder, T> task) {
+        return CompletableFuture.supplyAsync(() -> task.apply(((EncoderThread) Thread.currentThread()).encoder()), executor);
+    }
+
+    <T> CompletableFuture<T> supply(Supplier<T> task) {
+        return CompletableFuture.supplyAsync(task, executor);
+    }
+
+    int queued() { return executor.getQueue().size(); }
+
+    @Override
+    public void close() {
+        executor.shutdownNow();
+        try {
+            executor.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static final class EncoderThread extends Thread {
+        private final EncodeOptions options;
+        private final QwenTokenizer tokenizer;
+        private SampleEncoder encoder;
+
+        EncoderThread(Runnable r, String name, EncodeOptions options, QwenTokenizer tokenizer) {
+            super(r, name);
+            this.options = options;
+            this.tokenizer = tokenizer;
+            setDaemon(true);
+        }
+
+        SampleEncoder encoder() {
+            if (encoder == null) encoder = new SampleEncoder(options, tokenizer);
+            return encoder;
+        }
+    }
+}

@@ -1,0 +1,18 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.core.SampleException;
+
+/**
+ * One skipped sample: which one, where in the schedule, the stage that refused it and why.
+ *
+ * @param sampleId      the record's id, or {@code manifest:line} when the line did not parse
+ * @param datasetIndex  0-based manifest line index (non-blank lines)
+ */
+public record FeedError(String sampleId, int datasetIndex, long epoch, long step, int rank,
+                        SampleException.Stage stage, String cause) {
+
+    public String describe() {
+        return sampleId + " (index " + datasetIndex + ", epoch " + epoch + " step " + step + " rank " + rank + "): "
+                + stage.name().toLowerCase() + ": " + cause;
+    }
+}

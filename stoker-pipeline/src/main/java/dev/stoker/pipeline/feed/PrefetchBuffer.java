@@ -1,0 +1,129 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.pipeline.batch.Batch;
+import java.util.ArrayDeque;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CancellationException;
+
+/**
+ * One rank's ready batches, bounded in batches and in bytes; the point where back-pressure starts.
+ *
+ * <p>The producer (the rank's stream, through a mapAsync(1)) offers one batch at a time with
+ * {@link #admit}: it is taken at once when a consumer is already waiting, or when it fits under
+ * both limits, or when the buffer is empty (so a batch larger than the byte limit still flows,
+ * alone); otherwise its future stays open and the stream stops pulling until {@link #take} makes
+ * room. Consumers waiting in {@link #take} are served in order, at most {@code maxWaiters} of them.
+ *
+ * <p>Threading: all state under one lock; futures are completed after releasing it, on the thread
+ * that made the transition (a stream thread or the consumer's).
+ */
+final class PrefetchBuffer {
+    private final int maxBatches;
+    private final long maxBytes;
+    private final int maxWaiters;
+    private final ArrayDeque<Batch> ready = new ArrayDeque<>();
+    private final ArrayDeque<CompletableFuture<Batch>> waiters = new ArrayDeque<>();
+    private long readyBytes;
+    private long peakBytes;
+    private long producerWaits;
+    private long consumerWaits;
+    private Batch parked;
+    private CompletableFuture<Void> parkedAdmit;
+    private Throwable failure;
+
+    PrefetchBuffer(int maxBatches, long maxBytes, int maxWaiters) {
+        this.maxBatches = maxBatches;
+        this.maxBytes = maxBytes;
+        this.maxWaiters = maxWaiters;
+    }
+
+    /** Completes when {@code b} has been buffered or handed to a waiting consumer. */
+    CompletableFuture<Void> admit(Batch b) {
+        CompletableFuture<Batch> waiter;
+        synchronized (this) {
+            if (failure != null) return CompletableFuture.failedFuture(failure);
+            if (parked != null) throw new IllegalStateException("admit: a batch is already waiting for space");
+            waiter = waiters.poll();
+            if (waiter == null) {
+                if (!fits(b)) {
+                    producerWaits++;
+                    parked = b;
+                    parkedAdmit = new CompletableFuture<>();
+                    return parkedAdmit;
+                }
+                add(b);
+            }
+        }
+        if (waiter != null) waiter.complete(b);
+        return CompletableFuture.completedFuture(null);
+    }
+
+    /** The next batch: at once when one is ready, else when the producer delivers one. */
+    CompletableFuture<Batch> take() {
+        Batch b;
+        CompletableFuture<Void> admitted = null;
+        synchronized (this) {
+            b = ready.poll();
+            if (b == null) {
+                if (failure != null) return CompletableFuture.failedFuture(failure);
+                if (waiters.size() >= maxWaiters)
+                    return CompletableFuture.failedFuture(new IllegalStateException(
+                            "more than " + maxWaiters + " next() calls outstanding on one rank"));
+                consumerWaits++;
+                var w = new CompletableFuture<Batch>();
+                waiters.add(w);
+                return w;
+            }
+            readyBytes -= b.sizeBytes();
+            if (parked != null && fits(parked)) {
+                add(parked);
+                parked = null;
+                admitted = parkedAdmit;
+                parkedAdmit = null;
+            }
+        }
+        if (admitted != null) admitted.complete(null);
+        return CompletableFuture.completedFuture(b);
+    }
+
+    /** Fails waiting and later takes with {@code cause} (stream failure or close) and releases a parked producer. */
+    void fail(Throwable cause) {
+        CompletableFuture<Void> admitted;
+        CompletableFuture<?>[] toFail;
+        synchronized (this) {
+            if (failure != null) return;
+            failure = cause;
+            ready.clear();
+            readyBytes = 0;
+            parked = null;
+            admitted = parkedAdmit;
+            parkedAdmit = null;
+            toFail = waiters.toArray(CompletableFuture[]::new);
+            waiters.clear();
+        }
+        if (admitted != null) admitted.completeExceptionally(cause);
+        for (var w : toFail) w.completeExceptionally(cause);
+    }
+
+    void close() { fail(new CancellationException("feed closed")); }
+
+    synchronized int batches() { return ready.size(); }
+
+    synchronized long bytes() { return readyBytes; }
+
+    synchronized long peakBytes() { return peakBytes; }
+
+    synchronized long producerWaits() { return producerWaits; }
+
+    synchronized long consumerWaits() { return consumerWaits; }
+
+    private boolean fits(Batch b) {
+        return ready.isEmpty() || (ready.size() < maxBatches && readyBytes + b.sizeBytes() <= maxBytes);
+    }
+
+    private void add(Batch b) {
+        ready.add(b);
+        readyBytes += b.sizeBytes();
+        peakBytes = Math.max(peakBytes, readyBytes);
+    }
+}

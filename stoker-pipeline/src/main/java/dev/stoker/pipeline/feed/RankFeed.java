@@ -1,0 +1,28 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.pipeline.batch.Batch;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * One trainer rank's view of a feed: its batches in schedule order, one per global step.
+ *
+ * <p>Every step yields a batch, even when all of its samples failed (then an empty one, B = 0),
+ * so that all ranks take the same number of steps and collective operations stay in lockstep;
+ * {@code samples() + skipped() == scheduled()} holds for each batch.
+ *
+ * <p>Threading: {@link #next()} may be called from any thread; calls are served in call order, at
+ * most {@link #MAX_OUTSTANDING_REQUESTS} at a time. The returned future may complete on a pipeline
+ * thread: do not block in its callbacks (or use the async variants).
+ */
+public interface RankFeed extends AutoCloseable {
+    int MAX_OUTSTANDING_REQUESTS = 64;
+
+    int rank();
+
+    /** The next batch of this rank; fails with the stream's error, or CancellationException after close. */
+    CompletableFuture<Batch> next();
+
+    /** Stops this rank's work; outstanding and later next() calls fail. */
+    @Override
+    void close();
+}

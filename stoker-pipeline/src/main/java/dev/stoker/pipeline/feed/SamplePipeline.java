@@ -1,0 +1,194 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.pipeline.EncodedSample;
+import dev.stoker.pipeline.JsonlManifest;
+import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.BatchAssembler;
+import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.text.ChatSample;
+import dev.stoker.text.SampleParser;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.atomic.LongAdder;
+import org.apache.pekko.NotUsed;
+import org.apache.pekko.stream.javadsl.Flow;
+
+/**
+ * The three per-sample functions every mode runs — fetch, encode, assemble — and the one stream
+ * shape that strings them together, so that all modes produce the same batches.
+ *
+ * <pre>
+ *  ScheduledBatch ─mapConcat─▶ Slot ×B ─mapAsync(F) fetch─▶ Fetched|Failed ─mapAsync(T) encode─▶ Encoded|Failed
+ *      ─grouped(B)─▶ List ─mapAsync(1) assemble─▶ Batch
+ * </pre>
+ * SERIAL runs fetch and encode inside one mapAsync(1) instead, so one sample is in the pipeline at a time.
+ * A failed sample travels on as {@link Failed} rather than being dropped, so {@code grouped(B)} always
+ * closes a group exactly at a batch boundary.
+ *
+ * <p>Threading: fetch runs on the caller (a stream thread: parse the line, issue requests) and
+ * completes on the source's threads; encode and assemble run on the {@link CpuPool}.
+ */
+final class SamplePipeline {
+    sealed interface Outcome permits Fetched, Encoded, Failed {
+        Slot slot();
+    }
+
+    record Slot(ScheduledBatch batch, int position) {
+        int datasetIndex() { return batch.indices()[position]; }
+    }
+
+    record Fetched(Slot slot, ChatSample sample, Map<String, byte[]> images) implements Outcome {}
+
+    record Encoded(Slot slot, EncodedSample sample) implements Outcome {}
+
+    record Failed(Slot slot, String sampleId, SampleException.Stage stage, String cause) implements Outcome {}
+
+    private final List<JsonlManifest.Line> lines;
+    private final FeedSource source;
+    private final CpuPool cpu;
+    private final FeedMetrics metrics;
+    private final SampleParser parser = new SampleParser();
+    private final BatchAssembler assembler = new BatchAssembler();
+
+    SamplePipeline(List<JsonlManifest.Line> lines, FeedSource source, CpuPool cpu, FeedMetrics metrics) {
+        this.lines = lines;
+        this.source = source;
+        this.cpu = cpu;
+        this.metrics = metrics;
+    }
+
+    /** ScheduledBatch in, Batch out; {@code serial} keeps one sample in flight, else F fetches and T encodes. */
+    Flow<ScheduledBatch, Batch, NotUsed> flow(int batchSize, boolean serial, int fetchConcurrency, int cpuThreads) {
+        var slots = Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots);
+        var encoded = serial
+                ? slots.mapAsync(1, s -> fetch(s).thenCompose(this::encode))
+                : slots.mapAsync(fetchConcurrency, this::fetch).mapAsync(cpuThreads, this::encode);
+        return encoded.grouped(batchSize).mapAsync(1, this::assemble);
+    }
+
+    private static List<Slot> slots(ScheduledBatch b) {
+        var out = new ArrayList<Slot>(b.size());
+        for (int i = 0; i < b.size(); i++) out.add(new Slot(b, i));
+        return out;
+    }
+
+    /** Parses the slot's line and fetches all of its images concurrently; never completes exceptionally. */
+    CompletableFuture<Outcome> fetch(Slot slot) {
+        metrics.fetchStarted.increment();
+        var line = lines.get(slot.datasetIndex());
+        ChatSample sample;
+        try {
+            sample = parser.parseLine(line.bytes(), line.id());
+        } catch (SampleException e) {
+            return CompletableFuture.completedFuture(failed(slot, line.id(), e.stage(), e.getMessage(), metrics.fetchFailed));
+        } catch (RuntimeException e) {
+            return CompletableFuture.completedFuture(failed(slot, line.id(), SampleException.Stage.MANIFEST, e.toString(), metrics.fetchFailed));
+        }
+        long startNanos = System.nanoTime();
+        List<String> refs = sample.imagePaths();
+        var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
+        for (String ref : refs) {
+            try {
+                futures.add(source.fetch(sample.id(), ref));
+            } catch (RuntimeException e) {
+                futures.add(CompletableFuture.failedFuture(e));
+            }
+        }
+        return CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).handle((ignored, err) -> {
+            if (err != null) {
+                Throwable cause = unwrap(err);
+                return cause instanceof SampleException se
+                        ? failed(slot, sample.id(), se.stage(), causeOf(se, sample.id()), metrics.fetchFailed)
+                        : failed(slot, sample.id(), SampleException.Stage.FETCH, String.valueOf(cause), metrics.fetchFailed);
+            }
+            var images = new HashMap<String, byte[]>(refs.size() * 2);
+            long bytes = 0;
+            for (int i = 0; i < refs.size(); i++) {
+                byte[] b = futures.get(i).join();
+                images.put(refs.get(i), b);
+                bytes += b.length;
+            }
+            metrics.fetchedSamples.increment();
+            metrics.fetchedBytes.add(bytes);
+            metrics.fetchNanos.add(System.nanoTime() - startNanos);
+            return new Fetched(slot, sample, images);
+        });
+    }
+
+    /** Encodes a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
+    CompletableFuture<Outcome> encode(Outcome in) {
+        if (!(in instanceof Fetched f)) return CompletableFuture.completedFuture(in);
+        metrics.encodeStarted.increment();
+        return cpu.withEncoder(encoder -> {
+            long t0 = System.nanoTime();
+            try {
+                var s = encoder.encode(f.sample(), f.images());
+                metrics.encodedSamples.increment();
+                return (Outcome) new Encoded(f.slot(), s);
+            } catch (SampleException e) {
+                return failed(f.slot(), f.sample().id(), e.stage(), causeOf(e, f.sample().id()), metrics.encodeFailed);
+            } catch (RuntimeException e) {
+                return failed(f.slot(), f.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
+            } finally {
+                metrics.encodeNanos.add(System.nanoTime() - t0);
+            }
+        });
+    }
+
+    /** Collates one scheduled batch's outcomes on the CPU pool; failed samples ride along as {@link SkippedSample}s. */
+    CompletableFuture<Batch> assemble(List<Outcome> group) {
+        var scheduled = group.getFirst().slot().batch();
+        if (group.size() != scheduled.size())
+            throw new IllegalStateException("assemble: got " + group.size() + " samples for a batch of " + scheduled.size());
+        for (int i = 0; i < group.size(); i++) {
+            var slot = group.get(i).slot();
+            if (slot.batch() != scheduled || slot.position() != i)
+                throw new IllegalStateException("assemble: sample " + i + " of step " + scheduled.globalStep() + " rank "
+                        + scheduled.rank() + " is slot " + slot.position() + " of step " + slot.batch().globalStep());
+        }
+        return cpu.supply(() -> {
+            long t0 = System.nanoTime();
+            var samples = new ArrayList<EncodedSample>(group.size());
+            var skipped = new ArrayList<SkippedSample>();
+            var indices = new int[group.size()];
+            for (var o : group) {
+                switch (o) {
+                    case Encoded e -> {
+                        indices[samples.size()] = e.slot().datasetIndex();
+                        samples.add(e.sample());
+                    }
+                    case Failed x -> skipped.add(new SkippedSample(x.sampleId(), x.slot().datasetIndex(), x.stage(), x.cause()));
+                    case Fetched f -> throw new IllegalStateException("assemble: sample " + f.sample().id() + " was not encoded");
+                }
+            }
+            Batch b = assembler.assemble(scheduled, Arrays.copyOf(indices, samples.size()), samples, skipped);
+            metrics.assembledBatches.increment();
+            metrics.assembledBytes.add(b.sizeBytes());
+            metrics.assembleNanos.add(System.nanoTime() - t0);
+            return b;
+        });
+    }
+
+    private static Failed failed(Slot slot, String id, SampleException.Stage stage, String cause, LongAdder counter) {
+        counter.increment();
+        return new Failed(slot, id, stage, cause);
+    }
+
+    /** The message, prefixed with what the exception names when that is more than the sample (an image). */
+    private static String causeOf(SampleException e, String sampleId) {
+        return e.sampleId() == null || e.sampleId().equals(sampleId) ? e.getMessage() : e.sampleId() + ": " + e.getMessage();
+    }
+
+    private static Throwable unwrap(Throwable t) {
+        while ((t instanceof CompletionException || t instanceof ExecutionException) && t.getCause() != null) t = t.getCause();
+        return t;
+    }
+}

@@ -1,0 +1,184 @@
+package dev.stoker.pipeline.schedule;
+
+import java.util.Iterator;
+
+/**
+ * The sample order of a run, a pure function of (seed, epoch, dataset size, ranks, batch size).
+ *
+ * <p>Order: each epoch is a fresh permutation of {@code [0, datasetSize)}, a Fisher–Yates shuffle
+ * driven by a SplitMix64 stream seeded from {@code mix(seed, epoch)}. The generator is written out
+ * here rather than taken from {@code java.util.SplittableRandom} so that a JDK upgrade cannot change
+ * the order of a run being resumed.
+ *
+ * <p>Global cursor: all ranks walk one global order. A global step consumes
+ * {@code ranks·batchSize} consecutive positions of the epoch's permutation; rank r gets the
+ * contiguous block {@code [r·B, (r+1)·B)} of that step. Contiguous blocks (rather than striding
+ * r, r+R, …) make a step's order the concatenation of the ranks' batches, so the global position
+ * after a step is the same number whatever the rank count, and a run resized to R' ranks continues
+ * from that position with nothing lost or repeated. The tail of an epoch too short for a whole
+ * global step ({@link #droppedPerEpoch()} samples) is not scheduled (drop_last); the next epoch
+ * starts at position 0 of its own permutation.
+ *
+ * <p>Threading: immutable apart from a two-entry cache of permutations; safe to share.
+ */
+public final class SampleSchedule {
+    private static final long GOLDEN_GAMMA = 0x9E3779B97F4A7C15L;
+
+    private final long seed;
+    private final int datasetSize;
+    private final int ranks;
+    private final int batchSize;
+    private final int positionsPerStep;
+    private final Object cacheLock = new Object();
+    private final long[] cachedEpochs = {-1, -1};
+    private final int[][] cachedPermutations = new int[2][];
+    private int cacheVictim;
+
+    public SampleSchedule(long seed, int datasetSize, int ranks, int batchSize) {
+        if (datasetSize <= 0) throw new IllegalArgumentException("dataset size must be positive, got " + datasetSize);
+        if (ranks <= 0) throw new IllegalArgumentException("ranks must be positive, got " + ranks);
+        if (batchSize <= 0) throw new IllegalArgumentException("batch size must be positive, got " + batchSize);
+        if ((long) ranks * batchSize > datasetSize)
+            throw new IllegalArgumentException("ranks × batch size = " + (long) ranks * batchSize
+                    + " exceeds the dataset size " + datasetSize + ": no global step fits in an epoch");
+        this.seed = seed;
+        this.datasetSize = datasetSize;
+        this.ranks = ranks;
+        this.batchSize = batchSize;
+        this.positionsPerStep = ranks * batchSize;
+    }
+
+    public long seed() { return seed; }
+
+    public int datasetSize() { return datasetSize; }
+
+    public int ranks() { return ranks; }
+
+    public int batchSize() { return batchSize; }
+
+    /** Samples one global step consumes: ranks × batch size. */
+    public int positionsPerStep() { return positionsPerStep; }
+
+    /** Whole global steps in an epoch that starts at position 0. */
+    public long stepsPerEpoch() { return datasetSize / positionsPerStep; }
+
+    /** Samples at the end of each epoch's permutation that are never scheduled (drop_last). */
+    public int droppedPerEpoch() { return datasetSize % positionsPerStep; }
+
+    /** The cursor at {@code globalStep} steps from the origin, every epoch starting at position 0. */
+    public ScheduleCursor cursorAt(long globalStep) {
+        if (globalStep < 0) throw new IllegalArgumentException("global step must be >= 0, got " + globalStep);
+        long spe = stepsPerEpoch();
+        return new ScheduleCursor(globalStep / spe, (globalStep % spe) * positionsPerStep);
+    }
+
+    /** The cursor after the global step starting at {@code c}: the next position, or the next epoch's start. */
+    public ScheduleCursor next(ScheduleCursor c) {
+        requireFits(c);
+        long p = c.position() + positionsPerStep;
+        return p + positionsPerStep <= datasetSize ? new ScheduleCursor(c.epoch(), p) : new ScheduleCursor(c.epoch() + 1, 0);
+    }
+
+    /** Rank {@code rank}'s dataset indices for step {@code step} (0-based, within the epoch) of {@code epoch}. */
+    public int[] batchFor(long epoch, long step, int rank) {
+        if (step < 0 || step >= stepsPerEpoch())
+            throw new IllegalArgumentException("step " + step + " outside [0, " + stepsPerEpoch() + ")");
+        return batchAt(new ScheduleCursor(epoch, step * positionsPerStep), rank);
+    }
+
+    /** Rank {@code rank}'s dataset indices for the global step starting at {@code c}. */
+    public int[] batchAt(ScheduleCursor c, int rank) {
+        requireFits(c);
+        if (rank < 0 || rank >= ranks) throw new IllegalArgumentException("rank " + rank + " outside [0, " + ranks + ")");
+        int[] perm = permutation(c.epoch());
+        int from = (int) c.position() + rank * batchSize;
+        int[] out = new int[batchSize];
+        System.arraycopy(perm, from, out, 0, batchSize);
+        return out;
+    }
+
+    /** The scheduled batch of {@code rank} for the global step starting at {@code c}. */
+    public ScheduledBatch scheduled(ScheduleCursor c, int rank) {
+        long step = c.position() / positionsPerStep;
+        return new ScheduledBatch(c, step, c.epoch() * stepsPerEpoch() + step, rank, batchAt(c, rank));
+    }
+
+    /** Rank {@code rank}'s batches from {@code start} on, endlessly (epoch after epoch). */
+    public Iterator<ScheduledBatch> iterator(ScheduleCursor start, int rank) {
+        requireFits(start);
+        return new Iterator<>() {
+            private ScheduleCursor cursor = start;
+
+            @Override
+            public boolean hasNext() { return true; }
+
+            @Override
+            public ScheduledBatch next() {
+                var b = scheduled(cursor, rank);
+                cursor = SampleSchedule.this.next(cursor);
+                return b;
+            }
+        };
+    }
+
+    /** The permutation of epoch {@code epoch}; the returned array is shared, never modify it. */
+    int[] permutation(long epoch) {
+        if (epoch < 0) throw new IllegalArgumentException("epoch must be >= 0, got " + epoch);
+        synchronized (cacheLock) {
+            for (int i = 0; i < 2; i++) if (cachedEpochs[i] == epoch) return cachedPermutations[i];
+        }
+        int[] perm = shuffle(seed, epoch, datasetSize);
+        synchronized (cacheLock) {
+            int slot = cacheVictim;
+            cacheVictim ^= 1;
+            cachedEpochs[slot] = epoch;
+            cachedPermutations[slot] = perm;
+        }
+        return perm;
+    }
+
+    /** A copy of epoch {@code epoch}'s permutation. */
+    public int[] permutationCopy(long epoch) { return permutation(epoch).clone(); }
+
+    private void requireFits(ScheduleCursor c) {
+        if (c.position() + positionsPerStep > datasetSize)
+            throw new IllegalArgumentException("cursor " + c + " leaves less than one global step (" + positionsPerStep
+                    + " samples) in an epoch of " + datasetSize);
+    }
+
+    static int[] shuffle(long seed, long epoch, int n) {
+        int[] perm = new int[n];
+        for (int i = 0; i < n; i++) perm[i] = i;
+        var rnd = new SplitMix64(mix64(mix64(seed) + GOLDEN_GAMMA * (epoch + 1)));
+        for (int i = n - 1; i > 0; i--) {
+            int j = rnd.nextInt(i + 1);
+            int t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        return perm;
+    }
+
+    static long mix64(long z) {
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+        return z ^ (z >>> 31);
+    }
+
+    /** SplitMix64 (Steele, Lea, Flood 2014) with java.util.Random's unbiased bounded draw. */
+    private static final class SplitMix64 {
+        private long state;
+
+        SplitMix64(long seed) { this.state = seed; }
+
+        long nextLong() { return mix64(state += GOLDEN_GAMMA); }
+
+        int nextInt(int bound) {
+            int r = (int) (nextLong() >>> 33);
+            int m = bound - 1;
+            if ((bound & m) == 0) return (int) ((bound * (long) r) >> 31);
+            for (int u = r; u - (r = u % bound) + m < 0; u = (int) (nextLong() >>> 33)) { }
+            return r;
+        }
+    }
+}

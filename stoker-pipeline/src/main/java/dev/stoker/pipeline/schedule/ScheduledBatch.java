@@ -1,0 +1,16 @@
+package dev.stoker.pipeline.schedule;
+
+/**
+ * One rank's share of one global step: which dataset indices it gets, in order.
+ *
+ * @param cursor      where the global step starts (epoch, position in the epoch's permutation)
+ * @param step        step within the epoch ({@code position / (ranks·batchSize)})
+ * @param globalStep  steps since the schedule's origin (epoch 0, position 0) when every epoch starts at 0
+ * @param rank        the rank this share belongs to
+ * @param indices     dataset indices (manifest line order, 0-based), {@code batchSize} of them
+ */
+public record ScheduledBatch(ScheduleCursor cursor, long step, long globalStep, int rank, int[] indices) {
+    public long epoch() { return cursor.epoch(); }
+
+    public int size() { return indices.length; }
+}

@@ -1,0 +1,272 @@
+package dev.stoker.pipeline.feed;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.core.SampleException;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.text.QwenTokenizer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class FeederTest {
+    static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 50176);
+    static final long SEED = 1234;
+    static QwenTokenizer tokenizer;
+
+    @TempDir Path tmp;
+
+    @BeforeAll
+    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
+
+    @AfterAll
+    static void closeTokenizer() { tokenizer.close(); }
+
+    static FeedConfig config(FeedMode mode, int ranks, int batch, int threads) {
+        return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(SEED).withCpuThreads(threads).withFetchConcurrency(4);
+    }
+
+    /** Batches [step][rank] flattened, asking the ranks in turn. */
+    static List<Batch> run(FeedConfig config, FeedSource source, int steps) throws Exception {
+        try (var feeder = Feeder.start(config, source, tokenizer)) {
+            var out = new ArrayList<Batch>();
+            for (int s = 0; s < steps; s++)
+                for (int r = 0; r < config.ranks(); r++) out.add(feeder.rank(r).next().get(60, TimeUnit.SECONDS));
+            var m = feeder.metrics();
+            for (var rank : m.ranks()) {
+                assertTrue(rank.firstBatchReadyNanos() >= 0, "time to first batch recorded: " + rank);
+                assertTrue(rank.firstRequestNanos() >= 0, "first request time recorded: " + rank);
+                assertEquals(steps, rank.deliveredBatches());
+            }
+            return out;
+        }
+    }
+
+    static void assertSameBatches(List<Batch> expected, List<Batch> actual, String what) {
+        assertEquals(expected.size(), actual.size(), what);
+        for (int i = 0; i < expected.size(); i++) {
+            Batch e = expected.get(i), a = actual.get(i);
+            String at = what + ", batch " + i + " (step " + e.globalStep() + " rank " + e.rank() + ")";
+            assertEquals(e.epoch(), a.epoch(), at);
+            assertEquals(e.step(), a.step(), at);
+            assertEquals(e.globalStep(), a.globalStep(), at);
+            assertEquals(e.rank(), a.rank(), at);
+            assertEquals(e.scheduled(), a.scheduled(), at);
+            assertEquals(e.sampleIds(), a.sampleIds(), at);
+            assertArrayEquals(e.datasetIndices(), a.datasetIndices(), at);
+            assertEquals(withoutCause(e), withoutCause(a), at);
+            assertEquals(e.layout(), a.layout(), at);
+            assertArrayEquals(e.inputIds(), a.inputIds(), at);
+            assertArrayEquals(e.labels(), a.labels(), at);
+            assertArrayEquals(e.attentionMask(), a.attentionMask(), at);
+            assertArrayEquals(e.positionIds(), a.positionIds(), at);
+            assertArrayEquals(e.imageGridThw(), a.imageGridThw(), at);
+            assertEquals(e.pixelValues().length, a.pixelValues().length, at);
+            for (int k = 0; k < e.pixelValues().length; k++)
+                if (Float.floatToRawIntBits(e.pixelValues()[k]) != Float.floatToRawIntBits(a.pixelValues()[k]))
+                    throw new AssertionError(at + ": pixel_values differ at " + k);
+        }
+    }
+
+    /** Which samples were skipped and at what stage; the wording of the cause depends on the source. */
+    private static List<String> withoutCause(Batch b) {
+        return b.skippedSamples().stream().map(s -> s.sampleId() + "#" + s.datasetIndex() + "@" + s.stage()).toList();
+    }
+
+    @Test
+    void sameBatchesAcrossModesThreadCountsAndRuns() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 13, Set.of());
+        int ranks = 2, batch = 3, steps = 4;
+        try (var source = new LocalFeedSource(manifest, 3)) {
+            var reference = run(config(FeedMode.SERIAL, ranks, batch, 1), source, steps);
+            var schedule = new SampleSchedule(SEED, 13, ranks, batch);
+            assertEquals(2, schedule.stepsPerEpoch(), "the run crosses an epoch boundary");
+            for (var b : reference) {
+                assertArrayEquals(schedule.batchFor(b.epoch(), b.step(), b.rank()), b.datasetIndices());
+                assertEquals(batch, b.samples());
+                assertTrue(b.pixelValues().length > 0);
+            }
+            assertTrue(reference.stream().mapToInt(Batch::length).distinct().count() > 1, "padding lengths vary");
+            assertSameBatches(reference, run(config(FeedMode.SERIAL, ranks, batch, 2), source, steps), "serial, 2 threads");
+            assertSameBatches(reference, run(config(FeedMode.CONCURRENT, ranks, batch, 1), source, steps), "concurrent, 1 thread");
+            assertSameBatches(reference, run(config(FeedMode.CONCURRENT, ranks, batch, 4), source, steps), "concurrent, 4 threads");
+            for (int threads : new int[] {1, 2, 4})
+                assertSameBatches(reference, run(config(FeedMode.PREFETCH, ranks, batch, threads), source, steps), "prefetch, " + threads + " threads");
+            assertSameBatches(reference, run(config(FeedMode.PREFETCH, ranks, batch, 2), source, steps), "prefetch, 2 threads, second run");
+        }
+    }
+
+    @Test
+    void resumingFromAGlobalStepContinuesTheSameBatches() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 13, Set.of());
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var full = run(config(FeedMode.PREFETCH, 2, 3, 2), source, 4);
+            var schedule = new SampleSchedule(SEED, 13, 2, 3);
+            var resumed = run(config(FeedMode.PREFETCH, 2, 3, 2).withStart(schedule.cursorAt(3)), source, 1);
+            assertSameBatches(full.subList(6, 8), resumed, "resumed at global step 3");
+        }
+    }
+
+    @Test
+    void prefetchStopsWorkingWhenNobodyAsks() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 80, Set.of());
+        int batch = 2, threads = 2, fetch = 4;
+        var cfg = config(FeedMode.PREFETCH, 1, batch, threads).withFetchConcurrency(fetch).withPrefetch(2, Long.MAX_VALUE);
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = Feeder.start(cfg, source, tokenizer)) {
+            await(() -> feeder.metrics().bufferedBatches() == 2 && feeder.metrics().ranks().getFirst().producerWaits() > 0, "buffer full");
+            awaitUnchanged(() -> feeder.metrics().encodeStarted() * 1_000_000 + feeder.metrics().fetchStarted(), 500, "work settles");
+            var settled = feeder.metrics();
+            Thread.sleep(500);
+            var later = feeder.metrics();
+            assertEquals(settled.encodeStarted(), later.encodeStarted(), "encoding went on with a full buffer");
+            assertEquals(settled.fetchStarted(), later.fetchStarted(), "fetching went on with a full buffer");
+            assertEquals(2, later.bufferedBatches());
+            // buffered 2 + parked 1 + assembled 1 + one full group, then T encodes and F fetches in flight
+            long maxEncoded = 5L * batch + threads;
+            assertTrue(later.encodeStarted() <= maxEncoded, "encoded " + later.encodeStarted() + " > " + maxEncoded);
+            assertTrue(later.fetchStarted() <= maxEncoded + fetch, "fetched " + later.fetchStarted());
+            feeder.rank(0).next().get(30, TimeUnit.SECONDS);
+            await(() -> feeder.metrics().encodeStarted() > later.encodeStarted(), "work resumes after a take");
+        }
+    }
+
+    @Test
+    void byteLimitBelowOneBatchStillAdmitsOneAtATime() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 13, Set.of());
+        var cfg = config(FeedMode.PREFETCH, 2, 3, 2).withPrefetch(4, 1);
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var reference = run(config(FeedMode.CONCURRENT, 2, 3, 2), source, 4);
+            try (var feeder = Feeder.start(cfg, source, tokenizer)) {
+                await(() -> feeder.metrics().ranks().stream().allMatch(r -> r.producerWaits() > 0), "both buffers full");
+                for (var r : feeder.metrics().ranks()) {
+                    assertEquals(1, r.bufferedBatches(), "rank " + r.rank());
+                    assertTrue(r.bufferedBytes() > 1);
+                }
+                var got = new ArrayList<Batch>();
+                for (int s = 0; s < 4; s++) for (int r = 0; r < 2; r++) got.add(feeder.rank(r).next().get(30, TimeUnit.SECONDS));
+                assertSameBatches(reference, got, "byte-limited prefetch");
+                long largest = got.stream().mapToLong(Batch::sizeBytes).max().orElseThrow();
+                for (var r : feeder.metrics().ranks()) assertTrue(r.peakBufferedBytes() <= largest, "one batch at a time: " + r);
+            }
+        }
+    }
+
+    @Test
+    void aSampleWithAMissingImageIsSkippedAndRecorded() throws Exception {
+        var schedule = new SampleSchedule(SEED, 13, 2, 3);
+        int missing = schedule.batchFor(0, 0, 1)[1];
+        Path manifest = TestDatasets.write(tmp, 13, Set.of(missing));
+        try (var source = new LocalFeedSource(manifest, 2)) {
+            List<Batch> first = null;
+            for (var mode : FeedMode.values()) {
+                List<Batch> got;
+                FeedErrors errors;
+                try (var feeder = Feeder.start(config(mode, 2, 3, 2), source, tokenizer)) {
+                    got = new ArrayList<>();
+                    for (int s = 0; s < 2; s++) for (int r = 0; r < 2; r++) got.add(feeder.rank(r).next().get(30, TimeUnit.SECONDS));
+                    errors = feeder.errors();
+                    assertEquals(1, feeder.metrics().skippedSamples(), mode.name());
+                }
+                for (var b : got) {
+                    assertEquals(b.scheduled(), b.samples() + b.skipped());
+                    boolean hit = b.epoch() == 0 && b.step() == 0 && b.rank() == 1;
+                    assertEquals(hit ? 2 : 3, b.samples(), mode + " " + b.globalStep() + "/" + b.rank());
+                    if (hit) {
+                        int[] scheduled = schedule.batchFor(0, 0, 1);
+                        assertArrayEquals(new int[] {scheduled[0], scheduled[2]}, b.datasetIndices());
+                    }
+                }
+                assertEquals(1, errors.total(), mode.name() + ": " + errors.records());
+                var e = errors.records().getFirst();
+                assertEquals("s" + missing, e.sampleId());
+                assertEquals(missing, e.datasetIndex());
+                assertEquals(SampleException.Stage.FETCH, e.stage());
+                assertTrue(e.cause().contains("not found"), e.cause());
+                assertEquals(1, e.rank());
+                if (first == null) first = got;
+                else assertSameBatches(first, got, mode.name());
+            }
+        }
+    }
+
+    @Test
+    void aBatchWhoseSamplesAllFailIsDeliveredEmpty() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 1, Set.of(0));
+        Files.writeString(manifest, "{\"id\": \"broken\", \"conversations\": [\n", java.nio.file.StandardOpenOption.APPEND);
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            for (var mode : FeedMode.values()) {
+                try (var feeder = Feeder.start(config(mode, 1, 2, 1), source, tokenizer)) {
+                    for (int s = 0; s < 2; s++) {
+                        var b = feeder.rank(0).next().get(30, TimeUnit.SECONDS);
+                        assertEquals(0, b.samples(), mode.name());
+                        assertEquals(2, b.skipped());
+                        assertEquals(0, b.inputIds().length);
+                        assertEquals(s, b.epoch());
+                    }
+                    assertEquals(4, feeder.errors().total());
+                    var stages = feeder.errors().byStage();
+                    assertEquals(2L, stages.get(SampleException.Stage.FETCH), stages.toString());
+                    assertEquals(2L, stages.get(SampleException.Stage.MANIFEST), stages.toString());
+                    assertTrue(feeder.errors().records().stream().anyMatch(e -> e.sampleId().equals("train.jsonl:2")),
+                            "a line that does not parse is named by manifest line: " + feeder.errors().records());
+                }
+            }
+        }
+    }
+
+    @Test
+    void nextAfterCloseFails() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 13, Set.of());
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            for (var mode : FeedMode.values()) {
+                var feeder = Feeder.start(config(mode, 2, 3, 1), source, tokenizer);
+                feeder.rank(0).next().get(30, TimeUnit.SECONDS);
+                feeder.rank(0).close();
+                assertThrows(CancellationException.class, () -> feeder.rank(0).next().get(30, TimeUnit.SECONDS), mode.name());
+                feeder.rank(1).next().get(30, TimeUnit.SECONDS);
+                feeder.close();
+            }
+        }
+    }
+
+    /** Waits until {@code value} has not changed for {@code quietMillis}; fails after 30 s. */
+    static void awaitUnchanged(LongSupplier value, long quietMillis, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        long last = value.getAsLong(), since = System.nanoTime();
+        while (System.nanoTime() - since < TimeUnit.MILLISECONDS.toNanos(quietMillis)) {
+            if (System.nanoTime() > deadline) throw new AssertionError("still changing after 30 s: " + what);
+            Thread.sleep(20);
+            long now = value.getAsLong();
+            if (now != last) {
+                last = now;
+                since = System.nanoTime();
+            }
+        }
+    }
+
+    static void await(BooleanSupplier condition, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for: " + what);
+            Thread.sleep(10);
+        }
+    }
+}
