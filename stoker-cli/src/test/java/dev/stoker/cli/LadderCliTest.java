@@ -1,0 +1,50 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.testkit.Vectors;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code bench ladder} end to end: real trainer processes, the local socket, every mode. */
+@Timeout(300)
+class LadderCliTest {
+    @TempDir Path tmp;
+
+    @Test
+    void everyModeFeedsEveryRankAndReportsTheContractJson() throws Exception {
+        Path ds = Files.createDirectories(tmp.resolve("ds"));
+        Files.copy(Vectors.get().inputImage("p01_photo_grace_hopper"), ds.resolve("a.jpg"));
+        Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
+        var lines = new StringBuilder();
+        for (int i = 0; i < 24; i++)
+            lines.append(String.format("{\"id\":\"s%d\",\"image\":\"%s\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?\"},"
+                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i % 2 == 0 ? "a.jpg" : "b.png", i, i));
+        Files.writeString(ds.resolve("train.jsonl"), lines);
+        var r = CliRunner.run("bench", "ladder", "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2",
+                "--step-ms", "20", "--steps", "4", "--fetch-latency-ms", "5", "--max-pixels", "50176", "--threads", "2",
+                "--work-dir", tmp.resolve("work").toString());
+        assertEquals(0, r.status(), r.err() + r.out());
+        JsonNode modes = new ObjectMapper().readTree(r.lastStdoutLine()).get("modes");
+        for (String mode : new String[] {"serial", "concurrent", "prefetch"}) {
+            JsonNode m = modes.get(mode);
+            assertTrue(m != null, mode + " missing: " + r.out());
+            double wait = m.get("wait_ratio").asDouble();
+            assertTrue(wait > 0 && wait < 1, mode + " wait ratio " + wait);
+            assertTrue(m.get("samples_per_s").asDouble() > 0, mode);
+            assertTrue(m.get("ttfb_ms").asDouble() > 0, mode);
+            assertTrue(m.has("steady_wait_ratio"), mode);
+            // 2 ranks × 4 steps × 2 samples crossed the process boundary.
+            JsonNode rep0 = new ObjectMapper().readTree(tmp.resolve("work/" + mode + "-rank0.json").toFile());
+            assertEquals(4, rep0.get("steps").size(), mode);
+            assertTrue(rep0.get("bytes_received").asLong() > 4 * 2 * 1176 * 4, mode + " bytes");
+        }
+        assertTrue(Files.list(tmp.resolve("work")).noneMatch(p -> p.toString().endsWith(".sock")), "sockets removed");
+    }
+}
