@@ -32,7 +32,7 @@ import org.openjdk.jmh.annotations.Warmup;
 @Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED"})
 public class ResizeBenchmark {
     /** {@code <srcWidth>x<srcHeight>@<maxPixels>}. */
-    @Param({"1920x1080@451584", "1920x1080@1003520", "640x480@1003520"})
+    @Param({"1920x1080@451584", "1920x1080@1003520", "640x480@1003520", "4000x3000@1003520"})
     public String scenario;
 
     private final BicubicResizer resizer = new BicubicResizer();

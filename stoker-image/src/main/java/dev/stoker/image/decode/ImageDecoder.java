@@ -17,6 +17,14 @@ public interface ImageDecoder {
     /** Reads the header only: format (from magic bytes), stored size and EXIF orientation. */
     ImageInfo probe(byte[] data, String name);
 
+    /**
+     * Decodes {@code data} to RGB.
+     *
+     * <p>The result is valid until the next {@code decode} call on this decoder: the per-thread native decoder
+     * ({@link ImageDecoders#forCurrentThread()}) reuses one pixel buffer, so the next image overwrites this one.
+     * Consume it (resize, patchify) before decoding again on the same thread, or copy it. Its {@code data()} may be
+     * longer than {@code width·height·3}; only that prefix is the image.
+     */
     RgbImage decode(byte[] data, String name, DecodeOptions opts);
 
     default RgbImage decode(byte[] data, String name) { return decode(data, name, DecodeOptions.defaults()); }

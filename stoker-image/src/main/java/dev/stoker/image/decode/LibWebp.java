@@ -103,8 +103,9 @@ final class LibWebp {
     /** One thread's native buffers, grown to the largest image seen and reused; freed when the session is unreachable. */
     static final class Session {
         private final MemorySegment features;
+        private final NativeScratch inputBuffer = new NativeScratch();
+        private final NativeScratch outputBuffer = new NativeScratch();
         private MemorySegment input = MemorySegment.NULL;
-        private MemorySegment output = MemorySegment.NULL;
 
         Session() {
             if (!available()) throw new IllegalStateException("libwebp unavailable: " + UNAVAILABLE_REASON);
@@ -113,7 +114,7 @@ final class LibWebp {
 
         /** Copies {@code webp} into the native input buffer and reads its features. */
         Features features(byte[] webp) {
-            if (input.byteSize() < webp.length) input = grow(webp.length);
+            input = inputBuffer.ensure(webp.length);
             MemorySegment.copy(webp, 0, input, ValueLayout.JAVA_BYTE, 0, webp.length);
             int status;
             try {
@@ -132,7 +133,7 @@ final class LibWebp {
          */
         MemorySegment decodeRgb(int webpLength, int width, int height) {
             long bytes = (long) width * height * 3;
-            if (output.byteSize() < bytes) output = grow(bytes);
+            MemorySegment output = outputBuffer.ensure(bytes);
             MemorySegment result;
             try {
                 result = (MemorySegment) DECODE_RGB_INTO.invokeExact(input, (long) webpLength, output, bytes, width * 3);
@@ -142,11 +143,6 @@ final class LibWebp {
             if (result.equals(MemorySegment.NULL))
                 throw new BadImageException("libwebp WebPDecodeRGBInto failed: corrupt or truncated " + width + "x" + height + " bitstream");
             return output.asSlice(0, bytes);
-        }
-
-        private static MemorySegment grow(long bytes) {
-            long capacity = Math.max(1 << 16, bytes + (bytes >> 2));
-            return Arena.ofAuto().allocate(capacity, 64);
         }
     }
 }

@@ -95,8 +95,9 @@ final class TurboJpeg {
         private final long[] handleAddress = new long[1];
         private MemorySegment handle;
         private final MemorySegment ints;
+        private final NativeScratch inputBuffer = new NativeScratch();
+        private final NativeScratch outputBuffer = new NativeScratch();
         private MemorySegment input = MemorySegment.NULL;
-        private MemorySegment output = MemorySegment.NULL;
 
         Session() {
             if (!available()) throw new IllegalStateException("libturbojpeg unavailable: " + UNAVAILABLE_REASON);
@@ -140,7 +141,7 @@ final class TurboJpeg {
 
         /** Copies {@code jpeg} into the native input buffer and reads its header. */
         JpegHeader header(byte[] jpeg) {
-            if (input.byteSize() < jpeg.length) input = grow(jpeg.length);
+            input = inputBuffer.ensure(jpeg.length);
             MemorySegment.copy(jpeg, 0, input, ValueLayout.JAVA_BYTE, 0, jpeg.length);
             int rc;
             try {
@@ -160,7 +161,7 @@ final class TurboJpeg {
          */
         MemorySegment decompress(int jpegLength, int width, int height, int pixelFormat, int bytesPerPixel) {
             long bytes = (long) width * height * bytesPerPixel;
-            if (output.byteSize() < bytes) output = grow(bytes);
+            MemorySegment output = outputBuffer.ensure(bytes);
             int rc;
             try {
                 rc = (int) DECOMPRESS2.invokeExact(handle, input, (long) jpegLength, output, width, 0, height,
@@ -184,11 +185,6 @@ final class TurboJpeg {
             }
             replaceHandle();
             return e;
-        }
-
-        private static MemorySegment grow(long bytes) {
-            long capacity = Math.max(1 << 16, bytes + (bytes >> 2));
-            return Arena.ofAuto().allocate(capacity, 64);
         }
     }
 }

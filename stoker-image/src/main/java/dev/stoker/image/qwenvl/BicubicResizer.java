@@ -1,6 +1,9 @@
 package dev.stoker.image.qwenvl;
 
 import dev.stoker.image.RgbImage;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.util.Arrays;
 
 /**
@@ -12,22 +15,39 @@ import java.util.Arrays;
  * and if neither changes the pixels are copied. Each output value is
  * {@code clamp((2^21 + Σ weight·sample) >> 22, 0, 255)} in 32-bit int arithmetic. Int addition wraps and
  * is therefore associative, so the sum may be formed in any order and grouping and stays bit-identical;
- * the three speed-ups below rely on that.
+ * the design below relies on that.
  *
- * <p>Design, for speed on one core:
+ * <p>Design, for speed on one core. C2 vectorizes a loop like {@code acc[i] += w * a[i]} where every
+ * array is indexed by the loop variable alone; it does not when an index carries an offset
+ * ({@code a[base + i]}: two int arrays may be one array, and JDK 25 cannot rule out the overlap), nor a
+ * gather ({@code a[start[x] + t]}), nor a clamp written with branches. Both passes are therefore sweeps of
+ * that shape over whole int arrays, with the clamp as {@code min(max(..))}:
  * <ul>
- *   <li><b>Streaming.</b> The u8 intermediate is never materialized. Vertical windows only move down,
- *       so each horizontally resampled row is produced once, when the first output row needs it, into a
- *       ring of {@code kernelSize} int rows (values 0..255, as Pillow's u8 intermediate) that stays in L2.</li>
+ *   <li><b>Packed pixels.</b> Rows between the passes hold one int per pixel, {@code R | G << 8 | B << 16}
+ *       (u8 values, as Pillow's intermediate). Source rows are read as one little-endian 4-byte load per
+ *       pixel (the fourth byte belongs to the next pixel and is masked away) and output rows written as
+ *       overlapping 4-byte stores: one memory access per pixel instead of three. A sweep unpacks the three
+ *       channels in-register into three accumulator arrays.</li>
  *   <li><b>Vertical pass row-wise.</b> An output row is {@code Σ_t w_t · ring[row_t]} over whole rows, two
- *       taps per sweep, on separate int arrays indexed by the loop variable alone: the shape C2
- *       auto-vectorizes (it does not for byte sources or offset indices).</li>
- *   <li><b>Horizontal pass two channels per multiply.</b> A source row is unpacked once into
- *       {@code r + (b << 32)} longs and g ints; one 64-bit multiply-add then serves red and blue
- *       ({@code R + B·2^32} is exact in a long since |R|, |B| &lt; 2^31; R is the low word). Every output
- *       pixel runs exactly {@code kernelSize} taps: weights past a window's end are zero and the unpacked
- *       row is zero-padded. The tap count is then the kernel size, which the common sizes (5 to 13, scale
- *       up to 3) pass as a constant so that C2 unrolls the tap loop completely.</li>
+ *       taps per sweep: directly the vectorizable shape.</li>
+ *   <li><b>Horizontal pass on transposed strips.</b> Along a row every output pixel has its own window
+ *       start, so a row-wise horizontal pass is a gather, scalar (it was half of the CPU time end to end).
+ *       Instead {@value #STRIP_ROWS} source rows at a time are transposed into one int array per source
+ *       column, {@code columns[x][r]} = packed pixel (x, y0 + r). Output pixel x of all strip rows is then
+ *       {@code Σ_t w_t · columns[start_x + t]}: a sweep over the strip's rows with one weight per tap, the
+ *       vertical pass's shape again. The packed results are transposed back into the ring rows
+ *       {@value #TILE_PIXELS} output pixels at a time, so each row is written in runs rather than one int
+ *       per row per pixel. Strips are tall because each sweep is short: C2 unrolls a vectorized loop
+ *       several vectors deep and leaves short trip counts to its scalar tail, and every sweep has a fixed
+ *       cost; 64 rows measured fastest of 16 to 256 (the columns take 256 bytes per source pixel column
+ *       and are read in order, each by the few overlapping windows that share it).
+ *       The transpositions cost about one load and one store per pixel; they buy vector multiply-adds for
+ *       every tap, and the tap count need not be a compile-time constant (so there are no per-kernel-size
+ *       copies of the tap loop, whose speed depended on whether C2 happened to inline them).</li>
+ *   <li><b>Streaming.</b> The intermediate is never materialized. Vertical windows only move down, so a
+ *       strip is produced when an output row first needs one of its rows, into a ring of
+ *       {@code kernelSize + STRIP_ROWS} rows, large enough that a new strip never overwrites a row the
+ *       current window still reads.</li>
  * </ul>
  * Weights are computed once per (inSize, outSize) and kept in a small per-instance cache; all scratch is
  * reused, so a warm resize into a caller's buffer allocates nothing.
@@ -36,16 +56,28 @@ import java.util.Arrays;
  */
 public final class BicubicResizer {
     private static final int ROUNDING = 1 << (ResampleCoefficients.PRECISION_BITS - 1);
-    private static final long ROUNDING_RED_BLUE = ROUNDING + ((long) ROUNDING << 32);
     private static final int SHIFT = ResampleCoefficients.PRECISION_BITS;
     private static final int CACHE_SLOTS = 8;
+    /** Rows per horizontal strip: a multiple of the widest int vector (16 lanes); see the design notes. */
+    static final int STRIP_ROWS = 64;
+    private static final int TILE_PIXELS = 16;
+    private static final VarHandle INT_LE = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
 
     private final ResampleCoefficients[] cache = new ResampleCoefficients[CACHE_SLOTS];
     private int nextSlot;
     private int[][] ring = new int[0][];
-    private int[] accumulatorRow = new int[0];
-    private long[] packedRedBlue = new long[0];
-    private int[] green = new int[0];
+    private int[] accRedRow = new int[0];
+    private int[] accGreenRow = new int[0];
+    private int[] accBlueRow = new int[0];
+    private int[] packedRow = new int[0];
+    private int[][] columns = new int[0][];
+    private final int[][] stripRows = new int[STRIP_ROWS][];
+    private final int[] rowOffsets = new int[STRIP_ROWS];
+    private final int[] accRed = new int[STRIP_ROWS];
+    private final int[] accGreen = new int[STRIP_ROWS];
+    private final int[] accBlue = new int[STRIP_ROWS];
+    /** Packed results of {@value #TILE_PIXELS} output columns of a strip, written to the rows a tile at a time. */
+    private final int[][] outputTile = new int[TILE_PIXELS][STRIP_ROWS];
 
     /** Returns a new image of {@code outWidth × outHeight}. */
     public RgbImage resize(RgbImage src, int outWidth, int outHeight) {
@@ -72,42 +104,53 @@ public final class BicubicResizer {
         ResampleCoefficients hk = horizontal ? coefficients(srcWidth, dstWidth) : null;
         int rowBytes = dstWidth * 3;
         if (!vertical) {
-            int[] row = ensureRing(1, rowBytes)[0];
-            for (int y = 0; y < srcHeight; y++) {
-                horizontalRow(src, y * srcWidth * 3, srcWidth, hk, row);
-                narrow(row, dst, y * rowBytes, rowBytes);
+            int[][] rows = ensureRing(STRIP_ROWS, dstWidth);
+            for (int y0 = 0; y0 < srcHeight; y0 += STRIP_ROWS) {
+                int n = Math.min(STRIP_ROWS, srcHeight - y0);
+                horizontalStrip(src, srcWidth, y0, n, hk, rows, 0, STRIP_ROWS);
+                for (int r = 0; r < n; r++) storePixels(rows[r], dst, (y0 + r) * rowBytes, dstWidth);
             }
             return;
         }
         ResampleCoefficients vk = coefficients(srcHeight, dstHeight);
-        int[][] rows = ensureRing(vk.kernelSize, rowBytes);
-        int ringSize = vk.kernelSize;
-        if (accumulatorRow.length < rowBytes) accumulatorRow = new int[rowBytes];
-        int[] acc = accumulatorRow;
-        int[] weights = vk.weights;
+        int ringSize = hk != null ? vk.kernelSize + STRIP_ROWS : vk.kernelSize;
+        int[][] rows = ensureRing(ringSize, dstWidth);
+        if (accRedRow.length < dstWidth) {
+            accRedRow = new int[dstWidth];
+            accGreenRow = new int[dstWidth];
+            accBlueRow = new int[dstWidth];
+            packedRow = new int[dstWidth];
+        }
+        final int[] ar = accRedRow, ag = accGreenRow, ab = accBlueRow, packed = packedRow;
+        final int[] weights = vk.weights;
         int produced = 0;
         for (int yy = 0; yy < dstHeight; yy++) {
             int first = vk.start[yy];
             int n = vk.count[yy];
             if (produced < first) produced = first;
-            for (; produced < first + n; produced++) {
-                int[] row = rows[produced % ringSize];
-                if (hk != null) horizontalRow(src, produced * srcWidth * 3, srcWidth, hk, row);
-                else widen(src, produced * rowBytes, row, rowBytes);
+            if (hk != null) {
+                while (produced < first + n) {
+                    int strip = Math.min(STRIP_ROWS, srcHeight - produced);
+                    horizontalStrip(src, srcWidth, produced, strip, hk, rows, produced, ringSize);
+                    produced += strip;
+                }
+            } else {
+                for (; produced < first + n; produced++) loadPixels(src, produced * rowBytes, rows[produced % ringSize], dstWidth);
             }
             int wBase = yy * vk.kernelSize;
             int t;
             if (n >= 2) {
-                sumTwo(acc, rows[first % ringSize], weights[wBase], rows[(first + 1) % ringSize], weights[wBase + 1], rowBytes);
+                sumTwoTaps(ar, ag, ab, rows[first % ringSize], weights[wBase], rows[(first + 1) % ringSize], weights[wBase + 1], dstWidth);
                 t = 2;
             } else {
-                sumOne(acc, rows[first % ringSize], weights[wBase], rowBytes);
+                sumOneTap(ar, ag, ab, rows[first % ringSize], weights[wBase], dstWidth);
                 t = 1;
             }
             for (; t + 1 < n; t += 2)
-                addTwo(acc, rows[(first + t) % ringSize], weights[wBase + t], rows[(first + t + 1) % ringSize], weights[wBase + t + 1], rowBytes);
-            if (t < n) addOne(acc, rows[(first + t) % ringSize], weights[wBase + t], rowBytes);
-            clipTo(acc, dst, yy * rowBytes, rowBytes);
+                addTwoTaps(ar, ag, ab, rows[(first + t) % ringSize], weights[wBase + t], rows[(first + t + 1) % ringSize], weights[wBase + t + 1], dstWidth);
+            if (t < n) addOneTap(ar, ag, ab, rows[(first + t) % ringSize], weights[wBase + t], dstWidth);
+            clipAndPack(ar, ag, ab, packed, dstWidth);
+            storePixels(packed, dst, yy * rowBytes, dstWidth);
         }
     }
 
@@ -127,177 +170,137 @@ public final class BicubicResizer {
         return ring;
     }
 
-    /** Horizontally resamples the source row at byte {@code rowBase} into {@code out} (u8 values as ints). */
-    private void horizontalRow(byte[] src, int rowBase, int srcWidth, ResampleCoefficients k, int[] out) {
+    /**
+     * Horizontally resamples source rows {@code y0 .. y0+n} ({@code n ≤ STRIP_ROWS}) into the packed-pixel rows
+     * {@code ring[(ringFirst + r) % ringSize]}.
+     */
+    private void horizontalStrip(byte[] src, int srcWidth, int y0, int n, ResampleCoefficients k, int[][] ring, int ringFirst, int ringSize) {
+        if (columns.length < srcWidth) {
+            int[][] grown = Arrays.copyOf(columns, srcWidth);
+            for (int x = columns.length; x < srcWidth; x++) grown[x] = new int[STRIP_ROWS];
+            columns = grown;
+        }
+        final int[][] cols = columns;
+        final int[][] out = stripRows;
+        final int[] offsets = rowOffsets;
+        for (int r = 0; r < n; r++) {
+            out[r] = ring[(ringFirst + r) % ringSize];
+            offsets[r] = (y0 + r) * srcWidth * 3;
+        }
+        transpose(src, srcWidth, n, offsets, cols);
+        final int[] start = k.start;
+        final int[] count = k.count;
+        final int[] weights = k.weights;
         final int kernelSize = k.kernelSize;
-        final int padded = srcWidth + kernelSize;
-        if (packedRedBlue.length < padded) {
-            packedRedBlue = new long[padded];
-            green = new int[padded];
-        }
-        final long[] rb = packedRedBlue;
-        final int[] gs = green;
-        for (int x = 0; x < srcWidth; x++) {
-            int s = rowBase + 3 * x;
-            rb[x] = (src[s] & 0xFF) | ((long) (src[s + 2] & 0xFF) << 32);
-            gs[x] = src[s + 1] & 0xFF;
-        }
-        for (int x = srcWidth; x < padded; x++) {
-            rb[x] = 0;
-            gs[x] = 0;
-        }
-        switch (kernelSize) {
-            case 5 -> resampleRow5(rb, gs, k.start, k.weights, k.outSize, out);
-            case 7 -> resampleRow7(rb, gs, k.start, k.weights, k.outSize, out);
-            case 9 -> resampleRow9(rb, gs, k.start, k.weights, k.outSize, out);
-            case 11 -> resampleRow11(rb, gs, k.start, k.weights, k.outSize, out);
-            case 13 -> resampleRow13(rb, gs, k.start, k.weights, k.outSize, out);
-            default -> resampleRow(rb, gs, k.start, k.weights, k.outSize, kernelSize, out);
-        }
-    }
-
-    // The tap loop, once per common kernel size (scale <= 1, 1.5, 2, 2.5, 3) with the size as a literal,
-    // then for any size. Literal bounds let C2 unroll the taps completely (about 25% faster); a shared
-    // helper taking the size as an argument loses that as soon as C2 declines to inline it, which it
-    // does once the helper is compiled on its own ("already compiled into a medium method").
-    private static void resampleRow5(long[] rb, int[] gs, int[] start, int[] weights, int outWidth, int[] out) {
-        for (int xx = 0, d = 0; xx < outWidth; xx++, d += 3) {
-            final int x0 = start[xx];
-            final int wBase = xx * 5;
-            long accRb = ROUNDING_RED_BLUE;
-            int accG = ROUNDING;
-            for (int t = 0; t < 5; t++) {
-                int w = weights[wBase + t];
-                accRb += w * rb[x0 + t];
-                accG += w * gs[x0 + t];
+        final int[] ar = accRed, ag = accGreen, ab = accBlue;
+        final int[][] tile = outputTile;
+        for (int tileStart = 0; tileStart < k.outSize; tileStart += TILE_PIXELS) {
+            final int tileEnd = Math.min(tileStart + TILE_PIXELS, k.outSize);
+            for (int xx = tileStart; xx < tileEnd; xx++) {
+                final int x0 = start[xx];
+                final int taps = count[xx];
+                final int wBase = xx * kernelSize;
+                int t;
+                if (taps >= 2) {
+                    sumTwoTaps(ar, ag, ab, cols[x0], weights[wBase], cols[x0 + 1], weights[wBase + 1], n);
+                    t = 2;
+                } else {
+                    sumOneTap(ar, ag, ab, cols[x0], weights[wBase], n);
+                    t = 1;
+                }
+                for (; t + 1 < taps; t += 2)
+                    addTwoTaps(ar, ag, ab, cols[x0 + t], weights[wBase + t], cols[x0 + t + 1], weights[wBase + t + 1], n);
+                if (t < taps) addOneTap(ar, ag, ab, cols[x0 + t], weights[wBase + t], n);
+                clipAndPack(ar, ag, ab, tile[xx - tileStart], n);
             }
-            int r = (int) accRb;
-            out[d] = clip(r);
-            out[d + 1] = clip(accG);
-            out[d + 2] = clip((int) ((accRb - r) >> 32));
-        }
-    }
-
-    private static void resampleRow7(long[] rb, int[] gs, int[] start, int[] weights, int outWidth, int[] out) {
-        for (int xx = 0, d = 0; xx < outWidth; xx++, d += 3) {
-            final int x0 = start[xx];
-            final int wBase = xx * 7;
-            long accRb = ROUNDING_RED_BLUE;
-            int accG = ROUNDING;
-            for (int t = 0; t < 7; t++) {
-                int w = weights[wBase + t];
-                accRb += w * rb[x0 + t];
-                accG += w * gs[x0 + t];
+            for (int r = 0; r < n; r++) {
+                final int[] row = out[r];
+                for (int xx = tileStart; xx < tileEnd; xx++) row[xx] = tile[xx - tileStart][r];
             }
-            int r = (int) accRb;
-            out[d] = clip(r);
-            out[d + 1] = clip(accG);
-            out[d + 2] = clip((int) ((accRb - r) >> 32));
         }
     }
 
-    private static void resampleRow9(long[] rb, int[] gs, int[] start, int[] weights, int outWidth, int[] out) {
-        for (int xx = 0, d = 0; xx < outWidth; xx++, d += 3) {
-            final int x0 = start[xx];
-            final int wBase = xx * 9;
-            long accRb = ROUNDING_RED_BLUE;
-            int accG = ROUNDING;
-            for (int t = 0; t < 9; t++) {
-                int w = weights[wBase + t];
-                accRb += w * rb[x0 + t];
-                accG += w * gs[x0 + t];
-            }
-            int r = (int) accRb;
-            out[d] = clip(r);
-            out[d + 1] = clip(accG);
-            out[d + 2] = clip((int) ((accRb - r) >> 32));
+    /** {@code cols[x][r]} = pixel x of the source row at byte {@code offsets[r]}, packed as {@link #loadPixels} does. */
+    private static void transpose(byte[] src, int srcWidth, int n, int[] offsets, int[][] cols) {
+        for (int x = 0, o = 0; x < srcWidth - 1; x++, o += 3) {
+            final int[] col = cols[x];
+            for (int r = 0; r < n; r++) col[r] = (int) INT_LE.get(src, offsets[r] + o);
+        }
+        final int[] last = cols[srcWidth - 1];
+        final int o = (srcWidth - 1) * 3;
+        for (int r = 0; r < n; r++) last[r] = lastPixel(src, offsets[r] + o);
+    }
+
+    /**
+     * {@code out[x]} = pixel x of the row at byte {@code from} as {@code R | G << 8 | B << 16 | junk << 24}: every
+     * pixel but the last is one 4-byte load whose fourth byte belongs to the next pixel (the taps mask it away).
+     */
+    private static void loadPixels(byte[] src, int from, int[] out, int width) {
+        for (int x = 0, o = from; x < width - 1; x++, o += 3) out[x] = (int) INT_LE.get(src, o);
+        out[width - 1] = lastPixel(src, from + (width - 1) * 3);
+    }
+
+    private static int lastPixel(byte[] src, int at) {
+        return (src[at] & 0xFF) | (src[at + 1] & 0xFF) << 8 | (src[at + 2] & 0xFF) << 16;
+    }
+
+    /**
+     * Writes {@code width} packed pixels as RGB bytes from {@code from}: each but the last as one 4-byte store whose
+     * fourth byte the next store overwrites, so no byte past the row's end is touched.
+     */
+    private static void storePixels(int[] packed, byte[] dst, int from, int width) {
+        for (int x = 0, o = from; x < width - 1; x++, o += 3) INT_LE.set(dst, o, packed[x]);
+        int p = packed[width - 1], o = from + (width - 1) * 3;
+        dst[o] = (byte) p;
+        dst[o + 1] = (byte) (p >> 8);
+        dst[o + 2] = (byte) (p >> 16);
+    }
+
+    // The tap sweeps, shared by both passes: per-channel accumulators over packed pixels (R | G << 8 | B << 16).
+
+    private static void sumOneTap(int[] ar, int[] ag, int[] ab, int[] a, int wa, int n) {
+        for (int i = 0; i < n; i++) {
+            int pa = a[i];
+            ar[i] = ROUNDING + wa * (pa & 0xFF);
+            ag[i] = ROUNDING + wa * (pa >> 8 & 0xFF);
+            ab[i] = ROUNDING + wa * (pa >> 16 & 0xFF);
         }
     }
 
-    private static void resampleRow11(long[] rb, int[] gs, int[] start, int[] weights, int outWidth, int[] out) {
-        for (int xx = 0, d = 0; xx < outWidth; xx++, d += 3) {
-            final int x0 = start[xx];
-            final int wBase = xx * 11;
-            long accRb = ROUNDING_RED_BLUE;
-            int accG = ROUNDING;
-            for (int t = 0; t < 11; t++) {
-                int w = weights[wBase + t];
-                accRb += w * rb[x0 + t];
-                accG += w * gs[x0 + t];
-            }
-            int r = (int) accRb;
-            out[d] = clip(r);
-            out[d + 1] = clip(accG);
-            out[d + 2] = clip((int) ((accRb - r) >> 32));
+    private static void sumTwoTaps(int[] ar, int[] ag, int[] ab, int[] a, int wa, int[] b, int wb, int n) {
+        for (int i = 0; i < n; i++) {
+            int pa = a[i], pb = b[i];
+            ar[i] = ROUNDING + wa * (pa & 0xFF) + wb * (pb & 0xFF);
+            ag[i] = ROUNDING + wa * (pa >> 8 & 0xFF) + wb * (pb >> 8 & 0xFF);
+            ab[i] = ROUNDING + wa * (pa >> 16 & 0xFF) + wb * (pb >> 16 & 0xFF);
         }
     }
 
-    private static void resampleRow13(long[] rb, int[] gs, int[] start, int[] weights, int outWidth, int[] out) {
-        for (int xx = 0, d = 0; xx < outWidth; xx++, d += 3) {
-            final int x0 = start[xx];
-            final int wBase = xx * 13;
-            long accRb = ROUNDING_RED_BLUE;
-            int accG = ROUNDING;
-            for (int t = 0; t < 13; t++) {
-                int w = weights[wBase + t];
-                accRb += w * rb[x0 + t];
-                accG += w * gs[x0 + t];
-            }
-            int r = (int) accRb;
-            out[d] = clip(r);
-            out[d + 1] = clip(accG);
-            out[d + 2] = clip((int) ((accRb - r) >> 32));
+    private static void addOneTap(int[] ar, int[] ag, int[] ab, int[] a, int wa, int n) {
+        for (int i = 0; i < n; i++) {
+            int pa = a[i];
+            ar[i] += wa * (pa & 0xFF);
+            ag[i] += wa * (pa >> 8 & 0xFF);
+            ab[i] += wa * (pa >> 16 & 0xFF);
         }
     }
 
-    private static void resampleRow(long[] rb, int[] gs, int[] start, int[] weights, int outWidth, int kernelSize, int[] out) {
-        for (int xx = 0, d = 0; xx < outWidth; xx++, d += 3) {
-            final int x0 = start[xx];
-            final int wBase = xx * kernelSize;
-            long accRb = ROUNDING_RED_BLUE;
-            int accG = ROUNDING;
-            for (int t = 0; t < kernelSize; t++) {
-                int w = weights[wBase + t];
-                accRb += w * rb[x0 + t];
-                accG += w * gs[x0 + t];
-            }
-            int r = (int) accRb;
-            out[d] = clip(r);
-            out[d + 1] = clip(accG);
-            out[d + 2] = clip((int) ((accRb - r) >> 32));
+    private static void addTwoTaps(int[] ar, int[] ag, int[] ab, int[] a, int wa, int[] b, int wb, int n) {
+        for (int i = 0; i < n; i++) {
+            int pa = a[i], pb = b[i];
+            ar[i] += wa * (pa & 0xFF) + wb * (pb & 0xFF);
+            ag[i] += wa * (pa >> 8 & 0xFF) + wb * (pb >> 8 & 0xFF);
+            ab[i] += wa * (pa >> 16 & 0xFF) + wb * (pb >> 16 & 0xFF);
         }
     }
 
-    private static void widen(byte[] src, int from, int[] out, int length) {
-        for (int i = 0; i < length; i++) out[i] = src[from + i] & 0xFF;
-    }
-
-    private static void narrow(int[] row, byte[] dst, int from, int length) {
-        for (int i = 0; i < length; i++) dst[from + i] = (byte) row[i];
-    }
-
-    private static void sumOne(int[] acc, int[] a, int wa, int length) {
-        for (int i = 0; i < length; i++) acc[i] = ROUNDING + wa * a[i];
-    }
-
-    private static void sumTwo(int[] acc, int[] a, int wa, int[] b, int wb, int length) {
-        for (int i = 0; i < length; i++) acc[i] = ROUNDING + wa * a[i] + wb * b[i];
-    }
-
-    private static void addOne(int[] acc, int[] a, int wa, int length) {
-        for (int i = 0; i < length; i++) acc[i] += wa * a[i];
-    }
-
-    private static void addTwo(int[] acc, int[] a, int wa, int[] b, int wb, int length) {
-        for (int i = 0; i < length; i++) acc[i] += wa * a[i] + wb * b[i];
-    }
-
-    private static void clipTo(int[] acc, byte[] dst, int from, int length) {
-        for (int i = 0; i < length; i++) dst[from + i] = (byte) clip(acc[i]);
+    /** {@code packed[i] = clip(ar[i]) | clip(ag[i]) << 8 | clip(ab[i]) << 16}; min/max rather than branches, so it vectorizes. */
+    private static void clipAndPack(int[] ar, int[] ag, int[] ab, int[] packed, int n) {
+        for (int i = 0; i < n; i++)
+            packed[i] = clip(ar[i]) | clip(ag[i]) << 8 | clip(ab[i]) << 16;
     }
 
     private static int clip(int sum) {
-        int v = sum >> SHIFT;
-        return v < 0 ? 0 : Math.min(v, 255);
+        return Math.min(Math.max(sum >> SHIFT, 0), 255);
     }
 }

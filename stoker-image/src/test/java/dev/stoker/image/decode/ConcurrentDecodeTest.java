@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import dev.stoker.core.SampleException;
-import dev.stoker.testkit.Vectors;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -68,7 +67,7 @@ class ConcurrentDecodeTest {
 
     private static String hash(ImageDecoder decoder, String name, DecodeOptions opts) {
         try {
-            return Vectors.sha256(decoder.decode(Fixtures.bytes(name), name, opts).data());
+            return Fixtures.sha256(decoder.decode(Fixtures.bytes(name), name, opts));
         } catch (SampleException e) {
             return "error: " + e.getMessage();
         }

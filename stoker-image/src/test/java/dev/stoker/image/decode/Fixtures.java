@@ -2,12 +2,14 @@ package dev.stoker.image.decode;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.image.RgbImage;
 import dev.stoker.testkit.Vectors;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
@@ -38,6 +40,11 @@ final class Fixtures {
         var e = files().get(name);
         if (e == null) throw new IllegalArgumentException("no fixture " + name);
         return e;
+    }
+
+    /** sha256 of an image's pixels: the first w·h·3 bytes of its buffer (a native decoder's reused buffer is longer). */
+    static String sha256(RgbImage img) {
+        return Vectors.sha256(Arrays.copyOf(img.data(), img.width() * img.height() * 3));
     }
 
     static byte[] bytes(String name) {

@@ -56,6 +56,17 @@ class PillowParityTest {
         else assertPillowOrWithinTwelveMonkeysTolerance(name, img, Fixtures.expected(name));
     }
 
+    /** The native decoder reuses one pixel buffer: each image must be whole while the buffer grows and shrinks under it. */
+    @Test
+    void reusedPixelBufferHoldsEachImageInTurn() {
+        assumeTrue(ImageDecoders.libWebpAvailable(), () -> "libwebp not loaded: " + LibWebp.unavailableReason());
+        var decoder = new NativeDecoder(true, true);
+        var names = new java.util.ArrayList<>(goodFixtures());
+        names.sort(java.util.Comparator.comparingInt((String n) -> Fixtures.expected(n).get("width").asInt() * Fixtures.expected(n).get("height").asInt()).reversed());
+        names.addAll(List.copyOf(names).reversed());
+        for (String name : names) assertPillow(name, decoder.decode(Fixtures.bytes(name), name), Fixtures.expected(name));
+    }
+
     @ParameterizedTest
     @MethodSource("goodFixtures")
     void imageIoDecoderMatchesPillow(String name) {
@@ -150,7 +161,7 @@ class PillowParityTest {
                 RgbImage img = decoder.decode(data, id);
                 assertEquals(c.get("input").get("width").asInt(), img.width(), id);
                 assertEquals(c.get("input").get("height").asInt(), img.height(), id);
-                assertEquals(want, Vectors.sha256(img.data()), id + " via " + decoder.getClass().getSimpleName());
+                assertEquals(want, Fixtures.sha256(img), id + " via " + decoder.getClass().getSimpleName());
             }
             checked++;
         }
@@ -160,8 +171,8 @@ class PillowParityTest {
     static void assertPillow(String name, RgbImage img, JsonNode e) {
         assertEquals(e.get("width").asInt(), img.width(), name + " width");
         assertEquals(e.get("height").asInt(), img.height(), name + " height");
-        assertEquals(img.width() * img.height() * 3, img.data().length, name + " buffer length");
-        assertEquals(e.get("sha256").asText(), Vectors.sha256(img.data()), name + " pixels");
+        assertTrue(img.data().length >= img.width() * img.height() * 3, name + " buffer length");
+        assertEquals(e.get("sha256").asText(), Fixtures.sha256(img), name + " pixels");
     }
 
     /**

@@ -71,6 +71,24 @@ class BicubicResizerTest {
         }
     }
 
+    /** Heights on and around strip boundaries, widths down to one pixel, each axis alone and both, one reused instance. */
+    @Test
+    void equalsPlainPortAcrossStripBoundaries() {
+        var resizer = new BicubicResizer();
+        int s = BicubicResizer.STRIP_ROWS;
+        int seed = 0;
+        for (int ih : new int[] {1, s - 1, s, s + 1, 2 * s + 3})
+            for (int iw : new int[] {1, 2, 37})
+                for (int[] out : new int[][] {{iw, ih / 2 + 1}, {iw * 3 + 1, ih}, {iw + 5, ih * 2 + 1}, {(iw + 1) / 2, ih + 7}}) {
+                    if (out[0] == iw && out[1] == ih) continue;
+                    byte[] src = syntheticImage(seed, seed % 2, iw, ih);
+                    seed++;
+                    byte[] expected = PlainResample.resize(src, iw, ih, out[0], out[1]);
+                    byte[] actual = resizer.resize(new RgbImage(iw, ih, src), out[0], out[1]).data();
+                    assertArrayEquals(expected, actual, iw + "x" + ih + " -> " + out[0] + "x" + out[1]);
+                }
+    }
+
     @Test
     void sameSizeIsAnExactCopy() {
         byte[] src = syntheticImage(7, 0, 448, 448);
