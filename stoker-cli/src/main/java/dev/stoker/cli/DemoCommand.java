@@ -19,8 +19,9 @@ import picocli.CommandLine.Model.CommandSpec;
 
 /**
  * {@code stoker demo}: the most complete job Stoker can run, on embedded defaults. Today: build a
- * data set from the bundled photos, then preprocess it (decode, Qwen-VL transform, tokenize) on
- * every core, bit-exact and in fast mode, and print the throughput.
+ * data set from the bundled photos, preprocess it (decode, Qwen-VL transform, tokenize) on every
+ * core, bit-exact and in fast mode, then run the wait-time ladder (serial → concurrent → prefetch)
+ * against simulated trainer processes with simulated object-storage latency.
  */
 @Command(name = "demo", mixinStandardHelpOptions = true,
         description = "Build a small data set from real photos and preprocess it, printing throughput.")
@@ -39,6 +40,9 @@ final class DemoCommand implements Callable<Integer> {
     @Option(names = "--max-pixels", defaultValue = "451584",
             description = "Upper bound of the resized area, as the official SFT default 28²·576 (default: ${DEFAULT-VALUE}).")
     long maxPixels;
+
+    @Option(names = "--ladder-steps", defaultValue = "20", description = "Steps per rank and mode in the ladder, 0 to skip it (default: ${DEFAULT-VALUE}).")
+    int ladderSteps;
 
     @Override
     public Integer call() throws Exception {
@@ -74,8 +78,18 @@ final class DemoCommand implements Callable<Integer> {
                     exact.samplesPerSecond(), exact.megapixelsPerSecond(), exact.samples(), exact.errors(), exact.seconds());
             out.printf("                fast (DCT-scaled decode):  %7.1f samples/s  %6.1f source MP/s  (%d samples, %d errors, %.2f s)%n",
                     fast.samplesPerSecond(), fast.megapixelsPerSecond(), fast.samples(), fast.errors(), fast.seconds());
-            out.printf("Compare with Python: ./stoker bench preprocess --data %s, and docs/benchmarks.md.%n", manifestFile);
         }
+        if (ladderSteps > 0) {
+            out.printf("4. ladder       2 trainer processes, batch 4, step 250 ms, %d steps, 30 ms object-storage latency:%n", ladderSteps);
+            out.flush();
+            var args = new String[] {"bench", "ladder", "--data", manifestFile.toString(), "--ranks", "2", "--batch", "4",
+                    "--step-ms", "250", "--steps", Integer.toString(ladderSteps), "--fetch-latency-ms", "30",
+                    "--processor", processor, "--max-pixels", Long.toString(maxPixels),
+                    "--work-dir", target.resolve("ladder").toString()};
+            int status = Main.run(args, out, spec.commandLine().getErr());
+            if (status != 0) return status;
+        }
+        out.printf("Full-size runs: ./stoker bench preprocess|ladder --data %s (see docs/benchmarks.md).%n", manifestFile);
         return 0;
     }
 

@@ -69,6 +69,9 @@ final class FeedFactory implements AutoCloseable {
             public CompletableFuture<Batch> next(int rank) { return feeder.rank(rank).next(); }
 
             @Override
+            public Object metrics() { return feeder.metrics(); }
+
+            @Override
             public void close() { feeder.close(); }
         };
     }

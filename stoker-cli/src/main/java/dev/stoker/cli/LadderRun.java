@@ -24,6 +24,9 @@ final class LadderRun {
     interface Feed extends AutoCloseable {
         CompletableFuture<Batch> next(int rank);
 
+        /** The pipeline's counters (written next to the trainers' reports). */
+        Object metrics();
+
         @Override
         void close();
     }
@@ -66,6 +69,7 @@ final class LadderRun {
                     if (!p.waitFor(timeoutMillis, TimeUnit.MILLISECONDS)) throw new IOException("trainer did not finish in time; see " + workDir);
                     if (p.exitValue() != 0) throw new IOException("trainer exited with " + p.exitValue() + "; see " + workDir);
                 }
+                new ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(workDir.resolve(mode + "-pipeline.json").toFile(), feed.metrics());
             }
         } finally {
             for (Process p : processes) p.destroyForcibly();

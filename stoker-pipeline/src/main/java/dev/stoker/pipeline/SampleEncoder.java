@@ -25,6 +25,18 @@ public final class SampleEncoder {
         byte[] read(String sampleId, String reference);
     }
 
+    /**
+     * Supplies the array a sample's pixel_values are written into, at least {@code floats} long.
+     * {@link #FRESH} allocates an exact array per sample; a caller that consumes the rows before
+     * encoding the next sample may hand out one reused array and spare the allocation.
+     */
+    @FunctionalInterface
+    public interface PixelBuffers {
+        PixelBuffers FRESH = float[]::new;
+
+        float[] get(int floats);
+    }
+
     private final EncodeOptions options;
     private final SampleParser parser = new SampleParser();
     private final TokenSequenceBuilder tokens;
@@ -43,6 +55,11 @@ public final class SampleEncoder {
         return encode(parser.parseLine(line, fallbackId), source);
     }
 
+    /** {@link #encodeLine(byte[], String, ImageSource)} writing pixel_values into an array from {@code buffers}. */
+    public EncodedSample encodeLine(byte[] line, String fallbackId, ImageSource source, PixelBuffers buffers) {
+        return encode(parser.parseLine(line, fallbackId), source, buffers);
+    }
+
     /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */
     public EncodedSample encode(ChatSample sample, Map<String, byte[]> imagesByReference) {
         return encode(sample, (id, ref) -> {
@@ -53,6 +70,11 @@ public final class SampleEncoder {
     }
 
     public EncodedSample encode(ChatSample sample, ImageSource source) {
+        return encode(sample, source, PixelBuffers.FRESH);
+    }
+
+    /** Encodes a sample writing pixel_values into an array from {@code buffers}. */
+    public EncodedSample encode(ChatSample sample, ImageSource source, PixelBuffers buffers) {
         String id = sample.id();
         List<String> refs = sample.imagePaths();
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
@@ -73,7 +95,7 @@ public final class SampleEncoder {
         for (int k = 0; k < kept; k++) rows += planned.get(k).plan().rows();
         if (rows * rowLength > Integer.MAX_VALUE - 8)
             throw new SampleException(id, SampleException.Stage.TRANSFORM, "pixel_values of " + rows + " rows is too large for one sample");
-        float[] pixels = new float[(int) (rows * rowLength)];
+        float[] pixels = buffers.get((int) (rows * rowLength));
         long[] gridThw = new long[kept * 3];
         long sourcePixels = 0;
         int offset = 0;

@@ -53,8 +53,8 @@ public final class BatchAssembler {
             System.arraycopy(s.labels(), 0, labels, i * len, n);
             for (int c = 0; c < 3; c++)
                 System.arraycopy(s.positionIds(), c * n, positions, (c * b + i) * len, n);
-            System.arraycopy(s.pixelValues(), 0, pixels, pixelOffset, s.pixelValues().length);
-            pixelOffset += s.pixelValues().length;
+            System.arraycopy(s.pixelValues(), 0, pixels, pixelOffset, s.pixelFloats());
+            pixelOffset += s.pixelFloats();
             System.arraycopy(s.imageGridThw(), 0, grid, gridOffset, s.imageGridThw().length);
             gridOffset += s.imageGridThw().length;
             sampleIds.add(s.id());
