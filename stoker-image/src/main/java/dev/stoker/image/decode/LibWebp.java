@@ -62,16 +62,7 @@ final class LibWebp {
     private LibWebp() {}
 
     private static SymbolLookup load() {
-        IllegalArgumentException first = null;
-        for (String name : new String[] {"libwebp.so.7", "libwebp.so"}) {
-            try {
-                return SymbolLookup.libraryLookup(name, Arena.global());
-            } catch (IllegalArgumentException e) {
-                if (first == null) first = e;
-                else first.addSuppressed(e);
-            }
-        }
-        throw first;
+        return NativeLibraries.lookup("libwebp.so.7", "libwebp.so");
     }
 
     static boolean available() { return UNAVAILABLE_REASON == null; }

@@ -67,16 +67,7 @@ final class TurboJpeg {
     private TurboJpeg() {}
 
     private static SymbolLookup load() {
-        IllegalArgumentException first = null;
-        for (String name : new String[] {"libturbojpeg.so.0", "libturbojpeg.so"}) {
-            try {
-                return SymbolLookup.libraryLookup(name, Arena.global());
-            } catch (IllegalArgumentException e) {
-                if (first == null) first = e;
-                else first.addSuppressed(e);
-            }
-        }
-        throw first;
+        return NativeLibraries.lookup("libturbojpeg.so.0", "libturbojpeg.so");
     }
 
     static boolean available() { return UNAVAILABLE_REASON == null; }
