@@ -50,7 +50,7 @@ final class LadderCommand implements Callable<Integer> {
         var json = new LinkedHashMap<String, Object>();
         try (var factory = FeedFactory.open(feed, options)) {
             for (String mode : modes) {
-                var r = LadderRun.run(mode, () -> factory.start(mode), feed.ranks, steps, stepMillis, dir);
+                var r = LadderRun.run(mode, () -> factory.start(mode), feed.ranks, steps, stepMillis, expectedBatchBytes(options), dir);
                 out.printf("%-11s %10.3f %12.3f %10.1f %10.0f %12.1f %12.1f%n", mode, r.waitRatio(), r.steadyWaitRatio(),
                         r.samplesPerSecond(), r.ttfbMillis(), r.meanWaitMillis(), r.bytesReceived() / 1e6);
                 out.flush();
@@ -66,6 +66,15 @@ final class LadderCommand implements Callable<Integer> {
         }
         out.println(new ObjectMapper().writeValueAsString(java.util.Map.of("modes", json)));
         return 0;
+    }
+
+    /**
+     * Twice a batch of B single-image samples at the pixel cap (multi-image samples need headroom):
+     * pixel_values take max_pixels·3·temporal·4 bytes per image (the tokens are small beside them).
+     */
+    private long expectedBatchBytes(dev.stoker.pipeline.EncodeOptions options) {
+        long perImage = options.vision().maxPixels() * 3L * options.vision().temporalPatchSize() * Float.BYTES;
+        return Math.min(feed.prefetchBytes, 2L * feed.batch * perImage);
     }
 
     private static double round(double v) { return Math.round(v * 10000) / 10000.0; }

@@ -41,7 +41,7 @@ final class LadderRun {
     private LadderRun() {}
 
     static Result run(String mode, java.util.function.Supplier<Feed> feedFactory, int ranks, int steps, long stepMillis,
-                      Path workDir) throws IOException, InterruptedException {
+                      long expectedBatchBytes, Path workDir) throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path socket = workDir.resolve("feed-" + mode + ".sock");
         var feedRef = new java.util.concurrent.atomic.AtomicReference<Feed>();
@@ -51,6 +51,9 @@ final class LadderRun {
                 if (world != ranks) throw new IllegalArgumentException("world size " + world + " differs from the job's " + ranks);
                 if (rank < 0 || rank >= world) throw new IllegalArgumentException("rank " + rank + " is outside the world size " + world);
             }
+
+            @Override
+            public long expectedBatchBytes() { return expectedBatchBytes; }
 
             @Override
             public CompletableFuture<Prepared> next(int rank) {

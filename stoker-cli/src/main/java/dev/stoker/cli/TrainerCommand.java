@@ -27,7 +27,7 @@ final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--job", defaultValue = "bench") String job;
 
     /** What one step measured. */
-    record Step(long waitNanos, long computeNanos, long bytes, int samples) {}
+    record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos) {}
 
     @Override
     public Integer call() throws Exception {
@@ -42,7 +42,7 @@ final class TrainerCommand implements Callable<Integer> {
                 if (batch == null) break;
                 Thread.sleep(stepMillis);
                 long t2 = System.nanoTime();
-                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize()));
+                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), t1 - client.lastFrameHeaderNanos()));
             }
             long end = System.nanoTime();
             var json = new LinkedHashMap<String, Object>();
@@ -51,7 +51,7 @@ final class TrainerCommand implements Callable<Integer> {
             json.put("connect_wait_ms", (start - connectNanos) / 1e6);
             json.put("elapsed_ms", (end - start) / 1e6);
             json.put("bytes_received", client.bytesReceived());
-            json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples())).toList());
+            json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples(), x.transferNanos())).toList());
             new ObjectMapper().writeValue(report.toFile(), json);
         }
         return 0;

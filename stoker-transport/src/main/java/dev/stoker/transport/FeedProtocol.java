@@ -15,7 +15,7 @@ import java.nio.charset.StandardCharsets;
  * <pre>
  *  trainer                                   service
  *    HELLO  (version:u32, rank:u32, world:u32, job:utf8) ──►
- *                                      ◄── WELCOME (version:u32)       or ERROR (message:utf8)
+ *                                      ◄── WELCOME (version:u32, expected batch bytes:u64)  or ERROR (message:utf8)
  *    NEXT   ()                         ──►
  *                                      ◄── BATCH (BatchLayout bytes)  or END () or ERROR
  *    …

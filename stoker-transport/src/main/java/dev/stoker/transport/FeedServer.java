@@ -76,7 +76,7 @@ public final class FeedServer implements AutoCloseable {
             try {
                 SocketChannel ch = server.accept();
                 clients.add(ch);
-                Thread.ofVirtual().name("stoker-feed-conn").start(() -> serve(ch));
+                Thread.ofPlatform().daemon().name("stoker-feed-conn").start(() -> serve(ch));
             } catch (ClosedChannelException e) {
                 return;
             } catch (IOException e) {
@@ -108,9 +108,11 @@ public final class FeedServer implements AutoCloseable {
                 error(ch, e.getMessage());
                 return;
             }
+            long expected = provider.expectedBatchBytes();
+            if (expected > 0) buffer = arena.allocate(expected, 64); // zeroed, so its pages are touched now
             hellos.incrementAndGet();
             gate.await();
-            var welcome = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(FeedProtocol.VERSION).flip();
+            var welcome = ByteBuffer.allocate(12).order(ByteOrder.LITTLE_ENDIAN).putInt(FeedProtocol.VERSION).putLong(expected).flip();
             FeedProtocol.writeFrame(ch, FeedProtocol.WELCOME, welcome);
             while (true) {
                 var f = FeedProtocol.readFrame(ch);

@@ -21,6 +21,7 @@ public final class TrainerClient implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private MemorySegment buffer;
     private long bytesReceived;
+    private long lastFrameHeaderNanos;
 
     private TrainerClient(SocketChannel channel) {
         this.channel = channel;
@@ -45,7 +46,10 @@ public final class TrainerClient implements AutoCloseable {
             client.close();
             throw new IOException("expected WELCOME, got frame type " + f.type());
         }
-        FeedProtocol.readSmall(ch, f);
+        ByteBuffer welcome = FeedProtocol.readSmall(ch, f);
+        welcome.getInt();
+        long expected = welcome.remaining() >= 8 ? welcome.getLong() : 0;
+        if (expected > 0) client.buffer = client.arena.allocate(expected, 64); // touched now, not on the first step
         return client;
     }
 
@@ -53,6 +57,7 @@ public final class TrainerClient implements AutoCloseable {
     public BatchLayout.Batch next() throws IOException {
         FeedProtocol.writeFrame(channel, FeedProtocol.NEXT, null);
         var f = FeedProtocol.readFrame(channel);
+        lastFrameHeaderNanos = System.nanoTime();
         switch (f.type()) {
             case FeedProtocol.END -> { return null; }
             case FeedProtocol.ERROR -> throw new IOException("service error: " + FeedProtocol.utf8(FeedProtocol.readSmall(channel, f)));
@@ -67,6 +72,9 @@ public final class TrainerClient implements AutoCloseable {
     }
 
     public long bytesReceived() { return bytesReceived; }
+
+    /** When the last reply's frame header arrived ({@link System#nanoTime()}): splits a wait into queueing and transfer. */
+    public long lastFrameHeaderNanos() { return lastFrameHeaderNanos; }
 
     @Override
     public void close() throws IOException {
