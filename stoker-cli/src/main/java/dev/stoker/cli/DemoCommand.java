@@ -4,7 +4,6 @@ import dev.stoker.core.ProcessorPreset;
 import dev.stoker.image.decode.ImageDecoders;
 import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.EncodedSample;
-import dev.stoker.pipeline.ImagePathResolver;
 import dev.stoker.pipeline.JsonlManifest;
 import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
@@ -65,7 +64,10 @@ final class DemoCommand implements Callable<Integer> {
         var options = EncodeOptions.defaults(preset).withPixels(preset.vision().minPixels(), maxPixels);
         try (QwenTokenizer tok = QwenTokenizer.bundled()) {
             var first = manifest.lines().get(0);
-            EncodedSample s = new SampleEncoder(options, tok).encodeLine(first.bytes(), first.id(), new ImagePathResolver(manifest.root())::read);
+            EncodedSample s;
+            try (var images = dev.stoker.source.ObjectSources.open(manifestFile.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
+                s = new SampleEncoder(options, tok).encodeLine(first.bytes(), first.id(), SampleEncoder.ImageSource.blocking(images));
+            }
             out.printf("2. one sample   %s: input_ids (%d), labels (%d, %d supervised), position_ids (3, %d), "
                             + "pixel_values (%d, %d), image_grid_thw %s%n",
                     s.id(), s.length(), s.length(), supervised(s.labels()), s.length(), s.pixelRows(), s.pixelRowLength(),

@@ -2,7 +2,6 @@ package dev.stoker.cli;
 
 import dev.stoker.core.Npy;
 import dev.stoker.pipeline.EncodedSample;
-import dev.stoker.pipeline.ImagePathResolver;
 import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
@@ -33,9 +32,11 @@ final class EncodeCommand implements Callable<Integer> {
         var options = processor.toEncodeOptions();
         byte[] json = PreprocessCommand.readInput(sample);
         try (QwenTokenizer tok = Tokenizers.open(tokenizer)) {
-            var resolver = new ImagePathResolver(sample.toAbsolutePath().getParent());
-            EncodedSample s = new SampleEncoder(options, tok).encodeLine(json, sample.getFileName().toString(), resolver::read);
-            write(s, out);
+            try (var images = dev.stoker.source.ObjectSources.open(sample.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
+                EncodedSample s = new SampleEncoder(options, tok).encodeLine(json, sample.getFileName().toString(),
+                        SampleEncoder.ImageSource.blocking(images));
+                write(s, out);
+            }
         }
         return 0;
     }

@@ -3,7 +3,6 @@ package dev.stoker.cli;
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.EncodedSample;
-import dev.stoker.pipeline.ImagePathResolver;
 import dev.stoker.pipeline.JsonlManifest;
 import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
@@ -29,7 +28,8 @@ final class PreprocessBench {
 
     static Result run(JsonlManifest manifest, List<JsonlManifest.Line> lines, int threads, EncodeOptions options,
                       QwenTokenizer tokenizer) throws InterruptedException {
-        var resolver = new ImagePathResolver(manifest.root());
+        var source = dev.stoker.source.ObjectSources.open(manifest.file().toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults());
+        var imageSource = SampleEncoder.ImageSource.blocking(source);
         var next = new AtomicInteger();
         var ok = new AtomicInteger();
         var errors = new AtomicInteger();
@@ -48,7 +48,7 @@ final class PreprocessBench {
                 for (int i; (i = next.getAndIncrement()) < lines.size(); ) {
                     var line = lines.get(i);
                     try {
-                        EncodedSample s = encoder.encodeLine(line.bytes(), line.id(), resolver::read, buffers);
+                        EncodedSample s = encoder.encodeLine(line.bytes(), line.id(), imageSource, buffers);
                         ok.incrementAndGet();
                         images.addAndGet(s.images());
                         pixels.addAndGet(s.sourcePixels());
@@ -61,6 +61,7 @@ final class PreprocessBench {
             }));
         }
         for (Thread w : workers) w.join();
+        source.close();
         double seconds = (System.nanoTime() - start) / 1e9;
         return new Result(ok.get(), errors.get(), images.get(), pixels.get(), tokens.get(), seconds, threads, List.copyOf(firstErrors));
     }

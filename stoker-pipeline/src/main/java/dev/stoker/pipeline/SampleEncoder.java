@@ -23,6 +23,18 @@ public final class SampleEncoder {
     @FunctionalInterface
     public interface ImageSource {
         byte[] read(String sampleId, String reference);
+
+        /** Reads through {@code source}, waiting for each fetch (for one-off commands and benchmarks of the CPU half). */
+        static ImageSource blocking(dev.stoker.source.ObjectSource source) {
+            return (sampleId, reference) -> {
+                try {
+                    return source.fetch(sampleId, reference).join();
+                } catch (java.util.concurrent.CompletionException e) {
+                    if (e.getCause() instanceof SampleException se) throw se;
+                    throw new SampleException(sampleId, SampleException.Stage.FETCH, String.valueOf(e.getCause()), e.getCause());
+                }
+            };
+        }
     }
 
     /**

@@ -1,6 +1,9 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.ImagePathResolver;
+import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.source.ObjectSource;
+import dev.stoker.source.ObjectSources;
+import dev.stoker.source.SourceConfig;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -17,7 +20,8 @@ import java.util.concurrent.TimeUnit;
  */
 final class LocalFeedSource implements FeedSource, AutoCloseable {
     private final Path manifest;
-    private final ImagePathResolver resolver;
+    private final ObjectSource source;
+    private final SampleEncoder.ImageSource images;
     private final ExecutorService io = Executors.newFixedThreadPool(4, r -> {
         var t = new Thread(r, "test-io");
         t.setDaemon(true);
@@ -27,7 +31,8 @@ final class LocalFeedSource implements FeedSource, AutoCloseable {
 
     LocalFeedSource(Path manifest, int jitterMillis) {
         this.manifest = manifest;
-        this.resolver = new ImagePathResolver(manifest.toAbsolutePath().getParent());
+        this.source = ObjectSources.open(manifest.toAbsolutePath().toString(), SourceConfig.defaults());
+        this.images = SampleEncoder.ImageSource.blocking(source);
         this.jitterMillis = jitterMillis;
     }
 
@@ -50,7 +55,7 @@ final class LocalFeedSource implements FeedSource, AutoCloseable {
                     Thread.currentThread().interrupt();
                 }
             }
-            return resolver.read(sampleId, reference);
+            return images.read(sampleId, reference);
         }, io);
     }
 
@@ -59,6 +64,7 @@ final class LocalFeedSource implements FeedSource, AutoCloseable {
 
     @Override
     public void close() {
+        source.close();
         io.shutdownNow();
         try {
             io.awaitTermination(5, TimeUnit.SECONDS);
