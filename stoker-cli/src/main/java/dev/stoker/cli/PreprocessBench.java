@@ -60,8 +60,11 @@ final class PreprocessBench {
                 }
             }));
         }
-        for (Thread w : workers) w.join();
-        source.close();
+        try {
+            for (Thread w : workers) w.join();
+        } finally {
+            source.close();
+        }
         double seconds = (System.nanoTime() - start) / 1e9;
         return new Result(ok.get(), errors.get(), images.get(), pixels.get(), tokens.get(), seconds, threads, List.copyOf(firstErrors));
     }

@@ -12,11 +12,11 @@ final class ProcessorOptions {
             description = "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl (default: ${DEFAULT-VALUE}).")
     String processor;
 
-    @Option(names = "--min-pixels", defaultValue = "3136",
+    @Option(names = "--min-pixels", defaultValue = "" + ProcessorPreset.DEFAULT_MIN_PIXELS,
             description = "Lower bound of the resized image area in pixels (default: ${DEFAULT-VALUE} = 56²).")
     long minPixels;
 
-    @Option(names = "--max-pixels", defaultValue = "1003520",
+    @Option(names = "--max-pixels", defaultValue = "" + ProcessorPreset.DEFAULT_MAX_PIXELS,
             description = "Upper bound of the resized image area in pixels (default: ${DEFAULT-VALUE} = 28²·1280).")
     long maxPixels;
 
@@ -30,11 +30,11 @@ final class ProcessorOptions {
                     + "source (like Pillow's draft()); faster, NOT bit-exact (default: ${DEFAULT-VALUE}).")
     String decodeScale;
 
-    @Option(names = "--max-source-pixels", defaultValue = "178956970",
+    @Option(names = "--max-source-pixels", defaultValue = "" + EncodeOptions.DEFAULT_MAX_SOURCE_PIXELS,
             description = "Refuse images whose header claims more pixels, before decoding (default: ${DEFAULT-VALUE}, Pillow's bomb limit).")
     long maxSourcePixels;
 
-    @Option(names = "--max-seq-len", defaultValue = "8192",
+    @Option(names = "--max-seq-len", defaultValue = "" + EncodeOptions.DEFAULT_MAX_SEQUENCE_LENGTH,
             description = "Token limit per sample, 0 for none (default: ${DEFAULT-VALUE}).")
     int maxSequenceLength;
 

@@ -49,6 +49,17 @@ final class FetchContext implements AutoCloseable {
         return s3;
     }
 
+    /** Resolves {@code reference} against {@code location} and reads it; refusals fail the future. */
+    CompletableFuture<byte[]> fetchReference(String sampleId, String reference, DatasetLocation location, Path realRoot) {
+        References.Target target;
+        try {
+            target = References.resolve(sampleId, reference, location);
+        } catch (SampleException e) {
+            return refused(e);
+        }
+        return fetch(sampleId, target, realRoot, SampleException.Stage.FETCH);
+    }
+
     /** Reads {@code target}; a file from a relative reference must stay under {@code realRoot}. */
     CompletableFuture<byte[]> fetch(String sampleId, References.Target target, Path realRoot, SampleException.Stage stage) {
         try {

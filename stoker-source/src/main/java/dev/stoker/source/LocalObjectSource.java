@@ -39,13 +39,7 @@ final class LocalObjectSource implements ObjectSource {
 
     @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
-        References.Target target;
-        try {
-            target = References.resolve(sampleId, reference, location);
-        } catch (SampleException e) {
-            return ctx.refused(e);
-        }
-        return ctx.fetch(sampleId, target, realRoot, SampleException.Stage.FETCH);
+        return ctx.fetchReference(sampleId, reference, location, realRoot);
     }
 
     @Override

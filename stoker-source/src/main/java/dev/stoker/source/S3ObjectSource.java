@@ -30,13 +30,7 @@ final class S3ObjectSource implements ObjectSource {
 
     @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
-        References.Target target;
-        try {
-            target = References.resolve(sampleId, reference, location);
-        } catch (SampleException e) {
-            return ctx.refused(e);
-        }
-        return ctx.fetch(sampleId, target, null, SampleException.Stage.FETCH);
+        return ctx.fetchReference(sampleId, reference, location, null);
     }
 
     @Override
