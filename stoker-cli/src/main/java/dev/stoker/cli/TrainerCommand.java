@@ -37,10 +37,12 @@ final class TrainerCommand implements Callable<Integer> {
             long start = System.nanoTime();
             for (int s = 0; s < steps; s++) {
                 long t0 = System.nanoTime();
-                BatchLayout.Batch batch = client.next();
+                TrainerClient.Received received = client.next();
                 long t1 = System.nanoTime();
-                if (batch == null) break;
+                if (received == null) break;
+                BatchLayout.Batch batch = received.batch();
                 Thread.sleep(stepMillis);
+                received.close(); // the step is done with the batch: its shared memory may be reused
                 long t2 = System.nanoTime();
                 stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), t1 - client.lastFrameHeaderNanos()));
             }

@@ -20,9 +20,9 @@ import java.util.List;
  *  +---------------+---------------+---------------+---------------+
  *  | total bytes (u64)             | epoch (u64)                   |   16..31
  *  +-------------------------------+-------------------------------+
- *  | step (u64)                    | rank (u32)    | world (u32)   |   32..47
+ *  | step (u64)                    | rank (u32)    | world (u32)   |   32..47  step within the epoch
  *  +-------------------------------+---------------+---------------+
- *  | batch size (u32) | reserved (u32) | reserved (u64)            |   48..63
+ *  | samples (u32) | scheduled(u32)| global step (u64)             |   48..63  samples delivered / scheduled
  *  +---------------------------------------------------------------+
  *  | descriptor 0 (128 bytes)                                      |   64..191
  *  |   name     32 bytes ASCII, NUL padded                         |
@@ -53,11 +53,54 @@ public final class BatchLayout {
     static final ValueLayout.OfFloat FLOAT_LE = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     private static final long OFF_MAGIC = 0, OFF_VERSION = 4, OFF_COUNT = 8, OFF_HEADER = 12, OFF_TOTAL = 16,
-            OFF_EPOCH = 24, OFF_STEP = 32, OFF_RANK = 40, OFF_WORLD = 44, OFF_BATCH = 48;
+            OFF_EPOCH = 24, OFF_STEP = 32, OFF_RANK = 40, OFF_WORLD = 44, OFF_BATCH = 48, OFF_SCHEDULED = 52, OFF_GLOBAL_STEP = 56;
     private static final long D_NAME = 0, D_DTYPE = 32, D_NDIM = 36, D_SHAPE = 40, D_OFFSET = 88, D_LENGTH = 96;
 
-    /** Which batch this is: schedule position and how many samples it holds. */
-    public record Meta(long epoch, long step, int rank, int world, int batchSize) {}
+    /**
+     * Which batch this is: schedule position and how many samples it holds.
+     *
+     * @param batchSize   samples delivered (B)
+     * @param scheduled   samples the schedule assigned (B + skipped)
+     * @param globalStep  epoch·stepsPerEpoch + step
+     */
+    public record Meta(long epoch, long step, int rank, int world, int batchSize, int scheduled, long globalStep) {
+        /** A batch with nothing skipped whose global step is its step. */
+        public Meta(long epoch, long step, int rank, int world, int batchSize) {
+            this(epoch, step, rank, world, batchSize, batchSize, step);
+        }
+    }
+
+    /** One tensor's name, type and shape, before its bytes exist. */
+    public record Spec(String name, Tensor.DType dtype, long[] shape) {
+        public Spec {
+            if (name.isEmpty() || name.length() > NAME_BYTES - 1) throw new IllegalArgumentException("bad tensor name '" + name + "'");
+            if (shape.length > MAX_DIMS) throw new IllegalArgumentException(name + ": more than " + MAX_DIMS + " dimensions");
+            shape = shape.clone();
+        }
+
+        public long bytes() {
+            long n = dtype.byteSize();
+            for (long d : shape) n *= d;
+            return n;
+        }
+
+        @Override public long[] shape() { return shape.clone(); }
+    }
+
+    /** Where each tensor of a batch goes: offsets from the batch start, header size and total size. */
+    public record Plan(List<Spec> specs, long[] offsets, long headerBytes, long totalBytes) {
+        public long offset(String name) {
+            for (int i = 0; i < specs.size(); i++) if (specs.get(i).name().equals(name)) return offsets[i];
+            throw new IllegalArgumentException("no tensor '" + name + "' in plan");
+        }
+
+        /** The slice of {@code batch} (a segment laid out by this plan) holding tensor {@code name}. */
+        public MemorySegment slice(MemorySegment batch, String name) {
+            for (int i = 0; i < specs.size(); i++)
+                if (specs.get(i).name().equals(name)) return batch.asSlice(offsets[i], specs.get(i).bytes());
+            throw new IllegalArgumentException("no tensor '" + name + "' in plan");
+        }
+    }
 
     /** A parsed batch: its metadata and its tensors as slices of the underlying segment (no copy). */
     public record Batch(Meta meta, List<Tensor> tensors, long totalBytes) {
@@ -71,32 +114,51 @@ public final class BatchLayout {
 
     static long align(long v) { return (v + ALIGNMENT - 1) & -ALIGNMENT; }
 
-    /** Bytes a batch of these tensors occupies. */
-    public static long sizeOf(List<Tensor> tensors) {
-        long offset = align(HEADER_BYTES + (long) DESCRIPTOR_BYTES * tensors.size());
-        for (Tensor t : tensors) offset = align(offset + t.data().byteSize());
-        return offset;
+    /** Places {@code specs} in order after the header, each at a 64-byte aligned offset. */
+    public static Plan plan(List<Spec> specs) {
+        long header = align(HEADER_BYTES + (long) DESCRIPTOR_BYTES * specs.size());
+        long[] offsets = new long[specs.size()];
+        long offset = header;
+        for (int i = 0; i < specs.size(); i++) {
+            offsets[i] = offset;
+            offset = align(offset + specs.get(i).bytes());
+        }
+        return new Plan(List.copyOf(specs), offsets, header, offset);
     }
 
-    /** Writes header, descriptors and data into {@code dst} (at least {@link #sizeOf} bytes); returns the bytes used. */
-    public static long write(Meta meta, List<Tensor> tensors, MemorySegment dst) {
-        long total = sizeOf(tensors);
+    private static List<Spec> specsOf(List<Tensor> tensors) {
+        var specs = new ArrayList<Spec>(tensors.size());
+        for (Tensor t : tensors) specs.add(new Spec(t.name(), t.dtype(), t.shape()));
+        return specs;
+    }
+
+    /** Bytes a batch of these tensors occupies. */
+    public static long sizeOf(List<Tensor> tensors) { return plan(specsOf(tensors)).totalBytes(); }
+
+    /**
+     * Writes the header and descriptor table of a batch laid out by {@code plan} into {@code dst},
+     * and zeroes the alignment padding after each tensor; the tensors' bytes are the caller's to
+     * write (in place, at {@link Plan#offsets()}), before or after.
+     */
+    public static void writeHeader(Meta meta, Plan plan, MemorySegment dst) {
+        long total = plan.totalBytes();
         if (dst.byteSize() < total) throw new IllegalArgumentException("segment of " + dst.byteSize() + " bytes < batch of " + total);
-        long header = align(HEADER_BYTES + (long) DESCRIPTOR_BYTES * tensors.size());
-        dst.asSlice(0, header).fill((byte) 0);
+        var specs = plan.specs();
+        dst.asSlice(0, plan.headerBytes()).fill((byte) 0);
         dst.set(INT_LE, OFF_MAGIC, MAGIC);
         dst.set(INT_LE, OFF_VERSION, VERSION);
-        dst.set(INT_LE, OFF_COUNT, tensors.size());
-        dst.set(INT_LE, OFF_HEADER, (int) header);
+        dst.set(INT_LE, OFF_COUNT, specs.size());
+        dst.set(INT_LE, OFF_HEADER, (int) plan.headerBytes());
         dst.set(LONG_LE, OFF_TOTAL, total);
         dst.set(LONG_LE, OFF_EPOCH, meta.epoch());
         dst.set(LONG_LE, OFF_STEP, meta.step());
         dst.set(INT_LE, OFF_RANK, meta.rank());
         dst.set(INT_LE, OFF_WORLD, meta.world());
         dst.set(INT_LE, OFF_BATCH, meta.batchSize());
-        long offset = header;
-        for (int i = 0; i < tensors.size(); i++) {
-            Tensor t = tensors.get(i);
+        dst.set(INT_LE, OFF_SCHEDULED, meta.scheduled());
+        dst.set(LONG_LE, OFF_GLOBAL_STEP, meta.globalStep());
+        for (int i = 0; i < specs.size(); i++) {
+            Spec t = specs.get(i);
             long d = HEADER_BYTES + (long) DESCRIPTOR_BYTES * i;
             byte[] name = t.name().getBytes(StandardCharsets.US_ASCII);
             MemorySegment.copy(MemorySegment.ofArray(name), 0, dst, d + D_NAME, name.length);
@@ -104,16 +166,30 @@ public final class BatchLayout {
             long[] shape = t.shape();
             dst.set(INT_LE, d + D_NDIM, shape.length);
             for (int k = 0; k < shape.length; k++) dst.set(LONG_LE, d + D_SHAPE + 8L * k, shape[k]);
-            long len = t.data().byteSize();
-            dst.set(LONG_LE, d + D_OFFSET, offset);
-            dst.set(LONG_LE, d + D_LENGTH, len);
-            MemorySegment.copy(t.data(), 0, dst, offset, len);
-            long end = offset + len;
-            long next = align(end);
+            dst.set(LONG_LE, d + D_OFFSET, plan.offsets()[i]);
+            dst.set(LONG_LE, d + D_LENGTH, t.bytes());
+            long end = plan.offsets()[i] + t.bytes();
+            long next = i + 1 < specs.size() ? plan.offsets()[i + 1] : total;
             if (next > end) dst.asSlice(end, next - end).fill((byte) 0);
-            offset = next;
         }
-        return total;
+    }
+
+    /** Writes header, descriptors and data into {@code dst} (at least {@link #sizeOf} bytes); returns the bytes used. */
+    public static long write(Meta meta, List<Tensor> tensors, MemorySegment dst) {
+        Plan plan = plan(specsOf(tensors));
+        writeHeader(meta, plan, dst);
+        for (int i = 0; i < tensors.size(); i++) {
+            MemorySegment data = tensors.get(i).data();
+            MemorySegment.copy(data, 0, dst, plan.offsets()[i], data.byteSize());
+        }
+        return plan.totalBytes();
+    }
+
+    /** The header bytes (header and descriptor table) of the batch at the start of {@code src}. */
+    public static int headerBytes(MemorySegment src) {
+        if (src.byteSize() < HEADER_BYTES || src.get(INT_LE, OFF_MAGIC) != MAGIC)
+            throw new IllegalArgumentException("not a Stoker batch (bad magic)");
+        return src.get(INT_LE, OFF_HEADER);
     }
 
     /** Reads a batch laid out by {@link #write}; tensors are views of {@code src}. */
@@ -127,7 +203,7 @@ public final class BatchLayout {
         if (total > src.byteSize() || count < 0 || HEADER_BYTES + (long) DESCRIPTOR_BYTES * count > total)
             throw new IllegalArgumentException("truncated batch: header says " + total + " bytes, " + count + " tensors; have " + src.byteSize());
         var meta = new Meta(src.get(LONG_LE, OFF_EPOCH), src.get(LONG_LE, OFF_STEP), src.get(INT_LE, OFF_RANK),
-                src.get(INT_LE, OFF_WORLD), src.get(INT_LE, OFF_BATCH));
+                src.get(INT_LE, OFF_WORLD), src.get(INT_LE, OFF_BATCH), src.get(INT_LE, OFF_SCHEDULED), src.get(LONG_LE, OFF_GLOBAL_STEP));
         var tensors = new ArrayList<Tensor>(count);
         for (int i = 0; i < count; i++) {
             long d = HEADER_BYTES + (long) DESCRIPTOR_BYTES * i;

@@ -1,15 +1,42 @@
 package dev.stoker.transport;
 
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
-/** What a {@link FeedServer} serves: each rank's next batch, as tensors, or empty at the end. */
+/** What a {@link FeedServer} serves: each rank's next batch, by value or by reference, or nothing at the end. */
 public interface BatchProvider {
-    /** A batch ready to send: its metadata and tensors (heap or native segments). */
-    record Prepared(BatchLayout.Meta meta, List<Tensor> tensors) {}
+    /** One ready batch. */
+    sealed interface Delivery permits Prepared, Stored {}
+
+    /** A batch to copy to the trainer: its metadata and tensors (heap or native segments). */
+    record Prepared(BatchLayout.Meta meta, List<Tensor> tensors) implements Delivery {}
+
+    /**
+     * A batch already laid out ({@link BatchLayout}) in a shared-memory segment file: the trainer
+     * gets a reference and reads it in place. {@code batch} is the service's view of the same bytes
+     * ({@code length} bytes at {@code offset} of {@code file}); {@code release} ends the service's
+     * hold on them and must be called exactly once, when the trainer releases the batch or goes away.
+     */
+    record Stored(Path file, long offset, long length, MemorySegment batch, Runnable release) implements Delivery {}
+
+    /** What a trainer that says hello is told. */
+    record Joined(long nextStep, long fingerprint, long stepsPerEpoch) {}
 
     /** Checks that a trainer may join; throws IllegalArgumentException with the reason if not. */
     void validate(int rank, int world);
+
+    /**
+     * Admits a validated trainer of {@code rank}: {@code resumeStep} is −1 for a fresh start, else the
+     * step (batches of this rank from the start of the job) it wants next; {@code fingerprint} is 0 or
+     * the fingerprint of the job it saved its state in. Throws IllegalArgumentException when the
+     * trainer cannot be served from there. The default serves fresh starts only.
+     */
+    default Joined join(int rank, long resumeStep, long fingerprint) {
+        if (resumeStep >= 0) throw new IllegalArgumentException("this service cannot resume a trainer (asked for step " + resumeStep + ")");
+        return new Joined(0, 0, 0);
+    }
 
     /**
      * A size the batches will usually fit in, or 0 when unknown. Server and trainer allocate and
@@ -18,6 +45,9 @@ public interface BatchProvider {
      */
     default long expectedBatchBytes() { return 0; }
 
+    /** Whether batches come as {@link Stored} shared-memory objects (a trainer that maps memory then gets REFs). */
+    default boolean sharedMemory() { return false; }
+
     /** The rank's next batch; completes with {@code null} when the rank's feed is finished. */
-    CompletableFuture<Prepared> next(int rank);
+    CompletableFuture<? extends Delivery> next(int rank);
 }

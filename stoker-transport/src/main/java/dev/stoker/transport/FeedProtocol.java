@@ -9,26 +9,91 @@ import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
 
 /**
- * The local trainer protocol: length-prefixed frames over a stream socket (a Unix domain socket by
- * default). A frame is {@code type:u32 | length:u64 | payload}, little-endian.
+ * The local trainer protocol (version 2): length-prefixed frames over a stream socket (a Unix
+ * domain socket). A frame is {@code type:u32 | length:u64 | payload}, little-endian. The full
+ * specification, with every payload, is {@code docs/protocol.md}.
  *
  * <pre>
  *  trainer                                   service
- *    HELLO  (version:u32, rank:u32, world:u32, job:utf8) ──►
- *                                      ◄── WELCOME (version:u32, expected batch bytes:u64)  or ERROR (message:utf8)
- *    NEXT   ()                         ──►
- *                                      ◄── BATCH (BatchLayout bytes)  or END () or ERROR
+ *    HELLO  (version, rank, world, flags, resume_step, fingerprint, job) ──►
+ *                       ◄── WELCOME (version, delivery, expected bytes, next step, fingerprint, steps/epoch) or ERROR
+ *    RELEASE (lease…)   ──►   (no reply; leases of batches the trainer no longer reads)
+ *    NEXT   ()          ──►
+ *                       ◄── BATCH (STKB bytes, copy delivery) | REF (lease, offset, length, path, header) | END | ERROR
  *    …
- *    BYE    ()                         ──►
+ *    BYE    ()          ──►
  * </pre>
  * WELCOME may be held back until the service's pipeline is up, so that a trainer's first NEXT
  * measures a cold start.
  */
 public final class FeedProtocol {
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
 
-    public static final int HELLO = 1, NEXT = 2, BYE = 3;
-    public static final int WELCOME = 11, BATCH = 12, END = 13, ERROR = 14;
+    public static final int HELLO = 1, NEXT = 2, BYE = 3, RELEASE = 4;
+    public static final int WELCOME = 11, BATCH = 12, END = 13, ERROR = 14, REF = 15;
+
+    /** HELLO flag: the trainer maps shared-memory segments and accepts REF frames. */
+    public static final int FLAG_SHARED_MEMORY = 1;
+    /** HELLO flag: {@code resume_step} is valid. */
+    public static final int FLAG_RESUME = 2;
+
+    /** WELCOME delivery: batches are copied in BATCH frames, or referenced in REF frames. */
+    public static final int DELIVERY_COPY = 0, DELIVERY_SHARED_MEMORY = 1;
+
+    /** A trainer's HELLO. {@code resumeStep} is −1 unless the trainer resumes. */
+    public record Hello(int version, int rank, int world, int flags, long resumeStep, long fingerprint, String job) {
+        public boolean sharedMemory() { return (flags & FLAG_SHARED_MEMORY) != 0; }
+
+        ByteBuffer encode() {
+            byte[] name = job.getBytes(StandardCharsets.UTF_8);
+            return ByteBuffer.allocate(32 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(rank).putInt(world)
+                    .putInt(flags | (resumeStep >= 0 ? FLAG_RESUME : 0)).putLong(Math.max(resumeStep, 0)).putLong(fingerprint)
+                    .put(name).flip();
+        }
+
+        /** Decodes a HELLO payload; only the version is read when it is not ours. */
+        static Hello decode(ByteBuffer p) throws java.io.IOException {
+            if (p.remaining() < 4) throw new java.io.IOException("HELLO of " + p.remaining() + " bytes");
+            int version = p.getInt();
+            if (version != VERSION) return new Hello(version, -1, -1, 0, -1, 0, "");
+            if (p.remaining() < 28) throw new java.io.IOException("HELLO of " + (p.remaining() + 4) + " bytes; version 2 needs at least 32");
+            int rank = p.getInt(), world = p.getInt(), flags = p.getInt();
+            long resume = p.getLong(), fingerprint = p.getLong();
+            return new Hello(version, rank, world, flags, (flags & FLAG_RESUME) != 0 ? resume : -1, fingerprint, utf8(p));
+        }
+    }
+
+    /** The service's WELCOME. */
+    public record Welcome(int version, int delivery, long expectedBatchBytes, long nextStep, long fingerprint, long stepsPerEpoch) {
+        ByteBuffer encode() {
+            return ByteBuffer.allocate(40).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(delivery)
+                    .putLong(expectedBatchBytes).putLong(nextStep).putLong(fingerprint).putLong(stepsPerEpoch).flip();
+        }
+
+        static Welcome decode(ByteBuffer p) throws java.io.IOException {
+            if (p.remaining() < 40) throw new java.io.IOException("WELCOME of " + p.remaining() + " bytes, expected 40");
+            return new Welcome(p.getInt(), p.getInt(), p.getLong(), p.getLong(), p.getLong(), p.getLong());
+        }
+    }
+
+    /** A REF: where a batch lies in shared memory, and a copy of its header and descriptor table. */
+    public record Ref(long lease, long offset, long length, String path, ByteBuffer header) {
+        ByteBuffer encode() {
+            byte[] p = path.getBytes(StandardCharsets.UTF_8);
+            var b = ByteBuffer.allocate(28 + p.length + header.remaining()).order(ByteOrder.LITTLE_ENDIAN);
+            return b.putLong(lease).putLong(offset).putLong(length).putInt(p.length).put(p).put(header.duplicate()).flip();
+        }
+
+        static Ref decode(ByteBuffer p) throws java.io.IOException {
+            if (p.remaining() < 28) throw new java.io.IOException("REF of " + p.remaining() + " bytes");
+            long lease = p.getLong(), offset = p.getLong(), length = p.getLong();
+            int n = p.getInt();
+            if (n < 0 || n > p.remaining()) throw new java.io.IOException("REF path of " + n + " bytes");
+            byte[] path = new byte[n];
+            p.get(path);
+            return new Ref(lease, offset, length, new String(path, StandardCharsets.UTF_8), p.slice().order(ByteOrder.LITTLE_ENDIAN));
+        }
+    }
 
     static final int FRAME_HEADER_BYTES = 12;
 

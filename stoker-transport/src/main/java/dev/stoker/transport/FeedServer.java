@@ -12,6 +12,7 @@ import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
@@ -20,11 +21,17 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Serves batches to trainer processes over a Unix domain socket ({@link FeedProtocol}); each
- * batch's bytes are copied into the socket (the copy path; shared memory comes later).
+ * Serves batches to trainer processes over a Unix domain socket ({@link FeedProtocol}): by value
+ * (the batch's bytes are copied into the socket) or, when the provider keeps batches in shared
+ * memory and the trainer maps it, by reference (a REF frame of a few hundred bytes; the trainer
+ * reads the segment in place and releases its lease when done).
  *
- * <p>Threading: one virtual thread accepts, one virtual thread per connection; {@link BatchProvider}
- * futures are awaited on those threads.
+ * <p>Leases: each REF carries a lease that the connection holds until the trainer sends RELEASE;
+ * when a connection closes for any reason, every lease it still holds is released, so a trainer
+ * that dies cannot pin shared memory.
+ *
+ * <p>Threading: one virtual thread accepts, one platform thread per connection; {@link BatchProvider}
+ * futures are awaited on those threads; a connection's leases are touched only by its thread.
  */
 public final class FeedServer implements AutoCloseable {
     private final Path socketPath;
@@ -35,6 +42,10 @@ public final class FeedServer implements AutoCloseable {
     private final AtomicInteger hellos = new AtomicInteger();
     private final AtomicLong batchesSent = new AtomicLong();
     private final AtomicLong bytesSent = new AtomicLong();
+    private final AtomicLong refsSent = new AtomicLong();
+    private final AtomicLong nextLease = new AtomicLong();
+    private final AtomicLong leasesReleased = new AtomicLong();
+    private final AtomicLong leasesReleasedOnDisconnect = new AtomicLong();
     private final Thread acceptor;
     private volatile boolean closed;
 
@@ -71,6 +82,15 @@ public final class FeedServer implements AutoCloseable {
 
     public long bytesSent() { return bytesSent.get(); }
 
+    /** REF frames sent (batches handed over by reference, no bytes copied). */
+    public long refsSent() { return refsSent.get(); }
+
+    /** Leases the trainers released with RELEASE. */
+    public long leasesReleased() { return leasesReleased.get(); }
+
+    /** Leases released because their trainer's connection closed while holding them. */
+    public long leasesReleasedOnDisconnect() { return leasesReleasedOnDisconnect.get(); }
+
     private void acceptLoop() {
         while (!closed) {
             try {
@@ -88,60 +108,109 @@ public final class FeedServer implements AutoCloseable {
     private void serve(SocketChannel ch) {
         Arena arena = Arena.ofConfined();
         MemorySegment buffer = null;
+        var leases = new HashMap<Long, Runnable>();
         try (ch; arena) {
-            var hello = FeedProtocol.readFrame(ch);
-            if (hello.type() != FeedProtocol.HELLO) {
-                error(ch, "expected HELLO, got frame type " + hello.type());
+            var helloFrame = FeedProtocol.readFrame(ch);
+            if (helloFrame.type() != FeedProtocol.HELLO) {
+                error(ch, "expected HELLO, got frame type " + helloFrame.type());
                 return;
             }
-            ByteBuffer p = FeedProtocol.readSmall(ch, hello);
-            int version = p.getInt();
-            if (version != FeedProtocol.VERSION) {
-                error(ch, "protocol version " + version + " is not supported; this service speaks version " + FeedProtocol.VERSION);
+            var hello = FeedProtocol.Hello.decode(FeedProtocol.readSmall(ch, helloFrame));
+            if (hello.version() != FeedProtocol.VERSION) {
+                error(ch, "protocol version " + hello.version() + " is not supported; this service speaks version " + FeedProtocol.VERSION);
                 return;
             }
-            int rank = p.getInt();
-            int world = p.getInt();
+            int rank = hello.rank();
             try {
-                provider.validate(rank, world);
+                provider.validate(rank, hello.world());
             } catch (IllegalArgumentException e) {
                 error(ch, e.getMessage());
                 return;
             }
+            boolean shared = hello.sharedMemory() && provider.sharedMemory();
             long expected = provider.expectedBatchBytes();
-            if (expected > 0) buffer = arena.allocate(expected, 64); // zeroed, so its pages are touched now
+            if (expected > 0 && !shared) buffer = arena.allocate(expected, 64); // zeroed, so its pages are touched now
             hellos.incrementAndGet();
             gate.await();
-            var welcome = ByteBuffer.allocate(12).order(ByteOrder.LITTLE_ENDIAN).putInt(FeedProtocol.VERSION).putLong(expected).flip();
-            FeedProtocol.writeFrame(ch, FeedProtocol.WELCOME, welcome);
+            BatchProvider.Joined joined;
+            try {
+                joined = provider.join(rank, hello.resumeStep(), hello.fingerprint());
+            } catch (IllegalArgumentException e) {
+                error(ch, e.getMessage());
+                return;
+            }
+            var welcome = new FeedProtocol.Welcome(FeedProtocol.VERSION,
+                    shared ? FeedProtocol.DELIVERY_SHARED_MEMORY : FeedProtocol.DELIVERY_COPY, expected,
+                    joined.nextStep(), joined.fingerprint(), joined.stepsPerEpoch());
+            FeedProtocol.writeFrame(ch, FeedProtocol.WELCOME, welcome.encode());
             while (true) {
                 var f = FeedProtocol.readFrame(ch);
-                if (f.type() == FeedProtocol.BYE) return;
-                if (f.type() != FeedProtocol.NEXT) {
-                    error(ch, "unexpected frame type " + f.type());
-                    return;
+                switch (f.type()) {
+                    case FeedProtocol.BYE -> { return; }
+                    case FeedProtocol.RELEASE -> {
+                        ByteBuffer ids = FeedProtocol.readSmall(ch, f);
+                        while (ids.remaining() >= 8) {
+                            long id = ids.getLong();
+                            Runnable release = leases.remove(id);
+                            if (release == null) {
+                                error(ch, "RELEASE of lease " + id + ", which this connection does not hold");
+                                return;
+                            }
+                            release.run();
+                            leasesReleased.incrementAndGet();
+                        }
+                    }
+                    case FeedProtocol.NEXT -> {
+                        BatchProvider.Delivery d = provider.next(rank).join();
+                        switch (d) {
+                            case null -> FeedProtocol.writeFrame(ch, FeedProtocol.END, null);
+                            case BatchProvider.Prepared batch -> {
+                                long size = BatchLayout.sizeOf(batch.tensors());
+                                if (buffer == null || buffer.byteSize() < size)
+                                    buffer = arena.allocate(Math.max(size, buffer == null ? 0 : buffer.byteSize() * 2), 64);
+                                BatchLayout.write(batch.meta(), batch.tensors(), buffer);
+                                FeedProtocol.writeFrame(ch, FeedProtocol.BATCH, buffer.asSlice(0, size).asByteBuffer());
+                                batchesSent.incrementAndGet();
+                                bytesSent.addAndGet(size);
+                            }
+                            case BatchProvider.Stored stored when shared -> {
+                                long id = nextLease.incrementAndGet();
+                                leases.put(id, stored.release()); // released in finally if the REF cannot be sent
+                                int header = BatchLayout.headerBytes(stored.batch());
+                                var ref = new FeedProtocol.Ref(id, stored.offset(), stored.length(), stored.file().toString(),
+                                        stored.batch().asSlice(0, header).asByteBuffer());
+                                FeedProtocol.writeFrame(ch, FeedProtocol.REF, ref.encode());
+                                refsSent.incrementAndGet();
+                            }
+                            case BatchProvider.Stored stored -> {
+                                try {
+                                    FeedProtocol.writeFrame(ch, FeedProtocol.BATCH, stored.batch().asByteBuffer());
+                                } finally {
+                                    stored.release().run();
+                                }
+                                batchesSent.incrementAndGet();
+                                bytesSent.addAndGet(stored.length());
+                            }
+                        }
+                    }
+                    default -> {
+                        error(ch, "unexpected frame type " + f.type());
+                        return;
+                    }
                 }
-                BatchProvider.Prepared batch = provider.next(rank).join();
-                if (batch == null) {
-                    FeedProtocol.writeFrame(ch, FeedProtocol.END, null);
-                    continue;
-                }
-                long size = BatchLayout.sizeOf(batch.tensors());
-                if (buffer == null || buffer.byteSize() < size) buffer = arena.allocate(Math.max(size, buffer == null ? 0 : buffer.byteSize() * 2), 64);
-                BatchLayout.write(batch.meta(), batch.tensors(), buffer);
-                FeedProtocol.writeFrame(ch, FeedProtocol.BATCH, buffer.asSlice(0, size).asByteBuffer());
-                batchesSent.incrementAndGet();
-                bytesSent.addAndGet(size);
             }
         } catch (IOException | InterruptedException e) {
-            // The trainer went away; its feed stays where it was.
+            // The trainer went away; its leases are released below and its feed stays where it was.
         } catch (RuntimeException e) {
             try {
-                error(ch, String.valueOf(e.getCause() != null ? e.getCause() : e));
+                Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
+                error(ch, String.valueOf(cause.getMessage() != null ? cause.getMessage() : cause));
             } catch (IOException ignored) {
                 // connection already gone
             }
         } finally {
+            for (Runnable release : leases.values()) release.run();
+            leasesReleasedOnDisconnect.addAndGet(leases.size());
             clients.remove(ch);
         }
     }

@@ -7,54 +7,135 @@ import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
 
 /**
- * The Java trainer side of {@link FeedProtocol}: connects as one rank and receives batches into a
- * reusable buffer (each batch is valid until the next call to {@link #next()}).
+ * The Java trainer side of {@link FeedProtocol}: connects as one rank and receives batches, either
+ * copied into a reusable buffer (valid until the next call to {@link #next()}) or, when the service
+ * keeps batches in shared memory and {@link Options#sharedMemory()} is on, as read-only views of the
+ * mapped segment (valid until the {@link Received} is closed, which releases the lease).
  *
- * <p>Threading: one thread at a time per client (it may move between threads).
+ * <p>Mappings: each segment file is mapped once and reused for every later reference to it; a
+ * mapping not referenced in the last {@link #MAPPING_IDLE_REFS} references and not in use is
+ * unmapped (the service may have deleted the file, and a mapping keeps its memory alive).
+ *
+ * <p>Threading: one thread at a time per client (it may move between threads); {@link Received#close()}
+ * only queues the release, which is sent with the next request or on {@link #close()}.
  */
 public final class TrainerClient implements AutoCloseable {
+    public static final int MAPPING_IDLE_REFS = 64;
+
+    /** How to join: shared-memory delivery wanted, a resume step (−1: none), a saved fingerprint (0: none). */
+    public record Options(boolean sharedMemory, long resumeStep, long fingerprint) {
+        public static final Options COPY = new Options(false, -1, 0);
+        public static final Options SHARED_MEMORY = new Options(true, -1, 0);
+    }
+
+    /** One received batch; close it when done reading (releases a shared-memory lease; no-op for copies). */
+    public final class Received implements AutoCloseable {
+        private final BatchLayout.Batch batch;
+        private final long lease;
+        private final Mapping mapping;
+        private boolean closed;
+
+        private Received(BatchLayout.Batch batch, long lease, Mapping mapping) {
+            this.batch = batch;
+            this.lease = lease;
+            this.mapping = mapping;
+        }
+
+        public BatchLayout.Batch batch() { return batch; }
+
+        /** Whether the tensors are views of shared memory written by the service (no copy was made). */
+        public boolean byReference() { return mapping != null; }
+
+        @Override
+        public void close() {
+            if (closed || mapping == null) return;
+            closed = true;
+            mapping.inUse--;
+            pendingReleases.add(lease);
+        }
+    }
+
+    private static final class Mapping {
+        final Arena arena = Arena.ofShared();
+        final MemorySegment segment;
+        long lastUsedRef;
+        int inUse;
+
+        Mapping(Path file) throws IOException {
+            try (var fc = FileChannel.open(file, StandardOpenOption.READ)) {
+                segment = fc.map(FileChannel.MapMode.READ_ONLY, 0, fc.size(), arena);
+            } catch (IOException | RuntimeException e) {
+                arena.close();
+                throw e;
+            }
+        }
+    }
+
     private final SocketChannel channel;
     private final Arena arena = Arena.ofShared();
+    private final FeedProtocol.Welcome welcome;
+    private final Map<String, Mapping> mappings = new HashMap<>();
+    private final List<Long> pendingReleases = new ArrayList<>();
     private MemorySegment buffer;
     private long bytesReceived;
+    private long refsReceived;
     private long lastFrameHeaderNanos;
 
-    private TrainerClient(SocketChannel channel) {
+    private TrainerClient(SocketChannel channel, FeedProtocol.Welcome welcome) {
         this.channel = channel;
+        this.welcome = welcome;
     }
 
-    /** Connects and says hello; blocks until the service lets the trainer in. */
+    /** Connects for copy delivery and says hello; blocks until the service lets the trainer in. */
     public static TrainerClient connect(Path socket, int rank, int world, String job) throws IOException {
-        var ch = SocketChannel.open(StandardProtocolFamily.UNIX);
-        ch.connect(UnixDomainSocketAddress.of(socket));
-        var client = new TrainerClient(ch);
-        byte[] name = job.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        var hello = ByteBuffer.allocate(12 + name.length).order(ByteOrder.LITTLE_ENDIAN)
-                .putInt(FeedProtocol.VERSION).putInt(rank).putInt(world).put(name).flip();
-        FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello);
-        var f = FeedProtocol.readFrame(ch);
-        if (f.type() == FeedProtocol.ERROR) {
-            String msg = FeedProtocol.utf8(FeedProtocol.readSmall(ch, f));
-            client.close();
-            throw new IOException("service refused rank " + rank + ": " + msg);
-        }
-        if (f.type() != FeedProtocol.WELCOME) {
-            client.close();
-            throw new IOException("expected WELCOME, got frame type " + f.type());
-        }
-        ByteBuffer welcome = FeedProtocol.readSmall(ch, f);
-        welcome.getInt();
-        long expected = welcome.remaining() >= 8 ? welcome.getLong() : 0;
-        if (expected > 0) client.buffer = client.arena.allocate(expected, 64); // touched now, not on the first step
-        return client;
+        return connect(socket, rank, world, job, Options.COPY);
     }
 
-    /** The next batch (a view of this client's buffer), or null when the feed has ended. */
-    public BatchLayout.Batch next() throws IOException {
+    /** Connects and says hello with {@code options}; blocks until the service lets the trainer in. */
+    public static TrainerClient connect(Path socket, int rank, int world, String job, Options options) throws IOException {
+        var ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+        try {
+            ch.connect(UnixDomainSocketAddress.of(socket));
+            var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, rank, world,
+                    options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resumeStep(), options.fingerprint(), job);
+            FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
+            var f = FeedProtocol.readFrame(ch);
+            if (f.type() == FeedProtocol.ERROR)
+                throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)));
+            if (f.type() != FeedProtocol.WELCOME) throw new IOException("expected WELCOME, got frame type " + f.type());
+            var welcome = FeedProtocol.Welcome.decode(FeedProtocol.readSmall(ch, f));
+            var client = new TrainerClient(ch, welcome);
+            if (welcome.expectedBatchBytes() > 0 && welcome.delivery() == FeedProtocol.DELIVERY_COPY)
+                client.buffer = client.arena.allocate(welcome.expectedBatchBytes(), 64); // touched now, not on the first step
+            return client;
+        } catch (IOException | RuntimeException e) {
+            ch.close();
+            throw e;
+        }
+    }
+
+    public FeedProtocol.Welcome welcome() { return welcome; }
+
+    /** Whether the service hands this client shared-memory references. */
+    public boolean sharedMemory() { return welcome.delivery() == FeedProtocol.DELIVERY_SHARED_MEMORY; }
+
+    /**
+     * The next batch, or null when the feed has ended. A copied batch is valid until the next call;
+     * a referenced one until its {@link Received} is closed.
+     */
+    public Received next() throws IOException {
+        flushReleases();
         FeedProtocol.writeFrame(channel, FeedProtocol.NEXT, null);
         var f = FeedProtocol.readFrame(channel);
         lastFrameHeaderNanos = System.nanoTime();
@@ -62,28 +143,80 @@ public final class TrainerClient implements AutoCloseable {
             case FeedProtocol.END -> { return null; }
             case FeedProtocol.ERROR -> throw new IOException("service error: " + FeedProtocol.utf8(FeedProtocol.readSmall(channel, f)));
             case FeedProtocol.BATCH -> {
-                if (buffer == null || buffer.byteSize() < f.length()) buffer = arena.allocate(Math.max(f.length(), buffer == null ? 0 : 2 * buffer.byteSize()), 64);
+                if (buffer == null || buffer.byteSize() < f.length())
+                    buffer = arena.allocate(Math.max(f.length(), buffer == null ? 0 : 2 * buffer.byteSize()), 64);
                 FeedProtocol.readFully(channel, buffer.asSlice(0, f.length()).asByteBuffer());
                 bytesReceived += f.length();
-                return BatchLayout.read(buffer.asSlice(0, f.length()));
+                return new Received(BatchLayout.read(buffer.asSlice(0, f.length())), 0, null);
+            }
+            case FeedProtocol.REF -> {
+                var ref = FeedProtocol.Ref.decode(FeedProtocol.readSmall(channel, f));
+                refsReceived++;
+                Mapping m = mapping(ref.path());
+                if (ref.offset() < 0 || ref.length() < 0 || ref.offset() + ref.length() > m.segment.byteSize())
+                    throw new IOException("REF outside segment " + ref.path() + ": offset " + ref.offset() + ", length " + ref.length()
+                            + ", segment of " + m.segment.byteSize() + " bytes");
+                m.inUse++;
+                evictIdleMappings();
+                return new Received(BatchLayout.read(m.segment.asSlice(ref.offset(), ref.length())), ref.lease(), m);
             }
             default -> throw new IOException("unexpected frame type " + f.type());
         }
     }
 
+    private Mapping mapping(String path) throws IOException {
+        Mapping m = mappings.get(path);
+        if (m == null) {
+            m = new Mapping(Path.of(path));
+            mappings.put(path, m);
+        }
+        m.lastUsedRef = refsReceived;
+        return m;
+    }
+
+    private void evictIdleMappings() {
+        for (Iterator<Mapping> it = mappings.values().iterator(); it.hasNext(); ) {
+            Mapping m = it.next();
+            if (m.inUse == 0 && refsReceived - m.lastUsedRef > MAPPING_IDLE_REFS) {
+                it.remove();
+                m.arena.close();
+            }
+        }
+    }
+
+    private void flushReleases() throws IOException {
+        if (pendingReleases.isEmpty()) return;
+        var ids = ByteBuffer.allocate(8 * pendingReleases.size()).order(ByteOrder.LITTLE_ENDIAN);
+        for (long id : pendingReleases) ids.putLong(id);
+        pendingReleases.clear();
+        FeedProtocol.writeFrame(channel, FeedProtocol.RELEASE, ids.flip());
+    }
+
+    /** Bytes of batches copied to this client (0 for batches received by reference). */
     public long bytesReceived() { return bytesReceived; }
+
+    public long refsReceived() { return refsReceived; }
+
+    /** Segment files mapped now. */
+    public int mappedSegments() { return mappings.size(); }
 
     /** When the last reply's frame header arrived ({@link System#nanoTime()}): splits a wait into queueing and transfer. */
     public long lastFrameHeaderNanos() { return lastFrameHeaderNanos; }
 
+    /** Sends pending releases and BYE, closes the socket and unmaps every segment (views become invalid). */
     @Override
     public void close() throws IOException {
         try {
-            if (channel.isOpen()) FeedProtocol.writeFrame(channel, FeedProtocol.BYE, null);
+            if (channel.isOpen()) {
+                flushReleases();
+                FeedProtocol.writeFrame(channel, FeedProtocol.BYE, null);
+            }
         } catch (IOException ignored) {
             // closing anyway
         } finally {
             channel.close();
+            for (Mapping m : mappings.values()) m.arena.close();
+            mappings.clear();
             arena.close();
         }
     }

@@ -86,7 +86,7 @@ class FeedServerTest {
             for (int rank = 0; rank < 2; rank++) {
                 try (var client = TrainerClient.connect(sock, rank, 2, "test")) {
                     for (int step = 0; step < 3; step++) {
-                        var b = client.next();
+                        var b = client.next().batch();
                         assertEquals(step, b.meta().step());
                         assertArrayEquals(Synthetic.batch(rank, step).tensors().get(1).toFloats(), b.tensor("pixel_values").toFloats());
                         assertArrayEquals(new long[] {151644, 8948, rank, step, 151643}, b.tensor("input_ids").toLongs());
@@ -120,7 +120,7 @@ class FeedServerTest {
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello);
             var f = FeedProtocol.readFrame(ch);
             assertEquals(FeedProtocol.ERROR, f.type());
-            assertTrue(FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)).contains("protocol version 2 is not supported"));
+            assertTrue(FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)).contains("protocol version 3 is not supported; this service speaks version 2"));
         }
     }
 
@@ -140,8 +140,142 @@ class FeedServerTest {
             assertTrue(!connected.isDone(), "held before open()");
             server.open();
             try (var client = connected.get()) {
-                assertEquals(0, client.next().meta().step());
+                assertEquals(0, client.next().batch().meta().step());
             }
+        }
+    }
+
+    /** Serves each rank's batches from segment files in {@code dir}, counting releases. */
+    static final class StoredSynthetic implements BatchProvider {
+        final Synthetic values;
+        final Path dir;
+        final Arena arena = Arena.ofShared();
+        final AtomicInteger released = new AtomicInteger();
+        final AtomicInteger handedOut = new AtomicInteger();
+
+        StoredSynthetic(int world, int steps, Path dir) {
+            values = new Synthetic(world, steps);
+            this.dir = dir;
+        }
+
+        @Override public void validate(int rank, int world) { values.validate(rank, world); }
+
+        @Override public boolean sharedMemory() { return true; }
+
+        @Override
+        public CompletableFuture<Delivery> next(int rank) {
+            var p = values.next(rank).join();
+            if (p == null) return CompletableFuture.completedFuture(null);
+            try {
+                Path file = dir.resolve("seg-" + rank + "-" + p.meta().step());
+                long size = BatchLayout.sizeOf(p.tensors());
+                long offset = 128;
+                try (var fc = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE_NEW,
+                        java.nio.file.StandardOpenOption.READ, java.nio.file.StandardOpenOption.WRITE)) {
+                    var seg = fc.map(java.nio.channels.FileChannel.MapMode.READ_WRITE, 0, offset + size, arena);
+                    BatchLayout.write(p.meta(), p.tensors(), seg.asSlice(offset, size));
+                    handedOut.incrementAndGet();
+                    return CompletableFuture.completedFuture(new Stored(file, offset, size, seg.asSlice(offset, size), released::incrementAndGet));
+                }
+            } catch (IOException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+        }
+    }
+
+    @Test
+    void sharedMemoryTrainersGetReferencesAndReleaseThem() throws Exception {
+        var provider = new StoredSynthetic(1, 3, Files.createDirectory(tmp.resolve("shm")));
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false)) {
+            try (var client = TrainerClient.connect(sock, 0, 1, "test", TrainerClient.Options.SHARED_MEMORY)) {
+                assertTrue(client.sharedMemory());
+                var first = client.next();
+                assertTrue(first.byReference());
+                var second = client.next();
+                assertArrayEquals(Synthetic.batch(0, 0).tensors().get(1).toFloats(), first.batch().tensor("pixel_values").toFloats());
+                assertArrayEquals(Synthetic.batch(0, 1).tensors().get(1).toFloats(), second.batch().tensor("pixel_values").toFloats());
+                assertEquals(0, client.bytesReceived(), "nothing copied through the socket");
+                assertEquals(0, provider.released.get(), "both leases held");
+                first.close();
+                try (var third = client.next()) {
+                    assertEquals(2, third.batch().meta().step());
+                    assertEquals(1, provider.released.get(), "released with the next request");
+                }
+                second.close();
+                assertNull(client.next());
+                assertEquals(3, provider.released.get());
+            }
+            assertEquals(3, server.refsSent());
+            assertEquals(0, server.batchesSent());
+        }
+    }
+
+    @Test
+    void leasesOfATrainerThatGoesAwayAreReleased() throws Exception {
+        var provider = new StoredSynthetic(1, 5, Files.createDirectory(tmp.resolve("shm")));
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false)) {
+            var ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+            ch.connect(UnixDomainSocketAddress.of(sock));
+            FeedProtocol.writeFrame(ch, FeedProtocol.HELLO,
+                    new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, -1, 0, "t").encode());
+            assertEquals(FeedProtocol.WELCOME, FeedProtocol.readFrame(ch).type());
+            FeedProtocol.readFully(ch, ByteBuffer.allocate(40));
+            for (int i = 0; i < 2; i++) {
+                FeedProtocol.writeFrame(ch, FeedProtocol.NEXT, null);
+                var f = FeedProtocol.readFrame(ch);
+                assertEquals(FeedProtocol.REF, f.type());
+                FeedProtocol.readSmall(ch, f);
+            }
+            ch.close(); // dies holding two leases
+            long deadline = System.nanoTime() + 5_000_000_000L;
+            while (provider.released.get() < 2 && System.nanoTime() < deadline) Thread.sleep(5);
+            assertEquals(2, provider.released.get());
+            assertEquals(2, server.leasesReleasedOnDisconnect());
+        }
+    }
+
+    @Test
+    void aCopyTrainerOfASharedMemoryServiceGetsBytesAndTheLeaseIsReleasedAtOnce() throws Exception {
+        var provider = new StoredSynthetic(1, 2, Files.createDirectory(tmp.resolve("shm")));
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false);
+             var client = TrainerClient.connect(sock, 0, 1, "test")) {
+            assertTrue(!client.sharedMemory());
+            var b = client.next();
+            assertTrue(!b.byReference());
+            assertArrayEquals(Synthetic.batch(0, 0).tensors().get(1).toFloats(), b.batch().tensor("pixel_values").toFloats());
+            assertEquals(1, provider.released.get());
+            assertTrue(client.bytesReceived() > 0);
+        }
+    }
+
+    @Test
+    void releasingALeaseNotHeldIsAnError() throws Exception {
+        var provider = new StoredSynthetic(1, 2, Files.createDirectory(tmp.resolve("shm")));
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false);
+             var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            ch.connect(UnixDomainSocketAddress.of(sock));
+            FeedProtocol.writeFrame(ch, FeedProtocol.HELLO,
+                    new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, -1, 0, "t").encode());
+            FeedProtocol.readSmall(ch, FeedProtocol.readFrame(ch));
+            FeedProtocol.writeFrame(ch, FeedProtocol.RELEASE, ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, 42));
+            var f = FeedProtocol.readFrame(ch);
+            assertEquals(FeedProtocol.ERROR, f.type());
+            assertTrue(FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)).contains("lease 42"));
+        }
+    }
+
+    @Test
+    void metadataRoundTripsThroughTheHeader() {
+        var meta = new BatchLayout.Meta(3, 17, 1, 2, 6, 8, 3 * 100 + 17);
+        var t = List.of(Tensor.of("input_ids", new long[] {1, 2, 3}, 1, 3));
+        try (Arena arena = Arena.ofConfined()) {
+            var seg = arena.allocate(BatchLayout.sizeOf(t), 64);
+            BatchLayout.write(meta, t, seg);
+            assertEquals(meta, BatchLayout.read(seg).meta());
         }
     }
 }
