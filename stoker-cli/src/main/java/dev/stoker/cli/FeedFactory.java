@@ -1,7 +1,6 @@
 package dev.stoker.cli;
 
 import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.batch.Batch;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
@@ -11,7 +10,8 @@ import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Locale;
-import java.util.concurrent.CompletableFuture;
+import dev.stoker.store.ShmObjectStore;
+import dev.stoker.store.StoreConfig;
 
 /** Builds a {@link Feeder} per ladder mode from the command's options; owns the shared tokenizer. */
 final class FeedFactory implements AutoCloseable {
@@ -52,28 +52,36 @@ final class FeedFactory implements AutoCloseable {
         try {
             return FeedMode.valueOf(name.trim().toUpperCase(Locale.ROOT).replace('-', '_'));
         } catch (IllegalArgumentException e) {
-            throw new Main.InvalidInputException("unknown mode '" + name + "'; expected serial, concurrent or prefetch");
+            throw new Main.InvalidInputException("unknown mode '" + name + "'; expected serial, concurrent, prefetch or zero-copy");
         }
     }
 
-    /** Starts a feed in {@code mode}; the pipeline is up when this returns. */
-    LadderRun.Feed start(String mode) {
-        Feeder feeder;
+    /**
+     * Starts a feed in {@code mode} as a trainer server's provider; the pipeline is up when this
+     * returns. ZERO_COPY gets a shared-memory store of its own, closed (and its files removed) with it.
+     */
+    FeedService start(String mode, long expectedBatchBytes) {
+        var feedMode = mode(mode);
+        ShmObjectStore store = null;
         try {
-            feeder = Feeder.open(location, sourceConfig, config(mode(mode)), tokenizer);
+            if (feedMode == FeedMode.ZERO_COPY) store = ShmObjectStore.open(storeConfig());
+            var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store);
+            return new FeedService(feeder, store, expectedBatchBytes);
         } catch (IOException e) {
+            if (store != null) store.close();
             throw new UncheckedIOException(e);
+        } catch (RuntimeException e) {
+            if (store != null) store.close();
+            throw e;
         }
-        return new LadderRun.Feed() {
-            @Override
-            public CompletableFuture<Batch> next(int rank) { return feeder.rank(rank).next(); }
+    }
 
-            @Override
-            public Object metrics() { return feeder.metrics(); }
-
-            @Override
-            public void close() { feeder.close(); }
-        };
+    StoreConfig storeConfig() {
+        try {
+            return new StoreConfig(options.shmDir, options.shmBudget, StoreConfig.DEFAULT_INSTANCE_NAME);
+        } catch (IllegalArgumentException e) {
+            throw new Main.InvalidInputException("--shm-dir/--shm-budget: " + e.getMessage());
+        }
     }
 
     @Override

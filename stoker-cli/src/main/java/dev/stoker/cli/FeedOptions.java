@@ -46,5 +46,13 @@ final class FeedOptions {
     @Option(names = "--tokenizer", description = "tokenizer.json (or .json.gz); default: the bundled Qwen2 tokenizer.")
     java.nio.file.Path tokenizer;
 
+    @Option(names = "--shm-dir", defaultValue = "/dev/shm",
+            description = "Where the shared-memory object store keeps its segment files (default: ${DEFAULT-VALUE}).")
+    java.nio.file.Path shmDir;
+
+    @Option(names = "--shm-budget", defaultValue = "4294967296", converter = ByteSizeConverter.class,
+            description = "Hard limit of the shared-memory object store in bytes; suffixes K, M, G allowed (default: ${DEFAULT-VALUE}).")
+    long shmBudget;
+
     int cpuThreads() { return threads == null ? Runtime.getRuntime().availableProcessors() : threads; }
 }

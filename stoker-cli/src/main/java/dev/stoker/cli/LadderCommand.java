@@ -19,7 +19,7 @@ import picocli.CommandLine.Model.CommandSpec;
  * (transfer included) and how long it computed (a sleep, like a GPU step).
  */
 @Command(name = "ladder", mixinStandardHelpOptions = true,
-        description = {"Run the wait-time ladder: serial → concurrent → prefetch, with one trainer process per rank.",
+        description = {"Run the wait-time ladder: serial → concurrent → prefetch → zero-copy, with one trainer process per rank.",
                 "The last stdout line is JSON {\"modes\": {MODE: {\"wait_ratio\":…, \"samples_per_s\":…, \"ttfb_ms\":…, \"steady_wait_ratio\":…}}}."})
 final class LadderCommand implements Callable<Integer> {
     @Spec CommandSpec spec;
@@ -32,7 +32,7 @@ final class LadderCommand implements Callable<Integer> {
     @Option(names = "--steps", defaultValue = "100", description = "Steps per rank and mode (default: ${DEFAULT-VALUE}).")
     int steps;
 
-    @Option(names = "--modes", defaultValue = "serial,concurrent,prefetch", split = ",",
+    @Option(names = "--modes", defaultValue = "serial,concurrent,prefetch,zero-copy", split = ",",
             description = "Modes to run, in order (default: ${DEFAULT-VALUE}).")
     List<String> modes;
 
@@ -50,7 +50,8 @@ final class LadderCommand implements Callable<Integer> {
         var json = new LinkedHashMap<String, Object>();
         try (var factory = FeedFactory.open(feed, options)) {
             for (String mode : modes) {
-                var r = LadderRun.run(mode, () -> factory.start(mode), feed.ranks, steps, stepMillis, expectedBatchBytes(options), dir);
+                long expected = expectedBatchBytes(options);
+                var r = LadderRun.run(mode, () -> factory.start(mode, expected), feed.ranks, steps, stepMillis, expected, dir);
                 out.printf("%-11s %10.3f %12.3f %10.1f %10.0f %12.1f %12.1f%n", mode, r.waitRatio(), r.steadyWaitRatio(),
                         r.samplesPerSecond(), r.ttfbMillis(), r.meanWaitMillis(), r.bytesReceived() / 1e6);
                 out.flush();

@@ -2,11 +2,8 @@ package dev.stoker.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.transport.BatchLayout;
 import dev.stoker.transport.BatchProvider;
 import dev.stoker.transport.FeedServer;
-import dev.stoker.transport.Tensor;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -20,17 +17,6 @@ import java.util.concurrent.TimeUnit;
  * process per rank; collects what the trainers measured.
  */
 final class LadderRun {
-    /** The feed under test: each rank's next batch. */
-    interface Feed extends AutoCloseable {
-        CompletableFuture<Batch> next(int rank);
-
-        /** The pipeline's counters (written next to the trainers' reports). */
-        Object metrics();
-
-        @Override
-        void close();
-    }
-
     /** What the trainers of one mode measured. */
     record Result(String mode, int ranks, double waitRatio, double steadyWaitRatio, double samplesPerSecond,
                   double ttfbMillis, double meanWaitMillis, double meanStepMillis, long bytesReceived, long samples,
@@ -40,11 +26,11 @@ final class LadderRun {
 
     private LadderRun() {}
 
-    static Result run(String mode, java.util.function.Supplier<Feed> feedFactory, int ranks, int steps, long stepMillis,
+    static Result run(String mode, java.util.function.Supplier<FeedService> feedFactory, int ranks, int steps, long stepMillis,
                       long expectedBatchBytes, Path workDir) throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path socket = workDir.resolve("feed-" + mode + ".sock");
-        var feedRef = new java.util.concurrent.atomic.AtomicReference<Feed>();
+        var feedRef = new java.util.concurrent.atomic.AtomicReference<FeedService>();
         BatchProvider provider = new BatchProvider() {
             @Override
             public void validate(int rank, int world) {
@@ -56,15 +42,16 @@ final class LadderRun {
             public long expectedBatchBytes() { return expectedBatchBytes; }
 
             @Override
-            public CompletableFuture<Prepared> next(int rank) {
-                return feedRef.get().next(rank).thenApply(b -> toTensors(b, ranks));
-            }
+            public boolean sharedMemory() { return feedRef.get().sharedMemory(); }
+
+            @Override
+            public CompletableFuture<? extends Delivery> next(int rank) { return feedRef.get().next(rank); }
         };
         var processes = new ArrayList<Process>();
         try (var server = new FeedServer(socket, provider, true)) {
             for (int r = 0; r < ranks; r++) processes.add(startTrainer(socket, r, ranks, steps, stepMillis, workDir.resolve(mode + "-rank" + r + ".json"), workDir));
             if (!server.awaitHellos(ranks, 120_000)) throw new IOException("trainer processes did not connect; see " + workDir);
-            try (Feed feed = feedFactory.get()) {
+            try (FeedService feed = feedFactory.get()) {
                 feedRef.set(feed);
                 server.open();
                 long timeoutMillis = 120_000 + steps * (stepMillis + 5_000L);
@@ -72,27 +59,17 @@ final class LadderRun {
                     if (!p.waitFor(timeoutMillis, TimeUnit.MILLISECONDS)) throw new IOException("trainer did not finish in time; see " + workDir);
                     if (p.exitValue() != 0) throw new IOException("trainer exited with " + p.exitValue() + "; see " + workDir);
                 }
-                new ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(workDir.resolve(mode + "-pipeline.json").toFile(), feed.metrics());
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+                while (server.leasesHeld() > 0 && System.nanoTime() < deadline) Thread.sleep(5); // the trainers' last RELEASE/BYE
+                var metrics = feed.metrics();
+                metrics.put("server", java.util.Map.of("batches_sent", server.batchesSent(), "bytes_sent", server.bytesSent(),
+                        "refs_sent", server.refsSent(), "leases_held", server.leasesHeld()));
+                new ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(workDir.resolve(mode + "-pipeline.json").toFile(), metrics);
             }
         } finally {
             for (Process p : processes) p.destroyForcibly();
         }
         return summarize(mode, ranks, workDir);
-    }
-
-    static BatchProvider.Prepared toTensors(Batch b, int world) {
-        int bs = b.samples(), len = b.length();
-        var tensors = new ArrayList<Tensor>();
-        tensors.add(Tensor.of("input_ids", b.inputIds(), bs, len));
-        tensors.add(Tensor.of("labels", b.labels(), bs, len));
-        tensors.add(Tensor.of("attention_mask", b.attentionMask(), bs, len));
-        tensors.add(Tensor.of("position_ids", b.positionIds(), 3, bs, len));
-        tensors.add(Tensor.of("pixel_values", b.pixelValues(), b.layout().pixelRows(), b.layout().pixelRowLength()));
-        tensors.add(Tensor.of("image_grid_thw", b.imageGridThw(), b.layout().images(), 3));
-        long[] index = new long[bs];
-        for (int i = 0; i < bs; i++) index[i] = b.datasetIndices()[i];
-        tensors.add(Tensor.of("sample_index", index, bs));
-        return new BatchProvider.Prepared(new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, bs), tensors);
     }
 
     private static Process startTrainer(Path socket, int rank, int world, int steps, long stepMillis, Path report, Path workDir)

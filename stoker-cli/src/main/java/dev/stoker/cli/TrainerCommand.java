@@ -33,7 +33,7 @@ final class TrainerCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         var stepsDone = new java.util.ArrayList<Step>(steps);
         long connectNanos = System.nanoTime();
-        try (var client = TrainerClient.connect(socket, rank, world, job)) {
+        try (var client = TrainerClient.connect(socket, rank, world, job, TrainerClient.Options.SHARED_MEMORY)) {
             long start = System.nanoTime();
             for (int s = 0; s < steps; s++) {
                 long t0 = System.nanoTime();
@@ -53,6 +53,8 @@ final class TrainerCommand implements Callable<Integer> {
             json.put("connect_wait_ms", (start - connectNanos) / 1e6);
             json.put("elapsed_ms", (end - start) / 1e6);
             json.put("bytes_received", client.bytesReceived());
+            json.put("refs_received", client.refsReceived());
+            json.put("shared_memory", client.sharedMemory());
             json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples(), x.transferNanos())).toList());
             new ObjectMapper().writeValue(report.toFile(), json);
         }

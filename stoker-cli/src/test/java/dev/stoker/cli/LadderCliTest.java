@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.testkit.Vectors;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -29,10 +30,10 @@ class LadderCliTest {
         Files.writeString(ds.resolve("train.jsonl"), lines);
         var r = CliRunner.run("bench", "ladder", "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2",
                 "--step-ms", "20", "--steps", "4", "--fetch-latency-ms", "5", "--max-pixels", "50176", "--threads", "2",
-                "--work-dir", tmp.resolve("work").toString());
+                "--work-dir", tmp.resolve("work").toString(), "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString());
         assertEquals(0, r.status(), r.err() + r.out());
         JsonNode modes = new ObjectMapper().readTree(r.lastStdoutLine()).get("modes");
-        for (String mode : new String[] {"serial", "concurrent", "prefetch"}) {
+        for (String mode : new String[] {"serial", "concurrent", "prefetch", "zero-copy"}) {
             JsonNode m = modes.get(mode);
             assertTrue(m != null, mode + " missing: " + r.out());
             double wait = m.get("wait_ratio").asDouble();
@@ -43,7 +44,20 @@ class LadderCliTest {
             // 2 ranks × 4 steps × 2 samples crossed the process boundary.
             JsonNode rep0 = new ObjectMapper().readTree(tmp.resolve("work/" + mode + "-rank0.json").toFile());
             assertEquals(4, rep0.get("steps").size(), mode);
-            assertTrue(rep0.get("bytes_received").asLong() > 4 * 2 * 1176 * 4, mode + " bytes");
+            if (mode.equals("zero-copy")) {
+                assertEquals(0, rep0.get("bytes_received").asLong(), "zero-copy: no batch byte crosses the socket");
+                assertEquals(4, rep0.get("refs_received").asLong());
+                JsonNode pipeline = new ObjectMapper().readTree(tmp.resolve("work/zero-copy-pipeline.json").toFile());
+                assertEquals(0, pipeline.get("pipeline").get("copiedBytes").asLong(), "no copy after the transform");
+                assertEquals(0, pipeline.get("server").get("leases_held").asLong(), "every lease released: " + pipeline);
+                assertEquals(8, pipeline.get("server").get("refs_sent").asLong());
+                assertEquals(0, pipeline.get("store").get("leases").asLong(), "the store agrees: " + pipeline.get("store"));
+            } else {
+                assertTrue(rep0.get("bytes_received").asLong() > 4 * 2 * 1176 * 4, mode + " bytes");
+            }
+        }
+        try (var left = Files.list(tmp.resolve("shm"))) {
+            assertEquals(List.of(), left.toList(), "the store's arena is removed when the run ends");
         }
         assertTrue(Files.list(tmp.resolve("work")).noneMatch(p -> p.toString().endsWith(".sock")), "sockets removed");
     }

@@ -75,6 +75,19 @@ public final class ImagePreprocessor {
         }
     }
 
+    /**
+     * Decodes and transforms {@code img}, writing its pixel_values rows (little-endian float32) into
+     * {@code dst} at byte {@code offsetBytes}: the batch segment itself, so no copy follows.
+     */
+    public void processInto(Planned img, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        try {
+            transform.writePixelValues(rgb, img.plan(), dst, offsetBytes);
+        } catch (SampleException e) {
+            throw e.withSampleId(img.name());
+        }
+    }
+
     /** Both steps at once (the {@code preprocess} command). */
     public ImageFeatures process(byte[] bytes, String name) {
         return process(plan(bytes, name));

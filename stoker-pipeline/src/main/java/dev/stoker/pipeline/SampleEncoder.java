@@ -74,19 +74,41 @@ public final class SampleEncoder {
 
     /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */
     public EncodedSample encode(ChatSample sample, Map<String, byte[]> imagesByReference) {
-        return encode(sample, (id, ref) -> {
-            byte[] bytes = imagesByReference.get(ref);
-            if (bytes == null) throw new SampleException(id, SampleException.Stage.FETCH, "image '" + ref + "' was not fetched");
-            return bytes;
-        });
+        return encode(sample, fetched(imagesByReference));
     }
 
     public EncodedSample encode(ChatSample sample, ImageSource source) {
         return encode(sample, source, PixelBuffers.FRESH);
     }
 
-    /** Encodes a sample writing pixel_values into an array from {@code buffers}. */
-    public EncodedSample encode(ChatSample sample, ImageSource source, PixelBuffers buffers) {
+    /**
+     * A sample ready for its pixels: images probed and planned, tokens built (so its token count,
+     * pixel rows and grids are known), nothing decoded yet. Holds the fetched image bytes.
+     */
+    public record Prepared(String id, TextFeatures text, List<ImagePreprocessor.Planned> images, int rowLength) {
+        /** Rows of pixel_values of the images kept. */
+        public long pixelRows() {
+            long rows = 0;
+            for (var p : images) rows += p.plan().rows();
+            return rows;
+        }
+
+        public long pixelBytes() { return pixelRows() * rowLength * Float.BYTES; }
+
+        public int length() { return text.length(); }
+
+        public long[] gridThw() {
+            long[] grid = new long[images.size() * 3];
+            for (int k = 0; k < images.size(); k++) System.arraycopy(images.get(k).gridThw(), 0, grid, 3 * k, 3);
+            return grid;
+        }
+    }
+
+    /**
+     * The cheap first half of {@link #encode}: reads every image's header, plans its resize and
+     * builds the tokens (an over-long sample is refused here, before any pixel is decoded).
+     */
+    public Prepared prepare(ChatSample sample, ImageSource source) {
         String id = sample.id();
         List<String> refs = sample.imagePaths();
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
@@ -101,29 +123,62 @@ public final class SampleEncoder {
             }
         }
         TextFeatures text = tokens.build(sample, grids);
-        int kept = text.imagesKept();
-        int rowLength = options.vision().rowLength();
-        long rows = 0;
-        for (int k = 0; k < kept; k++) rows += planned.get(k).plan().rows();
+        return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength());
+    }
+
+    /** {@link #prepare(ChatSample, ImageSource)} over image bytes fetched beforehand, keyed by reference. */
+    public Prepared prepare(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return prepare(sample, fetched(imagesByReference));
+    }
+
+    /**
+     * The expensive second half: decodes, resizes, normalizes and patchifies the prepared images,
+     * writing their pixel_values rows ({@link Prepared#pixelBytes()} bytes, little-endian float32)
+     * into {@code dst} from byte {@code offsetBytes} — the batch's shared-memory segment, so that
+     * nothing is copied after the transform.
+     */
+    public void writePixels(Prepared p, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        long offset = offsetBytes;
+        for (var img : p.images()) {
+            try {
+                images.processInto(img, dst, offset);
+            } catch (SampleException e) {
+                throw inSample(p.id(), img.name(), e);
+            }
+            offset += img.plan().byteSize();
+        }
+    }
+
+    /** Encodes a sample writing pixel_values into an array from {@code buffers}. */
+    public EncodedSample encode(ChatSample sample, ImageSource source, PixelBuffers buffers) {
+        Prepared p = prepare(sample, source);
+        long rows = p.pixelRows();
+        int rowLength = p.rowLength();
         if (rows * rowLength > Integer.MAX_VALUE - 8)
-            throw new SampleException(id, SampleException.Stage.TRANSFORM, "pixel_values of " + rows + " rows is too large for one sample");
+            throw new SampleException(p.id(), SampleException.Stage.TRANSFORM, "pixel_values of " + rows + " rows is too large for one sample");
         float[] pixels = buffers.get((int) (rows * rowLength));
-        long[] gridThw = new long[kept * 3];
         long sourcePixels = 0;
         int offset = 0;
-        for (int k = 0; k < kept; k++) {
-            var img = planned.get(k);
+        for (var img : p.images()) {
             try {
                 images.processInto(img, pixels, offset);
-                offset += img.plan().rows() * rowLength;
-                System.arraycopy(img.gridThw(), 0, gridThw, 3 * k, 3);
-                sourcePixels += img.info().pixelCount();
             } catch (SampleException e) {
-                throw inSample(id, img.name(), e);
+                throw inSample(p.id(), img.name(), e);
             }
+            offset += img.plan().rows() * rowLength;
+            sourcePixels += img.info().pixelCount();
         }
-        return new EncodedSample(id, text.inputIds(), text.labels(), text.attentionMask(), text.positionIds(),
-                pixels, rowLength, gridThw, sourcePixels);
+        var text = p.text();
+        return new EncodedSample(p.id(), text.inputIds(), text.labels(), text.attentionMask(), text.positionIds(),
+                pixels, rowLength, p.gridThw(), sourcePixels);
+    }
+
+    private static ImageSource fetched(Map<String, byte[]> imagesByReference) {
+        return (id, ref) -> {
+            byte[] bytes = imagesByReference.get(ref);
+            if (bytes == null) throw new SampleException(id, SampleException.Stage.FETCH, "image '" + ref + "' was not fetched");
+            return bytes;
+        };
     }
 
     /** The error re-labelled {@code sample (image)}, so a report names both. */

@@ -85,6 +85,9 @@ public final class FeedServer implements AutoCloseable {
     /** REF frames sent (batches handed over by reference, no bytes copied). */
     public long refsSent() { return refsSent.get(); }
 
+    /** Leases handed out and not released yet. */
+    public long leasesHeld() { return refsSent.get() - leasesReleased.get() - leasesReleasedOnDisconnect.get(); }
+
     /** Leases the trainers released with RELEASE. */
     public long leasesReleased() { return leasesReleased.get(); }
 
@@ -127,11 +130,11 @@ public final class FeedServer implements AutoCloseable {
                 error(ch, e.getMessage());
                 return;
             }
+            hellos.incrementAndGet();
+            gate.await();
             boolean shared = hello.sharedMemory() && provider.sharedMemory();
             long expected = provider.expectedBatchBytes();
             if (expected > 0 && !shared) buffer = arena.allocate(expected, 64); // zeroed, so its pages are touched now
-            hellos.incrementAndGet();
-            gate.await();
             BatchProvider.Joined joined;
             try {
                 joined = provider.join(rank, hello.resumeStep(), hello.fingerprint());

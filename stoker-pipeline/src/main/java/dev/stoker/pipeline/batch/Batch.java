@@ -28,7 +28,7 @@ import java.util.List;
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
                     List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchLayout layout,
                     long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
-                    float[] pixelValues, long[] imageGridThw) {
+                    float[] pixelValues, long[] imageGridThw) implements FeedBatch {
 
     public Batch {
         sampleIds = List.copyOf(sampleIds);
@@ -45,6 +45,7 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
     /** L, the padded sequence length. */
     public int length() { return layout.length(); }
 
+    @Override
     public int skipped() { return skippedSamples.size(); }
 
     public long sizeBytes() { return layout.sizeBytes(); }

@@ -34,33 +34,48 @@ public final class BatchAssembler {
         var layout = BatchLayout.of(samples);
         if (layout.pixelFloats() > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("batch too large for heap arrays: " + layout);
-        int b = layout.samples(), len = layout.length();
-        long[] ids = new long[b * len];
-        long[] labels = new long[b * len];
-        long[] mask = new long[b * len];
-        long[] positions = new long[3 * b * len];
+        int b = layout.samples();
+        var tokens = collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList());
         float[] pixels = new float[(int) layout.pixelFloats()];
         long[] grid = new long[3 * layout.images()];
-        Arrays.fill(ids, PAD_TOKEN_ID);
-        Arrays.fill(labels, IGNORE_INDEX);
-        Arrays.fill(positions, POSITION_PAD);
         var sampleIds = new ArrayList<String>(b);
         int pixelOffset = 0, gridOffset = 0;
         for (int i = 0; i < b; i++) {
             var s = samples.get(i);
-            int n = s.length();
-            System.arraycopy(s.inputIds(), 0, ids, i * len, n);
-            System.arraycopy(s.labels(), 0, labels, i * len, n);
-            for (int c = 0; c < 3; c++)
-                System.arraycopy(s.positionIds(), c * n, positions, (c * b + i) * len, n);
             System.arraycopy(s.pixelValues(), 0, pixels, pixelOffset, s.pixelFloats());
             pixelOffset += s.pixelFloats();
             System.arraycopy(s.imageGridThw(), 0, grid, gridOffset, s.imageGridThw().length);
             gridOffset += s.imageGridThw().length;
             sampleIds.add(s.id());
         }
-        for (int k = 0; k < ids.length; k++) mask[k] = ids[k] != PAD_TOKEN_ID ? 1 : 0;
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
-                sampleIds, datasetIndices.clone(), skipped, layout, ids, labels, mask, positions, pixels, grid);
+                sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
+                tokens.positionIds(), pixels, grid);
+    }
+
+    /** The padded token tensors of a batch, flat and row-major: (B, L) ×3 and (3, B, L). */
+    public record Tokens(int samples, int length, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds) {}
+
+    /** Pads and stacks each sample's {input_ids, labels, position_ids (3·n)} as the official collator does. */
+    public static Tokens collate(List<long[][]> samples) {
+        int b = samples.size(), len = 0;
+        for (long[][] s : samples) len = Math.max(len, s[0].length);
+        if (3L * b * len > Integer.MAX_VALUE - 8) throw new IllegalArgumentException("batch of " + b + " x " + len + " tokens is too large");
+        long[] ids = new long[b * len];
+        long[] labels = new long[b * len];
+        long[] mask = new long[b * len];
+        long[] positions = new long[3 * b * len];
+        Arrays.fill(ids, PAD_TOKEN_ID);
+        Arrays.fill(labels, IGNORE_INDEX);
+        Arrays.fill(positions, POSITION_PAD);
+        for (int i = 0; i < b; i++) {
+            long[][] s = samples.get(i);
+            int n = s[0].length;
+            System.arraycopy(s[0], 0, ids, i * len, n);
+            System.arraycopy(s[1], 0, labels, i * len, n);
+            for (int c = 0; c < 3; c++) System.arraycopy(s[2], c * n, positions, (c * b + i) * len, n);
+        }
+        for (int k = 0; k < ids.length; k++) mask[k] = ids[k] != PAD_TOKEN_ID ? 1 : 0;
+        return new Tokens(b, len, ids, labels, mask, positions);
     }
 }

@@ -23,6 +23,7 @@ public final class FeedMetrics {
     final LongAdder assembledBatches = new LongAdder();
     final LongAdder assembledBytes = new LongAdder();
     final LongAdder assembleNanos = new LongAdder();
+    final LongAdder copiedBytes = new LongAdder();
     final LongAdder deliveredBatches = new LongAdder();
     final LongAdder deliveredSamples = new LongAdder();
     final LongAdder skippedSamples = new LongAdder();
@@ -40,10 +41,12 @@ public final class FeedMetrics {
      * @param fetchFailed     samples whose line or an image could not be read (counted when it happened, prefetched or not)
      * @param encodeNanos     summed CPU-pool time of encodes (successful or not)
      * @param skippedSamples  samples left out of delivered batches because they failed
+     * @param copiedBytes     bytes copied after the transform to build batches: every tensor byte when batches are
+     *                        assembled on the heap; in ZERO_COPY only rows moved to close a gap left by a failed sample
      */
     public record Snapshot(long fetchStarted, long fetchedSamples, long fetchFailed, long fetchedBytes, long fetchNanos,
                            long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
-                           long assembledBatches, long assembledBytes, long assembleNanos,
+                           long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
                            long deliveredBatches, long deliveredSamples, long skippedSamples, List<Rank> ranks) {
 
         public long bufferedBatches() { return ranks.stream().mapToLong(Rank::bufferedBatches).sum(); }
@@ -69,7 +72,7 @@ public final class FeedMetrics {
     Snapshot snapshot(List<Rank> ranks) {
         return new Snapshot(fetchStarted.sum(), fetchedSamples.sum(), fetchFailed.sum(), fetchedBytes.sum(), fetchNanos.sum(),
                 encodeStarted.sum(), encodedSamples.sum(), encodeFailed.sum(), encodeNanos.sum(),
-                assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(),
+                assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(), copiedBytes.sum(),
                 deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), List.copyOf(ranks));
     }
 }

@@ -6,6 +6,11 @@ public enum FeedMode {
     SERIAL,
     /** On request only, the batch's samples fetched and encoded concurrently; nothing runs ahead. */
     CONCURRENT,
-    /** Runs ahead continuously into a per-rank buffer bounded in batches and bytes. */
-    PREFETCH
+    /** Runs ahead continuously into a per-rank buffer bounded in batches and bytes; batches are heap arrays, copied to the trainer. */
+    PREFETCH,
+    /**
+     * Runs ahead like PREFETCH, but each batch is written once, in place, into the shared-memory
+     * object store; trainers get references and read it there (no copy after the transform).
+     */
+    ZERO_COPY
 }

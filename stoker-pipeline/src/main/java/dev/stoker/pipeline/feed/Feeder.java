@@ -3,6 +3,9 @@ package dev.stoker.pipeline.feed;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.stoker.pipeline.JsonlManifest;
+import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.store.ShmObjectStore;
 import dev.stoker.pipeline.schedule.SampleSchedule;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.ObjectSource;
@@ -66,11 +69,15 @@ public final class Feeder implements AutoCloseable {
     private final FeedErrors errors;
     private final CpuPool cpu;
     private final ActorSystem system;
-    private final List<RankFeed> ranks;
+    private final List<RankFeed<?>> ranks;
     private final ObjectSource ownedSource;
+    private final StoredBatchWriter writer;
+    private final long fingerprint;
 
     private Feeder(FeedConfig config, SampleSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
-                   ActorSystem system, List<RankFeed> ranks, ObjectSource ownedSource) {
+                   ActorSystem system, List<RankFeed<?>> ranks, ObjectSource ownedSource, StoredBatchWriter writer, long fingerprint) {
+        this.fingerprint = fingerprint;
+        this.writer = writer;
         this.ownedSource = ownedSource;
         this.config = config;
         this.schedule = schedule;
@@ -87,9 +94,19 @@ public final class Feeder implements AutoCloseable {
      */
     public static Feeder open(DatasetLocation location, SourceConfig sourceConfig, FeedConfig config, QwenTokenizer tokenizer)
             throws IOException {
+        return open(location, sourceConfig, config, tokenizer, null);
+    }
+
+    /**
+     * {@link #open(DatasetLocation, SourceConfig, FeedConfig, QwenTokenizer)} with the shared-memory
+     * store that ZERO_COPY writes batches into (required in that mode, ignored in the others; the
+     * caller owns it and closes it after the feeder).
+     */
+    public static Feeder open(DatasetLocation location, SourceConfig sourceConfig, FeedConfig config, QwenTokenizer tokenizer,
+                              ShmObjectStore store) throws IOException {
         var source = ObjectSources.open(location, sourceConfig);
         try {
-            return start(config, FeedSource.of(source), tokenizer, source);
+            return start(config, FeedSource.of(source), tokenizer, store, source);
         } catch (IOException | RuntimeException e) {
             source.close();
             throw e;
@@ -98,11 +115,20 @@ public final class Feeder implements AutoCloseable {
 
     /** Reads the manifest through {@code source}, builds the schedule and starts the pipeline (PREFETCH streams run at once). */
     public static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer) throws IOException {
-        return start(config, source, tokenizer, null);
+        return start(config, source, tokenizer, null, null);
     }
 
-    private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ObjectSource owned) throws IOException {
-        List<JsonlManifest.Line> lines = JsonlManifest.split(source.manifestName(), readManifest(source));
+    /** {@link #start(FeedConfig, FeedSource, QwenTokenizer)} with the store ZERO_COPY writes into. */
+    public static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store) throws IOException {
+        return start(config, source, tokenizer, store, null);
+    }
+
+    private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
+                                ObjectSource owned) throws IOException {
+        boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
+        if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
+        byte[] manifestBytes = readManifest(source);
+        List<JsonlManifest.Line> lines = JsonlManifest.split(source.manifestName(), manifestBytes);
         if (lines.isEmpty()) throw new IOException("manifest " + source.manifestName() + " holds no samples");
         var schedule = new SampleSchedule(config.seed(), lines.size(), config.ranks(), config.batchSize());
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
@@ -110,7 +136,10 @@ public final class Feeder implements AutoCloseable {
         var metrics = new FeedMetrics();
         var errors = new FeedErrors();
         int threads = config.cpuThreads();
-        var cpu = new CpuPool(threads, config.ranks() * (threads + 1) + threads, config.encode(), tokenizer);
+        // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
+        // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
+        int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1) : 0);
+        var cpu = new CpuPool(threads, config.ranks() * perRank + threads, config.encode(), tokenizer);
         ActorSystem system;
         try {
             cpu.prestart(TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
@@ -121,17 +150,25 @@ public final class Feeder implements AutoCloseable {
         }
         var materializer = Materializer.createMaterializer(system);
         var pipeline = new SamplePipeline(lines, source, cpu, metrics);
-        var flow = pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
+        var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
+        var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode().vision().rowLength());
+        var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.batchSize(), config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();
-        var feeds = new ArrayList<RankFeed>(config.ranks());
+        var feeds = new ArrayList<RankFeed<?>>(config.ranks());
         for (int r = 0; r < config.ranks(); r++) {
             var state = new RankState(r, startNanos, metrics, errors);
+            if (zeroCopy) {
+                feeds.add(new PrefetchRankFeed<>(state, iterators.get(r), storedFlow, materializer,
+                        new PrefetchBuffer<StoredBatch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS)));
+                continue;
+            }
             feeds.add(config.mode() == FeedMode.PREFETCH
-                    ? new PrefetchRankFeed(state, iterators.get(r), flow, materializer,
-                            new PrefetchBuffer(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS))
+                    ? new PrefetchRankFeed<>(state, iterators.get(r), flow, materializer,
+                            new PrefetchBuffer<Batch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS))
                     : new OnDemandRankFeed(state, iterators.get(r), flow, materializer));
         }
-        return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned);
+        return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
+                fingerprint(manifestBytes, config));
     }
 
     private static byte[] readManifest(FeedSource source) throws IOException {
@@ -153,13 +190,45 @@ public final class Feeder implements AutoCloseable {
 
     public FeedConfig config() { return config; }
 
+    /**
+     * What a saved position is only valid against: the manifest's bytes, the seed, the batch size and
+     * the encoding (not the rank count, nor the mode: every mode yields the same batches). Never 0.
+     */
+    public long fingerprint() { return fingerprint; }
+
+    private static long fingerprint(byte[] manifest, FeedConfig config) {
+        try {
+            var md = java.security.MessageDigest.getInstance("SHA-256");
+            md.update(manifest);
+            md.update(("seed=" + config.seed() + ";batch=" + config.batchSize() + ";encode=" + config.encode())
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            long v = java.nio.ByteBuffer.wrap(md.digest()).getLong();
+            return v == 0 ? 1 : v;
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     public SampleSchedule schedule() { return schedule; }
 
     /** Samples in the manifest (non-blank lines). */
     public int datasetSize() { return schedule.datasetSize(); }
 
-    /** Rank {@code rank}'s feed; the same instance on every call. */
-    public RankFeed rank(int rank) {
+    /** Rank {@code rank}'s feed of heap batches (every mode but ZERO_COPY); the same instance on every call. */
+    @SuppressWarnings("unchecked")
+    public RankFeed<Batch> rank(int rank) {
+        if (config.mode() == FeedMode.ZERO_COPY) throw new IllegalStateException("a ZERO_COPY feed yields stored batches: use storedRank()");
+        return (RankFeed<Batch>) feed(rank);
+    }
+
+    /** Rank {@code rank}'s feed of shared-memory batches (ZERO_COPY); the same instance on every call. */
+    @SuppressWarnings("unchecked")
+    public RankFeed<StoredBatch> storedRank(int rank) {
+        if (config.mode() != FeedMode.ZERO_COPY) throw new IllegalStateException("only a ZERO_COPY feed yields stored batches");
+        return (RankFeed<StoredBatch>) feed(rank);
+    }
+
+    private RankFeed<?> feed(int rank) {
         if (rank < 0 || rank >= ranks.size()) throw new IllegalArgumentException("rank " + rank + " outside [0, " + ranks.size() + ")");
         return ranks.get(rank);
     }
@@ -174,7 +243,7 @@ public final class Feeder implements AutoCloseable {
     public FeedMetrics.Snapshot metrics() {
         var perRank = new ArrayList<FeedMetrics.Rank>(ranks.size());
         for (var r : ranks)
-            perRank.add(r instanceof PrefetchRankFeed p ? p.snapshot() : ((OnDemandRankFeed) r).snapshot());
+            perRank.add(r instanceof PrefetchRankFeed<?> p ? p.snapshot() : ((OnDemandRankFeed) r).snapshot());
         return metrics.snapshot(perRank);
     }
 
@@ -191,6 +260,7 @@ public final class Feeder implements AutoCloseable {
             // the CPU pool is still shut down below; nothing else holds resources
         }
         cpu.close();
+        if (writer != null) writer.close(); // after the CPU pool: nothing writes into the store any more
         if (ownedSource != null) ownedSource.close();
     }
 }

@@ -18,7 +18,7 @@ import org.apache.pekko.stream.javadsl.Source;
  *
  * <p>Threading: the schedule iterator and the chain are guarded by {@code lock}.
  */
-final class OnDemandRankFeed implements RankFeed {
+final class OnDemandRankFeed implements RankFeed<Batch> {
     private final RankState state;
     private final Iterator<ScheduledBatch> schedule;
     private final Flow<ScheduledBatch, Batch, NotUsed> flow;

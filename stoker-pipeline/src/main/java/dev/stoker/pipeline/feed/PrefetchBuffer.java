@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.FeedBatch;
 import java.util.ArrayDeque;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CancellationException;
@@ -17,17 +17,17 @@ import java.util.concurrent.CancellationException;
  * <p>Threading: all state under one lock; futures are completed after releasing it, on the thread
  * that made the transition (a stream thread or the consumer's).
  */
-final class PrefetchBuffer {
+final class PrefetchBuffer<B extends FeedBatch> {
     private final int maxBatches;
     private final long maxBytes;
     private final int maxWaiters;
-    private final ArrayDeque<Batch> ready = new ArrayDeque<>();
-    private final ArrayDeque<CompletableFuture<Batch>> waiters = new ArrayDeque<>();
+    private final ArrayDeque<B> ready = new ArrayDeque<>();
+    private final ArrayDeque<CompletableFuture<B>> waiters = new ArrayDeque<>();
     private long readyBytes;
     private long peakBytes;
     private long producerWaits;
     private long consumerWaits;
-    private Batch parked;
+    private B parked;
     private CompletableFuture<Void> parkedAdmit;
     private Throwable failure;
 
@@ -38,10 +38,13 @@ final class PrefetchBuffer {
     }
 
     /** Completes when {@code b} has been buffered or handed to a waiting consumer. */
-    CompletableFuture<Void> admit(Batch b) {
-        CompletableFuture<Batch> waiter;
+    CompletableFuture<Void> admit(B b) {
+        CompletableFuture<B> waiter;
         synchronized (this) {
-            if (failure != null) return CompletableFuture.failedFuture(failure);
+            if (failure != null) {
+                b.discard();
+                return CompletableFuture.failedFuture(failure);
+            }
             if (parked != null) throw new IllegalStateException("admit: a batch is already waiting for space");
             waiter = waiters.poll();
             if (waiter == null) {
@@ -59,8 +62,8 @@ final class PrefetchBuffer {
     }
 
     /** The next batch: at once when one is ready, else when the producer delivers one. */
-    CompletableFuture<Batch> take() {
-        Batch b;
+    CompletableFuture<B> take() {
+        B b;
         CompletableFuture<Void> admitted = null;
         synchronized (this) {
             b = ready.poll();
@@ -70,7 +73,7 @@ final class PrefetchBuffer {
                     return CompletableFuture.failedFuture(new IllegalStateException(
                             "more than " + maxWaiters + " next() calls outstanding on one rank"));
                 consumerWaits++;
-                var w = new CompletableFuture<Batch>();
+                var w = new CompletableFuture<B>();
                 waiters.add(w);
                 return w;
             }
@@ -90,9 +93,12 @@ final class PrefetchBuffer {
     void fail(Throwable cause) {
         CompletableFuture<Void> admitted;
         CompletableFuture<?>[] toFail;
+        var dropped = new java.util.ArrayList<B>();
         synchronized (this) {
             if (failure != null) return;
             failure = cause;
+            dropped.addAll(ready);
+            if (parked != null) dropped.add(parked);
             ready.clear();
             readyBytes = 0;
             parked = null;
@@ -101,6 +107,7 @@ final class PrefetchBuffer {
             toFail = waiters.toArray(CompletableFuture[]::new);
             waiters.clear();
         }
+        for (B b : dropped) b.discard(); // shared memory of batches nobody will take goes back to the store
         if (admitted != null) admitted.completeExceptionally(cause);
         for (var w : toFail) w.completeExceptionally(cause);
     }
@@ -117,11 +124,11 @@ final class PrefetchBuffer {
 
     synchronized long consumerWaits() { return consumerWaits; }
 
-    private boolean fits(Batch b) {
+    private boolean fits(B b) {
         return ready.isEmpty() || (ready.size() < maxBatches && readyBytes + b.sizeBytes() <= maxBytes);
     }
 
-    private void add(Batch b) {
+    private void add(B b) {
         ready.add(b);
         readyBytes += b.sizeBytes();
         peakBytes = Math.max(peakBytes, readyBytes);

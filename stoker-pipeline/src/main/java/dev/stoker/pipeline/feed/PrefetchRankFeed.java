@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.FeedBatch;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import java.util.Iterator;
 import java.util.concurrent.CompletableFuture;
@@ -27,13 +27,13 @@ import org.apache.pekko.stream.javadsl.Source;
  * <p>Threading: the stream runs on the Pekko dispatcher and the CPU pool; {@link #next()} only
  * touches the buffer.
  */
-final class PrefetchRankFeed implements RankFeed {
+final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
     private final RankState state;
-    private final PrefetchBuffer buffer;
+    private final PrefetchBuffer<B> buffer;
     private final UniqueKillSwitch killSwitch;
 
-    PrefetchRankFeed(RankState state, Iterator<ScheduledBatch> schedule, Flow<ScheduledBatch, Batch, NotUsed> flow,
-                     Materializer materializer, PrefetchBuffer buffer) {
+    PrefetchRankFeed(RankState state, Iterator<ScheduledBatch> schedule, Flow<ScheduledBatch, B, NotUsed> flow,
+                     Materializer materializer, PrefetchBuffer<B> buffer) {
         this.state = state;
         this.buffer = buffer;
         var running = Source.fromIterator(() -> schedule)
@@ -54,7 +54,7 @@ final class PrefetchRankFeed implements RankFeed {
     public int rank() { return state.rank; }
 
     @Override
-    public CompletableFuture<Batch> next() {
+    public CompletableFuture<B> next() {
         boolean first = state.requested();
         return state.deliver(buffer.take(), first, () -> { });
     }

@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.FeedBatch;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -14,13 +14,13 @@ import java.util.concurrent.CompletableFuture;
  * most {@link #MAX_OUTSTANDING_REQUESTS} at a time. The returned future may complete on a pipeline
  * thread: do not block in its callbacks (or use the async variants).
  */
-public interface RankFeed extends AutoCloseable {
+public interface RankFeed<B extends FeedBatch> extends AutoCloseable {
     int MAX_OUTSTANDING_REQUESTS = 64;
 
     int rank();
 
     /** The next batch of this rank; fails with the stream's error, or CancellationException after close. */
-    CompletableFuture<Batch> next();
+    CompletableFuture<B> next();
 
     /** Stops this rank's work; outstanding and later next() calls fail. */
     @Override

@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.FeedBatch;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicLong;
@@ -35,7 +35,7 @@ final class RankState {
 
     void firstRequestDone() { firstRequestNanos.compareAndSet(-1, System.nanoTime() - firstRequestStartNanos.get()); }
 
-    private void delivered(Batch b) {
+    private void delivered(FeedBatch b) {
         delivered.incrementAndGet();
         metrics.deliveredBatches.increment();
         metrics.deliveredSamples.add(b.samples());
@@ -48,8 +48,8 @@ final class RankState {
      * The consumer's future for {@code produced}: accounting is done before it completes, and a
      * failure arrives unwrapped (a CancellationException stays one for {@code get()}).
      */
-    CompletableFuture<Batch> deliver(CompletableFuture<Batch> produced, boolean firstRequest, Runnable always) {
-        var out = new CompletableFuture<Batch>();
+    <B extends FeedBatch> CompletableFuture<B> deliver(CompletableFuture<B> produced, boolean firstRequest, Runnable always) {
+        var out = new CompletableFuture<B>();
         produced.whenComplete((b, err) -> {
             always.run();
             if (err != null) {
@@ -66,7 +66,7 @@ final class RankState {
         return out;
     }
 
-    FeedMetrics.Rank snapshot(PrefetchBuffer buffer) {
+    FeedMetrics.Rank snapshot(PrefetchBuffer<?> buffer) {
         return new FeedMetrics.Rank(rank, buffer == null ? 0 : buffer.batches(), buffer == null ? 0 : buffer.bytes(),
                 buffer == null ? 0 : buffer.peakBytes(), buffer == null ? 0 : buffer.producerWaits(),
                 buffer == null ? 0 : buffer.consumerWaits(), delivered.get(), firstReadyNanos.get(), firstRequestNanos.get());

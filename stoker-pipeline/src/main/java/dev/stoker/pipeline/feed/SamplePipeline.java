@@ -6,6 +6,8 @@ import dev.stoker.pipeline.JsonlManifest;
 import dev.stoker.pipeline.batch.Batch;
 import dev.stoker.pipeline.batch.BatchAssembler;
 import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import dev.stoker.text.ChatSample;
 import dev.stoker.text.SampleParser;
@@ -37,7 +39,7 @@ import org.apache.pekko.stream.javadsl.Flow;
  * completes on the source's threads; encode and assemble run on the {@link CpuPool}.
  */
 final class SamplePipeline {
-    sealed interface Outcome permits Fetched, Encoded, Failed {
+    sealed interface Outcome permits Fetched, Encoded, Ready, Failed {
         Slot slot();
     }
 
@@ -48,6 +50,9 @@ final class SamplePipeline {
     record Fetched(Slot slot, ChatSample sample, Map<String, byte[]> images) implements Outcome {}
 
     record Encoded(Slot slot, EncodedSample sample) implements Outcome {}
+
+    /** Prepared for its pixels (ZERO_COPY): tokens built, images planned, nothing decoded. */
+    record Ready(Slot slot, SampleEncoder.Prepared sample) implements Outcome {}
 
     record Failed(Slot slot, String sampleId, SampleException.Stage stage, String cause) implements Outcome {}
 
@@ -72,6 +77,41 @@ final class SamplePipeline {
                 ? slots.mapAsync(1, s -> fetch(s).thenCompose(this::encode))
                 : slots.mapAsync(fetchConcurrency, this::fetch).mapAsync(cpuThreads, this::encode);
         return encoded.grouped(batchSize).mapAsync(1, this::assemble);
+    }
+
+    /**
+     * ZERO_COPY: ScheduledBatch in, StoredBatch out. Samples are prepared (tokens, resize plans) first,
+     * so that the batch's exact layout is known; then the batch's object is allocated in the store and
+     * each sample's pixels are decoded and transformed straight into it ({@link StoredBatchWriter}).
+     * <pre>
+     *  … fetch F ─▶ mapAsync(T) prepare ─▶ grouped(B) ─▶ mapAsync(1) allocate (waits for budget) ─▶ mapAsync(2) fill ─▶ StoredBatch
+     * </pre>
+     */
+    Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int batchSize, int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
+        return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
+                .mapAsync(fetchConcurrency, this::fetch)
+                .mapAsync(cpuThreads, this::prepare)
+                .grouped(batchSize)
+                .mapAsync(1, group -> writer.allocate(checkedBatch(group), group))
+                .mapAsync(StoredBatchWriter.BATCHES_FILLING, writer::fill);
+    }
+
+    /** Prepares a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
+    CompletableFuture<Outcome> prepare(Outcome in) {
+        if (!(in instanceof Fetched f)) return CompletableFuture.completedFuture(in);
+        metrics.encodeStarted.increment();
+        return cpu.withEncoder(encoder -> {
+            long t0 = System.nanoTime();
+            try {
+                return (Outcome) new Ready(f.slot(), encoder.prepare(f.sample(), f.images()));
+            } catch (SampleException e) {
+                return failed(f.slot(), f.sample().id(), e.stage(), causeOf(e, f.sample().id()), metrics.encodeFailed);
+            } catch (RuntimeException e) {
+                return failed(f.slot(), f.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
+            } finally {
+                metrics.encodeNanos.add(System.nanoTime() - t0);
+            }
+        });
     }
 
     private static List<Slot> slots(ScheduledBatch b) {
@@ -145,15 +185,7 @@ final class SamplePipeline {
 
     /** Collates one scheduled batch's outcomes on the CPU pool; failed samples ride along as {@link SkippedSample}s. */
     CompletableFuture<Batch> assemble(List<Outcome> group) {
-        var scheduled = group.getFirst().slot().batch();
-        if (group.size() != scheduled.size())
-            throw new IllegalStateException("assemble: got " + group.size() + " samples for a batch of " + scheduled.size());
-        for (int i = 0; i < group.size(); i++) {
-            var slot = group.get(i).slot();
-            if (slot.batch() != scheduled || slot.position() != i)
-                throw new IllegalStateException("assemble: sample " + i + " of step " + scheduled.globalStep() + " rank "
-                        + scheduled.rank() + " is slot " + slot.position() + " of step " + slot.batch().globalStep());
-        }
+        var scheduled = checkedBatch(group);
         return cpu.supply(() -> {
             long t0 = System.nanoTime();
             var samples = new ArrayList<EncodedSample>(group.size());
@@ -167,23 +199,39 @@ final class SamplePipeline {
                     }
                     case Failed x -> skipped.add(new SkippedSample(x.sampleId(), x.slot().datasetIndex(), x.stage(), x.cause()));
                     case Fetched f -> throw new IllegalStateException("assemble: sample " + f.sample().id() + " was not encoded");
+                    case Ready r -> throw new IllegalStateException("assemble: sample " + r.sample().id() + " was only prepared");
                 }
             }
             Batch b = assembler.assemble(scheduled, Arrays.copyOf(indices, samples.size()), samples, skipped);
             metrics.assembledBatches.increment();
             metrics.assembledBytes.add(b.sizeBytes());
+            metrics.copiedBytes.add(b.sizeBytes());
             metrics.assembleNanos.add(System.nanoTime() - t0);
             return b;
         });
     }
 
-    private static Failed failed(Slot slot, String id, SampleException.Stage stage, String cause, LongAdder counter) {
+    /** The scheduled batch a group of outcomes belongs to, checking that it is exactly that batch's slots in order. */
+    static ScheduledBatch checkedBatch(List<Outcome> group) {
+        var scheduled = group.getFirst().slot().batch();
+        if (group.size() != scheduled.size())
+            throw new IllegalStateException("assemble: got " + group.size() + " samples for a batch of " + scheduled.size());
+        for (int i = 0; i < group.size(); i++) {
+            var slot = group.get(i).slot();
+            if (slot.batch() != scheduled || slot.position() != i)
+                throw new IllegalStateException("assemble: sample " + i + " of step " + scheduled.globalStep() + " rank "
+                        + scheduled.rank() + " is slot " + slot.position() + " of step " + slot.batch().globalStep());
+        }
+        return scheduled;
+    }
+
+    static Failed failed(Slot slot, String id, SampleException.Stage stage, String cause, LongAdder counter) {
         counter.increment();
         return new Failed(slot, id, stage, cause);
     }
 
     /** The message, prefixed with what the exception names when that is more than the sample (an image). */
-    private static String causeOf(SampleException e, String sampleId) {
+    static String causeOf(SampleException e, String sampleId) {
         return e.sampleId() == null || e.sampleId().equals(sampleId) ? e.getMessage() : e.sampleId() + ": " + e.getMessage();
     }
 

@@ -20,7 +20,17 @@ final class TestDatasets {
      * that does not exist.
      */
     static Path write(Path dir, int n, Set<Integer> missing) throws IOException {
+        return write(dir, n, missing, Set.of());
+    }
+
+    /**
+     * As {@link #write(Path, int, Set)}; the samples in {@code truncated} name a JPEG cut after 60% of
+     * its bytes, whose header reads fine, so it fails only when its pixels are decoded.
+     */
+    static Path write(Path dir, int n, Set<Integer> missing, Set<Integer> truncated) throws IOException {
         Path images = Files.createDirectories(dir.resolve("images"));
+        byte[] whole = Files.readAllBytes(Vectors.get().inputImage(IMAGES[0]));
+        Files.write(images.resolve("truncated.jpg"), java.util.Arrays.copyOf(whole, whole.length * 6 / 10));
         for (String id : IMAGES) {
             Path src = Vectors.get().inputImage(id);
             Files.copy(src, images.resolve(src.getFileName()), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
@@ -33,6 +43,9 @@ final class TestDatasets {
             String prompt;
             if (missing.contains(i)) {
                 image = "\"image\": \"images/missing_" + i + ".jpg\", ";
+                prompt = "<image>\\n";
+            } else if (truncated.contains(i)) {
+                image = "\"image\": \"images/truncated.jpg\", ";
                 prompt = "<image>\\n";
             } else if (i % 7 == 3) {
                 image = "";

@@ -1,0 +1,228 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.pipeline.batch.BatchAssembler;
+import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.store.Allocation;
+import dev.stoker.store.ShmObjectStore;
+import dev.stoker.transport.BatchLayout;
+import dev.stoker.transport.Tensor;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * Writes ZERO_COPY batches once, in place, into objects of the shared-memory store, in the
+ * {@link BatchLayout} format: the batch's layout is planned from its prepared samples, the object
+ * allocated (waiting for the store's byte budget), every sample's pixel rows decoded and transformed
+ * by the CPU pool straight to their final offset, then the token tensors and the header written
+ * and the object sealed.
+ *
+ * <p>A sample that fails while its pixels are being written (a JPEG truncated after a valid header)
+ * is skipped like any other: the rows of the samples behind it are moved down to close the gap
+ * (the only copy on this path, counted in {@code copiedBytes}) and the batch is re-planned.
+ *
+ * <p>Ownership: an object allocated here is this writer's until its batch is sealed and then until
+ * the batch's holder calls {@link StoredBatch#release()}; when the feed stops, {@link #close()}
+ * (called after the CPU pool has stopped, so nothing still writes) aborts the unsealed ones and
+ * releases the sealed ones nobody released — including those dropped inside a killed stream —
+ * so that a closed feed leaves nothing in use in the store.
+ *
+ * <p>Threading: {@link #allocate} completes on the thread that frees budget or on the caller;
+ * {@link #fill} runs its pixel tasks and the final write on the CPU pool.
+ */
+final class StoredBatchWriter implements AutoCloseable {
+    /** Batches of one rank stream whose pixels may be written at once. */
+    static final int BATCHES_FILLING = 2;
+
+    static final String PIXEL_VALUES = "pixel_values";
+    private static final ValueLayout.OfLong LONG_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    /** A batch whose object is allocated; its prepared samples' pixels are not written yet. */
+    record Allocated(ScheduledBatch scheduled, List<SamplePipeline.Ready> ready, List<SamplePipeline.Failed> failed,
+                     BatchLayout.Plan plan, Allocation allocation) {}
+
+    private final ShmObjectStore store;
+    private final CpuPool cpu;
+    private final FeedMetrics metrics;
+    private final int world;
+    private final int rowLength;
+    private final java.util.Set<Allocation> unsealed = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private final java.util.Set<StoredBatch> unreleased = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private volatile boolean closed;
+
+    StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int rowLength) {
+        this.store = store;
+        this.cpu = cpu;
+        this.metrics = metrics;
+        this.world = world;
+        this.rowLength = rowLength;
+    }
+
+    /** Plans the batch's layout from its prepared samples and allocates its object. */
+    CompletableFuture<Allocated> allocate(ScheduledBatch scheduled, List<SamplePipeline.Outcome> group) {
+        var ready = new ArrayList<SamplePipeline.Ready>();
+        var failed = new ArrayList<SamplePipeline.Failed>();
+        for (var o : group) {
+            switch (o) {
+                case SamplePipeline.Ready r -> ready.add(r);
+                case SamplePipeline.Failed f -> failed.add(f);
+                default -> throw new IllegalStateException("allocate: sample " + o.slot().datasetIndex() + " was not prepared");
+            }
+        }
+        var plan = plan(ready.stream().map(SamplePipeline.Ready::sample).toList());
+        return store.allocate(plan.totalBytes()).thenApply(a -> {
+            unsealed.add(a);
+            if (closed) {
+                abort(a);
+                throw new java.util.concurrent.CancellationException("feed closed");
+            }
+            return new Allocated(scheduled, ready, failed, plan, a);
+        });
+    }
+
+    /** Writes every sample's pixels in parallel, then tokens and header; seals the object. */
+    CompletableFuture<StoredBatch> fill(Allocated a) {
+        MemorySegment seg = a.allocation().segment();
+        long offset = a.plan().offset(PIXEL_VALUES);
+        var tasks = new ArrayList<CompletableFuture<SamplePipeline.Failed>>(a.ready().size());
+        for (var r : a.ready()) {
+            long at = offset;
+            tasks.add(cpu.withEncoder(encoder -> write(encoder, r, seg, at)));
+            offset += r.sample().pixelBytes();
+        }
+        return CompletableFuture.allOf(tasks.toArray(CompletableFuture[]::new))
+                .thenCompose(v -> cpu.supply(() -> finish(a, tasks.stream().map(CompletableFuture::join).toList())))
+                .whenComplete((b, err) -> {
+                    if (err != null) abort(a.allocation());
+                });
+    }
+
+    /** One sample's pixels; returns null, or the sample as failed. */
+    private SamplePipeline.Failed write(SampleEncoder encoder, SamplePipeline.Ready r, MemorySegment seg, long at) {
+        long t0 = System.nanoTime();
+        try {
+            encoder.writePixels(r.sample(), seg, at);
+            metrics.encodedSamples.increment();
+            return null;
+        } catch (SampleException e) {
+            return SamplePipeline.failed(r.slot(), r.sample().id(), e.stage(), SamplePipeline.causeOf(e, r.sample().id()), metrics.encodeFailed);
+        } catch (RuntimeException e) {
+            return SamplePipeline.failed(r.slot(), r.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
+        } finally {
+            metrics.encodeNanos.add(System.nanoTime() - t0);
+        }
+    }
+
+    private StoredBatch finish(Allocated a, List<SamplePipeline.Failed> pixelFailures) {
+        long t0 = System.nanoTime();
+        MemorySegment seg = a.allocation().segment();
+        var kept = new ArrayList<SamplePipeline.Ready>(a.ready().size());
+        var failed = new ArrayList<>(a.failed());
+        for (int i = 0; i < a.ready().size(); i++) {
+            if (pixelFailures.get(i) == null) kept.add(a.ready().get(i));
+            else failed.add(pixelFailures.get(i));
+        }
+        var plan = a.plan();
+        long copied = 0;
+        if (kept.size() < a.ready().size()) {
+            plan = plan(kept.stream().map(SamplePipeline.Ready::sample).toList());
+            // close the gaps: same tensor count, so pixel_values starts where it did; rows only move down
+            long from = a.plan().offset(PIXEL_VALUES), to = plan.offset(PIXEL_VALUES);
+            int k = 0;
+            for (var r : a.ready()) {
+                long bytes = r.sample().pixelBytes();
+                if (k < kept.size() && kept.get(k) == r) {
+                    if (from != to) {
+                        MemorySegment.copy(seg, from, seg, to, bytes);
+                        copied += bytes;
+                    }
+                    to += bytes;
+                    k++;
+                }
+                from += bytes;
+            }
+        }
+        var samples = kept.stream().map(SamplePipeline.Ready::sample).toList();
+        var tokens = BatchAssembler.collate(samples.stream().map(s -> new long[][] {s.text().inputIds(), s.text().labels(), s.text().positionIds()}).toList());
+        put(seg, plan.offset("input_ids"), tokens.inputIds());
+        put(seg, plan.offset("labels"), tokens.labels());
+        put(seg, plan.offset("attention_mask"), tokens.attentionMask());
+        put(seg, plan.offset("position_ids"), tokens.positionIds());
+        long gridOffset = plan.offset("image_grid_thw");
+        for (var s : samples) {
+            long[] grid = s.gridThw();
+            put(seg, gridOffset, grid);
+            gridOffset += 8L * grid.length;
+        }
+        int[] indices = new int[kept.size()];
+        long[] index = new long[kept.size()];
+        var ids = new ArrayList<String>(kept.size());
+        for (int i = 0; i < kept.size(); i++) {
+            indices[i] = kept.get(i).slot().datasetIndex();
+            index[i] = indices[i];
+            ids.add(kept.get(i).sample().id());
+        }
+        put(seg, plan.offset("sample_index"), index);
+        var s = a.scheduled();
+        BatchLayout.writeHeader(new BatchLayout.Meta(s.epoch(), s.step(), s.rank(), world, kept.size(), s.size(), s.globalStep()), plan, seg);
+        failed.sort(Comparator.comparingInt(f -> f.slot().position()));
+        var skipped = failed.stream().map(f -> new SkippedSample(f.sampleId(), f.slot().datasetIndex(), f.stage(), f.cause())).toList();
+        var object = a.allocation().seal();
+        unsealed.remove(a.allocation());
+        metrics.assembledBatches.increment();
+        metrics.assembledBytes.add(plan.totalBytes());
+        metrics.copiedBytes.add(copied);
+        metrics.assembleNanos.add(System.nanoTime() - t0);
+        var batch = new StoredBatch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.size(), ids, indices, skipped, kept.size(),
+                plan.totalBytes(), copied, object, new AtomicBoolean());
+        unreleased.removeIf(x -> x.released().get());
+        unreleased.add(batch);
+        return batch;
+    }
+
+    private void abort(Allocation a) {
+        a.abort();
+        unsealed.remove(a);
+    }
+
+    /** Aborts unsealed objects and releases the pipeline's hold on every batch not released yet. */
+    @Override
+    public void close() {
+        closed = true;
+        for (Allocation a : unsealed) abort(a);
+        for (StoredBatch b : unreleased) b.release();
+        unreleased.clear();
+    }
+
+    private static void put(MemorySegment seg, long offset, long[] values) {
+        MemorySegment.copy(values, 0, seg, LONG_LE, offset, values.length);
+    }
+
+    /** The layout of a batch of {@code samples}: pixel_values first, so a re-plan with fewer samples keeps its offset. */
+    BatchLayout.Plan plan(List<SampleEncoder.Prepared> samples) {
+        int b = samples.size(), len = 0, images = 0;
+        long rows = 0;
+        for (var s : samples) {
+            len = Math.max(len, s.length());
+            rows += s.pixelRows();
+            images += s.images().size();
+        }
+        return BatchLayout.plan(List.of(
+                new BatchLayout.Spec(PIXEL_VALUES, Tensor.DType.FLOAT32, new long[] {rows, rowLength}),
+                new BatchLayout.Spec("input_ids", Tensor.DType.INT64, new long[] {b, len}),
+                new BatchLayout.Spec("labels", Tensor.DType.INT64, new long[] {b, len}),
+                new BatchLayout.Spec("attention_mask", Tensor.DType.INT64, new long[] {b, len}),
+                new BatchLayout.Spec("position_ids", Tensor.DType.INT64, new long[] {3, b, len}),
+                new BatchLayout.Spec("image_grid_thw", Tensor.DType.INT64, new long[] {images, 3}),
+                new BatchLayout.Spec("sample_index", Tensor.DType.INT64, new long[] {b})));
+    }
+}

@@ -1,0 +1,624 @@
+package dev.stoker.store;
+
+import static java.nio.file.LinkOption.NOFOLLOW_LINKS;
+import static java.nio.file.StandardOpenOption.CREATE_NEW;
+import static java.nio.file.StandardOpenOption.READ;
+import static java.nio.file.StandardOpenOption.WRITE;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileChannel.MapMode;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.FileSystemException;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.FileAttribute;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.regex.Pattern;
+
+/**
+ * The node-local shared-memory object store: finished batches are written once into segment files
+ * on a tmpfs ({@code /dev/shm}); trainer processes on the same node map those files and read the
+ * tensors in place, so only references ({@link StoredObject#file()}, {@link StoredObject#offset()},
+ * {@link StoredObject#bytes()}) travel between processes.
+ *
+ * <h2>Design</h2>
+ *
+ * <p>Arena: each store owns one directory, {@code <directory>/<instanceName>-<pid>-<hex>} (mode
+ * 0700), holding its segment files {@code seg-<n>} (mode 0600, {@code n} never reused) and
+ * {@code arena.lock}, on which the store holds an exclusive {@link FileLock} for its whole life. The
+ * kernel drops that lock when the process dies, even by {@code kill -9}, so a lock that can be taken
+ * marks the arena of a dead process: {@link #open} removes such arenas (matching its own instance
+ * name, nothing else) before creating its own. A lock held in this JVM shows up as
+ * {@link OverlappingFileLockException} and a lock held by another live process as a failed
+ * {@code tryLock}; both arenas are left alone. A new arena is created, then its lock file, then
+ * locked; if another store's cleanup got to the lock first (the lock file is gone after locking, or
+ * the lock is refused), the store starts over under a new name.
+ *
+ * <p>Segments: one object per segment, so an object's bytes are never moved and a released
+ * segment can be handed to the next writer whole. A segment's capacity is the request rounded up
+ * to a size class (whole MiB up to 8 MiB, then 8 classes per power of two, capped at the budget),
+ * so that batches of similar size reuse each other's segments. A new segment file is filled with
+ * zeros through its channel before it is mapped: that makes tmpfs allocate every page up front, so
+ * a full file system is an {@code IOException} ("No space left on device") at creation, not a
+ * {@code SIGBUS} in the middle of a write through the mapping. Each segment is mapped in its own
+ * shared {@link Arena}; deleting the segment closes it, after which stale views in this process
+ * throw {@link IllegalStateException} rather than read freed memory. Reused segments are not
+ * cleared (the writer overwrites them).
+ *
+ * <p>Budget: {@code mappedBytes}, the capacities of all segments that exist or are being created
+ * (in use + free), never exceeds {@link StoreConfig#budgetBytes()}; the sum of the segment files'
+ * sizes therefore never does either (a file is counted before it is created and until after it is
+ * deleted). A request is served, in order of preference, by: the smallest free segment whose
+ * capacity is at least the request and at most twice its size class; a new segment, when it fits
+ * the budget; a new segment after deleting free segments, least recently released first, when
+ * that makes room. Otherwise it waits until a release frees space. Waiters are served strictly in
+ * arrival order: a request never overtakes an earlier one, so a big request cannot be starved by a
+ * stream of small ones. An object that is referenced is never touched: only free segments are
+ * reused or deleted; there is no eviction.
+ *
+ * <p>Concurrency: one lock guards the accounting, the free pool and the wait queue, and is held
+ * only for bookkeeping. File work (zero-fill, mapping, deleting segments to make room) runs on one
+ * platform thread, {@code stoker-store-maker}, never under the lock and never on the caller of
+ * {@link #allocate}. Futures are completed outside the lock: a request served from the free pool
+ * completes on the thread that called {@code allocate} or that released the segment; one that
+ * needed a new segment completes on a fresh virtual thread (never on the maker, which a dependent
+ * stage waiting for another new segment would otherwise deadlock). While the maker deletes segments for the head of the queue, the
+ * queue pauses (the deleted bytes are still counted until the files are gone); plain creations do
+ * not pause it. Reference counts are lock-free atomics; only the drop to zero takes the lock.
+ *
+ * <p>Threading: every public method is thread-safe.
+ */
+public final class ShmObjectStore implements AutoCloseable {
+    static final String LOCK_FILE = "arena.lock";
+    static final String SEGMENT_PREFIX = "seg-";
+    static final long MIB = 1L << 20;
+    private static final int ZERO_CHUNK_BYTES = 1 << 20;
+    private static final int ARENA_ATTEMPTS = 8;
+    private static final long CLOSE_WAIT_SECONDS = 30;
+    private static final FileAttribute<Set<PosixFilePermission>> DIR_MODE =
+            PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------"));
+    private static final FileAttribute<Set<PosixFilePermission>> FILE_MODE =
+            PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
+    private static final System.Logger LOG = System.getLogger(ShmObjectStore.class.getName());
+    private static final SecureRandom RANDOM = new SecureRandom();
+
+    private final StoreConfig config;
+    private final long budgetBytes;
+    private final Path arenaDir;
+    private final FileChannel lockChannel;
+    private final long staleArenasRemoved;
+    private final ExecutorService maker;
+    private ByteBuffer zeros; // maker thread only
+
+    private final ReentrantLock lock = new ReentrantLock();
+    // Guarded by lock.
+    private final ArrayDeque<Request> waiting = new ArrayDeque<>();
+    private final List<ShmSegment> free = new ArrayList<>(); // release order, oldest first
+    private final Set<ShmSegment> segments = new HashSet<>(); // every mapped segment, in use or free
+    private Request makingRoomFor;
+    private long mappedBytes;
+    private long inUseBytes;
+    private long freeBytes;
+    private long nextSegmentNumber;
+    private long allocationWaits;
+    private long waitNanos;
+    private long segmentsCreated;
+    private long segmentsReused;
+    private long segmentsDeleted;
+    private volatile boolean closed;
+
+    private final AtomicLong nextObjectId = new AtomicLong(1);
+    private final LongAdder objects = new LongAdder();
+    private final LongAdder leases = new LongAdder();
+    private final LongAdder allocations = new LongAdder();
+
+    /** One allocation request, queued until the budget admits it. */
+    private static final class Request {
+        final long bytes;
+        final long capacityBytes;
+        final long enqueuedNanos;
+        final CompletableFuture<Allocation> future = new CompletableFuture<>();
+        boolean admitted;
+        boolean waited;
+
+        Request(long bytes, long capacityBytes, long enqueuedNanos) {
+            this.bytes = bytes;
+            this.capacityBytes = capacityBytes;
+            this.enqueuedNanos = enqueuedNanos;
+        }
+    }
+
+    private ShmObjectStore(StoreConfig config, Path arenaDir, FileChannel lockChannel, long staleArenasRemoved) {
+        this.config = config;
+        this.budgetBytes = config.budgetBytes();
+        this.arenaDir = arenaDir;
+        this.lockChannel = lockChannel;
+        this.staleArenasRemoved = staleArenasRemoved;
+        this.maker = Executors.newSingleThreadExecutor(Thread.ofPlatform().daemon().name("stoker-store-maker").factory());
+    }
+
+    /**
+     * Removes the arenas of dead processes under {@code config.directory()}, then creates and locks
+     * this store's arena.
+     */
+    public static ShmObjectStore open(StoreConfig config) throws IOException {
+        long stale = removeStaleArenas(config);
+        for (int attempt = 0; attempt < ARENA_ATTEMPTS; attempt++) {
+            String name = config.instanceName() + "-" + ProcessHandle.current().pid() + "-" + HexFormat.of().toHexDigits(RANDOM.nextInt());
+            Path dir = config.directory().resolve(name);
+            try {
+                Files.createDirectory(dir, DIR_MODE);
+            } catch (FileAlreadyExistsException e) {
+                continue;
+            } catch (IOException e) {
+                throw new StoreException("cannot create the store's arena in " + config.directory() + ": " + reason(e), e);
+            }
+            Path lockFile = dir.resolve(LOCK_FILE);
+            FileChannel channel = null;
+            try {
+                channel = FileChannel.open(lockFile, Set.of(CREATE_NEW, WRITE), FILE_MODE);
+                FileLock held;
+                try {
+                    held = channel.tryLock();
+                } catch (OverlappingFileLockException e) {
+                    held = null; // another store of this JVM is cleaning it up as stale
+                }
+                if (held != null && Files.exists(lockFile, NOFOLLOW_LINKS)) {
+                    return new ShmObjectStore(config, dir, channel, stale);
+                }
+            } catch (IOException | RuntimeException e) {
+                closeQuietly(channel);
+                deleteRecursively(dir);
+                if (e instanceof IOException io) {
+                    throw new StoreException("cannot create the store's arena in " + config.directory() + ": " + reason(io), io);
+                }
+                throw e;
+            }
+            // Lost a race with another store's stale-arena cleanup, which deletes this directory.
+            closeQuietly(channel);
+            deleteRecursively(dir);
+        }
+        throw new StoreException("cannot create the store's arena in " + config.directory() + " after " + ARENA_ATTEMPTS + " attempts");
+    }
+
+    /** This store's directory, {@code <directory>/<instanceName>-<pid>-<hex>}. */
+    public Path arenaDir() { return arenaDir; }
+
+    public long budgetBytes() { return budgetBytes; }
+
+    public StoreConfig config() { return config; }
+
+    /**
+     * A writable object of exactly {@code bytes} bytes; the future completes when the budget admits
+     * it (in arrival order among waiters). Never blocks the caller. Fails with a
+     * {@link StoreException} at once when {@code bytes} exceeds the budget or the store is closed, and
+     * later when a segment file cannot be created (e.g. the file system is full) or the store closes
+     * while the request waits. Cancelling the future gives the space back.
+     *
+     * @throws IllegalArgumentException when {@code bytes} is negative
+     */
+    public CompletableFuture<Allocation> allocate(long bytes) {
+        if (bytes < 0) throw new IllegalArgumentException("object size must not be negative, got " + bytes);
+        if (bytes > budgetBytes) {
+            return CompletableFuture.failedFuture(new StoreException(
+                    "object of " + bytes + " bytes exceeds the store budget of " + budgetBytes + " bytes (--shm-budget)"));
+        }
+        Request request = new Request(bytes, Math.min(sizeClass(bytes), budgetBytes), System.nanoTime());
+        List<Runnable> completions = new ArrayList<>(1);
+        lock.lock();
+        try {
+            if (closed) return CompletableFuture.failedFuture(closedException());
+            waiting.addLast(request);
+            dispatchLocked(completions);
+            if (!request.admitted) {
+                request.waited = true;
+                allocationWaits++;
+            }
+        } finally {
+            lock.unlock();
+        }
+        completions.forEach(Runnable::run);
+        return request.future;
+    }
+
+    /** A consistent snapshot of the accounting and counters. */
+    public StoreMetrics metrics() {
+        lock.lock();
+        try {
+            return new StoreMetrics(budgetBytes, mappedBytes, inUseBytes, objects.sum(), leases.sum(), allocations.sum(),
+                    allocationWaits, waitNanos, segmentsCreated, segmentsReused, segmentsDeleted, staleArenasRemoved);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Fails the waiting allocations ({@link StoreException} "store closed"), waits for the maker
+     * thread, unmaps and deletes every segment file and the arena directory, and drops the arena
+     * lock. Objects still referenced lose their memory: later access through their views throws
+     * {@link IllegalStateException}. Idempotent.
+     */
+    @Override
+    public void close() {
+        List<Request> pending;
+        List<ShmSegment> all;
+        lock.lock();
+        try {
+            if (closed) return;
+            closed = true;
+            pending = new ArrayList<>(waiting);
+            waiting.clear();
+            all = new ArrayList<>(segments);
+            segments.clear();
+            free.clear();
+            freeBytes = 0;
+        } finally {
+            lock.unlock();
+        }
+        for (Request r : pending) r.future.completeExceptionally(closedException());
+        maker.shutdown(); // a creation in progress notices `closed`, deletes its file and fails its request
+        try {
+            if (!maker.awaitTermination(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS)) {
+                LOG.log(System.Logger.Level.WARNING, "segment maker of " + arenaDir + " did not stop within " + CLOSE_WAIT_SECONDS + " s");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        for (ShmSegment s : all) s.unmapAndDelete();
+        deleteRecursively(arenaDir); // while still locked, so that no other store takes it for stale
+        closeQuietly(lockChannel);
+        lock.lock();
+        try {
+            mappedBytes = 0;
+            inUseBytes = 0;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    boolean isClosed() { return closed; }
+
+    // ---- called by Allocation, StoredObject and leases ----
+
+    StoredObject sealed(ShmSegment shm, long bytes) {
+        objects.increment();
+        return new StoredObject(this, shm, nextObjectId.getAndIncrement(), bytes);
+    }
+
+    /** The segment's object was aborted or dropped its last reference: back to the free pool. */
+    void recycle(ShmSegment shm, boolean wasObject) {
+        if (wasObject) objects.decrement();
+        List<Runnable> completions = new ArrayList<>(1);
+        lock.lock();
+        try {
+            if (closed) return; // close() has unmapped and deleted it
+            inUseBytes -= shm.capacityBytes;
+            free.add(shm);
+            freeBytes += shm.capacityBytes;
+            dispatchLocked(completions);
+        } finally {
+            lock.unlock();
+        }
+        completions.forEach(Runnable::run);
+    }
+
+    void leaseOpened() { leases.increment(); }
+
+    void leaseClosed() { leases.decrement(); }
+
+    // ---- admission ----
+
+    /**
+     * Serves waiting requests from the head of the queue while the budget admits them; adds the
+     * future completions to run after the lock is released; hands file work to the maker thread.
+     */
+    private void dispatchLocked(List<Runnable> completions) {
+        while (makingRoomFor == null && !waiting.isEmpty()) {
+            Request r = waiting.peekFirst();
+            if (r.future.isDone()) { // cancelled by the caller while waiting
+                waiting.removeFirst();
+                continue;
+            }
+            long maxReuseBytes = r.capacityBytes > Long.MAX_VALUE / 2 ? Long.MAX_VALUE : 2 * r.capacityBytes;
+            ShmSegment fit = smallestFreeLocked(r.bytes, maxReuseBytes);
+            if (fit != null) {
+                admitLocked(r);
+                free.remove(fit);
+                freeBytes -= fit.capacityBytes;
+                inUseBytes += fit.capacityBytes;
+                segmentsReused++;
+                completions.add(() -> deliver(r, fit));
+            } else if (budgetBytes - mappedBytes >= r.capacityBytes) {
+                admitLocked(r);
+                mappedBytes += r.capacityBytes;
+                inUseBytes += r.capacityBytes;
+                long number = nextSegmentNumber++;
+                maker.execute(() -> make(r, number, List.of()));
+            } else if (budgetBytes - (mappedBytes - freeBytes) >= r.capacityBytes) {
+                admitLocked(r);
+                List<ShmSegment> victims = takeVictimsLocked(r.capacityBytes - (budgetBytes - mappedBytes));
+                makingRoomFor = r;
+                long number = nextSegmentNumber++;
+                maker.execute(() -> make(r, number, victims));
+            } else {
+                return; // waits for a release
+            }
+        }
+    }
+
+    private void admitLocked(Request r) {
+        waiting.removeFirst();
+        r.admitted = true;
+        if (r.waited) waitNanos += System.nanoTime() - r.enqueuedNanos;
+    }
+
+    private ShmSegment smallestFreeLocked(long minBytes, long maxBytes) {
+        ShmSegment best = null;
+        for (ShmSegment s : free) {
+            if (s.capacityBytes >= minBytes && s.capacityBytes <= maxBytes && (best == null || s.capacityBytes < best.capacityBytes)) {
+                best = s;
+            }
+        }
+        return best;
+    }
+
+    /** Removes free segments, least recently released first, until {@code neededBytes} are covered. */
+    private List<ShmSegment> takeVictimsLocked(long neededBytes) {
+        List<ShmSegment> victims = new ArrayList<>();
+        long taken = 0;
+        while (taken < neededBytes) {
+            ShmSegment v = free.removeFirst();
+            freeBytes -= v.capacityBytes;
+            segments.remove(v);
+            victims.add(v);
+            taken += v.capacityBytes;
+        }
+        return victims;
+    }
+
+    // ---- the maker thread ----
+
+    /** Deletes {@code victims} (if any), then creates segment {@code number} for {@code r}. */
+    private void make(Request r, long number, List<ShmSegment> victims) {
+        if (!victims.isEmpty()) {
+            long deletedBytes = 0;
+            for (ShmSegment v : victims) {
+                v.unmapAndDelete();
+                deletedBytes += v.capacityBytes;
+            }
+            List<Runnable> completions = new ArrayList<>();
+            boolean wasClosed;
+            lock.lock();
+            try {
+                mappedBytes -= deletedBytes;
+                segmentsDeleted += victims.size();
+                makingRoomFor = null;
+                wasClosed = closed;
+                if (!wasClosed) {
+                    mappedBytes += r.capacityBytes;
+                    inUseBytes += r.capacityBytes;
+                    dispatchLocked(completions);
+                }
+            } finally {
+                lock.unlock();
+            }
+            completions.forEach(Runnable::run);
+            if (wasClosed) {
+                r.future.completeExceptionally(closedException());
+                return;
+            }
+        }
+        Path file = arenaDir.resolve(SEGMENT_PREFIX + number);
+        ShmSegment shm;
+        try {
+            shm = createSegment(number, file, r.capacityBytes);
+        } catch (IOException | RuntimeException e) {
+            try {
+                Files.deleteIfExists(file);
+            } catch (IOException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            List<Runnable> completions = new ArrayList<>();
+            boolean wasClosed;
+            lock.lock();
+            try {
+                mappedBytes -= r.capacityBytes;
+                inUseBytes -= r.capacityBytes;
+                wasClosed = closed;
+                if (!wasClosed) dispatchLocked(completions);
+            } finally {
+                lock.unlock();
+            }
+            completions.forEach(Runnable::run);
+            r.future.completeExceptionally(wasClosed ? closedException() : new StoreException(
+                    "cannot create a " + r.capacityBytes + "-byte segment in " + config.directory() + ": " + reason(e), e));
+            return;
+        }
+        boolean wasClosed;
+        lock.lock();
+        try {
+            wasClosed = closed;
+            if (!wasClosed) {
+                segments.add(shm);
+                segmentsCreated++;
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (wasClosed) {
+            shm.unmapAndDelete();
+            r.future.completeExceptionally(closedException());
+            return;
+        }
+        // Not on this thread: a dependent stage that waited for another new segment would deadlock it.
+        Thread.ofVirtual().name("stoker-store-deliver").start(() -> deliver(r, shm));
+    }
+
+    /**
+     * Creates the file (mode 0600), writes zeros through the channel so that tmpfs allocates every
+     * page now (a full file system fails here, not with SIGBUS on a later write through the
+     * mapping), then maps it read-write in a shared arena of its own.
+     */
+    private ShmSegment createSegment(long number, Path file, long capacityBytes) throws IOException {
+        try (FileChannel channel = FileChannel.open(file, Set.of(CREATE_NEW, READ, WRITE), FILE_MODE)) {
+            if (zeros == null) zeros = ByteBuffer.allocateDirect(ZERO_CHUNK_BYTES);
+            long position = 0;
+            while (position < capacityBytes) {
+                if (closed) throw new StoreException("store closed");
+                zeros.clear().limit((int) Math.min(ZERO_CHUNK_BYTES, capacityBytes - position));
+                while (zeros.hasRemaining()) position += channel.write(zeros, position);
+            }
+            Arena arena = Arena.ofShared();
+            try {
+                MemorySegment mapping = channel.map(MapMode.READ_WRITE, 0, capacityBytes, arena);
+                return new ShmSegment(number, file, capacityBytes, arena, mapping);
+            } catch (IOException | RuntimeException e) {
+                arena.close();
+                throw e;
+            }
+        }
+    }
+
+    private void deliver(Request r, ShmSegment shm) {
+        if (closed) { // close() unmapped the segment
+            r.future.completeExceptionally(closedException());
+            return;
+        }
+        Allocation a = new Allocation(this, shm, r.bytes);
+        if (r.future.complete(a)) {
+            allocations.increment();
+        } else {
+            a.abort(); // the caller cancelled the future meanwhile
+        }
+    }
+
+    // ---- helpers ----
+
+    /**
+     * The capacity of the segment that holds an object of {@code bytes}: whole MiB up to 8 MiB, then
+     * 8 classes per power of two (steps of 1/8 of the lower power of two).
+     */
+    static long sizeClass(long bytes) {
+        if (bytes <= 8 * MIB) return Math.max(1, Math.ceilDiv(bytes, MIB)) * MIB;
+        long step = Long.highestOneBit(bytes - 1) >>> 3;
+        long steps = Math.ceilDiv(bytes, step);
+        return steps > Long.MAX_VALUE / step ? bytes : steps * step;
+    }
+
+    private static StoreException closedException() {
+        return new StoreException("store closed");
+    }
+
+    /** The OS's words for an I/O failure ("No space left on device"), without the file name. */
+    static String reason(Throwable e) {
+        if (e instanceof FileSystemException fse && fse.getReason() != null) return fse.getReason();
+        if (e.getMessage() != null) return e.getMessage();
+        return e.getClass().getSimpleName();
+    }
+
+    /**
+     * Deletes the arenas named {@code <instanceName>-<pid>-<hex>} under the store directory whose
+     * {@code arena.lock} can be locked, i.e. whose owner is dead; returns how many.
+     */
+    private static long removeStaleArenas(StoreConfig config) {
+        Pattern arenaName = Pattern.compile(Pattern.quote(config.instanceName()) + "-\\d+-[0-9a-f]+");
+        long removed = 0;
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(config.directory())) {
+            for (Path dir : entries) {
+                if (!arenaName.matcher(dir.getFileName().toString()).matches() || !Files.isDirectory(dir, NOFOLLOW_LINKS)) continue;
+                Path lockFile = dir.resolve(LOCK_FILE);
+                if (!Files.isRegularFile(lockFile, NOFOLLOW_LINKS)) continue;
+                try (FileChannel channel = FileChannel.open(lockFile, WRITE, NOFOLLOW_LINKS)) {
+                    FileLock held;
+                    try {
+                        held = channel.tryLock();
+                    } catch (OverlappingFileLockException e) {
+                        continue; // a live store of this JVM
+                    }
+                    if (held == null) continue; // a live store of another process
+                    if (deleteRecursively(dir)) {
+                        removed++;
+                        LOG.log(System.Logger.Level.INFO, "removed the stale store arena " + dir + " (its owner is gone)");
+                    }
+                } catch (IOException e) {
+                    LOG.log(System.Logger.Level.DEBUG, "cannot inspect " + dir + ", left alone", e);
+                }
+            }
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.WARNING, "cannot scan " + config.directory() + " for stale store arenas", e);
+        }
+        return removed;
+    }
+
+    /** Deletes {@code dir} and what is inside it, without following links; true when it is gone. */
+    private static boolean deleteRecursively(Path dir) {
+        try {
+            Files.walkFileTree(dir, new SimpleFileVisitor<>() {
+                @Override
+                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
+                    Files.deleteIfExists(file);
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
+                    if (e instanceof NoSuchFileException) return FileVisitResult.CONTINUE;
+                    throw e;
+                }
+
+                @Override
+                public FileVisitResult postVisitDirectory(Path d, IOException e) throws IOException {
+                    if (e != null && !(e instanceof NoSuchFileException)) throw e;
+                    Files.deleteIfExists(d);
+                    return FileVisitResult.CONTINUE;
+                }
+            });
+            return true;
+        } catch (NoSuchFileException e) {
+            return true;
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.WARNING, "cannot delete " + dir, e);
+            return false;
+        }
+    }
+
+    private static void closeQuietly(FileChannel channel) {
+        if (channel == null) return;
+        try {
+            channel.close();
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.DEBUG, "closing a lock file failed", e);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "ShmObjectStore[" + arenaDir + ", budget " + budgetBytes + " bytes]";
+    }
+}
