@@ -61,12 +61,17 @@ final class FeedFactory implements AutoCloseable {
      * returns. ZERO_COPY gets a shared-memory store of its own, closed (and its files removed) with it.
      */
     FeedService start(String mode, long expectedBatchBytes) {
+        return start(mode, expectedBatchBytes, 0, 0);
+    }
+
+    /** {@link #start(String, long)} from global step {@code startStep}, ending each rank after {@code steps} steps (0: never). */
+    FeedService start(String mode, long expectedBatchBytes, long startStep, long steps) {
         var feedMode = mode(mode);
         ShmObjectStore store = null;
         try {
             if (feedMode == FeedMode.ZERO_COPY) store = ShmObjectStore.open(storeConfig());
-            var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store);
-            return new FeedService(feeder, store, expectedBatchBytes);
+            var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store, startStep);
+            return new FeedService(feeder, store, expectedBatchBytes, steps);
         } catch (IOException e) {
             if (store != null) store.close();
             throw new UncheckedIOException(e);

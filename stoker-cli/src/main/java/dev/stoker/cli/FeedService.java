@@ -26,9 +26,13 @@ final class FeedService implements BatchProvider, AutoCloseable {
     private final ShmObjectStore store;
     private final long expectedBatchBytes;
     private final AtomicLongArray nextStep;
+    private final long endStep;
 
-    /** Serves {@code feeder}; closes it, and {@code store} (may be null) after it, on {@link #close()}. */
-    FeedService(Feeder feeder, ShmObjectStore store, long expectedBatchBytes) {
+    /**
+     * Serves {@code feeder}; closes it, and {@code store} (may be null) after it, on {@link #close()}.
+     * Each rank's feed ends after {@code steps} steps (0: never).
+     */
+    FeedService(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps) {
         this.feeder = feeder;
         this.store = store;
         this.expectedBatchBytes = expectedBatchBytes;
@@ -36,6 +40,7 @@ final class FeedService implements BatchProvider, AutoCloseable {
         var start = feeder.config().start();
         long first = start.epoch() * feeder.schedule().stepsPerEpoch() + start.position() / feeder.schedule().positionsPerStep();
         for (int r = 0; r < nextStep.length(); r++) nextStep.set(r, first);
+        this.endStep = steps > 0 ? first + steps : Long.MAX_VALUE;
     }
 
     Feeder feeder() { return feeder; }
@@ -70,6 +75,7 @@ final class FeedService implements BatchProvider, AutoCloseable {
 
     @Override
     public CompletableFuture<? extends Delivery> next(int rank) {
+        if (nextStep.get(rank) >= endStep) return CompletableFuture.completedFuture(null);
         if (sharedMemory()) {
             return feeder.storedRank(rank).next().thenApply(b -> {
                 nextStep.incrementAndGet(rank);

@@ -104,9 +104,19 @@ public final class Feeder implements AutoCloseable {
      */
     public static Feeder open(DatasetLocation location, SourceConfig sourceConfig, FeedConfig config, QwenTokenizer tokenizer,
                               ShmObjectStore store) throws IOException {
+        return open(location, sourceConfig, config, tokenizer, store, -1);
+    }
+
+    /**
+     * {@link #open(DatasetLocation, SourceConfig, FeedConfig, QwenTokenizer, ShmObjectStore)} starting
+     * at global step {@code startStep} (its cursor depends on the data set's size, so it is resolved
+     * once the manifest is read); −1 starts at {@link FeedConfig#start()}.
+     */
+    public static Feeder open(DatasetLocation location, SourceConfig sourceConfig, FeedConfig config, QwenTokenizer tokenizer,
+                              ShmObjectStore store, long startStep) throws IOException {
         var source = ObjectSources.open(location, sourceConfig);
         try {
-            return start(config, FeedSource.of(source), tokenizer, store, source);
+            return start(config, FeedSource.of(source), tokenizer, store, source, startStep);
         } catch (IOException | RuntimeException e) {
             source.close();
             throw e;
@@ -115,22 +125,23 @@ public final class Feeder implements AutoCloseable {
 
     /** Reads the manifest through {@code source}, builds the schedule and starts the pipeline (PREFETCH streams run at once). */
     public static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer) throws IOException {
-        return start(config, source, tokenizer, null, null);
+        return start(config, source, tokenizer, null, null, -1);
     }
 
     /** {@link #start(FeedConfig, FeedSource, QwenTokenizer)} with the store ZERO_COPY writes into. */
     public static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store) throws IOException {
-        return start(config, source, tokenizer, store, null);
+        return start(config, source, tokenizer, store, null, -1);
     }
 
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
-                                ObjectSource owned) throws IOException {
+                                ObjectSource owned, long startStep) throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         byte[] manifestBytes = readManifest(source);
         List<JsonlManifest.Line> lines = JsonlManifest.split(source.manifestName(), manifestBytes);
         if (lines.isEmpty()) throw new IOException("manifest " + source.manifestName() + " holds no samples");
         var schedule = new SampleSchedule(config.seed(), lines.size(), config.ranks(), config.batchSize());
+        if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
         for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
         var metrics = new FeedMetrics();

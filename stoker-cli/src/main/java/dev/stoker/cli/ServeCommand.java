@@ -1,0 +1,82 @@
+package dev.stoker.cli;
+
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.transport.FeedServer;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+/**
+ * {@code stoker serve}: the embedded service of one training node. Runs the feeding pipeline for R
+ * ranks, writes each batch once into the shared-memory store, and serves trainer ranks on a Unix
+ * socket (references to shared memory, or copies for clients that ask for them) until SIGTERM or
+ * SIGINT, then stops cleanly: sockets and shared-memory files are removed.
+ */
+@Command(name = "serve", mixinStandardHelpOptions = true,
+        description = {"Serve training batches to the trainer ranks of this node until stopped (SIGTERM/SIGINT).",
+                "Trainers connect to --socket with the Python client (clients/python) or the Java TrainerClient."})
+final class ServeCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+    @Mixin ProcessorOptions processor;
+    @Mixin FeedOptions feed;
+
+    @Option(names = "--job", defaultValue = "default", description = "Job name (default: ${DEFAULT-VALUE}).")
+    String job;
+
+    @Option(names = "--socket", description = "Unix socket trainers connect to (default: <tmp>/stoker/<job>.sock).")
+    Path socket;
+
+    @Option(names = "--mode", defaultValue = "zero-copy",
+            description = "zero-copy (batches in shared memory, trainers read them in place) or prefetch (batches copied "
+                    + "through the socket) (default: ${DEFAULT-VALUE}).")
+    String mode;
+
+    @Option(names = "--start-step", defaultValue = "0",
+            description = "Global step every rank starts at, to resume a job from a saved position (default: ${DEFAULT-VALUE}).")
+    long startStep;
+
+    @Option(names = "--steps", defaultValue = "0",
+            description = "Stop each rank after this many steps (END); 0 runs until the service is stopped (default: ${DEFAULT-VALUE}).")
+    long steps;
+
+    @Override
+    public Integer call() throws Exception {
+        PrintWriter out = spec.commandLine().getOut();
+        EncodeOptions options = processor.toEncodeOptions();
+        var feedMode = FeedFactory.mode(mode);
+        if (feedMode != FeedMode.ZERO_COPY && feedMode != FeedMode.PREFETCH)
+            throw new Main.InvalidInputException("--mode must be zero-copy or prefetch, got " + mode);
+        if (startStep < 0 || steps < 0) throw new Main.InvalidInputException("--start-step and --steps must be >= 0");
+        long oneBatch = feed.batch * (options.vision().maxPixels() * 3L * options.vision().temporalPatchSize() * Float.BYTES);
+        if (feedMode == FeedMode.ZERO_COPY && feed.shmBudget < oneBatch)
+            throw new Main.InvalidInputException("--shm-budget " + feed.shmBudget + " is smaller than one batch: " + feed.batch
+                    + " samples of one image at --max-pixels " + options.vision().maxPixels() + " take " + oneBatch + " bytes");
+        Path sock = socket != null ? socket : Path.of(System.getProperty("java.io.tmpdir"), "stoker", job + ".sock");
+        Files.createDirectories(sock.toAbsolutePath().getParent());
+
+        var stop = new CountDownLatch(1);
+        Signals.onTermination(stop::countDown);
+        try (var factory = FeedFactory.open(feed, options);
+             var service = factory.start(mode, Math.min(feed.prefetchBytes, 2 * oneBatch), startStep, steps);
+             var server = new FeedServer(sock, service, false)) {
+            out.printf("stoker serve: job %s, %d ranks × batch %d, mode %s, %s%n", job, feed.ranks, feed.batch, mode,
+                    service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + feed.shmBudget + " bytes)" : "copies");
+            out.printf("stoker serve: data %s (%d samples, %d steps per epoch), fingerprint %016x%n", feed.data,
+                    service.feeder().datasetSize(), service.feeder().schedule().stepsPerEpoch(), service.feeder().fingerprint());
+            out.println("stoker serve: listening on " + sock);
+            out.flush();
+            stop.await();
+            out.println("stoker serve: stopping");
+            out.flush();
+        }
+        return 0;
+    }
+}
