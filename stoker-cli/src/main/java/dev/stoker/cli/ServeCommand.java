@@ -31,7 +31,8 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--job", defaultValue = "default", description = "Job name (default: ${DEFAULT-VALUE}).")
     String job;
 
-    @Option(names = "--socket", description = "Unix socket trainers connect to (default: <tmp>/stoker/<job>.sock).")
+    @Option(names = "--socket",
+            description = "Unix socket trainers connect to (default: $XDG_RUNTIME_DIR/stoker/<job>.sock, else /tmp/stoker-<uid>/<job>.sock).")
     Path socket;
 
     @Option(names = "--mode", defaultValue = "zero-copy",
@@ -47,6 +48,14 @@ final class ServeCommand implements Callable<Integer> {
             description = "Stop each rank after this many steps (END); 0 runs until the service is stopped (default: ${DEFAULT-VALUE}).")
     long steps;
 
+    /** Where the Python client looks by default: $XDG_RUNTIME_DIR/stoker/JOB.sock, else /tmp/stoker-UID/JOB.sock. */
+    static Path defaultSocket(String job) throws java.io.IOException {
+        String xdg = System.getenv("XDG_RUNTIME_DIR");
+        if (xdg != null && !xdg.isEmpty()) return Path.of(xdg, "stoker", job + ".sock");
+        Object uid = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+        return Path.of("/tmp", "stoker-" + uid, job + ".sock");
+    }
+
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
@@ -59,8 +68,11 @@ final class ServeCommand implements Callable<Integer> {
         if (feedMode == FeedMode.ZERO_COPY && feed.shmBudget < oneBatch)
             throw new Main.InvalidInputException("--shm-budget " + feed.shmBudget + " is smaller than one batch: " + feed.batch
                     + " samples of one image at --max-pixels " + options.vision().maxPixels() + " take " + oneBatch + " bytes");
-        Path sock = socket != null ? socket : Path.of(System.getProperty("java.io.tmpdir"), "stoker", job + ".sock");
-        Files.createDirectories(sock.toAbsolutePath().getParent());
+        Path sock = socket != null ? socket : defaultSocket(job);
+        Path dir = sock.toAbsolutePath().getParent();
+        if (!Files.isDirectory(dir))
+            Files.createDirectories(dir, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                    java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
 
         var stop = new CountDownLatch(1);
         Signals.onTermination(stop::countDown);

@@ -1,0 +1,25 @@
+"""Python client for Stoker's local trainer protocol (docs/protocol.md, version 2).
+
+    from stoker import Loader
+    with Loader("/run/user/1000/stoker/default.sock", rank, world_size, as_torch=True) as loader:
+        for batch in loader:        # {name: tensor}, zero-copy views of shared memory
+            ...
+
+``TorchIterableDataset`` is imported lazily (it needs torch).
+"""
+
+from .errors import ProtocolError, StokerError
+from .layout import BatchMeta, TensorDesc, parse_header, read_batch
+from .loader import Loader, default_address, is_view_of_segment
+from .protocol import VERSION as PROTOCOL_VERSION
+
+# TorchIterableDataset (alias IterableDataset) is left out of __all__ so that `import *` needs no torch.
+__all__ = ["Loader", "StokerError", "ProtocolError", "read_batch", "parse_header", "BatchMeta", "TensorDesc",
+           "is_view_of_segment", "default_address", "PROTOCOL_VERSION"]
+
+
+def __getattr__(name):
+    if name in ("TorchIterableDataset", "IterableDataset"):
+        from .torch_dataset import TorchIterableDataset
+        return TorchIterableDataset
+    raise AttributeError(f"module 'stoker' has no attribute {name!r}")

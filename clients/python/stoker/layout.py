@@ -1,0 +1,139 @@
+"""The STKB batch layout (docs/protocol.md, section 1): parsing and zero-copy NumPy views."""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from .errors import ProtocolError
+
+MAGIC = b"STKB"
+LAYOUT_VERSION = 1
+HEADER_BYTES = 64
+DESCRIPTOR_BYTES = 128
+MAX_DIMS = 6
+ALIGNMENT = 64
+
+# magic, version, count, header bytes, total, epoch, step, rank, world, samples, scheduled, global step
+_HEADER = struct.Struct("<4sIIIQQQIIIIQ")
+# name, dtype, ndim, shape[6], offset, length, reserved
+_DESCRIPTOR = struct.Struct("<32sII6QQQ24x")
+assert _HEADER.size == HEADER_BYTES and _DESCRIPTOR.size == DESCRIPTOR_BYTES
+
+DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i8"), 3: np.dtype("<i4"), 4: np.dtype("u1")}
+_DTYPE_NAMES = "1 float32, 2 int64, 3 int32, 4 uint8"
+
+
+@dataclass(frozen=True)
+class BatchMeta:
+    """What the batch header says about a batch (plus the lease it came with, if any)."""
+
+    epoch: int
+    step: int  # step within the epoch
+    global_step: int  # epoch * steps_per_epoch + step
+    rank: int
+    world: int
+    samples: int  # samples delivered in this batch (B)
+    scheduled: int  # samples the schedule assigned (B + skipped)
+    total_bytes: int
+    header_bytes: int
+    lease: Optional[int] = None  # shared-memory lease id (None for copied batches)
+
+
+class TensorDesc(NamedTuple):
+    name: str
+    dtype: np.dtype
+    shape: Tuple[int, ...]
+    offset: int
+    length: int
+
+
+def parse_header(buf, available: int, *, what: str = "batch") -> Tuple[BatchMeta, List[TensorDesc]]:
+    """Parses and validates an STKB header and descriptor table.
+
+    ``buf`` holds at least the header and descriptor table (e.g. a REF's header copy, or the whole
+    batch); ``available`` is how many bytes the batch may occupy (REF length, BATCH payload length).
+    Raises ProtocolError with the reason when anything is out of place.
+    """
+    have = memoryview(buf).nbytes
+    if have < HEADER_BYTES:
+        raise ProtocolError(f"{what}: {have} header bytes; an STKB header needs at least {HEADER_BYTES}")
+    (magic, version, count, header_bytes, total, epoch, step, rank, world, samples, scheduled,
+     global_step) = _HEADER.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise ProtocolError(f"{what}: not a Stoker batch (magic {magic!r}, expected {MAGIC!r})")
+    if version != LAYOUT_VERSION:
+        raise ProtocolError(f"{what}: batch layout version {version} is not supported; "
+                            f"this client reads version {LAYOUT_VERSION}")
+    table_end = HEADER_BYTES + DESCRIPTOR_BYTES * count
+    if header_bytes < table_end or header_bytes % ALIGNMENT:
+        raise ProtocolError(f"{what}: header bytes {header_bytes} is not a multiple of {ALIGNMENT} "
+                            f"covering the {count} descriptors ({table_end} bytes)")
+    if have < table_end:
+        raise ProtocolError(f"{what}: truncated header: {count} descriptors need {table_end} bytes, got {have}")
+    if total > available:
+        raise ProtocolError(f"{what}: header says {total} total bytes but only {available} bytes are there")
+    if header_bytes > total:
+        raise ProtocolError(f"{what}: header bytes {header_bytes} exceed the total of {total}")
+    descs: List[TensorDesc] = []
+    seen = set()
+    for i in range(count):
+        raw_name, code, ndim, *rest = _DESCRIPTOR.unpack_from(buf, HEADER_BYTES + DESCRIPTOR_BYTES * i)
+        dims, offset, length = rest[:MAX_DIMS], rest[MAX_DIMS], rest[MAX_DIMS + 1]
+        try:
+            name = raw_name.split(b"\0", 1)[0].decode("ascii")
+        except UnicodeDecodeError:
+            raise ProtocolError(f"{what}: descriptor {i}: tensor name {raw_name!r} is not ASCII") from None
+        label = f"{what}: tensor {name!r} (descriptor {i})"
+        if not name:
+            raise ProtocolError(f"{what}: descriptor {i} has an empty name")
+        if name in seen:
+            raise ProtocolError(f"{label}: duplicate name")
+        seen.add(name)
+        dtype = DTYPES.get(code)
+        if dtype is None:
+            raise ProtocolError(f"{label}: unknown dtype code {code} (known: {_DTYPE_NAMES})")
+        if ndim > MAX_DIMS:
+            raise ProtocolError(f"{label}: ndim {ndim} > {MAX_DIMS}")
+        if any(dims[ndim:]):
+            raise ProtocolError(f"{label}: shape {tuple(dims)} has non-zero unused dimensions for ndim {ndim}")
+        shape = tuple(dims[:ndim])
+        expected = math.prod(shape) * dtype.itemsize
+        if length != expected:
+            raise ProtocolError(f"{label}: length {length} bytes, but shape {shape} of {dtype.name} "
+                                f"needs {expected}")
+        if offset % ALIGNMENT:
+            raise ProtocolError(f"{label}: offset {offset} is not a multiple of {ALIGNMENT}")
+        if offset < header_bytes or offset + length > total:
+            raise ProtocolError(f"{label}: bytes [{offset}, {offset + length}) lie outside the batch data "
+                                f"[{header_bytes}, {total})")
+        descs.append(TensorDesc(name, dtype, shape, offset, length))
+    meta = BatchMeta(epoch=epoch, step=step, global_step=global_step, rank=rank, world=world,
+                     samples=samples, scheduled=scheduled, total_bytes=total, header_bytes=header_bytes)
+    return meta, descs
+
+
+def build_views(root: np.ndarray, descs: List[TensorDesc]) -> Dict[str, np.ndarray]:
+    """One array per tensor, in table order, each a view of ``root`` (a 1-D uint8 array whose
+    element 0 is the batch start): no bytes are copied."""
+    return {d.name: root[d.offset:d.offset + d.length].view(d.dtype).reshape(d.shape) for d in descs}
+
+
+def read_batch(data, *, as_torch: bool = False):
+    """Parses a whole STKB batch held in ``data`` (bytes, bytearray, memoryview, mmap, uint8 array).
+
+    Returns ``(tensors, meta)``: ``tensors`` maps each name to a NumPy array (or, with
+    ``as_torch``, a torch tensor) that is a view of ``data`` -- nothing is copied, so the arrays are
+    read-only when ``data`` is -- in the descriptor table's order; ``meta`` is a BatchMeta.
+    """
+    root = np.frombuffer(data, dtype=np.uint8)
+    meta, descs = parse_header(root, root.nbytes)
+    arrays = build_views(root, descs)
+    if as_torch:
+        import torch
+        arrays = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    return arrays, meta

@@ -1,0 +1,501 @@
+"""Loader: one trainer rank's connection to a Stoker service on the same node."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import mmap
+import os
+import socket
+import warnings
+import weakref
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from . import protocol as P
+from .errors import ProtocolError, StokerError
+from .layout import BatchMeta, build_views, parse_header
+
+#: A mapping not referenced in this many REFs is dropped (docs/protocol.md, REF).
+MAPPING_IDLE_REFS = 64
+#: Largest non-BATCH frame accepted from the service (REF, WELCOME, ERROR are small).
+MAX_SMALL_FRAME = 64 << 20
+#: Free copy-delivery buffers kept for reuse.
+_POOL_KEEP = 4
+_POOL_ROUND = 1 << 20
+
+
+def default_address(job: str = "default") -> str:
+    """The service's default socket: ``$XDG_RUNTIME_DIR/stoker/<job>.sock``, or
+    ``/tmp/stoker-<uid>/<job>.sock`` when XDG_RUNTIME_DIR is unset (as ``stoker serve`` picks it)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    base = os.path.join(xdg, "stoker") if xdg else f"/tmp/stoker-{os.getuid()}"
+    return os.path.join(base, f"{job}.sock")
+
+
+class _Mapping:
+    __slots__ = ("mm", "path", "ident", "size", "address", "last_ref")
+
+    def __init__(self, path: str, ident, size: int, mm: mmap.mmap, last_ref: int):
+        self.path, self.ident, self.size, self.mm, self.last_ref = path, ident, size, mm, last_ref
+        probe = np.frombuffer(mm, dtype=np.uint8)  # a temporary export, released with `probe`
+        self.address = probe.__array_interface__["data"][0]
+        del probe
+
+
+class _BufferPool:
+    """Copy-delivery receive buffers, 64-byte aligned, recycled when no array views them any more.
+
+    Fresh pages cost a page fault on first touch (the service measured ~75 MB/s for that on some
+    machines), so buffers are kept and reused instead of allocated per batch. Thread-safe through
+    deque's atomic append/popleft: ``give`` runs from weakref finalizers, on any thread.
+    """
+
+    def __init__(self):
+        self._free = collections.deque()
+
+    @staticmethod
+    def allocate(n: int, touch: bool = False) -> np.ndarray:
+        cap = -(-max(n, 1) // _POOL_ROUND) * _POOL_ROUND
+        raw = np.empty(cap + 64, dtype=np.uint8)
+        if touch:
+            raw[::4096] = 0  # fault every page in now, not on the first step
+        return raw
+
+    def take(self, n: int) -> np.ndarray:
+        while True:
+            try:
+                raw = self._free.popleft()
+            except IndexError:
+                return self.allocate(n)
+            if raw.nbytes - 64 >= n:
+                return raw
+            # too small for the batches we get now: let it go
+
+    def give(self, raw: np.ndarray) -> None:
+        if len(self._free) < _POOL_KEEP:
+            self._free.append(raw)
+
+    def clear(self) -> None:
+        self._free.clear()
+
+
+class _Connection(NamedTuple):
+    sock: socket.socket
+    welcome: P.Welcome
+    pending: collections.deque  # lease ids whose batches nobody views any more (filled by finalizers)
+
+
+class Loader:
+    """Iterates over one rank's batches from a Stoker service over its Unix socket.
+
+    ``Loader(address, rank, world_size, *, job="default", as_torch=False, pin_memory=False,
+    copy=False, timeout=None, shared_memory=True)``
+
+    * ``address``: the service's socket path (str or Path); None means :func:`default_address`.
+    * Iterating yields one ``{name: array}`` dict per batch, in the batch's tensor-table order, and
+      nothing else; the batch's metadata (a :class:`BatchMeta`) is in ``loader.last_meta``.
+      END from the service ends the iteration; ERROR raises :class:`StokerError` with its message.
+    * The connection opens on the first ``next()`` (or :meth:`connect`), so :meth:`load_state_dict`
+      can come first.
+    * Shared-memory delivery (the service's choice when ``shared_memory`` is on and it supports it):
+      arrays are read-only views of the mapped segment, no byte copied. The lease of a batch is
+      released once no array or tensor views it any more: the RELEASE goes with the next request or
+      at :meth:`close`. After :meth:`close` the service may reuse the memory, so keep nothing
+      past it (or use ``copy=True``). Writing into such a tensor crashes (the mapping is read-only):
+      ``clone()`` first, or ``copy=True``.
+    * ``as_torch``: values are ``torch.from_numpy`` tensors (zero-copy).
+    * ``pin_memory`` (needs ``as_torch``): tensors are copied into pinned memory and the lease is
+      released at once. Without CUDA, it warns once and returns unpinned tensors.
+    * ``copy``: owned copies, lease released at once (copy delivery already gives private memory,
+      so there it changes nothing).
+    * ``timeout``: seconds for connecting and for each socket read (None: wait forever; the service
+      may hold WELCOME back until its pipeline is up).
+
+    Counters: ``batches``; ``bytes_received`` (payload bytes of BATCH frames); ``bytes_copied``
+    (bytes the client copied in user space to produce the arrays: 0 unless ``copy`` or
+    ``pin_memory``; BATCH payloads are received straight into the arrays' buffer); ``refs``.
+
+    Not thread-safe: use a Loader from one thread at a time.
+    """
+
+    def __init__(self, address=None, rank: int = 0, world_size: int = 1, *, job: str = "default",
+                 as_torch: bool = False, pin_memory: bool = False, copy: bool = False,
+                 timeout: Optional[float] = None, shared_memory: bool = True):
+        for label, v in (("rank", rank), ("world_size", world_size)):
+            if not isinstance(v, int) or not 0 <= v < 1 << 32:
+                raise ValueError(f"{label} must be an int in [0, 2**32), got {v!r}")
+        if pin_memory and not as_torch:
+            raise ValueError("pin_memory=True needs as_torch=True")
+        self.address = os.fspath(address) if address is not None else default_address(job)
+        self.rank = rank
+        self.world_size = world_size
+        self.job = job
+        self.as_torch = as_torch
+        self.copy = copy
+        self.timeout = timeout
+        self.shared_memory = shared_memory
+        self.pin_memory = pin_memory
+        if as_torch:
+            import torch  # fail early when torch is missing
+            self._torch = torch
+            self._torch_dtypes = {np.dtype("<f4"): torch.float32, np.dtype("<i8"): torch.int64,
+                                  np.dtype("<i4"): torch.int32, np.dtype("u1"): torch.uint8}
+            if pin_memory and not torch.cuda.is_available():
+                warnings.warn("stoker: pin_memory=True but CUDA is not available; tensors are not pinned",
+                              RuntimeWarning, stacklevel=2)
+                self.pin_memory = False
+        self.last_meta: Optional[BatchMeta] = None
+        self.batches = 0
+        self.bytes_received = 0
+        self.bytes_copied = 0
+        self.refs = 0
+        self._conn: Optional[_Connection] = None
+        self._welcome: Optional[P.Welcome] = None  # of the current or last connection
+        self._yielded = 0  # batches yielded since that WELCOME
+        self._resume: Optional[Tuple[int, int]] = None  # (next_step, fingerprint) for the next HELLO
+        self._state = "new"  # new | open | ended | failed | closed
+        self._maps: Dict[str, _Mapping] = {}
+        self._pool = _BufferPool()
+        self._header = bytearray(P.FRAME.size)
+
+    # ------------------------------------------------------------------ connection
+
+    def connect(self) -> P.Welcome:
+        """Connects and says HELLO (with the loaded state, if any); returns the service's WELCOME.
+        Called by the first ``next()``; raises StokerError when the service refuses."""
+        if self._state == "closed":
+            raise StokerError("the Loader is closed")
+        if self._conn is not None:
+            return self._conn.welcome
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as e:
+            raise StokerError(f"cannot create a Unix socket: {e}") from e
+        try:
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.address)
+            except OSError as e:
+                raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
+            flags = P.FLAG_SHARED_MEMORY if self.shared_memory else 0
+            resume_step, fingerprint = 0, 0
+            if self._resume is not None:
+                flags |= P.FLAG_RESUME
+                resume_step, fingerprint = self._resume
+            self._sendall(sock, P.hello(self.rank, self.world_size, flags, resume_step, fingerprint, self.job))
+            type_, n = self._read_frame_header(sock)
+            if type_ == P.ERROR:
+                raise StokerError(P.decode_text(self._read_small(sock, n, type_)))
+            if type_ != P.WELCOME:
+                raise ProtocolError(f"expected WELCOME, got {P.FRAME_NAMES.get(type_, type_)} (frame type {type_})")
+            w = P.decode_welcome(self._read_small(sock, n, type_))
+            if w.version != P.VERSION:
+                raise ProtocolError(f"the service answered with protocol version {w.version}; "
+                                    f"this client speaks version {P.VERSION}")
+            if w.delivery not in (P.DELIVERY_COPY, P.DELIVERY_SHARED_MEMORY):
+                raise ProtocolError(f"WELCOME with unknown delivery {w.delivery}")
+            if w.delivery == P.DELIVERY_SHARED_MEMORY and not self.shared_memory:
+                raise ProtocolError("the service chose shared-memory delivery, which this client did not accept")
+        except BaseException:
+            sock.close()
+            raise
+        if self._resume is not None and w.next_step != self._resume[0]:
+            warnings.warn(f"stoker: asked to resume at step {self._resume[0]}, the service resumes at "
+                          f"step {w.next_step}", RuntimeWarning, stacklevel=3)
+        self._resume = None
+        self._conn = _Connection(sock, w, collections.deque())
+        self._welcome = w
+        self._yielded = 0
+        self._state = "open"
+        if w.delivery == P.DELIVERY_COPY and w.expected_batch_bytes > 0:
+            # Allocate and touch buffers now, so the first steps do not pay page faults: two, since
+            # a loop still holds batch k while batch k+1 arrives.
+            for _ in range(2):
+                self._pool.give(_BufferPool.allocate(w.expected_batch_bytes, touch=True))
+        return w
+
+    @property
+    def welcome(self) -> Optional[P.Welcome]:
+        """The WELCOME of the current (or last) connection, None before the first."""
+        return self._welcome
+
+    @property
+    def delivery(self) -> Optional[str]:
+        """"copy" or "shared_memory" once connected."""
+        if self._welcome is None:
+            return None
+        return "shared_memory" if self._welcome.delivery == P.DELIVERY_SHARED_MEMORY else "copy"
+
+    def _disconnect(self, polite: bool) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if polite:
+                self._sendall(conn.sock, P.release(self._drain(conn.pending)) + P.frame(P.BYE))
+        except (OSError, StokerError):
+            pass
+        finally:
+            conn.sock.close()
+
+    def close(self) -> None:
+        """Sends pending RELEASEs and BYE and closes the socket. Idempotent. The service releases
+        every lease this connection still holds: shared-memory arrays must not be read after this."""
+        if self._state == "closed":
+            return
+        self._disconnect(polite=True)
+        self._state = "closed"
+        self._maps.clear()  # our references only: arrays still viewing a segment keep it mapped
+        self._pool.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> dict:
+        """``{"job", "rank", "world_size", "next_step", "fingerprint"}``: ``next_step`` is the step
+        (batches of this rank from the start of the job) of the next batch this loader would yield."""
+        if self._resume is not None:
+            next_step, fingerprint = self._resume
+        elif self._welcome is not None:
+            next_step, fingerprint = self._welcome.next_step + self._yielded, self._welcome.fingerprint
+        else:
+            next_step, fingerprint = 0, 0
+        return {"job": self.job, "rank": self.rank, "world_size": self.world_size,
+                "next_step": next_step, "fingerprint": fingerprint}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes from ``state_dict()``'s output: the next HELLO carries the resume flag,
+        ``resume_step = state["next_step"]`` and its fingerprint. Before iteration it only records the
+        state; on a loader already connected (or ended, or failed) it reconnects now."""
+        missing = {"job", "rank", "world_size", "next_step", "fingerprint"} - set(state)
+        if missing:
+            raise ValueError(f"not a Loader state: missing {sorted(missing)}")
+        if state["rank"] != self.rank or state["world_size"] != self.world_size:
+            raise ValueError(f"state of rank {state['rank']} of {state['world_size']} cannot resume "
+                             f"rank {self.rank} of {self.world_size}")
+        if state["job"] != self.job:
+            raise ValueError(f"state of job {state['job']!r} cannot resume job {self.job!r}")
+        step, fp = state["next_step"], state["fingerprint"]
+        if not (isinstance(step, int) and 0 <= step < 1 << 64 and isinstance(fp, int) and 0 <= fp < 1 << 64):
+            raise ValueError(f"bad next_step {step!r} or fingerprint {fp!r}")
+        if self._state == "closed":
+            raise StokerError("the Loader is closed")
+        self._resume = (step, fp)
+        if self._state != "new":
+            self._disconnect(polite=True)
+            self._state = "new"
+            self.connect()
+
+    # ------------------------------------------------------------------ iteration
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        if self._state == "ended":
+            raise StopIteration
+        if self._state == "closed":
+            raise StokerError("the Loader is closed")
+        if self._state == "failed":
+            raise StokerError("the connection to the service was lost; call "
+                              "load_state_dict(loader.state_dict()) to reconnect and resume")
+        if self._conn is None:
+            self.connect()
+        conn = self._conn
+        try:
+            self._sendall(conn.sock, P.release(self._drain(conn.pending)) + P.frame(P.NEXT))
+            type_, n = self._read_frame_header(conn.sock)
+            if type_ == P.BATCH:
+                out = self._receive_batch(conn, n)
+            elif type_ == P.REF and self.shared_memory:
+                out = self._receive_ref(conn, n)
+            elif type_ == P.END:
+                if n:
+                    self._read_small(conn.sock, n, type_)
+                self._state = "ended"
+                raise StopIteration
+            elif type_ == P.ERROR:
+                message = P.decode_text(self._read_small(conn.sock, n, type_))
+                raise StokerError(message)
+            else:
+                raise ProtocolError(f"unexpected {P.FRAME_NAMES.get(type_, 'frame')} (type {type_}) after NEXT")
+        except StopIteration:
+            raise
+        except BaseException:
+            # An ERROR, a malformed frame or a broken socket: the stream cannot be trusted any more.
+            self._disconnect(polite=False)
+            self._state = "failed"
+            raise
+        self._yielded += 1
+        self.batches += 1
+        return out
+
+    def _receive_batch(self, conn: _Connection, n: int) -> dict:
+        raw = self._pool.take(n)
+        align = (-raw.__array_interface__["data"][0]) % 64
+        # The root's base is a memoryview, so every view of it has `.base is root`: the buffer goes
+        # back to the pool exactly when the last array or tensor of this batch dies.
+        root = np.frombuffer(memoryview(raw), dtype=np.uint8, count=n, offset=align)
+        weakref.finalize(root, self._pool.give, raw).atexit = False
+        del raw
+        self._recv_exact(conn.sock, memoryview(root))
+        self.bytes_received += n
+        meta, descs = parse_header(root, n, what="BATCH")
+        self.last_meta = meta
+        return self._emit(root, descs, private=True)
+
+    def _receive_ref(self, conn: _Connection, n: int) -> dict:
+        ref = P.decode_ref(self._read_small(conn.sock, n, P.REF))
+        self.refs += 1
+        meta, descs = parse_header(ref.header, ref.length, what=f"REF lease {ref.lease}")
+        m = self._mapping(ref.path, ref.offset + ref.length)
+        root = np.frombuffer(m.mm, dtype=np.uint8, count=ref.length, offset=ref.offset)
+        weakref.finalize(root, conn.pending.append, ref.lease).atexit = False
+        self.last_meta = dataclasses.replace(meta, lease=ref.lease)
+        out = self._emit(root, descs, private=False)
+        del root
+        if self.copy or self.pin_memory:
+            # Nothing views the segment any more: release now rather than with the next NEXT.
+            self._sendall(conn.sock, P.release(self._drain(conn.pending)))
+        return out
+
+    def _emit(self, root: np.ndarray, descs, private: bool) -> dict:
+        arrays = build_views(root, descs)
+        if self.pin_memory:
+            torch = self._torch
+            out = {}
+            for k, a in arrays.items():
+                t = torch.empty(a.shape, dtype=self._torch_dtypes[a.dtype], pin_memory=True)
+                t.numpy()[...] = a
+                out[k] = t
+                self.bytes_copied += a.nbytes
+            return out
+        if self.copy and not private:
+            arrays = {k: a.copy() for k, a in arrays.items()}
+            self.bytes_copied += sum(a.nbytes for a in arrays.values())
+        if self.as_torch:
+            from_numpy = self._torch.from_numpy
+            return {k: from_numpy(a) for k, a in arrays.items()}
+        return arrays
+
+    # ------------------------------------------------------------------ shared-memory segments
+
+    def _mapping(self, path: str, end: int) -> _Mapping:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise StokerError(f"cannot open shared-memory segment {path}: {e}") from e
+        ident = (st.st_dev, st.st_ino)
+        m = self._maps.get(path)
+        if m is None or m.ident != ident or (m.size < end and st.st_size != m.size):
+            # New, replaced (other inode) or grown: map it (again). A replaced mapping lives on
+            # as long as arrays view it.
+            try:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    size = os.fstat(fd).st_size
+                    mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                raise StokerError(f"cannot map shared-memory segment {path}: {e} (the trainer must run "
+                                  f"as the service's user)") from e
+            if mm is None:
+                raise ProtocolError(f"shared-memory segment {path} is empty")
+            m = _Mapping(path, ident, size, mm, self.refs)
+            self._maps[path] = m
+        if end > m.size:
+            raise ProtocolError(f"REF outside segment {path}: batch ends at byte {end}, "
+                                f"the segment has {m.size}")
+        m.last_ref = self.refs
+        if len(self._maps) > 1:
+            for p in [p for p, x in self._maps.items() if self.refs - x.last_ref > MAPPING_IDLE_REFS]:
+                del self._maps[p]  # unmapped once no array views it
+        return m
+
+    def mapped_segments(self) -> List[Tuple[str, int, int]]:
+        """``(path, address, size)`` of each segment this loader keeps mapped."""
+        return [(m.path, m.address, m.size) for m in self._maps.values()]
+
+    # ------------------------------------------------------------------ socket I/O
+
+    @staticmethod
+    def _drain(pending: collections.deque) -> list:
+        ids = []
+        while True:
+            try:
+                ids.append(pending.popleft())
+            except IndexError:
+                return ids
+
+    def _sendall(self, sock: socket.socket, data: bytes) -> None:
+        if not data:
+            return
+        try:
+            sock.sendall(data)
+        except socket.timeout as e:
+            raise StokerError(f"timed out sending to the Stoker service after {self.timeout} s") from e
+        except OSError as e:
+            raise StokerError(f"lost the connection to the Stoker service: {e}") from e
+
+    def _recv_exact(self, sock: socket.socket, view: memoryview) -> None:
+        got, n = 0, view.nbytes
+        try:
+            while got < n:
+                k = sock.recv_into(view[got:], n - got)
+                if k == 0:
+                    raise StokerError(f"the Stoker service closed the connection in the middle of a frame "
+                                      f"({got} of {n} bytes)")
+                got += k
+        except socket.timeout as e:
+            raise StokerError(f"timed out after {self.timeout} s waiting for the Stoker service") from e
+        except OSError as e:
+            raise StokerError(f"lost the connection to the Stoker service: {e}") from e
+
+    def _read_frame_header(self, sock: socket.socket) -> Tuple[int, int]:
+        try:
+            k = sock.recv_into(self._header)
+        except socket.timeout as e:
+            raise StokerError(f"timed out after {self.timeout} s waiting for the Stoker service") from e
+        except OSError as e:
+            raise StokerError(f"lost the connection to the Stoker service: {e}") from e
+        if k == 0:
+            raise StokerError("the Stoker service closed the connection")
+        if k < P.FRAME.size:
+            self._recv_exact(sock, memoryview(self._header)[k:])
+        return P.FRAME.unpack(self._header)
+
+    def _read_small(self, sock: socket.socket, n: int, type_: int) -> bytearray:
+        if n > MAX_SMALL_FRAME:
+            raise ProtocolError(f"{P.FRAME_NAMES.get(type_, type_)} frame of {n} bytes is implausibly large")
+        buf = bytearray(n)
+        self._recv_exact(sock, memoryview(buf))
+        return buf
+
+
+def _address_range(obj) -> Tuple[int, int]:
+    if isinstance(obj, np.ndarray):
+        return obj.__array_interface__["data"][0], obj.nbytes
+    if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # torch.Tensor
+        return obj.data_ptr(), obj.numel() * obj.element_size()
+    raise TypeError(f"expected a NumPy array or a torch tensor, got {type(obj).__name__}")
+
+
+def is_view_of_segment(obj, loader: Loader) -> bool:
+    """Whether the memory of ``obj`` (a NumPy array or torch tensor) lies inside a shared-memory
+    segment ``loader`` has mapped now: True means it was delivered without a copy."""
+    addr, n = _address_range(obj)
+    return any(base <= addr and addr + n <= base + size for _, base, size in loader.mapped_segments())

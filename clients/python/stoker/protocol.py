@@ -1,0 +1,89 @@
+"""The local trainer protocol, version 2 (docs/protocol.md, section 2): frame types and payloads."""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from .errors import ProtocolError
+
+VERSION = 2
+
+HELLO, NEXT, BYE, RELEASE = 1, 2, 3, 4
+WELCOME, BATCH, END, ERROR, REF = 11, 12, 13, 14, 15
+FRAME_NAMES = {HELLO: "HELLO", NEXT: "NEXT", BYE: "BYE", RELEASE: "RELEASE", WELCOME: "WELCOME",
+               BATCH: "BATCH", END: "END", ERROR: "ERROR", REF: "REF"}
+
+FLAG_SHARED_MEMORY = 1
+FLAG_RESUME = 2
+
+DELIVERY_COPY = 0
+DELIVERY_SHARED_MEMORY = 1
+
+FRAME = struct.Struct("<IQ")  # type, payload length
+_HELLO = struct.Struct("<IIIIQQ")
+_WELCOME = struct.Struct("<IIQQQQ")
+_REF = struct.Struct("<QQQI")
+
+# The Java service reads trainer frames other than BATCH of at most 1 MiB (FeedProtocol.readSmall):
+# a RELEASE frame carries at most this many leases.
+MAX_RELEASES_PER_FRAME = (1 << 20) // 8
+
+
+class Welcome(NamedTuple):
+    version: int
+    delivery: int
+    expected_batch_bytes: int
+    next_step: int
+    fingerprint: int
+    steps_per_epoch: int
+
+
+class Ref(NamedTuple):
+    lease: int
+    offset: int
+    length: int
+    path: str
+    header: memoryview
+
+
+def frame(type_: int, payload: bytes = b"") -> bytes:
+    return FRAME.pack(type_, len(payload)) + payload
+
+
+def hello(rank: int, world: int, flags: int, resume_step: int, fingerprint: int, job: str,
+          version: int = VERSION) -> bytes:
+    return frame(HELLO, _HELLO.pack(version, rank, world, flags, resume_step, fingerprint) + job.encode("utf-8"))
+
+
+def release(leases) -> bytes:
+    """RELEASE frames (one per MAX_RELEASES_PER_FRAME leases) for ``leases``."""
+    out = []
+    for i in range(0, len(leases), MAX_RELEASES_PER_FRAME):
+        chunk = leases[i:i + MAX_RELEASES_PER_FRAME]
+        out.append(frame(RELEASE, struct.pack(f"<{len(chunk)}Q", *chunk)))
+    return b"".join(out)
+
+
+def decode_welcome(p) -> Welcome:
+    if len(p) < _WELCOME.size:
+        raise ProtocolError(f"WELCOME of {len(p)} bytes; version {VERSION} sends {_WELCOME.size}")
+    return Welcome(*_WELCOME.unpack_from(p, 0))
+
+
+def decode_ref(p) -> Ref:
+    if len(p) < _REF.size:
+        raise ProtocolError(f"REF of {len(p)} bytes; it needs at least {_REF.size}")
+    lease, offset, length, path_len = _REF.unpack_from(p, 0)
+    end = _REF.size + path_len
+    if end > len(p):
+        raise ProtocolError(f"REF path of {path_len} bytes overruns the {len(p)}-byte payload")
+    try:
+        path = bytes(p[_REF.size:end]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError(f"REF path {bytes(p[_REF.size:end])!r} is not UTF-8") from None
+    return Ref(lease, offset, length, path, memoryview(p)[end:])
+
+
+def decode_text(p) -> str:
+    return bytes(p).decode("utf-8", errors="replace")

@@ -1,0 +1,82 @@
+"""TorchIterableDataset: a Loader as a torch.utils.data.IterableDataset."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+import torch.utils.data
+
+from .errors import StokerError
+from .loader import Loader
+
+
+def _resolve_rank(rank: Optional[int], world_size: Optional[int]):
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        r, w = dist.get_rank(), dist.get_world_size()
+    else:
+        r, w = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    return (r if rank is None else rank), (w if world_size is None else world_size)
+
+
+class TorchIterableDataset(torch.utils.data.IterableDataset):
+    """Yields this rank's batches from a Stoker service as ``{name: tensor}`` dicts.
+
+    ``rank``/``world_size`` default to torch.distributed's when it is initialized, else to the
+    RANK and WORLD_SIZE environment variables, else to 0 and 1. ``loader_kwargs`` go to
+    :class:`Loader` (``as_torch`` defaults to True).
+
+    Use it with ``DataLoader(ds, batch_size=None, num_workers=0)``: the service already batches and
+    does the parallel work; worker processes would only add copies (more than one worker is refused).
+    Each ``iter()`` opens a connection that continues the rank's feed where the service has it,
+    and closes it when the feed ends or the iterator is dropped. ``ds.loader`` is the current
+    Loader (``ds.loader.last_meta`` has the batch metadata); ``state_dict``/``load_state_dict``
+    work as Loader's (a loaded state applies to the next ``iter()``).
+    """
+
+    def __init__(self, address=None, world_size: Optional[int] = None, rank: Optional[int] = None,
+                 **loader_kwargs):
+        super().__init__()
+        self.address = address
+        self.world_size = world_size
+        self.rank = rank
+        loader_kwargs.setdefault("as_torch", True)
+        self.loader_kwargs = loader_kwargs
+        self.loader: Optional[Loader] = None
+        self._state: Optional[dict] = None
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise StokerError("TorchIterableDataset needs DataLoader(num_workers=0): each worker would "
+                              "connect as the same rank")
+        rank, world = _resolve_rank(self.rank, self.world_size)
+        loader = Loader(self.address, rank, world, **self.loader_kwargs)
+        if self._state is not None:
+            loader.load_state_dict(self._state)
+            self._state = None
+        self.loader = loader
+        return self._iterate(loader)
+
+    @staticmethod
+    def _iterate(loader: Loader):
+        try:
+            yield from loader
+        finally:
+            loader.close()
+
+    def state_dict(self) -> dict:
+        if self._state is not None:
+            return dict(self._state)
+        if self.loader is not None:
+            return self.loader.state_dict()
+        rank, world = _resolve_rank(self.rank, self.world_size)
+        return {"job": self.loader_kwargs.get("job", "default"), "rank": rank, "world_size": world,
+                "next_step": 0, "fingerprint": 0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._state = dict(state)

@@ -1,0 +1,411 @@
+import gc
+import os
+import struct
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from stoker import Loader, ProtocolError, StokerError, is_view_of_segment  # noqa: E402
+from fake_service import FakeService, make_batches  # noqa: E402
+
+
+class ServiceTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+        self.services = []
+
+    def tearDown(self):
+        for s in self.services:
+            s.close()
+        gc.collect()
+        self._tmp.cleanup()
+
+    def service(self, batches, **kw):
+        s = FakeService(self.tmp, batches, **kw)
+        self.services.append(s)
+        return s
+
+    def assertBatchEqual(self, got, expected):
+        self.assertEqual(list(got), list(expected), "names, in table order")
+        for k, v in expected.items():
+            g = got[k]
+            g = g.numpy() if hasattr(g, "numpy") and not isinstance(g, np.ndarray) else g
+            self.assertEqual(g.dtype, v.dtype, k)
+            self.assertEqual(g.shape, v.shape, k)
+            np.testing.assert_array_equal(g, v, err_msg=k)
+
+
+class CopyDeliveryTest(ServiceTest):
+    def test_exact_arrays_meta_and_end(self):
+        batches = make_batches(5, pixels=(700, 1176))  # ~3.3 MB each: several recv_into per batch
+        svc = self.service(batches, delivery="copy", steps_per_epoch=2)
+        with Loader(svc.path, 0, 1, job="jobA") as loader:
+            got = []
+            for b in loader:
+                got.append(b)
+                meta = loader.last_meta
+                i = len(got) - 1
+                self.assertEqual((meta.epoch, meta.step, meta.global_step), (i // 2, i % 2, i))
+                self.assertEqual((meta.rank, meta.world, meta.samples, meta.scheduled), (0, 1, 2, 2))
+                self.assertIsNone(meta.lease)
+            self.assertEqual(loader.delivery, "copy")
+            self.assertEqual(len(got), 5)
+            for g, e in zip(got, batches):
+                self.assertBatchEqual(g, e)
+                self.assertTrue(g["input_ids"].flags.writeable)
+                self.assertEqual(g["pixel_values"].__array_interface__["data"][0] % 64, 0)
+            self.assertEqual(loader.batches, 5)
+            self.assertEqual(loader.bytes_copied, 0)
+            self.assertGreater(loader.bytes_received, 5 * 700 * 1176 * 4)
+            with self.assertRaises(StopIteration):
+                next(loader)  # END is sticky
+        self.assertTrue(svc.wait_done())
+        self.assertEqual(svc.hellos[0]["job"], "jobA")
+        self.assertEqual(svc.hellos[0]["flags"], 1)  # accepts shared memory, not resuming
+        self.assertEqual(svc.kinds()[-1], "BYE")
+        self.assertEqual(svc.violations, [])
+
+    def test_shared_memory_off_asks_for_copies(self):
+        svc = self.service(make_batches(2), delivery="shm")
+        with Loader(svc.path, 0, 1, shared_memory=False) as loader:
+            b = next(loader)
+            self.assertEqual(loader.delivery, "copy")
+            self.assertBatchEqual(b, make_batches(2)[0])
+        self.assertEqual(svc.hellos[0]["flags"], 0)
+
+    def test_buffer_reused_only_when_batch_dropped(self):
+        batches = make_batches(4)
+        svc = self.service(batches, delivery="copy")
+        with Loader(svc.path, 0, 1) as loader:
+            b0 = next(loader)
+            a0 = b0["input_ids"].__array_interface__["data"][0]
+            b1 = next(loader)  # b0 alive: must not be overwritten
+            self.assertBatchEqual(b0, batches[0])
+            a1 = b1["input_ids"].__array_interface__["data"][0]
+            self.assertNotEqual(a0, a1)
+            del b0
+            gc.collect()
+            b2 = next(loader)
+            self.assertEqual(b2["input_ids"].__array_interface__["data"][0], a0, "buffer recycled")
+            self.assertBatchEqual(b1, batches[1])
+            self.assertBatchEqual(b2, batches[2])
+
+    def test_expected_batch_bytes_preallocates(self):
+        batches = make_batches(3)
+        svc = self.service(batches, delivery="copy", expected_batch_bytes=1 << 16)
+        with Loader(svc.path, 0, 1) as loader:
+            for i, b in enumerate(loader):
+                self.assertBatchEqual(b, batches[i])
+
+    def test_copy_flag_is_noop_for_copy_delivery(self):
+        svc = self.service(make_batches(2), delivery="copy")
+        with Loader(svc.path, 0, 1, copy=True) as loader:
+            self.assertBatchEqual(next(loader), make_batches(2)[0])
+            self.assertEqual(loader.bytes_copied, 0)
+
+    def test_malformed_batch_payload(self):
+        def corrupt(step, data):
+            data = bytearray(data)
+            struct.pack_into("<Q", data, 64 + 88, 1 << 40)  # descriptor 0 offset far outside
+            return bytes(data)
+
+        svc = self.service(make_batches(2), delivery="copy", corrupt=corrupt)
+        loader = Loader(svc.path, 0, 1)
+        with self.assertRaises(ProtocolError) as cm:
+            next(loader)
+        self.assertIn("'input_ids'", str(cm.exception))
+        self.assertIn("outside the batch", str(cm.exception))
+        with self.assertRaises(StokerError):
+            next(loader)  # the connection is gone
+        loader.close()
+
+
+class SharedMemoryTest(ServiceTest):
+    def test_exact_arrays_zero_copy(self):
+        batches = make_batches(6)
+        svc = self.service(batches, delivery="shm")
+        with Loader(svc.path, 0, 1) as loader:
+            got = list(loader)
+            self.assertEqual(loader.delivery, "shared_memory")
+            self.assertEqual(len(got), 6)
+            for i, (g, e) in enumerate(zip(got, batches)):
+                self.assertBatchEqual(g, e)
+                roots = {id(a.base) for a in g.values()}
+                self.assertEqual(len(roots), 1, "all tensors view one per-batch root")
+                for a in g.values():
+                    self.assertTrue(is_view_of_segment(a, loader), f"batch {i}: array inside the mapping")
+                    self.assertFalse(a.flags.writeable)
+                    self.assertFalse(a.flags.owndata)
+            self.assertEqual(loader.last_meta.lease, svc.leases[5])
+            self.assertEqual(loader.bytes_copied, 0)
+            self.assertEqual(loader.bytes_received, 0)
+            self.assertEqual(loader.refs, 6)
+            self.assertEqual(len(loader.mapped_segments()), 2)  # seg-0 (batches 0-3), seg-1 (4-5)
+            self.assertFalse(is_view_of_segment(np.zeros(4), loader))
+        self.assertEqual(svc.violations, [])
+
+    def test_lease_released_only_after_views_die(self):
+        svc = self.service(make_batches(6), delivery="shm")
+        loader = Loader(svc.path, 0, 1)
+        b0 = next(loader)
+        l0 = svc.leases[0]
+        ids = b0["input_ids"]  # one view kept beyond the dict
+        del b0
+        gc.collect()
+        b1 = next(loader)
+        self.assertEqual(svc.released, [], "a view of batch 0 is still alive")
+        del ids
+        gc.collect()
+        self.assertEqual(svc.released, [], "nothing is sent from the finalizer")
+        b2 = next(loader)
+        self.assertEqual(svc.released, [l0])
+        conn_kinds = svc.kinds(1)
+        # the RELEASE travelled right before the third NEXT
+        self.assertEqual(conn_kinds[-3:], ["RELEASE", "NEXT", "REF"])
+        # batch 1 dropped, batch 2 held: close sends RELEASE for 1 only, then BYE
+        del b1
+        gc.collect()
+        loader.close()
+        loader.close()  # idempotent
+        self.assertTrue(svc.wait_done())
+        self.assertEqual(svc.released, [l0, svc.leases[1]])
+        self.assertEqual(svc.kinds(1)[-2:], ["RELEASE", "BYE"])
+        self.assertEqual(svc.held, {}, "batch 2's lease went with the disconnect")
+        self.assertEqual(svc.violations, [])
+        self.assertBatchEqual(b2, make_batches(6)[2])  # the mapping outlives the loader's cache
+
+    def test_many_pending_releases_in_one_frame(self):
+        svc = self.service(make_batches(12), delivery="shm")
+        with Loader(svc.path, 0, 1) as loader:
+            held = [next(loader) for _ in range(10)]
+            del held
+            gc.collect()
+            next(loader)
+            releases = [e[2] for e in svc.events if e[1] == "RELEASE"]
+            self.assertEqual(len(releases), 1)
+            self.assertEqual(sorted(releases[0]), [svc.leases[i] for i in range(10)])
+
+    def test_copy_true_releases_at_once(self):
+        batches = make_batches(3)
+        svc = self.service(batches, delivery="shm")
+        with Loader(svc.path, 0, 1, copy=True) as loader:
+            b = next(loader)
+            self.assertTrue(svc.wait_for(lambda: svc.released == [svc.leases[0]]))
+            self.assertBatchEqual(b, batches[0])
+            for a in b.values():
+                self.assertFalse(is_view_of_segment(a, loader))
+                self.assertTrue(a.flags.owndata)
+            self.assertEqual(loader.bytes_copied, sum(a.nbytes for a in batches[0].values()))
+
+    def test_idle_mapping_dropped_after_64_refs(self):
+        n = 70
+        batches = make_batches(n, pixels=(1, 16))
+        slot = 4096
+        svc = self.service(batches, delivery="shm", segment_bytes=n * slot,
+                           segment_for=lambda i: ("seg-a", 0) if i == 0 else ("seg-b", i * slot))
+        with Loader(svc.path, 0, 1) as loader:
+            first = next(loader)
+            a_path = os.path.join(svc.shm_dir, "seg-a")
+            for i in range(1, 66):
+                b = next(loader)
+                paths = [p for p, _, _ in loader.mapped_segments()]
+                if i <= 64:
+                    self.assertIn(a_path, paths, i)
+            self.assertNotIn(a_path, [p for p, _, _ in loader.mapped_segments()])
+            self.assertEqual(len(loader.mapped_segments()), 1)
+            self.assertBatchEqual(first, batches[0])  # still readable: our view keeps it mapped
+            self.assertBatchEqual(b, batches[65])
+
+    def test_replaced_segment_file_is_remapped(self):
+        batches = make_batches(3)
+        svc = self.service(batches, delivery="shm", segment_for=lambda i: ("seg", 0))
+        with Loader(svc.path, 0, 1, copy=True) as loader:
+            self.assertBatchEqual(next(loader), batches[0])
+            path = os.path.join(svc.shm_dir, "seg")
+            os.unlink(path)  # the service deletes the segment and creates a new one at the same path
+            self.assertBatchEqual(next(loader), batches[1])
+            self.assertEqual(len(loader.mapped_segments()), 1)
+
+    def test_malformed_ref_header(self):
+        def bad_magic(step, header):
+            return b"XXXX" + header[4:]
+
+        svc = self.service(make_batches(2), delivery="shm", corrupt=bad_magic)
+        with Loader(svc.path, 0, 1) as loader:
+            with self.assertRaises(ProtocolError) as cm:
+                next(loader)
+            self.assertIn("magic", str(cm.exception))
+            self.assertIn("REF lease", str(cm.exception))
+
+    def test_ref_outside_segment(self):
+        svc = self.service(make_batches(2), delivery="shm", segment_bytes=4096,
+                           segment_for=lambda i: ("small", 0))
+        # a REF whose batch reaches past the end of its 4096-byte segment file
+        def send_ref(s, c, step, data):
+            path = os.path.join(svc.shm_dir, "small")
+            with open(path, "wb") as f:
+                f.truncate(4096)
+            lease = 7
+            svc.held[lease] = (c, step)
+            p = path.encode()
+            header = data[:struct.unpack_from("<I", data, 12)[0]]
+            svc._send(s, 15, struct.pack("<QQQI", lease, 0, len(data), len(p)) + p + header)
+
+        svc._send_ref = send_ref
+        with Loader(svc.path, 0, 1) as loader:
+            with self.assertRaises(ProtocolError) as cm:
+                next(loader)
+            self.assertIn("outside segment", str(cm.exception))
+
+
+class HandshakeTest(ServiceTest):
+    def test_rank_outside_world(self):
+        svc = self.service(make_batches(1))
+        loader = Loader(svc.path, 3, 2)
+        with self.assertRaises(StokerError) as cm:
+            next(loader)
+        self.assertEqual(str(cm.exception), "rank 3 is outside the world of 2 ranks")
+        loader.close()
+
+    def test_hello_error_message(self):
+        svc = self.service(make_batches(1), hello_error="job 'x' is not served here")
+        loader = Loader(svc.path, 0, 1)
+        with self.assertRaises(StokerError) as cm:
+            loader.connect()
+        self.assertEqual(str(cm.exception), "job 'x' is not served here")
+        self.assertNotIsInstance(cm.exception, ProtocolError)
+
+    def test_version_mismatch(self):
+        svc = self.service(make_batches(1), version=3)
+        with Loader(svc.path, 0, 1) as loader:
+            with self.assertRaises(StokerError) as cm:
+                next(loader)
+        self.assertEqual(str(cm.exception), "protocol version 2 is not supported; this service speaks version 3")
+        self.assertEqual(svc.hellos, [])
+
+    def test_welcome_with_other_version(self):
+        svc = self.service(make_batches(1), welcome_version=3)
+        with Loader(svc.path, 0, 1) as loader:
+            with self.assertRaises(ProtocolError) as cm:
+                next(loader)
+        self.assertIn("protocol version 3", str(cm.exception))
+
+    def test_no_service(self):
+        with self.assertRaises(StokerError) as cm:
+            Loader(os.path.join(self.tmp, "nothing.sock"), 0, 1).connect()
+        self.assertIn("cannot connect", str(cm.exception))
+
+    def test_default_address(self):
+        with mock.patch.dict(os.environ, {"XDG_RUNTIME_DIR": "/run/user/42"}):
+            self.assertEqual(Loader(None, 0, 1, job="sft").address, "/run/user/42/stoker/sft.sock")
+
+    def test_error_mid_stream(self):
+        svc = self.service(make_batches(5), delivery="shm", error_after=(2, "source failed: s3://b/x.jpg"))
+        with Loader(svc.path, 0, 1) as loader:
+            next(loader), next(loader)
+            with self.assertRaises(StokerError) as cm:
+                next(loader)
+            self.assertEqual(str(cm.exception), "source failed: s3://b/x.jpg")
+            with self.assertRaises(StokerError) as cm:
+                next(loader)
+            self.assertIn("load_state_dict", str(cm.exception))
+
+    def test_service_vanishes(self):
+        svc = self.service(make_batches(5), drop_after=1)
+        with Loader(svc.path, 0, 1) as loader:
+            next(loader)
+            with self.assertRaises(StokerError) as cm:
+                next(loader)
+            self.assertIn("closed the connection", str(cm.exception))
+
+    def test_timeout(self):
+        import socket as s
+        srv = s.socket(s.AF_UNIX, s.SOCK_STREAM)
+        path = os.path.join(self.tmp, "silent.sock")
+        srv.bind(path)
+        srv.listen(1)
+        try:
+            with self.assertRaises(StokerError) as cm:
+                Loader(path, 0, 1, timeout=0.2).connect()
+            self.assertIn("timed out", str(cm.exception))
+        finally:
+            srv.close()
+
+    def test_bad_arguments(self):
+        with self.assertRaises(ValueError):
+            Loader("x", -1, 1)
+        with self.assertRaises(ValueError):
+            Loader("x", 0, 1, pin_memory=True)
+
+
+class StateTest(ServiceTest):
+    def test_round_trip_resumes(self):
+        batches = make_batches(8)
+        svc = self.service(batches, delivery="shm")
+        with Loader(svc.path, 1, 2, job="j") as loader:
+            self.assertEqual(loader.state_dict()["next_step"], 0)
+            for _ in range(3):
+                next(loader)
+            state = loader.state_dict()
+        self.assertEqual(state, {"job": "j", "rank": 1, "world_size": 2, "next_step": 3, "fingerprint": 0xF00D})
+        svc.positions[1] = 6  # the service's feed moved on; the trainer restarts from its checkpoint
+        with Loader(svc.path, 1, 2, job="j") as again:
+            again.load_state_dict(state)
+            self.assertEqual(again.state_dict(), state)
+            b = next(again)
+            self.assertBatchEqual(b, batches[3])
+            self.assertEqual(again.last_meta.global_step, 3)
+            self.assertEqual(again.state_dict()["next_step"], 4)
+        hello = svc.hellos[-1]
+        self.assertEqual((hello["flags"], hello["resume_step"], hello["fingerprint"]), (3, 3, 0xF00D))
+        self.assertEqual(svc.hellos[0]["flags"] & 2, 0)
+
+    def test_load_while_connected_reconnects(self):
+        batches = make_batches(6)
+        svc = self.service(batches, delivery="copy")
+        with Loader(svc.path, 0, 1) as loader:
+            next(loader), next(loader), next(loader)
+            state = loader.state_dict()
+            state["next_step"] = 1
+            loader.load_state_dict(state)
+            self.assertEqual(len(svc.hellos), 2, "reconnected at once")
+            self.assertBatchEqual(next(loader), batches[1])
+            self.assertEqual(loader.state_dict()["next_step"], 2)
+        self.assertEqual(svc.kinds(1)[-1], "BYE")
+
+    def test_state_after_end_and_reload(self):
+        svc = self.service(make_batches(2))
+        with Loader(svc.path, 0, 1) as loader:
+            self.assertEqual(len(list(loader)), 2)
+            self.assertEqual(loader.state_dict()["next_step"], 2)
+            loader.load_state_dict({**loader.state_dict(), "next_step": 0})
+            self.assertEqual(len(list(loader)), 2)
+
+    def test_wrong_state(self):
+        loader = Loader("unused", 0, 2)
+        for bad in ({"job": "default", "rank": 1, "world_size": 2, "next_step": 0, "fingerprint": 0},
+                    {"job": "default", "rank": 0, "world_size": 4, "next_step": 0, "fingerprint": 0},
+                    {"job": "other", "rank": 0, "world_size": 2, "next_step": 0, "fingerprint": 0},
+                    {"rank": 0, "world_size": 2}):
+            with self.assertRaises(ValueError):
+                loader.load_state_dict(bad)
+
+    def test_fingerprint_mismatch(self):
+        svc = self.service(make_batches(2))
+        loader = Loader(svc.path, 0, 1)
+        loader.load_state_dict({"job": "default", "rank": 0, "world_size": 1, "next_step": 1, "fingerprint": 0xBAD})
+        with self.assertRaises(StokerError) as cm:
+            next(loader)
+        self.assertIn("fingerprint", str(cm.exception))
+        loader.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
