@@ -25,6 +25,7 @@ final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--step-ms", required = true) long stepMillis;
     @Option(names = "--report", required = true) Path report;
     @Option(names = "--job", defaultValue = "bench") String job;
+    @Option(names = "--copy", description = "Ask for copies even when the service offers shared memory.") boolean copy;
 
     /** What one step measured. */
     record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos) {}
@@ -33,7 +34,8 @@ final class TrainerCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         var stepsDone = new java.util.ArrayList<Step>(steps);
         long connectNanos = System.nanoTime();
-        try (var client = TrainerClient.connect(socket, rank, world, job, TrainerClient.Options.SHARED_MEMORY)) {
+        try (var client = TrainerClient.connect(socket, rank, world, job,
+                copy ? TrainerClient.Options.COPY : TrainerClient.Options.SHARED_MEMORY)) {
             long start = System.nanoTime();
             for (int s = 0; s < steps; s++) {
                 long t0 = System.nanoTime();

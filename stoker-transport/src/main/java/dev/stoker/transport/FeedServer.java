@@ -113,12 +113,13 @@ public final class FeedServer implements AutoCloseable {
         MemorySegment buffer = null;
         var leases = new HashMap<Long, Runnable>();
         try (ch; arena) {
-            var helloFrame = FeedProtocol.readFrame(ch);
+            var in = new FeedProtocol.FrameReader(ch);
+            var helloFrame = in.next();
             if (helloFrame.type() != FeedProtocol.HELLO) {
                 error(ch, "expected HELLO, got frame type " + helloFrame.type());
                 return;
             }
-            var hello = FeedProtocol.Hello.decode(FeedProtocol.readSmall(ch, helloFrame));
+            var hello = FeedProtocol.Hello.decode(in.small(helloFrame));
             if (hello.version() != FeedProtocol.VERSION) {
                 error(ch, "protocol version " + hello.version() + " is not supported; this service speaks version " + FeedProtocol.VERSION);
                 return;
@@ -147,11 +148,11 @@ public final class FeedServer implements AutoCloseable {
                     joined.nextStep(), joined.fingerprint(), joined.stepsPerEpoch());
             FeedProtocol.writeFrame(ch, FeedProtocol.WELCOME, welcome.encode());
             while (true) {
-                var f = FeedProtocol.readFrame(ch);
+                var f = in.next();
                 switch (f.type()) {
                     case FeedProtocol.BYE -> { return; }
                     case FeedProtocol.RELEASE -> {
-                        ByteBuffer ids = FeedProtocol.readSmall(ch, f);
+                        ByteBuffer ids = in.small(f);
                         while (ids.remaining() >= 8) {
                             long id = ids.getLong();
                             Runnable release = leases.remove(id);

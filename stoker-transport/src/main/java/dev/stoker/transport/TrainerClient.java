@@ -32,6 +32,8 @@ import java.util.Map;
  */
 public final class TrainerClient implements AutoCloseable {
     public static final int MAPPING_IDLE_REFS = 64;
+    /** How long a waiting trainer polls its socket before it sleeps (see {@link FeedProtocol.FrameReader}). */
+    public static final long SPIN_NANOS = 100_000;
 
     /** How to join: shared-memory delivery wanted, a resume step (−1: none), a saved fingerprint (0: none). */
     public record Options(boolean sharedMemory, long resumeStep, long fingerprint) {
@@ -83,6 +85,7 @@ public final class TrainerClient implements AutoCloseable {
     }
 
     private final SocketChannel channel;
+    private final FeedProtocol.FrameReader in;
     private final Arena arena = Arena.ofShared();
     private final FeedProtocol.Welcome welcome;
     private final Map<String, Mapping> mappings = new HashMap<>();
@@ -92,8 +95,9 @@ public final class TrainerClient implements AutoCloseable {
     private long refsReceived;
     private long lastFrameHeaderNanos;
 
-    private TrainerClient(SocketChannel channel, FeedProtocol.Welcome welcome) {
+    private TrainerClient(SocketChannel channel, FeedProtocol.FrameReader in, FeedProtocol.Welcome welcome) {
         this.channel = channel;
+        this.in = in;
         this.welcome = welcome;
     }
 
@@ -110,17 +114,18 @@ public final class TrainerClient implements AutoCloseable {
             var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, rank, world,
                     options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resumeStep(), options.fingerprint(), job);
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
-            var f = FeedProtocol.readFrame(ch);
+            var in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
+            var f = in.next();
             if (f.type() == FeedProtocol.ERROR)
-                throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)));
+                throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(in.small(f)));
             if (f.type() != FeedProtocol.WELCOME) throw new IOException("expected WELCOME, got frame type " + f.type());
-            var welcome = FeedProtocol.Welcome.decode(FeedProtocol.readSmall(ch, f));
-            var client = new TrainerClient(ch, welcome);
+            var welcome = FeedProtocol.Welcome.decode(in.small(f));
+            var client = new TrainerClient(ch, in, welcome);
             if (welcome.expectedBatchBytes() > 0 && welcome.delivery() == FeedProtocol.DELIVERY_COPY)
                 client.buffer = client.arena.allocate(welcome.expectedBatchBytes(), 64); // touched now, not on the first step
             return client;
         } catch (IOException | RuntimeException e) {
-            ch.close();
+            ch.close(); // also drops the selector registration
             throw e;
         }
     }
@@ -135,22 +140,21 @@ public final class TrainerClient implements AutoCloseable {
      * a referenced one until its {@link Received} is closed.
      */
     public Received next() throws IOException {
-        flushReleases();
-        FeedProtocol.writeFrame(channel, FeedProtocol.NEXT, null);
-        var f = FeedProtocol.readFrame(channel);
+        sendReleasesAndNext();
+        var f = in.next();
         lastFrameHeaderNanos = System.nanoTime();
         switch (f.type()) {
             case FeedProtocol.END -> { return null; }
-            case FeedProtocol.ERROR -> throw new IOException("service error: " + FeedProtocol.utf8(FeedProtocol.readSmall(channel, f)));
+            case FeedProtocol.ERROR -> throw new IOException("service error: " + FeedProtocol.utf8(in.small(f)));
             case FeedProtocol.BATCH -> {
                 if (buffer == null || buffer.byteSize() < f.length())
                     buffer = arena.allocate(Math.max(f.length(), buffer == null ? 0 : 2 * buffer.byteSize()), 64);
-                FeedProtocol.readFully(channel, buffer.asSlice(0, f.length()).asByteBuffer());
+                in.into(buffer.asSlice(0, f.length()).asByteBuffer());
                 bytesReceived += f.length();
                 return new Received(BatchLayout.read(buffer.asSlice(0, f.length())), 0, null);
             }
             case FeedProtocol.REF -> {
-                var ref = FeedProtocol.Ref.decode(FeedProtocol.readSmall(channel, f));
+                var ref = FeedProtocol.Ref.decode(in.small(f));
                 refsReceived++;
                 Mapping m = mapping(ref.path());
                 if (ref.offset() < 0 || ref.length() < 0 || ref.offset() + ref.length() > m.segment.byteSize())
@@ -184,6 +188,23 @@ public final class TrainerClient implements AutoCloseable {
         }
     }
 
+    /** Pending releases and NEXT in one write: one system call, and the service wakes once. */
+    private void sendReleasesAndNext() throws IOException {
+        int n = Math.min(pendingReleases.size(), MAX_RELEASES_PER_FRAME);
+        var out = ByteBuffer.allocate(2 * 12 + 8 * n).order(ByteOrder.LITTLE_ENDIAN);
+        if (n > 0) {
+            var ids = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+            for (int i = 0; i < n; i++) ids.putLong(pendingReleases.get(i));
+            pendingReleases.subList(0, n).clear();
+            FeedProtocol.appendFrame(out, FeedProtocol.RELEASE, ids.flip());
+        }
+        flushReleases(); // more than one frame's worth, rarely
+        FeedProtocol.appendFrame(out, FeedProtocol.NEXT, null);
+        FeedProtocol.writeFully(channel, out.flip());
+    }
+
+    private static final int MAX_RELEASES_PER_FRAME = 1 << 17;
+
     private void flushReleases() throws IOException {
         if (pendingReleases.isEmpty()) return;
         var ids = ByteBuffer.allocate(8 * pendingReleases.size()).order(ByteOrder.LITTLE_ENDIAN);
@@ -214,6 +235,7 @@ public final class TrainerClient implements AutoCloseable {
         } catch (IOException ignored) {
             // closing anyway
         } finally {
+            in.close();
             channel.close();
             for (Mapping m : mappings.values()) m.arena.close();
             mappings.clear();
