@@ -137,4 +137,37 @@ class ZeroCopyFeederTest {
             assertEquals(0, store.metrics().inUseBytes(), "buffered batches released on close: " + store.metrics());
         }
     }
+
+    @Test
+    void aFullSharedMemoryFileSystemFailsTheRankClearlyAndDeliversNoPartialBatch() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 16, Set.of());
+        Path mount = java.nio.file.Files.createDirectory(tmp.resolve("small-tmpfs"));
+        org.junit.jupiter.api.Assumptions.assumeTrue(run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mount.toString()) == 0,
+                "needs root and permission to mount a 2 MiB tmpfs");
+        try (var source = new LocalFeedSource(manifest, 0);
+             var store = ShmObjectStore.open(new StoreConfig(mount, 64L << 20, "stoker_test"));
+             var feeder = Feeder.start(FeederTest.config(FeedMode.ZERO_COPY, 1, 6, 1), source, FeederTest.tokenizer, store)) {
+            var e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
+                    () -> feeder.storedRank(0).next().get(60, TimeUnit.SECONDS));
+            String message = String.valueOf(e.getCause().getMessage());
+            assertTrue(message.contains("No space left") && message.contains(mount.toString()), message);
+            assertEquals(0, feeder.metrics().deliveredBatches(), "nothing delivered");
+        } finally {
+            run("umount", mount.toString());
+        }
+    }
+
+    private static int run(String... command) throws Exception {
+        Process p;
+        try {
+            p = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        } catch (java.io.IOException e) {
+            return -1;
+        }
+        if (!p.waitFor(10, TimeUnit.SECONDS)) {
+            p.destroyForcibly();
+            return -1;
+        }
+        return p.exitValue();
+    }
 }
