@@ -36,6 +36,11 @@ final class LadderCommand implements Callable<Integer> {
             description = "Modes to run, in order (default: ${DEFAULT-VALUE}).")
     List<String> modes;
 
+    @Option(names = "--trainer", defaultValue = "java",
+            description = "Trainer processes: java (stoker trainer) or python (python3 -m stoker.bench_trainer, the Python client "
+                    + "of clients/python on Debian's /usr/bin/python3) (default: ${DEFAULT-VALUE}).")
+    String trainer;
+
     @Option(names = "--work-dir", description = "Where sockets, trainer logs and per-step reports go (default: a temp folder).")
     Path workDir;
 
@@ -43,15 +48,17 @@ final class LadderCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
         var options = processor.toEncodeOptions();
+        var trainers = LadderRun.Trainer.of(trainer);
         Path dir = workDir != null ? workDir : Files.createTempDirectory("stoker-ladder");
-        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads%n",
-                feed.data, feed.ranks, feed.batch, stepMillis, steps, feed.fetchLatencyMillis, options.vision().maxPixels(), feed.cpuThreads());
+        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads, %s trainers%n",
+                feed.data, feed.ranks, feed.batch, stepMillis, steps, feed.fetchLatencyMillis, options.vision().maxPixels(), feed.cpuThreads(),
+                trainers.name());
         out.printf("%-11s %10s %12s %10s %10s %12s %12s%n", "mode", "wait ratio", "steady ratio", "samples/s", "ttfb ms", "mean wait ms", "MB to trainers");
         var json = new LinkedHashMap<String, Object>();
         try (var factory = FeedFactory.open(feed, options)) {
             for (String mode : modes) {
                 long expected = expectedBatchBytes(options);
-                var r = LadderRun.run(mode, () -> factory.start(mode, expected), feed.ranks, steps, stepMillis, expected, dir);
+                var r = LadderRun.run(mode, () -> factory.start(mode, expected), feed.ranks, steps, stepMillis, expected, dir, trainers);
                 out.printf("%-11s %10.3f %12.3f %10.1f %10.0f %12.1f %12.1f%n", mode, r.waitRatio(), r.steadyWaitRatio(),
                         r.samplesPerSecond(), r.ttfbMillis(), r.meanWaitMillis(), r.bytesReceived() / 1e6);
                 out.flush();

@@ -23,11 +23,62 @@ final class LadderRun {
                   List<long[]> perRankWaitNanos) {}
 
     private static final int STEADY_SKIP_STEPS = 3;
+    /** The Python the Python trainer runs on: Debian's, with its python3-numpy. */
+    static final String PYTHON = "/usr/bin/python3";
+
+    /**
+     * Which trainer process runs per rank: the Java one ({@code stoker trainer}) or the Python client's
+     * ({@code python3 -m stoker.bench_trainer}, with {@code pythonPath} on its PYTHONPATH). Both write the same report.
+     */
+    record Trainer(String name, Path pythonPath) {
+        static final Trainer JAVA = new Trainer("java", null);
+
+        /** {@code java} or {@code python}; the latter needs the repository's clients/python (see {@link #findPythonClient}). */
+        static Trainer of(String name) {
+            return switch (name.trim().toLowerCase(java.util.Locale.ROOT)) {
+                case "java" -> JAVA;
+                case "python" -> {
+                    if (!Files.isExecutable(Path.of(PYTHON)))
+                        throw new Main.InvalidInputException("--trainer python: " + PYTHON + " not found (apt-get install python3 python3-numpy)");
+                    yield new Trainer("python", findPythonClient());
+                }
+                default -> throw new Main.InvalidInputException("--trainer must be java or python, got '" + name + "'");
+            };
+        }
+    }
+
+    /**
+     * The folder holding the Python client's package ({@code clients/python}, which contains {@code stoker/}):
+     * searched above the working directory, then above this code's jar or classes folder.
+     */
+    static Path findPythonClient() {
+        var starts = new ArrayList<Path>();
+        starts.add(Path.of("").toAbsolutePath());
+        try {
+            var source = LadderRun.class.getProtectionDomain().getCodeSource();
+            if (source != null) starts.add(Path.of(source.getLocation().toURI()).toAbsolutePath());
+        } catch (java.net.URISyntaxException | SecurityException | IllegalArgumentException e) {
+            // no usable code location: the working directory only
+        }
+        for (Path start : starts)
+            for (Path p = start; p != null; p = p.getParent()) {
+                Path client = p.resolve("clients/python");
+                if (Files.isRegularFile(client.resolve("stoker/__init__.py"))) return client;
+            }
+        throw new Main.InvalidInputException("--trainer python: cannot find the Python client (clients/python/stoker) above "
+                + starts.stream().map(Path::toString).collect(java.util.stream.Collectors.joining(" or "))
+                + "; run from within the Stoker repository");
+    }
 
     private LadderRun() {}
 
     static Result run(String mode, java.util.function.Supplier<FeedService> feedFactory, int ranks, int steps, long stepMillis,
                       long expectedBatchBytes, Path workDir) throws IOException, InterruptedException {
+        return run(mode, feedFactory, ranks, steps, stepMillis, expectedBatchBytes, workDir, Trainer.JAVA);
+    }
+
+    static Result run(String mode, java.util.function.Supplier<FeedService> feedFactory, int ranks, int steps, long stepMillis,
+                      long expectedBatchBytes, Path workDir, Trainer trainer) throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path socket = workDir.resolve("feed-" + mode + ".sock");
         var feedRef = new java.util.concurrent.atomic.AtomicReference<FeedService>();
@@ -49,7 +100,7 @@ final class LadderRun {
         };
         var processes = new ArrayList<Process>();
         try (var server = new FeedServer(socket, provider, true)) {
-            for (int r = 0; r < ranks; r++) processes.add(startTrainer(socket, r, ranks, steps, stepMillis, workDir.resolve(mode + "-rank" + r + ".json"), workDir));
+            for (int r = 0; r < ranks; r++) processes.add(startTrainer(trainer, socket, r, ranks, steps, stepMillis, workDir.resolve(mode + "-rank" + r + ".json"), workDir));
             if (!server.awaitHellos(ranks, 120_000)) throw new IOException("trainer processes did not connect; see " + workDir);
             try (FeedService feed = feedFactory.get()) {
                 feedRef.set(feed);
@@ -72,17 +123,28 @@ final class LadderRun {
         return summarize(mode, ranks, workDir);
     }
 
-    private static Process startTrainer(Path socket, int rank, int world, int steps, long stepMillis, Path report, Path workDir)
-            throws IOException {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        var cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx256m", "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Djava.awt.headless=true",
-                "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "trainer",
-                "--socket", socket.toString(), "--rank", Integer.toString(rank), "--world", Integer.toString(world),
+    private static Process startTrainer(Trainer trainer, Path socket, int rank, int world, int steps, long stepMillis, Path report,
+                                        Path workDir) throws IOException {
+        var cmd = new ArrayList<String>();
+        if (trainer.pythonPath() != null) {
+            cmd.addAll(List.of(PYTHON, "-m", "stoker.bench_trainer"));
+        } else {
+            String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+            cmd.addAll(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx256m", "-XX:+UseSerialGC",
+                    "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Djava.awt.headless=true",
+                    "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "trainer"));
+        }
+        cmd.addAll(List.of("--socket", socket.toString(), "--rank", Integer.toString(rank), "--world", Integer.toString(world),
                 "--steps", Integer.toString(steps), "--step-ms", Long.toString(stepMillis), "--report", report.toString()));
         Files.deleteIfExists(report);
-        return new ProcessBuilder(cmd).redirectErrorStream(true)
-                .redirectOutput(workDir.resolve("trainer-rank" + rank + ".log").toFile()).start();
+        var pb = new ProcessBuilder(cmd).redirectErrorStream(true)
+                .redirectOutput(workDir.resolve("trainer-rank" + rank + ".log").toFile());
+        if (trainer.pythonPath() != null) {
+            String old = pb.environment().get("PYTHONPATH");
+            pb.environment().put("PYTHONPATH", trainer.pythonPath() + (old == null || old.isEmpty() ? "" : java.io.File.pathSeparator + old));
+            pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
+        }
+        return pb.start();
     }
 
     private static Result summarize(String mode, int ranks, Path workDir) throws IOException {

@@ -48,6 +48,10 @@ final class ServeCommand implements Callable<Integer> {
             description = "Stop each rank after this many steps (END); 0 runs until the service is stopped (default: ${DEFAULT-VALUE}).")
     long steps;
 
+    @Option(names = "--metrics-file",
+            description = "On shutdown, write the pipeline's, the store's and the server's counters to this file as JSON.")
+    Path metricsFile;
+
     /** Where the Python client looks by default: $XDG_RUNTIME_DIR/stoker/JOB.sock, else /tmp/stoker-UID/JOB.sock. */
     static Path defaultSocket(String job) throws java.io.IOException {
         String xdg = System.getenv("XDG_RUNTIME_DIR");
@@ -88,7 +92,25 @@ final class ServeCommand implements Callable<Integer> {
             stop.await();
             out.println("stoker serve: stopping");
             out.flush();
+            if (metricsFile != null) writeMetrics(service, server);
         }
         return 0;
+    }
+
+    private void writeMetrics(FeedService service, FeedServer server) throws java.io.IOException {
+        var metrics = service.metrics();
+        var s = new java.util.LinkedHashMap<String, Object>();
+        s.put("batches_sent", server.batchesSent());
+        s.put("bytes_sent", server.bytesSent());
+        s.put("refs_sent", server.refsSent());
+        s.put("leases_held", server.leasesHeld());
+        s.put("leases_released", server.leasesReleased());
+        s.put("leases_released_on_disconnect", server.leasesReleasedOnDisconnect());
+        metrics.put("server", s);
+        Path abs = metricsFile.toAbsolutePath();
+        if (abs.getParent() != null) Files.createDirectories(abs.getParent());
+        Path tmp = abs.resolveSibling(abs.getFileName() + ".tmp");
+        new com.fasterxml.jackson.databind.ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), metrics);
+        Files.move(tmp, abs, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
     }
 }

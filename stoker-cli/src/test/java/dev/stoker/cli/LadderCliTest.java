@@ -1,7 +1,9 @@
 package dev.stoker.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -18,8 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
 class LadderCliTest {
     @TempDir Path tmp;
 
-    @Test
-    void everyModeFeedsEveryRankAndReportsTheContractJson() throws Exception {
+    private Path dataset() throws Exception {
         Path ds = Files.createDirectories(tmp.resolve("ds"));
         Files.copy(Vectors.get().inputImage("p01_photo_grace_hopper"), ds.resolve("a.jpg"));
         Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
@@ -28,6 +29,12 @@ class LadderCliTest {
             lines.append(String.format("{\"id\":\"s%d\",\"image\":\"%s\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?\"},"
                     + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i % 2 == 0 ? "a.jpg" : "b.png", i, i));
         Files.writeString(ds.resolve("train.jsonl"), lines);
+        return ds;
+    }
+
+    @Test
+    void everyModeFeedsEveryRankAndReportsTheContractJson() throws Exception {
+        Path ds = dataset();
         var r = CliRunner.run("bench", "ladder", "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2",
                 "--step-ms", "20", "--steps", "4", "--fetch-latency-ms", "5", "--max-pixels", "50176", "--threads", "2",
                 "--work-dir", tmp.resolve("work").toString(), "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString());
@@ -60,5 +67,72 @@ class LadderCliTest {
             assertEquals(List.of(), left.toList(), "the store's arena is removed when the run ends");
         }
         assertTrue(Files.list(tmp.resolve("work")).noneMatch(p -> p.toString().endsWith(".sock")), "sockets removed");
+    }
+
+    /** {@code --trainer python}: the same ladder with the Python client's bench trainer as each rank. */
+    @Test
+    void pythonTrainersGetEveryStepByCopyAndByReference() throws Exception {
+        Path python = Path.of(LadderRun.PYTHON);
+        assumeTrue(Files.isExecutable(python), python + " is missing");
+        assumeTrue(new ProcessBuilder(python.toString(), "-c", "import numpy").redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor() == 0, python + " has no numpy");
+        Path ds = dataset();
+        var r = CliRunner.run("bench", "ladder", "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2",
+                "--step-ms", "20", "--steps", "4", "--modes", "prefetch,zero-copy", "--trainer", "python", "--max-pixels", "50176",
+                "--threads", "2", "--work-dir", tmp.resolve("work").toString(), "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString());
+        assertEquals(0, r.status(), r.err() + r.out());
+        assertTrue(r.out().contains("python trainers"), r.out());
+        JsonNode modes = new ObjectMapper().readTree(r.lastStdoutLine()).get("modes");
+        assertEquals(2, modes.size(), modes.toString());
+        for (String mode : new String[] {"prefetch", "zero-copy"}) {
+            JsonNode m = modes.get(mode);
+            assertTrue(m != null, mode + " missing: " + r.out());
+            double wait = m.get("wait_ratio").asDouble();
+            assertTrue(wait > 0 && wait < 1, mode + " wait ratio " + wait);
+            assertTrue(m.get("samples_per_s").asDouble() > 0, mode);
+            for (int rank = 0; rank < 2; rank++) {
+                JsonNode rep = new ObjectMapper().readTree(tmp.resolve("work/" + mode + "-rank" + rank + ".json").toFile());
+                String what = mode + " rank " + rank + ": " + rep;
+                assertEquals(rank, rep.get("rank").asInt(), what);
+                assertEquals(2, rep.get("world").asInt(), what);
+                assertTrue(rep.get("connect_wait_ms").asDouble() >= 0, what);
+                assertTrue(rep.get("elapsed_ms").asDouble() > 0, what);
+                JsonNode steps = rep.get("steps");
+                assertEquals(4, steps.size(), what);
+                for (JsonNode st : steps) {
+                    assertEquals(5, st.size(), what);
+                    assertTrue(st.get(0).asLong() > 0, what + ": wait");
+                    assertTrue(st.get(1).asLong() >= 20_000_000L, what + ": compute is the 20 ms sleep");
+                    assertTrue(st.get(2).asLong() > 2 * 1176 * 4, what + ": batch bytes");
+                    assertEquals(2, st.get(3).asInt(), what + ": samples");
+                    assertTrue(st.get(4).asLong() >= 0, what + ": transfer");
+                }
+                if (mode.equals("zero-copy")) {
+                    assertTrue(rep.get("shared_memory").asBoolean(), what);
+                    assertEquals(0, rep.get("bytes_received").asLong(), "zero-copy: no batch byte crosses the socket: " + what);
+                    assertEquals(4, rep.get("refs_received").asLong(), what);
+                } else {
+                    assertFalse(rep.get("shared_memory").asBoolean(), what);
+                    assertEquals(0, rep.get("refs_received").asLong(), what);
+                    long sum = 0;
+                    for (JsonNode st : steps) sum += st.get(2).asLong();
+                    assertEquals(sum, rep.get("bytes_received").asLong(), "prefetch: every batch byte came through the socket: " + what);
+                }
+            }
+        }
+        JsonNode pipeline = new ObjectMapper().readTree(tmp.resolve("work/zero-copy-pipeline.json").toFile());
+        assertEquals(0, pipeline.get("pipeline").get("copiedBytes").asLong(), "no copy after the transform");
+        assertEquals(0, pipeline.get("server").get("leases_held").asLong(), "the Python trainers released every lease: " + pipeline);
+        assertEquals(8, pipeline.get("server").get("refs_sent").asLong());
+        try (var left = Files.list(tmp.resolve("shm"))) {
+            assertEquals(List.of(), left.toList(), "the store's arena is removed when the run ends");
+        }
+    }
+
+    @Test
+    void anUnknownTrainerIsInvalidInput() throws Exception {
+        var r = CliRunner.run("bench", "ladder", "--data", tmp.resolve("none.jsonl").toString(), "--trainer", "ruby");
+        assertEquals(2, r.status(), r.err());
+        assertTrue(r.err().contains("--trainer must be java or python"), r.err());
     }
 }

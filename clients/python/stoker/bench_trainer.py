@@ -1,0 +1,98 @@
+"""A simulated trainer rank in Python, for ``stoker bench ladder --trainer python``.
+
+    python3 -m stoker.bench_trainer --socket S --rank R --world W --steps N --step-ms MS --report FILE [--job J] [--copy]
+
+Mirrors the Java trainer (``stoker trainer``, TrainerCommand): connects (accepting shared memory
+unless ``--copy``), and per step measures the wait (from asking for the next batch until holding
+it), then "computes" by sleeping ``--step-ms`` (no CPU, as a GPU step would), then drops the batch
+(its lease goes back to the service with the next request). Writes the same JSON report:
+``rank, world, connect_wait_ms, elapsed_ms, bytes_received, refs_received, shared_memory, steps``,
+each step ``[wait_ns, compute_ns, total_bytes, samples, transfer_ns]``; ``transfer_ns`` is the time
+from the reply's frame header to the batch in hand (the payload's copy through the socket under
+copy delivery; mapping and parsing under shared memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from .errors import StokerError
+from .loader import Loader
+
+
+class _TimedLoader(Loader):
+    """A Loader that notes when each reply's frame header arrived (as TrainerClient.lastFrameHeaderNanos)."""
+
+    last_frame_header_ns = 0
+
+    def _read_frame_header(self, sock):
+        out = super()._read_frame_header(sock)
+        self.last_frame_header_ns = time.perf_counter_ns()
+        return out
+
+
+def run(args) -> dict:
+    steps = []
+    connect_ns = time.perf_counter_ns()
+    loader = _TimedLoader(args.socket, args.rank, args.world, job=args.job, shared_memory=not args.copy)
+    try:
+        loader.connect()  # the service may hold WELCOME until its pipeline is up
+        start = time.perf_counter_ns()
+        for _ in range(args.steps):
+            t0 = time.perf_counter_ns()
+            try:
+                batch = next(loader)
+            except StopIteration:
+                break
+            t1 = time.perf_counter_ns()
+            meta = loader.last_meta
+            time.sleep(args.step_ms / 1000.0)
+            del batch  # the step is done with the batch: its lease is released with the next request
+            t2 = time.perf_counter_ns()
+            steps.append([t1 - t0, t2 - t1, meta.total_bytes, meta.samples, max(0, t1 - loader.last_frame_header_ns)])
+        end = time.perf_counter_ns()
+        report = {
+            "rank": args.rank,
+            "world": args.world,
+            "connect_wait_ms": (start - connect_ns) / 1e6,
+            "elapsed_ms": (end - start) / 1e6,
+            "bytes_received": loader.bytes_received,
+            "refs_received": loader.refs,
+            "shared_memory": loader.delivery == "shared_memory",
+            "steps": steps,
+        }
+    finally:
+        loader.close()
+    return report
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m stoker.bench_trainer",
+                                 description="Simulated trainer rank (started by stoker bench ladder --trainer python).")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--step-ms", type=int, required=True)
+    ap.add_argument("--report", required=True)
+    ap.add_argument("--job", default="bench")
+    ap.add_argument("--copy", action="store_true", help="Ask for copies even when the service offers shared memory.")
+    args = ap.parse_args(argv)
+    try:
+        report = run(args)
+    except StokerError as e:
+        print(f"stoker.bench_trainer rank {args.rank}: {e}", file=sys.stderr)
+        return 1
+    tmp = args.report + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f)
+    os.replace(tmp, args.report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

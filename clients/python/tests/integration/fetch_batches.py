@@ -1,0 +1,192 @@
+"""Integration client for PythonClientTest (stoker-cli): talks to a real `stoker serve`.
+
+Subcommands (all print one JSON line on stdout, the last line, and exit 0 on success):
+
+  fetch    --socket S --world W --out DIR [--ranks 0,1] [--numpy-steps N] [--torch] [--copy]
+           Per rank: a numpy Loader for N batches (all when N is omitted), then (--torch) a
+           TorchIterableDataset through a DataLoader for the rest, up to END. Every tensor of every
+           batch is saved as DIR/rank{r}/step{global_step}/{name}.npy, its metadata as meta.json.
+           Shared-memory delivery (the default) is checked batch by batch: every array/tensor lies in
+           a segment the loader mapped (is_view_of_segment), bytes_copied and bytes_received stay 0.
+           --copy asks for copy delivery (shared_memory=False) and checks the opposite.
+  hold-and-die --socket S --world W --rank R --hold N
+           Takes N batches, keeps them all (N leases held), reports, then SIGKILLs itself.
+  expect-error --socket S --world W --rank R [--version V]
+           Connects a Loader with those values (its HELLO saying protocol version V when given) and
+           expects a StokerError: reports its type and message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from stoker import Loader, StokerError, is_view_of_segment  # noqa: E402
+from stoker import protocol as P  # noqa: E402
+
+
+def fail(msg: str) -> None:
+    print(json.dumps({"ok": False, "error": msg}))
+    sys.stdout.flush()
+    sys.exit(1)
+
+
+def meta_json(meta, delivery, loader, api) -> dict:
+    return {"epoch": meta.epoch, "step": meta.step, "global_step": meta.global_step, "rank": meta.rank,
+            "world": meta.world, "samples": meta.samples, "scheduled": meta.scheduled,
+            "total_bytes": meta.total_bytes, "header_bytes": meta.header_bytes, "lease": meta.lease,
+            "delivery": delivery, "api": api, "bytes_copied": loader.bytes_copied,
+            "bytes_received": loader.bytes_received, "segments": [p for p, _, _ in loader.mapped_segments()]}
+
+
+def check_and_save(batch: dict, loader: Loader, out: str, rank: int, api: str, shared: bool) -> dict:
+    meta = loader.last_meta
+    if meta.rank != rank:
+        fail(f"rank {rank} got a batch of rank {meta.rank}")
+    names = list(batch)
+    expected = ["input_ids", "labels", "attention_mask", "position_ids", "pixel_values", "image_grid_thw",
+                "sample_index"]
+    if sorted(names) != sorted(expected):
+        fail(f"tensor names {names}, expected {expected}")
+    where = {}
+    for name, t in batch.items():
+        a = t.numpy() if api == "torch" else t
+        if not isinstance(a, np.ndarray):
+            fail(f"{name}: {type(t).__name__} is not an array")
+        view = is_view_of_segment(t, loader)
+        where[name] = view
+        if shared and not view:
+            fail(f"rank {rank} step {meta.global_step} ({api}): {name} is not a view of a mapped segment")
+        if not shared and view:
+            fail(f"rank {rank} step {meta.global_step} ({api}): {name} views a segment under copy delivery")
+        if shared and api == "numpy" and a.flags.writeable:
+            fail(f"{name}: a shared-memory view must be read-only")
+    if loader.bytes_copied != 0:
+        fail(f"rank {rank} step {meta.global_step} ({api}): the client copied {loader.bytes_copied} bytes")
+    if shared and loader.bytes_received != 0:
+        fail(f"rank {rank} ({api}): {loader.bytes_received} bytes crossed the socket under shared-memory delivery")
+    d = os.path.join(out, f"rank{rank}", f"step{meta.global_step}")
+    if os.path.exists(d):
+        fail(f"rank {rank} got global step {meta.global_step} twice")
+    os.makedirs(d)
+    for name, t in batch.items():
+        np.save(os.path.join(d, name + ".npy"), t.numpy() if api == "torch" else t)
+    m = meta_json(meta, loader.delivery, loader, api)
+    m["views_segment"] = where
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(m, f)
+    return m
+
+
+def cmd_fetch(a) -> dict:
+    ranks = [int(r) for r in a.ranks.split(",")] if a.ranks else list(range(a.world))
+    shared = not a.copy
+    report = {"ok": True, "ranks": {}}
+    for rank in ranks:
+        steps = []
+        with Loader(a.socket, rank, a.world, job=a.job, timeout=a.timeout, shared_memory=shared) as loader:
+            for batch in loader:
+                if loader.delivery != ("shared_memory" if shared else "copy"):
+                    fail(f"rank {rank}: delivery {loader.delivery}")
+                steps.append(check_and_save(batch, loader, a.out, rank, "numpy", shared)["global_step"])
+                del batch
+                if a.numpy_steps is not None and len(steps) >= a.numpy_steps:
+                    break
+            r = {"numpy_steps": list(steps), "refs": loader.refs, "batches": loader.batches,
+                 "bytes_received": loader.bytes_received, "bytes_copied": loader.bytes_copied,
+                 "segments": sorted({p for p, _, _ in loader.mapped_segments()})}
+            numpy_state = loader.state_dict()
+        if a.torch:
+            import torch
+            from torch.utils.data import DataLoader
+            from stoker import TorchIterableDataset
+            ds = TorchIterableDataset(a.socket, world_size=a.world, rank=rank, job=a.job, timeout=a.timeout,
+                                      shared_memory=shared)
+            torch_steps = []
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # torch: "The given NumPy array is not writable"
+                for batch in DataLoader(ds, batch_size=None, num_workers=0):
+                    if not all(isinstance(t, torch.Tensor) for t in batch.values()):
+                        fail("TorchIterableDataset yielded something other than tensors")
+                    torch_steps.append(check_and_save(batch, ds.loader, a.out, rank, "torch", shared)["global_step"])
+                    del batch
+            if torch_steps and torch_steps[0] != numpy_state["next_step"]:
+                fail(f"rank {rank}: torch continued at step {torch_steps[0]}, numpy state says {numpy_state['next_step']}")
+            r["torch_steps"] = torch_steps
+            r["torch_refs"] = ds.loader.refs
+            r["torch_bytes_received"] = ds.loader.bytes_received
+            r["torch_bytes_copied"] = ds.loader.bytes_copied
+        report["ranks"][str(rank)] = r
+    return report
+
+
+def cmd_hold_and_die(a) -> None:
+    loader = Loader(a.socket, a.rank, a.world, job=a.job, timeout=a.timeout)
+    held = []
+    for batch in loader:
+        held.append((batch, loader.last_meta))
+        if len(held) >= a.hold:
+            break
+    leases = [m.lease for _, m in held]
+    print(json.dumps({"ok": True, "held_leases": leases, "steps": [m.global_step for _, m in held],
+                      "segments": [p for p, _, _ in loader.mapped_segments()]}))
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)  # no RELEASE, no BYE: the service must release them itself
+
+
+def cmd_expect_error(a) -> dict:
+    if a.version is not None:
+        # A client of another protocol version: this client, its HELLO saying version V.
+        real_hello = P.hello
+        P.hello = lambda *args, **kw: real_hello(*args, **{**kw, "version": a.version})
+    try:
+        with Loader(a.socket, a.rank, a.world, job=a.job, timeout=a.timeout) as loader:
+            next(loader)
+    except StokerError as e:
+        return {"ok": True, "error_type": type(e).__name__, "message": str(e)}
+    fail("the service accepted the client")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("fetch", "hold-and-die", "expect-error"):
+        p = sub.add_parser(name)
+        p.add_argument("--socket", required=True)
+        p.add_argument("--world", type=int, required=True)
+        p.add_argument("--job", default="default")
+        p.add_argument("--timeout", type=float, default=60.0)
+        if name == "fetch":
+            p.add_argument("--out", required=True)
+            p.add_argument("--ranks")
+            p.add_argument("--numpy-steps", type=int)
+            p.add_argument("--torch", action="store_true")
+            p.add_argument("--copy", action="store_true")
+        else:
+            p.add_argument("--rank", type=int, required=True)
+        if name == "hold-and-die":
+            p.add_argument("--hold", type=int, default=2)
+        if name == "expect-error":
+            p.add_argument("--version", type=int)
+    a = ap.parse_args(argv)
+    if a.cmd == "fetch":
+        report = cmd_fetch(a)
+    elif a.cmd == "hold-and-die":
+        cmd_hold_and_die(a)
+        return 1  # not reached
+    else:
+        report = cmd_expect_error(a)
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
