@@ -43,14 +43,15 @@ final class HandoffBench implements Callable<Integer> {
             description = "Batch sizes (default: ${DEFAULT-VALUE}).")
     List<Long> sizes;
 
-    @Option(names = "--requests", defaultValue = "3000", description = "Timed references per size (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--requests", defaultValue = "20000", description = "Timed references per size (default: ${DEFAULT-VALUE}).")
     int requests;
 
     @Option(names = "--copy-bytes", defaultValue = "4G", converter = ByteSizeConverter.class,
             description = "Bytes to copy per size in the socket-copy contrast (at least 20 batches) (default: ${DEFAULT-VALUE}).")
     long copyBytes;
 
-    @Option(names = "--warmup", defaultValue = "500", description = "Untimed requests first (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--warmup", defaultValue = "10000",
+            description = "Untimed requests first, so that both JVMs run compiled code (default: ${DEFAULT-VALUE}).")
     int warmup;
 
     @Option(names = "--shm-dir", defaultValue = "/dev/shm", description = "Object store directory (default: ${DEFAULT-VALUE}).")
@@ -134,6 +135,8 @@ final class HandoffBench implements Callable<Integer> {
         try (var server = new FeedServer(socket, provider, false)) {
             String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
             var cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx512m", "-XX:+UseSerialGC",
+                    "-Dstoker.client.spinNanos=" + Long.getLong("stoker.client.spinNanos", 100_000),
+                    "-Dstoker.client.spinYield=" + Boolean.getBoolean("stoker.client.spinYield"),
                     "-Djava.awt.headless=true", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "trainer",
                     "--socket", socket.toString(), "--rank", "0", "--world", "1", "--steps", Integer.toString(steps),
                     "--step-ms", "0", "--report", report.toString()));

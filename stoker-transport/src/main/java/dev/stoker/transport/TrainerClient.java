@@ -33,7 +33,7 @@ import java.util.Map;
 public final class TrainerClient implements AutoCloseable {
     public static final int MAPPING_IDLE_REFS = 64;
     /** How long a waiting trainer polls its socket before it sleeps (see {@link FeedProtocol.FrameReader}). */
-    public static final long SPIN_NANOS = 100_000;
+    public static final long SPIN_NANOS = Long.getLong("stoker.client.spinNanos", 100_000);
 
     /** How to join: shared-memory delivery wanted, a resume step (−1: none), a saved fingerprint (0: none). */
     public record Options(boolean sharedMemory, long resumeStep, long fingerprint) {
