@@ -1,0 +1,385 @@
+package dev.stoker.flight;
+
+import dev.stoker.transport.BatchLayout;
+import dev.stoker.transport.Tensor;
+import io.grpc.CallOptions;
+import io.grpc.Context;
+import io.grpc.HasByteBuffer;
+import io.grpc.ManagedChannel;
+import io.grpc.MethodDescriptor;
+import io.grpc.StatusRuntimeException;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.ClientCalls;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelOption;
+import java.io.ByteArrayInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import org.apache.arrow.flatbuf.Message;
+import org.apache.arrow.flatbuf.MessageHeader;
+import org.apache.arrow.flatbuf.RecordBatch;
+import org.apache.arrow.flight.CallStatus;
+import org.apache.arrow.flight.FlightRuntimeException;
+import org.apache.arrow.flight.grpc.StatusUtils;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.ForeignAllocation;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.LargeVarBinaryVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorLoader;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.Schema;
+
+/**
+ * Pulls a rank's batches from a {@link FlightBatchServer} on another node, one Flight DoGet per
+ * batch, as {@link BatchLayout.Batch}es like the local trainer client's ({@code totalBytes} is the
+ * size the batch has in the {@code STKB} layout). Tensors are views of one receive buffer that the
+ * client reuses; they stay valid until the next {@link #next} or {@link #close}, and reading them
+ * later throws IllegalStateException.
+ *
+ * <p>Receive path: Arrow Java's own Flight client (19.0) reads every message body through a new
+ * heap array of the body's size before copying it into an Arrow buffer: two copies and a fresh
+ * allocation per batch, the slowest part of a transfer. This client speaks DoGet on gRPC directly
+ * and copies the body once, from gRPC's network buffers into its receive buffer, whose pages stay
+ * touched; Arrow's IPC reader then lays the record batch over that buffer without copying. The
+ * wire is unchanged (docs/protocol.md, section 3), so any Flight client can read the same server.
+ *
+ * <p>Threading: one caller at a time. gRPC decodes on its event-loop thread (direct executor: no
+ * hand-off per message) while {@code next} waits. The views may be read from any thread while they
+ * are valid.
+ */
+public final class FlightBatchClient implements AutoCloseable {
+    /**
+     * Initial HTTP/2 receive window (gRPC's auto-tuning may grow it). gRPC starts at 1 MiB, which
+     * makes the server wait for a window update every MiB until auto-tuning catches up.
+     */
+    static final int FLOW_CONTROL_WINDOW_BYTES = 16 << 20;
+    private static final String DO_GET = "arrow.flight.protocol.FlightService/DoGet";
+    /** FlightData fields (Flight.proto): data_header = 2, app_metadata = 3, data_body = 1000. */
+    private static final int DATA_HEADER = 2, APP_METADATA = 3, DATA_BODY = 1000;
+    private static final int MIN_BODY_BYTES = 1 << 20;
+
+    private final BufferAllocator ownedRoot;
+    private final BufferAllocator allocator;
+    private final ManagedChannel channel;
+    private final MethodDescriptor<byte[], Frame> doGet;
+    private final byte[] chunk = new byte[64 << 10];
+    /** The receive buffer, reused for every batch and grown to the largest. */
+    private Arena bodyArena;
+    private MemorySegment body = MemorySegment.NULL;
+    /** Scope of the last batch's views. */
+    private Arena views;
+
+    private FlightBatchClient(String host, int port, BufferAllocator parent) {
+        ownedRoot = parent == null ? new RootAllocator() : null;
+        allocator = (parent == null ? ownedRoot : parent).newChildAllocator("stoker-flight-client", 0, Long.MAX_VALUE);
+        try {
+            channel = NettyChannelBuilder.forAddress(host, port)
+                    .usePlaintext()
+                    .maxInboundMessageSize(Integer.MAX_VALUE)
+                    .initialFlowControlWindow(FLOW_CONTROL_WINDOW_BYTES)
+                    .directExecutor()
+                    // Netty's default (adaptive) allocator reuses its chunks; the pooled one gRPC picks for
+                    // itself frees a chunk when it empties, so every batch received lands in fresh pages.
+                    .withOption(ChannelOption.ALLOCATOR, ByteBufAllocator.DEFAULT)
+                    .build();
+        } catch (RuntimeException e) {
+            allocator.close();
+            if (ownedRoot != null) ownedRoot.close();
+            throw e;
+        }
+        doGet = MethodDescriptor.<byte[], Frame>newBuilder()
+                .setType(MethodDescriptor.MethodType.SERVER_STREAMING)
+                .setFullMethodName(DO_GET)
+                .setRequestMarshaller(new TicketMarshaller())
+                .setResponseMarshaller(new FrameMarshaller())
+                .build();
+    }
+
+    /** Connects (lazily: the first {@link #next} opens the connection) with a private allocator. */
+    public static FlightBatchClient connect(String host, int port) {
+        return new FlightBatchClient(host, port, null);
+    }
+
+    /** Connects with Arrow bookkeeping in a child of {@code allocator} (closing the client checks it for leaks). */
+    public static FlightBatchClient connect(String host, int port, BufferAllocator allocator) {
+        return new FlightBatchClient(host, port, allocator);
+    }
+
+    /**
+     * The rank's next batch, or null when the rank's feed has ended. Invalidates the previous
+     * batch's tensors.
+     *
+     * @throws FlightRuntimeException with status INVALID_ARGUMENT when the server refuses rank or
+     *     world (the description says why), UNAVAILABLE when it cannot be reached or is closing,
+     *     INTERNAL when the server or the stream failed
+     */
+    public BatchLayout.Batch next(int rank, int world, String job) {
+        releaseViews();
+        byte[] ticket = FlightWire.ticket(rank, world, job).getBytes();
+        Context.CancellableContext call = Context.current().withCancellation();
+        Context previous = call.attach();
+        try {
+            Iterator<Frame> frames = ClientCalls.blockingServerStreamingCall(channel, doGet, CallOptions.DEFAULT, ticket);
+            Schema schema = null;
+            BatchLayout.Batch batch = null;
+            while (frames.hasNext()) {
+                Frame frame = frames.next();
+                if (frame.header() == null) continue; // metadata-only message
+                Message message = Message.getRootAsMessage(ByteBuffer.wrap(frame.header()));
+                switch (message.headerType()) {
+                    case MessageHeader.Schema -> schema = checked(MessageSerializer.deserializeSchema(message));
+                    case MessageHeader.RecordBatch -> {
+                        if (schema == null) throw protocolError("record batch before the schema");
+                        if (batch != null) throw protocolError("more than one record batch in a DoGet");
+                        batch = decode(schema, message, frame);
+                    }
+                    default -> throw protocolError("unexpected message type " + MessageHeader.name(message.headerType()));
+                }
+            }
+            if (batch == null) {
+                if (schema == null || !"true".equals(schema.getCustomMetadata().get(FlightWire.META_END)))
+                    throw protocolError("stream without a batch and without the end-of-feed mark");
+                return null;
+            }
+            return batch;
+        } catch (StatusRuntimeException e) {
+            releaseViews();
+            throw StatusUtils.fromGrpcRuntimeException(e);
+        } catch (RuntimeException e) {
+            releaseViews();
+            throw e;
+        } finally {
+            call.detach(previous);
+            call.cancel(null); // no-op when the stream completed; stops it otherwise
+        }
+    }
+
+    private static Schema checked(Schema schema) {
+        if (!schema.getFields().equals(FlightWire.schema(null).getFields())) throw protocolError("unexpected schema " + schema);
+        return schema;
+    }
+
+    private static FlightRuntimeException protocolError(String what) {
+        return CallStatus.INTERNAL.withDescription("bad Flight batch stream: " + what).toRuntimeException();
+    }
+
+    /** Lays the record batch over the receive buffer (no copy) and takes views of its tensors. */
+    private BatchLayout.Batch decode(Schema schema, Message message, Frame frame) {
+        var recordBatch = (RecordBatch) message.header(new RecordBatch());
+        if (recordBatch.compression() != null) throw protocolError("compressed record batches are not supported");
+        String json = frame.appMetadata() != null ? new String(frame.appMetadata(), StandardCharsets.UTF_8) : schema.getCustomMetadata().get(FlightWire.META_BATCH);
+        if (json == null) throw protocolError("batch without " + FlightWire.META_BATCH + " metadata");
+        BatchLayout.Meta meta = FlightWire.parseMeta(json);
+        Arena arena = Arena.ofShared();
+        boolean lent = false;
+        try {
+            BatchLayout.Batch batch;
+            ArrowBuf bodyBuf = allocator.wrapForeignAllocation(new Unowned(body, frame.bodyBytes()));
+            ArrowRecordBatch arrow;
+            try {
+                arrow = MessageSerializer.deserializeRecordBatch(recordBatch, bodyBuf); // takes over our reference
+            } catch (IOException | RuntimeException e) {
+                bodyBuf.close();
+                throw e;
+            }
+            try (arrow; VectorSchemaRoot root = VectorSchemaRoot.create(schema, allocator)) {
+                new VectorLoader(root).load(arrow);
+                List<Tensor> tensors = List.copyOf(tensors(root, arena));
+                batch = new BatchLayout.Batch(meta, tensors, BatchLayout.sizeOf(tensors));
+            }
+            views = arena;
+            lent = true;
+            return batch;
+        } catch (IOException e) {
+            throw protocolError("unreadable record batch: " + e.getMessage());
+        } finally {
+            if (!lent) arena.close();
+        }
+    }
+
+    @SuppressWarnings("restricted") // views of the received Arrow buffers, bounded by their offsets
+    private static List<Tensor> tensors(VectorSchemaRoot root, Arena arena) {
+        var names = (VarCharVector) root.getVector(FlightWire.NAME);
+        var dtypes = (VarCharVector) root.getVector(FlightWire.DTYPE);
+        var shapes = (ListVector) root.getVector(FlightWire.SHAPE);
+        var dims = (BigIntVector) shapes.getDataVector();
+        var data = (LargeVarBinaryVector) root.getVector(FlightWire.DATA);
+        int n = root.getRowCount();
+        ArrowBuf offsets = data.getOffsetBuffer();
+        long base = data.getDataBuffer().memoryAddress();
+        var tensors = new ArrayList<Tensor>(n);
+        for (int i = 0; i < n; i++) {
+            String name = new String(names.get(i), StandardCharsets.UTF_8);
+            var dtype = Tensor.DType.valueOf(new String(dtypes.get(i), StandardCharsets.UTF_8).toUpperCase(Locale.ROOT));
+            int first = shapes.getElementStartIndex(i);
+            long[] shape = new long[shapes.getElementEndIndex(i) - first];
+            for (int k = 0; k < shape.length; k++) shape[k] = dims.get(first + k);
+            long start = offsets.getLong((long) i * LargeVarBinaryVector.OFFSET_WIDTH);
+            long end = offsets.getLong((long) (i + 1) * LargeVarBinaryVector.OFFSET_WIDTH);
+            tensors.add(new Tensor(name, dtype, shape, MemorySegment.ofAddress(base + start).reinterpret(end - start, arena, null)));
+        }
+        return tensors;
+    }
+
+    /** The receive buffer, grown (to twice the old size at least) when a body does not fit. */
+    private MemorySegment body(long bytes) {
+        if (body.byteSize() < bytes) {
+            if (views != null) throw new IllegalStateException("receive buffer still lent out");
+            if (bodyArena != null) bodyArena.close();
+            bodyArena = Arena.ofShared();
+            body = bodyArena.allocate(Math.max(Math.max(bytes, MIN_BODY_BYTES), body.byteSize() * 2), 64); // zeroed: touched once, here
+        }
+        return body;
+    }
+
+    private void releaseViews() {
+        if (views != null) {
+            views.close();
+            views = null;
+        }
+    }
+
+    /** Invalidates the last batch and closes the connection; a leak in the allocator fails here. */
+    @Override
+    public void close() {
+        releaseViews();
+        try {
+            channel.shutdownNow();
+            channel.awaitTermination(5, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            if (bodyArena != null) bodyArena.close();
+            allocator.close();
+            if (ownedRoot != null) ownedRoot.close();
+        }
+    }
+
+    /** The first {@code bytes} of the receive buffer seen by Arrow: memory the client owns, so Arrow frees nothing. */
+    private static final class Unowned extends ForeignAllocation {
+        Unowned(MemorySegment segment, long bytes) { super(Math.max(1, Math.min(bytes, segment.byteSize())), segment.address()); }
+
+        @Override
+        protected void release0() {}
+    }
+
+    /** One FlightData message; its data_body ({@code bodyBytes}) lies in the receive buffer. */
+    record Frame(byte[] header, byte[] appMetadata, long bodyBytes) {}
+
+    /** Flight.proto {@code Ticket}: field 1, bytes. */
+    private static final class TicketMarshaller implements MethodDescriptor.Marshaller<byte[]> {
+        @Override
+        public InputStream stream(byte[] ticket) {
+            var out = new java.io.ByteArrayOutputStream(ticket.length + 6);
+            out.write(0x0A);
+            writeVarint(out, ticket.length);
+            out.writeBytes(ticket);
+            return new ByteArrayInputStream(out.toByteArray());
+        }
+
+        @Override
+        public byte[] parse(InputStream stream) { throw new UnsupportedOperationException("client side only"); }
+    }
+
+    /**
+     * Reads Flight.proto {@code FlightData} by hand, so that data_body goes straight from gRPC's
+     * buffers into the receive buffer.
+     */
+    private final class FrameMarshaller implements MethodDescriptor.Marshaller<Frame> {
+        @Override
+        public InputStream stream(Frame frame) { throw new UnsupportedOperationException("client side only"); }
+
+        @Override
+        public Frame parse(InputStream in) {
+            try (in) {
+                byte[] header = null, appMetadata = null;
+                long bodyBytes = 0;
+                long tag;
+                while ((tag = readVarint(in, true)) >= 0) {
+                    int field = (int) (tag >>> 3), wireType = (int) (tag & 7);
+                    switch (wireType) {
+                        case 0 -> readVarint(in, false);
+                        case 1 -> in.skipNBytes(8);
+                        case 5 -> in.skipNBytes(4);
+                        case 2 -> {
+                            long length = readVarint(in, false);
+                            switch (field) {
+                                case DATA_HEADER -> header = in.readNBytes(Math.toIntExact(length));
+                                case APP_METADATA -> appMetadata = in.readNBytes(Math.toIntExact(length));
+                                case DATA_BODY -> {
+                                    readInto(in, body(length), length);
+                                    bodyBytes = length;
+                                }
+                                default -> in.skipNBytes(length);
+                            }
+                        }
+                        default -> throw new IOException("bad protobuf wire type " + wireType);
+                    }
+                }
+                return new Frame(header, appMetadata, bodyBytes);
+            } catch (IOException e) {
+                throw new UncheckedIOException("cannot read FlightData", e);
+            }
+        }
+
+        /** Copies {@code length} bytes: from gRPC's direct buffers when it exposes them, else through a small array. */
+        private void readInto(InputStream in, MemorySegment dst, long length) throws IOException {
+            long done = 0;
+            if (in instanceof HasByteBuffer direct && direct.byteBufferSupported()) {
+                while (done < length) {
+                    ByteBuffer next = direct.getByteBuffer();
+                    if (next == null || !next.hasRemaining()) break;
+                    int n = (int) Math.min(next.remaining(), length - done);
+                    MemorySegment.copy(MemorySegment.ofBuffer(next), 0, dst, done, n);
+                    in.skipNBytes(n);
+                    done += n;
+                }
+            }
+            while (done < length) {
+                int n = in.read(chunk, 0, (int) Math.min(chunk.length, length - done));
+                if (n < 0) throw new EOFException("FlightData body cut short");
+                MemorySegment.copy(MemorySegment.ofArray(chunk), 0, dst, done, n);
+                done += n;
+            }
+        }
+    }
+
+    private static long readVarint(InputStream in, boolean eofAllowed) throws IOException {
+        long value = 0;
+        for (int shift = 0; shift < 64; shift += 7) {
+            int b = in.read();
+            if (b < 0) {
+                if (eofAllowed && shift == 0) return -1;
+                throw new EOFException("FlightData cut short");
+            }
+            value |= (long) (b & 0x7F) << shift;
+            if ((b & 0x80) == 0) return value;
+        }
+        throw new IOException("bad varint");
+    }
+
+    private static void writeVarint(java.io.ByteArrayOutputStream out, long value) {
+        while ((value & ~0x7FL) != 0) {
+            out.write((int) (value & 0x7F) | 0x80);
+            value >>>= 7;
+        }
+        out.write((int) value);
+    }
+}

@@ -1,0 +1,340 @@
+package dev.stoker.flight;
+
+import dev.stoker.transport.BatchLayout;
+import dev.stoker.transport.Tensor;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
+import org.apache.arrow.flight.CallStatus;
+import org.apache.arrow.flight.FlightProducer.CallContext;
+import org.apache.arrow.flight.FlightProducer.ServerStreamListener;
+import org.apache.arrow.flight.FlightServer;
+import org.apache.arrow.flight.Location;
+import org.apache.arrow.flight.NoOpFlightProducer;
+import org.apache.arrow.flight.Ticket;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.ForeignAllocation;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVectorHelper;
+import org.apache.arrow.vector.LargeVarBinaryVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
+import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
+import org.apache.arrow.vector.types.pojo.Schema;
+
+/**
+ * Serves each rank's batches to trainers on other nodes over Arrow Flight: every DoGet streams the
+ * rank's next batch as one Arrow record batch with one row per tensor (docs/protocol.md, section 3).
+ *
+ * <p>Delivery: a DoGet takes the rank's next batch from the {@link BatchSource}, copies it into Arrow
+ * buffers (one bulk copy per tensor, into a pooled block whose pages are already touched), releases
+ * the lease and sends the record batch; gRPC writes the Arrow buffers to the socket without a further
+ * copy. At the end of the feed it sends a stream with the schema and no record batch. A DoGet the
+ * client cancels before its batch was copied hands the batch on to the rank's next DoGet, so a
+ * client that times out while the pipeline is slow loses nothing; a batch already sent when the
+ * connection breaks is lost (as it is when a local trainer dies mid-step).
+ *
+ * <p>Threading: DoGet never blocks (Flight allows asynchronous streams). A batch that is ready is
+ * copied and sent on the gRPC thread that took the DoGet; otherwise on a virtual thread once the
+ * source's future completes, so that the pipeline's thread completing it does no copying. The send
+ * does not wait for back-pressure: a stream is one batch, buffered by gRPC at most once per open DoGet.
+ */
+public final class FlightBatchServer implements AutoCloseable {
+    /** Bytes of data-column blocks kept for reuse ({@link BlockPool}). */
+    static final long POOL_KEEP_BYTES = 512L << 20;
+
+    private final BufferAllocator ownedRoot;
+    private final BufferAllocator allocator;
+    private final BatchSource source;
+    private final BlockPool blocks = new BlockPool(POOL_KEEP_BYTES);
+    private final ExecutorService senders = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("stoker-flight-send-", 0).factory());
+    /** gRPC's callbacks; ours, so that it is shut down only after the server has terminated. */
+    private final ExecutorService grpcExecutor = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("stoker-flight-grpc-", 0).factory());
+    private final Set<PendingGet> pending = ConcurrentHashMap.newKeySet();
+    /** Batches of cancelled DoGets, oldest first, per rank; guarded by itself. */
+    private final Map<Integer, ArrayDeque<CompletableFuture<BatchSource.Leased>>> unclaimed = new HashMap<>();
+    private final AtomicLong batchesSent = new AtomicLong();
+    private final AtomicLong bytesSent = new AtomicLong();
+    private final FlightServer server;
+    private volatile boolean closed;
+
+    private FlightBatchServer(Location location, BatchSource source, BufferAllocator parent) throws IOException {
+        this.source = source;
+        this.ownedRoot = parent == null ? new RootAllocator() : null;
+        this.allocator = (parent == null ? ownedRoot : parent).newChildAllocator("stoker-flight-server", 0, Long.MAX_VALUE);
+        try {
+            server = FlightServer.builder(allocator, location, new Producer()).executor(grpcExecutor).build().start();
+        } catch (IOException | RuntimeException e) {
+            grpcExecutor.shutdown();
+            senders.close();
+            allocator.close();
+            if (ownedRoot != null) ownedRoot.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Starts serving on {@code location} (e.g. {@code Location.forGrpcInsecure("0.0.0.0", 0)}; port 0
+     * picks a free port). Buffers come from a child of {@code allocator}, or of a private root
+     * allocator when it is null.
+     */
+    public static FlightBatchServer start(Location location, BatchSource source, BufferAllocator allocator) throws IOException {
+        return new FlightBatchServer(location, source, allocator);
+    }
+
+    public int port() { return server.getPort(); }
+
+    /** Batches streamed to clients (end-of-feed streams not counted). */
+    public long batchesSent() { return batchesSent.get(); }
+
+    /** Tensor payload bytes streamed to clients (the {@code data} column). */
+    public long bytesSent() { return bytesSent.get(); }
+
+    /** DoGets waiting for their batch. */
+    public int waitingGets() { return pending.size(); }
+
+    /** Data-column blocks reused from the pool, and allocated fresh (each fresh one first-touches its pages). */
+    long blocksReused() { return blocks.blocksReused(); }
+
+    long blocksAllocated() { return blocks.blocksAllocated(); }
+
+    /** One DoGet waiting for, or sending, its batch. Whoever wins {@code claimed} decides its fate. */
+    private record PendingGet(int rank, ServerStreamListener listener, CompletableFuture<BatchSource.Leased> batch, AtomicBoolean claimed) {}
+
+    private final class Producer extends NoOpFlightProducer {
+        @Override
+        public void getStream(CallContext context, Ticket ticket, ServerStreamListener listener) {
+            FlightWire.Request request;
+            try {
+                request = FlightWire.parseTicket(ticket.getBytes());
+                source.validate(request.rank(), request.world());
+            } catch (IllegalArgumentException e) {
+                listener.error(CallStatus.INVALID_ARGUMENT.withDescription(e.getMessage()).toRuntimeException());
+                return;
+            }
+            if (closed) {
+                listener.error(CallStatus.UNAVAILABLE.withDescription("server is closing").toRuntimeException());
+                return;
+            }
+            int rank = request.rank();
+            CompletableFuture<BatchSource.Leased> batch = adopt(rank);
+            if (batch == null) {
+                try {
+                    batch = source.next(rank);
+                } catch (RuntimeException e) {
+                    listener.error(CallStatus.INTERNAL.withDescription("batch source failed: " + e).withCause(e).toRuntimeException());
+                    return;
+                }
+            }
+            var call = new PendingGet(rank, listener, batch, new AtomicBoolean());
+            pending.add(call);
+            listener.setOnCancelHandler(() -> {
+                if (call.claimed().compareAndSet(false, true)) {
+                    handBack(rank, call.batch());
+                    pending.remove(call);
+                }
+            });
+            BiConsumer<BatchSource.Leased, Throwable> deliver = (leased, failure) -> {
+                if (!call.claimed().compareAndSet(false, true)) return;
+                pending.remove(call);
+                if (listener.isCancelled()) handBack(rank, call.batch());
+                else send(listener, leased, failure);
+            };
+            // A batch already made is sent on this gRPC thread: a hand-off costs more than the copy of a small batch.
+            if (batch.isDone()) batch.whenComplete(deliver);
+            else batch.whenCompleteAsync(deliver, senders);
+        }
+    }
+
+    private void send(ServerStreamListener listener, BatchSource.Leased leased, Throwable failure) {
+        if (failure != null) {
+            Throwable cause = failure instanceof CompletionException && failure.getCause() != null ? failure.getCause() : failure;
+            fail(listener, CallStatus.INTERNAL.withDescription("batch source failed: " + cause).withCause(cause).toRuntimeException());
+            return;
+        }
+        if (leased == null) {
+            try (var root = VectorSchemaRoot.create(FlightWire.endSchema(), allocator)) {
+                listener.start(root);
+                listener.completed();
+            } catch (RuntimeException e) {
+                fail(listener, e);
+            }
+            return;
+        }
+        VectorSchemaRoot root;
+        long payloadBytes;
+        byte[] metaJson;
+        try {
+            var batch = BatchLayout.read(leased.batch());
+            String json = FlightWire.json(batch.meta());
+            metaJson = json.getBytes(StandardCharsets.UTF_8);
+            payloadBytes = 0;
+            for (Tensor t : batch.tensors()) payloadBytes += t.data().byteSize();
+            root = toArrow(batch.tensors(), payloadBytes, FlightWire.batchSchema(json));
+        } catch (RuntimeException e) {
+            fail(listener, CallStatus.INTERNAL.withDescription("cannot send batch: " + e.getMessage()).withCause(e).toRuntimeException());
+            return;
+        } finally {
+            leased.done().run();
+        }
+        try (root) {
+            listener.setUseZeroCopy(true); // gRPC sends the Arrow buffers themselves (freed when written)
+            listener.start(root);
+            ArrowBuf appMetadata = allocator.buffer(metaJson.length);
+            appMetadata.setBytes(0, metaJson);
+            appMetadata.writerIndex(metaJson.length); // Flight sends the readable bytes
+            listener.putNext(appMetadata); // the listener owns the buffer now
+            listener.completed();
+            batchesSent.incrementAndGet();
+            bytesSent.addAndGet(payloadBytes);
+        } catch (RuntimeException e) {
+            fail(listener, e); // the client went away mid-send; its batch is lost
+        }
+    }
+
+    private static void fail(ServerStreamListener listener, Throwable e) {
+        try {
+            listener.error(e);
+        } catch (RuntimeException alreadyClosed) {
+            // the stream had ended already; nothing to tell
+        }
+    }
+
+    /**
+     * Copies the tensors into a record batch with one row per tensor. The data column's values live
+     * in one pooled block, filled with one bulk copy per tensor; the block returns to the pool when
+     * Arrow frees the buffer, i.e. once gRPC has written it (zero-copy send).
+     */
+    @SuppressWarnings("restricted") // a view of the Arrow buffer just allocated, of its exact size
+    private VectorSchemaRoot toArrow(List<Tensor> tensors, long payloadBytes, Schema schema) {
+        int n = tensors.size();
+        var root = VectorSchemaRoot.create(schema, allocator);
+        try {
+            var names = (VarCharVector) root.getVector(FlightWire.NAME);
+            var dtypes = (VarCharVector) root.getVector(FlightWire.DTYPE);
+            var shapes = (ListVector) root.getVector(FlightWire.SHAPE);
+            var data = (LargeVarBinaryVector) root.getVector(FlightWire.DATA);
+            names.allocateNew((long) n * BatchLayout.NAME_BYTES, n);
+            dtypes.allocateNew(n * 8L, n);
+            shapes.setInitialCapacity(n);
+            shapes.allocateNew();
+            var dims = (BigIntVector) shapes.getDataVector();
+            dims.allocateNew(n * BatchLayout.MAX_DIMS);
+            try (ArrowBuf values = pooledBuffer(payloadBytes);
+                 ArrowBuf offsets = allocator.buffer((long) (n + 1) * LargeVarBinaryVector.OFFSET_WIDTH);
+                 ArrowBuf validity = allocator.buffer(BitVectorHelper.getValidityBufferSizeFromCount(n))) {
+                MemorySegment dst = MemorySegment.ofAddress(values.memoryAddress()).reinterpret(payloadBytes);
+                validity.setZero(0, validity.capacity());
+                offsets.setLong(0, 0);
+                long offset = 0;
+                int dim = 0;
+                for (int i = 0; i < n; i++) {
+                    Tensor t = tensors.get(i);
+                    names.setSafe(i, t.name().getBytes(StandardCharsets.US_ASCII));
+                    dtypes.setSafe(i, t.dtype().name().toLowerCase(Locale.ROOT).getBytes(StandardCharsets.US_ASCII));
+                    shapes.startNewValue(i);
+                    long[] shape = t.shape();
+                    for (long d : shape) dims.setSafe(dim++, d);
+                    shapes.endValue(i, shape.length);
+                    long length = t.data().byteSize();
+                    MemorySegment.copy(t.data(), 0, dst, offset, length);
+                    offset += length;
+                    offsets.setLong((long) (i + 1) * LargeVarBinaryVector.OFFSET_WIDTH, offset);
+                    BitVectorHelper.setBit(validity, i);
+                }
+                data.loadFieldBuffers(new ArrowFieldNode(n, 0), List.of(validity, offsets, values)); // the vector holds its own references
+            }
+            root.setRowCount(n);
+            return root;
+        } catch (RuntimeException e) {
+            root.close();
+            throw e;
+        }
+    }
+
+    /** An Arrow buffer of {@code bytes} over a pooled block; freeing the buffer returns the block. */
+    private ArrowBuf pooledBuffer(long bytes) {
+        BlockPool.Block block = blocks.take(bytes);
+        try {
+            return allocator.wrapForeignAllocation(new ForeignAllocation(bytes, block.segment().address()) {
+                @Override
+                protected void release0() { blocks.give(block); }
+            });
+        } catch (RuntimeException e) {
+            blocks.give(block);
+            throw e;
+        }
+    }
+
+    private CompletableFuture<BatchSource.Leased> adopt(int rank) {
+        synchronized (unclaimed) {
+            var queue = unclaimed.get(rank);
+            return queue == null ? null : queue.poll();
+        }
+    }
+
+    /** Keeps a cancelled DoGet's batch for the rank's next DoGet, or releases it once the server is closed. */
+    private void handBack(int rank, CompletableFuture<BatchSource.Leased> batch) {
+        synchronized (unclaimed) {
+            if (!closed) {
+                unclaimed.computeIfAbsent(rank, r -> new ArrayDeque<>()).add(batch);
+                return;
+            }
+        }
+        release(batch);
+    }
+
+    private static void release(CompletableFuture<BatchSource.Leased> batch) {
+        batch.thenAccept(leased -> {
+            if (leased != null) leased.done().run();
+        });
+    }
+
+    /**
+     * Stops serving: DoGets still waiting for a batch fail with UNAVAILABLE, batches kept for
+     * cancelled DoGets are released, and the allocator is closed (a leak fails here).
+     */
+    @Override
+    public void close() {
+        synchronized (unclaimed) {
+            closed = true;
+            for (var queue : unclaimed.values()) queue.forEach(FlightBatchServer::release);
+            unclaimed.clear();
+        }
+        for (PendingGet call : pending) {
+            if (call.claimed().compareAndSet(false, true)) {
+                pending.remove(call);
+                release(call.batch());
+                fail(call.listener(), CallStatus.UNAVAILABLE.withDescription("server is closing").toRuntimeException());
+            }
+        }
+        try {
+            server.close(); // waits for the calls to end (3 s, then cancels them)
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            grpcExecutor.shutdown();
+            senders.close();
+            allocator.close();
+            if (ownedRoot != null) ownedRoot.close();
+            blocks.close();
+        }
+    }
+}
