@@ -35,6 +35,11 @@ final class ServeCommand implements Callable<Integer> {
             description = "Unix socket trainers connect to (default: $XDG_RUNTIME_DIR/stoker/<job>.sock, else /tmp/stoker-<uid>/<job>.sock).")
     Path socket;
 
+    @Option(names = "--flight",
+            description = "Also serve the ranks' batches over Arrow Flight on HOST:PORT (port 0: any free port), for trainers "
+                    + "on other nodes; a rank reads either here or over the socket, not both (default: off).")
+    String flight;
+
     @Option(names = "--mode", defaultValue = "zero-copy",
             description = "zero-copy (batches in shared memory, trainers read them in place) or prefetch (batches copied "
                     + "through the socket) (default: ${DEFAULT-VALUE}).")
@@ -82,12 +87,14 @@ final class ServeCommand implements Callable<Integer> {
         Signals.onTermination(stop::countDown);
         try (var factory = FeedFactory.open(feed, options);
              var service = factory.start(mode, Math.min(feed.prefetchBytes, 2 * oneBatch), startStep, steps);
-             var server = new FeedServer(sock, service, false)) {
+             var server = new FeedServer(sock, service, false);
+             var flightServer = flight == null ? null : startFlight(service)) {
             out.printf("stoker serve: job %s, %d ranks × batch %d, mode %s, %s%n", job, feed.ranks, feed.batch, mode,
                     service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + feed.shmBudget + " bytes)" : "copies");
             out.printf("stoker serve: data %s (%d samples, %d steps per epoch), fingerprint %016x%n", feed.data,
                     service.feeder().datasetSize(), service.feeder().schedule().stepsPerEpoch(), service.feeder().fingerprint());
-            out.println("stoker serve: listening on " + sock);
+            if (flightServer != null) out.println("stoker serve: flight on grpc://" + flightHost() + ":" + flightServer.port());
+            out.println("stoker serve: listening on " + sock); // last: tells scripts everything is up
             out.flush();
             stop.await();
             out.println("stoker serve: stopping");
@@ -95,6 +102,24 @@ final class ServeCommand implements Callable<Integer> {
             if (metricsFile != null) writeMetrics(service, server);
         }
         return 0;
+    }
+
+    private String flightHost() {
+        int colon = flight.lastIndexOf(':');
+        if (colon <= 0) throw new Main.InvalidInputException("--flight must be HOST:PORT, got '" + flight + "'");
+        return flight.substring(0, colon);
+    }
+
+    private dev.stoker.flight.FlightBatchServer startFlight(FeedService service) throws java.io.IOException {
+        String host = flightHost();
+        int port;
+        try {
+            port = Integer.parseInt(flight.substring(flight.lastIndexOf(':') + 1));
+        } catch (NumberFormatException e) {
+            throw new Main.InvalidInputException("--flight must be HOST:PORT, got '" + flight + "'");
+        }
+        return dev.stoker.flight.FlightBatchServer.start(org.apache.arrow.flight.Location.forGrpcInsecure(host, port),
+                new FlightFeed(service), null);
     }
 
     private void writeMetrics(FeedService service, FeedServer server) throws java.io.IOException {

@@ -1,0 +1,117 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.flight.FlightBatchClient;
+import dev.stoker.testkit.Vectors;
+import dev.stoker.transport.BatchLayout;
+import dev.stoker.transport.Tensor;
+import dev.stoker.transport.TrainerClient;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code serve --flight}: a trainer on another node pulls its rank's batches over Arrow Flight and
+ * gets exactly what a local trainer of an identical service reads from shared memory.
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class FlightServeTest {
+    static final int STEPS = 3;
+    @TempDir Path tmp;
+
+    @Test
+    void aFlightRankGetsTheBatchesALocalRankReadsFromSharedMemory() throws Exception {
+        Path ds = Files.createDirectories(tmp.resolve("ds"));
+        Files.copy(Vectors.get().inputImage("p01_photo_grace_hopper"), ds.resolve("a.jpg"));
+        Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
+        var lines = new StringBuilder();
+        for (int i = 0; i < 24; i++)
+            lines.append(String.format("{\"id\":\"s%d\",\"image\":\"%s\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?%s\"},"
+                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i % 2 == 0 ? "a.jpg" : "b.png", i, " Be brief.".repeat(i % 3), i));
+        Files.writeString(ds.resolve("train.jsonl"), lines);
+        Path shm = Files.createDirectories(tmp.resolve("shm"));
+        Process a = serve(ds, shm, "a", true), b = serve(ds, shm, "b", false);
+        try {
+            String logA = awaitListening(a, tmp.resolve("a.log"));
+            awaitListening(b, tmp.resolve("b.log"));
+            var m = Pattern.compile("flight on grpc://127\\.0\\.0\\.1:(\\d+)").matcher(logA);
+            assertTrue(m.find(), logA);
+            int port = Integer.parseInt(m.group(1));
+            var remote = new ArrayList<byte[][]>();
+            var remoteMeta = new ArrayList<BatchLayout.Meta>();
+            try (var flight = FlightBatchClient.connect("127.0.0.1", port)) {
+                for (int s = 0; s < STEPS; s++) {
+                    var batch = flight.next(0, 2, "test");
+                    assertTrue(batch != null, "step " + s);
+                    remote.add(bytes(batch));
+                    remoteMeta.add(batch.meta());
+                }
+                assertNull(flight.next(0, 2, "test"), "end of feed after --steps");
+            }
+            try (var local = TrainerClient.connect(tmp.resolve("b.sock"), 0, 2, "test", TrainerClient.Options.SHARED_MEMORY)) {
+                for (int s = 0; s < STEPS; s++) {
+                    try (var r = local.next()) {
+                        assertTrue(r.byReference());
+                        assertEquals(remoteMeta.get(s), r.batch().meta(), "step " + s);
+                        byte[][] expected = bytes(r.batch());
+                        assertEquals(expected.length, remote.get(s).length);
+                        for (int t = 0; t < expected.length; t++)
+                            assertArrayEquals(expected[t], remote.get(s)[t], "step " + s + " tensor " + r.batch().tensors().get(t).name());
+                    }
+                }
+            }
+        } finally {
+            for (Process p : List.of(a, b)) {
+                p.destroy();
+                assertTrue(p.waitFor(30, TimeUnit.SECONDS));
+            }
+        }
+        assertEquals(0, a.exitValue());
+        try (var left = Files.list(shm)) {
+            assertEquals(List.of(), left.toList(), "arenas removed on SIGTERM");
+        }
+    }
+
+    /** Each tensor's name-sorted bytes. */
+    private static byte[][] bytes(BatchLayout.Batch batch) {
+        var tensors = new ArrayList<>(batch.tensors());
+        tensors.sort(java.util.Comparator.comparing(Tensor::name));
+        byte[][] out = new byte[tensors.size()][];
+        for (int i = 0; i < out.length; i++) out[i] = tensors.get(i).data().toArray(ValueLayout.JAVA_BYTE);
+        return out;
+    }
+
+    private Process serve(Path ds, Path shm, String name, boolean flight) throws Exception {
+        var cmd = new ArrayList<String>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(PythonClientTest.JVM_FLAGS);
+        cmd.addAll(List.of("-Xmx1g", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "serve",
+                "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2", "--max-pixels", "50176",
+                "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "128M",
+                "--steps", "" + STEPS, "--threads", "1"));
+        if (flight) cmd.addAll(List.of("--flight", "127.0.0.1:0"));
+        return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(tmp.resolve(name + ".log").toFile()).start();
+    }
+
+    private static String awaitListening(Process p, Path log) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        while (System.nanoTime() < deadline) {
+            String text = Files.exists(log) ? Files.readString(log) : "";
+            if (text.contains("stoker serve: listening on ")) return text;
+            assertTrue(p.isAlive(), "service exited: " + text);
+            Thread.sleep(20);
+        }
+        throw new AssertionError("service did not listen: " + Files.readString(log));
+    }
+}
