@@ -109,12 +109,13 @@ public final class TrainerClient implements AutoCloseable {
     /** Connects and says hello with {@code options}; blocks until the service lets the trainer in. */
     public static TrainerClient connect(Path socket, int rank, int world, String job, Options options) throws IOException {
         var ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+        FeedProtocol.FrameReader in = null;
         try {
             ch.connect(UnixDomainSocketAddress.of(socket));
             var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, rank, world,
                     options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resumeStep(), options.fingerprint(), job);
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
-            var in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
+            in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
             var f = in.next();
             if (f.type() == FeedProtocol.ERROR)
                 throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(in.small(f)));
@@ -125,7 +126,8 @@ public final class TrainerClient implements AutoCloseable {
                 client.buffer = client.arena.allocate(welcome.expectedBatchBytes(), 64); // touched now, not on the first step
             return client;
         } catch (IOException | RuntimeException e) {
-            ch.close(); // also drops the selector registration
+            if (in != null) in.close();
+            ch.close();
             throw e;
         }
     }
