@@ -69,7 +69,11 @@ final class FeedFactory implements AutoCloseable {
         var feedMode = mode(mode);
         ShmObjectStore store = null;
         try {
-            if (feedMode == FeedMode.ZERO_COPY) store = ShmObjectStore.open(storeConfig());
+            if (feedMode == FeedMode.ZERO_COPY) {
+                store = ShmObjectStore.open(storeConfig());
+                // segments for each rank's first batches, touched now rather than on the first steps
+                store.prewarm(expectedBatchBytes / 2, options.ranks * (options.prefetchBatches + 2));
+            }
             var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store, startStep);
             return new FeedService(feeder, store, expectedBatchBytes, steps);
         } catch (IOException e) {

@@ -202,4 +202,14 @@ class BadInputCliTest {
         out.writeBytes(ByteBuffer.allocate(4).putInt((int) crc.getValue()).array());
         return out.toByteArray();
     }
+
+    @Test
+    void serveRefusesAShmBudgetBelowOneBatchAtStart() throws IOException {
+        Path manifest = Files.writeString(tmp.resolve("train.jsonl"), "{\"id\":\"s0\",\"image\":\"photo.jpg\",\"conversations\":"
+                + "[{\"from\":\"human\",\"value\":\"<image>\\nHi\"},{\"from\":\"gpt\",\"value\":\"Hello.\"}]}\n");
+        var r = CliRunner.run("serve", "--data", manifest.toString(), "--batch", "8", "--max-pixels", "451584",
+                "--shm-budget", "16M", "--shm-dir", tmp.toString(), "--socket", tmp.resolve("s.sock").toString());
+        assertInvalid(r, "--shm-budget 16777216", "smaller than one batch");
+        assertTrue(Files.notExists(tmp.resolve("s.sock")), "nothing started");
+    }
 }

@@ -307,4 +307,17 @@ class ShmObjectStoreTest {
         store.close(); // idempotent
         assertEquals(0, store.metrics().mappedBytes());
     }
+
+    @Test
+    void prewarmedSegmentsServeTheFirstObjectsWithinHalfTheBudget() throws Exception {
+        try (var store = ShmObjectStore.open(StoreTesting.config(dir, 16 * StoreTesting.MIB))) {
+            assertEquals(2, store.prewarm(3 * StoreTesting.MIB, 10), "at most half the budget");
+            var m = store.metrics();
+            assertEquals(2, m.segmentsCreated());
+            assertEquals(0, m.inUseBytes());
+            var a = StoreTesting.await(store.allocate(3 * StoreTesting.MIB));
+            assertEquals(1, store.metrics().segmentsReused(), "the first object takes a prepared segment");
+            a.abort();
+        }
+    }
 }
