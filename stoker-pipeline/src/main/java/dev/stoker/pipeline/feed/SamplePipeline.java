@@ -98,20 +98,7 @@ final class SamplePipeline {
 
     /** Prepares a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> prepare(Outcome in) {
-        if (!(in instanceof Fetched f)) return CompletableFuture.completedFuture(in);
-        metrics.encodeStarted.increment();
-        return cpu.withEncoder(encoder -> {
-            long t0 = System.nanoTime();
-            try {
-                return (Outcome) new Ready(f.slot(), encoder.prepare(f.sample(), f.images()));
-            } catch (SampleException e) {
-                return failed(f.slot(), f.sample().id(), e.stage(), causeOf(e, f.sample().id()), metrics.encodeFailed);
-            } catch (RuntimeException e) {
-                return failed(f.slot(), f.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
-            } finally {
-                metrics.encodeNanos.add(System.nanoTime() - t0);
-            }
-        });
+        return onCpu(in, (encoder, f) -> new Ready(f.slot(), encoder.prepare(f.sample(), f.images())));
     }
 
     private static List<Slot> slots(ScheduledBatch b) {
@@ -165,14 +152,21 @@ final class SamplePipeline {
 
     /** Encodes a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> encode(Outcome in) {
+        return onCpu(in, (encoder, f) -> {
+            var s = encoder.encode(f.sample(), f.images());
+            metrics.encodedSamples.increment();
+            return new Encoded(f.slot(), s);
+        });
+    }
+
+    /** Runs {@code work} on a fetched sample with a CPU-pool thread's encoder, timing it; failures become {@link Failed}. */
+    private CompletableFuture<Outcome> onCpu(Outcome in, java.util.function.BiFunction<SampleEncoder, Fetched, Outcome> work) {
         if (!(in instanceof Fetched f)) return CompletableFuture.completedFuture(in);
         metrics.encodeStarted.increment();
         return cpu.withEncoder(encoder -> {
             long t0 = System.nanoTime();
             try {
-                var s = encoder.encode(f.sample(), f.images());
-                metrics.encodedSamples.increment();
-                return (Outcome) new Encoded(f.slot(), s);
+                return work.apply(encoder, f);
             } catch (SampleException e) {
                 return failed(f.slot(), f.sample().id(), e.stage(), causeOf(e, f.sample().id()), metrics.encodeFailed);
             } catch (RuntimeException e) {
