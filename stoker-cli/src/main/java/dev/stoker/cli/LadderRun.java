@@ -93,14 +93,19 @@ final class LadderRun {
             public long expectedBatchBytes() { return expectedBatchBytes; }
 
             @Override
-            public boolean sharedMemory() { return feedRef.get().sharedMemory(); }
+            public boolean sharedMemory() { return FeedFactory.mode(mode) == dev.stoker.pipeline.feed.FeedMode.ZERO_COPY; }
 
             @Override
             public CompletableFuture<? extends Delivery> next(int rank) { return feedRef.get().next(rank); }
         };
         var processes = new ArrayList<Process>();
         try (var server = new FeedServer(socket, provider, true)) {
-            for (int r = 0; r < ranks; r++) processes.add(startTrainer(trainer, socket, r, ranks, steps, stepMillis, workDir.resolve(mode + "-rank" + r + ".json"), workDir));
+            // Copy-mode trainers allocate and touch their receive buffers before they say hello, and the server
+            // its send buffers before it counts them: the feed starts only then, with no head start in any mode.
+            long receiveBuffer = FeedFactory.mode(mode) == dev.stoker.pipeline.feed.FeedMode.ZERO_COPY ? 0 : expectedBatchBytes;
+            for (int r = 0; r < ranks; r++)
+                processes.add(startTrainer(trainer, socket, r, ranks, steps, stepMillis, receiveBuffer,
+                        workDir.resolve(mode + "-rank" + r + ".json"), workDir));
             if (!server.awaitHellos(ranks, 120_000)) throw new IOException("trainer processes did not connect; see " + workDir);
             try (FeedService feed = feedFactory.get()) {
                 feedRef.set(feed);
@@ -123,8 +128,8 @@ final class LadderRun {
         return summarize(mode, ranks, workDir);
     }
 
-    private static Process startTrainer(Trainer trainer, Path socket, int rank, int world, int steps, long stepMillis, Path report,
-                                        Path workDir) throws IOException {
+    private static Process startTrainer(Trainer trainer, Path socket, int rank, int world, int steps, long stepMillis,
+                                        long receiveBuffer, Path report, Path workDir) throws IOException {
         var cmd = new ArrayList<String>();
         if (trainer.pythonPath() != null) {
             cmd.addAll(List.of(PYTHON, "-m", "stoker.bench_trainer"));
@@ -133,6 +138,7 @@ final class LadderRun {
             cmd.addAll(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx256m", "-XX:+UseSerialGC",
                     "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Djava.awt.headless=true",
                     "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "trainer"));
+            if (receiveBuffer > 0) cmd.addAll(List.of("--receive-buffer", Long.toString(receiveBuffer)));
         }
         cmd.addAll(List.of("--socket", socket.toString(), "--rank", Integer.toString(rank), "--world", Integer.toString(world),
                 "--steps", Integer.toString(steps), "--step-ms", Long.toString(stepMillis), "--report", report.toString()));

@@ -26,6 +26,8 @@ final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--report", required = true) Path report;
     @Option(names = "--job", defaultValue = "bench") String job;
     @Option(names = "--copy", description = "Ask for copies even when the service offers shared memory.") boolean copy;
+    @Option(names = "--receive-buffer", defaultValue = "0",
+            description = "Bytes of receive buffer to allocate and touch before connecting (copy delivery).") long receiveBuffer;
 
     /** What one step measured. */
     record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos) {}
@@ -35,7 +37,7 @@ final class TrainerCommand implements Callable<Integer> {
         var stepsDone = new java.util.ArrayList<Step>(steps);
         long connectNanos = System.nanoTime();
         try (var client = TrainerClient.connect(socket, rank, world, job,
-                copy ? TrainerClient.Options.COPY : TrainerClient.Options.SHARED_MEMORY)) {
+                (copy ? TrainerClient.Options.COPY : TrainerClient.Options.SHARED_MEMORY).withReceiveBuffer(receiveBuffer))) {
             long start = System.nanoTime();
             for (int s = 0; s < steps; s++) {
                 long t0 = System.nanoTime();

@@ -45,7 +45,10 @@ public interface BatchProvider {
      */
     default long expectedBatchBytes() { return 0; }
 
-    /** Whether batches come as {@link Stored} shared-memory objects (a trainer that maps memory then gets REFs). */
+    /**
+     * Whether batches come as {@link Stored} shared-memory objects (a trainer that maps memory then
+     * gets REFs). Asked when a trainer says hello, before a gated server opens.
+     */
     default boolean sharedMemory() { return false; }
 
     /** The rank's next batch; completes with {@code null} when the rank's feed is finished. */

@@ -131,11 +131,11 @@ public final class FeedServer implements AutoCloseable {
                 error(ch, e.getMessage());
                 return;
             }
-            hellos.incrementAndGet();
-            gate.await();
             boolean shared = hello.sharedMemory() && provider.sharedMemory();
             long expected = provider.expectedBatchBytes();
             if (expected > 0 && !shared) buffer = arena.allocate(expected, 64); // zeroed, so its pages are touched now
+            hellos.incrementAndGet(); // a gated trainer counts once its buffer is ready: the pipeline gets no head start
+            gate.await();
             BatchProvider.Joined joined;
             try {
                 joined = provider.join(rank, hello.resumeStep(), hello.fingerprint());

@@ -35,10 +35,16 @@ public final class TrainerClient implements AutoCloseable {
     /** How long a waiting trainer polls its socket before it sleeps (see {@link FeedProtocol.FrameReader}). */
     public static final long SPIN_NANOS = Long.getLong("stoker.client.spinNanos", 100_000);
 
-    /** How to join: shared-memory delivery wanted, a resume step (−1: none), a saved fingerprint (0: none). */
-    public record Options(boolean sharedMemory, long resumeStep, long fingerprint) {
-        public static final Options COPY = new Options(false, -1, 0);
-        public static final Options SHARED_MEMORY = new Options(true, -1, 0);
+    /**
+     * How to join: shared-memory delivery wanted, a resume step (−1: none), a saved fingerprint
+     * (0: none), and the bytes of receive buffer to allocate and touch before saying hello (0: after
+     * WELCOME, at the size the service suggests).
+     */
+    public record Options(boolean sharedMemory, long resumeStep, long fingerprint, long receiveBufferBytes) {
+        public static final Options COPY = new Options(false, -1, 0, 0);
+        public static final Options SHARED_MEMORY = new Options(true, -1, 0, 0);
+
+        public Options withReceiveBuffer(long bytes) { return new Options(sharedMemory, resumeStep, fingerprint, bytes); }
     }
 
     /** One received batch; close it when done reading (releases a shared-memory lease; no-op for copies). */
@@ -86,7 +92,7 @@ public final class TrainerClient implements AutoCloseable {
 
     private final SocketChannel channel;
     private final FeedProtocol.FrameReader in;
-    private final Arena arena = Arena.ofShared();
+    private final Arena arena;
     private final FeedProtocol.Welcome welcome;
     private final Map<String, Mapping> mappings = new HashMap<>();
     private final List<Long> pendingReleases = new ArrayList<>();
@@ -95,7 +101,8 @@ public final class TrainerClient implements AutoCloseable {
     private long refsReceived;
     private long lastFrameHeaderNanos;
 
-    private TrainerClient(SocketChannel channel, FeedProtocol.FrameReader in, FeedProtocol.Welcome welcome) {
+    private TrainerClient(SocketChannel channel, FeedProtocol.FrameReader in, FeedProtocol.Welcome welcome, Arena arena) {
+        this.arena = arena;
         this.channel = channel;
         this.in = in;
         this.welcome = welcome;
@@ -108,6 +115,8 @@ public final class TrainerClient implements AutoCloseable {
 
     /** Connects and says hello with {@code options}; blocks until the service lets the trainer in. */
     public static TrainerClient connect(Path socket, int rank, int world, String job, Options options) throws IOException {
+        Arena arena = Arena.ofShared();
+        MemorySegment buffer = options.receiveBufferBytes() > 0 ? arena.allocate(options.receiveBufferBytes(), 64) : null;
         var ch = SocketChannel.open(StandardProtocolFamily.UNIX);
         FeedProtocol.FrameReader in = null;
         try {
@@ -121,13 +130,15 @@ public final class TrainerClient implements AutoCloseable {
                 throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(in.small(f)));
             if (f.type() != FeedProtocol.WELCOME) throw new IOException("expected WELCOME, got frame type " + f.type());
             var welcome = FeedProtocol.Welcome.decode(in.small(f));
-            var client = new TrainerClient(ch, in, welcome);
-            if (welcome.expectedBatchBytes() > 0 && welcome.delivery() == FeedProtocol.DELIVERY_COPY)
-                client.buffer = client.arena.allocate(welcome.expectedBatchBytes(), 64); // touched now, not on the first step
+            var client = new TrainerClient(ch, in, welcome, arena);
+            client.buffer = buffer;
+            if (buffer == null && welcome.expectedBatchBytes() > 0 && welcome.delivery() == FeedProtocol.DELIVERY_COPY)
+                client.buffer = arena.allocate(welcome.expectedBatchBytes(), 64); // touched now, not on the first step
             return client;
         } catch (IOException | RuntimeException e) {
             if (in != null) in.close();
             ch.close();
+            arena.close();
             throw e;
         }
     }
