@@ -19,7 +19,7 @@ import picocli.CommandLine.Model.CommandSpec;
 /**
  * {@code stoker demo}: the most complete job Stoker can run, on embedded defaults. Today: build a
  * data set from the bundled photos, preprocess it (decode, Qwen-VL transform, tokenize) on every
- * core, bit-exact and in fast mode, then run the wait-time ladder (serial → concurrent → prefetch)
+ * core, bit-exact and in fast mode, then run the wait-time ladder (serial → concurrent → prefetch → zero-copy)
  * against simulated trainer processes with simulated object-storage latency.
  */
 @Command(name = "demo", mixinStandardHelpOptions = true,

@@ -87,7 +87,7 @@ final class FeedFactory implements AutoCloseable {
 
     StoreConfig storeConfig() {
         try {
-            return new StoreConfig(options.shmDir, options.shmBudget, StoreConfig.DEFAULT_INSTANCE_NAME);
+            return new StoreConfig(options.shmDir, options.shmBudgetBytes(), StoreConfig.DEFAULT_INSTANCE_NAME);
         } catch (IllegalArgumentException e) {
             throw new Main.InvalidInputException("--shm-dir/--shm-budget: " + e.getMessage());
         }

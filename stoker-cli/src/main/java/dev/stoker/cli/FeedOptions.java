@@ -50,9 +50,21 @@ final class FeedOptions {
             description = "Where the shared-memory object store keeps its segment files (default: ${DEFAULT-VALUE}).")
     java.nio.file.Path shmDir;
 
-    @Option(names = "--shm-budget", defaultValue = "4294967296", converter = ByteSizeConverter.class,
-            description = "Hard limit of the shared-memory object store in bytes; suffixes K, M, G allowed (default: ${DEFAULT-VALUE}).")
-    long shmBudget;
+    @Option(names = "--shm-budget", converter = ByteSizeConverter.class,
+            description = "Hard limit of the shared-memory object store in bytes; suffixes K, M, G allowed "
+                    + "(default: 4G, or half the free space of --shm-dir when that is less).")
+    Long shmBudget;
+
+    /** The store's budget: --shm-budget, else 4 GiB or half of what --shm-dir has free (a container's /dev/shm may be 64 MB). */
+    long shmBudgetBytes() {
+        if (shmBudget != null) return shmBudget;
+        try {
+            long usable = java.nio.file.Files.getFileStore(shmDir).getUsableSpace();
+            return Math.max(1, Math.min(dev.stoker.store.StoreConfig.DEFAULT_BUDGET_BYTES, usable / 2));
+        } catch (java.io.IOException e) {
+            return dev.stoker.store.StoreConfig.DEFAULT_BUDGET_BYTES; // the store reports the directory's problem itself
+        }
+    }
 
     int cpuThreads() { return threads == null ? Runtime.getRuntime().availableProcessors() : threads; }
 }

@@ -74,8 +74,9 @@ final class ServeCommand implements Callable<Integer> {
             throw new Main.InvalidInputException("--mode must be zero-copy or prefetch, got " + mode);
         if (startStep < 0 || steps < 0) throw new Main.InvalidInputException("--start-step and --steps must be >= 0");
         long oneBatch = feed.batch * (options.vision().maxPixels() * 3L * options.vision().temporalPatchSize() * Float.BYTES);
-        if (feedMode == FeedMode.ZERO_COPY && feed.shmBudget < oneBatch)
-            throw new Main.InvalidInputException("--shm-budget " + feed.shmBudget + " is smaller than one batch: " + feed.batch
+        long budget = feed.shmBudgetBytes();
+        if (feedMode == FeedMode.ZERO_COPY && budget < oneBatch)
+            throw new Main.InvalidInputException("--shm-budget " + budget + " is smaller than one batch: " + feed.batch
                     + " samples of one image at --max-pixels " + options.vision().maxPixels() + " take " + oneBatch + " bytes");
         Path sock = socket != null ? socket : defaultSocket(job);
         Path dir = sock.toAbsolutePath().getParent();
@@ -90,7 +91,7 @@ final class ServeCommand implements Callable<Integer> {
              var server = new FeedServer(sock, service, false);
              var flightServer = flight == null ? null : startFlight(service)) {
             out.printf("stoker serve: job %s, %d ranks × batch %d, mode %s, %s%n", job, feed.ranks, feed.batch, mode,
-                    service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + feed.shmBudget + " bytes)" : "copies");
+                    service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + budget + " bytes)" : "copies");
             out.printf("stoker serve: data %s (%d samples, %d steps per epoch), fingerprint %016x%n", feed.data,
                     service.feeder().datasetSize(), service.feeder().schedule().stepsPerEpoch(), service.feeder().fingerprint());
             if (flightServer != null) out.println("stoker serve: flight on grpc://" + flightHost() + ":" + flightServer.port());
