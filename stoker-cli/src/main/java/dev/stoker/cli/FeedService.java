@@ -114,8 +114,14 @@ final class FeedService implements BatchProvider, AutoCloseable {
     /** The pipeline's and the store's counters, for the run's JSON. */
     Map<String, Object> metrics() {
         var m = new LinkedHashMap<String, Object>();
-        m.put("pipeline", feeder.metrics());
+        var snapshot = feeder.metrics();
+        m.put("pipeline", snapshot);
         if (store != null) m.put("store", store.metrics());
+        var stages = new LinkedHashMap<String, Object>(); // docs/run-data.md
+        snapshot.stages().forEach((name, stage) -> stages.put(name, stage.toJson()));
+        m.put("stages", stages);
+        m.put("timeline", feeder.timeline().toJson());
+        m.put("verdict", feeder.verdict().toJson());
         return m;
     }
 

@@ -59,6 +59,14 @@ class LadderCliTest {
                 assertEquals(0, pipeline.get("server").get("leases_held").asLong(), "every lease released: " + pipeline);
                 assertEquals(8, pipeline.get("server").get("refs_sent").asLong());
                 assertEquals(0, pipeline.get("store").get("leases").asLong(), "the store agrees: " + pipeline.get("store"));
+                // the run data of docs/run-data.md
+                for (String stage : List.of("fetch", "encode", "pixel_write", "assemble", "deliver"))
+                    assertTrue(pipeline.get("stages").get(stage).get("p99_ms").asDouble() >= 0, stage + ": " + pipeline.get("stages"));
+                assertEquals(8, pipeline.get("stages").get("deliver").get("count").asLong());
+                assertEquals("t_ms", pipeline.get("timeline").get("columns").get(0).asText());
+                assertEquals(11, pipeline.get("timeline").get("columns").size());
+                assertTrue(pipeline.get("verdict").get("kind").asText().matches("IO_BOUND|CPU_BOUND|TRANSPORT_BOUND|TRAINER_BOUND|BALANCED"),
+                        "verdict: " + pipeline.get("verdict"));
             } else {
                 assertTrue(rep0.get("bytes_received").asLong() > 4 * 2 * 1176 * 4, mode + " bytes");
             }

@@ -1,6 +1,9 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.LatencyHistogram;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
@@ -27,8 +30,80 @@ public final class FeedMetrics {
     final LongAdder deliveredBatches = new LongAdder();
     final LongAdder deliveredSamples = new LongAdder();
     final LongAdder skippedSamples = new LongAdder();
+    /** CPU-pool threads running a task now (incremented and decremented around each task). */
+    final LongAdder cpuBusy = new LongAdder();
+    /** Summed time CPU-pool threads spent running tasks. */
+    final LongAdder cpuBusyNanos = new LongAdder();
+
+    /** Per sample: first request to all bytes. */
+    final LatencyHistogram fetchLatency = new LatencyHistogram();
+    /** Per sample: CPU time of encode (heap modes) or prepare (ZERO_COPY). */
+    final LatencyHistogram encodeLatency = new LatencyHistogram();
+    /** Per sample (ZERO_COPY): decode + transform into shared memory. */
+    final LatencyHistogram pixelWriteLatency = new LatencyHistogram();
+    /** Per batch: collation, or final write and seal. */
+    final LatencyHistogram assembleLatency = new LatencyHistogram();
+    /** Per batch: from next() to the batch handed out. */
+    final LatencyHistogram deliverLatency = new LatencyHistogram();
+
+    /** Stage names in the order reports show them. */
+    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "pixel_write", "assemble", "deliver");
 
     FeedMetrics() {}
+
+    /** Marks a CPU-pool task as started; returns its start time for {@link #cpuEnd}. */
+    long cpuStart() {
+        cpuBusy.increment();
+        return System.nanoTime();
+    }
+
+    void cpuEnd(long startNanos) {
+        cpuBusyNanos.add(System.nanoTime() - startNanos);
+        cpuBusy.decrement();
+    }
+
+    /** CPU-pool threads busy right now. */
+    public long cpuBusyNow() { return cpuBusy.sum(); }
+
+    /** Samples whose fetch has begun and not ended (succeeded or failed). */
+    public long fetchInFlight() { return Math.max(0, fetchStarted.sum() - fetchedSamples.sum() - fetchFailed.sum()); }
+
+    /**
+     * One stage's latency distribution, in nanoseconds.
+     */
+    public record Stage(long count, long meanNanos, long p50Nanos, long p90Nanos, long p99Nanos, long maxNanos) {
+        public static Stage of(LatencyHistogram h) {
+            return new Stage(h.count(), h.meanNanos(), h.percentileNanos(0.5), h.percentileNanos(0.9), h.percentileNanos(0.99), h.maxNanos());
+        }
+
+        /** Snake-case map in milliseconds, as run data and reports use it ({@code docs/run-data.md}). */
+        public Map<String, Object> toJson() {
+            var m = new LinkedHashMap<String, Object>();
+            m.put("count", count);
+            m.put("mean_ms", meanNanos / 1e6);
+            m.put("p50_ms", p50Nanos / 1e6);
+            m.put("p90_ms", p90Nanos / 1e6);
+            m.put("p99_ms", p99Nanos / 1e6);
+            m.put("max_ms", maxNanos / 1e6);
+            return m;
+        }
+    }
+
+    /** Stages with at least one observation, keyed by {@link #STAGES} names; {@code firstByte} may be null. */
+    Map<String, Stage> stages(LatencyHistogram firstByte) {
+        var m = new LinkedHashMap<String, Stage>();
+        put(m, "fetch", fetchLatency);
+        if (firstByte != null) put(m, "first_byte", firstByte);
+        put(m, "encode", encodeLatency);
+        put(m, "pixel_write", pixelWriteLatency);
+        put(m, "assemble", assembleLatency);
+        put(m, "deliver", deliverLatency);
+        return m;
+    }
+
+    private static void put(Map<String, Stage> m, String name, LatencyHistogram h) {
+        if (h.count() > 0) m.put(name, Stage.of(h));
+    }
 
     /**
      * Counters since the feed started.
@@ -43,11 +118,14 @@ public final class FeedMetrics {
      * @param skippedSamples  samples left out of delivered batches because they failed
      * @param copiedBytes     bytes copied after the transform to build batches: every tensor byte when batches are
      *                        assembled on the heap; in ZERO_COPY only rows moved to close a gap left by a failed sample
+     * @param cpuBusyNanos    summed time CPU-pool threads ran tasks
+     * @param stages          per-stage latency distributions (only stages with observations), keyed by {@link #STAGES} names
      */
     public record Snapshot(long fetchStarted, long fetchedSamples, long fetchFailed, long fetchedBytes, long fetchNanos,
                            long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
                            long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
-                           long deliveredBatches, long deliveredSamples, long skippedSamples, List<Rank> ranks) {
+                           long deliveredBatches, long deliveredSamples, long skippedSamples, long cpuBusyNanos,
+                           List<Rank> ranks, Map<String, Stage> stages) {
 
         public long bufferedBatches() { return ranks.stream().mapToLong(Rank::bufferedBatches).sum(); }
 
@@ -69,10 +147,11 @@ public final class FeedMetrics {
     public record Rank(int rank, long bufferedBatches, long bufferedBytes, long peakBufferedBytes, long producerWaits,
                        long consumerWaits, long deliveredBatches, long firstBatchReadyNanos, long firstRequestNanos) {}
 
-    Snapshot snapshot(List<Rank> ranks) {
+    Snapshot snapshot(List<Rank> ranks, LatencyHistogram firstByte) {
         return new Snapshot(fetchStarted.sum(), fetchedSamples.sum(), fetchFailed.sum(), fetchedBytes.sum(), fetchNanos.sum(),
                 encodeStarted.sum(), encodedSamples.sum(), encodeFailed.sum(), encodeNanos.sum(),
                 assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(), copiedBytes.sum(),
-                deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), List.copyOf(ranks));
+                deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), cpuBusyNanos.sum(),
+                List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)));
     }
 }

@@ -73,9 +73,16 @@ public final class Feeder implements AutoCloseable {
     private final ObjectSource ownedSource;
     private final StoredBatchWriter writer;
     private final long fingerprint;
+    private final FeedSampler sampler;
 
     private Feeder(FeedConfig config, SampleSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
-                   ActorSystem system, List<RankFeed<?>> ranks, ObjectSource ownedSource, StoredBatchWriter writer, long fingerprint) {
+                   ActorSystem system, List<RankFeed<?>> ranks, ObjectSource ownedSource, StoredBatchWriter writer, long fingerprint,
+                   ShmObjectStore store, long startNanos) {
+        this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
+                new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.ranks(), config.cpuThreads(),
+                        config.ranks() * (config.mode() == FeedMode.SERIAL ? 1 : config.fetchConcurrency()), config.prefetchBatches(),
+                        config.mode() == FeedMode.PREFETCH || config.mode() == FeedMode.ZERO_COPY, List.of()),
+                t -> probe(t, metrics, cpu, ranks, store));
         this.fingerprint = fingerprint;
         this.writer = writer;
         this.ownedSource = ownedSource;
@@ -179,8 +186,40 @@ public final class Feeder implements AutoCloseable {
                     : new OnDemandRankFeed(state, iterators.get(r), flow, materializer));
         }
         return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
-                fingerprint(manifestBytes, config));
+                fingerprint(manifestBytes, config), store, startNanos);
     }
+
+    /** One sampler tick: reads adders, the CPU pool's queue, each buffer's state and the store's bytes in use. */
+    private static FeedSampler.Tick probe(long tMillis, FeedMetrics m, CpuPool cpu, List<RankFeed<?>> ranks, ShmObjectStore store) {
+        int r = ranks.size();
+        long[] batches = new long[r], bytes = new long[r];
+        boolean[] full = new boolean[r];
+        for (int i = 0; i < r; i++) {
+            if (ranks.get(i) instanceof PrefetchRankFeed<?> p) {
+                long[] s = p.bufferState();
+                batches[i] = s[0];
+                bytes[i] = s[1];
+                full[i] = s[2] != 0;
+            }
+        }
+        return new FeedSampler.Tick(tMillis, m.fetchedSamples.sum(), m.encodedSamples.sum(), m.deliveredSamples.sum(), m.fetchInFlight(),
+                Math.max(0, m.cpuBusyNow()), cpu.queued(), store == null ? 0 : store.metrics().inUseBytes(), batches, bytes, full);
+    }
+
+    /** The feed sampled every {@value FeedSampler#INTERVAL_MILLIS_DEFAULT} ms since it started (the last hour at most). */
+    public FeedSampler.Timeline timeline() { return sampler.timeline(); }
+
+    /** What the rules of {@link Bottleneck} read, from this feed's timeline and stage latencies; trainer figures unknown. */
+    public Bottleneck.Inputs bottleneckInputs() {
+        var firstByte = sourceMetrics().map(SourceMetrics::firstByteLatency).filter(h -> h.count() > 0).orElse(null);
+        long fetchP50 = firstByte != null ? firstByte.percentileNanos(0.5) : metrics.fetchLatency.percentileNanos(0.5);
+        long encodeP50 = metrics.encodeLatency.percentileNanos(0.5) + metrics.pixelWriteLatency.percentileNanos(0.5);
+        return new Bottleneck.Inputs(timeline(), fetchP50, firstByte != null, encodeP50, java.util.OptionalDouble.empty(),
+                java.util.OptionalDouble.empty());
+    }
+
+    /** The pipeline-side verdict now ({@link Bottleneck#classify} without the trainers' figures). */
+    public BottleneckVerdict verdict() { return Bottleneck.classify(bottleneckInputs()); }
 
     private static byte[] readManifest(FeedSource source) throws IOException {
         try {
@@ -255,12 +294,13 @@ public final class Feeder implements AutoCloseable {
         var perRank = new ArrayList<FeedMetrics.Rank>(ranks.size());
         for (var r : ranks)
             perRank.add(r instanceof PrefetchRankFeed<?> p ? p.snapshot() : ((OnDemandRankFeed) r).snapshot());
-        return metrics.snapshot(perRank);
+        return metrics.snapshot(perRank, sourceMetrics().map(SourceMetrics::firstByteLatency).orElse(null));
     }
 
     /** Stops every rank's stream, the Pekko system and the CPU pool, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for each. */
     @Override
     public void close() {
+        sampler.close();
         for (var r : ranks) r.close();
         system.terminate();
         try {

@@ -124,6 +124,12 @@ final class PrefetchBuffer<B extends FeedBatch> {
 
     synchronized long consumerWaits() { return consumerWaits; }
 
+    /** Whether the next batch would have to wait for room: a producer is parked or the batch limit is reached. */
+    synchronized boolean full() { return parked != null || ready.size() >= maxBatches; }
+
+    /** Batches, bytes and full (1/0) read together, for the sampler. */
+    synchronized long[] state() { return new long[] {ready.size(), readyBytes, parked != null || ready.size() >= maxBatches ? 1 : 0}; }
+
     private boolean fits(B b) {
         return ready.isEmpty() || (ready.size() < maxBatches && readyBytes + b.sizeBytes() <= maxBytes);
     }

@@ -66,4 +66,7 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
     }
 
     FeedMetrics.Rank snapshot() { return state.snapshot(buffer); }
+
+    /** {batches, bytes, full 1/0} of this rank's buffer now. */
+    long[] bufferState() { return buffer.state(); }
 }

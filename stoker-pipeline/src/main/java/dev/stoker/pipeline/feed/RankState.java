@@ -50,6 +50,7 @@ final class RankState {
      */
     <B extends FeedBatch> CompletableFuture<B> deliver(CompletableFuture<B> produced, boolean firstRequest, Runnable always) {
         var out = new CompletableFuture<B>();
+        long askedNanos = System.nanoTime();
         produced.whenComplete((b, err) -> {
             always.run();
             if (err != null) {
@@ -59,6 +60,7 @@ final class RankState {
                 return;
             }
             batchReady();
+            metrics.deliverLatency.record(System.nanoTime() - askedNanos);
             delivered(b);
             if (firstRequest) firstRequestDone();
             out.complete(b);

@@ -145,7 +145,9 @@ final class SamplePipeline {
             }
             metrics.fetchedSamples.increment();
             metrics.fetchedBytes.add(bytes);
-            metrics.fetchNanos.add(System.nanoTime() - startNanos);
+            long took = System.nanoTime() - startNanos;
+            metrics.fetchNanos.add(took);
+            metrics.fetchLatency.record(took);
             return new Fetched(slot, sample, images);
         });
     }
@@ -164,7 +166,7 @@ final class SamplePipeline {
         if (!(in instanceof Fetched f)) return CompletableFuture.completedFuture(in);
         metrics.encodeStarted.increment();
         return cpu.withEncoder(encoder -> {
-            long t0 = System.nanoTime();
+            long t0 = metrics.cpuStart();
             try {
                 return work.apply(encoder, f);
             } catch (SampleException e) {
@@ -172,7 +174,10 @@ final class SamplePipeline {
             } catch (RuntimeException e) {
                 return failed(f.slot(), f.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
             } finally {
-                metrics.encodeNanos.add(System.nanoTime() - t0);
+                long took = System.nanoTime() - t0;
+                metrics.encodeNanos.add(took);
+                metrics.encodeLatency.record(took);
+                metrics.cpuEnd(t0);
             }
         });
     }
@@ -181,7 +186,17 @@ final class SamplePipeline {
     CompletableFuture<Batch> assemble(List<Outcome> group) {
         var scheduled = checkedBatch(group);
         return cpu.supply(() -> {
-            long t0 = System.nanoTime();
+            long t0 = metrics.cpuStart();
+            try {
+                return assembleOnCpu(scheduled, group, t0);
+            } finally {
+                metrics.cpuEnd(t0);
+            }
+        });
+    }
+
+    private Batch assembleOnCpu(ScheduledBatch scheduled, List<Outcome> group, long t0) {
+        {
             var samples = new ArrayList<EncodedSample>(group.size());
             var skipped = new ArrayList<SkippedSample>();
             var indices = new int[group.size()];
@@ -200,9 +215,11 @@ final class SamplePipeline {
             metrics.assembledBatches.increment();
             metrics.assembledBytes.add(b.sizeBytes());
             metrics.copiedBytes.add(b.sizeBytes());
-            metrics.assembleNanos.add(System.nanoTime() - t0);
+            long took = System.nanoTime() - t0;
+            metrics.assembleNanos.add(took);
+            metrics.assembleLatency.record(took);
             return b;
-        });
+        }
     }
 
     /** The scheduled batch a group of outcomes belongs to, checking that it is exactly that batch's slots in order. */

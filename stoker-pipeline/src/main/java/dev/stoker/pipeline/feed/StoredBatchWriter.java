@@ -100,7 +100,14 @@ final class StoredBatchWriter implements AutoCloseable {
             offset += r.sample().pixelBytes();
         }
         return CompletableFuture.allOf(tasks.toArray(CompletableFuture[]::new))
-                .thenCompose(v -> cpu.supply(() -> finish(a, tasks.stream().map(CompletableFuture::join).toList())))
+                .thenCompose(v -> cpu.supply(() -> {
+                    long t0 = metrics.cpuStart();
+                    try {
+                        return finish(a, tasks.stream().map(CompletableFuture::join).toList());
+                    } finally {
+                        metrics.cpuEnd(t0);
+                    }
+                }))
                 .whenComplete((b, err) -> {
                     if (err != null) abort(a.allocation());
                 });
@@ -108,7 +115,7 @@ final class StoredBatchWriter implements AutoCloseable {
 
     /** One sample's pixels; returns null, or the sample as failed. */
     private SamplePipeline.Failed write(SampleEncoder encoder, SamplePipeline.Ready r, MemorySegment seg, long at) {
-        long t0 = System.nanoTime();
+        long t0 = metrics.cpuStart();
         try {
             encoder.writePixels(r.sample(), seg, at);
             metrics.encodedSamples.increment();
@@ -118,7 +125,10 @@ final class StoredBatchWriter implements AutoCloseable {
         } catch (RuntimeException e) {
             return SamplePipeline.failed(r.slot(), r.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
         } finally {
-            metrics.encodeNanos.add(System.nanoTime() - t0);
+            long took = System.nanoTime() - t0;
+            metrics.encodeNanos.add(took);
+            metrics.pixelWriteLatency.record(took);
+            metrics.cpuEnd(t0);
         }
     }
 
@@ -181,7 +191,9 @@ final class StoredBatchWriter implements AutoCloseable {
         metrics.assembledBatches.increment();
         metrics.assembledBytes.add(plan.totalBytes());
         metrics.copiedBytes.add(copied);
-        metrics.assembleNanos.add(System.nanoTime() - t0);
+        long took = System.nanoTime() - t0;
+        metrics.assembleNanos.add(took);
+        metrics.assembleLatency.record(took);
         var batch = new StoredBatch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.size(), ids, indices, skipped, kept.size(),
                 plan.totalBytes(), copied, object, new AtomicBoolean());
         unreleased.removeIf(x -> x.released().get());

@@ -1,0 +1,102 @@
+package dev.stoker.pipeline.feed;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.text.QwenTokenizer;
+import java.nio.file.Path;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Constructed slow-fetch, slow-CPU and slow-trainer runs must each get their verdict. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class VerdictFeedTest {
+    static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 50176);
+    static final EncodeOptions BIG = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 1_003_520);
+    static QwenTokenizer tokenizer;
+
+    @TempDir Path tmp;
+
+    @BeforeAll
+    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
+
+    @AfterAll
+    static void closeTokenizer() { tokenizer.close(); }
+
+    /** Every object arrives {@code delayMillis} late. */
+    record SlowSource(LocalFeedSource inner, long delayMillis) implements FeedSource {
+        @Override
+        public CompletableFuture<byte[]> fetchManifest() { return inner.fetchManifest(); }
+
+        @Override
+        public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
+            var delayed = CompletableFuture.delayedExecutor(delayMillis, TimeUnit.MILLISECONDS);
+            return CompletableFuture.supplyAsync(() -> null, delayed).thenCompose(v -> inner.fetch(sampleId, reference));
+        }
+
+        @Override
+        public String manifestName() { return inner.manifestName(); }
+    }
+
+    /** Takes rank 0's batches for {@code millis}, sleeping {@code trainerMillis} after each; returns the verdict. */
+    static BottleneckVerdict run(FeedConfig config, FeedSource source, long millis, long trainerMillis) throws Exception {
+        try (var feeder = Feeder.start(config, source, tokenizer)) {
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+            int batches = 0;
+            while (System.nanoTime() < end) {
+                feeder.rank(0).next().get(30, TimeUnit.SECONDS);
+                batches++;
+                if (trainerMillis > 0) Thread.sleep(trainerMillis);
+            }
+            var v = feeder.verdict();
+            var m = feeder.metrics();
+            System.out.println(config.mode() + " batches=" + batches + " ticks=" + feeder.timeline().ticks().size() + " stages="
+                    + m.stages() + "\n  verdict: " + v.text() + " " + v.figures());
+            assertTrue(feeder.timeline().ticks().size() >= millis / 100 - 5, "sampled every 100 ms");
+            assertTrue(m.stages().containsKey("fetch") && m.stages().containsKey("encode") && m.stages().containsKey("deliver"),
+                    "stages: " + m.stages().keySet());
+            return v;
+        }
+    }
+
+    @Test
+    void slowFetchIsIoBound() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 40, Set.of());
+        var config = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 4).withCpuThreads(2).withFetchConcurrency(1);
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var v = run(config, new SlowSource(source, 200), 4000, 0);
+            assertEquals(BottleneckVerdict.Kind.IO_BOUND, v.kind(), v.text());
+            assertTrue(v.text().startsWith("I/O-bound: fetch in-flight pinned at 1"), v.text());
+        }
+    }
+
+    @Test
+    void slowCpuIsCpuBound() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 40, Set.of());
+        var config = FeedConfig.of(FeedMode.PREFETCH, BIG, 1, 4).withCpuThreads(1).withFetchConcurrency(8);
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var v = run(config, source, 3000, 0);
+            assertEquals(BottleneckVerdict.Kind.CPU_BOUND, v.kind(), v.text());
+            assertTrue(v.text().startsWith("CPU-bound: decode pool busy"), v.text());
+        }
+    }
+
+    @Test
+    void slowTrainerIsTrainerBound() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 40, Set.of());
+        var config = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 4).withCpuThreads(2).withFetchConcurrency(4).withPrefetch(2, 1L << 30);
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var v = run(config, source, 3500, 300);
+            assertEquals(BottleneckVerdict.Kind.TRAINER_BOUND, v.kind(), v.text());
+            assertTrue(v.text().contains("data is not the bottleneck"), v.text());
+        }
+    }
+}
