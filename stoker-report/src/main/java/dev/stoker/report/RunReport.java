@@ -1,0 +1,534 @@
+package dev.stoker.report;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.stoker.report.RunData.Mode;
+import dev.stoker.report.RunData.Rank;
+import dev.stoker.report.RunData.Step;
+import dev.stoker.report.RunData.Summary;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The run report: one self-contained HTML file ({@code report.html} in the run directory) with
+ * inline CSS, inline SVG plots drawn here, and a few lines of inline script that only count the
+ * drawn plots and record script errors. Nothing is fetched when it is viewed.
+ *
+ * <p>Plots, each an {@code <svg data-plot=NAME>}: {@code wait-ratio} (per mode, overall and steady),
+ * {@code timeline} (per mode and rank, each step's wait and compute along time: the saw-tooth),
+ * {@code latency} (per-stage latency percentiles from the pipeline, else a histogram of the
+ * trainers' per-step waits), {@code queue-depth} (from the pipeline's timeline). A plot whose data the
+ * run did not record says so instead.
+ */
+public final class RunReport {
+    public static final String FILE_NAME = "report.html";
+    /** The plots every report has, in page order. */
+    public static final List<String> PLOTS = List.of("wait-ratio", "timeline", "latency", "queue-depth");
+
+    static final String WAIT_COLOR = "#e45756";
+    static final String COMPUTE_COLOR = "#4c78a8";
+    private static final String[] PALETTE = {"#c0392b", "#e67e22", "#2e86c1", "#27ae60", "#8e44ad", "#7f8c8d", "#16a085", "#d35400"};
+    private static final List<String> STAGE_ORDER = List.of("first_byte", "fetch", "encode", "pixel_write", "assemble", "deliver");
+    private static final int WIDTH = 1100;
+    private static final int LEFT = 130;
+
+    private RunReport() {}
+
+    /** Reads {@code runDir} and writes {@code runDir/report.html}; returns its path. */
+    public static Path write(Path runDir) throws IOException {
+        String html = render(RunData.load(runDir));
+        Path out = runDir.resolve(FILE_NAME);
+        Path tmp = runDir.resolve(FILE_NAME + ".tmp");
+        Files.writeString(tmp, html, StandardCharsets.UTF_8);
+        Files.move(tmp, out, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        return out;
+    }
+
+    /** The report's HTML for a loaded run. */
+    public static String render(RunData run) {
+        var h = new StringBuilder(256 * 1024);
+        String title = "Stoker run report — " + (run.dir().getFileName() == null ? run.dir().toString() : run.dir().getFileName().toString());
+        h.append("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>").append(Html.esc(title)).append("</title>\n");
+        // First in the page, so that it sees errors of everything after it.
+        h.append("<script>window.onerror=function(msg,src,line,col){var e=document.getElementById('errors');")
+                .append("var t=String(msg)+' (line '+line+':'+col+')\\n';if(e){e.textContent+=t;e.hidden=false;}")
+                .append("else{window.__early=(window.__early||'')+t;}document.documentElement.dataset.errors='1';};</script>\n");
+        h.append("<style>").append(CSS).append("</style></head>\n<body>\n");
+        h.append("<h1>").append(Html.esc(title)).append("</h1>\n");
+        h.append("<p class=\"sub\">Run directory <code>").append(Html.esc(run.dir().toAbsolutePath().toString())).append("</code>; modes: ")
+                .append(Html.esc(String.join(", ", run.modes().stream().map(Mode::name).toList()))).append(".</p>\n");
+        h.append("<pre id=\"errors\" hidden></pre>\n");
+
+        verdicts(h, run);
+        summaryTable(h, run);
+
+        section(h, "Wait-time ratio per mode", "Share of the trainers' step time spent waiting for a batch, all steps and steady state"
+                + " (leaving out the first " + RunData.STEADY_SKIP_STEPS + " steps of each rank). Lower is better.", waitRatioPlot(run));
+        section(h, "Per-step timeline: wait and compute of each rank",
+                "Each step along time: waiting for the batch (red), then computing (blue). One row per rank; all modes on the same time scale.",
+                timelinePlot(run));
+        boolean stages = run.modes().stream().anyMatch(m -> stages(m) != null);
+        section(h, stages ? "Per-stage latency distributions" : "Distribution of the trainers' per-step waits",
+                stages ? "p50 (dot), p90 and p99 (bar) and max (tick) per stage, log scale; hover for the figures."
+                        : "The run recorded no per-stage latencies; shown instead: a histogram of every rank's per-step wait, log scale.",
+                stages ? stageLatencyPlot(run) : waitHistogramPlot(run));
+        section(h, "Queue depth over time", "From the pipeline's timeline: fetches in flight, CPU tasks queued and running, and batches"
+                + " ready in each rank's buffer.", queueDepthPlot(run));
+        countersTable(h, run);
+
+        h.append("<p class=\"sub\">Written by stoker report from the run's JSON files (see docs/run-data.md).</p>\n");
+        h.append("<script>window.addEventListener('load',function(){var e=document.getElementById('errors');")
+                .append("if(window.__early){e.textContent+=window.__early;e.hidden=false;}")
+                .append("var all=document.querySelectorAll('svg[data-plot]'),n=0;")
+                .append("for(var i=0;i<all.length;i++){var r=all[i].getBoundingClientRect();if(all[i].childElementCount>0&&r.width>0&&r.height>0)n++;}")
+                .append("document.body.dataset.plots=String(n);document.body.dataset.plotsTotal=String(all.length);")
+                .append("document.body.dataset.errors=String(e.textContent.length>0);});</script>\n");
+        h.append("</body></html>\n");
+        return h.toString();
+    }
+
+    private static void section(StringBuilder h, String heading, String note, String svg) {
+        h.append("<section><h2>").append(Html.esc(heading)).append("</h2><p class=\"note\">").append(Html.esc(note)).append("</p>\n")
+                .append("<div class=\"plot\">").append(svg).append("</div></section>\n");
+    }
+
+    static String color(RunData run, String mode) {
+        int i = RunData.LADDER_ORDER.indexOf(mode);
+        if (i < 0) i = RunData.LADDER_ORDER.size() + run.modes().stream().map(Mode::name).filter(n -> !RunData.LADDER_ORDER.contains(n)).toList().indexOf(mode);
+        return PALETTE[Math.floorMod(i, PALETTE.length)];
+    }
+
+    // ---- verdicts and tables ----
+
+    private static void verdicts(StringBuilder h, RunData run) {
+        var withVerdict = run.modes().stream().filter(m -> verdict(m) != null).toList();
+        h.append("<section id=\"verdict\"><h2>Verdict</h2>\n");
+        if (withVerdict.isEmpty()) {
+            h.append("<p class=\"note\">No bottleneck verdict recorded in this run.</p>");
+        }
+        for (Mode m : withVerdict) {
+            JsonNode v = verdict(m);
+            String kind = v.path("kind").asText("");
+            h.append("<div class=\"verdict kind-").append(Html.esc(kind.toLowerCase(java.util.Locale.ROOT).replaceAll("[^a-z_]", "")))
+                    .append("\"><div class=\"vhead\"><span class=\"mode\" style=\"background:").append(color(run, m.name())).append("\">")
+                    .append(Html.esc(m.name())).append("</span> <b>").append(Html.esc(kindLabel(kind))).append("</b>");
+            String stage = v.path("stage").asText("");
+            if (!stage.isEmpty() && !stage.equals("none")) h.append(" — limiting stage: <b>").append(Html.esc(stage)).append("</b>");
+            h.append("</div>");
+            String evidence = v.path("evidence").isArray() ? joinArray(v.path("evidence")) : v.path("evidence").asText("");
+            if (!evidence.isEmpty()) h.append("<div><span class=\"lbl\">Evidence</span> ").append(Html.esc(evidence)).append("</div>");
+            String advice = v.path("advice").asText("");
+            if (!advice.isEmpty()) h.append("<div><span class=\"lbl\">Advice</span> ").append(Html.esc(advice)).append("</div>");
+            h.append("</div>\n");
+        }
+        h.append("</section>\n");
+    }
+
+    private static String joinArray(JsonNode a) {
+        var parts = new ArrayList<String>();
+        for (JsonNode e : a) parts.add(e.asText());
+        return String.join("; ", parts);
+    }
+
+    private static String kindLabel(String kind) {
+        return switch (kind) {
+            case "IO_BOUND" -> "I/O-bound";
+            case "CPU_BOUND" -> "CPU-bound";
+            case "TRANSPORT_BOUND" -> "Transport-bound";
+            case "TRAINER_BOUND" -> "Trainer-bound";
+            case "BALANCED" -> "Balanced";
+            default -> kind;
+        };
+    }
+
+    private static void summaryTable(StringBuilder h, RunData run) {
+        h.append("<section><h2>Summary</h2>\n<table id=\"summary\"><thead><tr><th>mode</th><th>ranks</th><th>wait ratio</th>")
+                .append("<th>steady (after step ").append(RunData.STEADY_SKIP_STEPS).append(")</th><th>samples/s</th><th>first batch</th>")
+                .append("<th>mean wait per step</th><th>MB to trainers</th></tr></thead><tbody>\n");
+        for (Mode m : run.modes()) {
+            if (m.ranks().isEmpty()) {
+                h.append("<tr><td>").append(Html.esc(m.name())).append("</td><td colspan=\"7\">no trainer reports</td></tr>\n");
+                continue;
+            }
+            Summary s = RunData.summarize(m);
+            h.append("<tr><td><span class=\"swatch\" style=\"background:").append(color(run, m.name())).append("\"></span>")
+                    .append(Html.esc(m.name())).append("</td><td>").append(s.ranks()).append("</td><td>").append(Html.num(s.waitRatio(), 3))
+                    .append("</td><td>").append(Html.num(s.steadyWaitRatio(), 3)).append("</td><td>").append(Html.num(s.samplesPerSecond(), 1))
+                    .append("</td><td>").append(Html.num(s.firstBatchMillis(), 0)).append(" ms</td><td>").append(Html.num(s.meanWaitMillis(), 1))
+                    .append(" ms</td><td>").append(Html.num(s.bytesReceived() / 1e6, 0)).append("</td></tr>\n");
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    private static void countersTable(StringBuilder h, RunData run) {
+        var rows = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("pipeline").isObject()).toList();
+        h.append("<section><h2>Pipeline counters</h2>\n");
+        if (rows.isEmpty()) {
+            h.append("<p class=\"note\">Pipeline counters: not recorded in this run.</p></section>\n");
+            return;
+        }
+        h.append("<table id=\"counters\"><thead><tr><th>mode</th><th>fetch per sample</th><th>encode per sample</th><th>assemble per batch</th>")
+                .append("<th>GB copied after transform</th><th>producer waits (buffer full)</th><th>consumer waits (buffer empty)</th></tr></thead><tbody>\n");
+        for (Mode m : rows) {
+            JsonNode p = m.pipeline().path("pipeline");
+            long pw = 0, cw = 0;
+            for (JsonNode r : p.path("ranks")) { pw += r.path("producerWaits").asLong(); cw += r.path("consumerWaits").asLong(); }
+            h.append("<tr><td>").append(Html.esc(m.name())).append("</td><td>")
+                    .append(perMs(p.path("fetchNanos"), p.path("fetchedSamples"))).append("</td><td>")
+                    .append(perMs(p.path("encodeNanos"), p.path("encodedSamples"))).append("</td><td>")
+                    .append(perMs(p.path("assembleNanos"), p.path("assembledBatches"))).append("</td><td>")
+                    .append(p.has("copiedBytes") ? Html.num(p.path("copiedBytes").asLong() / 1e9, 2) : "–").append("</td><td>")
+                    .append(pw).append("</td><td>").append(cw).append("</td></tr>\n");
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    private static String perMs(JsonNode nanos, JsonNode count) {
+        if (!nanos.isNumber() || !count.isNumber() || count.asLong() == 0) return "–";
+        return Html.ms(nanos.asDouble() / count.asDouble() / 1e6);
+    }
+
+    // ---- (a) wait-time ratio ----
+
+    static String waitRatioPlot(RunData run) {
+        var modes = run.modes().stream().filter(m -> !m.ranks().isEmpty()).toList();
+        if (modes.isEmpty()) return Svg.notRecorded("wait-ratio", WIDTH, "Trainer step reports");
+        var sums = modes.stream().map(RunData::summarize).toList();
+        double max = 0;
+        for (Summary s : sums) max = Math.max(max, Math.max(s.waitRatio(), s.steadyWaitRatio()));
+        double top = Math.min(1.0, Math.max(0.1, Math.ceil(max * 1.15 * 10) / 10));
+        int h = 300, top0 = 30, bottom = 250, plotW = Math.min(WIDTH - LEFT - 40, 170 * modes.size());
+        var svg = new Svg("wait-ratio", LEFT + plotW + 220, h, "Wait-time ratio per mode");
+        double step = niceStep(top / 5);
+        top = Math.ceil(top / step - 1e-9) * step;
+        for (int i = 0; i * step <= top + 1e-9; i++) {
+            double v = i * step, y = bottom - (bottom - top0) * v / top;
+            svg.line(LEFT, y, LEFT + plotW, y, "#e5e5e5", 1).text(LEFT - 8, y + 4, Html.num(v, 2), "end", "tick");
+        }
+        double group = (double) plotW / modes.size(), bw = Math.min(50, group / 3);
+        for (int i = 0; i < modes.size(); i++) {
+            Summary s = sums.get(i);
+            String c = color(run, s.mode());
+            double x0 = LEFT + group * i + group / 2 - bw - 3;
+            double yo = bottom - (bottom - top0) * s.waitRatio() / top, ys = bottom - (bottom - top0) * s.steadyWaitRatio() / top;
+            svg.rect(x0, yo, bw, bottom - yo, c, s.mode() + ": wait ratio " + Html.num(s.waitRatio(), 3))
+                    .rect(x0 + bw + 6, ys, bw, bottom - ys, c + "88", s.mode() + ": steady wait ratio " + Html.num(s.steadyWaitRatio(), 3))
+                    .text(x0 + bw / 2, yo - 5, Html.num(s.waitRatio(), 3), "middle", "val")
+                    .text(x0 + bw * 1.5 + 6, ys - 5, Html.num(s.steadyWaitRatio(), 3), "middle", "val")
+                    .text(LEFT + group * i + group / 2, bottom + 20, s.mode(), "middle", "lab");
+        }
+        svg.line(LEFT, bottom, LEFT + plotW, bottom, "#333", 1).line(LEFT, top0, LEFT, bottom, "#333", 1)
+                .text(20, (top0 + bottom) / 2.0, "wait ratio", "start", "axis");
+        double lx = LEFT + plotW + 30;
+        svg.rect(lx, 60, 14, 14, "#777", null).text(lx + 20, 72, "overall (all steps)", "start", null)
+                .rect(lx, 84, 14, 14, "#77777788", null).text(lx + 20, 96, "steady (after step " + RunData.STEADY_SKIP_STEPS + ")", "start", null);
+        return svg.end();
+    }
+
+    // ---- (b) per-step timeline ----
+
+    static String timelinePlot(RunData run) {
+        var modes = run.modes().stream().filter(m -> !m.ranks().isEmpty()).toList();
+        if (modes.isEmpty()) return Svg.notRecorded("timeline", WIDTH, "Trainer step reports");
+        double maxSeconds = 0;
+        for (Mode m : modes) {
+            for (Rank r : m.ranks()) {
+                long t = 0;
+                for (Step s : r.steps()) t += s.waitNanos() + s.computeNanos();
+                maxSeconds = Math.max(maxSeconds, t / 1e9);
+            }
+        }
+        if (maxSeconds <= 0) maxSeconds = 1;
+        double tick = niceStep(maxSeconds / 10);
+        int row = 18, gap = 4, modeHead = 22, plotW = WIDTH - LEFT - 20;
+        int height = 52;
+        for (Mode m : modes) height += modeHead + m.ranks().size() * (row + gap) + 8;
+        var svg = new Svg("timeline", WIDTH, height, "Per-step wait and compute of each rank along time");
+        int y = 8;
+        for (Mode m : modes) {
+            svg.text(8, y + 15, m.name(), "start", "lab").rect(LEFT - 14, y + 5, 10, 10, color(run, m.name()), null);
+            y += modeHead;
+            for (Rank r : m.ranks()) {
+                svg.text(LEFT - 8, y + row - 5, "rank " + r.rank(), "end", "tick");
+                svg.rect(LEFT, y, plotW, row, "#f4f4f4", null);
+                long t = 0;
+                int i = 0;
+                for (Step s : r.steps()) {
+                    double x0 = LEFT + plotW * (t / 1e9) / maxSeconds;
+                    double xw = plotW * (s.waitNanos() / 1e9) / maxSeconds;
+                    double xc = plotW * (s.computeNanos() / 1e9) / maxSeconds;
+                    svg.rect(x0, y, xw, row, WAIT_COLOR, "step " + i + ": waited " + Html.ms(s.waitNanos() / 1e6)
+                            + (s.transferNanos() > 0 ? " (transfer " + Html.ms(s.transferNanos() / 1e6) + ")" : ""));
+                    svg.rect(x0 + xw, y, xc, row, COMPUTE_COLOR, null);
+                    t += s.waitNanos() + s.computeNanos();
+                    i++;
+                }
+                y += row + gap;
+            }
+            y += 8;
+        }
+        for (double v = 0; v <= maxSeconds + 1e-9; v += tick) {
+            double x = LEFT + plotW * v / maxSeconds;
+            svg.line(x, y - 4, x, y, "#333", 1).text(x, y + 12, Html.num(v, tick < 1 ? 1 : 0) + " s", "middle", "tick");
+        }
+        svg.line(LEFT, y - 4, LEFT + plotW, y - 4, "#333", 1);
+        svg.rect(LEFT + plotW - 210, y + 22, 12, 12, WAIT_COLOR, null).text(LEFT + plotW - 194, y + 32, "wait", "start", "tick")
+                .rect(LEFT + plotW - 140, y + 22, 12, 12, COMPUTE_COLOR, null).text(LEFT + plotW - 124, y + 32, "compute", "start", "tick");
+        return svg.end();
+    }
+
+    // ---- (c) latency distributions ----
+
+    static JsonNode stages(Mode m) {
+        if (m.pipeline() == null) return null;
+        JsonNode s = m.pipeline().path("stages");
+        if (!s.isObject() || s.isEmpty()) s = m.pipeline().path("pipeline").path("stages");
+        return s.isObject() && !s.isEmpty() ? s : null;
+    }
+
+    static JsonNode verdict(Mode m) {
+        if (m.pipeline() == null) return null;
+        JsonNode v = m.pipeline().path("verdict");
+        return v.isObject() && !v.isEmpty() ? v : null;
+    }
+
+    static String stageLatencyPlot(RunData run) {
+        var modes = run.modes().stream().filter(m -> stages(m) != null).toList();
+        double lo = Double.MAX_VALUE, hi = 0;
+        for (Mode m : modes) {
+            for (Iterator<Map.Entry<String, JsonNode>> it = stages(m).properties().iterator(); it.hasNext(); ) {
+                JsonNode v = it.next().getValue();
+                for (String k : List.of("p50_ms", "p90_ms", "p99_ms", "max_ms")) {
+                    double d = v.path(k).asDouble(0);
+                    if (d > 0) { lo = Math.min(lo, d); hi = Math.max(hi, d); }
+                }
+            }
+        }
+        if (hi <= 0) { lo = 0.01; hi = 1; }
+        double dlo = Math.floor(Math.log10(lo)), dhi = Math.max(dlo + 1, Math.ceil(Math.log10(hi)));
+        int row = 16, plotW = WIDTH - LEFT - 170;
+        int height = 40;
+        for (Mode m : modes) height += 24 + stages(m).size() * row + 8;
+        var svg = new Svg("latency", WIDTH, height, "Per-stage latency distributions");
+        int y = 8;
+        for (Mode m : modes) {
+            String c = color(run, m.name());
+            svg.text(8, y + 15, m.name(), "start", "lab");
+            y += 24;
+            for (String stage : orderedStages(stages(m))) {
+                JsonNode v = stages(m).path(stage);
+                double yc = y + row / 2.0;
+                svg.text(LEFT - 8, yc + 4, stage, "end", "tick").line(LEFT, yc, LEFT + plotW, yc, "#eee", 1);
+                double p50 = v.path("p50_ms").asDouble(0), p90 = v.path("p90_ms").asDouble(0), p99 = v.path("p99_ms").asDouble(0),
+                        max = v.path("max_ms").asDouble(0);
+                String tip = m.name() + " " + stage + ": n=" + v.path("count").asLong() + ", mean " + Html.ms(v.path("mean_ms").asDouble())
+                        + ", p50 " + Html.ms(p50) + ", p90 " + Html.ms(p90) + ", p99 " + Html.ms(p99) + ", max " + Html.ms(max);
+                double x50 = logX(p50, dlo, dhi, plotW), x90 = logX(p90, dlo, dhi, plotW), x99 = logX(p99, dlo, dhi, plotW),
+                        xm = logX(max, dlo, dhi, plotW);
+                svg.rect(x50, yc - 2, Math.max(0, x99 - x50), 4, c + "66", tip).rect(x50, yc - 4, Math.max(0, x90 - x50), 8, c + "aa", tip)
+                        .line(xm, yc - 5, xm, yc + 5, c, 1.5).circle(x50, yc, 4.5, c, tip)
+                        .text(LEFT + plotW + 10, yc + 4, "p50 " + Html.ms(p50) + " · p99 " + Html.ms(p99), "start", "tick");
+                y += row;
+            }
+            y += 8;
+        }
+        logAxis(svg, y, dlo, dhi, plotW);
+        return svg.end();
+    }
+
+    private static List<String> orderedStages(JsonNode stages) {
+        var names = new ArrayList<String>();
+        for (String s : STAGE_ORDER) if (stages.has(s)) names.add(s);
+        for (var e : stages.properties()) if (!names.contains(e.getKey())) names.add(e.getKey());
+        return names;
+    }
+
+    private static double logX(double ms, double dlo, double dhi, int plotW) {
+        double l = ms <= 0 ? dlo : Math.max(dlo, Math.min(dhi, Math.log10(ms)));
+        return LEFT + plotW * (l - dlo) / (dhi - dlo);
+    }
+
+    private static void logAxis(Svg svg, int y, double dlo, double dhi, int plotW) {
+        svg.line(LEFT, y, LEFT + plotW, y, "#333", 1);
+        for (double d = dlo; d <= dhi + 1e-9; d++) {
+            double x = LEFT + plotW * (d - dlo) / (dhi - dlo);
+            svg.line(x, y, x, y + 4, "#333", 1).text(x, y + 16, Html.ms(Math.pow(10, d)), "middle", "tick");
+        }
+    }
+
+    static String waitHistogramPlot(RunData run) {
+        var modes = run.modes().stream().filter(m -> m.ranks().stream().anyMatch(r -> !r.steps().isEmpty())).toList();
+        if (modes.isEmpty()) return Svg.notRecorded("latency", WIDTH, "Stage latencies and trainer waits");
+        double hi = 0.1;
+        for (Mode m : modes) for (Rank r : m.ranks()) for (Step s : r.steps()) hi = Math.max(hi, s.waitNanos() / 1e6);
+        double dlo = -1, dhi = Math.max(0, Math.ceil(Math.log10(hi)));
+        int perDecade = 4, bins = (int) ((dhi - dlo) * perDecade), rowH = 70, plotW = WIDTH - LEFT - 170;
+        var svg = new Svg("latency", WIDTH, 40 + modes.size() * (rowH + 14), "Histogram of per-step waits per mode");
+        int y = 8;
+        for (Mode m : modes) {
+            int[] counts = new int[bins];
+            var waits = new ArrayList<Double>();
+            for (Rank r : m.ranks()) {
+                for (Step s : r.steps()) {
+                    double ms = s.waitNanos() / 1e6;
+                    waits.add(ms);
+                    int b = ms <= 0 ? 0 : (int) Math.floor((Math.log10(ms) - dlo) * perDecade);
+                    counts[Math.max(0, Math.min(bins - 1, b))]++;
+                }
+            }
+            waits.sort(null);
+            int peak = 1;
+            for (int c : counts) peak = Math.max(peak, c);
+            String c = color(run, m.name());
+            svg.text(8, y + rowH / 2.0, m.name(), "start", "lab").line(LEFT, y + rowH, LEFT + plotW, y + rowH, "#999", 1);
+            double bw = (double) plotW / bins;
+            for (int b = 0; b < bins; b++) {
+                if (counts[b] == 0) continue;
+                double bh = (rowH - 6) * counts[b] / (double) peak;
+                double from = Math.pow(10, dlo + (double) b / perDecade), to = Math.pow(10, dlo + (double) (b + 1) / perDecade);
+                svg.rect(LEFT + b * bw + 1, y + rowH - bh, bw - 2, bh, c, counts[b] + " steps waited " + Html.ms(from) + "–" + Html.ms(to));
+            }
+            double p50 = waits.get(waits.size() / 2), p99 = waits.get(Math.min(waits.size() - 1, (int) Math.ceil(waits.size() * 0.99) - 1));
+            double x50 = logX(p50, dlo, dhi, plotW);
+            svg.dashed(x50, y, x50, y + rowH, "#333")
+                    .text(LEFT + plotW + 10, y + rowH / 2.0, "p50 " + Html.ms(p50) + " · p99 " + Html.ms(p99), "start", "tick");
+            y += rowH + 14;
+        }
+        logAxis(svg, y - 10, dlo, dhi, plotW);
+        return svg.end();
+    }
+
+    // ---- (d) queue depth over time ----
+
+    /** The timeline's columns by name, each a list of per-tick values (an array column becomes one series per rank). */
+    static Map<String, double[]> timelineSeries(Mode m) {
+        if (m.pipeline() == null) return null;
+        JsonNode tl = m.pipeline().path("timeline");
+        if (!tl.isObject()) tl = m.pipeline().path("pipeline").path("timeline");
+        JsonNode cols = tl.path("columns"), rows = tl.path("rows");
+        if (!cols.isArray() || !rows.isArray() || rows.isEmpty()) return null;
+        var out = new LinkedHashMap<String, double[]>();
+        for (int c = 0; c < cols.size(); c++) {
+            String name = cols.get(c).asText();
+            JsonNode first = rows.get(0).path(c);
+            if (first.isArray()) {
+                for (int r = 0; r < first.size(); r++) {
+                    double[] v = new double[rows.size()];
+                    for (int i = 0; i < rows.size(); i++) v[i] = rows.get(i).path(c).path(r).asDouble();
+                    out.put(name + "[" + r + "]", v);
+                }
+            } else {
+                double[] v = new double[rows.size()];
+                for (int i = 0; i < rows.size(); i++) v[i] = rows.get(i).path(c).asDouble();
+                out.put(name, v);
+            }
+        }
+        return out.containsKey("t_ms") ? out : null;
+    }
+
+    static String queueDepthPlot(RunData run) {
+        var modes = new ArrayList<Mode>();
+        var series = new ArrayList<Map<String, double[]>>();
+        for (Mode m : run.modes()) {
+            var s = timelineSeries(m);
+            if (s != null) { modes.add(m); series.add(s); }
+        }
+        if (modes.isEmpty()) return Svg.notRecorded("queue-depth", WIDTH, "Queue depth over time (pipeline timeline)");
+        double maxT = 0;
+        for (var s : series) for (double t : s.get("t_ms")) maxT = Math.max(maxT, t);
+        if (maxT <= 0) maxT = 1;
+        int rowH = 80, plotW = WIDTH - LEFT - 170;
+        var svg = new Svg("queue-depth", WIDTH, 20 + modes.size() * (2 * rowH + 52), "Queue depth over time");
+        int y = 10;
+        for (int k = 0; k < modes.size(); k++) {
+            var s = series.get(k);
+            String mode = modes.get(k).name();
+            var buffers = new LinkedHashMap<String, double[]>();
+            var fetch = new LinkedHashMap<String, double[]>();
+            for (var e : s.entrySet()) {
+                String n = e.getKey();
+                if (n.startsWith("buffered_batches[") || n.equals("cpu_queued") || n.equals("cpu_busy")) buffers.put(n, e.getValue());
+                if (n.equals("fetch_in_flight")) fetch.put(n, e.getValue());
+            }
+            svg.text(8, y + 14, mode, "start", "lab").rect(LEFT - 14, y + 22, 10, 10, color(run, mode), null);
+            JsonNode tl = modes.get(k).pipeline().path("timeline");
+            double fetchLimit = tl.path("fetch_limit").asDouble(0);
+            panel(svg, mode, s.get("t_ms"), maxT, buffers, 0, y, rowH, plotW, "queues");
+            y += rowH + 6;
+            panel(svg, mode, s.get("t_ms"), maxT, fetch, fetchLimit, y, rowH, plotW, "fetches");
+            y += rowH + 8;
+            double tick = niceStep(maxT / 1000 / 10);
+            for (double v = 0; v <= maxT / 1000 + 1e-9; v += tick) {
+                double x = LEFT + plotW * v * 1000 / maxT;
+                svg.line(x, y - 8, x, y - 4, "#333", 1).text(x, y + 8, Html.num(v, tick < 1 ? 1 : 0) + " s", "middle", "tick");
+            }
+            y += 38;
+        }
+        return svg.end();
+    }
+
+    private static final String[] LINE_COLORS = {"#16a085", "#2e86c1", "#e67e22", "#8e44ad", "#c0392b", "#7f8c8d", "#d35400", "#27ae60"};
+
+    /** One panel of lines sharing a y scale; {@code limit} (if > 0) is drawn as a dashed line. */
+    private static void panel(Svg svg, String mode, double[] t, double maxT, Map<String, double[]> lines, double limit, int y, int rowH,
+                              int plotW, String label) {
+        double maxV = Math.max(1, limit);
+        for (double[] v : lines.values()) for (double d : v) maxV = Math.max(maxV, d);
+        maxV = Math.ceil(maxV);
+        svg.rect(LEFT, y, plotW, rowH, "#fafafa", null).text(LEFT - 6, y + 10, Html.num(maxV, 0), "end", "tick")
+                .text(LEFT - 6, y + rowH, "0", "end", "tick").text(LEFT - 30, y + rowH / 2.0 + 4, label, "end", "tick");
+        if (limit > 0) {
+            double yl = y + rowH - rowH * limit / maxV;
+            svg.dashed(LEFT, yl, LEFT + plotW, yl, "#999").text(LEFT + plotW - 4, yl - 3, "limit " + Html.num(limit, 0), "end", "tick");
+        }
+        if (lines.isEmpty()) svg.text(LEFT + plotW / 2.0, y + rowH / 2.0, "not recorded in this run", "middle", "note");
+        int li = 0;
+        for (var e : lines.entrySet()) {
+            double[] v = e.getValue();
+            double[] xs = new double[v.length], ys = new double[v.length];
+            double peak = 0, sum = 0;
+            for (int i = 0; i < v.length; i++) {
+                xs[i] = LEFT + plotW * t[i] / maxT;
+                ys[i] = y + rowH - rowH * v[i] / maxV;
+                peak = Math.max(peak, v[i]);
+                sum += v[i];
+            }
+            String c = LINE_COLORS[li % LINE_COLORS.length];
+            svg.polyline(xs, ys, c, mode + " " + e.getKey() + ": mean " + Html.num(sum / Math.max(1, v.length), 1) + ", max " + Html.num(peak, 0));
+            svg.rect(LEFT + plotW + 10, y + 4 + li * 14, 10, 3, c, null).text(LEFT + plotW + 24, y + 9 + li * 14, e.getKey(), "start", "tick");
+            li++;
+        }
+    }
+
+    static double niceStep(double raw) {
+        if (raw <= 0) return 1;
+        double p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
+        return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+    }
+
+    private static final String CSS = """
+            body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:#222;margin:24px 32px;max-width:1180px}
+            h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 4px}
+            .sub,.note{color:#666;margin:2px 0 8px}code{font-size:12px}
+            table{border-collapse:collapse;margin:6px 0}th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}
+            th:first-child,td:first-child{text-align:left}th{background:#f3f3f3;font-weight:600}
+            .swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}
+            .plot{overflow-x:auto}svg{display:block;font-size:12px}
+            svg text.tick{font-size:11px;fill:#444}svg text.lab{font-size:13px;font-weight:600}svg text.val{font-size:11px;fill:#222}
+            svg text.axis{font-size:12px;fill:#444}svg text.note{font-size:14px;fill:#888}
+            .verdict{border:1px solid #ccc;border-left:6px solid #888;border-radius:4px;padding:8px 12px;margin:6px 0;background:#fbfbfb}
+            .verdict.kind-cpu_bound{border-left-color:#e67e22}.verdict.kind-io_bound{border-left-color:#2e86c1}
+            .verdict.kind-transport_bound{border-left-color:#8e44ad}.verdict.kind-trainer_bound{border-left-color:#27ae60}
+            .verdict.kind-balanced{border-left-color:#7f8c8d}
+            .vhead{font-size:15px;margin-bottom:3px}.mode{color:#fff;border-radius:3px;padding:1px 7px;font-size:12px}
+            .lbl{display:inline-block;min-width:70px;color:#666}
+            #errors{color:#b00;background:#fee;padding:8px}
+            """;
+}

@@ -1,0 +1,92 @@
+package dev.stoker.report;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class RunReportTest {
+    private static final String EVIL = "<script>alert('x')</script> & \"quoted\"";
+
+    @Test
+    void fullRunHasEveryPlotVerdictAndNoExternalUrl(@TempDir Path dir) throws Exception {
+        SyntheticRun.write(dir, 40, true, EVIL);
+        Path html = RunReport.write(dir);
+        assertEquals(dir.resolve("report.html"), html);
+        String s = Files.readString(html);
+        for (String plot : RunReport.PLOTS) {
+            assertTrue(s.contains("data-plot=\"" + plot + "\""), plot);
+        }
+        assertFalse(s.contains("data-empty"), "every plot has data in a full run");
+        assertFalse(s.contains("not recorded in this run"));
+        assertFalse(s.contains("http://") || s.contains("https://"), "no URL at all");
+        assertFalse(Pattern.compile("(src|href)\\s*=", Pattern.CASE_INSENSITIVE).matcher(s).find(), "nothing loaded from anywhere");
+        // verdict present, escaped
+        assertTrue(s.contains("CPU-bound"));
+        assertTrue(s.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;quoted&quot;"));
+        assertFalse(s.contains(EVIL));
+        assertEquals(2, count(s, "<script>"), "only the report's own two scripts");
+        // per-stage latencies used, stages in pipeline order
+        assertTrue(s.contains("Per-stage latency distributions"));
+        String latency = s.substring(s.indexOf("data-plot=\"latency\""), s.indexOf("data-plot=\"queue-depth\""));
+        assertTrue(latency.indexOf(">fetch<") > 0 && latency.indexOf(">fetch<") < latency.indexOf(">encode<")
+                && latency.indexOf(">encode<") < latency.indexOf(">deliver<"));
+        assertTrue(s.contains("buffered_batches[1]"));
+        // modes in ladder order
+        List<Integer> at = java.util.stream.Stream.of(">serial<", ">concurrent<", ">prefetch<", ">zero-copy<").map(s::indexOf).toList();
+        assertTrue(at.get(0) > 0 && at.get(0) < at.get(1) && at.get(1) < at.get(2) && at.get(2) < at.get(3), at.toString());
+    }
+
+    @Test
+    void missingExtrasSayNotRecordedAndFallBackToWaitHistogram(@TempDir Path dir) throws Exception {
+        SyntheticRun.write(dir, 10, false, "");
+        String s = Files.readString(RunReport.write(dir));
+        for (String plot : RunReport.PLOTS) assertTrue(s.contains("data-plot=\"" + plot + "\""), plot);
+        assertTrue(s.contains("Queue depth over time (pipeline timeline): not recorded in this run"));
+        assertTrue(s.contains("No bottleneck verdict recorded in this run."));
+        assertTrue(s.contains("Distribution of the trainers&#39; per-step waits"));
+    }
+
+    @Test
+    void emptyDirectoryStillGivesAReport(@TempDir Path dir) throws Exception {
+        String s = Files.readString(RunReport.write(dir));
+        for (String plot : RunReport.PLOTS) assertTrue(s.contains("data-plot=\"" + plot + "\""), plot);
+        assertEquals(4, count(s, "data-empty=\"true\""));
+    }
+
+    @Test
+    void summaryMatchesTheLaddersRule(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("prefetch-rank0.json"), "{\"rank\":0,\"world\":1,\"elapsed_ms\":2000,\"bytes_received\":5000000,"
+                + "\"steps\":[[300000000,100000000,1,4,0],[0,100000000,1,4,0],[0,100000000,1,4,0],[100000000,100000000,1,4,0],[0,100000000,1,4,0]]}");
+        RunData run = RunData.load(dir);
+        assertEquals(1, run.modes().size());
+        RunData.Summary s = RunData.summarize(run.modes().getFirst());
+        assertEquals(400.0 / 900, s.waitRatio(), 1e-12);
+        assertEquals(100.0 / 300, s.steadyWaitRatio(), 1e-12);
+        assertEquals(20 / 2.0, s.samplesPerSecond(), 1e-12);
+        assertEquals(300, s.firstBatchMillis(), 1e-9);
+        assertEquals(80, s.meanWaitMillis(), 1e-9);
+        String html = Files.readString(RunReport.write(dir));
+        assertTrue(html.contains("<td>0.444</td><td>0.333</td><td>10.0</td><td>300 ms</td><td>80.0 ms</td><td>5</td>"), html);
+    }
+
+    @Test
+    void modeNamesFromFilesAreEscaped(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("a&b-rank0.json"), "{\"rank\":0,\"elapsed_ms\":10,\"bytes_received\":0,\"steps\":[[1,2,3,4,5]]}");
+        String s = Files.readString(RunReport.write(dir));
+        assertTrue(s.contains("a&amp;b"));
+        assertFalse(s.contains("a&b"));
+    }
+
+    private static int count(String s, String needle) {
+        int n = 0;
+        for (int i = s.indexOf(needle); i >= 0; i = s.indexOf(needle, i + 1)) n++;
+        return n;
+    }
+}
