@@ -111,6 +111,11 @@ final class FeedService implements BatchProvider, AutoCloseable {
         return new Prepared(new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, bs, b.scheduled(), b.globalStep()), tensors);
     }
 
+    /** The bottleneck verdict with the trainers' figures: their (steady) wait ratio and the transfer's share of it. */
+    dev.stoker.pipeline.feed.BottleneckVerdict verdict(double trainerWaitRatio, java.util.OptionalDouble transferShare) {
+        return dev.stoker.pipeline.feed.Bottleneck.classify(feeder.bottleneckInputs().withTrainer(trainerWaitRatio, transferShare));
+    }
+
     /** The pipeline's and the store's counters, for the run's JSON. */
     Map<String, Object> metrics() {
         var m = new LinkedHashMap<String, Object>();

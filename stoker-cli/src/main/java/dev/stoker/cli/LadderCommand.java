@@ -72,6 +72,11 @@ final class LadderCommand implements Callable<Integer> {
                 json.put(mode, m);
             }
         }
+        for (String mode : modes) {
+            var verdict = new ObjectMapper().readTree(dir.resolve(mode + "-pipeline.json").toFile()).path("verdict").path("text");
+            if (!verdict.isMissingNode()) out.printf("verdict %-11s %s%n", mode, verdict.asText());
+        }
+        out.println("report: " + dev.stoker.report.RunReport.write(dir) + " (raw per-step and per-stage data beside it)");
         out.println(new ObjectMapper().writeValueAsString(java.util.Map.of("modes", json)));
         return 0;
     }

@@ -20,7 +20,7 @@ final class LadderRun {
     /** What the trainers of one mode measured. */
     record Result(String mode, int ranks, double waitRatio, double steadyWaitRatio, double samplesPerSecond,
                   double ttfbMillis, double meanWaitMillis, double meanStepMillis, long bytesReceived, long samples,
-                  List<long[]> perRankWaitNanos) {}
+                  List<long[]> perRankWaitNanos, java.util.OptionalDouble transferShare) {}
 
     private static final int STEADY_SKIP_STEPS = 3;
     /** The Python the Python trainer runs on: Debian's, with its python3-numpy. */
@@ -118,6 +118,10 @@ final class LadderRun {
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
                 while (server.leasesHeld() > 0 && System.nanoTime() < deadline) Thread.sleep(5); // the trainers' last RELEASE/BYE
                 var metrics = feed.metrics();
+                // the verdict with the trainers' side: how much they waited, and how much of that was transfer
+                var trainers = summarize(mode, ranks, workDir);
+                var verdict = feed.verdict(trainers.steadyWaitRatio(), trainers.transferShare());
+                metrics.put("verdict", verdict.toJson());
                 metrics.put("server", java.util.Map.of("batches_sent", server.batchesSent(), "bytes_sent", server.bytesSent(),
                         "refs_sent", server.refsSent(), "leases_held", server.leasesHeld()));
                 new ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(workDir.resolve(mode + "-pipeline.json").toFile(), metrics);
@@ -155,7 +159,7 @@ final class LadderRun {
 
     private static Result summarize(String mode, int ranks, Path workDir) throws IOException {
         var mapper = new ObjectMapper();
-        long wait = 0, compute = 0, steadyWait = 0, steadyCompute = 0, bytes = 0, samples = 0, steps = 0;
+        long wait = 0, compute = 0, steadyWait = 0, steadyCompute = 0, steadyTransfer = 0, bytes = 0, samples = 0, steps = 0;
         double maxElapsedMillis = 0, ttfb = 0;
         var perRank = new ArrayList<long[]>();
         for (int r = 0; r < ranks; r++) {
@@ -171,14 +175,19 @@ final class LadderRun {
                 compute += c;
                 samples += st.get(i).get(3).asLong();
                 steps++;
-                if (i >= STEADY_SKIP_STEPS) { steadyWait += w; steadyCompute += c; }
+                if (i >= STEADY_SKIP_STEPS) {
+                    steadyWait += w;
+                    steadyCompute += c;
+                    if (st.get(i).size() > 4) steadyTransfer += Math.min(w, st.get(i).get(4).asLong());
+                }
             }
             if (waits.length > 0) ttfb = Math.max(ttfb, waits[0] / 1e6);
             perRank.add(waits);
         }
         return new Result(mode, ranks, ratio(wait, compute), ratio(steadyWait, steadyCompute),
                 samples / (maxElapsedMillis / 1000.0), ttfb, steps == 0 ? 0 : wait / 1e6 / steps,
-                steps == 0 ? 0 : (wait + compute) / 1e6 / steps, bytes, samples, perRank);
+                steps == 0 ? 0 : (wait + compute) / 1e6 / steps, bytes, samples, perRank,
+                steadyWait == 0 ? java.util.OptionalDouble.empty() : java.util.OptionalDouble.of((double) steadyTransfer / steadyWait));
     }
 
     private static double ratio(long wait, long compute) {
