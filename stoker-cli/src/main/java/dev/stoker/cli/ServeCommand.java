@@ -40,6 +40,11 @@ final class ServeCommand implements Callable<Integer> {
                     + "on other nodes; a rank reads either here or over the socket, not both (default: off).")
     String flight;
 
+    @Option(names = "--metrics-port",
+            description = "Serve Prometheus metrics (counters, buffers, store, bottleneck verdict) at http://127.0.0.1:PORT/metrics; "
+                    + "0 picks a free port (default: off).")
+    Integer metricsPort;
+
     @Option(names = "--mode", defaultValue = "zero-copy",
             description = "zero-copy (batches in shared memory, trainers read them in place) or prefetch (batches copied "
                     + "through the socket) (default: ${DEFAULT-VALUE}).")
@@ -89,12 +94,14 @@ final class ServeCommand implements Callable<Integer> {
         try (var factory = FeedFactory.open(feed, options);
              var service = factory.start(mode, Math.min(feed.prefetchBytes, 2 * oneBatch), startStep, steps);
              var server = new FeedServer(sock, service, false);
-             var flightServer = flight == null ? null : startFlight(service)) {
+             var flightServer = flight == null ? null : startFlight(service);
+             var metricsEndpoint = metricsPort == null ? null : new MetricsEndpoint(service, metricsPort)) {
             out.printf("stoker serve: job %s, %d ranks × batch %d, mode %s, %s%n", job, feed.ranks, feed.batch, mode,
                     service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + budget + " bytes)" : "copies");
             out.printf("stoker serve: data %s (%d samples, %d steps per epoch), fingerprint %016x%n", feed.data,
                     service.feeder().datasetSize(), service.feeder().schedule().stepsPerEpoch(), service.feeder().fingerprint());
             if (flightServer != null) out.println("stoker serve: flight on grpc://" + flightHost() + ":" + flightServer.port());
+            if (metricsEndpoint != null) out.println("stoker serve: metrics on http://127.0.0.1:" + metricsEndpoint.port() + "/metrics");
             out.println("stoker serve: listening on " + sock); // last: tells scripts everything is up
             out.flush();
             stop.await();
