@@ -71,8 +71,9 @@ final class FeedFactory implements AutoCloseable {
         try {
             if (feedMode == FeedMode.ZERO_COPY) {
                 store = ShmObjectStore.open(storeConfig());
-                // segments for each rank's first batches, touched now rather than on the first steps
-                store.prewarm(expectedBatchBytes / 2, options.ranks * (options.prefetchBatches + 2));
+                // segments for each rank's buffered and in-flight batches, touched now rather than on the first steps;
+                // sized 1.5x a batch of one image per sample at the pixel cap (multi-image samples need more)
+                store.prewarm(expectedBatchBytes / 4 * 3, options.ranks * (options.prefetchBatches + 2));
             }
             var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store, startStep);
             return new FeedService(feeder, store, expectedBatchBytes, steps);

@@ -75,7 +75,7 @@ import java.util.regex.Pattern;
  * (in use + free), never exceeds {@link StoreConfig#budgetBytes()}; the sum of the segment files'
  * sizes therefore never does either (a file is counted before it is created and until after it is
  * deleted). A request is served, in order of preference, by: the smallest free segment whose
- * capacity is at least the request and at most twice its size class; a new segment, when it fits
+ * capacity is at least the request and at most eight times its size class ({@link #REUSE_FACTOR}: a new segment costs fresh pages); a new segment, when it fits
  * the budget; a new segment after deleting free segments, least recently released first, when
  * that makes room. Otherwise it waits until a release frees space. Waiters are served strictly in
  * arrival order: a request never overtakes an earlier one, so a big request cannot be starved by a
@@ -99,6 +99,8 @@ public final class ShmObjectStore implements AutoCloseable {
     static final String SEGMENT_PREFIX = "seg-";
     static final long MIB = 1L << 20;
     private static final int ZERO_CHUNK_BYTES = 1 << 20;
+    /** The largest free segment, relative to the request's size class, that a request takes instead of making a new one. */
+    static final long REUSE_FACTOR = 8;
     private static final int ARENA_ATTEMPTS = 8;
     private static final long CLOSE_WAIT_SECONDS = 30;
     private static final FileAttribute<Set<PosixFilePermission>> DIR_MODE =
@@ -371,7 +373,8 @@ public final class ShmObjectStore implements AutoCloseable {
                 waiting.removeFirst();
                 continue;
             }
-            long maxReuseBytes = r.capacityBytes > Long.MAX_VALUE / 2 ? Long.MAX_VALUE : 2 * r.capacityBytes;
+            // a free segment up to REUSE_FACTOR times larger beats a new one: a new one costs fresh pages
+            long maxReuseBytes = r.capacityBytes > Long.MAX_VALUE / REUSE_FACTOR ? Long.MAX_VALUE : REUSE_FACTOR * r.capacityBytes;
             ShmSegment fit = smallestFreeLocked(r.bytes, maxReuseBytes);
             if (fit != null) {
                 admitLocked(r);
