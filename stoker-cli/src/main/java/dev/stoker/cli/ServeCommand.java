@@ -104,12 +104,22 @@ final class ServeCommand implements Callable<Integer> {
             if (metricsEndpoint != null) out.println("stoker serve: metrics on http://127.0.0.1:" + metricsEndpoint.port() + "/metrics");
             out.println("stoker serve: listening on " + sock); // last: tells scripts everything is up
             out.flush();
-            stop.await();
+            try (var status = StatusLine.start(spec.commandLine().getErr(), () -> statusSample(service))) {
+                stop.await();
+            }
             out.println("stoker serve: stopping");
             out.flush();
             if (metricsFile != null) writeMetrics(service, server);
         }
         return 0;
+    }
+
+    /** What the status line shows: the feed's delivery and buffers, its verdict kind, and the total when --steps bounds the run. */
+    private StatusLine.Sample statusSample(FeedService service) {
+        var feeder = service.feeder();
+        var m = feeder.metrics();
+        return new StatusLine.Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(),
+                java.util.OptionalDouble.empty(), feeder.verdict().kind().label(), steps > 0 ? steps * feed.ranks : -1);
     }
 
     private String flightHost() {

@@ -74,6 +74,7 @@ public final class Feeder implements AutoCloseable {
     private final StoredBatchWriter writer;
     private final long fingerprint;
     private final FeedSampler sampler;
+    private final StallWatchdog watchdog;
 
     private Feeder(FeedConfig config, SampleSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
                    ActorSystem system, List<RankFeed<?>> ranks, ObjectSource ownedSource, StoredBatchWriter writer, long fingerprint,
@@ -83,6 +84,8 @@ public final class Feeder implements AutoCloseable {
                         config.ranks() * (config.mode() == FeedMode.SERIAL ? 1 : config.fetchConcurrency()), config.prefetchBatches(),
                         config.mode() == FeedMode.PREFETCH || config.mode() == FeedMode.ZERO_COPY, List.of()),
                 t -> probe(t, metrics, cpu, ranks, store));
+        this.watchdog = new StallWatchdog(TimeUnit.SECONDS.toMillis(StallWatchdog.STALL_SECONDS_DEFAULT),
+                t -> stallProbe(t, metrics, cpu, ranks, store));
         this.fingerprint = fingerprint;
         this.writer = writer;
         this.ownedSource = ownedSource;
@@ -206,6 +209,35 @@ public final class Feeder implements AutoCloseable {
                 Math.max(0, m.cpuBusyNow()), cpu.queued(), store == null ? 0 : store.metrics().inUseBytes(), batches, bytes, full);
     }
 
+    /** One watchdog tick: the sampler's figures plus each rank's delivered batches and the store's budget and leases. */
+    private static StallWatchdog.Observation stallProbe(long tMillis, FeedMetrics m, CpuPool cpu, List<RankFeed<?>> ranks,
+                                                        ShmObjectStore store) {
+        var t = probe(tMillis, m, cpu, ranks, store);
+        long[] delivered = new long[ranks.size()];
+        for (int i = 0; i < delivered.length; i++)
+            delivered[i] = (ranks.get(i) instanceof PrefetchRankFeed<?> p ? p.snapshot() : ((OnDemandRankFeed) ranks.get(i)).snapshot())
+                    .deliveredBatches();
+        var sm = store == null ? null : store.metrics();
+        return new StallWatchdog.Observation(tMillis, t.fetched(), t.fetchInFlight(), t.encoded(), t.cpuQueued(), t.cpuBusy(),
+                delivered, t.bufferFull(), sm == null ? 0 : sm.inUseBytes(), sm == null ? 0 : sm.budgetBytes(), sm == null ? 0 : sm.leases());
+    }
+
+    /**
+     * Sets after how long without progress a pending stage is reported as stalled (a WARNING through
+     * {@code System.Logger}, once per stall episode); {@link StallWatchdog#STALL_SECONDS_DEFAULT} s by default.
+     * Zero disables the watchdog.
+     */
+    public void stallTimeout(java.time.Duration timeout) {
+        if (timeout.isNegative()) throw new IllegalArgumentException("stall timeout must be >= 0, got " + timeout);
+        watchdog.stallMillis(timeout.toMillis());
+    }
+
+    /** The feed's stall watchdog (its warnings, its threshold). */
+    public StallWatchdog stallWatchdog() { return watchdog; }
+
+    /** The watchdog's current stall threshold (zero: disabled). */
+    public java.time.Duration stallTimeout() { return java.time.Duration.ofMillis(Math.max(0, watchdog.stallMillis())); }
+
     /** The feed sampled every {@value FeedSampler#INTERVAL_MILLIS_DEFAULT} ms since it started (the last hour at most). */
     public FeedSampler.Timeline timeline() { return sampler.timeline(); }
 
@@ -300,6 +332,7 @@ public final class Feeder implements AutoCloseable {
     /** Stops every rank's stream, the Pekko system and the CPU pool, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for each. */
     @Override
     public void close() {
+        watchdog.close();
         sampler.close();
         for (var r : ranks) r.close();
         system.terminate();

@@ -151,6 +151,31 @@ class FeederTest {
     }
 
     @Test
+    void stallWatchdogWarnsOnceForARankThatStopsReadingAndNothingElse() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 80, Set.of());
+        var cfg = config(FeedMode.PREFETCH, 1, 2, 2).withFetchConcurrency(4).withPrefetch(2, Long.MAX_VALUE);
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = Feeder.start(cfg, source, tokenizer)) {
+            assertEquals(java.time.Duration.ofSeconds(StallWatchdog.STALL_SECONDS_DEFAULT), feeder.stallTimeout());
+            feeder.stallTimeout(java.time.Duration.ofMillis(1500));
+            feeder.rank(0).next().get(30, TimeUnit.SECONDS); // the trainer read once, then stops
+            await(() -> feeder.stallWatchdog().warningsLogged() > 0, "a stall warning");
+            Thread.sleep(2500); // the same episode: no second warning, and idle stages stay quiet
+            assertEquals(List.of("stall: rank 0 has taken no batch for 1.5 s, its buffer is full (the trainer stopped reading)"),
+                    feeder.stallWatchdog().recentWarnings());
+        }
+        assertTrue(awaitNoWatchdogThread(), "watchdog thread still running after close");
+    }
+
+    private static boolean awaitNoWatchdogThread() throws InterruptedException {
+        for (int i = 0; i < 200; i++) {
+            if (Thread.getAllStackTraces().keySet().stream().noneMatch(t -> t.getName().equals("stoker-stall-watchdog") && t.isAlive()))
+                return true;
+            Thread.sleep(10);
+        }
+        return false;
+    }
+
+    @Test
     void byteLimitBelowOneBatchStillAdmitsOneAtATime() throws Exception {
         Path manifest = TestDatasets.write(tmp, 13, Set.of());
         var cfg = config(FeedMode.PREFETCH, 2, 3, 2).withPrefetch(4, 1);
