@@ -60,7 +60,7 @@ class LadderCliTest {
                 assertEquals(8, pipeline.get("server").get("refs_sent").asLong());
                 assertEquals(0, pipeline.get("store").get("leases").asLong(), "the store agrees: " + pipeline.get("store"));
                 // the run data of docs/run-data.md
-                for (String stage : List.of("fetch", "encode", "pixel_write", "assemble", "deliver"))
+                for (String stage : List.of("fetch", "encode", "decode", "transform", "tokenize", "pixel_write", "assemble", "deliver"))
                     assertTrue(pipeline.get("stages").get(stage).get("p99_ms").asDouble() >= 0, stage + ": " + pipeline.get("stages"));
                 assertEquals(8, pipeline.get("stages").get("deliver").get("count").asLong());
                 assertEquals("t_ms", pipeline.get("timeline").get("columns").get(0).asText());

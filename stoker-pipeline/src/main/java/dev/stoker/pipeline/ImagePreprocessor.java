@@ -28,6 +28,8 @@ public final class ImagePreprocessor {
     private final ImageDecoder decoder;
     private final QwenVlImageTransform transform;
     private final DecodeOptions decodeOptions;
+    /** Time spent decoding and transforming since the last {@link #resetTimes()} (stage metrics). */
+    private long decodeNanos, transformNanos;
 
     public ImagePreprocessor(EncodeOptions options) {
         this(options, ImageDecoders.forCurrentThread());
@@ -70,24 +72,40 @@ public final class ImagePreprocessor {
 
     /** Decodes and transforms {@code img}, writing its pixel_values rows into {@code dst} at {@code offset} (floats). */
     public void processInto(Planned img, float[] dst, int offset) {
+        long t0 = System.nanoTime();
         RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        long t1 = System.nanoTime();
+        decodeNanos += t1 - t0;
         try {
             transform.writePixelValues(rgb, img.plan(), dst, offset);
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
+        } finally {
+            transformNanos += System.nanoTime() - t1;
         }
     }
+
+    public long decodeNanos() { return decodeNanos; }
+
+    public long transformNanos() { return transformNanos; }
+
+    public void resetTimes() { decodeNanos = transformNanos = 0; }
 
     /**
      * Decodes and transforms {@code img}, writing its pixel_values rows (little-endian float32) into
      * {@code dst} at byte {@code offsetBytes}: the batch segment itself, so no copy follows.
      */
     public void processInto(Planned img, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        long t0 = System.nanoTime();
         RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        long t1 = System.nanoTime();
+        decodeNanos += t1 - t0;
         try {
             transform.writePixelValues(rgb, img.plan(), dst, offsetBytes);
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
+        } finally {
+            transformNanos += System.nanoTime() - t1;
         }
     }
 

@@ -62,6 +62,20 @@ public final class SampleEncoder {
 
     public EncodeOptions options() { return options; }
 
+    /** Per-stage time of the calls since {@link #resetTimes()}: decode, transform (resize + patchify), tokenize. */
+    public long decodeNanos() { return images.decodeNanos(); }
+
+    public long transformNanos() { return images.transformNanos(); }
+
+    public long tokenizeNanos() { return tokenizeNanos; }
+
+    public void resetTimes() {
+        images.resetTimes();
+        tokenizeNanos = 0;
+    }
+
+    private long tokenizeNanos;
+
     /** Prepares (and touches) this thread's decode buffers for images of up to {@code pixels} pixels. */
     public void reserve(long pixels) { images.reserve(pixels); }
 
@@ -125,7 +139,9 @@ public final class SampleEncoder {
                 throw inSample(id, ref, e);
             }
         }
+        long t0 = System.nanoTime();
         TextFeatures text = tokens.build(sample, grids);
+        tokenizeNanos += System.nanoTime() - t0;
         return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength());
     }
 

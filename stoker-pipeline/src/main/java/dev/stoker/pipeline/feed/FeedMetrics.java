@@ -39,6 +39,12 @@ public final class FeedMetrics {
     final LatencyHistogram fetchLatency = new LatencyHistogram();
     /** Per sample: CPU time of encode (heap modes) or prepare (ZERO_COPY). */
     final LatencyHistogram encodeLatency = new LatencyHistogram();
+    /** Per sample: image decode (all of its images). */
+    final LatencyHistogram decodeLatency = new LatencyHistogram();
+    /** Per sample: resize, normalize and patchify (all of its images). */
+    final LatencyHistogram transformLatency = new LatencyHistogram();
+    /** Per sample: chat template and tokenization. */
+    final LatencyHistogram tokenizeLatency = new LatencyHistogram();
     /** Per sample (ZERO_COPY): decode + transform into shared memory. */
     final LatencyHistogram pixelWriteLatency = new LatencyHistogram();
     /** Per batch: collation, or final write and seal. */
@@ -47,9 +53,18 @@ public final class FeedMetrics {
     final LatencyHistogram deliverLatency = new LatencyHistogram();
 
     /** Stage names in the order reports show them. */
-    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "pixel_write", "assemble", "deliver");
+    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "transform", "tokenize",
+            "pixel_write", "assemble", "deliver");
 
     FeedMetrics() {}
+
+    /** Records the encoder's per-stage times of the call that just ended (those it spent any time in). */
+    void recordStages(dev.stoker.pipeline.SampleEncoder encoder) {
+        if (encoder.decodeNanos() > 0) decodeLatency.record(encoder.decodeNanos());
+        if (encoder.transformNanos() > 0) transformLatency.record(encoder.transformNanos());
+        if (encoder.tokenizeNanos() > 0) tokenizeLatency.record(encoder.tokenizeNanos());
+        encoder.resetTimes();
+    }
 
     /** Marks a CPU-pool task as started; returns its start time for {@link #cpuEnd}. */
     long cpuStart() {
@@ -95,6 +110,9 @@ public final class FeedMetrics {
         put(m, "fetch", fetchLatency);
         if (firstByte != null) put(m, "first_byte", firstByte);
         put(m, "encode", encodeLatency);
+        put(m, "decode", decodeLatency);
+        put(m, "transform", transformLatency);
+        put(m, "tokenize", tokenizeLatency);
         put(m, "pixel_write", pixelWriteLatency);
         put(m, "assemble", assembleLatency);
         put(m, "deliver", deliverLatency);

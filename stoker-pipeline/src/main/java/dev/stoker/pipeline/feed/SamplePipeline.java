@@ -167,6 +167,7 @@ final class SamplePipeline {
         metrics.encodeStarted.increment();
         return cpu.withEncoder(encoder -> {
             long t0 = metrics.cpuStart();
+            encoder.resetTimes();
             try {
                 return work.apply(encoder, f);
             } catch (SampleException e) {
@@ -177,6 +178,7 @@ final class SamplePipeline {
                 long took = System.nanoTime() - t0;
                 metrics.encodeNanos.add(took);
                 metrics.encodeLatency.record(took);
+                metrics.recordStages(encoder);
                 metrics.cpuEnd(t0);
             }
         });

@@ -116,6 +116,7 @@ final class StoredBatchWriter implements AutoCloseable {
     /** One sample's pixels; returns null, or the sample as failed. */
     private SamplePipeline.Failed write(SampleEncoder encoder, SamplePipeline.Ready r, MemorySegment seg, long at) {
         long t0 = metrics.cpuStart();
+        encoder.resetTimes();
         try {
             encoder.writePixels(r.sample(), seg, at);
             metrics.encodedSamples.increment();
@@ -128,6 +129,7 @@ final class StoredBatchWriter implements AutoCloseable {
             long took = System.nanoTime() - t0;
             metrics.encodeNanos.add(took);
             metrics.pixelWriteLatency.record(took);
+            metrics.recordStages(encoder);
             metrics.cpuEnd(t0);
         }
     }
