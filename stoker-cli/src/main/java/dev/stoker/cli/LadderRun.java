@@ -111,9 +111,16 @@ final class LadderRun {
                 feedRef.set(feed);
                 server.open();
                 long timeoutMillis = 120_000 + steps * (stepMillis + 5_000L);
-                for (Process p : processes) {
-                    if (!p.waitFor(timeoutMillis, TimeUnit.MILLISECONDS)) throw new IOException("trainer did not finish in time; see " + workDir);
-                    if (p.exitValue() != 0) throw new IOException("trainer exited with " + p.exitValue() + "; see " + workDir);
+                // on a terminal: samples/s, batches delivered of ranks·steps, buffers, the verdict so far, ETA
+                try (var status = StatusLine.start(new java.io.PrintWriter(System.err, true), () -> {
+                    var m = feed.feeder().metrics();
+                    return new StatusLine.Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(),
+                            java.util.OptionalDouble.empty(), mode + " · " + feed.feeder().verdict().kind().label(), (long) ranks * steps);
+                })) {
+                    for (Process p : processes) {
+                        if (!p.waitFor(timeoutMillis, TimeUnit.MILLISECONDS)) throw new IOException("trainer did not finish in time; see " + workDir);
+                        if (p.exitValue() != 0) throw new IOException("trainer exited with " + p.exitValue() + "; see " + workDir);
+                    }
                 }
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
                 while (server.leasesHeld() > 0 && System.nanoTime() < deadline) Thread.sleep(5); // the trainers' last RELEASE/BYE
