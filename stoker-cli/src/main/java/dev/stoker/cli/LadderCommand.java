@@ -60,12 +60,12 @@ final class LadderCommand implements Callable<Integer> {
                 long expected = expectedBatchBytes(options);
                 var r = LadderRun.run(mode, () -> factory.start(mode, expected), feed.ranks, steps, stepMillis, expected, dir, trainers);
                 out.printf("%-11s %10.3f %12.3f %10.1f %10.0f %12.1f %12.1f%n", mode, r.waitRatio(), r.steadyWaitRatio(),
-                        r.samplesPerSecond(), r.ttfbMillis(), r.meanWaitMillis(), r.bytesReceived() / 1e6);
+                        r.samplesPerSecond(), r.firstBatchMillis(), r.meanWaitMillis(), r.bytesReceived() / 1e6);
                 out.flush();
                 var m = new LinkedHashMap<String, Object>();
                 m.put("wait_ratio", round(r.waitRatio()));
                 m.put("samples_per_s", round(r.samplesPerSecond()));
-                m.put("ttfb_ms", round(r.ttfbMillis()));
+                m.put("ttfb_ms", round(r.firstBatchMillis()));
                 m.put("steady_wait_ratio", round(r.steadyWaitRatio()));
                 m.put("mean_wait_ms", round(r.meanWaitMillis()));
                 m.put("bytes_to_trainers", r.bytesReceived());

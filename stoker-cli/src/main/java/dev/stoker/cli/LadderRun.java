@@ -1,7 +1,7 @@
 package dev.stoker.cli;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.report.RunData;
 import dev.stoker.transport.BatchProvider;
 import dev.stoker.transport.FeedServer;
 import java.io.IOException;
@@ -17,12 +17,7 @@ import java.util.concurrent.TimeUnit;
  * process per rank; collects what the trainers measured.
  */
 final class LadderRun {
-    /** What the trainers of one mode measured. */
-    record Result(String mode, int ranks, double waitRatio, double steadyWaitRatio, double samplesPerSecond,
-                  double ttfbMillis, double meanWaitMillis, double meanStepMillis, long bytesReceived, long samples,
-                  List<long[]> perRankWaitNanos, java.util.OptionalDouble transferShare) {}
 
-    private static final int STEADY_SKIP_STEPS = 3;
     /** The Python the Python trainer runs on: Debian's, with its python3-numpy. */
     static final String PYTHON = "/usr/bin/python3";
 
@@ -72,12 +67,12 @@ final class LadderRun {
 
     private LadderRun() {}
 
-    static Result run(String mode, java.util.function.Supplier<FeedService> feedFactory, int ranks, int steps, long stepMillis,
+    static RunData.Summary run(String mode, java.util.function.Supplier<FeedService> feedFactory, int ranks, int steps, long stepMillis,
                       long expectedBatchBytes, Path workDir) throws IOException, InterruptedException {
         return run(mode, feedFactory, ranks, steps, stepMillis, expectedBatchBytes, workDir, Trainer.JAVA);
     }
 
-    static Result run(String mode, java.util.function.Supplier<FeedService> feedFactory, int ranks, int steps, long stepMillis,
+    static RunData.Summary run(String mode, java.util.function.Supplier<FeedService> feedFactory, int ranks, int steps, long stepMillis,
                       long expectedBatchBytes, Path workDir, Trainer trainer) throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path socket = workDir.resolve("feed-" + mode + ".sock");
@@ -126,8 +121,8 @@ final class LadderRun {
                 while (server.leasesHeld() > 0 && System.nanoTime() < deadline) Thread.sleep(5); // the trainers' last RELEASE/BYE
                 var metrics = feed.metrics();
                 // the verdict with the trainers' side: how much they waited, and how much of that was transfer
-                var trainers = summarize(mode, ranks, workDir);
-                var verdict = feed.verdict(trainers.steadyWaitRatio(), trainers.transferShare());
+                var trainers = summarize(mode, workDir);
+                var verdict = feed.verdict(trainers.steadyWaitRatio(), trainers.steadyTransferShare());
                 metrics.put("verdict", verdict.toJson());
                 metrics.put("server", java.util.Map.of("batches_sent", server.batchesSent(), "bytes_sent", server.bytesSent(),
                         "refs_sent", server.refsSent(), "leases_held", server.leasesHeld()));
@@ -136,7 +131,7 @@ final class LadderRun {
         } finally {
             for (Process p : processes) p.destroyForcibly();
         }
-        return summarize(mode, ranks, workDir);
+        return summarize(mode, workDir);
     }
 
     private static Process startTrainer(Trainer trainer, Path socket, int rank, int world, int steps, long stepMillis,
@@ -164,40 +159,11 @@ final class LadderRun {
         return pb.start();
     }
 
-    private static Result summarize(String mode, int ranks, Path workDir) throws IOException {
-        var mapper = new ObjectMapper();
-        long wait = 0, compute = 0, steadyWait = 0, steadyCompute = 0, steadyTransfer = 0, bytes = 0, samples = 0, steps = 0;
-        double maxElapsedMillis = 0, ttfb = 0;
-        var perRank = new ArrayList<long[]>();
-        for (int r = 0; r < ranks; r++) {
-            JsonNode rep = mapper.readTree(workDir.resolve(mode + "-rank" + r + ".json").toFile());
-            maxElapsedMillis = Math.max(maxElapsedMillis, rep.get("elapsed_ms").asDouble());
-            bytes += rep.get("bytes_received").asLong();
-            JsonNode st = rep.get("steps");
-            long[] waits = new long[st.size()];
-            for (int i = 0; i < st.size(); i++) {
-                long w = st.get(i).get(0).asLong(), c = st.get(i).get(1).asLong();
-                waits[i] = w;
-                wait += w;
-                compute += c;
-                samples += st.get(i).get(3).asLong();
-                steps++;
-                if (i >= STEADY_SKIP_STEPS) {
-                    steadyWait += w;
-                    steadyCompute += c;
-                    if (st.get(i).size() > 4) steadyTransfer += Math.min(w, st.get(i).get(4).asLong());
-                }
-            }
-            if (waits.length > 0) ttfb = Math.max(ttfb, waits[0] / 1e6);
-            perRank.add(waits);
-        }
-        return new Result(mode, ranks, ratio(wait, compute), ratio(steadyWait, steadyCompute),
-                samples / (maxElapsedMillis / 1000.0), ttfb, steps == 0 ? 0 : wait / 1e6 / steps,
-                steps == 0 ? 0 : (wait + compute) / 1e6 / steps, bytes, samples, perRank,
-                steadyWait == 0 ? java.util.OptionalDouble.empty() : java.util.OptionalDouble.of((double) steadyTransfer / steadyWait));
+    /** What the trainers of {@code mode} measured: their reports in {@code workDir}, summarized as the report does. */
+    private static RunData.Summary summarize(String mode, Path workDir) throws IOException {
+        for (var m : RunData.load(workDir).modes())
+            if (m.name().equals(mode)) return RunData.summarize(m);
+        throw new IOException("no trainer reports of mode " + mode + " in " + workDir);
     }
 
-    private static double ratio(long wait, long compute) {
-        return wait + compute == 0 ? 0 : (double) wait / (wait + compute);
-    }
 }

@@ -40,10 +40,15 @@ public record RunData(Path dir, List<Mode> modes) {
     /** One mode of the ladder: its ranks (by rank) and its pipeline JSON (null when absent). */
     public record Mode(String name, List<Rank> ranks, JsonNode pipeline) {}
 
-    /** The figures of the ladder's summary table, computed as {@code LadderRun.summarize} does. */
+    /**
+     * The figures of the ladder's summary table (what {@code bench ladder} prints and the report shows).
+     *
+     * @param steadyTransferShare of the steady-state wait, the part spent moving batches after their
+     *                            reply began to arrive (empty when the trainers waited 0)
+     */
     public record Summary(String mode, int ranks, double waitRatio, double steadyWaitRatio, double samplesPerSecond,
                           double firstBatchMillis, double meanWaitMillis, double meanStepMillis, long bytesReceived,
-                          long samples, long steps) {}
+                          long samples, long steps, java.util.OptionalDouble steadyTransferShare) {}
 
     /** Reads a run directory. Fails only when the directory cannot be listed or a file is not JSON. */
     public static RunData load(Path dir) throws IOException {
@@ -96,7 +101,7 @@ public record RunData(Path dir, List<Mode> modes) {
 
     /** The summary of one mode: wait ratio overall and steady, samples/s, first batch, mean wait, bytes. */
     public static Summary summarize(Mode mode) {
-        long wait = 0, compute = 0, steadyWait = 0, steadyCompute = 0, bytes = 0, samples = 0, steps = 0;
+        long wait = 0, compute = 0, steadyWait = 0, steadyCompute = 0, steadyTransfer = 0, bytes = 0, samples = 0, steps = 0;
         double maxElapsedMillis = 0, ttfb = 0;
         for (Rank r : mode.ranks()) {
             maxElapsedMillis = Math.max(maxElapsedMillis, r.elapsedMillis());
@@ -107,13 +112,18 @@ public record RunData(Path dir, List<Mode> modes) {
                 compute += s.computeNanos();
                 samples += s.samples();
                 steps++;
-                if (i >= STEADY_SKIP_STEPS) { steadyWait += s.waitNanos(); steadyCompute += s.computeNanos(); }
+                if (i >= STEADY_SKIP_STEPS) {
+                    steadyWait += s.waitNanos();
+                    steadyCompute += s.computeNanos();
+                    steadyTransfer += Math.min(s.waitNanos(), s.transferNanos());
+                }
             }
             if (!r.steps().isEmpty()) ttfb = Math.max(ttfb, r.steps().getFirst().waitNanos() / 1e6);
         }
         return new Summary(mode.name(), mode.ranks().size(), ratio(wait, compute), ratio(steadyWait, steadyCompute),
                 maxElapsedMillis <= 0 ? 0 : samples / (maxElapsedMillis / 1000.0), ttfb,
-                steps == 0 ? 0 : wait / 1e6 / steps, steps == 0 ? 0 : (wait + compute) / 1e6 / steps, bytes, samples, steps);
+                steps == 0 ? 0 : wait / 1e6 / steps, steps == 0 ? 0 : (wait + compute) / 1e6 / steps, bytes, samples, steps,
+                steadyWait == 0 ? java.util.OptionalDouble.empty() : java.util.OptionalDouble.of((double) steadyTransfer / steadyWait));
     }
 
     private static double ratio(long wait, long compute) {
