@@ -136,7 +136,6 @@ final class HandoffBench implements Callable<Integer> {
             String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
             var cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx512m", "-XX:+UseSerialGC",
                     "-Dstoker.client.spinNanos=" + Long.getLong("stoker.client.spinNanos", 100_000),
-                    "-Dstoker.client.spinYield=" + Boolean.getBoolean("stoker.client.spinYield"),
                     "-Djava.awt.headless=true", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "trainer",
                     "--socket", socket.toString(), "--rank", "0", "--world", "1", "--steps", Integer.toString(steps),
                     "--step-ms", "0", "--report", report.toString()));

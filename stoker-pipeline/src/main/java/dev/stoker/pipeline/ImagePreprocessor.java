@@ -42,9 +42,6 @@ public final class ImagePreprocessor {
         this.decodeOptions = new DecodeOptions(options.exif(), options.maxSourcePixels(), 1);
     }
 
-    /** See {@link ImageDecoder#reserve(long)}. */
-    public void reserve(long pixels) { decoder.reserve(pixels); }
-
     /** Header, pixel limit and smart_resize: a SampleException names {@code name} and the cause. */
     public Planned plan(byte[] bytes, String name) {
         ImageInfo info = decoder.probe(bytes, name);

@@ -76,8 +76,7 @@ public final class SampleEncoder {
 
     private long tokenizeNanos;
 
-    /** Prepares (and touches) this thread's decode buffers for images of up to {@code pixels} pixels. */
-    public void reserve(long pixels) { images.reserve(pixels); }
+
 
     /** Encodes one JSONL line (raw bytes, UTF-8 validated); images are read through {@code source}. */
     public EncodedSample encodeLine(byte[] line, String fallbackId, ImageSource source) {

@@ -134,7 +134,6 @@ public final class FeedProtocol {
      */
     public static final class FrameReader {
         private static final int BUFFER_BYTES = 64 << 10;
-        private static final boolean YIELD = Boolean.getBoolean("stoker.client.spinYield");
         private final ReadableByteChannel ch;
         private final ByteBuffer buf = ByteBuffer.allocateDirect(BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         private final java.nio.channels.Selector selector;
@@ -177,7 +176,7 @@ public final class FeedProtocol {
             }
             long start = System.nanoTime();
             while (System.nanoTime() - start < spinNanos) {
-                if (YIELD) Thread.yield(); else Thread.onSpinWait();
+                Thread.onSpinWait();
                 n = ch.read(dst);
                 if (n < 0) throw new EOFException("peer closed the connection");
                 if (n > 0) return n;

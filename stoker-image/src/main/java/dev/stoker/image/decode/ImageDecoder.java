@@ -28,11 +28,4 @@ public interface ImageDecoder {
     RgbImage decode(byte[] data, String name, DecodeOptions opts);
 
     default RgbImage decode(byte[] data, String name) { return decode(data, name, DecodeOptions.defaults()); }
-
-    /**
-     * Prepares this decoder's buffers for images of up to {@code pixels} pixels and touches their
-     * memory now, so that the first large image does not pay for fresh pages (75–300 MB/s on some
-     * machines). A no-op for decoders without reusable buffers.
-     */
-    default void reserve(long pixels) {}
 }

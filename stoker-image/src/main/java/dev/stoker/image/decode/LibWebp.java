@@ -96,11 +96,6 @@ final class LibWebp {
         private final MemorySegment features;
         private final NativeScratch inputBuffer = new NativeScratch();
         private final NativeScratch outputBuffer = new NativeScratch();
-
-        /** Grows the output buffer to {@code bytes} and touches it. */
-        void reserve(long bytes) {
-            outputBuffer.ensure(bytes).fill((byte) 0);
-        }
         private MemorySegment input = MemorySegment.NULL;
 
         Session() {

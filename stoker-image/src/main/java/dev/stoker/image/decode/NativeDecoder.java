@@ -26,12 +26,6 @@ final class NativeDecoder implements ImageDecoder {
     private final LibWebp.Session webp;
     private byte[] rgbBuffer = new byte[0];
 
-    @Override
-    public void reserve(long pixels) {
-        if (jpeg != null) jpeg.reserve(pixels * 3);
-        if (webp != null) webp.reserve(pixels * 3);
-    }
-
     /** Either session may be null (its library did not load), not both. */
     NativeDecoder(boolean useTurboJpeg, boolean useLibWebp) {
         if (!useTurboJpeg && !useLibWebp) throw new IllegalArgumentException("no native library to decode with");

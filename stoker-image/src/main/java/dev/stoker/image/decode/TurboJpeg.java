@@ -90,11 +90,6 @@ final class TurboJpeg {
         private final NativeScratch outputBuffer = new NativeScratch();
         private MemorySegment input = MemorySegment.NULL;
 
-        /** Grows the output buffer to {@code bytes} and touches it. */
-        void reserve(long bytes) {
-            outputBuffer.ensure(bytes).fill((byte) 0);
-        }
-
         Session() {
             if (!available()) throw new IllegalStateException("libturbojpeg unavailable: " + UNAVAILABLE_REASON);
             handle = newHandle();

@@ -22,9 +22,6 @@ import java.util.function.Supplier;
  * that bound was broken and fails the stream loudly instead of queueing without limit.
  */
 final class CpuPool implements AutoCloseable {
-    /** Decode buffers each thread prepares before the first sample: a 12.5 MP photo (4000×3000 and a little more). */
-    static final long RESERVE_PIXELS = 12_500_000;
-
     private final ThreadPoolExecutor executor;
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
@@ -45,7 +42,6 @@ final class CpuPool implements AutoCloseable {
         var done = new ArrayList<CompletableFuture<SampleEncoder>>(threads);
         for (int i = 0; i < threads; i++)
             done.add(withEncoder(encoder -> {
-                encoder.reserve(Math.min(encoder.options().maxSourcePixels(), RESERVE_PIXELS));
                 allRunning.countDown();
                 try {
                     allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS);
