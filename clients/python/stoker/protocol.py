@@ -25,7 +25,7 @@ _HELLO = struct.Struct("<IIIIQQ")
 _WELCOME = struct.Struct("<IIQQQQ")
 _REF = struct.Struct("<QQQI")
 
-# The Java service reads trainer frames other than BATCH of at most 1 MiB (FeedProtocol.readSmall):
+# The Java service reads trainer frames other than BATCH of at most 1 MiB (FeedProtocol.FrameReader.small):
 # a RELEASE frame carries at most this many leases.
 MAX_RELEASES_PER_FRAME = (1 << 20) // 8
 

@@ -226,27 +226,10 @@ public final class FeedProtocol {
         }
     }
 
-    public static Frame readFrame(ReadableByteChannel ch) throws IOException {
-        var header = ByteBuffer.allocate(FRAME_HEADER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-        readFully(ch, header);
-        header.flip();
-        int type = header.getInt();
-        long length = header.getLong();
-        if (length < 0) throw new IOException("bad frame length " + length);
-        return new Frame(type, length);
-    }
-
     public static void readFully(ReadableByteChannel ch, ByteBuffer buf) throws IOException {
         while (buf.hasRemaining()) if (ch.read(buf) < 0) throw new EOFException("peer closed the connection");
     }
 
-    /** Reads a small payload (≤ 1 MiB) fully. */
-    public static ByteBuffer readSmall(ReadableByteChannel ch, Frame f) throws IOException {
-        if (f.length() > (1 << 20)) throw new IOException("frame of " + f.length() + " bytes is too large for type " + f.type());
-        var buf = ByteBuffer.allocate((int) f.length()).order(ByteOrder.LITTLE_ENDIAN);
-        readFully(ch, buf);
-        return buf.flip();
-    }
 
     static ByteBuffer utf8(String s) {
         return ByteBuffer.wrap(s.getBytes(StandardCharsets.UTF_8));

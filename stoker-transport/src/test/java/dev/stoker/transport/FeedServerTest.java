@@ -116,11 +116,12 @@ class FeedServerTest {
         try (var server = new FeedServer(sock, new Synthetic(1, 1), false);
              var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
             ch.connect(UnixDomainSocketAddress.of(sock));
+            var in = new FeedProtocol.FrameReader(ch);
             var hello = ByteBuffer.allocate(12).order(ByteOrder.LITTLE_ENDIAN).putInt(FeedProtocol.VERSION + 1).putInt(0).putInt(1).flip();
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello);
-            var f = FeedProtocol.readFrame(ch);
+            var f = in.next();
             assertEquals(FeedProtocol.ERROR, f.type());
-            assertTrue(FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)).contains("protocol version 3 is not supported; this service speaks version 2"));
+            assertTrue(FeedProtocol.utf8(in.small(f)).contains("protocol version 3 is not supported; this service speaks version 2"));
         }
     }
 
@@ -218,15 +219,17 @@ class FeedServerTest {
         try (var server = new FeedServer(sock, provider, false)) {
             var ch = SocketChannel.open(StandardProtocolFamily.UNIX);
             ch.connect(UnixDomainSocketAddress.of(sock));
+            var in = new FeedProtocol.FrameReader(ch);
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO,
                     new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, -1, 0, "t").encode());
-            assertEquals(FeedProtocol.WELCOME, FeedProtocol.readFrame(ch).type());
-            FeedProtocol.readFully(ch, ByteBuffer.allocate(40));
+            var welcome = in.next();
+            assertEquals(FeedProtocol.WELCOME, welcome.type());
+            in.small(welcome);
             for (int i = 0; i < 2; i++) {
                 FeedProtocol.writeFrame(ch, FeedProtocol.NEXT, null);
-                var f = FeedProtocol.readFrame(ch);
+                var f = in.next();
                 assertEquals(FeedProtocol.REF, f.type());
-                FeedProtocol.readSmall(ch, f);
+                in.small(f);
             }
             ch.close(); // dies holding two leases
             long deadline = System.nanoTime() + 5_000_000_000L;
@@ -260,13 +263,14 @@ class FeedServerTest {
         try (var server = new FeedServer(sock, provider, false);
              var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
             ch.connect(UnixDomainSocketAddress.of(sock));
+            var in = new FeedProtocol.FrameReader(ch);
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO,
                     new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, -1, 0, "t").encode());
-            FeedProtocol.readSmall(ch, FeedProtocol.readFrame(ch));
+            in.small(in.next());
             FeedProtocol.writeFrame(ch, FeedProtocol.RELEASE, ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, 42));
-            var f = FeedProtocol.readFrame(ch);
+            var f = in.next();
             assertEquals(FeedProtocol.ERROR, f.type());
-            assertTrue(FeedProtocol.utf8(FeedProtocol.readSmall(ch, f)).contains("lease 42"));
+            assertTrue(FeedProtocol.utf8(in.small(f)).contains("lease 42"));
         }
     }
 
