@@ -45,7 +45,7 @@ final class FeedFactory implements AutoCloseable {
     FeedConfig config(FeedMode mode) {
         return FeedConfig.of(mode, encode, options.ranks, options.batch).withSeed(options.seed)
                 .withCpuThreads(options.cpuThreads()).withFetchConcurrency(options.fetchConcurrency)
-                .withPrefetch(options.prefetchBatches, options.prefetchBytes);
+                .withPrefetch(options.prefetchBatches, options.prefetchBytes).withWarmUp(options.warmUpMillis);
     }
 
     static FeedMode mode(String name) {
@@ -73,7 +73,7 @@ final class FeedFactory implements AutoCloseable {
                 store = ShmObjectStore.open(storeConfig());
                 // segments for each rank's buffered and in-flight batches, touched now rather than on the first steps;
                 // sized 1.5x a batch of one image per sample at the pixel cap (multi-image samples need more)
-                store.prewarm(expectedBatchBytes / 4 * 3, options.ranks * (options.prefetchBatches + 2));
+                store.prewarm(expectedBatchBytes, options.ranks * (options.prefetchBatches + 2));
             }
             var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store, startStep);
             return new FeedService(feeder, store, expectedBatchBytes, steps);

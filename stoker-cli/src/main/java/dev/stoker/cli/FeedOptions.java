@@ -34,6 +34,11 @@ final class FeedOptions {
     @Option(names = "--prefetch-bytes", defaultValue = "1073741824", description = "Prefetch buffer per rank, in bytes (default: ${DEFAULT-VALUE}).")
     long prefetchBytes;
 
+    @Option(names = "--warm-up-ms", defaultValue = "1500",
+            description = "Before the feed opens, each CPU thread encodes a made-up sample for this long, so that the JIT "
+                    + "compiles the hot path before a trainer waits on it; 0 turns it off (default: ${DEFAULT-VALUE}).")
+    long warmUpMillis;
+
     @Option(names = "--s3-endpoint", description = "S3 endpoint override, e.g. http://127.0.0.1:9090 (default: AWS).")
     URI s3Endpoint;
 

@@ -53,6 +53,29 @@ final class CpuPool implements AutoCloseable {
         CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
     }
 
+    /**
+     * Has every thread encode a made-up sample for about {@code millis} ({@link CpuWarmUp}), all at
+     * once; returns the rounds each thread did. {@code inPlace}: the ZERO_COPY path.
+     */
+    int[] warmUp(boolean inPlace, long millis, long timeoutMillis) {
+        int threads = executor.getCorePoolSize();
+        var sample = CpuWarmUp.create();
+        var allRunning = new CountDownLatch(threads);
+        var done = new ArrayList<CompletableFuture<Integer>>(threads);
+        for (int i = 0; i < threads; i++)
+            done.add(withEncoder(encoder -> {
+                allRunning.countDown();
+                try {
+                    allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS); // one task per thread
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return sample.run(encoder, inPlace, millis, CpuWarmUp.MAX_ROUNDS_DEFAULT);
+            }));
+        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+        return done.stream().mapToInt(CompletableFuture::join).toArray();
+    }
+
     /** Runs {@code task} with this pool thread's encoder. */
     <T> CompletableFuture<T> withEncoder(Function<SampleEncoder, T> task) {
         return CompletableFuture.supplyAsync(() -> task.apply(((EncoderThread) Thread.currentThread()).encoder()), executor);

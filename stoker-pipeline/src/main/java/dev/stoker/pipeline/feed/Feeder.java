@@ -164,6 +164,7 @@ public final class Feeder implements AutoCloseable {
         ActorSystem system;
         try {
             cpu.prestart(TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
+            if (config.warmUpMillis() > 0) cpu.warmUp(zeroCopy, config.warmUpMillis(), TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
             system = ActorSystem.create("stoker-feed", pekkoConfig());
         } catch (RuntimeException e) {
             cpu.close();
