@@ -154,7 +154,8 @@ class Loader:
         self._conn: Optional[_Connection] = None
         self._welcome: Optional[P.Welcome] = None  # of the current or last connection
         self._yielded = 0  # batches yielded since that WELCOME
-        self._resume: Optional[Tuple[int, int]] = None  # (next_step, fingerprint) for the next HELLO
+        self._resume: Optional[Tuple[int, int, int]] = None  # (epoch, position, fingerprint) for the next HELLO
+        self._resume_step = 0
         self._state = "new"  # new | open | ended | failed | closed
         self._maps: Dict[str, _Mapping] = {}
         self._pool = _BufferPool()
@@ -180,11 +181,11 @@ class Loader:
             except OSError as e:
                 raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
             flags = P.FLAG_SHARED_MEMORY if self.shared_memory else 0
-            resume_step, fingerprint = 0, 0
+            epoch, position, fingerprint = 0, 0, 0
             if self._resume is not None:
                 flags |= P.FLAG_RESUME
-                resume_step, fingerprint = self._resume
-            self._sendall(sock, P.hello(self.rank, self.world_size, flags, resume_step, fingerprint, self.job))
+                epoch, position, fingerprint = self._resume
+            self._sendall(sock, P.hello(self.rank, self.world_size, flags, epoch, position, fingerprint, self.job))
             type_, n = self._read_frame_header(sock)
             if type_ == P.ERROR:
                 raise StokerError(P.decode_text(self._read_small(sock, n, type_)))
@@ -201,9 +202,6 @@ class Loader:
         except BaseException:
             sock.close()
             raise
-        if self._resume is not None and w.next_step != self._resume[0]:
-            warnings.warn(f"stoker: asked to resume at step {self._resume[0]}, the service resumes at "
-                          f"step {w.next_step}", RuntimeWarning, stacklevel=3)
         self._resume = None
         self._conn = _Connection(sock, w, collections.deque())
         self._welcome = w
@@ -265,35 +263,42 @@ class Loader:
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict:
-        """``{"job", "rank", "world_size", "next_step", "fingerprint"}``: ``next_step`` is the step
-        (batches of this rank from the start of the job) of the next batch this loader would yield."""
+        """``{"job", "rank", "world_size", "fingerprint", "epoch", "position", "next_step"}``:
+        (``epoch``, ``position``) is the cursor of the next batch this loader would yield, a place in
+        the job's global sample order (``position`` samples into epoch ``epoch``'s permutation), so a
+        state from any rank resumes any rank, also with another world size; ``next_step`` is a label
+        (global steps from the start of the job)."""
         if self._resume is not None:
-            next_step, fingerprint = self._resume
+            (epoch, position, fingerprint), next_step = self._resume, self._resume_step
         elif self._welcome is not None:
-            next_step, fingerprint = self._welcome.next_step + self._yielded, self._welcome.fingerprint
+            w = self._welcome
+            epoch, position = w.advance(w.epoch, w.position, self._yielded)
+            fingerprint, next_step = w.fingerprint, w.next_step + self._yielded
         else:
-            next_step, fingerprint = 0, 0
-        return {"job": self.job, "rank": self.rank, "world_size": self.world_size,
-                "next_step": next_step, "fingerprint": fingerprint}
+            epoch, position, fingerprint, next_step = 0, 0, 0, 0
+        return {"job": self.job, "rank": self.rank, "world_size": self.world_size, "fingerprint": fingerprint,
+                "epoch": epoch, "position": position, "next_step": next_step}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resumes from ``state_dict()``'s output: the next HELLO carries the resume flag,
-        ``resume_step = state["next_step"]`` and its fingerprint. Before iteration it only records the
+        """Resumes from a ``state_dict()``: the next HELLO asks for the batch at the saved cursor and
+        carries the saved fingerprint (a service with another data set or configuration refuses it).
+        The state may come from any rank and world size of the same job: every rank of a step saves
+        the same cursor, and after a resize the epoch's order continues with no sample lost or
+        repeated (which samples a rank gets then differs). Before iteration it only records the
         state; on a loader already connected (or ended, or failed) it reconnects now."""
-        missing = {"job", "rank", "world_size", "next_step", "fingerprint"} - set(state)
+        missing = {"job", "epoch", "position", "fingerprint"} - set(state)
         if missing:
-            raise ValueError(f"not a Loader state: missing {sorted(missing)}")
-        if state["rank"] != self.rank or state["world_size"] != self.world_size:
-            raise ValueError(f"state of rank {state['rank']} of {state['world_size']} cannot resume "
-                             f"rank {self.rank} of {self.world_size}")
+            raise ValueError(f"not a Loader state (protocol {P.VERSION}): missing {sorted(missing)}")
         if state["job"] != self.job:
             raise ValueError(f"state of job {state['job']!r} cannot resume job {self.job!r}")
-        step, fp = state["next_step"], state["fingerprint"]
-        if not (isinstance(step, int) and 0 <= step < 1 << 64 and isinstance(fp, int) and 0 <= fp < 1 << 64):
-            raise ValueError(f"bad next_step {step!r} or fingerprint {fp!r}")
+        epoch, position, fp = state["epoch"], state["position"], state["fingerprint"]
+        for label, v in (("epoch", epoch), ("position", position), ("fingerprint", fp)):
+            if not (isinstance(v, int) and 0 <= v < 1 << 63 or label == "fingerprint" and isinstance(v, int) and 0 <= v < 1 << 64):
+                raise ValueError(f"bad {label} {v!r} in the state")
         if self._state == "closed":
             raise StokerError("the Loader is closed")
-        self._resume = (step, fp)
+        self._resume = (epoch, position, fp)
+        self._resume_step = state.get("next_step", 0)
         if self._state != "new":
             self._disconnect(polite=True)
             self._state = "new"

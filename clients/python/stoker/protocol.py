@@ -1,4 +1,4 @@
-"""The local trainer protocol, version 2 (docs/protocol.md, section 2): frame types and payloads."""
+"""The local trainer protocol, version 3 (docs/protocol.md, section 2): frame types and payloads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from .errors import ProtocolError
 
-VERSION = 2
+VERSION = 3
 
 HELLO, NEXT, BYE, RELEASE = 1, 2, 3, 4
 WELCOME, BATCH, END, ERROR, REF = 11, 12, 13, 14, 15
@@ -21,8 +21,8 @@ DELIVERY_COPY = 0
 DELIVERY_SHARED_MEMORY = 1
 
 FRAME = struct.Struct("<IQ")  # type, payload length
-_HELLO = struct.Struct("<IIIIQQ")
-_WELCOME = struct.Struct("<IIQQQQ")
+_HELLO = struct.Struct("<IIIIQQQ")
+_WELCOME = struct.Struct("<IIQQQQQQQQ")
 _REF = struct.Struct("<QQQI")
 
 # The Java service reads trainer frames other than BATCH of at most 1 MiB (FeedProtocol.FrameReader.small):
@@ -37,6 +37,23 @@ class Welcome(NamedTuple):
     next_step: int
     fingerprint: int
     steps_per_epoch: int
+    epoch: int
+    position: int
+    dataset_size: int
+    positions_per_step: int
+
+    def advance(self, epoch: int, position: int, steps: int):
+        """The cursor ``steps`` batches after (epoch, position), by the schedule's rule: each global
+        step takes ``positions_per_step`` samples of the epoch's order, and an epoch ends when less
+        than one step is left (drop_last)."""
+        pps, n = self.positions_per_step, self.dataset_size
+        if pps <= 0 or n <= 0:
+            return epoch, position
+        for _ in range(steps):
+            position += pps
+            if position + pps > n:
+                epoch, position = epoch + 1, 0
+        return epoch, position
 
 
 class Ref(NamedTuple):
@@ -51,9 +68,10 @@ def frame(type_: int, payload: bytes = b"") -> bytes:
     return FRAME.pack(type_, len(payload)) + payload
 
 
-def hello(rank: int, world: int, flags: int, resume_step: int, fingerprint: int, job: str,
+def hello(rank: int, world: int, flags: int, resume_epoch: int, resume_position: int, fingerprint: int, job: str,
           version: int = VERSION) -> bytes:
-    return frame(HELLO, _HELLO.pack(version, rank, world, flags, resume_step, fingerprint) + job.encode("utf-8"))
+    return frame(HELLO, _HELLO.pack(version, rank, world, flags, resume_epoch, resume_position, fingerprint)
+                 + job.encode("utf-8"))
 
 
 def release(leases) -> bytes:

@@ -76,7 +76,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
             return self.loader.state_dict()
         rank, world = _resolve_rank(self.rank, self.world_size)
         return {"job": self.loader_kwargs.get("job", "default"), "rank": rank, "world_size": world,
-                "next_step": 0, "fingerprint": 0}
+                "fingerprint": 0, "epoch": 0, "position": 0, "next_step": 0}
 
     def load_state_dict(self, state: dict) -> None:
         self._state = dict(state)

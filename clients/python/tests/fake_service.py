@@ -73,7 +73,7 @@ class FakeService:
     and referenced with REF frames, when the HELLO accepts shared memory).
     """
 
-    def __init__(self, tmpdir, batches, *, delivery="copy", version=2, fingerprint=0xF00D,
+    def __init__(self, tmpdir, batches, *, delivery="copy", version=3, fingerprint=0xF00D,
                  steps_per_epoch=None, expected_batch_bytes=0, hello_error=None, welcome_version=None,
                  segment_for=None, segment_bytes=1 << 18, corrupt=None, error_after=None,
                  drop_after=None):
@@ -193,9 +193,11 @@ class FakeService:
                     self._error(s, c, f"protocol version {version} is not supported; "
                                       f"this service speaks version {self.version}")
                     return
-                _, rank, world, flags, resume, fp = struct.unpack_from("<IIIIQQ", p)
+                _, rank, world, flags, r_epoch, r_position, fp = struct.unpack_from("<IIIIQQQ", p)
+                # the fake's schedule: one sample per global step, an epoch of steps_per_epoch samples
+                resume = r_epoch * self.steps_per_epoch + r_position
                 hello = dict(version=version, rank=rank, world=world, flags=flags, resume_step=resume,
-                             fingerprint=fp, job=p[32:].decode("utf-8"))
+                             epoch=r_epoch, position=r_position, fingerprint=fp, job=p[40:].decode("utf-8"))
                 self.hellos.append(hello)
                 self.events.append((c, "HELLO", hello))
                 if self.hello_error:
@@ -211,9 +213,10 @@ class FakeService:
                     self.positions[rank] = resume
                 pos = self.positions.setdefault(rank, 0)
                 shm = self.delivery == "shm" and bool(flags & 1)
-                self._send(s, WELCOME, struct.pack("<IIQQQQ", self.welcome_version, 1 if shm else 0,
-                                                   self.expected_batch_bytes, pos, self.fingerprint,
-                                                   self.steps_per_epoch))
+                spe = self.steps_per_epoch
+                self._send(s, WELCOME, struct.pack("<IIQQQQQQQQ", self.welcome_version, 1 if shm else 0,
+                                                   self.expected_batch_bytes, pos, self.fingerprint, spe,
+                                                   pos // spe, pos % spe, spe, 1))
                 while True:
                     try:
                         t, p = self._read_frame(s)

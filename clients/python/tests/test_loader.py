@@ -283,19 +283,19 @@ class HandshakeTest(ServiceTest):
         self.assertNotIsInstance(cm.exception, ProtocolError)
 
     def test_version_mismatch(self):
-        svc = self.service(make_batches(1), version=3)
+        svc = self.service(make_batches(1), version=4)
         with Loader(svc.path, 0, 1) as loader:
             with self.assertRaises(StokerError) as cm:
                 next(loader)
-        self.assertEqual(str(cm.exception), "protocol version 2 is not supported; this service speaks version 3")
+        self.assertEqual(str(cm.exception), "protocol version 3 is not supported; this service speaks version 4")
         self.assertEqual(svc.hellos, [])
 
     def test_welcome_with_other_version(self):
-        svc = self.service(make_batches(1), welcome_version=3)
+        svc = self.service(make_batches(1), welcome_version=4)
         with Loader(svc.path, 0, 1) as loader:
             with self.assertRaises(ProtocolError) as cm:
                 next(loader)
-        self.assertIn("protocol version 3", str(cm.exception))
+        self.assertIn("protocol version 4", str(cm.exception))
 
     def test_no_service(self):
         with self.assertRaises(StokerError) as cm:
@@ -354,7 +354,8 @@ class StateTest(ServiceTest):
             for _ in range(3):
                 next(loader)
             state = loader.state_dict()
-        self.assertEqual(state, {"job": "j", "rank": 1, "world_size": 2, "next_step": 3, "fingerprint": 0xF00D})
+        self.assertEqual(state, {"job": "j", "rank": 1, "world_size": 2, "fingerprint": 0xF00D,
+                                 "epoch": 0, "position": 3, "next_step": 3})
         svc.positions[1] = 6  # the service's feed moved on; the trainer restarts from its checkpoint
         with Loader(svc.path, 1, 2, job="j") as again:
             again.load_state_dict(state)
@@ -364,7 +365,7 @@ class StateTest(ServiceTest):
             self.assertEqual(again.last_meta.global_step, 3)
             self.assertEqual(again.state_dict()["next_step"], 4)
         hello = svc.hellos[-1]
-        self.assertEqual((hello["flags"], hello["resume_step"], hello["fingerprint"]), (3, 3, 0xF00D))
+        self.assertEqual((hello["flags"], hello["epoch"], hello["position"], hello["fingerprint"]), (3, 0, 3, 0xF00D))
         self.assertEqual(svc.hellos[0]["flags"] & 2, 0)
 
     def test_load_while_connected_reconnects(self):
@@ -373,7 +374,7 @@ class StateTest(ServiceTest):
         with Loader(svc.path, 0, 1) as loader:
             next(loader), next(loader), next(loader)
             state = loader.state_dict()
-            state["next_step"] = 1
+            state["position"] = 1
             loader.load_state_dict(state)
             self.assertEqual(len(svc.hellos), 2, "reconnected at once")
             self.assertBatchEqual(next(loader), batches[1])
@@ -385,22 +386,49 @@ class StateTest(ServiceTest):
         with Loader(svc.path, 0, 1) as loader:
             self.assertEqual(len(list(loader)), 2)
             self.assertEqual(loader.state_dict()["next_step"], 2)
-            loader.load_state_dict({**loader.state_dict(), "next_step": 0})
+            self.assertEqual((loader.state_dict()["epoch"], loader.state_dict()["position"]), (1, 0))
+            loader.load_state_dict({**loader.state_dict(), "epoch": 0, "position": 0})
             self.assertEqual(len(list(loader)), 2)
 
     def test_wrong_state(self):
         loader = Loader("unused", 0, 2)
-        for bad in ({"job": "default", "rank": 1, "world_size": 2, "next_step": 0, "fingerprint": 0},
-                    {"job": "default", "rank": 0, "world_size": 4, "next_step": 0, "fingerprint": 0},
-                    {"job": "other", "rank": 0, "world_size": 2, "next_step": 0, "fingerprint": 0},
+        for bad in ({"job": "other", "rank": 0, "world_size": 2, "epoch": 0, "position": 0, "fingerprint": 0},
+                    {"job": "default", "rank": 0, "world_size": 2, "next_step": 0, "fingerprint": 0},  # protocol 2's state
+                    {"job": "default", "epoch": -1, "position": 0, "fingerprint": 0},
+                    {"job": "default", "epoch": 0, "position": "3", "fingerprint": 0},
                     {"rank": 0, "world_size": 2}):
             with self.assertRaises(ValueError):
                 loader.load_state_dict(bad)
 
+    def test_state_of_another_rank_and_world_size_resumes(self):
+        """The cursor is global: rank 1 of 2's state resumes rank 0 of 3 (a resized job)."""
+        batches = make_batches(8)
+        svc = self.service(batches)
+        with Loader(svc.path, 1, 2) as loader:
+            next(loader), next(loader)
+            state = loader.state_dict()
+        with Loader(svc.path, 0, 3) as resized:
+            resized.load_state_dict(state)
+            self.assertBatchEqual(next(resized), batches[2])
+            self.assertEqual((resized.state_dict()["epoch"], resized.state_dict()["position"]), (0, 3))
+        self.assertEqual((svc.hellos[-1]["rank"], svc.hellos[-1]["world"], svc.hellos[-1]["position"]), (0, 3, 2))
+
+    def test_cursor_crosses_the_epoch_boundary(self):
+        batches = make_batches(6)
+        svc = self.service(batches, steps_per_epoch=3)
+        with Loader(svc.path, 0, 1) as loader:
+            for _ in range(4):
+                next(loader)
+            state = loader.state_dict()
+        self.assertEqual((state["epoch"], state["position"], state["next_step"]), (1, 1, 4))
+        with Loader(svc.path, 0, 1) as again:
+            again.load_state_dict(state)
+            self.assertBatchEqual(next(again), batches[4])
+
     def test_fingerprint_mismatch(self):
         svc = self.service(make_batches(2))
         loader = Loader(svc.path, 0, 1)
-        loader.load_state_dict({"job": "default", "rank": 0, "world_size": 1, "next_step": 1, "fingerprint": 0xBAD})
+        loader.load_state_dict({"job": "default", "rank": 0, "world_size": 1, "epoch": 0, "position": 1, "fingerprint": 0xBAD})
         with self.assertRaises(StokerError) as cm:
             next(loader)
         self.assertIn("fingerprint", str(cm.exception))

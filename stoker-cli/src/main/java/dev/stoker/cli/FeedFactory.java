@@ -76,7 +76,14 @@ final class FeedFactory implements AutoCloseable {
                 store.prewarm(expectedBatchBytes, options.ranks * (options.prefetchBatches + 2));
             }
             var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store, startStep);
-            return new FeedService(feeder, store, expectedBatchBytes, steps);
+            var reopenStore = store;
+            return new FeedService(feeder, store, expectedBatchBytes, steps, at -> {
+                try {
+                    return Feeder.open(location, sourceConfig, config(feedMode).withStart(at), tokenizer, reopenStore, -1);
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            });
         } catch (IOException e) {
             if (store != null) store.close();
             throw new UncheckedIOException(e);

@@ -12,42 +12,100 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.atomic.AtomicLongArray;
+import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.store.Lease;
+import dev.stoker.store.StoredObject;
+import dev.stoker.transport.FeedProtocol;
+import java.util.ArrayDeque;
+import java.util.function.Function;
 
 /**
  * A running {@link Feeder} as the {@link BatchProvider} of a trainer server: heap batches (serial,
  * concurrent, prefetch) go by value; ZERO_COPY batches by reference to their shared-memory object,
  * each hand-out holding its own lease until the trainer releases it.
  *
- * <p>Threading: safe from the server's connection threads; per-rank positions are atomic.
+ * <p>Exactly once across reconnects: every batch handed out is <em>held</em> (a lease of the
+ * service's own, or the heap tensors) until the trainer that got it asks for another one — the
+ * protocol allows one request in flight, so that request proves the batch arrived. A trainer that
+ * reconnects says where it is (the cursor from its saved state); held batches from that cursor on
+ * are handed out again, in order, before anything new, and a batch that was still being produced
+ * for the dead connection joins them when it completes. Nothing is lost or repeated for the rank.
+ *
+ * <p>Restart: a service started afresh (after SIGTERM, {@code kill -9}, a resize) whose first
+ * trainer resumes from a saved cursor restarts its pipeline at that cursor, provided no trainer has
+ * been welcomed yet. The cursor is global, so a state saved with R ranks resumes with R' ranks: the
+ * epoch's order continues with nothing lost or repeated.
+ *
+ * <p>Threading: safe from the server's connection threads. Each rank's requests are chained, so
+ * they complete in order even across connections; the bookkeeping is guarded by {@code lock}.
  */
 final class FeedService implements BatchProvider, AutoCloseable {
-    private final Feeder feeder;
+    private final Function<ScheduleCursor, Feeder> reopen;
     private final ShmObjectStore store;
     private final long expectedBatchBytes;
-    private final AtomicLongArray nextStep;
-    private final long endStep;
+    private final long steps;
+    private final Object lock = new Object();
+    private final RankSlot[] slots;
+    private volatile Feeder feeder;
+    private boolean welcomed;
+    private long repositions;
+
+    /** One hand-out's bytes, kept until the trainer proves it has them: heap tensors or a lease of our own. */
+    private record Held(ScheduleCursor cursor, Prepared prepared, StoredObject object, long bytes, Lease hold) {
+        Delivery handOut() {
+            if (prepared != null) return prepared;
+            var lease = object.lease();
+            return new Stored(object.file(), object.offset(), bytes, object.segment().asSlice(0, bytes), lease::close);
+        }
+
+        void drop() {
+            if (hold != null) hold.close();
+        }
+    }
+
+    private static final class RankSlot {
+        ScheduleCursor next;                                 // cursor of the next batch the feeder yields for this rank
+        long fromFeeder;                                     // batches taken from the feeder (for --steps)
+        final ArrayDeque<Held> held = new ArrayDeque<>();    // handed out, not yet confirmed
+        final ArrayDeque<Held> replay = new ArrayDeque<>();  // to hand out again before anything new
+        long connection = -1;                                // the connection now serving this rank
+        CompletableFuture<?> tail = CompletableFuture.completedFuture(null);
+    }
 
     /**
      * Serves {@code feeder}; closes it, and {@code store} (may be null) after it, on {@link #close()}.
-     * Each rank's feed ends after {@code steps} steps (0: never).
+     * Each rank's feed ends after {@code steps} steps (0: never). {@code reopen} (may be null: no
+     * restart at a trainer's cursor) starts an equivalent feeder at a given cursor.
      */
-    FeedService(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps) {
+    FeedService(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps, Function<ScheduleCursor, Feeder> reopen) {
         this.feeder = feeder;
         this.store = store;
         this.expectedBatchBytes = expectedBatchBytes;
-        this.nextStep = new AtomicLongArray(feeder.config().ranks());
-        var start = feeder.config().start();
-        long first = start.epoch() * feeder.schedule().stepsPerEpoch() + start.position() / feeder.schedule().positionsPerStep();
-        for (int r = 0; r < nextStep.length(); r++) nextStep.set(r, first);
-        this.endStep = steps > 0 ? first + steps : Long.MAX_VALUE;
+        this.steps = steps;
+        this.reopen = reopen;
+        this.slots = new RankSlot[feeder.config().ranks()];
+        for (int r = 0; r < slots.length; r++) {
+            slots[r] = new RankSlot();
+            slots[r].next = feeder.config().start();
+        }
+    }
+
+    FeedService(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps) {
+        this(feeder, store, expectedBatchBytes, steps, null);
     }
 
     Feeder feeder() { return feeder; }
 
     ShmObjectStore store() { return store; }
 
-    int ranks() { return feeder.config().ranks(); }
+    int ranks() { return slots.length; }
+
+    /** Times the pipeline was restarted at a trainer's cursor. */
+    long repositions() {
+        synchronized (lock) {
+            return repositions;
+        }
+    }
 
     @Override
     public void validate(int rank, int world) {
@@ -56,15 +114,98 @@ final class FeedService implements BatchProvider, AutoCloseable {
     }
 
     @Override
-    public Joined join(int rank, long resumeStep, long fingerprint) {
-        if (fingerprint != 0 && fingerprint != feeder.fingerprint())
-            throw new IllegalArgumentException("the saved state is from another data set or configuration (fingerprint "
-                    + Long.toHexString(fingerprint) + ", this job's is " + Long.toHexString(feeder.fingerprint()) + ")");
-        long at = nextStep.get(rank);
-        if (resumeStep >= 0 && resumeStep != at)
-            throw new IllegalArgumentException("rank " + rank + " asks to resume at step " + resumeStep + " but its feed is at step " + at
-                    + "; start the service at that step (--start-step " + resumeStep + ")");
-        return new Joined(at, feeder.fingerprint(), feeder.schedule().stepsPerEpoch());
+    public Joined join(int rank, FeedProtocol.Cursor resume, long fingerprint) { return join(rank, -1, resume, fingerprint); }
+
+    @Override
+    public Joined join(int rank, long connection, FeedProtocol.Cursor resume, long fingerprint) {
+        synchronized (lock) {
+            var f = feeder;
+            if (fingerprint != 0 && fingerprint != f.fingerprint())
+                throw new IllegalArgumentException("the saved state is from another data set or configuration (fingerprint "
+                        + Long.toHexString(fingerprint) + ", this job's is " + Long.toHexString(f.fingerprint())
+                        + "): the manifest, seed, batch size and encoding must be the same to resume");
+            var slot = slots[rank];
+            slot.connection = connection;
+            if (resume == null) { // a fresh trainer takes what comes next; what an earlier connection got counts as taken
+                dropHeld(slot);
+                welcomed = true;
+                return joined(slot.replay.isEmpty() ? slot.next : slot.replay.peekFirst().cursor());
+            }
+            var schedule = f.schedule();
+            if (resume.position() >= schedule.datasetSize())
+                throw new IllegalArgumentException("cannot resume at " + resume + ": the data set has " + schedule.datasetSize() + " samples");
+            var want = aligned(schedule, new ScheduleCursor(resume.epoch(), resume.position()));
+            if (!welcomed && noneHandedOut() && !want.equals(slot.next)) reposition(want);
+            if (!reconcile(slot, want)) {
+                var at = new ArrayList<String>();
+                slot.held.forEach(h -> at.add(label(h.cursor())));
+                slot.replay.forEach(h -> at.add(label(h.cursor())));
+                at.add(label(slot.next));
+                throw new IllegalArgumentException("rank " + rank + " asks to resume at " + label(want) + " but this service can serve it from "
+                        + String.join(" or ", at) + (welcomed ? " (other trainers already started, so the pipeline cannot move;"
+                        + " restart the service and resume every rank from the same saved state)" : ""));
+            }
+            welcomed = true;
+            return joined(want);
+        }
+    }
+
+    /** The resume cursor {@code want} among the rank's held, replayable and next batches: drops those before it, replays those from it. */
+    private boolean reconcile(RankSlot slot, ScheduleCursor want) {
+        var line = new ArrayList<Held>(slot.held);
+        line.addAll(slot.replay);
+        int at = -1;
+        for (int i = 0; i < line.size(); i++) if (line.get(i).cursor().equals(want)) at = i;
+        if (at < 0 && !want.equals(slot.next)) return false;
+        int keepFrom = at < 0 ? line.size() : at;
+        slot.held.clear();
+        slot.replay.clear();
+        for (int i = 0; i < line.size(); i++) {
+            if (i < keepFrom) line.get(i).drop();
+            else slot.replay.addLast(line.get(i));
+        }
+        return true;
+    }
+
+    private boolean noneHandedOut() {
+        for (var s : slots) if (s.fromFeeder > 0 || !s.held.isEmpty() || !s.replay.isEmpty()) return false;
+        return true;
+    }
+
+    /** Restarts the pipeline at {@code at} (nothing handed out yet, no trainer welcomed). */
+    private void reposition(ScheduleCursor at) {
+        if (reopen == null)
+            throw new IllegalArgumentException("this service cannot move its pipeline to " + label(at) + "; start it there");
+        var old = feeder;
+        old.close();
+        feeder = reopen.apply(at);
+        for (var s : slots) {
+            s.next = at;
+            s.tail = CompletableFuture.completedFuture(null);
+        }
+        repositions++;
+    }
+
+    /** The cursor itself, or the next epoch's start when less than one global step is left in its epoch (drop_last). */
+    static ScheduleCursor aligned(dev.stoker.pipeline.schedule.SampleSchedule schedule, ScheduleCursor c) {
+        return c.position() + schedule.positionsPerStep() > schedule.datasetSize() ? new ScheduleCursor(c.epoch() + 1, 0) : c;
+    }
+
+    private Joined joined(ScheduleCursor c) {
+        var schedule = feeder.schedule();
+        return new Joined(stepOf(schedule, c), feeder.fingerprint(), schedule.stepsPerEpoch(), new FeedProtocol.Cursor(c.epoch(), c.position()),
+                schedule.datasetSize(), schedule.positionsPerStep());
+    }
+
+    private static long stepOf(dev.stoker.pipeline.schedule.SampleSchedule schedule, ScheduleCursor c) {
+        return c.epoch() * schedule.stepsPerEpoch() + c.position() / schedule.positionsPerStep();
+    }
+
+    private String label(ScheduleCursor c) { return "epoch " + c.epoch() + " position " + c.position(); }
+
+    private static void dropHeld(RankSlot slot) {
+        slot.held.forEach(Held::drop);
+        slot.held.clear();
     }
 
     @Override
@@ -74,26 +215,56 @@ final class FeedService implements BatchProvider, AutoCloseable {
     public boolean sharedMemory() { return feeder.config().mode() == FeedMode.ZERO_COPY; }
 
     @Override
-    public CompletableFuture<? extends Delivery> next(int rank) {
-        if (nextStep.get(rank) >= endStep) return CompletableFuture.completedFuture(null);
-        if (sharedMemory()) {
-            return feeder.storedRank(rank).next().thenApply(b -> {
-                nextStep.incrementAndGet(rank);
-                return stored(b);
-            });
+    public CompletableFuture<? extends Delivery> next(int rank) { return next(rank, -1); }
+
+    @Override
+    public CompletableFuture<? extends Delivery> next(int rank, long connection) {
+        synchronized (lock) {
+            var slot = slots[rank];
+            var out = slot.tail.handle((x, e) -> null).thenCompose(ignored -> produce(rank, connection));
+            slot.tail = out;
+            return out;
         }
-        return feeder.rank(rank).next().thenApply(b -> {
-            nextStep.incrementAndGet(rank);
-            return toTensors(b, ranks());
+    }
+
+    /** The rank's next hand-out, once the request before it has completed. */
+    private CompletableFuture<Delivery> produce(int rank, long connection) {
+        Feeder f;
+        ScheduleCursor cursor;
+        synchronized (lock) {
+            var slot = slots[rank];
+            if (connection == slot.connection) dropHeld(slot); // this request proves the previous hand-outs arrived
+            if (!slot.replay.isEmpty()) {
+                var h = slot.replay.pollFirst();
+                slot.held.addLast(h);
+                return CompletableFuture.completedFuture(h.handOut());
+            }
+            if (steps > 0 && slot.fromFeeder >= steps) return CompletableFuture.completedFuture(null);
+            slot.fromFeeder++;
+            f = feeder;
+            cursor = slot.next;
+            slot.next = f.schedule().next(cursor);
+        }
+        var batch = sharedMemory() ? f.storedRank(rank).next().thenApply(b -> hold(cursor, b)) : f.rank(rank).next()
+                .thenApply(b -> new Held(cursor, toTensors(b, ranks()), null, 0, null));
+        return batch.thenApply(h -> {
+            synchronized (lock) {
+                var slot = slots[rank];
+                if (connection != slot.connection && connection >= 0) {
+                    slot.replay.addLast(h); // produced for a connection that is gone: the trainer's next connection gets it
+                } else {
+                    slot.held.addLast(h);
+                }
+                return h.handOut();
+            }
         });
     }
 
-    /** The hand-out of a stored batch: a lease of its own, then the pipeline's hold dropped. */
-    static Stored stored(StoredBatch b) {
+    /** A stored batch held by a lease of the service's own; the pipeline's reference is dropped. */
+    private static Held hold(ScheduleCursor cursor, StoredBatch b) {
         var lease = b.object().lease();
         b.release();
-        var object = b.object();
-        return new Stored(object.file(), object.offset(), b.sizeBytes(), object.segment().asSlice(0, b.sizeBytes()), lease::close);
+        return new Held(cursor, null, b.object(), b.sizeBytes(), lease);
     }
 
     static Prepared toTensors(Batch b, int world) {
@@ -132,6 +303,13 @@ final class FeedService implements BatchProvider, AutoCloseable {
 
     @Override
     public void close() {
+        synchronized (lock) {
+            for (var s : slots) {
+                dropHeld(s);
+                s.replay.forEach(Held::drop);
+                s.replay.clear();
+            }
+        }
         feeder.close();
         if (store != null) store.close();
     }

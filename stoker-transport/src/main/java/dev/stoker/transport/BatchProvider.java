@@ -21,22 +21,45 @@ public interface BatchProvider {
      */
     record Stored(Path file, long offset, long length, MemorySegment batch, Runnable release) implements Delivery {}
 
-    /** What a trainer that says hello is told. */
-    record Joined(long nextStep, long fingerprint, long stepsPerEpoch) {}
+    /**
+     * What a trainer that says hello is told: the step label of its next batch, the job's
+     * fingerprint, steps per epoch, the cursor of its next batch, and the data set size and samples
+     * per global step with which a client follows the cursor (see {@link FeedProtocol.Welcome#advance}).
+     */
+    record Joined(long nextStep, long fingerprint, long stepsPerEpoch, FeedProtocol.Cursor cursor, long datasetSize, long positionsPerStep) {
+        /** A fresh start with nothing known about the schedule. */
+        public static final Joined FRESH = new Joined(0, 0, 0, new FeedProtocol.Cursor(0, 0), 0, 0);
+    }
 
     /** Checks that a trainer may join; throws IllegalArgumentException with the reason if not. */
     void validate(int rank, int world);
 
     /**
-     * Admits a validated trainer of {@code rank}: {@code resumeStep} is −1 for a fresh start, else the
-     * step (batches of this rank from the start of the job) it wants next; {@code fingerprint} is 0 or
-     * the fingerprint of the job it saved its state in. Throws IllegalArgumentException when the
-     * trainer cannot be served from there. The default serves fresh starts only.
+     * Admits a validated trainer of {@code rank}: {@code resume} is null for a fresh start (the
+     * trainer takes what comes next), else the cursor of the batch it wants next, from a saved
+     * state; {@code fingerprint} is 0 or the fingerprint of the job it saved its state in. Throws
+     * IllegalArgumentException when the trainer cannot be served from there. The default serves
+     * fresh starts only.
      */
-    default Joined join(int rank, long resumeStep, long fingerprint) {
-        if (resumeStep >= 0) throw new IllegalArgumentException("this service cannot resume a trainer (asked for step " + resumeStep + ")");
-        return new Joined(0, 0, 0);
+    default Joined join(int rank, FeedProtocol.Cursor resume, long fingerprint) {
+        if (resume != null) throw new IllegalArgumentException("this service cannot resume a trainer (asked for " + resume + ")");
+        return Joined.FRESH;
     }
+
+    /**
+     * {@link #join(int, FeedProtocol.Cursor, long)} by connection {@code connection} (an id unique
+     * within the server): a provider that keeps per-connection state (what a dead connection was
+     * given, to hand it out again) overrides this and {@link #next(int, long)}.
+     */
+    default Joined join(int rank, long connection, FeedProtocol.Cursor resume, long fingerprint) {
+        return join(rank, resume, fingerprint);
+    }
+
+    /**
+     * {@link #next(int)} asked by connection {@code connection}. Each request means the trainer
+     * holds every batch the connection was given before it (one request is in flight at a time).
+     */
+    default CompletableFuture<? extends Delivery> next(int rank, long connection) { return next(rank); }
 
     /**
      * A size the batches will usually fit in, or 0 when unknown. Server and trainer allocate and

@@ -9,14 +9,14 @@ import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
 
 /**
- * The local trainer protocol (version 2): length-prefixed frames over a stream socket (a Unix
+ * The local trainer protocol (version 3): length-prefixed frames over a stream socket (a Unix
  * domain socket). A frame is {@code type:u32 | length:u64 | payload}, little-endian. The full
  * specification, with every payload, is {@code docs/protocol.md}.
  *
  * <pre>
  *  trainer                                   service
- *    HELLO  (version, rank, world, flags, resume_step, fingerprint, job) ──►
- *                       ◄── WELCOME (version, delivery, expected bytes, next step, fingerprint, steps/epoch) or ERROR
+ *    HELLO  (version, rank, world, flags, resume cursor, fingerprint, job) ──►
+ *                       ◄── WELCOME (version, delivery, expected bytes, next step, fingerprint, steps/epoch, cursor, sizes) or ERROR
  *    RELEASE (lease…)   ──►   (no reply; leases of batches the trainer no longer reads)
  *    NEXT   ()          ──►
  *                       ◄── BATCH (STKB bytes, copy delivery) | REF (lease, offset, length, path, header) | END | ERROR
@@ -27,52 +27,98 @@ import java.nio.charset.StandardCharsets;
  * measures a cold start.
  */
 public final class FeedProtocol {
-    public static final int VERSION = 2;
+    public static final int VERSION = 3;
 
     public static final int HELLO = 1, NEXT = 2, BYE = 3, RELEASE = 4;
     public static final int WELCOME = 11, BATCH = 12, END = 13, ERROR = 14, REF = 15;
 
     /** HELLO flag: the trainer maps shared-memory segments and accepts REF frames. */
     public static final int FLAG_SHARED_MEMORY = 1;
-    /** HELLO flag: {@code resume_step} is valid. */
+    /** HELLO flag: the resume cursor is valid. */
     public static final int FLAG_RESUME = 2;
 
     /** WELCOME delivery: batches are copied in BATCH frames, or referenced in REF frames. */
     public static final int DELIVERY_COPY = 0, DELIVERY_SHARED_MEMORY = 1;
 
-    /** A trainer's HELLO. {@code resumeStep} is −1 unless the trainer resumes. */
-    public record Hello(int version, int rank, int world, int flags, long resumeStep, long fingerprint, String job) {
+    /**
+     * A place in the job's global sample order: {@code position} samples into epoch {@code epoch}'s
+     * permutation. It does not depend on the rank count (every rank of a step takes a contiguous
+     * block of the same global order), so a state saved with R ranks resumes with R' ranks.
+     */
+    public record Cursor(long epoch, long position) {
+        public Cursor {
+            if (epoch < 0 || position < 0) throw new IllegalArgumentException("bad cursor (epoch " + epoch + ", position " + position + ")");
+        }
+
+        @Override
+        public String toString() { return "epoch " + epoch + " position " + position; }
+    }
+
+    /** A trainer's HELLO. {@code resume} is null unless the trainer resumes from a saved state. */
+    public record Hello(int version, int rank, int world, int flags, Cursor resume, long fingerprint, String job) {
         public boolean sharedMemory() { return (flags & FLAG_SHARED_MEMORY) != 0; }
 
         ByteBuffer encode() {
             byte[] name = job.getBytes(StandardCharsets.UTF_8);
-            return ByteBuffer.allocate(32 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(rank).putInt(world)
-                    .putInt(flags | (resumeStep >= 0 ? FLAG_RESUME : 0)).putLong(Math.max(resumeStep, 0)).putLong(fingerprint)
-                    .put(name).flip();
+            return ByteBuffer.allocate(40 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(rank).putInt(world)
+                    .putInt(flags | (resume != null ? FLAG_RESUME : 0)).putLong(resume == null ? 0 : resume.epoch())
+                    .putLong(resume == null ? 0 : resume.position()).putLong(fingerprint).put(name).flip();
         }
 
         /** Decodes a HELLO payload; only the version is read when it is not ours. */
         static Hello decode(ByteBuffer p) throws java.io.IOException {
             if (p.remaining() < 4) throw new java.io.IOException("HELLO of " + p.remaining() + " bytes");
             int version = p.getInt();
-            if (version != VERSION) return new Hello(version, -1, -1, 0, -1, 0, "");
-            if (p.remaining() < 28) throw new java.io.IOException("HELLO of " + (p.remaining() + 4) + " bytes; version 2 needs at least 32");
+            if (version != VERSION) return new Hello(version, -1, -1, 0, null, 0, "");
+            if (p.remaining() < 36) throw new java.io.IOException("HELLO of " + (p.remaining() + 4) + " bytes; version " + VERSION + " needs at least 40");
             int rank = p.getInt(), world = p.getInt(), flags = p.getInt();
-            long resume = p.getLong(), fingerprint = p.getLong();
-            return new Hello(version, rank, world, flags, (flags & FLAG_RESUME) != 0 ? resume : -1, fingerprint, utf8(p));
+            long epoch = p.getLong(), position = p.getLong(), fingerprint = p.getLong();
+            Cursor resume = null;
+            if ((flags & FLAG_RESUME) != 0) {
+                if (epoch < 0 || position < 0) throw new java.io.IOException("HELLO resumes at a negative cursor");
+                resume = new Cursor(epoch, position);
+            }
+            return new Hello(version, rank, world, flags, resume, fingerprint, utf8(p));
         }
     }
 
-    /** The service's WELCOME. */
-    public record Welcome(int version, int delivery, long expectedBatchBytes, long nextStep, long fingerprint, long stepsPerEpoch) {
+    /**
+     * The service's WELCOME: how batches come, where the trainer starts ({@code nextStep}, a label;
+     * {@code epoch}/{@code position}, the cursor of its next batch) and what a client needs to follow
+     * the cursor itself: after each batch it advances by {@code positionsPerStep} (ranks × batch
+     * size), and to the next epoch's start when less than one step is left of {@code datasetSize}.
+     */
+    public record Welcome(int version, int delivery, long expectedBatchBytes, long nextStep, long fingerprint, long stepsPerEpoch,
+                          long epoch, long position, long datasetSize, long positionsPerStep) {
+        static final int BYTES = 72;
+
         ByteBuffer encode() {
-            return ByteBuffer.allocate(40).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(delivery)
-                    .putLong(expectedBatchBytes).putLong(nextStep).putLong(fingerprint).putLong(stepsPerEpoch).flip();
+            return ByteBuffer.allocate(BYTES).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(delivery)
+                    .putLong(expectedBatchBytes).putLong(nextStep).putLong(fingerprint).putLong(stepsPerEpoch)
+                    .putLong(epoch).putLong(position).putLong(datasetSize).putLong(positionsPerStep).flip();
         }
 
         static Welcome decode(ByteBuffer p) throws java.io.IOException {
-            if (p.remaining() < 40) throw new java.io.IOException("WELCOME of " + p.remaining() + " bytes, expected 40");
-            return new Welcome(p.getInt(), p.getInt(), p.getLong(), p.getLong(), p.getLong(), p.getLong());
+            if (p.remaining() < BYTES) throw new java.io.IOException("WELCOME of " + p.remaining() + " bytes, expected " + BYTES);
+            return new Welcome(p.getInt(), p.getInt(), p.getLong(), p.getLong(), p.getLong(), p.getLong(), p.getLong(), p.getLong(),
+                    p.getLong(), p.getLong());
+        }
+
+        /** The cursor where this trainer starts. */
+        public Cursor cursor() { return new Cursor(epoch, position); }
+
+        /** The cursor {@code steps} batches after {@code c}, by the schedule's rule (drop_last at the end of each epoch). */
+        public Cursor advance(Cursor c, long steps) {
+            long e = c.epoch(), pos = c.position();
+            if (positionsPerStep <= 0 || datasetSize <= 0) return c;
+            for (long i = 0; i < steps; i++) {
+                pos += positionsPerStep;
+                if (pos + positionsPerStep > datasetSize) {
+                    e++;
+                    pos = 0;
+                }
+            }
+            return new Cursor(e, pos);
         }
     }
 

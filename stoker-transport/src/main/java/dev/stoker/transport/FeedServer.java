@@ -44,6 +44,7 @@ public final class FeedServer implements AutoCloseable {
     private final AtomicLong bytesSent = new AtomicLong();
     private final AtomicLong refsSent = new AtomicLong();
     private final AtomicLong nextLease = new AtomicLong();
+    private final AtomicLong connections = new AtomicLong();
     private final AtomicLong leasesReleased = new AtomicLong();
     private final AtomicLong leasesReleasedOnDisconnect = new AtomicLong();
     private final Thread acceptor;
@@ -109,6 +110,7 @@ public final class FeedServer implements AutoCloseable {
     }
 
     private void serve(SocketChannel ch) {
+        long connection = connections.incrementAndGet();
         Arena arena = Arena.ofConfined();
         MemorySegment buffer = null;
         var leases = new HashMap<Long, Runnable>();
@@ -138,14 +140,15 @@ public final class FeedServer implements AutoCloseable {
             gate.await();
             BatchProvider.Joined joined;
             try {
-                joined = provider.join(rank, hello.resumeStep(), hello.fingerprint());
+                joined = provider.join(rank, connection, hello.resume(), hello.fingerprint());
             } catch (IllegalArgumentException e) {
                 error(ch, e.getMessage());
                 return;
             }
             var welcome = new FeedProtocol.Welcome(FeedProtocol.VERSION,
                     shared ? FeedProtocol.DELIVERY_SHARED_MEMORY : FeedProtocol.DELIVERY_COPY, expected,
-                    joined.nextStep(), joined.fingerprint(), joined.stepsPerEpoch());
+                    joined.nextStep(), joined.fingerprint(), joined.stepsPerEpoch(), joined.cursor().epoch(), joined.cursor().position(),
+                    joined.datasetSize(), joined.positionsPerStep());
             FeedProtocol.writeFrame(ch, FeedProtocol.WELCOME, welcome.encode());
             while (true) {
                 var f = in.next();
@@ -165,7 +168,7 @@ public final class FeedServer implements AutoCloseable {
                         }
                     }
                     case FeedProtocol.NEXT -> {
-                        BatchProvider.Delivery d = provider.next(rank).join();
+                        BatchProvider.Delivery d = provider.next(rank, connection).join();
                         switch (d) {
                             case null -> FeedProtocol.writeFrame(ch, FeedProtocol.END, null);
                             case BatchProvider.Prepared batch -> {

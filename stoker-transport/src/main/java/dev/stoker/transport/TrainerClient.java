@@ -36,15 +36,26 @@ public final class TrainerClient implements AutoCloseable {
     public static final long SPIN_NANOS = Long.getLong("stoker.client.spinNanos", 100_000);
 
     /**
-     * How to join: shared-memory delivery wanted, a resume step (−1: none), a saved fingerprint
-     * (0: none), and the bytes of receive buffer to allocate and touch before saying hello (0: after
-     * WELCOME, at the size the service suggests).
+     * How to join: shared-memory delivery wanted, a cursor to resume at (null: none) with the saved
+     * fingerprint (0: none), and the bytes of receive buffer to allocate and touch before saying
+     * hello (0: after WELCOME, at the size the service suggests).
      */
-    public record Options(boolean sharedMemory, long resumeStep, long fingerprint, long receiveBufferBytes) {
-        public static final Options COPY = new Options(false, -1, 0, 0);
-        public static final Options SHARED_MEMORY = new Options(true, -1, 0, 0);
+    public record Options(boolean sharedMemory, FeedProtocol.Cursor resume, long fingerprint, long receiveBufferBytes) {
+        public static final Options COPY = new Options(false, null, 0, 0);
+        public static final Options SHARED_MEMORY = new Options(true, null, 0, 0);
 
-        public Options withReceiveBuffer(long bytes) { return new Options(sharedMemory, resumeStep, fingerprint, bytes); }
+        public Options withReceiveBuffer(long bytes) { return new Options(sharedMemory, resume, fingerprint, bytes); }
+
+        /** Resuming from {@code state} (of any rank of the job, with any rank count: the cursor is global). */
+        public Options resumingFrom(State state) { return new Options(sharedMemory, state.cursor(), state.fingerprint(), receiveBufferBytes); }
+    }
+
+    /**
+     * What a trainer saves in its checkpoint to resume exactly: the cursor of the next batch it
+     * would take (global: valid for any rank and rank count), the job's fingerprint, and labels.
+     */
+    public record State(String job, int rank, int world, long fingerprint, long epoch, long position, long nextStep) {
+        public FeedProtocol.Cursor cursor() { return new FeedProtocol.Cursor(epoch, position); }
     }
 
     /** One received batch; close it when done reading (releases a shared-memory lease; no-op for copies). */
@@ -101,7 +112,16 @@ public final class TrainerClient implements AutoCloseable {
     private long refsReceived;
     private long lastFrameHeaderNanos;
 
-    private TrainerClient(SocketChannel channel, FeedProtocol.FrameReader in, FeedProtocol.Welcome welcome, Arena arena) {
+    private final int rank;
+    private final int world;
+    private final String job;
+    private long consumed;
+
+    private TrainerClient(SocketChannel channel, FeedProtocol.FrameReader in, FeedProtocol.Welcome welcome, Arena arena,
+                          int rank, int world, String job) {
+        this.rank = rank;
+        this.world = world;
+        this.job = job;
         this.arena = arena;
         this.channel = channel;
         this.in = in;
@@ -122,7 +142,7 @@ public final class TrainerClient implements AutoCloseable {
         try {
             ch.connect(UnixDomainSocketAddress.of(socket));
             var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, rank, world,
-                    options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resumeStep(), options.fingerprint(), job);
+                    options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resume(), options.fingerprint(), job);
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
             in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
             var f = in.next();
@@ -130,7 +150,7 @@ public final class TrainerClient implements AutoCloseable {
                 throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(in.small(f)));
             if (f.type() != FeedProtocol.WELCOME) throw new IOException("expected WELCOME, got frame type " + f.type());
             var welcome = FeedProtocol.Welcome.decode(in.small(f));
-            var client = new TrainerClient(ch, in, welcome, arena);
+            var client = new TrainerClient(ch, in, welcome, arena, rank, world, job);
             client.buffer = buffer;
             if (buffer == null && welcome.expectedBatchBytes() > 0 && welcome.delivery() == FeedProtocol.DELIVERY_COPY)
                 client.buffer = arena.allocate(welcome.expectedBatchBytes(), 64); // touched now, not on the first step
@@ -144,6 +164,15 @@ public final class TrainerClient implements AutoCloseable {
     }
 
     public FeedProtocol.Welcome welcome() { return welcome; }
+
+    /**
+     * This trainer's position now: the cursor after the batches {@link #next()} has returned on this
+     * connection. Save it with the model's checkpoint and pass it to {@link Options#resumingFrom}.
+     */
+    public State state() {
+        var c = welcome.advance(welcome.cursor(), consumed);
+        return new State(job, rank, world, welcome.fingerprint(), c.epoch(), c.position(), welcome.nextStep() + consumed);
+    }
 
     /** Whether the service hands this client shared-memory references. */
     public boolean sharedMemory() { return welcome.delivery() == FeedProtocol.DELIVERY_SHARED_MEMORY; }
@@ -164,6 +193,7 @@ public final class TrainerClient implements AutoCloseable {
                     buffer = arena.allocate(Math.max(f.length(), buffer == null ? 0 : 2 * buffer.byteSize()), 64);
                 in.into(buffer.asSlice(0, f.length()).asByteBuffer());
                 bytesReceived += f.length();
+                consumed++;
                 return new Received(BatchLayout.read(buffer.asSlice(0, f.length())), 0, null);
             }
             case FeedProtocol.REF -> {
@@ -175,6 +205,7 @@ public final class TrainerClient implements AutoCloseable {
                             + ", segment of " + m.segment.byteSize() + " bytes");
                 m.inUse++;
                 evictIdleMappings();
+                consumed++;
                 return new Received(BatchLayout.read(m.segment.asSlice(ref.offset(), ref.length())), ref.lease(), m);
             }
             default -> throw new IOException("unexpected frame type " + f.type());

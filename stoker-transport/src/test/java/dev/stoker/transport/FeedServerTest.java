@@ -121,7 +121,7 @@ class FeedServerTest {
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello);
             var f = in.next();
             assertEquals(FeedProtocol.ERROR, f.type());
-            assertTrue(FeedProtocol.utf8(in.small(f)).contains("protocol version 3 is not supported; this service speaks version 2"));
+            assertTrue(FeedProtocol.utf8(in.small(f)).contains("protocol version 4 is not supported; this service speaks version 3"));
         }
     }
 
@@ -221,7 +221,7 @@ class FeedServerTest {
             ch.connect(UnixDomainSocketAddress.of(sock));
             var in = new FeedProtocol.FrameReader(ch);
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO,
-                    new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, -1, 0, "t").encode());
+                    new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, null, 0, "t").encode());
             var welcome = in.next();
             assertEquals(FeedProtocol.WELCOME, welcome.type());
             in.small(welcome);
@@ -265,7 +265,7 @@ class FeedServerTest {
             ch.connect(UnixDomainSocketAddress.of(sock));
             var in = new FeedProtocol.FrameReader(ch);
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO,
-                    new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, -1, 0, "t").encode());
+                    new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, FeedProtocol.FLAG_SHARED_MEMORY, null, 0, "t").encode());
             in.small(in.next());
             FeedProtocol.writeFrame(ch, FeedProtocol.RELEASE, ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, 42));
             var f = in.next();
