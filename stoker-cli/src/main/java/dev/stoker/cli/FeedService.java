@@ -260,6 +260,19 @@ final class FeedService implements BatchProvider, AutoCloseable {
         });
     }
 
+    /**
+     * Hand-outs kept for a reconnect (held or waiting to be replayed), over all ranks. In zero-copy
+     * each is one lease of the service's own in the store; they go when the trainer's next request
+     * confirms them, or with the service.
+     */
+    long kept() {
+        synchronized (lock) {
+            long n = 0;
+            for (var s : slots) n += s.held.size() + s.replay.size();
+            return n;
+        }
+    }
+
     /** A stored batch held by a lease of the service's own; the pipeline's reference is dropped. */
     private static Held hold(ScheduleCursor cursor, StoredBatch b) {
         var lease = b.object().lease();
@@ -293,6 +306,7 @@ final class FeedService implements BatchProvider, AutoCloseable {
         var snapshot = feeder.metrics();
         m.put("pipeline", snapshot);
         if (store != null) m.put("store", store.metrics());
+        m.put("kept_for_reconnect", kept());
         var stages = new LinkedHashMap<String, Object>(); // docs/run-data.md
         snapshot.stages().forEach((name, stage) -> stages.put(name, stage.toJson()));
         m.put("stages", stages);

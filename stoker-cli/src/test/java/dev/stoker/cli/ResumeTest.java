@@ -213,6 +213,80 @@ class ResumeTest {
         return out;
     }
 
+    /**
+     * {@code kill -9} of a real {@code stoker serve} with its buffers full: the next start removes the
+     * dead service's shared-memory arena, and the trainers, reconnecting with their saved states,
+     * get exactly the batches of the uninterrupted run; SIGTERM then leaves no file behind.
+     */
+    @Test
+    void aServiceKilledWithSigkillIsRestartedAndEveryRankResumes() throws Exception {
+        Path shm = Files.createDirectories(tmp.resolve("shm-kill")), socket = tmp.resolve("kill.sock");
+        var states = new ArrayList<TrainerClient.State>();
+        Process first = serve(shm, socket, "first");
+        Path firstArena;
+        try {
+            firstArena = arena(first, tmp.resolve("first.log"));
+            for (int r = 0; r < RANKS; r++) {
+                try (var c = TrainerClient.connect(socket, r, RANKS, "t", TrainerClient.Options.SHARED_MEMORY)) {
+                    assertEquals(reference.get(r).subList(0, 5), take(c, 5));
+                    states.add(c.state());
+                }
+            }
+            Thread.sleep(1500); // let it prefetch ahead
+        } finally {
+            first.destroyForcibly(); // SIGKILL: no clean-up at all
+            first.waitFor(30, TimeUnit.SECONDS);
+        }
+        assertTrue(Files.isDirectory(firstArena), "a killed service leaves its arena behind");
+        Process second = serve(shm, socket, "second");
+        try {
+            Path secondArena = arena(second, tmp.resolve("second.log"));
+            assertTrue(!Files.exists(firstArena), "the next start removed the dead service's arena");
+            try (var left = Files.list(shm)) {
+                assertEquals(List.of(secondArena), left.toList());
+            }
+            for (int r = 0; r < RANKS; r++) {
+                try (var c = TrainerClient.connect(socket, r, RANKS, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(states.get(r)))) {
+                    assertEquals(reference.get(r).subList(5, STEPS), take(c, STEPS - 5));
+                }
+            }
+        } finally {
+            second.destroy(); // SIGTERM
+            assertTrue(second.waitFor(30, TimeUnit.SECONDS));
+        }
+        assertEquals(0, second.exitValue(), Files.readString(tmp.resolve("second.log")));
+        try (var left = Files.list(shm)) {
+            assertEquals(List.of(), left.toList(), "SIGTERM leaves no shared-memory file");
+        }
+    }
+
+    static Process serve(Path shm, Path socket, String name) throws IOException {
+        var cmd = new ArrayList<String>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(PythonClientTest.JVM_FLAGS);
+        cmd.addAll(List.of("-Xmx1g", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "serve",
+                "--data", manifest.toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH, "--processor", "qwen2-vl",
+                "--min-pixels", "3136", "--max-pixels", "50176", "--socket", socket.toString(), "--shm-dir", shm.toString(),
+                "--shm-budget", "256M", "--threads", "2", "--warm-up-ms", "0"));
+        return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(tmp.resolve(name + ".log").toFile()).start();
+    }
+
+    /** Waits until the service listens; returns its arena directory. */
+    static Path arena(Process p, Path log) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        while (System.nanoTime() < deadline) {
+            String text = Files.exists(log) ? Files.readString(log) : "";
+            if (text.contains("stoker serve: listening on ")) {
+                var m = java.util.regex.Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
+                assertTrue(m.find(), "no arena in " + text);
+                return Path.of(m.group(1));
+            }
+            assertTrue(p.isAlive(), "serve exited before listening: " + text);
+            Thread.sleep(20);
+        }
+        throw new AssertionError("serve did not listen within 120 s: " + Files.readString(log));
+    }
+
     @Test
     void aStateFromAnotherJobIsRefusedClearly() throws Exception {
         TrainerClient.State saved;

@@ -1,0 +1,49 @@
+package dev.stoker.pipeline.feed;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.text.QwenTokenizer;
+import java.nio.file.Path;
+import java.util.Set;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The JIT warm-up: it runs the real encoder paths, stops at its round limit, and changes no batch. */
+class CpuWarmUpTest {
+    static QwenTokenizer tokenizer;
+    @TempDir Path tmp;
+
+    @BeforeAll
+    static void loadTokenizer() {
+        tokenizer = QwenTokenizer.bundled();
+        FeederTest.tokenizer = tokenizer;
+    }
+
+    @AfterAll
+    static void closeTokenizer() { tokenizer.close(); }
+
+    @Test
+    void theMadeUpSampleGoesThroughBothEncoderPaths() {
+        var encoder = new SampleEncoder(FeederTest.OPTIONS, tokenizer);
+        var warmUp = CpuWarmUp.create();
+        assertEquals(3, warmUp.run(encoder, true, 60_000, 3), "in place: prepare + writePixels, three rounds");
+        assertEquals(2, warmUp.run(encoder, false, 60_000, 2), "heap: encode, two rounds");
+        assertEquals(0, warmUp.run(encoder, false, 0, 5), "no time, no round");
+        assertEquals(0, encoder.decodeNanos() + encoder.transformNanos() + encoder.tokenizeNanos(), "the warm-up leaves no stage time behind");
+    }
+
+    @Test
+    void aWarmedUpFeedYieldsTheSameBatches() throws Exception {
+        Path manifest = TestDatasets.write(tmp, 13, Set.of());
+        try (var source = new LocalFeedSource(manifest, 3)) {
+            var cold = FeederTest.run(FeederTest.config(FeedMode.PREFETCH, 2, 3, 2), source, 3);
+            var warm = FeederTest.run(FeederTest.config(FeedMode.PREFETCH, 2, 3, 2).withWarmUp(300), source, 3);
+            FeederTest.assertSameBatches(cold, warm, "prefetch with a 300 ms warm-up");
+            assertTrue(cold.size() == 6);
+        }
+    }
+}
