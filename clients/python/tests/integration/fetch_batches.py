@@ -11,6 +11,11 @@ Subcommands (all print one JSON line on stdout, the last line, and exit 0 on suc
            --copy asks for copy delivery (shared_memory=False) and checks the opposite.
   hold-and-die --socket S --world W --rank R --hold N
            Takes N batches, keeps them all (N leases held), reports, then SIGKILLs itself.
+  take     --socket S --world W --rank R --steps N [--state-in FILE] [--state-out FILE]
+           Loads the state in FILE (when given), takes N batches and reports each one's digest
+           (sha256 over the tensors in name order: name, shape as "[d0, d1]", bytes; the first 12
+           bytes in hex, then the sample_index list, as ResumeTest computes it in Java); saves
+           state_dict() to --state-out.
   expect-error --socket S --world W --rank R [--version V]
            Connects a Loader with those values (its HELLO saying protocol version V when given) and
            expects a StokerError: reports its type and message.
@@ -142,6 +147,30 @@ def cmd_hold_and_die(a) -> None:
     os.kill(os.getpid(), signal.SIGKILL)  # no RELEASE, no BYE: the service must release them itself
 
 
+def cmd_take(a) -> dict:
+    import hashlib
+    with Loader(a.socket, a.rank, a.world, job=a.job, timeout=a.timeout) as loader:
+        if a.state_in:
+            with open(a.state_in) as f:
+                loader.load_state_dict(json.load(f))
+        digests = []
+        for _ in range(a.steps):
+            batch = next(loader)
+            md = hashlib.sha256()
+            for name in sorted(batch):
+                arr = batch[name]
+                md.update(name.encode("utf-8"))
+                md.update(str(list(arr.shape)).encode("utf-8"))
+                md.update(np.ascontiguousarray(arr).tobytes())
+            digests.append(md.digest()[:12].hex() + " " + str([int(i) for i in batch["sample_index"]]))
+            del batch, arr
+        state = loader.state_dict()
+    if a.state_out:
+        with open(a.state_out, "w") as f:
+            json.dump(state, f)
+    return {"ok": True, "digests": digests, "state": state}
+
+
 def cmd_expect_error(a) -> dict:
     if a.version is not None:
         # A client of another protocol version: this client, its HELLO saying version V.
@@ -158,7 +187,7 @@ def cmd_expect_error(a) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("fetch", "hold-and-die", "expect-error"):
+    for name in ("fetch", "hold-and-die", "expect-error", "take"):
         p = sub.add_parser(name)
         p.add_argument("--socket", required=True)
         p.add_argument("--world", type=int, required=True)
@@ -176,12 +205,18 @@ def main(argv=None) -> int:
             p.add_argument("--hold", type=int, default=2)
         if name == "expect-error":
             p.add_argument("--version", type=int)
+        if name == "take":
+            p.add_argument("--steps", type=int, required=True)
+            p.add_argument("--state-in")
+            p.add_argument("--state-out")
     a = ap.parse_args(argv)
     if a.cmd == "fetch":
         report = cmd_fetch(a)
     elif a.cmd == "hold-and-die":
         cmd_hold_and_die(a)
         return 1  # not reached
+    elif a.cmd == "take":
+        report = cmd_take(a)
     else:
         report = cmd_expect_error(a)
     print(json.dumps(report))
