@@ -107,6 +107,7 @@ final class ServeCommand implements Callable<Integer> {
         if (!Files.isDirectory(dir))
             Files.createDirectories(dir, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
                     java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
+        if (socket == null) checkPrivateDir(dir);
 
         var stop = new CountDownLatch(1);
         Signals.onTermination(stop::countDown);
@@ -136,6 +137,22 @@ final class ServeCommand implements Callable<Integer> {
             if (metricsFile != null) writeMetrics(service, server);
         }
         return 0;
+    }
+
+    /**
+     * Refuses a socket folder another user could have prepared: under /tmp the default folder's name
+     * is predictable, and whoever owns it (or may write to it) can replace the socket with their own
+     * and feed the trainers. The folder must be this user's, a real folder, and writable by no one else.
+     */
+    static void checkPrivateDir(Path dir) throws java.io.IOException {
+        var noFollow = java.nio.file.LinkOption.NOFOLLOW_LINKS;
+        Object owner = Files.getAttribute(dir, "unix:uid", noFollow);
+        var mode = Files.getPosixFilePermissions(dir, noFollow);
+        if (Files.isSymbolicLink(dir) || !owner.equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"))
+                || mode.contains(java.nio.file.attribute.PosixFilePermission.GROUP_WRITE)
+                || mode.contains(java.nio.file.attribute.PosixFilePermission.OTHERS_WRITE))
+            throw new Main.InvalidInputException("the socket folder " + dir + " is a link, another user's, or writable by others (mode "
+                    + java.nio.file.attribute.PosixFilePermissions.toString(mode) + "); remove it or pass --socket");
     }
 
     /** What the status line shows: the feed's delivery and buffers, its verdict kind, and the total when --steps bounds the run. */
