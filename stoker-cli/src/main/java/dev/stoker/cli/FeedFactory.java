@@ -33,7 +33,11 @@ final class FeedFactory implements AutoCloseable {
         var b = SourceConfig.builder().region(options.s3Region).pathStyle(options.s3PathStyle)
                 .fetchLatencyMillis(options.fetchLatencyMillis).maxInFlight(Math.max(options.fetchConcurrency, 1));
         if (options.s3Endpoint != null) b.endpointOverride(options.s3Endpoint);
-        this.sourceConfig = b.build();
+        try {
+            this.sourceConfig = b.build();
+        } catch (IllegalArgumentException e) {
+            throw new Main.InvalidInputException("--s3-*/--fetch-*: " + e.getMessage()); // the message never holds a credential
+        }
     }
 
     static FeedFactory open(FeedOptions options, EncodeOptions encode) throws IOException {

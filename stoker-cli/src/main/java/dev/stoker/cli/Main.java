@@ -16,7 +16,15 @@ import picocli.CommandLine.Command;
 public final class Main {
     public static final int EXIT_INVALID_INPUT = 2;
 
+    /**
+     * Netty's wire dump (its LoggingHandler, which the S3 client installs) logs every request's
+     * headers at DEBUG, the S3 key id among them; raising the log level to debug something else
+     * should not turn it on. Set this property explicitly to see the dump.
+     */
+    static final String WIRE_DUMP_LEVEL = "org.slf4j.simpleLogger.log.io.netty.handler.logging.LoggingHandler";
+
     public static void main(String[] args) {
+        if (System.getProperty(WIRE_DUMP_LEVEL) == null) System.setProperty(WIRE_DUMP_LEVEL, "info");
         System.exit(run(args, new PrintWriter(System.out, true), new PrintWriter(System.err, true)));
     }
 

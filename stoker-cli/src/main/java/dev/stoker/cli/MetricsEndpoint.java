@@ -17,8 +17,9 @@ import java.util.function.ToDoubleFunction;
 
 /**
  * {@code serve --metrics-port}: the service's counters, gauges and bottleneck verdict in the
- * Prometheus text format at {@code http://127.0.0.1:PORT/metrics} (Micrometer's Prometheus registry
- * over the JDK's HTTP server, loopback only).
+ * Prometheus text format at {@code http://ADDR:PORT/metrics} (Micrometer's Prometheus registry
+ * over the JDK's HTTP server). ADDR is loopback unless {@code --metrics-bind} names another: the
+ * endpoint has no access control.
  *
  * <p>Every meter reads the feed when scraped; nothing is added to the pipeline's hot path. A
  * snapshot of the feed's counters is taken once per scrape and shared by the meters.
@@ -32,7 +33,7 @@ final class MetricsEndpoint implements AutoCloseable {
     private volatile FeedMetrics.Snapshot snapshot;
     private volatile BottleneckVerdict verdict;
 
-    MetricsEndpoint(FeedService service, int port) throws IOException {
+    MetricsEndpoint(FeedService service, InetAddress address, int port) throws IOException {
         this.service = service;
         refresh();
         counter("stoker.samples.fetched", "samples whose bytes all arrived", FeedMetrics.Snapshot::fetchedSamples);
@@ -61,7 +62,7 @@ final class MetricsEndpoint implements AutoCloseable {
             Gauge.builder("stoker.bottleneck", this, m -> m.verdict.kind() == kind ? 1 : 0)
                     .description("1 for the current bottleneck kind, else 0").tag("kind", kind.name().toLowerCase(java.util.Locale.ROOT))
                     .register(registry);
-        http = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 0);
+        http = HttpServer.create(new InetSocketAddress(address, port), 0);
         http.createContext("/metrics", exchange -> {
             try (exchange) {
                 refresh();
@@ -80,6 +81,13 @@ final class MetricsEndpoint implements AutoCloseable {
     }
 
     int port() { return http.getAddress().getPort(); }
+
+    /** The scrape URL, with the bound address and port. */
+    String url() {
+        InetAddress a = http.getAddress().getAddress();
+        String host = a instanceof java.net.Inet6Address ? "[" + a.getHostAddress() + "]" : a.getHostAddress();
+        return "http://" + host + ":" + port() + "/metrics";
+    }
 
     /** The current verdict's text (for the status line and logs). */
     String verdictText() { return verdict.text(); }

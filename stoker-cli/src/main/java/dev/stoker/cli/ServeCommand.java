@@ -36,14 +36,31 @@ final class ServeCommand implements Callable<Integer> {
     Path socket;
 
     @Option(names = "--flight",
-            description = "Also serve the ranks' batches over Arrow Flight on HOST:PORT (port 0: any free port), for trainers "
-                    + "on other nodes; a rank reads either here or over the socket, not both (default: off).")
+            description = "Also serve the ranks' batches over Arrow Flight on PORT (127.0.0.1), HOST:PORT or [IPv6]:PORT (port 0: "
+                    + "any free port), for trainers on other nodes; a rank reads either here or over the socket, not both. "
+                    + "An address other hosts can reach (0.0.0.0 included) needs a token (default: off).")
     String flight;
 
+    @Option(names = "--flight-token-file",
+            description = "File holding the token every Flight call must carry (authorization: Bearer TOKEN); mode 0600, "
+                    + "or set $" + FlightEndpoint.TOKEN_ENV + " instead. Required unless --flight is a loopback address.")
+    Path flightTokenFile;
+
+    @Option(names = "--flight-tls-cert", description = "PEM certificate chain: Flight speaks TLS (grpc+tls) with --flight-tls-key.")
+    Path flightTlsCert;
+
+    @Option(names = "--flight-tls-key", description = "PEM private key (PKCS#8) of --flight-tls-cert.")
+    Path flightTlsKey;
+
     @Option(names = "--metrics-port",
-            description = "Serve Prometheus metrics (counters, buffers, store, bottleneck verdict) at http://127.0.0.1:PORT/metrics; "
-                    + "0 picks a free port (default: off).")
+            description = "Serve Prometheus metrics (counters, buffers, store, bottleneck verdict) at http://ADDR:PORT/metrics "
+                    + "(ADDR: --metrics-bind); 0 picks a free port (default: off).")
     Integer metricsPort;
+
+    @Option(names = "--metrics-bind", defaultValue = "127.0.0.1",
+            description = "Address the metrics endpoint listens on; the metrics have no access control, so bind another address "
+                    + "only where everyone who can reach it may read them (default: ${DEFAULT-VALUE}).")
+    String metricsBind;
 
     @Option(names = "--mode", defaultValue = "zero-copy",
             description = "zero-copy (batches in shared memory, trainers read them in place) or prefetch (batches copied "
@@ -73,6 +90,8 @@ final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
+        FlightEndpoint flightEndpoint = flightEndpoint(); // refused endpoints stop here, before any work
+        java.net.InetAddress metricsAddress = metricsAddress();
         EncodeOptions options = processor.toEncodeOptions();
         var feedMode = FeedFactory.mode(mode);
         if (feedMode != FeedMode.ZERO_COPY && feedMode != FeedMode.PREFETCH)
@@ -88,20 +107,26 @@ final class ServeCommand implements Callable<Integer> {
         if (!Files.isDirectory(dir))
             Files.createDirectories(dir, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
                     java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
+        if (socket == null) checkPrivateDir(dir);
 
         var stop = new CountDownLatch(1);
         Signals.onTermination(stop::countDown);
         try (var factory = FeedFactory.open(feed, options);
              var service = factory.start(mode, Math.min(feed.prefetchBytes, 2 * oneBatch), startStep, steps);
              var server = new FeedServer(sock, service, false);
-             var flightServer = flight == null ? null : startFlight(service);
-             var metricsEndpoint = metricsPort == null ? null : new MetricsEndpoint(service, metricsPort)) {
+             var flightServer = flightEndpoint == null ? null : startFlight(service, flightEndpoint);
+             var metricsEndpoint = metricsPort == null ? null : new MetricsEndpoint(service, metricsAddress, metricsPort)) {
+            Files.setPosixFilePermissions(sock, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------")); // this user's trainers only
             out.printf("stoker serve: job %s, %d ranks × batch %d, mode %s, %s%n", job, feed.ranks, feed.batch, mode,
                     service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + budget + " bytes)" : "copies");
             out.printf("stoker serve: data %s (%d samples, %d steps per epoch), fingerprint %016x%n", feed.data,
                     service.feeder().datasetSize(), service.feeder().schedule().stepsPerEpoch(), service.feeder().fingerprint());
-            if (flightServer != null) out.println("stoker serve: flight on grpc://" + flightHost() + ":" + flightServer.port());
-            if (metricsEndpoint != null) out.println("stoker serve: metrics on http://127.0.0.1:" + metricsEndpoint.port() + "/metrics");
+            if (flightServer != null) {
+                for (String w : flightEndpoint.warnings()) spec.commandLine().getErr().println("stoker serve: " + w);
+                out.println("stoker serve: flight on " + flightEndpoint.url(flightServer.port())
+                        + (flightEndpoint.security().token() != null ? " (token required)" : ""));
+            }
+            if (metricsEndpoint != null) out.println("stoker serve: metrics on " + metricsEndpoint.url());
             out.println("stoker serve: listening on " + sock); // last: tells scripts everything is up
             out.flush();
             try (var status = StatusLine.start(spec.commandLine().getErr(), () -> statusSample(service))) {
@@ -114,6 +139,22 @@ final class ServeCommand implements Callable<Integer> {
         return 0;
     }
 
+    /**
+     * Refuses a socket folder another user could have prepared: under /tmp the default folder's name
+     * is predictable, and whoever owns it (or may write to it) can replace the socket with their own
+     * and feed the trainers. The folder must be this user's, a real folder, and writable by no one else.
+     */
+    static void checkPrivateDir(Path dir) throws java.io.IOException {
+        var noFollow = java.nio.file.LinkOption.NOFOLLOW_LINKS;
+        Object owner = Files.getAttribute(dir, "unix:uid", noFollow);
+        var mode = Files.getPosixFilePermissions(dir, noFollow);
+        if (Files.isSymbolicLink(dir) || !owner.equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"))
+                || mode.contains(java.nio.file.attribute.PosixFilePermission.GROUP_WRITE)
+                || mode.contains(java.nio.file.attribute.PosixFilePermission.OTHERS_WRITE))
+            throw new Main.InvalidInputException("the socket folder " + dir + " is a link, another user's, or writable by others (mode "
+                    + java.nio.file.attribute.PosixFilePermissions.toString(mode) + "); remove it or pass --socket");
+    }
+
     /** What the status line shows: the feed's delivery and buffers, its verdict kind, and the total when --steps bounds the run. */
     private StatusLine.Sample statusSample(FeedService service) {
         var feeder = service.feeder();
@@ -122,22 +163,27 @@ final class ServeCommand implements Callable<Integer> {
                 java.util.OptionalDouble.empty(), feeder.verdict().kind().label(), steps > 0 ? steps * feed.ranks : -1);
     }
 
-    private String flightHost() {
-        int colon = flight.lastIndexOf(':');
-        if (colon <= 0) throw new Main.InvalidInputException("--flight must be HOST:PORT, got '" + flight + "'");
-        return flight.substring(0, colon);
+    /** The Flight endpoint the options ask for, if allowed ({@link FlightEndpoint} has the policy); null without --flight. */
+    private FlightEndpoint flightEndpoint() {
+        if (flight == null) {
+            if (flightTokenFile != null || flightTlsCert != null || flightTlsKey != null)
+                throw new Main.InvalidInputException("--flight-token-file and --flight-tls-* need --flight");
+            return null;
+        }
+        return FlightEndpoint.plan(flight, flightTokenFile, flightTlsCert, flightTlsKey, System.getenv());
     }
 
-    private dev.stoker.flight.FlightBatchServer startFlight(FeedService service) throws java.io.IOException {
-        String host = flightHost();
-        int port;
+    private static dev.stoker.flight.FlightBatchServer startFlight(FeedService service, FlightEndpoint endpoint) throws java.io.IOException {
+        return dev.stoker.flight.FlightBatchServer.start(endpoint.location(), new FlightFeed(service), null, endpoint.security());
+    }
+
+    /** --metrics-bind, resolved; loopback unless the user names another address. */
+    private java.net.InetAddress metricsAddress() {
         try {
-            port = Integer.parseInt(flight.substring(flight.lastIndexOf(':') + 1));
-        } catch (NumberFormatException e) {
-            throw new Main.InvalidInputException("--flight must be HOST:PORT, got '" + flight + "'");
+            return java.net.InetAddress.getByName(metricsBind);
+        } catch (java.net.UnknownHostException e) {
+            throw new Main.InvalidInputException("--metrics-bind: cannot resolve '" + metricsBind + "'");
         }
-        return dev.stoker.flight.FlightBatchServer.start(org.apache.arrow.flight.Location.forGrpcInsecure(host, port),
-                new FlightFeed(service), null);
     }
 
     private void writeMetrics(FeedService service, FeedServer server) throws java.io.IOException {

@@ -2,10 +2,13 @@ package dev.stoker.cli;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.flight.FlightBatchClient;
+import dev.stoker.testkit.TestCertificate;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.BatchLayout;
 import dev.stoker.transport.Tensor;
@@ -13,22 +16,28 @@ import dev.stoker.transport.TrainerClient;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import org.apache.arrow.flight.FlightRuntimeException;
+import org.apache.arrow.flight.FlightStatusCode;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code serve --flight}: a trainer on another node pulls its rank's batches over Arrow Flight and
- * gets exactly what a local trainer of an identical service reads from shared memory.
+ * {@code serve --flight}: a trainer on another node pulls its rank's batches over Arrow Flight (TLS,
+ * with the token from --flight-token-file) and gets exactly what a local trainer of an identical
+ * service reads from shared memory; a caller without the token gets nothing.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class FlightServeTest {
     static final int STEPS = 3;
+    static final String TOKEN = "flight-serve-test-token-7f3a9c";
     @TempDir Path tmp;
+    TestCertificate cert;
 
     @Test
     void aFlightRankGetsTheBatchesALocalRankReadsFromSharedMemory() throws Exception {
@@ -41,16 +50,26 @@ class FlightServeTest {
                     + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i % 2 == 0 ? "a.jpg" : "b.png", i, " Be brief.".repeat(i % 3), i));
         Files.writeString(ds.resolve("train.jsonl"), lines);
         Path shm = Files.createDirectories(tmp.resolve("shm"));
+        cert = TestCertificate.create(Files.createDirectories(tmp.resolve("tls")));
+        Files.writeString(tmp.resolve("token"), TOKEN + "\n");
+        Files.setPosixFilePermissions(tmp.resolve("token"), PosixFilePermissions.fromString("rw-------"));
         Process a = serve(ds, shm, "a", true), b = serve(ds, shm, "b", false);
         try {
             String logA = awaitListening(a, tmp.resolve("a.log"));
             awaitListening(b, tmp.resolve("b.log"));
-            var m = Pattern.compile("flight on grpc://127\\.0\\.0\\.1:(\\d+)").matcher(logA);
+            for (String s : List.of("a.sock", "b.sock"))
+                assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(tmp.resolve(s))), s);
+            var m = Pattern.compile("flight on grpc\\+tls://127\\.0\\.0\\.1:(\\d+) \\(token required\\)").matcher(logA);
             assertTrue(m.find(), logA);
             int port = Integer.parseInt(m.group(1));
+            try (var stranger = FlightBatchClient.connect("127.0.0.1", port, new FlightBatchClient.Options(null, true, cert.certificate()), null)) {
+                var e = assertThrows(FlightRuntimeException.class, () -> stranger.next(0, 2, "test"));
+                assertEquals(FlightStatusCode.UNAUTHENTICATED, e.status().code(), e.toString());
+            }
             var remote = new ArrayList<byte[][]>();
             var remoteMeta = new ArrayList<BatchLayout.Meta>();
-            try (var flight = FlightBatchClient.connect("127.0.0.1", port)) {
+            var options = new FlightBatchClient.Options(TOKEN, true, cert.certificate());
+            try (var flight = FlightBatchClient.connect("127.0.0.1", port, options, null)) {
                 for (int s = 0; s < STEPS; s++) {
                     var batch = flight.next(0, 2, "test");
                     assertTrue(batch != null, "step " + s);
@@ -78,6 +97,7 @@ class FlightServeTest {
             }
         }
         assertEquals(0, a.exitValue());
+        assertFalse(Files.readString(tmp.resolve("a.log")).contains(TOKEN), "the token is never printed");
         try (var left = Files.list(shm)) {
             assertEquals(List.of(), left.toList(), "arenas removed on SIGTERM");
         }
@@ -100,7 +120,9 @@ class FlightServeTest {
                 "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2", "--max-pixels", "50176",
                 "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "128M",
                 "--steps", "" + STEPS, "--threads", "1"));
-        if (flight) cmd.addAll(List.of("--flight", "127.0.0.1:0"));
+        if (flight)
+            cmd.addAll(List.of("--flight", "127.0.0.1:0", "--flight-token-file", tmp.resolve("token").toString(),
+                    "--flight-tls-cert", cert.certificate().toString(), "--flight-tls-key", cert.privateKey().toString()));
         return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(tmp.resolve(name + ".log").toFile()).start();
     }
 

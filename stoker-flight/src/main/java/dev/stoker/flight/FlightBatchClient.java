@@ -6,10 +6,13 @@ import io.grpc.CallOptions;
 import io.grpc.Context;
 import io.grpc.HasByteBuffer;
 import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
 import io.grpc.StatusRuntimeException;
+import io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.ClientCalls;
+import io.grpc.stub.MetadataUtils;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import java.io.ByteArrayInputStream;
@@ -21,6 +24,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -31,6 +35,7 @@ import org.apache.arrow.flatbuf.MessageHeader;
 import org.apache.arrow.flatbuf.RecordBatch;
 import org.apache.arrow.flight.CallStatus;
 import org.apache.arrow.flight.FlightRuntimeException;
+import org.apache.arrow.flight.auth2.Auth2Constants;
 import org.apache.arrow.flight.grpc.StatusUtils;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
@@ -60,6 +65,9 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * touched; Arrow's IPC reader then lays the record batch over that buffer without copying. The
  * wire is unchanged (docs/protocol.md, section 3), so any Flight client can read the same server.
  *
+ * <p>Access ({@link Options}): a token, sent as {@code authorization: Bearer <token>} on every call,
+ * and TLS, trusting given certificates or the JDK's default ones.
+ *
  * <p>Threading: one caller at a time. gRPC decodes on its event-loop thread (direct executor: no
  * hand-off per message) while {@code next} waits. The views may be read from any thread while they
  * are valid.
@@ -86,12 +94,35 @@ public final class FlightBatchClient implements AutoCloseable {
     /** Scope of the last batch's views. */
     private Arena views;
 
-    private FlightBatchClient(String host, int port, BufferAllocator parent) {
+    /**
+     * How the client reaches a server that asks for a token or speaks TLS.
+     *
+     * @param token               sent as {@code authorization: Bearer <token>} on every call; null sends none
+     * @param tls                 connect with TLS ({@code grpc+tls}) instead of plaintext
+     * @param trustedCertificates PEM certificates to trust (e.g. a self-signed server's own); null trusts the JDK's defaults
+     */
+    public record Options(String token, boolean tls, Path trustedCertificates) {
+        /** No token, plaintext: a server on this host. */
+        public static final Options PLAINTEXT = new Options(null, false, null);
+
+        public Options {
+            if (trustedCertificates != null && !tls) throw new IllegalArgumentException("trusted certificates are for TLS connections");
+        }
+
+        /** Never shows the token. */
+        @Override
+        public String toString() {
+            return "Options[token=" + (token == null ? "none" : "****") + ", tls=" + tls
+                    + (trustedCertificates == null ? "" : ", trusted=" + trustedCertificates) + "]";
+        }
+    }
+
+    private FlightBatchClient(String host, int port, Options options, BufferAllocator parent) {
+        NettyChannelBuilder builder = channelBuilder(host, port, options); // before anything needs closing
         ownedRoot = parent == null ? new RootAllocator() : null;
         allocator = (parent == null ? ownedRoot : parent).newChildAllocator("stoker-flight-client", 0, Long.MAX_VALUE);
         try {
-            channel = NettyChannelBuilder.forAddress(host, port)
-                    .usePlaintext()
+            channel = builder
                     .maxInboundMessageSize(Integer.MAX_VALUE)
                     .initialFlowControlWindow(FLOW_CONTROL_WINDOW_BYTES)
                     .directExecutor()
@@ -112,14 +143,46 @@ public final class FlightBatchClient implements AutoCloseable {
                 .build();
     }
 
+    /** The channel's transport (plaintext or TLS) and, with a token, the interceptor that sends it on every call. */
+    private static NettyChannelBuilder channelBuilder(String host, int port, Options options) {
+        var builder = NettyChannelBuilder.forAddress(host, port);
+        if (!options.tls()) {
+            builder.usePlaintext();
+        } else {
+            var ssl = GrpcSslContexts.forClient();
+            if (options.trustedCertificates() != null) ssl.trustManager(options.trustedCertificates().toFile());
+            try {
+                builder.useTransportSecurity().sslContext(ssl.build());
+            } catch (javax.net.ssl.SSLException e) {
+                throw new IllegalArgumentException("cannot set up TLS: " + e.getMessage(), e);
+            }
+        }
+        if (options.token() != null) {
+            var headers = new Metadata();
+            headers.put(Metadata.Key.of(Auth2Constants.AUTHORIZATION_HEADER, Metadata.ASCII_STRING_MARSHALLER),
+                    Auth2Constants.BEARER_PREFIX + options.token());
+            builder.intercept(MetadataUtils.newAttachHeadersInterceptor(headers));
+        }
+        return builder;
+    }
+
     /** Connects (lazily: the first {@link #next} opens the connection) with a private allocator. */
     public static FlightBatchClient connect(String host, int port) {
-        return new FlightBatchClient(host, port, null);
+        return new FlightBatchClient(host, port, Options.PLAINTEXT, null);
     }
 
     /** Connects with Arrow bookkeeping in a child of {@code allocator} (closing the client checks it for leaks). */
     public static FlightBatchClient connect(String host, int port, BufferAllocator allocator) {
-        return new FlightBatchClient(host, port, allocator);
+        return new FlightBatchClient(host, port, Options.PLAINTEXT, allocator);
+    }
+
+    /**
+     * {@link #connect(String, int, BufferAllocator)} with a token and/or TLS ({@code allocator} may be null).
+     *
+     * @throws IllegalArgumentException when the trusted certificates cannot be read
+     */
+    public static FlightBatchClient connect(String host, int port, Options options, BufferAllocator allocator) {
+        return new FlightBatchClient(host, port, options, allocator);
     }
 
     /**
@@ -127,7 +190,8 @@ public final class FlightBatchClient implements AutoCloseable {
      * batch's tensors.
      *
      * @throws FlightRuntimeException with status INVALID_ARGUMENT when the server refuses rank or
-     *     world (the description says why), UNAVAILABLE when it cannot be reached or is closing,
+     *     world (the description says why), UNAUTHENTICATED when it wants a token this client lacks
+     *     or does not accept its token, UNAVAILABLE when it cannot be reached or is closing,
      *     INTERNAL when the server or the stream failed
      */
     public BatchLayout.Batch next(int rank, int world, String job) {

@@ -5,6 +5,8 @@ import dev.stoker.transport.Tensor;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.security.MessageDigest;
 import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.List;
@@ -19,13 +21,17 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BiConsumer;
+import org.apache.arrow.flight.CallHeaders;
 import org.apache.arrow.flight.CallStatus;
 import org.apache.arrow.flight.FlightProducer.CallContext;
 import org.apache.arrow.flight.FlightProducer.ServerStreamListener;
 import org.apache.arrow.flight.FlightServer;
 import org.apache.arrow.flight.Location;
+import org.apache.arrow.flight.LocationSchemes;
 import org.apache.arrow.flight.NoOpFlightProducer;
 import org.apache.arrow.flight.Ticket;
+import org.apache.arrow.flight.auth2.Auth2Constants;
+import org.apache.arrow.flight.auth2.CallHeaderAuthenticator;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.ForeignAllocation;
@@ -55,10 +61,18 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * copied and sent on the gRPC thread that took the DoGet; otherwise on a virtual thread once the
  * source's future completes, so that the pipeline's thread completing it does no copying. The send
  * does not wait for back-pressure: a stream is one batch, buffered by gRPC at most once per open DoGet.
+ *
+ * <p>Access ({@link Security}): with a token, every Flight call (DoGet, and the calls this server
+ * leaves unimplemented) must carry {@code authorization: Bearer <token>}; Flight's header
+ * middleware checks it before the call reaches the producer, so a refused caller takes no batch.
+ * With a certificate chain and key the server speaks TLS. Without either it trusts whoever can
+ * reach the port, which is why {@code stoker serve} binds loopback unless given a token.
  */
 public final class FlightBatchServer implements AutoCloseable {
     /** Bytes of data-column blocks kept for reuse ({@link BlockPool}). */
     static final long POOL_KEEP_BYTES = 512L << 20;
+    /** Shortest token accepted: 16 characters (64 bits as hex), short enough to paste, too long to guess. */
+    public static final int MIN_TOKEN_CHARS = 16;
 
     private final BufferAllocator ownedRoot;
     private final BufferAllocator allocator;
@@ -75,12 +89,60 @@ public final class FlightBatchServer implements AutoCloseable {
     private final FlightServer server;
     private volatile boolean closed;
 
-    private FlightBatchServer(Location location, BatchSource source, BufferAllocator parent) throws IOException {
+    /**
+     * Who may call and how the connection is protected.
+     *
+     * @param token      the bearer token every call must carry; null admits any caller (loopback use)
+     * @param certChain  PEM certificate chain to serve TLS with; null (with a null key) for plaintext
+     * @param privateKey PEM private key (PKCS#8) of the chain's first certificate
+     */
+    public record Security(String token, Path certChain, Path privateKey) {
+        /** No token, plaintext: for endpoints only this host can reach. */
+        public static final Security NONE = new Security(null, null, null);
+
+        public Security {
+            if (token != null) checkToken(token);
+            if ((certChain == null) != (privateKey == null))
+                throw new IllegalArgumentException("TLS needs both the certificate chain and the private key");
+        }
+
+        public boolean tls() { return certChain != null; }
+
+        /** Never shows the token. */
+        @Override
+        public String toString() {
+            return "Security[token=" + (token == null ? "none" : "****") + ", tls=" + (tls() ? certChain : "off") + "]";
+        }
+    }
+
+    /**
+     * Refuses a token that cannot be sent as an HTTP/2 header value (printable ASCII without spaces)
+     * or is too short to resist guessing; the message never contains the token.
+     */
+    public static void checkToken(String token) {
+        if (token.length() < MIN_TOKEN_CHARS)
+            throw new IllegalArgumentException("the token has " + token.length() + " characters; use at least " + MIN_TOKEN_CHARS
+                    + " (e.g. openssl rand -hex 32)");
+        for (int i = 0; i < token.length(); i++) {
+            char c = token.charAt(i);
+            if (c <= ' ' || c > '~')
+                throw new IllegalArgumentException("the token may hold only printable ASCII without spaces (character " + (i + 1) + " is not)");
+        }
+    }
+
+    private FlightBatchServer(Location location, BatchSource source, BufferAllocator parent, Security security) throws IOException {
+        boolean tlsScheme = LocationSchemes.GRPC_TLS.equals(location.getUri().getScheme());
+        if (tlsScheme != security.tls())
+            throw new IllegalArgumentException(security.tls() ? "TLS files given for a plaintext location " + location.getUri()
+                    : "location " + location.getUri() + " needs a certificate chain and key");
         this.source = source;
         this.ownedRoot = parent == null ? new RootAllocator() : null;
         this.allocator = (parent == null ? ownedRoot : parent).newChildAllocator("stoker-flight-server", 0, Long.MAX_VALUE);
         try {
-            server = FlightServer.builder(allocator, location, new Producer()).executor(grpcExecutor).build().start();
+            var builder = FlightServer.builder(allocator, location, new Producer()).executor(grpcExecutor);
+            if (security.token() != null) builder.headerAuthenticator(new BearerToken(security.token()));
+            if (security.tls()) builder.useTls(security.certChain().toFile(), security.privateKey().toFile());
+            server = builder.build().start();
         } catch (IOException | RuntimeException e) {
             grpcExecutor.shutdown();
             senders.close();
@@ -91,12 +153,22 @@ public final class FlightBatchServer implements AutoCloseable {
     }
 
     /**
-     * Starts serving on {@code location} (e.g. {@code Location.forGrpcInsecure("0.0.0.0", 0)}; port 0
-     * picks a free port). Buffers come from a child of {@code allocator}, or of a private root
-     * allocator when it is null.
+     * Starts serving on {@code location} (e.g. {@code Location.forGrpcInsecure("127.0.0.1", 0)}; port
+     * 0 picks a free port) to any caller, in plaintext. Buffers come from a child of {@code allocator},
+     * or of a private root allocator when it is null.
      */
     public static FlightBatchServer start(Location location, BatchSource source, BufferAllocator allocator) throws IOException {
-        return new FlightBatchServer(location, source, allocator);
+        return new FlightBatchServer(location, source, allocator, Security.NONE);
+    }
+
+    /**
+     * {@link #start(Location, BatchSource, BufferAllocator)} admitting only callers that
+     * {@code security} admits; a TLS {@code security} needs a {@code grpc+tls} location
+     * ({@link Location#forGrpcTls}) and a plaintext one a {@code grpc+tcp} location.
+     */
+    public static FlightBatchServer start(Location location, BatchSource source, BufferAllocator allocator, Security security)
+            throws IOException {
+        return new FlightBatchServer(location, source, allocator, security);
     }
 
     public int port() { return server.getPort(); }
@@ -117,6 +189,32 @@ public final class FlightBatchServer implements AutoCloseable {
 
     /** One DoGet waiting for, or sending, its batch. Whoever wins {@code claimed} decides its fate. */
     private record PendingGet(int rank, ServerStreamListener listener, CompletableFuture<BatchSource.Leased> batch, AtomicBoolean claimed) {}
+
+    /**
+     * Admits calls whose {@code authorization} header is {@code Bearer <token>}. The comparison takes
+     * the same time wherever the first wrong byte is ({@link MessageDigest#isEqual}: its time depends
+     * only on the length of what the caller sent). Refusals say what is expected, never the token.
+     */
+    static final class BearerToken implements CallHeaderAuthenticator {
+        private final byte[] expected;
+
+        BearerToken(String token) { this.expected = token.getBytes(StandardCharsets.US_ASCII); }
+
+        @Override
+        public AuthResult authenticate(CallHeaders headers) {
+            String value = headers.get(Auth2Constants.AUTHORIZATION_HEADER);
+            if (value == null)
+                throw CallStatus.UNAUTHENTICATED.withDescription("this endpoint requires a token: send the header 'authorization: Bearer <token>'")
+                        .toRuntimeException();
+            String prefix = Auth2Constants.BEARER_PREFIX;
+            if (!value.regionMatches(true, 0, prefix, 0, prefix.length()))
+                throw CallStatus.UNAUTHENTICATED.withDescription("the authorization header must be 'Bearer <token>'").toRuntimeException();
+            byte[] presented = value.substring(prefix.length()).strip().getBytes(StandardCharsets.US_ASCII);
+            if (!MessageDigest.isEqual(presented, expected))
+                throw CallStatus.UNAUTHENTICATED.withDescription("wrong token").toRuntimeException();
+            return () -> "token";
+        }
+    }
 
     private final class Producer extends NoOpFlightProducer {
         @Override

@@ -16,7 +16,10 @@ import java.net.URI;
  * {@value #MAX_BACKOFF_MILLIS_DEFAULT} ms), objects up to {@value #MAX_OBJECT_BYTES_DEFAULT} bytes,
  * no added latency.
  *
- * <p>{@link #toString()} masks the secret key.
+ * <p>Credentials never reach a log or a message: {@link #toString()} shows neither the secret key nor
+ * more than the last four characters of the key id (as {@code aws configure list} does), and an
+ * endpoint that carries credentials of its own ({@code user:password@host}) is refused without
+ * being echoed.
  *
  * @param endpointOverride   S3 endpoint (http or https, e.g. MinIO or S3Mock); null for AWS
  * @param region             signing region
@@ -57,6 +60,10 @@ public record SourceConfig(
 
     public SourceConfig {
         if (endpointOverride != null) {
+            String authority = endpointOverride.getRawAuthority();
+            if (authority != null && authority.contains("@"))
+                throw new IllegalArgumentException("the endpoint must not carry credentials (user:password@host): "
+                        + "give them through the default provider chain (e.g. AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
             String scheme = endpointOverride.getScheme();
             if (!"http".equals(scheme) && !"https".equals(scheme) || endpointOverride.getHost() == null)
                 throw new IllegalArgumentException("endpoint must be an http:// or https:// URI with a host: " + endpointOverride);
@@ -106,10 +113,15 @@ public record SourceConfig(
     @Override
     public String toString() {
         return "SourceConfig[endpointOverride=" + endpointOverride + ", region=" + region + ", pathStyle=" + pathStyle
-                + ", credentials=" + (hasStaticCredentials() ? "static(" + accessKeyId + ", secret=****)" : "default-chain")
+                + ", credentials=" + (hasStaticCredentials() ? "static(key id " + masked(accessKeyId) + ", secret ****)" : "default-chain")
                 + ", maxInFlight=" + maxInFlight + ", requestTimeoutMillis=" + requestTimeoutMillis + ", maxRetries=" + maxRetries
                 + ", baseBackoffMillis=" + baseBackoffMillis + ", maxBackoffMillis=" + maxBackoffMillis
                 + ", maxObjectBytes=" + maxObjectBytes + ", fetchLatencyMillis=" + fetchLatencyMillis + "]";
+    }
+
+    /** {@code ****} and the last four characters (none of a key id shorter than 12). */
+    private static String masked(String keyId) {
+        return "****" + (keyId.length() >= 12 ? keyId.substring(keyId.length() - 4) : "");
     }
 
     /** Mutable builder starting from the defaults; {@link #build()} validates. */

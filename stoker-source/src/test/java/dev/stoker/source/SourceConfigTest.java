@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.net.URI;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class SourceConfigTest {
@@ -25,10 +26,21 @@ class SourceConfigTest {
     }
 
     @Test
-    void toStringNeverShowsTheSecret() {
-        var c = SourceConfig.builder().credentials("AKIDEXAMPLE", "wJalrXUtnFEMI-very-secret").build();
-        assertTrue(c.toString().contains("AKIDEXAMPLE"));
+    void toStringNeverShowsTheSecretNorTheWholeKeyId() {
+        var c = SourceConfig.builder().credentials("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI-very-secret").build();
+        assertTrue(c.toString().contains("static(key id ****MPLE, secret ****)"), c.toString());
         assertFalse(c.toString().contains("very-secret"), c.toString());
+        assertFalse(c.toString().contains("AKIAIOSFODNN7"), c.toString());
+        var shortId = SourceConfig.builder().credentials("AKID", "wJalrXUtnFEMI-very-secret").build();
+        assertFalse(shortId.toString().contains("AKID"), shortId.toString());
+    }
+
+    @Test
+    void anEndpointWithCredentialsInItIsRefusedWithoutEchoingThem() {
+        for (String uri : List.of("http://minio:minio-secret@127.0.0.1:9000", "https://minio-secret@s3.example", "ftp://minio-secret@x")) {
+            var e = assertThrows(IllegalArgumentException.class, () -> SourceConfig.builder().endpointOverride(URI.create(uri)).build());
+            assertFalse(e.getMessage().contains("minio-secret"), e.getMessage());
+        }
     }
 
     @Test
