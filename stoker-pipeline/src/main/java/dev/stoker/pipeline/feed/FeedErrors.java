@@ -57,11 +57,6 @@ public final class FeedErrors implements AutoCloseable {
     private long scheduled;
     private BadInputException failure;
 
-    /** Counts only: skip every bad sample, no limit, no file. */
-    FeedErrors() {
-        this(ErrorPolicy.SKIP, 1.0, null, null);
-    }
-
     private FeedErrors(ErrorPolicy policy, double maxErrorRate, Path file, BufferedWriter out) {
         this.policy = policy;
         this.maxErrorRate = maxErrorRate;
