@@ -43,13 +43,16 @@ final class FeedFactory implements AutoCloseable {
     static FeedFactory open(FeedOptions options, EncodeOptions encode) throws IOException {
         if (options.ranks < 1) throw new Main.InvalidInputException("--ranks must be at least 1");
         if (options.batch < 1) throw new Main.InvalidInputException("--batch must be at least 1");
+        if (!(options.maxErrorRate >= 0 && options.maxErrorRate <= 1))
+            throw new Main.InvalidInputException("--max-error-rate must be between 0 and 1, got " + options.maxErrorRate);
         return new FeedFactory(options, encode, Tokenizers.open(options.tokenizer));
     }
 
     FeedConfig config(FeedMode mode) {
         return FeedConfig.of(mode, encode, options.ranks, options.batch).withSeed(options.seed)
                 .withCpuThreads(options.cpuThreads()).withFetchConcurrency(options.fetchConcurrency)
-                .withPrefetch(options.prefetchBatches, options.prefetchBytes).withWarmUp(options.warmUpMillis);
+                .withPrefetch(options.prefetchBatches, options.prefetchBytes).withWarmUp(options.warmUpMillis)
+                .withErrorPolicy(options.onError, options.maxErrorRate).withErrorsFile(options.errorsFile);
     }
 
     static FeedMode mode(String name) {
@@ -70,6 +73,11 @@ final class FeedFactory implements AutoCloseable {
 
     /** {@link #start(String, long)} from global step {@code startStep}, ending each rank after {@code steps} steps (0: never). */
     FeedService start(String mode, long expectedBatchBytes, long startStep, long steps) {
+        return start(mode, expectedBatchBytes, startStep, steps, options.errorsFile);
+    }
+
+    /** {@link #start(String, long, long, long)} appending bad samples to {@code errorsFile} (null: none) instead of --errors-file. */
+    FeedService start(String mode, long expectedBatchBytes, long startStep, long steps, java.nio.file.Path errorsFile) {
         var feedMode = mode(mode);
         ShmObjectStore store = null;
         try {
@@ -79,11 +87,11 @@ final class FeedFactory implements AutoCloseable {
                 // sized 1.5x a batch of one image per sample at the pixel cap (multi-image samples need more)
                 store.prewarm(expectedBatchBytes, options.ranks * (options.prefetchBatches + 2));
             }
-            var feeder = Feeder.open(location, sourceConfig, config(feedMode), tokenizer, store, startStep);
+            var feeder = Feeder.open(location, sourceConfig, config(feedMode).withErrorsFile(errorsFile), tokenizer, store, startStep);
             var reopenStore = store;
             return new FeedService(feeder, store, expectedBatchBytes, steps, at -> {
-                try {
-                    return Feeder.open(location, sourceConfig, config(feedMode).withStart(at), tokenizer, reopenStore, -1);
+                try { // only while nothing was delivered: the errors file starts afresh with the moved pipeline
+                    return Feeder.open(location, sourceConfig, config(feedMode).withErrorsFile(errorsFile).withStart(at), tokenizer, reopenStore, -1);
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }

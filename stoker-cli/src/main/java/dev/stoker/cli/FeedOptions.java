@@ -1,5 +1,7 @@
 package dev.stoker.cli;
 
+import dev.stoker.pipeline.feed.ErrorPolicy;
+import dev.stoker.pipeline.feed.FeedErrors;
 import java.net.URI;
 import picocli.CommandLine.Option;
 
@@ -38,6 +40,24 @@ final class FeedOptions {
             description = "Before the feed opens, each CPU thread encodes a made-up sample for this long, so that the JIT "
                     + "compiles the hot path before a trainer waits on it; 0 turns it off (default: ${DEFAULT-VALUE}).")
     long warmUpMillis;
+
+    @Option(names = "--on-error", defaultValue = "skip",
+            description = "A bad sample (missing or broken image, malformed line, too many tokens, path outside the data set): "
+                    + "skip leaves it out of its batch, records it and goes on; fail stops the feed at the first one, every "
+                    + "rank's next batch failing with an error that names it (default: ${DEFAULT-VALUE}).")
+    ErrorPolicy onError;
+
+    @Option(names = "--max-error-rate", defaultValue = "1",
+            description = "With --on-error skip: stop the feed when more than this share (0–1) of the samples scheduled so far "
+                    + "was skipped, counted over all ranks and judged from " + FeedErrors.MIN_SCHEDULED_FOR_RATE + " samples on, "
+                    + "so that one bad sample early does not end a run; 1 turns the limit off (default: ${DEFAULT-VALUE}).")
+    double maxErrorRate;
+
+    @Option(names = "--errors-file",
+            description = "Append every bad sample to this file, one JSON object per line {id, index, epoch, step, rank, stage, "
+                    + "cause} (docs/run-data.md); they are counted in the metrics either way (default: none; bench ladder "
+                    + "always writes <work-dir>/<mode>-errors.jsonl).")
+    java.nio.file.Path errorsFile;
 
     @Option(names = "--s3-endpoint", description = "S3 endpoint override, e.g. http://127.0.0.1:9090 (default: AWS).")
     URI s3Endpoint;

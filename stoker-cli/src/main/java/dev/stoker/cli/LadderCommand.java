@@ -58,7 +58,10 @@ final class LadderCommand implements Callable<Integer> {
         try (var factory = FeedFactory.open(feed, options)) {
             for (String mode : modes) {
                 long expected = expectedBatchBytes(options);
-                var r = LadderRun.run(mode, () -> factory.start(mode, expected), feed.ranks, steps, stepMillis, expected, dir, trainers);
+                Path errors = dir.resolve(mode + "-errors.jsonl"); // docs/run-data.md; this run's bad samples only
+                Files.createDirectories(dir);
+                Files.deleteIfExists(errors);
+                var r = LadderRun.run(mode, () -> factory.start(mode, expected, 0, 0, errors), feed.ranks, steps, stepMillis, expected, dir, trainers);
                 out.printf("%-11s %10.3f %12.3f %10.1f %10.0f %12.1f %12.1f%n", mode, r.waitRatio(), r.steadyWaitRatio(),
                         r.samplesPerSecond(), r.firstBatchMillis(), r.meanWaitMillis(), r.bytesReceived() / 1e6);
                 out.flush();

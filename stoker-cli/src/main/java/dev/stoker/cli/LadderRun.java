@@ -114,6 +114,8 @@ final class LadderRun {
                 })) {
                     for (Process p : processes) {
                         if (!p.waitFor(timeoutMillis, TimeUnit.MILLISECONDS)) throw new IOException("trainer did not finish in time; see " + workDir);
+                        var badInput = feed.feeder().errors().failure(); // the trainers got it as an ERROR frame
+                        if (badInput != null) throw badInput;
                         if (p.exitValue() != 0) throw new IOException("trainer exited with " + p.exitValue() + "; see " + workDir);
                     }
                 }

@@ -40,6 +40,10 @@ public final class Main {
                 err.println("stoker: " + se.describe());
                 return EXIT_INVALID_INPUT;
             }
+            if (ex instanceof dev.stoker.pipeline.feed.BadInputException be) { // the feed stopped on bad data (--on-error, --max-error-rate)
+                err.println("stoker: " + be.getMessage());
+                return EXIT_INVALID_INPUT;
+            }
             if (ex instanceof InvalidInputException ie) {
                 err.println("stoker: " + ie.getMessage());
                 return EXIT_INVALID_INPUT;

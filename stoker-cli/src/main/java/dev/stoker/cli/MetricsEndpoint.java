@@ -41,6 +41,12 @@ final class MetricsEndpoint implements AutoCloseable {
         counter("stoker.samples.encoded", "samples decoded, transformed and tokenized", FeedMetrics.Snapshot::encodedSamples);
         counter("stoker.samples.delivered", "samples in batches handed to trainers", FeedMetrics.Snapshot::deliveredSamples);
         counter("stoker.samples.skipped", "samples left out of delivered batches because they failed", FeedMetrics.Snapshot::skippedSamples);
+        for (var stage : dev.stoker.core.SampleException.Stage.values()) {
+            String name = stage.name().toLowerCase(java.util.Locale.ROOT);
+            FunctionCounter.builder("stoker.samples.skipped.by.stage", this, m -> m.snapshot.skippedByStage().getOrDefault(name, 0L))
+                    .description("bad samples by the stage that refused them (the errors file has each one)").tag("stage", name)
+                    .register(registry);
+        }
         counter("stoker.batches.delivered", "batches handed to trainers", FeedMetrics.Snapshot::deliveredBatches);
         counter("stoker.bytes.copied.after.transform", "bytes copied after the transform to build batches", FeedMetrics.Snapshot::copiedBytes);
         counter("stoker.cpu.busy.seconds", "CPU-pool thread time spent on samples", s -> s.cpuBusyNanos() / 1e9);

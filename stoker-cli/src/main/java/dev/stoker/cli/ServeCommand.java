@@ -18,12 +18,18 @@ import picocli.CommandLine.Model.CommandSpec;
  * {@code stoker serve}: the embedded service of one training node. Runs the feeding pipeline for R
  * ranks, writes each batch once into the shared-memory store, and serves trainer ranks on a Unix
  * socket (references to shared memory, or copies for clients that ask for them) until SIGTERM or
- * SIGINT, then stops cleanly: sockets and shared-memory files are removed.
+ * SIGINT, then stops cleanly: sockets and shared-memory files are removed. When the bad-input
+ * policy stops the feed ({@code --on-error fail}, {@code --max-error-rate}), the trainers get the
+ * error in reply to their requests and the service stops {@value #FAILED_FEED_GRACE_MILLIS} ms later
+ * with exit status 2.
  */
 @Command(name = "serve", mixinStandardHelpOptions = true,
         description = {"Serve training batches to the trainer ranks of this node until stopped (SIGTERM/SIGINT).",
                 "Trainers connect to --socket with the Python client (clients/python) or the Java TrainerClient."})
 final class ServeCommand implements Callable<Integer> {
+    /** How long a feed stopped by bad input is still served, so that trainers between two requests get its error, not a closed socket. */
+    static final long FAILED_FEED_GRACE_MILLIS = 2000;
+
     @Spec CommandSpec spec;
     @Mixin ProcessorOptions processor;
     @Mixin FeedOptions feed;
@@ -129,12 +135,19 @@ final class ServeCommand implements Callable<Integer> {
             if (metricsEndpoint != null) out.println("stoker serve: metrics on " + metricsEndpoint.url());
             out.println("stoker serve: listening on " + sock); // last: tells scripts everything is up
             out.flush();
+            var badInput = new java.util.concurrent.atomic.AtomicReference<dev.stoker.pipeline.feed.BadInputException>();
+            service.feeder().errors().onFailure(e -> {
+                badInput.set(e);
+                stop.countDown();
+            });
             try (var status = StatusLine.start(spec.commandLine().getErr(), () -> statusSample(service))) {
                 stop.await();
+                if (badInput.get() != null) Thread.sleep(FAILED_FEED_GRACE_MILLIS);
             }
             out.println("stoker serve: stopping");
             out.flush();
             if (metricsFile != null) writeMetrics(service, server);
+            if (badInput.get() != null) throw badInput.get();
         }
         return 0;
     }

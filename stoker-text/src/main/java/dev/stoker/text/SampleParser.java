@@ -58,7 +58,7 @@ public final class SampleParser {
         try {
             node = json.readTree(text);
         } catch (JsonProcessingException e) {
-            throw error(fallbackId, "malformed JSON: " + e.getOriginalMessage()
+            throw error(fallbackId, "malformed JSON: " + readable(e.getOriginalMessage())
                     + (e.getLocation() == null ? "" : " at column " + e.getLocation().getColumnNr()));
         }
         if (node == null || node.isMissingNode()) throw error(fallbackId, "empty line, expected a JSON object");
@@ -226,6 +226,16 @@ public final class SampleParser {
         out.flip();
         if (out.length() > 0 && out.charAt(0) == '\uFEFF') out.position(1);
         return out.toString();
+    }
+
+    /**
+     * Jackson's message without the source description it embeds in nested locations
+     * ({@code [Source: REDACTED (…); line: 1, column: 32]} becomes {@code column 32}), so that an
+     * errors file says what is wrong with the line and where, in one short line.
+     */
+    static String readable(String jacksonMessage) {
+        return jacksonMessage.replaceAll("\\[Source: [^;\\]]*; line: \\d+, column: (\\d+)\\]", "column $1")
+                .replace('\n', ' ').strip();
     }
 
     private static String kind(JsonNode n) {

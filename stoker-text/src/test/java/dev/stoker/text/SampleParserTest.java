@@ -124,6 +124,13 @@ class SampleParserTest {
     }
 
     @Test
+    void malformedJsonSaysWhatAndWhereInOneShortLine() {
+        var e = fails("{\"id\": \"s1\", \"conversations\": [{\"from\": \"human\", \"value\": \"hi\"}");
+        assertEquals("malformed JSON: Unexpected end-of-input: expected close marker for Array (start marker at column 31) at column 64",
+                e.getMessage());
+    }
+
+    @Test
     void errorsNameTheRecordIdWhenPresent() {
         var e = fails("{\"id\": \"rec-7\", \"conversations\": [{\"from\": \"human\"}]}");
         assertEquals("rec-7", e.sampleId());

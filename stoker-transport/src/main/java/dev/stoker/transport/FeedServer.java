@@ -114,7 +114,7 @@ public final class FeedServer implements AutoCloseable {
         Arena arena = Arena.ofConfined();
         MemorySegment buffer = null;
         var leases = new HashMap<Long, Runnable>();
-        try (ch; arena) {
+        try (arena) { // ch is closed last, in finally: the catch below must still be able to send the ERROR
             var in = new FeedProtocol.FrameReader(ch);
             var helloFrame = in.next();
             if (helloFrame.type() != FeedProtocol.HELLO) {
@@ -219,6 +219,11 @@ public final class FeedServer implements AutoCloseable {
             for (Runnable release : leases.values()) release.run();
             leasesReleasedOnDisconnect.addAndGet(leases.size());
             clients.remove(ch);
+            try {
+                ch.close();
+            } catch (IOException ignored) {
+                // nothing left to tell the trainer
+            }
         }
     }
 

@@ -100,6 +100,29 @@ class FeedServerTest {
     }
 
     @Test
+    void aFailedBatchReachesTheTrainerAsAnErrorWithItsMessage() throws Exception {
+        var good = new Synthetic(1, 2);
+        var provider = new BatchProvider() {
+            @Override
+            public void validate(int rank, int world) { good.validate(rank, world); }
+
+            @Override
+            public CompletableFuture<Prepared> next(int rank) {
+                if (good.served[rank].get() < 2) return good.next(rank);
+                return CompletableFuture.failedFuture(new IllegalStateException("bad input: s7: decode: truncated"));
+            }
+        };
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false);
+             var client = TrainerClient.connect(sock, 0, 1, "test")) {
+            client.next();
+            client.next();
+            var e = assertThrows(IOException.class, client::next);
+            assertEquals("service error: bad input: s7: decode: truncated", e.getMessage());
+        }
+    }
+
+    @Test
     void rankOutsideTheWorldIsRefusedClearly() throws Exception {
         Path sock = tmp.resolve("feed.sock");
         try (var server = new FeedServer(sock, new Synthetic(2, 1), false)) {

@@ -2,6 +2,7 @@ package dev.stoker.pipeline.feed;
 
 import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.schedule.ScheduleCursor;
+import java.nio.file.Path;
 import java.util.Objects;
 
 /**
@@ -19,9 +20,16 @@ import java.util.Objects;
  * @param prefetchBytes        per-rank buffer limit in bytes (PREFETCH); one batch is always admitted into an empty buffer
  * @param warmUpMillis         how long each CPU thread encodes a made-up sample before the feed opens, so that the JIT
  *                             compiles the hot path before a trainer waits on it ({@link CpuWarmUp}); 0: none
+ * @param onError              what a bad sample does: SKIP (default) leaves it out of its batch, FAIL stops the feed
+ * @param maxErrorRate         under SKIP, the share of skipped samples (of those scheduled in delivered batches,
+ *                             all ranks, since the feed started) above which the feed fails; judged only from
+ *                             {@link FeedErrors#MIN_SCHEDULED_FOR_RATE} scheduled samples on, so that a bad sample
+ *                             among the first few does not end a run; 1 (default): no limit
+ * @param errorsFile           JSON Lines file every bad sample is appended to ({@code docs/run-data.md}); null: none
  */
 public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int batchSize, long seed, ScheduleCursor start,
-                         int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis) {
+                         int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis,
+                         ErrorPolicy onError, double maxErrorRate, Path errorsFile) {
     public static final long SEED_DEFAULT = 0;
     public static final int FETCH_CONCURRENCY_DEFAULT = 32;
     public static final int PREFETCH_BATCHES_DEFAULT = 4;
@@ -31,6 +39,7 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
         Objects.requireNonNull(mode, "mode");
         Objects.requireNonNull(encode, "encode");
         Objects.requireNonNull(start, "start");
+        Objects.requireNonNull(onError, "onError");
         if (ranks <= 0) throw new IllegalArgumentException("ranks must be positive, got " + ranks);
         if (batchSize <= 0) throw new IllegalArgumentException("batch size must be positive, got " + batchSize);
         if (cpuThreads <= 0) throw new IllegalArgumentException("CPU threads must be positive, got " + cpuThreads);
@@ -38,41 +47,62 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
         if (prefetchBatches <= 0) throw new IllegalArgumentException("prefetch batches must be positive, got " + prefetchBatches);
         if (prefetchBytes <= 0) throw new IllegalArgumentException("prefetch bytes must be positive, got " + prefetchBytes);
         if (warmUpMillis < 0) throw new IllegalArgumentException("warm-up must be >= 0 ms, got " + warmUpMillis);
+        if (!(maxErrorRate >= 0 && maxErrorRate <= 1))
+            throw new IllegalArgumentException("max error rate must be in [0, 1], got " + maxErrorRate);
     }
 
-    /** Defaults for everything but the mode, the encoding and the rank/batch shape. */
+    /** Defaults for everything but the mode, the encoding and the rank/batch shape: bad samples skipped, no rate limit, no errors file. */
     public static FeedConfig of(FeedMode mode, EncodeOptions encode, int ranks, int batchSize) {
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
                 Runtime.getRuntime().availableProcessors(), FETCH_CONCURRENCY_DEFAULT, PREFETCH_BATCHES_DEFAULT,
-                PREFETCH_BYTES_DEFAULT, 0);
+                PREFETCH_BYTES_DEFAULT, 0, ErrorPolicy.SKIP, 1.0, null);
     }
 
     public FeedConfig withMode(FeedMode m) {
-        return new FeedConfig(m, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes, warmUpMillis);
+        return new FeedConfig(m, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile);
     }
 
     public FeedConfig withSeed(long s) {
-        return new FeedConfig(mode, encode, ranks, batchSize, s, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes, warmUpMillis);
+        return new FeedConfig(mode, encode, ranks, batchSize, s, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile);
     }
 
     public FeedConfig withStart(ScheduleCursor c) {
-        return new FeedConfig(mode, encode, ranks, batchSize, seed, c, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes, warmUpMillis);
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, c, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile);
     }
 
     public FeedConfig withCpuThreads(int n) {
-        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, n, fetchConcurrency, prefetchBatches, prefetchBytes, warmUpMillis);
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, n, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile);
     }
 
     public FeedConfig withFetchConcurrency(int n) {
-        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, n, prefetchBatches, prefetchBytes, warmUpMillis);
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, n, prefetchBatches, prefetchBytes, warmUpMillis,
+                onError, maxErrorRate, errorsFile);
     }
 
     public FeedConfig withPrefetch(int batches, long bytes) {
-        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, batches, bytes, warmUpMillis);
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, batches, bytes, warmUpMillis,
+                onError, maxErrorRate, errorsFile);
     }
 
     /** With a CPU warm-up of {@code millis} per thread before the feed opens (0: none). */
     public FeedConfig withWarmUp(long millis) {
-        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes, millis);
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                millis, onError, maxErrorRate, errorsFile);
+    }
+
+    /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} skipped (1: never). */
+    public FeedConfig withErrorPolicy(ErrorPolicy policy, double maxRate) {
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, policy, maxRate, errorsFile);
+    }
+
+    /** With every bad sample appended to {@code file} as one JSON line (null: no file). */
+    public FeedConfig withErrorsFile(Path file) {
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, file);
     }
 }

@@ -1,34 +1,221 @@
 package dev.stoker.pipeline.feed;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException;
+import dev.stoker.pipeline.batch.FeedBatch;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.EnumMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.function.Consumer;
 
 /**
- * The samples a feed skipped: every one counted by stage, the first {@link #MAX_RECORDS} kept in
- * full (the errors file of a later issue drains them).
+ * The samples a feed skipped, and its bad-input policy ({@link ErrorPolicy}): every skipped sample
+ * counted by stage, the first {@link #MAX_RECORDS} kept in memory, and each one appended to the
+ * errors file when there is one (one JSON object per line, flushed per batch: {@code docs/run-data.md}).
  *
- * <p>Threading: thread-safe; writers are pipeline threads, readers anyone.
+ * <p>Samples are recorded when their batch is delivered, so that per rank delivered + skipped =
+ * scheduled holds for what the trainer saw. The policy is judged at the same point (a rate over
+ * the limit) and, under FAIL, already when a rank's stream produces a batch with a bad sample, so
+ * that the feed stops before the trainer reaches it. Once failed, the failure is final: every later
+ * call returns it, and the listeners (the feeder, which fails every rank) were told once.
+ *
+ * <p>Threading: thread-safe; writers are pipeline threads and consumer threads, readers anyone.
+ * The file is written under the lock; bad samples are rare, so this costs nothing on good batches.
  */
-public final class FeedErrors {
+public final class FeedErrors implements AutoCloseable {
     public static final int MAX_RECORDS = 10_000;
+    /**
+     * Scheduled samples (of delivered batches, all ranks) before the error rate is judged: below
+     * this a single bad sample early in a run would be a rate of several percent.
+     */
+    public static final long MIN_SCHEDULED_FOR_RATE = 100;
+    /** Causes quoted in the message of a run failed for its error rate. */
+    static final int LAST_CAUSES = 3;
 
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final System.Logger LOG = System.getLogger(FeedErrors.class.getName());
+
+    private final ErrorPolicy policy;
+    private final double maxErrorRate;
+    private final Path file;
+    private BufferedWriter out;
     private final List<FeedError> records = new ArrayList<>();
+    private final ArrayDeque<FeedError> last = new ArrayDeque<>(LAST_CAUSES);
     private final EnumMap<SampleException.Stage, Long> byStage = new EnumMap<>(SampleException.Stage.class);
+    private final List<Consumer<BadInputException>> listeners = new ArrayList<>();
     private long total;
+    private long scheduled;
+    private BadInputException failure;
 
-    synchronized void record(FeedError e) {
+    private FeedErrors(ErrorPolicy policy, double maxErrorRate, Path file, BufferedWriter out) {
+        this.policy = policy;
+        this.maxErrorRate = maxErrorRate;
+        this.file = file;
+        this.out = out;
+    }
+
+    /** The policy of {@code config}, appending to its errors file (created with its folders) when it names one. */
+    static FeedErrors open(FeedConfig config) throws IOException {
+        Path file = config.errorsFile();
+        BufferedWriter out = null;
+        if (file != null) {
+            Path parent = file.toAbsolutePath().getParent();
+            if (parent != null) Files.createDirectories(parent);
+            out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+        }
+        return new FeedErrors(config.onError(), config.maxErrorRate(), file, out);
+    }
+
+    /**
+     * A rank's stream produced {@code b}. Under FAIL a bad sample in it fails the feed here. Returns
+     * the feed's failure (this one or an earlier one), or null while it runs.
+     */
+    BadInputException produced(FeedBatch b) {
+        List<Consumer<BadInputException>> tell;
+        synchronized (this) {
+            if (failure != null || policy != ErrorPolicy.FAIL || b.skipped() == 0) return failure;
+            var bad = recordAll(b);
+            tell = fail(new BadInputException("bad input, stopped at the first bad sample (error policy FAIL): "
+                    + bad.getFirst().describe() + (bad.size() > 1 ? " (and " + (bad.size() - 1) + " more in the same batch)" : ""), bad));
+        }
+        return notify(tell);
+    }
+
+    /**
+     * {@code b} is being handed to its rank: records its skipped samples and judges the policy.
+     * Returns the feed's failure (then {@code b} must not be delivered), or null.
+     */
+    BadInputException delivered(FeedBatch b) {
+        if (policy == ErrorPolicy.FAIL) return produced(b);
+        List<Consumer<BadInputException>> tell;
+        synchronized (this) {
+            if (failure != null) return failure;
+            if (b.skipped() > 0) recordAll(b);
+            scheduled += b.scheduled();
+            if (maxErrorRate >= 1 || scheduled < MIN_SCHEDULED_FOR_RATE || total <= maxErrorRate * scheduled) return null;
+            var causes = new StringBuilder();
+            for (var e : last) causes.append(causes.isEmpty() ? "" : "; ").append(e.describe());
+            tell = fail(new BadInputException(String.format(Locale.ROOT,
+                    "bad input: %d of %d scheduled samples skipped (%.2f%%), over the limit of %.2f%% (max error rate %s); last: %s",
+                    total, scheduled, 100.0 * total / scheduled, 100 * maxErrorRate, maxErrorRate, causes), List.copyOf(last)));
+        }
+        return notify(tell);
+    }
+
+    /** Records every skipped sample of {@code b} and writes them to the file; returns them. Under the lock. */
+    private List<FeedError> recordAll(FeedBatch b) {
+        var recorded = new ArrayList<FeedError>(b.skipped());
+        for (var s : b.skippedSamples()) {
+            var e = new FeedError(s.sampleId(), s.datasetIndex(), b.epoch(), b.step(), b.rank(), s.stage(), s.cause());
+            record(e);
+            recorded.add(e);
+        }
+        flush();
+        return recorded;
+    }
+
+    private void record(FeedError e) {
         total++;
         byStage.merge(e.stage(), 1L, Long::sum);
         if (records.size() < MAX_RECORDS) records.add(e);
+        if (last.size() == LAST_CAUSES) last.removeFirst();
+        last.addLast(e);
+        if (out == null) return;
+        var line = new LinkedHashMap<String, Object>();
+        line.put("id", e.sampleId());
+        line.put("index", e.datasetIndex());
+        line.put("epoch", e.epoch());
+        line.put("step", e.step());
+        line.put("rank", e.rank());
+        line.put("stage", e.stage().name().toLowerCase(Locale.ROOT));
+        line.put("cause", e.cause());
+        try {
+            out.write(JSON.writeValueAsString(line));
+            out.write('\n');
+        } catch (IOException ex) {
+            fileFailed(ex);
+        }
     }
 
+    private void flush() {
+        if (out == null) return;
+        try {
+            out.flush();
+        } catch (IOException ex) {
+            fileFailed(ex);
+        }
+    }
+
+    /** A full disk must not stop training over its error log: warn once, keep counting, write no more. */
+    private void fileFailed(IOException ex) {
+        LOG.log(System.Logger.Level.WARNING, "cannot write the errors file " + file + ", skipped samples are only counted from now on: " + ex);
+        try {
+            out.close();
+        } catch (IOException ignored) {
+            // already failing
+        }
+        out = null;
+    }
+
+    private List<Consumer<BadInputException>> fail(BadInputException e) {
+        failure = e;
+        return List.copyOf(listeners);
+    }
+
+    private BadInputException notify(List<Consumer<BadInputException>> tell) {
+        BadInputException f;
+        synchronized (this) {
+            f = failure;
+        }
+        for (var l : tell) l.accept(f);
+        return f;
+    }
+
+    /** Calls {@code listener} once when the policy fails the feed (at once if it already has). */
+    public void onFailure(Consumer<BadInputException> listener) {
+        BadInputException now;
+        synchronized (this) {
+            now = failure;
+            if (now == null) listeners.add(listener);
+        }
+        if (now != null) listener.accept(now);
+    }
+
+    /** Why the policy failed the feed, or null while it runs. */
+    public synchronized BadInputException failure() { return failure; }
+
+    public ErrorPolicy policy() { return policy; }
+
+    /** Bad samples recorded: skipped in delivered batches, or the one(s) that failed the feed under FAIL. */
     public synchronized long total() { return total; }
+
+    /** Samples scheduled in delivered batches, all ranks (the denominator of the error rate; counted under SKIP). */
+    public synchronized long scheduled() { return scheduled; }
 
     public synchronized Map<SampleException.Stage, Long> byStage() { return Map.copyOf(byStage); }
 
     /** The kept records, in the order they were recorded (which is not the schedule order across ranks). */
     public synchronized List<FeedError> records() { return List.copyOf(records); }
+
+    /** Closes the errors file (everything recorded is already flushed). */
+    @Override
+    public synchronized void close() {
+        if (out == null) return;
+        try {
+            out.close();
+        } catch (IOException ex) {
+            LOG.log(System.Logger.Level.WARNING, "cannot close the errors file " + file + ": " + ex);
+        }
+        out = null;
+    }
 }

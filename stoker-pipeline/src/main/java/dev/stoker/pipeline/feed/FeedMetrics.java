@@ -134,6 +134,8 @@ public final class FeedMetrics {
      * @param fetchFailed     samples whose line or an image could not be read (counted when it happened, prefetched or not)
      * @param encodeNanos     summed CPU-pool time of encodes (successful or not)
      * @param skippedSamples  samples left out of delivered batches because they failed
+     * @param skippedByStage  bad samples recorded by the feed's {@link FeedErrors}, per stage (lower-case
+     *                        {@code SampleException.Stage} names, every stage present)
      * @param copiedBytes     bytes copied after the transform to build batches: every tensor byte when batches are
      *                        assembled on the heap; in ZERO_COPY only rows moved to close a gap left by a failed sample
      * @param cpuBusyNanos    summed time CPU-pool threads ran tasks
@@ -142,8 +144,8 @@ public final class FeedMetrics {
     public record Snapshot(long fetchStarted, long fetchedSamples, long fetchFailed, long fetchedBytes, long fetchNanos,
                            long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
                            long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
-                           long deliveredBatches, long deliveredSamples, long skippedSamples, long cpuBusyNanos,
-                           List<Rank> ranks, Map<String, Stage> stages) {
+                           long deliveredBatches, long deliveredSamples, long skippedSamples, Map<String, Long> skippedByStage,
+                           long cpuBusyNanos, List<Rank> ranks, Map<String, Stage> stages) {
 
         public long bufferedBatches() { return ranks.stream().mapToLong(Rank::bufferedBatches).sum(); }
 
@@ -165,11 +167,15 @@ public final class FeedMetrics {
     public record Rank(int rank, long bufferedBatches, long bufferedBytes, long peakBufferedBytes, long producerWaits,
                        long consumerWaits, long deliveredBatches, long firstBatchReadyNanos, long firstRequestNanos) {}
 
-    Snapshot snapshot(List<Rank> ranks, LatencyHistogram firstByte) {
+    Snapshot snapshot(List<Rank> ranks, LatencyHistogram firstByte, Map<dev.stoker.core.SampleException.Stage, Long> skippedByStage) {
+        var byStage = new LinkedHashMap<String, Long>();
+        for (var stage : dev.stoker.core.SampleException.Stage.values())
+            byStage.put(stage.name().toLowerCase(java.util.Locale.ROOT), skippedByStage.getOrDefault(stage, 0L));
         return new Snapshot(fetchStarted.sum(), fetchedSamples.sum(), fetchFailed.sum(), fetchedBytes.sum(), fetchNanos.sum(),
                 encodeStarted.sum(), encodedSamples.sum(), encodeFailed.sum(), encodeNanos.sum(),
                 assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(), copiedBytes.sum(),
-                deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), cpuBusyNanos.sum(),
+                deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), java.util.Collections.unmodifiableMap(byStage),
+                cpuBusyNanos.sum(),
                 List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)));
     }
 }

@@ -155,7 +155,7 @@ public final class Feeder implements AutoCloseable {
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
         for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
         var metrics = new FeedMetrics();
-        var errors = new FeedErrors();
+        var errors = FeedErrors.open(config);
         int threads = config.cpuThreads();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
@@ -168,6 +168,7 @@ public final class Feeder implements AutoCloseable {
             system = ActorSystem.create("stoker-feed", pekkoConfig());
         } catch (RuntimeException e) {
             cpu.close();
+            errors.close();
             throw e;
         }
         var materializer = Materializer.createMaterializer(system);
@@ -189,6 +190,11 @@ public final class Feeder implements AutoCloseable {
                             new PrefetchBuffer<Batch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS))
                     : new OnDemandRankFeed(state, iterators.get(r), flow, materializer));
         }
+        // the bad-input policy failed the feed: every rank fails with its cause and stops its work
+        errors.onFailure(cause -> feeds.forEach(f -> {
+            if (f instanceof PrefetchRankFeed<?> p) p.fail(cause);
+            else ((OnDemandRankFeed) f).fail(cause);
+        }));
         return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
                 fingerprint(manifestBytes, config), store, startNanos);
     }
@@ -316,6 +322,7 @@ public final class Feeder implements AutoCloseable {
         return ranks.get(rank);
     }
 
+    /** The skipped samples and the bad-input policy; {@code errors().failure()} says whether the policy failed the feed. */
     public FeedErrors errors() { return errors; }
 
     /** The object source's counters when this feeder opened it ({@link #open}), else empty. */
@@ -327,7 +334,7 @@ public final class Feeder implements AutoCloseable {
         var perRank = new ArrayList<FeedMetrics.Rank>(ranks.size());
         for (var r : ranks)
             perRank.add(r instanceof PrefetchRankFeed<?> p ? p.snapshot() : ((OnDemandRankFeed) r).snapshot());
-        return metrics.snapshot(perRank, sourceMetrics().map(SourceMetrics::firstByteLatency).orElse(null));
+        return metrics.snapshot(perRank, sourceMetrics().map(SourceMetrics::firstByteLatency).orElse(null), errors.byStage());
     }
 
     /** Stops every rank's stream, the Pekko system and the CPU pool, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for each. */
@@ -346,6 +353,7 @@ public final class Feeder implements AutoCloseable {
         }
         cpu.close();
         if (writer != null) writer.close(); // after the CPU pool: nothing writes into the store any more
+        errors.close();
         if (ownedSource != null) ownedSource.close();
     }
 }

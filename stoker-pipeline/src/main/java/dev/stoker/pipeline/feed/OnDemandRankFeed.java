@@ -16,6 +16,9 @@ import org.apache.pekko.stream.javadsl.Source;
  * scheduled batch and runs one short stream over its samples (Source.single(batch) through the
  * shared flow). Calls are chained, so a second call starts its work only when the first is done.
  *
+ * <p>Once the feed has failed ({@link #fail}), every call fails with its cause; a batch still being
+ * made is refused when it is delivered (RankState).
+ *
  * <p>Threading: the schedule iterator and the chain are guarded by {@code lock}.
  */
 final class OnDemandRankFeed implements RankFeed<Batch> {
@@ -27,6 +30,7 @@ final class OnDemandRankFeed implements RankFeed<Batch> {
     private CompletableFuture<?> tail = CompletableFuture.completedFuture(null);
     private int outstanding;
     private volatile boolean closed;
+    private volatile Throwable failure;
 
     OnDemandRankFeed(RankState state, Iterator<ScheduledBatch> schedule, Flow<ScheduledBatch, Batch, NotUsed> flow,
                      Materializer materializer) {
@@ -44,6 +48,7 @@ final class OnDemandRankFeed implements RankFeed<Batch> {
         CompletableFuture<Batch> run;
         synchronized (lock) {
             if (closed) return CompletableFuture.failedFuture(new CancellationException("rank " + state.rank + " feed closed"));
+            if (failure != null) return CompletableFuture.failedFuture(failure);
             if (outstanding >= MAX_OUTSTANDING_REQUESTS)
                 return CompletableFuture.failedFuture(new IllegalStateException(
                         "more than " + MAX_OUTSTANDING_REQUESTS + " next() calls outstanding on rank " + state.rank));
@@ -62,11 +67,15 @@ final class OnDemandRankFeed implements RankFeed<Batch> {
 
     private CompletableFuture<Batch> run(ScheduledBatch scheduled) {
         if (closed) return CompletableFuture.failedFuture(new CancellationException("rank " + state.rank + " feed closed"));
+        if (failure != null) return CompletableFuture.failedFuture(failure);
         return Source.single(scheduled).via(flow).runWith(Sink.head(), materializer).toCompletableFuture();
     }
 
     @Override
     public void close() { closed = true; }
+
+    /** Fails this and later {@link #next()} calls with {@code cause} (queued ones when their turn comes). */
+    void fail(Throwable cause) { failure = cause; }
 
     FeedMetrics.Rank snapshot() { return state.snapshot(null); }
 }

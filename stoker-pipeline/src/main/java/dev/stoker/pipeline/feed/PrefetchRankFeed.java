@@ -20,6 +20,8 @@ import org.apache.pekko.stream.javadsl.Source;
  * <pre>
  *  schedule(rank) ─▶ shared flow (fetch F, encode T, grouped B, assemble) ─mapAsync(1) admit─▶ kill switch ─▶ ignore
  * </pre>
+ * A batch the bad-input policy refuses (a bad sample under FAIL) fails the stream at the admit step;
+ * the feeder then {@link #fail}s every rank.
  * When the buffer is full the admit future stays open, the mapAsync stops pulling, and demand stops
  * all the way up to the schedule: in flight are then at most F fetches, T encodes, B−1 grouped
  * samples and one parked batch.
@@ -39,6 +41,8 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
         var running = Source.fromIterator(() -> schedule)
                 .via(flow)
                 .mapAsync(1, b -> {
+                    var refused = state.produced(b);
+                    if (refused != null) return CompletableFuture.<Done>failedFuture(refused);
                     state.batchReady();
                     return buffer.admit(b).thenApply(v -> Done.done());
                 })
@@ -63,6 +67,12 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
     public void close() {
         buffer.close();
         killSwitch.shutdown();
+    }
+
+    /** Fails waiting and later {@link #next()} calls with {@code cause}, drops the buffered batches and stops the stream. */
+    void fail(Throwable cause) {
+        buffer.fail(cause);
+        killSwitch.abort(cause);
     }
 
     FeedMetrics.Rank snapshot() { return state.snapshot(buffer); }

@@ -9,6 +9,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * Per-rank delivery accounting and time-to-first-batch stamps, shared by both rank feed kinds.
  * Skipped samples are recorded when their batch is delivered, not when it is assembled, so a batch
  * prefetched but never taken does not count and delivered + skipped = scheduled holds per rank.
+ * The bad-input policy ({@link FeedErrors}) is judged at both points: a batch it refuses is not
+ * delivered, its memory is given back, and the consumer gets the {@link BadInputException}.
  */
 final class RankState {
     final int rank;
@@ -35,13 +37,28 @@ final class RankState {
 
     void firstRequestDone() { firstRequestNanos.compareAndSet(-1, System.nanoTime() - firstRequestStartNanos.get()); }
 
-    private void delivered(FeedBatch b) {
+    /**
+     * A rank's stream produced {@code b} (PREFETCH, ZERO_COPY): returns the feed's failure when the
+     * policy refuses it (or already failed the feed), having discarded {@code b}; else null.
+     */
+    BadInputException produced(FeedBatch b) {
+        var failure = errors.produced(b);
+        if (failure != null) b.discard();
+        return failure;
+    }
+
+    /** Records {@code b} as delivered; returns the policy's failure instead (and discards {@code b}) when it refuses it. */
+    private BadInputException delivered(FeedBatch b) {
+        var failure = errors.delivered(b);
+        if (failure != null) {
+            b.discard();
+            return failure;
+        }
         delivered.incrementAndGet();
         metrics.deliveredBatches.increment();
         metrics.deliveredSamples.add(b.samples());
         metrics.skippedSamples.add(b.skipped());
-        for (var s : b.skippedSamples())
-            errors.record(new FeedError(s.sampleId(), s.datasetIndex(), b.epoch(), b.step(), b.rank(), s.stage(), s.cause()));
+        return null;
     }
 
     /**
@@ -59,9 +76,13 @@ final class RankState {
                 out.completeExceptionally(cause);
                 return;
             }
+            var refused = delivered(b);
+            if (refused != null) {
+                out.completeExceptionally(refused);
+                return;
+            }
             batchReady();
             metrics.deliverLatency.record(System.nanoTime() - askedNanos);
-            delivered(b);
             if (firstRequest) firstRequestDone();
             out.complete(b);
         });

@@ -115,7 +115,9 @@ final class SamplePipeline {
         try {
             sample = parser.parseLine(line.bytes(), line.id());
         } catch (SampleException e) {
-            return CompletableFuture.completedFuture(failed(slot, line.id(), e.stage(), e.getMessage(), metrics.fetchFailed));
+            // the record's id when the line is JSON with one (a field was wrong), else the manifest line
+            String id = e.sampleId() != null ? e.sampleId() : line.id();
+            return CompletableFuture.completedFuture(failed(slot, id, e.stage(), e.getMessage(), metrics.fetchFailed));
         } catch (RuntimeException e) {
             return CompletableFuture.completedFuture(failed(slot, line.id(), SampleException.Stage.MANIFEST, e.toString(), metrics.fetchFailed));
         }

@@ -34,7 +34,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * the batch's holder calls {@link StoredBatch#release()}; when the feed stops, {@link #close()}
  * (called after the CPU pool has stopped, so nothing still writes) aborts the unsealed ones and
  * releases the sealed ones nobody released — including those dropped inside a killed stream —
- * so that a closed feed leaves nothing in use in the store.
+ * and waits for allocations the store was still making a segment for (aborting them as they
+ * arrive), so that a closed feed leaves nothing in use in the store.
  *
  * <p>Threading: {@link #allocate} completes on the thread that frees budget or on the caller;
  * {@link #fill} runs its pixel tasks and the final write on the CPU pool.
@@ -57,6 +58,9 @@ final class StoredBatchWriter implements AutoCloseable {
     private final int rowLength;
     private final java.util.Set<Allocation> unsealed = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final java.util.Set<StoredBatch> unreleased = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** Allocations asked of the store and not yet handed to the stream (made, waiting for budget, or aborted on close). */
+    private final java.util.Map<CompletableFuture<Allocation>, CompletableFuture<Allocated>> allocating =
+            new java.util.concurrent.ConcurrentHashMap<>();
     private volatile boolean closed;
 
     StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int rowLength) {
@@ -79,7 +83,8 @@ final class StoredBatchWriter implements AutoCloseable {
             }
         }
         var plan = plan(ready.stream().map(SamplePipeline.Ready::sample).toList());
-        return store.allocate(plan.totalBytes()).thenApply(a -> {
+        var requested = store.allocate(plan.totalBytes());
+        var allocated = requested.thenApply(a -> {
             unsealed.add(a);
             if (closed) {
                 abort(a);
@@ -87,6 +92,9 @@ final class StoredBatchWriter implements AutoCloseable {
             }
             return new Allocated(scheduled, ready, failed, plan, a);
         });
+        allocating.put(requested, allocated);
+        allocated.whenComplete((a, err) -> allocating.remove(requested));
+        return allocated;
     }
 
     /** Writes every sample's pixels in parallel, then tokens and header; seals the object. */
@@ -215,6 +223,21 @@ final class StoredBatchWriter implements AutoCloseable {
         for (Allocation a : unsealed) abort(a);
         for (StoredBatch b : unreleased) b.release();
         unreleased.clear();
+        // the store makes new segments on its own thread: wait until each request is delivered (and aborted, being
+        // closed) or, when it still waits for budget someone else holds, withdraw it
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(Feeder.CLOSE_TIMEOUT_SECONDS);
+        for (var e : allocating.entrySet()) {
+            try {
+                e.getValue().get(Math.max(0, deadline - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS);
+            } catch (java.util.concurrent.TimeoutException ex) {
+                e.getKey().cancel(false);
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                e.getKey().cancel(false);
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.CancellationException ex) {
+                // aborted above or never allocated: nothing held
+            }
+        }
     }
 
     private static void put(MemorySegment seg, long offset, long[] values) {

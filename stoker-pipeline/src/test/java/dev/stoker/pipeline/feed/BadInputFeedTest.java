@@ -1,0 +1,325 @@
+package dev.stoker.pipeline.feed;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.core.SampleException.Stage;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.batch.FeedBatch;
+import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.pipeline.feed.BadSamples.Kind;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.store.ShmObjectStore;
+import dev.stoker.store.StoreConfig;
+import dev.stoker.text.TruncationPolicy;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The bad-input policy through the feed: every kind of bad sample is left out of its batch, named
+ * (sample, stage, cause) in FeedErrors, the metrics and the errors file, in a copy mode and in
+ * ZERO_COPY (where some fail only while their pixels are written); FAIL stops every rank at the
+ * first bad sample; a rate limit stops a feed with too many.
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class BadInputFeedTest {
+    static final EncodeOptions OPTIONS = FeederTest.OPTIONS.withSequenceLimit(BadSamples.MAX_SEQ_LEN, TruncationPolicy.REJECT);
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir Path tmp;
+    @TempDir Path shm;
+
+    @BeforeAll
+    static void loadTokenizer() { FeederTest.loadTokenizer(); }
+
+    @AfterAll
+    static void closeTokenizer() { FeederTest.closeTokenizer(); }
+
+    static FeedConfig config(FeedMode mode, int ranks, int batch) {
+        return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4);
+    }
+
+    /** {@code steps} batches of every rank, asking the ranks in turn; stored batches are released at once (their metadata stays). */
+    static List<FeedBatch> take(Feeder feeder, int steps) throws Exception {
+        var out = new ArrayList<FeedBatch>();
+        for (int s = 0; s < steps; s++)
+            for (int r = 0; r < feeder.config().ranks(); r++) out.add(next(feeder, r));
+        return out;
+    }
+
+    static FeedBatch next(Feeder feeder, int rank) throws Exception {
+        if (feeder.config().mode() != FeedMode.ZERO_COPY) return feeder.rank(rank).next().get(60, TimeUnit.SECONDS);
+        StoredBatch b = feeder.storedRank(rank).next().get(60, TimeUnit.SECONDS);
+        b.release();
+        return b;
+    }
+
+    static Feeder start(FeedConfig config, FeedSource source, ShmObjectStore store) throws IOException {
+        return Feeder.start(config, source, FeederTest.tokenizer, config.mode() == FeedMode.ZERO_COPY ? store : null);
+    }
+
+    static ShmObjectStore store(Path dir) throws IOException {
+        return ShmObjectStore.open(new StoreConfig(dir, 256L << 20, "stoker_test"));
+    }
+
+    static List<JsonNode> readErrorsFile(Path file) throws IOException {
+        var out = new ArrayList<JsonNode>();
+        for (String line : Files.readAllLines(file)) out.add(JSON.readTree(line));
+        return out;
+    }
+
+    /** Every kind once, at odd indices of a data set of 48 (2 ranks × 4 per step: 6 steps an epoch, nothing dropped). */
+    static Map<Integer, Kind> everyKind(boolean symlinks) {
+        var bad = new HashMap<Integer, Kind>();
+        int i = 1;
+        for (Kind k : Kind.values()) {
+            if (k == Kind.SYMLINK_ESCAPE && !symlinks) continue;
+            bad.put(i, k);
+            i += 2;
+        }
+        return bad;
+    }
+
+    /**
+     * Checks one epoch of batches of a data set whose bad samples are {@code bad}: each batch is its
+     * scheduled samples less the bad ones, every bad one is skipped once with its stage and cause,
+     * and FeedErrors, the metrics and the errors file say the same.
+     */
+    static void assertEveryBadSampleSkipped(List<FeedBatch> batches, SampleSchedule schedule, Map<Integer, Kind> bad, Feeder feeder,
+                                            Path errorsFile, String what) throws IOException {
+        var skipped = new HashMap<Integer, SkippedSample>();
+        for (var b : batches) {
+            String at = what + " epoch " + b.epoch() + " step " + b.step() + " rank " + b.rank();
+            assertEquals(0, b.epoch(), at);
+            int[] scheduled = schedule.batchFor(b.epoch(), b.step(), b.rank());
+            assertEquals(scheduled.length, b.scheduled(), at);
+            assertEquals(b.scheduled(), b.samples() + b.skipped(), at);
+            var expectedDelivered = new ArrayList<Integer>();
+            for (int idx : scheduled) if (!bad.containsKey(idx)) expectedDelivered.add(idx);
+            assertEquals(expectedDelivered, java.util.Arrays.stream(b.datasetIndices()).boxed().toList(), at + ": delivered samples");
+            for (int k = 0; k < b.samples(); k++) assertEquals("s" + b.datasetIndices()[k], b.sampleIds().get(k), at);
+            for (var s : b.skippedSamples()) assertEquals(null, skipped.put(s.datasetIndex(), s), at + ": skipped twice: " + s);
+        }
+        assertEquals(bad.keySet(), skipped.keySet(), what + ": the skipped samples are exactly the bad ones");
+        var byStage = new EnumMap<Stage, Long>(Stage.class);
+        for (var e : bad.entrySet()) {
+            Kind kind = e.getValue();
+            var s = skipped.get(e.getKey());
+            String at = what + " " + kind + ": " + s;
+            assertEquals(BadSamples.expectedId(e.getKey(), kind), s.sampleId(), at);
+            assertEquals(kind.stage, s.stage(), at);
+            assertTrue(s.cause().toLowerCase(Locale.ROOT).contains(kind.cause.toLowerCase(Locale.ROOT)), at + " should say '" + kind.cause + "'");
+            byStage.merge(kind.stage, 1L, Long::sum);
+        }
+        var errors = feeder.errors();
+        assertEquals(bad.size(), errors.total(), what);
+        assertEquals(Map.copyOf(byStage), errors.byStage(), what);
+        assertEquals(bad.size(), errors.records().size(), what);
+        for (var r : errors.records()) {
+            var s = skipped.get(r.datasetIndex());
+            assertEquals(s.sampleId(), r.sampleId(), what);
+            assertEquals(s.stage(), r.stage(), what);
+            assertEquals(s.cause(), r.cause(), what);
+        }
+        var m = feeder.metrics();
+        assertEquals(bad.size(), m.skippedSamples(), what);
+        assertEquals((long) batches.stream().mapToInt(FeedBatch::samples).sum(), m.deliveredSamples(), what);
+        for (var stage : Stage.values())
+            assertEquals(byStage.getOrDefault(stage, 0L), m.skippedByStage().get(stage.name().toLowerCase(Locale.ROOT)), what + " " + stage);
+        assertNull(errors.failure(), what);
+
+        var lines = readErrorsFile(errorsFile);
+        assertEquals(bad.size(), lines.size(), what + ": one line per skipped sample");
+        var seen = new HashSet<Integer>();
+        for (var line : lines) {
+            int idx = line.get("index").asInt();
+            assertTrue(seen.add(idx), what + ": twice in the errors file: " + line);
+            var s = skipped.get(idx);
+            assertTrue(s != null, what + ": not skipped: " + line);
+            assertEquals(List.of("id", "index", "epoch", "step", "rank", "stage", "cause"), iterable(line.fieldNames()), what);
+            assertEquals(s.sampleId(), line.get("id").asText(), what);
+            assertEquals(s.stage().name().toLowerCase(Locale.ROOT), line.get("stage").asText(), what);
+            assertEquals(s.cause(), line.get("cause").asText(), what);
+            var batch = batches.stream().filter(b -> b.skippedSamples().contains(s)).findFirst().orElseThrow();
+            assertEquals(batch.epoch(), line.get("epoch").asLong(), what);
+            assertEquals(batch.step(), line.get("step").asLong(), what);
+            assertEquals(batch.rank(), line.get("rank").asInt(), what);
+        }
+    }
+
+    private static List<String> iterable(java.util.Iterator<String> it) {
+        var out = new ArrayList<String>();
+        it.forEachRemaining(out::add);
+        return out;
+    }
+
+    @Test
+    void everyKindOfBadSampleIsSkippedNamedAndCountedInEveryCopyModeAndZeroCopy() throws Exception {
+        var bad = everyKind(true);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 48, bad, true);
+        var schedule = new SampleSchedule(FeederTest.SEED, 48, 2, 4);
+        assertEquals(0, schedule.droppedPerEpoch());
+        try (var source = new LocalFeedSource(manifest, 2); var store = store(shm)) {
+            for (var mode : new FeedMode[] {FeedMode.CONCURRENT, FeedMode.PREFETCH, FeedMode.ZERO_COPY}) {
+                Path errorsFile = tmp.resolve(mode + "-errors.jsonl");
+                List<FeedBatch> batches;
+                try (var feeder = start(config(mode, 2, 4).withErrorsFile(errorsFile), source, store)) {
+                    batches = take(feeder, (int) schedule.stepsPerEpoch());
+                    assertEveryBadSampleSkipped(batches, schedule, bad, feeder, errorsFile, mode.name());
+                }
+                assertEquals(0, store.metrics().inUseBytes(), mode + ": every object released");
+            }
+        }
+    }
+
+    @Test
+    void theFirstBadSampleFailsEveryRankNamingItAndNothingHangs() throws Exception {
+        var schedule = new SampleSchedule(FeederTest.SEED, 48, 2, 4);
+        int badIndex = schedule.batchFor(0, 2, 1)[1];
+        // a JPEG cut short after its header: in ZERO_COPY it fails only while its pixels are written into shared memory
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 48, Map.of(badIndex, Kind.TRUNCATED_JPEG), true);
+        try (var source = new LocalFeedSource(manifest, 0); var store = store(shm)) {
+            for (var mode : new FeedMode[] {FeedMode.SERIAL, FeedMode.CONCURRENT, FeedMode.PREFETCH, FeedMode.ZERO_COPY}) {
+                Path errorsFile = tmp.resolve(mode + "-errors.jsonl");
+                var cfg = config(mode, 2, 4).withErrorPolicy(ErrorPolicy.FAIL, 1.0).withErrorsFile(errorsFile);
+                try (var feeder = start(cfg, source, store)) {
+                    BadInputException failure = null;
+                    int[] failedAtStep = {-1, -1};
+                    for (int s = 0; s < 6; s++)
+                        for (int r = 0; r < 2; r++) {
+                            try {
+                                var b = next(feeder, r);
+                                assertEquals(b.scheduled(), b.samples(), mode + ": nothing skipped under FAIL");
+                                assertTrue(failure == null, mode + ": a batch after the failure");
+                            } catch (ExecutionException e) {
+                                var cause = assertInstanceOf(BadInputException.class, e.getCause(), mode.name());
+                                if (failure == null) failure = cause;
+                                assertSame(failure, cause, mode + ": every rank fails with the same cause");
+                                if (failedAtStep[r] < 0) failedAtStep[r] = s;
+                            }
+                        }
+                    assertTrue(failure != null, mode + ": the feed failed");
+                    assertTrue(failedAtStep[0] >= 0 && failedAtStep[0] <= 3 && failedAtStep[1] >= 0 && failedAtStep[1] <= 2,
+                            mode + ": each rank fails by its next step after the bad one: " + java.util.Arrays.toString(failedAtStep));
+                    String message = failure.getMessage();
+                    assertTrue(message.contains("s" + badIndex + " (index " + badIndex + ", epoch 0 step 2 rank 1): decode: ")
+                            && message.toLowerCase(Locale.ROOT).contains("premature end of")
+                            && message.contains("images/truncated.jpg"), mode + ": " + message);
+                    assertEquals(1, failure.samples().size());
+                    assertSame(failure, feeder.errors().failure());
+                    assertEquals(1, feeder.errors().total());
+                    assertEquals(0, feeder.metrics().skippedSamples(), mode + ": nothing was skipped");
+                    assertThrows(ExecutionException.class, () -> next(feeder, 0), mode + ": stays failed");
+                }
+                var lines = readErrorsFile(errorsFile);
+                assertEquals(1, lines.size(), mode + ": " + lines);
+                assertEquals("s" + badIndex, lines.getFirst().get("id").asText());
+                assertEquals(badIndex, lines.getFirst().get("index").asInt());
+                assertEquals("decode", lines.getFirst().get("stage").asText());
+                assertEquals(0, store.metrics().inUseBytes(), mode + ": every object released");
+            }
+        }
+    }
+
+    @Test
+    void aFeedAboveTheErrorRateFailsWithTheRateAndOneBelowItRuns() throws Exception {
+        // 200 samples, 2 ranks × 5: 20 steps an epoch; every tenth sample bad (10%), limit 5%
+        var bad = new HashMap<Integer, Kind>();
+        var kinds = List.of(Kind.MISSING, Kind.TEXT_NAMED_JPG, Kind.BAD_JSON, Kind.TOO_SMALL);
+        for (int i = 0; i < 20; i++) bad.put(10 * i + 3, kinds.get(i % kinds.size()));
+        Path manifest = BadSamples.write(tmp.resolve("over"), 200, bad, false);
+        var cfg = config(FeedMode.PREFETCH, 2, 5).withErrorPolicy(ErrorPolicy.SKIP, 0.05);
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = start(cfg, source, null)) {
+            BadInputException failure = null;
+            long delivered = 0;
+            for (int s = 0; s < 20 && failure == null; s++)
+                for (int r = 0; r < 2 && failure == null; r++) {
+                    try {
+                        delivered += next(feeder, r).scheduled();
+                    } catch (ExecutionException e) {
+                        failure = assertInstanceOf(BadInputException.class, e.getCause());
+                    }
+                }
+            assertTrue(failure != null, "10% bad samples over a 5% limit fail the feed");
+            var errors = feeder.errors();
+            assertTrue(errors.scheduled() >= FeedErrors.MIN_SCHEDULED_FOR_RATE, "judged only from 100 samples on: " + errors.scheduled());
+            assertTrue(delivered < errors.scheduled() && errors.scheduled() <= delivered + 5, "the failing batch is counted, not delivered");
+            String expected = String.format(Locale.ROOT, "bad input: %d of %d scheduled samples skipped (%.2f%%), over the limit of 5.00%% (max error rate 0.05); last: ",
+                    errors.total(), errors.scheduled(), 100.0 * errors.total() / errors.scheduled());
+            assertTrue(failure.getMessage().startsWith(expected), failure.getMessage() + "\nexpected: " + expected);
+            assertEquals(FeedErrors.LAST_CAUSES, failure.samples().size());
+            for (var e : failure.samples()) assertTrue(failure.getMessage().contains(e.describe()), failure.getMessage());
+            for (int r = 0; r < 2; r++) {
+                int rank = r;
+                var e = assertThrows(ExecutionException.class, () -> next(feeder, rank), "rank " + r + " fails too");
+                assertSame(failure, e.getCause());
+            }
+        }
+
+        // 2% bad, three of them in the very first step (30% of it): below the limit once it is judged, so the epoch runs
+        var few = new HashMap<Integer, Kind>();
+        var schedule = new SampleSchedule(FeederTest.SEED, 200, 2, 5);
+        int[] first = schedule.batchFor(0, 0, 0);
+        few.put(first[0], Kind.MISSING);
+        few.put(first[2], Kind.CORRUPT_JPEG);
+        few.put(schedule.batchFor(0, 0, 1)[4], Kind.MISTYPED_IMAGE);
+        few.put(schedule.batchFor(0, 12, 1)[1], Kind.TOO_ELONGATED);
+        manifest = BadSamples.write(tmp.resolve("under"), 200, few, false);
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = start(cfg, source, null)) {
+            var batches = take(feeder, 20);
+            assertEquals(4, batches.stream().mapToInt(FeedBatch::skipped).sum());
+            assertNull(feeder.errors().failure());
+            assertEquals(200, feeder.errors().scheduled());
+            assertEquals(4, feeder.errors().total());
+        }
+    }
+
+    @Test
+    void aRateOfOneOrTheDefaultNeverFailsEvenWhenEverySampleIsBad() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 60; i++) bad.put(i, i % 2 == 0 ? Kind.MISSING : Kind.BAD_JSON);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 60, bad, false);
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            for (var cfg : List.of(config(FeedMode.PREFETCH, 2, 3), config(FeedMode.PREFETCH, 2, 3).withErrorPolicy(ErrorPolicy.SKIP, 1.0))) {
+                try (var feeder = start(cfg, source, null)) {
+                    var batches = take(feeder, 30); // three epochs
+                    assertTrue(batches.stream().allMatch(b -> b.samples() == 0 && b.skipped() == 3));
+                    assertEquals(180, feeder.errors().total());
+                    assertNull(feeder.errors().failure());
+                }
+            }
+        }
+    }
+
+    @Test
+    void configRejectsARateOutsideZeroToOne() {
+        for (double rate : new double[] {-0.01, 1.01, Double.NaN})
+            assertThrows(IllegalArgumentException.class, () -> config(FeedMode.PREFETCH, 1, 1).withErrorPolicy(ErrorPolicy.SKIP, rate));
+        var defaults = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 1);
+        assertEquals(ErrorPolicy.SKIP, defaults.onError());
+        assertEquals(1.0, defaults.maxErrorRate());
+        assertNull(defaults.errorsFile());
+    }
+}
