@@ -156,6 +156,7 @@ public final class FaultProxy implements AutoCloseable {
     private final List<Rule> rules = new ArrayList<>();
     private final Map<String, AtomicInteger> seen = new ConcurrentHashMap<>();
     private final Map<String, AtomicInteger> injectedByPath = new ConcurrentHashMap<>();
+    private final Map<Class<?>, AtomicInteger> injectedByKind = new ConcurrentHashMap<>();
     private final Set<Socket> open = ConcurrentHashMap.newKeySet();
     private final AtomicInteger requests = new AtomicInteger();
     private final AtomicInteger injected = new AtomicInteger();
@@ -215,6 +216,7 @@ public final class FaultProxy implements AutoCloseable {
         injected.set(0);
         seen.clear();
         injectedByPath.clear();
+        injectedByKind.clear();
     }
 
     /** Requests received since start or {@link #clear()}. */
@@ -222,6 +224,12 @@ public final class FaultProxy implements AutoCloseable {
 
     /** Requests answered with a fault (anything but a pass) since start or {@link #clear()}. */
     public int injected() { return injected.get(); }
+
+    /** Faults of {@code kind} (e.g. {@code SlowBody.class}) injected since start or {@link #clear()}. */
+    public int injected(Class<? extends Fault> kind) {
+        var n = injectedByKind.get(kind);
+        return n == null ? 0 : n.get();
+    }
 
     /** Faults injected into requests whose path ends with {@code pathSuffix} since start or {@link #clear()}. */
     public int injected(String pathSuffix) {
@@ -282,6 +290,7 @@ public final class FaultProxy implements AutoCloseable {
                     injected.incrementAndGet();
                     injectedByPath.computeIfAbsent(new Request(request.method(), request.target(), 0).path(), k -> new AtomicInteger())
                             .incrementAndGet();
+                    injectedByKind.computeIfAbsent(fault.getClass(), k -> new AtomicInteger()).incrementAndGet();
                 }
                 switch (fault) {
                     case Reset _ -> {
