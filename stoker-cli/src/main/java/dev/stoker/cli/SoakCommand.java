@@ -216,11 +216,15 @@ final class SoakCommand implements Callable<Integer> {
                 }
             }
             long delivered = samples.getLast().delivered(), skipped = samples.getLast().skipped(), batches = samples.getLast().batches();
+            JsonNode store = null, server = null;
             if (Files.isRegularFile(metricsFile)) { // written on shutdown: the final counts
-                JsonNode pipeline = new ObjectMapper().readTree(metricsFile.toFile()).path("pipeline");
+                JsonNode metrics = new ObjectMapper().readTree(metricsFile.toFile());
+                JsonNode pipeline = metrics.path("pipeline");
                 delivered = pipeline.path("deliveredSamples").asLong(delivered);
                 skipped = pipeline.path("skippedSamples").asLong(skipped);
                 batches = pipeline.path("deliveredBatches").asLong(batches);
+                store = metrics.get("store");
+                server = metrics.get("server");
             }
 
             var series = new LinkedHashMap<String, Series>();
@@ -236,6 +240,9 @@ final class SoakCommand implements Callable<Integer> {
             series.forEach((name, s) -> out.printf("%-20s %14d %14d %14d %14d %16s %6s%n", name, s.start(), s.median(), s.max(), s.end(),
                     Double.isNaN(s.slopePer10Min()) ? "-" : String.format("%+.0f", s.slopePer10Min()), s.flat() ? "yes" : "NO"));
             out.printf("samples delivered %d, skipped %d, in %d batches (trainers counted %d)%n", delivered, skipped, batches, trainerSamples);
+            if (store != null)
+                out.printf("store: %d segments created, %d reused, %d deleted, %d allocation waits%n", store.path("segmentsCreated").asLong(),
+                        store.path("segmentsReused").asLong(), store.path("segmentsDeleted").asLong(), store.path("allocationWaits").asLong());
             out.println("leftovers in " + shmDir + ": " + (leftovers.isEmpty() ? "none" : leftovers));
 
             var summary = new LinkedHashMap<String, Object>();
@@ -251,6 +258,8 @@ final class SoakCommand implements Callable<Integer> {
             summary.put("serve_exit", serveExit);
             summary.put("budget_bytes", budget);
             summary.put("leftovers", leftovers);
+            summary.put("store", store); // segments created, reused and deleted over the run: churn that RSS alone would not show
+            summary.put("server", server);
 
             var json = new LinkedHashMap<String, Object>();
             var config = new LinkedHashMap<String, Object>();

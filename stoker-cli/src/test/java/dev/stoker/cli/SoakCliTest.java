@@ -83,6 +83,8 @@ class SoakCliTest {
         assertTrue(s.get("trainer_steps").get(0).asLong() > 0 && s.get("trainer_steps").get(1).asLong() > 0, s.toString());
         assertEquals(0, s.get("serve_exit").asInt());
         assertEquals(0, s.get("leftovers").size(), s.toString());
+        assertEquals(0, s.get("server").get("leases_held").asLong(), "the trainers released every lease: " + s.get("server"));
+        assertTrue(s.get("store").get("segmentsCreated").asLong() > 0, s.get("store").toString());
         try (var left = Files.list(shm)) {
             assertEquals(List.of(), left.toList(), "no arena left in the shm dir");
         }
