@@ -18,7 +18,7 @@ import picocli.CommandLine.Option;
  * {@code --duration-ms}, at the first step boundary after that long, and then writes its report.
  */
 @Command(name = "trainer", hidden = true, mixinStandardHelpOptions = true,
-        description = "Simulated trainer rank (started by bench ladder).")
+        description = "Simulated trainer rank (started by bench ladder and bench soak).")
 final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--socket", required = true) Path socket;
     @Option(names = "--rank", required = true) int rank;
