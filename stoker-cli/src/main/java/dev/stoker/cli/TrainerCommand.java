@@ -11,12 +11,14 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * {@code stoker trainer}: a simulated trainer rank, run as its own process by {@code bench ladder}.
- * Each step asks for the next batch (wait: request until the batch's bytes are in this process)
- * and then "computes" by sleeping {@code --step-ms}, using no CPU, as a GPU step would.
+ * {@code stoker trainer}: a simulated trainer rank, run as its own process by {@code bench ladder}
+ * and {@code bench soak}. Each step asks for the next batch (wait: request until the batch's bytes
+ * are in this process) and then "computes" by sleeping {@code --step-ms}, using no CPU, as a GPU
+ * step would. It stops after {@code --steps} steps, at the end of the feed, or, with
+ * {@code --duration-ms}, at the first step boundary after that long, and then writes its report.
  */
 @Command(name = "trainer", hidden = true, mixinStandardHelpOptions = true,
-        description = "Simulated trainer rank (started by bench ladder).")
+        description = "Simulated trainer rank (started by bench ladder and bench soak).")
 final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--socket", required = true) Path socket;
     @Option(names = "--rank", required = true) int rank;
@@ -26,6 +28,8 @@ final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--report", required = true) Path report;
     @Option(names = "--job", defaultValue = "bench") String job;
     @Option(names = "--copy", description = "Ask for copies even when the service offers shared memory.") boolean copy;
+    @Option(names = "--duration-ms", defaultValue = "0",
+            description = "Stop at the first step boundary after this many ms from connecting (0: no limit).") long durationMillis;
     @Option(names = "--receive-buffer", defaultValue = "0",
             description = "Bytes of receive buffer to allocate and touch before connecting (copy delivery).") long receiveBuffer;
 
@@ -34,12 +38,13 @@ final class TrainerCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        var stepsDone = new java.util.ArrayList<Step>(steps);
+        var stepsDone = new java.util.ArrayList<Step>(Math.clamp(steps, 0, 1 << 16)); // a soak passes a huge --steps
         long connectNanos = System.nanoTime();
         try (var client = TrainerClient.connect(socket, rank, world, job,
                 (copy ? TrainerClient.Options.COPY : TrainerClient.Options.SHARED_MEMORY).withReceiveBuffer(receiveBuffer))) {
             long start = System.nanoTime();
-            for (int s = 0; s < steps; s++) {
+            long deadline = connectNanos + durationMillis * 1_000_000;
+            for (int s = 0; s < steps && (durationMillis <= 0 || System.nanoTime() - deadline < 0); s++) {
                 long t0 = System.nanoTime();
                 TrainerClient.Received received = client.next();
                 long t1 = System.nanoTime();

@@ -39,10 +39,17 @@ import software.amazon.awssdk.services.s3.model.GetObjectResponse;
  * <p>Retries: the SDK's are disabled so that every attempt is visible here (counted, backed off on
  * the shared timer while the fetch keeps its in-flight slot). Retried: HTTP 5xx (503 SlowDown
  * included), 429 and other throttling codes, 400 RequestTimeout, attempt timeouts and I/O errors
- * (connection refused or reset, premature close). Not retried: 404 ("object not found"), 403 and
- * other client errors, credential errors, objects over {@link SourceConfig#maxObjectBytes()}.
+ * (connection refused or reset, premature close, before or in the middle of the body). Not
+ * retried: 404 ("object not found"), 403 and other client errors, credential errors, objects over
+ * {@link SourceConfig#maxObjectBytes()}.
  * Backoff before retry n (0-based) is uniform in [0, min(maxBackoff, baseBackoff * 2^n)] ("full
  * jitter"), which spreads a burst of throttled clients instead of synchronising them.
+ *
+ * <p>Timeout: each attempt gets the SDK's {@code apiCallAttemptTimeout}, which in the async client
+ * runs until the response transformer has the last byte, so it also ends a body that arrives but
+ * trickles (Netty's read timeout would not: bytes keep coming); S3RetryTest checks it through a
+ * proxy that trickles the body. The API-call timeout, which spans all attempts, is not set: the
+ * retry loop here bounds the attempts.
  *
  * <p>Connections: one Netty event loop per core (at most 4; they only move bytes), owned here so that
  * closing does not wait out Netty's default 2 s quiet period (100 ms here, not awaited). The pool holds up to maxInFlight connections, the same bound the limiter

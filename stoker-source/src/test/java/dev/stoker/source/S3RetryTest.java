@@ -19,7 +19,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-/** Retries against S3Mock behind a {@link FaultProxy} that injects throttling, errors, resets and stalls. */
+/**
+ * Retries against S3Mock behind a {@link FaultProxy} that injects throttling, errors, resets, stalls,
+ * bodies that trickle and connections lost in the middle of a body.
+ */
 @ExtendWith(S3MockExtension.class)
 @Timeout(120)
 class S3RetryTest {
@@ -27,6 +30,8 @@ class S3RetryTest {
     static final String MANIFEST = "s3://" + BUCKET + "/ds/train.jsonl";
     static FaultProxy proxy;
     static byte[] expected;
+    /** A photo of 61 kB: big enough to be cut or trickled. */
+    static byte[] big;
 
     @BeforeAll
     static void setUp(S3MockServer s3) throws IOException {
@@ -34,6 +39,8 @@ class S3RetryTest {
         s3.createBucket(BUCKET);
         s3.putObject(BUCKET, "ds/train.jsonl", TestData.manifest());
         s3.putObject(BUCKET, "ds/a.png", expected);
+        big = image(TestData.imageNames().getFirst());
+        s3.putObject(BUCKET, "ds/big.jpg", big);
         proxy = FaultProxy.start(s3.endpoint());
     }
 
@@ -121,6 +128,66 @@ class S3RetryTest {
             assertTrue(denied.getMessage().startsWith("access denied: s3://" + BUCKET + "/ds/a.png"), denied.getMessage());
             assertEquals(2, proxy.requests());
             assertEquals(0, source.metrics().retries());
+        }
+    }
+
+    @Test
+    void aBodyThatTricklesTimesOutAndIsRetried() {
+        // 1 kB every 100 ms: the 61 kB photo would take 6 s; each attempt has 400 ms from request to last byte
+        proxy.enqueue(FaultProxy.slowBody(1024, 100), 2);
+        try (var source = ObjectSources.open(MANIFEST, config().requestTimeoutMillis(400).build())) {
+            long t0 = System.nanoTime();
+            assertArrayEquals(big, get(source.fetch("s1", "big.jpg")));
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            assertEquals(2, source.metrics().retries());
+            assertEquals(3, proxy.requests());
+            assertEquals(0, source.metrics().failures());
+            assertTrue(millis >= 800 && millis < 4000, "two 400 ms timeouts then success took " + millis + " ms");
+        }
+    }
+
+    @Test
+    void aBodyThatAlwaysTricklesEndsInATimeoutErrorNamingTheObject() {
+        proxy.setDefault(FaultProxy.slowBody(1024, 100));
+        try (var source = ObjectSources.open(MANIFEST, config().requestTimeoutMillis(300).maxRetries(2).build())) {
+            long t0 = System.nanoTime();
+            var e = TestData.failure(source.fetch("s7", "big.jpg"));
+            long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            assertEquals("s7", e.sampleId());
+            assertEquals(SampleException.Stage.FETCH, e.stage());
+            assertTrue(e.getMessage().startsWith("cannot fetch s3://" + BUCKET + "/ds/big.jpg after 2 retries: "), e.getMessage());
+            assertTrue(e.getMessage().contains("Timeout"), e.getMessage());
+            assertEquals(2, source.metrics().retries());
+            assertEquals(3, proxy.requests());
+            assertTrue(millis < 3000, "three 300 ms attempts took " + millis + " ms, not the 6 s a trickled body lasts");
+        }
+    }
+
+    @Test
+    void aConnectionLostInTheMiddleOfTheBodyIsRetried() {
+        proxy.enqueue(FaultProxy.bodyReset(big.length / 2), 1).enqueue(FaultProxy.bodyReset(1), 1);
+        try (var source = ObjectSources.open(MANIFEST, config().build())) {
+            assertArrayEquals(big, get(source.fetch("s1", "big.jpg")));
+            assertEquals(2, source.metrics().retries());
+            assertEquals(3, proxy.requests());
+            assertEquals(2, proxy.injected("/ds/big.jpg"));
+        }
+    }
+
+    @Test
+    void aConnectionAlwaysLostInTheMiddleOfTheBodyFailsNamingTheObject() {
+        proxy.addRule(FaultProxy.always("/ds/big.jpg", FaultProxy.bodyReset(big.length / 2)));
+        try (var source = ObjectSources.open(MANIFEST, config().build())) {
+            var e = TestData.failure(source.fetch("s3", "big.jpg"));
+            assertEquals("s3", e.sampleId());
+            assertEquals(SampleException.Stage.FETCH, e.stage());
+            assertTrue(e.getMessage().startsWith("cannot fetch s3://" + BUCKET + "/ds/big.jpg after 3 retries: "), e.getMessage());
+            assertEquals(3, source.metrics().retries());
+            assertEquals(1, source.metrics().failures());
+            assertEquals(4, proxy.injected("/ds/big.jpg"));
+            // the rule faults that object only
+            assertArrayEquals(expected, get(source.fetch("s4", "a.png")));
+            assertEquals(4, proxy.injected());
         }
     }
 }

@@ -14,7 +14,9 @@ import java.net.Socket;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
@@ -23,18 +25,22 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A loopback HTTP/1.1 reverse proxy that answers requests from a programmable plan of faults
- * (503 SlowDown, 500, a delayed answer, a connection reset) and passes the rest through to an
- * upstream server byte for byte, so that retry logic can be tested against a real S3 API.
+ * (503 SlowDown, 500, a delayed answer, a connection reset, a body that trickles, a reset in the
+ * middle of the body) and passes the rest through to an upstream server byte for byte, so that
+ * retry logic can be tested against a real S3 API.
  *
- * <p>Plan: {@link #enqueue} queues faults consumed one per request in arrival order; when the queue
- * is empty {@link #setDefault} applies (initially {@link #pass()}).
+ * <p>Plan: {@link #enqueue} queues faults consumed one per request in arrival order; a request that
+ * finds the queue empty asks the {@link #addRule rules} in the order they were added (a rule sees the
+ * request's method, target and how many requests for that target came before, so it can fault one
+ * object persistently, or a seeded fraction of requests independently of their arrival order); when
+ * no rule answers, {@link #setDefault} applies (initially {@link #pass()}).
  *
  * <p>Threading: thread-safe; one virtual thread per client connection, each with its own upstream
  * connection.
  */
 public final class FaultProxy implements AutoCloseable {
     /** What the proxy does with one request. */
-    public sealed interface Fault permits Pass, Status, Delay, Reset {}
+    public sealed interface Fault permits Pass, Status, Delay, Reset, SlowBody, BodyReset {}
 
     /** Forward to the upstream server. */
     public record Pass() implements Fault {}
@@ -48,6 +54,46 @@ public final class FaultProxy implements AutoCloseable {
     /** Close the client connection with a TCP reset instead of answering. */
     public record Reset() implements Fault {}
 
+    /**
+     * Forward, send the answer's head at once, then its body {@code bytes} bytes every
+     * {@code everyMillis} ms: a server that is alive but too slow, which only a timeout that covers
+     * the whole body (not just the wait for the head) notices.
+     */
+    public record SlowBody(int bytes, long everyMillis) implements Fault {
+        public SlowBody {
+            if (bytes < 1 || everyMillis < 0) throw new IllegalArgumentException("bytes must be >= 1 and everyMillis >= 0");
+        }
+    }
+
+    /**
+     * Forward, send the answer's head and the first {@code afterBytes} bytes of its body (at most all
+     * but one), then close the connection with a TCP reset: a connection lost mid-transfer.
+     */
+    public record BodyReset(long afterBytes) implements Fault {
+        public BodyReset {
+            if (afterBytes < 0) throw new IllegalArgumentException("afterBytes must be >= 0");
+        }
+    }
+
+    /**
+     * One request as a {@link Rule} sees it: {@code target} is the request target (path and query,
+     * e.g. {@code /bucket/ds/a.png}), {@code earlier} how many requests with the same method and target
+     * the proxy received before this one.
+     */
+    public record Request(String method, String target, int earlier) {
+        /** The target without its query string. */
+        public String path() {
+            int q = target.indexOf('?');
+            return q < 0 ? target : target.substring(0, q);
+        }
+    }
+
+    /** Chooses the fault for a request, or null to leave it to the next rule (and then the default). */
+    @FunctionalInterface
+    public interface Rule {
+        Fault apply(Request request);
+    }
+
     public static Fault pass() { return new Pass(); }
 
     public static Fault slowDown() { return new Status(503, "SlowDown"); }
@@ -58,11 +104,59 @@ public final class FaultProxy implements AutoCloseable {
 
     public static Fault reset() { return new Reset(); }
 
+    public static Fault slowBody(int bytes, long everyMillis) { return new SlowBody(bytes, everyMillis); }
+
+    public static Fault bodyReset(long afterBytes) { return new BodyReset(afterBytes); }
+
+    /**
+     * {@code fault} for every request whose path ends with {@code pathSuffix} (e.g.
+     * {@code /images/a.png}): a persistent fault on one object.
+     */
+    public static Rule always(String pathSuffix, Fault fault) {
+        return r -> r.path().endsWith(pathSuffix) ? fault : null;
+    }
+
+    /**
+     * A seeded {@code fraction} of requests get one of {@code faults}, chosen by a hash of the seed,
+     * the target and the request's {@link Request#earlier() count}, so that the same requests get the
+     * same faults whatever order they arrive in. Never more than {@code maxInARow} faults in a row
+     * for one target: a client that retries at least that often always gets through (as long as it
+     * does not fetch the same target concurrently, which would interleave the rows).
+     */
+    public static Rule sometimes(double fraction, long seed, int maxInARow, List<Fault> faults) {
+        if (!(fraction >= 0 && fraction <= 1)) throw new IllegalArgumentException("fraction must be in [0, 1]: " + fraction);
+        if (faults.isEmpty()) throw new IllegalArgumentException("no faults to choose from");
+        List<Fault> choices = List.copyOf(faults);
+        Map<String, Integer> inARow = new ConcurrentHashMap<>();
+        return r -> {
+            long h = mix(seed ^ mix(r.method().hashCode() * 31L + r.target().hashCode()) ^ mix(r.earlier() + 0x9E3779B97F4A7C15L));
+            double u = (h >>> 11) * 0x1.0p-53;
+            String key = r.method() + " " + r.target();
+            if (u >= fraction || inARow.getOrDefault(key, 0) >= maxInARow) {
+                inARow.put(key, 0);
+                return null;
+            }
+            inARow.merge(key, 1, Integer::sum);
+            return choices.get((int) Math.floorMod(mix(h), (long) choices.size()));
+        };
+    }
+
+    /** SplitMix64's finaliser: spreads every input bit over the result. */
+    private static long mix(long z) {
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+        return z ^ (z >>> 31);
+    }
+
     private static final int MAX_HEAD_BYTES = 64 * 1024;
 
     private final ServerSocket server;
     private final InetSocketAddress upstream;
     private final ArrayDeque<Fault> plan = new ArrayDeque<>();
+    private final List<Rule> rules = new ArrayList<>();
+    private final Map<String, AtomicInteger> seen = new ConcurrentHashMap<>();
+    private final Map<String, AtomicInteger> injectedByPath = new ConcurrentHashMap<>();
+    private final Map<Class<?>, AtomicInteger> injectedByKind = new ConcurrentHashMap<>();
     private final Set<Socket> open = ConcurrentHashMap.newKeySet();
     private final AtomicInteger requests = new AtomicInteger();
     private final AtomicInteger injected = new AtomicInteger();
@@ -95,7 +189,15 @@ public final class FaultProxy implements AutoCloseable {
         return this;
     }
 
-    /** The fault for requests that find the queue empty. */
+    /** Adds a rule asked, after the earlier ones, by requests that find the queue empty. */
+    public FaultProxy addRule(Rule rule) {
+        synchronized (plan) {
+            rules.add(rule);
+        }
+        return this;
+    }
+
+    /** The fault for requests that find the queue empty and no rule that answers. */
     public FaultProxy setDefault(Fault fault) {
         synchronized (plan) {
             defaultFault = fault;
@@ -103,14 +205,18 @@ public final class FaultProxy implements AutoCloseable {
         return this;
     }
 
-    /** Empties the plan, restores pass-through and zeroes the counters. */
+    /** Empties the plan, drops the rules, restores pass-through and zeroes the counters. */
     public void clear() {
         synchronized (plan) {
             plan.clear();
+            rules.clear();
             defaultFault = pass();
         }
         requests.set(0);
         injected.set(0);
+        seen.clear();
+        injectedByPath.clear();
+        injectedByKind.clear();
     }
 
     /** Requests received since start or {@link #clear()}. */
@@ -118,6 +224,17 @@ public final class FaultProxy implements AutoCloseable {
 
     /** Requests answered with a fault (anything but a pass) since start or {@link #clear()}. */
     public int injected() { return injected.get(); }
+
+    /** Faults of {@code kind} (e.g. {@code SlowBody.class}) injected since start or {@link #clear()}. */
+    public int injected(Class<? extends Fault> kind) {
+        var n = injectedByKind.get(kind);
+        return n == null ? 0 : n.get();
+    }
+
+    /** Faults injected into requests whose path ends with {@code pathSuffix} since start or {@link #clear()}. */
+    public int injected(String pathSuffix) {
+        return injectedByPath.entrySet().stream().filter(e -> e.getKey().endsWith(pathSuffix)).mapToInt(e -> e.getValue().get()).sum();
+    }
 
     @Override
     public void close() {
@@ -131,10 +248,17 @@ public final class FaultProxy implements AutoCloseable {
         }
     }
 
-    private Fault next() {
+    private Fault next(Head request) {
+        var r = new Request(request.method(), request.target(),
+                seen.computeIfAbsent(request.method() + " " + request.target(), k -> new AtomicInteger()).getAndIncrement());
         synchronized (plan) {
             Fault f = plan.poll();
-            return f != null ? f : defaultFault;
+            if (f != null) return f;
+            for (Rule rule : rules) {
+                f = rule.apply(r);
+                if (f != null) return f;
+            }
+            return defaultFault;
         }
     }
 
@@ -161,8 +285,13 @@ public final class FaultProxy implements AutoCloseable {
                 if (request == null) return;
                 byte[] body = readRequestBody(in, request);
                 requests.incrementAndGet();
-                Fault fault = next();
-                if (!(fault instanceof Pass)) injected.incrementAndGet();
+                Fault fault = next(request);
+                if (!(fault instanceof Pass)) {
+                    injected.incrementAndGet();
+                    injectedByPath.computeIfAbsent(new Request(request.method(), request.target(), 0).path(), k -> new AtomicInteger())
+                            .incrementAndGet();
+                    injectedByKind.computeIfAbsent(fault.getClass(), k -> new AtomicInteger()).incrementAndGet();
+                }
                 switch (fault) {
                     case Reset _ -> {
                         client.setSoLinger(true, 0);
@@ -174,7 +303,7 @@ public final class FaultProxy implements AutoCloseable {
                         continue;
                     }
                     case Delay d -> Thread.sleep(d.delayMillis());
-                    case Pass _ -> { }
+                    case Pass _, SlowBody _, BodyReset _ -> { }
                 }
                 if (up == null || up.isClosed()) {
                     up = new Socket();
@@ -189,6 +318,27 @@ public final class FaultProxy implements AutoCloseable {
                 var upIn = new BufferedInputStream(up.getInputStream());
                 Head response = readHead(upIn);
                 if (response == null) throw new EOFException("upstream closed the connection");
+                if ((fault instanceof SlowBody || fault instanceof BodyReset) && hasBody(response, request)) {
+                    // the whole body from upstream first, so that its connection stays usable; then the fault
+                    var raw = new ByteArrayOutputStream();
+                    if (copyBody(upIn, raw, response, true)) {
+                        closeQuietly(up);
+                        open.remove(up);
+                        up = null;
+                    }
+                    out.write(response.raw());
+                    byte[] answer = raw.toByteArray();
+                    if (fault instanceof SlowBody slow) {
+                        trickle(out, answer, slow);
+                        continue;
+                    }
+                    long cut = Math.min(((BodyReset) fault).afterBytes(), Math.max(0, answer.length - 1L));
+                    out.write(answer, 0, (int) cut);
+                    out.flush();
+                    client.setSoLinger(true, 0);
+                    client.close();
+                    return;
+                }
                 out.write(response.raw());
                 boolean untilEof = relayBody(upIn, out, response, request.method().equals("HEAD"));
                 out.flush();
@@ -211,7 +361,21 @@ public final class FaultProxy implements AutoCloseable {
         }
     }
 
-    private record Head(byte[] raw, String method, int status, Map<String, String> headers) {}
+    /** Sends {@code body} a few bytes at a time; the client giving up ends it with an IOException. */
+    private void trickle(OutputStream out, byte[] body, SlowBody slow) throws IOException, InterruptedException {
+        for (int at = 0; at < body.length && !closed; at += slow.bytes()) {
+            out.write(body, at, Math.min(slow.bytes(), body.length - at));
+            out.flush();
+            if (slow.everyMillis() > 0) Thread.sleep(slow.everyMillis());
+        }
+        out.flush();
+    }
+
+    private static boolean hasBody(Head response, Head request) {
+        return !request.method().equals("HEAD") && response.status() / 100 != 1 && response.status() != 204 && response.status() != 304;
+    }
+
+    private record Head(byte[] raw, String method, String target, int status, Map<String, String> headers) {}
 
     private static Head readHead(InputStream in) throws IOException {
         var buf = new ByteArrayOutputStream(512);
@@ -239,7 +403,7 @@ public final class FaultProxy implements AutoCloseable {
         }
         String[] first = lines[0].split(" ", 3);
         int status = first[0].startsWith("HTTP/") && first.length > 1 ? Integer.parseInt(first[1]) : 0;
-        return new Head(raw, status == 0 ? first[0] : "", status, headers);
+        return new Head(raw, status == 0 ? first[0] : "", status == 0 && first.length > 1 ? first[1] : "", status, headers);
     }
 
     private static byte[] readRequestBody(InputStream in, Head head) throws IOException {
