@@ -63,11 +63,20 @@ final class FeedService implements BatchProvider, AutoCloseable {
         }
     }
 
+    /** A batch being produced; a reconnect that resumes past it has it dropped when it arrives. */
+    private static final class InFlight {
+        final ScheduleCursor cursor;
+        boolean dropOnArrival;
+
+        InFlight(ScheduleCursor cursor) { this.cursor = cursor; }
+    }
+
     private static final class RankSlot {
         ScheduleCursor next;                                 // cursor of the next batch the feeder yields for this rank
         long fromFeeder;                                     // batches taken from the feeder (for --steps)
         final ArrayDeque<Held> held = new ArrayDeque<>();    // handed out, not yet confirmed
         final ArrayDeque<Held> replay = new ArrayDeque<>();  // to hand out again before anything new
+        final ArrayDeque<InFlight> inFlight = new ArrayDeque<>(); // taken from the feeder, not yet produced
         long connection = -1;                                // the connection now serving this rank
         CompletableFuture<?> tail = CompletableFuture.completedFuture(null);
     }
@@ -150,25 +159,35 @@ final class FeedService implements BatchProvider, AutoCloseable {
         }
     }
 
-    /** The resume cursor {@code want} among the rank's held, replayable and next batches: drops those before it, replays those from it. */
+    /**
+     * The resume cursor {@code want} among the rank's held, replayable, in-flight and next batches:
+     * drops those before it, replays those from it (an in-flight one joins the replay when it
+     * arrives, since its connection is gone).
+     */
     private boolean reconcile(RankSlot slot, ScheduleCursor want) {
         var line = new ArrayList<Held>(slot.held);
         line.addAll(slot.replay);
-        int at = -1;
+        int at = -1, flight = -1;
         for (int i = 0; i < line.size(); i++) if (line.get(i).cursor().equals(want)) at = i;
-        if (at < 0 && !want.equals(slot.next)) return false;
-        int keepFrom = at < 0 ? line.size() : at;
+        var flights = new ArrayList<>(slot.inFlight);
+        for (int i = 0; i < flights.size(); i++) if (flights.get(i).cursor.equals(want)) flight = i;
+        if (at < 0 && flight < 0 && !want.equals(slot.next)) return false;
+        int keepFrom = at >= 0 ? at : line.size();
         slot.held.clear();
         slot.replay.clear();
         for (int i = 0; i < line.size(); i++) {
             if (i < keepFrom) line.get(i).drop();
             else slot.replay.addLast(line.get(i));
         }
+        if (at < 0) { // want is in flight or next: the in-flight ones before it are not wanted
+            int dropBelow = flight >= 0 ? flight : flights.size();
+            for (int i = 0; i < dropBelow; i++) flights.get(i).dropOnArrival = true;
+        }
         return true;
     }
 
     private boolean noneHandedOut() {
-        for (var s : slots) if (s.fromFeeder > 0 || !s.held.isEmpty() || !s.replay.isEmpty()) return false;
+        for (var s : slots) if (s.fromFeeder > 0 || !s.held.isEmpty() || !s.replay.isEmpty() || !s.inFlight.isEmpty()) return false;
         return true;
     }
 
@@ -231,6 +250,7 @@ final class FeedService implements BatchProvider, AutoCloseable {
     private CompletableFuture<Delivery> produce(int rank, long connection) {
         Feeder f;
         ScheduleCursor cursor;
+        InFlight flight;
         synchronized (lock) {
             var slot = slots[rank];
             if (connection == slot.connection) dropHeld(slot); // this request proves the previous hand-outs arrived
@@ -244,18 +264,25 @@ final class FeedService implements BatchProvider, AutoCloseable {
             f = feeder;
             cursor = slot.next;
             slot.next = f.schedule().next(cursor);
+            flight = new InFlight(cursor);
+            slot.inFlight.addLast(flight);
         }
         var batch = sharedMemory() ? f.storedRank(rank).next().thenApply(b -> hold(cursor, b)) : f.rank(rank).next()
                 .thenApply(b -> new Held(cursor, toTensors(b, ranks()), null, 0, null));
-        return batch.thenApply(h -> {
+        return batch.handle((h, err) -> {
             synchronized (lock) {
                 var slot = slots[rank];
-                if (connection != slot.connection && connection >= 0) {
+                slot.inFlight.remove(flight);
+                if (err != null) throw err instanceof java.util.concurrent.CompletionException ce ? ce : new java.util.concurrent.CompletionException(err);
+                var out = h.handOut(); // (its own lease first: dropping the hold may free the object)
+                if (flight.dropOnArrival) {
+                    h.drop(); // a reconnect resumed past it; the dead connection it was for gets it, nobody else
+                } else if (connection != slot.connection && connection >= 0) {
                     slot.replay.addLast(h); // produced for a connection that is gone: the trainer's next connection gets it
                 } else {
                     slot.held.addLast(h);
                 }
-                return h.handOut();
+                return out;
             }
         });
     }

@@ -378,6 +378,8 @@ class ResumeTest {
         o.shmDir = Files.createDirectories(tmp.resolve("shm"));
         o.shmBudget = 256L << 20;
         o.warmUpMillis = 0;
+        o.onError = dev.stoker.pipeline.feed.ErrorPolicy.SKIP;
+        o.maxErrorRate = 1.0;
         return FeedFactory.open(o, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL).withPixels(3136, 50176));
     }
 

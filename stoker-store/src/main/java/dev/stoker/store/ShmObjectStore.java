@@ -78,9 +78,11 @@ import java.util.regex.Pattern;
  * deleted). A request is served, in order of preference, by: the smallest free segment whose
  * capacity is at least the request and at most eight times its size class ({@link #REUSE_FACTOR}: a new segment costs fresh pages); a new segment, when it fits
  * the budget; a new segment after deleting free segments, least recently released first, when
- * that makes room. Otherwise it waits until a release frees space. Waiters are served strictly in
- * arrival order: a request never overtakes an earlier one, so a big request cannot be starved by a
- * stream of small ones. An object that is referenced is never touched: only free segments are
+ * that makes room. Otherwise it waits until a release frees space. Waiters are served in arrival
+ * order: a request never overtakes an earlier one, so a big request cannot be starved by a stream
+ * of small ones — except that a request whose owner already holds its share of the budget
+ * ({@link #shareAmong}, e.g. one share per trainer rank) steps aside until that owner releases
+ * something, so a consumer that stops reading cannot stall the others. An object that is referenced is never touched: only free segments are
  * reused or deleted; there is no eviction.
  *
  * <p>Concurrency: one lock guards the accounting, the free pool and the wait queue, and is held
@@ -126,6 +128,8 @@ public final class ShmObjectStore implements AutoCloseable {
     private final List<ShmSegment> free = new ArrayList<>(); // release order, oldest first
     private final Set<ShmSegment> segments = new HashSet<>(); // every mapped segment, in use or free
     private Request makingRoomFor;
+    private long[] ownerInUse = new long[0];
+    private long shareBytes = Long.MAX_VALUE;
     private long mappedBytes;
     private long inUseBytes;
     private long freeBytes;
@@ -147,11 +151,13 @@ public final class ShmObjectStore implements AutoCloseable {
         final long bytes;
         final long capacityBytes;
         final long enqueuedNanos;
+        final int owner;
         final CompletableFuture<Allocation> future = new CompletableFuture<>();
         boolean admitted;
         boolean waited;
 
-        Request(long bytes, long capacityBytes, long enqueuedNanos) {
+        Request(long bytes, long capacityBytes, long enqueuedNanos, int owner) {
+            this.owner = owner;
             this.bytes = bytes;
             this.capacityBytes = capacityBytes;
             this.enqueuedNanos = enqueuedNanos;
@@ -227,13 +233,45 @@ public final class ShmObjectStore implements AutoCloseable {
      *
      * @throws IllegalArgumentException when {@code bytes} is negative
      */
-    public CompletableFuture<Allocation> allocate(long bytes) {
+    public CompletableFuture<Allocation> allocate(long bytes) { return allocate(bytes, NO_OWNER); }
+
+    /** No owner: the request counts against the budget only. */
+    public static final int NO_OWNER = -1;
+
+    /**
+     * Splits the budget into {@code owners} equal shares (owners 0 … owners−1, e.g. trainer ranks):
+     * a request of an owner that already holds objects waits, without holding up anyone else's,
+     * while its share could not take it. An owner that holds nothing may always be served (an object
+     * larger than a share still gets made). So a consumer that stops reading pins at most its share
+     * and the others keep theirs. 0 (the default) turns shares off.
+     */
+    public void shareAmong(int owners) {
+        if (owners < 0) throw new IllegalArgumentException("owners must be >= 0, got " + owners);
+        List<Runnable> completions = new ArrayList<>();
+        lock.lock();
+        try {
+            long[] held = new long[owners];
+            System.arraycopy(ownerInUse, 0, held, 0, Math.min(owners, ownerInUse.length));
+            ownerInUse = held;
+            shareBytes = owners == 0 ? Long.MAX_VALUE : budgetBytes / owners;
+            dispatchLocked(completions);
+        } finally {
+            lock.unlock();
+        }
+        completions.forEach(Runnable::run);
+    }
+
+    /**
+     * {@link #allocate(long)} counted against {@code owner}'s share ({@link #shareAmong}); an owner
+     * outside the shares, or {@link #NO_OWNER}, counts against the budget only.
+     */
+    public CompletableFuture<Allocation> allocate(long bytes, int owner) {
         if (bytes < 0) throw new IllegalArgumentException("object size must not be negative, got " + bytes);
         if (bytes > budgetBytes) {
             return CompletableFuture.failedFuture(new StoreException(
                     "object of " + bytes + " bytes exceeds the store budget of " + budgetBytes + " bytes (--shm-budget)"));
         }
-        Request request = new Request(bytes, Math.min(sizeClass(bytes), budgetBytes), System.nanoTime());
+        Request request = new Request(bytes, Math.min(sizeClass(bytes), budgetBytes), System.nanoTime(), owner);
         List<Runnable> completions = new ArrayList<>(1);
         lock.lock();
         try {
@@ -349,6 +387,8 @@ public final class ShmObjectStore implements AutoCloseable {
         try {
             if (closed) return; // close() has unmapped and deleted it
             inUseBytes -= shm.capacityBytes;
+            countOwnerLocked(shm.owner, -shm.capacityBytes);
+            shm.owner = -1;
             free.add(shm);
             freeBytes += shm.capacityBytes;
             dispatchLocked(completions);
@@ -369,44 +409,59 @@ public final class ShmObjectStore implements AutoCloseable {
      * future completions to run after the lock is released; hands file work to the maker thread.
      */
     private void dispatchLocked(List<Runnable> completions) {
-        while (makingRoomFor == null && !waiting.isEmpty()) {
-            Request r = waiting.peekFirst();
+        var it = waiting.iterator();
+        while (makingRoomFor == null && it.hasNext()) {
+            Request r = it.next();
             if (r.future.isDone()) { // cancelled by the caller while waiting
-                waiting.removeFirst();
+                it.remove();
                 continue;
             }
+            if (overShareLocked(r)) continue; // waits for its owner's own releases; holds no one else up
             // a free segment up to REUSE_FACTOR times larger beats a new one: a new one costs fresh pages
             long maxReuseBytes = r.capacityBytes > Long.MAX_VALUE / REUSE_FACTOR ? Long.MAX_VALUE : REUSE_FACTOR * r.capacityBytes;
             ShmSegment fit = smallestFreeLocked(r.bytes, maxReuseBytes);
             if (fit != null) {
-                admitLocked(r);
+                admitLocked(it, r);
                 free.remove(fit);
                 freeBytes -= fit.capacityBytes;
                 inUseBytes += fit.capacityBytes;
+                fit.owner = r.owner;
                 segmentsReused++;
                 completions.add(() -> deliver(r, fit));
             } else if (budgetBytes - mappedBytes >= r.capacityBytes) {
-                admitLocked(r);
+                admitLocked(it, r);
                 mappedBytes += r.capacityBytes;
                 inUseBytes += r.capacityBytes;
                 long number = nextSegmentNumber++;
                 maker.execute(() -> make(r, number, List.of()));
             } else if (budgetBytes - (mappedBytes - freeBytes) >= r.capacityBytes) {
-                admitLocked(r);
+                admitLocked(it, r);
                 List<ShmSegment> victims = takeVictimsLocked(r.capacityBytes - (budgetBytes - mappedBytes));
                 makingRoomFor = r;
                 long number = nextSegmentNumber++;
                 maker.execute(() -> make(r, number, victims));
             } else {
-                return; // waits for a release
+                return; // waits for a release; later requests within their shares do not overtake it
             }
         }
     }
 
-    private void admitLocked(Request r) {
-        waiting.removeFirst();
+    /** Whether {@code r}'s owner already holds objects and its share cannot take {@code r} as well. */
+    private boolean overShareLocked(Request r) {
+        if (r.owner < 0 || r.owner >= ownerInUse.length) return false;
+        long held = ownerInUse[r.owner];
+        return held > 0 && held + r.capacityBytes > shareBytes;
+    }
+
+    private void admitLocked(java.util.Iterator<Request> it, Request r) {
+        it.remove();
         r.admitted = true;
         if (r.waited) waitNanos += System.nanoTime() - r.enqueuedNanos;
+        countOwnerLocked(r.owner, r.capacityBytes);
+    }
+
+    private void countOwnerLocked(int owner, long bytes) {
+        if (owner >= 0 && owner < ownerInUse.length) ownerInUse[owner] += bytes;
     }
 
     private ShmSegment smallestFreeLocked(long minBytes, long maxBytes) {
@@ -481,6 +536,7 @@ public final class ShmObjectStore implements AutoCloseable {
             try {
                 mappedBytes -= r.capacityBytes;
                 inUseBytes -= r.capacityBytes;
+                countOwnerLocked(r.owner, -r.capacityBytes);
                 wasClosed = closed;
                 if (!wasClosed) dispatchLocked(completions);
             } finally {
@@ -497,6 +553,7 @@ public final class ShmObjectStore implements AutoCloseable {
             wasClosed = closed;
             if (!wasClosed) {
                 segments.add(shm);
+                shm.owner = r.owner;
                 segmentsCreated++;
             }
         } finally {

@@ -19,6 +19,8 @@ final class ShmSegment {
     final long capacityBytes;
     private final Arena arena;
     final MemorySegment mapping;
+    /** Who the object now in this segment counts against ({@link ShmObjectStore#allocate(long, int)}); −1: nobody. Guarded by the store's lock. */
+    int owner = -1;
 
     ShmSegment(long number, Path file, long capacityBytes, Arena arena, MemorySegment mapping) {
         this.number = number;

@@ -174,6 +174,7 @@ public final class Feeder implements AutoCloseable {
         var materializer = Materializer.createMaterializer(system);
         var pipeline = new SamplePipeline(lines, source, cpu, metrics);
         var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
+        if (zeroCopy) store.shareAmong(config.ranks()); // a rank that stops reading pins at most its share of the store
         var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode().vision().rowLength());
         var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.batchSize(), config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();

@@ -83,7 +83,7 @@ final class StoredBatchWriter implements AutoCloseable {
             }
         }
         var plan = plan(ready.stream().map(SamplePipeline.Ready::sample).toList());
-        var requested = store.allocate(plan.totalBytes());
+        var requested = store.allocate(plan.totalBytes(), scheduled.rank()); // counted against the rank's share of the store
         var allocated = requested.thenApply(a -> {
             unsealed.add(a);
             if (closed) {

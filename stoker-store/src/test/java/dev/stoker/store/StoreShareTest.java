@@ -1,0 +1,73 @@
+package dev.stoker.store;
+
+import static dev.stoker.store.StoreTesting.MIB;
+import static dev.stoker.store.StoreTesting.await;
+import static dev.stoker.store.StoreTesting.config;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Shares of the budget ({@link ShmObjectStore#shareAmong}): an owner that holds its share waits
+ * without holding up the others; without shares, arrival order rules and a stalled owner starves
+ * the rest (the control case).
+ */
+class StoreShareTest {
+    @TempDir Path dir;
+
+    /** Owners 0 and 1 each hold 4 × 1 MiB (the whole 8 MiB budget); owner 0 asks for one more, then owner 1 frees one and asks again. */
+    private boolean secondOwnerServedAfterItsRelease(ShmObjectStore store) throws Exception {
+        var held0 = new ArrayList<StoredObject>();
+        var held1 = new ArrayList<StoredObject>();
+        for (int i = 0; i < 4; i++) held0.add(await(store.allocate(MIB, 0)).seal());
+        for (int i = 0; i < 4; i++) held1.add(await(store.allocate(MIB, 1)).seal());
+        var stalled = store.allocate(MIB, 0); // owner 0 stopped reading: this waits
+        assertFalse(stalled.isDone());
+        held1.removeFirst().release();          // owner 1's consumer frees a batch…
+        var next = store.allocate(MIB, 1);      // …and owner 1's producer asks for the next one
+        Thread.sleep(50);
+        boolean served = next.isDone();
+        if (served) next.join().abort();
+        stalled.cancel(false);
+        held0.forEach(StoredObject::release);
+        held1.forEach(StoredObject::release);
+        return served;
+    }
+
+    @Test
+    void anOwnerAtItsShareDoesNotHoldUpTheOthers() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 8 * MIB))) {
+            store.shareAmong(2);
+            assertTrue(secondOwnerServedAfterItsRelease(store), "owner 1 gets the space it freed");
+        }
+    }
+
+    @Test
+    void withoutSharesArrivalOrderGivesTheSpaceToTheStalledOwner() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 8 * MIB))) {
+            assertFalse(secondOwnerServedAfterItsRelease(store), "control: FIFO hands owner 1's space to owner 0");
+        }
+    }
+
+    @Test
+    void anOwnerWithinItsShareKeepsArrivalOrderAndOneHoldingNothingMayExceedIt() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 8 * MIB))) {
+            store.shareAmong(2);
+            var big = await(store.allocate(6 * MIB, 0)); // more than a share, but owner 0 holds nothing
+            var more = store.allocate(MIB, 0);           // over its share now: waits
+            var other = await(store.allocate(2 * MIB, 1)); // owner 1 is served beside it
+            assertFalse(more.isDone());
+            big.abort();
+            assertEquals(MIB, await(more).bytes());       // owner 0's release lets its own request in
+            other.abort();
+            assertEquals(6 * MIB, store.metrics().inUseBytes(), "it took the freed 6 MiB segment (reuse beats a new one)");
+            more.join().abort();
+            assertEquals(0, store.metrics().inUseBytes());
+        }
+    }
+}
