@@ -62,27 +62,11 @@ class BadInputFeedCliTest {
     }
 
     private Process serve(Path manifest, Path log, String... extra) throws IOException {
-        var cmd = new ArrayList<String>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(PythonClientTest.JVM_FLAGS);
-        cmd.addAll(List.of("-Xmx512m", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "serve",
-                "--data", manifest.toString(), "--ranks", "1", "--batch", "2", "--max-pixels", "50176", "--threads", "1",
-                "--warm-up-ms", "0", "--socket", tmp.resolve("s.sock").toString(),
+        var args = new ArrayList<>(List.of("--data", manifest.toString(), "--ranks", "1", "--batch", "2", "--max-pixels", "50176",
+                "--threads", "1", "--warm-up-ms", "0", "--socket", tmp.resolve("s.sock").toString(),
                 "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(), "--shm-budget", "64M"));
-        cmd.addAll(List.of(extra));
-        return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
-    }
-
-    private static String awaitListening(Process p, Path log) throws Exception {
-        String text = "";
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
-        while (!text.contains("listening on") && System.nanoTime() < deadline) {
-            assertTrue(p.isAlive(), text);
-            Thread.sleep(20);
-            text = Files.exists(log) ? Files.readString(log) : "";
-        }
-        assertTrue(text.contains("listening on"), text);
-        return text;
+        args.addAll(List.of(extra));
+        return ServeProcess.start(log, "512m", args);
     }
 
     private static List<JsonNode> lines(Path file) throws IOException {
@@ -99,7 +83,7 @@ class BadInputFeedCliTest {
         Process p = serve(manifest, log, "--mode", "prefetch", "--on-error", "fail", "--prefetch-batches", "1",
                 "--fetch-concurrency", "2", "--errors-file", errors.toString());
         try {
-            awaitListening(p, log);
+            ServeProcess.awaitListening(p, log);
             int[] received = {0};
             try (var client = TrainerClient.connect(tmp.resolve("s.sock"), 0, 1, "test", TrainerClient.Options.COPY)) {
                 var e = assertThrows(IOException.class, () -> {
@@ -139,7 +123,7 @@ class BadInputFeedCliTest {
         var expected = badScheduled(12, 1, 2, 4, bad);
         assertFalse(expected.isEmpty(), "the first 4 steps hold bad samples");
         try {
-            String text = awaitListening(p, log);
+            String text = ServeProcess.awaitListening(p, log);
             try (var client = TrainerClient.connect(tmp.resolve("s.sock"), 0, 1, "test", TrainerClient.Options.SHARED_MEMORY)) {
                 int samples = 0;
                 for (int s = 0; s < 4; s++) {

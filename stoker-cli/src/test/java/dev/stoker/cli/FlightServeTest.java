@@ -55,8 +55,8 @@ class FlightServeTest {
         Files.setPosixFilePermissions(tmp.resolve("token"), PosixFilePermissions.fromString("rw-------"));
         Process a = serve(ds, shm, "a", true), b = serve(ds, shm, "b", false);
         try {
-            String logA = awaitListening(a, tmp.resolve("a.log"));
-            awaitListening(b, tmp.resolve("b.log"));
+            String logA = ServeProcess.awaitListening(a, tmp.resolve("a.log"));
+            ServeProcess.awaitListening(b, tmp.resolve("b.log"));
             for (String s : List.of("a.sock", "b.sock"))
                 assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(tmp.resolve(s))), s);
             var m = Pattern.compile("flight on grpc\\+tls://127\\.0\\.0\\.1:(\\d+) \\(token required\\)").matcher(logA);
@@ -113,27 +113,13 @@ class FlightServeTest {
     }
 
     private Process serve(Path ds, Path shm, String name, boolean flight) throws Exception {
-        var cmd = new ArrayList<String>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(PythonClientTest.JVM_FLAGS);
-        cmd.addAll(List.of("-Xmx1g", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "serve",
-                "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2", "--max-pixels", "50176",
+        var cmd = new ArrayList<>(List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2", "--max-pixels", "50176",
                 "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "128M",
                 "--steps", "" + STEPS, "--threads", "1"));
         if (flight)
             cmd.addAll(List.of("--flight", "127.0.0.1:0", "--flight-token-file", tmp.resolve("token").toString(),
                     "--flight-tls-cert", cert.certificate().toString(), "--flight-tls-key", cert.privateKey().toString()));
-        return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(tmp.resolve(name + ".log").toFile()).start();
+        return ServeProcess.start(tmp.resolve(name + ".log"), "1g", cmd);
     }
 
-    private static String awaitListening(Process p, Path log) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-        while (System.nanoTime() < deadline) {
-            String text = Files.exists(log) ? Files.readString(log) : "";
-            if (text.contains("stoker serve: listening on ")) return text;
-            assertTrue(p.isAlive(), "service exited: " + text);
-            Thread.sleep(20);
-        }
-        throw new AssertionError("service did not listen: " + Files.readString(log));
-    }
 }

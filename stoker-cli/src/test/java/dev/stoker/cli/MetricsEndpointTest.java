@@ -11,7 +11,6 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
@@ -33,23 +32,13 @@ class MetricsEndpointTest {
             lines.append(String.format("{\"id\":\"s%d\",\"image\":\"b.png\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?\"},"
                     + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i, i));
         Files.writeString(ds.resolve("train.jsonl"), lines);
-        var cmd = new ArrayList<String>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(PythonClientTest.JVM_FLAGS);
-        cmd.addAll(List.of("-Xmx512m", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "serve",
-                "--data", ds.resolve("train.jsonl").toString(), "--ranks", "1", "--batch", "2", "--max-pixels", "50176",
+        var args = List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "1", "--batch", "2", "--max-pixels", "50176",
                 "--socket", tmp.resolve("s.sock").toString(), "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(),
-                "--shm-budget", "64M", "--threads", "1", "--metrics-port", "0"));
+                "--shm-budget", "64M", "--threads", "1", "--metrics-port", "0");
         Path log = tmp.resolve("serve.log");
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+        Process p = ServeProcess.start(log, "512m", args);
         try {
-            String text = "";
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
-            while (!text.contains("listening on") && System.nanoTime() < deadline) {
-                assertTrue(p.isAlive(), text);
-                Thread.sleep(20);
-                text = Files.exists(log) ? Files.readString(log) : "";
-            }
+            String text = ServeProcess.awaitListening(p, log);
             var m = Pattern.compile("metrics on (http://127\\.0\\.0\\.1:\\d+/metrics)").matcher(text);
             assertTrue(m.find(), text);
             try (var client = TrainerClient.connect(tmp.resolve("s.sock"), 0, 1, "test", TrainerClient.Options.SHARED_MEMORY)) {

@@ -54,9 +54,6 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class PythonClientTest {
     static final String PYTHON = "/usr/bin/python3";
-    /** The parent pom's {@code stoker.jvm.flags}. */
-    static final List<String> JVM_FLAGS = List.of("--enable-native-access=ALL-UNNAMED", "--add-opens=java.base/java.nio=ALL-UNNAMED",
-            "--sun-misc-unsafe-memory-access=allow", "-Dai.djl.offline=true", "-Djava.awt.headless=true");
     static final int RANKS = 2, BATCH = 3, STEPS_A = 4, STEPS_B = 5, SAMPLES = 16;
     static final long MAX_PIXELS = 50176;
     static final long PAD_ID = 151643;
@@ -82,18 +79,10 @@ class PythonClientTest {
 
         /** Waits for the "listening" line; returns the arena folder the service printed. */
         Path arenaDir() throws Exception {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-            while (System.nanoTime() < deadline) {
-                String text = logText();
-                if (text.contains("stoker serve: listening on ")) {
-                    Matcher m = Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
-                    assertTrue(m.find(), "no arena in " + text);
-                    return Path.of(m.group(1));
-                }
-                assertTrue(process.isAlive(), "service " + name + " exited before listening: " + text);
-                Thread.sleep(20);
-            }
-            throw new AssertionError("service " + name + " did not listen within 120 s: " + logText());
+            String text = ServeProcess.awaitListening(process, log);
+            Matcher m = Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
+            assertTrue(m.find(), "no arena in " + text);
+            return Path.of(m.group(1));
         }
     }
 
@@ -333,15 +322,11 @@ class PythonClientTest {
 
     static Service serve(String name, int steps, String budget) throws IOException {
         Path socket = tmp.resolve(name + ".sock"), metrics = tmp.resolve(name + "-metrics.json");
-        var cmd = new ArrayList<String>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JVM_FLAGS);
-        cmd.addAll(List.of("-Xmx1g", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "serve",
-                "--data", ds.resolve("train.jsonl").toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH,
+        var args = List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH,
                 "--max-pixels", "" + MAX_PIXELS, "--socket", socket.toString(), "--shm-dir", shm.toString(),
-                "--shm-budget", budget, "--steps", "" + steps, "--threads", "2", "--metrics-file", metrics.toString()));
+                "--shm-budget", budget, "--steps", "" + steps, "--threads", "2", "--metrics-file", metrics.toString());
         Path log = tmp.resolve(name + "-serve.log");
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+        Process p = ServeProcess.start(log, "1g", args);
         return new Service(name, p, socket, metrics, log);
     }
 

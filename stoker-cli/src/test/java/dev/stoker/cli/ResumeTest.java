@@ -261,71 +261,17 @@ class ResumeTest {
     }
 
     static Process serve(Path shm, Path socket, String name) throws IOException {
-        var cmd = new ArrayList<String>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(PythonClientTest.JVM_FLAGS);
-        cmd.addAll(List.of("-Xmx1g", "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", "serve",
-                "--data", manifest.toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH, "--processor", "qwen2-vl",
+        return ServeProcess.start(tmp.resolve(name + ".log"), "1g", List.of("--data", manifest.toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH, "--processor", "qwen2-vl",
                 "--min-pixels", "3136", "--max-pixels", "50176", "--socket", socket.toString(), "--shm-dir", shm.toString(),
                 "--shm-budget", "256M", "--threads", "2", "--warm-up-ms", "0"));
-        return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(tmp.resolve(name + ".log").toFile()).start();
     }
 
     /** Waits until the service listens; returns its arena directory. */
     static Path arena(Process p, Path log) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-        while (System.nanoTime() < deadline) {
-            String text = Files.exists(log) ? Files.readString(log) : "";
-            if (text.contains("stoker serve: listening on ")) {
-                var m = java.util.regex.Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
-                assertTrue(m.find(), "no arena in " + text);
-                return Path.of(m.group(1));
-            }
-            assertTrue(p.isAlive(), "serve exited before listening: " + text);
-            Thread.sleep(20);
-        }
-        throw new AssertionError("serve did not listen within 120 s: " + Files.readString(log));
-    }
-
-    /**
-     * The Python client saves its {@code state_dict()}; a new Python process, against a restarted
-     * service, resumes from it bit for bit.
-     */
-    @Test
-    void thePythonClientResumesFromItsSavedStateOnARestartedService() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PythonClientTest.PYTHON)), "no /usr/bin/python3");
-        Path state = tmp.resolve("py-state.json");
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "py-a")) {
-            var first = python(server, 1, 4, null, state);
-            assertEquals(reference.get(1).subList(0, 4), strings(first.get("digests")));
-            assertEquals(4L * RANKS * BATCH, first.get("state").get("position").asLong());
-        }
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "py-b")) {
-            var resumed = python(server, 1, STEPS - 4, state, null);
-            assertEquals(reference.get(1).subList(4, STEPS), strings(resumed.get("digests")));
-            assertEquals(1, service.repositions());
-        }
-    }
-
-    static com.fasterxml.jackson.databind.JsonNode python(FeedServer server, int rank, int steps, Path stateIn, Path stateOut)
-            throws Exception {
-        var cmd = new ArrayList<>(List.of(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
-                .toString(), "take", "--socket", server.socketPath().toString(), "--world", "" + RANKS, "--rank", "" + rank, "--job", "t",
-                "--steps", "" + steps));
-        if (stateIn != null) cmd.addAll(List.of("--state-in", stateIn.toString()));
-        if (stateOut != null) cmd.addAll(List.of("--state-out", stateOut.toString()));
-        var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(120, TimeUnit.SECONDS));
-        assertEquals(0, p.exitValue(), out);
-        var lines = out.strip().split("\n");
-        return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
-    }
-
-    static List<String> strings(com.fasterxml.jackson.databind.JsonNode array) {
-        var out = new ArrayList<String>();
-        array.forEach(n -> out.add(n.asText()));
-        return out;
+        String text = ServeProcess.awaitListening(p, log);
+        var m = java.util.regex.Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
+        assertTrue(m.find(), "no arena in " + text);
+        return Path.of(m.group(1));
     }
 
     @Test
