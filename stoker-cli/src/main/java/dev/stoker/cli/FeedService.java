@@ -134,8 +134,8 @@ final class FeedService implements BatchProvider, AutoCloseable {
                         + Long.toHexString(fingerprint) + ", this job's is " + Long.toHexString(f.fingerprint())
                         + "): the manifest, seed, batch size and encoding must be the same to resume");
             var slot = slots[rank];
-            slot.connection = connection;
             if (resume == null) { // a fresh trainer takes what comes next; what an earlier connection got counts as taken
+                slot.connection = connection;
                 dropHeld(slot);
                 welcomed = true;
                 return joined(slot.replay.isEmpty() ? slot.next : slot.replay.peekFirst().cursor());
@@ -154,6 +154,7 @@ final class FeedService implements BatchProvider, AutoCloseable {
                         + String.join(" or ", at) + (welcomed ? " (other trainers already started, so the pipeline cannot move;"
                         + " restart the service and resume every rank from the same saved state)" : ""));
             }
+            slot.connection = connection; // only now: a refused hello must not take the rank from a live connection
             welcomed = true;
             return joined(want);
         }

@@ -306,6 +306,18 @@ class ResumeTest {
         }
     }
 
+    @Test
+    void aRefusedResumeLeavesTheLiveConnectionOfItsRankAlone() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "live")) {
+            try (var live = connect(server, 0, RANKS, null)) {
+                assertEquals(reference.get(0).subList(0, 3), take(live, 3));
+                var wrong = new TrainerClient.State("t", 0, RANKS, service.feeder().fingerprint(), 0, 30, 5);
+                assertThrows(IOException.class, () -> connect(server, 0, RANKS, wrong));
+                assertEquals(reference.get(0).subList(3, STEPS), take(live, STEPS - 3));
+            }
+        }
+    }
+
     // ---- helpers ----
 
     static FeedFactory factory(int ranks) throws IOException { return factory(ranks, 1234); }
