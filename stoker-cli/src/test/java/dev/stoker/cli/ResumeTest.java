@@ -274,6 +274,47 @@ class ResumeTest {
         return Path.of(m.group(1));
     }
 
+    /**
+     * The Python client saves its {@code state_dict()}; a new Python process, against a restarted
+     * service, resumes from it bit for bit.
+     */
+    @Test
+    void thePythonClientResumesFromItsSavedStateOnARestartedService() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PythonClientTest.PYTHON)), "no /usr/bin/python3");
+        Path state = tmp.resolve("py-state.json");
+        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "py-a")) {
+            var first = python(server, 1, 4, null, state);
+            assertEquals(reference.get(1).subList(0, 4), strings(first.get("digests")));
+            assertEquals(4L * RANKS * BATCH, first.get("state").get("position").asLong());
+        }
+        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "py-b")) {
+            var resumed = python(server, 1, STEPS - 4, state, null);
+            assertEquals(reference.get(1).subList(4, STEPS), strings(resumed.get("digests")));
+            assertEquals(1, service.repositions());
+        }
+    }
+
+    static com.fasterxml.jackson.databind.JsonNode python(FeedServer server, int rank, int steps, Path stateIn, Path stateOut)
+            throws Exception {
+        var cmd = new ArrayList<>(List.of(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
+                .toString(), "take", "--socket", server.socketPath().toString(), "--world", "" + RANKS, "--rank", "" + rank, "--job", "t",
+                "--steps", "" + steps));
+        if (stateIn != null) cmd.addAll(List.of("--state-in", stateIn.toString()));
+        if (stateOut != null) cmd.addAll(List.of("--state-out", stateOut.toString()));
+        var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS));
+        assertEquals(0, p.exitValue(), out);
+        var lines = out.strip().split("\n");
+        return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
+    }
+
+    static List<String> strings(com.fasterxml.jackson.databind.JsonNode array) {
+        var out = new ArrayList<String>();
+        array.forEach(n -> out.add(n.asText()));
+        return out;
+    }
+
     @Test
     void aStateFromAnotherJobIsRefusedClearly() throws Exception {
         TrainerClient.State saved;
