@@ -84,7 +84,8 @@ final class FeedFactory implements AutoCloseable {
             if (feedMode == FeedMode.ZERO_COPY) {
                 store = ShmObjectStore.open(storeConfig());
                 // segments for each rank's buffered and in-flight batches, touched now rather than on the first steps;
-                // sized 1.5x a batch of one image per sample at the pixel cap (multi-image samples need more)
+                // each holds expectedBatchBytes: twice a batch of one image per sample at the pixel cap (two-image samples
+                // made 138 MB batches at the reference settings; a smaller segment put a new one on the first batch's path)
                 store.prewarm(expectedBatchBytes, options.ranks * (options.prefetchBatches + 2));
             }
             var feeder = Feeder.open(location, sourceConfig, config(feedMode).withErrorsFile(errorsFile), tokenizer, store, startStep);

@@ -143,7 +143,7 @@ final class FeedService implements BatchProvider, AutoCloseable {
             var schedule = f.schedule();
             if (resume.position() >= schedule.datasetSize())
                 throw new IllegalArgumentException("cannot resume at " + resume + ": the data set has " + schedule.datasetSize() + " samples");
-            var want = aligned(schedule, new ScheduleCursor(resume.epoch(), resume.position()));
+            var want = schedule.aligned(new ScheduleCursor(resume.epoch(), resume.position()));
             if (!welcomed && noneHandedOut() && !want.equals(slot.next)) reposition(want);
             if (!reconcile(slot, want)) {
                 var at = new ArrayList<String>();
@@ -204,11 +204,6 @@ final class FeedService implements BatchProvider, AutoCloseable {
             s.tail = CompletableFuture.completedFuture(null);
         }
         repositions++;
-    }
-
-    /** The cursor itself, or the next epoch's start when less than one global step is left in its epoch (drop_last). */
-    static ScheduleCursor aligned(dev.stoker.pipeline.schedule.SampleSchedule schedule, ScheduleCursor c) {
-        return c.position() + schedule.positionsPerStep() > schedule.datasetSize() ? new ScheduleCursor(c.epoch() + 1, 0) : c;
     }
 
     private Joined joined(ScheduleCursor c) {

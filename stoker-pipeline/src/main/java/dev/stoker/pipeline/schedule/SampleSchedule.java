@@ -75,8 +75,15 @@ public final class SampleSchedule {
     /** The cursor after the global step starting at {@code c}: the next position, or the next epoch's start. */
     public ScheduleCursor next(ScheduleCursor c) {
         requireFits(c);
-        long p = c.position() + positionsPerStep;
-        return p + positionsPerStep <= datasetSize ? new ScheduleCursor(c.epoch(), p) : new ScheduleCursor(c.epoch() + 1, 0);
+        return aligned(new ScheduleCursor(c.epoch(), c.position() + positionsPerStep));
+    }
+
+    /**
+     * The cursor itself when a whole global step fits from it, else the next epoch's start (drop_last):
+     * where a cursor saved with another rank count, or after the last step of an epoch, continues.
+     */
+    public ScheduleCursor aligned(ScheduleCursor c) {
+        return c.position() + positionsPerStep <= datasetSize ? c : new ScheduleCursor(c.epoch() + 1, 0);
     }
 
     /** Rank {@code rank}'s dataset indices for step {@code step} (0-based, within the epoch) of {@code epoch}. */
