@@ -106,6 +106,23 @@ final class FeedFactory implements AutoCloseable {
         }
     }
 
+    /**
+     * A cluster node's side of a job over these options: a task producer writing zero-copy batches
+     * into {@code store} (the node's), reading through a source it owns. The factory (its tokenizer)
+     * must stay open while the producer runs.
+     */
+    dev.stoker.cluster.JobFactory.Opened openTasks(ShmObjectStore store, int maxWorkers) throws IOException {
+        var source = dev.stoker.source.ObjectSources.open(location, sourceConfig);
+        try {
+            var producer = dev.stoker.pipeline.feed.TaskProducer.start(config(FeedMode.ZERO_COPY),
+                    dev.stoker.pipeline.feed.FeedSource.of(source), tokenizer, store, maxWorkers);
+            return new dev.stoker.cluster.JobFactory.Opened(producer, source);
+        } catch (IOException | RuntimeException e) {
+            source.close();
+            throw e;
+        }
+    }
+
     StoreConfig storeConfig() {
         try {
             return new StoreConfig(options.shmDir, options.shmBudgetBytes(), StoreConfig.DEFAULT_INSTANCE_NAME);

@@ -85,6 +85,26 @@ final class ServeCommand implements Callable<Integer> {
             description = "On shutdown, write the pipeline's, the store's and the server's counters to this file as JSON.")
     Path metricsFile;
 
+    @Option(names = "--cluster",
+            description = "Run the job over a Stoker cluster: join it through this seed node HOST:PORT (see `stoker node`), "
+                    + "place workers on the nodes, and serve this node's ranks; ranks on other nodes connect to their node's socket.")
+    String clusterSeed;
+
+    @Option(names = "--placement", defaultValue = "spread",
+            description = "With --cluster: pack fills one node's slots before the next; spread deals the workers over the "
+                    + "nodes (default: ${DEFAULT-VALUE}).")
+    String placement;
+
+    @Option(names = "--workers", description = "With --cluster: workers to place (default: --nodes).")
+    Integer workers;
+
+    @Option(names = "--nodes", defaultValue = "1",
+            description = "With --cluster: worker nodes (slots > 0, this one included) to wait for before the job starts "
+                    + "(default: ${DEFAULT-VALUE}).")
+    int clusterNodes;
+
+    @Mixin ClusterOptions cluster;
+
     /** Where the Python client looks by default: $XDG_RUNTIME_DIR/stoker/JOB.sock, else /tmp/stoker-UID/JOB.sock. */
     static Path defaultSocket(String job) throws java.io.IOException {
         String xdg = System.getenv("XDG_RUNTIME_DIR");
@@ -117,6 +137,7 @@ final class ServeCommand implements Callable<Integer> {
 
         var stop = new CountDownLatch(1);
         Signals.onTermination(stop::countDown);
+        if (clusterSeed != null) return ClusterServe.run(this, sock, stop);
         try (var factory = FeedFactory.open(feed, options);
              var service = factory.start(mode, Math.min(feed.prefetchBytes, 2 * oneBatch), startStep, steps);
              var server = new FeedServer(sock, service, false);

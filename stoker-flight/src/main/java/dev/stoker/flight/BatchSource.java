@@ -18,6 +18,13 @@ public interface BatchSource {
      */
     CompletableFuture<Leased> next(int rank);
 
+    /**
+     * What a DoGet whose ticket names {@code job} gets: by default the rank's next batch, whatever
+     * the job. A source that serves stored objects by name (a cluster node's object store) reads
+     * {@code job} as the object's name instead.
+     */
+    default CompletableFuture<Leased> next(int rank, int world, String job) { return next(rank); }
+
     /** A batch lent to the server until it calls {@code done} (which releases the lease). */
     record Leased(MemorySegment batch, Runnable done) {}
 }

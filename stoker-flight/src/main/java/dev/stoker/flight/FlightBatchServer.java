@@ -83,7 +83,7 @@ public final class FlightBatchServer implements AutoCloseable {
     private final ExecutorService grpcExecutor = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("stoker-flight-grpc-", 0).factory());
     private final Set<PendingGet> pending = ConcurrentHashMap.newKeySet();
     /** Batches of cancelled DoGets, oldest first, per rank; guarded by itself. */
-    private final Map<Integer, ArrayDeque<CompletableFuture<BatchSource.Leased>>> unclaimed = new HashMap<>();
+    private final Map<String, ArrayDeque<CompletableFuture<BatchSource.Leased>>> unclaimed = new HashMap<>();
     private final AtomicLong batchesSent = new AtomicLong();
     private final AtomicLong bytesSent = new AtomicLong();
     private final FlightServer server;
@@ -232,10 +232,11 @@ public final class FlightBatchServer implements AutoCloseable {
                 return;
             }
             int rank = request.rank();
-            CompletableFuture<BatchSource.Leased> batch = adopt(rank);
+            String key = rank + "/" + request.job(); // what a cancelled DoGet left is kept for the same rank and job (or object)
+            CompletableFuture<BatchSource.Leased> batch = adopt(key);
             if (batch == null) {
                 try {
-                    batch = source.next(rank);
+                    batch = source.next(rank, request.world(), request.job());
                 } catch (RuntimeException e) {
                     listener.error(CallStatus.INTERNAL.withDescription("batch source failed: " + e).withCause(e).toRuntimeException());
                     return;
@@ -245,14 +246,14 @@ public final class FlightBatchServer implements AutoCloseable {
             pending.add(call);
             listener.setOnCancelHandler(() -> {
                 if (call.claimed().compareAndSet(false, true)) {
-                    handBack(rank, call.batch());
+                    handBack(key, call.batch());
                     pending.remove(call);
                 }
             });
             BiConsumer<BatchSource.Leased, Throwable> deliver = (leased, failure) -> {
                 if (!call.claimed().compareAndSet(false, true)) return;
                 pending.remove(call);
-                if (listener.isCancelled()) handBack(rank, call.batch());
+                if (listener.isCancelled()) handBack(key, call.batch());
                 else send(listener, leased, failure);
             };
             // A batch already made is sent on this gRPC thread: a hand-off costs more than the copy of a small batch.
@@ -381,18 +382,18 @@ public final class FlightBatchServer implements AutoCloseable {
         }
     }
 
-    private CompletableFuture<BatchSource.Leased> adopt(int rank) {
+    private CompletableFuture<BatchSource.Leased> adopt(String key) {
         synchronized (unclaimed) {
-            var queue = unclaimed.get(rank);
+            var queue = unclaimed.get(key);
             return queue == null ? null : queue.poll();
         }
     }
 
     /** Keeps a cancelled DoGet's batch for the rank's next DoGet, or releases it once the server is closed. */
-    private void handBack(int rank, CompletableFuture<BatchSource.Leased> batch) {
+    private void handBack(String key, CompletableFuture<BatchSource.Leased> batch) {
         synchronized (unclaimed) {
             if (!closed) {
-                unclaimed.computeIfAbsent(rank, r -> new ArrayDeque<>()).add(batch);
+                unclaimed.computeIfAbsent(key, r -> new ArrayDeque<>()).add(batch);
                 return;
             }
         }

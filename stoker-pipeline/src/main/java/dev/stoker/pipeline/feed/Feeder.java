@@ -261,7 +261,7 @@ public final class Feeder implements AutoCloseable {
     /** The pipeline-side verdict now ({@link Bottleneck#classify} without the trainers' figures). */
     public BottleneckVerdict verdict() { return Bottleneck.classify(bottleneckInputs()); }
 
-    private static byte[] readManifest(FeedSource source) throws IOException {
+    static byte[] readManifest(FeedSource source) throws IOException {
         try {
             return source.fetchManifest().get(MANIFEST_TIMEOUT_SECONDS, TimeUnit.SECONDS);
         } catch (ExecutionException e) {
@@ -274,7 +274,7 @@ public final class Feeder implements AutoCloseable {
         }
     }
 
-    private static Config pekkoConfig() {
+    static Config pekkoConfig() {
         return ConfigFactory.parseString(PEKKO_CONFIG).withFallback(ConfigFactory.defaultReference(Feeder.class.getClassLoader())).resolve();
     }
 
@@ -286,7 +286,7 @@ public final class Feeder implements AutoCloseable {
      */
     public long fingerprint() { return fingerprint; }
 
-    private static long fingerprint(byte[] manifest, FeedConfig config) {
+    static long fingerprint(byte[] manifest, FeedConfig config) {
         try {
             var md = java.security.MessageDigest.getInstance("SHA-256");
             md.update(manifest);

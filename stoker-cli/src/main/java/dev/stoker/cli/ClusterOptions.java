@@ -1,0 +1,69 @@
+package dev.stoker.cli;
+
+import dev.stoker.cluster.ClusterNode;
+import dev.stoker.store.ShmObjectStore;
+import dev.stoker.store.StoreConfig;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import picocli.CommandLine.Option;
+
+/** Options of a cluster member ({@code node}, {@code serve --cluster}): its address, slots, store and failure timings. */
+final class ClusterOptions {
+    @Option(names = "--bind", defaultValue = "127.0.0.1:0",
+            description = "HOST:PORT this node's cluster member binds and advertises; the other nodes must reach HOST; port 0: "
+                    + "any free port (default: ${DEFAULT-VALUE}).")
+    String bind;
+
+    @Option(names = "--slots", defaultValue = "4",
+            description = "Workers this node takes; pack placement fills them before the next node; 0: none (default: ${DEFAULT-VALUE}).")
+    int slots;
+
+    @Option(names = "--flight-port", defaultValue = "0",
+            description = "Port of the node's Arrow Flight endpoint on HOST of --bind, from which ranks on other nodes pull the "
+                    + "batches this node made (default: any free port).")
+    int flightPort;
+
+    @Option(names = "--node-shm-budget", converter = ByteSizeConverter.class, defaultValue = "2G",
+            description = "Budget of this node's object store, which holds the batches it made until their ranks pulled "
+                    + "them, and the batches pulled for its own ranks (default: ${DEFAULT-VALUE}).")
+    long nodeShmBudget;
+
+    @Option(names = "--node-shm-dir", defaultValue = "/dev/shm", description = "Folder of this node's object store (default: ${DEFAULT-VALUE}).")
+    Path nodeShmDir;
+
+    @Option(names = "--down-after-ms", defaultValue = "3000",
+            description = "How long the split-brain resolver waits for a stable set of unreachable nodes before downing them "
+                    + "(default: ${DEFAULT-VALUE}).")
+    long downAfterMillis;
+
+    @Option(names = "--heartbeat-pause-ms", defaultValue = "4000",
+            description = "How long a node may miss heartbeats before it counts as unreachable and its work is redone "
+                    + "elsewhere (default: ${DEFAULT-VALUE}).")
+    long heartbeatPauseMillis;
+
+    ClusterNode.Options nodeOptions(List<String> seeds) {
+        Object[] hp;
+        try {
+            hp = ClusterNode.parseHostPort(bind);
+        } catch (IllegalArgumentException e) {
+            throw new Main.InvalidInputException("--bind: " + e.getMessage());
+        }
+        if (slots < 0) throw new Main.InvalidInputException("--slots must be >= 0");
+        try {
+            return ClusterNode.Options.of((String) hp[0], (Integer) hp[1], seeds, slots)
+                    .withTimings(Duration.ofMillis(downAfterMillis), Duration.ofMillis(heartbeatPauseMillis)).withFlightPort(flightPort);
+        } catch (IllegalArgumentException e) {
+            throw new Main.InvalidInputException(e.getMessage());
+        }
+    }
+
+    ShmObjectStore openStore(String name) throws IOException {
+        try {
+            return ShmObjectStore.open(new StoreConfig(nodeShmDir, nodeShmBudget, name));
+        } catch (IllegalArgumentException e) {
+            throw new Main.InvalidInputException("--node-shm-*: " + e.getMessage());
+        }
+    }
+}

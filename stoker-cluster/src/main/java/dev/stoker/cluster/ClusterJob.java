@@ -1,0 +1,545 @@
+package dev.stoker.cluster;
+
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.pipeline.schedule.ScheduleCursor;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.ClusterEvent;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Subscribe;
+
+/**
+ * A job run over the cluster: the coordinator. It finds the nodes (the receptionist), places the
+ * workers ({@link Placement}), opens the job on every node, and then, for each rank, keeps a window
+ * of batches being made ahead of the trainer, each on a worker chosen in turn. A rank asks for its
+ * next batch and gets a <em>reference</em> (node, Flight endpoint, object name): the bytes stay in
+ * the owner's store until the rank pulls them, and never pass through the coordinator.
+ *
+ * <p>Exactly once: a batch is a pure function of (cursor, rank), so a dead node's work is simply
+ * made again elsewhere. When a node becomes unreachable (the failure detector) or leaves (downed
+ * by the split-brain resolver), its workers are placed on the live nodes and every batch it owed
+ * and no rank has pulled yet is asked again of its new worker, in each rank's order; a rank whose
+ * pull from the dead owner failed asks again ({@code Refetch}). The rank's sequence does not change:
+ * nothing is lost or repeated, the trainer sees a pause. Late answers from a node given up on are
+ * dropped (and their objects released).
+ *
+ * <p>Holding: the owner keeps a batch until its rank asks for the next one (which proves the
+ * trainer holds it), then the coordinator releases it.
+ *
+ * <p>Threading: the coordinator actor and the answers' threads call in; state is guarded by {@code this}.
+ */
+public final class ClusterJob implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(ClusterJob.class.getName());
+    private static final Duration ASK = Duration.ofSeconds(15);
+    private static final Duration PRODUCE_TIMEOUT = Duration.ofHours(1);
+
+    /**
+     * What to run.
+     *
+     * @param job       the job's name (unique in the cluster)
+     * @param args      the feed options, as {@code serve} takes them (the same on every node)
+     * @param nodes     worker nodes (slots > 0) to wait for before starting
+     * @param placement pack or spread
+     * @param workers   workers to place (each one stream of fetch → decode → write)
+     * @param steps     batches per rank (0: endless)
+     * @param depth     batches made ahead per rank (0: the feed's prefetch depth)
+     */
+    public record Spec(String job, List<String> args, int nodes, Placement placement, int workers, long steps, int depth) {
+        public Spec {
+            args = List.copyOf(args);
+            if (nodes <= 0) throw new IllegalArgumentException("nodes must be positive, got " + nodes);
+            if (workers <= 0) throw new IllegalArgumentException("workers must be positive, got " + workers);
+            if (steps < 0 || depth < 0) throw new IllegalArgumentException("steps and depth must be >= 0");
+        }
+    }
+
+    /** A local message to the coordinator: the nodes the receptionist knows now. */
+    private record Listing(Receptionist.Listing listing) implements CoordinatorProtocol.Command {}
+
+    /** A local message: a member event (a node left or was removed). */
+    private record MemberChange(ClusterEvent.MemberEvent event) implements CoordinatorProtocol.Command {}
+
+    /** A local message: a node became unreachable. */
+    private record Reachability(ClusterEvent.ReachabilityEvent event) implements CoordinatorProtocol.Command {}
+
+    private record Stop() implements CoordinatorProtocol.Command {}
+
+    /** One batch of one rank: made by a worker, possibly again after its node died. */
+    private static final class Task {
+        final long id;
+        final int rank;
+        final ScheduleCursor cursor;
+        final long globalStep;
+        int worker;
+        String node;
+        int attempt;
+        boolean handedOut;
+        CompletableFuture<NodeProtocol.Produced> done = new CompletableFuture<>();
+
+        Task(long id, int rank, ScheduleCursor cursor, long globalStep) {
+            this.id = id;
+            this.rank = rank;
+            this.cursor = cursor;
+            this.globalStep = globalStep;
+        }
+
+        String key() { return "t" + id + "a" + attempt; }
+    }
+
+    private static final class RankState {
+        ScheduleCursor next;
+        long issued;
+        final ArrayDeque<Task> window = new ArrayDeque<>();
+        Task out; // handed out, not yet confirmed by the rank's next request
+        long batches, samples, skipped;
+    }
+
+    private final ActorSystem<?> system;
+    private final Spec spec;
+    private final Map<String, ActorRef<NodeProtocol.Command>> agents = new TreeMap<>(); // live nodes by address
+    private final Map<String, NodeProtocol.NodeInfo> infos = new HashMap<>();
+    private final Set<String> dead = new HashSet<>();
+    private final CompletableFuture<Void> enoughNodes = new CompletableFuture<>();
+    private List<String> order = List.of(); // nodes in placement order
+    private String[] workerNode;
+    private SampleSchedule schedule;
+    private long fingerprint;
+    private int depth;
+    private RankState[] ranks;
+    private long nextTaskId;
+    private long turn;
+    private long redone, refetched, lateDropped;
+    private ActorRef<CoordinatorProtocol.Command> self;
+    private volatile boolean closed;
+
+    private ClusterJob(ActorSystem<?> system, Spec spec) {
+        this.system = system;
+        this.spec = spec;
+    }
+
+    static ClusterJob start(ActorSystem<?> system, Spec spec, Duration timeout) throws IOException, InterruptedException {
+        var job = new ClusterJob(system, spec);
+        var ready = new CompletableFuture<ActorRef<CoordinatorProtocol.Command>>();
+        system.systemActorOf(job.behavior(ready), "coordinator-" + spec.job().replaceAll("[^A-Za-z0-9_-]", "_"), Props.empty());
+        try {
+            job.self = ready.get(10, TimeUnit.SECONDS);
+            job.open(timeout);
+            return job;
+        } catch (ExecutionException | TimeoutException | RuntimeException e) {
+            job.close();
+            throw new IOException("cannot start job " + spec.job() + ": " + (e instanceof ExecutionException ? e.getCause() : e), e);
+        } catch (IOException | InterruptedException e) {
+            job.close();
+            throw e;
+        }
+    }
+
+    private Behavior<CoordinatorProtocol.Command> behavior(CompletableFuture<ActorRef<CoordinatorProtocol.Command>> ready) {
+        return Behaviors.setup(ctx -> {
+            var listings = ctx.messageAdapter(Receptionist.Listing.class, Listing::new);
+            ctx.getSystem().receptionist().tell(Receptionist.subscribe(NodeProtocol.KEY, listings));
+            var cluster = Cluster.get(ctx.getSystem());
+            cluster.subscriptions().tell(Subscribe.create(ctx.messageAdapter(ClusterEvent.MemberEvent.class, MemberChange::new),
+                    ClusterEvent.MemberEvent.class));
+            cluster.subscriptions().tell(Subscribe.create(ctx.messageAdapter(ClusterEvent.ReachabilityEvent.class, Reachability::new),
+                    ClusterEvent.ReachabilityEvent.class));
+            ready.complete(ctx.getSelf());
+            return Behaviors.receive(CoordinatorProtocol.Command.class)
+                    .onMessage(Listing.class, m -> {
+                        onListing(m.listing().getServiceInstances(NodeProtocol.KEY));
+                        return Behaviors.same();
+                    })
+                    .onMessage(MemberChange.class, m -> {
+                        if (m.event() instanceof ClusterEvent.MemberRemoved || m.event() instanceof ClusterEvent.MemberDowned
+                                || m.event() instanceof ClusterEvent.MemberExited)
+                            nodeDown(m.event().member().address().toString(), m.event().getClass().getSimpleName());
+                        return Behaviors.same();
+                    })
+                    .onMessage(Reachability.class, m -> {
+                        if (m.event() instanceof ClusterEvent.UnreachableMember u)
+                            nodeDown(u.member().address().toString(), "unreachable");
+                        return Behaviors.same();
+                    })
+                    .onMessage(CoordinatorProtocol.NextBatch.class, m -> {
+                        next(m.rank(), m.replyTo());
+                        return Behaviors.same();
+                    })
+                    .onMessage(CoordinatorProtocol.Refetch.class, m -> {
+                        refetch(m.rank(), m.key(), m.reason(), m.replyTo());
+                        return Behaviors.same();
+                    })
+                    .onMessage(Stop.class, m -> Behaviors.stopped())
+                    .build();
+        });
+    }
+
+    private synchronized void onListing(Set<ActorRef<NodeProtocol.Command>> refs) {
+        var seen = new HashSet<String>();
+        for (var ref : refs) {
+            String address = addressOf(ref);
+            seen.add(address);
+            if (!dead.contains(address)) agents.putIfAbsent(address, ref);
+        }
+        for (var address : List.copyOf(agents.keySet())) if (!seen.contains(address) && schedule != null) nodeDown(address, "deregistered");
+        if (agents.size() >= spec.nodes()) enoughNodes.complete(null);
+    }
+
+    private String addressOf(ActorRef<?> ref) {
+        var a = ref.path().address();
+        return a.hasGlobalScope() ? a.toString() : Cluster.get(system).selfMember().address().toString();
+    }
+
+    /** Finds the nodes, places the workers, opens the job everywhere; then fills every rank's window. */
+    private void open(Duration timeout) throws IOException, InterruptedException, ExecutionException, TimeoutException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        // wait until enough nodes that take workers have registered
+        while (true) {
+            Map<String, ActorRef<NodeProtocol.Command>> snapshot;
+            synchronized (this) {
+                snapshot = new TreeMap<>(agents);
+            }
+            var infosNow = new HashMap<String, NodeProtocol.NodeInfo>();
+            for (var e : snapshot.entrySet())
+                infosNow.put(e.getKey(), ask(e.getValue(), NodeProtocol.Hello::new).toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS));
+            long workerNodes = infosNow.values().stream().filter(i -> i.slots() > 0).count();
+            if (workerNodes >= spec.nodes()) {
+                synchronized (this) {
+                    infos.putAll(infosNow);
+                }
+                break;
+            }
+            if (System.nanoTime() > deadline)
+                throw new IOException("waited " + timeout.toSeconds() + " s for " + spec.nodes() + " worker nodes; " + workerNodes
+                        + " joined (" + infosNow.keySet() + ")");
+            Thread.sleep(200);
+        }
+        List<String> nodes;
+        synchronized (this) {
+            nodes = new ArrayList<>(infos.keySet());
+            nodes.sort(null);
+            order = List.copyOf(nodes);
+            int[] slots = order.stream().mapToInt(a -> infos.get(a).slots()).toArray();
+            int[] assignment = spec.placement().assign(spec.workers(), slots);
+            workerNode = new String[spec.workers()];
+            for (int w = 0; w < assignment.length; w++) workerNode[w] = order.get(assignment[w]);
+        }
+        // open the job on every node (a node with no workers still serves its trainers)
+        var starts = new ArrayList<CompletableFuture<NodeProtocol.JobStarted>>();
+        for (String a : nodes) {
+            ActorRef<NodeProtocol.Command> ref;
+            synchronized (this) {
+                ref = agents.get(a);
+            }
+            starts.add(AskPattern.<NodeProtocol.Command, NodeProtocol.JobStarted>ask(ref,
+                    r -> new NodeProtocol.StartJob(spec.job(), spec.args(), self, r), Duration.ofNanos(Math.max(1, deadline - System.nanoTime())),
+                    system.scheduler()).toCompletableFuture());
+        }
+        NodeProtocol.JobStarted first = null;
+        for (var f : starts) {
+            var s = f.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            if (s.error() != null) throw new IOException(s.error());
+            if (first == null) first = s;
+            else if (s.fingerprint() != first.fingerprint() || s.datasetSize() != first.datasetSize())
+                throw new IOException("node " + s.address() + " reads another data set or configuration than " + first.address()
+                        + " (fingerprint " + Long.toHexString(s.fingerprint()) + " vs " + Long.toHexString(first.fingerprint())
+                        + ", " + s.datasetSize() + " vs " + first.datasetSize() + " samples): every node must see the same manifest and options");
+        }
+        synchronized (this) {
+            schedule = new SampleSchedule(first.seed(), first.datasetSize(), first.ranks(), first.batchSize());
+            fingerprint = first.fingerprint();
+            depth = spec.depth() > 0 ? spec.depth() : Math.max(1, first.prefetchBatches());
+            ranks = new RankState[first.ranks()];
+            for (int r = 0; r < ranks.length; r++) {
+                ranks[r] = new RankState();
+                ranks[r].next = ScheduleCursor.START;
+            }
+            for (int r = 0; r < ranks.length; r++) topUp(r);
+        }
+        LOG.log(System.Logger.Level.INFO, "job " + spec.job() + ": " + spec.workers() + " workers " + spec.placement() + " over " + order);
+    }
+
+    private <T> CompletionStage<T> ask(ActorRef<NodeProtocol.Command> ref, java.util.function.Function<ActorRef<T>, NodeProtocol.Command> msg) {
+        return AskPattern.ask(ref, msg::apply, ASK, system.scheduler());
+    }
+
+    /** Issues batches for rank {@code r} until its window is full (or its steps are all issued). */
+    private void topUp(int r) {
+        var st = ranks[r];
+        while (st.window.size() < depth && (spec.steps() == 0 || st.issued < spec.steps())) {
+            var c = st.next;
+            long globalStep = c.epoch() * schedule.stepsPerEpoch() + c.position() / schedule.positionsPerStep();
+            var t = new Task(nextTaskId++, r, c, globalStep);
+            st.next = schedule.next(c);
+            st.issued++;
+            t.worker = (int) (turn++ % workerNode.length);
+            st.window.addLast(t);
+            submit(t);
+        }
+    }
+
+    /** Asks the task's worker's node to make it (a new attempt; answers of older attempts are dropped). */
+    private void submit(Task t) {
+        t.node = workerNode[t.worker];
+        t.attempt++;
+        int attempt = t.attempt;
+        var agent = t.node == null ? null : agents.get(t.node);
+        if (agent == null) {
+            t.done.completeExceptionally(new IllegalStateException("no live node to make step " + t.globalStep + " of rank " + t.rank));
+            return;
+        }
+        String key = t.key();
+        AskPattern.<NodeProtocol.Command, NodeProtocol.Produced>ask(agent,
+                        reply -> new NodeProtocol.Produce(spec.job(), key, t.worker, t.cursor.epoch(), t.cursor.position(), t.rank, reply),
+                        PRODUCE_TIMEOUT, system.scheduler())
+                .whenComplete((p, err) -> produced(t, attempt, p, err));
+    }
+
+    private synchronized void produced(Task t, int attempt, NodeProtocol.Produced p, Throwable err) {
+        boolean ok = err == null && p.error() == null;
+        if (t.attempt != attempt || closed) {
+            if (ok) { // an answer from a node given up on (or after the end): its object is nobody's
+                lateDropped++;
+                var agent = agents.get(p.address());
+                if (agent != null) agent.tell(new NodeProtocol.Release(spec.job(), p.key()));
+            }
+            return;
+        }
+        if (ok) {
+            t.done.complete(p);
+            return;
+        }
+        if (dead.contains(t.node)) return; // redone by nodeDown
+        t.done.completeExceptionally(new IllegalStateException(err != null ? "node " + t.node + " did not answer: " + err : p.error()));
+    }
+
+    /** Rank {@code rank}'s next batch reference; confirms (releases) the one before it. */
+    private synchronized void next(int rank, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
+        if (ranks == null || rank < 0 || rank >= ranks.length) {
+            replyTo.tell(CoordinatorProtocol.BatchRef.failed(rank, "rank " + rank + " is not in this job"));
+            return;
+        }
+        var st = ranks[rank];
+        confirm(st);
+        topUp(rank);
+        var t = st.window.pollFirst();
+        if (t == null) {
+            replyTo.tell(CoordinatorProtocol.BatchRef.ended(rank));
+            return;
+        }
+        t.handedOut = true;
+        st.out = t;
+        topUp(rank);
+        answer(t, replyTo);
+    }
+
+    private void confirm(RankState st) {
+        var t = st.out;
+        if (t == null) return;
+        st.out = null;
+        var p = t.done.getNow(null);
+        if (p != null) {
+            var agent = agents.get(p.address());
+            if (agent != null) agent.tell(new NodeProtocol.Release(spec.job(), p.key()));
+        }
+    }
+
+    private void answer(Task t, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
+        t.done.whenComplete((p, err) -> {
+            if (err != null) {
+                replyTo.tell(CoordinatorProtocol.BatchRef.failed(t.rank, "step " + t.globalStep + " of rank " + t.rank + ": "
+                        + (err.getCause() != null ? err.getCause().getMessage() : err.getMessage())));
+                return;
+            }
+            NodeProtocol.NodeInfo info;
+            synchronized (this) {
+                info = infos.get(p.address());
+                var st = ranks[t.rank];
+                st.batches++;
+                st.samples += p.samples();
+                st.skipped += p.scheduled() - p.samples();
+            }
+            replyTo.tell(new CoordinatorProtocol.BatchRef(p.key(), p.address(), info == null ? "" : info.flightHost(),
+                    info == null ? 0 : info.flightPort(), p.bytes(), t.cursor.epoch(), t.cursor.position(), t.globalStep, t.rank,
+                    p.samples(), p.scheduled(), p.skipped(), false, null));
+        });
+    }
+
+    /** A rank could not pull {@code key} from its owner: make the batch again, elsewhere when another node is live. */
+    private synchronized void refetch(int rank, String key, String reason, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
+        if (ranks == null || rank < 0 || rank >= ranks.length || ranks[rank].out == null) {
+            replyTo.tell(CoordinatorProtocol.BatchRef.failed(rank, "rank " + rank + " has no batch out to fetch again"));
+            return;
+        }
+        var t = ranks[rank].out;
+        var p = t.done.getNow(null);
+        if (p != null && p.key().equals(key)) { // the attempt the rank failed on: redo it
+            refetched++;
+            LOG.log(System.Logger.Level.WARNING, "rank " + rank + " could not pull " + key + " from " + p.address() + " (" + reason
+                    + "); making step " + t.globalStep + " again");
+            String other = liveNodeOtherThan(t.node);
+            if (other != null) workerNodeFor(t, other);
+            t.done = new CompletableFuture<>();
+            submit(t);
+        }
+        answer(t, replyTo);
+    }
+
+    private String liveNodeOtherThan(String node) {
+        for (String a : order) if (!a.equals(node) && !dead.contains(a) && infos.get(a).slots() > 0) return a;
+        return null;
+    }
+
+    /** Points the task at a worker on {@code node} (the first one there, else keeps its worker but moves it). */
+    private void workerNodeFor(Task t, String node) {
+        for (int w = 0; w < workerNode.length; w++)
+            if (node.equals(workerNode[w])) {
+                t.worker = w;
+                return;
+            }
+    }
+
+    /** A node is gone (unreachable, downed, removed): place its workers elsewhere and redo what it owed. */
+    private synchronized void nodeDown(String address, String why) {
+        if (schedule == null || closed || !agents.containsKey(address) || !dead.add(address)) return;
+        agents.remove(address);
+        LOG.log(System.Logger.Level.WARNING, "node " + address + " is gone (" + why + "); redoing its work on " + agents.keySet());
+        var live = new ArrayList<String>();
+        for (String a : order) if (!dead.contains(a)) live.add(a);
+        int[] slots = live.stream().mapToInt(a -> infos.get(a).slots()).toArray();
+        var moved = new ArrayList<Integer>();
+        for (int w = 0; w < workerNode.length; w++) if (address.equals(workerNode[w])) moved.add(w);
+        if (!moved.isEmpty()) {
+            boolean anyTakes = false;
+            for (int s : slots) anyTakes |= s > 0;
+            if (anyTakes) {
+                // the live nodes keep their workers; the moved ones fill free slots by the same rule
+                int[] free = slots.clone();
+                for (int w = 0; w < workerNode.length; w++) {
+                    int i = live.indexOf(workerNode[w]);
+                    if (i >= 0) free[i] = Math.max(0, free[i] - 1);
+                }
+                boolean anyFree = false;
+                for (int f : free) anyFree |= f > 0;
+                int[] assignment = spec.placement().assign(moved.size(), anyFree ? free : slots);
+                for (int k = 0; k < moved.size(); k++) workerNode[moved.get(k)] = live.get(assignment[k]);
+            } else {
+                for (int w : moved) workerNode[w] = null;
+            }
+        }
+        for (var st : ranks) {
+            var owed = new ArrayList<Task>();
+            if (st.out != null) owed.add(st.out);
+            owed.addAll(st.window);
+            for (var t : owed) {
+                if (!address.equals(t.node)) continue;
+                if (t.done.isDone()) {
+                    if (t.handedOut) continue; // the rank pulls it or asks again (Refetch)
+                    t.done = new CompletableFuture<>();
+                }
+                redone++;
+                submit(t);
+            }
+        }
+    }
+
+    /** The job's fingerprint (every node's). */
+    public synchronized long fingerprint() { return fingerprint; }
+
+    public synchronized SampleSchedule schedule() { return schedule; }
+
+    /** The coordinator's actor, which ranks ask for references. */
+    public ActorRef<CoordinatorProtocol.Command> coordinator() { return self; }
+
+    /** Each worker's node, in worker order (null: no live node takes it). */
+    public synchronized List<String> workerNodes() { return java.util.Arrays.asList(workerNode.clone()); }
+
+    /** Nodes in placement order, with their Flight endpoints and slots. */
+    public synchronized List<NodeProtocol.NodeInfo> nodes() {
+        var out = new ArrayList<NodeProtocol.NodeInfo>();
+        for (String a : order) out.add(infos.get(a));
+        return out;
+    }
+
+    /** Nodes given up on. */
+    public synchronized Set<String> deadNodes() { return Set.copyOf(dead); }
+
+    /** Batches made again because their node died, or because a rank could not pull them. */
+    public synchronized long redone() { return redone + refetched; }
+
+    /** The counters of every live node (asked now). */
+    public List<NodeProtocol.NodeStats> nodeStats() throws InterruptedException {
+        Map<String, ActorRef<NodeProtocol.Command>> live;
+        synchronized (this) {
+            live = new TreeMap<>(agents);
+        }
+        var out = new ArrayList<NodeProtocol.NodeStats>();
+        for (var ref : live.values()) {
+            try {
+                out.add(this.<NodeProtocol.NodeStats>ask(ref, NodeProtocol.GetStats::new).toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS));
+            } catch (ExecutionException | TimeoutException e) {
+                // a node that does not answer has no counters to give
+            }
+        }
+        return out;
+    }
+
+    /** Per-rank figures: batches handed out, samples in them, samples skipped. */
+    public synchronized Map<String, Object> summary() {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("job", spec.job());
+        m.put("placement", spec.placement().name().toLowerCase(java.util.Locale.ROOT));
+        m.put("workers", spec.workers());
+        m.put("worker_nodes", workerNode == null ? List.of() : List.of(workerNode.clone()));
+        m.put("dead_nodes", List.copyOf(dead));
+        m.put("redone", redone);
+        m.put("refetched", refetched);
+        m.put("late_dropped", lateDropped);
+        var perRank = new ArrayList<Map<String, Object>>();
+        if (ranks != null)
+            for (int r = 0; r < ranks.length; r++) {
+                var st = ranks[r];
+                var x = new LinkedHashMap<String, Object>();
+                x.put("rank", r);
+                x.put("batches", st.batches);
+                x.put("samples", st.samples);
+                x.put("skipped", st.skipped);
+                perRank.add(x);
+            }
+        m.put("ranks", perRank);
+        return m;
+    }
+
+    /** Stops the job on every node and the coordinator. */
+    @Override
+    public void close() {
+        List<ActorRef<NodeProtocol.Command>> live;
+        synchronized (this) {
+            if (closed) return;
+            closed = true;
+            live = new ArrayList<>(agents.values());
+        }
+        for (var a : live) a.tell(new NodeProtocol.StopJob(spec.job()));
+        if (self != null) self.tell(new Stop());
+    }
+}

@@ -1,0 +1,284 @@
+package dev.stoker.cluster;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.stoker.flight.FlightBatchServer;
+import dev.stoker.store.ShmObjectStore;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.arrow.flight.Location;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+
+/**
+ * One JVM of a Stoker cluster: a member of a Pekko Cluster (Artery TCP, the split-brain resolver
+ * on, keep-majority) whose agent makes batches for the jobs a coordinator starts, keeps them in
+ * the node's shared-memory store, and lends them over Arrow Flight to ranks on other nodes.
+ * {@code ./stoker node} runs one; {@code ./stoker serve --cluster} runs one too and starts a job
+ * ({@link #runJob}).
+ *
+ * <p>Threading: thread-safe; the agent's messages are handled on Pekko's dispatcher, jobs open
+ * and batches complete on the pipeline's threads.
+ */
+public final class ClusterNode implements AutoCloseable {
+    public static final String SYSTEM_NAME = "stoker";
+
+    /**
+     * How to run a node.
+     *
+     * @param host        address Pekko remoting and Flight bind to and advertise (an address the other nodes reach)
+     * @param port        Pekko remoting port (0: any free one)
+     * @param seeds       seed nodes "host:port" (this node's own address when it is the first)
+     * @param slots       workers this node takes (pack fills these before the next node); 0: none (coordinator only)
+     * @param flightPort  Flight port (0: any free one)
+     * @param roles       cluster roles
+     * @param downAfter   how long the split-brain resolver waits for a stable unreachable set before downing it
+     * @param heartbeatPause how long a node may miss heartbeats before it is unreachable
+     */
+    public record Options(String host, int port, List<String> seeds, int slots, int flightPort, List<String> roles,
+                          Duration downAfter, Duration heartbeatPause) {
+        public Options {
+            Objects.requireNonNull(host, "host");
+            seeds = List.copyOf(seeds);
+            roles = List.copyOf(roles);
+            if (slots < 0) throw new IllegalArgumentException("slots must be >= 0, got " + slots);
+            if (seeds.isEmpty()) throw new IllegalArgumentException("at least one seed node HOST:PORT is needed");
+            for (String s : seeds) parseHostPort(s);
+        }
+
+        public static Options of(String host, int port, List<String> seeds, int slots) {
+            return new Options(host, port, seeds, slots, 0, List.of("worker"), Duration.ofSeconds(3), Duration.ofSeconds(4));
+        }
+
+        public Options withTimings(Duration down, Duration pause) {
+            return new Options(host, port, seeds, slots, flightPort, roles, down, pause);
+        }
+
+        public Options withFlightPort(int p) { return new Options(host, port, seeds, slots, p, roles, downAfter, heartbeatPause); }
+    }
+
+    private final ActorSystem<NodeProtocol.Command> system;
+    private final NodeRuntime runtime;
+    private final FlightBatchServer flight;
+    private final RootAllocator allocator;
+    private final String flightHost;
+    private final Options options;
+    private final List<ClusterRankFeed> feeds = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    private ClusterNode(ActorSystem<NodeProtocol.Command> system, NodeRuntime runtime, FlightBatchServer flight, RootAllocator allocator,
+                        Options options) {
+        this.system = system;
+        this.runtime = runtime;
+        this.flight = flight;
+        this.allocator = allocator;
+        this.flightHost = options.host();
+        this.options = options;
+    }
+
+    /**
+     * Starts the node: its Flight server, then its cluster member, which joins through the seeds.
+     * {@code store} is the node's object store (closed by the caller after the node).
+     */
+    public static ClusterNode start(Options options, ShmObjectStore store, JobFactory factory) throws IOException {
+        var runtime = new NodeRuntime(store, factory, options.slots());
+        var allocator = new RootAllocator();
+        FlightBatchServer flight;
+        try {
+            flight = FlightBatchServer.start(Location.forGrpcInsecure(options.host(), options.flightPort()), runtime, allocator);
+        } catch (IOException | RuntimeException e) {
+            allocator.close();
+            throw e;
+        }
+        var holder = new CompletableFuture<ClusterNode>();
+        ActorSystem<NodeProtocol.Command> system;
+        try {
+            system = ActorSystem.create(agent(runtime, holder), SYSTEM_NAME, config(options));
+        } catch (RuntimeException e) {
+            flight.close();
+            allocator.close();
+            throw e;
+        }
+        var node = new ClusterNode(system, runtime, flight, allocator, options);
+        holder.complete(node);
+        return node;
+    }
+
+    static Config config(Options o) {
+        var seeds = new StringBuilder();
+        for (String s : o.seeds()) {
+            if (!seeds.isEmpty()) seeds.append(", ");
+            seeds.append('"').append("pekko://").append(SYSTEM_NAME).append('@').append(s).append('"');
+        }
+        var roles = new StringBuilder();
+        for (String r : o.roles()) {
+            if (!roles.isEmpty()) roles.append(", ");
+            roles.append('"').append(r).append('"');
+        }
+        String text = """
+                pekko {
+                  loggers = ["org.apache.pekko.event.slf4j.Slf4jLogger"]
+                  logging-filter = "org.apache.pekko.event.slf4j.Slf4jLoggingFilter"
+                  loglevel = "WARNING"
+                  stdout-loglevel = "OFF"
+                  log-dead-letters = off
+                  log-dead-letters-during-shutdown = off
+                  jvm-shutdown-hooks = off
+                  coordinated-shutdown.run-by-jvm-shutdown-hook = off
+                  coordinated-shutdown.exit-jvm = off
+                  actor {
+                    provider = cluster
+                    serialization-bindings { "dev.stoker.cluster.ClusterMessage" = jackson-cbor }
+                  }
+                  remote.artery {
+                    transport = tcp
+                    canonical.hostname = "%s"
+                    canonical.port = %d
+                  }
+                  cluster {
+                    seed-nodes = [%s]
+                    roles = [%s]
+                    downing-provider-class = "org.apache.pekko.cluster.sbr.SplitBrainResolverProvider"
+                    split-brain-resolver {
+                      active-strategy = keep-majority
+                      stable-after = %d ms
+                    }
+                    failure-detector {
+                      heartbeat-interval = 1 s
+                      acceptable-heartbeat-pause = %d ms
+                    }
+                    jmx.enabled = off
+                    log-info = off
+                    shutdown-after-unsuccessful-join-seed-nodes = off
+                  }
+                }
+                """.formatted(o.host(), o.port(), seeds, roles, o.downAfter().toMillis(), o.heartbeatPause().toMillis());
+        return ConfigFactory.parseString(text).withFallback(ConfigFactory.defaultReference(ClusterNode.class.getClassLoader())).resolve();
+    }
+
+    /** The node's agent: registers with the receptionist and answers the coordinator. */
+    private static Behavior<NodeProtocol.Command> agent(NodeRuntime runtime, CompletableFuture<ClusterNode> node) {
+        return Behaviors.setup(ctx -> {
+            ctx.getSystem().receptionist().tell(Receptionist.register(NodeProtocol.KEY, ctx.getSelf()));
+            String address = Cluster.get(ctx.getSystem()).selfMember().address().toString();
+            return Behaviors.receive(NodeProtocol.Command.class)
+                    .onMessage(NodeProtocol.Hello.class, m -> {
+                        node.thenAccept(n -> m.replyTo().tell(new NodeProtocol.NodeInfo(address, n.flightHost, n.flight.port(), runtime.slots())));
+                        return Behaviors.same();
+                    })
+                    .onMessage(NodeProtocol.StartJob.class, m -> {
+                        runtime.startJob(m, address);
+                        return Behaviors.same();
+                    })
+                    .onMessage(NodeProtocol.Produce.class, m -> {
+                        runtime.produce(m, address);
+                        return Behaviors.same();
+                    })
+                    .onMessage(NodeProtocol.Release.class, m -> {
+                        runtime.release(m.job(), m.key());
+                        return Behaviors.same();
+                    })
+                    .onMessage(NodeProtocol.StopJob.class, m -> {
+                        runtime.stopJob(m.job());
+                        return Behaviors.same();
+                    })
+                    .onMessage(NodeProtocol.GetStats.class, m -> {
+                        node.thenAccept(n -> m.replyTo().tell(n.stats()));
+                        return Behaviors.same();
+                    })
+                    .build();
+        });
+    }
+
+    /** This node's counters now. */
+    public NodeProtocol.NodeStats stats() {
+        return new NodeProtocol.NodeStats(address(), runtime.produced.get(), flight.batchesSent(), flight.bytesSent(),
+                runtime.pulledBatches.get(), runtime.pulledBytes.get(), runtime.localHandOuts.get(), runtime.heldObjects());
+    }
+
+    /** This member's address, {@code pekko://stoker@host:port}. */
+    public String address() { return Cluster.get(system).selfMember().address().toString(); }
+
+    public int flightPort() { return flight.port(); }
+
+    public Options options() { return options; }
+
+    ActorSystem<NodeProtocol.Command> system() { return system; }
+
+    NodeRuntime runtime() { return runtime; }
+
+    /** Waits until this member is Up in the cluster (it has joined through a seed); false on timeout. */
+    public boolean awaitUp(Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        var cluster = Cluster.get(system);
+        while (System.nanoTime() < deadline) {
+            if (cluster.selfMember().status() == MemberStatus.up()) return true;
+            Thread.sleep(50);
+        }
+        return false;
+    }
+
+    /** Members of the cluster that are Up now. */
+    public int membersUp() {
+        int n = 0;
+        for (var m : Cluster.get(system).state().getMembers()) if (m.status() == MemberStatus.up()) n++;
+        return n;
+    }
+
+    /**
+     * Starts a job over the cluster from this node: waits for {@code spec.nodes()} worker nodes,
+     * places the workers and opens the job on every node. The returned job serves every rank's
+     * batch references; trainers on this node read through {@link #trainerFeed}.
+     */
+    public ClusterJob runJob(ClusterJob.Spec spec, Duration timeout) throws IOException, InterruptedException {
+        return ClusterJob.start(system, spec, timeout);
+    }
+
+    /** The trainer-facing side of the job currently running on this node, for a {@code FeedServer}. */
+    public ClusterRankFeed trainerFeed(Duration waitForJob) {
+        var feed = new ClusterRankFeed(system, runtime, waitForJob, allocator);
+        feeds.add(feed);
+        return feed;
+    }
+
+    @Override
+    public void close() {
+        feeds.forEach(ClusterRankFeed::close);
+        runtime.close();
+        try {
+            Cluster.get(system).manager().tell(org.apache.pekko.cluster.typed.Leave.create(Cluster.get(system).selfMember().address()));
+        } catch (RuntimeException e) {
+            // leaving is a courtesy; terminating below is what counts
+        }
+        system.terminate();
+        try {
+            system.getWhenTerminated().toCompletableFuture().get(10, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            // stopped or not, the resources below go
+        }
+        flight.close();
+        allocator.close();
+    }
+
+    /** "host:port" → its parts; IllegalArgumentException when malformed. */
+    public static Object[] parseHostPort(String s) {
+        int colon = s.lastIndexOf(':');
+        if (colon <= 0 || colon == s.length() - 1) throw new IllegalArgumentException("expected HOST:PORT, got '" + s + "'");
+        try {
+            int port = Integer.parseInt(s.substring(colon + 1));
+            if (port < 0 || port > 65535) throw new NumberFormatException();
+            return new Object[] {s.substring(0, colon), port};
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("bad port in '" + s + "'");
+        }
+    }
+}

@@ -1,0 +1,35 @@
+package dev.stoker.cluster;
+
+import java.util.List;
+import org.apache.pekko.actor.typed.ActorRef;
+
+/** What a node's trainer-facing side asks a job's coordinator. */
+public final class CoordinatorProtocol {
+    private CoordinatorProtocol() {}
+
+    /** Not sealed: the coordinator also takes local messages (membership, receptionist) that never cross nodes. */
+    public interface Command extends ClusterMessage {}
+
+    /** Rank {@code rank}'s next batch; asking means the trainer holds the batch before it. */
+    public record NextBatch(String job, int rank, ActorRef<BatchRef> replyTo) implements Command {}
+
+    /** The owner of rank {@code rank}'s batch {@code key} could not be read ({@code reason}): make it again elsewhere. */
+    public record Refetch(String job, int rank, String key, String reason, ActorRef<BatchRef> replyTo) implements Command {}
+
+    /**
+     * Where rank {@code rank}'s next batch is: object {@code key} on node {@code address}, served by
+     * Flight at {@code flightHost:flightPort}; {@code end} when the rank's feed is over; {@code error}
+     * when it cannot be made.
+     */
+    public record BatchRef(String key, String address, String flightHost, int flightPort, long bytes, long epoch, long position,
+                           long globalStep, int rank, int samples, int scheduled, List<String> skipped, boolean end, String error)
+            implements ClusterMessage {
+        public static BatchRef ended(int rank) {
+            return new BatchRef("", "", "", 0, 0, 0, 0, 0, rank, 0, 0, List.of(), true, null);
+        }
+
+        public static BatchRef failed(int rank, String error) {
+            return new BatchRef("", "", "", 0, 0, 0, 0, 0, rank, 0, 0, List.of(), false, error);
+        }
+    }
+}

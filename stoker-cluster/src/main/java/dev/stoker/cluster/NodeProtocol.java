@@ -1,0 +1,57 @@
+package dev.stoker.cluster;
+
+import java.util.List;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.receptionist.ServiceKey;
+
+/** What a job's coordinator says to each node's agent, and what the agent answers. */
+public final class NodeProtocol {
+    /** Every node's agent registers under this key; the coordinator finds the nodes through it. */
+    public static final ServiceKey<Command> KEY = ServiceKey.create(Command.class, "stoker-node");
+
+    private NodeProtocol() {}
+
+    public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats {}
+
+    /** Asks a node what it is: its address, its Flight endpoint and how many workers it takes. */
+    public record Hello(ActorRef<NodeInfo> replyTo) implements Command {}
+
+    /**
+     * Opens job {@code job} on the node: the feed options {@code args} (the same on every node), the
+     * coordinator to ask for batches, and the serve-side figures the node's trainer socket needs.
+     */
+    public record StartJob(String job, List<String> args, ActorRef<CoordinatorProtocol.Command> coordinator,
+                           ActorRef<JobStarted> replyTo) implements Command {}
+
+    /** Make rank {@code rank}'s batch of the global step at (epoch, position) with worker {@code worker}; name it {@code key}. */
+    public record Produce(String job, String key, int worker, long epoch, long position, int rank, ActorRef<Produced> replyTo)
+            implements Command {}
+
+    /** The coordinator's hold on object {@code key} ends (its rank has moved on); leases taken from it stay valid. */
+    public record Release(String job, String key) implements Command {}
+
+    public record StopJob(String job) implements Command {}
+
+    public record GetStats(ActorRef<NodeStats> replyTo) implements Command {}
+
+    /** A node: its cluster address, its Flight endpoint (host, port), the workers it takes (slots). */
+    public record NodeInfo(String address, String flightHost, int flightPort, int slots) implements ClusterMessage {}
+
+    /** A job opened on a node: its schedule's shape and fingerprint, or {@code error}. */
+    public record JobStarted(String address, long fingerprint, int datasetSize, int ranks, int batchSize, long seed,
+                             int prefetchBatches, String error) implements ClusterMessage {}
+
+    /**
+     * A batch made ({@code error} null) and kept in the node's store under {@code key}: its size,
+     * samples delivered and scheduled, and the skipped samples ("id: stage: cause").
+     */
+    public record Produced(String key, String address, long bytes, int samples, int scheduled, List<String> skipped, String error)
+            implements ClusterMessage {}
+
+    /**
+     * A node's counters: batches made, batch bytes sent over Flight and pulled over Flight,
+     * batches handed to local trainers by shared memory, and objects held now.
+     */
+    public record NodeStats(String address, long produced, long flightBatchesSent, long flightBytesSent, long pulledBatches,
+                            long pulledBytes, long localHandOuts, long heldObjects) implements ClusterMessage {}
+}

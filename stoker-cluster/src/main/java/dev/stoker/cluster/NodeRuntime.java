@@ -1,0 +1,192 @@
+package dev.stoker.cluster;
+
+import dev.stoker.flight.BatchSource;
+import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.store.ShmObjectStore;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pekko.actor.typed.ActorRef;
+
+/**
+ * What one node holds for the jobs running on it: each job's {@link dev.stoker.pipeline.feed.TaskProducer},
+ * the batches it made (kept in the node's store under their names until the coordinator releases
+ * them), and the counters that show where bytes went. The node's Flight server lends these
+ * objects by name ({@link #lend}); its trainer socket leases them directly when a local rank's
+ * batch was made here.
+ *
+ * <p>Threading: every method is thread-safe; a job opens on its own thread.
+ */
+final class NodeRuntime implements BatchSource {
+    private static final System.Logger LOG = System.getLogger(NodeRuntime.class.getName());
+
+    private final ShmObjectStore store;
+    private final JobFactory factory;
+    private final int slots;
+    private final Map<String, NodeJob> jobs = new ConcurrentHashMap<>();
+    final AtomicLong produced = new AtomicLong();
+    final AtomicLong pulledBatches = new AtomicLong();
+    final AtomicLong pulledBytes = new AtomicLong();
+    final AtomicLong localHandOuts = new AtomicLong();
+
+    /** One job on this node. */
+    static final class NodeJob {
+        final String id;
+        final ActorRef<CoordinatorProtocol.Command> coordinator;
+        final CompletableFuture<JobFactory.Opened> opened = new CompletableFuture<>();
+        final Map<String, StoredBatch> objects = new ConcurrentHashMap<>();
+        volatile NodeProtocol.JobStarted started;
+
+        NodeJob(String id, ActorRef<CoordinatorProtocol.Command> coordinator) {
+            this.id = id;
+            this.coordinator = coordinator;
+        }
+    }
+
+    NodeRuntime(ShmObjectStore store, JobFactory factory, int slots) {
+        this.store = store;
+        this.factory = factory;
+        this.slots = slots;
+    }
+
+    ShmObjectStore store() { return store; }
+
+    int slots() { return slots; }
+
+    /** The job opened last that is still open (the one a trainer socket on this node serves), or null. */
+    NodeJob currentJob() {
+        NodeJob last = null;
+        for (var j : jobs.values()) if (j.started != null && j.started.error() == null) last = j;
+        return last;
+    }
+
+    NodeJob job(String id) { return jobs.get(id); }
+
+    /** Opens job {@code s} on a thread of its own and answers when it is ready (or failed). */
+    void startJob(NodeProtocol.StartJob s, String address) {
+        var job = new NodeJob(s.job(), s.coordinator());
+        var old = jobs.putIfAbsent(s.job(), job);
+        if (old != null) { // asked again (a coordinator's retry): answer the same
+            old.opened.whenComplete((o, e) -> s.replyTo().tell(old.started));
+            return;
+        }
+        Thread.ofPlatform().name("stoker-job-open-" + s.job()).daemon(true).start(() -> {
+            try {
+                var opened = factory.open(s.args(), store, Math.max(1, Math.max(slots, 64)));
+                var p = opened.producer();
+                var sch = p.schedule();
+                job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
+                        sch.seed(), p.config().prefetchBatches(), null);
+                job.opened.complete(opened);
+            } catch (Exception | Error e) {
+                LOG.log(System.Logger.Level.WARNING, "job " + s.job() + " failed to open: " + e);
+                job.started = new NodeProtocol.JobStarted(address, 0, 0, 0, 0, 0, 0, "node " + address + " cannot open the job: " + e);
+                job.opened.completeExceptionally(e);
+            }
+            s.replyTo().tell(job.started);
+        });
+    }
+
+    /** Makes the batch {@code p} asks for and keeps it under its name; answers with its size or the error. */
+    void produce(NodeProtocol.Produce p, String address) {
+        var job = jobs.get(p.job());
+        if (job == null) {
+            p.replyTo().tell(failed(p, address, "no job " + p.job() + " on node " + address));
+            return;
+        }
+        job.opened.thenCompose(o -> o.producer().produce(p.worker(), new ScheduleCursor(p.epoch(), p.position()), p.rank()))
+                .whenComplete((b, err) -> {
+                    if (err != null) {
+                        p.replyTo().tell(failed(p, address, String.valueOf(err instanceof java.util.concurrent.CompletionException c
+                                && c.getCause() != null ? c.getCause() : err)));
+                        return;
+                    }
+                    if (!jobs.containsKey(p.job())) { // stopped meanwhile
+                        b.release();
+                        p.replyTo().tell(failed(p, address, "job " + p.job() + " stopped"));
+                        return;
+                    }
+                    var previous = job.objects.put(p.key(), b);
+                    if (previous != null) previous.release();
+                    produced.incrementAndGet();
+                    var skipped = new ArrayList<String>(b.skipped());
+                    for (var s : b.skippedSamples()) skipped.add(s.sampleId() + ": " + s.stage() + ": " + s.cause());
+                    p.replyTo().tell(new NodeProtocol.Produced(p.key(), address, b.sizeBytes(), b.samples(), b.scheduled(),
+                            List.copyOf(skipped), null));
+                });
+    }
+
+    private static NodeProtocol.Produced failed(NodeProtocol.Produce p, String address, String why) {
+        return new NodeProtocol.Produced(p.key(), address, 0, 0, 0, List.of(), why);
+    }
+
+    /** Drops the node's hold on object {@code key} (leases taken from it stay valid until closed). */
+    void release(String jobId, String key) {
+        var job = jobs.get(jobId);
+        if (job == null) return;
+        var b = job.objects.remove(key);
+        if (b != null) b.release();
+    }
+
+    /** Stops a job: its producer, and every object it still holds. */
+    void stopJob(String jobId) {
+        var job = jobs.remove(jobId);
+        if (job == null) return;
+        job.opened.thenAccept(o -> {
+            try {
+                o.close();
+            } catch (Exception e) {
+                LOG.log(System.Logger.Level.WARNING, "closing job " + jobId + ": " + e);
+            }
+        });
+        job.objects.values().forEach(StoredBatch::release);
+        job.objects.clear();
+    }
+
+    long heldObjects() {
+        long n = 0;
+        for (var j : jobs.values()) n += j.objects.size();
+        return n;
+    }
+
+    /** A lease on object {@code key} of job {@code jobId}, with a view of its bytes, or null when the node does not hold it. */
+    BatchSource.Leased lease(String jobId, String key) {
+        var job = jobs.get(jobId);
+        if (job == null) return null;
+        var b = job.objects.get(key);
+        if (b == null) return null;
+        dev.stoker.store.Lease lease;
+        try {
+            lease = b.object().lease();
+        } catch (IllegalStateException released) {
+            return null;
+        }
+        return new BatchSource.Leased(b.object().segment().asSlice(0, b.sizeBytes()), lease::close);
+    }
+
+    @Override
+    public void validate(int rank, int world) {}
+
+    @Override
+    public CompletableFuture<Leased> next(int rank) {
+        return CompletableFuture.failedFuture(new IllegalArgumentException("this endpoint serves objects by name: job/key"));
+    }
+
+    /** A Flight DoGet for object "job/key": the object lent until the server has sent it. */
+    @Override
+    public CompletableFuture<Leased> next(int rank, int world, String name) {
+        int slash = name.indexOf('/');
+        if (slash < 0) return next(rank);
+        var leased = lease(name.substring(0, slash), name.substring(slash + 1));
+        return leased != null ? CompletableFuture.completedFuture(leased)
+                : CompletableFuture.failedFuture(new IllegalArgumentException("no object " + name + " on this node"));
+    }
+
+    void close() {
+        for (var id : List.copyOf(jobs.keySet())) stopJob(id);
+    }
+}

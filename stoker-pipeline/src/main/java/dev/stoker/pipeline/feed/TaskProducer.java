@@ -1,0 +1,196 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.pipeline.JsonlManifest;
+import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.store.ShmObjectStore;
+import dev.stoker.text.QwenTokenizer;
+import java.io.IOException;
+import java.util.ArrayDeque;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.pekko.actor.ActorSystem;
+import org.apache.pekko.stream.BoundedSourceQueue;
+import org.apache.pekko.stream.Materializer;
+import org.apache.pekko.stream.QueueOfferResult;
+import org.apache.pekko.stream.javadsl.Keep;
+import org.apache.pekko.stream.javadsl.Sink;
+import org.apache.pekko.stream.javadsl.Source;
+
+/**
+ * Produces single scheduled batches on request, into a shared-memory store: the worker side of a
+ * cluster job. Where a {@link Feeder} walks each rank's schedule by itself, a task producer makes
+ * exactly the batch it is asked for — (cursor, rank) — so that a coordinator can place any batch
+ * on any node, and redo it elsewhere when a node dies: the batch's content depends only on the
+ * manifest, the seed, the schedule shape and the encoding, never on which worker made it.
+ *
+ * <p>Design: each worker is one Pekko stream of the same shape as the zero-copy feed
+ * ({@link SamplePipeline#storedFlow}: fetch F, prepare T, allocate, fill in place), fed through a
+ * bounded queue; the stream preserves order, so a worker's results complete its requests in the
+ * order they were made. Workers are made on first use and share the node's CPU pool and source.
+ *
+ * <p>Threading: {@link #produce} is safe from any thread; results complete on stream threads.
+ */
+public final class TaskProducer implements AutoCloseable {
+    /** Requests a worker queues before {@link #produce} refuses more. */
+    public static final int QUEUE_PER_WORKER = 64;
+
+    private final FeedConfig config;
+    private final SampleSchedule schedule;
+    private final long fingerprint;
+    private final FeedMetrics metrics;
+    private final CpuPool cpu;
+    private final ActorSystem system;
+    private final Materializer materializer;
+    private final SamplePipeline pipeline;
+    private final StoredBatchWriter writer;
+    private final int maxWorkers;
+    private final ConcurrentHashMap<Integer, Worker> workers = new ConcurrentHashMap<>();
+    private volatile boolean closed;
+
+    /** One stream and the requests it has not answered yet, oldest first. */
+    private final class Worker {
+        final BoundedSourceQueue<ScheduledBatch> queue;
+        final ArrayDeque<CompletableFuture<StoredBatch>> waiting = new ArrayDeque<>();
+
+        Worker() {
+            var flow = pipeline.storedFlow(config.batchSize(), config.fetchConcurrency(), config.cpuThreads(), writer);
+            this.queue = Source.<ScheduledBatch>queue(QUEUE_PER_WORKER).via(flow)
+                    .toMat(Sink.foreach(this::arrived), Keep.both())
+                    .mapMaterializedValue(p -> {
+                        p.second().whenComplete((done, err) -> failAll(err != null ? err : new IllegalStateException("worker stream ended")));
+                        return p.first();
+                    })
+                    .run(materializer);
+        }
+
+        void arrived(StoredBatch b) {
+            CompletableFuture<StoredBatch> f;
+            synchronized (this) {
+                f = waiting.pollFirst();
+            }
+            if (f == null || !f.complete(b)) b.release(); // nobody waits for it any more
+        }
+
+        synchronized void failAll(Throwable err) {
+            for (var f : waiting) f.completeExceptionally(err);
+            waiting.clear();
+        }
+
+        CompletableFuture<StoredBatch> submit(ScheduledBatch b) {
+            var f = new CompletableFuture<StoredBatch>();
+            synchronized (this) {
+                var result = queue.offer(b);
+                if (result != QueueOfferResult.enqueued())
+                    return CompletableFuture.failedFuture(new IllegalStateException("worker queue refused step "
+                            + b.globalStep() + " rank " + b.rank() + ": " + result));
+                waiting.addLast(f);
+            }
+            return f;
+        }
+    }
+
+    private TaskProducer(FeedConfig config, SampleSchedule schedule, long fingerprint, FeedMetrics metrics, CpuPool cpu,
+                         ActorSystem system, SamplePipeline pipeline, StoredBatchWriter writer, int maxWorkers) {
+        this.config = config;
+        this.schedule = schedule;
+        this.fingerprint = fingerprint;
+        this.metrics = metrics;
+        this.cpu = cpu;
+        this.system = system;
+        this.materializer = Materializer.createMaterializer(system);
+        this.pipeline = pipeline;
+        this.writer = writer;
+        this.maxWorkers = maxWorkers;
+    }
+
+    /**
+     * Reads the manifest through {@code source}, fixes the schedule of {@code config} (its mode is
+     * ignored: batches always go into {@code store}) and warms the CPU pool up; at most
+     * {@code maxWorkers} workers may be used. The caller owns {@code source} and {@code store}.
+     */
+    public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers)
+            throws IOException {
+        if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
+        byte[] manifestBytes = Feeder.readManifest(source);
+        List<JsonlManifest.Line> lines = JsonlManifest.split(source.manifestName(), manifestBytes);
+        if (lines.isEmpty()) throw new IOException("manifest " + source.manifestName() + " holds no samples");
+        var schedule = new SampleSchedule(config.seed(), lines.size(), config.ranks(), config.batchSize());
+        var metrics = new FeedMetrics();
+        int threads = config.cpuThreads();
+        int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1);
+        var cpu = new CpuPool(threads, maxWorkers * perWorker + threads, config.encode(), tokenizer);
+        ActorSystem system;
+        try {
+            cpu.prestart(TimeUnit.SECONDS.toMillis(Feeder.MANIFEST_TIMEOUT_SECONDS));
+            if (config.warmUpMillis() > 0) cpu.warmUp(true, config.warmUpMillis(), TimeUnit.SECONDS.toMillis(Feeder.MANIFEST_TIMEOUT_SECONDS));
+            system = ActorSystem.create("stoker-tasks", Feeder.pekkoConfig());
+        } catch (RuntimeException e) {
+            cpu.close();
+            throw e;
+        }
+        var pipeline = new SamplePipeline(lines, source, cpu, metrics);
+        var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode().vision().rowLength());
+        return new TaskProducer(config, schedule, Feeder.fingerprint(manifestBytes, config), metrics, cpu, system, pipeline, writer,
+                maxWorkers);
+    }
+
+    public SampleSchedule schedule() { return schedule; }
+
+    public FeedConfig config() { return config; }
+
+    /** The job's fingerprint, as {@link Feeder#fingerprint()} computes it: equal on every node reading the same data set. */
+    public long fingerprint() { return fingerprint; }
+
+    /** Workers made so far. */
+    public int workers() { return workers.size(); }
+
+    /**
+     * Rank {@code rank}'s batch of the global step at {@code cursor}, made by worker {@code worker}
+     * (made on first use) into the store; the caller owns the result and releases it. Requests to
+     * one worker complete in the order they were made.
+     */
+    public CompletableFuture<StoredBatch> produce(int worker, ScheduleCursor cursor, int rank) {
+        if (closed) return CompletableFuture.failedFuture(new IllegalStateException("task producer closed"));
+        if (worker < 0 || worker >= maxWorkers)
+            return CompletableFuture.failedFuture(new IllegalArgumentException("worker " + worker + " outside [0, " + maxWorkers + ")"));
+        ScheduledBatch scheduled;
+        try {
+            scheduled = schedule.scheduled(cursor, rank);
+        } catch (IllegalArgumentException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        return workers.computeIfAbsent(worker, w -> new Worker()).submit(scheduled);
+    }
+
+    /** The pipeline's counters (fetched, encoded, stage latencies). */
+    public FeedMetrics.Snapshot metrics() {
+        return metrics.snapshot(List.of(), null, java.util.Map.of());
+    }
+
+    /** Stops the workers, the CPU pool and the writer; batches not handed out are released. */
+    @Override
+    public void close() {
+        closed = true;
+        for (var w : workers.values()) {
+            w.queue.complete();
+            w.failAll(new IllegalStateException("task producer closed"));
+        }
+        system.terminate();
+        try {
+            system.getWhenTerminated().toCompletableFuture().get(Feeder.CLOSE_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (ExecutionException | TimeoutException e) {
+            // the CPU pool is still shut down below
+        }
+        cpu.close();
+        writer.close();
+    }
+}
