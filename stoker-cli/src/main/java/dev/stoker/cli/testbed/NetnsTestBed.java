@@ -158,7 +158,7 @@ public final class NetnsTestBed implements AutoCloseable {
     private void build(int latencyMs) throws IOException {
         String sw = switchNamespace();
         addNamespace(sw);
-        run(ip, "-n", sw, "link", "add", BRIDGE, "type", "bridge", "stp_state", "0");
+        run(ip, "-n", sw, "link", "add", "name", BRIDGE, "type", "bridge", "stp_state", "0");
         run(ip, "-n", sw, "link", "set", BRIDGE, "up");
         String tc = tool("tc").orElseThrow();
         for (int i = 0; i < nodes; i++) {
@@ -167,7 +167,7 @@ public final class NetnsTestBed implements AutoCloseable {
             addNamespace(ns);
             // created inside the switch namespace with its peer moved straight into the node's:
             // the pair never exists in the root namespace, not even for a moment
-            run(ip, "-n", sw, "link", "add", port, "type", "veth", "peer", "name", NODE_DEVICE, "netns", ns);
+            run(ip, "-n", sw, "link", "add", "name", port, "type", "veth", "peer", "name", NODE_DEVICE, "netns", ns);
             run(ip, "-n", sw, "link", "set", port, "master", BRIDGE);
             run(ip, "-n", sw, "link", "set", port, "up");
             run(ip, "-n", ns, "addr", "add", address(i) + "/24", "dev", NODE_DEVICE);
@@ -387,10 +387,11 @@ public final class NetnsTestBed implements AutoCloseable {
         try {
             run(ipTool.get(), "netns", "add", ns);
             try {
-                run(ipTool.get(), "-n", ns, "link", "add", "br0", "type", "bridge");
-                run(ipTool.get(), "-n", ns, "link", "add", "a", "type", "veth", "peer", "name", "b");
-                run(ipTool.get(), "-n", ns, "link", "set", "a", "master", "br0");
-                run(tcTool.get(), "-n", ns, "qdisc", "add", "dev", "b", "root", "tbf", "rate", "100mbit", "burst", "32768", "latency", "50ms");
+                // `name` before each name: ip reads a bare word that abbreviates a keyword ("a") as that keyword
+                run(ipTool.get(), "-n", ns, "link", "add", "name", "br0", "type", "bridge");
+                run(ipTool.get(), "-n", ns, "link", "add", "name", "va", "type", "veth", "peer", "name", "vb");
+                run(ipTool.get(), "-n", ns, "link", "set", "va", "master", "br0");
+                run(tcTool.get(), "-n", ns, "qdisc", "add", "dev", "vb", "root", "tbf", "rate", "100mbit", "burst", "32768", "latency", "50ms");
             } finally {
                 run(ipTool.get(), "netns", "del", ns);
             }
