@@ -58,11 +58,11 @@ class NetnsTestBedTest {
                 boolean up = direction.equals("upload");
                 List<int[]> pairs = up ? List.of(new int[] {0, 1}, new int[] {0, 2}) : List.of(new int[] {1, 0}, new int[] {2, 0});
                 NetnsTestBed.Counters before = bed.counters(0);
-                List<Transfer> ts = streams(bed, pairs, 2000);
+                List<Transfer> ts = streams(bed, pairs, 1500);
                 NetnsTestBed.Counters after = bed.counters(0);
                 double mbit = mbitPerS(ts);
                 long bytes = ts.stream().mapToLong(Transfer::received).sum();
-                System.out.printf("netns bed %s: node 0 %s, %d Mbit/s tbf, 2 streams -> %.1f Mbit/s (%d bytes)%n", bed.subnet(), direction, NIC_MBIT, mbit, bytes);
+                System.out.printf("netns bed %s: node 0 %s, %d Mbit/s tbf, 2 streams of 1.5 s -> %.1f Mbit/s (%d bytes)%n", bed.subnet(), direction, NIC_MBIT, mbit, bytes);
                 for (int k = 0; k < pairs.size(); k++) {
                     Transfer t = ts.get(k);
                     String from = bed.address(pairs.get(k)[0]);

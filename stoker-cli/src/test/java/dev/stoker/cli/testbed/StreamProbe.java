@@ -41,27 +41,27 @@ final class StreamProbe {
                 }
             }
             case "send" -> {
+                long bytes = 0;
+                String local;
                 try (Socket s = new Socket()) {
                     s.connect(new InetSocketAddress(InetAddress.getByName(args[1]), Integer.parseInt(args[2])), 5000);
+                    local = s.getLocalAddress().getHostAddress();
                     OutputStream out = s.getOutputStream();
                     byte[] block = new byte[64 * 1024];
                     long deadline = System.nanoTime() + Long.parseLong(args[3]) * 1_000_000;
-                    long bytes = 0;
                     while (System.nanoTime() < deadline) {
                         out.write(block);
                         bytes += block.length;
                     }
-                    String local = s.getLocalAddress().getHostAddress();
-                    s.close();
-                    System.out.println("SENT " + bytes + " " + local);
                 }
+                System.out.println("SENT " + bytes + " " + local);
             }
             case "listen" -> {
                 ServerSocket server = bind(args[1]);
                 Thread.startVirtualThread(() -> {
                     while (true) {
-                        try (Socket s = server.accept()) {
-                            // accepted and dropped: the peer only checks that it could connect
+                        try {
+                            server.accept().close(); // the peer only checks that it could connect
                         } catch (IOException e) {
                             return;
                         }
