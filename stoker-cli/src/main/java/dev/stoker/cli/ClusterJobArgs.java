@@ -43,14 +43,22 @@ final class ClusterJobArgs {
         return (args, store, maxWorkers) -> open(args, store, maxWorkers);
     }
 
-    private static JobFactory.Opened open(List<String> args, ShmObjectStore store, int maxWorkers) throws IOException {
+    /** The options parsed as {@code serve} parses them. */
+    static ClusterJobArgs parse(List<String> args) throws IOException {
         var parsed = new ClusterJobArgs();
         try {
             new CommandLine(parsed).setCaseInsensitiveEnumValuesAllowed(true).parseArgs(args.toArray(String[]::new));
         } catch (CommandLine.ParameterException e) {
             throw new IOException("the job's options do not parse on this node: " + e.getMessage());
         }
-        var factory = FeedFactory.open(parsed.feed, parsed.processor.toEncodeOptions());
+        return parsed;
+    }
+
+    /** A feed factory over these options (what an embedded {@code serve} with them would run). */
+    FeedFactory feedFactory() throws IOException { return FeedFactory.open(feed, processor.toEncodeOptions()); }
+
+    private static JobFactory.Opened open(List<String> args, ShmObjectStore store, int maxWorkers) throws IOException {
+        var factory = parse(args).feedFactory();
         try {
             var opened = factory.openTasks(store, maxWorkers);
             return new JobFactory.Opened(opened.producer(), () -> {

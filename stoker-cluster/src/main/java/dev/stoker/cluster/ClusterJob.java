@@ -276,7 +276,7 @@ public final class ClusterJob implements AutoCloseable {
             }
             for (int r = 0; r < ranks.length; r++) topUp(r);
         }
-        LOG.log(System.Logger.Level.INFO, "job " + spec.job() + ": " + spec.workers() + " workers " + spec.placement() + " over " + order);
+        LOG.log(System.Logger.Level.DEBUG, "job " + spec.job() + ": " + spec.workers() + " workers " + spec.placement() + " over " + order);
     }
 
     private <T> CompletionStage<T> ask(ActorRef<NodeProtocol.Command> ref, java.util.function.Function<ActorRef<T>, NodeProtocol.Command> msg) {
@@ -350,7 +350,7 @@ public final class ClusterJob implements AutoCloseable {
         t.handedOut = true;
         st.out = t;
         topUp(rank);
-        answer(t, replyTo);
+        answer(t, replyTo, true);
     }
 
     private void confirm(RankState st) {
@@ -364,7 +364,8 @@ public final class ClusterJob implements AutoCloseable {
         }
     }
 
-    private void answer(Task t, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
+    /** Replies with the task's reference once it is made; {@code count}: a hand-out (not a redo of one) for the per-rank figures. */
+    private void answer(Task t, ActorRef<CoordinatorProtocol.BatchRef> replyTo, boolean count) {
         t.done.whenComplete((p, err) -> {
             if (err != null) {
                 replyTo.tell(CoordinatorProtocol.BatchRef.failed(t.rank, "step " + t.globalStep + " of rank " + t.rank + ": "
@@ -374,10 +375,12 @@ public final class ClusterJob implements AutoCloseable {
             NodeProtocol.NodeInfo info;
             synchronized (this) {
                 info = infos.get(p.address());
-                var st = ranks[t.rank];
-                st.batches++;
-                st.samples += p.samples();
-                st.skipped += p.scheduled() - p.samples();
+                if (count) {
+                    var st = ranks[t.rank];
+                    st.batches++;
+                    st.samples += p.samples();
+                    st.skipped += p.scheduled() - p.samples();
+                }
             }
             replyTo.tell(new CoordinatorProtocol.BatchRef(p.key(), p.address(), info == null ? "" : info.flightHost(),
                     info == null ? 0 : info.flightPort(), p.bytes(), t.cursor.epoch(), t.cursor.position(), t.globalStep, t.rank,
@@ -402,7 +405,7 @@ public final class ClusterJob implements AutoCloseable {
             t.done = new CompletableFuture<>();
             submit(t);
         }
-        answer(t, replyTo);
+        answer(t, replyTo, false);
     }
 
     private String liveNodeOtherThan(String node) {

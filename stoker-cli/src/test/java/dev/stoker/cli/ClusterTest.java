@@ -1,0 +1,233 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.cluster.ClusterJob;
+import dev.stoker.cluster.ClusterNode;
+import dev.stoker.cluster.NodeProtocol;
+import dev.stoker.cluster.Placement;
+import dev.stoker.store.ShmObjectStore;
+import dev.stoker.store.StoreConfig;
+import dev.stoker.testkit.Vectors;
+import dev.stoker.transport.FeedServer;
+import dev.stoker.transport.TrainerClient;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Cluster mode with real JVMs on 127.0.0.1: three {@code stoker node} child processes and a
+ * coordinator in this JVM (a cluster member with no worker slots, so that it makes nothing and
+ * serves no trainer). Trainer ranks connect to their node's socket. Every rank's batches are
+ * compared, digest by digest, with what the embedded zero-copy service yields for the same
+ * options; the nodes' counters show where the bytes went; a node killed with SIGKILL mid-epoch has
+ * its work redone elsewhere with nothing lost or repeated.
+ */
+@Timeout(value = 420, unit = TimeUnit.SECONDS)
+class ClusterTest {
+    static final int SAMPLES = 40, BATCH = 2;
+    @TempDir static Path tmp;
+    static Path manifest;
+    final List<Process> children = new ArrayList<>();
+    final List<String> addresses = new ArrayList<>(); // each child's cluster address
+    final List<AutoCloseable> closing = new ArrayList<>();
+
+    @BeforeAll
+    static void data() throws Exception {
+        manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 7);
+    }
+
+    @AfterEach
+    void stop() throws Exception {
+        for (var c : closing.reversed()) c.close();
+        for (var p : children) p.destroy();
+        for (var p : children) if (!p.waitFor(20, TimeUnit.SECONDS)) p.destroyForcibly();
+    }
+
+    static List<String> jobArgs(int ranks) {
+        return List.of("--data", manifest.toString(), "--ranks", "" + ranks, "--batch", "" + BATCH, "--seed", "99", "--threads", "1",
+                "--fetch-concurrency", "4", "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176");
+    }
+
+    /** The embedded zero-copy service's digests of each rank's first {@code steps} batches, for the same options. */
+    static List<List<String>> embedded(int ranks, int steps, String name) throws Exception {
+        var parsed = ClusterJobArgs.parse(new ArrayList<>(jobArgs(ranks)) {{
+            addAll(List.of("--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(), "--shm-budget", "268435456"));
+        }});
+        var out = new ArrayList<List<String>>();
+        try (var factory = parsed.feedFactory(); var service = factory.start("zero-copy", 0, 0, steps);
+             var server = new FeedServer(tmp.resolve(name + ".sock"), service, false)) {
+            for (int r = 0; r < ranks; r++)
+                try (var c = TrainerClient.connect(server.socketPath(), r, ranks, "ref", TrainerClient.Options.SHARED_MEMORY)) {
+                    out.add(ResumeTest.take(c, steps));
+                }
+        }
+        return out;
+    }
+
+    static int freePort() throws Exception {
+        try (var s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** Starts {@code n} node processes (the first is the seed); returns their sockets. */
+    List<Path> nodes(int n, int seedPort, int slots) throws Exception {
+        var sockets = new ArrayList<Path>();
+        for (int i = 0; i < n; i++) {
+            Path log = tmp.resolve("node" + i + "-" + seedPort + ".log"), sock = tmp.resolve("n" + i + "-" + seedPort + ".sock");
+            var p = ServeProcess.start(log, "512m", "node", List.of("--seed", "127.0.0.1:" + seedPort,
+                    "--bind", "127.0.0.1:" + (i == 0 ? seedPort : 0), "--slots", "" + slots, "--socket", sock.toString(),
+                    "--node-shm-budget", "512M", "--heartbeat-pause-ms", "3000", "--down-after-ms", "2000"));
+            children.add(p);
+            sockets.add(sock);
+            if (i == 0) ServeProcess.awaitLine(p, log, "stoker node: listening on ");
+        }
+        for (int i = 0; i < n; i++) {
+            String text = ServeProcess.awaitLine(children.get(i), tmp.resolve("node" + i + "-" + seedPort + ".log"), "stoker node: listening on ");
+            var m = java.util.regex.Pattern.compile("up as (pekko://\\S+),").matcher(text);
+            assertTrue(m.find(), text);
+            addresses.add(m.group(1));
+        }
+        return sockets;
+    }
+
+    /** A coordinator in this JVM: a member with no slots, running the job over {@code nodes} worker nodes. */
+    ClusterJob coordinator(int seedPort, int ranks, int nodes, Placement placement, int workers, int steps) throws Exception {
+        var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(tmp.resolve("shm")), 64L << 20, "coord"));
+        closing.add(store);
+        var node = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of("127.0.0.1:" + seedPort), 0)
+                .withTimings(Duration.ofSeconds(2), Duration.ofSeconds(3)), store, ClusterJobArgs.factory());
+        closing.add(node);
+        assertTrue(node.awaitUp(Duration.ofSeconds(60)), "the coordinator joined the cluster");
+        var job = node.runJob(new ClusterJob.Spec("t" + seedPort, jobArgs(ranks), nodes, placement, workers, steps, 2), Duration.ofMinutes(3));
+        closing.add(job);
+        closingNode = node;
+        return job;
+    }
+
+    ClusterNode closingNode;
+
+    /** Rank r reads {@code steps} batches from its node's socket, waiting {@code pause} between them; digests in order. */
+    static CompletableFuture<List<String>> trainer(Path socket, int rank, int world, int steps, long pauseMillis, AtomicLong progress,
+                                                   long[] maxWaitNanos) {
+        return CompletableFuture.supplyAsync(() -> {
+            try (var c = TrainerClient.connect(socket, rank, world, "t", TrainerClient.Options.SHARED_MEMORY)) {
+                var out = new ArrayList<String>();
+                for (int s = 0; s < steps; s++) {
+                    long t0 = System.nanoTime();
+                    try (var got = c.next()) {
+                        maxWaitNanos[0] = Math.max(maxWaitNanos[0], System.nanoTime() - t0);
+                        out.add(ResumeTest.digest(got.batch()));
+                    }
+                    progress.incrementAndGet();
+                    Thread.sleep(pauseMillis);
+                }
+                return out;
+            } catch (Exception e) {
+                throw new java.util.concurrent.CompletionException(e);
+            }
+        }, r -> Thread.ofPlatform().daemon(true).start(r));
+    }
+
+    @Test
+    void threeNodesYieldTheEmbeddedBatchesAndRanksPullFromTheOwner() throws Exception {
+        int ranks = 3, steps = 6;
+        var reference = embedded(ranks, steps, "ref3");
+        int seed = freePort();
+        var sockets = nodes(3, seed, 2);
+        var job = coordinator(seed, ranks, 3, Placement.SPREAD, 3, steps);
+        assertEquals(3, job.workerNodes().stream().distinct().count(), "spread: one worker per node " + job.workerNodes());
+
+        var trainers = new ArrayList<CompletableFuture<List<String>>>();
+        var progress = new AtomicLong();
+        for (int r = 0; r < ranks; r++) trainers.add(trainer(sockets.get(r), r, ranks, steps, 0, progress, new long[1]));
+        for (int r = 0; r < ranks; r++) assertEquals(reference.get(r), trainers.get(r).get(180, TimeUnit.SECONDS), "rank " + r + "'s batches");
+
+        // where the bytes went: each batch either leased on its owner (the rank's node made it) or pulled once from the owner
+        List<NodeProtocol.NodeStats> stats = job.nodeStats();
+        var coordinatorStats = closingNode.stats();
+        assertEquals(0, coordinatorStats.flightBytesSent(), "nothing is sent by the coordinator");
+        assertEquals(0, coordinatorStats.pulledBytes(), "nothing passes through the coordinator");
+        assertEquals(0, coordinatorStats.produced());
+        long produced = 0, sent = 0, pulled = 0, local = 0, sentBatches = 0, pulledBatches = 0;
+        for (var s : stats) {
+            produced += s.produced();
+            sent += s.flightBytesSent();
+            sentBatches += s.flightBatchesSent();
+            pulled += s.pulledBytes();
+            pulledBatches += s.pulledBatches();
+            local += s.localHandOuts();
+        }
+        assertEquals((long) ranks * steps, local + pulledBatches, "every batch reached its rank once: leased locally or pulled " + stats);
+        assertEquals(sentBatches, pulledBatches, "each pull is one DoGet served by the owner " + stats);
+        assertTrue(pulledBatches > 0 && local > 0, "spread over 3 nodes gives both local and remote batches " + stats);
+        assertTrue(produced >= (long) ranks * steps, "the nodes made every batch " + stats);
+        assertTrue(pulled >= sent && pulled - sent <= pulledBatches * 4096L, "pulled = sent payload + layout headers " + stats);
+        assertEquals(0, job.redone());
+    }
+
+    @Test
+    void packPutsEveryWorkerOnTheFirstNode() throws Exception {
+        int ranks = 2, steps = 3;
+        var reference = embedded(ranks, steps, "refpack");
+        int seed = freePort();
+        var sockets = nodes(2, seed, 2);
+        var job = coordinator(seed, ranks, 2, Placement.PACK, 2, steps);
+        assertEquals(1, job.workerNodes().stream().distinct().count(), "pack: both workers on one node " + job.workerNodes());
+        assertEquals(job.nodes().getFirst().address(), job.workerNodes().getFirst());
+        var progress = new AtomicLong();
+        var t0 = trainer(sockets.get(0), 0, ranks, steps, 0, progress, new long[1]);
+        var t1 = trainer(sockets.get(1), 1, ranks, steps, 0, progress, new long[1]);
+        assertEquals(reference.get(0), t0.get(180, TimeUnit.SECONDS));
+        assertEquals(reference.get(1), t1.get(180, TimeUnit.SECONDS));
+        var stats = job.nodeStats();
+        var byAddress = new java.util.HashMap<String, NodeProtocol.NodeStats>();
+        for (var s : stats) byAddress.put(s.address(), s);
+        var owner = byAddress.get(job.workerNodes().getFirst());
+        assertEquals((long) ranks * steps, owner.produced(), "the packed node made every batch " + stats);
+        assertEquals(steps, owner.flightBatchesSent(), "it sent every batch of the other node's rank " + stats);
+    }
+
+    @Test
+    void aNodeKilledMidEpochHasItsWorkRedoneWithNothingLostOrRepeated() throws Exception {
+        int ranks = 2, steps = 12;
+        var reference = embedded(ranks, steps, "refkill");
+        int seed = freePort();
+        var sockets = nodes(3, seed, 1);
+        var job = coordinator(seed, ranks, 3, Placement.SPREAD, 3, steps);
+        String victim = addresses.get(1); // the second node: the ranks sit on the first and the third
+        assertTrue(job.workerNodes().contains(victim), "spread gives every node a worker " + job.workerNodes());
+
+        var progress = new AtomicLong();
+        long[] wait0 = new long[1], wait1 = new long[1];
+        var t0 = trainer(sockets.get(0), 0, ranks, steps, 150, progress, wait0);
+        var t1 = trainer(sockets.get(2), 1, ranks, steps, 150, progress, wait1);
+        while (progress.get() < 4) Thread.sleep(20);
+        children.get(1).destroyForcibly(); // SIGKILL: no goodbye to the cluster
+        assertTrue(children.get(1).waitFor(10, TimeUnit.SECONDS));
+
+        assertEquals(reference.get(0), t0.get(240, TimeUnit.SECONDS), "rank 0: every batch, in order, none twice");
+        assertEquals(reference.get(1), t1.get(240, TimeUnit.SECONDS), "rank 1: every batch, in order, none twice");
+        assertTrue(job.deadNodes().contains(victim), "the killed node was given up on: " + job.deadNodes());
+        assertTrue(job.redone() > 0, "its batches were made again elsewhere: " + job.summary());
+        assertTrue(job.workerNodes().stream().noneMatch(victim::equals), "its worker moved: " + job.workerNodes());
+        @SuppressWarnings("unchecked")
+        var perRank = (List<Map<String, Object>>) job.summary().get("ranks");
+        for (var r : perRank) assertEquals((long) steps, r.get("batches"), "batches handed out " + r);
+        System.out.printf("ClusterTest: longest wait after the kill: rank 0 %.2f s, rank 1 %.2f s%n", wait0[0] / 1e9, wait1[0] / 1e9);
+    }
+}
