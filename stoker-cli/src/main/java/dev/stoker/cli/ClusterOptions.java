@@ -43,6 +43,28 @@ final class ClusterOptions {
                     + "elsewhere (default: ${DEFAULT-VALUE}).")
     long heartbeatPauseMillis;
 
+    static final String TOKEN_ENV = "STOKER_CLUSTER_TOKEN";
+
+    @Option(names = "--cluster-token-file",
+            description = "File (mode 0600) holding the token the nodes' Flight endpoints ask for and send, the same on every "
+                    + "node; or set $" + TOKEN_ENV + ". Required when --bind is not a loopback address.")
+    Path tokenFile;
+
+    /** The cluster token from --cluster-token-file or the environment; required off loopback. */
+    String token(String host, java.util.Map<String, String> env) {
+        String fromEnv = env.get(TOKEN_ENV);
+        if (fromEnv != null && fromEnv.isEmpty()) fromEnv = null;
+        if (tokenFile != null && fromEnv != null)
+            throw new Main.InvalidInputException("give the cluster token one way: --cluster-token-file or $" + TOKEN_ENV + ", not both");
+        String token = tokenFile != null ? FlightEndpoint.readToken(tokenFile, "--cluster-token-file")
+                : fromEnv != null ? FlightEndpoint.checked(fromEnv.strip(), "$" + TOKEN_ENV) : null;
+        if (token == null && !FlightEndpoint.isLoopback(host))
+            throw new Main.InvalidInputException("--bind " + bind + " can be reached from other hosts, so the nodes' Flight endpoints "
+                    + "need a token: pass --cluster-token-file FILE (mode 0600, the same on every node; e.g. openssl rand -hex 32 > FILE) "
+                    + "or set $" + TOKEN_ENV + "; or bind 127.0.0.1");
+        return token;
+    }
+
     ClusterNode.Options nodeOptions(List<String> seeds) {
         Object[] hp;
         try {
@@ -53,7 +75,8 @@ final class ClusterOptions {
         if (slots < 0) throw new Main.InvalidInputException("--slots must be >= 0");
         try {
             return ClusterNode.Options.of((String) hp[0], (Integer) hp[1], seeds, slots)
-                    .withTimings(Duration.ofMillis(downAfterMillis), Duration.ofMillis(heartbeatPauseMillis)).withFlightPort(flightPort);
+                    .withTimings(Duration.ofMillis(downAfterMillis), Duration.ofMillis(heartbeatPauseMillis)).withFlightPort(flightPort)
+                    .withFlightToken(token((String) hp[0], System.getenv()));
         } catch (IllegalArgumentException e) {
             throw new Main.InvalidInputException(e.getMessage());
         }

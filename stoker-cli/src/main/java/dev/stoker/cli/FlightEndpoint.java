@@ -117,22 +117,25 @@ record FlightEndpoint(String host, int port, boolean loopback, FlightBatchServer
         }
     }
 
-    private static String readToken(Path file) {
-        if (!Files.isRegularFile(file)) throw new Main.InvalidInputException("--flight-token-file " + file + " is not a file");
+    static String readToken(Path file) { return readToken(file, "--flight-token-file"); }
+
+    /** The token in {@code file}, which must be this user's alone; errors name {@code option}. */
+    static String readToken(Path file, String option) {
+        if (!Files.isRegularFile(file)) throw new Main.InvalidInputException(option + " " + file + " is not a file");
         try {
             Set<PosixFilePermission> mode = Files.getPosixFilePermissions(file);
             if (!java.util.Collections.disjoint(mode, OTHERS))
-                throw new Main.InvalidInputException("--flight-token-file " + file + " is open to other users (mode "
+                throw new Main.InvalidInputException(option + " " + file + " is open to other users (mode "
                         + PosixFilePermissions.toString(mode) + "); run chmod 600 " + file);
-            return checked(Files.readString(file, StandardCharsets.UTF_8).strip(), "--flight-token-file " + file);
+            return checked(Files.readString(file, StandardCharsets.UTF_8).strip(), option + " " + file);
         } catch (UnsupportedOperationException e) {
-            throw new Main.InvalidInputException("--flight-token-file " + file + ": its permissions cannot be checked on this file system");
+            throw new Main.InvalidInputException(option + " " + file + ": its permissions cannot be checked on this file system");
         } catch (IOException e) {
-            throw new Main.InvalidInputException("cannot read --flight-token-file " + file + ": " + e.getMessage());
+            throw new Main.InvalidInputException("cannot read " + option + " " + file + ": " + e.getMessage());
         }
     }
 
-    private static String checked(String token, String from) {
+    static String checked(String token, String from) {
         if (token.isEmpty()) throw new Main.InvalidInputException(from + " is empty");
         try {
             FlightBatchServer.checkToken(token);

@@ -44,9 +44,11 @@ public final class ClusterNode implements AutoCloseable {
      * @param roles       cluster roles
      * @param downAfter   how long the split-brain resolver waits for a stable unreachable set before downing it
      * @param heartbeatPause how long a node may miss heartbeats before it is unreachable
+     * @param flightToken the token every node's Flight endpoint asks for and every node sends (the same on all nodes);
+     *                    null: none (loopback only, by the CLI's policy)
      */
     public record Options(String host, int port, List<String> seeds, int slots, int flightPort, List<String> roles,
-                          Duration downAfter, Duration heartbeatPause) {
+                          Duration downAfter, Duration heartbeatPause, String flightToken) {
         public Options {
             Objects.requireNonNull(host, "host");
             seeds = List.copyOf(seeds);
@@ -57,14 +59,24 @@ public final class ClusterNode implements AutoCloseable {
         }
 
         public static Options of(String host, int port, List<String> seeds, int slots) {
-            return new Options(host, port, seeds, slots, 0, List.of("worker"), Duration.ofSeconds(3), Duration.ofSeconds(4));
+            return new Options(host, port, seeds, slots, 0, List.of("worker"), Duration.ofSeconds(3), Duration.ofSeconds(4), null);
         }
 
         public Options withTimings(Duration down, Duration pause) {
-            return new Options(host, port, seeds, slots, flightPort, roles, down, pause);
+            return new Options(host, port, seeds, slots, flightPort, roles, down, pause, flightToken);
         }
 
-        public Options withFlightPort(int p) { return new Options(host, port, seeds, slots, p, roles, downAfter, heartbeatPause); }
+        public Options withFlightPort(int p) { return new Options(host, port, seeds, slots, p, roles, downAfter, heartbeatPause, flightToken); }
+
+        public Options withFlightToken(String token) {
+            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, token);
+        }
+
+        @Override
+        public String toString() { // never the token
+            return "Options[" + host + ":" + port + " seeds " + seeds + ", " + slots + " slots, flight port " + flightPort
+                    + (flightToken != null ? ", token set" : "") + "]";
+        }
     }
 
     private final ActorSystem<NodeProtocol.Command> system;
@@ -94,7 +106,8 @@ public final class ClusterNode implements AutoCloseable {
         var allocator = new RootAllocator();
         FlightBatchServer flight;
         try {
-            flight = FlightBatchServer.start(Location.forGrpcInsecure(options.host(), options.flightPort()), runtime, allocator);
+            flight = FlightBatchServer.start(Location.forGrpcInsecure(options.host(), options.flightPort()), runtime, allocator,
+                    new FlightBatchServer.Security(options.flightToken(), null, null));
         } catch (IOException | RuntimeException e) {
             allocator.close();
             throw e;
@@ -245,7 +258,7 @@ public final class ClusterNode implements AutoCloseable {
 
     /** The trainer-facing side of the job currently running on this node, for a {@code FeedServer}. */
     public ClusterRankFeed trainerFeed(Duration waitForJob) {
-        var feed = new ClusterRankFeed(system, runtime, waitForJob, allocator);
+        var feed = new ClusterRankFeed(system, runtime, waitForJob, allocator, options.flightToken());
         feeds.add(feed);
         return feed;
     }

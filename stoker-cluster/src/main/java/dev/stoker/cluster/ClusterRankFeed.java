@@ -45,7 +45,10 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     private final Map<String, FlightBatchClient> clients = new HashMap<>(); // "rank@host:port"
     private volatile boolean closed;
 
-    ClusterRankFeed(ActorSystem<?> system, NodeRuntime runtime, Duration waitForJob, BufferAllocator allocator) {
+    private final FlightBatchClient.Options flightOptions;
+
+    ClusterRankFeed(ActorSystem<?> system, NodeRuntime runtime, Duration waitForJob, BufferAllocator allocator, String flightToken) {
+        this.flightOptions = new FlightBatchClient.Options(flightToken, false, null);
         this.system = system;
         this.runtime = runtime;
         this.waitForJob = waitForJob;
@@ -169,7 +172,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     private FlightBatchClient client(CoordinatorProtocol.BatchRef ref) {
         String key = ref.rank() + "@" + ref.flightHost() + ":" + ref.flightPort();
         synchronized (clients) {
-            return clients.computeIfAbsent(key, k -> FlightBatchClient.connect(ref.flightHost(), ref.flightPort(), allocator));
+            return clients.computeIfAbsent(key, k -> FlightBatchClient.connect(ref.flightHost(), ref.flightPort(), flightOptions, allocator));
         }
     }
 
