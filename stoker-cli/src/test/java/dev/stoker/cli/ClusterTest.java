@@ -202,6 +202,28 @@ class ClusterTest {
         assertEquals(steps, owner.flightBatchesSent(), "it sent every batch of the other node's rank " + stats);
     }
 
+    /** The Python client (Debian's python3) on one node's socket reads its rank's batches bit for bit, like the Java one. */
+    @Test
+    void thePythonClientReadsItsRankFromItsNode() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PythonClientTest.PYTHON)), "no /usr/bin/python3");
+        int ranks = 2, steps = 4;
+        var reference = embedded(ranks, steps, "refpy");
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1);
+        coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
+        var javaRank = trainer(sockets.get(1), 1, ranks, steps, 0, new AtomicLong(), new long[1]);
+        var p = new ProcessBuilder(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
+                .toString(), "take", "--socket", sockets.get(0).toString(), "--world", "" + ranks, "--rank", "0", "--job", "t",
+                "--steps", "" + steps).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS));
+        assertEquals(0, p.exitValue(), out);
+        var lines = out.strip().split("\n");
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
+        assertEquals(reference.get(0), ResumeTest.strings(json.get("digests")), "rank 0 through Python");
+        assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
+    }
+
     @Test
     void aNodeKilledMidEpochHasItsWorkRedoneWithNothingLostOrRepeated() throws Exception {
         int ranks = 2, steps = 12;
