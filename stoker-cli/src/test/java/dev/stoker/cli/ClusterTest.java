@@ -85,13 +85,19 @@ class ClusterTest {
     }
 
     /** Starts {@code n} node processes (the first is the seed); returns their sockets. */
-    List<Path> nodes(int n, int seedPort, int slots) throws Exception {
+    List<Path> nodes(int n, int seedPort, int slots) throws Exception { return nodes(n, seedPort, slots, 10_000); }
+
+    /**
+     * {@link #nodes(int, int, int)} with nodes marked unreachable after {@code heartbeatPauseMillis} without a heartbeat:
+     * short only where a test kills a node (four JVMs share two cores here, and a busy one may miss beats).
+     */
+    List<Path> nodes(int n, int seedPort, int slots, long heartbeatPauseMillis) throws Exception {
         var sockets = new ArrayList<Path>();
         for (int i = 0; i < n; i++) {
             Path log = tmp.resolve("node" + i + "-" + seedPort + ".log"), sock = tmp.resolve("n" + i + "-" + seedPort + ".sock");
             var p = ServeProcess.start(log, "512m", "node", List.of("--seed", "127.0.0.1:" + seedPort,
                     "--bind", "127.0.0.1:" + (i == 0 ? seedPort : 0), "--slots", "" + slots, "--socket", sock.toString(),
-                    "--node-shm-budget", "512M", "--heartbeat-pause-ms", "3000", "--down-after-ms", "2000"));
+                    "--node-shm-budget", "512M", "--heartbeat-pause-ms", "" + heartbeatPauseMillis, "--down-after-ms", "2000"));
             children.add(p);
             sockets.add(sock);
             if (i == 0) ServeProcess.awaitLine(p, log, "stoker node: listening on ");
@@ -110,7 +116,7 @@ class ClusterTest {
         var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(tmp.resolve("shm")), 64L << 20, "coord"));
         closing.add(store);
         var node = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of("127.0.0.1:" + seedPort), 0)
-                .withTimings(Duration.ofSeconds(2), Duration.ofSeconds(3)), store, ClusterJobArgs.factory());
+                .withTimings(Duration.ofSeconds(2), Duration.ofSeconds(10)), store, ClusterJobArgs.factory());
         closing.add(node);
         assertTrue(node.awaitUp(Duration.ofSeconds(60)), "the coordinator joined the cluster");
         var job = node.runJob(new ClusterJob.Spec("t" + seedPort, jobArgs(ranks), nodes, placement, workers, steps, 2), Duration.ofMinutes(3));
@@ -229,7 +235,7 @@ class ClusterTest {
         int ranks = 2, steps = 12;
         var reference = embedded(ranks, steps, "refkill");
         int seed = freePort();
-        var sockets = nodes(3, seed, 1);
+        var sockets = nodes(3, seed, 1, 3000);
         var job = coordinator(seed, ranks, 3, Placement.SPREAD, 3, steps);
         String victim = addresses.get(1); // the second node: the ranks sit on the first and the third
         assertTrue(job.workerNodes().contains(victim), "spread gives every node a worker " + job.workerNodes());

@@ -121,6 +121,8 @@ public final class ClusterJob implements AutoCloseable {
     private final Map<String, NodeProtocol.NodeInfo> infos = new HashMap<>();
     private final Set<String> dead = new HashSet<>();
     private final CompletableFuture<Void> enoughNodes = new CompletableFuture<>();
+    /** Completes when every rank's window is issued: a rank that asks earlier (its node opened the job first) waits for it. */
+    private final CompletableFuture<Void> opened = new CompletableFuture<>();
     private List<String> order = List.of(); // nodes in placement order
     private String[] workerNode;
     private SampleSchedule schedule;
@@ -276,6 +278,7 @@ public final class ClusterJob implements AutoCloseable {
             }
             for (int r = 0; r < ranks.length; r++) topUp(r);
         }
+        opened.complete(null);
         LOG.log(System.Logger.Level.DEBUG, "job " + spec.job() + ": " + spec.workers() + " workers " + spec.placement() + " over " + order);
     }
 
@@ -335,6 +338,10 @@ public final class ClusterJob implements AutoCloseable {
 
     /** Rank {@code rank}'s next batch reference; confirms (releases) the one before it. */
     private synchronized void next(int rank, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
+        if (ranks == null && !closed) {
+            opened.thenRun(() -> next(rank, replyTo));
+            return;
+        }
         if (ranks == null || rank < 0 || rank >= ranks.length) {
             replyTo.tell(CoordinatorProtocol.BatchRef.failed(rank, "rank " + rank + " is not in this job"));
             return;
@@ -542,6 +549,7 @@ public final class ClusterJob implements AutoCloseable {
             closed = true;
             live = new ArrayList<>(agents.values());
         }
+        opened.completeExceptionally(new IllegalStateException("job " + spec.job() + " stopped"));
         for (var a : live) a.tell(new NodeProtocol.StopJob(spec.job()));
         if (self != null) self.tell(new Stop());
     }
