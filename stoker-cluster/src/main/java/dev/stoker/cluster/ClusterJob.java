@@ -339,7 +339,10 @@ public final class ClusterJob implements AutoCloseable {
     /** Rank {@code rank}'s next batch reference; confirms (releases) the one before it. */
     private synchronized void next(int rank, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
         if (ranks == null && !closed) {
-            opened.thenRun(() -> next(rank, replyTo));
+            opened.whenComplete((ok, err) -> {
+                if (err == null) next(rank, replyTo);
+                else replyTo.tell(CoordinatorProtocol.BatchRef.failed(rank, err.getMessage()));
+            });
             return;
         }
         if (ranks == null || rank < 0 || rank >= ranks.length) {
