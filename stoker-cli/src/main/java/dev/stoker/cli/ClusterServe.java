@@ -1,11 +1,9 @@
 package dev.stoker.cli;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.cluster.ClusterJob;
 import dev.stoker.cluster.ClusterNode;
 import dev.stoker.cluster.Placement;
 import dev.stoker.transport.FeedServer;
-import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -63,18 +61,10 @@ final class ClusterServe {
                     var m = new LinkedHashMap<String, Object>(job.summary());
                     m.put("nodes", job.nodeStats());
                     m.put("server", java.util.Map.of("refs_sent", server.refsSent(), "batches_sent", server.batchesSent()));
-                    writeJson(serve.metricsFile, m);
+                    ServeCommand.writeJson(serve.metricsFile, m);
                 }
             }
         }
         return 0;
-    }
-
-    static void writeJson(Path file, Object value) throws IOException {
-        Path abs = file.toAbsolutePath();
-        if (abs.getParent() != null) Files.createDirectories(abs.getParent());
-        Path tmp = abs.resolveSibling(abs.getFileName() + ".tmp");
-        new ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), value);
-        Files.move(tmp, abs, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
     }
 }

@@ -66,7 +66,7 @@ final class NodeCommand implements Callable<Integer> {
             stop.await();
             out.println("stoker node: stopping");
             out.flush();
-            if (statsFile != null) ClusterServe.writeJson(statsFile, node.stats());
+            if (statsFile != null) ServeCommand.writeJson(statsFile, node.stats());
         }
         return 0;
     }

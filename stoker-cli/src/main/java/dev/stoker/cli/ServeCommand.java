@@ -230,10 +230,15 @@ final class ServeCommand implements Callable<Integer> {
         s.put("leases_released", server.leasesReleased());
         s.put("leases_released_on_disconnect", server.leasesReleasedOnDisconnect());
         metrics.put("server", s);
-        Path abs = metricsFile.toAbsolutePath();
+        writeJson(metricsFile, metrics);
+    }
+
+    /** Writes {@code value} as pretty JSON to {@code file} atomically (a temporary file beside it, then a rename). */
+    static void writeJson(Path file, Object value) throws java.io.IOException {
+        Path abs = file.toAbsolutePath();
         if (abs.getParent() != null) Files.createDirectories(abs.getParent());
         Path tmp = abs.resolveSibling(abs.getFileName() + ".tmp");
-        new com.fasterxml.jackson.databind.ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), metrics);
+        new com.fasterxml.jackson.databind.ObjectMapper().writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), value);
         Files.move(tmp, abs, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
     }
 }

@@ -126,17 +126,10 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
     /** A lease on the object when this node made it; null when another node did. */
     private Delivery local(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref) {
-        var b = job.objects.get(ref.key());
-        if (b == null) return null;
-        dev.stoker.store.Lease lease;
-        try {
-            lease = b.object().lease();
-        } catch (IllegalStateException released) {
-            return null;
-        }
+        var lent = runtime.lend(job.id, ref.key());
+        if (lent == null) return null;
         runtime.localHandOuts.incrementAndGet();
-        var o = b.object();
-        return new Stored(o.file(), o.offset(), b.sizeBytes(), o.segment().asSlice(0, b.sizeBytes()), lease::close);
+        return new Stored(lent.object().file(), lent.object().offset(), lent.bytes(), lent.view(), lent.lease()::close);
     }
 
     /** One DoGet from the owner into an object of this node's store; the trainer maps that object. */

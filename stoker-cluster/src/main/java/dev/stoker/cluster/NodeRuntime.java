@@ -153,19 +153,22 @@ final class NodeRuntime implements BatchSource {
         return n;
     }
 
-    /** A lease on object {@code key} of job {@code jobId}, with a view of its bytes, or null when the node does not hold it. */
-    BatchSource.Leased lease(String jobId, String key) {
+    /** An object lent out: the object, its batch's bytes, and the lease that keeps it (close it when done). */
+    record Lent(dev.stoker.store.StoredObject object, long bytes, dev.stoker.store.Lease lease) {
+        java.lang.foreign.MemorySegment view() { return object.segment().asSlice(0, bytes); }
+    }
+
+    /** A lease on object {@code key} of job {@code jobId}, or null when the node does not hold it (any more). */
+    Lent lend(String jobId, String key) {
         var job = jobs.get(jobId);
         if (job == null) return null;
         var b = job.objects.get(key);
         if (b == null) return null;
-        dev.stoker.store.Lease lease;
         try {
-            lease = b.object().lease();
+            return new Lent(b.object(), b.sizeBytes(), b.object().lease());
         } catch (IllegalStateException released) {
             return null;
         }
-        return new BatchSource.Leased(b.object().segment().asSlice(0, b.sizeBytes()), lease::close);
     }
 
     @Override
@@ -181,8 +184,8 @@ final class NodeRuntime implements BatchSource {
     public CompletableFuture<Leased> next(int rank, int world, String name) {
         int slash = name.indexOf('/');
         if (slash < 0) return next(rank);
-        var leased = lease(name.substring(0, slash), name.substring(slash + 1));
-        return leased != null ? CompletableFuture.completedFuture(leased)
+        var lent = lend(name.substring(0, slash), name.substring(slash + 1));
+        return lent != null ? CompletableFuture.completedFuture(new Leased(lent.view(), lent.lease()::close))
                 : CompletableFuture.failedFuture(new IllegalArgumentException("no object " + name + " on this node"));
     }
 
