@@ -59,6 +59,7 @@ final class ClusterBench implements Callable<Integer> {
     private static final long START_TIMEOUT_SECONDS = 180;
     private static final long STOP_TIMEOUT_SECONDS = 60;
     private static final int TAIL_LINES = 25;
+    private static final long SAMPLE_MILLIS = 250;
 
     @Spec CommandSpec spec;
     @Mixin ProcessorOptions processor;
@@ -224,6 +225,7 @@ final class ClusterBench implements Callable<Integer> {
 
             NetnsTestBed.Counters[] before = new NetnsTestBed.Counters[nodes];
             if (bed != null) for (int i = 0; i < nodes; i++) before[i] = bed.counters(i);
+            LinkSampler sampler = bed != null ? new LinkSampler(bed, SAMPLE_MILLIS) : null;
             long t0 = System.nanoTime();
             var trainers = new ArrayList<Process>();
             for (int r = 0; r < ranks; r++) {
@@ -242,8 +244,14 @@ final class ClusterBench implements Callable<Integer> {
                 trainers.add(p);
             }
             long timeout = timeoutSeconds != null ? timeoutSeconds : 120 + steps * (10 + stepMillis / 1000);
-            awaitTrainers(trainers, members, dir, timeout);
+            try {
+                awaitTrainers(trainers, members, dir, timeout);
+            } finally {
+                if (sampler != null) sampler.close();
+            }
             double wallSeconds = (System.nanoTime() - t0) / 1e9;
+            List<LinkSampler.Sample> linkSamples = sampler != null ? sampler.samples() : List.of();
+            if (sampler != null) writeLinkSamples(dir.resolve("link-samples.csv"), linkSamples);
             NetnsTestBed.Counters[] after = new NetnsTestBed.Counters[nodes];
             if (bed != null) for (int i = 0; i < nodes; i++) after[i] = bed.counters(i);
 
@@ -254,7 +262,7 @@ final class ClusterBench implements Callable<Integer> {
                 bed = null;
             }
 
-            var result = summarize(dir, metricsFile, indexOf, ranks, w, place, netns, before, after, wallSeconds, jobArgs);
+            var result = summarize(dir, metricsFile, indexOf, ranks, w, place, netns, before, after, linkSamples, wallSeconds, jobArgs);
             printTable(out, result);
             out.println(new ObjectMapper().writeValueAsString(result));
             out.flush();
@@ -370,7 +378,7 @@ final class ClusterBench implements Callable<Integer> {
     /** Everything the run measured, as the JSON line (also the table's source). */
     private Map<String, Object> summarize(Path dir, Path metricsFile, Map<String, Integer> indexOf, int ranks, int w, String place,
                                           boolean netns, NetnsTestBed.Counters[] before, NetnsTestBed.Counters[] after,
-                                          double wallSeconds, List<String> jobArgs) throws IOException {
+                                          List<LinkSampler.Sample> linkSamples, double wallSeconds, List<String> jobArgs) throws IOException {
         var mapper = new ObjectMapper();
         RunData.Mode mode = RunData.load(dir).modes().stream().filter(m -> m.name().equals(MODE)).findFirst()
                 .orElseThrow(() -> new IOException("no trainer reports in " + dir));
@@ -382,6 +390,16 @@ final class ClusterBench implements Callable<Integer> {
         var samplesPerRank = new ArrayList<Long>();
         long steadySamples = 0;
         double steadySeconds = 0;
+        // the steady window in wall-clock time: every rank past its first steps, none finished yet
+        double windowStart = Double.NEGATIVE_INFINITY, windowEnd = Double.POSITIVE_INFINITY;
+        var starts = new HashMap<Integer, Long>();
+        for (int r = 0; r < ranks; r++) {
+            Path p = report(dir, r);
+            if (Files.isRegularFile(p)) {
+                JsonNode rep = mapper.readTree(p.toFile());
+                if (rep.has("start_unix_ms")) starts.put(r, rep.get("start_unix_ms").asLong());
+            }
+        }
         for (int r = 0; r < ranks; r++) {
             int rank = r;
             var rep = mode.ranks().stream().filter(x -> x.rank() == rank).findFirst().orElse(null);
@@ -411,7 +429,24 @@ final class ClusterBench implements Callable<Integer> {
             samplesPerRank.add(samples);
             steadySamples += ss;
             steadySeconds = Math.max(steadySeconds, (sw + sc) / 1e9);
+            Long start = starts.get(r);
+            if (start == null || rep.steps().size() <= RunData.STEADY_SKIP_STEPS) {
+                windowStart = Double.NaN;
+            } else {
+                long warm = 0;
+                for (int i = 0; i < RunData.STEADY_SKIP_STEPS; i++) warm += rep.steps().get(i).waitNanos() + rep.steps().get(i).computeNanos();
+                windowStart = Math.max(windowStart, start + warm / 1e6);
+                windowEnd = Math.min(windowEnd, start + rep.elapsedMillis());
+            }
         }
+        // the samples that bound the window from inside it
+        LinkSampler.Sample first = null, last = null;
+        for (var ls : linkSamples) {
+            if (ls.unixMillis() >= windowStart && first == null) first = ls;
+            if (ls.unixMillis() <= windowEnd) last = ls;
+        }
+        boolean steadyLinks = first != null && last != null && last.unixMillis() - first.unixMillis() >= 1000;
+        double steadyLinkSeconds = steadyLinks ? (last.unixMillis() - first.unixMillis()) / 1000.0 : 0;
 
         JsonNode metrics = Files.isRegularFile(metricsFile) ? mapper.readTree(metricsFile.toFile()) : mapper.createObjectNode();
         // each node's own counters: from serve's metrics file (asked of every node at stop), else the node's stats file
@@ -434,6 +469,8 @@ final class ClusterBench implements Callable<Integer> {
         var rx = new ArrayList<Long>();
         var utilTx = new ArrayList<Double>();
         var utilRx = new ArrayList<Double>();
+        var steadyUtilTx = new ArrayList<Double>();
+        var steadyUtilRx = new ArrayList<Double>();
         var flightSent = new ArrayList<Long>();
         var pulled = new ArrayList<Long>();
         var produced = new ArrayList<Long>();
@@ -456,6 +493,11 @@ final class ClusterBench implements Callable<Integer> {
             boolean limited = netns && nicMbit > 0 && elapsedSeconds > 0;
             utilTx.add(limited ? round(tx.get(i) / (elapsedSeconds * linkBytesPerSecond)) : null);
             utilRx.add(limited ? round(rx.get(i) / (elapsedSeconds * linkBytesPerSecond)) : null);
+            boolean steady = limited && steadyLinks;
+            steadyUtilTx.add(steady ? round((last.counters().get(i).txBytes() - first.counters().get(i).txBytes())
+                    / (steadyLinkSeconds * linkBytesPerSecond)) : null);
+            steadyUtilRx.add(steady ? round((last.counters().get(i).rxBytes() - first.counters().get(i).rxBytes())
+                    / (steadyLinkSeconds * linkBytesPerSecond)) : null);
         }
 
         var json = new LinkedHashMap<String, Object>();
@@ -467,6 +509,9 @@ final class ClusterBench implements Callable<Integer> {
         json.put("per_node_rx_bytes", rx);
         json.put("link_utilisation", utilTx);
         json.put("link_utilisation_rx", utilRx);
+        json.put("steady_link_utilisation", steadyUtilTx);
+        json.put("steady_link_utilisation_rx", steadyUtilRx);
+        json.put("steady_link_window_s", steadyLinks ? round2(steadyLinkSeconds) : null);
         json.put("bytes_source", netns ? "interfaces" : "flight_counters");
         json.put("per_node_flight_bytes_sent", flightSent);
         json.put("per_node_pulled_bytes", pulled);
@@ -515,20 +560,23 @@ final class ClusterBench implements Callable<Integer> {
         var rx = (List<Long>) j.get("per_node_rx_bytes");
         var utx = (List<Double>) j.get("link_utilisation");
         var urx = (List<Double>) j.get("link_utilisation_rx");
+        var sutx = (List<Double>) j.get("steady_link_utilisation");
+        var surx = (List<Double>) j.get("steady_link_utilisation_rx");
         var flight = (List<Long>) j.get("per_node_flight_bytes_sent");
         var pulled = (List<Long>) j.get("per_node_pulled_bytes");
         var made = (List<Long>) j.get("per_node_batches_made");
         var local = (List<Long>) j.get("per_node_local_handouts");
         var wpn = (List<Integer>) j.get("workers_per_node");
         int ranks = (Integer) ((Map<String, Object>) j.get("settings")).get("ranks");
-        out.printf("%-4s %-6s %7s %5s %11s %11s %7s %7s %13s %11s %6s %6s%n", "node", "role", "workers", "ranks",
-                netns ? "tx MB" : "sent MB", netns ? "rx MB" : "recv MB", "tx use", "rx use", "flight out MB", "pulled MB", "made", "local");
+        out.printf("%-4s %-6s %7s %5s %10s %10s %13s %13s %13s %10s %5s %5s%n", "node", "role", "workers", "ranks",
+                netns ? "tx MB" : "sent MB", netns ? "rx MB" : "recv MB", "tx use/steady", "rx use/steady", "flight out MB", "pulled MB",
+                "made", "local");
         for (int i = 0; i < nodes; i++) {
             int node = i;
             long myRanks = java.util.stream.IntStream.range(0, ranks).filter(r -> r % nodes == node).count();
-            out.printf("%-4d %-6s %7d %5d %11.1f %11.1f %7s %7s %13.1f %11.1f %6d %6d%n", i, i == 0 ? "serve" : "node", wpn.get(i), myRanks,
-                    tx.get(i) / 1e6, rx.get(i) / 1e6, pct(utx.get(i)), pct(urx.get(i)), flight.get(i) / 1e6, pulled.get(i) / 1e6,
-                    made.get(i), local.get(i));
+            out.printf("%-4d %-6s %7d %5d %10.1f %10.1f %13s %13s %13.1f %10.1f %5d %5d%n", i, i == 0 ? "serve" : "node", wpn.get(i), myRanks,
+                    tx.get(i) / 1e6, rx.get(i) / 1e6, pct(utx.get(i)) + "/" + pct(sutx.get(i)), pct(urx.get(i)) + "/" + pct(surx.get(i)),
+                    flight.get(i) / 1e6, pulled.get(i) / 1e6, made.get(i), local.get(i));
         }
         out.printf("samples/s  %.2f (steady %s) over %.2f s, the slowest trainer's connect-to-end (wall from trainer launch: %.2f s)%n",
                 (Double) j.get("samples_per_s"), j.get("steady_samples_per_s"), (Double) j.get("elapsed_s"), (Double) j.get("wall_s"));
@@ -536,8 +584,76 @@ final class ClusterBench implements Callable<Integer> {
                 j.get("per_rank_wait_ratio"), j.get("per_rank_steady_wait_ratio"));
         out.printf("steps per rank %s, samples %s, first batch %.0f ms, mean wait %.1f ms; dead nodes %s, redone %s%n", j.get("steps_per_rank"),
                 j.get("samples"), (Double) j.get("ttfb_ms"), (Double) j.get("mean_wait_ms"), j.get("dead_nodes"), j.get("redone"));
+        if (netns && j.get("nic_mbit") instanceof Long m && m > 0)
+            out.printf("link use: bytes over (the slowest trainer's elapsed × %d Mbit/s) / over the steady window (%s s, every rank past its "
+                    + "first %d steps; link-samples.csv)%n", m, j.get("steady_link_window_s"), RunData.STEADY_SKIP_STEPS);
         if (!netns) out.println("(no namespaces: bytes are the nodes' Flight counters, sent and pulled; no NIC, no utilisation)");
         out.flush();
+    }
+
+    /** The bed's per-node counters every interval while the trainers run, read from the switch (one command a sample). */
+    static final class LinkSampler implements AutoCloseable {
+        /** One reading: node i's counters at {@code unixMillis} (the middle of the command). */
+        record Sample(long unixMillis, List<NetnsTestBed.Counters> counters) {}
+
+        private final NetnsTestBed bed;
+        private final List<Sample> samples = java.util.Collections.synchronizedList(new ArrayList<>());
+        private final Thread thread;
+        private volatile boolean stopped;
+
+        LinkSampler(NetnsTestBed bed, long intervalMillis) {
+            this.bed = bed;
+            sample();
+            this.thread = Thread.ofPlatform().daemon().name("bench-cluster-links").start(() -> {
+                while (!stopped) {
+                    try {
+                        Thread.sleep(intervalMillis);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                    sample();
+                }
+            });
+        }
+
+        private void sample() {
+            try {
+                long t0 = System.currentTimeMillis();
+                var c = bed.switchSideCounters();
+                samples.add(new Sample((t0 + System.currentTimeMillis()) / 2, c));
+            } catch (IOException e) {
+                // a missed reading: the next one covers it
+            }
+        }
+
+        List<Sample> samples() {
+            synchronized (samples) {
+                return List.copyOf(samples);
+            }
+        }
+
+        @Override
+        public void close() throws InterruptedException {
+            stopped = true;
+            thread.interrupt();
+            thread.join(5000);
+            sample();
+        }
+    }
+
+    private static void writeLinkSamples(Path file, List<LinkSampler.Sample> samples) throws IOException {
+        if (samples.isEmpty()) return;
+        var sb = new StringBuilder("t_ms");
+        int n = samples.getFirst().counters().size();
+        for (int i = 0; i < n; i++) sb.append(",tx_bytes_").append(i).append(",rx_bytes_").append(i);
+        sb.append('\n');
+        long t0 = samples.getFirst().unixMillis();
+        for (var s : samples) {
+            sb.append(s.unixMillis() - t0);
+            for (var c : s.counters()) sb.append(',').append(c.txBytes()).append(',').append(c.rxBytes());
+            sb.append('\n');
+        }
+        Files.writeString(file, sb);
     }
 
     private static String pct(Double v) { return v == null ? "-" : String.format(Locale.ROOT, "%.0f%%", v * 100); }
