@@ -48,8 +48,9 @@ import picocli.CommandLine.Model.CommandSpec;
                 + "bytes sent and received, link utilisation, samples/s and the wait ratio.",
                 "--ranks defaults to --nodes here (one data-parallel rank per node). Feed options (--data, --batch, --max-pixels, "
                         + "--fetch-latency-ms, --warm-up-ms, --threads …) go to the job as serve takes them.",
-                "samples/s and utilisation are over the slowest trainer's elapsed time (connect to last step); steady figures leave "
-                        + "out each rank's first " + RunData.STEADY_SKIP_STEPS + " steps.",
+                "samples/s and link utilisation are over the slowest trainer's elapsed time (first request to last step); steady "
+                        + "figures leave out each rank's first " + RunData.STEADY_SKIP_STEPS + " steps (steady link use: the wall-clock "
+                        + "window from when every rank is past them to the last rank's end, from counters sampled every 250 ms).",
                 "The last stdout line is JSON {\"samples_per_s\":…, \"wait_ratio\":…, \"per_node_bytes\":[…], \"per_node_rx_bytes\":[…], "
                         + "\"link_utilisation\":[…], \"worker_nodes\":[…], \"per_rank_wait_ratio\":[…], \"nodes\":…, \"placement\":…, "
                         + "\"nic_mbit\":…, \"settings\":{…}, …}."})
@@ -390,8 +391,9 @@ final class ClusterBench implements Callable<Integer> {
         var samplesPerRank = new ArrayList<Long>();
         long steadySamples = 0;
         double steadySeconds = 0;
-        // the steady window in wall-clock time: every rank past its first steps, none finished yet
-        double windowStart = Double.NEGATIVE_INFINITY, windowEnd = Double.POSITIVE_INFINITY;
+        // the steady window in wall-clock time: from when every rank is past its first steps to the last rank's end (a rank
+        // whose batches are all local, rank 0 under pack, may finish long before the others: its end would close the window)
+        double windowStart = Double.NEGATIVE_INFINITY, windowEnd = Double.NEGATIVE_INFINITY;
         var starts = new HashMap<Integer, Long>();
         for (int r = 0; r < ranks; r++) {
             Path p = report(dir, r);
@@ -436,7 +438,7 @@ final class ClusterBench implements Callable<Integer> {
                 long warm = 0;
                 for (int i = 0; i < RunData.STEADY_SKIP_STEPS; i++) warm += rep.steps().get(i).waitNanos() + rep.steps().get(i).computeNanos();
                 windowStart = Math.max(windowStart, start + warm / 1e6);
-                windowEnd = Math.min(windowEnd, start + rep.elapsedMillis());
+                windowEnd = Math.max(windowEnd, start + rep.elapsedMillis());
             }
         }
         // the samples that bound the window from inside it
@@ -586,7 +588,7 @@ final class ClusterBench implements Callable<Integer> {
                 j.get("samples"), (Double) j.get("ttfb_ms"), (Double) j.get("mean_wait_ms"), j.get("dead_nodes"), j.get("redone"));
         if (netns && j.get("nic_mbit") instanceof Long m && m > 0)
             out.printf("link use: bytes over (the slowest trainer's elapsed × %d Mbit/s) / over the steady window (%s s, every rank past its "
-                    + "first %d steps; link-samples.csv)%n", m, j.get("steady_link_window_s"), RunData.STEADY_SKIP_STEPS);
+                    + "first %d steps to the last one's end; link-samples.csv)%n", m, j.get("steady_link_window_s"), RunData.STEADY_SKIP_STEPS);
         if (!netns) out.println("(no namespaces: bytes are the nodes' Flight counters, sent and pulled; no NIC, no utilisation)");
         out.flush();
     }

@@ -80,6 +80,13 @@ class ClusterBenchCliTest {
                     "node 1's card sent at least the Flight bytes node 1 sent: " + r.out());
             assertTrue(j.get("per_node_rx_bytes").get(0).asLong() >= sent1, "node 0's card received them: " + r.out());
             assertTrue(j.get("link_utilisation").get(1).asDouble() > 0, r.out());
+            // the switch's view, sampled while the trainers ran, saw node 1 send them too
+            List<String> samples = Files.readAllLines(work.resolve("link-samples.csv"));
+            assertEquals("t_ms,tx_bytes_0,rx_bytes_0,tx_bytes_1,rx_bytes_1", samples.getFirst());
+            assertTrue(samples.size() >= 3, "a sample before, during and after: " + samples);
+            long[] firstRow = java.util.Arrays.stream(samples.get(1).split(",")).mapToLong(Long::parseLong).toArray();
+            long[] lastRow = java.util.Arrays.stream(samples.getLast().split(",")).mapToLong(Long::parseLong).toArray();
+            assertTrue(lastRow[3] - firstRow[3] >= sent1, "switch port of node 1: " + samples);
             String mine = NetnsTestBed.DEFAULT_PREFIX + ProcessHandle.current().pid() + "x";
             assertTrue(NetnsTestBed.listNamespaces().stream().noneMatch(n -> n.startsWith(mine)),
                     "no namespace left: " + NetnsTestBed.listNamespaces());
