@@ -6,7 +6,7 @@ Mirrors the Java trainer (``stoker trainer``, TrainerCommand): connects (accepti
 unless ``--copy``), and per step measures the wait (from asking for the next batch until holding
 it), then "computes" by sleeping ``--step-ms`` (no CPU, as a GPU step would), then drops the batch
 (its lease goes back to the service with the next request). Writes the same JSON report:
-``rank, world, connect_wait_ms, elapsed_ms, bytes_received, refs_received, shared_memory, steps``,
+``rank, world, connect_wait_ms, elapsed_ms, start_unix_ms, bytes_received, refs_received, shared_memory, steps``,
 each step ``[wait_ns, compute_ns, total_bytes, samples, transfer_ns]``; ``transfer_ns`` is the time
 from the reply's frame header to the batch in hand (the payload's copy through the socket under
 copy delivery; mapping and parsing under shared memory).
@@ -42,6 +42,7 @@ def run(args) -> dict:
     try:
         loader.connect()  # the service may hold WELCOME until its pipeline is up
         start = time.perf_counter_ns()
+        start_unix_ms = time.time_ns() // 1_000_000
         for _ in range(args.steps):
             t0 = time.perf_counter_ns()
             try:
@@ -60,6 +61,7 @@ def run(args) -> dict:
             "world": args.world,
             "connect_wait_ms": (start - connect_ns) / 1e6,
             "elapsed_ms": (end - start) / 1e6,
+            "start_unix_ms": start_unix_ms,
             "bytes_received": loader.bytes_received,
             "refs_received": loader.refs,
             "shared_memory": loader.delivery == "shared_memory",

@@ -43,6 +43,7 @@ final class TrainerCommand implements Callable<Integer> {
         try (var client = TrainerClient.connect(socket, rank, world, job,
                 (copy ? TrainerClient.Options.COPY : TrainerClient.Options.SHARED_MEMORY).withReceiveBuffer(receiveBuffer))) {
             long start = System.nanoTime();
+            long startUnixMillis = System.currentTimeMillis(); // to line the steps up with other clocks (bench cluster's link samples)
             long deadline = connectNanos + durationMillis * 1_000_000;
             for (int s = 0; s < steps && (durationMillis <= 0 || System.nanoTime() - deadline < 0); s++) {
                 long t0 = System.nanoTime();
@@ -61,6 +62,7 @@ final class TrainerCommand implements Callable<Integer> {
             json.put("world", world);
             json.put("connect_wait_ms", (start - connectNanos) / 1e6);
             json.put("elapsed_ms", (end - start) / 1e6);
+            json.put("start_unix_ms", startUnixMillis);
             json.put("bytes_received", client.bytesReceived());
             json.put("refs_received", client.refsReceived());
             json.put("shared_memory", client.sharedMemory());

@@ -258,6 +258,29 @@ public final class NetnsTestBed implements AutoCloseable {
     }
 
     /**
+     * Every node's counters as the switch sees them, read in one command (cheap enough to sample
+     * often): node i's port {@code n<i>} receives what node i sends, so here tx = the port's rx
+     * (sent by the node) and rx = the port's tx (received by the node), as in {@link #counters}.
+     * veth counts the same frames on both ends, so the two views agree but for what the bridge
+     * itself sends (nothing, with STP off) and IPv6 neighbour discovery of the port.
+     */
+    public List<Counters> switchSideCounters() throws IOException {
+        String out = run(ip, "-n", switchNamespace(), "-s", "-j", "link", "show");
+        var byPort = new java.util.HashMap<String, JsonNode>();
+        for (JsonNode link : JSON.readTree(out)) byPort.put(link.path("ifname").asText(), link.path("stats64"));
+        var counters = new ArrayList<Counters>();
+        for (int i = 0; i < nodes; i++) {
+            JsonNode stats = byPort.get(switchPort(i));
+            if (stats == null || stats.isMissingNode()) throw new IOException("no stats64 of port " + switchPort(i) + " in " + switchNamespace() + ": " + out);
+            JsonNode fromNode = stats.path("rx");
+            JsonNode toNode = stats.path("tx");
+            counters.add(new Counters(fromNode.path("bytes").asLong(), toNode.path("bytes").asLong(), fromNode.path("packets").asLong(),
+                    toNode.path("packets").asLong(), fromNode.path("dropped").asLong(), toNode.path("dropped").asLong()));
+        }
+        return counters;
+    }
+
+    /**
      * Removes every namespace this bed created; deleting the switch namespace removes the bridge
      * and, with each veth end, its peer. Processes still running in a node's namespace are killed
      * first (the caller should have stopped them; a leftover would keep the namespace alive

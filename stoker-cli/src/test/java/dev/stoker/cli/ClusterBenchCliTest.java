@@ -1,0 +1,111 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.cli.testbed.NetnsTestBed;
+import dev.stoker.testkit.Vectors;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code bench cluster} end to end on two nodes: in network namespaces when this machine allows
+ * them (root, ip, tc), else on 127.0.0.1 ({@code --no-netns}); real serve, node and trainer
+ * processes. Every rank gets every step, and node 1's card carried at least the Flight bytes node 1
+ * says it sent (the batches it made for rank 0 went from it straight to node 0).
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class ClusterBenchCliTest {
+    @TempDir Path tmp;
+
+    private Path dataset() throws Exception {
+        Path ds = Files.createDirectories(tmp.resolve("ds"));
+        Files.copy(Vectors.get().inputImage("p01_photo_grace_hopper"), ds.resolve("a.jpg"));
+        Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
+        var lines = new StringBuilder();
+        for (int i = 0; i < 24; i++)
+            lines.append(String.format("{\"id\":\"s%d\",\"image\":\"%s\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?\"},"
+                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i % 2 == 0 ? "a.jpg" : "b.png", i, i));
+        Files.writeString(ds.resolve("train.jsonl"), lines);
+        return ds.resolve("train.jsonl");
+    }
+
+    @Test
+    void twoNodesFeedTwoRanksAndTheBytesGoFromOwnerToRank() throws Exception {
+        boolean netns = NetnsTestBed.unavailableReason().isEmpty();
+        Path work = tmp.resolve("work");
+        var args = new ArrayList<>(List.of("bench", "cluster", "--data", dataset().toString(), "--nodes", "2", "--ranks", "2",
+                "--batch", "2", "--steps", "4", "--step-ms", "20", "--max-pixels", "50176", "--warm-up-ms", "0", "--threads", "1",
+                "--placement", "spread", "--node-heap", "512m", "--node-shm-budget", "256M", "--work-dir", work.toString()));
+        if (!netns) args.add("--no-netns");
+        var r = CliRunner.run(args.toArray(String[]::new));
+        assertEquals(0, r.status(), r.err() + r.out());
+        JsonNode j = new ObjectMapper().readTree(r.lastStdoutLine());
+        assertEquals(netns, j.get("netns").asBoolean(), r.out());
+        assertTrue(j.get("samples_per_s").asDouble() > 0, r.out());
+        double wait = j.get("wait_ratio").asDouble();
+        assertTrue(wait >= 0 && wait < 1, "wait ratio " + wait);
+        assertEquals(2, j.get("per_node_bytes").size(), r.out());
+        assertEquals(2, j.get("per_node_rx_bytes").size(), r.out());
+        assertEquals(2, j.get("per_rank_wait_ratio").size(), r.out());
+        assertEquals("[4,4]", j.get("steps_per_rank").toString(), "every rank got every step: " + r.out());
+        assertEquals("[8,8]", j.get("samples_per_rank").toString(), r.out());
+        assertEquals(16, j.get("samples").asLong());
+        assertEquals("[0,1]", j.get("worker_nodes").toString(), "spread: one worker per node: " + r.out());
+        assertEquals(0, j.get("dead_nodes").asInt(), r.out());
+
+        // rank 0 (node 0) pulls the batches node 1 made for it, and the other way round: nothing passes a third place
+        long sent1 = j.get("per_node_flight_bytes_sent").get(1).asLong();
+        long sent0 = j.get("per_node_flight_bytes_sent").get(0).asLong();
+        assertTrue(sent1 > 0 && sent0 > 0, "each node lent batches to the other's rank: " + r.out());
+        // (Flight counts its stream, a pull the batch as rewritten into the store: they differ by a few hundred bytes a batch)
+        assertEquals(sent1, j.get("per_node_pulled_bytes").get(0).asLong(), sent1 / 100.0, "node 0 pulled what node 1 sent: " + r.out());
+        assertEquals(sent0, j.get("per_node_pulled_bytes").get(1).asLong(), sent0 / 100.0, r.out());
+        long made = 0, local = 0;
+        for (JsonNode n : j.get("per_node_batches_made")) made += n.asLong();
+        for (JsonNode n : j.get("per_node_local_handouts")) local += n.asLong();
+        assertTrue(made >= 8, "at least the 8 batches the ranks took were made: " + r.out());
+        assertTrue(local > 0, "batches made on a rank's own node are leased, not pulled: " + r.out());
+        if (netns) {
+            assertEquals("interfaces", j.get("bytes_source").asText());
+            assertTrue(j.get("per_node_bytes").get(1).asLong() >= sent1,
+                    "node 1's card sent at least the Flight bytes node 1 sent: " + r.out());
+            assertTrue(j.get("per_node_rx_bytes").get(0).asLong() >= sent1, "node 0's card received them: " + r.out());
+            assertTrue(j.get("link_utilisation").get(1).asDouble() > 0, r.out());
+            // the switch's view, sampled while the trainers ran, saw node 1 send them too
+            List<String> samples = Files.readAllLines(work.resolve("link-samples.csv"));
+            assertEquals("t_ms,tx_bytes_0,rx_bytes_0,tx_bytes_1,rx_bytes_1", samples.getFirst());
+            assertTrue(samples.size() >= 3, "a sample before, during and after: " + samples);
+            long[] firstRow = java.util.Arrays.stream(samples.get(1).split(",")).mapToLong(Long::parseLong).toArray();
+            long[] lastRow = java.util.Arrays.stream(samples.getLast().split(",")).mapToLong(Long::parseLong).toArray();
+            assertTrue(lastRow[3] - firstRow[3] >= sent1, "switch port of node 1: " + samples);
+            String mine = NetnsTestBed.DEFAULT_PREFIX + ProcessHandle.current().pid() + "x";
+            assertTrue(NetnsTestBed.listNamespaces().stream().noneMatch(n -> n.startsWith(mine)),
+                    "no namespace left: " + NetnsTestBed.listNamespaces());
+        } else {
+            assertEquals("flight_counters", j.get("bytes_source").asText());
+            assertEquals(sent1, j.get("per_node_bytes").get(1).asLong());
+        }
+        try (var files = Files.list(work)) {
+            assertTrue(files.noneMatch(p -> p.toString().endsWith(".sock")), "sockets removed");
+        }
+    }
+
+    @Test
+    void aNodeThatCannotStartFailsTheRunWithItsLog() throws Exception {
+        // no such manifest: the nodes cannot open the job, serve exits before it listens
+        var r = CliRunner.run("bench", "cluster", "--data", tmp.resolve("missing/train.jsonl").toString(), "--nodes", "2", "--steps", "2",
+                "--no-netns", "--node-heap", "256m", "--work-dir", tmp.resolve("work2").toString());
+        assertTrue(r.status() != 0, r.out());
+        assertTrue(r.err().contains("node 0 (serve) exited"), r.err());
+        assertTrue(r.err().contains("--- last lines of"), r.err());
+    }
+}
