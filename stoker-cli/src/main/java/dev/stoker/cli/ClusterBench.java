@@ -188,6 +188,13 @@ final class ClusterBench implements Callable<Integer> {
                     place, w, w, ranks, feed.batch, stepMillis, steps, dir);
             out.flush();
 
+            // the nodes' Flight endpoints ask for a token off loopback (docs/cluster.md, Access): one for this run, 0600
+            Path tokenFile = dir.resolve("cluster-token");
+            byte[] secret = new byte[32];
+            new java.security.SecureRandom().nextBytes(secret);
+            java.nio.file.Files.writeString(tokenFile, java.util.HexFormat.of().formatHex(secret));
+            java.nio.file.Files.setPosixFilePermissions(tokenFile, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
+
             // node 0 first: it is the seed
             var members = new ArrayList<Member>();
             for (int i = 0; i < nodes; i++) {
@@ -205,7 +212,8 @@ final class ClusterBench implements Callable<Integer> {
                     argv.addAll(List.of("node", "--seed", seed, "--bind", bind, "--slots", Integer.toString(w),
                             "--stats-file", statsFile(dir, i).toString()));
                 }
-                argv.addAll(List.of("--socket", socket(dir, i).toString(), "--node-shm-budget", Long.toString(nodeShmBudget)));
+                argv.addAll(List.of("--socket", socket(dir, i).toString(), "--node-shm-budget", Long.toString(nodeShmBudget),
+                        "--cluster-token-file", tokenFile.toString()));
                 Path log = dir.resolve("node" + i + ".log");
                 var pb = bed != null ? bed.command(i, argv) : new ProcessBuilder(argv);
                 Process p = pb.redirectErrorStream(true).redirectOutput(log.toFile()).start();
