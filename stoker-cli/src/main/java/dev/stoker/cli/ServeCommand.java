@@ -124,9 +124,9 @@ final class ServeCommand implements Callable<Integer> {
             throw new Main.InvalidInputException("--mode must be zero-copy or prefetch, got " + mode);
         if (startStep < 0 || steps < 0) throw new Main.InvalidInputException("--start-step and --steps must be >= 0");
         long oneBatch = feed.batch * (options.vision().maxPixels() * 3L * options.vision().temporalPatchSize() * Float.BYTES);
-        long budget = feed.shmBudgetBytes();
+        long budget = clusterSeed != null ? cluster.nodeShmBudget : feed.shmBudgetBytes(); // a cluster job's batches live in the node's store
         if (feedMode == FeedMode.ZERO_COPY && budget < oneBatch)
-            throw new Main.InvalidInputException("--shm-budget " + budget + " is smaller than one batch: " + feed.batch
+            throw new Main.InvalidInputException((clusterSeed != null ? "--node-shm-budget " : "--shm-budget ") + budget + " is smaller than one batch: " + feed.batch
                     + " samples of one image at --max-pixels " + options.vision().maxPixels() + " take " + oneBatch + " bytes");
         Path sock = socket != null ? socket : defaultSocket(job);
         Path dir = sock.toAbsolutePath().getParent();

@@ -32,7 +32,7 @@ import org.apache.pekko.cluster.typed.Subscribe;
 /**
  * A job run over the cluster: the coordinator. It finds the nodes (the receptionist), places the
  * workers ({@link Placement}), opens the job on every node, and then, for each rank, keeps a window
- * of batches being made ahead of the trainer, each on a worker chosen in turn. A rank asks for its
+ * of batches being made ahead of the trainer (rank r's step s on worker (r + s) mod W). A rank asks for its
  * next batch and gets a <em>reference</em> (node, Flight endpoint, object name): the bytes stay in
  * the owner's store until the rank pulls them, and never pass through the coordinator.
  *
@@ -130,7 +130,6 @@ public final class ClusterJob implements AutoCloseable {
     private int depth;
     private RankState[] ranks;
     private long nextTaskId;
-    private long turn;
     private long redone, refetched, lateDropped;
     private ActorRef<CoordinatorProtocol.Command> self;
     private volatile boolean closed;
@@ -239,7 +238,7 @@ public final class ClusterJob implements AutoCloseable {
         List<String> nodes;
         synchronized (this) {
             nodes = new ArrayList<>(infos.keySet());
-            nodes.sort(null);
+            nodes.sort(java.util.Comparator.comparingInt((String a) -> age(a)).thenComparing(a -> a));
             order = List.copyOf(nodes);
             int[] slots = order.stream().mapToInt(a -> infos.get(a).slots()).toArray();
             int[] assignment = spec.placement().assign(spec.workers(), slots);
@@ -282,6 +281,18 @@ public final class ClusterJob implements AutoCloseable {
         LOG.log(System.Logger.Level.DEBUG, "job " + spec.job() + ": " + spec.workers() + " workers " + spec.placement() + " over " + order);
     }
 
+    /**
+     * The member's place among the cluster's members, oldest first (the seed that started the cluster is 0): the order in
+     * which pack fills nodes. Members not (or no longer) known sort last.
+     */
+    private int age(String address) {
+        var members = new ArrayList<org.apache.pekko.cluster.Member>();
+        Cluster.get(system).state().getMembers().forEach(members::add);
+        members.sort((a, b) -> a.isOlderThan(b) ? -1 : b.isOlderThan(a) ? 1 : 0);
+        for (int i = 0; i < members.size(); i++) if (members.get(i).address().toString().equals(address)) return i;
+        return Integer.MAX_VALUE;
+    }
+
     private <T> CompletionStage<T> ask(ActorRef<NodeProtocol.Command> ref, java.util.function.Function<ActorRef<T>, NodeProtocol.Command> msg) {
         return AskPattern.ask(ref, msg::apply, ASK, system.scheduler());
     }
@@ -295,7 +306,9 @@ public final class ClusterJob implements AutoCloseable {
             var t = new Task(nextTaskId++, r, c, globalStep);
             st.next = schedule.next(c);
             st.issued++;
-            t.worker = (int) (turn++ % workerNode.length);
+            // rank r's step s goes to worker (r + s) mod W: at every step the ranks' batches come from different workers, so
+            // under spread each node's card sends about one batch per step instead of several at once
+            t.worker = (int) ((r + globalStep) % workerNode.length);
             st.window.addLast(t);
             submit(t);
         }

@@ -26,12 +26,19 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
  * trainer then maps. Bytes never pass through the coordinator. When the owner cannot be read (it
  * died after making the batch), the coordinator is asked to make the batch again.
  *
+ * <p>Pull-ahead: each rank's next {@link #LOOKAHEAD} batches are pulled while its trainer computes,
+ * one after the other (a rank asks the coordinator for a batch only once the one before it is in
+ * this node's hands, which is what lets the coordinator release the owner's copy), so that a
+ * remote batch's transfer overlaps the trainer's step instead of adding to its wait.
+ *
  * <p>Threading: one request per rank at a time (the socket protocol's rule); pulls run on a pool
  * of their own, one Flight client per rank and owner.
  */
 public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     private static final Duration ASK = Duration.ofHours(1); // a batch may take long to make; node deaths end it sooner
     private static final int MAX_PULL_ATTEMPTS = 5;
+    /** Batches of a rank pulled ahead of its trainer's request. */
+    public static final int LOOKAHEAD = 2;
 
     private final ActorSystem<?> system;
     private final NodeRuntime runtime;
@@ -43,6 +50,15 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         return t;
     });
     private final Map<String, FlightBatchClient> clients = new HashMap<>(); // "rank@host:port"
+    private final Map<Integer, Ahead> ahead = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** A rank's pulls in order: those its trainer has not asked for yet, and the tail the next one starts after. */
+    private static final class Ahead {
+        final java.util.ArrayDeque<CompletableFuture<Delivery>> ready = new java.util.ArrayDeque<>();
+        CompletableFuture<Delivery> tail = CompletableFuture.completedFuture(null);
+        volatile boolean ended;
+        volatile Throwable failed;
+    }
     private volatile boolean closed;
 
     private final FlightBatchClient.Options flightOptions;
@@ -93,10 +109,31 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     @Override
     public CompletableFuture<? extends Delivery> next(int rank) {
         var job = job();
-        return AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator,
-                        r -> new CoordinatorProtocol.NextBatch(job.id, rank, r), ASK, system.scheduler())
-                .toCompletableFuture()
-                .thenComposeAsync(ref -> pull(job, ref, 1), pullers);
+        var a = ahead.computeIfAbsent(rank, r -> new Ahead());
+        synchronized (a) {
+            if (a.ready.isEmpty()) enqueue(job, rank, a);
+            var head = a.ready.pollFirst();
+            while (a.ready.size() < LOOKAHEAD && !a.ended && !closed) enqueue(job, rank, a);
+            return head;
+        }
+    }
+
+    /** Chains the rank's next pull after its last one (whatever became of it). */
+    private void enqueue(NodeRuntime.NodeJob job, int rank, Ahead a) {
+        var f = a.tail.handle((d, e) -> null).thenComposeAsync(x -> {
+            if (a.failed != null) return CompletableFuture.<Delivery>failedFuture(a.failed); // nothing after a lost batch
+            if (a.ended || closed) return CompletableFuture.<Delivery>completedFuture(null);
+            return AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator,
+                            r -> new CoordinatorProtocol.NextBatch(job.id, rank, r), ASK, system.scheduler())
+                    .toCompletableFuture()
+                    .thenComposeAsync(ref -> pull(job, ref, 1), pullers)
+                    .whenComplete((d, e) -> {
+                        if (e != null) a.failed = unwrap(e);
+                        else if (d == null) a.ended = true;
+                    });
+        }, pullers);
+        a.tail = f;
+        a.ready.addLast(f);
     }
 
     /** Takes the referenced batch from its owner; asks for it again when the owner cannot be read. */
@@ -172,6 +209,13 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        for (var a : ahead.values()) // pulled ahead, never asked for: give their space back
+            synchronized (a) {
+                for (var f : a.ready) f.thenAccept(d -> {
+                    if (d instanceof Stored s) s.release().run();
+                });
+                a.ready.clear();
+            }
         pullers.shutdownNow();
         try {
             pullers.awaitTermination(5, TimeUnit.SECONDS);
