@@ -99,6 +99,10 @@ final class ClusterBench implements Callable<Integer> {
                     + "binds PORT+i (default: a free range).")
     Integer port;
 
+    @Option(names = "--pull-ahead", defaultValue = "" + dev.stoker.cluster.ClusterRankFeed.PULL_AHEAD_DEFAULT,
+            description = "Batches each node pulls for its ranks ahead of their trainers (default: ${DEFAULT-VALUE}).")
+    int pullAhead;
+
     @Option(names = "--node-heap", defaultValue = "1g", description = "-Xmx of each node's JVM (default: ${DEFAULT-VALUE}).")
     String nodeHeap;
 
@@ -213,7 +217,7 @@ final class ClusterBench implements Callable<Integer> {
                             "--stats-file", statsFile(dir, i).toString()));
                 }
                 argv.addAll(List.of("--socket", socket(dir, i).toString(), "--node-shm-budget", Long.toString(nodeShmBudget),
-                        "--cluster-token-file", tokenFile.toString()));
+                        "--cluster-token-file", tokenFile.toString(), "--pull-ahead", Integer.toString(pullAhead)));
                 Path log = dir.resolve("node" + i + ".log");
                 var pb = bed != null ? bed.command(i, argv) : new ProcessBuilder(argv);
                 Process p = pb.redirectErrorStream(true).redirectOutput(log.toFile()).start();

@@ -43,6 +43,11 @@ final class ClusterOptions {
                     + "elsewhere (default: ${DEFAULT-VALUE}).")
     long heartbeatPauseMillis;
 
+    @Option(names = "--pull-ahead", defaultValue = "" + dev.stoker.cluster.ClusterRankFeed.PULL_AHEAD_DEFAULT,
+            description = "Batches this node pulls for each of its ranks ahead of the trainer's request, so that a batch's "
+                    + "transfer from its owner overlaps the trainer's step (default: ${DEFAULT-VALUE}).")
+    int pullAhead;
+
     static final String TOKEN_ENV = "STOKER_CLUSTER_TOKEN";
 
     @Option(names = "--cluster-token-file",
@@ -76,7 +81,7 @@ final class ClusterOptions {
         try {
             return ClusterNode.Options.of((String) hp[0], (Integer) hp[1], seeds, slots)
                     .withTimings(Duration.ofMillis(downAfterMillis), Duration.ofMillis(heartbeatPauseMillis)).withFlightPort(flightPort)
-                    .withFlightToken(token((String) hp[0], System.getenv()));
+                    .withFlightToken(token((String) hp[0], System.getenv())).withPullAhead(pullAhead);
         } catch (IllegalArgumentException e) {
             throw new Main.InvalidInputException(e.getMessage());
         }

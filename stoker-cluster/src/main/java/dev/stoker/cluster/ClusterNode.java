@@ -46,9 +46,10 @@ public final class ClusterNode implements AutoCloseable {
      * @param heartbeatPause how long a node may miss heartbeats before it is unreachable
      * @param flightToken the token every node's Flight endpoint asks for and every node sends (the same on all nodes);
      *                    null: none (loopback only, by the CLI's policy)
+     * @param pullAhead   batches a local rank's node pulls ahead of its trainer ({@link ClusterRankFeed})
      */
     public record Options(String host, int port, List<String> seeds, int slots, int flightPort, List<String> roles,
-                          Duration downAfter, Duration heartbeatPause, String flightToken) {
+                          Duration downAfter, Duration heartbeatPause, String flightToken, int pullAhead) {
         public Options {
             Objects.requireNonNull(host, "host");
             seeds = List.copyOf(seeds);
@@ -59,17 +60,22 @@ public final class ClusterNode implements AutoCloseable {
         }
 
         public static Options of(String host, int port, List<String> seeds, int slots) {
-            return new Options(host, port, seeds, slots, 0, List.of("worker"), Duration.ofSeconds(3), Duration.ofSeconds(4), null);
+            return new Options(host, port, seeds, slots, 0, List.of("worker"), Duration.ofSeconds(3), Duration.ofSeconds(4), null,
+                    ClusterRankFeed.PULL_AHEAD_DEFAULT);
         }
 
         public Options withTimings(Duration down, Duration pause) {
-            return new Options(host, port, seeds, slots, flightPort, roles, down, pause, flightToken);
+            return new Options(host, port, seeds, slots, flightPort, roles, down, pause, flightToken, pullAhead);
         }
 
-        public Options withFlightPort(int p) { return new Options(host, port, seeds, slots, p, roles, downAfter, heartbeatPause, flightToken); }
+        public Options withFlightPort(int p) { return new Options(host, port, seeds, slots, p, roles, downAfter, heartbeatPause, flightToken, pullAhead); }
 
         public Options withFlightToken(String token) {
-            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, token);
+            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, token, pullAhead);
+        }
+
+        public Options withPullAhead(int n) {
+            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, flightToken, n);
         }
 
         @Override
@@ -258,7 +264,7 @@ public final class ClusterNode implements AutoCloseable {
 
     /** The trainer-facing side of the job currently running on this node, for a {@code FeedServer}. */
     public ClusterRankFeed trainerFeed(Duration waitForJob) {
-        var feed = new ClusterRankFeed(system, runtime, waitForJob, allocator, options.flightToken());
+        var feed = new ClusterRankFeed(system, runtime, waitForJob, allocator, options.flightToken(), options.pullAhead());
         feeds.add(feed);
         return feed;
     }

@@ -26,7 +26,7 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
  * trainer then maps. Bytes never pass through the coordinator. When the owner cannot be read (it
  * died after making the batch), the coordinator is asked to make the batch again.
  *
- * <p>Pull-ahead: each rank's next {@link #LOOKAHEAD} batches are pulled while its trainer computes,
+ * <p>Pull-ahead: each rank's next {@code pullAhead} batches ({@link #PULL_AHEAD_DEFAULT}) are pulled while its trainer computes,
  * one after the other (a rank asks the coordinator for a batch only once the one before it is in
  * this node's hands, which is what lets the coordinator release the owner's copy), so that a
  * remote batch's transfer overlaps the trainer's step instead of adding to its wait.
@@ -37,8 +37,9 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
 public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     private static final Duration ASK = Duration.ofHours(1); // a batch may take long to make; node deaths end it sooner
     private static final int MAX_PULL_ATTEMPTS = 5;
-    /** Batches of a rank pulled ahead of its trainer's request. */
-    public static final int LOOKAHEAD = 2;
+    /** Batches of a rank pulled ahead of its trainer's request, by default. */
+    public static final int PULL_AHEAD_DEFAULT = 2;
+    private final int pullAhead;
 
     private final ActorSystem<?> system;
     private final NodeRuntime runtime;
@@ -63,7 +64,10 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
     private final FlightBatchClient.Options flightOptions;
 
-    ClusterRankFeed(ActorSystem<?> system, NodeRuntime runtime, Duration waitForJob, BufferAllocator allocator, String flightToken) {
+    ClusterRankFeed(ActorSystem<?> system, NodeRuntime runtime, Duration waitForJob, BufferAllocator allocator, String flightToken,
+                    int pullAhead) {
+        if (pullAhead < 0) throw new IllegalArgumentException("pull-ahead must be >= 0, got " + pullAhead);
+        this.pullAhead = pullAhead;
         this.flightOptions = new FlightBatchClient.Options(flightToken, false, null);
         this.system = system;
         this.runtime = runtime;
@@ -113,7 +117,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         synchronized (a) {
             if (a.ready.isEmpty()) enqueue(job, rank, a);
             var head = a.ready.pollFirst();
-            while (a.ready.size() < LOOKAHEAD && !a.ended && !closed) enqueue(job, rank, a);
+            while (a.ready.size() < pullAhead && !a.ended && !closed) enqueue(job, rank, a);
             return head;
         }
     }
