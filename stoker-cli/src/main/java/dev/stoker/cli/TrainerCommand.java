@@ -30,8 +30,19 @@ final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--copy", description = "Ask for copies even when the service offers shared memory.") boolean copy;
     @Option(names = "--duration-ms", defaultValue = "0",
             description = "Stop at the first step boundary after this many ms from connecting (0: no limit).") long durationMillis;
+    @Option(names = "--to-pixel-values",
+            description = "A batch that carries pixel_values_u8 (--pixel-format uint8) is turned into float32 pixel_values "
+                    + "(CompactPixels) before the step, inside the measured wait.") boolean toPixelValues;
     @Option(names = "--receive-buffer", defaultValue = "0",
             description = "Bytes of receive buffer to allocate and touch before connecting (copy delivery).") long receiveBuffer;
+
+    /** The float32 pixel_values of a compact batch (none for a float32 one): what a Java trainer would feed its model. */
+    static float[] toPixelValues(BatchLayout.Batch batch) {
+        if (batch.tensors().stream().noneMatch(t -> t.name().equals("pixel_values_u8"))) return null;
+        var cfg = dev.stoker.image.qwenvl.CompactPixels.config(batch.tensor("pixel_norm").toFloats(), batch.tensor("pixel_patch").toLongs());
+        return dev.stoker.image.qwenvl.CompactPixels.toPixelValues(batch.tensor("pixel_values_u8").data(),
+                batch.tensor("image_grid_thw").toLongs(), cfg);
+    }
 
     /** What one step measured. */
     record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos) {}
@@ -47,13 +58,15 @@ final class TrainerCommand implements Callable<Integer> {
             for (int s = 0; s < steps && (durationMillis <= 0 || System.nanoTime() - deadline < 0); s++) {
                 long t0 = System.nanoTime();
                 TrainerClient.Received received = client.next();
-                long t1 = System.nanoTime();
+                long arrived = System.nanoTime();
                 if (received == null) break;
                 BatchLayout.Batch batch = received.batch();
+                if (toPixelValues) toPixelValues(batch); // the trainer's own work before its step counts as waiting
+                long t1 = System.nanoTime();
                 Thread.sleep(stepMillis);
                 received.close(); // the step is done with the batch: its shared memory may be reused
                 long t2 = System.nanoTime();
-                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), t1 - client.lastFrameHeaderNanos()));
+                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), arrived - client.lastFrameHeaderNanos()));
             }
             long end = System.nanoTime();
             var json = new LinkedHashMap<String, Object>();
