@@ -45,7 +45,7 @@ final class TrainerCommand implements Callable<Integer> {
     }
 
     /** What one step measured. */
-    record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos) {}
+    record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos, long convertNanos) {}
 
     @Override
     public Integer call() throws Exception {
@@ -63,10 +63,12 @@ final class TrainerCommand implements Callable<Integer> {
                 BatchLayout.Batch batch = received.batch();
                 if (toPixelValues) toPixelValues(batch); // the trainer's own work before its step counts as waiting
                 long t1 = System.nanoTime();
+                long convertNanos = toPixelValues ? t1 - arrived : 0;
                 Thread.sleep(stepMillis);
                 received.close(); // the step is done with the batch: its shared memory may be reused
                 long t2 = System.nanoTime();
-                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), arrived - client.lastFrameHeaderNanos()));
+                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), arrived - client.lastFrameHeaderNanos(),
+                        convertNanos));
             }
             long end = System.nanoTime();
             var json = new LinkedHashMap<String, Object>();
@@ -77,7 +79,7 @@ final class TrainerCommand implements Callable<Integer> {
             json.put("bytes_received", client.bytesReceived());
             json.put("refs_received", client.refsReceived());
             json.put("shared_memory", client.sharedMemory());
-            json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples(), x.transferNanos())).toList());
+            json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples(), x.transferNanos(), x.convertNanos())).toList());
             new ObjectMapper().writeValue(report.toFile(), json);
         }
         return 0;
