@@ -71,6 +71,9 @@ def run(args) -> dict:
             "shared_memory": loader.delivery == "shared_memory",
             "steps": steps,
         }
+        if args.to_pixel_values:
+            import torch
+            report["torch_threads"] = torch.get_num_threads()
     finally:
         loader.close()
     return report

@@ -174,6 +174,7 @@ class Loader:
         self._state = "new"  # new | open | ended | failed | closed
         self._maps: Dict[str, _Mapping] = {}
         self._pool = _BufferPool()
+        self._pixel_pool = _BufferPool()  # CPU pixel_values of converted compact batches
         self._header = bytearray(P.FRAME.size)
 
     # ------------------------------------------------------------------ connection
@@ -262,6 +263,7 @@ class Loader:
         self._state = "closed"
         self._maps.clear()  # our references only: arrays still viewing a segment keep it mapped
         self._pool.clear()
+        self._pixel_pool.clear()
 
     def __enter__(self):
         return self
@@ -364,9 +366,24 @@ class Loader:
         self.last_convert_ns = 0
         if self.to_pixel_values and pixels.U8 in out:
             t0 = time.perf_counter_ns()
-            out = pixels.batch_to_pixel_values(out, self.pixel_device)  # drops the u8 view: its lease goes
+            out = pixels.batch_to_pixel_values(out, self.pixel_device, self._pixel_buffer(out))  # drops the u8 view: its lease goes
             self.last_convert_ns = time.perf_counter_ns() - t0
         return out
+
+    def _pixel_buffer(self, batch: dict):
+        """A recycled CPU buffer for a compact batch's pixel_values (None on another device): it goes back
+        to the pool when the last array or tensor viewing it dies, as copy-delivery buffers do, so that
+        conversions write into pages already touched."""
+        if self.pixel_device is not None and str(self.pixel_device) != "cpu":
+            return None
+        p, tps, _ = pixels.patch_sizes(batch)
+        rows, row = pixels.output_shape(batch["image_grid_thw"], p, tps)
+        n = rows * row * 4
+        raw = self._pixel_pool.take(n)
+        align = (-raw.__array_interface__["data"][0]) % 64
+        root = np.frombuffer(memoryview(raw), dtype=np.float32, count=rows * row, offset=align)
+        weakref.finalize(root, self._pixel_pool.give, raw).atexit = False
+        return self._torch.from_numpy(root) if self.as_torch else root
 
     def _receive_batch(self, conn: _Connection, n: int) -> dict:
         raw = self._pool.take(n)

@@ -61,16 +61,28 @@ def _check(u8_rows: int, grid: np.ndarray, patch_size: int, merge_size: int) -> 
                          f"(patch size {patch_size})")
 
 
+def output_shape(image_grid_thw, patch_size: int = 14, temporal_patch_size: int = 2) -> Tuple[int, int]:
+    """(rows, row length) of the pixel_values these grids make."""
+    grid = _grid_rows(image_grid_thw)
+    return int((grid[:, 1] * grid[:, 2]).sum()), 3 * temporal_patch_size * patch_size * patch_size
+
+
 def to_pixel_values_numpy(u8, image_grid_thw, mean, std, patch_size: int = 14, temporal_patch_size: int = 2,
-                          merge_size: int = 2) -> np.ndarray:
-    """NumPy version of :func:`to_pixel_values`: a new (rows, 3·t·p²) float32 array."""
+                          merge_size: int = 2, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """NumPy version of :func:`to_pixel_values`: a (rows, 3·t·p²) float32 array, new or a view of ``out``."""
     u8 = np.asarray(u8, dtype=np.uint8).reshape(-1, 3)
     grid = _grid_rows(image_grid_thw)
     p, tps, m = patch_size, temporal_patch_size, merge_size
     _check(u8.shape[0], grid, p, m)
     table = normalization_table(mean, std)
     rows = int((grid[:, 1] * grid[:, 2]).sum())
-    out = np.empty((rows, 3 * tps * p * p), dtype=np.float32)
+    row = 3 * tps * p * p
+    if out is None:
+        out = np.empty((rows, row), dtype=np.float32)
+    else:
+        if out.dtype != np.float32 or not out.flags.c_contiguous or out.size < rows * row:
+            raise ValueError(f"out must be a C-contiguous float32 array with at least {rows * row} elements")
+        out = out.reshape(-1)[:rows * row].reshape(rows, row)
     at = r0 = 0
     for _, gh, gw in grid.tolist():
         n = gh * gw
@@ -85,16 +97,29 @@ def to_pixel_values_numpy(u8, image_grid_thw, mean, std, patch_size: int = 14, t
     return out
 
 
+def _empty(shape, dtype, device):
+    """A new tensor; on the CPU through NumPy, whose large arrays get transparent huge pages (fresh 4 KiB
+    pages fault one by one: an 80 MB torch.empty took 20–40× longer to fill on the development VM)."""
+    import torch
+
+    if device.type == "cpu":
+        np_dtype = {torch.float32: np.float32, torch.int64: np.int64}[dtype]
+        return torch.from_numpy(np.empty(shape, dtype=np_dtype))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
 def to_pixel_values(u8, image_grid_thw, mean, std, device=None, patch_size: int = 14, temporal_patch_size: int = 2,
-                    merge_size: int = 2):
+                    merge_size: int = 2, out=None):
     """Normalizes and patchifies a batch's ``pixel_values_u8`` into ``pixel_values`` with torch, on
     ``device`` (default: where ``u8`` is; a CUDA device moves the u8 bytes there first, 1/8 of the
     float32 bytes over PCIe, and does the work on the GPU).
 
     ``u8``: uint8 tensor or array (Σ H·W, 3); ``image_grid_thw``: (images, 3) ints (any device);
     ``mean``/``std``: 3 values each (the batch's ``pixel_norm`` rows, or the processor's constants);
-    the sizes default to Qwen2/2.5-VL's (Qwen3-VL: ``patch_size=16``). Returns a new float32 tensor
-    (rows, 3·temporal·p²) equal, bit for bit, to the service's float32 ``pixel_values``.
+    the sizes default to Qwen2/2.5-VL's (Qwen3-VL: ``patch_size=16``). ``out``: a float32 tensor on
+    ``device`` with at least rows × 3·temporal·p² elements to write into (a reused buffer); the
+    result is then a view of it. Returns a float32 tensor (rows, 3·temporal·p²) equal, bit for bit,
+    to the service's float32 ``pixel_values``.
     """
     import torch
 
@@ -107,17 +132,31 @@ def to_pixel_values(u8, image_grid_thw, mean, std, device=None, patch_size: int 
     grid = _grid_rows(image_grid_thw)
     p, tps, m = patch_size, temporal_patch_size, merge_size
     _check(u8.shape[0], grid, p, m)
+    row = 3 * tps * p * p
+    rows = int((grid[:, 1] * grid[:, 2]).sum())
+    if out is None:
+        out = _empty((rows, row), torch.float32, device)
+    else:
+        if out.dtype != torch.float32 or out.device != device or not out.is_contiguous() or out.numel() < rows * row:
+            raise ValueError(f"out must be a contiguous float32 tensor on {device} with at least {rows * row} elements")
+        out = out.reshape(-1)[:rows * row].view(rows, row)
+    if rows == 0:
+        return out
     # the table is made on the CPU with NumPy's float32 ops (the service's bits), then only indexed on the device
     flat = torch.from_numpy(normalization_table(mean, std).reshape(-1)).to(device)
     channel = torch.arange(3, dtype=torch.int64, device=device).mul_(256).view(1, 1, 1, 1, 3, 1, 1)
-    rows = int((grid[:, 1] * grid[:, 2]).sum())
-    out = torch.empty((rows, 3 * tps * p * p), dtype=torch.float32, device=device)
+    largest = int((grid[:, 1] * grid[:, 2]).max()) * 3 * p * p
+    index = _empty((largest,), torch.int64, device)  # scratch for the biggest image, reused by the others
+    values = _empty((largest,), torch.float32, device)
     at = r0 = 0
     for _, gh, gw in grid.tolist():
         n = gh * gw
+        k = n * 3 * p * p
         img = u8[at:at + n * p * p].view(gh // m, m, p, gw // m, m, p, 3).permute(0, 3, 1, 4, 6, 2, 5)
-        index = img.to(torch.int64).add_(channel).reshape(n, 3, 1, p * p)  # table index in pixel_values order
-        out[r0:r0 + n].view(n, 3, tps, p * p).copy_(flat[index].expand(n, 3, tps, p * p))
+        idx = index[:k].view(gh // m, gw // m, m, m, 3, p, p)  # table index in pixel_values order
+        torch.add(img, channel, out=idx)
+        vals = torch.index_select(flat, 0, index[:k], out=values[:k])
+        out[r0:r0 + n].view(n, 3, tps, p * p).copy_(vals.view(n, 3, 1, p * p).expand(n, 3, tps, p * p))
         at += n * p * p
         r0 += n
     return out
@@ -141,10 +180,11 @@ def norm(batch: dict) -> Tuple[np.ndarray, np.ndarray]:
     return a[0], a[1]
 
 
-def batch_to_pixel_values(batch: dict, device=None) -> dict:
+def batch_to_pixel_values(batch: dict, device=None, out=None) -> dict:
     """The batch with ``pixel_values`` in place of ``pixel_values_u8``, ``pixel_norm`` and
     ``pixel_patch`` (same key order otherwise); a batch without ``pixel_values_u8`` is returned as is.
-    Torch tensors in, torch out (on ``device``, default the tensor's); NumPy in, NumPy out."""
+    Torch tensors in, torch out (on ``device``, default the tensor's); NumPy in, NumPy out. ``out``:
+    a buffer to write into, as for :func:`to_pixel_values`."""
     if U8 not in batch:
         return batch
     u8 = batch[U8]
@@ -154,9 +194,9 @@ def batch_to_pixel_values(batch: dict, device=None) -> dict:
     if isinstance(u8, np.ndarray):
         if device is not None:
             raise ValueError("device needs torch tensors (Loader(as_torch=True))")
-        pixels = to_pixel_values_numpy(u8, grid, mean, std, p, tps, m)
+        pixels = to_pixel_values_numpy(u8, grid, mean, std, p, tps, m, out=out)
     else:
-        pixels = to_pixel_values(u8, grid, mean, std, device, p, tps, m)
+        pixels = to_pixel_values(u8, grid, mean, std, device, p, tps, m, out=out)
     out = {}
     for k, v in batch.items():
         if k == U8:

@@ -150,6 +150,37 @@ class LoaderConversionTest(ServiceTest):
                 self.check(b, batches[i], expected[i])
                 self.assertGreater(loader.last_convert_ns, 0)
 
+    def test_converted_pixels_reuse_a_buffer_once_dropped(self):
+        batches, expected = compact_batches(3)
+        batches = [batches[0]] * 3  # one size: each buffer fits the next batch
+        svc = self.service(batches, delivery="copy")
+        with Loader(svc.path, 0, 1, to_pixel_values=True) as loader:
+            b = next(loader)
+            first = b["pixel_values"].__array_interface__["data"][0]
+            held = b["pixel_values"]
+            b2 = next(loader)  # the first is still held: another buffer
+            self.assertNotEqual(b2["pixel_values"].__array_interface__["data"][0], first)
+            del b, held
+            gc.collect()
+            b3 = next(loader)
+            self.assertEqual(b3["pixel_values"].__array_interface__["data"][0], first, "the dropped batch's buffer is reused")
+            np.testing.assert_array_equal(bits(b3["pixel_values"]), bits(expected[0]))
+            np.testing.assert_array_equal(bits(b2["pixel_values"]), bits(expected[0]))
+
+    @unittest.skipIf(torch is None, "torch is not installed")
+    def test_out_buffers_are_filled_in_place(self):
+        imgs = random_images([(56, 84), (28, 28)], 3)
+        u8, grid = compact(imgs, 14)
+        want = reference(imgs, CLIP_MEAN, CLIP_STD, 14)
+        buf = torch.full((want.size + 100,), float("nan"))
+        got = to_pixel_values(torch.from_numpy(u8), grid, CLIP_MEAN, CLIP_STD, out=buf)
+        self.assertEqual(got.data_ptr(), buf.data_ptr())
+        np.testing.assert_array_equal(bits(got), bits(want))
+        nbuf = np.full(want.size + 7, np.nan, np.float32)
+        np.testing.assert_array_equal(bits(to_pixel_values_numpy(u8, grid, CLIP_MEAN, CLIP_STD, out=nbuf)), bits(want))
+        with self.assertRaisesRegex(ValueError, "at least"):
+            to_pixel_values(torch.from_numpy(u8), grid, CLIP_MEAN, CLIP_STD, out=torch.empty(10))
+
     def test_without_the_flag_the_batch_is_as_sent(self):
         batches, _ = compact_batches(1)
         svc = self.service(batches, delivery="copy")
