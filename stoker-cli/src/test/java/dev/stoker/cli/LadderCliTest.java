@@ -164,6 +164,34 @@ class LadderCliTest {
         }
     }
 
+    /** {@code bench wire}: both formats on every path, the uint8 batches smaller and converted by the Python trainers. */
+    @Test
+    void wireBenchComparesBothFormatsOnEveryPath() throws Exception {
+        Path python = Path.of(LadderRun.PYTHON);
+        assumeTrue(Files.isExecutable(python), python + " is missing");
+        assumeTrue(new ProcessBuilder(python.toString(), "-c", "import numpy, torch").redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor() == 0, python + " has no numpy or torch");
+        Path ds = dataset();
+        var r = CliRunner.run("bench", "wire", "--data", ds.resolve("train.jsonl").toString(), "--batch", "2", "--batches", "2",
+                "--steps", "6", "--rounds", "1", "--max-pixels", "50176", "--threads", "2", "--work-dir", tmp.resolve("wire").toString(),
+                "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString());
+        assertEquals(0, r.status(), r.err() + r.out());
+        assertTrue(r.out().contains("decodes to the float32 pixel_values bit for bit: yes"), r.out());
+        JsonNode json = new ObjectMapper().readTree(r.lastStdoutLine());
+        double f32 = json.get("bytes_per_batch").get("float32").asDouble(), u8 = json.get("bytes_per_batch").get("uint8").asDouble();
+        assertTrue(u8 * 5 < f32, json.toString());
+        for (String path : new String[] {"socket", "shm", "flight"}) {
+            JsonNode p = json.get("wire").get(path);
+            assertTrue(p.get("float32").get("in_hand_ms").asDouble() > 0, path + ": " + p);
+            assertEquals(0, p.get("float32").get("convert_ms").asDouble(), path + ": " + p);
+            assertTrue(p.get("uint8").get("convert_ms").asDouble() > 0, path + ": the uint8 batches were converted: " + p);
+            assertTrue(p.get("uint8").get("mb_per_batch").asDouble() * 5 < p.get("float32").get("mb_per_batch").asDouble(), path + ": " + p);
+        }
+        try (var left = Files.list(tmp.resolve("shm"))) {
+            assertEquals(List.of(), left.toList(), "the store's arena is removed when the bench ends");
+        }
+    }
+
     @Test
     void anUnknownTrainerIsInvalidInput() throws Exception {
         var r = CliRunner.run("bench", "ladder", "--data", tmp.resolve("none.jsonl").toString(), "--trainer", "ruby");
