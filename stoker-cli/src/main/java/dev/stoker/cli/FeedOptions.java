@@ -64,7 +64,7 @@ final class FeedOptions {
                     + "(pixel_values_u8, 1/8 of the bytes) that the trainer normalizes and patchifies itself, bit for bit the "
                     + "same (Python: stoker.pixels.to_pixel_values, or Loader(…, to_pixel_values=True)); for network-bound "
                     + "delivery (socket copies, Arrow Flight) (default: ${DEFAULT-VALUE}).")
-    String pixelFormat;
+    String pixelFormat = "float32"; // also when built without picocli (tests)
 
     @Option(names = "--s3-endpoint", description = "S3 endpoint override, e.g. http://127.0.0.1:9090 (default: AWS).")
     URI s3Endpoint;
