@@ -5,17 +5,20 @@
         for batch in loader:        # {name: tensor}, zero-copy views of shared memory
             ...
 
-``TorchIterableDataset`` is imported lazily (it needs torch).
+``TorchIterableDataset`` is imported lazily (it needs torch); so is torch inside
+``to_pixel_values`` (the compact wire format's conversion, ``stoker.pixels``).
 """
 
 from .errors import ProtocolError, StokerError
 from .layout import BatchMeta, TensorDesc, parse_header, read_batch
 from .loader import Loader, default_address, is_view_of_segment
+from .pixels import batch_to_pixel_values, normalization_table, to_pixel_values, to_pixel_values_numpy
 from .protocol import VERSION as PROTOCOL_VERSION
 
 # TorchIterableDataset (alias IterableDataset) is left out of __all__ so that `import *` needs no torch.
 __all__ = ["Loader", "StokerError", "ProtocolError", "read_batch", "parse_header", "BatchMeta", "TensorDesc",
-           "is_view_of_segment", "default_address", "PROTOCOL_VERSION"]
+           "is_view_of_segment", "default_address", "PROTOCOL_VERSION", "to_pixel_values", "to_pixel_values_numpy",
+           "normalization_table", "batch_to_pixel_values"]
 
 
 def __getattr__(name):

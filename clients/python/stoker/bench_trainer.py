@@ -1,15 +1,18 @@
 """A simulated trainer rank in Python, for ``stoker bench ladder --trainer python``.
 
     python3 -m stoker.bench_trainer --socket S --rank R --world W --steps N --step-ms MS --report FILE [--job J] [--copy]
+                                    [--to-pixel-values]
 
 Mirrors the Java trainer (``stoker trainer``, TrainerCommand): connects (accepting shared memory
 unless ``--copy``), and per step measures the wait (from asking for the next batch until holding
 it), then "computes" by sleeping ``--step-ms`` (no CPU, as a GPU step would), then drops the batch
 (its lease goes back to the service with the next request). Writes the same JSON report:
 ``rank, world, connect_wait_ms, elapsed_ms, start_unix_ms, bytes_received, refs_received, shared_memory, steps``,
-each step ``[wait_ns, compute_ns, total_bytes, samples, transfer_ns]``; ``transfer_ns`` is the time
-from the reply's frame header to the batch in hand (the payload's copy through the socket under
-copy delivery; mapping and parsing under shared memory).
+each step ``[wait_ns, compute_ns, total_bytes, samples, transfer_ns, convert_ns]``; ``transfer_ns``
+is the time from the reply's frame header to the batch in hand (the payload's copy through the
+socket under copy delivery; mapping and parsing under shared memory). With ``--to-pixel-values`` a
+compact batch (``pixel_values_u8``) is turned into ``pixel_values`` by the torch function before the
+step, as a trainer would: that is part of the wait, and ``convert_ns``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ class _TimedLoader(Loader):
 def run(args) -> dict:
     steps = []
     connect_ns = time.perf_counter_ns()
-    loader = _TimedLoader(args.socket, args.rank, args.world, job=args.job, shared_memory=not args.copy)
+    loader = _TimedLoader(args.socket, args.rank, args.world, job=args.job, shared_memory=not args.copy,
+                          as_torch=args.to_pixel_values, to_pixel_values=args.to_pixel_values)
     try:
         loader.connect()  # the service may hold WELCOME until its pipeline is up
         start = time.perf_counter_ns()
@@ -54,7 +58,9 @@ def run(args) -> dict:
             time.sleep(args.step_ms / 1000.0)
             del batch  # the step is done with the batch: its lease is released with the next request
             t2 = time.perf_counter_ns()
-            steps.append([t1 - t0, t2 - t1, meta.total_bytes, meta.samples, max(0, t1 - loader.last_frame_header_ns)])
+            convert = loader.last_convert_ns
+            steps.append([t1 - t0, t2 - t1, meta.total_bytes, meta.samples, max(0, t1 - convert - loader.last_frame_header_ns),
+                          convert])
         end = time.perf_counter_ns()
         report = {
             "rank": args.rank,
@@ -67,6 +73,9 @@ def run(args) -> dict:
             "shared_memory": loader.delivery == "shared_memory",
             "steps": steps,
         }
+        if args.to_pixel_values:
+            import torch
+            report["torch_threads"] = torch.get_num_threads()
     finally:
         loader.close()
     return report
@@ -83,6 +92,8 @@ def main(argv=None) -> int:
     ap.add_argument("--report", required=True)
     ap.add_argument("--job", default="bench")
     ap.add_argument("--copy", action="store_true", help="Ask for copies even when the service offers shared memory.")
+    ap.add_argument("--to-pixel-values", action="store_true",
+                    help="Turn a compact batch's pixel_values_u8 into pixel_values (torch) before each step.")
     args = ap.parse_args(argv)
     try:
         report = run(args)

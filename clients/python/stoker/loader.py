@@ -7,12 +7,14 @@ import dataclasses
 import mmap
 import os
 import socket
+import time
 import warnings
 import weakref
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from . import pixels
 from . import protocol as P
 from .errors import ProtocolError, StokerError
 from .layout import BatchMeta, build_views, parse_header
@@ -112,6 +114,12 @@ class Loader:
       so there it changes nothing).
     * ``timeout``: seconds for connecting and for each socket read (None: wait forever; the service
       may hold WELCOME back until its pipeline is up).
+    * ``to_pixel_values``: a batch in the compact wire format (``pixel_values_u8``, from a service
+      started with ``--pixel-format uint8``) is yielded with ``pixel_values`` instead, computed by
+      :func:`stoker.pixels.to_pixel_values` (torch, with ``as_torch``) or its NumPy twin, bit for bit
+      what the float32 format sends; ``pixel_device`` (needs ``as_torch``): where to do it, e.g.
+      ``"cuda"`` (the u8 bytes go to the GPU, 1/8 of the float32 bytes). The u8 batch's lease is
+      released once converted. Batches without ``pixel_values_u8`` pass unchanged.
 
     Counters: ``batches``; ``bytes_received`` (payload bytes of BATCH frames); ``bytes_copied``
     (bytes the client copied in user space to produce the arrays: 0 unless ``copy`` or
@@ -122,12 +130,15 @@ class Loader:
 
     def __init__(self, address=None, rank: int = 0, world_size: int = 1, *, job: str = "default",
                  as_torch: bool = False, pin_memory: bool = False, copy: bool = False,
-                 timeout: Optional[float] = None, shared_memory: bool = True):
+                 timeout: Optional[float] = None, shared_memory: bool = True, to_pixel_values: bool = False,
+                 pixel_device=None):
         for label, v in (("rank", rank), ("world_size", world_size)):
             if not isinstance(v, int) or not 0 <= v < 1 << 32:
                 raise ValueError(f"{label} must be an int in [0, 2**32), got {v!r}")
         if pin_memory and not as_torch:
             raise ValueError("pin_memory=True needs as_torch=True")
+        if pixel_device is not None and not (as_torch and to_pixel_values):
+            raise ValueError("pixel_device needs as_torch=True and to_pixel_values=True")
         self.address = os.fspath(address) if address is not None else default_address(job)
         self.rank = rank
         self.world_size = world_size
@@ -137,6 +148,10 @@ class Loader:
         self.timeout = timeout
         self.shared_memory = shared_memory
         self.pin_memory = pin_memory
+        self.to_pixel_values = to_pixel_values
+        self.pixel_device = pixel_device
+        #: nanoseconds the last batch's pixel_values_u8 → pixel_values conversion took (0: none)
+        self.last_convert_ns = 0
         if as_torch:
             import torch  # fail early when torch is missing
             self._torch = torch
@@ -159,6 +174,7 @@ class Loader:
         self._state = "new"  # new | open | ended | failed | closed
         self._maps: Dict[str, _Mapping] = {}
         self._pool = _BufferPool()
+        self._pixel_pool = _BufferPool()  # CPU pixel_values of converted compact batches
         self._header = bytearray(P.FRAME.size)
 
     # ------------------------------------------------------------------ connection
@@ -247,6 +263,7 @@ class Loader:
         self._state = "closed"
         self._maps.clear()  # our references only: arrays still viewing a segment keep it mapped
         self._pool.clear()
+        self._pixel_pool.clear()
 
     def __enter__(self):
         return self
@@ -346,7 +363,27 @@ class Loader:
             raise
         self._yielded += 1
         self.batches += 1
+        self.last_convert_ns = 0
+        if self.to_pixel_values and pixels.U8 in out:
+            t0 = time.perf_counter_ns()
+            out = pixels.batch_to_pixel_values(out, self.pixel_device, self._pixel_buffer(out))  # drops the u8 view: its lease goes
+            self.last_convert_ns = time.perf_counter_ns() - t0
         return out
+
+    def _pixel_buffer(self, batch: dict):
+        """A recycled CPU buffer for a compact batch's pixel_values (None on another device): it goes back
+        to the pool when the last array or tensor viewing it dies, as copy-delivery buffers do, so that
+        conversions write into pages already touched."""
+        if self.pixel_device is not None and str(self.pixel_device) != "cpu":
+            return None
+        p, tps, _ = pixels.patch_sizes(batch)
+        rows, row = pixels.output_shape(batch["image_grid_thw"], p, tps)
+        n = rows * row * 4
+        raw = self._pixel_pool.take(n)
+        align = (-raw.__array_interface__["data"][0]) % 64
+        root = np.frombuffer(memoryview(raw), dtype=np.float32, count=rows * row, offset=align)
+        weakref.finalize(root, self._pixel_pool.give, raw).atexit = False
+        return self._torch.from_numpy(root) if self.as_torch else root
 
     def _receive_batch(self, conn: _Connection, n: int) -> dict:
         raw = self._pool.take(n)

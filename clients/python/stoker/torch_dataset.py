@@ -28,7 +28,8 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
 
     ``rank``/``world_size`` default to torch.distributed's when it is initialized, else to the
     RANK and WORLD_SIZE environment variables, else to 0 and 1. ``loader_kwargs`` go to
-    :class:`Loader` (``as_torch`` defaults to True).
+    :class:`Loader` (``as_torch`` defaults to True; ``to_pixel_values=True, pixel_device="cuda"``
+    turns compact batches into ``pixel_values`` on the GPU).
 
     Use it with ``DataLoader(ds, batch_size=None, num_workers=0)``: the service already batches and
     does the parallel work; worker processes would only add copies (more than one worker is refused).

@@ -16,6 +16,14 @@ Subcommands (all print one JSON line on stdout, the last line, and exit 0 on suc
            (sha256 over the tensors in name order: name, shape as "[d0, d1]", bytes; the first 12
            bytes in hex, then the sample_index list, as ResumeTest computes it in Java); saves
            state_dict() to --state-out.
+  compact  --socket U [--copy-socket C] --float-socket F --world W --rank R --steps N [--loader]
+           The compact wire format: takes N batches of rank R from F (a float32 service), from U (the
+           same job with --pixel-format uint8, shared memory) and from C (the same, copies). Without --loader, turns each u8 batch into pixel_values
+           with stoker.pixels.to_pixel_values (torch) and to_pixel_values_numpy, from the batch's own
+           pixel_norm/pixel_patch; with --loader, a Loader(as_torch=True, to_pixel_values=True) does it.
+           Either way the float32 bytes must equal F's pixel_values byte for byte (np.array_equal on
+           the raw bytes), every other tensor must be equal, and the fingerprints must differ.
+           Reports per step the batch bytes of both.
   expect-error --socket S --world W --rank R [--version V]
            Connects a Loader with those values (its HELLO saying protocol version V when given) and
            expects a StokerError: reports its type and message.
@@ -171,6 +179,85 @@ def cmd_take(a) -> dict:
     return {"ok": True, "digests": digests, "state": state}
 
 
+def cmd_compact(a) -> dict:
+    import torch
+    from stoker import pixels
+
+    with Loader(a.float_socket, a.rank, a.world, job=a.job, timeout=a.timeout, copy=True) as f:
+        expected = [(next(f), f.last_meta) for _ in range(a.steps)]
+        float_fingerprint = f.welcome.fingerprint
+    report = {"ok": True}
+    for label, sock, shared in (("shared_memory", a.socket, True), ("copy", a.copy_socket, False)):
+        if sock:
+            report[label] = compare_compact(a, sock, shared, expected, float_fingerprint)
+    return report
+
+
+def compare_compact(a, sock, shared, expected, float_fingerprint) -> dict:
+    import torch
+    from stoker import pixels
+
+    steps = []
+    kw = dict(as_torch=True, to_pixel_values=True) if a.loader else {}
+    with Loader(sock, a.rank, a.world, job=a.job, timeout=a.timeout, shared_memory=shared, **kw) as u:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # torch: "The given NumPy array is not writable"
+            for want, want_meta in expected:
+                batch = next(u)
+                meta = u.last_meta
+                if u.delivery != ("shared_memory" if shared else "copy"):
+                    fail(f"delivery {u.delivery}")
+                if meta.global_step != want_meta.global_step:
+                    fail(f"step {meta.global_step} against float32 step {want_meta.global_step}")
+                at = f"rank {a.rank} step {meta.global_step}"
+                if a.loader:
+                    if "pixel_values_u8" in batch or "pixel_norm" in batch or "pixel_patch" in batch:
+                        fail(f"{at}: the loader left the compact tensors in: {list(batch)}")
+                    results = {"loader": batch["pixel_values"].numpy()}
+                    u8_bytes = None
+                else:
+                    if "pixel_values" in batch:
+                        fail(f"{at}: a compact batch carries pixel_values")
+                    u8 = batch["pixel_values_u8"]
+                    if u8.dtype != np.uint8 or u8.ndim != 2 or u8.shape[1] != 3:
+                        fail(f"{at}: pixel_values_u8 is {u8.dtype} {u8.shape}")
+                    if shared and not is_view_of_segment(u8, u):
+                        fail(f"{at}: pixel_values_u8 is not a view of the mapped segment")
+                    mean, std = pixels.norm(batch)
+                    p, tps, m = pixels.patch_sizes(batch)
+                    grid = batch["image_grid_thw"]
+                    results = {
+                        "torch": pixels.to_pixel_values(torch.from_numpy(u8), torch.from_numpy(grid), mean, std,
+                                                        patch_size=p, temporal_patch_size=tps, merge_size=m).numpy(),
+                        "numpy": pixels.to_pixel_values_numpy(u8, grid, mean, std, p, tps, m),
+                    }
+                    u8_bytes = int(u8.nbytes)
+                want_pixels = want["pixel_values"]
+                for how, got in results.items():
+                    if got.dtype != np.float32 or got.shape != want_pixels.shape:
+                        fail(f"{at} ({how}): {got.dtype} {got.shape} against float32 {want_pixels.shape}")
+                    if not np.array_equal(np.ascontiguousarray(got).view(np.uint8), np.ascontiguousarray(want_pixels).view(np.uint8)):
+                        bad = np.flatnonzero(got.view(np.uint32) != want_pixels.view(np.uint32))
+                        fail(f"{at} ({how}): {bad.size} of {got.size} floats differ from the float32 service's, first at {bad[0]}: "
+                             f"{got.reshape(-1)[bad[0]]!r} vs {want_pixels.reshape(-1)[bad[0]]!r}")
+                for name, w in want.items():
+                    if name == "pixel_values":
+                        continue
+                    g = batch[name]
+                    g = g.numpy() if hasattr(g, "numpy") and not isinstance(g, np.ndarray) else g
+                    if not np.array_equal(g, w):
+                        fail(f"{at}: {name} differs")
+                steps.append({"global_step": meta.global_step, "u8_total_bytes": meta.total_bytes,
+                              "float_total_bytes": want_meta.total_bytes, "u8_pixel_bytes": u8_bytes,
+                              "float_pixel_bytes": int(want_pixels.nbytes), "images": int(batch["image_grid_thw"].shape[0]),
+                              "checked": sorted(results)})
+                del batch
+        u8_fingerprint = u.welcome.fingerprint
+    if u8_fingerprint == float_fingerprint:
+        fail(f"the uint8 and float32 jobs have the same fingerprint {u8_fingerprint:x}")
+    return {"steps": steps, "bytes_received": u.bytes_received, "refs": u.refs}
+
+
 def cmd_expect_error(a) -> dict:
     if a.version is not None:
         # A client of another protocol version: this client, its HELLO saying version V.
@@ -187,7 +274,7 @@ def cmd_expect_error(a) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("fetch", "hold-and-die", "expect-error", "take"):
+    for name in ("fetch", "hold-and-die", "expect-error", "take", "compact"):
         p = sub.add_parser(name)
         p.add_argument("--socket", required=True)
         p.add_argument("--world", type=int, required=True)
@@ -205,6 +292,11 @@ def main(argv=None) -> int:
             p.add_argument("--hold", type=int, default=2)
         if name == "expect-error":
             p.add_argument("--version", type=int)
+        if name == "compact":
+            p.add_argument("--float-socket", required=True)
+            p.add_argument("--copy-socket")
+            p.add_argument("--steps", type=int, required=True)
+            p.add_argument("--loader", action="store_true")
         if name == "take":
             p.add_argument("--steps", type=int, required=True)
             p.add_argument("--state-in")
@@ -217,6 +309,8 @@ def main(argv=None) -> int:
         return 1  # not reached
     elif a.cmd == "take":
         report = cmd_take(a)
+    elif a.cmd == "compact":
+        report = cmd_compact(a)
     else:
         report = cmd_expect_error(a)
     print(json.dumps(report))

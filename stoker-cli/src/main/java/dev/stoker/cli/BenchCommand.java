@@ -20,7 +20,7 @@ import picocli.CommandLine.Model.CommandSpec;
 /** {@code stoker bench …}: whole-pipeline benchmarks (kernels are JMH: {@code ./stoker jmh}). */
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks of whole pipelines.",
         subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, LadderCommand.class, HandoffBench.class, FlightBench.class,
-                SoakCommand.class, ClusterBench.class})
+                SoakCommand.class, ClusterBench.class, WireBench.class})
 final class BenchCommand {
 
     /** {@code stoker bench preprocess}: decode + transform + tokenize over a data set. */

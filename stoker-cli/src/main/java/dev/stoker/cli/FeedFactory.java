@@ -45,7 +45,7 @@ final class FeedFactory implements AutoCloseable {
         if (options.batch < 1) throw new Main.InvalidInputException("--batch must be at least 1");
         if (!(options.maxErrorRate >= 0 && options.maxErrorRate <= 1))
             throw new Main.InvalidInputException("--max-error-rate must be between 0 and 1, got " + options.maxErrorRate);
-        return new FeedFactory(options, encode, Tokenizers.open(options.tokenizer));
+        return new FeedFactory(options, options.withPixelFormat(encode), Tokenizers.open(options.tokenizer));
     }
 
     FeedConfig config(FeedMode mode) {

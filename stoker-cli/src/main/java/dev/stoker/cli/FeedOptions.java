@@ -59,6 +59,13 @@ final class FeedOptions {
                     + "always writes <work-dir>/<mode>-errors.jsonl).")
     java.nio.file.Path errorsFile;
 
+    @Option(names = "--pixel-format", defaultValue = "float32",
+            description = "What a batch carries of its images: float32 pixel_values, or uint8, each image's resized RGB pixels "
+                    + "(pixel_values_u8, 1/8 of the bytes) that the trainer normalizes and patchifies itself, bit for bit the "
+                    + "same (Python: stoker.pixels.to_pixel_values, or Loader(…, to_pixel_values=True)); for network-bound "
+                    + "delivery (socket copies, Arrow Flight) (default: ${DEFAULT-VALUE}).")
+    String pixelFormat = "float32"; // also when built without picocli (tests)
+
     @Option(names = "--s3-endpoint", description = "S3 endpoint override, e.g. http://127.0.0.1:9090 (default: AWS).")
     URI s3Endpoint;
 
@@ -89,6 +96,13 @@ final class FeedOptions {
         } catch (java.io.IOException e) {
             return dev.stoker.store.StoreConfig.DEFAULT_BUDGET_BYTES; // the store reports the directory's problem itself
         }
+    }
+
+    /** {@code encode} with --pixel-format. */
+    dev.stoker.pipeline.EncodeOptions withPixelFormat(dev.stoker.pipeline.EncodeOptions encode) {
+        for (var f : dev.stoker.pipeline.EncodeOptions.PixelFormat.values())
+            if (f.name().equalsIgnoreCase(pixelFormat.trim())) return encode.withPixelFormat(f);
+        throw new Main.InvalidInputException("--pixel-format must be float32 or uint8, got '" + pixelFormat + "'");
     }
 
     int cpuThreads() { return threads == null ? Runtime.getRuntime().availableProcessors() : threads; }

@@ -264,7 +264,7 @@ final class FeedService implements BatchProvider, AutoCloseable {
             slot.inFlight.addLast(flight);
         }
         var batch = sharedMemory() ? f.storedRank(rank).next().thenApply(b -> hold(cursor, b)) : f.rank(rank).next()
-                .thenApply(b -> new Held(cursor, toTensors(b, ranks()), null, 0, null));
+                .thenApply(b -> new Held(cursor, toTensors(b, ranks(), f.config().encode().vision()), null, 0, null));
         return batch.handle((h, err) -> {
             synchronized (lock) {
                 var slot = slots[rank];
@@ -303,18 +303,29 @@ final class FeedService implements BatchProvider, AutoCloseable {
         return new Held(cursor, null, b.object(), b.sizeBytes(), lease);
     }
 
-    static Prepared toTensors(Batch b, int world) {
+    /**
+     * The tensors of a heap batch, as the trainer receives them (docs/protocol.md); in the compact wire format
+     * {@code pixel_values_u8} (Σ H·W, 3) stands in {@code pixel_values}' place and {@code pixel_norm} and
+     * {@code pixel_patch} (from {@code vision}) follow.
+     */
+    static Prepared toTensors(Batch b, int world, dev.stoker.core.VisionConfig vision) {
         int bs = b.samples(), len = b.length();
         var tensors = new ArrayList<Tensor>();
         tensors.add(Tensor.of("input_ids", b.inputIds(), bs, len));
         tensors.add(Tensor.of("labels", b.labels(), bs, len));
         tensors.add(Tensor.of("attention_mask", b.attentionMask(), bs, len));
         tensors.add(Tensor.of("position_ids", b.positionIds(), 3, bs, len));
-        tensors.add(Tensor.of("pixel_values", b.pixelValues(), b.layout().pixelRows(), b.layout().pixelRowLength()));
+        boolean compact = b.pixelsU8() != null;
+        if (compact) tensors.add(Tensor.of("pixel_values_u8", b.pixelsU8(), b.pixelsU8().length / 3, 3));
+        else tensors.add(Tensor.of("pixel_values", b.pixelValues(), b.layout().pixelRows(), b.layout().pixelRowLength()));
         tensors.add(Tensor.of("image_grid_thw", b.imageGridThw(), b.layout().images(), 3));
         long[] index = new long[bs];
         for (int i = 0; i < bs; i++) index[i] = b.datasetIndices()[i];
         tensors.add(Tensor.of("sample_index", index, bs));
+        if (compact) {
+            tensors.add(Tensor.of("pixel_norm", dev.stoker.image.qwenvl.CompactPixels.norm(vision), 2, 3));
+            tensors.add(Tensor.of("pixel_patch", dev.stoker.image.qwenvl.CompactPixels.patch(vision), 3));
+        }
         return new Prepared(new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, bs, b.scheduled(), b.globalStep()), tensors);
     }
 

@@ -47,12 +47,14 @@ final class LadderCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
-        var options = processor.toEncodeOptions();
-        var trainers = LadderRun.Trainer.of(trainer);
+        var options = feed.withPixelFormat(processor.toEncodeOptions());
+        // a compact batch is converted by the trainer, as a real one would before its step, inside the measured wait
+        var trainers = LadderRun.Trainer.of(trainer).withPixelValues(options.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8);
         Path dir = workDir != null ? workDir : Files.createTempDirectory("stoker-ladder");
-        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads, %s trainers%n",
+        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads, %s trainers, pixels %s%n",
                 feed.data, feed.ranks, feed.batch, stepMillis, steps, feed.fetchLatencyMillis, options.vision().maxPixels(), feed.cpuThreads(),
-                trainers.name());
+                trainers.name(), options.pixelFormat().name().toLowerCase(java.util.Locale.ROOT)
+                        + (trainers.toPixelValues() ? " (converted by the trainers)" : ""));
         out.printf("%-11s %10s %12s %10s %10s %12s %12s%n", "mode", "wait ratio", "steady ratio", "samples/s", "ttfb ms", "mean wait ms", "MB to trainers");
         var json = new LinkedHashMap<String, Object>();
         try (var factory = FeedFactory.open(feed, options)) {
@@ -86,11 +88,11 @@ final class LadderCommand implements Callable<Integer> {
 
     /**
      * Twice a batch of B single-image samples at the pixel cap (multi-image samples need headroom):
-     * pixel_values take max_pixels·3·temporal·4 bytes per image (the tokens are small beside them).
+     * pixel_values take max_pixels·3·temporal·4 bytes per image, pixel_values_u8 max_pixels·3 (the
+     * tokens are small beside them).
      */
     private long expectedBatchBytes(dev.stoker.pipeline.EncodeOptions options) {
-        long perImage = options.vision().maxPixels() * 3L * options.vision().temporalPatchSize() * Float.BYTES;
-        return Math.min(feed.prefetchBytes, 2L * feed.batch * perImage);
+        return Math.min(feed.prefetchBytes, 2L * feed.batch * options.maxPixelBytesPerImage());
     }
 
     private static double round(double v) { return Math.round(v * 10000) / 10000.0; }

@@ -24,9 +24,15 @@ final class LadderRun {
     /**
      * Which trainer process runs per rank: the Java one ({@code stoker trainer}) or the Python client's
      * ({@code python3 -m stoker.bench_trainer}, with {@code pythonPath} on its PYTHONPATH). Both write the same report.
+     * {@code toPixelValues}: the trainer turns a compact batch's {@code pixel_values_u8} into {@code pixel_values}
+     * before its step (Java: {@code CompactPixels}; Python: the torch function), inside its measured wait.
      */
-    record Trainer(String name, Path pythonPath) {
+    record Trainer(String name, Path pythonPath, boolean toPixelValues) {
         static final Trainer JAVA = new Trainer("java", null);
+
+        Trainer(String name, Path pythonPath) { this(name, pythonPath, false); }
+
+        Trainer withPixelValues(boolean on) { return new Trainer(name, pythonPath, on); }
 
         /** {@code java} or {@code python}; the latter needs the repository's clients/python (see {@link #findPythonClient}). */
         static Trainer of(String name) {
@@ -150,6 +156,7 @@ final class LadderRun {
         }
         cmd.addAll(List.of("--socket", socket.toString(), "--rank", Integer.toString(rank), "--world", Integer.toString(world),
                 "--steps", Integer.toString(steps), "--step-ms", Long.toString(stepMillis), "--report", report.toString()));
+        if (trainer.toPixelValues()) cmd.add("--to-pixel-values");
         Files.deleteIfExists(report);
         var pb = new ProcessBuilder(cmd).redirectErrorStream(true)
                 .redirectOutput(workDir.resolve("trainer-rank" + rank + ".log").toFile());

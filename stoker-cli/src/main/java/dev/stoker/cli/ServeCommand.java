@@ -118,12 +118,12 @@ final class ServeCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         FlightEndpoint flightEndpoint = flightEndpoint(); // refused endpoints stop here, before any work
         java.net.InetAddress metricsAddress = metricsAddress();
-        EncodeOptions options = processor.toEncodeOptions();
+        EncodeOptions options = feed.withPixelFormat(processor.toEncodeOptions());
         var feedMode = FeedFactory.mode(mode);
         if (feedMode != FeedMode.ZERO_COPY && feedMode != FeedMode.PREFETCH)
             throw new Main.InvalidInputException("--mode must be zero-copy or prefetch, got " + mode);
         if (startStep < 0 || steps < 0) throw new Main.InvalidInputException("--start-step and --steps must be >= 0");
-        long oneBatch = feed.batch * (options.vision().maxPixels() * 3L * options.vision().temporalPatchSize() * Float.BYTES);
+        long oneBatch = feed.batch * options.maxPixelBytesPerImage();
         long budget = clusterSeed != null ? cluster.nodeShmBudget : feed.shmBudgetBytes(); // a cluster job's batches live in the node's store
         if (feedMode == FeedMode.ZERO_COPY && budget < oneBatch)
             throw new Main.InvalidInputException((clusterSeed != null ? "--node-shm-budget " : "--shm-budget ") + budget + " is smaller than one batch: " + feed.batch
@@ -144,8 +144,9 @@ final class ServeCommand implements Callable<Integer> {
              var flightServer = flightEndpoint == null ? null : startFlight(service, flightEndpoint);
              var metricsEndpoint = metricsPort == null ? null : new MetricsEndpoint(service, metricsAddress, metricsPort)) {
             Files.setPosixFilePermissions(sock, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------")); // this user's trainers only
-            out.printf("stoker serve: job %s, %d ranks × batch %d, mode %s, %s%n", job, feed.ranks, feed.batch, mode,
-                    service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + budget + " bytes)" : "copies");
+            out.printf("stoker serve: job %s, %d ranks × batch %d, mode %s, %s, pixels %s%n", job, feed.ranks, feed.batch, mode,
+                    service.store() != null ? "shared memory " + service.store().arenaDir() + " (budget " + budget + " bytes)" : "copies",
+                    options.pixelFormat().name().toLowerCase(java.util.Locale.ROOT));
             out.printf("stoker serve: data %s (%d samples, %d steps per epoch), fingerprint %016x%n", feed.data,
                     service.feeder().datasetSize(), service.feeder().schedule().stepsPerEpoch(), service.feeder().fingerprint());
             if (flightServer != null) {

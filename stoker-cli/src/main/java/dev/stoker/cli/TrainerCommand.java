@@ -30,11 +30,22 @@ final class TrainerCommand implements Callable<Integer> {
     @Option(names = "--copy", description = "Ask for copies even when the service offers shared memory.") boolean copy;
     @Option(names = "--duration-ms", defaultValue = "0",
             description = "Stop at the first step boundary after this many ms from connecting (0: no limit).") long durationMillis;
+    @Option(names = "--to-pixel-values",
+            description = "A batch that carries pixel_values_u8 (--pixel-format uint8) is turned into float32 pixel_values "
+                    + "(CompactPixels) before the step, inside the measured wait.") boolean toPixelValues;
     @Option(names = "--receive-buffer", defaultValue = "0",
             description = "Bytes of receive buffer to allocate and touch before connecting (copy delivery).") long receiveBuffer;
 
+    /** The float32 pixel_values of a compact batch (none for a float32 one): what a Java trainer would feed its model. */
+    static float[] toPixelValues(BatchLayout.Batch batch) {
+        if (batch.tensors().stream().noneMatch(t -> t.name().equals("pixel_values_u8"))) return null;
+        var cfg = dev.stoker.image.qwenvl.CompactPixels.config(batch.tensor("pixel_norm").toFloats(), batch.tensor("pixel_patch").toLongs());
+        return dev.stoker.image.qwenvl.CompactPixels.toPixelValues(batch.tensor("pixel_values_u8").data(),
+                batch.tensor("image_grid_thw").toLongs(), cfg);
+    }
+
     /** What one step measured. */
-    record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos) {}
+    record Step(long waitNanos, long computeNanos, long bytes, int samples, long transferNanos, long convertNanos) {}
 
     @Override
     public Integer call() throws Exception {
@@ -48,13 +59,17 @@ final class TrainerCommand implements Callable<Integer> {
             for (int s = 0; s < steps && (durationMillis <= 0 || System.nanoTime() - deadline < 0); s++) {
                 long t0 = System.nanoTime();
                 TrainerClient.Received received = client.next();
-                long t1 = System.nanoTime();
+                long arrived = System.nanoTime();
                 if (received == null) break;
                 BatchLayout.Batch batch = received.batch();
+                if (toPixelValues) toPixelValues(batch); // the trainer's own work before its step counts as waiting
+                long t1 = System.nanoTime();
+                long convertNanos = toPixelValues ? t1 - arrived : 0;
                 Thread.sleep(stepMillis);
                 received.close(); // the step is done with the batch: its shared memory may be reused
                 long t2 = System.nanoTime();
-                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), t1 - client.lastFrameHeaderNanos()));
+                stepsDone.add(new Step(t1 - t0, t2 - t1, batch.totalBytes(), batch.meta().batchSize(), arrived - client.lastFrameHeaderNanos(),
+                        convertNanos));
             }
             long end = System.nanoTime();
             var json = new LinkedHashMap<String, Object>();
@@ -66,7 +81,7 @@ final class TrainerCommand implements Callable<Integer> {
             json.put("bytes_received", client.bytesReceived());
             json.put("refs_received", client.refsReceived());
             json.put("shared_memory", client.sharedMemory());
-            json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples(), x.transferNanos())).toList());
+            json.put("steps", stepsDone.stream().map(x -> List.of(x.waitNanos(), x.computeNanos(), x.bytes(), x.samples(), x.transferNanos(), x.convertNanos())).toList());
             new ObjectMapper().writeValue(report.toFile(), json);
         }
         return 0;

@@ -110,7 +110,8 @@ class LadderCliTest {
                 JsonNode steps = rep.get("steps");
                 assertEquals(4, steps.size(), what);
                 for (JsonNode st : steps) {
-                    assertEquals(5, st.size(), what);
+                    assertEquals(6, st.size(), what);
+                    assertEquals(0, st.get(5).asLong(), what + ": float32 batches, nothing to convert");
                     assertTrue(st.get(0).asLong() > 0, what + ": wait");
                     assertTrue(st.get(1).asLong() >= 20_000_000L, what + ": compute is the 20 ms sleep");
                     assertTrue(st.get(2).asLong() > 2 * 1176 * 4, what + ": batch bytes");
@@ -136,6 +137,58 @@ class LadderCliTest {
         assertEquals(8, pipeline.get("server").get("refs_sent").asLong());
         try (var left = Files.list(tmp.resolve("shm"))) {
             assertEquals(List.of(), left.toList(), "the store's arena is removed when the run ends");
+        }
+    }
+
+    /** {@code --pixel-format uint8}: the batches are an eighth of the pixel bytes and each trainer converts them inside its wait. */
+    @Test
+    void compactBatchesAreConvertedByTheTrainersInsideTheirWait() throws Exception {
+        Path python = Path.of(LadderRun.PYTHON);
+        assumeTrue(Files.isExecutable(python), python + " is missing");
+        assumeTrue(new ProcessBuilder(python.toString(), "-c", "import numpy, torch").redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor() == 0, python + " has no numpy or torch");
+        Path ds = dataset();
+        var r = CliRunner.run("bench", "ladder", "--data", ds.resolve("train.jsonl").toString(), "--ranks", "1", "--batch", "2",
+                "--step-ms", "20", "--steps", "3", "--modes", "prefetch,zero-copy", "--trainer", "python", "--max-pixels", "50176",
+                "--pixel-format", "uint8", "--threads", "2", "--work-dir", tmp.resolve("work").toString(),
+                "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString());
+        assertEquals(0, r.status(), r.err() + r.out());
+        assertTrue(r.out().contains("pixels uint8 (converted by the trainers)"), r.out());
+        for (String mode : new String[] {"prefetch", "zero-copy"}) {
+            JsonNode rep = new ObjectMapper().readTree(tmp.resolve("work/" + mode + "-rank0.json").toFile());
+            for (JsonNode st : rep.get("steps")) {
+                assertTrue(st.get(5).asLong() > 0, mode + ": the trainer converted the batch: " + rep);
+                assertTrue(st.get(0).asLong() >= st.get(5).asLong(), mode + ": the conversion is part of the wait: " + rep);
+                assertTrue(st.get(2).asLong() < 4 * 50176 * 3 + 64 * 1024, mode + ": u8 pixels (at most 4 images at the cap), not float32: " + rep);
+            }
+        }
+    }
+
+    /** {@code bench wire}: both formats on every path, the uint8 batches smaller and converted by the Python trainers. */
+    @Test
+    void wireBenchComparesBothFormatsOnEveryPath() throws Exception {
+        Path python = Path.of(LadderRun.PYTHON);
+        assumeTrue(Files.isExecutable(python), python + " is missing");
+        assumeTrue(new ProcessBuilder(python.toString(), "-c", "import numpy, torch").redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor() == 0, python + " has no numpy or torch");
+        Path ds = dataset();
+        var r = CliRunner.run("bench", "wire", "--data", ds.resolve("train.jsonl").toString(), "--batch", "2", "--batches", "2",
+                "--steps", "6", "--rounds", "1", "--max-pixels", "50176", "--threads", "2", "--work-dir", tmp.resolve("wire").toString(),
+                "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString());
+        assertEquals(0, r.status(), r.err() + r.out());
+        assertTrue(r.out().contains("decodes to the float32 pixel_values bit for bit: yes"), r.out());
+        JsonNode json = new ObjectMapper().readTree(r.lastStdoutLine());
+        double f32 = json.get("bytes_per_batch").get("float32").asDouble(), u8 = json.get("bytes_per_batch").get("uint8").asDouble();
+        assertTrue(u8 * 5 < f32, json.toString());
+        for (String path : new String[] {"socket", "shm", "flight"}) {
+            JsonNode p = json.get("wire").get(path);
+            assertTrue(p.get("float32").get("in_hand_ms").asDouble() > 0, path + ": " + p);
+            assertEquals(0, p.get("float32").get("convert_ms").asDouble(), path + ": " + p);
+            assertTrue(p.get("uint8").get("convert_ms").asDouble() > 0, path + ": the uint8 batches were converted: " + p);
+            assertTrue(p.get("uint8").get("mb_per_batch").asDouble() * 5 < p.get("float32").get("mb_per_batch").asDouble(), path + ": " + p);
+        }
+        try (var left = Files.list(tmp.resolve("shm"))) {
+            assertEquals(List.of(), left.toList(), "the store's arena is removed when the bench ends");
         }
     }
 

@@ -16,12 +16,28 @@ import dev.stoker.text.TruncationPolicy;
  * @param maxSourcePixels  images whose header claims more pixels are refused before any pixel memory is allocated
  * @param maxSequenceLength  token limit per sample (0 = none)
  * @param truncation       what to do with a sample over the limit
+ * @param pixelFormat      what a batch carries of its images: FLOAT32 {@code pixel_values} (default), or UINT8, the
+ *                         resized RGB pixels ({@code pixel_values_u8}) that the trainer normalizes and patchifies
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
-                            long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation) {
+                            long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
+
+    /**
+     * The image tensor of a batch. FLOAT32: {@code pixel_values}, normalized and patchified, (rows, 3·t·p²) float32.
+     * UINT8 (the compact wire format): {@code pixel_values_u8}, each image's resized RGB pixels, (Σ H·W, 3) uint8,
+     * with {@code pixel_norm} and {@code pixel_patch} for the trainer's conversion — 1/8 of the bytes for t = 2.
+     */
+    public enum PixelFormat {
+        FLOAT32, UINT8;
+
+        /** Bytes of one image's pixel tensor at {@code pixels} resized pixels. */
+        public long bytesPerImage(long pixels, VisionConfig vision) {
+            return this == UINT8 ? pixels * 3 : pixels * 3L * vision.temporalPatchSize() * Float.BYTES;
+        }
+    }
 
     public static final long DEFAULT_MAX_SOURCE_PIXELS = DecodeOptions.DEFAULT_MAX_SOURCE_PIXELS;
     public static final int DEFAULT_MAX_SEQUENCE_LENGTH = 8192;      // what the official SFT scripts use
@@ -29,30 +45,38 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     public EncodeOptions {
         if (maxSourcePixels <= 0) throw new IllegalArgumentException("max source pixels must be positive");
         if (maxSequenceLength < 0) throw new IllegalArgumentException("max sequence length must be >= 0");
+        java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
     }
 
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
-                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT);
+                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat);
     }
 
+    public EncodeOptions withPixelFormat(PixelFormat f) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f);
+    }
+
+    /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
+    public long maxPixelBytesPerImage() { return pixelFormat.bytesPerImage(vision.maxPixels(), vision); }
+
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat);
     }
 }

@@ -8,10 +8,27 @@ package dev.stoker.pipeline;
  * <p>{@code pixelValues} holds {@link #pixelFloats()} floats from index 0; it is longer only when
  * the encoder was given a reused buffer ({@link SampleEncoder.PixelBuffers}).
  *
- * @param sourcePixels  pixels of the source images as stored (before any DCT scaling), for throughput
+ * <p>In the compact wire format ({@link EncodeOptions.PixelFormat#UINT8}) the images are carried as
+ * {@code pixelsU8} instead, each image's resized RGB pixels (HWC) in order, exactly
+ * {@link #pixelU8Bytes()} long; {@code pixelValues} is then empty. {@code pixelsU8} is null in FLOAT32.
+ *
+ * @param pixelRowLength  floats per pixel_values row (3·t·p²), in either format
+ * @param sourcePixels    pixels of the source images as stored (before any DCT scaling), for throughput
  */
 public record EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
-                            float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels) {
+                            float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8) {
+
+    /** A FLOAT32 sample. */
+    public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                         float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels) {
+        this(id, inputIds, labels, attentionMask, positionIds, pixelValues, pixelRowLength, imageGridThw, sourcePixels, null);
+    }
+
+    /** Whether the images are carried as resized u8 pixels (the compact wire format). */
+    public boolean compact() { return pixelsU8 != null; }
+
+    /** Bytes of {@code pixelsU8} (0 in FLOAT32). */
+    public int pixelU8Bytes() { return pixelsU8 == null ? 0 : pixelsU8.length; }
 
     public int length() { return inputIds.length; }
 

@@ -14,7 +14,8 @@ import dev.stoker.image.qwenvl.QwenVlImageTransform;
 /**
  * The image half of a sample, in two steps so that the token count is known before any pixel is
  * decoded: {@link #plan} reads the header and computes the resize target and grid;
- * {@link #process} decodes (DCT-scaled when allowed), resizes, normalizes and patchifies.
+ * {@link #process} decodes (DCT-scaled when allowed), resizes, normalizes and patchifies (or, for the
+ * compact wire format, {@link #processResizedInto} stops after the resize).
  *
  * <p>Threading: one instance per thread (it holds that thread's decoder and resize buffers).
  */
@@ -99,6 +100,39 @@ public final class ImagePreprocessor {
         decodeNanos += t1 - t0;
         try {
             transform.writePixelValues(rgb, img.plan(), dst, offsetBytes);
+        } catch (SampleException e) {
+            throw e.withSampleId(img.name());
+        } finally {
+            transformNanos += System.nanoTime() - t1;
+        }
+    }
+
+    /**
+     * Decodes and resizes {@code img}, writing the resized u8 RGB pixels ({@code plan().resizedByteSize()}
+     * bytes, HWC) into {@code dst} at byte {@code offsetBytes}: the compact wire format, in place.
+     */
+    public void processResizedInto(Planned img, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        long t0 = System.nanoTime();
+        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        long t1 = System.nanoTime();
+        decodeNanos += t1 - t0;
+        try {
+            transform.writeResized(rgb, img.plan(), dst, offsetBytes);
+        } catch (SampleException e) {
+            throw e.withSampleId(img.name());
+        } finally {
+            transformNanos += System.nanoTime() - t1;
+        }
+    }
+
+    /** {@link #processResizedInto(Planned, java.lang.foreign.MemorySegment, long)} into a heap array from index {@code offset}. */
+    public void processResizedInto(Planned img, byte[] dst, int offset) {
+        long t0 = System.nanoTime();
+        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        long t1 = System.nanoTime();
+        decodeNanos += t1 - t0;
+        try {
+            transform.writeResized(rgb, img.plan(), dst, offset);
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
         } finally {

@@ -101,7 +101,8 @@ public final class SampleEncoder {
      * A sample ready for its pixels: images probed and planned, tokens built (so its token count,
      * pixel rows and grids are known), nothing decoded yet. Holds the fetched image bytes.
      */
-    public record Prepared(String id, TextFeatures text, List<ImagePreprocessor.Planned> images, int rowLength) {
+    public record Prepared(String id, TextFeatures text, List<ImagePreprocessor.Planned> images, int rowLength,
+                           EncodeOptions.PixelFormat pixelFormat) {
         /** Rows of pixel_values of the images kept. */
         public long pixelRows() {
             long rows = 0;
@@ -109,7 +110,18 @@ public final class SampleEncoder {
             return rows;
         }
 
-        public long pixelBytes() { return pixelRows() * rowLength * Float.BYTES; }
+        /** Bytes of this sample's pixel tensor in its format: float32 pixel_values rows, or the resized u8 pixels. */
+        public long pixelBytes() {
+            if (pixelFormat == EncodeOptions.PixelFormat.FLOAT32) return pixelRows() * rowLength * Float.BYTES;
+            long bytes = 0;
+            for (var p : images) bytes += p.plan().resizedByteSize();
+            return bytes;
+        }
+
+        /** Bytes of image {@code img}'s pixels in this sample's format. */
+        static long imageBytes(ImagePreprocessor.Planned img, EncodeOptions.PixelFormat format) {
+            return format == EncodeOptions.PixelFormat.FLOAT32 ? img.plan().byteSize() : img.plan().resizedByteSize();
+        }
 
         public int length() { return text.length(); }
 
@@ -141,7 +153,8 @@ public final class SampleEncoder {
         long t0 = System.nanoTime();
         TextFeatures text = tokens.build(sample, grids);
         tokenizeNanos += System.nanoTime() - t0;
-        return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength());
+        return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
+                options.pixelFormat());
     }
 
     /** {@link #prepare(ChatSample, ImageSource)} over image bytes fetched beforehand, keyed by reference. */
@@ -153,23 +166,27 @@ public final class SampleEncoder {
      * The expensive second half: decodes, resizes, normalizes and patchifies the prepared images,
      * writing their pixel_values rows ({@link Prepared#pixelBytes()} bytes, little-endian float32)
      * into {@code dst} from byte {@code offsetBytes} — the batch's shared-memory segment, so that
-     * nothing is copied after the transform.
+     * nothing is copied after the transform. In the compact wire format it stops after the resize and
+     * writes each image's u8 RGB pixels there instead.
      */
     public void writePixels(Prepared p, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        boolean compact = p.pixelFormat() == EncodeOptions.PixelFormat.UINT8;
         long offset = offsetBytes;
         for (var img : p.images()) {
             try {
-                images.processInto(img, dst, offset);
+                if (compact) images.processResizedInto(img, dst, offset);
+                else images.processInto(img, dst, offset);
             } catch (SampleException e) {
                 throw inSample(p.id(), img.name(), e);
             }
-            offset += img.plan().byteSize();
+            offset += Prepared.imageBytes(img, p.pixelFormat());
         }
     }
 
     /** Encodes a sample writing pixel_values into an array from {@code buffers}. */
     public EncodedSample encode(ChatSample sample, ImageSource source, PixelBuffers buffers) {
         Prepared p = prepare(sample, source);
+        if (p.pixelFormat() == EncodeOptions.PixelFormat.UINT8) return encodeCompact(p);
         long rows = p.pixelRows();
         int rowLength = p.rowLength();
         if (rows * rowLength > Integer.MAX_VALUE - 8)
@@ -189,6 +206,28 @@ public final class SampleEncoder {
         var text = p.text();
         return new EncodedSample(p.id(), text.inputIds(), text.labels(), text.attentionMask(), text.positionIds(),
                 pixels, rowLength, p.gridThw(), sourcePixels);
+    }
+
+    /** The compact wire format's half of {@link #encode}: each image's resized u8 pixels into one exact array. */
+    private EncodedSample encodeCompact(Prepared p) {
+        long bytes = p.pixelBytes();
+        if (bytes > Integer.MAX_VALUE - 8)
+            throw new SampleException(p.id(), SampleException.Stage.TRANSFORM, "pixels of " + bytes + " bytes are too large for one sample");
+        byte[] pixels = new byte[(int) bytes];
+        long sourcePixels = 0;
+        int offset = 0;
+        for (var img : p.images()) {
+            try {
+                images.processResizedInto(img, pixels, offset);
+            } catch (SampleException e) {
+                throw inSample(p.id(), img.name(), e);
+            }
+            offset += (int) img.plan().resizedByteSize();
+            sourcePixels += img.info().pixelCount();
+        }
+        var text = p.text();
+        return new EncodedSample(p.id(), text.inputIds(), text.labels(), text.attentionMask(), text.positionIds(),
+                new float[0], p.rowLength(), p.gridThw(), sourcePixels, pixels);
     }
 
     private static ImageSource fetched(Map<String, byte[]> imagesByReference) {

@@ -54,6 +54,10 @@ public record Tensor(String name, DType dtype, long[] shape, MemorySegment data)
         return new Tensor(name, DType.INT64, shape, MemorySegment.ofArray(values));
     }
 
+    public static Tensor of(String name, byte[] values, long... shape) {
+        return new Tensor(name, DType.UINT8, shape, MemorySegment.ofArray(values));
+    }
+
     public long elementCount() { return data.byteSize() / dtype.byteSize; }
 
     @Override public long[] shape() { return shape.clone(); }
@@ -66,6 +70,11 @@ public record Tensor(String name, DType dtype, long[] shape, MemorySegment data)
     public long[] toLongs() {
         require(DType.INT64);
         return data.toArray(BatchLayout.LONG_LE);
+    }
+
+    public byte[] toBytes() {
+        require(DType.UINT8);
+        return data.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
     }
 
     private void require(DType d) {

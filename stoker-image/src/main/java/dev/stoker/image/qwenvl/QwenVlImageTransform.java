@@ -45,6 +45,9 @@ public final class QwenVlImageTransform {
         /** Bytes of pixel_values as float32. */
         public long byteSize() { return floatCount() * Float.BYTES; }
 
+        /** Bytes of the resized image as u8 RGB (HWC), the compact wire format's pixels: 8× less than {@link #byteSize()} for t = 2. */
+        public long resizedByteSize() { return (long) resizedHeight * resizedWidth * 3; }
+
         /** LLM image tokens: t·gh·gw / m². */
         public int tokenCount() { return rows() / (mergeSize * mergeSize); }
 
@@ -92,6 +95,22 @@ public final class QwenVlImageTransform {
     public void writePixelValues(RgbImage img, Plan plan, float[] dst, int offset) {
         byte[] rgb = resizeToPlan(img, plan);
         patchWriter.write(rgb, plan.resizedWidth(), plan.resizedHeight(), dst, offset);
+    }
+
+    /**
+     * Writes the image resized to the plan's target as u8 RGB, HWC ({@link Plan#resizedByteSize()} bytes), into
+     * {@code dst} at {@code offsetBytes}: the compact wire format, normalized and patchified by the trainer
+     * ({@link CompactPixels}).
+     */
+    public void writeResized(RgbImage img, Plan plan, MemorySegment dst, long offsetBytes) {
+        byte[] rgb = resizeToPlan(img, plan);
+        MemorySegment.copy(rgb, 0, dst, java.lang.foreign.ValueLayout.JAVA_BYTE, offsetBytes, Math.toIntExact(plan.resizedByteSize()));
+    }
+
+    /** Writes the image resized to the plan's target as u8 RGB, HWC, into {@code dst} from index {@code offset}. */
+    public void writeResized(RgbImage img, Plan plan, byte[] dst, int offset) {
+        byte[] rgb = resizeToPlan(img, plan);
+        System.arraycopy(rgb, 0, dst, offset, Math.toIntExact(plan.resizedByteSize()));
     }
 
     /** The resized u8 image of a plan (a copy; the hot paths use an internal buffer). */

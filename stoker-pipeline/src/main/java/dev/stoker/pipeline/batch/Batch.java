@@ -24,11 +24,14 @@ import java.util.List;
  * @param skippedSamples  the scheduled samples left out, in schedule order
  * @param layout          B, L, pixel rows and images
  * @param attentionMask   int64 0/1 = (input_ids != 151643); the official code yields bool
+ * @param pixelValues     float32 pixel_values (empty in the compact wire format)
+ * @param pixelsU8        in the compact wire format (layout UINT8), every image's resized RGB pixels, HWC, in
+ *                        image order ({@code pixel_values_u8}); null in FLOAT32
  */
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
                     List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchLayout layout,
                     long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
-                    float[] pixelValues, long[] imageGridThw) implements FeedBatch {
+                    float[] pixelValues, long[] imageGridThw, byte[] pixelsU8) implements FeedBatch {
 
     public Batch {
         sampleIds = List.copyOf(sampleIds);
@@ -37,6 +40,19 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
                 || layout.samples() + skippedSamples.size() != scheduled)
             throw new IllegalArgumentException("batch of " + layout.samples() + " samples (" + sampleIds.size() + " ids, "
                     + datasetIndices.length + " indices) + " + skippedSamples.size() + " skipped != " + scheduled + " scheduled");
+        boolean compact = layout.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8;
+        if (compact != (pixelsU8 != null) || compact && pixelsU8.length != layout.pixelU8Bytes())
+            throw new IllegalArgumentException("a " + layout.pixelFormat() + " batch of " + layout.pixelU8Bytes() + " u8 pixel bytes has "
+                    + (pixelsU8 == null ? "none" : pixelsU8.length));
+    }
+
+    /** A FLOAT32 batch. */
+    public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
+                 List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchLayout layout,
+                 long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                 float[] pixelValues, long[] imageGridThw) {
+        this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, layout, inputIds, labels,
+                attentionMask, positionIds, pixelValues, imageGridThw, null);
     }
 
     /** B, the samples delivered. */

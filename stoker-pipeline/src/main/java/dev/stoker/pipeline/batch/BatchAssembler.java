@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.batch;
 
+import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.EncodedSample;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import dev.stoker.text.QwenTokenIds;
@@ -15,12 +16,22 @@ import java.util.List;
  * {@code image_grid_thw} concatenated in batch order. No truncation: over-long samples were
  * refused by the encoder.
  *
+ * In the compact wire format the samples' u8 pixels are concatenated instead of pixel_values rows.
+ *
  * <p>Threading: stateless; safe to share.
  */
 public final class BatchAssembler {
     public static final long PAD_TOKEN_ID = QwenTokenIds.ENDOFTEXT;
     public static final long IGNORE_INDEX = -100;
     public static final long POSITION_PAD = 1;
+
+    private final EncodeOptions.PixelFormat pixelFormat;
+
+    /** An assembler of FLOAT32 batches. */
+    public BatchAssembler() { this(EncodeOptions.PixelFormat.FLOAT32); }
+
+    /** An assembler of batches whose samples were encoded in {@code pixelFormat}. */
+    public BatchAssembler(EncodeOptions.PixelFormat pixelFormat) { this.pixelFormat = java.util.Objects.requireNonNull(pixelFormat); }
 
     /**
      * Collates {@code samples} (those of {@code scheduled} that encoded, in schedule order) whose
@@ -31,26 +42,33 @@ public final class BatchAssembler {
             throw new IllegalArgumentException(datasetIndices.length + " dataset indices for " + samples.size() + " samples");
         if (samples.size() + skipped.size() != scheduled.size())
             throw new IllegalArgumentException(samples.size() + " samples + " + skipped.size() + " skipped for a batch of " + scheduled.size());
-        var layout = BatchLayout.of(samples);
-        if (layout.pixelFloats() > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
+        var layout = BatchLayout.of(samples, pixelFormat);
+        boolean compact = pixelFormat == EncodeOptions.PixelFormat.UINT8;
+        if ((compact ? layout.pixelU8Bytes() : layout.pixelFloats()) > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("batch too large for heap arrays: " + layout);
         int b = layout.samples();
         var tokens = collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList());
-        float[] pixels = new float[(int) layout.pixelFloats()];
+        float[] pixels = new float[compact ? 0 : (int) layout.pixelFloats()];
+        byte[] pixelsU8 = compact ? new byte[(int) layout.pixelU8Bytes()] : null;
         long[] grid = new long[3 * layout.images()];
         var sampleIds = new ArrayList<String>(b);
         int pixelOffset = 0, gridOffset = 0;
         for (int i = 0; i < b; i++) {
             var s = samples.get(i);
-            System.arraycopy(s.pixelValues(), 0, pixels, pixelOffset, s.pixelFloats());
-            pixelOffset += s.pixelFloats();
+            if (compact) {
+                System.arraycopy(s.pixelsU8(), 0, pixelsU8, pixelOffset, s.pixelU8Bytes());
+                pixelOffset += s.pixelU8Bytes();
+            } else {
+                System.arraycopy(s.pixelValues(), 0, pixels, pixelOffset, s.pixelFloats());
+                pixelOffset += s.pixelFloats();
+            }
             System.arraycopy(s.imageGridThw(), 0, grid, gridOffset, s.imageGridThw().length);
             gridOffset += s.imageGridThw().length;
             sampleIds.add(s.id());
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
                 sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
-                tokens.positionIds(), pixels, grid);
+                tokens.positionIds(), pixels, grid, pixelsU8);
     }
 
     /** The padded token tensors of a batch, flat and row-major: (B, L) ×3 and (3, B, L). */

@@ -172,10 +172,10 @@ public final class Feeder implements AutoCloseable {
             throw e;
         }
         var materializer = Materializer.createMaterializer(system);
-        var pipeline = new SamplePipeline(lines, source, cpu, metrics);
+        var pipeline = new SamplePipeline(lines, source, cpu, metrics, config.encode().pixelFormat());
         var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(config.ranks()); // a rank that stops reading pins at most its share of the store
-        var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode().vision().rowLength());
+        var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
         var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.batchSize(), config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();
         var feeds = new ArrayList<RankFeed<?>>(config.ranks());
@@ -282,7 +282,8 @@ public final class Feeder implements AutoCloseable {
 
     /**
      * What a saved position is only valid against: the manifest's bytes, the seed, the batch size and
-     * the encoding (not the rank count, nor the mode: every mode yields the same batches). Never 0.
+     * the encoding, pixel format included (not the rank count, nor the mode: every mode yields the same
+     * batches). Never 0.
      */
     public long fingerprint() { return fingerprint; }
 
@@ -290,13 +291,26 @@ public final class Feeder implements AutoCloseable {
         try {
             var md = java.security.MessageDigest.getInstance("SHA-256");
             md.update(manifest);
-            md.update(("seed=" + config.seed() + ";batch=" + config.batchSize() + ";encode=" + config.encode())
+            md.update(("seed=" + config.seed() + ";batch=" + config.batchSize() + ";encode=" + encodingText(config.encode()))
                     .getBytes(java.nio.charset.StandardCharsets.UTF_8));
             long v = java.nio.ByteBuffer.wrap(md.digest()).getLong();
             return v == 0 ? 1 : v;
         } catch (java.security.NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /**
+     * The encoding as the fingerprint hashes it: the options' text, in which a FLOAT32 job leaves its pixel
+     * format out, so that it keeps the fingerprint it had before the compact format existed (states saved
+     * then still resume); UINT8 is part of the text, so a state never resumes across formats.
+     */
+    static String encodingText(dev.stoker.pipeline.EncodeOptions encode) {
+        String text = encode.toString();
+        String float32 = ", pixelFormat=" + dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 + "]";
+        if (encode.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 && text.endsWith(float32))
+            return text.substring(0, text.length() - float32.length()) + "]";
+        return text;
     }
 
     public SampleSchedule schedule() { return schedule; }

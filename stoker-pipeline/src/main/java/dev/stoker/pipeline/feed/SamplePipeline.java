@@ -61,9 +61,11 @@ final class SamplePipeline {
     private final CpuPool cpu;
     private final FeedMetrics metrics;
     private final SampleParser parser = new SampleParser();
-    private final BatchAssembler assembler = new BatchAssembler();
+    private final BatchAssembler assembler;
 
-    SamplePipeline(List<JsonlManifest.Line> lines, FeedSource source, CpuPool cpu, FeedMetrics metrics) {
+    SamplePipeline(List<JsonlManifest.Line> lines, FeedSource source, CpuPool cpu, FeedMetrics metrics,
+                   dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat) {
+        this.assembler = new BatchAssembler(pixelFormat);
         this.lines = lines;
         this.source = source;
         this.cpu = cpu;

@@ -24,7 +24,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * {@link BatchLayout} format: the batch's layout is planned from its prepared samples, the object
  * allocated (waiting for the store's byte budget), every sample's pixel rows decoded and transformed
  * by the CPU pool straight to their final offset, then the token tensors and the header written
- * and the object sealed.
+ * and the object sealed. In the compact wire format the pixel tensor is each image's resized u8 RGB
+ * pixels ({@code pixel_values_u8}), written the same way, once, in place.
  *
  * <p>A sample that fails while its pixels are being written (a JPEG truncated after a valid header)
  * is skipped like any other: the rows of the samples behind it are moved down to close the gap
@@ -45,6 +46,10 @@ final class StoredBatchWriter implements AutoCloseable {
     static final int BATCHES_FILLING = 2;
 
     static final String PIXEL_VALUES = "pixel_values";
+    static final String PIXEL_VALUES_U8 = "pixel_values_u8";
+    static final String PIXEL_NORM = "pixel_norm";
+    static final String PIXEL_PATCH = "pixel_patch";
+    private static final ValueLayout.OfFloat FLOAT_LE = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfLong LONG_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     /** A batch whose object is allocated; its prepared samples' pixels are not written yet. */
@@ -56,6 +61,11 @@ final class StoredBatchWriter implements AutoCloseable {
     private final FeedMetrics metrics;
     private final int world;
     private final int rowLength;
+    private final boolean compact;
+    /** The name of the pixel tensor, first in every batch: pixel_values, or pixel_values_u8 in the compact wire format. */
+    private final String pixelTensor;
+    private final float[] pixelNorm;
+    private final long[] pixelPatch;
     private final java.util.Set<Allocation> unsealed = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final java.util.Set<StoredBatch> unreleased = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Allocations asked of the store and not yet handed to the stream (made, waiting for budget, or aborted on close). */
@@ -63,12 +73,16 @@ final class StoredBatchWriter implements AutoCloseable {
             new java.util.concurrent.ConcurrentHashMap<>();
     private volatile boolean closed;
 
-    StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int rowLength) {
+    StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, dev.stoker.pipeline.EncodeOptions encode) {
         this.store = store;
         this.cpu = cpu;
         this.metrics = metrics;
         this.world = world;
-        this.rowLength = rowLength;
+        this.rowLength = encode.vision().rowLength();
+        this.compact = encode.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8;
+        this.pixelTensor = compact ? PIXEL_VALUES_U8 : PIXEL_VALUES;
+        this.pixelNorm = dev.stoker.image.qwenvl.CompactPixels.norm(encode.vision());
+        this.pixelPatch = dev.stoker.image.qwenvl.CompactPixels.patch(encode.vision());
     }
 
     /** Plans the batch's layout from its prepared samples and allocates its object. */
@@ -100,7 +114,7 @@ final class StoredBatchWriter implements AutoCloseable {
     /** Writes every sample's pixels in parallel, then tokens and header; seals the object. */
     CompletableFuture<StoredBatch> fill(Allocated a) {
         MemorySegment seg = a.allocation().segment();
-        long offset = a.plan().offset(PIXEL_VALUES);
+        long offset = a.plan().offset(pixelTensor);
         var tasks = new ArrayList<CompletableFuture<SamplePipeline.Failed>>(a.ready().size());
         for (var r : a.ready()) {
             long at = offset;
@@ -155,8 +169,8 @@ final class StoredBatchWriter implements AutoCloseable {
         long copied = 0;
         if (kept.size() < a.ready().size()) {
             plan = plan(kept.stream().map(SamplePipeline.Ready::sample).toList());
-            // close the gaps: same tensor count, so pixel_values starts where it did; rows only move down
-            long from = a.plan().offset(PIXEL_VALUES), to = plan.offset(PIXEL_VALUES);
+            // close the gaps: same tensor count, so the pixel tensor starts where it did; rows only move down
+            long from = a.plan().offset(pixelTensor), to = plan.offset(pixelTensor);
             int k = 0;
             for (var r : a.ready()) {
                 long bytes = r.sample().pixelBytes();
@@ -192,6 +206,10 @@ final class StoredBatchWriter implements AutoCloseable {
             ids.add(kept.get(i).sample().id());
         }
         put(seg, plan.offset("sample_index"), index);
+        if (compact) {
+            MemorySegment.copy(pixelNorm, 0, seg, FLOAT_LE, plan.offset(PIXEL_NORM), pixelNorm.length);
+            put(seg, plan.offset(PIXEL_PATCH), pixelPatch);
+        }
         var s = a.scheduled();
         BatchLayout.writeHeader(new BatchLayout.Meta(s.epoch(), s.step(), s.rank(), world, kept.size(), s.size(), s.globalStep()), plan, seg);
         failed.sort(Comparator.comparingInt(f -> f.slot().position()));
@@ -244,22 +262,34 @@ final class StoredBatchWriter implements AutoCloseable {
         MemorySegment.copy(values, 0, seg, LONG_LE, offset, values.length);
     }
 
-    /** The layout of a batch of {@code samples}: pixel_values first, so a re-plan with fewer samples keeps its offset. */
+    /**
+     * The layout of a batch of {@code samples}: the pixel tensor first, so a re-plan with fewer samples keeps its
+     * offset; in the compact wire format {@code pixel_values_u8} (Σ H·W, 3) and, last, its {@code pixel_norm}
+     * and {@code pixel_patch}.
+     */
     BatchLayout.Plan plan(List<SampleEncoder.Prepared> samples) {
         int b = samples.size(), len = 0, images = 0;
-        long rows = 0;
+        long rows = 0, bytes = 0;
         for (var s : samples) {
             len = Math.max(len, s.length());
             rows += s.pixelRows();
+            bytes += s.pixelBytes();
             images += s.images().size();
         }
-        return BatchLayout.plan(List.of(
-                new BatchLayout.Spec(PIXEL_VALUES, Tensor.DType.FLOAT32, new long[] {rows, rowLength}),
+        var specs = new ArrayList<BatchLayout.Spec>(9);
+        specs.add(compact ? new BatchLayout.Spec(PIXEL_VALUES_U8, Tensor.DType.UINT8, new long[] {bytes / 3, 3})
+                : new BatchLayout.Spec(PIXEL_VALUES, Tensor.DType.FLOAT32, new long[] {rows, rowLength}));
+        specs.addAll(List.of(
                 new BatchLayout.Spec("input_ids", Tensor.DType.INT64, new long[] {b, len}),
                 new BatchLayout.Spec("labels", Tensor.DType.INT64, new long[] {b, len}),
                 new BatchLayout.Spec("attention_mask", Tensor.DType.INT64, new long[] {b, len}),
                 new BatchLayout.Spec("position_ids", Tensor.DType.INT64, new long[] {3, b, len}),
                 new BatchLayout.Spec("image_grid_thw", Tensor.DType.INT64, new long[] {images, 3}),
                 new BatchLayout.Spec("sample_index", Tensor.DType.INT64, new long[] {b})));
+        if (compact) {
+            specs.add(new BatchLayout.Spec(PIXEL_NORM, Tensor.DType.FLOAT32, new long[] {2, 3}));
+            specs.add(new BatchLayout.Spec(PIXEL_PATCH, Tensor.DType.INT64, new long[] {3}));
+        }
+        return BatchLayout.plan(specs);
     }
 }

@@ -1,0 +1,206 @@
+"""The compact wire format's trainer half: ``pixel_values`` from a batch's ``pixel_values_u8``.
+
+A service started with ``--pixel-format uint8`` sends each image's resized RGB pixels instead of the
+float32 ``pixel_values`` (1/8 of the bytes), with the two small tensors that say how to finish the
+job (docs/protocol.md, section 1):
+
+* ``pixel_values_u8``: uint8 (Σ H·W, 3), image k's H·W pixels (HWC, row-major) after those of the
+  images before it, H = gh·p and W = gw·p from its ``image_grid_thw`` row (t, gh, gw);
+* ``pixel_norm``: float32 (2, 3), the mean and std per channel as the service uses them;
+* ``pixel_patch``: int64 (3,), patch size p, temporal patch size, merge size m.
+
+:func:`to_pixel_values` (torch, on any device) and :func:`to_pixel_values_numpy` normalize and
+patchify them into exactly the float32 ``pixel_values`` the float32 format carries, bit for bit:
+the per-channel 256-entry table is computed with the very float32 operations of the service's
+``PatchWriter`` — ``(float32(v * (1/255)) - float32(mean[c])) / float32(std[c])`` — and then
+indexed, so no device arithmetic can round differently. One loop step per image; the pixel work is
+a gather and a copy.
+
+``Loader(..., to_pixel_values=True)`` (and ``TorchIterableDataset``) apply it to every batch that
+carries ``pixel_values_u8``, so a trainer gets ``pixel_values`` either way.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+U8 = "pixel_values_u8"
+NORM = "pixel_norm"
+PATCH = "pixel_patch"
+PIXEL_VALUES = "pixel_values"
+
+#: Qwen2-VL / Qwen2.5-VL (patch 14) and Qwen3-VL (patch 16) share temporal patch 2 and merge 2.
+DEFAULT_PATCH = (14, 2, 2)
+
+
+def normalization_table(mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
+    """(3, 256) float32: ``table[c, v]`` is channel c's normalized value of u8 value v, computed
+    with the same float32 operations as the service (so indexing it is bit-exact)."""
+    mean32 = np.asarray(mean, dtype=np.float32).reshape(3)  # round to nearest, as Java's (float) cast
+    std32 = np.asarray(std, dtype=np.float32).reshape(3)
+    r = (np.arange(256, dtype=np.float64) * (1.0 / 255.0)).astype(np.float32)
+    return ((r[None, :] - mean32[:, None]) / std32[:, None]).astype(np.float32)
+
+
+def _grid_rows(image_grid_thw) -> np.ndarray:
+    grid = np.asarray(image_grid_thw.cpu() if hasattr(image_grid_thw, "cpu") else image_grid_thw, dtype=np.int64)
+    grid = grid.reshape(-1, 3)
+    if grid.size and (grid[:, 0] != 1).any():
+        raise ValueError(f"image_grid_thw has t != 1 ({grid[:, 0].tolist()}); images have t = 1")
+    return grid
+
+
+def _check(u8_rows: int, grid: np.ndarray, patch_size: int, merge_size: int) -> None:
+    if ((grid[:, 1:] % merge_size) != 0).any():
+        raise ValueError(f"grid sides must be multiples of the merge size {merge_size}: {grid.tolist()}")
+    need = int((grid[:, 1] * grid[:, 2]).sum()) * patch_size * patch_size
+    if u8_rows != need:
+        raise ValueError(f"pixel_values_u8 has {u8_rows} pixels, image_grid_thw needs {need} "
+                         f"(patch size {patch_size})")
+
+
+def output_shape(image_grid_thw, patch_size: int = 14, temporal_patch_size: int = 2) -> Tuple[int, int]:
+    """(rows, row length) of the pixel_values these grids make."""
+    grid = _grid_rows(image_grid_thw)
+    return int((grid[:, 1] * grid[:, 2]).sum()), 3 * temporal_patch_size * patch_size * patch_size
+
+
+def to_pixel_values_numpy(u8, image_grid_thw, mean, std, patch_size: int = 14, temporal_patch_size: int = 2,
+                          merge_size: int = 2, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """NumPy version of :func:`to_pixel_values`: a (rows, 3·t·p²) float32 array, new or a view of ``out``."""
+    u8 = np.asarray(u8, dtype=np.uint8).reshape(-1, 3)
+    grid = _grid_rows(image_grid_thw)
+    p, tps, m = patch_size, temporal_patch_size, merge_size
+    _check(u8.shape[0], grid, p, m)
+    table = normalization_table(mean, std)
+    rows = int((grid[:, 1] * grid[:, 2]).sum())
+    row = 3 * tps * p * p
+    if out is None:
+        out = np.empty((rows, row), dtype=np.float32)
+    else:
+        if out.dtype != np.float32 or not out.flags.c_contiguous or out.size < rows * row:
+            raise ValueError(f"out must be a C-contiguous float32 array with at least {rows * row} elements")
+        out = out.reshape(-1)[:rows * row].reshape(rows, row)
+    at = r0 = 0
+    for _, gh, gw in grid.tolist():
+        n = gh * gw
+        img = u8[at:at + n * p * p].reshape(gh // m, m, p, gw // m, m, p, 3)
+        img = img.transpose(0, 3, 1, 4, 6, 2, 5).reshape(n, 3, p * p)  # (bh, bw, mh, mw) rows; c, y, x columns
+        dst = out[r0:r0 + n].reshape(n, 3, tps, p * p)
+        for c in range(3):
+            dst[:, c, 0] = table[c][img[:, c]]
+        dst[:, :, 1:] = dst[:, :, :1]
+        at += n * p * p
+        r0 += n
+    return out
+
+
+def _empty(shape, dtype, device):
+    """A new tensor; on the CPU through NumPy, whose large arrays get transparent huge pages (fresh 4 KiB
+    pages fault one by one: an 80 MB torch.empty took 20–40× longer to fill on the development VM)."""
+    import torch
+
+    if device.type == "cpu":
+        np_dtype = {torch.float32: np.float32, torch.int64: np.int64}[dtype]
+        return torch.from_numpy(np.empty(shape, dtype=np_dtype))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def to_pixel_values(u8, image_grid_thw, mean, std, device=None, patch_size: int = 14, temporal_patch_size: int = 2,
+                    merge_size: int = 2, out=None):
+    """Normalizes and patchifies a batch's ``pixel_values_u8`` into ``pixel_values`` with torch, on
+    ``device`` (default: where ``u8`` is; a CUDA device moves the u8 bytes there first, 1/8 of the
+    float32 bytes over PCIe, and does the work on the GPU).
+
+    ``u8``: uint8 tensor or array (Σ H·W, 3); ``image_grid_thw``: (images, 3) ints (any device);
+    ``mean``/``std``: 3 values each (the batch's ``pixel_norm`` rows, or the processor's constants);
+    the sizes default to Qwen2/2.5-VL's (Qwen3-VL: ``patch_size=16``). ``out``: a float32 tensor on
+    ``device`` with at least rows × 3·temporal·p² elements to write into (a reused buffer); the
+    result is then a view of it. Returns a float32 tensor (rows, 3·temporal·p²) equal, bit for bit,
+    to the service's float32 ``pixel_values``.
+    """
+    import torch
+
+    if isinstance(u8, np.ndarray):
+        u8 = torch.from_numpy(u8)
+    if u8.dtype != torch.uint8:
+        raise TypeError(f"pixel_values_u8 must be uint8, got {u8.dtype}")
+    device = u8.device if device is None else torch.device(device)
+    u8 = u8.reshape(-1, 3).to(device, non_blocking=True)
+    grid = _grid_rows(image_grid_thw)
+    p, tps, m = patch_size, temporal_patch_size, merge_size
+    _check(u8.shape[0], grid, p, m)
+    row = 3 * tps * p * p
+    rows = int((grid[:, 1] * grid[:, 2]).sum())
+    if out is None:
+        out = _empty((rows, row), torch.float32, device)
+    else:
+        if out.dtype != torch.float32 or out.device != device or not out.is_contiguous() or out.numel() < rows * row:
+            raise ValueError(f"out must be a contiguous float32 tensor on {device} with at least {rows * row} elements")
+        out = out.reshape(-1)[:rows * row].view(rows, row)
+    if rows == 0:
+        return out
+    # the table is made on the CPU with NumPy's float32 ops (the service's bits), then only indexed on the device
+    flat = torch.from_numpy(normalization_table(mean, std).reshape(-1)).to(device)
+    channel = torch.arange(3, dtype=torch.int64, device=device).mul_(256).view(1, 1, 1, 1, 3, 1, 1)
+    largest = int((grid[:, 1] * grid[:, 2]).max()) * 3 * p * p
+    index = _empty((largest,), torch.int64, device)  # scratch for the biggest image, reused by the others
+    values = _empty((largest,), torch.float32, device)
+    at = r0 = 0
+    for _, gh, gw in grid.tolist():
+        n = gh * gw
+        k = n * 3 * p * p
+        img = u8[at:at + n * p * p].view(gh // m, m, p, gw // m, m, p, 3).permute(0, 3, 1, 4, 6, 2, 5)
+        idx = index[:k].view(gh // m, gw // m, m, m, 3, p, p)  # table index in pixel_values order
+        torch.add(img, channel, out=idx)
+        vals = torch.index_select(flat, 0, index[:k], out=values[:k])
+        out[r0:r0 + n].view(n, 3, tps, p * p).copy_(vals.view(n, 3, 1, p * p).expand(n, 3, tps, p * p))
+        at += n * p * p
+        r0 += n
+    return out
+
+
+def patch_sizes(batch: dict) -> Tuple[int, int, int]:
+    """(patch size, temporal patch size, merge size) from a batch's ``pixel_patch``."""
+    t = batch.get(PATCH)
+    if t is None:
+        return DEFAULT_PATCH
+    v = [int(x) for x in (t.tolist() if hasattr(t, "tolist") else t)]
+    if len(v) != 3:
+        raise ValueError(f"pixel_patch must hold 3 integers, got {v}")
+    return v[0], v[1], v[2]
+
+
+def norm(batch: dict) -> Tuple[np.ndarray, np.ndarray]:
+    """(mean, std) as float32 from a batch's ``pixel_norm``."""
+    t = batch[NORM]
+    a = np.asarray(t.cpu().numpy() if hasattr(t, "cpu") else t, dtype=np.float32).reshape(2, 3)
+    return a[0], a[1]
+
+
+def batch_to_pixel_values(batch: dict, device=None, out=None) -> dict:
+    """The batch with ``pixel_values`` in place of ``pixel_values_u8``, ``pixel_norm`` and
+    ``pixel_patch`` (same key order otherwise); a batch without ``pixel_values_u8`` is returned as is.
+    Torch tensors in, torch out (on ``device``, default the tensor's); NumPy in, NumPy out. ``out``:
+    a buffer to write into, as for :func:`to_pixel_values`."""
+    if U8 not in batch:
+        return batch
+    u8 = batch[U8]
+    mean, std = norm(batch)
+    p, tps, m = patch_sizes(batch)
+    grid = batch["image_grid_thw"]
+    if isinstance(u8, np.ndarray):
+        if device is not None:
+            raise ValueError("device needs torch tensors (Loader(as_torch=True))")
+        pixels = to_pixel_values_numpy(u8, grid, mean, std, p, tps, m, out=out)
+    else:
+        pixels = to_pixel_values(u8, grid, mean, std, device, p, tps, m, out=out)
+    out = {}
+    for k, v in batch.items():
+        if k == U8:
+            out[PIXEL_VALUES] = pixels
+        elif k not in (NORM, PATCH):
+            out[k] = v
+    return out
