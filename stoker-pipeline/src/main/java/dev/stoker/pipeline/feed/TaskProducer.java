@@ -135,8 +135,8 @@ public final class TaskProducer implements AutoCloseable {
             cpu.close();
             throw e;
         }
-        var pipeline = new SamplePipeline(lines, source, cpu, metrics);
-        var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode().vision().rowLength());
+        var pipeline = new SamplePipeline(lines, source, cpu, metrics, config.encode().pixelFormat());
+        var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
         return new TaskProducer(config, schedule, Feeder.fingerprint(manifestBytes, config), metrics, cpu, system, pipeline, writer,
                 maxWorkers);
     }
