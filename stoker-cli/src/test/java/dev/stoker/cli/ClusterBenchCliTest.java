@@ -26,17 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
 class ClusterBenchCliTest {
     @TempDir Path tmp;
 
-    private Path dataset() throws Exception {
-        Path ds = Files.createDirectories(tmp.resolve("ds"));
-        Files.copy(Vectors.get().inputImage("p01_photo_grace_hopper"), ds.resolve("a.jpg"));
-        Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
-        var lines = new StringBuilder();
-        for (int i = 0; i < 24; i++)
-            lines.append(String.format("{\"id\":\"s%d\",\"image\":\"%s\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?\"},"
-                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i % 2 == 0 ? "a.jpg" : "b.png", i, i));
-        Files.writeString(ds.resolve("train.jsonl"), lines);
-        return ds.resolve("train.jsonl");
-    }
+    private Path dataset() throws Exception { return LadderCliTest.smallDataset(tmp).resolve("train.jsonl"); }
 
     @Test
     void twoNodesFeedTwoRanksAndTheBytesGoFromOwnerToRank() throws Exception {

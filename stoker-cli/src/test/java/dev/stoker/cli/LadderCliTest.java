@@ -20,8 +20,11 @@ import org.junit.jupiter.api.io.TempDir;
 class LadderCliTest {
     @TempDir Path tmp;
 
-    private Path dataset() throws Exception {
-        Path ds = Files.createDirectories(tmp.resolve("ds"));
+    private Path dataset() throws Exception { return smallDataset(tmp); }
+
+    /** 24 one-image samples over two conformance images (a JPEG photo, a PNG) in {@code dir}/ds; returns that folder. */
+    static Path smallDataset(Path dir) throws Exception {
+        Path ds = Files.createDirectories(dir.resolve("ds"));
         Files.copy(Vectors.get().inputImage("p01_photo_grace_hopper"), ds.resolve("a.jpg"));
         Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
         var lines = new StringBuilder();
