@@ -34,6 +34,16 @@ final class ClusterServe {
         int workers = serve.workers != null ? serve.workers : serve.clusterNodes;
         if (workers < 1) throw new Main.InvalidInputException("--workers must be at least 1");
         if (serve.startStep != 0) throw new Main.InvalidInputException("--start-step is not supported with --cluster yet");
+        // what a cluster job does not do (yet) is refused rather than silently ignored
+        if (serve.flight != null)
+            throw new Main.InvalidInputException("--flight is not used with --cluster: every node lends its batches over its own Flight "
+                    + "endpoint (--flight-port), and ranks on other nodes connect to their node's socket");
+        if (serve.metricsPort != null)
+            throw new Main.InvalidInputException("--metrics-port is not supported with --cluster yet; --metrics-file writes the job's "
+                    + "per-rank and per-node counters on shutdown");
+        if (FeedFactory.mode(serve.mode) != dev.stoker.pipeline.feed.FeedMode.ZERO_COPY)
+            throw new Main.InvalidInputException("--cluster runs zero-copy only (a rank's node leases or pulls each batch into its "
+                    + "shared-memory store), got --mode " + serve.mode);
         var args = ClusterJobArgs.of(serve.spec);
         var spec = new ClusterJob.Spec(serve.job, args, serve.clusterNodes, placement, workers, serve.steps, serve.feed.prefetchBatches);
         var options = serve.cluster.nodeOptions(List.of(serve.clusterSeed));

@@ -51,4 +51,22 @@ class ClusterOptionsTest {
         assertTrue(e.getMessage().contains("--cluster-token-file") && e.getMessage().contains("open to other users"), e.getMessage());
         assertTrue(!e.getMessage().contains("0123456789abcdef"), "the message never holds the token");
     }
+
+    /** What a cluster job does not do is refused with a reason, before anything starts (no cluster is needed to see it). */
+    @Test
+    void serveRefusesWhatAClusterJobDoesNotDo() {
+        var base = java.util.List.of("serve", "--cluster", "127.0.0.1:1", "--data", tmp.resolve("none.jsonl").toString(),
+                "--socket", tmp.resolve("s.sock").toString());
+        for (var extra : java.util.List.of(
+                java.util.List.of("--mode", "prefetch"),
+                java.util.List.of("--metrics-port", "0"),
+                java.util.List.of("--flight", "0"),
+                java.util.List.of("--start-step", "3"))) {
+            var args = new java.util.ArrayList<>(base);
+            args.addAll(extra);
+            var r = CliRunner.run(args.toArray(String[]::new));
+            assertEquals(2, r.status(), extra + ": " + r.err());
+            assertTrue(r.err().contains(extra.getFirst()), extra + " named in: " + r.err());
+        }
+    }
 }
