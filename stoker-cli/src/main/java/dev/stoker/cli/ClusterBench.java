@@ -202,9 +202,9 @@ final class ClusterBench implements Callable<Integer> {
             // node 0 first: it is the seed
             var members = new ArrayList<Member>();
             for (int i = 0; i < nodes; i++) {
-                var argv = new ArrayList<String>(javaCommand());
+                var argv = new ArrayList<String>(SoakCommand.javaCommand());
                 argv.add("-Xmx" + nodeHeap);
-                argv.addAll(envOptions("STOKER_JAVA_OPTS"));
+                argv.addAll(SoakCommand.envOptions("STOKER_JAVA_OPTS"));
                 argv.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
                 String bind = host[i] + ":" + ports[i];
                 if (i == 0) {
@@ -243,7 +243,7 @@ final class ClusterBench implements Callable<Integer> {
             var trainers = new ArrayList<Process>();
             for (int r = 0; r < ranks; r++) {
                 int node = r % nodes;
-                var argv = new ArrayList<String>(javaCommand());
+                var argv = new ArrayList<String>(SoakCommand.javaCommand());
                 // as bench ladder's trainers: a small heap; the nodes' figures are what this run measures
                 argv.addAll(List.of("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
                         Main.class.getName(), "trainer", "--socket", socket(dir, node).toString(), "--rank", Integer.toString(r),
@@ -679,18 +679,6 @@ final class ClusterBench implements Callable<Integer> {
     private static Path report(Path dir, int rank) { return dir.resolve(MODE + "-rank" + rank + ".json"); }
 
     private static Path trainerLog(Path dir, int rank) { return dir.resolve("trainer" + rank + ".log"); }
-
-    private static List<String> javaCommand() {
-        var cmd = new ArrayList<String>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(SoakCommand.JVM_FLAGS);
-        return cmd;
-    }
-
-    private static List<String> envOptions(String name) {
-        String v = System.getenv(name);
-        return v == null || v.isBlank() ? List.of() : Arrays.asList(v.trim().split("\\s+"));
-    }
 
     /** {@code n} consecutive ports free on 127.0.0.1 now, all with five digits. */
     private static int freePortRange(int n) throws IOException {

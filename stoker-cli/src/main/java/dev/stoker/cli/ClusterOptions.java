@@ -71,17 +71,17 @@ final class ClusterOptions {
     }
 
     ClusterNode.Options nodeOptions(List<String> seeds) {
-        Object[] hp;
+        ClusterNode.HostPort hp;
         try {
-            hp = ClusterNode.parseHostPort(bind);
+            hp = ClusterNode.HostPort.parse(bind);
         } catch (IllegalArgumentException e) {
             throw new Main.InvalidInputException("--bind: " + e.getMessage());
         }
         if (slots < 0) throw new Main.InvalidInputException("--slots must be >= 0");
         try {
-            return ClusterNode.Options.of((String) hp[0], (Integer) hp[1], seeds, slots)
+            return ClusterNode.Options.of(hp.host(), hp.port(), seeds, slots)
                     .withTimings(Duration.ofMillis(downAfterMillis), Duration.ofMillis(heartbeatPauseMillis)).withFlightPort(flightPort)
-                    .withFlightToken(token((String) hp[0], System.getenv())).withPullAhead(pullAhead);
+                    .withFlightToken(token(hp.host(), System.getenv())).withPullAhead(pullAhead);
         } catch (IllegalArgumentException e) {
             throw new Main.InvalidInputException(e.getMessage());
         }

@@ -298,7 +298,8 @@ final class SoakCommand implements Callable<Integer> {
         }
     }
 
-    private static List<String> javaCommand() {
+    /** This JVM's java with the launcher's flags: the start of every child JVM command line of the benchmarks. */
+    static List<String> javaCommand() {
         var cmd = new ArrayList<String>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.addAll(JVM_FLAGS);
@@ -306,7 +307,7 @@ final class SoakCommand implements Callable<Integer> {
     }
 
     /** The words of an environment variable the launcher also passes to the JVM (STOKER_HEAP_OPTS, STOKER_JAVA_OPTS). */
-    private static List<String> envOptions(String name) {
+    static List<String> envOptions(String name) {
         String v = System.getenv(name);
         return v == null || v.isBlank() ? List.of() : Arrays.asList(v.trim().split("\\s+"));
     }

@@ -69,7 +69,8 @@ public final class ClusterJob implements AutoCloseable {
         public Spec {
             args = List.copyOf(args);
             if (nodes <= 0) throw new IllegalArgumentException("nodes must be positive, got " + nodes);
-            if (workers <= 0) throw new IllegalArgumentException("workers must be positive, got " + workers);
+            if (workers <= 0 || workers > NodeRuntime.MAX_WORKERS)
+                throw new IllegalArgumentException("workers must be in [1, " + NodeRuntime.MAX_WORKERS + "], got " + workers);
             if (steps < 0 || depth < 0) throw new IllegalArgumentException("steps and depth must be >= 0");
         }
     }
@@ -120,7 +121,6 @@ public final class ClusterJob implements AutoCloseable {
     private final Map<String, ActorRef<NodeProtocol.Command>> agents = new TreeMap<>(); // live nodes by address
     private final Map<String, NodeProtocol.NodeInfo> infos = new HashMap<>();
     private final Set<String> dead = new HashSet<>();
-    private final CompletableFuture<Void> enoughNodes = new CompletableFuture<>();
     /** Completes when every rank's window is issued: a rank that asks earlier (its node opened the job first) waits for it. */
     private final CompletableFuture<Void> opened = new CompletableFuture<>();
     private List<String> order = List.of(); // nodes in placement order
@@ -203,7 +203,6 @@ public final class ClusterJob implements AutoCloseable {
             if (!dead.contains(address)) agents.putIfAbsent(address, ref);
         }
         for (var address : List.copyOf(agents.keySet())) if (!seen.contains(address) && schedule != null) nodeDown(address, "deregistered");
-        if (agents.size() >= spec.nodes()) enoughNodes.complete(null);
     }
 
     private String addressOf(ActorRef<?> ref) {
@@ -238,7 +237,8 @@ public final class ClusterJob implements AutoCloseable {
         List<String> nodes;
         synchronized (this) {
             nodes = new ArrayList<>(infos.keySet());
-            nodes.sort(java.util.Comparator.comparingInt((String a) -> age(a)).thenComparing(a -> a));
+            var age = ages();
+            nodes.sort(java.util.Comparator.comparingInt((String a) -> age.getOrDefault(a, Integer.MAX_VALUE)).thenComparing(a -> a));
             order = List.copyOf(nodes);
             int[] slots = order.stream().mapToInt(a -> infos.get(a).slots()).toArray();
             int[] assignment = spec.placement().assign(spec.workers(), slots);
@@ -282,15 +282,16 @@ public final class ClusterJob implements AutoCloseable {
     }
 
     /**
-     * The member's place among the cluster's members, oldest first (the seed that started the cluster is 0): the order in
-     * which pack fills nodes. Members not (or no longer) known sort last.
+     * Each member's place among the cluster's members, oldest first (the seed that started the cluster is 0): the order in
+     * which pack fills nodes. A node not (or no longer) a member sorts last.
      */
-    private int age(String address) {
+    private Map<String, Integer> ages() {
         var members = new ArrayList<org.apache.pekko.cluster.Member>();
         Cluster.get(system).state().getMembers().forEach(members::add);
         members.sort((a, b) -> a.isOlderThan(b) ? -1 : b.isOlderThan(a) ? 1 : 0);
-        for (int i = 0; i < members.size(); i++) if (members.get(i).address().toString().equals(address)) return i;
-        return Integer.MAX_VALUE;
+        var out = new HashMap<String, Integer>();
+        for (int i = 0; i < members.size(); i++) out.put(members.get(i).address().toString(), i);
+        return out;
     }
 
     private <T> CompletionStage<T> ask(ActorRef<NodeProtocol.Command> ref, java.util.function.Function<ActorRef<T>, NodeProtocol.Command> msg) {

@@ -56,7 +56,7 @@ public final class ClusterNode implements AutoCloseable {
             roles = List.copyOf(roles);
             if (slots < 0) throw new IllegalArgumentException("slots must be >= 0, got " + slots);
             if (seeds.isEmpty()) throw new IllegalArgumentException("at least one seed node HOST:PORT is needed");
-            for (String s : seeds) parseHostPort(s);
+            for (String s : seeds) HostPort.parse(s);
         }
 
         public static Options of(String host, int port, List<String> seeds, int slots) {
@@ -89,7 +89,6 @@ public final class ClusterNode implements AutoCloseable {
     private final NodeRuntime runtime;
     private final FlightBatchServer flight;
     private final RootAllocator allocator;
-    private final String flightHost;
     private final Options options;
     private final List<ClusterRankFeed> feeds = new java.util.concurrent.CopyOnWriteArrayList<>();
 
@@ -99,7 +98,6 @@ public final class ClusterNode implements AutoCloseable {
         this.runtime = runtime;
         this.flight = flight;
         this.allocator = allocator;
-        this.flightHost = options.host();
         this.options = options;
     }
 
@@ -191,7 +189,7 @@ public final class ClusterNode implements AutoCloseable {
             String address = Cluster.get(ctx.getSystem()).selfMember().address().toString();
             return Behaviors.receive(NodeProtocol.Command.class)
                     .onMessage(NodeProtocol.Hello.class, m -> {
-                        node.thenAccept(n -> m.replyTo().tell(new NodeProtocol.NodeInfo(address, n.flightHost, n.flight.port(), runtime.slots())));
+                        node.thenAccept(n -> m.replyTo().tell(new NodeProtocol.NodeInfo(address, n.options.host(), n.flight.port(), runtime.slots())));
                         return Behaviors.same();
                     })
                     .onMessage(NodeProtocol.StartJob.class, m -> {
@@ -231,10 +229,6 @@ public final class ClusterNode implements AutoCloseable {
 
     public Options options() { return options; }
 
-    ActorSystem<NodeProtocol.Command> system() { return system; }
-
-    NodeRuntime runtime() { return runtime; }
-
     /** Waits until this member is Up in the cluster (it has joined through a seed); false on timeout. */
     public boolean awaitUp(Duration timeout) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
@@ -244,13 +238,6 @@ public final class ClusterNode implements AutoCloseable {
             Thread.sleep(50);
         }
         return false;
-    }
-
-    /** Members of the cluster that are Up now. */
-    public int membersUp() {
-        int n = 0;
-        for (var m : Cluster.get(system).state().getMembers()) if (m.status() == MemberStatus.up()) n++;
-        return n;
     }
 
     /**
@@ -288,16 +275,19 @@ public final class ClusterNode implements AutoCloseable {
         allocator.close();
     }
 
-    /** "host:port" → its parts; IllegalArgumentException when malformed. */
-    public static Object[] parseHostPort(String s) {
-        int colon = s.lastIndexOf(':');
-        if (colon <= 0 || colon == s.length() - 1) throw new IllegalArgumentException("expected HOST:PORT, got '" + s + "'");
-        try {
-            int port = Integer.parseInt(s.substring(colon + 1));
-            if (port < 0 || port > 65535) throw new NumberFormatException();
-            return new Object[] {s.substring(0, colon), port};
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException("bad port in '" + s + "'");
+    /** A "host:port" address. */
+    public record HostPort(String host, int port) {
+        /** Parses "host:port" (port 0–65535); IllegalArgumentException says what is wrong. */
+        public static HostPort parse(String s) {
+            int colon = s.lastIndexOf(':');
+            if (colon <= 0 || colon == s.length() - 1) throw new IllegalArgumentException("expected HOST:PORT, got '" + s + "'");
+            try {
+                int port = Integer.parseInt(s.substring(colon + 1));
+                if (port < 0 || port > 65535) throw new NumberFormatException();
+                return new HostPort(s.substring(0, colon), port);
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("bad port in '" + s + "'");
+            }
         }
     }
 }

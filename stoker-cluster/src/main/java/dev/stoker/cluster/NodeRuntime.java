@@ -24,6 +24,12 @@ import org.apache.pekko.actor.typed.ActorRef;
 final class NodeRuntime implements BatchSource {
     private static final System.Logger LOG = System.getLogger(NodeRuntime.class.getName());
 
+    /**
+     * Workers (by their job-wide index) a job's task producer accepts on one node: a node may be given any of the job's
+     * workers when another node dies, so this bounds the job's worker count, not the node's slots.
+     */
+    static final int MAX_WORKERS = 64;
+
     private final ShmObjectStore store;
     private final JobFactory factory;
     private final int slots;
@@ -76,7 +82,7 @@ final class NodeRuntime implements BatchSource {
         }
         Thread.ofPlatform().name("stoker-job-open-" + s.job()).daemon(true).start(() -> {
             try {
-                var opened = factory.open(s.args(), store, Math.max(1, Math.max(slots, 64)));
+                var opened = factory.open(s.args(), store, MAX_WORKERS);
                 var p = opened.producer();
                 var sch = p.schedule();
                 job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
