@@ -9,7 +9,7 @@ import dev.stoker.core.ProcessorPreset;
 import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.schedule.SampleSchedule;
 import dev.stoker.testkit.Vectors;
-import dev.stoker.transport.BatchLayout;
+import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.transport.FeedProtocol;
 import dev.stoker.transport.FeedServer;
 import dev.stoker.transport.TrainerClient;
@@ -81,7 +81,7 @@ class ResumeTest {
                 assertEquals(reference.get(0).subList(0, 5), take(c, 5));
                 saved = c.state();
             }
-            assertEquals(new FeedProtocol.Cursor(0, 5 * RANKS * BATCH), saved.cursor());
+            assertEquals(new dev.stoker.core.ScheduleCursor(0, 5 * RANKS * BATCH), saved.cursor());
             try (var c = connect(server, 0, RANKS, saved)) {
                 assertEquals(reference.get(0).subList(5, STEPS), take(c, STEPS - 5));
             }
@@ -411,7 +411,7 @@ class ResumeTest {
 
     static String digest(BatchLayout.Batch b) throws Exception {
         var md = MessageDigest.getInstance("SHA-256");
-        for (var t : b.tensors().stream().sorted(java.util.Comparator.comparing(dev.stoker.transport.Tensor::name)).toList()) { // zero-copy puts pixel_values first
+        for (var t : b.tensors().stream().sorted(java.util.Comparator.comparing(dev.stoker.core.batch.Tensor::name)).toList()) { // zero-copy puts pixel_values first
             md.update(t.name().getBytes(StandardCharsets.UTF_8));
             md.update(Arrays.toString(t.shape()).getBytes(StandardCharsets.UTF_8));
             md.update(t.data().asByteBuffer());

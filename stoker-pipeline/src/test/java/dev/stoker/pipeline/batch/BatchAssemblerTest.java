@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.EncodedSample;
-import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.core.ScheduleCursor;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -57,7 +57,7 @@ class BatchAssemblerTest {
                 20, 21, 22, 1, 1, 120, 121, 122, 123, 124, 220, 1, 1, 1, 1}, b.positionIds());
         assertArrayEquals(new float[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, b.pixelValues());
         assertArrayEquals(new long[] {1, 2, 1, 1, 1, 1}, b.imageGridThw());
-        assertEquals(new BatchLayout(3, 5, 3, 4, 2), b.layout());
+        assertEquals(new BatchShape(3, 5, 3, 4, 2), b.shape());
         assertEquals(8 * (15 + 15 + 15 + 45 + 6) + 4 * 12, b.sizeBytes());
     }
 

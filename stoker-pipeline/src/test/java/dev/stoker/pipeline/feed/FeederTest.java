@@ -43,7 +43,7 @@ class FeederTest {
     static void closeTokenizer() { tokenizer.close(); }
 
     static FeedConfig config(FeedMode mode, int ranks, int batch, int threads) {
-        return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(SEED).withCpuThreads(threads).withFetchConcurrency(4);
+        return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(SEED).withCpuThreads(threads).withFetchConcurrency(4).withWarmUp(0);
     }
 
     /** Batches [step][rank] flattened, asking the ranks in turn. */
@@ -75,7 +75,7 @@ class FeederTest {
             assertEquals(e.sampleIds(), a.sampleIds(), at);
             assertArrayEquals(e.datasetIndices(), a.datasetIndices(), at);
             assertEquals(withoutCause(e), withoutCause(a), at);
-            assertEquals(e.layout(), a.layout(), at);
+            assertEquals(e.shape(), a.shape(), at);
             assertArrayEquals(e.inputIds(), a.inputIds(), at);
             assertArrayEquals(e.labels(), a.labels(), at);
             assertArrayEquals(e.attentionMask(), a.attentionMask(), at);

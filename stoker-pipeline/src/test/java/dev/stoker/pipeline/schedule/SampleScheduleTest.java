@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.schedule;
 
+import dev.stoker.core.ScheduleCursor;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
