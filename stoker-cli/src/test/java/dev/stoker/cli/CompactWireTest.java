@@ -92,7 +92,7 @@ class CompactWireTest {
                     assertEquals(fb.meta(), ub.meta());
                     assertFalse(ub.tensors().stream().anyMatch(t -> t.name().equals("pixel_values")));
                     assertEquals(Tensor.DType.UINT8, ub.tensor("pixel_values_u8").dtype());
-                    float[] decoded = TrainerCommand.toPixelValues(ub);
+                    float[] decoded = dev.stoker.bench.trainer.SimulatedTrainer.toPixelValues(ub);
                     assertEquals(expected.length, decoded.length, "step " + s);
                     for (int k = 0; k < expected.length; k++)
                         if (Float.floatToRawIntBits(expected[k]) != Float.floatToRawIntBits(decoded[k]))

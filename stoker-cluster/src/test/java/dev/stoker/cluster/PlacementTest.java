@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
+@org.junit.jupiter.api.Timeout(30)
 class PlacementTest {
     @Test
     void packFillsTheFirstNodeBeforeTheNext() {

@@ -58,7 +58,10 @@ class BatchAssemblerTest {
         assertArrayEquals(new float[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, b.pixelValues());
         assertArrayEquals(new long[] {1, 2, 1, 1, 1, 1}, b.imageGridThw());
         assertEquals(new BatchShape(3, 5, 3, 4, 2), b.shape());
-        assertEquals(8 * (15 + 15 + 15 + 45 + 6) + 4 * 12, b.sizeBytes());
+        // the STKB layout: a 64-byte header and 7 descriptors of 128 (960), then each tensor at a 64-aligned offset:
+        // input_ids, labels, attention_mask 120 → 128 each, position_ids 360 → 384, pixel_values 48, image_grid_thw 48,
+        // sample_index 24 → 64 each
+        assertEquals(960 + 3 * 128 + 384 + 3 * 64, b.sizeBytes());
     }
 
     @Test
@@ -71,7 +74,7 @@ class BatchAssemblerTest {
         assertEquals(0, b.inputIds().length);
         assertEquals(0, b.positionIds().length);
         assertEquals(0, b.pixelValues().length);
-        assertEquals(0, b.sizeBytes());
+        assertEquals(960, b.sizeBytes(), "the header and descriptors of seven empty tensors");
     }
 
     @Test

@@ -1,4 +1,4 @@
-package dev.stoker.cli;
+package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -11,6 +11,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The default socket folder (predictable under /tmp) is used only when it is this user's and no one else can write to it. */
+@org.junit.jupiter.api.Timeout(30)
 class SocketDirTest {
     @TempDir Path tmp;
 
@@ -23,14 +24,14 @@ class SocketDirTest {
     @Test
     void aPrivateFolderIsUsedAndOthersAreRefused() throws Exception {
         Path mine = dir("mine", "rwx------");
-        assertDoesNotThrow(() -> ServeCommand.checkPrivateDir(mine));
-        assertDoesNotThrow(() -> ServeCommand.checkPrivateDir(dir("readable", "rwxr-xr-x")));
+        assertDoesNotThrow(() -> SocketDir.checkPrivate(mine));
+        assertDoesNotThrow(() -> SocketDir.checkPrivate(dir("readable", "rwxr-xr-x")));
         for (String mode : new String[] {"rwxrwxrwx", "rwxrwx---", "rwx----wx"}) {
             Path open = dir("open-" + mode, mode);
-            var e = assertThrows(Main.InvalidInputException.class, () -> ServeCommand.checkPrivateDir(open));
+            var e = assertThrows(ConfigException.class, () -> SocketDir.checkPrivate(open));
             assertTrue(e.getMessage().contains("(mode " + mode + ")") && e.getMessage().contains("pass --socket"), e.getMessage());
         }
         Path link = Files.createSymbolicLink(tmp.resolve("link"), mine);
-        assertThrows(Main.InvalidInputException.class, () -> ServeCommand.checkPrivateDir(link), "a link could point anywhere");
+        assertThrows(ConfigException.class, () -> SocketDir.checkPrivate(link), "a link could point anywhere");
     }
 }

@@ -1,4 +1,4 @@
-package dev.stoker.cli;
+package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -94,14 +94,14 @@ class StalledTrainerTest {
         long budget = budgetBatches * batchBytes;
         Path shm = Files.createDirectories(tmp.resolve("shm"));
         var config = FeedConfig.of(FeedMode.ZERO_COPY, options, RANKS, BATCH).withCpuThreads(2).withFetchConcurrency(4)
-                .withPrefetch(PREFETCH, 1L << 30);
+                .withPrefetch(PREFETCH, 1L << 30).withWarmUp(0);
         var peakMapped = new AtomicLong();
         var peakInUse = new AtomicLong();
         var peakRank0Buffer = new AtomicLong();
         try (var tokenizer = QwenTokenizer.bundled();
              var store = ShmObjectStore.open(new StoreConfig(shm, budget, "stoker_test"))) {
             var feeder = Feeder.open(DatasetLocation.parse(manifest.toString()), SourceConfig.defaults(), config, tokenizer, store);
-            try (var service = new FeedService(feeder, null, batchBytes, 0);
+            try (var service = new RankLedger(feeder, null, batchBytes, 0);
                  var server = new FeedServer(tmp.resolve("feed.sock"), service, false)) {
                 var sampling = new java.util.concurrent.atomic.AtomicBoolean(true);
                 Thread sampler = Thread.ofPlatform().daemon().name("store-sampler").start(() -> {

@@ -1,4 +1,4 @@
-package dev.stoker.cli;
+package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -6,8 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
-import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.core.ScheduleCursor;
+import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.testkit.BatchDigest;
+import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.transport.FeedProtocol;
@@ -22,11 +25,9 @@ import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
@@ -34,10 +35,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Exact resume through the local protocol, against a real {@link FeedService} and {@link FeedServer}
+ * Exact resume through the local protocol, against a real {@link RankLedger} and {@link FeedServer}
  * with Java {@link TrainerClient}s: a trainer that disconnects and reconnects, a batch lost in
  * transit or still being produced for a dead connection, a restarted service (with its prefetch
  * buffers full when it stopped), a resized job (2 → 3 ranks, mid-epoch and across the epoch
@@ -49,7 +51,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * epoch boundaries.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@org.junit.jupiter.api.Tag("slow")
 class ResumeTest {
+    static final String PYTHON = "/usr/bin/python3";
     static final int SAMPLES = 40, RANKS = 2, BATCH = 3, STEPS = 14;
     @TempDir static Path tmp;
     static Path manifest;
@@ -58,9 +62,9 @@ class ResumeTest {
     @BeforeAll
     static void dataAndReference() throws Exception {
         manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 7);
-        for (String mode : List.of("zero-copy", "prefetch")) {
+        for (var mode : List.of(FeedMode.ZERO_COPY, FeedMode.PREFETCH)) {
             var digests = new ArrayList<List<String>>();
-            try (var factory = factory(RANKS); var service = factory.start(mode, 0); var server = server(service, "ref-" + mode)) {
+            try (var factory = factory(RANKS); var service = factory.start(mode, null); var server = server(service, "ref-" + mode)) {
                 for (int r = 0; r < RANKS; r++) {
                     try (var c = connect(server, r, RANKS, null)) {
                         digests.add(take(c, STEPS));
@@ -68,20 +72,20 @@ class ResumeTest {
                 }
             }
             if (reference.isEmpty()) reference.addAll(digests);
-            else assertEquals(reference, digests, "prefetch and zero-copy yield the same batches");
+            else assertEquals(reference, digests, "prefetch and zero-copy yield the same batches, their tensors in the same order");
         }
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"zero-copy", "prefetch"})
-    void aTrainerThatReconnectsContinuesWhereItWas(String mode) throws Exception {
-        try (var factory = factory(RANKS); var service = factory.start(mode, 0); var server = server(service, "reconnect-" + mode)) {
+    @EnumSource(value = FeedMode.class, names = {"ZERO_COPY", "PREFETCH"})
+    void aTrainerThatReconnectsContinuesWhereItWas(FeedMode mode) throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(mode, null); var server = server(service, "reconnect-" + mode)) {
             TrainerClient.State saved;
             try (var c = connect(server, 0, RANKS, null)) {
                 assertEquals(reference.get(0).subList(0, 5), take(c, 5));
                 saved = c.state();
             }
-            assertEquals(new dev.stoker.core.ScheduleCursor(0, 5 * RANKS * BATCH), saved.cursor());
+            assertEquals(new ScheduleCursor(0, 5 * RANKS * BATCH), saved.cursor());
             try (var c = connect(server, 0, RANKS, saved)) {
                 assertEquals(reference.get(0).subList(5, STEPS), take(c, STEPS - 5));
             }
@@ -93,7 +97,7 @@ class ResumeTest {
 
     @Test
     void aBatchThatArrivedButWasNotConsumedIsHandedOutAgain() throws Exception {
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "lost")) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "lost")) {
             TrainerClient.State before;
             try (var c = connect(server, 1, RANKS, null)) {
                 assertEquals(reference.get(1).subList(0, 3), take(c, 3));
@@ -109,7 +113,7 @@ class ResumeTest {
 
     @Test
     void aBatchProducedForADeadConnectionGoesToTheNextOne() throws Exception {
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "dead")) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "dead")) {
             TrainerClient.State saved;
             try (var c = connect(server, 0, RANKS, null)) {
                 take(c, 2);
@@ -136,7 +140,7 @@ class ResumeTest {
     @ValueSource(ints = {4, 7}) // mid-epoch, and past the first epoch boundary
     void aRestartedServiceResumesEveryRankFromItsState(int done) throws Exception {
         var states = new ArrayList<TrainerClient.State>();
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "before-" + done)) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "before-" + done)) {
             for (int r = 0; r < RANKS; r++) {
                 try (var c = connect(server, r, RANKS, null)) {
                     assertEquals(reference.get(r).subList(0, done), take(c, done));
@@ -147,7 +151,7 @@ class ResumeTest {
             while (service.feeder().metrics().bufferedBatches() < (long) RANKS * 4 && System.nanoTime() < deadline) Thread.sleep(20);
             assertEquals((long) RANKS * 4, service.feeder().metrics().bufferedBatches(), "prefetch buffers full when the service stops");
         }
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "after-" + done)) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "after-" + done)) {
             for (int r = 0; r < RANKS; r++) {
                 try (var c = connect(server, r, RANKS, states.get(r))) {
                     assertEquals(reference.get(r).subList(done, STEPS), take(c, STEPS - done));
@@ -167,7 +171,7 @@ class ResumeTest {
     void aJobResizedFromTwoToThreeRanksLosesAndRepeatsNothing(int done) throws Exception {
         var before = new ArrayList<List<Long>>();
         TrainerClient.State saved = null;
-        try (var factory = factory(RANKS); var service = factory.start("prefetch", 0); var server = server(service, "two-" + done)) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "two-" + done)) {
             for (int r = 0; r < RANKS; r++) {
                 try (var c = connect(server, r, RANKS, null)) {
                     var mine = new ArrayList<Long>();
@@ -178,7 +182,7 @@ class ResumeTest {
             }
         }
         var after = new ArrayList<List<Long>>();
-        try (var factory = factory(3); var service = factory.start("prefetch", 0); var server = server(service, "three-" + done)) {
+        try (var factory = factory(3); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "three-" + done)) {
             for (int r = 0; r < 3; r++) {
                 try (var c = connect(server, r, 3, saved)) {
                     var mine = new ArrayList<Long>();
@@ -214,7 +218,7 @@ class ResumeTest {
     }
 
     /**
-     * {@code kill -9} of a real {@code stoker serve} with its buffers full: the next start removes the
+     * {@code kill -9} of a node process ({@link NodeProcess}) with its buffers full: the next start removes the
      * dead service's shared-memory arena, and the trainers, reconnecting with their saved states,
      * get exactly the batches of the uninterrupted run; SIGTERM then leaves no file behind.
      */
@@ -261,14 +265,14 @@ class ResumeTest {
     }
 
     static Process serve(Path shm, Path socket, String name) throws IOException {
-        return ServeProcess.start(tmp.resolve(name + ".log"), "1g", List.of("--data", manifest.toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH, "--processor", "qwen2-vl",
-                "--min-pixels", "3136", "--max-pixels", "50176", "--socket", socket.toString(), "--shm-dir", shm.toString(),
-                "--shm-budget", "256M", "--threads", "2", "--warm-up-ms", "0"));
+        var config = NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
+                .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).threads(2).warmUpMillis(0).build();
+        return NodeProcess.start(config, tmp, name, "1g");
     }
 
     /** Waits until the service listens; returns its arena directory. */
     static Path arena(Process p, Path log) throws Exception {
-        String text = ServeProcess.awaitListening(p, log);
+        String text = NodeProcess.awaitListening(p, log);
         var m = java.util.regex.Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
         assertTrue(m.find(), "no arena in " + text);
         return Path.of(m.group(1));
@@ -280,14 +284,14 @@ class ResumeTest {
      */
     @Test
     void thePythonClientResumesFromItsSavedStateOnARestartedService() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PythonClientTest.PYTHON)), "no /usr/bin/python3");
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PYTHON)), "no /usr/bin/python3");
         Path state = tmp.resolve("py-state.json");
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "py-a")) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "py-a")) {
             var first = python(server, 1, 4, null, state);
             assertEquals(reference.get(1).subList(0, 4), strings(first.get("digests")));
             assertEquals(4L * RANKS * BATCH, first.get("state").get("position").asLong());
         }
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "py-b")) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "py-b")) {
             var resumed = python(server, 1, STEPS - 4, state, null);
             assertEquals(reference.get(1).subList(4, STEPS), strings(resumed.get("digests")));
             assertEquals(1, service.repositions());
@@ -296,7 +300,7 @@ class ResumeTest {
 
     static com.fasterxml.jackson.databind.JsonNode python(FeedServer server, int rank, int steps, Path stateIn, Path stateOut)
             throws Exception {
-        var cmd = new ArrayList<>(List.of(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
+        var cmd = new ArrayList<>(List.of(PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
                 .toString(), "take", "--socket", server.socketPath().toString(), "--world", "" + RANKS, "--rank", "" + rank, "--job", "t",
                 "--steps", "" + steps));
         if (stateIn != null) cmd.addAll(List.of("--state-in", stateIn.toString()));
@@ -318,13 +322,13 @@ class ResumeTest {
     @Test
     void aStateFromAnotherJobIsRefusedClearly() throws Exception {
         TrainerClient.State saved;
-        try (var factory = factory(RANKS); var service = factory.start("prefetch", 0); var server = server(service, "job-a")) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "job-a")) {
             try (var c = connect(server, 0, RANKS, null)) {
                 take(c, 1);
                 saved = c.state();
             }
         }
-        try (var factory = factory(RANKS, 99); var service = factory.start("prefetch", 0); var server = server(service, "job-b")) {
+        try (var factory = factory(RANKS, 99); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "job-b")) {
             var e = assertThrows(IOException.class, () -> connect(server, 0, RANKS, saved));
             assertTrue(e.getMessage().contains("another data set or configuration"), e.getMessage());
         }
@@ -332,7 +336,7 @@ class ResumeTest {
 
     @Test
     void aResumeTheRunningFeedCannotServeIsRefused() throws Exception {
-        try (var factory = factory(RANKS); var service = factory.start("prefetch", 0); var server = server(service, "moved")) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "moved")) {
             TrainerClient.State saved;
             try (var c = connect(server, 0, RANKS, null)) {
                 take(c, 1);
@@ -349,7 +353,7 @@ class ResumeTest {
 
     @Test
     void aRefusedResumeLeavesTheLiveConnectionOfItsRankAlone() throws Exception {
-        try (var factory = factory(RANKS); var service = factory.start("zero-copy", 0); var server = server(service, "live")) {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "live")) {
             try (var live = connect(server, 0, RANKS, null)) {
                 assertEquals(reference.get(0).subList(0, 3), take(live, 3));
                 var wrong = new TrainerClient.State("t", 0, RANKS, service.feeder().fingerprint(), 0, 30, 5);
@@ -361,28 +365,16 @@ class ResumeTest {
 
     // ---- helpers ----
 
-    static FeedFactory factory(int ranks) throws IOException { return factory(ranks, 1234); }
+    static NodeFeeds factory(int ranks) throws IOException { return factory(ranks, 1234); }
 
-    static FeedFactory factory(int ranks, long seed) throws IOException {
-        var o = new FeedOptions();
-        o.data = manifest.toString();
-        o.ranks = ranks;
-        o.batch = BATCH;
-        o.seed = seed;
-        o.threads = 2;
-        o.fetchConcurrency = 4;
-        o.prefetchBatches = 4;
-        o.prefetchBytes = 1L << 30;
-        o.s3Region = "us-east-1";
-        o.shmDir = Files.createDirectories(tmp.resolve("shm"));
-        o.shmBudget = 256L << 20;
-        o.warmUpMillis = 0;
-        o.onError = dev.stoker.pipeline.feed.ErrorPolicy.SKIP;
-        o.maxErrorRate = 1.0;
-        return FeedFactory.open(o, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL).withPixels(3136, 50176));
+    static NodeFeeds factory(int ranks, long seed) throws IOException {
+        var config = NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(seed).threads(2)
+                .set(NodeConfig.FETCH_CONCURRENCY, 4).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20)
+                .warmUpMillis(0).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176).build();
+        return NodeFeeds.open(config);
     }
 
-    static FeedServer server(FeedService service, String name) throws IOException {
+    static FeedServer server(RankLedger service, String name) throws IOException {
         return new FeedServer(tmp.resolve(name + ".sock"), service, false);
     }
 
@@ -392,7 +384,7 @@ class ResumeTest {
         return TrainerClient.connect(server.socketPath(), rank, world, "t", options);
     }
 
-    /** The digests of the next {@code n} batches: every tensor's name, shape and bytes, in name order. */
+    /** The digests of the next {@code n} batches: every tensor's name, shape and bytes, in the batch's order. */
     static List<String> take(TrainerClient c, int n) throws Exception {
         var out = new ArrayList<String>();
         for (int i = 0; i < n; i++) {
@@ -409,15 +401,7 @@ class ResumeTest {
         }
     }
 
-    static String digest(BatchLayout.Batch b) throws Exception {
-        var md = MessageDigest.getInstance("SHA-256");
-        for (var t : b.tensors().stream().sorted(java.util.Comparator.comparing(dev.stoker.core.batch.Tensor::name)).toList()) { // zero-copy puts pixel_values first
-            md.update(t.name().getBytes(StandardCharsets.UTF_8));
-            md.update(Arrays.toString(t.shape()).getBytes(StandardCharsets.UTF_8));
-            md.update(t.data().asByteBuffer());
-        }
-        return HexFormat.of().formatHex(md.digest(), 0, 12) + " " + Arrays.toString(b.tensor("sample_index").toLongs());
-    }
+    static String digest(BatchLayout.Batch b) { return BatchDigest.of(b); }
 
     static ByteBuffer encode(FeedProtocol.Hello h) {
         byte[] name = h.job().getBytes(StandardCharsets.UTF_8);

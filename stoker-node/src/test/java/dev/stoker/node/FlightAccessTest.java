@@ -1,4 +1,4 @@
-package dev.stoker.cli;
+package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -15,11 +15,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The {@code serve --flight} policy: loopback is open, anything else needs a token that never
- * appears in a message; and one real command line refused before it starts anything. No socket is
- * opened here.
+ * The Flight access policy: loopback is open, anything else needs a token that never appears in a
+ * message. No socket is opened here.
  */
-class FlightEndpointTest {
+@org.junit.jupiter.api.Timeout(30)
+class FlightAccessTest {
     static final String TOKEN = "0123456789abcdef-not-a-real-token";
     @TempDir Path tmp;
 
@@ -30,10 +30,17 @@ class FlightEndpointTest {
         return f;
     }
 
-    private static FlightEndpoint plan(String spec) { return FlightEndpoint.plan(spec, null, null, null, Map.of()); }
+    private static FlightAccess plan(String spec) { return plan(spec, null, null, null, Map.of()); }
+
+    /** The policy applied to a configuration with these Flight settings. */
+    private static FlightAccess plan(String spec, Path tokenFile, Path cert, Path key, Map<String, String> env) {
+        var config = NodeConfig.builder().flight(spec).set(NodeConfig.FLIGHT_TOKEN_FILE, tokenFile).set(NodeConfig.FLIGHT_TLS_CERT, cert)
+                .set(NodeConfig.FLIGHT_TLS_KEY, key).build();
+        return FlightAccess.plan(config, env);
+    }
 
     private static String refusal(Runnable r) {
-        String message = assertThrows(Main.InvalidInputException.class, r::run).getMessage();
+        String message = assertThrows(ConfigException.class, r::run).getMessage();
         assertFalse(message.contains(TOKEN), "a refusal never shows the token: " + message);
         return message;
     }
@@ -53,7 +60,7 @@ class FlightEndpointTest {
     @Test
     void anAddressOtherHostsReachNeedsAToken() {
         for (String spec : List.of("0.0.0.0:0", "[::]:0", "0.0.0.0:8815")) {
-            assertFalse(FlightEndpoint.isLoopback(spec.startsWith("[") ? "::" : "0.0.0.0"));
+            assertFalse(FlightAccess.isLoopback(spec.startsWith("[") ? "::" : "0.0.0.0", "--flight"));
             String message = refusal(() -> plan(spec));
             assertTrue(message.contains("needs a token"), message);
             assertTrue(message.contains("--flight-token-file FILE") && message.contains("$STOKER_FLIGHT_TOKEN"), message);
@@ -63,7 +70,7 @@ class FlightEndpointTest {
     @Test
     void aPrivateTokenFileOpensTheWildcardWithAWarningWithoutTls() throws Exception {
         Path file = tokenFile("rw-------", TOKEN + "\n");
-        var plain = FlightEndpoint.plan("0.0.0.0:0", file, null, null, Map.of());
+        FlightAccess plain = plan("0.0.0.0:0", file, null, null, Map.of());
         assertFalse(plain.loopback());
         assertEquals(TOKEN, plain.security().token(), "the token, without the file's newline");
         assertEquals(1, plain.warnings().size());
@@ -71,13 +78,13 @@ class FlightEndpointTest {
         assertFalse(plain.toString().contains(TOKEN), plain.toString());
 
         Path cert = Files.writeString(tmp.resolve("cert.pem"), "x"), key = Files.writeString(tmp.resolve("key.pem"), "x");
-        var tls = FlightEndpoint.plan("0.0.0.0:0", file, cert, key, Map.of());
+        var tls = plan("0.0.0.0:0", file, cert, key, Map.of());
         assertEquals(List.of(), tls.warnings());
         assertEquals("grpc+tls", tls.location().getUri().getScheme());
         assertEquals("grpc+tls://0.0.0.0:8815", tls.url(8815));
-        String halfTls = refusal(() -> FlightEndpoint.plan("0.0.0.0:0", file, cert, null, Map.of()));
+        String halfTls = refusal(() -> plan("0.0.0.0:0", file, cert, null, Map.of()));
         assertTrue(halfTls.contains("go together"), halfTls);
-        String missing = refusal(() -> FlightEndpoint.plan("0.0.0.0:0", file, cert, tmp.resolve("none.pem"), Map.of()));
+        String missing = refusal(() -> plan("0.0.0.0:0", file, cert, tmp.resolve("none.pem"), Map.of()));
         assertTrue(missing.contains("cannot read"), missing);
     }
 
@@ -85,51 +92,37 @@ class FlightEndpointTest {
     void aTokenFileOthersCanReadIsRefused() throws Exception {
         for (String mode : List.of("rw-r--r--", "rw-r-----", "rw-----w-")) {
             Path file = tokenFile(mode, TOKEN);
-            String message = refusal(() -> FlightEndpoint.plan("0.0.0.0:0", file, null, null, Map.of()));
+            String message = refusal(() -> plan("0.0.0.0:0", file, null, null, Map.of()));
             assertTrue(message.contains("chmod 600 " + file), message);
         }
     }
 
     @Test
     void theTokenMayComeFromTheEnvironmentButNotTwice() throws Exception {
-        var env = FlightEndpoint.plan("0.0.0.0:0", null, null, null, Map.of(FlightEndpoint.TOKEN_ENV, TOKEN));
+        var env = plan("0.0.0.0:0", null, null, null, Map.of(FlightAccess.TOKEN_ENV, TOKEN));
         assertEquals(TOKEN, env.security().token());
         Path file = tokenFile("rw-------", TOKEN);
-        String both = refusal(() -> FlightEndpoint.plan("0.0.0.0:0", file, null, null, Map.of(FlightEndpoint.TOKEN_ENV, TOKEN)));
+        String both = refusal(() -> plan("0.0.0.0:0", file, null, null, Map.of(FlightAccess.TOKEN_ENV, TOKEN)));
         assertTrue(both.contains("one way"), both);
-        var loopbackWithToken = FlightEndpoint.plan("127.0.0.1:0", null, null, null, Map.of(FlightEndpoint.TOKEN_ENV, TOKEN));
+        var loopbackWithToken = plan("127.0.0.1:0", null, null, null, Map.of(FlightAccess.TOKEN_ENV, TOKEN));
         assertEquals(TOKEN, loopbackWithToken.security().token(), "a token given is enforced on loopback too");
     }
 
     @Test
     void weakOrMalformedTokensAreRefusedWithoutBeingShown() throws Exception {
         String shortToken = "abc123";
-        String message = refusal(() -> FlightEndpoint.plan("0.0.0.0:0", null, null, null, Map.of(FlightEndpoint.TOKEN_ENV, shortToken)));
+        String message = refusal(() -> plan("0.0.0.0:0", null, null, null, Map.of(FlightAccess.TOKEN_ENV, shortToken)));
         assertTrue(message.contains("at least 16") && !message.contains(shortToken), message);
         Path empty = tokenFile("rw-------", "\n");
-        assertTrue(refusal(() -> FlightEndpoint.plan("0.0.0.0:0", empty, null, null, Map.of())).contains("is empty"));
+        assertTrue(refusal(() -> plan("0.0.0.0:0", empty, null, null, Map.of())).contains("is empty"));
         Path spaced = tokenFile("r--------", "0123456789 abcdef0123");
-        assertTrue(refusal(() -> FlightEndpoint.plan("0.0.0.0:0", spaced, null, null, Map.of())).contains("printable ASCII"));
-        assertTrue(refusal(() -> FlightEndpoint.plan("0.0.0.0:0", tmp, null, null, Map.of())).contains("is not a file"));
+        assertTrue(refusal(() -> plan("0.0.0.0:0", spaced, null, null, Map.of())).contains("printable ASCII"));
+        assertTrue(refusal(() -> plan("0.0.0.0:0", tmp, null, null, Map.of())).contains("is not a file"));
     }
 
     @Test
     void malformedEndpointsAreRefused() {
         for (String spec : List.of("", "host", "::1:0", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:-1", "[::1]"))
-            assertThrows(Main.InvalidInputException.class, () -> plan(spec), spec);
-    }
-
-    @Test
-    void serveRefusesAWildcardWithoutATokenBeforeStartingAnything() throws Exception {
-        Path data = tmp.resolve("missing.jsonl"); // never read: the endpoint is refused first
-        var r = CliRunner.run("serve", "--data", data.toString(), "--socket", tmp.resolve("s.sock").toString(), "--flight", "0.0.0.0:0");
-        assertEquals(2, r.status(), r.err());
-        String err = r.err().strip();
-        assertEquals(1, err.lines().count(), err);
-        assertTrue(err.startsWith("stoker: --flight 0.0.0.0:0 can be reached from other hosts, so it needs a token"), err);
-        assertFalse(Files.exists(tmp.resolve("s.sock")), "nothing started");
-        var orphan = CliRunner.run("serve", "--data", data.toString(), "--flight-token-file", tmp.resolve("t").toString());
-        assertEquals(2, orphan.status(), orphan.err());
-        assertTrue(orphan.err().contains("need --flight"), orphan.err());
+            assertThrows(ConfigException.class, () -> plan(spec), spec);
     }
 }

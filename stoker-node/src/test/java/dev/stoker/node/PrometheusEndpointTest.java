@@ -1,4 +1,4 @@
-package dev.stoker.cli;
+package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
-/** {@code serve --metrics-port}: a Prometheus scrape over a real socket sees what the trainers received. */
+/** {@code --metrics-port}: a Prometheus scrape over a real socket sees what the trainers received, of a node embedded here. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class MetricsEndpointTest {
     @TempDir Path tmp;
@@ -32,20 +32,16 @@ class MetricsEndpointTest {
             lines.append(String.format("{\"id\":\"s%d\",\"image\":\"b.png\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?\"},"
                     + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i, i));
         Files.writeString(ds.resolve("train.jsonl"), lines);
-        var args = List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "1", "--batch", "2", "--max-pixels", "50176",
-                "--socket", tmp.resolve("s.sock").toString(), "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(),
-                "--shm-budget", "64M", "--threads", "1", "--metrics-port", "0");
-        Path log = tmp.resolve("serve.log");
-        Process p = ServeProcess.start(log, "512m", args);
-        try {
-            String text = ServeProcess.awaitListening(p, log);
-            var m = Pattern.compile("metrics on (http://127\\.0\\.0\\.1:\\d+/metrics)").matcher(text);
-            assertTrue(m.find(), text);
+        var config = NodeConfig.builder().data(ds.resolve("train.jsonl").toString()).ranks(1).batch(2).set(NodeConfig.MAX_PIXELS, 50176L)
+                .socket(tmp.resolve("s.sock")).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(64L << 20).threads(1)
+                .set(NodeConfig.METRICS_PORT, 0).build();
+        try (var node = StokerNode.launch(config)) {
+            assertTrue(node.metricsUrl().matches("http://127\\.0\\.0\\.1:\\d+/metrics"), node.metricsUrl());
             try (var client = TrainerClient.connect(tmp.resolve("s.sock"), 0, 1, "test", TrainerClient.Options.SHARED_MEMORY)) {
                 for (int s = 0; s < 3; s++) client.next().close();
             }
             var http = HttpClient.newHttpClient();
-            var response = http.send(HttpRequest.newBuilder(URI.create(m.group(1))).build(), HttpResponse.BodyHandlers.ofString());
+            var response = http.send(HttpRequest.newBuilder(URI.create(node.metricsUrl())).build(), HttpResponse.BodyHandlers.ofString());
             assertEquals(200, response.statusCode());
             String body = response.body();
             var delivered = Pattern.compile("(?m)^stoker_samples_delivered_total(?:\\{[^}]*})? (\\S+)$").matcher(body);
@@ -55,10 +51,6 @@ class MetricsEndpointTest {
             assertTrue(body.contains("stoker_store_bytes_in_use"), body);
             var kinds = Pattern.compile("(?m)^stoker_bottleneck\\{kind=\"(\\w+)\"} 1\\.0$").matcher(body);
             assertTrue(kinds.find(), "one current verdict: " + body);
-        } finally {
-            p.destroy();
-            assertTrue(p.waitFor(30, TimeUnit.SECONDS));
         }
-        assertEquals(0, p.exitValue(), Files.readString(log));
     }
 }
