@@ -6,8 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
-@org.junit.jupiter.api.Timeout(30)
+@Timeout(30)
 class PlacementTest {
     @Test
     void packFillsTheFirstNodeBeforeTheNext() {

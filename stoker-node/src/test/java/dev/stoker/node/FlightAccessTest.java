@@ -12,13 +12,14 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The Flight access policy: loopback is open, anything else needs a token that never appears in a
  * message. No socket is opened here.
  */
-@org.junit.jupiter.api.Timeout(30)
+@Timeout(30)
 class FlightAccessTest {
     static final String TOKEN = "0123456789abcdef-not-a-real-token";
     @TempDir Path tmp;

@@ -31,6 +31,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -51,7 +52,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * epoch boundaries.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
-@org.junit.jupiter.api.Tag("slow")
+@Tag("slow")
 class ResumeTest {
     static final String PYTHON = "/usr/bin/python3";
     static final int SAMPLES = 40, RANKS = 2, BATCH = 3, STEPS = 14;

@@ -8,10 +8,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The default socket folder (predictable under /tmp) is used only when it is this user's and no one else can write to it. */
-@org.junit.jupiter.api.Timeout(30)
+@Timeout(30)
 class SocketDirTest {
     @TempDir Path tmp;
 

@@ -9,8 +9,10 @@ import java.io.StringWriter;
 import java.util.OptionalDouble;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The status line's text, and its silence off a terminal. */
+@Timeout(60)
 class StatusLineTest {
     static final long S = 1_000_000_000L;
 

@@ -10,7 +10,9 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class BatchAssemblerTest {
     private static final long P = 151643;
     private static final long I = -100;

@@ -12,12 +12,14 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Constructed slow-fetch, slow-CPU and slow-trainer runs must each get their verdict. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class VerdictFeedTest {
     static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 50176);
     static final EncodeOptions BIG = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 1_003_520);

@@ -11,7 +11,9 @@ import java.util.Arrays;
 import java.util.HashSet;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class SampleScheduleTest {
 
     @Test
