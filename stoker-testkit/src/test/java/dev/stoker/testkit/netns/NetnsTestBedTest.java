@@ -1,4 +1,4 @@
-package dev.stoker.cli.testbed;
+package dev.stoker.testkit.netns;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -21,6 +21,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.Timeout;
  * close, after SIGTERM (the shutdown hook) and, through cleanupLeftovers, after SIGKILL. Needs root,
  * {@code ip} and {@code tc}; skipped with the reason otherwise.
  */
+@Tag("slow")
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class NetnsTestBedTest {
     static final long NIC_MBIT = 100;

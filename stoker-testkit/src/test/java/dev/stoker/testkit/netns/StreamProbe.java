@@ -1,4 +1,4 @@
-package dev.stoker.cli.testbed;
+package dev.stoker.testkit.netns;
 
 import java.io.IOException;
 import java.io.InputStream;
