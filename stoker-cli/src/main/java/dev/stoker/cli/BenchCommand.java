@@ -1,0 +1,88 @@
+package dev.stoker.cli;
+
+import dev.stoker.bench.preprocess.DecodeBench;
+import dev.stoker.bench.preprocess.PreprocessBench;
+import dev.stoker.node.ConfigException;
+import dev.stoker.node.ConfigKey;
+import dev.stoker.node.NodeConfig;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+/** {@code stoker bench …}: whole-pipeline benchmarks, plans of stoker-bench (kernels are JMH: {@code ./stoker jmh}). */
+@Command(name = "bench", mixinStandardHelpOptions = true, sortOptions = false, description = "Benchmarks of whole pipelines.",
+        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, LadderCommand.class})
+final class BenchCommand {
+    /** What a benchmark that runs a feed takes of NodeConfig: the processor, the data and the store. */
+    static final List<ConfigKey<?>> FEED_SETTINGS =
+            NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
+
+    private BenchCommand() {}
+
+    /** {@code stoker bench preprocess}: decode + transform + tokenize over a data set. */
+    @Command(name = "preprocess", mixinStandardHelpOptions = true, sortOptions = false,
+            description = {"Decode + transform + tokenize every sample of a data set on N threads.",
+                    "The last stdout line is JSON {\"samples_per_s\":…, \"mpix_per_s\":…, \"threads\":…}; mpix_per_s counts "
+                            + "source pixels as stored (before any DCT scaling)."})
+    static final class Preprocess implements Callable<Integer>, NodeOptions.Configured {
+        @Spec CommandSpec spec;
+
+        @Option(names = "--limit", defaultValue = "0", description = "Samples to time, 0 for all (default: ${DEFAULT-VALUE}).")
+        int limit;
+
+        @Option(names = "--warmup", defaultValue = "200",
+                description = "Samples encoded before timing starts, to let the JIT compile the hot paths (default: ${DEFAULT-VALUE}).")
+        int warmup;
+
+        @Override
+        public List<ConfigKey<?>> settings() {
+            var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.THREADS));
+            keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
+            return keys;
+        }
+
+        @Override
+        public boolean configFile() { return false; }
+
+        @Override
+        public Integer call() throws Exception {
+            var config = NodeOptions.config(spec, settings());
+            if (config.data() == null) throw new ConfigException("--data is required: the data set's train.jsonl");
+            PreprocessBench.run(new PreprocessBench.Settings(Path.of(config.data()), config.encodeOptions(), config.threads(), limit, warmup,
+                    config.get(NodeConfig.TOKENIZER)), spec.commandLine().getOut());
+            return 0;
+        }
+    }
+
+    /** {@code stoker bench decode}: single-image decode rate, to compare with libjpeg-turbo's tjbench. */
+    @Command(name = "decode", mixinStandardHelpOptions = true, sortOptions = false,
+            description = {"Decode images to RGB at full size, over and over, on N threads, and report megapixels/s.",
+                    "The last stdout line is JSON {\"mpix_per_s\":…, \"images_per_s\":…, \"threads\":…, \"decoder\":…}."})
+    static final class Decode implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(arity = "1..*", description = "Image files.")
+        List<Path> images;
+
+        @Option(names = "--threads", defaultValue = "1", description = "Threads (default: ${DEFAULT-VALUE}).")
+        int threads;
+
+        @Option(names = "--seconds", defaultValue = "5", description = "Timed seconds after a warm-up of the same length (default: ${DEFAULT-VALUE}).")
+        double seconds;
+
+        @Option(names = "--decoder", defaultValue = "auto", description = "auto (libjpeg-turbo when present) or imageio (default: ${DEFAULT-VALUE}).")
+        String decoder;
+
+        @Override
+        public Integer call() throws Exception {
+            DecodeBench.run(new DecodeBench.Settings(images, threads, seconds, decoder), spec.commandLine().getOut());
+            return 0;
+        }
+    }
+}
