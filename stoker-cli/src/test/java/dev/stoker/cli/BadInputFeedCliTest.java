@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -32,6 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * and {@code bench ladder} with its trainer processes.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class BadInputFeedCliTest {
     static final ObjectMapper JSON = new ObjectMapper();
     /** The CLI's default --seed. */

@@ -29,6 +29,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -42,7 +43,7 @@ import org.junit.jupiter.api.io.TempDir;
  * its work redone elsewhere with nothing lost or repeated.
  */
 @Timeout(value = 420, unit = TimeUnit.SECONDS)
-@org.junit.jupiter.api.Tag("slow")
+@Tag("slow")
 class ClusterTest {
     static final int SAMPLES = 40, BATCH = 2;
     @TempDir static Path tmp;

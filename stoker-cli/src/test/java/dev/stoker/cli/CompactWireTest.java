@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,6 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Python on the socket, 2 Java on Flight.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class CompactWireTest {
     static final int RANKS = 3, BATCH = 3, STEPS = 3, SAMPLES = 16;
 

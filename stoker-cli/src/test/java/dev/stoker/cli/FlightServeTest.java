@@ -23,6 +23,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import org.apache.arrow.flight.FlightRuntimeException;
 import org.apache.arrow.flight.FlightStatusCode;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,7 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * service reads from shared memory; a caller without the token gets nothing.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-@org.junit.jupiter.api.Tag("slow")
+@Tag("slow")
 class FlightServeTest {
     static final int STEPS = 3;
     static final String TOKEN = "flight-serve-test-token-7f3a9c";

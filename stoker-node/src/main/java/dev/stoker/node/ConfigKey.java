@@ -65,16 +65,8 @@ public record ConfigKey<T>(String name, Group group, String label, Kind kind, Fu
     // ---- readers and writers shared by the table
 
     static Function<String, Integer> integer(int min, int max) {
-        return s -> {
-            int v;
-            try {
-                v = Integer.parseInt(s);
-            } catch (NumberFormatException e) {
-                throw new IllegalArgumentException("'" + s + "' is not a whole number");
-            }
-            if (v < min || v > max) throw new IllegalArgumentException("must be " + range(min, max, Integer.MAX_VALUE) + ", got " + v);
-            return v;
-        };
+        var asLong = longInt(min, max);
+        return s -> (int) (long) asLong.apply(s);
     }
 
     static Function<String, Long> longInt(long min, long max) {
@@ -85,13 +77,11 @@ public record ConfigKey<T>(String name, Group group, String label, Kind kind, Fu
             } catch (NumberFormatException e) {
                 throw new IllegalArgumentException("'" + s + "' is not a whole number");
             }
-            if (v < min || v > max) throw new IllegalArgumentException("must be " + range(min, max, Long.MAX_VALUE) + ", got " + v);
+            if (v < min || v > max)
+                throw new IllegalArgumentException("must be " + (max == Long.MAX_VALUE || max == Integer.MAX_VALUE ? "at least " + min
+                        : "between " + min + " and " + max) + ", got " + v);
             return v;
         };
-    }
-
-    private static String range(long min, long max, long unbounded) {
-        return max == unbounded ? "at least " + min : "between " + min + " and " + max;
     }
 
     static Function<String, Double> fraction() {
