@@ -20,7 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** {@code --metrics-port}: a Prometheus scrape over a real socket sees what the trainers received, of a node embedded here. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
-class MetricsEndpointTest {
+class PrometheusEndpointTest {
     @TempDir Path tmp;
 
     @Test
