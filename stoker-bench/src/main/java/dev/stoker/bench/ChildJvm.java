@@ -39,6 +39,12 @@ public final class ChildJvm {
     /** {@code stoker args} in a child JVM with {@code jvmArgs} (e.g. {@code -Xmx1g}). */
     public static List<String> stoker(List<String> jvmArgs, List<String> args) { return command(jvmArgs, STOKER_MAIN, args); }
 
+    /** The words of an environment variable the launcher also passes to the JVM ({@code STOKER_HEAP_OPTS}, {@code STOKER_JAVA_OPTS}). */
+    public static List<String> envOptions(String name) {
+        String v = System.getenv(name);
+        return v == null || v.isBlank() ? List.of() : Arrays.asList(v.trim().split("\\s+"));
+    }
+
     private static List<String> readFlags() {
         try (InputStream in = ChildJvm.class.getResourceAsStream("jvm.flags")) {
             if (in == null) throw new IllegalStateException("jvm.flags missing from the stoker-bench jar");
