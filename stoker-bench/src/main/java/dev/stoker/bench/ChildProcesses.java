@@ -34,12 +34,17 @@ public final class ChildProcesses implements AutoCloseable {
         return p;
     }
 
-    /** SIGTERM to the children still running, SIGKILL to those still running 10 s later. */
+    /** SIGTERM to the children still running, SIGKILL to those still running 10 s later (at once when interrupted). */
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         synchronized (children) {
             for (Process p : children) if (p.isAlive()) p.destroy();
-            for (Process p : children) if (!p.waitFor(10, TimeUnit.SECONDS)) p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+            try {
+                for (Process p : children) if (!p.waitFor(10, TimeUnit.SECONDS)) p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                children.forEach(Process::destroyForcibly);
+                Thread.currentThread().interrupt();
+            }
         }
         try {
             Runtime.getRuntime().removeShutdownHook(hook);

@@ -51,10 +51,14 @@ final class LinkSampler implements AutoCloseable {
 
     /** Stops sampling after one last reading. */
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         stopped = true;
         thread.interrupt();
-        thread.join(5000);
+        try {
+            thread.join(5000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
         sample();
     }
 
