@@ -90,7 +90,7 @@ final class NodeOptions {
         var parsed = spec.commandLine().getParseResult();
         for (OptionSpec o : spec.options()) {
             String name = o.longestName().replaceFirst("^--", "");
-            if (NodeConfig.key(name) != null || o.usageHelp() || o.versionHelp() || o.longestName().equals(CONFIG)
+            if (keys.stream().anyMatch(k -> k.name().equals(name)) || o.usageHelp() || o.versionHelp() || o.longestName().equals(CONFIG)
                     || o.longestName().equals(PRINT_CONFIG) || o.hidden())
                 continue;
             Object v = o.getValue();

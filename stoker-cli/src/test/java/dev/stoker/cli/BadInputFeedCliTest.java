@@ -210,7 +210,7 @@ class BadInputFeedCliTest {
     void anErrorRateOutsideZeroToOneOrAnUnknownPolicyIsInvalidInput() {
         var r = CliRunner.run("bench", "ladder", "--data", tmp.resolve("none.jsonl").toString(), "--max-error-rate", "1.5");
         assertEquals(2, r.status(), r.err());
-        assertTrue(r.err().contains("--max-error-rate must be between 0 and 1, got 1.5"), r.err());
+        assertTrue(r.err().contains("--max-error-rate: must be between 0 and 1, got 1.5"), r.err());
         var p = CliRunner.run("serve", "--data", tmp.resolve("none.jsonl").toString(), "--on-error", "ignore");
         assertEquals(2, p.status(), p.err());
         assertTrue(p.err().contains("--on-error") && p.err().contains("ignore"), p.err());
