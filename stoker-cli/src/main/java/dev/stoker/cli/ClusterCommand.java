@@ -67,12 +67,9 @@ final class ClusterCommand implements Callable<Integer>, NodeOptions.Configured 
 
     @Override
     public Integer call() throws Exception {
-        var config = NodeOptions.config(spec, settings());
+        NodeConfig config = NodeOptions.configOrPrint(spec, settings());
+        if (config == null) return 0;
         var out = spec.commandLine().getOut();
-        if (NodeOptions.printConfig(spec)) {
-            NodeOptions.print(spec, config, settings(), out);
-            return 0;
-        }
         var settings = new ClusterBench.Settings(config, steps, stepMillis, nicMbit, noNetns, port, nodeHeap, timeoutSeconds, workDir);
         return ClusterBench.run(settings, out, spec.commandLine().getErr());
     }

@@ -2,6 +2,7 @@ package dev.stoker.cli;
 
 import dev.stoker.bench.ladder.LadderBench;
 import dev.stoker.node.ConfigKey;
+import dev.stoker.node.NodeConfig;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -40,12 +41,9 @@ final class LadderCommand implements Callable<Integer>, NodeOptions.Configured {
 
     @Override
     public Integer call() throws Exception {
-        var config = NodeOptions.config(spec, settings());
+        NodeConfig config = NodeOptions.configOrPrint(spec, settings());
+        if (config == null) return 0;
         var out = spec.commandLine().getOut();
-        if (NodeOptions.printConfig(spec)) {
-            NodeOptions.print(spec, config, settings(), out);
-            return 0;
-        }
         LadderBench.run(new LadderBench.Settings(config, stepMillis, steps, modes, trainer, workDir), out);
         return 0;
     }

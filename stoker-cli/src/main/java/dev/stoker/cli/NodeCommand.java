@@ -28,12 +28,9 @@ final class NodeCommand implements Callable<Integer>, NodeOptions.Configured {
 
     @Override
     public Integer call() throws Exception {
-        NodeConfig config = NodeOptions.config(spec, settings());
+        NodeConfig config = NodeOptions.configOrPrint(spec, settings());
+        if (config == null) return 0;
         PrintWriter out = spec.commandLine().getOut();
-        if (NodeOptions.printConfig(spec)) {
-            NodeOptions.print(spec, config, settings(), out);
-            return 0;
-        }
         var stop = new CountDownLatch(1);
         Signals.onTermination(stop::countDown);
         var log = ServeCommand.log("node", out, spec.commandLine().getErr());

@@ -74,6 +74,17 @@ final class NodeOptions {
     /** The configuration {@code spec}'s command was given, built (validated). */
     static NodeConfig config(CommandSpec spec, Collection<ConfigKey<?>> keys) { return builder(spec, keys).build(); }
 
+    /**
+     * The configuration {@code spec}'s command was given; or, with {@code --print-config}, null once it is printed
+     * ({@link #print}): the command then exits 0.
+     */
+    static NodeConfig configOrPrint(CommandSpec spec, Collection<ConfigKey<?>> keys) {
+        var config = config(spec, keys);
+        if (!printConfig(spec)) return config;
+        print(spec, config, keys, spec.commandLine().getOut());
+        return null;
+    }
+
     /** Whether {@code --print-config} was given. */
     static boolean printConfig(CommandSpec spec) {
         var o = spec.findOption(PRINT_CONFIG);

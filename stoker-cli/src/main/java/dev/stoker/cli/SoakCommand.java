@@ -3,6 +3,7 @@ package dev.stoker.cli;
 import dev.stoker.bench.soak.SoakBench;
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
+import dev.stoker.node.NodeConfig;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -56,12 +57,9 @@ final class SoakCommand implements Callable<Integer>, NodeOptions.Configured {
             if (unmatched.stream().anyMatch(o -> o.equals(reserved) || o.startsWith(reserved + "=")))
                 throw new ConfigException(reserved + " is set by bench soak");
         if (!unmatched.isEmpty()) throw new ConfigException("Unknown option: '" + unmatched.getFirst() + "'");
-        var config = NodeOptions.config(spec, settings());
+        NodeConfig config = NodeOptions.configOrPrint(spec, settings());
+        if (config == null) return 0;
         var out = spec.commandLine().getOut();
-        if (NodeOptions.printConfig(spec)) {
-            NodeOptions.print(spec, config, settings(), out);
-            return 0;
-        }
         var settings = new SoakBench.Settings(config, seconds != null ? seconds : minutes * 60, sampleEverySeconds, warmUpSeconds, stepMillis, workDir);
         return SoakBench.run(settings, out, spec.commandLine().getErr());
     }

@@ -48,12 +48,9 @@ final class WireCommand implements Callable<Integer>, NodeOptions.Configured {
 
     @Override
     public Integer call() throws Exception {
-        var config = NodeOptions.config(spec, settings());
+        NodeConfig config = NodeOptions.configOrPrint(spec, settings());
+        if (config == null) return 0;
         var out = spec.commandLine().getOut();
-        if (NodeOptions.printConfig(spec)) {
-            NodeOptions.print(spec, config, settings(), out);
-            return 0;
-        }
         WireBench.run(new WireBench.Settings(config, batches, steps, rounds, paths, workDir), out);
         return 0;
     }

@@ -89,6 +89,17 @@ class ConfigCliTest {
     }
 
     @Test
+    void aBenchmarkPrintsItsOwnOptionsAfterTheFeedsAndReadsThemBack() throws Exception {
+        var r = CliRunner.run("bench", "ladder", "--data", "d.jsonl", "--steps", "5", "--modes", "prefetch,zero-copy", "--print-config");
+        assertEquals(0, r.status(), r.err());
+        assertTrue(r.out().contains("\nsteps: 5\n") && r.out().contains("\nmodes: [prefetch, zero-copy]\n"), r.out());
+        assertTrue(r.out().contains("# step-ms: 250  (default)"), r.out());
+        Path printed = Files.writeString(tmp.resolve("ladder.yaml"), r.out());
+        var again = CliRunner.run("bench", "ladder", "--config", printed.toString(), "--print-config");
+        assertEquals(r.out(), again.out(), again.err());
+    }
+
+    @Test
     void aKeyThatIsNoOptionOfTheCommandIsRefused() throws Exception {
         Path typo = Files.writeString(tmp.resolve("typo.yaml"), "data: d.jsonl\nrank: 2\n");
         var r = CliRunner.run("serve", "--config", typo.toString(), "--print-config");
