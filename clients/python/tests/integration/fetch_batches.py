@@ -13,7 +13,7 @@ Subcommands (all print one JSON line on stdout, the last line, and exit 0 on suc
            Takes N batches, keeps them all (N leases held), reports, then SIGKILLs itself.
   take     --socket S --world W --rank R --steps N [--state-in FILE] [--state-out FILE]
            Loads the state in FILE (when given), takes N batches and reports each one's digest
-           (sha256 over the tensors in name order: name, shape as "[d0, d1]", bytes; the first 12
+           (sha256 over the tensors in the batch's order: name, shape as "[d0, d1]", bytes; the first 12
            bytes in hex, then the sample_index list, as ResumeTest computes it in Java); saves
            state_dict() to --state-out.
   compact  --socket U [--copy-socket C] --float-socket F --world W --rank R --steps N [--loader]
@@ -67,8 +67,8 @@ def check_and_save(batch: dict, loader: Loader, out: str, rank: int, api: str, s
     names = list(batch)
     expected = ["input_ids", "labels", "attention_mask", "position_ids", "pixel_values", "image_grid_thw",
                 "sample_index"]
-    if sorted(names) != sorted(expected):
-        fail(f"tensor names {names}, expected {expected}")
+    if names != expected:
+        fail(f"tensor names {names}, expected {expected} in that order (the service's one tensor table)")
     where = {}
     for name, t in batch.items():
         a = t.numpy() if api == "torch" else t
@@ -165,7 +165,7 @@ def cmd_take(a) -> dict:
         for _ in range(a.steps):
             batch = next(loader)
             md = hashlib.sha256()
-            for name in sorted(batch):
+            for name in batch:
                 arr = batch[name]
                 md.update(name.encode("utf-8"))
                 md.update(str(list(arr.shape)).encode("utf-8"))

@@ -1,25 +1,37 @@
 package dev.stoker.cli;
 
 import dev.stoker.core.Npy;
+import dev.stoker.node.ConfigKey;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.node.NodeFeeds;
 import dev.stoker.pipeline.EncodedSample;
 import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
 
 /** {@code stoker encode}: one sample (either format) → every model input as .npy files. */
 @Command(name = "encode", mixinStandardHelpOptions = true,
         description = "Encode one SFT sample (LLaVA conversations or HF messages JSON) into model inputs.")
-final class EncodeCommand implements Callable<Integer> {
-    @Mixin ProcessorOptions processor;
+final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
+    /** What decides how a sample becomes model inputs (the pixel format is the batch's: a sample's .npy files are float32). */
+    static final List<ConfigKey<?>> SAMPLE_SETTINGS;
 
-    @Option(names = "--tokenizer", description = "tokenizer.json (or .json.gz); default: the bundled Qwen2 tokenizer.")
-    Path tokenizer;
+    static {
+        var keys = new ArrayList<>(PreprocessCommand.IMAGE_SETTINGS);
+        keys.addAll(List.of(NodeConfig.MAX_SEQ_LEN, NodeConfig.TRUNCATION, NodeConfig.TOKENIZER));
+        SAMPLE_SETTINGS = List.copyOf(keys);
+    }
+
+    @Spec CommandSpec spec;
 
     @Option(names = "--sample", required = true, description = "Sample JSON file; image paths are relative to its folder.")
     Path sample;
@@ -28,10 +40,17 @@ final class EncodeCommand implements Callable<Integer> {
     Path out;
 
     @Override
+    public List<ConfigKey<?>> settings() { return SAMPLE_SETTINGS; }
+
+    @Override
+    public boolean configFile() { return false; }
+
+    @Override
     public Integer call() throws IOException {
-        var options = processor.toEncodeOptions();
+        var config = NodeOptions.config(spec, settings());
+        var options = config.encodeOptions();
         byte[] json = PreprocessCommand.readInput(sample);
-        try (QwenTokenizer tok = Tokenizers.open(tokenizer)) {
+        try (QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
             try (var images = dev.stoker.source.ObjectSources.open(sample.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
                 EncodedSample s = new SampleEncoder(options, tok).encodeLine(json, sample.getFileName().toString(),
                         SampleEncoder.ImageSource.blocking(images));

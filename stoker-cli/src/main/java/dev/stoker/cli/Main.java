@@ -1,6 +1,8 @@
 package dev.stoker.cli;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.node.ConfigException;
+import dev.stoker.pipeline.feed.BadInputException;
 import java.io.PrintWriter;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -11,8 +13,8 @@ import picocli.CommandLine.Command;
  */
 @Command(name = "stoker", mixinStandardHelpOptions = true, version = "stoker 0.1.0",
         description = "Keeps GPU trainers fed with multimodal (image + text) training data.",
-        subcommands = {PreprocessCommand.class, EncodeCommand.class, BenchCommand.class, DemoCommand.class, ServeCommand.class, NodeCommand.class, TrainerCommand.class, ReportCommand.class,
-                CommandLine.HelpCommand.class})
+        subcommands = {PreprocessCommand.class, EncodeCommand.class, BenchCommand.class, DemoCommand.class, ServeCommand.class,
+                NodeCommand.class, TrainerCommand.class, ReportCommand.class, CommandLine.HelpCommand.class})
 public final class Main {
     public static final int EXIT_INVALID_INPUT = 2;
 
@@ -35,17 +37,17 @@ public final class Main {
         cli.setErr(err);
         cli.setCaseInsensitiveEnumValuesAllowed(true);
         cli.setUsageHelpAutoWidth(true);
+        NodeOptions.register(cli);
         cli.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
-            if (ex instanceof SampleException se) {
-                err.println("stoker: " + se.describe());
-                return EXIT_INVALID_INPUT;
-            }
-            if (ex instanceof dev.stoker.pipeline.feed.BadInputException be) { // the feed stopped on bad data (--on-error, --max-error-rate)
-                err.println("stoker: " + be.getMessage());
-                return EXIT_INVALID_INPUT;
-            }
-            if (ex instanceof InvalidInputException ie) {
-                err.println("stoker: " + ie.getMessage());
+            String message = switch (ex) {
+                case SampleException se -> se.describe();
+                case BadInputException be -> be.getMessage(); // the feed stopped on bad data (--on-error, --max-error-rate)
+                case ConfigException ce -> ce.getMessage();
+                case InvalidInputException ie -> ie.getMessage();
+                default -> null;
+            };
+            if (message != null) {
+                err.println("stoker: " + message);
                 return EXIT_INVALID_INPUT;
             }
             err.println("stoker: " + ex);
@@ -60,6 +62,23 @@ public final class Main {
             cli.usage(out);
             return 0;
         }
+        try {
+            NodeOptions.ConfigFile.install(cli, args);
+        } catch (ConfigException e) {
+            err.println("stoker: " + e.getMessage());
+            return EXIT_INVALID_INPUT;
+        }
+        cli.setExecutionStrategy(parsed -> {
+            var last = parsed;
+            while (last.hasSubcommand()) last = last.subcommand();
+            try {
+                if (last.commandSpec().userObject() instanceof NodeOptions.Configured) NodeOptions.ConfigFile.current().check(last.commandSpec());
+            } catch (ConfigException e) {
+                err.println("stoker: " + e.getMessage());
+                return EXIT_INVALID_INPUT;
+            }
+            return new CommandLine.RunLast().execute(parsed);
+        });
         int status = cli.execute(args);
         out.flush();
         err.flush();

@@ -1,22 +1,30 @@
 package dev.stoker.cli;
 
 import dev.stoker.core.Npy;
+import dev.stoker.node.ConfigKey;
+import dev.stoker.node.NodeConfig;
 import dev.stoker.image.qwenvl.ImageFeatures;
 import dev.stoker.pipeline.ImagePreprocessor;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
 
 /** {@code stoker preprocess}: one image → {@code pixel_values.npy} and {@code image_grid_thw.npy}. */
 @Command(name = "preprocess", mixinStandardHelpOptions = true,
         description = "Preprocess one image as the Qwen-VL image processor does.")
-final class PreprocessCommand implements Callable<Integer> {
-    @Mixin ProcessorOptions processor;
+final class PreprocessCommand implements Callable<Integer>, NodeOptions.Configured {
+    /** What decides how an image becomes pixel_values. */
+    static final List<ConfigKey<?>> IMAGE_SETTINGS = List.of(NodeConfig.PROCESSOR_KEY, NodeConfig.MIN_PIXELS, NodeConfig.MAX_PIXELS,
+            NodeConfig.EXIF, NodeConfig.DECODE_SCALE, NodeConfig.MAX_SOURCE_PIXELS);
+
+    @Spec CommandSpec spec;
 
     @Option(names = "--image", required = true, description = "Image file.")
     Path image;
@@ -25,8 +33,14 @@ final class PreprocessCommand implements Callable<Integer> {
     Path out;
 
     @Override
+    public List<ConfigKey<?>> settings() { return IMAGE_SETTINGS; }
+
+    @Override
+    public boolean configFile() { return false; }
+
+    @Override
     public Integer call() throws IOException {
-        var options = processor.toEncodeOptions();
+        var options = NodeOptions.config(spec, settings()).encodeOptions();
         byte[] bytes = readInput(image);
         ImageFeatures f = new ImagePreprocessor(options).process(bytes, image.toString());
         Files.createDirectories(out);

@@ -16,12 +16,14 @@ import java.util.zip.CRC32;
 import javax.imageio.ImageIO;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Every bad input of the CLI contract: exit status 2, exactly one line on stderr naming the file or
  * sample and the cause; and in a data set the next sample still processes.
  */
+@Timeout(60)
 class BadInputCliTest {
     @TempDir Path tmp;
     Path photo;

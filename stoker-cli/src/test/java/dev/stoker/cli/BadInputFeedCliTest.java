@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -32,6 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * and {@code bench ladder} with its trainer processes.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class BadInputFeedCliTest {
     static final ObjectMapper JSON = new ObjectMapper();
     /** The CLI's default --seed. */
@@ -208,7 +210,7 @@ class BadInputFeedCliTest {
     void anErrorRateOutsideZeroToOneOrAnUnknownPolicyIsInvalidInput() {
         var r = CliRunner.run("bench", "ladder", "--data", tmp.resolve("none.jsonl").toString(), "--max-error-rate", "1.5");
         assertEquals(2, r.status(), r.err());
-        assertTrue(r.err().contains("--max-error-rate must be between 0 and 1, got 1.5"), r.err());
+        assertTrue(r.err().contains("--max-error-rate: must be between 0 and 1, got 1.5"), r.err());
         var p = CliRunner.run("serve", "--data", tmp.resolve("none.jsonl").toString(), "--on-error", "ignore");
         assertEquals(2, p.status(), p.err());
         assertTrue(p.err().contains("--on-error") && p.err().contains("ignore"), p.err());

@@ -5,13 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.stoker.cli.testbed.NetnsTestBed;
-import dev.stoker.testkit.Vectors;
+import dev.stoker.testkit.netns.NetnsTestBed;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -22,6 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * processes. Every rank gets every step, and node 1's card carried at least the Flight bytes node 1
  * says it sent (the batches it made for rank 0 went from it straight to node 0).
  */
+@Tag("slow")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class ClusterBenchCliTest {
     @TempDir Path tmp;

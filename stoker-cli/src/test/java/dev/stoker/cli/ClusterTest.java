@@ -7,8 +7,13 @@ import dev.stoker.cluster.ClusterJob;
 import dev.stoker.cluster.ClusterNode;
 import dev.stoker.cluster.NodeProtocol;
 import dev.stoker.cluster.Placement;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.node.NodeFeeds;
+import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
+import dev.stoker.testkit.BatchDigest;
+import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.FeedServer;
 import dev.stoker.transport.TrainerClient;
@@ -24,6 +29,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -37,6 +43,7 @@ import org.junit.jupiter.api.io.TempDir;
  * its work redone elsewhere with nothing lost or repeated.
  */
 @Timeout(value = 420, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class ClusterTest {
     static final int SAMPLES = 40, BATCH = 2;
     @TempDir static Path tmp;
@@ -57,22 +64,20 @@ class ClusterTest {
         for (var p : children) if (!p.waitFor(20, TimeUnit.SECONDS)) p.destroyForcibly();
     }
 
-    static List<String> jobArgs(int ranks) {
-        return List.of("--data", manifest.toString(), "--ranks", "" + ranks, "--batch", "" + BATCH, "--seed", "99", "--threads", "1",
-                "--fetch-concurrency", "4", "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176");
+    static NodeConfig.Builder job(int ranks) {
+        return NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(99).threads(1).set(NodeConfig.FETCH_CONCURRENCY, 4)
+                .warmUpMillis(0).pixels(3136, 50176);
     }
 
     /** The embedded zero-copy service's digests of each rank's first {@code steps} batches, for the same options. */
     static List<List<String>> embedded(int ranks, int steps, String name) throws Exception {
-        var parsed = ClusterJobArgs.parse(new ArrayList<>(jobArgs(ranks)) {{
-            addAll(List.of("--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(), "--shm-budget", "268435456"));
-        }});
+        var config = job(ranks).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).steps(steps).build();
         var out = new ArrayList<List<String>>();
-        try (var factory = parsed.feedFactory(); var service = factory.start("zero-copy", 0, 0, steps);
+        try (var factory = NodeFeeds.open(config); var service = factory.start(FeedMode.ZERO_COPY, null);
              var server = new FeedServer(tmp.resolve(name + ".sock"), service, false)) {
             for (int r = 0; r < ranks; r++)
                 try (var c = TrainerClient.connect(server.socketPath(), r, ranks, "ref", TrainerClient.Options.SHARED_MEMORY)) {
-                    out.add(ResumeTest.take(c, steps));
+                    out.add(take(c, steps));
                 }
         }
         return out;
@@ -95,7 +100,7 @@ class ClusterTest {
         var sockets = new ArrayList<Path>();
         for (int i = 0; i < n; i++) {
             Path log = tmp.resolve("node" + i + "-" + seedPort + ".log"), sock = tmp.resolve("n" + i + "-" + seedPort + ".sock");
-            var p = ServeProcess.start(log, "512m", "node", List.of("--seed", "127.0.0.1:" + seedPort,
+            var p = ServeProcess.start(log, "512m", "node", List.of("--join", "127.0.0.1:" + seedPort,
                     "--bind", "127.0.0.1:" + (i == 0 ? seedPort : 0), "--slots", "" + slots, "--socket", sock.toString(),
                     "--node-shm-budget", "512M", "--heartbeat-pause-ms", "" + heartbeatPauseMillis, "--down-after-ms", "2000"));
             children.add(p);
@@ -116,10 +121,10 @@ class ClusterTest {
         var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(tmp.resolve("shm")), 64L << 20, "coord"));
         closing.add(store);
         var node = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of("127.0.0.1:" + seedPort), 0)
-                .withTimings(Duration.ofSeconds(2), Duration.ofSeconds(10)), store, ClusterJobArgs.factory());
+                .withTimings(Duration.ofSeconds(2), Duration.ofSeconds(10)), store);
         closing.add(node);
         assertTrue(node.awaitUp(Duration.ofSeconds(60)), "the coordinator joined the cluster");
-        var job = node.runJob(new ClusterJob.Spec("t" + seedPort, jobArgs(ranks), nodes, placement, workers, steps, 2), Duration.ofMinutes(3));
+        var job = node.runJob(new ClusterJob.Spec("t" + seedPort, job(ranks).build().toJson(), nodes, placement, workers, steps, 2), Duration.ofMinutes(3));
         closing.add(job);
         closingNode = node;
         return job;
@@ -137,7 +142,7 @@ class ClusterTest {
                     long t0 = System.nanoTime();
                     try (var got = c.next()) {
                         maxWaitNanos[0] = Math.max(maxWaitNanos[0], System.nanoTime() - t0);
-                        out.add(ResumeTest.digest(got.batch()));
+                        out.add(BatchDigest.of(got.batch()));
                     }
                     progress.incrementAndGet();
                     Thread.sleep(pauseMillis);
@@ -226,7 +231,7 @@ class ClusterTest {
         assertEquals(0, p.exitValue(), out);
         var lines = out.strip().split("\n");
         var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
-        assertEquals(reference.get(0), ResumeTest.strings(json.get("digests")), "rank 0 through Python");
+        assertEquals(reference.get(0), strings(json.get("digests")), "rank 0 through Python");
         assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
     }
 
@@ -257,5 +262,21 @@ class ClusterTest {
         var perRank = (List<Map<String, Object>>) job.summary().get("ranks");
         for (var r : perRank) assertEquals((long) steps, r.get("batches"), "batches handed out " + r);
         System.out.printf("ClusterTest: longest wait after the kill: rank 0 %.2f s, rank 1 %.2f s%n", wait0[0] / 1e9, wait1[0] / 1e9);
+    }
+
+    /** The digests of the next {@code n} batches. */
+    static List<String> take(TrainerClient c, int n) throws Exception {
+        var out = new ArrayList<String>();
+        for (int i = 0; i < n; i++)
+            try (var got = c.next()) {
+                out.add(BatchDigest.of(got.batch()));
+            }
+        return out;
+    }
+
+    static List<String> strings(com.fasterxml.jackson.databind.JsonNode array) {
+        var out = new ArrayList<String>();
+        array.forEach(n -> out.add(n.asText()));
+        return out;
     }
 }

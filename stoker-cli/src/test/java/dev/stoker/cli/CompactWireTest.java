@@ -12,14 +12,15 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.image.qwenvl.CompactPixels;
 import dev.stoker.testkit.Vectors;
-import dev.stoker.transport.BatchLayout;
-import dev.stoker.transport.Tensor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.Tensor;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,6 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Python on the socket, 2 Java on Flight.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class CompactWireTest {
     static final int RANKS = 3, BATCH = 3, STEPS = 3, SAMPLES = 16;
 
@@ -92,7 +94,7 @@ class CompactWireTest {
                     assertEquals(fb.meta(), ub.meta());
                     assertFalse(ub.tensors().stream().anyMatch(t -> t.name().equals("pixel_values")));
                     assertEquals(Tensor.DType.UINT8, ub.tensor("pixel_values_u8").dtype());
-                    float[] decoded = TrainerCommand.toPixelValues(ub);
+                    float[] decoded = dev.stoker.bench.trainer.SimulatedTrainer.toPixelValues(ub);
                     assertEquals(expected.length, decoded.length, "step " + s);
                     for (int k = 0; k < expected.length; k++)
                         if (Float.floatToRawIntBits(expected[k]) != Float.floatToRawIntBits(decoded[k]))

@@ -1,5 +1,6 @@
 package dev.stoker.cli;
 
+import org.junit.jupiter.api.Timeout;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -25,6 +26,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * The CLI contract against every conformance case, end to end through the real decoder:
  * {@code preprocess} for each image case and setting, {@code encode} for each chat case and family.
  */
+@Timeout(60)
 class ConformanceCliTest {
     private static final Vectors V = Vectors.get();
     @TempDir Path tmp;

@@ -10,8 +10,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.testkit.TestCertificate;
 import dev.stoker.testkit.Vectors;
-import dev.stoker.transport.BatchLayout;
-import dev.stoker.transport.Tensor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.Tensor;
 import dev.stoker.transport.TrainerClient;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
@@ -23,6 +23,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import org.apache.arrow.flight.FlightRuntimeException;
 import org.apache.arrow.flight.FlightStatusCode;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -33,6 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
  * service reads from shared memory; a caller without the token gets nothing.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class FlightServeTest {
     static final int STEPS = 3;
     static final String TOKEN = "flight-serve-test-token-7f3a9c";
@@ -68,6 +70,7 @@ class FlightServeTest {
             }
             var remote = new ArrayList<byte[][]>();
             var remoteMeta = new ArrayList<BatchLayout.Meta>();
+            var remoteNames = new ArrayList<List<String>>();
             var options = new FlightBatchClient.Options(TOKEN, true, cert.certificate());
             try (var flight = FlightBatchClient.connect("127.0.0.1", port, options, null)) {
                 for (int s = 0; s < STEPS; s++) {
@@ -75,6 +78,7 @@ class FlightServeTest {
                     assertTrue(batch != null, "step " + s);
                     remote.add(bytes(batch));
                     remoteMeta.add(batch.meta());
+                    remoteNames.add(batch.tensors().stream().map(Tensor::name).toList());
                 }
                 assertNull(flight.next(0, 2, "test"), "end of feed after --steps");
             }
@@ -85,6 +89,7 @@ class FlightServeTest {
                         assertEquals(remoteMeta.get(s), r.batch().meta(), "step " + s);
                         byte[][] expected = bytes(r.batch());
                         assertEquals(expected.length, remote.get(s).length);
+                        assertEquals(remoteNames.get(s), r.batch().tensors().stream().map(Tensor::name).toList(), "the same tensor order");
                         for (int t = 0; t < expected.length; t++)
                             assertArrayEquals(expected[t], remote.get(s)[t], "step " + s + " tensor " + r.batch().tensors().get(t).name());
                     }
@@ -103,10 +108,9 @@ class FlightServeTest {
         }
     }
 
-    /** Each tensor's name-sorted bytes. */
+    /** Each tensor's bytes, in the batch's order (the same over Flight and shared memory). */
     private static byte[][] bytes(BatchLayout.Batch batch) {
-        var tensors = new ArrayList<>(batch.tensors());
-        tensors.sort(java.util.Comparator.comparing(Tensor::name));
+        var tensors = batch.tensors();
         byte[][] out = new byte[tensors.size()][];
         for (int i = 0; i < out.length; i++) out[i] = tensors.get(i).data().toArray(ValueLayout.JAVA_BYTE);
         return out;

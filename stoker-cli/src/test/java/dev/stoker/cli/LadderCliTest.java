@@ -7,10 +7,12 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.bench.trainer.TrainerProcesses;
 import dev.stoker.testkit.Vectors;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -36,6 +38,7 @@ class LadderCliTest {
     }
 
     @Test
+    @Tag("slow")
     void everyModeFeedsEveryRankAndReportsTheContractJson() throws Exception {
         Path ds = dataset();
         var r = CliRunner.run("bench", "ladder", "--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2",
@@ -84,8 +87,9 @@ class LadderCliTest {
 
     /** {@code --trainer python}: the same ladder with the Python client's bench trainer as each rank. */
     @Test
+    @Tag("slow")
     void pythonTrainersGetEveryStepByCopyAndByReference() throws Exception {
-        Path python = Path.of(LadderRun.PYTHON);
+        Path python = Path.of(TrainerProcesses.PYTHON);
         assumeTrue(Files.isExecutable(python), python + " is missing");
         assumeTrue(new ProcessBuilder(python.toString(), "-c", "import numpy").redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor() == 0, python + " has no numpy");
@@ -145,8 +149,9 @@ class LadderCliTest {
 
     /** {@code --pixel-format uint8}: the batches are an eighth of the pixel bytes and each trainer converts them inside its wait. */
     @Test
+    @Tag("slow")
     void compactBatchesAreConvertedByTheTrainersInsideTheirWait() throws Exception {
-        Path python = Path.of(LadderRun.PYTHON);
+        Path python = Path.of(TrainerProcesses.PYTHON);
         assumeTrue(Files.isExecutable(python), python + " is missing");
         assumeTrue(new ProcessBuilder(python.toString(), "-c", "import numpy, torch").redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor() == 0, python + " has no numpy or torch");
@@ -169,8 +174,9 @@ class LadderCliTest {
 
     /** {@code bench wire}: both formats on every path, the uint8 batches smaller and converted by the Python trainers. */
     @Test
+    @Tag("slow")
     void wireBenchComparesBothFormatsOnEveryPath() throws Exception {
-        Path python = Path.of(LadderRun.PYTHON);
+        Path python = Path.of(TrainerProcesses.PYTHON);
         assumeTrue(Files.isExecutable(python), python + " is missing");
         assumeTrue(new ProcessBuilder(python.toString(), "-c", "import numpy, torch").redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor() == 0, python + " has no numpy or torch");

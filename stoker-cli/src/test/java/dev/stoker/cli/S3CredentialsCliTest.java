@@ -6,9 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Credentials put where they would be shown (an endpoint URL on the command line) are refused without being echoed. */
+@Timeout(60)
 class S3CredentialsCliTest {
     @TempDir Path tmp;
 

@@ -2,35 +2,29 @@ package dev.stoker.cli;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.bench.ChildJvm;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-/** A real {@code stoker serve} child process for the CLI tests: started with this JVM's classpath, its output in a log file. */
+/** A real {@code stoker serve} (or {@code node}) child process for the CLI tests ({@link ChildJvm}), its output in a log file. */
 final class ServeProcess {
-    /** The parent pom's {@code stoker.jvm.flags}. */
-    static final List<String> JVM_FLAGS = List.of("--enable-native-access=ALL-UNNAMED", "--add-opens=java.base/java.nio=ALL-UNNAMED",
-            "--sun-misc-unsafe-memory-access=allow", "-Dai.djl.offline=true", "-Djava.awt.headless=true");
     static final long LISTEN_TIMEOUT_SECONDS = 120;
 
     private ServeProcess() {}
 
-    /** {@code java <flags> -Xmx<heap> -cp <ours> dev.stoker.cli.Main serve <args>}, stdout and stderr to {@code log}. */
+    /** {@code stoker serve <args>} with {@code -Xmx<heap>}, stdout and stderr to {@code log}. */
     static Process start(Path log, String heap, List<String> args) throws IOException {
         return start(log, heap, "serve", args);
     }
 
-    /** {@code java <flags> -Xmx<heap> -cp <ours> dev.stoker.cli.Main <command> <args>} (serve, node), output to {@code log}. */
+    /** {@code stoker <command> <args>} (serve, node) with {@code -Xmx<heap>}, output to {@code log}. */
     static Process start(Path log, String heap, String command, List<String> args) throws IOException {
-        var cmd = new ArrayList<String>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JVM_FLAGS);
-        cmd.addAll(List.of("-Xmx" + heap, "-cp", System.getProperty("java.class.path"), "dev.stoker.cli.Main", command));
-        cmd.addAll(args);
-        return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+        var argv = new java.util.ArrayList<String>(List.of(command));
+        argv.addAll(args);
+        return new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx" + heap), argv)).redirectErrorStream(true).redirectOutput(log.toFile()).start();
     }
 
     /** Waits until the service prints its last start-up line; returns its log so far. Fails if it exits or takes too long. */

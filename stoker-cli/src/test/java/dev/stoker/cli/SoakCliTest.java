@@ -6,12 +6,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.bench.soak.Series;
+import dev.stoker.bench.soak.ServiceSample;
 import dev.stoker.testkit.Vectors;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -50,13 +53,15 @@ class SoakCliTest {
     }
 
     @Test
+    @Tag("slow")
     void aShortSoakRecordsMemoryAndCountsAndStopsCleanly() throws Exception {
         Path shm = Files.createDirectories(tmp.resolve("shm"));
         Path work = tmp.resolve("work");
-        var r = CliRunner.run("bench", "soak", "--data", dataset().toString(), "--seconds", "15", "--sample-every-s", "1",
+        Path data = dataset();
+        var r = CliRunner.run("bench", "soak", "--data", data.toString(), "--seconds", "15", "--sample-every-s", "1",
                 "--warm-up-s", "5", "--ranks", "2", "--batch", "2", "--step-ms", "20", "--work-dir", work.toString(),
                 "--shm-dir", shm.toString(),
-                // passed through to serve
+                // serve's options: passed on in serve.yaml
                 "--max-pixels", "50176", "--threads", "1", "--shm-budget", "64M", "--warm-up-ms", "100");
         assertEquals(0, r.status(), r.err() + r.out());
         JsonNode s = new ObjectMapper().readTree(r.lastStdoutLine());
@@ -90,12 +95,12 @@ class SoakCliTest {
         }
 
         List<String> csv = Files.readAllLines(work.resolve("soak.csv"));
-        assertEquals(String.join(",", SoakCommand.COLUMNS), csv.getFirst());
+        assertEquals(String.join(",", ServiceSample.COLUMNS), csv.getFirst());
         assertEquals(samples, csv.size() - 1);
         double last = -1;
         for (String row : csv.subList(1, csv.size())) {
             String[] cells = row.split(",");
-            assertEquals(SoakCommand.COLUMNS.length, cells.length, row);
+            assertEquals(ServiceSample.COLUMNS.size(), cells.length, row);
             double t = Double.parseDouble(cells[0]);
             assertTrue(t > last, "time goes forward: " + row);
             last = t;
@@ -104,29 +109,32 @@ class SoakCliTest {
         JsonNode json = new ObjectMapper().readTree(work.resolve("soak.json").toFile());
         assertEquals(samples, json.get("rows").size());
         assertEquals(delivered, json.get("summary").get("delivered_samples").asLong());
-        assertEquals(List.of("--max-pixels", "50176", "--threads", "1", "--shm-budget", "64M", "--warm-up-ms", "100"),
+        assertEquals(List.of("--max-pixels", "50176", "--threads", "1", "--warm-up-ms", "100", "--shm-budget", Long.toString(BUDGET)),
                 new ObjectMapper().convertValue(json.get("config").get("serve_options"), List.class));
+        String serveYaml = Files.readString(work.resolve("serve.yaml"));
+        for (String line : List.of("max-pixels: 50176", "ranks: 2", "shm-budget: " + BUDGET, "shm-dir: " + shm, "data: " + data))
+            assertTrue(serveYaml.lines().anyMatch(line::equals), line + " in serve.yaml:\n" + serveYaml);
         assertTrue(Files.readString(work.resolve("serve.log")).contains("stoker serve: stopping"), "serve stopped on SIGTERM");
     }
 
     @Test
     void flatMeansNoGrowthAfterTheWarmUp() {
-        var flat = new ArrayList<SoakCommand.Sample>();
-        var growing = new ArrayList<SoakCommand.Sample>();
+        var flat = new ArrayList<ServiceSample>();
+        var growing = new ArrayList<ServiceSample>();
         for (int t = 0; t <= 1800; t += 10) {
             long warm = t < 300 ? t * (1L << 20) : 300L << 20; // grows 300 MiB in the warm-up, then stays
             flat.add(sample(t, (1L << 30) + warm + (t % 20 == 0 ? 1 << 20 : 0))); // ±1 MiB of noise
             growing.add(sample(t, (1L << 30) + warm + (t >= 300 ? (t - 300) * (40L << 10) : 0))); // then 40 KiB/s: 24 MiB per 10 min
         }
-        var f = SoakCommand.series(flat, 300, SoakCommand.Sample::rss);
+        var f = Series.of(flat, 300, ServiceSample::rss);
         assertTrue(f.flat(), f.toString());
         assertTrue(Math.abs(f.slopePer10Min()) < 1 << 20, f.toString());
         assertEquals((1L << 30) + (300L << 20) + (1 << 20), f.max());
-        var g = SoakCommand.series(growing, 300, SoakCommand.Sample::rss);
+        var g = Series.of(growing, 300, ServiceSample::rss);
         assertFalse(g.flat(), g.toString());
         assertEquals(600 * 40.0 * 1024, g.slopePer10Min(), 1.0);
         // with the warm-up included, the flat series would look like growth
-        assertFalse(SoakCommand.series(flat, 0, SoakCommand.Sample::rss).flat());
+        assertFalse(Series.of(flat, 0, ServiceSample::rss).flat());
     }
 
     @Test
@@ -136,7 +144,7 @@ class SoakCliTest {
         assertTrue(r.err().contains("--socket is set by bench soak"), r.err());
     }
 
-    private static SoakCommand.Sample sample(double t, long rss) {
-        return new SoakCommand.Sample(t, rss, rss / 2, rss / 2, 0, 0, 0, 0, 0, 0, 0);
+    private static ServiceSample sample(double t, long rss) {
+        return new ServiceSample(t, rss, rss / 2, rss / 2, 0, 0, 0, 0, 0, 0, 0);
     }
 }

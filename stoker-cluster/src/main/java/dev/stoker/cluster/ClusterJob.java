@@ -1,7 +1,7 @@
 package dev.stoker.cluster;
 
 import dev.stoker.pipeline.schedule.SampleSchedule;
-import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.core.ScheduleCursor;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayDeque;
@@ -58,16 +58,16 @@ public final class ClusterJob implements AutoCloseable {
      * What to run.
      *
      * @param job       the job's name (unique in the cluster)
-     * @param args      the feed options, as {@code serve} takes them (the same on every node)
+     * @param config    the job's configuration ({@code NodeConfig} JSON: its data, processor and store settings), the same on every node
      * @param nodes     worker nodes (slots > 0) to wait for before starting
      * @param placement pack or spread
      * @param workers   workers to place (each one stream of fetch → decode → write)
      * @param steps     batches per rank (0: endless)
      * @param depth     batches made ahead per rank (0: the feed's prefetch depth)
      */
-    public record Spec(String job, List<String> args, int nodes, Placement placement, int workers, long steps, int depth) {
+    public record Spec(String job, String config, int nodes, Placement placement, int workers, long steps, int depth) {
         public Spec {
-            args = List.copyOf(args);
+            java.util.Objects.requireNonNull(config, "config");
             if (nodes <= 0) throw new IllegalArgumentException("nodes must be positive, got " + nodes);
             if (workers <= 0 || workers > NodeRuntime.MAX_WORKERS)
                 throw new IllegalArgumentException("workers must be in [1, " + NodeRuntime.MAX_WORKERS + "], got " + workers);
@@ -253,7 +253,7 @@ public final class ClusterJob implements AutoCloseable {
                 ref = agents.get(a);
             }
             starts.add(AskPattern.<NodeProtocol.Command, NodeProtocol.JobStarted>ask(ref,
-                    r -> new NodeProtocol.StartJob(spec.job(), spec.args(), self, r), Duration.ofNanos(Math.max(1, deadline - System.nanoTime())),
+                    r -> new NodeProtocol.StartJob(spec.job(), spec.config(), self, r), Duration.ofNanos(Math.max(1, deadline - System.nanoTime())),
                     system.scheduler()).toCompletableFuture());
         }
         NodeProtocol.JobStarted first = null;

@@ -3,6 +3,7 @@ package dev.stoker.cluster;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.stoker.flight.FlightBatchServer;
+import dev.stoker.node.ConfigKey;
 import dev.stoker.store.ShmObjectStore;
 import java.io.IOException;
 import java.time.Duration;
@@ -56,7 +57,7 @@ public final class ClusterNode implements AutoCloseable {
             roles = List.copyOf(roles);
             if (slots < 0) throw new IllegalArgumentException("slots must be >= 0, got " + slots);
             if (seeds.isEmpty()) throw new IllegalArgumentException("at least one seed node HOST:PORT is needed");
-            for (String s : seeds) HostPort.parse(s);
+            for (String s : seeds) ConfigKey.HostPort.parse(s);
         }
 
         public static Options of(String host, int port, List<String> seeds, int slots) {
@@ -105,12 +106,12 @@ public final class ClusterNode implements AutoCloseable {
      * Starts the node: its Flight server, then its cluster member, which joins through the seeds.
      * {@code store} is the node's object store (closed by the caller after the node).
      */
-    public static ClusterNode start(Options options, ShmObjectStore store, JobFactory factory) throws IOException {
-        var runtime = new NodeRuntime(store, factory, options.slots());
+    public static ClusterNode start(Options options, ShmObjectStore store) throws IOException {
+        var runtime = new NodeRuntime(store, options.slots());
         var allocator = new RootAllocator();
         FlightBatchServer flight;
         try {
-            flight = FlightBatchServer.start(Location.forGrpcInsecure(options.host(), options.flightPort()), runtime, allocator,
+            flight = FlightBatchServer.start(Location.forGrpcInsecure(options.host(), options.flightPort()), null, runtime, allocator,
                     new FlightBatchServer.Security(options.flightToken(), null, null));
         } catch (IOException | RuntimeException e) {
             allocator.close();
@@ -273,21 +274,5 @@ public final class ClusterNode implements AutoCloseable {
         }
         flight.close();
         allocator.close();
-    }
-
-    /** A "host:port" address. */
-    public record HostPort(String host, int port) {
-        /** Parses "host:port" (port 0–65535); IllegalArgumentException says what is wrong. */
-        public static HostPort parse(String s) {
-            int colon = s.lastIndexOf(':');
-            if (colon <= 0 || colon == s.length() - 1) throw new IllegalArgumentException("expected HOST:PORT, got '" + s + "'");
-            try {
-                int port = Integer.parseInt(s.substring(colon + 1));
-                if (port < 0 || port > 65535) throw new NumberFormatException();
-                return new HostPort(s.substring(0, colon), port);
-            } catch (NumberFormatException e) {
-                throw new IllegalArgumentException("bad port in '" + s + "'");
-            }
-        }
     }
 }

@@ -2,9 +2,9 @@ package dev.stoker.cluster;
 
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.store.ShmObjectStore;
-import dev.stoker.transport.BatchLayout;
-import dev.stoker.transport.BatchProvider;
-import dev.stoker.transport.FeedProtocol;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.ScheduleCursor;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
@@ -99,19 +99,19 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     }
 
     @Override
-    public Joined join(int rank, FeedProtocol.Cursor resume, long fingerprint) {
+    public Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint) {
         var s = job().started;
         if (resume != null)
             throw new IllegalArgumentException("a cluster job does not resume trainers yet (asked for " + resume + "); start the job at that point");
         long perStep = (long) s.ranks() * s.batchSize();
-        return new Joined(0, s.fingerprint(), s.datasetSize() / perStep, new FeedProtocol.Cursor(0, 0), s.datasetSize(), perStep);
+        return new Joined(0, s.fingerprint(), s.datasetSize() / perStep, ScheduleCursor.START, s.datasetSize(), perStep);
     }
 
     @Override
     public boolean sharedMemory() { return true; }
 
     @Override
-    public CompletableFuture<? extends Delivery> next(int rank) {
+    public CompletableFuture<? extends Delivery> next(int rank, long connection) {
         var job = job();
         var a = ahead.computeIfAbsent(rank, r -> new Ahead());
         synchronized (a) {

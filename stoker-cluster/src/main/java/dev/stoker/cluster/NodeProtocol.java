@@ -17,10 +17,10 @@ public final class NodeProtocol {
     public record Hello(ActorRef<NodeInfo> replyTo) implements Command {}
 
     /**
-     * Opens job {@code job} on the node: the feed options {@code args} (the same on every node), the
+     * Opens job {@code job} on the node: its configuration {@code config} (NodeConfig JSON, the same on every node), the
      * coordinator to ask for batches, and the serve-side figures the node's trainer socket needs.
      */
-    public record StartJob(String job, List<String> args, ActorRef<CoordinatorProtocol.Command> coordinator,
+    public record StartJob(String job, String config, ActorRef<CoordinatorProtocol.Command> coordinator,
                            ActorRef<JobStarted> replyTo) implements Command {}
 
     /** Make rank {@code rank}'s batch of the global step at (epoch, position) with worker {@code worker}; name it {@code key}. */

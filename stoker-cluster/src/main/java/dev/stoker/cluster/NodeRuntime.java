@@ -1,8 +1,11 @@
 package dev.stoker.cluster;
 
-import dev.stoker.flight.BatchSource;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.flight.FlightBatchServer;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.node.NodeFeeds;
 import dev.stoker.pipeline.batch.StoredBatch;
-import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.core.ScheduleCursor;
 import dev.stoker.store.ShmObjectStore;
 import java.util.ArrayList;
 import java.util.List;
@@ -21,17 +24,16 @@ import org.apache.pekko.actor.typed.ActorRef;
  *
  * <p>Threading: every method is thread-safe; a job opens on its own thread.
  */
-final class NodeRuntime implements BatchSource {
+final class NodeRuntime implements FlightBatchServer.ObjectLender {
     private static final System.Logger LOG = System.getLogger(NodeRuntime.class.getName());
 
     /**
      * Workers (by their job-wide index) a job's task producer accepts on one node: a node may be given any of the job's
      * workers when another node dies, so this bounds the job's worker count, not the node's slots.
      */
-    static final int MAX_WORKERS = 64;
+    static final int MAX_WORKERS = NodeConfig.MAX_CLUSTER_WORKERS;
 
     private final ShmObjectStore store;
-    private final JobFactory factory;
     private final int slots;
     private final Map<String, NodeJob> jobs = new ConcurrentHashMap<>();
     final AtomicLong produced = new AtomicLong();
@@ -43,7 +45,7 @@ final class NodeRuntime implements BatchSource {
     static final class NodeJob {
         final String id;
         final ActorRef<CoordinatorProtocol.Command> coordinator;
-        final CompletableFuture<JobFactory.Opened> opened = new CompletableFuture<>();
+        final CompletableFuture<NodeFeeds.Tasks> opened = new CompletableFuture<>();
         final Map<String, StoredBatch> objects = new ConcurrentHashMap<>();
         volatile NodeProtocol.JobStarted started;
 
@@ -53,9 +55,8 @@ final class NodeRuntime implements BatchSource {
         }
     }
 
-    NodeRuntime(ShmObjectStore store, JobFactory factory, int slots) {
+    NodeRuntime(ShmObjectStore store, int slots) {
         this.store = store;
-        this.factory = factory;
         this.slots = slots;
     }
 
@@ -82,7 +83,7 @@ final class NodeRuntime implements BatchSource {
         }
         Thread.ofPlatform().name("stoker-job-open-" + s.job()).daemon(true).start(() -> {
             try {
-                var opened = factory.open(s.args(), store, MAX_WORKERS);
+                var opened = open(s.config());
                 var p = opened.producer();
                 var sch = p.schedule();
                 job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
@@ -177,22 +178,24 @@ final class NodeRuntime implements BatchSource {
         }
     }
 
-    @Override
-    public void validate(int rank, int world) {}
-
-    @Override
-    public CompletableFuture<Leased> next(int rank) {
-        return CompletableFuture.failedFuture(new IllegalArgumentException("this endpoint serves objects by name: job/key"));
+    /** The job's side on this node: its configuration as every node reads it, its pipeline writing into the node's store. */
+    private NodeFeeds.Tasks open(String configJson) throws java.io.IOException {
+        var feeds = NodeFeeds.open(NodeConfig.fromJson(configJson));
+        try {
+            return feeds.openTasks(store, MAX_WORKERS);
+        } catch (java.io.IOException | RuntimeException e) {
+            feeds.close();
+            throw e;
+        }
     }
 
     /** A Flight DoGet for object "job/key": the object lent until the server has sent it. */
     @Override
-    public CompletableFuture<Leased> next(int rank, int world, String name) {
+    public BatchProvider.Stored lend(String name) {
         int slash = name.indexOf('/');
-        if (slash < 0) return next(rank);
-        var lent = lend(name.substring(0, slash), name.substring(slash + 1));
-        return lent != null ? CompletableFuture.completedFuture(new Leased(lent.view(), lent.lease()::close))
-                : CompletableFuture.failedFuture(new IllegalArgumentException("no object " + name + " on this node"));
+        var lent = slash < 0 ? null : lend(name.substring(0, slash), name.substring(slash + 1));
+        if (lent == null) throw new IllegalArgumentException("no object " + name + " on this node");
+        return new BatchProvider.Stored(lent.object().file(), lent.object().offset(), lent.bytes(), lent.view(), lent.lease()::close);
     }
 
     void close() {

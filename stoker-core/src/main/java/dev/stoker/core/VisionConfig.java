@@ -44,6 +44,19 @@ public record VisionConfig(int patchSize, int mergeSize, int temporalPatchSize,
     @Override public double[] mean() { return mean.clone(); }
     @Override public double[] std() { return std.clone(); }
 
+    /** Equal when every field is, the arrays by their values (a record compares arrays by identity). */
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof VisionConfig v && v.patchSize == patchSize && v.mergeSize == mergeSize && v.temporalPatchSize == temporalPatchSize
+                && Arrays.equals(v.mean, mean) && Arrays.equals(v.std, std) && v.minPixels == minPixels && v.maxPixels == maxPixels;
+    }
+
+    @Override
+    public int hashCode() {
+        return 31 * (31 * java.util.Objects.hash(patchSize, mergeSize, temporalPatchSize, minPixels, maxPixels) + Arrays.hashCode(mean))
+                + Arrays.hashCode(std);
+    }
+
     @Override
     public String toString() {
         return "VisionConfig[p=" + patchSize + ", m=" + mergeSize + ", t=" + temporalPatchSize

@@ -1,7 +1,7 @@
 package dev.stoker.flight;
 
-import dev.stoker.transport.BatchLayout;
-import dev.stoker.transport.Tensor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.Tensor;
 import io.grpc.CallOptions;
 import io.grpc.Context;
 import io.grpc.HasByteBuffer;

@@ -1,7 +1,8 @@
 package dev.stoker.flight;
 
-import dev.stoker.transport.BatchLayout;
-import dev.stoker.transport.Tensor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.batch.Tensor;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
@@ -49,8 +50,9 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * Serves each rank's batches to trainers on other nodes over Arrow Flight: every DoGet streams the
  * rank's next batch as one Arrow record batch with one row per tensor (docs/protocol.md, section 3).
  *
- * <p>Delivery: a DoGet takes the rank's next batch from the {@link BatchSource}, copies it into Arrow
- * buffers (one bulk copy per tensor, into a pooled block whose pages are already touched), releases
+ * <p>Delivery: a DoGet takes the rank's next batch from the node's {@link BatchProvider} (or, where
+ * the ticket names an object {@code job/key}, that object from the {@link ObjectLender}), copies its
+ * tensors into Arrow buffers (one bulk copy per tensor, into a pooled block whose pages are already touched), releases
  * the lease and sends the record batch; gRPC writes the Arrow buffers to the socket without a further
  * copy. At the end of the feed it sends a stream with the schema and no record batch. A DoGet the
  * client cancels before its batch was copied hands the batch on to the rank's next DoGet, so a
@@ -76,14 +78,15 @@ public final class FlightBatchServer implements AutoCloseable {
 
     private final BufferAllocator ownedRoot;
     private final BufferAllocator allocator;
-    private final BatchSource source;
+    private final BatchProvider ranks;
+    private final ObjectLender objects;
     private final BlockPool blocks = new BlockPool(POOL_KEEP_BYTES);
     private final ExecutorService senders = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("stoker-flight-send-", 0).factory());
     /** gRPC's callbacks; ours, so that it is shut down only after the server has terminated. */
     private final ExecutorService grpcExecutor = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("stoker-flight-grpc-", 0).factory());
     private final Set<PendingGet> pending = ConcurrentHashMap.newKeySet();
     /** Batches of cancelled DoGets, oldest first, per rank; guarded by itself. */
-    private final Map<String, ArrayDeque<CompletableFuture<BatchSource.Leased>>> unclaimed = new HashMap<>();
+    private final Map<String, ArrayDeque<CompletableFuture<Lent>>> unclaimed = new HashMap<>();
     private final AtomicLong batchesSent = new AtomicLong();
     private final AtomicLong bytesSent = new AtomicLong();
     private final FlightServer server;
@@ -130,12 +133,44 @@ public final class FlightBatchServer implements AutoCloseable {
         }
     }
 
-    private FlightBatchServer(Location location, BatchSource source, BufferAllocator parent, Security security) throws IOException {
+    /**
+     * Objects a Flight server lends by name, as a cluster node lends the batches it made: a DoGet
+     * whose ticket's job is {@code job/key} gets that object; the server releases it once copied.
+     */
+    @FunctionalInterface
+    public interface ObjectLender {
+        /** A hold on object {@code name}; IllegalArgumentException when there is none. */
+        BatchProvider.Stored lend(String name);
+    }
+
+    /** A batch the server holds until it has copied the tensors out ({@code done} ends the hold). */
+    private record Lent(BatchLayout.Meta meta, List<Tensor> tensors, Runnable done) {
+        static Lent of(BatchProvider.Delivery d) {
+            return switch (d) {
+                case null -> null;
+                case BatchProvider.Prepared p -> new Lent(p.meta(), p.tensors(), () -> {});
+                case BatchProvider.Stored s -> {
+                    try {
+                        var b = BatchLayout.read(s.batch());
+                        yield new Lent(b.meta(), b.tensors(), s.release());
+                    } catch (RuntimeException e) {
+                        s.release().run();
+                        throw e;
+                    }
+                }
+            };
+        }
+    }
+
+    private FlightBatchServer(Location location, BatchProvider ranks, ObjectLender objects, BufferAllocator parent, Security security)
+            throws IOException {
         boolean tlsScheme = LocationSchemes.GRPC_TLS.equals(location.getUri().getScheme());
         if (tlsScheme != security.tls())
             throw new IllegalArgumentException(security.tls() ? "TLS files given for a plaintext location " + location.getUri()
                     : "location " + location.getUri() + " needs a certificate chain and key");
-        this.source = source;
+        if (ranks == null && objects == null) throw new IllegalArgumentException("nothing to serve: no ranks and no objects");
+        this.ranks = ranks;
+        this.objects = objects;
         this.ownedRoot = parent == null ? new RootAllocator() : null;
         this.allocator = (parent == null ? ownedRoot : parent).newChildAllocator("stoker-flight-server", 0, Long.MAX_VALUE);
         try {
@@ -153,22 +188,15 @@ public final class FlightBatchServer implements AutoCloseable {
     }
 
     /**
-     * Starts serving on {@code location} (e.g. {@code Location.forGrpcInsecure("127.0.0.1", 0)}; port
-     * 0 picks a free port) to any caller, in plaintext. Buffers come from a child of {@code allocator},
-     * or of a private root allocator when it is null.
+     * Starts serving the ranks of {@code ranks} on {@code location} (e.g. {@code Location.forGrpcInsecure("127.0.0.1", 0)};
+     * port 0 picks a free port), and the objects of {@code objects} by name (either may be null, not both), to the callers
+     * {@code security} admits; a TLS {@code security} needs a {@code grpc+tls} location ({@link Location#forGrpcTls}) and a
+     * plaintext one a {@code grpc+tcp} location. Buffers come from a child of {@code allocator}, or of a private root
+     * allocator when it is null.
      */
-    public static FlightBatchServer start(Location location, BatchSource source, BufferAllocator allocator) throws IOException {
-        return new FlightBatchServer(location, source, allocator, Security.NONE);
-    }
-
-    /**
-     * {@link #start(Location, BatchSource, BufferAllocator)} admitting only callers that
-     * {@code security} admits; a TLS {@code security} needs a {@code grpc+tls} location
-     * ({@link Location#forGrpcTls}) and a plaintext one a {@code grpc+tcp} location.
-     */
-    public static FlightBatchServer start(Location location, BatchSource source, BufferAllocator allocator, Security security)
-            throws IOException {
-        return new FlightBatchServer(location, source, allocator, security);
+    public static FlightBatchServer start(Location location, BatchProvider ranks, ObjectLender objects, BufferAllocator allocator,
+                                          Security security) throws IOException {
+        return new FlightBatchServer(location, ranks, objects, allocator, security);
     }
 
     public int port() { return server.getPort(); }
@@ -188,7 +216,7 @@ public final class FlightBatchServer implements AutoCloseable {
     long blocksAllocated() { return blocks.blocksAllocated(); }
 
     /** One DoGet waiting for, or sending, its batch. Whoever wins {@code claimed} decides its fate. */
-    private record PendingGet(int rank, ServerStreamListener listener, CompletableFuture<BatchSource.Leased> batch, AtomicBoolean claimed) {}
+    private record PendingGet(int rank, ServerStreamListener listener, CompletableFuture<Lent> batch, AtomicBoolean claimed) {}
 
     /**
      * Admits calls whose {@code authorization} header is {@code Bearer <token>}. The comparison takes
@@ -222,7 +250,10 @@ public final class FlightBatchServer implements AutoCloseable {
             FlightWire.Request request;
             try {
                 request = FlightWire.parseTicket(ticket.getBytes());
-                source.validate(request.rank(), request.world());
+                if (!isObject(request)) {
+                    if (ranks == null) throw new IllegalArgumentException("this endpoint serves objects by name: job/key");
+                    ranks.validate(request.rank(), request.world());
+                }
             } catch (IllegalArgumentException e) {
                 listener.error(CallStatus.INVALID_ARGUMENT.withDescription(e.getMessage()).toRuntimeException());
                 return;
@@ -233,10 +264,14 @@ public final class FlightBatchServer implements AutoCloseable {
             }
             int rank = request.rank();
             String key = rank + "/" + request.job(); // what a cancelled DoGet left is kept for the same rank and job (or object)
-            CompletableFuture<BatchSource.Leased> batch = adopt(key);
+            CompletableFuture<Lent> batch = adopt(key);
             if (batch == null) {
                 try {
-                    batch = source.next(rank, request.world(), request.job());
+                    batch = isObject(request) ? CompletableFuture.completedFuture(Lent.of(objects.lend(request.job())))
+                            : ranks.next(rank, BatchProvider.NO_CONNECTION).thenApply(Lent::of);
+                } catch (IllegalArgumentException e) {
+                    listener.error(CallStatus.INVALID_ARGUMENT.withDescription(e.getMessage()).toRuntimeException());
+                    return;
                 } catch (RuntimeException e) {
                     listener.error(CallStatus.INTERNAL.withDescription("batch source failed: " + e).withCause(e).toRuntimeException());
                     return;
@@ -250,7 +285,7 @@ public final class FlightBatchServer implements AutoCloseable {
                     pending.remove(call);
                 }
             });
-            BiConsumer<BatchSource.Leased, Throwable> deliver = (leased, failure) -> {
+            BiConsumer<Lent, Throwable> deliver = (leased, failure) -> {
                 if (!call.claimed().compareAndSet(false, true)) return;
                 pending.remove(call);
                 if (listener.isCancelled()) handBack(key, call.batch());
@@ -262,7 +297,9 @@ public final class FlightBatchServer implements AutoCloseable {
         }
     }
 
-    private void send(ServerStreamListener listener, BatchSource.Leased leased, Throwable failure) {
+    private boolean isObject(FlightWire.Request request) { return objects != null && request.job().indexOf('/') > 0; }
+
+    private void send(ServerStreamListener listener, Lent leased, Throwable failure) {
         if (failure != null) {
             Throwable cause = failure instanceof CompletionException && failure.getCause() != null ? failure.getCause() : failure;
             fail(listener, CallStatus.INTERNAL.withDescription("batch source failed: " + cause).withCause(cause).toRuntimeException());
@@ -281,12 +318,11 @@ public final class FlightBatchServer implements AutoCloseable {
         long payloadBytes;
         byte[] metaJson;
         try {
-            var batch = BatchLayout.read(leased.batch());
-            String json = FlightWire.json(batch.meta());
+            String json = FlightWire.json(leased.meta());
             metaJson = json.getBytes(StandardCharsets.UTF_8);
             payloadBytes = 0;
-            for (Tensor t : batch.tensors()) payloadBytes += t.data().byteSize();
-            root = toArrow(batch.tensors(), payloadBytes, FlightWire.batchSchema(json));
+            for (Tensor t : leased.tensors()) payloadBytes += t.data().byteSize();
+            root = toArrow(leased.tensors(), payloadBytes, FlightWire.batchSchema(json));
         } catch (RuntimeException e) {
             fail(listener, CallStatus.INTERNAL.withDescription("cannot send batch: " + e.getMessage()).withCause(e).toRuntimeException());
             return;
@@ -382,7 +418,7 @@ public final class FlightBatchServer implements AutoCloseable {
         }
     }
 
-    private CompletableFuture<BatchSource.Leased> adopt(String key) {
+    private CompletableFuture<Lent> adopt(String key) {
         synchronized (unclaimed) {
             var queue = unclaimed.get(key);
             return queue == null ? null : queue.poll();
@@ -390,7 +426,7 @@ public final class FlightBatchServer implements AutoCloseable {
     }
 
     /** Keeps a cancelled DoGet's batch for the rank's next DoGet, or releases it once the server is closed. */
-    private void handBack(String key, CompletableFuture<BatchSource.Leased> batch) {
+    private void handBack(String key, CompletableFuture<Lent> batch) {
         synchronized (unclaimed) {
             if (!closed) {
                 unclaimed.computeIfAbsent(key, r -> new ArrayDeque<>()).add(batch);
@@ -400,7 +436,7 @@ public final class FlightBatchServer implements AutoCloseable {
         release(batch);
     }
 
-    private static void release(CompletableFuture<BatchSource.Leased> batch) {
+    private static void release(CompletableFuture<Lent> batch) {
         batch.thenAccept(leased -> {
             if (leased != null) leased.done().run();
         });

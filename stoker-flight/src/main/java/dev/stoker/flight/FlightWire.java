@@ -7,7 +7,7 @@ import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
-import dev.stoker.transport.BatchLayout;
+import dev.stoker.core.batch.BatchLayout;
 import java.io.IOException;
 import java.util.LinkedHashMap;
 import java.util.List;

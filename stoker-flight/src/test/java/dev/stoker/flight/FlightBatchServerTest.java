@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.stoker.transport.BatchLayout;
-import dev.stoker.transport.Tensor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.Tensor;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -37,7 +37,7 @@ class FlightBatchServerTest {
     static final Location ANY_PORT = Location.forGrpcInsecure("127.0.0.1", 0);
 
     /** Serves {@code steps} deterministic STKB batches per rank from native memory, then ends; counts releases. */
-    static final class Synthetic implements BatchSource, AutoCloseable {
+    static final class Synthetic implements FlightTestSource, AutoCloseable {
         final int world;
         final int steps;
         final AtomicInteger[] served;
@@ -62,10 +62,10 @@ class FlightBatchServerTest {
         }
 
         @Override
-        public CompletableFuture<Leased> next(int rank) {
+        public CompletableFuture<Stored> next(int rank) {
             int step = served[rank].getAndIncrement();
             if (step >= steps) return CompletableFuture.completedFuture(null);
-            return CompletableFuture.completedFuture(new Leased(stkb(rank, step, world, arena), released[rank][step]::incrementAndGet));
+            return CompletableFuture.completedFuture(FlightTestSource.lent(stkb(rank, step, world, arena), released[rank][step]::incrementAndGet));
         }
 
         @Override
@@ -112,7 +112,7 @@ class FlightBatchServerTest {
     void ranksReceiveExactlyTheirBatchesInOrderThenTheEnd() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(2, 3);
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc)) {
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE)) {
             assertTrue(server.port() > 0);
             var failures = new ConcurrentLinkedQueue<Throwable>();
             var threads = new ArrayList<Thread>();
@@ -153,7 +153,7 @@ class FlightBatchServerTest {
     void theWireCarriesSchemaAndMetadataAsDocumented() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(1, 1);
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
              var client = FlightClient.builder(alloc, Location.forGrpcInsecure("127.0.0.1", server.port())).build()) {
             var ticket = new Ticket("{\"rank\":0,\"world\":1,\"job\":\"wire\"}".getBytes(StandardCharsets.UTF_8));
             try (FlightStream stream = client.getStream(ticket)) {
@@ -182,7 +182,7 @@ class FlightBatchServerTest {
     void rankOrWorldOutsideTheJobIsRefusedClearly() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(2, 1);
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
              var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
             var e = assertThrows(FlightRuntimeException.class, () -> client.next(2, 2, "test"));
             assertEquals(FlightStatusCode.INVALID_ARGUMENT, e.status().code());
@@ -205,7 +205,7 @@ class FlightBatchServerTest {
     void tensorsAreValidUntilTheNextCall() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(1, 2);
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
              var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
             Tensor ids = client.next(0, 1, "test").tensor("input_ids");
             assertEquals(151643L, ids.data().get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
@@ -215,15 +215,15 @@ class FlightBatchServerTest {
     }
 
     /** A source whose batches arrive when the test says so. */
-    static final class Manual implements BatchSource {
-        final ConcurrentLinkedQueue<CompletableFuture<Leased>> asked = new ConcurrentLinkedQueue<>();
+    static final class Manual implements FlightTestSource {
+        final ConcurrentLinkedQueue<CompletableFuture<Stored>> asked = new ConcurrentLinkedQueue<>();
 
         @Override
         public void validate(int rank, int world) {}
 
         @Override
-        public CompletableFuture<Leased> next(int rank) {
-            var f = new CompletableFuture<Leased>();
+        public CompletableFuture<Stored> next(int rank) {
+            var f = new CompletableFuture<Stored>();
             asked.add(f);
             return f;
         }
@@ -235,7 +235,7 @@ class FlightBatchServerTest {
         var released = new AtomicInteger();
         try (var alloc = new RootAllocator();
              var arena = Arena.ofShared();
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
              var raw = FlightClient.builder(alloc, Location.forGrpcInsecure("127.0.0.1", server.port())).build();
              var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
             var e = assertThrows(FlightRuntimeException.class, () -> {
@@ -246,7 +246,7 @@ class FlightBatchServerTest {
             assertEquals(FlightStatusCode.TIMED_OUT, e.status().code());
             while (server.waitingGets() > 0) Thread.sleep(5);
             assertEquals(1, source.asked.size());
-            source.asked.poll().complete(new BatchSource.Leased(stkb(0, 0, 1, arena), released::incrementAndGet));
+            source.asked.poll().complete(FlightTestSource.lent(stkb(0, 0, 1, arena), released::incrementAndGet));
             BatchLayout.Batch b = client.next(0, 1, "test");
             assertEquals(0, b.meta().step(), "the cancelled DoGet's batch comes first");
             assertSameTensors(tensors(0, 0), b);
@@ -260,7 +260,7 @@ class FlightBatchServerTest {
         var source = new Manual();
         var released = new AtomicInteger();
         try (var alloc = new RootAllocator(); var arena = Arena.ofShared()) {
-            var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+            var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
             try (var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
                 var call = CompletableFuture.supplyAsync(() -> client.next(0, 1, "test"));
                 while (server.waitingGets() == 0) Thread.sleep(5);
@@ -268,7 +268,7 @@ class FlightBatchServerTest {
                 var e = assertThrows(Exception.class, call::join);
                 assertTrue(e.getCause() instanceof FlightRuntimeException, String.valueOf(e.getCause()));
                 assertEquals(FlightStatusCode.UNAVAILABLE, ((FlightRuntimeException) e.getCause()).status().code());
-                source.asked.poll().complete(new BatchSource.Leased(stkb(0, 0, 1, arena), released::incrementAndGet));
+                source.asked.poll().complete(FlightTestSource.lent(stkb(0, 0, 1, arena), released::incrementAndGet));
                 assertEquals(1, released.get(), "a batch that arrives after close is released at once");
             }
         }
@@ -276,15 +276,15 @@ class FlightBatchServerTest {
 
     @Test
     void aFailingSourceIsReportedAsInternal() throws Exception {
-        BatchSource broken = new BatchSource() {
+        FlightTestSource broken = new FlightTestSource() {
             @Override public void validate(int rank, int world) {}
 
-            @Override public CompletableFuture<Leased> next(int rank) {
+            @Override public CompletableFuture<Stored> next(int rank) {
                 return CompletableFuture.failedFuture(new IllegalStateException("decoder died"));
             }
         };
         try (var alloc = new RootAllocator();
-             var server = FlightBatchServer.start(ANY_PORT, broken, alloc);
+             var server = FlightBatchServer.start(ANY_PORT, broken, null, alloc, FlightBatchServer.Security.NONE);
              var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
             var e = assertThrows(FlightRuntimeException.class, () -> client.next(0, 1, "test"));
             assertEquals(FlightStatusCode.INTERNAL, e.status().code());
@@ -299,18 +299,18 @@ class FlightBatchServerTest {
         var batches = List.of(List.of(emptyPixels, ids), List.<Tensor>of());
         try (var alloc = new RootAllocator(); var arena = Arena.ofShared()) {
             var step = new AtomicInteger();
-            BatchSource source = new BatchSource() {
+            FlightTestSource source = new FlightTestSource() {
                 @Override public void validate(int rank, int world) {}
 
-                @Override public CompletableFuture<Leased> next(int rank) {
+                @Override public CompletableFuture<Stored> next(int rank) {
                     int s = step.getAndIncrement();
                     if (s >= batches.size()) return CompletableFuture.completedFuture(null);
                     MemorySegment seg = arena.allocate(BatchLayout.sizeOf(batches.get(s)), 64);
                     BatchLayout.write(meta(0, s, 0, 1, 0), batches.get(s), seg);
-                    return CompletableFuture.completedFuture(new Leased(seg, () -> {}));
+                    return CompletableFuture.completedFuture(FlightTestSource.lent(seg, () -> {}));
                 }
             };
-            try (var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+            try (var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
                  var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
                 assertSameTensors(batches.get(0), client.next(0, 1, "test"));
                 BatchLayout.Batch none = client.next(0, 1, "test");
@@ -325,7 +325,7 @@ class FlightBatchServerTest {
     void dataBlocksAreReusedAcrossDoGets() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(2, 3);
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
              var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
             // Rank 1's batches are 0.6 to 1.1% larger than rank 0's of the same step: the same blocks serve them.
             for (int r = 0; r < 2; r++) for (int s = 0; s < 3; s++) assertSameTensors(tensors(r, s), client.next(r, 2, "test"));
@@ -337,7 +337,7 @@ class FlightBatchServerTest {
     @Test
     void aServerWithoutAnAllocatorOwnsOne() throws Exception {
         try (var source = new Synthetic(1, 1);
-             var server = FlightBatchServer.start(ANY_PORT, source, null);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, null, FlightBatchServer.Security.NONE);
              var client = FlightBatchClient.connect("127.0.0.1", server.port())) {
             assertSameTensors(tensors(0, 0), client.next(0, 1, "test"));
             assertNull(client.next(0, 1, "test"));

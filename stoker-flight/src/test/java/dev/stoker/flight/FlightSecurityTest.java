@@ -11,7 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.flight.FlightBatchServerTest.Synthetic;
 import dev.stoker.testkit.TestCertificate;
-import dev.stoker.transport.BatchLayout;
+import dev.stoker.core.batch.BatchLayout;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -66,7 +66,7 @@ class FlightSecurityTest {
     /** What a trainer of a plain loopback server reads: the reference the secured servers must match. */
     private static List<byte[][]> plainBatches(BufferAllocator alloc) throws Exception {
         try (var source = new Synthetic(1, STEPS);
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
              var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
             return drain(client);
         }
@@ -86,7 +86,7 @@ class FlightSecurityTest {
             List<byte[][]> expected = plainBatches(alloc);
             assertEquals(STEPS, expected.size());
             try (var source = new Synthetic(1, STEPS);
-                 var server = FlightBatchServer.start(ANY_PORT, source, alloc, TOKEN_ONLY)) {
+                 var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, TOKEN_ONLY)) {
                 try (var none = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
                     assertUnauthenticated(refused(none), "requires a token: send the header 'authorization: Bearer <token>'");
                 }
@@ -122,7 +122,7 @@ class FlightSecurityTest {
     void arrowsOwnClientSendsTheTokenAsACallHeader() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(1, 1);
-             var server = FlightBatchServer.start(ANY_PORT, source, alloc, TOKEN_ONLY);
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, TOKEN_ONLY);
              var raw = FlightClient.builder(alloc, Location.forGrpcInsecure("127.0.0.1", server.port())).build()) {
             var headers = new FlightCallHeaders();
             headers.insert("authorization", "Bearer " + TOKEN); // what docs/protocol.md tells pyarrow users to send
@@ -142,7 +142,7 @@ class FlightSecurityTest {
         try (var alloc = new RootAllocator()) {
             List<byte[][]> expected = plainBatches(alloc);
             try (var source = new Synthetic(1, STEPS);
-                 var server = FlightBatchServer.start(Location.forGrpcTls("127.0.0.1", 0), source, alloc, security)) {
+                 var server = FlightBatchServer.start(Location.forGrpcTls("127.0.0.1", 0), source, null, alloc, security)) {
                 try (var plaintext = FlightBatchClient.connect("127.0.0.1", server.port(), new FlightBatchClient.Options(TOKEN, false, null), alloc)) {
                     assertEquals(FlightStatusCode.UNAVAILABLE, refused(plaintext).status().code(), "no plaintext on a TLS port");
                 }
@@ -166,7 +166,7 @@ class FlightSecurityTest {
         var cert = TestCertificate.create(tmp);
         try (var alloc = new RootAllocator();
              var source = new Synthetic(1, 1);
-             var server = FlightBatchServer.start(Location.forGrpcTls("127.0.0.1", 0), source, alloc,
+             var server = FlightBatchServer.start(Location.forGrpcTls("127.0.0.1", 0), source, null, alloc,
                      new FlightBatchServer.Security(null, cert.certificate(), cert.privateKey()));
              var client = FlightBatchClient.connect("127.0.0.1", server.port(), new FlightBatchClient.Options(null, true, cert.certificate()), alloc)) {
             assertSameTensors(tensors(0, 0), client.next(0, 1, "test"));
@@ -185,10 +185,10 @@ class FlightSecurityTest {
         assertThrows(IllegalArgumentException.class, () -> new FlightBatchClient.Options(TOKEN, false, tmp.resolve("cert.pem")));
         var tls = new FlightBatchServer.Security(TOKEN, tmp.resolve("cert.pem"), tmp.resolve("key.pem"));
         try (var source = new Synthetic(1, 1)) {
-            var mismatch = assertThrows(IllegalArgumentException.class, () -> FlightBatchServer.start(ANY_PORT, source, null, tls));
+            var mismatch = assertThrows(IllegalArgumentException.class, () -> FlightBatchServer.start(ANY_PORT, source, null, null, tls));
             assertTrue(mismatch.getMessage().contains("plaintext location"), mismatch.getMessage());
             assertThrows(IllegalArgumentException.class,
-                    () -> FlightBatchServer.start(Location.forGrpcTls("127.0.0.1", 0), source, null, FlightBatchServer.Security.NONE));
+                    () -> FlightBatchServer.start(Location.forGrpcTls("127.0.0.1", 0), source, null, null, FlightBatchServer.Security.NONE));
         }
         for (Object o : List.of(TOKEN_ONLY, tls, new FlightBatchClient.Options(TOKEN, true, null))) {
             assertFalse(o.toString().contains(TOKEN), o.toString());

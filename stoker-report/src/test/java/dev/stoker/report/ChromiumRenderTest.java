@@ -14,7 +14,9 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -22,6 +24,8 @@ import org.junit.jupiter.api.io.TempDir;
  * error and with every plot drawn. The screenshot is kept as {@code target/report-screenshot.png}.
  * Skipped where {@code /usr/bin/chromium} is absent.
  */
+@Timeout(60)
+@Tag("slow")
 class ChromiumRenderTest {
     private static final Path CHROMIUM = Path.of("/usr/bin/chromium");
     private static final Pattern BODY = Pattern.compile("<body([^>]*)>");

@@ -9,8 +9,10 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
+@Timeout(60)
 class RunReportTest {
     private static final String EVIL = "<script>alert('x')</script> & \"quoted\"";
 

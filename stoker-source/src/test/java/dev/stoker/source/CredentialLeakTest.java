@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -22,6 +23,7 @@ import org.junit.jupiter.api.io.TempDir;
  * fixed (warn) once the first logger exists; there every logger is at TRACE.
  */
 @Timeout(120)
+@Tag("slow")
 class CredentialLeakTest {
     /** What {@code stoker} (dev.stoker.cli.Main) sets unless told otherwise: no wire dump of requests. */
     static final String NO_WIRE_DUMP = "-Dorg.slf4j.simpleLogger.log.io.netty.handler.logging.LoggingHandler=info";

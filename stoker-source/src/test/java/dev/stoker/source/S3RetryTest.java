@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(S3MockExtension.class)
 @Timeout(120)
+@Tag("slow")
 class S3RetryTest {
     static final String BUCKET = "retry-test";
     static final String MANIFEST = "s3://" + BUCKET + "/ds/train.jsonl";

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -17,6 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
  * without holding up the others; without shares, arrival order rules and a stalled owner starves
  * the rest (the control case).
  */
+@Timeout(60)
 class StoreShareTest {
     @TempDir Path dir;
 

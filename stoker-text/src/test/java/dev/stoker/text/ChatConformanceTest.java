@@ -1,5 +1,6 @@
 package dev.stoker.text;
 
+import org.junit.jupiter.api.Timeout;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
@@ -20,6 +21,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /** Chat vectors c01/c02 (spec §15): rendered text, ids, labels, mask and M-RoPE positions match the reference exactly. */
+@Timeout(60)
 class ChatConformanceTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static QwenTokenizer tokenizer;

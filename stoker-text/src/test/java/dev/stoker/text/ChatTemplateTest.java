@@ -9,7 +9,9 @@ import dev.stoker.text.Message.Role;
 import dev.stoker.text.Message.Text;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class ChatTemplateTest {
     private static final List<Message> CHAT = List.of(
             new Message(Role.USER, List.of(new Text("a "), new Image("x.jpg"), new Text(" b"))),

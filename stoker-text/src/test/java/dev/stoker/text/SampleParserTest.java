@@ -11,9 +11,11 @@ import dev.stoker.text.Message.Text;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+@Timeout(60)
 class SampleParserTest {
     private final SampleParser parser = new SampleParser();
 

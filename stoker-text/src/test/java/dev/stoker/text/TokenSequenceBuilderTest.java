@@ -20,7 +20,9 @@ import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class TokenSequenceBuilderTest {
     private static QwenTokenizer tok;
     // Two images of 6 and 4 tokens, two assistant turns.

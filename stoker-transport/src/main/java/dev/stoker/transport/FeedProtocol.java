@@ -1,5 +1,6 @@
 package dev.stoker.transport;
 
+import dev.stoker.core.ScheduleCursor;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -40,22 +41,8 @@ public final class FeedProtocol {
     /** WELCOME delivery: batches are copied in BATCH frames, or referenced in REF frames. */
     public static final int DELIVERY_COPY = 0, DELIVERY_SHARED_MEMORY = 1;
 
-    /**
-     * A place in the job's global sample order: {@code position} samples into epoch {@code epoch}'s
-     * permutation. It does not depend on the rank count (every rank of a step takes a contiguous
-     * block of the same global order), so a state saved with R ranks resumes with R' ranks.
-     */
-    public record Cursor(long epoch, long position) {
-        public Cursor {
-            if (epoch < 0 || position < 0) throw new IllegalArgumentException("bad cursor (epoch " + epoch + ", position " + position + ")");
-        }
-
-        @Override
-        public String toString() { return "epoch " + epoch + " position " + position; }
-    }
-
     /** A trainer's HELLO. {@code resume} is null unless the trainer resumes from a saved state. */
-    public record Hello(int version, int rank, int world, int flags, Cursor resume, long fingerprint, String job) {
+    public record Hello(int version, int rank, int world, int flags, ScheduleCursor resume, long fingerprint, String job) {
         public boolean sharedMemory() { return (flags & FLAG_SHARED_MEMORY) != 0; }
 
         ByteBuffer encode() {
@@ -73,10 +60,10 @@ public final class FeedProtocol {
             if (p.remaining() < 36) throw new java.io.IOException("HELLO of " + (p.remaining() + 4) + " bytes; version " + VERSION + " needs at least 40");
             int rank = p.getInt(), world = p.getInt(), flags = p.getInt();
             long epoch = p.getLong(), position = p.getLong(), fingerprint = p.getLong();
-            Cursor resume = null;
+            ScheduleCursor resume = null;
             if ((flags & FLAG_RESUME) != 0) {
                 if (epoch < 0 || position < 0) throw new java.io.IOException("HELLO resumes at a negative cursor");
-                resume = new Cursor(epoch, position);
+                resume = new ScheduleCursor(epoch, position);
             }
             return new Hello(version, rank, world, flags, resume, fingerprint, utf8(p));
         }
@@ -105,10 +92,10 @@ public final class FeedProtocol {
         }
 
         /** The cursor where this trainer starts. */
-        public Cursor cursor() { return new Cursor(epoch, position); }
+        public ScheduleCursor cursor() { return new ScheduleCursor(epoch, position); }
 
         /** The cursor {@code steps} batches after {@code c}, by the schedule's rule (drop_last at the end of each epoch). */
-        public Cursor advance(Cursor c, long steps) {
+        public ScheduleCursor advance(ScheduleCursor c, long steps) {
             long e = c.epoch(), pos = c.position();
             if (positionsPerStep <= 0 || datasetSize <= 0) return c;
             for (long i = 0; i < steps; i++) {
@@ -118,7 +105,7 @@ public final class FeedProtocol {
                     pos = 0;
                 }
             }
-            return new Cursor(e, pos);
+            return new ScheduleCursor(e, pos);
         }
     }
 

@@ -1,5 +1,8 @@
 package dev.stoker.transport;
 
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.batch.Tensor;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

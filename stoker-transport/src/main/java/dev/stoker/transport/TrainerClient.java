@@ -1,5 +1,8 @@
 package dev.stoker.transport;
 
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.batch.Tensor;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -40,7 +43,7 @@ public final class TrainerClient implements AutoCloseable {
      * fingerprint (0: none), and the bytes of receive buffer to allocate and touch before saying
      * hello (0: after WELCOME, at the size the service suggests).
      */
-    public record Options(boolean sharedMemory, FeedProtocol.Cursor resume, long fingerprint, long receiveBufferBytes) {
+    public record Options(boolean sharedMemory, dev.stoker.core.ScheduleCursor resume, long fingerprint, long receiveBufferBytes) {
         public static final Options COPY = new Options(false, null, 0, 0);
         public static final Options SHARED_MEMORY = new Options(true, null, 0, 0);
 
@@ -55,7 +58,7 @@ public final class TrainerClient implements AutoCloseable {
      * would take (global: valid for any rank and rank count), the job's fingerprint, and labels.
      */
     public record State(String job, int rank, int world, long fingerprint, long epoch, long position, long nextStep) {
-        public FeedProtocol.Cursor cursor() { return new FeedProtocol.Cursor(epoch, position); }
+        public dev.stoker.core.ScheduleCursor cursor() { return new dev.stoker.core.ScheduleCursor(epoch, position); }
     }
 
     /** One received batch; close it when done reading (releases a shared-memory lease; no-op for copies). */

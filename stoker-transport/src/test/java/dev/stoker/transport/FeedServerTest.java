@@ -1,5 +1,9 @@
 package dev.stoker.transport;
 
+import dev.stoker.core.ScheduleCursor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.batch.Tensor;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -26,8 +30,22 @@ import org.junit.jupiter.api.io.TempDir;
 class FeedServerTest {
     @TempDir Path tmp;
 
+    /** A provider of fresh starts only, whose batches do not depend on the connection that asks. */
+    interface Simple extends BatchProvider {
+        CompletableFuture<? extends Delivery> next(int rank);
+
+        @Override
+        default CompletableFuture<? extends Delivery> next(int rank, long connection) { return next(rank); }
+
+        @Override
+        default Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint) {
+            if (resume != null) throw new IllegalArgumentException("this provider cannot resume a trainer (asked for " + resume + ")");
+            return new Joined(0, 0, 0, ScheduleCursor.START, 0, 0);
+        }
+    }
+
     /** Serves {@code steps} deterministic batches per rank, then ends. */
-    static final class Synthetic implements BatchProvider {
+    static final class Synthetic implements Simple {
         final int world;
         final int steps;
         final AtomicInteger[] served;
@@ -102,7 +120,7 @@ class FeedServerTest {
     @Test
     void aFailedBatchReachesTheTrainerAsAnErrorWithItsMessage() throws Exception {
         var good = new Synthetic(1, 2);
-        var provider = new BatchProvider() {
+        var provider = new Simple() {
             @Override
             public void validate(int rank, int world) { good.validate(rank, world); }
 
@@ -170,7 +188,7 @@ class FeedServerTest {
     }
 
     /** Serves each rank's batches from segment files in {@code dir}, counting releases. */
-    static final class StoredSynthetic implements BatchProvider {
+    static final class StoredSynthetic implements Simple {
         final Synthetic values;
         final Path dir;
         final Arena arena = Arena.ofShared();

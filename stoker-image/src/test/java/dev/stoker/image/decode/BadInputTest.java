@@ -10,10 +10,12 @@ import dev.stoker.core.SampleException;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /** Bad input fails as a DECODE SampleException naming the file, quickly, and leaves the decoder usable. */
+@Timeout(60)
 class BadInputTest {
     static List<String> badFixtures() { return Fixtures.names(true); }
 

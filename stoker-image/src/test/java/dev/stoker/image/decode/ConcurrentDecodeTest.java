@@ -14,8 +14,10 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** Per-thread decoders give the same bytes as one thread, and refuse use from a foreign thread. */
+@Timeout(60)
 class ConcurrentDecodeTest {
     private static final List<String> NAMES = List.of("jpeg_420_203x157.jpg", "jpeg_progressive_160x120.jpg", "jpeg_cmyk_adobe_160x120.jpg",
             "jpeg_gray_203x157.jpg", "png_rgba.png", "webp_lossless.webp", "webp_lossy_rgba.webp", "webp_lossy_203x157.webp", "bad_corrupt_vp8.webp",

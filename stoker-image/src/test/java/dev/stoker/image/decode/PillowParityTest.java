@@ -14,10 +14,12 @@ import java.nio.file.Files;
 import java.util.List;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /** Every good fixture decodes to Pillow's {@code convert("RGB")} bytes, on both decoder paths. */
+@Timeout(60)
 class PillowParityTest {
     static List<String> goodFixtures() { return Fixtures.names(false); }
 

@@ -12,7 +12,9 @@ import java.nio.file.Files;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class BicubicResizerTest {
 
     /** The LCG image of testdata/resize/make_resize_cases.py ({@code synthetic_image}). */

@@ -12,8 +12,10 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The compact wire format's reference decoder gives the float32 path's pixel_values, bit for bit. */
+@Timeout(60)
 class CompactPixelsTest {
 
     /** The u8 pixels of images {@code (w, h)} (synthetic), concatenated, with their grids. */

@@ -11,7 +11,9 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class PatchWriterTest {
 
     /** Two passes as the HF code does it: normalize into CHW floats, then index-math patchify (spec §6, §7). */

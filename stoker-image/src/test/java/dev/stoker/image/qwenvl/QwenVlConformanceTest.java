@@ -28,9 +28,11 @@ import java.util.stream.Stream;
 import javax.imageio.ImageIO;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.TestFactory;
 
 /** Every image case × setting of the conformance manifest (spec §15), bit for bit. */
+@Timeout(60)
 class QwenVlConformanceTest {
     private static final Vectors VECTORS = Vectors.get();
 

@@ -10,7 +10,9 @@ import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.SampleException;
 import dev.stoker.core.VisionConfig;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class SmartResizeTest {
     private static final VisionConfig QWEN2 = ProcessorPreset.QWEN2_VL.vision();
     private static final VisionConfig QWEN3 = ProcessorPreset.QWEN3_VL.vision();

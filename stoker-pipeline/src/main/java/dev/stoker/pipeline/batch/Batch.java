@@ -22,47 +22,47 @@ import java.util.List;
  * @param sampleIds       ids of the delivered samples, in batch order
  * @param datasetIndices  their dataset indices (manifest line order, 0-based)
  * @param skippedSamples  the scheduled samples left out, in schedule order
- * @param layout          B, L, pixel rows and images
+ * @param shape          B, L, pixel rows and images
  * @param attentionMask   int64 0/1 = (input_ids != 151643); the official code yields bool
  * @param pixelValues     float32 pixel_values (empty in the compact wire format)
- * @param pixelsU8        in the compact wire format (layout UINT8), every image's resized RGB pixels, HWC, in
+ * @param pixelsU8        in the compact wire format (shape UINT8), every image's resized RGB pixels, HWC, in
  *                        image order ({@code pixel_values_u8}); null in FLOAT32
  */
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
-                    List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchLayout layout,
+                    List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
                     long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                     float[] pixelValues, long[] imageGridThw, byte[] pixelsU8) implements FeedBatch {
 
     public Batch {
         sampleIds = List.copyOf(sampleIds);
         skippedSamples = List.copyOf(skippedSamples);
-        if (sampleIds.size() != layout.samples() || datasetIndices.length != layout.samples()
-                || layout.samples() + skippedSamples.size() != scheduled)
-            throw new IllegalArgumentException("batch of " + layout.samples() + " samples (" + sampleIds.size() + " ids, "
+        if (sampleIds.size() != shape.samples() || datasetIndices.length != shape.samples()
+                || shape.samples() + skippedSamples.size() != scheduled)
+            throw new IllegalArgumentException("batch of " + shape.samples() + " samples (" + sampleIds.size() + " ids, "
                     + datasetIndices.length + " indices) + " + skippedSamples.size() + " skipped != " + scheduled + " scheduled");
-        boolean compact = layout.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8;
-        if (compact != (pixelsU8 != null) || compact && pixelsU8.length != layout.pixelU8Bytes())
-            throw new IllegalArgumentException("a " + layout.pixelFormat() + " batch of " + layout.pixelU8Bytes() + " u8 pixel bytes has "
+        boolean compact = shape.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8;
+        if (compact != (pixelsU8 != null) || compact && pixelsU8.length != shape.pixelU8Bytes())
+            throw new IllegalArgumentException("a " + shape.pixelFormat() + " batch of " + shape.pixelU8Bytes() + " u8 pixel bytes has "
                     + (pixelsU8 == null ? "none" : pixelsU8.length));
     }
 
     /** A FLOAT32 batch. */
     public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
-                 List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchLayout layout,
+                 List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
                  long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                  float[] pixelValues, long[] imageGridThw) {
-        this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, layout, inputIds, labels,
+        this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, shape, inputIds, labels,
                 attentionMask, positionIds, pixelValues, imageGridThw, null);
     }
 
     /** B, the samples delivered. */
-    public int samples() { return layout.samples(); }
+    public int samples() { return shape.samples(); }
 
     /** L, the padded sequence length. */
-    public int length() { return layout.length(); }
+    public int length() { return shape.length(); }
 
     @Override
     public int skipped() { return skippedSamples.size(); }
 
-    public long sizeBytes() { return layout.sizeBytes(); }
+    public long sizeBytes() { return shape.sizeBytes(); }
 }

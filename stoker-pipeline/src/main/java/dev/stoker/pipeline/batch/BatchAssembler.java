@@ -42,7 +42,7 @@ public final class BatchAssembler {
             throw new IllegalArgumentException(datasetIndices.length + " dataset indices for " + samples.size() + " samples");
         if (samples.size() + skipped.size() != scheduled.size())
             throw new IllegalArgumentException(samples.size() + " samples + " + skipped.size() + " skipped for a batch of " + scheduled.size());
-        var layout = BatchLayout.of(samples, pixelFormat);
+        var layout = BatchShape.of(samples, pixelFormat);
         boolean compact = pixelFormat == EncodeOptions.PixelFormat.UINT8;
         if ((compact ? layout.pixelU8Bytes() : layout.pixelFloats()) > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("batch too large for heap arrays: " + layout);

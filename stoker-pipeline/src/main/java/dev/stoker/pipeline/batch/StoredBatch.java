@@ -6,7 +6,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * One rank's batch written once into a sealed shared-memory object, in the {@code STKB} layout
- * ({@code dev.stoker.transport.BatchLayout}): trainers read it in place. It carries one reference to
+ * ({@code dev.stoker.core.batch.BatchLayout}): trainers read it in place. It carries one reference to
  * the object (the pipeline's hold from sealing); whoever ends up with the batch gives it up exactly
  * once with {@link #release()}: the server after handing out leases of its own, or the feed when
  * the batch is dropped undelivered.

@@ -1,7 +1,7 @@
 package dev.stoker.pipeline.feed;
 
 import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.core.ScheduleCursor;
 import java.nio.file.Path;
 import java.util.Objects;
 
@@ -30,8 +30,10 @@ import java.util.Objects;
 public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int batchSize, long seed, ScheduleCursor start,
                          int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis,
                          ErrorPolicy onError, double maxErrorRate, Path errorsFile) {
-    public static final long SEED_DEFAULT = 0;
-    public static final int FETCH_CONCURRENCY_DEFAULT = 32;
+    public static final long SEED_DEFAULT = 1234;
+    public static final int FETCH_CONCURRENCY_DEFAULT = 64;
+    public static final long WARM_UP_MILLIS_DEFAULT = 1500;
+    public static final double MAX_ERROR_RATE_DEFAULT = 1.0;
     public static final int PREFETCH_BATCHES_DEFAULT = 4;
     public static final long PREFETCH_BYTES_DEFAULT = 1L << 30;
 
@@ -51,11 +53,14 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
             throw new IllegalArgumentException("max error rate must be in [0, 1], got " + maxErrorRate);
     }
 
-    /** Defaults for everything but the mode, the encoding and the rank/batch shape: bad samples skipped, no rate limit, no errors file. */
+    /**
+     * Defaults for everything but the mode, the encoding and the rank/batch shape (the node's defaults, defined here once):
+     * bad samples skipped, no rate limit, no errors file.
+     */
     public static FeedConfig of(FeedMode mode, EncodeOptions encode, int ranks, int batchSize) {
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
                 Runtime.getRuntime().availableProcessors(), FETCH_CONCURRENCY_DEFAULT, PREFETCH_BATCHES_DEFAULT,
-                PREFETCH_BYTES_DEFAULT, 0, ErrorPolicy.SKIP, 1.0, null);
+                PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null);
     }
 
     public FeedConfig withMode(FeedMode m) {

@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -318,16 +319,24 @@ public final class Feeder implements AutoCloseable {
     /** Samples in the manifest (non-blank lines). */
     public int datasetSize() { return schedule.datasetSize(); }
 
-    /** Rank {@code rank}'s feed of heap batches (every mode but ZERO_COPY); the same instance on every call. */
+    /**
+     * Rank {@code rank}'s next heap batch (every mode but ZERO_COPY), in schedule order: one per global step, even when
+     * every sample of it failed (then B = 0), so that all ranks take the same steps; fails with the feed's error, or
+     * CancellationException after close. The future may complete on a pipeline thread: do not block in its callbacks.
+     */
+    public CompletableFuture<Batch> next(int rank) { return rank(rank).next(); }
+
+    /** Rank {@code rank}'s next batch in shared memory (ZERO_COPY), as {@link #next(int)}; the caller releases it. */
+    public CompletableFuture<StoredBatch> nextStored(int rank) { return storedRank(rank).next(); }
+
     @SuppressWarnings("unchecked")
-    public RankFeed<Batch> rank(int rank) {
-        if (config.mode() == FeedMode.ZERO_COPY) throw new IllegalStateException("a ZERO_COPY feed yields stored batches: use storedRank()");
+    RankFeed<Batch> rank(int rank) {
+        if (config.mode() == FeedMode.ZERO_COPY) throw new IllegalStateException("a ZERO_COPY feed yields stored batches: use nextStored()");
         return (RankFeed<Batch>) feed(rank);
     }
 
-    /** Rank {@code rank}'s feed of shared-memory batches (ZERO_COPY); the same instance on every call. */
     @SuppressWarnings("unchecked")
-    public RankFeed<StoredBatch> storedRank(int rank) {
+    RankFeed<StoredBatch> storedRank(int rank) {
         if (config.mode() != FeedMode.ZERO_COPY) throw new IllegalStateException("only a ZERO_COPY feed yields stored batches");
         return (RankFeed<StoredBatch>) feed(rank);
     }

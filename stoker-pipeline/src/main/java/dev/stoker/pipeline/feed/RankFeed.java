@@ -4,7 +4,7 @@ import dev.stoker.pipeline.batch.FeedBatch;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * One trainer rank's view of a feed: its batches in schedule order, one per global step.
+ * One trainer rank's stream inside a {@link Feeder}: its batches in schedule order, one per global step.
  *
  * <p>Every step yields a batch, even when all of its samples failed (then an empty one, B = 0),
  * so that all ranks take the same number of steps and collective operations stay in lockstep;
@@ -14,7 +14,7 @@ import java.util.concurrent.CompletableFuture;
  * most {@link #MAX_OUTSTANDING_REQUESTS} at a time. The returned future may complete on a pipeline
  * thread: do not block in its callbacks (or use the async variants).
  */
-public interface RankFeed<B extends FeedBatch> extends AutoCloseable {
+interface RankFeed<B extends FeedBatch> extends AutoCloseable {
     int MAX_OUTSTANDING_REQUESTS = 64;
 
     int rank();

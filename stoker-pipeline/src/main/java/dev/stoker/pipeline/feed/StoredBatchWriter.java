@@ -3,13 +3,14 @@ package dev.stoker.pipeline.feed;
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.pipeline.batch.BatchAssembler;
+import dev.stoker.pipeline.batch.BatchSchema;
+import dev.stoker.pipeline.batch.BatchShape;
 import dev.stoker.pipeline.batch.SkippedSample;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import dev.stoker.store.Allocation;
 import dev.stoker.store.ShmObjectStore;
-import dev.stoker.transport.BatchLayout;
-import dev.stoker.transport.Tensor;
+import dev.stoker.core.batch.BatchLayout;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -45,10 +46,6 @@ final class StoredBatchWriter implements AutoCloseable {
     /** Batches of one rank stream whose pixels may be written at once. */
     static final int BATCHES_FILLING = 2;
 
-    static final String PIXEL_VALUES = "pixel_values";
-    static final String PIXEL_VALUES_U8 = "pixel_values_u8";
-    static final String PIXEL_NORM = "pixel_norm";
-    static final String PIXEL_PATCH = "pixel_patch";
     private static final ValueLayout.OfFloat FLOAT_LE = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfLong LONG_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
@@ -62,8 +59,9 @@ final class StoredBatchWriter implements AutoCloseable {
     private final int world;
     private final int rowLength;
     private final boolean compact;
-    /** The name of the pixel tensor, first in every batch: pixel_values, or pixel_values_u8 in the compact wire format. */
+    /** The name of the pixel tensor: pixel_values, or pixel_values_u8 in the compact wire format. */
     private final String pixelTensor;
+    private final dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat;
     private final float[] pixelNorm;
     private final long[] pixelPatch;
     private final java.util.Set<Allocation> unsealed = java.util.concurrent.ConcurrentHashMap.newKeySet();
@@ -80,7 +78,8 @@ final class StoredBatchWriter implements AutoCloseable {
         this.world = world;
         this.rowLength = encode.vision().rowLength();
         this.compact = encode.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8;
-        this.pixelTensor = compact ? PIXEL_VALUES_U8 : PIXEL_VALUES;
+        this.pixelFormat = encode.pixelFormat();
+        this.pixelTensor = BatchSchema.pixelTensor(pixelFormat);
         this.pixelNorm = dev.stoker.image.qwenvl.CompactPixels.norm(encode.vision());
         this.pixelPatch = dev.stoker.image.qwenvl.CompactPixels.patch(encode.vision());
     }
@@ -169,7 +168,8 @@ final class StoredBatchWriter implements AutoCloseable {
         long copied = 0;
         if (kept.size() < a.ready().size()) {
             plan = plan(kept.stream().map(SamplePipeline.Ready::sample).toList());
-            // close the gaps: same tensor count, so the pixel tensor starts where it did; rows only move down
+            // close the gaps: with fewer samples every tensor before the pixels is no larger, so the pixel tensor starts at or
+            // before where it did and each kept sample's rows move down (in ascending order: never over rows not yet moved)
             long from = a.plan().offset(pixelTensor), to = plan.offset(pixelTensor);
             int k = 0;
             for (var r : a.ready()) {
@@ -187,11 +187,11 @@ final class StoredBatchWriter implements AutoCloseable {
         }
         var samples = kept.stream().map(SamplePipeline.Ready::sample).toList();
         var tokens = BatchAssembler.collate(samples.stream().map(s -> new long[][] {s.text().inputIds(), s.text().labels(), s.text().positionIds()}).toList());
-        put(seg, plan.offset("input_ids"), tokens.inputIds());
-        put(seg, plan.offset("labels"), tokens.labels());
-        put(seg, plan.offset("attention_mask"), tokens.attentionMask());
-        put(seg, plan.offset("position_ids"), tokens.positionIds());
-        long gridOffset = plan.offset("image_grid_thw");
+        put(seg, plan.offset(BatchSchema.INPUT_IDS), tokens.inputIds());
+        put(seg, plan.offset(BatchSchema.LABELS), tokens.labels());
+        put(seg, plan.offset(BatchSchema.ATTENTION_MASK), tokens.attentionMask());
+        put(seg, plan.offset(BatchSchema.POSITION_IDS), tokens.positionIds());
+        long gridOffset = plan.offset(BatchSchema.IMAGE_GRID_THW);
         for (var s : samples) {
             long[] grid = s.gridThw();
             put(seg, gridOffset, grid);
@@ -205,10 +205,10 @@ final class StoredBatchWriter implements AutoCloseable {
             index[i] = indices[i];
             ids.add(kept.get(i).sample().id());
         }
-        put(seg, plan.offset("sample_index"), index);
+        put(seg, plan.offset(BatchSchema.SAMPLE_INDEX), index);
         if (compact) {
-            MemorySegment.copy(pixelNorm, 0, seg, FLOAT_LE, plan.offset(PIXEL_NORM), pixelNorm.length);
-            put(seg, plan.offset(PIXEL_PATCH), pixelPatch);
+            MemorySegment.copy(pixelNorm, 0, seg, FLOAT_LE, plan.offset(BatchSchema.PIXEL_NORM), pixelNorm.length);
+            put(seg, plan.offset(BatchSchema.PIXEL_PATCH), pixelPatch);
         }
         var s = a.scheduled();
         BatchLayout.writeHeader(new BatchLayout.Meta(s.epoch(), s.step(), s.rank(), world, kept.size(), s.size(), s.globalStep()), plan, seg);
@@ -262,11 +262,7 @@ final class StoredBatchWriter implements AutoCloseable {
         MemorySegment.copy(values, 0, seg, LONG_LE, offset, values.length);
     }
 
-    /**
-     * The layout of a batch of {@code samples}: the pixel tensor first, so a re-plan with fewer samples keeps its
-     * offset; in the compact wire format {@code pixel_values_u8} (Σ H·W, 3) and, last, its {@code pixel_norm}
-     * and {@code pixel_patch}.
-     */
+    /** The layout of a batch of {@code samples}, by {@link BatchSchema}. */
     BatchLayout.Plan plan(List<SampleEncoder.Prepared> samples) {
         int b = samples.size(), len = 0, images = 0;
         long rows = 0, bytes = 0;
@@ -276,20 +272,6 @@ final class StoredBatchWriter implements AutoCloseable {
             bytes += s.pixelBytes();
             images += s.images().size();
         }
-        var specs = new ArrayList<BatchLayout.Spec>(9);
-        specs.add(compact ? new BatchLayout.Spec(PIXEL_VALUES_U8, Tensor.DType.UINT8, new long[] {bytes / 3, 3})
-                : new BatchLayout.Spec(PIXEL_VALUES, Tensor.DType.FLOAT32, new long[] {rows, rowLength}));
-        specs.addAll(List.of(
-                new BatchLayout.Spec("input_ids", Tensor.DType.INT64, new long[] {b, len}),
-                new BatchLayout.Spec("labels", Tensor.DType.INT64, new long[] {b, len}),
-                new BatchLayout.Spec("attention_mask", Tensor.DType.INT64, new long[] {b, len}),
-                new BatchLayout.Spec("position_ids", Tensor.DType.INT64, new long[] {3, b, len}),
-                new BatchLayout.Spec("image_grid_thw", Tensor.DType.INT64, new long[] {images, 3}),
-                new BatchLayout.Spec("sample_index", Tensor.DType.INT64, new long[] {b})));
-        if (compact) {
-            specs.add(new BatchLayout.Spec(PIXEL_NORM, Tensor.DType.FLOAT32, new long[] {2, 3}));
-            specs.add(new BatchLayout.Spec(PIXEL_PATCH, Tensor.DType.INT64, new long[] {3}));
-        }
-        return BatchLayout.plan(specs);
+        return BatchSchema.plan(new BatchShape(b, len, rows, rowLength, images, pixelFormat, compact ? bytes : 0), rowLength);
     }
 }

@@ -3,7 +3,7 @@ package dev.stoker.pipeline.feed;
 import dev.stoker.pipeline.JsonlManifest;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.pipeline.schedule.SampleSchedule;
-import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.core.ScheduleCursor;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.schedule;
 
+import dev.stoker.core.ScheduleCursor;
 import java.util.Iterator;
 
 /**

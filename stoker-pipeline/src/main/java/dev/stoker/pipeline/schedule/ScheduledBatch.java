@@ -1,5 +1,7 @@
 package dev.stoker.pipeline.schedule;
 
+import dev.stoker.core.ScheduleCursor;
+
 /**
  * One rank's share of one global step: which dataset indices it gets, in order.
  *

@@ -6,11 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.EncodedSample;
-import dev.stoker.pipeline.schedule.ScheduleCursor;
+import dev.stoker.core.ScheduleCursor;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class BatchAssemblerTest {
     private static final long P = 151643;
     private static final long I = -100;
@@ -57,8 +59,11 @@ class BatchAssemblerTest {
                 20, 21, 22, 1, 1, 120, 121, 122, 123, 124, 220, 1, 1, 1, 1}, b.positionIds());
         assertArrayEquals(new float[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, b.pixelValues());
         assertArrayEquals(new long[] {1, 2, 1, 1, 1, 1}, b.imageGridThw());
-        assertEquals(new BatchLayout(3, 5, 3, 4, 2), b.layout());
-        assertEquals(8 * (15 + 15 + 15 + 45 + 6) + 4 * 12, b.sizeBytes());
+        assertEquals(new BatchShape(3, 5, 3, 4, 2), b.shape());
+        // the STKB layout: a 64-byte header and 7 descriptors of 128 (960), then each tensor at a 64-aligned offset:
+        // input_ids, labels, attention_mask 120 → 128 each, position_ids 360 → 384, pixel_values 48, image_grid_thw 48,
+        // sample_index 24 → 64 each
+        assertEquals(960 + 3 * 128 + 384 + 3 * 64, b.sizeBytes());
     }
 
     @Test
@@ -71,7 +76,7 @@ class BatchAssemblerTest {
         assertEquals(0, b.inputIds().length);
         assertEquals(0, b.positionIds().length);
         assertEquals(0, b.pixelValues().length);
-        assertEquals(0, b.sizeBytes());
+        assertEquals(960, b.sizeBytes(), "the header and descriptors of seven empty tensors");
     }
 
     @Test

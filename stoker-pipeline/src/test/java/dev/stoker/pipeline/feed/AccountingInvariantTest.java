@@ -68,7 +68,7 @@ class AccountingInvariantTest {
         try (var source = new LocalFeedSource(manifest, 1); var store = BadInputFeedTest.store(shm)) {
             for (var mode : new FeedMode[] {FeedMode.PREFETCH, FeedMode.ZERO_COPY}) {
                 Path errorsFile = tmp.resolve(mode + "-errors.jsonl");
-                var cfg = FeedConfig.of(mode, options, RANKS, BATCH).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(8)
+                var cfg = FeedConfig.of(mode, options, RANKS, BATCH).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(8).withWarmUp(0)
                         .withErrorsFile(errorsFile);
                 List<FeedBatch> batches;
                 try (var feeder = BadInputFeedTest.start(cfg, source, store)) {

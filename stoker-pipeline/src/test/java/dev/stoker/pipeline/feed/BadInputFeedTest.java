@@ -58,7 +58,7 @@ class BadInputFeedTest {
     static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     static FeedConfig config(FeedMode mode, int ranks, int batch) {
-        return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4);
+        return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4).withWarmUp(0);
     }
 
     /** {@code steps} batches of every rank, asking the ranks in turn; stored batches are released at once (their metadata stays). */

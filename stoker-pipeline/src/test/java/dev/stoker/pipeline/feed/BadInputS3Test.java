@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -20,6 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @ExtendWith(S3MockExtension.class)
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class BadInputS3Test {
     @TempDir Path tmp;
 

@@ -7,8 +7,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalDouble;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The verdict rules on constructed timelines. */
+@Timeout(60)
 class BottleneckTest {
     static final long MS = 1_000_000;
 

@@ -10,9 +10,11 @@ import java.util.Set;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The JIT warm-up: it runs the real encoder paths, stops at its round limit, and changes no batch. */
+@Timeout(60)
 class CpuWarmUpTest {
     static QwenTokenizer tokenizer;
     @TempDir Path tmp;

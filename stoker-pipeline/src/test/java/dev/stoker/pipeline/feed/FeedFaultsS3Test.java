@@ -26,6 +26,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -41,6 +42,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @ExtendWith(S3MockExtension.class)
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class FeedFaultsS3Test {
     static final String BUCKET = "feed-faults";
     static final String MANIFEST = "s3://" + BUCKET + "/ds/train.jsonl";

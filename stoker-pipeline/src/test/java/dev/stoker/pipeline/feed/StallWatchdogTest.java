@@ -8,8 +8,10 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.LongFunction;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The stall rules on constructed observations, and the running watchdog on a constructed probe. */
+@Timeout(60)
 class StallWatchdogTest {
     static final long N = 30_000;
     static final long GIB = 1L << 30;

@@ -12,12 +12,14 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Constructed slow-fetch, slow-CPU and slow-trainer runs must each get their verdict. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Tag("slow")
 class VerdictFeedTest {
     static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 50176);
     static final EncodeOptions BIG = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 1_003_520);
@@ -70,7 +72,7 @@ class VerdictFeedTest {
     @Test
     void slowFetchIsIoBound() throws Exception {
         Path manifest = TestDatasets.write(tmp, 40, Set.of());
-        var config = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 4).withCpuThreads(2).withFetchConcurrency(1);
+        var config = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 4).withCpuThreads(2).withFetchConcurrency(1).withWarmUp(0);
         try (var source = new LocalFeedSource(manifest, 0)) {
             var v = run(config, new SlowSource(source, 200), 4000, 0);
             assertEquals(BottleneckVerdict.Kind.IO_BOUND, v.kind(), v.text());
@@ -81,7 +83,7 @@ class VerdictFeedTest {
     @Test
     void slowCpuIsCpuBound() throws Exception {
         Path manifest = TestDatasets.write(tmp, 40, Set.of());
-        var config = FeedConfig.of(FeedMode.PREFETCH, BIG, 1, 4).withCpuThreads(1).withFetchConcurrency(8);
+        var config = FeedConfig.of(FeedMode.PREFETCH, BIG, 1, 4).withCpuThreads(1).withFetchConcurrency(8).withWarmUp(0);
         try (var source = new LocalFeedSource(manifest, 0)) {
             var v = run(config, source, 3000, 0);
             assertEquals(BottleneckVerdict.Kind.CPU_BOUND, v.kind(), v.text());
@@ -92,7 +94,7 @@ class VerdictFeedTest {
     @Test
     void slowTrainerIsTrainerBound() throws Exception {
         Path manifest = TestDatasets.write(tmp, 40, Set.of());
-        var config = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 4).withCpuThreads(2).withFetchConcurrency(4).withPrefetch(2, 1L << 30);
+        var config = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 4).withCpuThreads(2).withFetchConcurrency(4).withPrefetch(2, 1L << 30).withWarmUp(0);
         try (var source = new LocalFeedSource(manifest, 0)) {
             var v = run(config, source, 3500, 300);
             assertEquals(BottleneckVerdict.Kind.TRAINER_BOUND, v.kind(), v.text());

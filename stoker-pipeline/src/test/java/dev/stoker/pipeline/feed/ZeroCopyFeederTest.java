@@ -8,7 +8,7 @@ import dev.stoker.pipeline.batch.Batch;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
-import dev.stoker.transport.BatchLayout;
+import dev.stoker.core.batch.BatchLayout;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -42,7 +42,7 @@ class ZeroCopyFeederTest {
         assertEquals(s.globalStep(), b.meta().globalStep());
         var pixels = b.tensor("pixel_values");
         long rows = pixels.shape()[0];
-        var layout = new dev.stoker.pipeline.batch.BatchLayout(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
+        var layout = new dev.stoker.pipeline.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
                 rows == 0 ? 0 : (int) pixels.shape()[1], (int) b.tensor("image_grid_thw").shape()[0]);
         return new Batch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.scheduled(), s.sampleIds(), s.datasetIndices(),
                 s.skippedSamples(), layout, b.tensor("input_ids").toLongs(), b.tensor("labels").toLongs(),

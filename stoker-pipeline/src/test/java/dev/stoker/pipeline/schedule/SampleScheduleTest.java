@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.schedule;
 
+import dev.stoker.core.ScheduleCursor;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -10,7 +11,9 @@ import java.util.Arrays;
 import java.util.HashSet;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
+@Timeout(60)
 class SampleScheduleTest {
 
     @Test

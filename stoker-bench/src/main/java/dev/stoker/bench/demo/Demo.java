@@ -1,0 +1,93 @@
+package dev.stoker.bench.demo;
+
+import dev.stoker.bench.ladder.LadderBench;
+import dev.stoker.bench.preprocess.PreprocessBench;
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.image.decode.ImageDecoders;
+import dev.stoker.node.ConfigException;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.EncodedSample;
+import dev.stoker.pipeline.JsonlManifest;
+import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.source.ObjectSources;
+import dev.stoker.source.SourceConfig;
+import dev.stoker.testkit.DemoDatasetBuilder;
+import dev.stoker.text.QwenTokenizer;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+
+/**
+ * {@code stoker demo}: the most complete job Stoker can run, on embedded defaults. Builds a data set
+ * from the bundled photos ({@link DemoDatasetBuilder}), preprocesses it (decode, Qwen-VL transform,
+ * tokenize) on every core, bit-exact and in fast mode, then runs the wait-time ladder (serial →
+ * concurrent → prefetch → zero-copy) against simulated trainer processes with simulated
+ * object-storage latency.
+ */
+public final class Demo {
+    /**
+     * @param home        the Stoker home: its {@code assets/photos} are the demo's photos
+     * @param dir         where the demo data set goes (null: {@code home/.stoker/demo})
+     * @param samples     samples in the demo data set
+     * @param processor   model family
+     * @param maxPixels   upper bound of the resized area
+     * @param ladderSteps steps per rank and mode in the ladder, 0 to skip it
+     */
+    public record Settings(Path home, Path dir, int samples, String processor, long maxPixels, int ladderSteps) {}
+
+    private Demo() {}
+
+    public static void run(Settings s, PrintWriter out) throws IOException, InterruptedException {
+        Path photos = s.home().resolve("assets/photos");
+        if (!Files.isDirectory(photos)) throw new ConfigException("bundled photos not found under " + photos);
+        Path target = s.dir() != null ? s.dir() : s.home().resolve(".stoker/demo");
+        ProcessorPreset preset = NodeConfig.PROCESSOR_KEY.parse(s.processor());
+        int threads = Runtime.getRuntime().availableProcessors();
+
+        out.printf("Stoker demo: %s, %d cores, JPEG via %s%n", preset, threads,
+                ImageDecoders.turboJpegAvailable() ? "libjpeg-turbo (FFM)" : "ImageIO (libturbojpeg0 not found)");
+        long t0 = System.nanoTime();
+        Path manifestFile = new DemoDatasetBuilder().build(photos, target, s.samples(), 42);
+        out.printf("1. data set     %s: %d samples from %s (%.1f s)%n", manifestFile, s.samples(), photos, (System.nanoTime() - t0) / 1e9);
+
+        var manifest = JsonlManifest.read(manifestFile);
+        var options = EncodeOptions.defaults(preset).withPixels(preset.vision().minPixels(), s.maxPixels());
+        try (QwenTokenizer tok = QwenTokenizer.bundled()) {
+            var first = manifest.lines().get(0);
+            EncodedSample e;
+            try (var images = ObjectSources.open(manifestFile.toAbsolutePath().toString(), SourceConfig.defaults())) {
+                e = new SampleEncoder(options, tok).encodeLine(first.bytes(), first.id(), SampleEncoder.ImageSource.blocking(images));
+            }
+            out.printf("2. one sample   %s: input_ids (%d), labels (%d, %d supervised), position_ids (3, %d), "
+                            + "pixel_values (%d, %d), image_grid_thw %s%n",
+                    e.id(), e.length(), e.length(), supervised(e.labels()), e.length(), e.pixelRows(), e.pixelRowLength(),
+                    Arrays.toString(e.imageGridThw()));
+            int warm = Math.min(100, manifest.size());
+            PreprocessBench.measure(manifest, manifest.lines().subList(0, warm), threads, options, tok);
+            var exact = PreprocessBench.measure(manifest, manifest.lines(), threads, options, tok);
+            var fast = PreprocessBench.measure(manifest, manifest.lines(), threads, options.withDecodeScale(EncodeOptions.DecodeScale.AUTO), tok);
+            out.printf("3. preprocess   exact (bit-exact with HF): %7.1f samples/s  %6.1f source MP/s  (%d samples, %d errors, %.2f s)%n",
+                    exact.samplesPerSecond(), exact.megapixelsPerSecond(), exact.samples(), exact.errors(), exact.seconds());
+            out.printf("                fast (DCT-scaled decode):  %7.1f samples/s  %6.1f source MP/s  (%d samples, %d errors, %.2f s)%n",
+                    fast.samplesPerSecond(), fast.megapixelsPerSecond(), fast.samples(), fast.errors(), fast.seconds());
+        }
+        if (s.ladderSteps() > 0) {
+            out.printf("4. ladder       2 trainer processes, batch 4, step 250 ms, %d steps, 30 ms object-storage latency:%n", s.ladderSteps());
+            out.flush();
+            var config = NodeConfig.builder().data(manifestFile.toString()).ranks(2).batch(4).processor(preset)
+                    .set(NodeConfig.FETCH_LATENCY_MS, 30L).set(NodeConfig.MAX_PIXELS, s.maxPixels()).build();
+            LadderBench.run(new LadderBench.Settings(config, 250, s.ladderSteps(), LadderBench.MODES, "java", target.resolve("ladder")), out);
+        }
+        out.printf("Full-size runs: ./stoker bench preprocess|ladder --data %s (see docs/benchmarks.md).%n", manifestFile);
+        out.flush();
+    }
+
+    private static int supervised(long[] labels) {
+        int n = 0;
+        for (long l : labels) if (l != -100) n++;
+        return n;
+    }
+}

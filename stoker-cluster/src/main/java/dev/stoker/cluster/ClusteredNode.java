@@ -1,0 +1,167 @@
+package dev.stoker.cluster;
+
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.node.ConfigException;
+import dev.stoker.node.ConfigKey;
+import dev.stoker.node.FlightAccess;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.node.StokerNode;
+import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.store.ShmObjectStore;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.function.Consumer;
+
+/**
+ * A {@link StokerNode} that is a member of a Stoker cluster: the same node (trainer socket, counters,
+ * close order), whose feed is this node's share of a cluster job. {@link #launchMember} runs a worker
+ * node ({@code stoker node}): it makes the batches the job's coordinator asks of it into its own
+ * store, lends them over Arrow Flight, and serves its own ranks. {@link #launchCoordinator} runs the
+ * job from this node ({@code stoker serve --join}): it is a member too, places the workers, hands
+ * each rank references to its batches, and serves this node's ranks.
+ */
+public final class ClusteredNode {
+    /** How long a member waits to be Up in the cluster. */
+    static final Duration JOIN_TIMEOUT = Duration.ofSeconds(60);
+    /** How long the coordinator waits for its worker nodes and their jobs to open. */
+    static final Duration JOB_START_TIMEOUT = Duration.ofMinutes(5);
+
+    private ClusteredNode() {}
+
+    /** A worker node by {@code config}'s MEMBER settings ({@code --join} required); its socket defaults to {@code node.sock}. */
+    public static StokerNode launchMember(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
+        return StokerNode.launch(config, "node", ClusteredNode::member, log);
+    }
+
+    /** The job of {@code config} run over the cluster {@code --join} names, this node coordinating it. */
+    public static StokerNode launchCoordinator(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
+        checkCoordinator(config);
+        return StokerNode.launch(config, config.job(), ClusteredNode::coordinator, log);
+    }
+
+    /** What a cluster job does not do (yet) is refused rather than silently ignored. */
+    static void checkCoordinator(NodeConfig config) {
+        if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
+        if (config.startStep() != 0) throw new ConfigException("--start-step is not supported with --join yet");
+        if (config.get(NodeConfig.FLIGHT) != null)
+            throw new ConfigException("--flight is not used with --join: every node lends its batches over its own Flight endpoint "
+                    + "(--flight-port), and ranks on other nodes connect to their node's socket");
+        if (config.get(NodeConfig.METRICS_PORT) != null)
+            throw new ConfigException("--metrics-port is not supported with --join yet; --metrics-file writes the job's per-rank and "
+                    + "per-node counters on shutdown");
+        if (config.mode() != FeedMode.ZERO_COPY)
+            throw new ConfigException("--join runs zero-copy only (a rank's node leases or pulls each batch into its shared-memory "
+                    + "store), got --mode " + ConfigKey.cliName(config.mode()));
+        long budget = config.get(NodeConfig.NODE_SHM_BUDGET);
+        if (budget < config.oneBatchBytes())
+            throw new ConfigException("--node-shm-budget " + budget + " is smaller than one batch: " + config.batch()
+                    + " samples of one image at --max-pixels " + config.get(NodeConfig.MAX_PIXELS) + " take " + config.oneBatchBytes() + " bytes");
+    }
+
+    /** The cluster member's options by {@code config}: its address, seeds, slots, timings, token. */
+    static ClusterNode.Options memberOptions(NodeConfig config) {
+        if (config.join().isEmpty()) throw new ConfigException("--join is required: the cluster member(s) HOST:PORT to join through "
+                + "(the first node names its own --bind)");
+        var hp = ConfigKey.HostPort.parse(config.get(NodeConfig.BIND));
+        return ClusterNode.Options.of(hp.host(), hp.port(), config.join(), config.get(NodeConfig.SLOTS))
+                .withTimings(Duration.ofMillis(config.get(NodeConfig.DOWN_AFTER_MS)), Duration.ofMillis(config.get(NodeConfig.HEARTBEAT_PAUSE_MS)))
+                .withFlightPort(config.get(NodeConfig.FLIGHT_PORT)).withFlightToken(FlightAccess.clusterToken(config, hp.host(), System.getenv()))
+                .withPullAhead(config.get(NodeConfig.PULL_AHEAD));
+    }
+
+    /** The member's store and cluster node, Up in the cluster; everything closed again when joining fails. */
+    private record Member(ShmObjectStore store, ClusterNode node) implements AutoCloseable {
+        static Member join(NodeConfig config, String storeName) throws IOException, InterruptedException {
+            var options = memberOptions(config);
+            var store = ShmObjectStore.open(config.nodeStoreConfig(storeName));
+            ClusterNode node = null;
+            try {
+                node = ClusterNode.start(options, store);
+                if (!node.awaitUp(JOIN_TIMEOUT))
+                    throw new ConfigException("could not join the cluster through " + config.join() + " within " + JOIN_TIMEOUT.toSeconds() + " s");
+                return new Member(store, node);
+            } catch (IOException | InterruptedException | RuntimeException e) {
+                if (node != null) node.close();
+                store.close();
+                throw e;
+            }
+        }
+
+        @Override
+        public void close() {
+            try {
+                node.close();
+            } finally {
+                store.close();
+            }
+        }
+    }
+
+    private static StokerNode.Feed member(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
+        var m = Member.join(config, "stoker_node");
+        var feed = m.node().trainerFeed(Duration.ofMinutes(10));
+        var o = m.node().options();
+        log.accept("up as " + m.node().address() + ", " + o.slots() + " slots, flight " + o.host() + ":" + m.node().flightPort()
+                + ", store " + m.store().arenaDir());
+        return new StokerNode.Feed() {
+            @Override public BatchProvider provider() { return feed; }
+
+            @Override
+            @SuppressWarnings("unchecked")
+            public Map<String, Object> metrics() {
+                return new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
+            }
+
+            @Override public void close() { m.close(); }
+        };
+    }
+
+    private static StokerNode.Feed coordinator(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
+        var placement = Placement.valueOf(config.get(NodeConfig.PLACEMENT).name());
+        int nodes = config.get(NodeConfig.NODES), workers = config.workers();
+        var m = Member.join(config, "stoker_serve");
+        try {
+            log.accept("cluster member " + m.node().address() + " (" + m.node().options().slots() + " slots), waiting for " + nodes
+                    + " worker nodes");
+            // the job's nodes read its data, processor and store settings; where they listen is their own
+            var jobConfig = config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
+            var spec = new ClusterJob.Spec(config.job(), jobConfig.toJson(), nodes, placement, workers, config.steps(),
+                    config.get(NodeConfig.PREFETCH_BATCHES));
+            var job = m.node().runJob(spec, JOB_START_TIMEOUT);
+            var feed = m.node().trainerFeed(Duration.ofSeconds(30));
+            log.accept(String.format(Locale.ROOT, "job %s over %d nodes, %d workers %s: %s", config.job(), job.nodes().size(), workers,
+                    placement.name().toLowerCase(Locale.ROOT), job.workerNodes()));
+            log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
+                    job.schedule().datasetSize(), job.schedule().stepsPerEpoch(), job.fingerprint()));
+            return new StokerNode.Feed() {
+                @Override public BatchProvider provider() { return feed; }
+
+                @Override
+                public Map<String, Object> metrics() {
+                    var out = new LinkedHashMap<String, Object>(job.summary());
+                    try {
+                        out.put("nodes", job.nodeStats());
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    return out;
+                }
+
+                @Override
+                public void close() {
+                    try {
+                        job.close();
+                    } finally {
+                        m.close();
+                    }
+                }
+            };
+        } catch (IOException | InterruptedException | RuntimeException e) {
+            m.close();
+            throw e;
+        }
+    }
+}

@@ -1,0 +1,226 @@
+package dev.stoker.core.batch;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The binary layout of one batch: a fixed header, a table of tensor descriptors, then each
+ * tensor's bytes at a 64-byte aligned offset. The same bytes travel over a socket, sit in a
+ * shared-memory segment, or are read by NumPy ({@code numpy.frombuffer(buf, dtype, count, offset)}).
+ * All integers little-endian.
+ *
+ * <pre>
+ *  0               4               8               12              16
+ *  +---------------+---------------+---------------+---------------+
+ *  | magic "STKB"  | version (=1)  | tensor count  | header bytes  |   header bytes = data start
+ *  +---------------+---------------+---------------+---------------+
+ *  | total bytes (u64)             | epoch (u64)                   |   16..31
+ *  +-------------------------------+-------------------------------+
+ *  | step (u64)                    | rank (u32)    | world (u32)   |   32..47  step within the epoch
+ *  +-------------------------------+---------------+---------------+
+ *  | samples (u32) | scheduled(u32)| global step (u64)             |   48..63  samples delivered / scheduled
+ *  +---------------------------------------------------------------+
+ *  | descriptor 0 (128 bytes)                                      |   64..191
+ *  |   name     32 bytes ASCII, NUL padded                         |
+ *  |   dtype    u32  (1 f32, 2 i64, 3 i32, 4 u8)                   |
+ *  |   ndim     u32                                                |
+ *  |   shape    6 × u64 (unused dims 0)                            |
+ *  |   offset   u64  from the batch start, multiple of 64          |
+ *  |   length   u64  bytes                                         |
+ *  |   reserved 24 bytes                                           |
+ *  +---------------------------------------------------------------+
+ *  | descriptor 1 … n−1                                            |
+ *  +---------------------------------------------------------------+
+ *  | padding to 64 | tensor 0 bytes | padding | tensor 1 bytes …   |
+ *  +---------------------------------------------------------------+
+ * </pre>
+ */
+public final class BatchLayout {
+    public static final int MAGIC = 0x424B5453; // "STKB" read as a little-endian int
+    public static final int VERSION = 1;
+    public static final int HEADER_BYTES = 64;
+    public static final int DESCRIPTOR_BYTES = 128;
+    public static final int NAME_BYTES = 32;
+    public static final int MAX_DIMS = 6;
+    public static final int ALIGNMENT = 64;
+
+    public static final ValueLayout.OfInt INT_LE = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    public static final ValueLayout.OfLong LONG_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    public static final ValueLayout.OfFloat FLOAT_LE = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    private static final long OFF_MAGIC = 0, OFF_VERSION = 4, OFF_COUNT = 8, OFF_HEADER = 12, OFF_TOTAL = 16,
+            OFF_EPOCH = 24, OFF_STEP = 32, OFF_RANK = 40, OFF_WORLD = 44, OFF_BATCH = 48, OFF_SCHEDULED = 52, OFF_GLOBAL_STEP = 56;
+    private static final long D_NAME = 0, D_DTYPE = 32, D_NDIM = 36, D_SHAPE = 40, D_OFFSET = 88, D_LENGTH = 96;
+
+    /**
+     * Which batch this is: schedule position and how many samples it holds.
+     *
+     * @param batchSize   samples delivered (B)
+     * @param scheduled   samples the schedule assigned (B + skipped)
+     * @param globalStep  epoch·stepsPerEpoch + step
+     */
+    public record Meta(long epoch, long step, int rank, int world, int batchSize, int scheduled, long globalStep) {
+        /** A batch with nothing skipped whose global step is its step. */
+        public Meta(long epoch, long step, int rank, int world, int batchSize) {
+            this(epoch, step, rank, world, batchSize, batchSize, step);
+        }
+    }
+
+    /** One tensor's name, type and shape, before its bytes exist. */
+    public record Spec(String name, Tensor.DType dtype, long[] shape) {
+        public Spec {
+            if (name.isEmpty() || name.length() > NAME_BYTES - 1) throw new IllegalArgumentException("bad tensor name '" + name + "'");
+            if (shape.length > MAX_DIMS) throw new IllegalArgumentException(name + ": more than " + MAX_DIMS + " dimensions");
+            shape = shape.clone();
+        }
+
+        public long bytes() {
+            long n = dtype.byteSize();
+            for (long d : shape) n *= d;
+            return n;
+        }
+
+        @Override public long[] shape() { return shape.clone(); }
+    }
+
+    /** Where each tensor of a batch goes: offsets from the batch start, header size and total size. */
+    public record Plan(List<Spec> specs, long[] offsets, long headerBytes, long totalBytes) {
+        public long offset(String name) {
+            for (int i = 0; i < specs.size(); i++) if (specs.get(i).name().equals(name)) return offsets[i];
+            throw new IllegalArgumentException("no tensor '" + name + "' in plan");
+        }
+
+        /** The slice of {@code batch} (a segment laid out by this plan) holding tensor {@code name}. */
+        public MemorySegment slice(MemorySegment batch, String name) {
+            for (int i = 0; i < specs.size(); i++)
+                if (specs.get(i).name().equals(name)) return batch.asSlice(offsets[i], specs.get(i).bytes());
+            throw new IllegalArgumentException("no tensor '" + name + "' in plan");
+        }
+    }
+
+    /** A parsed batch: its metadata and its tensors as slices of the underlying segment (no copy). */
+    public record Batch(Meta meta, List<Tensor> tensors, long totalBytes) {
+        public Tensor tensor(String name) {
+            for (Tensor t : tensors) if (t.name().equals(name)) return t;
+            throw new IllegalArgumentException("no tensor '" + name + "' in batch");
+        }
+    }
+
+    private BatchLayout() {}
+
+    static long align(long v) { return (v + ALIGNMENT - 1) & -ALIGNMENT; }
+
+    /** Places {@code specs} in order after the header, each at a 64-byte aligned offset. */
+    public static Plan plan(List<Spec> specs) {
+        long header = align(HEADER_BYTES + (long) DESCRIPTOR_BYTES * specs.size());
+        long[] offsets = new long[specs.size()];
+        long offset = header;
+        for (int i = 0; i < specs.size(); i++) {
+            offsets[i] = offset;
+            offset = align(offset + specs.get(i).bytes());
+        }
+        return new Plan(List.copyOf(specs), offsets, header, offset);
+    }
+
+    private static List<Spec> specsOf(List<Tensor> tensors) {
+        var specs = new ArrayList<Spec>(tensors.size());
+        for (Tensor t : tensors) specs.add(new Spec(t.name(), t.dtype(), t.shape()));
+        return specs;
+    }
+
+    /** Bytes a batch of these tensors occupies. */
+    public static long sizeOf(List<Tensor> tensors) { return plan(specsOf(tensors)).totalBytes(); }
+
+    /**
+     * Writes the header and descriptor table of a batch laid out by {@code plan} into {@code dst},
+     * and zeroes the alignment padding after each tensor; the tensors' bytes are the caller's to
+     * write (in place, at {@link Plan#offsets()}), before or after.
+     */
+    public static void writeHeader(Meta meta, Plan plan, MemorySegment dst) {
+        long total = plan.totalBytes();
+        if (dst.byteSize() < total) throw new IllegalArgumentException("segment of " + dst.byteSize() + " bytes < batch of " + total);
+        var specs = plan.specs();
+        dst.asSlice(0, plan.headerBytes()).fill((byte) 0);
+        dst.set(INT_LE, OFF_MAGIC, MAGIC);
+        dst.set(INT_LE, OFF_VERSION, VERSION);
+        dst.set(INT_LE, OFF_COUNT, specs.size());
+        dst.set(INT_LE, OFF_HEADER, (int) plan.headerBytes());
+        dst.set(LONG_LE, OFF_TOTAL, total);
+        dst.set(LONG_LE, OFF_EPOCH, meta.epoch());
+        dst.set(LONG_LE, OFF_STEP, meta.step());
+        dst.set(INT_LE, OFF_RANK, meta.rank());
+        dst.set(INT_LE, OFF_WORLD, meta.world());
+        dst.set(INT_LE, OFF_BATCH, meta.batchSize());
+        dst.set(INT_LE, OFF_SCHEDULED, meta.scheduled());
+        dst.set(LONG_LE, OFF_GLOBAL_STEP, meta.globalStep());
+        for (int i = 0; i < specs.size(); i++) {
+            Spec t = specs.get(i);
+            long d = HEADER_BYTES + (long) DESCRIPTOR_BYTES * i;
+            byte[] name = t.name().getBytes(StandardCharsets.US_ASCII);
+            MemorySegment.copy(MemorySegment.ofArray(name), 0, dst, d + D_NAME, name.length);
+            dst.set(INT_LE, d + D_DTYPE, t.dtype().code);
+            long[] shape = t.shape();
+            dst.set(INT_LE, d + D_NDIM, shape.length);
+            for (int k = 0; k < shape.length; k++) dst.set(LONG_LE, d + D_SHAPE + 8L * k, shape[k]);
+            dst.set(LONG_LE, d + D_OFFSET, plan.offsets()[i]);
+            dst.set(LONG_LE, d + D_LENGTH, t.bytes());
+            long end = plan.offsets()[i] + t.bytes();
+            long next = i + 1 < specs.size() ? plan.offsets()[i + 1] : total;
+            if (next > end) dst.asSlice(end, next - end).fill((byte) 0);
+        }
+    }
+
+    /** Writes header, descriptors and data into {@code dst} (at least {@link #sizeOf} bytes); returns the bytes used. */
+    public static long write(Meta meta, List<Tensor> tensors, MemorySegment dst) {
+        Plan plan = plan(specsOf(tensors));
+        writeHeader(meta, plan, dst);
+        for (int i = 0; i < tensors.size(); i++) {
+            MemorySegment data = tensors.get(i).data();
+            MemorySegment.copy(data, 0, dst, plan.offsets()[i], data.byteSize());
+        }
+        return plan.totalBytes();
+    }
+
+    /** The header bytes (header and descriptor table) of the batch at the start of {@code src}. */
+    public static int headerBytes(MemorySegment src) {
+        if (src.byteSize() < HEADER_BYTES || src.get(INT_LE, OFF_MAGIC) != MAGIC)
+            throw new IllegalArgumentException("not a Stoker batch (bad magic)");
+        return src.get(INT_LE, OFF_HEADER);
+    }
+
+    /** Reads a batch laid out by {@link #write}; tensors are views of {@code src}. */
+    public static Batch read(MemorySegment src) {
+        if (src.byteSize() < HEADER_BYTES) throw new IllegalArgumentException("batch of " + src.byteSize() + " bytes has no header");
+        if (src.get(INT_LE, OFF_MAGIC) != MAGIC) throw new IllegalArgumentException("not a Stoker batch (bad magic)");
+        int version = src.get(INT_LE, OFF_VERSION);
+        if (version != VERSION) throw new IllegalArgumentException("batch layout version " + version + ", this reader knows " + VERSION);
+        int count = src.get(INT_LE, OFF_COUNT);
+        long total = src.get(LONG_LE, OFF_TOTAL);
+        if (total > src.byteSize() || count < 0 || HEADER_BYTES + (long) DESCRIPTOR_BYTES * count > total)
+            throw new IllegalArgumentException("truncated batch: header says " + total + " bytes, " + count + " tensors; have " + src.byteSize());
+        var meta = new Meta(src.get(LONG_LE, OFF_EPOCH), src.get(LONG_LE, OFF_STEP), src.get(INT_LE, OFF_RANK),
+                src.get(INT_LE, OFF_WORLD), src.get(INT_LE, OFF_BATCH), src.get(INT_LE, OFF_SCHEDULED), src.get(LONG_LE, OFF_GLOBAL_STEP));
+        var tensors = new ArrayList<Tensor>(count);
+        for (int i = 0; i < count; i++) {
+            long d = HEADER_BYTES + (long) DESCRIPTOR_BYTES * i;
+            byte[] raw = src.asSlice(d + D_NAME, NAME_BYTES).toArray(ValueLayout.JAVA_BYTE);
+            int n = 0;
+            while (n < raw.length && raw[n] != 0) n++;
+            String name = new String(raw, 0, n, StandardCharsets.US_ASCII);
+            var dtype = Tensor.DType.ofCode(src.get(INT_LE, d + D_DTYPE));
+            int ndim = src.get(INT_LE, d + D_NDIM);
+            if (ndim < 0 || ndim > MAX_DIMS) throw new IllegalArgumentException(name + ": bad ndim " + ndim);
+            long[] shape = new long[ndim];
+            for (int k = 0; k < ndim; k++) shape[k] = src.get(LONG_LE, d + D_SHAPE + 8L * k);
+            long offset = src.get(LONG_LE, d + D_OFFSET);
+            long len = src.get(LONG_LE, d + D_LENGTH);
+            if (offset < 0 || len < 0 || offset + len > total) throw new IllegalArgumentException(name + ": data outside the batch");
+            tensors.add(new Tensor(name, dtype, shape, src.asSlice(offset, len)));
+        }
+        return new Batch(meta, List.copyOf(tensors), total);
+    }
+}

@@ -1,0 +1,83 @@
+package dev.stoker.core.batch;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
+
+/**
+ * One named, typed, shaped array of a batch. {@code data} holds its little-endian C-order bytes:
+ * a heap segment when built by the producer, a slice of the received or mapped batch when read.
+ */
+public record Tensor(String name, DType dtype, long[] shape, MemorySegment data) {
+
+    /** Element types, with the NumPy descriptor each one maps to. */
+    public enum DType {
+        FLOAT32(1, 4, "<f4"), INT64(2, 8, "<i8"), INT32(3, 4, "<i4"), UINT8(4, 1, "|u1");
+
+        final int code;
+        final int byteSize;
+        final String numpy;
+
+        DType(int code, int byteSize, String numpy) {
+            this.code = code;
+            this.byteSize = byteSize;
+            this.numpy = numpy;
+        }
+
+        public int byteSize() { return byteSize; }
+
+        public String numpy() { return numpy; }
+
+        static DType ofCode(int code) {
+            for (DType d : values()) if (d.code == code) return d;
+            throw new IllegalArgumentException("unknown dtype code " + code);
+        }
+    }
+
+    public Tensor {
+        if (name.isEmpty() || name.length() > BatchLayout.NAME_BYTES - 1) throw new IllegalArgumentException("bad tensor name '" + name + "'");
+        if (shape.length > BatchLayout.MAX_DIMS) throw new IllegalArgumentException(name + ": more than " + BatchLayout.MAX_DIMS + " dimensions");
+        shape = shape.clone();
+        long n = 1;
+        for (long d : shape) {
+            if (d < 0) throw new IllegalArgumentException(name + ": negative dimension");
+            n *= d;
+        }
+        if (n * dtype.byteSize != data.byteSize())
+            throw new IllegalArgumentException(name + ": " + data.byteSize() + " bytes do not fit shape " + Arrays.toString(shape) + " of " + dtype);
+    }
+
+    public static Tensor of(String name, float[] values, long... shape) {
+        return new Tensor(name, DType.FLOAT32, shape, MemorySegment.ofArray(values));
+    }
+
+    public static Tensor of(String name, long[] values, long... shape) {
+        return new Tensor(name, DType.INT64, shape, MemorySegment.ofArray(values));
+    }
+
+    public static Tensor of(String name, byte[] values, long... shape) {
+        return new Tensor(name, DType.UINT8, shape, MemorySegment.ofArray(values));
+    }
+
+    public long elementCount() { return data.byteSize() / dtype.byteSize; }
+
+    @Override public long[] shape() { return shape.clone(); }
+
+    public float[] toFloats() {
+        require(DType.FLOAT32);
+        return data.toArray(BatchLayout.FLOAT_LE);
+    }
+
+    public long[] toLongs() {
+        require(DType.INT64);
+        return data.toArray(BatchLayout.LONG_LE);
+    }
+
+    public byte[] toBytes() {
+        require(DType.UINT8);
+        return data.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+    }
+
+    private void require(DType d) {
+        if (dtype != d) throw new IllegalStateException(name + " is " + dtype + ", not " + d);
+    }
+}

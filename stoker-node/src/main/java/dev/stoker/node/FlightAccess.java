@@ -1,0 +1,181 @@
+package dev.stoker.node;
+
+import dev.stoker.flight.FlightBatchServer;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.arrow.flight.Location;
+
+/**
+ * Who may reach a node's Arrow Flight endpoint, decided before any work starts so that a refused
+ * endpoint costs nothing. One rule for the local service's {@code --flight} and for a cluster
+ * node's endpoint; embedders launching a {@link StokerNode} get it too.
+ *
+ * <p>Policy: an endpoint only this host can reach (every address of HOST a loopback one; {@code
+ * --flight PORT} means 127.0.0.1) is open to any local process, like the Unix socket. Any other
+ * address, the wildcards {@code 0.0.0.0} and {@code ::} included, needs a token, read from a file or
+ * the environment and never from the command line, where {@code ps} would show it. The token file
+ * must not be readable or writable by group or others (refused, as ssh refuses such a key: a token
+ * others can read is no token). TLS is optional; a token sent over a network in plaintext draws a
+ * warning but is allowed (e.g. inside a private cluster network).
+ *
+ * @param host     the address to bind, as given (or 127.0.0.1)
+ * @param port     the port; 0 picks a free one
+ * @param loopback whether only this host can reach it
+ * @param security the token and TLS files; its toString hides the token
+ * @param warnings lines for the log
+ */
+public record FlightAccess(String host, int port, boolean loopback, FlightBatchServer.Security security, List<String> warnings) {
+    /** The environment variable that can hold the local service's Flight token instead of a file. */
+    public static final String TOKEN_ENV = "STOKER_FLIGHT_TOKEN";
+    /** The environment variable that can hold the cluster's token instead of {@code --cluster-token-file}. */
+    public static final String CLUSTER_TOKEN_ENV = "STOKER_CLUSTER_TOKEN";
+    private static final Set<PosixFilePermission> OTHERS = Collections.unmodifiableSet(EnumSet.of(PosixFilePermission.GROUP_READ,
+            PosixFilePermission.GROUP_WRITE, PosixFilePermission.GROUP_EXECUTE, PosixFilePermission.OTHERS_READ,
+            PosixFilePermission.OTHERS_WRITE, PosixFilePermission.OTHERS_EXECUTE));
+
+    /** The host and port of {@code --flight}: PORT, HOST:PORT or [IPv6]:PORT. */
+    record Address(String host, int port) {}
+
+    /** Checks the syntax of a {@code --flight} value (no name is resolved); IllegalArgumentException says what is wrong. */
+    static String checkSpec(String spec) {
+        address(spec);
+        return spec;
+    }
+
+    static Address address(String spec) {
+        String s = spec.strip();
+        String host;
+        String port;
+        if (!s.isEmpty() && s.chars().allMatch(Character::isDigit)) {
+            host = "127.0.0.1";
+            port = s;
+        } else if (s.startsWith("[") && s.contains("]:")) {
+            host = s.substring(1, s.indexOf("]:"));
+            port = s.substring(s.indexOf("]:") + 2);
+        } else if (s.indexOf(':') > 0 && s.indexOf(':') == s.lastIndexOf(':')) {
+            host = s.substring(0, s.indexOf(':'));
+            port = s.substring(s.indexOf(':') + 1);
+        } else {
+            throw new IllegalArgumentException("must be PORT, HOST:PORT or [IPv6]:PORT, got '" + spec + "'");
+        }
+        int number;
+        try {
+            number = Integer.parseInt(port);
+        } catch (NumberFormatException e) {
+            number = -1;
+        }
+        if (number < 0 || number > 65535) throw new IllegalArgumentException("bad port '" + port + "' in '" + spec + "'");
+        return new Address(host, number);
+    }
+
+    /**
+     * The local service's endpoint by {@code config} ({@code --flight}, its token file and TLS files),
+     * or null without {@code --flight}; {@code env} may hold {@value #TOKEN_ENV}.
+     *
+     * @throws ConfigException when the endpoint is refused; the message never holds the token
+     */
+    public static FlightAccess plan(NodeConfig config, Map<String, String> env) {
+        String spec = config.get(NodeConfig.FLIGHT);
+        if (spec == null) return null;
+        Address a;
+        try {
+            a = address(spec);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--flight: " + e.getMessage());
+        }
+        boolean loopback = isLoopback(a.host(), "--flight");
+        String token = token(config.get(NodeConfig.FLIGHT_TOKEN_FILE), "--flight-token-file", env, TOKEN_ENV);
+        if (!loopback && token == null)
+            throw new ConfigException("--flight " + spec + " can be reached from other hosts, so it needs a token: pass "
+                    + "--flight-token-file FILE (mode 0600; e.g. openssl rand -hex 32 > FILE) or set $" + TOKEN_ENV
+                    + ", and --flight-tls-cert/--flight-tls-key to encrypt the connection; or bind 127.0.0.1");
+        Path cert = config.get(NodeConfig.FLIGHT_TLS_CERT), key = config.get(NodeConfig.FLIGHT_TLS_KEY);
+        if ((cert == null) != (key == null)) throw new ConfigException("--flight-tls-cert and --flight-tls-key go together");
+        for (Path p : cert == null ? List.<Path>of() : List.of(cert, key))
+            if (!Files.isReadable(p)) throw new ConfigException("cannot read " + p + " (--flight-tls-cert/--flight-tls-key)");
+        var warnings = new ArrayList<String>();
+        if (!loopback && cert == null)
+            warnings.add("warning: --flight " + spec + " is plaintext: the token and the batches cross the network unencrypted; "
+                    + "pass --flight-tls-cert and --flight-tls-key to encrypt them");
+        return new FlightAccess(a.host(), a.port(), loopback, new FlightBatchServer.Security(token, cert, key), List.copyOf(warnings));
+    }
+
+    /**
+     * The cluster token of {@code config} ({@code --cluster-token-file} or {@value #CLUSTER_TOKEN_ENV}); required when the
+     * member binds {@code host}, an address other hosts can reach. Null: none (loopback only).
+     */
+    public static String clusterToken(NodeConfig config, String host, Map<String, String> env) {
+        String token = token(config.get(NodeConfig.CLUSTER_TOKEN_FILE), "--cluster-token-file", env, CLUSTER_TOKEN_ENV);
+        if (token == null && !isLoopback(host, "--bind"))
+            throw new ConfigException("--bind " + config.get(NodeConfig.BIND) + " can be reached from other hosts, so the nodes' Flight "
+                    + "endpoints need a token: pass --cluster-token-file FILE (mode 0600, the same on every node; e.g. openssl rand "
+                    + "-hex 32 > FILE) or set $" + CLUSTER_TOKEN_ENV + "; or bind 127.0.0.1");
+        return token;
+    }
+
+    /** Where the server binds: {@code grpc+tls://} with TLS, else {@code grpc+tcp://}. */
+    public Location location() { return security.tls() ? Location.forGrpcTls(host, port) : Location.forGrpcInsecure(host, port); }
+
+    /** What trainers connect to, with the bound port. */
+    public String url(int boundPort) {
+        String h = host.contains(":") ? "[" + host + "]" : host;
+        return (security.tls() ? "grpc+tls://" : "grpc://") + h + ":" + boundPort;
+    }
+
+    /** True when every address HOST names is a loopback one (so neither a wildcard nor a name that also resolves elsewhere). */
+    public static boolean isLoopback(String host, String option) {
+        try {
+            for (InetAddress a : InetAddress.getAllByName(host)) if (!a.isLoopbackAddress()) return false;
+            return true;
+        } catch (UnknownHostException e) {
+            throw new ConfigException(option + ": cannot resolve host '" + host + "'");
+        }
+    }
+
+    /** The token from {@code file} or the environment variable {@code envName}, one of the two; null when neither is given. */
+    private static String token(Path file, String option, Map<String, String> env, String envName) {
+        String fromEnv = env.get(envName);
+        if (fromEnv != null && fromEnv.isEmpty()) fromEnv = null;
+        if (file != null && fromEnv != null)
+            throw new ConfigException("give the token one way: " + option + " or $" + envName + ", not both");
+        return file != null ? readToken(file, option) : fromEnv != null ? checked(fromEnv.strip(), "$" + envName) : null;
+    }
+
+    /** The token in {@code file}, which must be this user's alone; errors name {@code option}. */
+    public static String readToken(Path file, String option) {
+        if (!Files.isRegularFile(file)) throw new ConfigException(option + " " + file + " is not a file");
+        try {
+            Set<PosixFilePermission> mode = Files.getPosixFilePermissions(file);
+            if (!Collections.disjoint(mode, OTHERS))
+                throw new ConfigException(option + " " + file + " is open to other users (mode " + PosixFilePermissions.toString(mode)
+                        + "); run chmod 600 " + file);
+            return checked(Files.readString(file, StandardCharsets.UTF_8).strip(), option + " " + file);
+        } catch (UnsupportedOperationException e) {
+            throw new ConfigException(option + " " + file + ": its permissions cannot be checked on this file system");
+        } catch (IOException e) {
+            throw new ConfigException("cannot read " + option + " " + file + ": " + e.getMessage());
+        }
+    }
+
+    private static String checked(String token, String from) {
+        if (token.isEmpty()) throw new ConfigException(from + " is empty");
+        try {
+            FlightBatchServer.checkToken(token);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(from + ": " + e.getMessage()); // the message never holds the token
+        }
+        return token;
+    }
+}

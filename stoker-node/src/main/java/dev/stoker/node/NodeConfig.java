@@ -1,0 +1,565 @@
+package dev.stoker.node;
+
+import static dev.stoker.node.ConfigKey.Group.CLUSTER;
+import static dev.stoker.node.ConfigKey.Group.DATA;
+import static dev.stoker.node.ConfigKey.Group.MEMBER;
+import static dev.stoker.node.ConfigKey.Group.PROCESSOR;
+import static dev.stoker.node.ConfigKey.Group.SERVE;
+import static dev.stoker.node.ConfigKey.Group.STORE;
+import static dev.stoker.node.ConfigKey.Kind.FLAG;
+import static dev.stoker.node.ConfigKey.Kind.LIST;
+import static dev.stoker.node.ConfigKey.Kind.NUMBER;
+import static dev.stoker.node.ConfigKey.Kind.TEXT;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.image.decode.ExifPolicy;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.EncodeOptions.DecodeScale;
+import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.pipeline.feed.ErrorPolicy;
+import dev.stoker.pipeline.feed.FeedConfig;
+import dev.stoker.pipeline.feed.FeedErrors;
+import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.source.SourceConfig;
+import dev.stoker.store.StoreConfig;
+import dev.stoker.text.TruncationPolicy;
+import java.io.IOException;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Function;
+
+/**
+ * The whole configuration of a Stoker node, immutable and validated once ({@link Builder#build()}):
+ * what to feed (data, processor, ranks, batch), how (fetch, CPU, buffers, bad input), where batches
+ * live (the shared-memory store), how trainers reach them (socket, Arrow Flight, metrics) and, for a
+ * cluster, how this node joins it. Every default is defined once, in the table below; the command
+ * line's defaults are these, and a config file's keys are these names.
+ *
+ * <p>A configuration travels as text: {@link #toJson()} carries the settings that were given (the
+ * others stay defaults where it is read, so that a derived default such as the CPU threads is the
+ * reading node's), and {@link #toYaml} prints every setting, those left at their defaults commented
+ * out, so that the printed file read back means the same.
+ *
+ * <pre>{@code
+ * var config = NodeConfig.builder().data("s3://bucket/ds/train.jsonl").processor(ProcessorPreset.QWEN2_5_VL)
+ *         .ranks(8).batch(8).shmBudgetBytes(16L << 30).build();
+ * try (var node = StokerNode.launch(config)) { node.awaitStop(); }
+ * }</pre>
+ */
+public final class NodeConfig {
+    /** How a cluster places its workers: pack fills the oldest node's slots first; spread deals them over the nodes. */
+    public enum Placement { PACK, SPREAD }
+
+    /** Workers a cluster job may place: a node may be given any of them when another dies (the task producer's bound). */
+    public static final int MAX_CLUSTER_WORKERS = 64;
+
+    private static final List<ConfigKey<?>> KEYS = new ArrayList<>();
+
+    // ---- PROCESSOR: how a sample becomes model inputs
+    public static final ConfigKey<ProcessorPreset> PROCESSOR_KEY = key("processor", PROCESSOR, "NAME", TEXT, ProcessorPreset::fromName,
+            ProcessorPreset::cliName, ProcessorPreset.QWEN2_5_VL, null, "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl.");
+    public static final ConfigKey<Long> MIN_PIXELS = key("min-pixels", PROCESSOR, "N", NUMBER, ConfigKey.longInt(1, Long.MAX_VALUE),
+            String::valueOf, ProcessorPreset.DEFAULT_MIN_PIXELS, null, "Lower bound of the resized image area in pixels (56²).");
+    public static final ConfigKey<Long> MAX_PIXELS = key("max-pixels", PROCESSOR, "N", NUMBER, ConfigKey.longInt(1, Long.MAX_VALUE),
+            String::valueOf, ProcessorPreset.DEFAULT_MAX_PIXELS, null, "Upper bound of the resized image area in pixels (28²·1280).");
+    public static final ConfigKey<ExifPolicy> EXIF = key("exif", PROCESSOR, "POLICY", TEXT, ConfigKey.enumOf(ExifPolicy.class),
+            ConfigKey::cliName, ExifPolicy.APPLY, null, "EXIF orientation: apply (as transformers' load_image, which the official Qwen "
+                    + "SFT code uses) or ignore (as a bare PIL.Image.open).");
+    public static final ConfigKey<DecodeScale> DECODE_SCALE = key("decode-scale", PROCESSOR, "MODE", TEXT,
+            ConfigKey.enumOf(DecodeScale.class), ConfigKey::cliName, DecodeScale.OFF, null, "off: bit-exact with Pillow. auto: JPEG "
+                    + "DCT-scaled decode when the target is at most half the source (like Pillow's draft()); faster, NOT bit-exact.");
+    public static final ConfigKey<Long> MAX_SOURCE_PIXELS = key("max-source-pixels", PROCESSOR, "N", NUMBER,
+            ConfigKey.longInt(1, Long.MAX_VALUE), String::valueOf, EncodeOptions.DEFAULT_MAX_SOURCE_PIXELS, null,
+            "Refuse images whose header claims more pixels, before decoding (Pillow's bomb limit).");
+    public static final ConfigKey<Integer> MAX_SEQ_LEN = key("max-seq-len", PROCESSOR, "N", NUMBER, ConfigKey.integer(0, Integer.MAX_VALUE),
+            String::valueOf, EncodeOptions.DEFAULT_MAX_SEQUENCE_LENGTH, null, "Token limit per sample, 0 for none.");
+    public static final ConfigKey<TruncationPolicy> TRUNCATION = key("truncation", PROCESSOR, "POLICY", TEXT,
+            ConfigKey.enumOf(TruncationPolicy.class), ConfigKey::cliName, TruncationPolicy.REJECT, null, "Over-long samples: reject (an "
+                    + "error naming the sample) or truncate (text only; an image's token run is never cut, images past the cut are dropped).");
+    public static final ConfigKey<PixelFormat> PIXEL_FORMAT = key("pixel-format", PROCESSOR, "FORMAT", TEXT,
+            ConfigKey.enumOf(PixelFormat.class), ConfigKey::cliName, PixelFormat.FLOAT32, null, "What a batch carries of its images: "
+                    + "float32 pixel_values, or uint8, each image's resized RGB pixels (pixel_values_u8, 1/8 of the bytes) that the trainer "
+                    + "normalizes and patchifies itself, bit for bit the same (Python: stoker.pixels.to_pixel_values); for network-bound "
+                    + "delivery (socket copies, Arrow Flight).");
+    public static final ConfigKey<Path> TOKENIZER = key("tokenizer", PROCESSOR, "FILE", TEXT, ConfigKey.path(), Path::toString, null,
+            "the bundled Qwen2 tokenizer", "tokenizer.json (or .json.gz).");
+
+    // ---- DATA: what to feed and how
+    public static final ConfigKey<String> DATA_KEY = key("data", DATA, "URI", TEXT, ConfigKey.text(), Function.identity(), null, null,
+            "The manifest: a local path, file://… or s3://bucket/key of train.jsonl (images relative to its folder). Required.");
+    public static final ConfigKey<Integer> RANKS = key("ranks", DATA, "R", NUMBER, ConfigKey.integer(1, 1 << 16), String::valueOf, 1, null,
+            "Trainer ranks (world size).");
+    public static final ConfigKey<Integer> BATCH = key("batch", DATA, "B", NUMBER, ConfigKey.integer(1, 1 << 20), String::valueOf, 8, null,
+            "Samples per rank and step.");
+    public static final ConfigKey<Long> SEED = key("seed", DATA, "N", NUMBER, ConfigKey.longInt(Long.MIN_VALUE, Long.MAX_VALUE),
+            String::valueOf, FeedConfig.SEED_DEFAULT, null, "Shuffle seed.");
+    public static final ConfigKey<Integer> THREADS = key("threads", DATA, "N", NUMBER, ConfigKey.integer(1, 4096), String::valueOf, null,
+            "the number of cores", "CPU threads for decode, transform and tokenize.");
+    public static final ConfigKey<Integer> FETCH_CONCURRENCY = key("fetch-concurrency", DATA, "N", NUMBER,
+            ConfigKey.integer(1, SourceConfig.MAX_IN_FLIGHT_LIMIT), String::valueOf, FeedConfig.FETCH_CONCURRENCY_DEFAULT, null,
+            "Object fetches in flight.");
+    public static final ConfigKey<Long> FETCH_LATENCY_MS = key("fetch-latency-ms", DATA, "MS", NUMBER, ConfigKey.longInt(0, 3_600_000),
+            String::valueOf, SourceConfig.FETCH_LATENCY_MILLIS_DEFAULT, null,
+            "Added first-byte delay per object, to model object storage on a local disk.");
+    public static final ConfigKey<Integer> PREFETCH_BATCHES = key("prefetch-batches", DATA, "N", NUMBER, ConfigKey.integer(1, 1 << 16),
+            String::valueOf, FeedConfig.PREFETCH_BATCHES_DEFAULT, null, "Prefetch buffer per rank, in batches.");
+    public static final ConfigKey<Long> PREFETCH_BYTES = key("prefetch-bytes", DATA, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf,
+            FeedConfig.PREFETCH_BYTES_DEFAULT, null, "Prefetch buffer per rank, in bytes; suffixes K, M, G allowed.");
+    public static final ConfigKey<Long> WARM_UP_MS = key("warm-up-ms", DATA, "MS", NUMBER, ConfigKey.longInt(0, 600_000), String::valueOf,
+            FeedConfig.WARM_UP_MILLIS_DEFAULT, null, "Before the feed opens, each CPU thread encodes a made-up sample for this long, so "
+                    + "that the JIT compiles the hot path before a trainer waits on it; 0 turns it off.");
+    public static final ConfigKey<ErrorPolicy> ON_ERROR = key("on-error", DATA, "POLICY", TEXT, ConfigKey.enumOf(ErrorPolicy.class),
+            ConfigKey::cliName, ErrorPolicy.SKIP, null, "A bad sample (missing or broken image, malformed line, too many tokens, path "
+                    + "outside the data set): skip leaves it out of its batch, records it and goes on; fail stops the feed at the first "
+                    + "one, every rank's next batch failing with an error that names it.");
+    public static final ConfigKey<Double> MAX_ERROR_RATE = key("max-error-rate", DATA, "R", NUMBER, ConfigKey.fraction(), String::valueOf,
+            FeedConfig.MAX_ERROR_RATE_DEFAULT, null, "With --on-error skip: stop the feed when more than this share (0–1) of the "
+                    + "samples scheduled so far was skipped, counted over all ranks and judged from " + FeedErrors.MIN_SCHEDULED_FOR_RATE
+                    + " samples on; 1 turns the limit off.");
+    public static final ConfigKey<Path> ERRORS_FILE = key("errors-file", DATA, "FILE", TEXT, ConfigKey.path(), Path::toString, null, null,
+            "Append every bad sample to this file, one JSON object per line {id, index, epoch, step, rank, stage, cause} "
+                    + "(docs/run-data.md); they are counted in the metrics either way.");
+    public static final ConfigKey<URI> S3_ENDPOINT = key("s3-endpoint", DATA, "URL", TEXT, ConfigKey.uri(), URI::toString, null, "AWS",
+            "S3 endpoint override, e.g. http://127.0.0.1:9090.");
+    public static final ConfigKey<String> S3_REGION = key("s3-region", DATA, "REGION", TEXT, ConfigKey.text(), Function.identity(),
+            SourceConfig.REGION_DEFAULT, null, "S3 region.");
+    public static final ConfigKey<Boolean> S3_PATH_STYLE = key("s3-path-style", DATA, null, FLAG, ConfigKey.flag(), String::valueOf, false,
+            null, "Path-style S3 addressing (needed by most S3-compatible servers).");
+
+    // ---- STORE: where batches live
+    public static final ConfigKey<Path> SHM_DIR = key("shm-dir", STORE, "DIR", TEXT, ConfigKey.path(), Path::toString,
+            StoreConfig.DEFAULT_DIRECTORY, null, "Where the shared-memory object store keeps its segment files.");
+    public static final ConfigKey<Long> SHM_BUDGET = key("shm-budget", STORE, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf, null,
+            "4G, or half the free space of --shm-dir when that is less",
+            "Hard limit of the shared-memory object store in bytes; suffixes K, M, G allowed.");
+
+    // ---- SERVE: the job and how trainers reach it
+    public static final ConfigKey<String> JOB = key("job", SERVE, "NAME", TEXT, ConfigKey.text(), Function.identity(), "default", null,
+            "Job name.");
+    public static final ConfigKey<FeedMode> MODE = key("mode", SERVE, "MODE", TEXT, ConfigKey.enumOf(FeedMode.class), ConfigKey::cliName,
+            FeedMode.ZERO_COPY, null, "zero-copy (batches in shared memory, trainers read them in place) or prefetch (batches copied "
+                    + "through the socket).");
+    public static final ConfigKey<Long> START_STEP = key("start-step", SERVE, "N", NUMBER, ConfigKey.longInt(0, Long.MAX_VALUE),
+            String::valueOf, 0L, null, "Global step every rank starts at, to resume a job from a saved position.");
+    public static final ConfigKey<Long> STEPS = key("steps", SERVE, "N", NUMBER, ConfigKey.longInt(0, Long.MAX_VALUE), String::valueOf, 0L,
+            null, "Stop each rank after this many steps (END); 0 runs until the service is stopped.");
+    public static final ConfigKey<String> FLIGHT = key("flight", SERVE, "[HOST:]PORT", TEXT, FlightAccess::checkSpec, Function.identity(),
+            null, "off", "Also serve the ranks' batches over Arrow Flight on PORT (127.0.0.1), HOST:PORT or [IPv6]:PORT (port 0: any free "
+                    + "port), for trainers on other nodes; a rank reads either here or over the socket, not both. An address other hosts "
+                    + "can reach (0.0.0.0 included) needs a token.");
+    public static final ConfigKey<Path> FLIGHT_TOKEN_FILE = key("flight-token-file", SERVE, "FILE", TEXT, ConfigKey.path(), Path::toString,
+            null, null, "File holding the token every Flight call must carry (authorization: Bearer TOKEN); mode 0600, or set $"
+                    + FlightAccess.TOKEN_ENV + " instead. Required unless --flight is a loopback address.");
+    public static final ConfigKey<Path> FLIGHT_TLS_CERT = key("flight-tls-cert", SERVE, "PEM", TEXT, ConfigKey.path(), Path::toString, null,
+            null, "PEM certificate chain: Flight speaks TLS (grpc+tls) with --flight-tls-key.");
+    public static final ConfigKey<Path> FLIGHT_TLS_KEY = key("flight-tls-key", SERVE, "PEM", TEXT, ConfigKey.path(), Path::toString, null,
+            null, "PEM private key (PKCS#8) of --flight-tls-cert.");
+    public static final ConfigKey<Integer> METRICS_PORT = key("metrics-port", SERVE, "PORT", NUMBER, ConfigKey.integer(0, 65535),
+            String::valueOf, null, "off", "Serve Prometheus metrics (counters, buffers, store, bottleneck verdict) at "
+                    + "http://ADDR:PORT/metrics (ADDR: --metrics-bind); 0 picks a free port.");
+    public static final ConfigKey<String> METRICS_BIND = key("metrics-bind", SERVE, "ADDR", TEXT, ConfigKey.text(), Function.identity(),
+            "127.0.0.1", null, "Address the metrics endpoint listens on; the metrics have no access control, so bind another address only "
+                    + "where everyone who can reach it may read them.");
+
+    // ---- CLUSTER: a job over a cluster (serve --join)
+    public static final ConfigKey<Integer> NODES = key("nodes", CLUSTER, "N", NUMBER, ConfigKey.integer(1, 4096), String::valueOf, 1, null,
+            "With --join: worker nodes (slots > 0, this one included) to wait for before the job starts.");
+    public static final ConfigKey<Placement> PLACEMENT = key("placement", CLUSTER, "POLICY", TEXT, ConfigKey.enumOf(Placement.class),
+            ConfigKey::cliName, Placement.SPREAD, null, "With --join: pack fills one node's slots before the next; spread deals the "
+                    + "workers over the nodes.");
+    public static final ConfigKey<Integer> WORKERS = key("workers", CLUSTER, "N", NUMBER, ConfigKey.integer(1, MAX_CLUSTER_WORKERS),
+            String::valueOf, null, "--nodes", "With --join: workers to place.");
+
+    // ---- MEMBER: this node as a member of a cluster (node, serve --join), its socket and its counters
+    public static final ConfigKey<List<String>> JOIN = key("join", MEMBER, "HOST:PORT", LIST, ConfigKey.hostPorts(), l -> String.join(",", l),
+            List.of(), null, "Cluster member(s) HOST:PORT to join through (the first node names its own --bind); on serve, runs the "
+                    + "job over that cluster.");
+    public static final ConfigKey<String> BIND = key("bind", MEMBER, "HOST:PORT", TEXT, ConfigKey.hostPort(), Function.identity(),
+            "127.0.0.1:0", null, "HOST:PORT this node's cluster member binds and advertises; the other nodes must reach HOST; port 0: any "
+                    + "free port.");
+    public static final ConfigKey<Integer> SLOTS = key("slots", MEMBER, "N", NUMBER, ConfigKey.integer(0, 4096), String::valueOf, 4, null,
+            "Workers this node takes; pack placement fills them before the next node; 0: none.");
+    public static final ConfigKey<Integer> FLIGHT_PORT = key("flight-port", MEMBER, "PORT", NUMBER, ConfigKey.integer(0, 65535),
+            String::valueOf, 0, null, "Port of the node's Arrow Flight endpoint on HOST of --bind, from which ranks on other nodes pull "
+                    + "the batches this node made (0: any free port).");
+    public static final ConfigKey<Long> NODE_SHM_BUDGET = key("node-shm-budget", MEMBER, "BYTES", NUMBER, ConfigKey.bytes(1),
+            String::valueOf, 2L << 30, null, "Budget of this node's object store, which holds the batches it made until their ranks "
+                    + "pulled them, and the batches pulled for its own ranks.");
+    public static final ConfigKey<Path> NODE_SHM_DIR = key("node-shm-dir", MEMBER, "DIR", TEXT, ConfigKey.path(), Path::toString,
+            StoreConfig.DEFAULT_DIRECTORY, null, "Folder of this node's object store.");
+    public static final ConfigKey<Long> DOWN_AFTER_MS = key("down-after-ms", MEMBER, "MS", NUMBER, ConfigKey.longInt(1, 3_600_000),
+            String::valueOf, 3000L, null, "How long the split-brain resolver waits for a stable set of unreachable nodes before downing them.");
+    public static final ConfigKey<Long> HEARTBEAT_PAUSE_MS = key("heartbeat-pause-ms", MEMBER, "MS", NUMBER,
+            ConfigKey.longInt(1, 3_600_000), String::valueOf, 4000L, null, "How long a node may miss heartbeats before it counts as "
+                    + "unreachable and its work is redone elsewhere.");
+    public static final ConfigKey<Integer> PULL_AHEAD = key("pull-ahead", MEMBER, "N", NUMBER, ConfigKey.integer(0, 64), String::valueOf, 2,
+            null, "Batches this node pulls for each of its ranks ahead of the trainer's request, so that a batch's transfer from its "
+                    + "owner overlaps the trainer's step.");
+    public static final ConfigKey<Path> CLUSTER_TOKEN_FILE = key("cluster-token-file", MEMBER, "FILE", TEXT, ConfigKey.path(),
+            Path::toString, null, null, "File (mode 0600) holding the token the nodes' Flight endpoints ask for and send, the same on "
+                    + "every node; or set $" + FlightAccess.CLUSTER_TOKEN_ENV + ". Required when --bind is not a loopback address.");
+    public static final ConfigKey<Path> SOCKET = key("socket", MEMBER, "PATH", TEXT, ConfigKey.path(), Path::toString, null,
+            "$XDG_RUNTIME_DIR/stoker/<job>.sock, else /tmp/stoker-<uid>/<job>.sock (node: node.sock)",
+            "Unix socket the node's trainer ranks connect to.");
+    public static final ConfigKey<Path> METRICS_FILE = key("metrics-file", MEMBER, "FILE", TEXT, ConfigKey.path(), Path::toString, null, null,
+            "On shutdown, write the node's counters (pipeline, store and server; a cluster job's per-rank and per-node counters) to "
+                    + "this file as JSON.");
+
+    private final Map<ConfigKey<?>, Object> values;
+    private final Set<ConfigKey<?>> given;
+
+    private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given) {
+        this.values = Collections.unmodifiableMap(values);
+        this.given = Collections.unmodifiableSet(given);
+    }
+
+    private static <T> ConfigKey<T> key(String name, ConfigKey.Group group, String label, ConfigKey.Kind kind, Function<String, T> reader,
+                                        Function<T, String> writer, T defaultValue, String defaultText, String doc) {
+        var k = new ConfigKey<>(name, group, label, kind, reader, writer, defaultValue, defaultText, doc);
+        KEYS.add(k);
+        return k;
+    }
+
+    /** Every setting, in the order config files and help list them. */
+    public static List<ConfigKey<?>> keys() { return Collections.unmodifiableList(KEYS); }
+
+    /** The settings of {@code groups}, in order. */
+    public static List<ConfigKey<?>> keys(Collection<ConfigKey.Group> groups) {
+        return KEYS.stream().filter(k -> groups.contains(k.group())).toList();
+    }
+
+    /** The setting called {@code name} ({@code max-pixels}), or null. */
+    public static ConfigKey<?> key(String name) {
+        for (var k : KEYS) if (k.name().equals(name)) return k;
+        return null;
+    }
+
+    public static Builder builder() { return new Builder(); }
+
+    /** A builder holding this configuration's given settings. */
+    public Builder toBuilder() {
+        var b = new Builder();
+        for (var k : given) b.values.put(k, values.get(k));
+        return b;
+    }
+
+    /** This configuration with only the given settings of {@code groups} (the others back at their defaults). */
+    public NodeConfig only(Collection<ConfigKey.Group> groups) {
+        var b = new Builder();
+        for (var k : given) if (groups.contains(k.group())) b.values.put(k, values.get(k));
+        return b.build();
+    }
+
+    /** The value of {@code key}: the one given, else its default (null where the default is derived or absent). */
+    @SuppressWarnings("unchecked")
+    public <T> T get(ConfigKey<T> key) { return (T) values.get(key); }
+
+    /** Whether {@code key} was given (set through the builder), rather than left at its default. */
+    public boolean isGiven(ConfigKey<?> key) { return given.contains(key); }
+
+    // ---- typed accessors
+
+    public ProcessorPreset processor() { return get(PROCESSOR_KEY); }
+
+    public String data() { return get(DATA_KEY); }
+
+    public int ranks() { return get(RANKS); }
+
+    public int batch() { return get(BATCH); }
+
+    public long seed() { return get(SEED); }
+
+    /** CPU threads: as given, else the number of cores. */
+    public int threads() { return values.get(THREADS) instanceof Integer n ? n : Runtime.getRuntime().availableProcessors(); }
+
+    public FeedMode mode() { return get(MODE); }
+
+    public String job() { return get(JOB); }
+
+    public long startStep() { return get(START_STEP); }
+
+    public long steps() { return get(STEPS); }
+
+    public List<String> join() { return get(JOIN); }
+
+    /** Workers of a cluster job: as given, else one per node. */
+    public int workers() { return values.get(WORKERS) instanceof Integer n ? n : get(NODES); }
+
+    /** The store's budget: as given, else 4 GiB or half of what the store's folder has free (a container's /dev/shm may be 64 MB). */
+    public long shmBudgetBytes() {
+        if (values.get(SHM_BUDGET) instanceof Long n) return n;
+        try {
+            long usable = Files.getFileStore(get(SHM_DIR)).getUsableSpace();
+            return Math.max(1, Math.min(StoreConfig.DEFAULT_BUDGET_BYTES, usable / 2));
+        } catch (IOException e) {
+            return StoreConfig.DEFAULT_BUDGET_BYTES; // the store reports the folder's problem itself
+        }
+    }
+
+    /** How samples are encoded, from the PROCESSOR settings. */
+    public EncodeOptions encodeOptions() {
+        try {
+            return EncodeOptions.defaults(processor()).withPixels(get(MIN_PIXELS), get(MAX_PIXELS)).withExif(get(EXIF))
+                    .withDecodeScale(get(DECODE_SCALE)).withMaxSourcePixels(get(MAX_SOURCE_PIXELS))
+                    .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
+        }
+    }
+
+    /** How objects are fetched, from the DATA settings. */
+    public SourceConfig sourceConfig() {
+        var b = SourceConfig.builder().region(get(S3_REGION)).pathStyle(get(S3_PATH_STYLE)).fetchLatencyMillis(get(FETCH_LATENCY_MS))
+                .maxInFlight(get(FETCH_CONCURRENCY));
+        if (get(S3_ENDPOINT) != null) b.endpointOverride(get(S3_ENDPOINT));
+        try {
+            return b.build();
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--s3-*/--fetch-*: " + e.getMessage()); // the message never holds a credential
+        }
+    }
+
+    /** The pipeline's configuration in {@code mode}, from the DATA settings. */
+    public FeedConfig feedConfig(FeedMode mode) {
+        return FeedConfig.of(mode, encodeOptions(), ranks(), batch()).withSeed(seed()).withCpuThreads(threads())
+                .withFetchConcurrency(get(FETCH_CONCURRENCY)).withPrefetch(get(PREFETCH_BATCHES), get(PREFETCH_BYTES))
+                .withWarmUp(get(WARM_UP_MS)).withErrorPolicy(get(ON_ERROR), get(MAX_ERROR_RATE)).withErrorsFile(get(ERRORS_FILE));
+    }
+
+    /** The local job's store. */
+    public StoreConfig storeConfig() {
+        try {
+            return new StoreConfig(get(SHM_DIR), shmBudgetBytes(), StoreConfig.DEFAULT_INSTANCE_NAME);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--shm-dir/--shm-budget: " + e.getMessage());
+        }
+    }
+
+    /** A cluster member's store, named {@code name}. */
+    public StoreConfig nodeStoreConfig(String name) {
+        try {
+            return new StoreConfig(get(NODE_SHM_DIR), get(NODE_SHM_BUDGET), name);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--node-shm-*: " + e.getMessage());
+        }
+    }
+
+    /** Bytes of one batch of single-image samples at the pixel cap: the least a zero-copy store must hold. */
+    public long oneBatchBytes() { return batch() * encodeOptions().maxPixelBytesPerImage(); }
+
+    // ---- as text
+
+    /** The given settings as JSON {name: text}: what a cluster job carries to its nodes. */
+    public String toJson() {
+        var m = new LinkedHashMap<String, String>();
+        for (var k : KEYS) if (given.contains(k)) m.put(k.name(), k.format(values.get(k)));
+        try {
+            return new ObjectMapper().writeValueAsString(m);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** The configuration {@link #toJson()} wrote. */
+    public static NodeConfig fromJson(String json) {
+        JsonNode tree;
+        try {
+            tree = new ObjectMapper().readTree(json);
+        } catch (JsonProcessingException e) {
+            throw new ConfigException("not a node configuration: " + e.getOriginalMessage());
+        }
+        if (tree == null || !tree.isObject()) throw new ConfigException("not a node configuration: expected a JSON object");
+        var b = builder();
+        tree.properties().forEach(e -> b.set(e.getKey(), e.getValue().asText()));
+        return b.build();
+    }
+
+    /**
+     * The settings a YAML config file holds, as text by name: a flat mapping whose keys are the long option names,
+     * each value a scalar or, for a repeatable option, a list (read as comma-separated text); a null value leaves
+     * the setting out. Names are not checked here (a command also takes options of its own).
+     */
+    public static Map<String, String> readSettings(Path file) {
+        JsonNode tree;
+        try {
+            tree = new ObjectMapper(new com.fasterxml.jackson.dataformat.yaml.YAMLFactory()).readTree(file.toFile());
+        } catch (java.io.FileNotFoundException | java.nio.file.NoSuchFileException e) {
+            throw new ConfigException("--config " + file + ": no such file");
+        } catch (IOException e) {
+            throw new ConfigException("--config " + file + ": not YAML: " + e.getMessage().lines().findFirst().orElse(""));
+        }
+        var out = new LinkedHashMap<String, String>();
+        if (tree == null || tree.isMissingNode() || tree.isNull()) return out;
+        if (!tree.isObject()) throw new ConfigException("--config " + file + ": expected a mapping of option names to values");
+        for (var e : tree.properties()) {
+            JsonNode v = e.getValue();
+            if (v.isNull()) continue;
+            if (v.isArray()) {
+                var items = new ArrayList<String>();
+                for (JsonNode item : v) {
+                    if (!item.isValueNode()) throw new ConfigException("--config " + file + ": " + e.getKey() + ": a list of plain values expected");
+                    items.add(item.asText());
+                }
+                out.put(e.getKey(), String.join(",", items));
+            } else if (v.isValueNode()) {
+                out.put(e.getKey(), v.asText());
+            } else {
+                throw new ConfigException("--config " + file + ": " + e.getKey() + ": a value or a list expected, got a mapping");
+            }
+        }
+        return out;
+    }
+
+    /** The configuration a YAML config file ({@link #readSettings}) holds; every key must be a setting. */
+    public static NodeConfig fromYaml(Path file) {
+        var b = builder();
+        readSettings(file).forEach((name, text) -> {
+            if (key(name) == null) throw new ConfigException("--config " + file + ": unknown setting '" + name + "'");
+            b.set(name, text);
+        });
+        return b.build();
+    }
+
+    /**
+     * The settings {@code keys} (e.g. {@code keys(groups)}) as YAML, one per line in the table's order: those given as
+     * {@code name: value}, those at their defaults commented out ({@code # name: value  (default)}),
+     * so that the text read back as a config file means the same.
+     */
+    public String toYaml(Collection<? extends ConfigKey<?>> keys) {
+        var out = new StringBuilder();
+        for (var k : KEYS) {
+            if (!keys.contains(k)) continue;
+            Object v = values.get(k);
+            if (given.contains(k)) {
+                out.append(k.name()).append(": ").append(yaml(k, v)).append('\n');
+            } else {
+                out.append("# ").append(k.name()).append(": ");
+                out.append(v != null ? yaml(k, v) + "  (default)" : "(default: " + k.describeDefault() + ")").append('\n');
+            }
+        }
+        return out.toString();
+    }
+
+    private static String yaml(ConfigKey<?> k, Object v) {
+        if (k.kind() == LIST) {
+            var items = new ArrayList<String>();
+            for (Object o : (List<?>) v) items.add(scalar(String.valueOf(o)));
+            return "[" + String.join(", ", items) + "]";
+        }
+        String text = k.format(v);
+        return k.kind() == TEXT ? scalar(text) : text;
+    }
+
+    /** A YAML scalar: plain where that reads back as the same string, else double-quoted (JSON's escapes are YAML's). */
+    private static String scalar(String s) {
+        if (s.matches("[A-Za-z/._~][A-Za-z0-9/._~@+-]*") && !s.matches("(?i)true|false|yes|no|on|off|null|y|n|~|\\.nan|\\.inf"))
+            return s;
+        try {
+            return new ObjectMapper().writeValueAsString(s);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Override
+    public boolean equals(Object o) { return o instanceof NodeConfig c && c.values.equals(values) && c.given.equals(given); }
+
+    @Override
+    public int hashCode() { return values.hashCode(); }
+
+    /** The given settings; never a token (tokens are only ever read from files or the environment). */
+    @Override
+    public String toString() { return "NodeConfig" + toJson(); }
+
+    /** Collects settings; {@link #build()} validates them together. Not thread-safe. */
+    public static final class Builder {
+        private final Map<ConfigKey<?>, Object> values = new LinkedHashMap<>();
+
+        private Builder() {}
+
+        /** Sets {@code key} to {@code value}; null goes back to the default. */
+        public <T> Builder set(ConfigKey<T> key, T value) {
+            if (value == null) values.remove(key);
+            else values.put(key, value);
+            return this;
+        }
+
+        /** Sets the setting called {@code name} from its text, as the command line or a config file gives it. */
+        public Builder set(String name, String text) {
+            var k = key(name);
+            if (k == null) throw new ConfigException("unknown setting '" + name + "'");
+            values.put(k, k.parse(text));
+            return this;
+        }
+
+        public Builder data(String uri) { return set(DATA_KEY, uri); }
+
+        public Builder processor(ProcessorPreset p) { return set(PROCESSOR_KEY, p); }
+
+        public Builder pixels(long min, long max) { return set(MIN_PIXELS, min).set(MAX_PIXELS, max); }
+
+        public Builder ranks(int r) { return set(RANKS, r); }
+
+        public Builder batch(int b) { return set(BATCH, b); }
+
+        public Builder seed(long s) { return set(SEED, s); }
+
+        public Builder threads(int n) { return set(THREADS, n); }
+
+        public Builder mode(FeedMode m) { return set(MODE, m); }
+
+        public Builder pixelFormat(PixelFormat f) { return set(PIXEL_FORMAT, f); }
+
+        public Builder socket(Path p) { return set(SOCKET, p); }
+
+        public Builder shmBudgetBytes(long n) { return set(SHM_BUDGET, n); }
+
+        public Builder shmDir(Path p) { return set(SHM_DIR, p); }
+
+        public Builder warmUpMillis(long ms) { return set(WARM_UP_MS, ms); }
+
+        public Builder steps(long n) { return set(STEPS, n); }
+
+        public Builder flight(String spec) { return set(FLIGHT, spec); }
+
+        public Builder tokenizer(Path p) { return set(TOKENIZER, p); }
+
+        /** Validates the settings together; every default is filled in. */
+        public NodeConfig build() {
+            var all = new LinkedHashMap<ConfigKey<?>, Object>();
+            for (var k : KEYS) all.put(k, values.containsKey(k) ? values.get(k) : k.defaultValue());
+            for (var e : values.entrySet()) { // a value set as an object goes through its text, so that it is checked as text is
+                var k = e.getKey();
+                all.put(k, k.parse(k.format(e.getValue())));
+            }
+            var given = new LinkedHashSet<ConfigKey<?>>(values.keySet());
+            var config = new NodeConfig(all, given);
+            config.encodeOptions(); // min <= max pixels, sequence limit
+            config.sourceConfig();
+            boolean flight = config.get(FLIGHT) != null;
+            if (!flight && (given.contains(FLIGHT_TOKEN_FILE) || given.contains(FLIGHT_TLS_CERT) || given.contains(FLIGHT_TLS_KEY)))
+                throw new ConfigException("--flight-token-file and --flight-tls-* need --flight");
+            if (given.contains(FLIGHT_TLS_CERT) != given.contains(FLIGHT_TLS_KEY))
+                throw new ConfigException("--flight-tls-cert and --flight-tls-key go together");
+            if (config.workers() > MAX_CLUSTER_WORKERS)
+                throw new ConfigException("--workers: must be between 1 and " + MAX_CLUSTER_WORKERS + ", got " + config.workers());
+            return config;
+        }
+    }
+
+    /** Settings that are groups of {@code group}; for commands that take several. */
+    public static Set<ConfigKey.Group> groups(ConfigKey.Group first, ConfigKey.Group... rest) { return EnumSet.of(first, rest); }
+}

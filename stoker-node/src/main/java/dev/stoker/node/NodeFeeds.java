@@ -1,0 +1,129 @@
+package dev.stoker.node;
+
+import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.pipeline.feed.FeedSource;
+import dev.stoker.pipeline.feed.Feeder;
+import dev.stoker.pipeline.feed.TaskProducer;
+import dev.stoker.source.DatasetLocation;
+import dev.stoker.source.ObjectSources;
+import dev.stoker.text.QwenTokenizer;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import dev.stoker.store.ShmObjectStore;
+
+/**
+ * The pipelines a {@link NodeConfig} describes: a local job's feed in any mode ({@link #start}), or a
+ * cluster node's task producer ({@link #openTasks}). Owns the tokenizer they share, and the data
+ * set's location and source settings, checked once when it opens.
+ */
+public final class NodeFeeds implements AutoCloseable {
+    private final NodeConfig config;
+    private final DatasetLocation location;
+    private final QwenTokenizer tokenizer;
+
+    private NodeFeeds(NodeConfig config, DatasetLocation location, QwenTokenizer tokenizer) {
+        this.config = config;
+        this.location = location;
+        this.tokenizer = tokenizer;
+    }
+
+    /** Opens the tokenizer of {@code config}; its data set must be given. */
+    public static NodeFeeds open(NodeConfig config) throws IOException {
+        if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
+        DatasetLocation location;
+        try {
+            location = DatasetLocation.parse(config.data());
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--data: " + e.getMessage());
+        }
+        return new NodeFeeds(config, location, tokenizer(config.get(NodeConfig.TOKENIZER)));
+    }
+
+    /** The tokenizer {@code file} names, or the bundled Qwen2 tokenizer when it is null. */
+    public static QwenTokenizer tokenizer(Path file) throws IOException {
+        if (file == null) return QwenTokenizer.bundled();
+        if (!Files.isRegularFile(file)) throw new ConfigException(file + ": tokenizer file not found");
+        return QwenTokenizer.load(file);
+    }
+
+    public NodeConfig config() { return config; }
+
+    /**
+     * The size server and trainers prepare their buffers for: twice a batch of single-image samples at
+     * the pixel cap (multi-image samples need headroom), at most the prefetch bytes.
+     */
+    public long expectedBatchBytes() { return Math.min(config.get(NodeConfig.PREFETCH_BYTES), 2 * config.oneBatchBytes()); }
+
+    /**
+     * Starts the job's feed in {@code mode}, from {@code --start-step}, each rank ending after {@code --steps} (0: never),
+     * bad samples appended to {@code errorsFile} (null: none); the pipeline is up when this returns. ZERO_COPY gets a
+     * shared-memory store of its own, closed (and its files removed) with the ledger.
+     */
+    public RankLedger start(FeedMode mode, Path errorsFile) {
+        var sourceConfig = config.sourceConfig();
+        var feedConfig = config.feedConfig(mode).withErrorsFile(errorsFile);
+        long expected = expectedBatchBytes();
+        ShmObjectStore store = null;
+        try {
+            if (mode == FeedMode.ZERO_COPY) {
+                store = ShmObjectStore.open(config.storeConfig());
+                // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
+                store.prewarm(expected, config.ranks() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
+            }
+            var feeder = Feeder.open(location, sourceConfig, feedConfig, tokenizer, store, config.startStep());
+            var reopenStore = store;
+            return new RankLedger(feeder, store, expected, config.steps(), at -> {
+                try { // only while nothing was delivered: the errors file starts afresh with the moved pipeline
+                    return Feeder.open(location, sourceConfig, feedConfig.withStart(at), tokenizer, reopenStore, -1);
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            });
+        } catch (IOException e) {
+            if (store != null) store.close();
+            throw new UncheckedIOException(e);
+        } catch (RuntimeException e) {
+            if (store != null) store.close();
+            throw e;
+        }
+    }
+
+    /**
+     * A cluster node's side of the job: a task producer writing zero-copy batches into {@code store}
+     * (the node's), reading through a source of its own, at most {@code maxWorkers} workers. Closing
+     * the result closes the producer, its source and these feeds.
+     */
+    public Tasks openTasks(ShmObjectStore store, int maxWorkers) throws IOException {
+        var source = ObjectSources.open(location, config.sourceConfig());
+        try {
+            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY), FeedSource.of(source), tokenizer, store, maxWorkers);
+            return new Tasks(producer, () -> {
+                try {
+                    source.close();
+                } finally {
+                    close();
+                }
+            });
+        } catch (IOException | RuntimeException e) {
+            source.close();
+            throw e;
+        }
+    }
+
+    /** A task producer and what to close after it. */
+    public record Tasks(TaskProducer producer, Runnable resources) implements AutoCloseable {
+        @Override
+        public void close() {
+            try {
+                producer.close();
+            } finally {
+                resources.run();
+            }
+        }
+    }
+
+    @Override
+    public void close() { tokenizer.close(); }
+}

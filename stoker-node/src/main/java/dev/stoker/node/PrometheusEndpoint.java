@@ -1,0 +1,117 @@
+package dev.stoker.node;
+
+import com.sun.net.httpserver.HttpServer;
+import dev.stoker.pipeline.feed.BottleneckVerdict;
+import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.store.ShmObjectStore;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.Executors;
+import java.util.function.ToDoubleFunction;
+
+/**
+ * {@code --metrics-port}: the service's counters, gauges and bottleneck verdict in the
+ * Prometheus text format at {@code http://ADDR:PORT/metrics} (Micrometer's Prometheus registry
+ * over the JDK's HTTP server). ADDR is loopback unless {@code --metrics-bind} names another: the
+ * endpoint has no access control.
+ *
+ * <p>Every meter reads the feed when scraped; nothing is added to the pipeline's hot path. A
+ * snapshot of the feed's counters is taken once per scrape and shared by the meters.
+ *
+ * <p>Threading: scrapes run on one server thread.
+ */
+public final class PrometheusEndpoint implements AutoCloseable {
+    private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    private final HttpServer http;
+    private final RankLedger service;
+    private volatile FeedMetrics.Snapshot snapshot;
+    private volatile BottleneckVerdict verdict;
+
+    /** Serves {@code service}'s meters on {@code address}:{@code port} (0: any free port) until closed. */
+    public PrometheusEndpoint(RankLedger service, InetAddress address, int port) throws IOException {
+        this.service = service;
+        refresh();
+        counter("stoker.samples.fetched", "samples whose bytes all arrived", FeedMetrics.Snapshot::fetchedSamples);
+        counter("stoker.bytes.fetched", "image bytes fetched", FeedMetrics.Snapshot::fetchedBytes);
+        counter("stoker.samples.encoded", "samples decoded, transformed and tokenized", FeedMetrics.Snapshot::encodedSamples);
+        counter("stoker.samples.delivered", "samples in batches handed to trainers", FeedMetrics.Snapshot::deliveredSamples);
+        counter("stoker.samples.skipped", "samples left out of delivered batches because they failed", FeedMetrics.Snapshot::skippedSamples);
+        for (var stage : dev.stoker.core.SampleException.Stage.values()) {
+            String name = stage.name().toLowerCase(java.util.Locale.ROOT);
+            FunctionCounter.builder("stoker.samples.skipped.by.stage", this, m -> m.snapshot.skippedByStage().getOrDefault(name, 0L))
+                    .description("bad samples by the stage that refused them (the errors file has each one)").tag("stage", name)
+                    .register(registry);
+        }
+        counter("stoker.batches.delivered", "batches handed to trainers", FeedMetrics.Snapshot::deliveredBatches);
+        counter("stoker.bytes.copied.after.transform", "bytes copied after the transform to build batches", FeedMetrics.Snapshot::copiedBytes);
+        counter("stoker.cpu.busy.seconds", "CPU-pool thread time spent on samples", s -> s.cpuBusyNanos() / 1e9);
+        for (int r = 0; r < service.ranks(); r++) {
+            int rank = r;
+            Gauge.builder("stoker.buffer.batches", this, m -> m.snapshot.ranks().get(rank).bufferedBatches())
+                    .description("batches ready in the rank's prefetch buffer").tag("rank", Integer.toString(r)).register(registry);
+            Gauge.builder("stoker.buffer.bytes", this, m -> m.snapshot.ranks().get(rank).bufferedBytes())
+                    .description("bytes ready in the rank's prefetch buffer").tag("rank", Integer.toString(r)).register(registry);
+        }
+        ShmObjectStore store = service.store();
+        if (store != null) {
+            Gauge.builder("stoker.store.bytes.in.use", store, s -> s.metrics().inUseBytes()).description("shared memory in use").register(registry);
+            Gauge.builder("stoker.store.bytes.mapped", store, s -> s.metrics().mappedBytes()).description("shared memory mapped").register(registry);
+            Gauge.builder("stoker.store.leases", store, s -> s.metrics().leases()).description("leases open").register(registry);
+            Gauge.builder("stoker.store.budget.bytes", store, s -> s.budgetBytes()).description("the store's hard limit").register(registry);
+        }
+        for (var kind : BottleneckVerdict.Kind.values())
+            Gauge.builder("stoker.bottleneck", this, m -> m.verdict.kind() == kind ? 1 : 0)
+                    .description("1 for the current bottleneck kind, else 0").tag("kind", kind.name().toLowerCase(java.util.Locale.ROOT))
+                    .register(registry);
+        http = HttpServer.create(new InetSocketAddress(address, port), 0);
+        http.createContext("/metrics", exchange -> {
+            try (exchange) {
+                refresh();
+                byte[] body = registry.scrape().getBytes(StandardCharsets.UTF_8);
+                exchange.getResponseHeaders().set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+                exchange.sendResponseHeaders(200, body.length);
+                exchange.getResponseBody().write(body);
+            }
+        });
+        http.setExecutor(Executors.newSingleThreadExecutor(r -> {
+            var t = new Thread(r, "stoker-metrics");
+            t.setDaemon(true);
+            return t;
+        }));
+        http.start();
+    }
+
+    public int port() { return http.getAddress().getPort(); }
+
+    /** The scrape URL, with the bound address and port. */
+    public String url() {
+        InetAddress a = http.getAddress().getAddress();
+        String host = a instanceof java.net.Inet6Address ? "[" + a.getHostAddress() + "]" : a.getHostAddress();
+        return "http://" + host + ":" + port() + "/metrics";
+    }
+
+    /** The current verdict's text (for the status line and logs). */
+    public String verdictText() { return verdict.text(); }
+
+    private void refresh() {
+        snapshot = service.feeder().metrics();
+        verdict = service.feeder().verdict();
+    }
+
+    private void counter(String name, String help, ToDoubleFunction<FeedMetrics.Snapshot> value) {
+        FunctionCounter.builder(name, this, m -> value.applyAsDouble(m.snapshot)).description(help).register(registry);
+    }
+
+    @Override
+    public void close() {
+        http.stop(0);
+        ((java.util.concurrent.ExecutorService) http.getExecutor()).shutdownNow();
+        registry.close();
+    }
+}

@@ -1,0 +1,57 @@
+package dev.stoker.node;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+
+/**
+ * Where a node's trainer socket lives and who may use it. The default folder,
+ * {@code $XDG_RUNTIME_DIR/stoker}, else {@code /tmp/stoker-<uid>}, is where the Python client looks
+ * too. Under /tmp the folder's name is predictable, and whoever owns it (or may write to it) could
+ * replace the socket with their own and feed the trainers: a default folder must be this user's,
+ * a real folder, and writable by no one else. The socket itself is made {@code rw-------}.
+ */
+public final class SocketDir {
+    private SocketDir() {}
+
+    /** Where the Python client looks by default for job {@code job}: $XDG_RUNTIME_DIR/stoker/JOB.sock, else /tmp/stoker-UID/JOB.sock. */
+    public static Path defaultSocket(String job) throws IOException {
+        String xdg = System.getenv("XDG_RUNTIME_DIR");
+        if (xdg != null && !xdg.isEmpty()) return Path.of(xdg, "stoker", job + ".sock");
+        return Path.of("/tmp", "stoker-" + uid(), job + ".sock");
+    }
+
+    /**
+     * The socket path to serve on: {@code given}, or the default for {@code job}; its folder is made
+     * (mode 0700) when missing, and a default folder is checked ({@link #checkPrivate}).
+     */
+    public static Path prepare(Path given, String job) throws IOException {
+        Path sock = given != null ? given : defaultSocket(job);
+        Path dir = sock.toAbsolutePath().getParent();
+        if (!Files.isDirectory(dir))
+            Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        if (given == null) checkPrivate(dir);
+        return sock;
+    }
+
+    /** Refuses a folder that is a link, another user's, or writable by group or others. */
+    public static void checkPrivate(Path dir) throws IOException {
+        var noFollow = LinkOption.NOFOLLOW_LINKS;
+        Object owner = Files.getAttribute(dir, "unix:uid", noFollow);
+        var mode = Files.getPosixFilePermissions(dir, noFollow);
+        if (Files.isSymbolicLink(dir) || !owner.equals(uid()) || mode.contains(PosixFilePermission.GROUP_WRITE)
+                || mode.contains(PosixFilePermission.OTHERS_WRITE))
+            throw new ConfigException("the socket folder " + dir + " is a link, another user's, or writable by others (mode "
+                    + PosixFilePermissions.toString(mode) + "); remove it or pass --socket");
+    }
+
+    /** Makes {@code socket} this user's trainers' only. */
+    static void restrict(Path socket) throws IOException {
+        Files.setPosixFilePermissions(socket, PosixFilePermissions.fromString("rw-------"));
+    }
+
+    private static Object uid() throws IOException { return Files.getAttribute(Path.of("/proc/self"), "unix:uid"); }
+}

@@ -1,0 +1,154 @@
+package dev.stoker.node;
+
+import java.io.PrintWriter;
+import java.util.Locale;
+import java.util.OptionalDouble;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+
+/**
+ * A one-line live status on stderr for long runs, rewritten in place every second: samples/s,
+ * delivered batches, buffered batches, the trainers' wait ratio when known, the verdict kind, and an
+ * ETA when the total is known. Completely quiet when the console is not a terminal or when the
+ * environment variable {@code CI} is set.
+ *
+ * <p>Design: {@link #format} is a pure function of two {@link Sample}s; the running part only samples,
+ * formats and writes. {@link #close()} erases the line so that later output starts on a clean line.
+ *
+ * <p>Threading: one daemon thread writes; {@link #close()} may be called from any thread.
+ */
+public final class StatusLine implements AutoCloseable {
+    static final long INTERVAL_MILLIS = 1000;
+    /** Carriage return, then erase to the end of the line (ANSI EL). */
+    static final String REWRITE = "\r\u001b[K";
+
+    /**
+     * The figures at one moment.
+     *
+     * @param nanos            a monotonic time stamp ({@link System#nanoTime()})
+     * @param deliveredSamples samples handed to trainers so far
+     * @param deliveredBatches batches handed to trainers so far
+     * @param bufferedBatches  batches ready in the ranks' buffers now
+     * @param waitRatio        the trainers' wait-time ratio (0..1), when known
+     * @param verdict          the bottleneck verdict's label (e.g. "I/O-bound"), or null when none yet
+     * @param totalBatches     the batches the run will deliver in all, or -1 when unbounded or unknown
+     */
+    public record Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
+                  String verdict, long totalBatches) {}
+
+    /** Whether to show a status line at all: only on a terminal and never under CI. */
+    static boolean enabled(boolean terminal, String ciEnv) {
+        return terminal && ciEnv == null;
+    }
+
+    /** {@link #enabled(boolean, String)} for this process: {@code System.console()} is a terminal and {@code CI} is not set. */
+    static boolean enabled() {
+        var console = System.console();
+        return enabled(console != null && console.isTerminal(), System.getenv("CI"));
+    }
+
+    /** The status text (no control characters) from the previous sample (null on the first) and this one. */
+    static String format(Sample prev, Sample now) {
+        var sb = new StringBuilder("stoker: ");
+        double seconds = prev == null ? 0 : (now.nanos() - prev.nanos()) / 1e9;
+        double samplesPerSecond = seconds > 0 ? Math.max(0, now.deliveredSamples() - prev.deliveredSamples()) / seconds : Double.NaN;
+        double batchesPerSecond = seconds > 0 ? Math.max(0, now.deliveredBatches() - prev.deliveredBatches()) / seconds : Double.NaN;
+        sb.append(Double.isNaN(samplesPerSecond) ? "-" : rate(samplesPerSecond)).append(" samples/s");
+        sb.append(" | ").append(now.deliveredBatches());
+        if (now.totalBatches() >= 0) sb.append('/').append(now.totalBatches());
+        sb.append(" batches delivered");
+        sb.append(" | ").append(now.bufferedBatches()).append(" buffered");
+        now.waitRatio().ifPresent(w -> sb.append(" | wait ").append(String.format(Locale.ROOT, "%.0f%%", 100 * w)));
+        if (now.verdict() != null && !now.verdict().isEmpty()) sb.append(" | ").append(now.verdict());
+        if (now.totalBatches() >= 0) {
+            long left = Math.max(0, now.totalBatches() - now.deliveredBatches());
+            sb.append(" | ETA ");
+            if (left == 0) sb.append("0s");
+            else if (Double.isNaN(batchesPerSecond) || batchesPerSecond <= 0) sb.append('-');
+            else sb.append(duration(Math.round(left / batchesPerSecond)));
+        }
+        return sb.toString();
+    }
+
+    static String rate(double perSecond) {
+        return perSecond >= 100 ? String.format(Locale.ROOT, "%.0f", perSecond) : String.format(Locale.ROOT, "%.1f", perSecond);
+    }
+
+    static String duration(long seconds) {
+        if (seconds >= 3600) return String.format(Locale.ROOT, "%dh%02dm", seconds / 3600, seconds % 3600 / 60);
+        if (seconds >= 60) return String.format(Locale.ROOT, "%dm%02ds", seconds / 60, seconds % 60);
+        return seconds + "s";
+    }
+
+    private final PrintWriter out;
+    private final Supplier<Sample> probe;
+    private final ScheduledExecutorService scheduler; // null when quiet
+    private Sample prev; // only the scheduler thread touches it
+    private boolean written; // guarded by this
+
+    private StatusLine(PrintWriter out, Supplier<Sample> probe, boolean show, long intervalMillis) {
+        this.out = out;
+        this.probe = probe;
+        if (!show) {
+            this.scheduler = null;
+            return;
+        }
+        this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
+            var t = new Thread(r, "stoker-status-line");
+            t.setDaemon(true);
+            return t;
+        });
+        this.prev = safeProbe();
+        scheduler.scheduleWithFixedDelay(this::tick, intervalMillis, intervalMillis, TimeUnit.MILLISECONDS);
+    }
+
+    /** Starts a status line on {@code out} if {@link #enabled()}; otherwise one that never writes. */
+    public static StatusLine start(PrintWriter out, Supplier<Sample> probe) {
+        return new StatusLine(out, probe, enabled(), INTERVAL_MILLIS);
+    }
+
+    /** For tests: shows or not as told, at the given interval. */
+    static StatusLine start(PrintWriter out, Supplier<Sample> probe, boolean show, long intervalMillis) {
+        return new StatusLine(out, probe, show, intervalMillis);
+    }
+
+    /** Whether this status line writes at all. */
+    boolean active() { return scheduler != null; }
+
+    private Sample safeProbe() {
+        try {
+            return probe.get();
+        } catch (RuntimeException e) {
+            return null; // a probe racing shutdown; the next tick tries again
+        }
+    }
+
+    private void tick() {
+        var now = safeProbe();
+        if (now == null) return;
+        String text = format(prev, now);
+        prev = now;
+        synchronized (this) {
+            if (scheduler.isShutdown()) return;
+            out.print(REWRITE + text);
+            out.flush();
+            written = true;
+        }
+    }
+
+    /** Stops updating and erases the line (if anything was written). */
+    @Override
+    public void close() {
+        if (scheduler == null) return;
+        scheduler.shutdownNow();
+        synchronized (this) {
+            if (written) {
+                out.print(REWRITE);
+                out.flush();
+                written = false;
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+package dev.stoker.node;
+
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.flight.FlightBatchServer;
+import dev.stoker.pipeline.feed.BadInputException;
+import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.transport.FeedServer;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
+
+/**
+ * A running Stoker node: the service of one training node. {@link #launch(NodeConfig)} checks the
+ * configuration (a refused Flight endpoint, a store smaller than one batch: nothing starts), opens
+ * the node's feed (a local job's pipeline, its store and its ledger; or, through
+ * {@code ClusteredNode} in {@code stoker-cluster}, this node's share of a cluster job), serves the
+ * node's trainer ranks on a Unix socket, and, when configured, over Arrow Flight and a Prometheus
+ * endpoint. {@link #close()} writes the run's counters ({@code --metrics-file}) and stops everything
+ * in reverse order: sockets and shared-memory files are removed.
+ *
+ * <p>Local serve and cluster nodes are assembled here alike; they differ only in their {@link Feed}.
+ *
+ * <pre>{@code
+ * try (var node = StokerNode.launch(NodeConfig.builder().data("ds/train.jsonl").ranks(2).build())) {
+ *     // trainers connect to node.socket(); node.failure() completes if bad input stops the feed
+ * }
+ * }</pre>
+ *
+ * <p>Threading: launch and close from one thread; the accessors from any.
+ */
+public final class StokerNode implements AutoCloseable {
+    /** What feeds a node's trainers; the node closes it after its servers. */
+    public interface Feed extends AutoCloseable {
+        /** Rank r's next batch, for the node's socket and Flight endpoint. */
+        BatchProvider provider();
+
+        /** The counters {@code --metrics-file} holds (the node adds its servers'). */
+        Map<String, Object> metrics();
+
+        /** The local job's ledger (metrics, verdict, status), or null for a cluster node's feed. */
+        default RankLedger ledger() { return null; }
+
+        /** Completes when bad input stops the feed ({@code --on-error fail}, {@code --max-error-rate}). */
+        default CompletableFuture<BadInputException> failure() { return new CompletableFuture<>(); }
+
+        @Override
+        void close();
+    }
+
+    /** Opens a node's feed from its configuration, once the node's own checks have passed; progress lines go to {@code log}. */
+    @FunctionalInterface
+    public interface FeedOpener {
+        Feed open(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException;
+    }
+
+    private final NodeConfig config;
+    private final Path socket;
+    private final Feed feed;
+    private final FeedServer server;
+    private final FlightBatchServer flight;
+    private final FlightAccess flightAccess;
+    private final PrometheusEndpoint metrics;
+    private boolean closed;
+
+    private StokerNode(NodeConfig config, Path socket, Feed feed, FeedServer server, FlightBatchServer flight, FlightAccess flightAccess,
+                       PrometheusEndpoint metrics) {
+        this.config = config;
+        this.socket = socket;
+        this.feed = feed;
+        this.server = server;
+        this.flight = flight;
+        this.flightAccess = flightAccess;
+        this.metrics = metrics;
+    }
+
+    /** Launches a node running the local job of {@code config} (its data, ranks, mode). */
+    public static StokerNode launch(NodeConfig config) throws IOException, InterruptedException { return launch(config, line -> {}); }
+
+    /** {@link #launch(NodeConfig)}, telling {@code log} what it started (the job, the data, the endpoints; the socket last). */
+    public static StokerNode launch(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
+        return launch(config, config.job(), StokerNode::localFeed, log);
+    }
+
+    /**
+     * Launches a node whose feed {@code opener} makes, serving on {@code --socket} or the default socket named
+     * {@code socketName}: what every node is assembled by, local or clustered.
+     */
+    public static StokerNode launch(NodeConfig config, String socketName, FeedOpener opener, Consumer<String> log)
+            throws IOException, InterruptedException {
+        FlightAccess flightAccess = FlightAccess.plan(config, System.getenv()); // refused endpoints stop here, before any work
+        InetAddress metricsAddress = config.get(NodeConfig.METRICS_PORT) == null ? null : metricsAddress(config);
+        Path sock = SocketDir.prepare(config.get(NodeConfig.SOCKET), socketName);
+        Feed feed = opener.open(config, log);
+        FeedServer server = null;
+        FlightBatchServer flight = null;
+        PrometheusEndpoint metrics = null;
+        try {
+            server = new FeedServer(sock, feed.provider(), false);
+            SocketDir.restrict(sock);
+            if (flightAccess != null) {
+                flight = FlightBatchServer.start(flightAccess.location(), feed.provider(), null, null, flightAccess.security());
+                flightAccess.warnings().forEach(log);
+                log.accept("flight on " + flightAccess.url(flight.port()) + (flightAccess.security().token() != null ? " (token required)" : ""));
+            }
+            if (metricsAddress != null) {
+                if (feed.ledger() == null) throw new ConfigException("--metrics-port is served for a local job only");
+                metrics = new PrometheusEndpoint(feed.ledger(), metricsAddress, config.get(NodeConfig.METRICS_PORT));
+                log.accept("metrics on " + metrics.url());
+            }
+            log.accept("listening on " + sock); // last: tells scripts everything is up
+            return new StokerNode(config, sock, feed, server, flight, flightAccess, metrics);
+        } catch (IOException | RuntimeException e) {
+            closeQuietly(metrics, flight, server, feed);
+            throw e;
+        }
+    }
+
+    /** The local job: its pipeline (and store) behind a ledger. */
+    private static Feed localFeed(NodeConfig config, Consumer<String> log) throws IOException {
+        FeedMode mode = config.mode();
+        if (mode != FeedMode.ZERO_COPY && mode != FeedMode.PREFETCH)
+            throw new ConfigException("--mode must be zero-copy or prefetch, got " + ConfigKey.cliName(mode));
+        long oneBatch = config.oneBatchBytes();
+        if (mode == FeedMode.ZERO_COPY && config.shmBudgetBytes() < oneBatch)
+            throw new ConfigException("--shm-budget " + config.shmBudgetBytes() + " is smaller than one batch: " + config.batch()
+                    + " samples of one image at --max-pixels " + config.get(NodeConfig.MAX_PIXELS) + " take " + oneBatch + " bytes");
+        var feeds = NodeFeeds.open(config);
+        RankLedger ledger;
+        try {
+            ledger = feeds.start(mode, config.get(NodeConfig.ERRORS_FILE));
+        } catch (RuntimeException e) {
+            feeds.close();
+            throw e;
+        }
+        var feeder = ledger.feeder();
+        log.accept(String.format(Locale.ROOT, "job %s, %d ranks × batch %d, mode %s, %s, pixels %s", config.job(), config.ranks(),
+                config.batch(), ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
+                        + " (budget " + ledger.store().budgetBytes() + " bytes)" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
+        log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
+                feeder.datasetSize(), feeder.schedule().stepsPerEpoch(), feeder.fingerprint()));
+        var failure = new CompletableFuture<BadInputException>();
+        feeder.errors().onFailure(failure::complete);
+        return new Feed() {
+            @Override public BatchProvider provider() { return ledger; }
+
+            @Override public Map<String, Object> metrics() { return ledger.metrics(); }
+
+            @Override public RankLedger ledger() { return ledger; }
+
+            @Override public CompletableFuture<BadInputException> failure() { return failure; }
+
+            @Override
+            public void close() {
+                try {
+                    ledger.close();
+                } finally {
+                    feeds.close();
+                }
+            }
+        };
+    }
+
+    private static InetAddress metricsAddress(NodeConfig config) {
+        String bind = config.get(NodeConfig.METRICS_BIND);
+        try {
+            return InetAddress.getByName(bind);
+        } catch (UnknownHostException e) {
+            throw new ConfigException("--metrics-bind: cannot resolve '" + bind + "'");
+        }
+    }
+
+    public NodeConfig config() { return config; }
+
+    /** The Unix socket the node's trainers connect to. */
+    public Path socket() { return socket; }
+
+    /** The local job's ledger, or null on a cluster node. */
+    public RankLedger ledger() { return feed.ledger(); }
+
+    /** The node's trainer socket server (its counters). */
+    public FeedServer server() { return server; }
+
+    /** The Flight endpoint trainers on other hosts connect to, or null without {@code --flight}. */
+    public String flightUrl() { return flight == null ? null : flightAccess.url(flight.port()); }
+
+    /** The Prometheus scrape URL, or null without {@code --metrics-port}. */
+    public String metricsUrl() { return metrics == null ? null : metrics.url(); }
+
+    /** Completes when bad input stops the feed; trainers get the error in reply to their requests. */
+    public CompletableFuture<BadInputException> failure() { return feed.failure(); }
+
+    /** The node's counters now: its feed's and its socket server's, as {@code --metrics-file} holds them. */
+    public Map<String, Object> metrics() {
+        var m = new LinkedHashMap<>(feed.metrics());
+        var s = new LinkedHashMap<String, Object>();
+        s.put("batches_sent", server.batchesSent());
+        s.put("bytes_sent", server.bytesSent());
+        s.put("refs_sent", server.refsSent());
+        s.put("leases_held", server.leasesHeld());
+        s.put("leases_released", server.leasesReleased());
+        s.put("leases_released_on_disconnect", server.leasesReleasedOnDisconnect());
+        m.put("server", s);
+        if (flight != null) m.put("flight", Map.of("batches_sent", flight.batchesSent(), "bytes_sent", flight.bytesSent()));
+        return m;
+    }
+
+    /** Writes {@code --metrics-file} (when set), then stops the endpoints, the socket server and the feed, in that order. */
+    @Override
+    public void close() throws IOException {
+        if (closed) return;
+        closed = true;
+        Path file = config.get(NodeConfig.METRICS_FILE);
+        try {
+            if (file != null) RunFiles.writeJson(file, metrics());
+        } finally {
+            closeQuietly(metrics, flight, server, feed);
+        }
+    }
+
+    private static void closeQuietly(AutoCloseable... resources) {
+        RuntimeException first = null;
+        for (AutoCloseable r : resources) {
+            if (r == null) continue;
+            try {
+                r.close();
+            } catch (Exception e) {
+                if (first == null) first = e instanceof RuntimeException re ? re : new IllegalStateException("closing " + r + ": " + e, e);
+                else first.addSuppressed(e);
+            }
+        }
+        if (first != null) throw first;
+    }
+}

@@ -1,0 +1,132 @@
+package dev.stoker.node;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.pipeline.feed.ErrorPolicy;
+import dev.stoker.pipeline.feed.FeedConfig;
+import dev.stoker.pipeline.feed.FeedMode;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** One configuration: defaults defined once (the pipeline's own), validated once, the same read back from JSON and YAML. */
+@Timeout(30)
+class NodeConfigTest {
+    @TempDir Path tmp;
+
+    @Test
+    void theDefaultsAreThePipelinesDefaults() {
+        var config = NodeConfig.builder().data("ds/train.jsonl").build();
+        var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL);
+        assertEquals(encode, config.encodeOptions(), "a node's encoding is the library's default encoding");
+        for (var mode : FeedMode.values())
+            assertEquals(FeedConfig.of(mode, encode, 1, 8), config.feedConfig(mode), "a node's feed is FeedConfig's default feed: " + mode);
+        assertEquals(FeedConfig.SEED_DEFAULT, config.seed());
+        assertEquals(1234, config.seed(), "the seed a CLI job and an embedder's job share");
+        assertEquals(Runtime.getRuntime().availableProcessors(), config.threads(), "threads default to the cores");
+        assertEquals(config.get(NodeConfig.NODES), config.workers(), "workers default to one per node");
+        assertTrue(config.shmBudgetBytes() > 0);
+        assertEquals(List.of(), config.join());
+        assertFalse(config.isGiven(NodeConfig.SEED));
+        assertTrue(config.isGiven(NodeConfig.DATA_KEY));
+    }
+
+    @Test
+    void everySettingIsReadFromTheTextItIsWrittenAs() {
+        for (var k : NodeConfig.keys()) {
+            if (k.defaultValue() == null) continue;
+            assertEquals(k.defaultValue(), k.parse(k.format(k.defaultValue())), k.name());
+        }
+        var names = NodeConfig.keys().stream().map(ConfigKey::name).toList();
+        assertEquals(names.size(), names.stream().distinct().count(), "one name, one setting");
+        assertEquals(NodeConfig.RANKS, NodeConfig.key("ranks"));
+        assertNull(NodeConfig.key("seeds"));
+    }
+
+    static NodeConfig sample() {
+        return NodeConfig.builder().data("s3://bucket/ds/train.jsonl").processor(ProcessorPreset.QWEN3_VL).pixels(4096, 200704).ranks(8)
+                .batch(4).seed(99).threads(3).pixelFormat(PixelFormat.UINT8).mode(FeedMode.PREFETCH).shmBudgetBytes(3L << 30)
+                .set(NodeConfig.ON_ERROR, ErrorPolicy.FAIL).set(NodeConfig.MAX_ERROR_RATE, 0.25).set(NodeConfig.S3_PATH_STYLE, true)
+                .set(NodeConfig.JOIN, List.of("10.0.0.1:2551", "10.0.0.2:2551")).set(NodeConfig.JOB, "job with spaces: and colons")
+                .set(NodeConfig.ERRORS_FILE, Path.of("/tmp/x y/errors.jsonl")).build();
+    }
+
+    @Test
+    void aConfigurationTravelsAsJsonAndComesBackTheSame() {
+        var config = sample();
+        var back = NodeConfig.fromJson(config.toJson());
+        assertEquals(config, back);
+        assertEquals(config.feedConfig(FeedMode.ZERO_COPY), back.feedConfig(FeedMode.ZERO_COPY));
+        assertFalse(back.isGiven(NodeConfig.PREFETCH_BATCHES), "a default stays a default where it is read");
+    }
+
+    @Test
+    void thePrintedYamlReadBackMeansTheSame() throws Exception {
+        var config = sample();
+        String yaml = config.toYaml(NodeConfig.keys());
+        assertTrue(yaml.contains("\nranks: 8\n"), yaml);
+        assertTrue(yaml.contains("# fetch-concurrency: 64  (default)"), yaml);
+        assertTrue(yaml.contains("# threads: ") || yaml.contains("threads: 3"), yaml);
+        Path file = Files.writeString(tmp.resolve("node.yaml"), yaml);
+        assertEquals(config, NodeConfig.fromYaml(file));
+        // and the defaults, printed, are NodeConfig's: a file of defaults only reads back as the builder's defaults
+        var defaults = NodeConfig.builder().data("d.jsonl").build();
+        Path d = Files.writeString(tmp.resolve("d.yaml"), defaults.toYaml(NodeConfig.keys()));
+        assertEquals(defaults, NodeConfig.fromYaml(d));
+    }
+
+    @Test
+    void onlyTheGroupsAskedForTravel() {
+        var job = sample().only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
+        assertEquals(8, job.ranks());
+        assertEquals(List.of(), job.join(), "where a node listens is its own");
+        assertEquals(FeedMode.ZERO_COPY, job.mode());
+    }
+
+    @Test
+    void badValuesAreRefusedNamingTheOption() {
+        assertEquals("--ranks: must be between 1 and 65536, got 0",
+                assertThrows(ConfigException.class, () -> NodeConfig.builder().ranks(0).build()).getMessage());
+        assertEquals("--batch: 'eight' is not a whole number",
+                assertThrows(ConfigException.class, () -> NodeConfig.builder().set("batch", "eight")).getMessage());
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("mode", "fast")).getMessage()
+                .startsWith("--mode: unknown value 'fast'; expected one of serial, concurrent, prefetch, zero-copy"));
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("shm-budget", "4Q")).getMessage()
+                .contains("is not a byte count"));
+        assertEquals(4L << 30, NodeConfig.builder().set("shm-budget", "4G").build().shmBudgetBytes());
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("seeds", "x")).getMessage()
+                .contains("unknown setting 'seeds'"));
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().pixels(10_000, 5_000).build()).getMessage()
+                .startsWith("--min-pixels/--max-pixels"));
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set(NodeConfig.FLIGHT_TOKEN_FILE, tmp).build())
+                .getMessage().contains("need --flight"));
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("join", "nohost")).getMessage()
+                .contains("expected HOST:PORT"));
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("max-error-rate", "1.5")).getMessage()
+                .contains("between 0 and 1"));
+    }
+
+    @Test
+    void aConfigFileWithAnUnknownKeyOrAMappingIsRefused() throws Exception {
+        Path typo = Files.writeString(tmp.resolve("typo.yaml"), "data: d.jsonl\nrank: 2\n");
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.fromYaml(typo)).getMessage().contains("unknown setting 'rank'"));
+        Path nested = Files.writeString(tmp.resolve("nested.yaml"), "data:\n  path: d.jsonl\n");
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.readSettings(nested)).getMessage().contains("got a mapping"));
+        Path list = Files.writeString(tmp.resolve("list.yaml"), "join:\n  - 127.0.0.1:1\n  - 127.0.0.1:2\nranks: 3\n");
+        var c = NodeConfig.fromYaml(list);
+        assertEquals(List.of("127.0.0.1:1", "127.0.0.1:2"), c.join());
+        assertEquals(3, c.ranks());
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.fromYaml(tmp.resolve("none.yaml"))).getMessage()
+                .contains("no such file"));
+    }
+}

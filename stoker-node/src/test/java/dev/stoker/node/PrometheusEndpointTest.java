@@ -1,0 +1,56 @@
+package dev.stoker.node;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.testkit.Vectors;
+import dev.stoker.transport.TrainerClient;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code --metrics-port}: a Prometheus scrape over a real socket sees what the trainers received, of a node embedded here. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class PrometheusEndpointTest {
+    @TempDir Path tmp;
+
+    @Test
+    void aScrapeShowsDeliveredSamplesBuffersTheStoreAndTheVerdict() throws Exception {
+        Path ds = Files.createDirectories(tmp.resolve("ds"));
+        Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
+        var lines = new StringBuilder();
+        for (int i = 0; i < 12; i++)
+            lines.append(String.format("{\"id\":\"s%d\",\"image\":\"b.png\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?\"},"
+                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i, i));
+        Files.writeString(ds.resolve("train.jsonl"), lines);
+        var config = NodeConfig.builder().data(ds.resolve("train.jsonl").toString()).ranks(1).batch(2).set(NodeConfig.MAX_PIXELS, 50176L)
+                .socket(tmp.resolve("s.sock")).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(64L << 20).threads(1)
+                .set(NodeConfig.METRICS_PORT, 0).build();
+        try (var node = StokerNode.launch(config)) {
+            assertTrue(node.metricsUrl().matches("http://127\\.0\\.0\\.1:\\d+/metrics"), node.metricsUrl());
+            try (var client = TrainerClient.connect(tmp.resolve("s.sock"), 0, 1, "test", TrainerClient.Options.SHARED_MEMORY)) {
+                for (int s = 0; s < 3; s++) client.next().close();
+            }
+            var http = HttpClient.newHttpClient();
+            var response = http.send(HttpRequest.newBuilder(URI.create(node.metricsUrl())).build(), HttpResponse.BodyHandlers.ofString());
+            assertEquals(200, response.statusCode());
+            String body = response.body();
+            var delivered = Pattern.compile("(?m)^stoker_samples_delivered_total(?:\\{[^}]*})? (\\S+)$").matcher(body);
+            assertTrue(delivered.find(), body);
+            assertTrue(Double.parseDouble(delivered.group(1)) >= 6, "3 batches of 2 delivered: " + delivered.group(0));
+            assertTrue(body.contains("stoker_buffer_batches{rank=\"0\"}"), body);
+            assertTrue(body.contains("stoker_store_bytes_in_use"), body);
+            var kinds = Pattern.compile("(?m)^stoker_bottleneck\\{kind=\"(\\w+)\"} 1\\.0$").matcher(body);
+            assertTrue(kinds.find(), "one current verdict: " + body);
+        }
+    }
+}

@@ -1,0 +1,413 @@
+package dev.stoker.node;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.core.ScheduleCursor;
+import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.testkit.BatchDigest;
+import dev.stoker.testkit.DemoDatasetBuilder;
+import dev.stoker.testkit.Vectors;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.transport.FeedProtocol;
+import dev.stoker.transport.FeedServer;
+import dev.stoker.transport.TrainerClient;
+import java.io.IOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Exact resume through the local protocol, against a real {@link RankLedger} and {@link FeedServer}
+ * with Java {@link TrainerClient}s: a trainer that disconnects and reconnects, a batch lost in
+ * transit or still being produced for a dead connection, a restarted service (with its prefetch
+ * buffers full when it stopped), a resized job (2 → 3 ranks, mid-epoch and across the epoch
+ * boundary), and states that must be refused. Every resumed run is compared, batch by batch, with
+ * an uninterrupted run of the same settings: the digest of every tensor and the dataset indices.
+ *
+ * <p>Data: 40 samples cut from the project's photos; 2 ranks × 3 samples = 6 per global step, so an
+ * epoch is 6 steps (36 samples; the last 4 of each permutation are dropped) and 14 steps cross two
+ * epoch boundaries.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+@Tag("slow")
+class ResumeTest {
+    static final String PYTHON = "/usr/bin/python3";
+    static final int SAMPLES = 40, RANKS = 2, BATCH = 3, STEPS = 14;
+    @TempDir static Path tmp;
+    static Path manifest;
+    static final List<List<String>> reference = new ArrayList<>(); // [rank][step] digest
+
+    @BeforeAll
+    static void dataAndReference() throws Exception {
+        manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 7);
+        for (var mode : List.of(FeedMode.ZERO_COPY, FeedMode.PREFETCH)) {
+            var digests = new ArrayList<List<String>>();
+            try (var factory = factory(RANKS); var service = factory.start(mode, null); var server = server(service, "ref-" + mode)) {
+                for (int r = 0; r < RANKS; r++) {
+                    try (var c = connect(server, r, RANKS, null)) {
+                        digests.add(take(c, STEPS));
+                    }
+                }
+            }
+            if (reference.isEmpty()) reference.addAll(digests);
+            else assertEquals(reference, digests, "prefetch and zero-copy yield the same batches, their tensors in the same order");
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = FeedMode.class, names = {"ZERO_COPY", "PREFETCH"})
+    void aTrainerThatReconnectsContinuesWhereItWas(FeedMode mode) throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(mode, null); var server = server(service, "reconnect-" + mode)) {
+            TrainerClient.State saved;
+            try (var c = connect(server, 0, RANKS, null)) {
+                assertEquals(reference.get(0).subList(0, 5), take(c, 5));
+                saved = c.state();
+            }
+            assertEquals(new ScheduleCursor(0, 5 * RANKS * BATCH), saved.cursor());
+            try (var c = connect(server, 0, RANKS, saved)) {
+                assertEquals(reference.get(0).subList(5, STEPS), take(c, STEPS - 5));
+            }
+            try (var c = connect(server, 1, RANKS, null)) { // the other rank was never disturbed
+                assertEquals(reference.get(1), take(c, STEPS));
+            }
+        }
+    }
+
+    @Test
+    void aBatchThatArrivedButWasNotConsumedIsHandedOutAgain() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "lost")) {
+            TrainerClient.State before;
+            try (var c = connect(server, 1, RANKS, null)) {
+                assertEquals(reference.get(1).subList(0, 3), take(c, 3));
+                before = c.state();
+                assertEquals(reference.get(1).get(3), take(c, 1).getFirst()); // arrived; the trainer crashed before a checkpoint
+            }
+            try (var c = connect(server, 1, RANKS, before)) {
+                assertEquals(reference.get(1).subList(3, STEPS), take(c, STEPS - 3));
+            }
+            assertEquals(0, server.leasesHeld());
+        }
+    }
+
+    @Test
+    void aBatchProducedForADeadConnectionGoesToTheNextOne() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "dead")) {
+            TrainerClient.State saved;
+            try (var c = connect(server, 0, RANKS, null)) {
+                take(c, 2);
+                saved = c.state();
+            }
+            // a trainer that asks for its next batch and dies before the answer
+            try (var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+                ch.connect(UnixDomainSocketAddress.of(server.socketPath()));
+                var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, 0, RANKS, FeedProtocol.FLAG_SHARED_MEMORY, saved.cursor(),
+                        saved.fingerprint(), "t");
+                FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, encode(hello));
+                var in = new FeedProtocol.FrameReader(ch);
+                assertEquals(FeedProtocol.WELCOME, in.next().type());
+                FeedProtocol.writeFrame(ch, FeedProtocol.NEXT, null);
+            }
+            try (var c = connect(server, 0, RANKS, saved)) {
+                assertEquals(reference.get(0).subList(2, STEPS), take(c, STEPS - 2));
+            }
+        }
+    }
+
+    /** A service restarted (its prefetch buffers were full when it stopped) continues every rank at its saved cursor. */
+    @ParameterizedTest
+    @ValueSource(ints = {4, 7}) // mid-epoch, and past the first epoch boundary
+    void aRestartedServiceResumesEveryRankFromItsState(int done) throws Exception {
+        var states = new ArrayList<TrainerClient.State>();
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "before-" + done)) {
+            for (int r = 0; r < RANKS; r++) {
+                try (var c = connect(server, r, RANKS, null)) {
+                    assertEquals(reference.get(r).subList(0, done), take(c, done));
+                    states.add(c.state());
+                }
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (service.feeder().metrics().bufferedBatches() < (long) RANKS * 4 && System.nanoTime() < deadline) Thread.sleep(20);
+            assertEquals((long) RANKS * 4, service.feeder().metrics().bufferedBatches(), "prefetch buffers full when the service stops");
+        }
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "after-" + done)) {
+            for (int r = 0; r < RANKS; r++) {
+                try (var c = connect(server, r, RANKS, states.get(r))) {
+                    assertEquals(reference.get(r).subList(done, STEPS), take(c, STEPS - done));
+                }
+            }
+            assertEquals(1, service.repositions());
+        }
+    }
+
+    /**
+     * Two ranks save at step {@code done}; three ranks resume. The epoch's global order continues:
+     * what the three take up to the epoch's end is exactly the permutation from the saved position
+     * on, and nothing of what the two took comes again in that epoch.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {4, 5, 6})
+    void aJobResizedFromTwoToThreeRanksLosesAndRepeatsNothing(int done) throws Exception {
+        var before = new ArrayList<List<Long>>();
+        TrainerClient.State saved = null;
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "two-" + done)) {
+            for (int r = 0; r < RANKS; r++) {
+                try (var c = connect(server, r, RANKS, null)) {
+                    var mine = new ArrayList<Long>();
+                    for (int s = 0; s < done; s++) mine.addAll(indices(c));
+                    before.add(mine);
+                    saved = c.state();
+                }
+            }
+        }
+        var after = new ArrayList<List<Long>>();
+        try (var factory = factory(3); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "three-" + done)) {
+            for (int r = 0; r < 3; r++) {
+                try (var c = connect(server, r, 3, saved)) {
+                    var mine = new ArrayList<Long>();
+                    while (c.state().epoch() == saved.epoch()) mine.addAll(indices(c));
+                    after.add(mine);
+                }
+            }
+        }
+        // the global order is a function of (seed, epoch, data set size) only: the same for 2 and 3 ranks
+        var schedule = new SampleSchedule(1234, SAMPLES, 3, BATCH);
+        int[] epoch0 = schedule.permutationCopy(0), resumed = schedule.permutationCopy(saved.epoch());
+        assertEquals(slice(epoch0, 0, done * RANKS * BATCH), interleave(before), "two ranks took the epoch's first positions");
+        var expected = new ArrayList<Long>();
+        for (long p = saved.position(); p + 3 * BATCH <= SAMPLES; p += 3 * BATCH) expected.addAll(slice(resumed, (int) p, (int) p + 3 * BATCH));
+        var continued = interleave(after);
+        assertEquals(expected, continued, "three ranks continue the epoch's global order from the saved position");
+        if (saved.epoch() == 0) {
+            var seen = new HashSet<>(interleave(before));
+            for (long i : continued) assertTrue(seen.add(i), "sample " + i + " repeated in epoch 0");
+        }
+    }
+
+    static List<Long> slice(int[] perm, int from, int to) {
+        return Arrays.stream(perm, from, to).mapToObj(i -> (long) i).toList();
+    }
+
+    /** Step by step, rank by rank: the global order of what the ranks took. */
+    static List<Long> interleave(List<List<Long>> perRank) {
+        var out = new ArrayList<Long>();
+        for (int s = 0; s * BATCH < perRank.getFirst().size(); s++)
+            for (var mine : perRank) out.addAll(mine.subList(s * BATCH, s * BATCH + BATCH));
+        return out;
+    }
+
+    /**
+     * {@code kill -9} of a node process ({@link NodeProcess}) with its buffers full: the next start removes the
+     * dead service's shared-memory arena, and the trainers, reconnecting with their saved states,
+     * get exactly the batches of the uninterrupted run; SIGTERM then leaves no file behind.
+     */
+    @Test
+    void aServiceKilledWithSigkillIsRestartedAndEveryRankResumes() throws Exception {
+        Path shm = Files.createDirectories(tmp.resolve("shm-kill")), socket = tmp.resolve("kill.sock");
+        var states = new ArrayList<TrainerClient.State>();
+        Process first = serve(shm, socket, "first");
+        Path firstArena;
+        try {
+            firstArena = arena(first, tmp.resolve("first.log"));
+            for (int r = 0; r < RANKS; r++) {
+                try (var c = TrainerClient.connect(socket, r, RANKS, "t", TrainerClient.Options.SHARED_MEMORY)) {
+                    assertEquals(reference.get(r).subList(0, 5), take(c, 5));
+                    states.add(c.state());
+                }
+            }
+            Thread.sleep(1500); // let it prefetch ahead
+        } finally {
+            first.destroyForcibly(); // SIGKILL: no clean-up at all
+            first.waitFor(30, TimeUnit.SECONDS);
+        }
+        assertTrue(Files.isDirectory(firstArena), "a killed service leaves its arena behind");
+        Process second = serve(shm, socket, "second");
+        try {
+            Path secondArena = arena(second, tmp.resolve("second.log"));
+            assertTrue(!Files.exists(firstArena), "the next start removed the dead service's arena");
+            try (var left = Files.list(shm)) {
+                assertEquals(List.of(secondArena), left.toList());
+            }
+            for (int r = 0; r < RANKS; r++) {
+                try (var c = TrainerClient.connect(socket, r, RANKS, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(states.get(r)))) {
+                    assertEquals(reference.get(r).subList(5, STEPS), take(c, STEPS - 5));
+                }
+            }
+        } finally {
+            second.destroy(); // SIGTERM
+            assertTrue(second.waitFor(30, TimeUnit.SECONDS));
+        }
+        assertEquals(0, second.exitValue(), Files.readString(tmp.resolve("second.log")));
+        try (var left = Files.list(shm)) {
+            assertEquals(List.of(), left.toList(), "SIGTERM leaves no shared-memory file");
+        }
+    }
+
+    static Process serve(Path shm, Path socket, String name) throws IOException {
+        var config = NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
+                .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).threads(2).warmUpMillis(0).build();
+        return NodeProcess.start(config, tmp, name, "1g");
+    }
+
+    /** Waits until the service listens; returns its arena directory. */
+    static Path arena(Process p, Path log) throws Exception {
+        String text = NodeProcess.awaitListening(p, log);
+        var m = java.util.regex.Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
+        assertTrue(m.find(), "no arena in " + text);
+        return Path.of(m.group(1));
+    }
+
+    /**
+     * The Python client saves its {@code state_dict()}; a new Python process, against a restarted
+     * service, resumes from it bit for bit.
+     */
+    @Test
+    void thePythonClientResumesFromItsSavedStateOnARestartedService() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PYTHON)), "no /usr/bin/python3");
+        Path state = tmp.resolve("py-state.json");
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "py-a")) {
+            var first = python(server, 1, 4, null, state);
+            assertEquals(reference.get(1).subList(0, 4), strings(first.get("digests")));
+            assertEquals(4L * RANKS * BATCH, first.get("state").get("position").asLong());
+        }
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "py-b")) {
+            var resumed = python(server, 1, STEPS - 4, state, null);
+            assertEquals(reference.get(1).subList(4, STEPS), strings(resumed.get("digests")));
+            assertEquals(1, service.repositions());
+        }
+    }
+
+    static com.fasterxml.jackson.databind.JsonNode python(FeedServer server, int rank, int steps, Path stateIn, Path stateOut)
+            throws Exception {
+        var cmd = new ArrayList<>(List.of(PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
+                .toString(), "take", "--socket", server.socketPath().toString(), "--world", "" + RANKS, "--rank", "" + rank, "--job", "t",
+                "--steps", "" + steps));
+        if (stateIn != null) cmd.addAll(List.of("--state-in", stateIn.toString()));
+        if (stateOut != null) cmd.addAll(List.of("--state-out", stateOut.toString()));
+        var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS));
+        assertEquals(0, p.exitValue(), out);
+        var lines = out.strip().split("\n");
+        return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
+    }
+
+    static List<String> strings(com.fasterxml.jackson.databind.JsonNode array) {
+        var out = new ArrayList<String>();
+        array.forEach(n -> out.add(n.asText()));
+        return out;
+    }
+
+    @Test
+    void aStateFromAnotherJobIsRefusedClearly() throws Exception {
+        TrainerClient.State saved;
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "job-a")) {
+            try (var c = connect(server, 0, RANKS, null)) {
+                take(c, 1);
+                saved = c.state();
+            }
+        }
+        try (var factory = factory(RANKS, 99); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "job-b")) {
+            var e = assertThrows(IOException.class, () -> connect(server, 0, RANKS, saved));
+            assertTrue(e.getMessage().contains("another data set or configuration"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aResumeTheRunningFeedCannotServeIsRefused() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "moved")) {
+            TrainerClient.State saved;
+            try (var c = connect(server, 0, RANKS, null)) {
+                take(c, 1);
+                saved = c.state();
+                take(c, 3); // and consumed three more; the service knows they arrived
+            }
+            try (var c = connect(server, 1, RANKS, null)) {
+                take(c, 1);
+            }
+            var e = assertThrows(IOException.class, () -> connect(server, 0, RANKS, saved));
+            assertTrue(e.getMessage().contains("asks to resume at epoch 0 position 6"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aRefusedResumeLeavesTheLiveConnectionOfItsRankAlone() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "live")) {
+            try (var live = connect(server, 0, RANKS, null)) {
+                assertEquals(reference.get(0).subList(0, 3), take(live, 3));
+                var wrong = new TrainerClient.State("t", 0, RANKS, service.feeder().fingerprint(), 0, 30, 5);
+                assertThrows(IOException.class, () -> connect(server, 0, RANKS, wrong));
+                assertEquals(reference.get(0).subList(3, STEPS), take(live, STEPS - 3));
+            }
+        }
+    }
+
+    // ---- helpers ----
+
+    static NodeFeeds factory(int ranks) throws IOException { return factory(ranks, 1234); }
+
+    static NodeFeeds factory(int ranks, long seed) throws IOException {
+        var config = NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(seed).threads(2)
+                .set(NodeConfig.FETCH_CONCURRENCY, 4).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20)
+                .warmUpMillis(0).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176).build();
+        return NodeFeeds.open(config);
+    }
+
+    static FeedServer server(RankLedger service, String name) throws IOException {
+        return new FeedServer(tmp.resolve(name + ".sock"), service, false);
+    }
+
+    static TrainerClient connect(FeedServer server, int rank, int world, TrainerClient.State resume) throws IOException {
+        var options = TrainerClient.Options.SHARED_MEMORY;
+        if (resume != null) options = options.resumingFrom(resume);
+        return TrainerClient.connect(server.socketPath(), rank, world, "t", options);
+    }
+
+    /** The digests of the next {@code n} batches: every tensor's name, shape and bytes, in the batch's order. */
+    static List<String> take(TrainerClient c, int n) throws Exception {
+        var out = new ArrayList<String>();
+        for (int i = 0; i < n; i++) {
+            try (var got = c.next()) {
+                out.add(digest(got.batch()));
+            }
+        }
+        return out;
+    }
+
+    static List<Long> indices(TrainerClient c) throws IOException {
+        try (var got = c.next()) {
+            return Arrays.stream(got.batch().tensor("sample_index").toLongs()).boxed().toList();
+        }
+    }
+
+    static String digest(BatchLayout.Batch b) { return BatchDigest.of(b); }
+
+    static ByteBuffer encode(FeedProtocol.Hello h) {
+        byte[] name = h.job().getBytes(StandardCharsets.UTF_8);
+        return ByteBuffer.allocate(40 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(h.version()).putInt(h.rank()).putInt(h.world())
+                .putInt(h.flags() | FeedProtocol.FLAG_RESUME).putLong(h.resume().epoch()).putLong(h.resume().position())
+                .putLong(h.fingerprint()).put(name).flip();
+    }
+}

@@ -1,0 +1,38 @@
+package dev.stoker.node;
+
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The default socket folder (predictable under /tmp) is used only when it is this user's and no one else can write to it. */
+@Timeout(30)
+class SocketDirTest {
+    @TempDir Path tmp;
+
+    private Path dir(String name, String mode) throws Exception {
+        Path d = Files.createDirectory(tmp.resolve(name));
+        Files.setPosixFilePermissions(d, PosixFilePermissions.fromString(mode));
+        return d;
+    }
+
+    @Test
+    void aPrivateFolderIsUsedAndOthersAreRefused() throws Exception {
+        Path mine = dir("mine", "rwx------");
+        assertDoesNotThrow(() -> SocketDir.checkPrivate(mine));
+        assertDoesNotThrow(() -> SocketDir.checkPrivate(dir("readable", "rwxr-xr-x")));
+        for (String mode : new String[] {"rwxrwxrwx", "rwxrwx---", "rwx----wx"}) {
+            Path open = dir("open-" + mode, mode);
+            var e = assertThrows(ConfigException.class, () -> SocketDir.checkPrivate(open));
+            assertTrue(e.getMessage().contains("(mode " + mode + ")") && e.getMessage().contains("pass --socket"), e.getMessage());
+        }
+        Path link = Files.createSymbolicLink(tmp.resolve("link"), mine);
+        assertThrows(ConfigException.class, () -> SocketDir.checkPrivate(link), "a link could point anywhere");
+    }
+}

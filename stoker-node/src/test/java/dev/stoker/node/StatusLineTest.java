@@ -1,0 +1,92 @@
+package dev.stoker.node;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.OptionalDouble;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The status line's text, and its silence off a terminal. */
+@Timeout(60)
+class StatusLineTest {
+    static final long S = 1_000_000_000L;
+
+    static StatusLine.Sample sample(long t, long samples, long batches, long buffered, OptionalDouble wait, String verdict, long total) {
+        return new StatusLine.Sample(t, samples, batches, buffered, wait, verdict, total);
+    }
+
+    @Test
+    void formatsRateDeliveredBuffersWaitVerdictAndEta() {
+        var prev = sample(0, 1000, 100, 8, OptionalDouble.empty(), null, 1100);
+        var now = sample(2 * S, 1640, 110, 7, OptionalDouble.of(0.123), "I/O-bound", 1100);
+        // 640 samples in 2 s; 10 batches in 2 s = 5/s; 990 left: 198 s
+        assertEquals("stoker: 320 samples/s | 110/1100 batches delivered | 7 buffered | wait 12% | I/O-bound | ETA 3m18s",
+                StatusLine.format(prev, now));
+    }
+
+    @Test
+    void formatsWithoutTotalOrWaitAndOnTheFirstSample() {
+        var first = sample(0, 0, 0, 0, OptionalDouble.empty(), "balanced", -1);
+        assertEquals("stoker: - samples/s | 0 batches delivered | 0 buffered | balanced", StatusLine.format(null, first));
+        var next = sample(S, 25, 3, 4, OptionalDouble.empty(), "trainer-bound", -1);
+        assertEquals("stoker: 25.0 samples/s | 3 batches delivered | 4 buffered | trainer-bound", StatusLine.format(first, next));
+    }
+
+    @Test
+    void etaUnknownWhileNothingMovesAndZeroWhenDone() {
+        var a = sample(0, 10, 1, 0, OptionalDouble.empty(), null, 10);
+        var b = sample(S, 10, 1, 0, OptionalDouble.empty(), null, 10);
+        assertTrue(StatusLine.format(a, b).endsWith("| ETA -"), StatusLine.format(a, b));
+        var done = sample(2 * S, 100, 10, 0, OptionalDouble.empty(), null, 10);
+        assertTrue(StatusLine.format(b, done).endsWith("| ETA 0s"), StatusLine.format(b, done));
+        assertEquals("1h05m", StatusLine.duration(3900));
+    }
+
+    @Test
+    void enabledOnlyOnATerminalWithoutCi() {
+        assertTrue(StatusLine.enabled(true, null));
+        assertFalse(StatusLine.enabled(false, null));
+        assertFalse(StatusLine.enabled(true, "true"));
+        assertFalse(StatusLine.enabled(true, ""));
+    }
+
+    @Test
+    void quietWhenNotATerminal() throws Exception {
+        // surefire's forked JVM has no terminal: the real check must say no, and nothing is ever written
+        assertFalse(StatusLine.enabled());
+        var text = new StringWriter();
+        var probes = new AtomicLong();
+        try (var line = StatusLine.start(new PrintWriter(text), () -> {
+            probes.incrementAndGet();
+            return sample(System.nanoTime(), 1, 1, 0, OptionalDouble.empty(), null, -1);
+        })) {
+            assertFalse(line.active());
+            Thread.sleep(1300);
+        }
+        assertEquals("", text.toString());
+        assertEquals(0, probes.get());
+    }
+
+    @Test
+    void activeLineRewritesInPlaceAndErasesOnClose() throws Exception {
+        var text = new StringWriter();
+        var n = new AtomicLong();
+        try (var line = StatusLine.start(new PrintWriter(text), () -> {
+            long i = n.incrementAndGet();
+            return sample(i * S, i * 10, i, 2, OptionalDouble.empty(), "CPU-bound", -1);
+        }, true, 20)) {
+            assertTrue(line.active());
+            long deadline = System.nanoTime() + 5 * S;
+            while (n.get() < 4 && System.nanoTime() < deadline) Thread.sleep(10);
+        }
+        String out = text.toString();
+        assertTrue(out.startsWith(StatusLine.REWRITE + "stoker: 10.0 samples/s | 2 batches delivered | 2 buffered | CPU-bound"), out);
+        assertFalse(out.contains("\n"), "a status line never adds lines");
+        assertTrue(out.endsWith(StatusLine.REWRITE), "the line is erased on close");
+    }
+}

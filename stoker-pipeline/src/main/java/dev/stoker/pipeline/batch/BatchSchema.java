@@ -1,0 +1,115 @@
+package dev.stoker.pipeline.batch;
+
+import dev.stoker.core.VisionConfig;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.batch.Tensor;
+import dev.stoker.image.qwenvl.CompactPixels;
+import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The tensor table of a batch: every tensor's name, dtype and shape, in the one order that every
+ * writer uses (heap batches copied through the socket, batches written in place into shared
+ * memory, Arrow Flight, the cluster's pulls) and that trainers receive (the Python client's dict
+ * keeps it). The order is the official Qwen-VL collator's, then Stoker's own:
+ *
+ * <pre>
+ *  input_ids       int64   (B, L)
+ *  labels          int64   (B, L)
+ *  attention_mask  int64   (B, L)
+ *  position_ids    int64   (3, B, L)
+ *  pixel_values    float32 (rows, rowLength)     or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
+ *  image_grid_thw  int64   (images, 3)
+ *  sample_index    int64   (B)                   each sample's line in the manifest
+ *  pixel_norm      float32 (2, 3)                compact format only: mean and std per channel
+ *  pixel_patch     int64   (3)                   compact format only: patch, temporal patch, merge size
+ * </pre>
+ *
+ * The row length of {@code pixel_values} is the model's ({@link VisionConfig#rowLength()}) even when
+ * a batch has no image, so that every batch of a job has the same second dimension.
+ */
+public final class BatchSchema {
+    public static final String INPUT_IDS = "input_ids";
+    public static final String LABELS = "labels";
+    public static final String ATTENTION_MASK = "attention_mask";
+    public static final String POSITION_IDS = "position_ids";
+    public static final String PIXEL_VALUES = "pixel_values";
+    public static final String PIXEL_VALUES_U8 = "pixel_values_u8";
+    public static final String IMAGE_GRID_THW = "image_grid_thw";
+    public static final String SAMPLE_INDEX = "sample_index";
+    public static final String PIXEL_NORM = "pixel_norm";
+    public static final String PIXEL_PATCH = "pixel_patch";
+
+    private BatchSchema() {}
+
+    /** The tensor names of a batch in {@code format}, in order. */
+    public static List<String> names(PixelFormat format) {
+        boolean compact = format == PixelFormat.UINT8;
+        var names = new ArrayList<>(List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS, compact ? PIXEL_VALUES_U8 : PIXEL_VALUES,
+                IMAGE_GRID_THW, SAMPLE_INDEX));
+        if (compact) names.addAll(List.of(PIXEL_NORM, PIXEL_PATCH));
+        return List.copyOf(names);
+    }
+
+    /** The name of the tensor that holds a batch's pixels in {@code format}. */
+    public static String pixelTensor(PixelFormat format) { return format == PixelFormat.UINT8 ? PIXEL_VALUES_U8 : PIXEL_VALUES; }
+
+    /** Every tensor of a batch of {@code shape}, in order; {@code rowLength} is the model's pixel_values row. */
+    public static List<BatchLayout.Spec> specs(BatchShape shape, int rowLength) {
+        long b = shape.samples(), len = shape.length();
+        boolean compact = shape.pixelFormat() == PixelFormat.UINT8;
+        var specs = new ArrayList<BatchLayout.Spec>(9);
+        for (String name : names(shape.pixelFormat())) {
+            specs.add(switch (name) {
+                case INPUT_IDS, LABELS, ATTENTION_MASK -> spec(name, Tensor.DType.INT64, b, len);
+                case POSITION_IDS -> spec(name, Tensor.DType.INT64, 3, b, len);
+                case PIXEL_VALUES -> spec(name, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
+                case PIXEL_VALUES_U8 -> spec(name, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
+                case IMAGE_GRID_THW -> spec(name, Tensor.DType.INT64, shape.images(), 3);
+                case SAMPLE_INDEX -> spec(name, Tensor.DType.INT64, b);
+                case PIXEL_NORM -> spec(name, Tensor.DType.FLOAT32, 2, 3);
+                case PIXEL_PATCH -> spec(name, Tensor.DType.INT64, 3);
+                default -> throw new IllegalStateException("no spec for " + name + (compact ? " (compact)" : ""));
+            });
+        }
+        return specs;
+    }
+
+    /** Where each tensor of a batch of {@code shape} goes in the {@code STKB} layout. */
+    public static BatchLayout.Plan plan(BatchShape shape, int rowLength) { return BatchLayout.plan(specs(shape, rowLength)); }
+
+    /** A heap batch as the tensors a trainer receives, in order, with its metadata for a world of {@code world} ranks. */
+    public static BatchProvider.Prepared tensors(Batch b, int world, VisionConfig vision) {
+        var specs = specs(b.shape(), vision.rowLength());
+        var tensors = new ArrayList<Tensor>(specs.size());
+        for (var spec : specs) {
+            long[] shape = spec.shape();
+            tensors.add(switch (spec.name()) {
+                case INPUT_IDS -> Tensor.of(INPUT_IDS, b.inputIds(), shape);
+                case LABELS -> Tensor.of(LABELS, b.labels(), shape);
+                case ATTENTION_MASK -> Tensor.of(ATTENTION_MASK, b.attentionMask(), shape);
+                case POSITION_IDS -> Tensor.of(POSITION_IDS, b.positionIds(), shape);
+                case PIXEL_VALUES -> Tensor.of(PIXEL_VALUES, b.pixelValues(), shape);
+                case PIXEL_VALUES_U8 -> Tensor.of(PIXEL_VALUES_U8, b.pixelsU8(), shape);
+                case IMAGE_GRID_THW -> Tensor.of(IMAGE_GRID_THW, b.imageGridThw(), shape);
+                case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, sampleIndex(b.datasetIndices()), shape);
+                case PIXEL_NORM -> Tensor.of(PIXEL_NORM, CompactPixels.norm(vision), shape);
+                case PIXEL_PATCH -> Tensor.of(PIXEL_PATCH, CompactPixels.patch(vision), shape);
+                default -> throw new IllegalStateException("no tensor for " + spec.name());
+            });
+        }
+        var meta = new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, b.samples(), b.scheduled(), b.globalStep());
+        return new BatchProvider.Prepared(meta, List.copyOf(tensors));
+    }
+
+    /** The {@code sample_index} tensor's values: each sample's manifest line. */
+    public static long[] sampleIndex(int[] datasetIndices) {
+        long[] index = new long[datasetIndices.length];
+        for (int i = 0; i < index.length; i++) index[i] = datasetIndices[i];
+        return index;
+    }
+
+    private static BatchLayout.Spec spec(String name, Tensor.DType dtype, long... shape) { return new BatchLayout.Spec(name, dtype, shape); }
+}
