@@ -97,6 +97,9 @@ public record ConfigKey<T>(String name, Group group, String label, Kind kind, Fu
         };
     }
 
+    /** A byte count with an optional binary suffix ({@code 65536}, {@code 512M}, {@code 4G}); IllegalArgumentException says what is wrong. */
+    public static long parseBytes(String text) { return bytes(0).apply(text.strip()); }
+
     /** A byte count with an optional binary suffix: {@code 65536}, {@code 512M}, {@code 4G}; at least {@code min}. */
     static Function<String, Long> bytes(long min) {
         return s -> {
@@ -205,7 +208,5 @@ public record ConfigKey<T>(String name, Group group, String label, Kind kind, Fu
             }
         }
 
-        @Override
-        public String toString() { return (host.contains(":") ? "[" + host + "]" : host) + ":" + port; }
     }
 }

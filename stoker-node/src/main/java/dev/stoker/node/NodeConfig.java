@@ -560,6 +560,6 @@ public final class NodeConfig {
         }
     }
 
-    /** Settings that are groups of {@code group}; for commands that take several. */
+    /** A set of groups, for {@link #keys(Collection)} and {@link #only}. */
     public static Set<ConfigKey.Group> groups(ConfigKey.Group first, ConfigKey.Group... rest) { return EnumSet.of(first, rest); }
 }

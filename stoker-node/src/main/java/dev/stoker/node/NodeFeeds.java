@@ -6,12 +6,12 @@ import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.feed.TaskProducer;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.ObjectSources;
+import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import dev.stoker.store.ShmObjectStore;
 
 /**
  * The pipelines a {@link NodeConfig} describes: a local job's feed in any mode ({@link #start}), or a

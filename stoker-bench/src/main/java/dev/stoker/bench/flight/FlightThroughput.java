@@ -1,5 +1,6 @@
 package dev.stoker.bench.flight;
 
+import dev.stoker.bench.Stats;
 import dev.stoker.bench.ReadyBatches;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.flight.FlightBatchClient;
@@ -86,8 +87,8 @@ public final class FlightThroughput {
                     }
                 }
                 String key = mb + "MB";
-                flight.put(key, median(f));
-                socket.put(key, median(s));
+                flight.put(key, Stats.median(f));
+                socket.put(key, Stats.median(s));
                 out.printf(Locale.ROOT, "%-8s %12.0f %12.0f %8.2f   rounds flight %s socket %s%n", key, flight.get(key), socket.get(key),
                         flight.get(key) / socket.get(key), fmt(f), fmt(s));
             }
@@ -217,12 +218,6 @@ public final class FlightThroughput {
                 Thread.currentThread().interrupt();
             }
         }
-    }
-
-    private static double median(double[] v) {
-        double[] s = v.clone();
-        Arrays.sort(s);
-        return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
     }
 
     private static String fmt(double[] v) {

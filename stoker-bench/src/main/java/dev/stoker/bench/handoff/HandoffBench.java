@@ -1,5 +1,6 @@
 package dev.stoker.bench.handoff;
 
+import dev.stoker.bench.Stats;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.bench.ReadyBatches;
@@ -94,8 +95,8 @@ public final class HandoffBench {
             for (var o : objects) o.release();
             Arrays.sort(ref);
             Arrays.sort(copy);
-            double copyP50 = percentile(copy, 0.5);
-            return new Result(percentile(ref, 0.5), percentile(ref, 0.99), ref[ref.length - 1], ref.length, copyP50,
+            double copyP50 = Stats.percentile(copy, 0.5);
+            return new Result(Stats.percentile(ref, 0.5), Stats.percentile(ref, 0.99), ref[ref.length - 1], ref.length, copyP50,
                     batchBytes / (copyP50 / 1e6) / 1e6);
         }
     }
@@ -128,11 +129,6 @@ public final class HandoffBench {
         long header = BatchLayout.plan(List.of(new BatchLayout.Spec("pixel_values", Tensor.DType.FLOAT32, new long[] {0, 1176}))).headerBytes();
         long rows = Math.max(1, (size - header) / (1176L * 4));
         return BatchLayout.plan(List.of(new BatchLayout.Spec("pixel_values", Tensor.DType.FLOAT32, new long[] {rows, 1176})));
-    }
-
-    static double percentile(double[] sorted, double q) {
-        if (sorted.length == 0) return Double.NaN;
-        return sorted[Math.min(sorted.length - 1, (int) Math.floor(q * (sorted.length - 1) + 0.5))];
     }
 
     private static String label(long size) { return size % (1L << 20) == 0 ? (size >> 20) + "MB" : size + "B"; }

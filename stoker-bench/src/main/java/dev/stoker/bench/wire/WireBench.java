@@ -1,5 +1,6 @@
 package dev.stoker.bench.wire;
 
+import dev.stoker.bench.Stats;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.bench.ReadyBatches;
@@ -30,7 +31,6 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -102,8 +102,8 @@ public final class WireBench {
                 s.config().data(), s.config().batch(), encode.vision().maxPixels(), s.batches(), s.rounds(), s.steps(),
                 Runtime.getRuntime().availableProcessors(), dir);
         out.printf(Locale.ROOT, "bytes per batch (median): float32 %.1f MB, uint8 %.1f MB (%.2fx fewer); uint8 decodes to the float32 pixel_values bit for bit: %s%n",
-                median(bytes.get(PixelFormat.FLOAT32)) / 1e6, median(bytes.get(PixelFormat.UINT8)) / 1e6,
-                median(bytes.get(PixelFormat.FLOAT32)) / median(bytes.get(PixelFormat.UINT8)), exact ? "yes" : "NO");
+                Stats.median(bytes.get(PixelFormat.FLOAT32)) / 1e6, Stats.median(bytes.get(PixelFormat.UINT8)) / 1e6,
+                Stats.median(bytes.get(PixelFormat.FLOAT32)) / Stats.median(bytes.get(PixelFormat.UINT8)), exact ? "yes" : "NO");
         out.flush();
         if (!exact) throw new IllegalStateException("the uint8 batches do not decode to the float32 pixel_values");
 
@@ -147,7 +147,7 @@ public final class WireBench {
     private Map<String, Object> report(PrintWriter out, Map<String, EnumMap<PixelFormat, List<Run>>> runs, Map<PixelFormat, double[]> bytes)
             throws IOException {
         // the Python conversion of the same uint8 batches, for the Flight client that does not convert
-        double convert = median(runs.values().stream().flatMap(m -> m.getOrDefault(PixelFormat.UINT8, List.of()).stream())
+        double convert = Stats.median(runs.values().stream().flatMap(m -> m.getOrDefault(PixelFormat.UINT8, List.of()).stream())
                 .mapToDouble(Run::convertMs).filter(c -> c > 0).toArray());
         out.printf(Locale.ROOT, "%n%-7s %-8s %10s %11s %11s %11s %12s %12s%n", "path", "format", "MB/batch", "transfer ms", "convert ms",
                 "in hand ms", "batches/s", "u8 ÷ f32");
@@ -157,9 +157,9 @@ public final class WireBench {
             double f32InHand = 0;
             for (var format : PixelFormat.values()) {
                 var list = e.getValue().get(format);
-                double transfer = median(list.stream().mapToDouble(Run::transferMs).toArray());
-                double conv = median(list.stream().mapToDouble(Run::convertMs).toArray());
-                double inHand = median(list.stream().mapToDouble(Run::waitMs).toArray());
+                double transfer = Stats.median(list.stream().mapToDouble(Run::transferMs).toArray());
+                double conv = Stats.median(list.stream().mapToDouble(Run::convertMs).toArray());
+                double inHand = Stats.median(list.stream().mapToDouble(Run::waitMs).toArray());
                 boolean added = e.getKey().equals("flight") && format == PixelFormat.UINT8;
                 if (added) { // the Java Flight client does not convert: add the trainers' conversion of the same batches
                     conv = convert;
@@ -167,7 +167,7 @@ public final class WireBench {
                 }
                 if (format == PixelFormat.FLOAT32) f32InHand = inHand;
                 double perSecond = 1000 / inHand;
-                double mb = median(bytes.get(format)) / 1e6;
+                double mb = Stats.median(bytes.get(format)) / 1e6;
                 String ratio = format == PixelFormat.UINT8 ? String.format(Locale.ROOT, "%.2f", inHand / f32InHand) : "";
                 out.printf(Locale.ROOT, "%-7s %-8s %10.1f %11.2f %11s %11.2f %12.1f %12s%n", e.getKey(), ConfigKey.cliName(format),
                         mb, transfer, format == PixelFormat.UINT8 ? String.format(Locale.ROOT, "%.2f%s", conv, added ? "*" : "") : "-",
@@ -188,7 +188,7 @@ public final class WireBench {
         if (runs.containsKey("flight"))
             out.println("(* the Java Flight client does not convert; its uint8 row adds the Python trainers' median conversion of the same batches)");
         var sizes = new LinkedHashMap<String, Object>();
-        for (var e : bytes.entrySet()) sizes.put(ConfigKey.cliName(e.getKey()), round(median(e.getValue())));
+        for (var e : bytes.entrySet()) sizes.put(ConfigKey.cliName(e.getKey()), round(Stats.median(e.getValue())));
         var result = Map.<String, Object>of("wire", json, "bytes_per_batch", sizes, "torch_threads", torchThreads);
         out.println(new ObjectMapper().writeValueAsString(result));
         out.flush();
@@ -288,7 +288,7 @@ public final class WireBench {
             conv[i] = step.size() > 5 ? step.get(5).asLong() / 1e6 : 0;
             total += wait[i] + step.get(1).asLong() / 1e6;
         }
-        return new Run(median(wait), median(transfer), median(conv), n / (total / 1000), median(bytes));
+        return new Run(Stats.median(wait), Stats.median(transfer), Stats.median(conv), n / (total / 1000), Stats.median(bytes));
     }
 
     /** A Java Flight client on loopback taking {@code steps} batches back to back (DoGet per batch); its medians. */
@@ -315,15 +315,8 @@ public final class WireBench {
                 }
             }
             double seconds = (System.nanoTime() - t0) / 1e9;
-            return new Run(median(wait), median(wait), 0, (steps - SKIP) / seconds, median(bytes));
+            return new Run(Stats.median(wait), Stats.median(wait), 0, (steps - SKIP) / seconds, Stats.median(bytes));
         }
-    }
-
-    static double median(double[] v) {
-        if (v.length == 0) return 0;
-        double[] sorted = v.clone();
-        Arrays.sort(sorted);
-        return sorted.length % 2 == 1 ? sorted[sorted.length / 2] : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
     }
 
     private static double round(double v) { return Math.round(v * 1000) / 1000.0; }
