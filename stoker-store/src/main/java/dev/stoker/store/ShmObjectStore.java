@@ -421,7 +421,7 @@ public final class ShmObjectStore implements AutoCloseable {
             long maxReuseBytes = r.capacityBytes > Long.MAX_VALUE / REUSE_FACTOR ? Long.MAX_VALUE : REUSE_FACTOR * r.capacityBytes;
             ShmSegment fit = smallestFreeLocked(r.bytes, maxReuseBytes);
             if (fit != null) {
-                admitLocked(it, r);
+                admitLocked(it, r, fit.capacityBytes); // the owner is charged the segment it gets, as recycle refunds it
                 free.remove(fit);
                 freeBytes -= fit.capacityBytes;
                 inUseBytes += fit.capacityBytes;
@@ -429,13 +429,13 @@ public final class ShmObjectStore implements AutoCloseable {
                 segmentsReused++;
                 completions.add(() -> deliver(r, fit));
             } else if (budgetBytes - mappedBytes >= r.capacityBytes) {
-                admitLocked(it, r);
+                admitLocked(it, r, r.capacityBytes);
                 mappedBytes += r.capacityBytes;
                 inUseBytes += r.capacityBytes;
                 long number = nextSegmentNumber++;
                 maker.execute(() -> make(r, number, List.of()));
             } else if (budgetBytes - (mappedBytes - freeBytes) >= r.capacityBytes) {
-                admitLocked(it, r);
+                admitLocked(it, r, r.capacityBytes);
                 List<ShmSegment> victims = takeVictimsLocked(r.capacityBytes - (budgetBytes - mappedBytes));
                 makingRoomFor = r;
                 long number = nextSegmentNumber++;
@@ -453,15 +453,31 @@ public final class ShmObjectStore implements AutoCloseable {
         return held > 0 && held + r.capacityBytes > shareBytes;
     }
 
-    private void admitLocked(java.util.Iterator<Request> it, Request r) {
+    private void admitLocked(java.util.Iterator<Request> it, Request r, long chargedBytes) {
         it.remove();
         r.admitted = true;
         if (r.waited) waitNanos += System.nanoTime() - r.enqueuedNanos;
-        countOwnerLocked(r.owner, r.capacityBytes);
+        countOwnerLocked(r.owner, chargedBytes);
     }
 
+    /**
+     * Charges (or refunds, negative) an owner's share: the same bytes both ways (the segment's
+     * capacity), so a count never goes below 0. A refund of what was charged before the shares were
+     * set ({@link #shareAmong} while objects are held) stops at 0.
+     */
     private void countOwnerLocked(int owner, long bytes) {
-        if (owner >= 0 && owner < ownerInUse.length) ownerInUse[owner] += bytes;
+        if (owner < 0 || owner >= ownerInUse.length) return;
+        ownerInUse[owner] = Math.max(0, ownerInUse[owner] + bytes);
+    }
+
+    /** Bytes of segments {@code owner} holds now, as its share counts them. */
+    long ownerHeldBytes(int owner) {
+        lock.lock();
+        try {
+            return owner >= 0 && owner < ownerInUse.length ? ownerInUse[owner] : 0;
+        } finally {
+            lock.unlock();
+        }
     }
 
     private ShmSegment smallestFreeLocked(long minBytes, long maxBytes) {
