@@ -71,7 +71,7 @@ class ClusterTest {
 
     /** The embedded zero-copy service's digests of each rank's first {@code steps} batches, for the same options. */
     static List<List<String>> embedded(int ranks, int steps, String name) throws Exception {
-        var config = job(ranks).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).steps(steps).build();
+        var config = job(ranks).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).steps(steps).build();
         var out = new ArrayList<List<String>>();
         try (var factory = NodeFeeds.open(config); var service = factory.start(FeedMode.ZERO_COPY, null);
              var server = new FeedServer(tmp.resolve(name + ".sock"), service, false)) {

@@ -47,6 +47,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     private final ShmObjectStore store;
     private final long expectedBatchBytes;
     private final long steps;
+    /** How long a trainer claiming a rank waits for the rank's old connection to be seen closing. */
+    private static final long LIVE_GRACE_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
     private final Object lock = new Object();
     private final RankSlot[] slots;
     private volatile Feeder feeder;
@@ -81,6 +83,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         final ArrayDeque<Held> replay = new ArrayDeque<>();  // to hand out again before anything new
         final ArrayDeque<InFlight> inFlight = new ArrayDeque<>(); // taken from the feeder, not yet produced
         long connection = -1;                                // the connection now serving this rank
+        long live = -1;                                      // that connection while it is open, else -1
         CompletableFuture<?> tail = CompletableFuture.completedFuture(null);
     }
 
@@ -140,11 +143,13 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                         + Long.toHexString(fingerprint) + ", this job's is " + Long.toHexString(f.fingerprint())
                         + "): the manifest, seed, batch size and encoding must be the same to resume");
             var slot = slots[rank];
+            awaitNotLive(rank, slot, connection);
             if (resume == null) { // a fresh trainer takes what comes next; what an earlier connection got counts as taken
                 slot.connection = connection;
+                slot.live = connection;
                 dropHeld(slot);
                 welcomed = true;
-                return joined(slot.replay.isEmpty() ? slot.next : slot.replay.peekFirst().cursor());
+                return joined(firstToHandOut(slot));
             }
             var schedule = f.schedule();
             if (resume.position() >= schedule.datasetSize())
@@ -161,9 +166,51 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                         + " restart the service and resume every rank from the same saved state)" : ""));
             }
             slot.connection = connection; // only now: a refused hello must not take the rank from a live connection
+            slot.live = connection;
             welcomed = true;
             return joined(want);
         }
+    }
+
+    /**
+     * Waits a moment for the rank's open connection, if another one, to close (a trainer restarted
+     * at once after a crash: its old connection's end is seen within a poll); refuses the newcomer
+     * if it stays open, so that one rank never feeds two trainers.
+     */
+    private void awaitNotLive(int rank, RankSlot slot, long connection) {
+        if (connection == NO_CONNECTION) return;
+        long deadline = System.nanoTime() + LIVE_GRACE_NANOS;
+        while (slot.live >= 0 && slot.live != connection) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0)
+                throw new IllegalArgumentException("rank " + rank + " is already being fed to a trainer on another, open connection; "
+                        + "two trainers on one rank would each get part of its batches. Check the launcher's RANK/LOCAL_RANK, or stop "
+                        + "the old trainer first");
+            try {
+                lock.wait(Math.max(1, left / 1_000_000));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalArgumentException("interrupted while rank " + rank + "'s open connection was closing");
+            }
+        }
+    }
+
+    @Override
+    public void leave(int rank, long connection) {
+        synchronized (lock) {
+            var slot = slots[rank];
+            if (slot.live == connection) {
+                slot.live = -1;
+                lock.notifyAll();
+            }
+        }
+    }
+
+    /** The cursor of the first batch a fresh trainer will get: one to hand out again, then one still being made, then the next. */
+    private static ScheduleCursor firstToHandOut(RankSlot slot) {
+        if (!slot.replay.isEmpty()) return slot.replay.peekFirst().cursor();
+        for (var f : slot.inFlight) if (!f.dropOnArrival) return f.cursor;
+        return slot.next;
     }
 
     /**
@@ -276,7 +323,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 var out = h.handOut(); // (its own lease first: dropping the hold may free the object)
                 if (flight.dropOnArrival) {
                     h.drop(); // a reconnect resumed past it; the dead connection it was for gets it, nobody else
-                } else if (connection != slot.connection && connection >= 0) {
+                } else if (connection >= 0 && connection != slot.live) {
                     slot.replay.addLast(h); // produced for a connection that is gone: the trainer's next connection gets it
                 } else {
                     slot.held.addLast(h);

@@ -126,10 +126,7 @@ public final class StokerNode implements AutoCloseable {
         FeedMode mode = config.mode();
         if (mode != FeedMode.ZERO_COPY && mode != FeedMode.PREFETCH)
             throw new ConfigException("--mode must be zero-copy or prefetch, got " + ConfigKey.cliName(mode));
-        long oneBatch = config.oneBatchBytes();
-        if (mode == FeedMode.ZERO_COPY && config.shmBudgetBytes() < oneBatch)
-            throw new ConfigException("--shm-budget " + config.shmBudgetBytes() + " is smaller than one batch: " + config.batch()
-                    + " samples of one image at --max-pixels " + config.get(NodeConfig.MAX_PIXELS) + " take " + oneBatch + " bytes");
+        if (mode == FeedMode.ZERO_COPY) checkBudget(config);
         var feeds = NodeFeeds.open(config);
         RankLedger ledger;
         try {
@@ -164,6 +161,27 @@ public final class StokerNode implements AutoCloseable {
                 }
             }
         };
+    }
+
+    /**
+     * Refuses a shared-memory budget under which a rank could wait on itself: each rank's share
+     * must hold the leases its trainer may keep and the batch being filled, each the largest the
+     * configuration can make.
+     */
+    static void checkBudget(NodeConfig config) {
+        long largest = config.largestBatchBytes();
+        if (largest < 0)
+            throw new ConfigException("--max-seq-len 0 leaves a batch's size unbounded, so no --shm-budget can be known to suffice; "
+                    + "set --max-seq-len (and --max-images) for zero-copy");
+        long need = config.rankNeedBytes(), budget = config.shmBudgetBytes(), share = budget / config.ranks();
+        if (share < need)
+            throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks %d bytes, and a rank needs "
+                    + "%d: its trainer may hold %d batches while the next is filled, and the largest batch this configuration can make "
+                    + "is %d bytes (--batch %d, each sample at --max-seq-len %d with %s at --max-pixels %d, %s). Raise --shm-budget "
+                    + "to %d, or lower --batch, --max-pixels, --max-seq-len or --max-images", budget, config.ranks(), share, need,
+                    NodeConfig.LEASES_PER_TRAINER, largest, config.batch(), config.get(NodeConfig.MAX_SEQ_LEN),
+                    config.get(NodeConfig.MAX_IMAGES) > 0 ? "up to " + config.get(NodeConfig.MAX_IMAGES) + " images" : "as many images as it has tokens for",
+                    config.get(NodeConfig.MAX_PIXELS), ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT)), need * config.ranks()));
     }
 
     private static InetAddress metricsAddress(NodeConfig config) {

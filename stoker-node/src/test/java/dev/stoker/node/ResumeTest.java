@@ -267,7 +267,7 @@ class ResumeTest {
 
     static Process serve(Path shm, Path socket, String name) throws IOException {
         var config = NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
-                .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).threads(2).warmUpMillis(0).build();
+                .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).threads(2).warmUpMillis(0).build();
         return NodeProcess.start(config, tmp, name, "1g");
     }
 
@@ -370,7 +370,7 @@ class ResumeTest {
 
     static NodeFeeds factory(int ranks, long seed) throws IOException {
         var config = NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(seed).threads(2)
-                .set(NodeConfig.FETCH_CONCURRENCY, 4).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20)
+                .set(NodeConfig.FETCH_CONCURRENCY, 4).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1)
                 .warmUpMillis(0).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176).build();
         return NodeFeeds.open(config);
     }

@@ -223,6 +223,39 @@ public final class FeedProtocol {
             }
         }
 
+        /**
+         * Waits until {@code done} completes while watching the peer of {@code sc} (the blocking
+         * channel this reader reads): throws EOFException as soon as the peer closes, so that a
+         * trainer that died while its request was being served is noticed at once, not when its
+         * answer is written. Bytes that arrive meanwhile are kept for the next frames.
+         */
+        public void awaitWatchingPeer(java.nio.channels.SocketChannel sc, java.util.concurrent.Future<?> done, long pollMillis)
+                throws IOException {
+            if (done.isDone() || selector != null) return;
+            sc.configureBlocking(false);
+            try (var watch = java.nio.channels.Selector.open()) {
+                sc.register(watch, java.nio.channels.SelectionKey.OP_READ);
+                while (!done.isDone()) {
+                    if (watch.select(pollMillis) == 0) continue;
+                    watch.selectedKeys().clear();
+                    if (buf.limit() == buf.capacity() && buf.position() == 0) { // full: the rest waits in the socket
+                        sc.keyFor(watch).interestOps(0);
+                        continue;
+                    }
+                    buf.compact();
+                    int n;
+                    try {
+                        n = sc.read(buf);
+                    } finally {
+                        buf.flip();
+                    }
+                    if (n < 0) throw new EOFException("peer closed the connection");
+                }
+            } finally {
+                sc.configureBlocking(true); // the selector is closed, so the channel is deregistered
+            }
+        }
+
         /** The next frame's header. */
         public Frame next() throws IOException {
             ensure(FRAME_HEADER_BYTES);
