@@ -364,12 +364,58 @@ class ResumeTest {
         }
     }
 
+    /** A second connection claiming a live rank is refused, naming the rank; the live one goes on, nothing duplicated (audit #5). */
+    @Test
+    void aSecondClaimOfALiveRankIsRefusedAndTheLiveOneGoesOn() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "twice")) {
+            try (var live = connect(server, 0, RANKS, null)) {
+                assertEquals(reference.get(0).subList(0, 3), take(live, 3));
+                var e = assertThrows(IOException.class, () -> connect(server, 0, RANKS, null));
+                assertTrue(e.getMessage().contains("rank 0 is already being fed to a trainer on another, open connection"), e.getMessage());
+                assertEquals(reference.get(0).subList(3, STEPS), take(live, STEPS - 3));
+            }
+            try (var again = connect(server, 0, RANKS, null)) { // once closed, the rank may be claimed, and goes on after it
+                assertEquals(STEPS, again.welcome().nextStep());
+            }
+        }
+    }
+
+    /**
+     * A fresh trainer after one that died with a request pending: its WELCOME names the batch it
+     * will get first, which is the one made for the dead request (audit #4), so its state never
+     * runs ahead of what it got.
+     */
+    @Test
+    void aFreshTrainerAfterADeadRequestIsWelcomedAtTheBatchItGets() throws Exception {
+        try (var factory = factory(RANKS, 1234, 400); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var server = server(service, "fresh")) {
+            try (var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) { // asks for step 0, which takes 400 ms to fetch, and dies
+                ch.connect(UnixDomainSocketAddress.of(server.socketPath()));
+                var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, 0, RANKS, FeedProtocol.FLAG_SHARED_MEMORY, null, 0, "t");
+                FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
+                var in = new FeedProtocol.FrameReader(ch);
+                assertEquals(FeedProtocol.WELCOME, in.next().type());
+                FeedProtocol.writeFrame(ch, FeedProtocol.NEXT, null);
+            }
+            try (var c = connect(server, 0, RANKS, null)) {
+                long welcomed = c.welcome().nextStep();
+                try (var got = c.next()) {
+                    assertEquals(welcomed, got.batch().meta().globalStep(), "the WELCOME's step is the first batch's");
+                    assertEquals(reference.get(0).get((int) welcomed), digest(got.batch()));
+                }
+                assertEquals(new ScheduleCursor(0, (welcomed + 1) * RANKS * BATCH), c.state().cursor());
+            }
+        }
+    }
+
     // ---- helpers ----
 
     static NodeFeeds factory(int ranks) throws IOException { return factory(ranks, 1234); }
 
-    static NodeFeeds factory(int ranks, long seed) throws IOException {
-        var config = NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(seed).threads(2)
+    static NodeFeeds factory(int ranks, long seed) throws IOException { return factory(ranks, seed, 0); }
+
+    static NodeFeeds factory(int ranks, long seed, long fetchLatencyMillis) throws IOException {
+        var config = NodeConfig.builder().set(NodeConfig.FETCH_LATENCY_MS, fetchLatencyMillis).data(manifest.toString()).ranks(ranks).batch(BATCH).seed(seed).threads(2)
                 .set(NodeConfig.FETCH_CONCURRENCY, 4).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1)
                 .warmUpMillis(0).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176).build();
         return NodeFeeds.open(config);

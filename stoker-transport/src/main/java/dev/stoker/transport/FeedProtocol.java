@@ -45,7 +45,7 @@ public final class FeedProtocol {
     public record Hello(int version, int rank, int world, int flags, ScheduleCursor resume, long fingerprint, String job) {
         public boolean sharedMemory() { return (flags & FLAG_SHARED_MEMORY) != 0; }
 
-        ByteBuffer encode() {
+        public ByteBuffer encode() {
             byte[] name = job.getBytes(StandardCharsets.UTF_8);
             return ByteBuffer.allocate(40 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(rank).putInt(world)
                     .putInt(flags | (resume != null ? FLAG_RESUME : 0)).putLong(resume == null ? 0 : resume.epoch())
