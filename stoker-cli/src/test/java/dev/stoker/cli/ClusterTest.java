@@ -264,6 +264,101 @@ class ClusterTest {
         System.out.printf("ClusterTest: longest wait after the kill: rank 0 %.2f s, rank 1 %.2f s%n", wait0[0] / 1e9, wait1[0] / 1e9);
     }
 
+    /**
+     * A cluster trainer behind the same ledger as a local one: a reconnect from a saved state gets
+     * the rest of its batches exactly (the one that arrived after the state again), and a second
+     * claim of a live rank is refused with the rank's name while the live trainer goes on.
+     */
+    @Test
+    void aClusterTrainerResumesFromItsStateAndASecondClaimOfItsRankIsRefused() throws Exception {
+        int ranks = 2, steps = 8;
+        var reference = embedded(ranks, steps, "refresume");
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1);
+        coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
+        var other = trainer(sockets.get(1), 1, ranks, steps, 0, new AtomicLong(), new long[1]);
+        TrainerClient.State saved;
+        try (var c = TrainerClient.connect(sockets.get(0), 0, ranks, "t", TrainerClient.Options.SHARED_MEMORY)) {
+            assertEquals(reference.get(0).subList(0, 3), take(c, 3));
+            saved = c.state();
+            var e = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+                    () -> TrainerClient.connect(sockets.get(0), 0, ranks, "t", TrainerClient.Options.SHARED_MEMORY));
+            assertTrue(e.getMessage().contains("rank 0 is already being fed"), e.getMessage());
+            assertEquals(reference.get(0).get(3), take(c, 1).getFirst()); // arrived; the trainer dies before its next checkpoint
+        }
+        try (var c = TrainerClient.connect(sockets.get(0), 0, ranks, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved))) {
+            assertEquals(reference.get(0).subList(3, steps), take(c, steps - 3), "resumed: every batch after the state, none twice");
+        }
+        assertEquals(reference.get(1), other.get(180, TimeUnit.SECONDS));
+    }
+
+    /**
+     * The coordinator killed with SIGKILL: every trainer gets an error within 10 s (its nodes see the
+     * coordinator unreachable and end the job); a coordinator started again opens the job afresh on
+     * every node, and the trainers resume into it from their saved states, exactly.
+     */
+    @Test
+    void aKilledCoordinatorFailsItsTrainersQuicklyAndARestartedOneResumesThemExactly() throws Exception {
+        int ranks = 2, steps = 8;
+        var reference = embedded(ranks, steps, "refcoord");
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1, 4000);
+        Path coordSocket = tmp.resolve("coord-" + seed + ".sock");
+        var coordinator = coordinatorProcess(seed, ranks, steps, coordSocket, "1");
+        var saved = new TrainerClient.State[ranks];
+        var clients = new ArrayList<TrainerClient>();
+        for (int r = 0; r < ranks; r++) {
+            var c = TrainerClient.connect(sockets.get(r), r, ranks, "t", TrainerClient.Options.SHARED_MEMORY);
+            clients.add(c);
+            assertEquals(reference.get(r).subList(0, 3), take(c, 3));
+            saved[r] = c.state();
+        }
+        var failedAfter = new ArrayList<CompletableFuture<Long>>();
+        long killed = System.nanoTime();
+        coordinator.destroyForcibly();
+        for (var c : clients)
+            failedAfter.add(CompletableFuture.supplyAsync(() -> {
+                try (c) {
+                    while (true) c.next().close(); // what was pulled ahead still comes; then the error
+                } catch (java.io.IOException e) {
+                    return System.nanoTime() - killed;
+                }
+            }, r -> Thread.ofPlatform().daemon(true).start(r)));
+        for (int r = 0; r < ranks; r++) {
+            long nanos = failedAfter.get(r).get(60, TimeUnit.SECONDS);
+            System.out.printf("ClusterTest: rank %d got its error %.2f s after the coordinator's SIGKILL%n", r, nanos / 1e9);
+            assertTrue(nanos < TimeUnit.SECONDS.toNanos(10), "rank " + r + " failed after " + nanos / 1e9 + " s");
+        }
+        coordinatorProcess(seed, ranks, steps, coordSocket, "2"); // its stale socket is replaced
+        var resumed = new ArrayList<CompletableFuture<List<String>>>();
+        for (int r = 0; r < ranks; r++) {
+            int rank = r;
+            resumed.add(CompletableFuture.supplyAsync(() -> {
+                try (var c = TrainerClient.connect(sockets.get(rank), rank, ranks, "t",
+                        TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved[rank]))) {
+                    return take(c, steps - 3);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, x -> Thread.ofPlatform().daemon(true).start(x)));
+        }
+        for (int r = 0; r < ranks; r++)
+            assertEquals(reference.get(r).subList(3, steps), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " resumed exactly");
+    }
+
+    /** A coordinator as a child process ({@code serve --join}, no worker slots), for a test that kills it. */
+    Process coordinatorProcess(int seedPort, int ranks, int steps, Path socket, String run) throws Exception {
+        Path log = tmp.resolve("coord-" + seedPort + "-" + run + ".log");
+        var p = ServeProcess.start(log, "512m", "serve", List.of("--join", "127.0.0.1:" + seedPort, "--bind", "127.0.0.1:0",
+                "--slots", "0", "--nodes", "2", "--workers", "2", "--job", "t" + seedPort, "--data", manifest.toString(),
+                "--ranks", "" + ranks, "--batch", "" + BATCH, "--seed", "99", "--threads", "1", "--fetch-concurrency", "4",
+                "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176", "--steps", "" + steps, "--socket", socket.toString(),
+                "--heartbeat-pause-ms", "4000", "--down-after-ms", "2000"));
+        children.add(p);
+        ServeProcess.awaitLine(p, log, "listening on ");
+        return p;
+    }
+
     /** The digests of the next {@code n} batches. */
     static List<String> take(TrainerClient c, int n) throws Exception {
         var out = new ArrayList<String>();

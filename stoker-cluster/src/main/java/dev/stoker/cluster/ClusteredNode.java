@@ -112,7 +112,10 @@ public final class ClusteredNode {
             @Override
             @SuppressWarnings("unchecked")
             public Map<String, Object> metrics() {
-                return new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
+                Map<String, Object> out = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
+                var ledger = feed.currentLedger();
+                if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
+                return out;
             }
 
             @Override public void close() { m.close(); }
@@ -142,6 +145,8 @@ public final class ClusteredNode {
                 @Override
                 public Map<String, Object> metrics() {
                     var out = new LinkedHashMap<String, Object>(job.summary());
+                    var ledger = feed.currentLedger();
+                    if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
                     try {
                         out.put("nodes", job.nodeStats());
                     } catch (InterruptedException e) {

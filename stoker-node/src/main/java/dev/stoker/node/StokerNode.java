@@ -47,7 +47,7 @@ public final class StokerNode implements AutoCloseable {
         default RankLedger ledger() { return null; }
 
         /** Completes when bad input stops the feed ({@code --on-error fail}, {@code --max-error-rate}). */
-        default CompletableFuture<BadInputException> failure() { return new CompletableFuture<>(); }
+        default CompletableFuture<? extends RuntimeException> failure() { return new CompletableFuture<>(); }
 
         @Override
         void close();
@@ -141,8 +141,9 @@ public final class StokerNode implements AutoCloseable {
                         + " (budget " + ledger.store().budgetBytes() + " bytes)" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
         log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
                 feeder.datasetSize(), feeder.schedule().stepsPerEpoch(), feeder.fingerprint()));
-        var failure = new CompletableFuture<BadInputException>();
+        var failure = new CompletableFuture<RuntimeException>();
         feeder.errors().onFailure(failure::complete);
+        ledger.failure().thenAccept(failure::complete);
         return new Feed() {
             @Override public BatchProvider provider() { return ledger; }
 
@@ -150,7 +151,7 @@ public final class StokerNode implements AutoCloseable {
 
             @Override public RankLedger ledger() { return ledger; }
 
-            @Override public CompletableFuture<BadInputException> failure() { return failure; }
+            @Override public CompletableFuture<RuntimeException> failure() { return failure; }
 
             @Override
             public void close() {
@@ -211,7 +212,7 @@ public final class StokerNode implements AutoCloseable {
     public String metricsUrl() { return metrics == null ? null : metrics.url(); }
 
     /** Completes when bad input stops the feed; trainers get the error in reply to their requests. */
-    public CompletableFuture<BadInputException> failure() { return feed.failure(); }
+    public CompletableFuture<? extends RuntimeException> failure() { return feed.failure(); }
 
     /** The node's counters now: its feed's and its socket server's, as {@code --metrics-file} holds them. */
     public Map<String, Object> metrics() {
