@@ -408,6 +408,41 @@ class ResumeTest {
         }
     }
 
+    /**
+     * A Flight trainer behind the same ledger: a session resumed from its saved state gets every
+     * batch after it exactly once (the one that arrived after the state again), a second live
+     * session on its rank is refused naming the rank, and a session that went idle (its client died
+     * without a goodbye) frees the rank.
+     */
+    @Test
+    void aFlightTrainerResumesFromItsStateAndASecondClaimOfItsRankIsRefused() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var flight = dev.stoker.flight.FlightBatchServer.start(org.apache.arrow.flight.Location.forGrpcInsecure("127.0.0.1", 0),
+                     service, null, null, dev.stoker.flight.FlightBatchServer.Security.NONE);
+             var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", flight.port())) {
+            flight.sessionIdle(java.time.Duration.ofSeconds(1));
+            var first = client.open(0, RANKS, "t", null, 0);
+            var got = new ArrayList<String>();
+            for (int i = 0; i < 3; i++) got.add(digest(first.next()));
+            assertEquals(reference.get(0).subList(0, 3), got);
+            var saved = first.cursor();
+            long fingerprint = first.fingerprint();
+            var e = assertThrows(org.apache.arrow.flight.FlightRuntimeException.class, () -> client.open(0, RANKS, "t", null, 0));
+            assertTrue(e.getMessage().contains("rank 0 is already being fed"), e.getMessage());
+            assertEquals(reference.get(0).get(3), digest(first.next())); // arrived; the trainer dies without a goodbye
+            Thread.sleep(1500);
+            var resumed = client.open(0, RANKS, "t", saved, fingerprint);
+            assertEquals(3, resumed.firstStep());
+            got.clear();
+            for (int i = 3; i < STEPS; i++) got.add(digest(resumed.next()));
+            assertEquals(reference.get(0).subList(3, STEPS), got, "every batch after the state, none twice");
+            resumed.close();
+            try (var socket = server(service, "flight-other"); var c = connect(socket, 1, RANKS, null)) { // the socket's rank 1 beside it
+                assertEquals(reference.get(1), take(c, STEPS));
+            }
+        }
+    }
+
     // ---- helpers ----
 
     static NodeFeeds factory(int ranks) throws IOException { return factory(ranks, 1234); }
