@@ -346,12 +346,71 @@ class ClusterTest {
             assertEquals(reference.get(r).subList(3, steps), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " resumed exactly");
     }
 
+    /**
+     * The whole cluster killed with SIGKILL (coordinator and nodes) after 3 steps of 2 ranks, then
+     * started afresh with 3 nodes and 3 ranks: every new rank resumes from the saved state, and
+     * gets exactly what the embedded service gives 3 ranks resumed there (the epoch's order goes on
+     * over the new world, nothing lost or repeated).
+     */
+    @Test
+    void aWholeClusterKilledAndRestartedWithMoreRanksResumesExactly() throws Exception {
+        int steps = 6, after = 3;
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1);
+        var coordinator = coordinatorProcess(seed, 2, 0, tmp.resolve("whole-" + seed + ".sock"), "1");
+        TrainerClient.State saved = null;
+        var reference2 = embedded(2, after, "refwhole2");
+        for (int r = 0; r < 2; r++)
+            try (var c = TrainerClient.connect(sockets.get(r), r, 2, "t", TrainerClient.Options.SHARED_MEMORY)) {
+                assertEquals(reference2.get(r), take(c, after));
+                if (r == 0) saved = c.state();
+            }
+        coordinator.destroyForcibly();
+        for (var p : children) p.destroyForcibly();
+        for (var p : children) assertTrue(p.waitFor(20, TimeUnit.SECONDS));
+        children.clear();
+        addresses.clear();
+
+        var resumedAt = saved;
+        var reference3 = embeddedFrom(3, steps, resumedAt, "refwhole3");
+        int seed2 = freePort();
+        var sockets3 = nodes(3, seed2, 1);
+        coordinatorProcess(seed2, 3, 0, tmp.resolve("whole-" + seed2 + ".sock"), "2");
+        var resumed = new ArrayList<CompletableFuture<List<String>>>();
+        for (int r = 0; r < 3; r++) {
+            int rank = r;
+            resumed.add(CompletableFuture.supplyAsync(() -> {
+                try (var c = TrainerClient.connect(sockets3.get(rank), rank, 3, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(resumedAt))) {
+                    return take(c, steps);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, x -> Thread.ofPlatform().daemon(true).start(x)));
+        }
+        for (int r = 0; r < 3; r++) assertEquals(reference3.get(r), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " of 3");
+    }
+
+    /** The embedded service's digests of {@code steps} batches per rank, every rank resumed from {@code state}. */
+    static List<List<String>> embeddedFrom(int ranks, int steps, TrainerClient.State state, String name) throws Exception {
+        var config = job(ranks).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).build();
+        var out = new ArrayList<List<String>>();
+        try (var factory = NodeFeeds.open(config); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var server = new FeedServer(tmp.resolve(name + ".sock"), service, false)) {
+            for (int r = 0; r < ranks; r++)
+                try (var c = TrainerClient.connect(server.socketPath(), r, ranks, "ref", TrainerClient.Options.SHARED_MEMORY.resumingFrom(state))) {
+                    out.add(take(c, steps));
+                }
+        }
+        return out;
+    }
+
     /** A coordinator as a child process ({@code serve --join}, no worker slots), for a test that kills it. */
     Process coordinatorProcess(int seedPort, int ranks, int steps, Path socket, String run) throws Exception {
         Path log = tmp.resolve("coord-" + seedPort + "-" + run + ".log");
         var p = ServeProcess.start(log, "512m", "serve", List.of("--join", "127.0.0.1:" + seedPort, "--bind", "127.0.0.1:0",
-                "--slots", "0", "--nodes", "2", "--workers", "2", "--job", "t" + seedPort, "--data", manifest.toString(),
+                "--slots", "0", "--nodes", "" + Math.max(2, ranks), "--job", "t" + seedPort, "--data", manifest.toString(),
                 "--ranks", "" + ranks, "--batch", "" + BATCH, "--seed", "99", "--threads", "1", "--fetch-concurrency", "4",
+                "--workers", "" + Math.max(2, ranks),
                 "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176", "--steps", "" + steps, "--socket", socket.toString(),
                 "--heartbeat-pause-ms", "4000", "--down-after-ms", "2000"));
         children.add(p);

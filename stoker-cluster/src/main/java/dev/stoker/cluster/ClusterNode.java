@@ -245,6 +245,21 @@ public final class ClusterNode implements AutoCloseable {
                 runtime.pulledBatches.get(), runtime.pulledBytes.get(), runtime.localHandOuts.get(), runtime.heldObjects());
     }
 
+    private volatile boolean closing;
+
+    /**
+     * Completes when this member's actor system ends without {@link #close()}: the cluster removed
+     * it (the split-brain resolver downed it after it was unreachable). A removed member cannot
+     * come back; its process should exit and be started again, and it then joins anew.
+     */
+    public CompletableFuture<Void> removed() {
+        var out = new CompletableFuture<Void>();
+        system.getWhenTerminated().thenRun(() -> {
+            if (!closing) out.complete(null);
+        });
+        return out;
+    }
+
     /** This member's address, {@code pekko://stoker@host:port}. */
     public String address() { return Cluster.get(system).selfMember().address().toString(); }
 
@@ -281,6 +296,7 @@ public final class ClusterNode implements AutoCloseable {
 
     @Override
     public void close() {
+        closing = true;
         feeds.forEach(ClusterRankFeed::close);
         runtime.close();
         try {

@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 
 /**
@@ -116,6 +117,12 @@ public final class ClusteredNode {
                 var ledger = feed.currentLedger();
                 if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
                 return out;
+            }
+
+            @Override
+            public CompletableFuture<IllegalStateException> failure() {
+                return m.node().removed().thenApply(x -> new IllegalStateException("this node was removed from the cluster (downed after "
+                        + "it was unreachable); it exits so that it can be started again and rejoin"));
             }
 
             @Override public void close() { m.close(); }
