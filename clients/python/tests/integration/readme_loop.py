@@ -9,8 +9,8 @@ step) and saves ``loader.state_dict()`` at step 0, as the README does every 1000
 whose shared-memory share cannot hold the batch kept and the one being made leaves this loop waiting
 for ever (``--timeout`` bounds each socket read: the loader then raises StokerError).
 
-Prints one JSON line on stdout, the last line: {"ok", "steps", "global_steps", "delivery",
-"step_seconds", "loop_seconds", "distinct_consecutive"} and exits 0 when the feed ended (END), or
+Prints one JSON line on stdout, the last line: {"ok", "steps", "global_steps", "batch_bytes",
+"delivery", "step_seconds", "loop_seconds", "distinct_consecutive"} and exits 0 when the feed ended (END), or
 {"ok": false, "error", "steps", ...} and exits 1.
 """
 
@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: run to END)")
     a = ap.parse_args(argv)
 
-    report = {"ok": False, "steps": 0, "global_steps": [], "delivery": None, "step_seconds": [], "not_views": []}
+    report = {"ok": False, "steps": 0, "global_steps": [], "batch_bytes": [], "delivery": None, "step_seconds": [],
+              "not_views": []}
     pointers = []  # where each batch's input_ids lay: a held batch's memory is never reused for the next
     t0 = last = time.perf_counter()
 
@@ -58,6 +59,7 @@ def main(argv=None) -> int:
                 last = now
                 report["steps"] = step + 1
                 report["global_steps"].append(loader.last_meta.global_step)
+                report["batch_bytes"].append(loader.last_meta.total_bytes)
                 report["delivery"] = loader.delivery
                 pointers.append(batch["input_ids"].data_ptr())
                 report["not_views"] += [f"step {step} {k}" for k, t in batch.items() if not is_view_of_segment(t, loader)]
