@@ -213,9 +213,12 @@ class ClusterTest {
         assertEquals(steps, owner.flightBatchesSent(), "it sent every batch of the other node's rank " + stats);
     }
 
-    /** The Python client (Debian's python3) on one node's socket reads its rank's batches bit for bit, like the Java one. */
+    /**
+     * The Python client (Debian's python3) on one node's socket reads its rank's batches bit for bit,
+     * like the Java one; a second Python process resumes from the first one's saved state exactly.
+     */
     @Test
-    void thePythonClientReadsItsRankFromItsNode() throws Exception {
+    void thePythonClientReadsItsRankFromItsNodeAndResumesFromItsState() throws Exception {
         org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PythonClientTest.PYTHON)), "no /usr/bin/python3");
         int ranks = 2, steps = 4;
         var reference = embedded(ranks, steps, "refpy");
@@ -223,16 +226,26 @@ class ClusterTest {
         var sockets = nodes(2, seed, 1);
         coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
         var javaRank = trainer(sockets.get(1), 1, ranks, steps, 0, new AtomicLong(), new long[1]);
-        var p = new ProcessBuilder(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
-                .toString(), "take", "--socket", sockets.get(0).toString(), "--world", "" + ranks, "--rank", "0", "--job", "t",
-                "--steps", "" + steps).redirectErrorStream(true).start();
+        Path state = tmp.resolve("py-cluster-" + seed + ".json");
+        var first = python(sockets.get(0), ranks, 2, List.of("--state-out", state.toString()));
+        var second = python(sockets.get(0), ranks, steps - 2, List.of("--state-in", state.toString()));
+        var got = new ArrayList<>(strings(first.get("digests")));
+        got.addAll(strings(second.get("digests")));
+        assertEquals(reference.get(0), got, "rank 0 through Python, in two processes");
+        assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
+    }
+
+    /** fetch_batches.py take on {@code socket}; its last line's JSON. */
+    static com.fasterxml.jackson.databind.JsonNode python(Path socket, int world, int steps, List<String> extra) throws Exception {
+        var cmd = new ArrayList<>(List.of(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
+                .toString(), "take", "--socket", socket.toString(), "--world", "" + world, "--rank", "0", "--job", "t", "--steps", "" + steps));
+        cmd.addAll(extra);
+        var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
         assertTrue(p.waitFor(120, TimeUnit.SECONDS));
         assertEquals(0, p.exitValue(), out);
         var lines = out.strip().split("\n");
-        var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
-        assertEquals(reference.get(0), strings(json.get("digests")), "rank 0 through Python");
-        assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
+        return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
     }
 
     @Test
@@ -411,7 +424,8 @@ class ClusterTest {
                 "--slots", "0", "--nodes", "" + Math.max(2, ranks), "--job", "t" + seedPort, "--data", manifest.toString(),
                 "--ranks", "" + ranks, "--batch", "" + BATCH, "--seed", "99", "--threads", "1", "--fetch-concurrency", "4",
                 "--workers", "" + Math.max(2, ranks),
-                "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176", "--steps", "" + steps, "--socket", socket.toString(),
+                "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176", "--max-images", "1", "--steps", "" + steps,
+                "--socket", socket.toString(),
                 "--heartbeat-pause-ms", "4000", "--down-after-ms", "2000"));
         children.add(p);
         ServeProcess.awaitLine(p, log, "listening on ");

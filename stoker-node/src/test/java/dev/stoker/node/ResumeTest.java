@@ -265,8 +265,94 @@ class ResumeTest {
         }
     }
 
-    static Process serve(Path shm, Path socket, String name) throws IOException {
-        var config = NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
+    /**
+     * Flight trainers across a {@code kill -9} of the service: sessions resumed from their saved
+     * states on the restarted service get exactly the uninterrupted run's batches.
+     */
+    @Test
+    void flightTrainersResumeOnAServiceRestartedAfterSigkill() throws Exception {
+        Path shm = Files.createDirectories(tmp.resolve("shm-flight-kill")), socket = tmp.resolve("flight-kill.sock");
+        int port = freePort();
+        var saved = new ArrayList<ScheduleCursor>();
+        long fingerprint = 0;
+        Process first = serve(shm, socket, "flight-first", "127.0.0.1:" + port);
+        try {
+            NodeProcess.awaitListening(first, tmp.resolve("flight-first.log"));
+            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port)) {
+                for (int r = 0; r < RANKS; r++) {
+                    var s = client.open(r, RANKS, "t", null, 0);
+                    var got = new ArrayList<String>();
+                    for (int i = 0; i < 5; i++) got.add(digest(s.next()));
+                    assertEquals(reference.get(r).subList(0, 5), got);
+                    saved.add(s.cursor());
+                    fingerprint = s.fingerprint();
+                }
+            }
+        } finally {
+            first.destroyForcibly(); // SIGKILL
+            first.waitFor(30, TimeUnit.SECONDS);
+        }
+        Process second = serve(shm, socket, "flight-second", "127.0.0.1:" + port);
+        try {
+            NodeProcess.awaitListening(second, tmp.resolve("flight-second.log"));
+            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port)) {
+                for (int r = 0; r < RANKS; r++) {
+                    var s = client.open(r, RANKS, "t", saved.get(r), fingerprint);
+                    var got = new ArrayList<String>();
+                    for (int i = 5; i < STEPS; i++) got.add(digest(s.next()));
+                    assertEquals(reference.get(r).subList(5, STEPS), got, "rank " + r + " over Flight, resumed");
+                    s.close();
+                }
+            }
+        } finally {
+            second.destroy();
+            assertTrue(second.waitFor(30, TimeUnit.SECONDS));
+        }
+    }
+
+    /** A job resized from 2 to 3 ranks: Flight sessions resumed at the saved cursor get what socket trainers resumed there get. */
+    @Test
+    void flightTrainersResumeIntoAResizedJobLikeSocketTrainers() throws Exception {
+        TrainerClient.State saved;
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "resize-src")) {
+            try (var c = connect(server, 0, RANKS, null)) {
+                take(c, 3);
+                saved = c.state();
+            }
+        }
+        var bySocket = new ArrayList<List<String>>();
+        try (var factory = factory(3); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "resize-sock")) {
+            for (int r = 0; r < 3; r++)
+                try (var c = connect(server, r, 3, saved)) {
+                    bySocket.add(take(c, 4));
+                }
+        }
+        var byFlight = new ArrayList<List<String>>();
+        try (var factory = factory(3); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var flight = dev.stoker.flight.FlightBatchServer.start(org.apache.arrow.flight.Location.forGrpcInsecure("127.0.0.1", 0),
+                     service, null, null, dev.stoker.flight.FlightBatchServer.Security.NONE);
+             var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", flight.port())) {
+            for (int r = 0; r < 3; r++) {
+                var s = client.open(r, 3, "t", saved.cursor(), saved.fingerprint());
+                var got = new ArrayList<String>();
+                for (int i = 0; i < 4; i++) got.add(digest(s.next()));
+                byFlight.add(got);
+                s.close();
+            }
+        }
+        assertEquals(bySocket, byFlight);
+    }
+
+    static int freePort() throws IOException {
+        try (var s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    static Process serve(Path shm, Path socket, String name) throws IOException { return serve(shm, socket, name, null); }
+
+    static Process serve(Path shm, Path socket, String name, String flight) throws IOException {
+        var config = NodeConfig.builder().set(NodeConfig.FLIGHT, flight).data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
                 .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).threads(2).warmUpMillis(0).build();
         return NodeProcess.start(config, tmp, name, "1g");
     }
