@@ -66,7 +66,7 @@ class ClusterTest {
 
     static NodeConfig.Builder job(int ranks) {
         return NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(99).threads(1).set(NodeConfig.FETCH_CONCURRENCY, 4)
-                .warmUpMillis(0).pixels(3136, 50176);
+                .warmUpMillis(0).pixels(3136, 50176).set(NodeConfig.MAX_IMAGES, 1);
     }
 
     /** The embedded zero-copy service's digests of each rank's first {@code steps} batches, for the same options. */

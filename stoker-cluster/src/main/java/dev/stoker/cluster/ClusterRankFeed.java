@@ -97,7 +97,14 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     /** The ledger of the job running now (made for it on first use). */
     private RankLedger ledger() {
         var job = job();
-        return job.ledger(() -> new RankLedger(new JobStream(job), null, 0, 0));
+        return job.ledger(() -> {
+            try {
+                NodeShares.checkPulled(dev.stoker.node.NodeConfig.fromJson(job.config), runtime.store().budgetBytes());
+            } catch (dev.stoker.node.ConfigException e) {
+                throw new IllegalArgumentException("this node cannot serve trainers of cluster job " + job.id + ": " + e.getMessage());
+            }
+            return new RankLedger(new JobStream(job), null, 0, 0);
+        });
     }
 
     /** The ledger each connection said hello to: its later requests stay with that job, even once another has started. */
@@ -133,7 +140,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     /** The ledger of the job now running on this node, or null (for its figures). */
     RankLedger currentLedger() {
         var j = runtime.currentJob();
-        return j == null ? null : j.ledger(() -> new RankLedger(new JobStream(j), null, 0, 0));
+        return j == null ? null : j.ledgerIfAny();
     }
 
     /** One job's batches for this node's ranks, pulled in each rank's order. */
@@ -268,7 +275,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
             ShmObjectStore store = runtime.store();
             dev.stoker.store.Allocation a;
             try {
-                a = store.allocate(batch.totalBytes(), ref.rank()).get();
+                a = store.allocate(batch.totalBytes(), NodeShares.pulledOwner(ref.rank(), job.started.ranks())).get();
             } catch (java.util.concurrent.ExecutionException e) {
                 throw new IllegalStateException("cannot allocate " + batch.totalBytes() + " bytes in this node's store: " + e.getCause());
             }

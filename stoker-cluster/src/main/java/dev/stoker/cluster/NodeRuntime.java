@@ -51,10 +51,12 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         /** Fails when the job ends on this node (stopped, or its coordinator lost): what its trainers' pending requests wait on too. */
         final CompletableFuture<Void> gone = new CompletableFuture<>();
         final long sequence;
+        final String config; // the job's NodeConfig JSON
         volatile NodeProtocol.JobStarted started;
         private dev.stoker.node.RankLedger ledger; // this node's trainers' ledger, made when the first one says hello
 
-        NodeJob(String id, ActorRef<CoordinatorProtocol.Command> coordinator, long sequence) {
+        NodeJob(String id, ActorRef<CoordinatorProtocol.Command> coordinator, long sequence, String config) {
+            this.config = config;
             this.id = id;
             this.coordinator = coordinator;
             this.sequence = sequence;
@@ -65,6 +67,9 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             if (ledger == null) ledger = make.get();
             return ledger;
         }
+
+        /** The ledger, once a trainer has said hello; else null. */
+        synchronized dev.stoker.node.RankLedger ledgerIfAny() { return ledger; }
 
         /** Ends the job here: pending requests fail with {@code why}, the ledger's leases go. */
         void end(String why) {
@@ -128,7 +133,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
 
     /** Opens job {@code s} on a thread of its own and answers when it is ready (or failed). */
     void startJob(NodeProtocol.StartJob s, String address) {
-        var job = new NodeJob(s.job(), s.coordinator(), jobSequence.incrementAndGet());
+        var job = new NodeJob(s.job(), s.coordinator(), jobSequence.incrementAndGet(), s.config());
         var old = jobs.putIfAbsent(s.job(), job);
         if (old != null && old.coordinator.equals(s.coordinator())) { // asked again (a coordinator's retry): answer the same
             old.opened.whenComplete((o, e) -> s.replyTo().tell(old.started));
@@ -248,7 +253,10 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
 
     /** The job's side on this node: its configuration as every node reads it, its pipeline writing into the node's store. */
     private NodeFeeds.Tasks open(String configJson) throws java.io.IOException {
-        var feeds = NodeFeeds.open(NodeConfig.fromJson(configJson));
+        var config = NodeConfig.fromJson(configJson);
+        if (slots > 0) NodeShares.checkMade(config, store.budgetBytes());
+        store.shareAmong(NodeShares.owners(config.ranks()));
+        var feeds = NodeFeeds.open(config);
         try {
             return feeds.openTasks(store, MAX_WORKERS);
         } catch (java.io.IOException | RuntimeException e) {
