@@ -271,6 +271,9 @@ public final class FlightBatchClient implements AutoCloseable {
         /** The job's fingerprint, which a resume presents. */
         public long fingerprint() { return joined.fingerprint(); }
 
+        /** The session's id, as its tickets carry it. */
+        String id() { return id; }
+
         /** The step label of the session's first batch, as the server said. */
         public long firstStep() { return joined.nextStep(); }
 
