@@ -36,6 +36,29 @@ def default_address(job: str = "default") -> str:
     return os.path.join(base, f"{job}.sock")
 
 
+def check_state(state: dict, job: str) -> Tuple[int, int, int]:
+    """Checks a ``state_dict()`` before it is loaded for ``job``; returns (epoch, position, fingerprint).
+    ValueError for another job, a malformed state, or a fingerprint of 0 with a cursor other than
+    the start (a state without the job's fingerprint cannot be checked against the service)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"not a Loader state: {type(state).__name__}, expected a dict")
+    missing = {"job", "epoch", "position", "fingerprint"} - set(state)
+    if missing:
+        raise ValueError(f"not a Loader state (protocol {P.VERSION}): missing {sorted(missing)}")
+    if state["job"] != job:
+        raise ValueError(f"state of job {state['job']!r} cannot resume job {job!r}")
+    epoch, position, fp = state["epoch"], state["position"], state["fingerprint"]
+    for label, v in (("epoch", epoch), ("position", position), ("fingerprint", fp)):
+        if not (isinstance(v, int) and 0 <= v < 1 << 63 or label == "fingerprint" and isinstance(v, int) and 0 <= v < 1 << 64):
+            raise ValueError(f"bad {label} {v!r} in the state")
+    if fp == 0 and (epoch, position) != (0, 0):
+        raise ValueError(f"the state's cursor is epoch {epoch}, position {position}, but its fingerprint is 0: a state "
+                         f"without the job's fingerprint cannot be checked against the service's data set and "
+                         f"configuration, so it is refused. Save state_dict() from a loader that has connected "
+                         f"(with TorchIterableDataset: in the main process, DataLoader(num_workers=0))")
+    return epoch, position, fp
+
+
 class _Mapping:
     __slots__ = ("mm", "path", "ident", "size", "address", "last_ref")
 
@@ -302,16 +325,14 @@ class Loader:
         The state may come from any rank and world size of the same job: every rank of a step saves
         the same cursor, and after a resize the epoch's order continues with no sample lost or
         repeated (which samples a rank gets then differs). Before iteration it only records the
-        state; on a loader already connected (or ended, or failed) it reconnects now."""
-        missing = {"job", "epoch", "position", "fingerprint"} - set(state)
-        if missing:
-            raise ValueError(f"not a Loader state (protocol {P.VERSION}): missing {sorted(missing)}")
-        if state["job"] != self.job:
-            raise ValueError(f"state of job {state['job']!r} cannot resume job {self.job!r}")
-        epoch, position, fp = state["epoch"], state["position"], state["fingerprint"]
-        for label, v in (("epoch", epoch), ("position", position), ("fingerprint", fp)):
-            if not (isinstance(v, int) and 0 <= v < 1 << 63 or label == "fingerprint" and isinstance(v, int) and 0 <= v < 1 << 64):
-                raise ValueError(f"bad {label} {v!r} in the state")
+        state; on a loader already connected (or ended, or failed) it reconnects now.
+
+        Raises ValueError for a state of another job, a malformed one, and one whose fingerprint is
+        0 while its cursor is not the job's start (epoch 0, position 0): without the fingerprint the
+        service cannot check that the cursor belongs to its data set and configuration. Such a state
+        is what a loader that never connected reports, e.g. a ``TorchIterableDataset`` whose loader
+        lived in a DataLoader worker; loading it would resume somewhere unchecked."""
+        epoch, position, fp = check_state(state, self.job)
         if self._state == "closed":
             raise StokerError("the Loader is closed")
         self._resume = (epoch, position, fp)

@@ -9,7 +9,7 @@ import torch
 import torch.utils.data
 
 from .errors import StokerError
-from .loader import Loader
+from .loader import Loader, check_state
 
 
 def _resolve_rank(rank: Optional[int], world_size: Optional[int]):
@@ -31,12 +31,20 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
     :class:`Loader` (``as_torch`` defaults to True; ``to_pixel_values=True, pixel_device="cuda"``
     turns compact batches into ``pixel_values`` on the GPU).
 
-    Use it with ``DataLoader(ds, batch_size=None, num_workers=0)``: the service already batches and
-    does the parallel work; worker processes would only add copies (more than one worker is refused).
+    Use it with ``DataLoader(ds, batch_size=None, num_workers=0)``; any worker process
+    (``num_workers`` of 1 or more) is refused with :class:`StokerError` at the first ``next()``. The
+    loader, and with it the rank's position (``state_dict()``), must live in the main process: in a
+    worker, the main process's ``ds`` never sees a batch, its ``state_dict()`` stays at epoch 0,
+    position 0 with no fingerprint, and a resume from it would silently restart the job. Workers
+    would gain nothing anyway: the service already batches, prefetches and does the parallel work,
+    so they would only add copies.
+
     Each ``iter()`` opens a connection that continues the rank's feed where the service has it,
     and closes it when the feed ends or the iterator is dropped. ``ds.loader`` is the current
     Loader (``ds.loader.last_meta`` has the batch metadata); ``state_dict``/``load_state_dict``
-    work as Loader's (a loaded state applies to the next ``iter()``).
+    work as Loader's (a loaded state applies to the next ``iter()``). ``load_state_dict`` checks the
+    state at once, as Loader's does: ValueError for another job, a malformed state, or one whose
+    fingerprint is 0 while its cursor is not the start (it cannot be checked against the job).
     """
 
     def __init__(self, address=None, world_size: Optional[int] = None, rank: Optional[int] = None,
@@ -52,9 +60,12 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
-        if info is not None and info.num_workers > 1:
-            raise StokerError("TorchIterableDataset needs DataLoader(num_workers=0): each worker would "
-                              "connect as the same rank")
+        if info is not None:
+            raise StokerError(f"TorchIterableDataset needs DataLoader(num_workers=0), got num_workers={info.num_workers}: "
+                              "the loader's state must live in the main process (in a worker, the main process's "
+                              "state_dict() stays at the start, so a resume would silently restart the job; several "
+                              "workers would also connect as the same rank), and the service already batches and "
+                              "prefetches, so workers would only add copies")
         rank, world = _resolve_rank(self.rank, self.world_size)
         loader = Loader(self.address, rank, world, **self.loader_kwargs)
         if self._state is not None:
@@ -80,4 +91,5 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
                 "fingerprint": 0, "epoch": 0, "position": 0, "next_step": 0}
 
     def load_state_dict(self, state: dict) -> None:
+        check_state(state, self.loader_kwargs.get("job", "default"))
         self._state = dict(state)

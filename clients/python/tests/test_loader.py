@@ -400,6 +400,27 @@ class StateTest(ServiceTest):
             with self.assertRaises(ValueError):
                 loader.load_state_dict(bad)
 
+    def test_state_without_fingerprint_is_refused(self):
+        """A cursor past the start with fingerprint 0 cannot be checked against the job: refused
+        before any HELLO, also on a connected loader (which then keeps its connection)."""
+        svc = self.service(make_batches(4))
+        with Loader(svc.path, 0, 1) as loader:
+            for epoch, position in ((0, 1), (2, 0)):
+                with self.assertRaises(ValueError) as cm:
+                    loader.load_state_dict({"job": "default", "rank": 0, "world_size": 1, "fingerprint": 0,
+                                            "epoch": epoch, "position": position})
+                self.assertIn(f"epoch {epoch}, position {position}", str(cm.exception))
+                self.assertIn("fingerprint is 0", str(cm.exception))
+            self.assertEqual(svc.hellos, [])
+            loader.load_state_dict({"job": "default", "epoch": 0, "position": 0, "fingerprint": 0})  # the start: fine
+            next(loader), next(loader)
+            with self.assertRaises(ValueError):
+                loader.load_state_dict({**loader.state_dict(), "fingerprint": 0})
+            self.assertEqual(len(svc.hellos), 1, "no reconnect for a refused state")
+            self.assertEqual(loader.state_dict()["position"], 2)
+            next(loader)
+        self.assertEqual(svc.hellos[0]["flags"] & 2, 2)
+
     def test_state_of_another_rank_and_world_size_resumes(self):
         """The cursor is global: rank 1 of 2's state resumes rank 0 of 3 (a resized job)."""
         batches = make_batches(8)

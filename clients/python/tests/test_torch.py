@@ -152,10 +152,50 @@ class TorchDatasetTest(ServiceTest):
     def test_refuses_several_workers(self):
         from stoker import TorchIterableDataset
         ds = TorchIterableDataset("unused", world_size=1, rank=0)
-        info = mock.Mock(num_workers=2)
-        with mock.patch("torch.utils.data.get_worker_info", return_value=info):
-            with self.assertRaisesRegex(StokerError, "num_workers=0"):
-                iter(ds)
+        for workers in (1, 2):
+            with self.subTest(num_workers=workers):
+                info = mock.Mock(num_workers=workers, id=0)
+                with mock.patch("torch.utils.data.get_worker_info", return_value=info):
+                    with self.assertRaisesRegex(StokerError, "num_workers=0") as cm:
+                        iter(ds)
+                self.assertIn(f"got num_workers={workers}", str(cm.exception))
+                self.assertIn("main process", str(cm.exception))
+                self.assertIsNone(ds.loader, "no loader was made")
+
+    def test_a_dataloader_with_one_worker_is_refused(self):
+        """Audit #6: with num_workers=1 the loader would live in the worker and the main process's
+        state_dict() would stay at the start; the worker refuses and the DataLoader re-raises it."""
+        from stoker import TorchIterableDataset
+        svc = self.service(make_batches(3))
+        ds = TorchIterableDataset(svc.path, world_size=1, rank=0)
+        with self.assertRaises(StokerError) as cm:
+            next(iter(DataLoader(ds, batch_size=None, num_workers=1)))
+        self.assertIn("num_workers=0", str(cm.exception))
+        self.assertIn("main process", str(cm.exception))
+        self.assertEqual(svc.hellos, [], "the worker never connected")
+        self.assertIsNone(ds.loader)
+        state = ds.state_dict()
+        self.assertEqual((state["fingerprint"], state["epoch"], state["position"]), (0, 0, 0))
+
+    def test_state_without_fingerprint_is_refused(self):
+        from stoker import TorchIterableDataset
+        svc = self.service(make_batches(4))
+        ds = TorchIterableDataset(svc.path, world_size=1, rank=0)
+        for epoch, position in ((0, 2), (1, 0)):
+            with self.subTest(epoch=epoch, position=position):
+                bad = {"job": "default", "rank": 0, "world_size": 1, "fingerprint": 0, "epoch": epoch,
+                       "position": position, "next_step": 2}
+                with self.assertRaises(ValueError) as cm:
+                    ds.load_state_dict(bad)
+                self.assertIn("fingerprint is 0", str(cm.exception))
+                self.assertIn("cannot be checked", str(cm.exception))
+                self.assertEqual(ds.state_dict()["position"], 0, "nothing was loaded")
+        # the start (what a fresh dataset reports) still loads, and resumes at the first batch
+        ds.load_state_dict(ds.state_dict())
+        first = next(iter(DataLoader(ds, batch_size=None)))
+        self.assertEqual(ds.loader.last_meta.global_step, 0)
+        del first
+        self.assertEqual(len(svc.hellos), 1)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,14 @@ final class NodeCommand implements Callable<Integer>, NodeOptions.Configured {
         Signals.onTermination(stop::countDown);
         var log = ServeCommand.log("node", out, spec.commandLine().getErr());
         try (var node = ClusteredNode.launchMember(config, log)) {
+            var failed = new java.util.concurrent.atomic.AtomicReference<RuntimeException>();
+            node.failure().thenAccept(e -> { // removed from the cluster: exit, so that a supervisor restarts it and it rejoins
+                failed.set(e);
+                stop.countDown();
+            });
             stop.await();
             log.accept("stopping");
+            if (failed.get() != null) throw failed.get();
         }
         return 0;
     }

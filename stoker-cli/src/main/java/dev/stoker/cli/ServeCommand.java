@@ -45,7 +45,7 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
         Signals.onTermination(stop::countDown);
         Consumer<String> log = log("serve", out, err);
         try (var node = config.join().isEmpty() ? StokerNode.launch(config, log) : ClusteredNode.launchCoordinator(config, log)) {
-            var badInput = new AtomicReference<BadInputException>();
+            var badInput = new AtomicReference<RuntimeException>();
             node.failure().thenAccept(e -> {
                 badInput.set(e);
                 stop.countDown();

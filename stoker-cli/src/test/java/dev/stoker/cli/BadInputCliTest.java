@@ -206,12 +206,13 @@ class BadInputCliTest {
     }
 
     @Test
-    void serveRefusesAShmBudgetBelowOneBatchAtStart() throws IOException {
+    void serveRefusesAShmBudgetBelowWhatARankNeedsAtStart() throws IOException {
         Path manifest = Files.writeString(tmp.resolve("train.jsonl"), "{\"id\":\"s0\",\"image\":\"photo.jpg\",\"conversations\":"
                 + "[{\"from\":\"human\",\"value\":\"<image>\\nHi\"},{\"from\":\"gpt\",\"value\":\"Hello.\"}]}\n");
         var r = CliRunner.run("serve", "--data", manifest.toString(), "--batch", "8", "--max-pixels", "451584",
                 "--shm-budget", "16M", "--shm-dir", tmp.toString(), "--socket", tmp.resolve("s.sock").toString());
-        assertInvalid(r, "--shm-budget 16777216", "smaller than one batch");
+        assertInvalid(r, "--shm-budget 16777216 gives each of the 1 ranks 16777216 bytes, and a rank needs",
+                "its trainer may hold 2 batches while the next is filled");
         assertTrue(Files.notExists(tmp.resolve("s.sock")), "nothing started");
     }
 }

@@ -66,7 +66,7 @@ class BadInputFeedCliTest {
     private Process serve(Path manifest, Path log, String... extra) throws IOException {
         var args = new ArrayList<>(List.of("--data", manifest.toString(), "--ranks", "1", "--batch", "2", "--max-pixels", "50176",
                 "--threads", "1", "--warm-up-ms", "0", "--socket", tmp.resolve("s.sock").toString(),
-                "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(), "--shm-budget", "64M"));
+                "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(), "--shm-budget", "64M", "--max-images", "1"));
         args.addAll(List.of(extra));
         return ServeProcess.start(log, "512m", args);
     }

@@ -34,7 +34,7 @@ class ClusterBenchCliTest {
         boolean netns = NetnsTestBed.unavailableReason().isEmpty();
         Path work = tmp.resolve("work");
         var args = new ArrayList<>(List.of("bench", "cluster", "--data", dataset().toString(), "--nodes", "2", "--ranks", "2",
-                "--batch", "2", "--steps", "4", "--step-ms", "20", "--max-pixels", "50176", "--warm-up-ms", "0", "--threads", "1",
+                "--batch", "2", "--steps", "4", "--step-ms", "20", "--max-pixels", "50176", "--max-images", "2", "--warm-up-ms", "0", "--threads", "1",
                 "--placement", "spread", "--node-heap", "512m", "--node-shm-budget", "256M", "--work-dir", work.toString()));
         if (!netns) args.add("--no-netns");
         var r = CliRunner.run(args.toArray(String[]::new));

@@ -66,12 +66,12 @@ class ClusterTest {
 
     static NodeConfig.Builder job(int ranks) {
         return NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(99).threads(1).set(NodeConfig.FETCH_CONCURRENCY, 4)
-                .warmUpMillis(0).pixels(3136, 50176);
+                .warmUpMillis(0).pixels(3136, 50176).set(NodeConfig.MAX_IMAGES, 1);
     }
 
     /** The embedded zero-copy service's digests of each rank's first {@code steps} batches, for the same options. */
     static List<List<String>> embedded(int ranks, int steps, String name) throws Exception {
-        var config = job(ranks).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).steps(steps).build();
+        var config = job(ranks).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).steps(steps).build();
         var out = new ArrayList<List<String>>();
         try (var factory = NodeFeeds.open(config); var service = factory.start(FeedMode.ZERO_COPY, null);
              var server = new FeedServer(tmp.resolve(name + ".sock"), service, false)) {
@@ -213,9 +213,12 @@ class ClusterTest {
         assertEquals(steps, owner.flightBatchesSent(), "it sent every batch of the other node's rank " + stats);
     }
 
-    /** The Python client (Debian's python3) on one node's socket reads its rank's batches bit for bit, like the Java one. */
+    /**
+     * The Python client (Debian's python3) on one node's socket reads its rank's batches bit for bit,
+     * like the Java one; a second Python process resumes from the first one's saved state exactly.
+     */
     @Test
-    void thePythonClientReadsItsRankFromItsNode() throws Exception {
+    void thePythonClientReadsItsRankFromItsNodeAndResumesFromItsState() throws Exception {
         org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PythonClientTest.PYTHON)), "no /usr/bin/python3");
         int ranks = 2, steps = 4;
         var reference = embedded(ranks, steps, "refpy");
@@ -223,16 +226,26 @@ class ClusterTest {
         var sockets = nodes(2, seed, 1);
         coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
         var javaRank = trainer(sockets.get(1), 1, ranks, steps, 0, new AtomicLong(), new long[1]);
-        var p = new ProcessBuilder(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
-                .toString(), "take", "--socket", sockets.get(0).toString(), "--world", "" + ranks, "--rank", "0", "--job", "t",
-                "--steps", "" + steps).redirectErrorStream(true).start();
+        Path state = tmp.resolve("py-cluster-" + seed + ".json");
+        var first = python(sockets.get(0), ranks, 2, List.of("--state-out", state.toString()));
+        var second = python(sockets.get(0), ranks, steps - 2, List.of("--state-in", state.toString()));
+        var got = new ArrayList<>(strings(first.get("digests")));
+        got.addAll(strings(second.get("digests")));
+        assertEquals(reference.get(0), got, "rank 0 through Python, in two processes");
+        assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
+    }
+
+    /** fetch_batches.py take on {@code socket}; its last line's JSON. */
+    static com.fasterxml.jackson.databind.JsonNode python(Path socket, int world, int steps, List<String> extra) throws Exception {
+        var cmd = new ArrayList<>(List.of(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
+                .toString(), "take", "--socket", socket.toString(), "--world", "" + world, "--rank", "0", "--job", "t", "--steps", "" + steps));
+        cmd.addAll(extra);
+        var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
         assertTrue(p.waitFor(120, TimeUnit.SECONDS));
         assertEquals(0, p.exitValue(), out);
         var lines = out.strip().split("\n");
-        var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
-        assertEquals(reference.get(0), strings(json.get("digests")), "rank 0 through Python");
-        assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
+        return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
     }
 
     @Test
@@ -262,6 +275,161 @@ class ClusterTest {
         var perRank = (List<Map<String, Object>>) job.summary().get("ranks");
         for (var r : perRank) assertEquals((long) steps, r.get("batches"), "batches handed out " + r);
         System.out.printf("ClusterTest: longest wait after the kill: rank 0 %.2f s, rank 1 %.2f s%n", wait0[0] / 1e9, wait1[0] / 1e9);
+    }
+
+    /**
+     * A cluster trainer behind the same ledger as a local one: a reconnect from a saved state gets
+     * the rest of its batches exactly (the one that arrived after the state again), and a second
+     * claim of a live rank is refused with the rank's name while the live trainer goes on.
+     */
+    @Test
+    void aClusterTrainerResumesFromItsStateAndASecondClaimOfItsRankIsRefused() throws Exception {
+        int ranks = 2, steps = 8;
+        var reference = embedded(ranks, steps, "refresume");
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1);
+        coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
+        var other = trainer(sockets.get(1), 1, ranks, steps, 0, new AtomicLong(), new long[1]);
+        TrainerClient.State saved;
+        try (var c = TrainerClient.connect(sockets.get(0), 0, ranks, "t", TrainerClient.Options.SHARED_MEMORY)) {
+            assertEquals(reference.get(0).subList(0, 3), take(c, 3));
+            saved = c.state();
+            var e = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+                    () -> TrainerClient.connect(sockets.get(0), 0, ranks, "t", TrainerClient.Options.SHARED_MEMORY));
+            assertTrue(e.getMessage().contains("rank 0 is already being fed"), e.getMessage());
+            assertEquals(reference.get(0).get(3), take(c, 1).getFirst()); // arrived; the trainer dies before its next checkpoint
+        }
+        try (var c = TrainerClient.connect(sockets.get(0), 0, ranks, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved))) {
+            assertEquals(reference.get(0).subList(3, steps), take(c, steps - 3), "resumed: every batch after the state, none twice");
+        }
+        assertEquals(reference.get(1), other.get(180, TimeUnit.SECONDS));
+    }
+
+    /**
+     * The coordinator killed with SIGKILL: every trainer gets an error within 10 s (its nodes see the
+     * coordinator unreachable and end the job); a coordinator started again opens the job afresh on
+     * every node, and the trainers resume into it from their saved states, exactly.
+     */
+    @Test
+    void aKilledCoordinatorFailsItsTrainersQuicklyAndARestartedOneResumesThemExactly() throws Exception {
+        int ranks = 2, steps = 8;
+        var reference = embedded(ranks, steps, "refcoord");
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1, 4000);
+        Path coordSocket = tmp.resolve("coord-" + seed + ".sock");
+        var coordinator = coordinatorProcess(seed, ranks, steps, coordSocket, "1");
+        var saved = new TrainerClient.State[ranks];
+        var clients = new ArrayList<TrainerClient>();
+        for (int r = 0; r < ranks; r++) {
+            var c = TrainerClient.connect(sockets.get(r), r, ranks, "t", TrainerClient.Options.SHARED_MEMORY);
+            clients.add(c);
+            assertEquals(reference.get(r).subList(0, 3), take(c, 3));
+            saved[r] = c.state();
+        }
+        var failedAfter = new ArrayList<CompletableFuture<Long>>();
+        long killed = System.nanoTime();
+        coordinator.destroyForcibly();
+        for (var c : clients)
+            failedAfter.add(CompletableFuture.supplyAsync(() -> {
+                try (c) {
+                    while (true) c.next().close(); // what was pulled ahead still comes; then the error
+                } catch (java.io.IOException e) {
+                    return System.nanoTime() - killed;
+                }
+            }, r -> Thread.ofPlatform().daemon(true).start(r)));
+        for (int r = 0; r < ranks; r++) {
+            long nanos = failedAfter.get(r).get(60, TimeUnit.SECONDS);
+            System.out.printf("ClusterTest: rank %d got its error %.2f s after the coordinator's SIGKILL%n", r, nanos / 1e9);
+            assertTrue(nanos < TimeUnit.SECONDS.toNanos(10), "rank " + r + " failed after " + nanos / 1e9 + " s");
+        }
+        coordinatorProcess(seed, ranks, steps, coordSocket, "2"); // its stale socket is replaced
+        var resumed = new ArrayList<CompletableFuture<List<String>>>();
+        for (int r = 0; r < ranks; r++) {
+            int rank = r;
+            resumed.add(CompletableFuture.supplyAsync(() -> {
+                try (var c = TrainerClient.connect(sockets.get(rank), rank, ranks, "t",
+                        TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved[rank]))) {
+                    return take(c, steps - 3);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, x -> Thread.ofPlatform().daemon(true).start(x)));
+        }
+        for (int r = 0; r < ranks; r++)
+            assertEquals(reference.get(r).subList(3, steps), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " resumed exactly");
+    }
+
+    /**
+     * The whole cluster killed with SIGKILL (coordinator and nodes) after 3 steps of 2 ranks, then
+     * started afresh with 3 nodes and 3 ranks: every new rank resumes from the saved state, and
+     * gets exactly what the embedded service gives 3 ranks resumed there (the epoch's order goes on
+     * over the new world, nothing lost or repeated).
+     */
+    @Test
+    void aWholeClusterKilledAndRestartedWithMoreRanksResumesExactly() throws Exception {
+        int steps = 6, after = 3;
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1);
+        var coordinator = coordinatorProcess(seed, 2, 0, tmp.resolve("whole-" + seed + ".sock"), "1");
+        TrainerClient.State saved = null;
+        var reference2 = embedded(2, after, "refwhole2");
+        for (int r = 0; r < 2; r++)
+            try (var c = TrainerClient.connect(sockets.get(r), r, 2, "t", TrainerClient.Options.SHARED_MEMORY)) {
+                assertEquals(reference2.get(r), take(c, after));
+                if (r == 0) saved = c.state();
+            }
+        coordinator.destroyForcibly();
+        for (var p : children) p.destroyForcibly();
+        for (var p : children) assertTrue(p.waitFor(20, TimeUnit.SECONDS));
+        children.clear();
+        addresses.clear();
+
+        var resumedAt = saved;
+        var reference3 = embeddedFrom(3, steps, resumedAt, "refwhole3");
+        int seed2 = freePort();
+        var sockets3 = nodes(3, seed2, 1);
+        coordinatorProcess(seed2, 3, 0, tmp.resolve("whole-" + seed2 + ".sock"), "2");
+        var resumed = new ArrayList<CompletableFuture<List<String>>>();
+        for (int r = 0; r < 3; r++) {
+            int rank = r;
+            resumed.add(CompletableFuture.supplyAsync(() -> {
+                try (var c = TrainerClient.connect(sockets3.get(rank), rank, 3, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(resumedAt))) {
+                    return take(c, steps);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, x -> Thread.ofPlatform().daemon(true).start(x)));
+        }
+        for (int r = 0; r < 3; r++) assertEquals(reference3.get(r), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " of 3");
+    }
+
+    /** The embedded service's digests of {@code steps} batches per rank, every rank resumed from {@code state}. */
+    static List<List<String>> embeddedFrom(int ranks, int steps, TrainerClient.State state, String name) throws Exception {
+        var config = job(ranks).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).build();
+        var out = new ArrayList<List<String>>();
+        try (var factory = NodeFeeds.open(config); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var server = new FeedServer(tmp.resolve(name + ".sock"), service, false)) {
+            for (int r = 0; r < ranks; r++)
+                try (var c = TrainerClient.connect(server.socketPath(), r, ranks, "ref", TrainerClient.Options.SHARED_MEMORY.resumingFrom(state))) {
+                    out.add(take(c, steps));
+                }
+        }
+        return out;
+    }
+
+    /** A coordinator as a child process ({@code serve --join}, no worker slots), for a test that kills it. */
+    Process coordinatorProcess(int seedPort, int ranks, int steps, Path socket, String run) throws Exception {
+        Path log = tmp.resolve("coord-" + seedPort + "-" + run + ".log");
+        var p = ServeProcess.start(log, "512m", "serve", List.of("--join", "127.0.0.1:" + seedPort, "--bind", "127.0.0.1:0",
+                "--slots", "0", "--nodes", "" + Math.max(2, ranks), "--job", "t" + seedPort, "--data", manifest.toString(),
+                "--ranks", "" + ranks, "--batch", "" + BATCH, "--seed", "99", "--threads", "1", "--fetch-concurrency", "4",
+                "--workers", "" + Math.max(2, ranks),
+                "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176", "--max-images", "1", "--steps", "" + steps,
+                "--socket", socket.toString(),
+                "--heartbeat-pause-ms", "4000", "--down-after-ms", "2000"));
+        children.add(p);
+        ServeProcess.awaitLine(p, log, "listening on ");
+        return p;
     }
 
     /** The digests of the next {@code n} batches. */

@@ -176,7 +176,7 @@ class CompactWireTest {
 
     private Process serve(Path ds, Path shm, String name, String format, String mode) throws Exception {
         var args = new ArrayList<>(List.of("--data", ds.toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH, "--max-pixels", "100352",
-                "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "256M",
+                "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "256M", "--max-images", "2",
                 "--steps", "" + STEPS, "--threads", "1", "--warm-up-ms", "0", "--mode", mode, "--pixel-format", format));
         if (mode.equals("zero-copy")) args.addAll(List.of("--flight", "127.0.0.1:0"));
         return ServeProcess.start(tmp.resolve(name + ".log"), "768m", args);

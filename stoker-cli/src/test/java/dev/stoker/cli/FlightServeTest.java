@@ -118,7 +118,7 @@ class FlightServeTest {
 
     private Process serve(Path ds, Path shm, String name, boolean flight) throws Exception {
         var cmd = new ArrayList<>(List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2", "--max-pixels", "50176",
-                "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "128M",
+                "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "128M", "--max-images", "1",
                 "--steps", "" + STEPS, "--threads", "1"));
         if (flight)
             cmd.addAll(List.of("--flight", "127.0.0.1:0", "--flight-token-file", tmp.resolve("token").toString(),

@@ -326,7 +326,7 @@ class PythonClientTest {
         Path socket = tmp.resolve(name + ".sock"), metrics = tmp.resolve(name + "-metrics.json");
         var args = List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH,
                 "--max-pixels", "" + MAX_PIXELS, "--socket", socket.toString(), "--shm-dir", shm.toString(),
-                "--shm-budget", budget, "--steps", "" + steps, "--threads", "2", "--metrics-file", metrics.toString());
+                "--shm-budget", budget, "--max-images", "2", "--steps", "" + steps, "--threads", "2", "--metrics-file", metrics.toString());
         Path log = tmp.resolve(name + "-serve.log");
         Process p = ServeProcess.start(log, "1g", args);
         return new Service(name, p, socket, metrics, log);

@@ -126,6 +126,7 @@ public final class ClusterJob implements AutoCloseable {
     private List<String> order = List.of(); // nodes in placement order
     private String[] workerNode;
     private SampleSchedule schedule;
+    private ScheduleCursor start = ScheduleCursor.START; // where every rank's sequence begins
     private long fingerprint;
     private int depth;
     private RankState[] ranks;
@@ -184,6 +185,10 @@ public final class ClusterJob implements AutoCloseable {
                     })
                     .onMessage(CoordinatorProtocol.NextBatch.class, m -> {
                         next(m.rank(), m.replyTo());
+                        return Behaviors.same();
+                    })
+                    .onMessage(CoordinatorProtocol.MoveTo.class, m -> {
+                        moveTo(new ScheduleCursor(m.epoch(), m.position()), m.replyTo());
                         return Behaviors.same();
                     })
                     .onMessage(CoordinatorProtocol.Refetch.class, m -> {
@@ -412,6 +417,57 @@ public final class ClusterJob implements AutoCloseable {
         });
     }
 
+    /**
+     * Starts every rank at {@code at} (a trainer resumes from its saved state): only while no batch
+     * was handed out; the batches made ahead from the old start are dropped and their objects released.
+     */
+    private synchronized void moveTo(ScheduleCursor at, ActorRef<CoordinatorProtocol.Moved> replyTo) {
+        if (ranks == null && !closed) {
+            opened.whenComplete((ok, err) -> {
+                if (err == null) moveTo(at, replyTo);
+                else replyTo.tell(new CoordinatorProtocol.Moved(err.getMessage()));
+            });
+            return;
+        }
+        if (ranks == null) {
+            replyTo.tell(new CoordinatorProtocol.Moved("job " + spec.job() + " stopped"));
+            return;
+        }
+        if (at.position() >= schedule.datasetSize()) {
+            replyTo.tell(new CoordinatorProtocol.Moved("cannot resume at " + at + ": the data set has " + schedule.datasetSize() + " samples"));
+            return;
+        }
+        var want = schedule.aligned(at);
+        if (want.equals(start)) {
+            replyTo.tell(new CoordinatorProtocol.Moved(null));
+            return;
+        }
+        for (var st : ranks)
+            if (st.out != null || st.batches > 0) {
+                replyTo.tell(new CoordinatorProtocol.Moved("the job has handed out batches from epoch " + start.epoch() + " position "
+                        + start.position() + " already, so it cannot move to epoch " + want.epoch() + " position " + want.position()
+                        + ": every rank must resume from the same saved state (restart the job to resume elsewhere)"));
+                return;
+            }
+        for (var st : ranks) {
+            for (var t : st.window) {
+                var made = t.done.getNow(null);
+                t.attempt++; // an answer still to come is dropped, and its object released
+                if (made != null && made.error() == null) {
+                    var agent = agents.get(made.address());
+                    if (agent != null) agent.tell(new NodeProtocol.Release(spec.job(), made.key()));
+                }
+            }
+            st.window.clear();
+            st.next = want;
+            st.issued = 0;
+        }
+        start = want;
+        for (int r = 0; r < ranks.length; r++) topUp(r);
+        LOG.log(System.Logger.Level.INFO, "job " + spec.job() + " moved to epoch " + want.epoch() + " position " + want.position());
+        replyTo.tell(new CoordinatorProtocol.Moved(null));
+    }
+
     /** A rank could not pull {@code key} from its owner: make the batch again, elsewhere when another node is live. */
     private synchronized void refetch(int rank, String key, String reason, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
         if (ranks == null || rank < 0 || rank >= ranks.length || ranks[rank].out == null) {
@@ -424,6 +480,8 @@ public final class ClusterJob implements AutoCloseable {
             refetched++;
             LOG.log(System.Logger.Level.WARNING, "rank " + rank + " could not pull " + key + " from " + p.address() + " (" + reason
                     + "); making step " + t.globalStep + " again");
+            var owner = agents.get(p.address()); // the attempt it could not read is nobody's now (audit #14)
+            if (owner != null) owner.tell(new NodeProtocol.Release(spec.job(), p.key()));
             String other = liveNodeOtherThan(t.node);
             if (other != null) workerNodeFor(t, other);
             t.done = new CompletableFuture<>();

@@ -183,17 +183,39 @@ public final class ClusterNode implements AutoCloseable {
         return ConfigFactory.parseString(text).withFallback(ConfigFactory.defaultReference(ClusterNode.class.getClassLoader())).resolve();
     }
 
-    /** The node's agent: registers with the receptionist and answers the coordinator. */
+    /**
+     * The node's agent: registers with the receptionist and answers the coordinator. It watches
+     * each job's coordinator: when the coordinator's member is unreachable or gone, or its actor
+     * stops, the job ends on this node at once (its trainers get the error within the failure
+     * detector's pause, not after an hour).
+     */
     private static Behavior<NodeProtocol.Command> agent(NodeRuntime runtime, CompletableFuture<ClusterNode> node) {
         return Behaviors.setup(ctx -> {
             ctx.getSystem().receptionist().tell(Receptionist.register(NodeProtocol.KEY, ctx.getSelf()));
-            String address = Cluster.get(ctx.getSystem()).selfMember().address().toString();
+            var cluster = Cluster.get(ctx.getSystem());
+            String address = cluster.selfMember().address().toString();
+            cluster.subscriptions().tell(org.apache.pekko.cluster.typed.Subscribe.create(ctx.messageAdapter(
+                    org.apache.pekko.cluster.ClusterEvent.ReachabilityEvent.class, e -> new NodeProtocol.MemberGone(e.member().address().toString(),
+                            e instanceof org.apache.pekko.cluster.ClusterEvent.UnreachableMember ? "is unreachable" : null)),
+                    org.apache.pekko.cluster.ClusterEvent.ReachabilityEvent.class));
+            cluster.subscriptions().tell(org.apache.pekko.cluster.typed.Subscribe.create(ctx.messageAdapter(
+                    org.apache.pekko.cluster.ClusterEvent.MemberRemoved.class, e -> new NodeProtocol.MemberGone(e.member().address().toString(),
+                            "left the cluster")), org.apache.pekko.cluster.ClusterEvent.MemberRemoved.class));
             return Behaviors.receive(NodeProtocol.Command.class)
+                    .onMessage(NodeProtocol.MemberGone.class, m -> {
+                        if (m.why() != null) runtime.coordinatorLost(m.address(), m.why());
+                        return Behaviors.same();
+                    })
+                    .onSignal(org.apache.pekko.actor.typed.Terminated.class, t -> {
+                        runtime.coordinatorStopped(t.getRef());
+                        return Behaviors.same();
+                    })
                     .onMessage(NodeProtocol.Hello.class, m -> {
                         node.thenAccept(n -> m.replyTo().tell(new NodeProtocol.NodeInfo(address, n.options.host(), n.flight.port(), runtime.slots())));
                         return Behaviors.same();
                     })
                     .onMessage(NodeProtocol.StartJob.class, m -> {
+                        if (m.coordinator().path().address().hasGlobalScope()) ctx.watch(m.coordinator());
                         runtime.startJob(m, address);
                         return Behaviors.same();
                     })
@@ -221,6 +243,21 @@ public final class ClusterNode implements AutoCloseable {
     public NodeProtocol.NodeStats stats() {
         return new NodeProtocol.NodeStats(address(), runtime.produced.get(), flight.batchesSent(), flight.bytesSent(),
                 runtime.pulledBatches.get(), runtime.pulledBytes.get(), runtime.localHandOuts.get(), runtime.heldObjects());
+    }
+
+    private volatile boolean closing;
+
+    /**
+     * Completes when this member's actor system ends without {@link #close()}: the cluster removed
+     * it (the split-brain resolver downed it after it was unreachable). A removed member cannot
+     * come back; its process should exit and be started again, and it then joins anew.
+     */
+    public CompletableFuture<Void> removed() {
+        var out = new CompletableFuture<Void>();
+        system.getWhenTerminated().thenRun(() -> {
+            if (!closing) out.complete(null);
+        });
+        return out;
     }
 
     /** This member's address, {@code pekko://stoker@host:port}. */
@@ -259,6 +296,7 @@ public final class ClusterNode implements AutoCloseable {
 
     @Override
     public void close() {
+        closing = true;
         feeds.forEach(ClusterRankFeed::close);
         runtime.close();
         try {

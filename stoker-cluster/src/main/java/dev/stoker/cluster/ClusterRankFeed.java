@@ -1,15 +1,20 @@
 package dev.stoker.cluster;
 
-import dev.stoker.flight.FlightBatchClient;
-import dev.stoker.store.ShmObjectStore;
+import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
-import dev.stoker.core.ScheduleCursor;
+import dev.stoker.flight.FlightBatchClient;
+import dev.stoker.node.BatchStream;
+import dev.stoker.node.RankLedger;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.store.ShmObjectStore;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -19,10 +24,13 @@ import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 
 /**
- * The trainer-facing side of a cluster job on one node: a {@link BatchProvider} for the node's
- * trainer socket. For each request it asks the coordinator where the rank's next batch is, then
- * takes it straight from its owner: a lease on the object when this node made it (zero copy), else
- * one Flight DoGet from the owner's endpoint into an object of this node's store, which the
+ * The trainer-facing side of a cluster job on one node: the {@link BatchProvider} of the node's
+ * trainer socket. Each job gets a {@link RankLedger} on this node (the same ledger as a local job:
+ * held and replayed batches per connection, a rank refused to a second live connection, resume
+ * from a trainer's saved state, the epoch accounting), fed by a {@link JobStream} of the batches
+ * this node's ranks pull. For each batch it asks the coordinator where the rank's next batch is,
+ * then takes it straight from its owner: a lease on the object when this node made it (zero copy),
+ * else one Flight DoGet from the owner's endpoint into an object of this node's store, which the
  * trainer then maps. Bytes never pass through the coordinator. When the owner cannot be read (it
  * died after making the batch), the coordinator is asked to make the batch again.
  *
@@ -31,11 +39,15 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
  * this node's hands, which is what lets the coordinator release the owner's copy), so that a
  * remote batch's transfer overlaps the trainer's step instead of adding to its wait.
  *
- * <p>Threading: one request per rank at a time (the socket protocol's rule); pulls run on a pool
- * of their own, one Flight client per rank and owner.
+ * <p>A job that ends on this node (stopped, its coordinator lost) fails its trainers' pending and
+ * later requests with the reason; a trainer that says hello then is refused with it.
+ *
+ * <p>Threading: one request per rank at a time (the ledger chains them); pulls run on a pool of
+ * their own, one Flight client per rank and owner.
  */
 public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
-    private static final Duration ASK = Duration.ofHours(1); // a batch may take long to make; node deaths end it sooner
+    private static final Duration ASK = Duration.ofHours(1); // a batch may take long to make; a lost job or node ends it sooner
+    private static final Duration MOVE = Duration.ofSeconds(30);
     private static final int MAX_PULL_ATTEMPTS = 5;
     /** Batches of a rank pulled ahead of its trainer's request, by default. */
     public static final int PULL_AHEAD_DEFAULT = 2;
@@ -51,15 +63,6 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         return t;
     });
     private final Map<String, FlightBatchClient> clients = new HashMap<>(); // "rank@host:port"
-    private final Map<Integer, Ahead> ahead = new java.util.concurrent.ConcurrentHashMap<>();
-
-    /** A rank's pulls in order: those its trainer has not asked for yet, and the tail the next one starts after. */
-    private static final class Ahead {
-        final java.util.ArrayDeque<CompletableFuture<Delivery>> ready = new java.util.ArrayDeque<>();
-        CompletableFuture<Delivery> tail = CompletableFuture.completedFuture(null);
-        volatile boolean ended;
-        volatile Throwable failed;
-    }
     private volatile boolean closed;
 
     private final FlightBatchClient.Options flightOptions;
@@ -91,20 +94,37 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         }
     }
 
-    @Override
-    public void validate(int rank, int world) {
-        var s = job().started;
-        if (world != s.ranks()) throw new IllegalArgumentException("world size " + world + " differs from the cluster job's " + s.ranks());
-        if (rank < 0 || rank >= world) throw new IllegalArgumentException("rank " + rank + " is outside the world size " + world);
+    /** The ledger of the job running now (made for it on first use). */
+    private RankLedger ledger() {
+        var job = job();
+        return job.ledger(() -> {
+            try {
+                NodeShares.checkPulled(dev.stoker.node.NodeConfig.fromJson(job.config), runtime.store().budgetBytes());
+            } catch (dev.stoker.node.ConfigException e) {
+                throw new IllegalArgumentException("this node cannot serve trainers of cluster job " + job.id + ": " + e.getMessage());
+            }
+            return new RankLedger(new JobStream(job), null, 0, 0);
+        });
     }
+
+    /** The ledger each connection said hello to: its later requests stay with that job, even once another has started. */
+    private final Map<Long, RankLedger> joinedLedger = new ConcurrentHashMap<>();
+
+    @Override
+    public void validate(int rank, int world) { ledger().validate(rank, world); }
 
     @Override
     public Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint) {
-        var s = job().started;
-        if (resume != null)
-            throw new IllegalArgumentException("a cluster job does not resume trainers yet (asked for " + resume + "); start the job at that point");
-        long perStep = (long) s.ranks() * s.batchSize();
-        return new Joined(0, s.fingerprint(), s.datasetSize() / perStep, ScheduleCursor.START, s.datasetSize(), perStep);
+        var l = ledger();
+        var joined = l.join(rank, connection, resume, fingerprint);
+        joinedLedger.put(connection, l);
+        return joined;
+    }
+
+    @Override
+    public void leave(int rank, long connection) {
+        var l = joinedLedger.remove(connection);
+        if (l != null) l.leave(rank, connection);
     }
 
     @Override
@@ -112,40 +132,111 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
     @Override
     public CompletableFuture<? extends Delivery> next(int rank, long connection) {
-        var job = job();
-        var a = ahead.computeIfAbsent(rank, r -> new Ahead());
-        synchronized (a) {
-            if (a.ready.isEmpty()) enqueue(job, rank, a);
-            var head = a.ready.pollFirst();
-            while (a.ready.size() < pullAhead && !a.ended && !closed) enqueue(job, rank, a);
-            return head;
+        var l = joinedLedger.get(connection);
+        if (l == null) return CompletableFuture.failedFuture(new IllegalStateException("rank " + rank + " has not said hello"));
+        return l.next(rank, connection);
+    }
+
+    /** The ledger of the job now running on this node, or null (for its figures). */
+    RankLedger currentLedger() {
+        var j = runtime.currentJob();
+        return j == null ? null : j.ledgerIfAny();
+    }
+
+    /** One job's batches for this node's ranks, pulled in each rank's order. */
+    private final class JobStream implements BatchStream {
+        private final NodeRuntime.NodeJob job;
+        private final SampleSchedule schedule;
+        private final Map<Integer, Ahead> ahead = new ConcurrentHashMap<>();
+
+        JobStream(NodeRuntime.NodeJob job) {
+            this.job = job;
+            var s = job.started;
+            this.schedule = new SampleSchedule(s.seed(), (int) s.datasetSize(), s.ranks(), s.batchSize());
+        }
+
+        @Override public int ranks() { return job.started.ranks(); }
+
+        @Override public SampleSchedule schedule() { return schedule; }
+
+        @Override public long fingerprint() { return job.started.fingerprint(); }
+
+        @Override public ScheduleCursor start() { return ScheduleCursor.START; }
+
+        @Override public boolean sharedMemory() { return true; }
+
+        @Override
+        public CompletableFuture<Made> next(int rank) {
+            var a = ahead.computeIfAbsent(rank, r -> new Ahead());
+            synchronized (a) {
+                if (a.ready.isEmpty()) enqueue(job, rank, a);
+                var head = a.ready.pollFirst();
+                while (a.ready.size() < pullAhead && !a.ended && !closed) enqueue(job, rank, a);
+                return head;
+            }
+        }
+
+        @Override
+        public void moveTo(ScheduleCursor at) {
+            CoordinatorProtocol.Moved moved;
+            try {
+                moved = AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.Moved>ask(job.coordinator,
+                                r -> new CoordinatorProtocol.MoveTo(job.id, at.epoch(), at.position(), r), MOVE, system.scheduler())
+                        .toCompletableFuture().get(MOVE.toSeconds() + 1, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalArgumentException("interrupted while moving cluster job " + job.id);
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+                throw new IllegalArgumentException("the coordinator of cluster job " + job.id + " did not answer the resume: " + e);
+            }
+            if (moved.error() != null) throw new IllegalArgumentException(moved.error());
+        }
+
+        /** Chains the rank's next pull after its last one (whatever became of it). */
+        private void enqueue(NodeRuntime.NodeJob job, int rank, Ahead a) {
+            var f = a.tail.handle((d, e) -> null).thenComposeAsync(x -> {
+                if (a.failed != null) return CompletableFuture.<Made>failedFuture(a.failed); // nothing after a lost batch
+                if (a.ended || closed) return CompletableFuture.<Made>completedFuture(null);
+                var ask = AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator,
+                        r -> new CoordinatorProtocol.NextBatch(job.id, rank, r), ASK, system.scheduler()).toCompletableFuture();
+                job.gone.whenComplete((v, e) -> ask.completeExceptionally(e)); // a lost coordinator ends the wait now
+                return ask.thenComposeAsync(ref -> pull(job, ref, 1), pullers)
+                        .whenComplete((d, e) -> {
+                            if (e != null) a.failed = unwrap(e);
+                            else if (d == null) a.ended = true;
+                        });
+            }, pullers);
+            a.tail = f;
+            a.ready.addLast(f);
+        }
+
+        @Override
+        public void close() {
+            for (var a : ahead.values()) // pulled ahead, never asked for: give their space back
+                synchronized (a) {
+                    for (var f : a.ready) f.thenAccept(d -> {
+                        if (d instanceof InStore s) s.hold().close();
+                    });
+                    a.ready.clear();
+                }
         }
     }
 
-    /** Chains the rank's next pull after its last one (whatever became of it). */
-    private void enqueue(NodeRuntime.NodeJob job, int rank, Ahead a) {
-        var f = a.tail.handle((d, e) -> null).thenComposeAsync(x -> {
-            if (a.failed != null) return CompletableFuture.<Delivery>failedFuture(a.failed); // nothing after a lost batch
-            if (a.ended || closed) return CompletableFuture.<Delivery>completedFuture(null);
-            return AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator,
-                            r -> new CoordinatorProtocol.NextBatch(job.id, rank, r), ASK, system.scheduler())
-                    .toCompletableFuture()
-                    .thenComposeAsync(ref -> pull(job, ref, 1), pullers)
-                    .whenComplete((d, e) -> {
-                        if (e != null) a.failed = unwrap(e);
-                        else if (d == null) a.ended = true;
-                    });
-        }, pullers);
-        a.tail = f;
-        a.ready.addLast(f);
+    /** A rank's pulls in order: those its trainer has not asked for yet, and the tail the next one starts after. */
+    private static final class Ahead {
+        final ArrayDeque<CompletableFuture<BatchStream.Made>> ready = new ArrayDeque<>();
+        CompletableFuture<BatchStream.Made> tail = CompletableFuture.completedFuture(null);
+        volatile boolean ended;
+        volatile Throwable failed;
     }
 
     /** Takes the referenced batch from its owner; asks for it again when the owner cannot be read. */
-    private CompletableFuture<Delivery> pull(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref, int attempt) {
+    private CompletableFuture<BatchStream.Made> pull(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref, int attempt) {
         if (ref.end()) return CompletableFuture.completedFuture(null);
         if (ref.error() != null) return CompletableFuture.failedFuture(new IllegalStateException(ref.error()));
         String failure;
         try {
+            if (job.gone.isDone()) return CompletableFuture.failedFuture(new IllegalStateException(job.why()));
             var local = local(job, ref);
             if (local != null) return CompletableFuture.completedFuture(local);
             return CompletableFuture.completedFuture(remote(job, ref));
@@ -166,15 +257,15 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     }
 
     /** A lease on the object when this node made it; null when another node did. */
-    private Delivery local(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref) {
+    private BatchStream.Made local(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref) {
         var lent = runtime.lend(job.id, ref.key());
         if (lent == null) return null;
         runtime.localHandOuts.incrementAndGet();
-        return new Stored(lent.object().file(), lent.object().offset(), lent.bytes(), lent.view(), lent.lease()::close);
+        return new BatchStream.InStore(lent.object(), lent.bytes(), lent.lease());
     }
 
     /** One DoGet from the owner into an object of this node's store; the trainer maps that object. */
-    private Delivery remote(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref) throws InterruptedException {
+    private BatchStream.Made remote(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref) throws InterruptedException {
         if (ref.flightPort() <= 0) throw new IllegalStateException("owner " + ref.address() + " has no Flight endpoint");
         FlightBatchClient client = client(ref);
         BatchLayout.Batch batch;
@@ -184,7 +275,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
             ShmObjectStore store = runtime.store();
             dev.stoker.store.Allocation a;
             try {
-                a = store.allocate(batch.totalBytes(), ref.rank()).get();
+                a = store.allocate(batch.totalBytes(), NodeShares.pulledOwner(ref.rank(), job.started.ranks())).get();
             } catch (java.util.concurrent.ExecutionException e) {
                 throw new IllegalStateException("cannot allocate " + batch.totalBytes() + " bytes in this node's store: " + e.getCause());
             }
@@ -196,10 +287,10 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
             }
             var object = a.seal();
             var lease = object.lease();
-            object.release(); // the trainer's lease is the only hold: its release frees the space
+            object.release(); // the ledger's hold is the only one: its release frees the space
             runtime.pulledBatches.incrementAndGet();
             runtime.pulledBytes.addAndGet(batch.totalBytes());
-            return new Stored(object.file(), object.offset(), batch.totalBytes(), object.segment().asSlice(0, batch.totalBytes()), lease::close);
+            return new BatchStream.InStore(object, batch.totalBytes(), lease);
         }
     }
 
@@ -213,13 +304,6 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     @Override
     public void close() {
         closed = true;
-        for (var a : ahead.values()) // pulled ahead, never asked for: give their space back
-            synchronized (a) {
-                for (var f : a.ready) f.thenAccept(d -> {
-                    if (d instanceof Stored s) s.release().run();
-                });
-                a.ready.clear();
-            }
         pullers.shutdownNow();
         try {
             pullers.awaitTermination(5, TimeUnit.SECONDS);

@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 
 /**
@@ -112,7 +113,16 @@ public final class ClusteredNode {
             @Override
             @SuppressWarnings("unchecked")
             public Map<String, Object> metrics() {
-                return new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
+                Map<String, Object> out = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
+                var ledger = feed.currentLedger();
+                if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
+                return out;
+            }
+
+            @Override
+            public CompletableFuture<IllegalStateException> failure() {
+                return m.node().removed().thenApply(x -> new IllegalStateException("this node was removed from the cluster (downed after "
+                        + "it was unreachable); it exits so that it can be started again and rejoin"));
             }
 
             @Override public void close() { m.close(); }
@@ -142,6 +152,8 @@ public final class ClusteredNode {
                 @Override
                 public Map<String, Object> metrics() {
                     var out = new LinkedHashMap<String, Object>(job.summary());
+                    var ledger = feed.currentLedger();
+                    if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
                     try {
                         out.put("nodes", job.nodeStats());
                     } catch (InterruptedException e) {

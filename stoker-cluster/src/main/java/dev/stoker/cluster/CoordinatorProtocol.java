@@ -17,6 +17,15 @@ public final class CoordinatorProtocol {
     public record Refetch(String job, int rank, String key, String reason, ActorRef<BatchRef> replyTo) implements Command {}
 
     /**
+     * Starts every rank of the job at the cursor (epoch, position): a trainer resumes from a saved
+     * state. Accepted while no batch was handed out, or when the job is there already.
+     */
+    public record MoveTo(String job, long epoch, long position, ActorRef<Moved> replyTo) implements Command {}
+
+    /** The answer to {@link MoveTo}: {@code error} is null when the job is at the cursor now. */
+    public record Moved(String error) implements ClusterMessage {}
+
+    /**
      * Where rank {@code rank}'s next batch is: object {@code key} on node {@code address}, served by
      * Flight at {@code flightHost:flightPort}; {@code end} when the rank's feed is over; {@code error}
      * when it cannot be made.

@@ -11,7 +11,10 @@ public final class NodeProtocol {
 
     private NodeProtocol() {}
 
-    public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats {}
+    public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone {}
+
+    /** A node's own message to its agent (never sent between nodes): member {@code address} became unreachable or left. */
+    record MemberGone(String address, String why) implements Command {}
 
     /** Asks a node what it is: its address, its Flight endpoint and how many workers it takes. */
     public record Hello(ActorRef<NodeInfo> replyTo) implements Command {}

@@ -36,6 +36,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     private final ShmObjectStore store;
     private final int slots;
     private final Map<String, NodeJob> jobs = new ConcurrentHashMap<>();
+    private final AtomicLong jobSequence = new AtomicLong();
     final AtomicLong produced = new AtomicLong();
     final AtomicLong pulledBatches = new AtomicLong();
     final AtomicLong pulledBytes = new AtomicLong();
@@ -47,11 +48,46 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         final ActorRef<CoordinatorProtocol.Command> coordinator;
         final CompletableFuture<NodeFeeds.Tasks> opened = new CompletableFuture<>();
         final Map<String, StoredBatch> objects = new ConcurrentHashMap<>();
+        /** Fails when the job ends on this node (stopped, or its coordinator lost): what its trainers' pending requests wait on too. */
+        final CompletableFuture<Void> gone = new CompletableFuture<>();
+        final long sequence;
+        final String config; // the job's NodeConfig JSON
         volatile NodeProtocol.JobStarted started;
+        private dev.stoker.node.RankLedger ledger; // this node's trainers' ledger, made when the first one says hello
 
-        NodeJob(String id, ActorRef<CoordinatorProtocol.Command> coordinator) {
+        NodeJob(String id, ActorRef<CoordinatorProtocol.Command> coordinator, long sequence, String config) {
+            this.config = config;
             this.id = id;
             this.coordinator = coordinator;
+            this.sequence = sequence;
+        }
+
+        synchronized dev.stoker.node.RankLedger ledger(java.util.function.Supplier<dev.stoker.node.RankLedger> make) {
+            if (gone.isDone()) throw new IllegalArgumentException("cluster job " + id + " has ended on this node: " + why());
+            if (ledger == null) ledger = make.get();
+            return ledger;
+        }
+
+        /** The ledger, once a trainer has said hello; else null. */
+        synchronized dev.stoker.node.RankLedger ledgerIfAny() { return ledger; }
+
+        /** Ends the job here: pending requests fail with {@code why}, the ledger's leases go. */
+        void end(String why) {
+            gone.completeExceptionally(new IllegalStateException(why));
+            dev.stoker.node.RankLedger l;
+            synchronized (this) {
+                l = ledger;
+            }
+            if (l != null) l.close();
+        }
+
+        String why() {
+            try {
+                gone.getNow(null);
+                return "running";
+            } catch (java.util.concurrent.CompletionException e) {
+                return e.getCause() != null ? e.getCause().getMessage() : e.getMessage();
+            }
         }
     }
 
@@ -67,19 +103,48 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     /** The job opened last that is still open (the one a trainer socket on this node serves), or null. */
     NodeJob currentJob() {
         NodeJob last = null;
-        for (var j : jobs.values()) if (j.started != null && j.started.error() == null) last = j;
+        for (var j : jobs.values())
+            if (j.started != null && j.started.error() == null && !j.gone.isDone() && (last == null || j.sequence > last.sequence)) last = j;
         return last;
+    }
+
+    /**
+     * The coordinator at {@code address} is gone (unreachable, left, stopped): every job it ran
+     * ends here, so that its trainers get an error now rather than waiting on it, and a restarted
+     * coordinator opens the job afresh.
+     */
+    void coordinatorLost(String address, String why) {
+        for (var j : List.copyOf(jobs.values()))
+            if (j.coordinator.path().address().toString().equals(address)) lost(j, "on " + address + " " + why);
+    }
+
+    /** The coordinator actor {@code ref} has stopped (its job ended, or its node went): its job ends here. */
+    void coordinatorStopped(ActorRef<?> ref) {
+        for (var j : List.copyOf(jobs.values())) if (j.coordinator.equals(ref)) lost(j, "stopped");
+    }
+
+    private void lost(NodeJob j, String why) {
+        LOG.log(System.Logger.Level.WARNING, "job " + j.id + ": its coordinator " + why + "; ending the job on this node");
+        stop(j, "cluster job " + j.id + ": its coordinator " + why + "; resume the trainers from their saved states once the job is "
+                + "started again");
     }
 
     NodeJob job(String id) { return jobs.get(id); }
 
     /** Opens job {@code s} on a thread of its own and answers when it is ready (or failed). */
     void startJob(NodeProtocol.StartJob s, String address) {
-        var job = new NodeJob(s.job(), s.coordinator());
+        var job = new NodeJob(s.job(), s.coordinator(), jobSequence.incrementAndGet(), s.config());
         var old = jobs.putIfAbsent(s.job(), job);
-        if (old != null) { // asked again (a coordinator's retry): answer the same
+        if (old != null && old.coordinator.equals(s.coordinator())) { // asked again (a coordinator's retry): answer the same
             old.opened.whenComplete((o, e) -> s.replyTo().tell(old.started));
             return;
+        }
+        if (old != null) { // a new coordinator of the job (the old one died, or restarted): open it afresh, never answer with the stale one
+            stop(old, "cluster job " + s.job() + " was started again by another coordinator; resume the trainers from their saved states");
+            if (jobs.putIfAbsent(s.job(), job) != null) { // a third start raced this one: it answers
+                s.replyTo().tell(new NodeProtocol.JobStarted(address, 0, 0, 0, 0, 0, 0, "job " + s.job() + " is being started twice at once"));
+                return;
+            }
         }
         Thread.ofPlatform().name("stoker-job-open-" + s.job()).daemon(true).start(() -> {
             try {
@@ -139,10 +204,18 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         if (b != null) b.release();
     }
 
-    /** Stops a job: its producer, and every object it still holds. */
-    void stopJob(String jobId) {
-        var job = jobs.remove(jobId);
-        if (job == null) return;
+    /** Stops a job: its trainers' ledger, its producer, and every object it still holds. */
+    void stopJob(String jobId) { stopJob(jobId, "cluster job " + jobId + " stopped"); }
+
+    void stopJob(String jobId, String why) {
+        var job = jobs.get(jobId);
+        if (job != null) stop(job, why);
+    }
+
+    private void stop(NodeJob job, String why) {
+        if (!jobs.remove(job.id, job)) return;
+        String jobId = job.id;
+        job.end(why);
         job.opened.thenAccept(o -> {
             try {
                 o.close();
@@ -180,7 +253,10 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
 
     /** The job's side on this node: its configuration as every node reads it, its pipeline writing into the node's store. */
     private NodeFeeds.Tasks open(String configJson) throws java.io.IOException {
-        var feeds = NodeFeeds.open(NodeConfig.fromJson(configJson));
+        var config = NodeConfig.fromJson(configJson);
+        if (slots > 0) NodeShares.checkMade(config, store.budgetBytes());
+        store.shareAmong(NodeShares.owners(config.ranks()));
+        var feeds = NodeFeeds.open(config);
         try {
             return feeds.openTasks(store, MAX_WORKERS);
         } catch (java.io.IOException | RuntimeException e) {

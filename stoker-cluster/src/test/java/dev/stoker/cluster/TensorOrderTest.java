@@ -56,7 +56,7 @@ class TensorOrderTest {
     static NodeConfig.Builder config(PixelFormat format, String name) throws IOException {
         return NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176)
                 .pixelFormat(format).threads(1).warmUpMillis(0).shmDir(Files.createDirectories(tmp.resolve("shm-" + name)))
-                .shmBudgetBytes(256L << 20).socket(tmp.resolve(name + ".sock")).set(NodeConfig.JOB, name);
+                .shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).socket(tmp.resolve(name + ".sock")).set(NodeConfig.JOB, name);
     }
 
     static List<String> names(BatchLayout.Batch b) { return b.tensors().stream().map(Tensor::name).toList(); }

@@ -194,9 +194,101 @@ public final class FlightBatchClient implements AutoCloseable {
      *     or does not accept its token, UNAVAILABLE when it cannot be reached or is closing,
      *     INTERNAL when the server or the stream failed
      */
-    public BatchLayout.Batch next(int rank, int world, String job) {
+    public BatchLayout.Batch next(int rank, int world, String job) { return next(FlightWire.ticket(rank, world, job).getBytes()); }
+
+    /**
+     * Opens a session with the server's ledger: the rank's batches then come exactly once across
+     * reconnects and restarts, as on the local socket. {@code resume} (null: a fresh start) and
+     * {@code fingerprint} come from a state saved earlier ({@link Session#cursor()},
+     * {@link Session#fingerprint()}).
+     *
+     * @throws FlightRuntimeException INVALID_ARGUMENT when the server refuses (another live client
+     *     holds the rank, a state it cannot resume from), with the reason
+     */
+    public Session open(int rank, int world, String job, dev.stoker.core.ScheduleCursor resume, long fingerprint) {
+        String id = java.util.UUID.randomUUID().toString();
+        var join = new FlightWire.Join(id, rank, world, resume == null ? null : resume.epoch(), resume == null ? null : resume.position(),
+                fingerprint);
+        byte[] answer = action(FlightWire.ACTION_JOIN, FlightWire.json(join));
+        return new Session(id, rank, world, job, FlightWire.read(answer, FlightWire.Joined.class, "join answer"));
+    }
+
+    /** One action call; its first result's body (empty when none). */
+    private byte[] action(String type, byte[] body) {
+        var request = org.apache.arrow.flight.impl.Flight.Action.newBuilder().setType(type)
+                .setBody(com.google.protobuf.ByteString.copyFrom(body)).build();
+        try {
+            var results = ClientCalls.blockingServerStreamingCall(channel, org.apache.arrow.flight.impl.FlightServiceGrpc.getDoActionMethod(),
+                    CallOptions.DEFAULT, request);
+            byte[] first = new byte[0];
+            while (results.hasNext()) {
+                var r = results.next();
+                if (first.length == 0) first = r.getBody().toByteArray();
+            }
+            return first;
+        } catch (StatusRuntimeException e) {
+            throw StatusUtils.fromGrpcRuntimeException(e);
+        }
+    }
+
+    /**
+     * A client's session with the server's ledger (opened by {@link #open}): its rank's batches in
+     * order, each once; its state ({@link #cursor()}, {@link #fingerprint()}) resumes a later
+     * session where this one was. Closing says goodbye, so that another client may take the rank at
+     * once (a client that dies without it is given up on after the server's idle limit).
+     */
+    public final class Session implements AutoCloseable {
+        private final String id;
+        private final int rank, world;
+        private final String job;
+        private final FlightWire.Joined joined;
+        private dev.stoker.core.ScheduleCursor next;
+
+        private Session(String id, int rank, int world, String job, FlightWire.Joined joined) {
+            this.id = id;
+            this.rank = rank;
+            this.world = world;
+            this.job = job;
+            this.joined = joined;
+            this.next = new dev.stoker.core.ScheduleCursor(joined.epoch(), joined.position());
+        }
+
+        /** The next batch, or null at the end of the rank's feed; invalidates the previous batch's tensors. */
+        public BatchLayout.Batch next() {
+            var batch = FlightBatchClient.this.next(FlightWire.ticket(rank, world, job, id).getBytes());
+            if (batch != null) {
+                var m = batch.meta();
+                long step = m.step() + 1;
+                next = step >= joined.stepsPerEpoch() ? new dev.stoker.core.ScheduleCursor(m.epoch() + 1, 0)
+                        : new dev.stoker.core.ScheduleCursor(m.epoch(), step * joined.positionsPerStep());
+            }
+            return batch;
+        }
+
+        /** The cursor of the batch this session gets next: where a state saved now resumes. */
+        public dev.stoker.core.ScheduleCursor cursor() { return next; }
+
+        /** The job's fingerprint, which a resume presents. */
+        public long fingerprint() { return joined.fingerprint(); }
+
+        /** The session's id, as its tickets carry it. */
+        String id() { return id; }
+
+        /** The step label of the session's first batch, as the server said. */
+        public long firstStep() { return joined.nextStep(); }
+
+        @Override
+        public void close() {
+            try {
+                action(FlightWire.ACTION_LEAVE, id.getBytes(StandardCharsets.UTF_8));
+            } catch (RuntimeException e) {
+                // the server is gone or closing: its idle limit frees the rank
+            }
+        }
+    }
+
+    private BatchLayout.Batch next(byte[] ticket) {
         releaseViews();
-        byte[] ticket = FlightWire.ticket(rank, world, job).getBytes();
         Context.CancellableContext call = Context.current().withCancellation();
         Context previous = call.attach();
         try {

@@ -9,6 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -19,6 +20,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BiConsumer;
@@ -87,6 +89,11 @@ public final class FlightBatchServer implements AutoCloseable {
     private final Set<PendingGet> pending = ConcurrentHashMap.newKeySet();
     /** Batches of cancelled DoGets, oldest first, per rank; guarded by itself. */
     private final Map<String, ArrayDeque<CompletableFuture<Lent>>> unclaimed = new HashMap<>();
+    /** Open sessions by id; guarded by itself. */
+    private final Map<String, Session> sessions = new HashMap<>();
+    private volatile long sessionIdleNanos = SESSION_IDLE_NANOS;
+    /** Connection ids of sessions: far above a socket server's, since both may serve one ledger. */
+    private final AtomicLong nextConnection = new AtomicLong(1L << 48);
     private final AtomicLong batchesSent = new AtomicLong();
     private final AtomicLong bytesSent = new AtomicLong();
     private final FlightServer server;
@@ -201,6 +208,9 @@ public final class FlightBatchServer implements AutoCloseable {
 
     public int port() { return server.getPort(); }
 
+    /** Sets how long a session may go without a DoGet before its rank may be claimed by another client. */
+    public void sessionIdle(java.time.Duration idle) { sessionIdleNanos = idle.toNanos(); }
+
     /** Batches streamed to clients (end-of-feed streams not counted). */
     public long batchesSent() { return batchesSent.get(); }
 
@@ -214,6 +224,28 @@ public final class FlightBatchServer implements AutoCloseable {
     long blocksReused() { return blocks.blocksReused(); }
 
     long blocksAllocated() { return blocks.blocksAllocated(); }
+
+    /**
+     * How long a session may go without a DoGet before another client may claim its rank (its
+     * client died without saying goodbye): longer than any training step. System property
+     * {@code stoker.flight.sessionIdleMs}.
+     */
+    static final long SESSION_IDLE_NANOS = TimeUnit.MILLISECONDS.toNanos(Long.getLong("stoker.flight.sessionIdleMs", 300_000));
+
+    /** A client's session: its rank, its connection id in the ledger, and whether a DoGet of it is open. */
+    private static final class Session {
+        final String id;
+        final int rank;
+        final long connection;
+        long lastActive = System.nanoTime();
+        boolean open; // a DoGet in progress: one at a time, as on the socket
+
+        Session(String id, int rank, long connection) {
+            this.id = id;
+            this.rank = rank;
+            this.connection = connection;
+        }
+    }
 
     /** One DoGet waiting for, or sending, its batch. Whoever wins {@code claimed} decides its fate. */
     private record PendingGet(int rank, ServerStreamListener listener, CompletableFuture<Lent> batch, AtomicBoolean claimed) {}
@@ -246,6 +278,31 @@ public final class FlightBatchServer implements AutoCloseable {
 
     private final class Producer extends NoOpFlightProducer {
         @Override
+        public void doAction(CallContext context, org.apache.arrow.flight.Action action, StreamListener<org.apache.arrow.flight.Result> listener) {
+            try {
+                switch (action.getType()) {
+                    case FlightWire.ACTION_JOIN -> {
+                        var joined = join(FlightWire.read(action.getBody(), FlightWire.Join.class, "join"));
+                        listener.onNext(new org.apache.arrow.flight.Result(FlightWire.json(joined)));
+                    }
+                    case FlightWire.ACTION_LEAVE -> {
+                        Session s;
+                        synchronized (sessions) {
+                            s = sessions.get(new String(action.getBody(), StandardCharsets.UTF_8));
+                        }
+                        if (s != null) leave(s);
+                    }
+                    default -> throw new IllegalArgumentException("unknown action " + action.getType());
+                }
+                listener.onCompleted();
+            } catch (IllegalArgumentException e) {
+                listener.onError(CallStatus.INVALID_ARGUMENT.withDescription(e.getMessage()).toRuntimeException());
+            } catch (RuntimeException e) {
+                listener.onError(CallStatus.INTERNAL.withDescription(String.valueOf(e.getMessage())).withCause(e).toRuntimeException());
+            }
+        }
+
+        @Override
         public void getStream(CallContext context, Ticket ticket, ServerStreamListener listener) {
             FlightWire.Request request;
             try {
@@ -263,20 +320,40 @@ public final class FlightBatchServer implements AutoCloseable {
                 return;
             }
             int rank = request.rank();
-            String key = rank + "/" + request.job(); // what a cancelled DoGet left is kept for the same rank and job (or object)
+            Session session = null;
+            if (!request.session().isEmpty() && !isObject(request)) {
+                synchronized (sessions) {
+                    session = sessions.get(request.session());
+                    String refused = session == null ? "no session " + request.session() + ": open it with the " + FlightWire.ACTION_JOIN
+                            + " action" : session.rank != rank ? "session " + session.id + " is rank " + session.rank + "'s, not rank " + rank
+                            : session.open ? "session " + session.id + " has a DoGet open already: one at a time" : null;
+                    if (refused != null) {
+                        listener.error(CallStatus.INVALID_ARGUMENT.withDescription(refused).toRuntimeException());
+                        return;
+                    }
+                    session.open = true;
+                }
+            }
+            long connection = session == null ? BatchProvider.NO_CONNECTION : session.connection;
+            // what a cancelled DoGet left is kept for the same session, else the same rank and job (or object)
+            String key = session != null ? "session/" + session.id : rank + "/" + request.job();
             CompletableFuture<Lent> batch = adopt(key);
             if (batch == null) {
                 try {
                     batch = isObject(request) ? CompletableFuture.completedFuture(Lent.of(objects.lend(request.job())))
-                            : ranks.next(rank, BatchProvider.NO_CONNECTION).thenApply(Lent::of);
+                            : ranks.next(rank, connection).thenApply(Lent::of);
                 } catch (IllegalArgumentException e) {
+                    closeGet(session);
                     listener.error(CallStatus.INVALID_ARGUMENT.withDescription(e.getMessage()).toRuntimeException());
                     return;
                 } catch (RuntimeException e) {
+                    closeGet(session);
                     listener.error(CallStatus.INTERNAL.withDescription("batch source failed: " + e).withCause(e).toRuntimeException());
                     return;
                 }
             }
+            var opened = session;
+            batch = batch.whenComplete((b, e) -> closeGet(opened));
             var call = new PendingGet(rank, listener, batch, new AtomicBoolean());
             pending.add(call);
             listener.setOnCancelHandler(() -> {
@@ -295,6 +372,53 @@ public final class FlightBatchServer implements AutoCloseable {
             if (batch.isDone()) batch.whenComplete(deliver);
             else batch.whenCompleteAsync(deliver, senders);
         }
+    }
+
+    /** A session's DoGet has its batch (or failed): the session may ask again. */
+    private void closeGet(Session session) {
+        if (session == null) return;
+        synchronized (sessions) {
+            session.open = false;
+            session.lastActive = System.nanoTime();
+        }
+    }
+
+    /**
+     * Opens a session: its rank's other sessions that went idle past {@link #SESSION_IDLE_NANOS}
+     * (their clients died without a goodbye: {@link #sessionIdle}) are closed first; then the ledger admits it, or refuses
+     * (a live session holds the rank, a state it cannot resume from), as a socket's HELLO.
+     */
+    private FlightWire.Joined join(FlightWire.Join j) {
+        if (ranks == null) throw new IllegalArgumentException("this endpoint serves objects by name: job/key");
+        ranks.validate(j.rank(), j.world());
+        var stale = new ArrayList<Session>();
+        synchronized (sessions) {
+            if (sessions.containsKey(j.session())) throw new IllegalArgumentException("session " + j.session() + " is open already");
+            for (var s : sessions.values())
+                if (s.rank == j.rank() && !s.open && System.nanoTime() - s.lastActive > sessionIdleNanos) stale.add(s);
+        }
+        stale.forEach(this::leave);
+        var session = new Session(j.session(), j.rank(), nextConnection.getAndIncrement());
+        var resume = j.epoch() == null ? null : new dev.stoker.core.ScheduleCursor(j.epoch(), j.position());
+        var joined = ranks.join(j.rank(), session.connection, resume, j.fingerprint());
+        synchronized (sessions) {
+            sessions.put(session.id, session);
+        }
+        return new FlightWire.Joined(joined.nextStep(), joined.fingerprint(), joined.stepsPerEpoch(), joined.cursor().epoch(),
+                joined.cursor().position(), joined.datasetSize(), joined.positionsPerStep());
+    }
+
+    /** Ends a session: the rank may be claimed again; a batch its cancelled DoGet left goes back to the ledger's hold only. */
+    private void leave(Session s) {
+        synchronized (sessions) {
+            if (sessions.remove(s.id) == null) return;
+        }
+        ArrayDeque<CompletableFuture<Lent>> left;
+        synchronized (unclaimed) {
+            left = unclaimed.remove("session/" + s.id);
+        }
+        if (left != null) left.forEach(FlightBatchServer::release);
+        ranks.leave(s.rank, s.connection);
     }
 
     private boolean isObject(FlightWire.Request request) { return objects != null && request.job().indexOf('/') > 0; }

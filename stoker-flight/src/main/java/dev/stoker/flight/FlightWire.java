@@ -42,8 +42,51 @@ final class FlightWire {
 
     private FlightWire() {}
 
-    /** What a DoGet asks for. {@code job} is informational: one server serves one job. */
-    record Request(int rank, int world, String job) {}
+    /**
+     * What a DoGet asks for. {@code job} is informational: one server serves one job. {@code session}
+     * names the client's session (empty: none, the batch is at most once): one opened by the
+     * {@link #ACTION_JOIN} action, whose ledger record makes its batches exactly once.
+     */
+    record Request(int rank, int world, String job, String session) {
+        Request(int rank, int world, String job) { this(rank, world, job, ""); }
+    }
+
+    /** Action: a session says hello (body: {@link Join} JSON); the result is the {@code Joined} JSON. */
+    static final String ACTION_JOIN = "stoker.join";
+    /** Action: a session ends (body: the session id); its rank may then be claimed by another. */
+    static final String ACTION_LEAVE = "stoker.leave";
+    /** Longest session id. */
+    static final int MAX_SESSION_CHARS = 128;
+
+    /** A session's hello: like the socket's HELLO, with the cursor and fingerprint of a saved state (resume) or none. */
+    record Join(String session, int rank, int world, Long epoch, Long position, long fingerprint) {
+        Join {
+            if (session == null || session.isEmpty() || session.length() > MAX_SESSION_CHARS)
+                throw new IllegalArgumentException("a session id of 1 to " + MAX_SESSION_CHARS + " characters is needed");
+            if ((epoch == null) != (position == null)) throw new IllegalArgumentException("resume needs both epoch and position");
+        }
+    }
+
+    /** What a session is told: as the socket's WELCOME. */
+    record Joined(@JsonProperty("next_step") long nextStep, long fingerprint, @JsonProperty("steps_per_epoch") long stepsPerEpoch,
+                  long epoch, long position, @JsonProperty("dataset_size") long datasetSize,
+                  @JsonProperty("positions_per_step") long positionsPerStep) {}
+
+    static byte[] json(Object value) {
+        try {
+            return JSON.writeValueAsBytes(value);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static <T> T read(byte[] bytes, Class<T> type, String what) {
+        try {
+            return JSON.readValue(bytes, type);
+        } catch (IOException e) {
+            throw new IllegalArgumentException("unreadable " + what + ": " + e.getMessage());
+        }
+    }
 
     /**
      * The batch metadata JSON: the {@code STKB} header's fields under the names the Python client
@@ -64,11 +107,14 @@ final class FlightWire {
 
     static Schema endSchema() { return schema(Map.of(META_END, "true")); }
 
-    static Ticket ticket(int rank, int world, String job) {
+    static Ticket ticket(int rank, int world, String job) { return ticket(rank, world, job, ""); }
+
+    static Ticket ticket(int rank, int world, String job, String session) {
         var body = new LinkedHashMap<String, Object>();
         body.put("rank", rank);
         body.put("world", world);
         body.put("job", job == null ? "" : job);
+        if (!session.isEmpty()) body.put("session", session);
         try {
             return new Ticket(JSON.writeValueAsBytes(body));
         } catch (JsonProcessingException e) {
@@ -87,8 +133,10 @@ final class FlightWire {
             throw new IllegalArgumentException("unreadable ticket: " + e.getMessage());
         }
         if (node == null || !node.isObject()) throw new IllegalArgumentException("ticket is not a JSON object {\"rank\":R,\"world\":W,\"job\":\"...\"}");
-        JsonNode job = node.get("job");
-        return new Request(intField(node, "rank"), intField(node, "world"), job == null || job.isNull() ? "" : job.asText());
+        JsonNode job = node.get("job"), session = node.get("session");
+        String sessionId = session == null || session.isNull() ? "" : session.asText();
+        if (sessionId.length() > MAX_SESSION_CHARS) throw new IllegalArgumentException("session id longer than " + MAX_SESSION_CHARS);
+        return new Request(intField(node, "rank"), intField(node, "world"), job == null || job.isNull() ? "" : job.asText(), sessionId);
     }
 
     private static int intField(JsonNode node, String name) {

@@ -215,7 +215,7 @@ class FlightBatchServerTest {
     }
 
     /** A source whose batches arrive when the test says so. */
-    static final class Manual implements FlightTestSource {
+    static class Manual implements FlightTestSource {
         final ConcurrentLinkedQueue<CompletableFuture<Stored>> asked = new ConcurrentLinkedQueue<>();
 
         @Override
@@ -252,6 +252,48 @@ class FlightBatchServerTest {
             assertSameTensors(tensors(0, 0), b);
             assertEquals(0, source.asked.size(), "the source was not asked again");
             assertEquals(1, released.get());
+        }
+    }
+
+    /**
+     * A session's cancelled DoGet leaves its batch for that session only (audit #18: it was kept
+     * under rank and job string, so a retry under another string never took it and it stayed
+     * leased for ever): a bare ticket does not take it, and the session's goodbye releases it.
+     */
+    @Test
+    void aSessionsCancelledDoGetIsKeptForItsSessionAndReleasedWhenItLeaves() throws Exception {
+        var left = new ConcurrentLinkedQueue<Long>();
+        var source = new Manual() {
+            @Override
+            public Joined join(int rank, long connection, dev.stoker.core.ScheduleCursor resume, long fingerprint) {
+                return new Joined(0, 7, 10, dev.stoker.core.ScheduleCursor.START, 10, 1);
+            }
+
+            @Override public void leave(int rank, long connection) { left.add(connection); }
+        };
+        var released = new AtomicInteger();
+        try (var alloc = new RootAllocator();
+             var arena = Arena.ofShared();
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
+             var raw = FlightClient.builder(alloc, Location.forGrpcInsecure("127.0.0.1", server.port())).build();
+             var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
+            var session = client.open(0, 1, "test", null, 0);
+            assertEquals(7, session.fingerprint());
+            assertThrows(FlightRuntimeException.class, () -> {
+                try (var s = raw.getStream(FlightWire.ticket(0, 1, "test", session.id()), CallOptions.timeout(300, TimeUnit.MILLISECONDS))) {
+                    s.next();
+                }
+            });
+            while (server.waitingGets() > 0) Thread.sleep(5);
+            source.asked.poll().complete(FlightTestSource.lent(stkb(0, 0, 1, arena), released::incrementAndGet));
+            var bare = CompletableFuture.supplyAsync(() -> client.next(0, 1, "test").meta().step());
+            while (source.asked.isEmpty()) Thread.sleep(5); // the bare ticket asked the source: it did not take the session's batch
+            source.asked.poll().complete(FlightTestSource.lent(stkb(0, 1, 1, arena), released::incrementAndGet));
+            assertEquals(1, bare.get(10, TimeUnit.SECONDS));
+            assertEquals(1, released.get(), "the bare DoGet's batch was sent and released; the session's is still kept");
+            session.close();
+            assertEquals(2, released.get(), "the session's goodbye released the batch its cancelled DoGet left");
+            assertEquals(1, left.size(), "and freed its rank in the ledger");
         }
     }
 

@@ -19,11 +19,13 @@ import dev.stoker.image.decode.ExifPolicy;
 import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.EncodeOptions.DecodeScale;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.pipeline.batch.BatchShape;
 import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.source.SourceConfig;
+import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.text.TruncationPolicy;
 import java.io.IOException;
@@ -86,6 +88,9 @@ public final class NodeConfig {
             "Refuse images whose header claims more pixels, before decoding (Pillow's bomb limit).");
     public static final ConfigKey<Integer> MAX_SEQ_LEN = key("max-seq-len", PROCESSOR, "N", NUMBER, ConfigKey.integer(0, Integer.MAX_VALUE),
             String::valueOf, EncodeOptions.DEFAULT_MAX_SEQUENCE_LENGTH, null, "Token limit per sample, 0 for none.");
+    public static final ConfigKey<Integer> MAX_IMAGES = key("max-images", PROCESSOR, "N", NUMBER, ConfigKey.integer(0, Integer.MAX_VALUE),
+            String::valueOf, 0, null, "Images a sample may have, 0 for no limit but --max-seq-len's; a sample with more is refused "
+                    + "(an error naming it). With it the largest possible batch, and so the shared memory a rank needs, is smaller.");
     public static final ConfigKey<TruncationPolicy> TRUNCATION = key("truncation", PROCESSOR, "POLICY", TEXT,
             ConfigKey.enumOf(TruncationPolicy.class), ConfigKey::cliName, TruncationPolicy.REJECT, null, "Over-long samples: reject (an "
                     + "error naming the sample) or truncate (text only; an image's token run is never cut, images past the cut are dropped).");
@@ -298,14 +303,21 @@ public final class NodeConfig {
     /** Workers of a cluster job: as given, else one per node. */
     public int workers() { return values.get(WORKERS) instanceof Integer n ? n : get(NODES); }
 
-    /** The store's budget: as given, else 4 GiB or half of what the store's folder has free (a container's /dev/shm may be 64 MB). */
+    /**
+     * The store's budget: as given, else what every rank needs at once ({@link #rankNeedBytes}) and at
+     * least 4 GiB, but no more than half of what the store's folder has free (a container's /dev/shm
+     * may be 64 MB; a budget too small for the ranks is then refused at start, with the numbers).
+     */
     public long shmBudgetBytes() {
         if (values.get(SHM_BUDGET) instanceof Long n) return n;
+        long need = rankNeedBytes();
+        long wanted = need > 0 && need <= Long.MAX_VALUE / ranks() ? Math.max(StoreConfig.DEFAULT_BUDGET_BYTES, need * ranks())
+                : StoreConfig.DEFAULT_BUDGET_BYTES;
         try {
             long usable = Files.getFileStore(get(SHM_DIR)).getUsableSpace();
-            return Math.max(1, Math.min(StoreConfig.DEFAULT_BUDGET_BYTES, usable / 2));
+            return Math.max(1, Math.min(wanted, usable / 2));
         } catch (IOException e) {
-            return StoreConfig.DEFAULT_BUDGET_BYTES; // the store reports the folder's problem itself
+            return wanted; // the store reports the folder's problem itself
         }
     }
 
@@ -314,7 +326,7 @@ public final class NodeConfig {
         try {
             return EncodeOptions.defaults(processor()).withPixels(get(MIN_PIXELS), get(MAX_PIXELS)).withExif(get(EXIF))
                     .withDecodeScale(get(DECODE_SCALE)).withMaxSourcePixels(get(MAX_SOURCE_PIXELS))
-                    .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT));
+                    .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT)).withMaxImages(get(MAX_IMAGES));
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
         }
@@ -357,8 +369,43 @@ public final class NodeConfig {
         }
     }
 
-    /** Bytes of one batch of single-image samples at the pixel cap: the least a zero-copy store must hold. */
+    /** Bytes of one batch of single-image samples at the pixel cap (what a batch usually takes at most). */
     public long oneBatchBytes() { return batch() * encodeOptions().maxPixelBytesPerImage(); }
+
+    /**
+     * Leases a trainer may hold at once: the plain {@code for batch in loader:} loop holds batch k
+     * while it asks for k+1.
+     */
+    public static final int LEASES_PER_TRAINER = 2;
+
+    /**
+     * Bytes of the largest batch this configuration can make: every sample at the sequence limit and
+     * carrying the most pixels it may ({@link EncodeOptions#maxPixelsPerSample}); -1 when unbounded
+     * (no --max-seq-len).
+     */
+    public long largestBatchBytes() {
+        var options = encodeOptions();
+        long pixels = options.maxPixelsPerSample();
+        int length = get(MAX_SEQ_LEN);
+        if (pixels < 0 || length == 0) return -1;
+        var vision = options.vision();
+        long patch = (long) vision.patchSize() * vision.patchSize();
+        int images = get(MAX_IMAGES) > 0 ? get(MAX_IMAGES) : length; // an image takes one token at the least
+        int b = batch();
+        var shape = new BatchShape(b, length, b * (pixels / patch), vision.rowLength(), Math.multiplyExact(b, images), get(PIXEL_FORMAT),
+                get(PIXEL_FORMAT) == PixelFormat.UINT8 ? b * pixels * 3 : 0);
+        return shape.sizeBytes();
+    }
+
+    /**
+     * Shared memory one rank needs at once so that it can never wait on itself: the leases its
+     * trainer may hold ({@link #LEASES_PER_TRAINER}) and the batch being filled, each the largest
+     * possible, in the store's segment size ({@link ShmObjectStore#sizeClass}); -1 when unbounded.
+     */
+    public long rankNeedBytes() {
+        long largest = largestBatchBytes();
+        return largest < 0 ? -1 : Math.multiplyExact(ShmObjectStore.sizeClass(largest), LEASES_PER_TRAINER + 1);
+    }
 
     // ---- as text
 

@@ -1,12 +1,10 @@
 package dev.stoker.node;
 
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
-import dev.stoker.pipeline.batch.BatchSchema;
-import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.pipeline.feed.Bottleneck;
 import dev.stoker.pipeline.feed.BottleneckVerdict;
-import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.schedule.SampleSchedule;
 import dev.stoker.store.Lease;
@@ -22,10 +20,11 @@ import java.util.concurrent.CompletionException;
 import java.util.function.Function;
 
 /**
- * The ledger of a local job: a running {@link Feeder} as the node's {@link BatchProvider}, the record of
- * what each rank was handed and confirmed. Heap batches (serial, concurrent, prefetch) go by value,
- * their tensors in {@link BatchSchema}'s order; ZERO_COPY batches by reference to their shared-memory
- * object, each hand-out holding its own lease until the trainer releases it.
+ * The ledger of a job on a node, behind every delivery path (the trainer socket, Flight, a cluster
+ * node's socket): a {@link BatchStream} (the local pipeline, or a cluster node's pulls) as the node's
+ * {@link BatchProvider}, and the record of what each rank was handed and confirmed. Heap batches go
+ * by value; shared-memory batches by reference to their object, each hand-out holding its own lease
+ * until the trainer releases it.
  *
  * <p>Exactly once across reconnects: every batch handed out is <em>held</em> (a lease of the
  * service's own, or the heap tensors) until the trainer that got it asks for another one — the
@@ -43,15 +42,20 @@ import java.util.function.Function;
  * they complete in order even across connections; the bookkeeping is guarded by {@code lock}.
  */
 public final class RankLedger implements BatchProvider, AutoCloseable {
-    private final Function<ScheduleCursor, Feeder> reopen;
+    private final BatchStream stream;
     private final ShmObjectStore store;
     private final long expectedBatchBytes;
     private final long steps;
+    /** How long a trainer claiming a rank waits for the rank's old connection to be seen closing. */
+    private static final long LIVE_GRACE_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
     private final Object lock = new Object();
     private final RankSlot[] slots;
-    private volatile Feeder feeder;
+    private final long[] handed, confirmed, replayed; // per rank: batches taken from the stream, proven arrived, handed out again
+    private final EpochAccount[] accounts;
+    private final CompletableFuture<RuntimeException> failure = new CompletableFuture<>();
+    private volatile IllegalStateException violation;
     private boolean welcomed;
-    private long repositions;
+    private long repositions, epochsChecked;
 
     /** One hand-out's bytes, kept until the trainer proves it has them: heap tensors or a lease of our own. */
     private record Held(ScheduleCursor cursor, Prepared prepared, StoredObject object, long bytes, Lease hold) {
@@ -64,6 +68,14 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         void drop() {
             if (hold != null) hold.close();
         }
+
+        BatchLayout.Meta meta() { return prepared != null ? prepared.meta() : BatchLayout.read(object.segment().asSlice(0, bytes)).meta(); }
+
+        long[] sampleIndices() {
+            if (prepared == null) return BatchLayout.read(object.segment().asSlice(0, bytes)).tensor("sample_index").toLongs();
+            for (var t : prepared.tensors()) if (t.name().equals("sample_index")) return t.toLongs();
+            throw new IllegalStateException("a batch without sample_index");
+        }
     }
 
     /** A batch being produced; a reconnect that resumes past it has it dropped when it arrives. */
@@ -75,31 +87,43 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     }
 
     private static final class RankSlot {
-        ScheduleCursor next;                                 // cursor of the next batch the feeder yields for this rank
-        long fromFeeder;                                     // batches taken from the feeder (for --steps)
+        ScheduleCursor next;                                 // cursor of the next batch the stream yields for this rank
+        long fromFeeder;                                     // batches taken from the stream (for --steps)
         final ArrayDeque<Held> held = new ArrayDeque<>();    // handed out, not yet confirmed
         final ArrayDeque<Held> replay = new ArrayDeque<>();  // to hand out again before anything new
-        final ArrayDeque<InFlight> inFlight = new ArrayDeque<>(); // taken from the feeder, not yet produced
+        final ArrayDeque<InFlight> inFlight = new ArrayDeque<>(); // taken from the stream, not yet made
         long connection = -1;                                // the connection now serving this rank
+        long live = -1;                                      // that connection while it is open, else -1
         CompletableFuture<?> tail = CompletableFuture.completedFuture(null);
     }
 
     /**
-     * Serves {@code feeder}; closes it, and {@code store} (may be null) after it, on {@link #close()}.
-     * Each rank's feed ends after {@code steps} steps (0: never). {@code reopen} (may be null: no
-     * restart at a trainer's cursor) starts an equivalent feeder at a given cursor.
+     * Serves {@code stream}; closes it, and {@code store} (may be null) after it, on {@link #close()}.
+     * Each rank's feed ends after {@code steps} steps (0: at the stream's end).
      */
-    public RankLedger(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps, Function<ScheduleCursor, Feeder> reopen) {
-        this.feeder = feeder;
+    public RankLedger(BatchStream stream, ShmObjectStore store, long expectedBatchBytes, long steps) {
+        this.stream = stream;
         this.store = store;
         this.expectedBatchBytes = expectedBatchBytes;
         this.steps = steps;
-        this.reopen = reopen;
-        this.slots = new RankSlot[feeder.config().ranks()];
-        for (int r = 0; r < slots.length; r++) {
+        int ranks = stream.ranks();
+        this.slots = new RankSlot[ranks];
+        this.handed = new long[ranks];
+        this.confirmed = new long[ranks];
+        this.replayed = new long[ranks];
+        this.accounts = new EpochAccount[ranks];
+        for (int r = 0; r < ranks; r++) {
             slots[r] = new RankSlot();
-            slots[r].next = feeder.config().start();
+            slots[r].next = stream.start();
         }
+    }
+
+    /**
+     * Serves a local pipeline, {@code feeder}. {@code reopen} (may be null: no restart at a trainer's
+     * cursor) starts an equivalent feeder at a given cursor.
+     */
+    public RankLedger(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps, Function<ScheduleCursor, Feeder> reopen) {
+        this(new FeederStream(feeder, reopen), store, expectedBatchBytes, steps);
     }
 
     /** A ledger over {@code feeder} that cannot move its pipeline (no restart at a trainer's cursor). */
@@ -107,8 +131,11 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         this(feeder, store, expectedBatchBytes, steps, null);
     }
 
-    /** The pipeline now (a restart at a trainer's cursor replaces it). */
-    public Feeder feeder() { return feeder; }
+    /** The local pipeline now (a restart at a trainer's cursor replaces it); null when the stream is not a local pipeline. */
+    public Feeder feeder() { return stream instanceof FeederStream f ? f.feeder() : null; }
+
+    /** Completes when the ledger finds its accounting broken (the trainers get the error too). */
+    public CompletableFuture<RuntimeException> failure() { return failure; }
 
     /** The shared-memory store of a ZERO_COPY job, else null. */
     public ShmObjectStore store() { return store; }
@@ -134,19 +161,24 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     @Override
     public Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint) {
         synchronized (lock) {
-            var f = feeder;
-            if (fingerprint != 0 && fingerprint != f.fingerprint())
+            if (violation != null) throw new IllegalArgumentException(violation.getMessage());
+            if (fingerprint != 0 && fingerprint != stream.fingerprint())
                 throw new IllegalArgumentException("the saved state is from another data set or configuration (fingerprint "
-                        + Long.toHexString(fingerprint) + ", this job's is " + Long.toHexString(f.fingerprint())
+                        + Long.toHexString(fingerprint) + ", this job's is " + Long.toHexString(stream.fingerprint())
                         + "): the manifest, seed, batch size and encoding must be the same to resume");
+            if (resume != null && fingerprint == 0 && !resume.equals(ScheduleCursor.START))
+                throw new IllegalArgumentException("the saved state has no fingerprint, so it cannot be checked against this job: "
+                        + "resume from a state the client saved (state_dict / state()) after it was connected");
             var slot = slots[rank];
+            awaitNotLive(rank, slot, connection);
             if (resume == null) { // a fresh trainer takes what comes next; what an earlier connection got counts as taken
                 slot.connection = connection;
+                slot.live = connection;
                 dropHeld(slot);
                 welcomed = true;
-                return joined(slot.replay.isEmpty() ? slot.next : slot.replay.peekFirst().cursor());
+                return joined(firstToHandOut(slot));
             }
-            var schedule = f.schedule();
+            var schedule = stream.schedule();
             if (resume.position() >= schedule.datasetSize())
                 throw new IllegalArgumentException("cannot resume at " + resume + ": the data set has " + schedule.datasetSize() + " samples");
             var want = schedule.aligned(new ScheduleCursor(resume.epoch(), resume.position()));
@@ -161,9 +193,51 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                         + " restart the service and resume every rank from the same saved state)" : ""));
             }
             slot.connection = connection; // only now: a refused hello must not take the rank from a live connection
+            slot.live = connection;
             welcomed = true;
             return joined(want);
         }
+    }
+
+    /**
+     * Waits a moment for the rank's open connection, if another one, to close (a trainer restarted
+     * at once after a crash: its old connection's end is seen within a poll); refuses the newcomer
+     * if it stays open, so that one rank never feeds two trainers.
+     */
+    private void awaitNotLive(int rank, RankSlot slot, long connection) {
+        if (connection == NO_CONNECTION) return;
+        long deadline = System.nanoTime() + LIVE_GRACE_NANOS;
+        while (slot.live >= 0 && slot.live != connection) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0)
+                throw new IllegalArgumentException("rank " + rank + " is already being fed to a trainer on another, open connection; "
+                        + "two trainers on one rank would each get part of its batches. Check the launcher's RANK/LOCAL_RANK, or stop "
+                        + "the old trainer first");
+            try {
+                lock.wait(Math.max(1, left / 1_000_000));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalArgumentException("interrupted while rank " + rank + "'s open connection was closing");
+            }
+        }
+    }
+
+    @Override
+    public void leave(int rank, long connection) {
+        synchronized (lock) {
+            var slot = slots[rank];
+            if (slot.live == connection) {
+                slot.live = -1;
+                lock.notifyAll();
+            }
+        }
+    }
+
+    /** The cursor of the first batch a fresh trainer will get: one to hand out again, then one still being made, then the next. */
+    private static ScheduleCursor firstToHandOut(RankSlot slot) {
+        if (!slot.replay.isEmpty()) return slot.replay.peekFirst().cursor();
+        for (var f : slot.inFlight) if (!f.dropOnArrival) return f.cursor;
+        return slot.next;
     }
 
     /**
@@ -198,23 +272,20 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         return true;
     }
 
-    /** Restarts the pipeline at {@code at} (nothing handed out yet, no trainer welcomed). */
+    /** Restarts the stream at {@code at} (nothing handed out yet, no trainer welcomed). */
     private void reposition(ScheduleCursor at) {
-        if (reopen == null)
-            throw new IllegalArgumentException("this service cannot move its pipeline to " + label(at) + "; start it there");
-        var old = feeder;
-        old.close();
-        feeder = reopen.apply(at);
+        stream.moveTo(at);
         for (var s : slots) {
             s.next = at;
             s.tail = CompletableFuture.completedFuture(null);
         }
+        java.util.Arrays.fill(accounts, null);
         repositions++;
     }
 
     private Joined joined(ScheduleCursor c) {
-        var schedule = feeder.schedule();
-        return new Joined(stepOf(schedule, c), feeder.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
+        var schedule = stream.schedule();
+        return new Joined(stepOf(schedule, c), stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
                 schedule.positionsPerStep());
     }
 
@@ -233,7 +304,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     public long expectedBatchBytes() { return expectedBatchBytes; }
 
     @Override
-    public boolean sharedMemory() { return feeder.config().mode() == FeedMode.ZERO_COPY; }
+    public boolean sharedMemory() { return stream.sharedMemory(); }
 
     @Override
     public CompletableFuture<? extends Delivery> next(int rank, long connection) {
@@ -247,36 +318,43 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /** The rank's next hand-out, once the request before it has completed. */
     private CompletableFuture<Delivery> produce(int rank, long connection) {
-        Feeder f;
         ScheduleCursor cursor;
         InFlight flight;
         synchronized (lock) {
+            if (violation != null) return CompletableFuture.failedFuture(violation);
             var slot = slots[rank];
-            if (connection == slot.connection) dropHeld(slot); // this request proves the previous hand-outs arrived
+            if (connection == slot.connection) confirm(rank, slot); // this request proves the previous hand-outs arrived
             if (!slot.replay.isEmpty()) {
                 var h = slot.replay.pollFirst();
                 slot.held.addLast(h);
+                replayed[rank]++;
                 return CompletableFuture.completedFuture(h.handOut());
             }
             if (steps > 0 && slot.fromFeeder >= steps) return CompletableFuture.completedFuture(null);
             slot.fromFeeder++;
-            f = feeder;
             cursor = slot.next;
-            slot.next = f.schedule().next(cursor);
+            slot.next = stream.schedule().next(cursor);
             flight = new InFlight(cursor);
             slot.inFlight.addLast(flight);
         }
-        var batch = sharedMemory() ? f.nextStored(rank).thenApply(b -> hold(cursor, b)) : f.next(rank)
-                .thenApply(b -> new Held(cursor, BatchSchema.tensors(b, ranks(), f.config().encode().vision()), null, 0, null));
-        return batch.handle((h, err) -> {
+        return stream.next(rank).handle((made, err) -> {
             synchronized (lock) {
                 var slot = slots[rank];
                 slot.inFlight.remove(flight);
                 if (err != null) throw err instanceof CompletionException ce ? ce : new CompletionException(err);
+                if (made == null) return null; // the stream ended
+                var h = held(cursor, made);
+                try {
+                    account(rank, cursor, h);
+                } catch (IllegalStateException broken) {
+                    h.drop();
+                    throw new CompletionException(broken);
+                }
+                handed[rank]++;
                 var out = h.handOut(); // (its own lease first: dropping the hold may free the object)
                 if (flight.dropOnArrival) {
                     h.drop(); // a reconnect resumed past it; the dead connection it was for gets it, nobody else
-                } else if (connection != slot.connection && connection >= 0) {
+                } else if (connection >= 0 && connection != slot.live) {
                     slot.replay.addLast(h); // produced for a connection that is gone: the trainer's next connection gets it
                 } else {
                     slot.held.addLast(h);
@@ -284,6 +362,79 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 return out;
             }
         });
+    }
+
+    private static Held held(ScheduleCursor cursor, BatchStream.Made made) {
+        return switch (made) {
+            case BatchStream.Heap heap -> new Held(cursor, heap.prepared(), null, 0, null);
+            case BatchStream.InStore in -> new Held(cursor, null, in.object(), in.bytes(), in.hold());
+        };
+    }
+
+    /** The rank's hand-outs so far are proven to have arrived. */
+    private void confirm(int rank, RankSlot slot) {
+        confirmed[rank] += slot.held.size();
+        dropHeld(slot);
+    }
+
+    /**
+     * Checks a batch the stream made against the schedule before anyone gets it: its rank and step
+     * are the cursor's, its sample indices are among the cursor's, delivered + skipped = scheduled;
+     * and when the rank enters a new epoch, that the epoch it leaves had every step from where this
+     * ledger began it, each once. A violation fails the job: the trainers get the error, the node
+     * exits with it.
+     */
+    private void account(int rank, ScheduleCursor cursor, Held h) {
+        var schedule = stream.schedule();
+        var meta = h.meta();
+        long step = cursor.position() / schedule.positionsPerStep();
+        String where = "rank " + rank + " epoch " + cursor.epoch() + " step " + step;
+        if (meta.rank() != rank || meta.epoch() != cursor.epoch() || meta.globalStep() != stepOf(schedule, cursor))
+            fail(where + ": the batch made is rank " + meta.rank() + " epoch " + meta.epoch() + " global step " + meta.globalStep());
+        if (meta.batchSize() > meta.scheduled() || meta.scheduled() != schedule.batchSize())
+            fail(where + ": " + meta.batchSize() + " delivered of " + meta.scheduled() + " scheduled, the schedule has "
+                    + schedule.batchSize() + " per batch");
+        var expected = new java.util.HashSet<Long>();
+        for (int i : schedule.batchAt(cursor, rank)) expected.add((long) i);
+        for (long i : h.sampleIndices())
+            if (!expected.remove(i)) fail(where + ": sample " + i + " is not one of this batch's, or comes twice");
+        var a = accounts[rank];
+        if (a == null || a.epoch != cursor.epoch()) {
+            if (a != null) closeEpoch(rank, a, schedule);
+            a = accounts[rank] = new EpochAccount(cursor.epoch(), step);
+        }
+        if (step != a.firstStep + a.steps) fail(where + ": expected step " + (a.firstStep + a.steps) + " of the epoch");
+        a.steps++;
+        a.delivered += meta.batchSize();
+        a.skipped += meta.scheduled() - meta.batchSize();
+    }
+
+    private void closeEpoch(int rank, EpochAccount a, SampleSchedule schedule) {
+        long want = schedule.stepsPerEpoch() - a.firstStep;
+        if (a.steps != want || a.delivered + a.skipped != a.steps * schedule.batchSize())
+            fail("rank " + rank + " epoch " + a.epoch + ": " + a.delivered + " delivered + " + a.skipped + " skipped in " + a.steps
+                    + " steps, but the schedule has " + want * schedule.batchSize() + " samples in " + want + " steps from step " + a.firstStep);
+        epochsChecked++;
+    }
+
+    private void fail(String why) {
+        var e = new IllegalStateException("delivery accounting broken: " + why);
+        if (violation == null) {
+            violation = e;
+            failure.complete(e);
+        }
+        throw e;
+    }
+
+    /** One rank's tally of the epoch it is in, from the step this ledger began it at. */
+    private static final class EpochAccount {
+        final long epoch, firstStep;
+        long steps, delivered, skipped;
+
+        EpochAccount(long epoch, long firstStep) {
+            this.epoch = epoch;
+            this.firstStep = firstStep;
+        }
     }
 
     /**
@@ -299,31 +450,60 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         }
     }
 
-    /** A stored batch held by a lease of the service's own; the pipeline's reference is dropped. */
-    private static Held hold(ScheduleCursor cursor, StoredBatch b) {
-        var lease = b.object().lease();
-        b.release();
-        return new Held(cursor, null, b.object(), b.sizeBytes(), lease);
-    }
-
     /** The bottleneck verdict with the trainers' figures: their (steady) wait ratio and the transfer's share of it. */
     public BottleneckVerdict verdict(double trainerWaitRatio, OptionalDouble transferShare) {
-        return Bottleneck.classify(feeder.bottleneckInputs().withTrainer(trainerWaitRatio, transferShare));
+        return Bottleneck.classify(feeder().bottleneckInputs().withTrainer(trainerWaitRatio, transferShare));
     }
 
-    /** The pipeline's and the store's counters, for the run's JSON. */
+    /** The pipeline's (a local one's), the store's and the ledger's counters, for the run's JSON. */
     public Map<String, Object> metrics() {
         var m = new LinkedHashMap<String, Object>();
-        var snapshot = feeder.metrics();
-        m.put("pipeline", snapshot);
+        var feeder = feeder();
+        var snapshot = feeder == null ? null : feeder.metrics();
+        if (snapshot != null) m.put("pipeline", snapshot);
         if (store != null) m.put("store", store.metrics());
         m.put("kept_for_reconnect", kept());
-        var stages = new LinkedHashMap<String, Object>(); // docs/run-data.md
-        snapshot.stages().forEach((name, stage) -> stages.put(name, stage.toJson()));
-        m.put("stages", stages);
-        m.put("timeline", feeder.timeline().toJson());
-        m.put("verdict", feeder.verdict().toJson());
+        m.put("ledger", ledgerMetrics());
+        if (snapshot != null) {
+            var stages = new LinkedHashMap<String, Object>(); // docs/run-data.md
+            snapshot.stages().forEach((name, stage) -> stages.put(name, stage.toJson()));
+            m.put("stages", stages);
+            m.put("timeline", feeder.timeline().toJson());
+            m.put("verdict", feeder.verdict().toJson());
+        }
         return m;
+    }
+
+    /** What each rank was handed, confirmed and handed again, the epochs checked, and the first violation (or null). */
+    public Map<String, Object> ledgerMetrics() {
+        synchronized (lock) {
+            var m = new LinkedHashMap<String, Object>();
+            var ranks = new ArrayList<Map<String, Object>>();
+            for (int r = 0; r < slots.length; r++) {
+                var x = new LinkedHashMap<String, Object>();
+                x.put("rank", r);
+                x.put("handed", handed[r]);
+                x.put("confirmed", confirmed[r]);
+                x.put("replayed", replayed[r]);
+                var a = accounts[r];
+                x.put("epoch", a == null ? null : a.epoch);
+                x.put("epoch_delivered", a == null ? 0 : a.delivered);
+                x.put("epoch_skipped", a == null ? 0 : a.skipped);
+                ranks.add(x);
+            }
+            m.put("ranks", ranks);
+            m.put("epochs_checked", epochsChecked);
+            m.put("repositions", repositions);
+            m.put("violation", violation == null ? null : violation.getMessage());
+            return m;
+        }
+    }
+
+    /** Epoch ends checked (per rank), and whether a check failed. */
+    public long epochsChecked() {
+        synchronized (lock) {
+            return epochsChecked;
+        }
     }
 
     @Override
@@ -335,7 +515,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 s.replay.clear();
             }
         }
-        feeder.close();
+        stream.close();
         if (store != null) store.close();
     }
 }

@@ -47,7 +47,7 @@ public final class StokerNode implements AutoCloseable {
         default RankLedger ledger() { return null; }
 
         /** Completes when bad input stops the feed ({@code --on-error fail}, {@code --max-error-rate}). */
-        default CompletableFuture<BadInputException> failure() { return new CompletableFuture<>(); }
+        default CompletableFuture<? extends RuntimeException> failure() { return new CompletableFuture<>(); }
 
         @Override
         void close();
@@ -126,10 +126,7 @@ public final class StokerNode implements AutoCloseable {
         FeedMode mode = config.mode();
         if (mode != FeedMode.ZERO_COPY && mode != FeedMode.PREFETCH)
             throw new ConfigException("--mode must be zero-copy or prefetch, got " + ConfigKey.cliName(mode));
-        long oneBatch = config.oneBatchBytes();
-        if (mode == FeedMode.ZERO_COPY && config.shmBudgetBytes() < oneBatch)
-            throw new ConfigException("--shm-budget " + config.shmBudgetBytes() + " is smaller than one batch: " + config.batch()
-                    + " samples of one image at --max-pixels " + config.get(NodeConfig.MAX_PIXELS) + " take " + oneBatch + " bytes");
+        if (mode == FeedMode.ZERO_COPY) checkBudget(config);
         var feeds = NodeFeeds.open(config);
         RankLedger ledger;
         try {
@@ -144,8 +141,9 @@ public final class StokerNode implements AutoCloseable {
                         + " (budget " + ledger.store().budgetBytes() + " bytes)" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
         log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
                 feeder.datasetSize(), feeder.schedule().stepsPerEpoch(), feeder.fingerprint()));
-        var failure = new CompletableFuture<BadInputException>();
+        var failure = new CompletableFuture<RuntimeException>();
         feeder.errors().onFailure(failure::complete);
+        ledger.failure().thenAccept(failure::complete);
         return new Feed() {
             @Override public BatchProvider provider() { return ledger; }
 
@@ -153,7 +151,7 @@ public final class StokerNode implements AutoCloseable {
 
             @Override public RankLedger ledger() { return ledger; }
 
-            @Override public CompletableFuture<BadInputException> failure() { return failure; }
+            @Override public CompletableFuture<RuntimeException> failure() { return failure; }
 
             @Override
             public void close() {
@@ -164,6 +162,27 @@ public final class StokerNode implements AutoCloseable {
                 }
             }
         };
+    }
+
+    /**
+     * Refuses a shared-memory budget under which a rank could wait on itself: each rank's share
+     * must hold the leases its trainer may keep and the batch being filled, each the largest the
+     * configuration can make.
+     */
+    static void checkBudget(NodeConfig config) {
+        long largest = config.largestBatchBytes();
+        if (largest < 0)
+            throw new ConfigException("--max-seq-len 0 leaves a batch's size unbounded, so no --shm-budget can be known to suffice; "
+                    + "set --max-seq-len (and --max-images) for zero-copy");
+        long need = config.rankNeedBytes(), budget = config.shmBudgetBytes(), share = budget / config.ranks();
+        if (share < need)
+            throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks %d bytes, and a rank needs "
+                    + "%d: its trainer may hold %d batches while the next is filled, and the largest batch this configuration can make "
+                    + "is %d bytes (--batch %d, each sample at --max-seq-len %d with %s at --max-pixels %d, %s). Raise --shm-budget "
+                    + "to %d, or lower --batch, --max-pixels, --max-seq-len or --max-images", budget, config.ranks(), share, need,
+                    NodeConfig.LEASES_PER_TRAINER, largest, config.batch(), config.get(NodeConfig.MAX_SEQ_LEN),
+                    config.get(NodeConfig.MAX_IMAGES) > 0 ? "up to " + config.get(NodeConfig.MAX_IMAGES) + " images" : "as many images as it has tokens for",
+                    config.get(NodeConfig.MAX_PIXELS), ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT)), need * config.ranks()));
     }
 
     private static InetAddress metricsAddress(NodeConfig config) {
@@ -193,7 +212,7 @@ public final class StokerNode implements AutoCloseable {
     public String metricsUrl() { return metrics == null ? null : metrics.url(); }
 
     /** Completes when bad input stops the feed; trainers get the error in reply to their requests. */
-    public CompletableFuture<BadInputException> failure() { return feed.failure(); }
+    public CompletableFuture<? extends RuntimeException> failure() { return feed.failure(); }
 
     /** The node's counters now: its feed's and its socket server's, as {@code --metrics-file} holds them. */
     public Map<String, Object> metrics() {

@@ -42,7 +42,7 @@ class EmbeddedNodeTest {
         Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 3);
         Path shm = Files.createDirectories(tmp.resolve("shm")), socket = tmp.resolve("node.sock"), out = tmp.resolve("out");
         var config = NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).steps(STEPS)
-                .processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20)
+                .processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1)
                 .threads(2).warmUpMillis(0).set(NodeConfig.METRICS_FILE, tmp.resolve("metrics.json")).build();
         var lines = new ArrayList<String>();
         try (var node = StokerNode.launch(config, lines::add)) {

@@ -33,7 +33,7 @@ class PrometheusEndpointTest {
                     + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i, i));
         Files.writeString(ds.resolve("train.jsonl"), lines);
         var config = NodeConfig.builder().data(ds.resolve("train.jsonl").toString()).ranks(1).batch(2).set(NodeConfig.MAX_PIXELS, 50176L)
-                .socket(tmp.resolve("s.sock")).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(64L << 20).threads(1)
+                .socket(tmp.resolve("s.sock")).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(64L << 20).set(NodeConfig.MAX_IMAGES, 1).threads(1)
                 .set(NodeConfig.METRICS_PORT, 0).build();
         try (var node = StokerNode.launch(config)) {
             assertTrue(node.metricsUrl().matches("http://127\\.0\\.0\\.1:\\d+/metrics"), node.metricsUrl());

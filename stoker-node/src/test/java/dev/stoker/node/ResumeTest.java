@@ -265,9 +265,95 @@ class ResumeTest {
         }
     }
 
-    static Process serve(Path shm, Path socket, String name) throws IOException {
-        var config = NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
-                .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).threads(2).warmUpMillis(0).build();
+    /**
+     * Flight trainers across a {@code kill -9} of the service: sessions resumed from their saved
+     * states on the restarted service get exactly the uninterrupted run's batches.
+     */
+    @Test
+    void flightTrainersResumeOnAServiceRestartedAfterSigkill() throws Exception {
+        Path shm = Files.createDirectories(tmp.resolve("shm-flight-kill")), socket = tmp.resolve("flight-kill.sock");
+        int port = freePort();
+        var saved = new ArrayList<ScheduleCursor>();
+        long fingerprint = 0;
+        Process first = serve(shm, socket, "flight-first", "127.0.0.1:" + port);
+        try {
+            NodeProcess.awaitListening(first, tmp.resolve("flight-first.log"));
+            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port)) {
+                for (int r = 0; r < RANKS; r++) {
+                    var s = client.open(r, RANKS, "t", null, 0);
+                    var got = new ArrayList<String>();
+                    for (int i = 0; i < 5; i++) got.add(digest(s.next()));
+                    assertEquals(reference.get(r).subList(0, 5), got);
+                    saved.add(s.cursor());
+                    fingerprint = s.fingerprint();
+                }
+            }
+        } finally {
+            first.destroyForcibly(); // SIGKILL
+            first.waitFor(30, TimeUnit.SECONDS);
+        }
+        Process second = serve(shm, socket, "flight-second", "127.0.0.1:" + port);
+        try {
+            NodeProcess.awaitListening(second, tmp.resolve("flight-second.log"));
+            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port)) {
+                for (int r = 0; r < RANKS; r++) {
+                    var s = client.open(r, RANKS, "t", saved.get(r), fingerprint);
+                    var got = new ArrayList<String>();
+                    for (int i = 5; i < STEPS; i++) got.add(digest(s.next()));
+                    assertEquals(reference.get(r).subList(5, STEPS), got, "rank " + r + " over Flight, resumed");
+                    s.close();
+                }
+            }
+        } finally {
+            second.destroy();
+            assertTrue(second.waitFor(30, TimeUnit.SECONDS));
+        }
+    }
+
+    /** A job resized from 2 to 3 ranks: Flight sessions resumed at the saved cursor get what socket trainers resumed there get. */
+    @Test
+    void flightTrainersResumeIntoAResizedJobLikeSocketTrainers() throws Exception {
+        TrainerClient.State saved;
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "resize-src")) {
+            try (var c = connect(server, 0, RANKS, null)) {
+                take(c, 3);
+                saved = c.state();
+            }
+        }
+        var bySocket = new ArrayList<List<String>>();
+        try (var factory = factory(3); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "resize-sock")) {
+            for (int r = 0; r < 3; r++)
+                try (var c = connect(server, r, 3, saved)) {
+                    bySocket.add(take(c, 4));
+                }
+        }
+        var byFlight = new ArrayList<List<String>>();
+        try (var factory = factory(3); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var flight = dev.stoker.flight.FlightBatchServer.start(org.apache.arrow.flight.Location.forGrpcInsecure("127.0.0.1", 0),
+                     service, null, null, dev.stoker.flight.FlightBatchServer.Security.NONE);
+             var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", flight.port())) {
+            for (int r = 0; r < 3; r++) {
+                var s = client.open(r, 3, "t", saved.cursor(), saved.fingerprint());
+                var got = new ArrayList<String>();
+                for (int i = 0; i < 4; i++) got.add(digest(s.next()));
+                byFlight.add(got);
+                s.close();
+            }
+        }
+        assertEquals(bySocket, byFlight);
+    }
+
+    static int freePort() throws IOException {
+        try (var s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    static Process serve(Path shm, Path socket, String name) throws IOException { return serve(shm, socket, name, null); }
+
+    static Process serve(Path shm, Path socket, String name, String flight) throws IOException {
+        var config = NodeConfig.builder().set(NodeConfig.FLIGHT, flight).data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
+                .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).threads(2).warmUpMillis(0).build();
         return NodeProcess.start(config, tmp, name, "1g");
     }
 
@@ -364,13 +450,94 @@ class ResumeTest {
         }
     }
 
+    /** A second connection claiming a live rank is refused, naming the rank; the live one goes on, nothing duplicated (audit #5). */
+    @Test
+    void aSecondClaimOfALiveRankIsRefusedAndTheLiveOneGoesOn() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "twice")) {
+            try (var live = connect(server, 0, RANKS, null)) {
+                assertEquals(reference.get(0).subList(0, 3), take(live, 3));
+                var e = assertThrows(IOException.class, () -> connect(server, 0, RANKS, null));
+                assertTrue(e.getMessage().contains("rank 0 is already being fed to a trainer on another, open connection"), e.getMessage());
+                assertEquals(reference.get(0).subList(3, STEPS), take(live, STEPS - 3));
+            }
+            try (var again = connect(server, 0, RANKS, null)) { // once closed, the rank may be claimed, and goes on after it
+                assertEquals(STEPS, again.welcome().nextStep());
+            }
+        }
+    }
+
+    /**
+     * A fresh trainer after one that died with a request pending: its WELCOME names the batch it
+     * will get first, which is the one made for the dead request (audit #4), so its state never
+     * runs ahead of what it got.
+     */
+    @Test
+    void aFreshTrainerAfterADeadRequestIsWelcomedAtTheBatchItGets() throws Exception {
+        try (var factory = factory(RANKS, 1234, 400); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var server = server(service, "fresh")) {
+            try (var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) { // asks for step 0, which takes 400 ms to fetch, and dies
+                ch.connect(UnixDomainSocketAddress.of(server.socketPath()));
+                var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, 0, RANKS, FeedProtocol.FLAG_SHARED_MEMORY, null, 0, "t");
+                FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
+                var in = new FeedProtocol.FrameReader(ch);
+                assertEquals(FeedProtocol.WELCOME, in.next().type());
+                FeedProtocol.writeFrame(ch, FeedProtocol.NEXT, null);
+            }
+            try (var c = connect(server, 0, RANKS, null)) {
+                long welcomed = c.welcome().nextStep();
+                try (var got = c.next()) {
+                    assertEquals(welcomed, got.batch().meta().globalStep(), "the WELCOME's step is the first batch's");
+                    assertEquals(reference.get(0).get((int) welcomed), digest(got.batch()));
+                }
+                assertEquals(new ScheduleCursor(0, (welcomed + 1) * RANKS * BATCH), c.state().cursor());
+            }
+        }
+    }
+
+    /**
+     * A Flight trainer behind the same ledger: a session resumed from its saved state gets every
+     * batch after it exactly once (the one that arrived after the state again), a second live
+     * session on its rank is refused naming the rank, and a session that went idle (its client died
+     * without a goodbye) frees the rank.
+     */
+    @Test
+    void aFlightTrainerResumesFromItsStateAndASecondClaimOfItsRankIsRefused() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null);
+             var flight = dev.stoker.flight.FlightBatchServer.start(org.apache.arrow.flight.Location.forGrpcInsecure("127.0.0.1", 0),
+                     service, null, null, dev.stoker.flight.FlightBatchServer.Security.NONE);
+             var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", flight.port())) {
+            flight.sessionIdle(java.time.Duration.ofSeconds(1));
+            var first = client.open(0, RANKS, "t", null, 0);
+            var got = new ArrayList<String>();
+            for (int i = 0; i < 3; i++) got.add(digest(first.next()));
+            assertEquals(reference.get(0).subList(0, 3), got);
+            var saved = first.cursor();
+            long fingerprint = first.fingerprint();
+            var e = assertThrows(org.apache.arrow.flight.FlightRuntimeException.class, () -> client.open(0, RANKS, "t", null, 0));
+            assertTrue(e.getMessage().contains("rank 0 is already being fed"), e.getMessage());
+            assertEquals(reference.get(0).get(3), digest(first.next())); // arrived; the trainer dies without a goodbye
+            Thread.sleep(1500);
+            var resumed = client.open(0, RANKS, "t", saved, fingerprint);
+            assertEquals(3, resumed.firstStep());
+            got.clear();
+            for (int i = 3; i < STEPS; i++) got.add(digest(resumed.next()));
+            assertEquals(reference.get(0).subList(3, STEPS), got, "every batch after the state, none twice");
+            resumed.close();
+            try (var socket = server(service, "flight-other"); var c = connect(socket, 1, RANKS, null)) { // the socket's rank 1 beside it
+                assertEquals(reference.get(1), take(c, STEPS));
+            }
+        }
+    }
+
     // ---- helpers ----
 
     static NodeFeeds factory(int ranks) throws IOException { return factory(ranks, 1234); }
 
-    static NodeFeeds factory(int ranks, long seed) throws IOException {
-        var config = NodeConfig.builder().data(manifest.toString()).ranks(ranks).batch(BATCH).seed(seed).threads(2)
-                .set(NodeConfig.FETCH_CONCURRENCY, 4).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20)
+    static NodeFeeds factory(int ranks, long seed) throws IOException { return factory(ranks, seed, 0); }
+
+    static NodeFeeds factory(int ranks, long seed, long fetchLatencyMillis) throws IOException {
+        var config = NodeConfig.builder().set(NodeConfig.FETCH_LATENCY_MS, fetchLatencyMillis).data(manifest.toString()).ranks(ranks).batch(BATCH).seed(seed).threads(2)
+                .set(NodeConfig.FETCH_CONCURRENCY, 4).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1)
                 .warmUpMillis(0).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176).build();
         return NodeFeeds.open(config);
     }

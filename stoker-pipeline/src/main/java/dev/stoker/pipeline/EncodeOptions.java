@@ -18,9 +18,11 @@ import dev.stoker.text.TruncationPolicy;
  * @param truncation       what to do with a sample over the limit
  * @param pixelFormat      what a batch carries of its images: FLOAT32 {@code pixel_values} (default), or UINT8, the
  *                         resized RGB pixels ({@code pixel_values_u8}) that the trainer normalizes and patchifies
+ * @param maxImages        images a sample may have (0 = no limit but the sequence limit's); a sample with more is refused
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
-                            long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat) {
+                            long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat,
+                            int maxImages) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
@@ -46,37 +48,55 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
         if (maxSourcePixels <= 0) throw new IllegalArgumentException("max source pixels must be positive");
         if (maxSequenceLength < 0) throw new IllegalArgumentException("max sequence length must be >= 0");
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
+        if (maxImages < 0) throw new IllegalArgumentException("max images must be >= 0");
     }
 
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
-                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32);
+                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages);
     }
 
     public EncodeOptions withPixelFormat(PixelFormat f) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages);
     }
 
     /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
     public long maxPixelBytesPerImage() { return pixelFormat.bytesPerImage(vision.maxPixels(), vision); }
 
+    public EncodeOptions withMaxImages(int n) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n);
+    }
+
+    /**
+     * The most resized pixels one sample can carry: {@code maxImages} images at the cap, or as many
+     * as the sequence limit has tokens for (each token is merge² patches), whichever is less; -1
+     * when neither limit is set (a batch's size is then unbounded).
+     */
+    public long maxPixelsPerSample() {
+        long patch = vision.patchSize(), merge = vision.mergeSize();
+        long byTokens = maxSequenceLength > 0 ? maxSequenceLength * merge * merge * patch * patch : Long.MAX_VALUE;
+        long byImages = maxImages > 0 ? maxImages * vision.maxPixels() : Long.MAX_VALUE;
+        long most = Math.min(byTokens, byImages);
+        return most == Long.MAX_VALUE ? -1 : most;
+    }
+
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages);
     }
 }

@@ -139,6 +139,9 @@ public final class SampleEncoder {
     public Prepared prepare(ChatSample sample, ImageSource source) {
         String id = sample.id();
         List<String> refs = sample.imagePaths();
+        if (options.maxImages() > 0 && refs.size() > options.maxImages())
+            throw new SampleException(id, SampleException.Stage.MANIFEST, "has " + refs.size() + " images, more than --max-images "
+                    + options.maxImages() + " (the limit the shared-memory budget was sized for)");
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
         var grids = new ArrayList<long[]>(refs.size());
         for (String ref : refs) {

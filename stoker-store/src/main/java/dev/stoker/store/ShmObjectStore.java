@@ -419,9 +419,10 @@ public final class ShmObjectStore implements AutoCloseable {
             if (overShareLocked(r)) continue; // waits for its owner's own releases; holds no one else up
             // a free segment up to REUSE_FACTOR times larger beats a new one: a new one costs fresh pages
             long maxReuseBytes = r.capacityBytes > Long.MAX_VALUE / REUSE_FACTOR ? Long.MAX_VALUE : REUSE_FACTOR * r.capacityBytes;
-            ShmSegment fit = smallestFreeLocked(r.bytes, maxReuseBytes);
+            ShmSegment larger = smallestFreeLocked(r.bytes, maxReuseBytes);
+            ShmSegment fit = larger != null && overShareLocked(r.owner, larger.capacityBytes) ? null : larger; // not over its share
             if (fit != null) {
-                admitLocked(it, r);
+                admitLocked(it, r, fit.capacityBytes); // the owner is charged the segment it gets, as recycle refunds it
                 free.remove(fit);
                 freeBytes -= fit.capacityBytes;
                 inUseBytes += fit.capacityBytes;
@@ -429,13 +430,13 @@ public final class ShmObjectStore implements AutoCloseable {
                 segmentsReused++;
                 completions.add(() -> deliver(r, fit));
             } else if (budgetBytes - mappedBytes >= r.capacityBytes) {
-                admitLocked(it, r);
+                admitLocked(it, r, r.capacityBytes);
                 mappedBytes += r.capacityBytes;
                 inUseBytes += r.capacityBytes;
                 long number = nextSegmentNumber++;
                 maker.execute(() -> make(r, number, List.of()));
             } else if (budgetBytes - (mappedBytes - freeBytes) >= r.capacityBytes) {
-                admitLocked(it, r);
+                admitLocked(it, r, r.capacityBytes);
                 List<ShmSegment> victims = takeVictimsLocked(r.capacityBytes - (budgetBytes - mappedBytes));
                 makingRoomFor = r;
                 long number = nextSegmentNumber++;
@@ -447,21 +448,39 @@ public final class ShmObjectStore implements AutoCloseable {
     }
 
     /** Whether {@code r}'s owner already holds objects and its share cannot take {@code r} as well. */
-    private boolean overShareLocked(Request r) {
-        if (r.owner < 0 || r.owner >= ownerInUse.length) return false;
-        long held = ownerInUse[r.owner];
-        return held > 0 && held + r.capacityBytes > shareBytes;
+    private boolean overShareLocked(Request r) { return overShareLocked(r.owner, r.capacityBytes); }
+
+    private boolean overShareLocked(int owner, long capacityBytes) {
+        if (owner < 0 || owner >= ownerInUse.length) return false;
+        long held = ownerInUse[owner];
+        return held > 0 && held + capacityBytes > shareBytes;
     }
 
-    private void admitLocked(java.util.Iterator<Request> it, Request r) {
+    private void admitLocked(java.util.Iterator<Request> it, Request r, long chargedBytes) {
         it.remove();
         r.admitted = true;
         if (r.waited) waitNanos += System.nanoTime() - r.enqueuedNanos;
-        countOwnerLocked(r.owner, r.capacityBytes);
+        countOwnerLocked(r.owner, chargedBytes);
     }
 
+    /**
+     * Charges (or refunds, negative) an owner's share: the same bytes both ways (the segment's
+     * capacity), so a count never goes below 0. A refund of what was charged before the shares were
+     * set ({@link #shareAmong} while objects are held) stops at 0.
+     */
     private void countOwnerLocked(int owner, long bytes) {
-        if (owner >= 0 && owner < ownerInUse.length) ownerInUse[owner] += bytes;
+        if (owner < 0 || owner >= ownerInUse.length) return;
+        ownerInUse[owner] = Math.max(0, ownerInUse[owner] + bytes);
+    }
+
+    /** Bytes of segments {@code owner} holds now, as its share counts them. */
+    long ownerHeldBytes(int owner) {
+        lock.lock();
+        try {
+            return owner >= 0 && owner < ownerInUse.length ? ownerInUse[owner] : 0;
+        } finally {
+            lock.unlock();
+        }
     }
 
     private ShmSegment smallestFreeLocked(long minBytes, long maxBytes) {
@@ -615,9 +634,10 @@ public final class ShmObjectStore implements AutoCloseable {
 
     /**
      * The capacity of the segment that holds an object of {@code bytes}: whole MiB up to 8 MiB, then
-     * 8 classes per power of two (steps of 1/8 of the lower power of two).
+     * 8 classes per power of two (steps of 1/8 of the lower power of two). What a share is charged
+     * for the object, at the least.
      */
-    static long sizeClass(long bytes) {
+    public static long sizeClass(long bytes) {
         if (bytes <= 8 * MIB) return Math.max(1, Math.ceilDiv(bytes, MIB)) * MIB;
         long step = Long.highestOneBit(bytes - 1) >>> 3;
         long steps = Math.ceilDiv(bytes, step);

@@ -72,4 +72,26 @@ class StoreShareTest {
             assertEquals(0, store.metrics().inUseBytes());
         }
     }
+
+    /**
+     * A reused segment larger than the request is charged at its capacity, as its recycle refunds it
+     * (audit #3): before, the owner's count drifted below 0 and its share stopped being enforced.
+     */
+    @Test
+    void aReusedLargerSegmentIsChargedWhatItsReleaseRefunds() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 16 * MIB))) {
+            store.shareAmong(2);                          // 8 MiB each
+            await(store.allocate(8 * MIB, 1)).abort();     // a free 8 MiB segment
+            var small = await(store.allocate(2 * MIB, 0)); // reuses it (within 8× its size class)
+            assertEquals(8 * MIB, store.ownerHeldBytes(0), "charged the segment it got");
+            small.abort();
+            assertEquals(0, store.ownerHeldBytes(0), "refunded the same bytes");
+            var one = await(store.allocate(MIB, 0)).seal(); // owner 0 holds 1 MiB (a fresh or reused segment)
+            var over = store.allocate(8 * MIB, 0);        // 1 + 8 > its 8 MiB share: must wait for its own release
+            Thread.sleep(50);
+            assertFalse(over.isDone(), "an owner holding objects stays within its share");
+            one.release();
+            await(over).abort();
+        }
+    }
 }

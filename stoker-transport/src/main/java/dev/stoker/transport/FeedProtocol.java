@@ -45,7 +45,7 @@ public final class FeedProtocol {
     public record Hello(int version, int rank, int world, int flags, ScheduleCursor resume, long fingerprint, String job) {
         public boolean sharedMemory() { return (flags & FLAG_SHARED_MEMORY) != 0; }
 
-        ByteBuffer encode() {
+        public ByteBuffer encode() {
             byte[] name = job.getBytes(StandardCharsets.UTF_8);
             return ByteBuffer.allocate(40 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(rank).putInt(world)
                     .putInt(flags | (resume != null ? FLAG_RESUME : 0)).putLong(resume == null ? 0 : resume.epoch())
@@ -220,6 +220,39 @@ public final class FeedProtocol {
                 n = ch.read(dst);
                 if (n < 0) throw new EOFException("peer closed the connection");
                 if (n > 0) return n;
+            }
+        }
+
+        /**
+         * Waits until {@code done} completes while watching the peer of {@code sc} (the blocking
+         * channel this reader reads): throws EOFException as soon as the peer closes, so that a
+         * trainer that died while its request was being served is noticed at once, not when its
+         * answer is written. Bytes that arrive meanwhile are kept for the next frames.
+         */
+        public void awaitWatchingPeer(java.nio.channels.SocketChannel sc, java.util.concurrent.Future<?> done, long pollMillis)
+                throws IOException {
+            if (done.isDone() || selector != null) return;
+            sc.configureBlocking(false);
+            try (var watch = java.nio.channels.Selector.open()) {
+                sc.register(watch, java.nio.channels.SelectionKey.OP_READ);
+                while (!done.isDone()) {
+                    if (watch.select(pollMillis) == 0) continue;
+                    watch.selectedKeys().clear();
+                    if (buf.limit() == buf.capacity() && buf.position() == 0) { // full: the rest waits in the socket
+                        sc.keyFor(watch).interestOps(0);
+                        continue;
+                    }
+                    buf.compact();
+                    int n;
+                    try {
+                        n = sc.read(buf);
+                    } finally {
+                        buf.flip();
+                    }
+                    if (n < 0) throw new EOFException("peer closed the connection");
+                }
+            } finally {
+                sc.configureBlocking(true); // the selector is closed, so the channel is deregistered
             }
         }
 

@@ -14,7 +14,9 @@ import java.nio.channels.ClosedChannelException;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.HashMap;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -37,6 +39,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * futures are awaited on those threads; a connection's leases are touched only by its thread.
  */
 public final class FeedServer implements AutoCloseable {
+    /** How often a connection whose batch is being made checks that its trainer is still there. */
+    private static final long PEER_POLL_MILLIS = 50;
     private final Path socketPath;
     private final ServerSocketChannel server;
     private final BatchProvider provider;
@@ -51,6 +55,7 @@ public final class FeedServer implements AutoCloseable {
     private final AtomicLong leasesReleased = new AtomicLong();
     private final AtomicLong leasesReleasedOnDisconnect = new AtomicLong();
     private final Thread acceptor;
+    private final Object socketFile; // the socket this server created (device and inode), the only one it deletes
     private volatile boolean closed;
 
     /**
@@ -61,13 +66,30 @@ public final class FeedServer implements AutoCloseable {
         this.socketPath = socketPath;
         this.provider = provider;
         this.gate = new CountDownLatch(gated ? 1 : 0);
-        Files.deleteIfExists(socketPath);
+        removeStale(socketPath);
         server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
         server.bind(UnixDomainSocketAddress.of(socketPath));
+        socketFile = Files.readAttributes(socketPath, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
         acceptor = Thread.ofVirtual().name("stoker-feed-accept").start(this::acceptLoop);
     }
 
     public Path socketPath() { return socketPath; }
+
+    /**
+     * Deletes a socket left by a service that is gone; refuses to take the path of a live one (a
+     * second service on it would take its new trainers, and delete its socket on closing).
+     */
+    private static void removeStale(Path socketPath) throws IOException {
+        if (!Files.exists(socketPath, LinkOption.NOFOLLOW_LINKS)) return;
+        try (var probe = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            probe.connect(UnixDomainSocketAddress.of(socketPath));
+        } catch (IOException stale) { // nobody listens there: a socket file left by a service that died
+            Files.deleteIfExists(socketPath);
+            return;
+        }
+        throw new IOException("a live service is already listening on " + socketPath + ": stop it first, or give this one another "
+                + "--socket or --job (services of one job on one host, one per node, each need a socket of their own)");
+    }
 
     /** Lets gated trainers in. */
     public void open() { gate.countDown(); }
@@ -117,6 +139,7 @@ public final class FeedServer implements AutoCloseable {
         Arena arena = Arena.ofConfined();
         MemorySegment buffer = null;
         var leases = new HashMap<Long, Runnable>();
+        int joinedRank = -1;
         try (arena) { // ch is closed last, in finally: the catch below must still be able to send the ERROR
             var in = new FeedProtocol.FrameReader(ch);
             var helloFrame = in.next();
@@ -148,6 +171,7 @@ public final class FeedServer implements AutoCloseable {
                 error(ch, e.getMessage());
                 return;
             }
+            joinedRank = rank;
             var welcome = new FeedProtocol.Welcome(FeedProtocol.VERSION,
                     shared ? FeedProtocol.DELIVERY_SHARED_MEMORY : FeedProtocol.DELIVERY_COPY, expected,
                     joined.nextStep(), joined.fingerprint(), joined.stepsPerEpoch(), joined.cursor().epoch(), joined.cursor().position(),
@@ -171,7 +195,14 @@ public final class FeedServer implements AutoCloseable {
                         }
                     }
                     case FeedProtocol.NEXT -> {
-                        BatchProvider.Delivery d = provider.next(rank, connection).join();
+                        var pending = provider.next(rank, connection);
+                        try {
+                            in.awaitWatchingPeer(ch, pending, PEER_POLL_MILLIS);
+                        } catch (IOException gone) { // the trainer died while its batch was made: whoever takes the rank gets it
+                            pending.thenAccept(FeedServer::discard);
+                            throw gone;
+                        }
+                        BatchProvider.Delivery d = pending.join();
                         switch (d) {
                             case null -> FeedProtocol.writeFrame(ch, FeedProtocol.END, null);
                             case BatchProvider.Prepared batch -> {
@@ -227,7 +258,13 @@ public final class FeedServer implements AutoCloseable {
             } catch (IOException ignored) {
                 // nothing left to tell the trainer
             }
+            if (joinedRank >= 0) provider.leave(joinedRank, connection); // last: the rank is free once this one is closed
         }
+    }
+
+    /** Ends the service's hold on a batch that no trainer will get on this connection. */
+    private static void discard(BatchProvider.Delivery d) {
+        if (d instanceof BatchProvider.Stored stored) stored.release().run();
     }
 
     private static void error(SocketChannel ch, String message) throws IOException {
@@ -240,6 +277,11 @@ public final class FeedServer implements AutoCloseable {
         gate.countDown();
         server.close();
         for (SocketChannel c : clients) c.close();
-        Files.deleteIfExists(socketPath);
+        try { // only the socket this server made: a later service's at the same path is not ours to delete
+            var now = Files.readAttributes(socketPath, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
+            if (now != null && now.equals(socketFile)) Files.deleteIfExists(socketPath);
+        } catch (java.nio.file.NoSuchFileException gone) {
+            // removed already
+        }
     }
 }

@@ -325,4 +325,37 @@ class FeedServerTest {
             assertEquals(meta, BatchLayout.read(seg).meta());
         }
     }
+
+    /** A second service on a live service's socket path is refused; the first goes on serving (audit #5). */
+    @Test
+    void aLiveServicesSocketIsNotTakenOver() throws Exception {
+        Path sock = tmp.resolve("taken.sock");
+        try (var first = new FeedServer(sock, new Synthetic(1, 2), false)) {
+            var e = assertThrows(IOException.class, () -> new FeedServer(sock, new Synthetic(1, 2), false));
+            assertTrue(e.getMessage().contains("a live service is already listening on " + sock), e.getMessage());
+            try (var client = TrainerClient.connect(sock, 0, 1, "test")) {
+                assertEquals(0, client.next().batch().meta().step());
+            }
+        }
+    }
+
+    /** A socket file left by a service that died is replaced; a server deletes only the socket it made itself. */
+    @Test
+    void aStaleSocketIsReplacedAndAServerDeletesOnlyItsOwnSocket() throws Exception {
+        Path sock = tmp.resolve("stale.sock");
+        var dead = java.nio.channels.ServerSocketChannel.open(java.net.StandardProtocolFamily.UNIX);
+        dead.bind(java.net.UnixDomainSocketAddress.of(sock));
+        dead.close(); // its file stays, with nobody listening: what kill -9 leaves
+        assertTrue(Files.exists(sock));
+        var old = new FeedServer(sock, new Synthetic(1, 2), false);
+        Files.delete(sock); // someone removed the old one's socket, and a new service started on the path
+        try (var current = new FeedServer(sock, new Synthetic(1, 2), false)) {
+            old.close();
+            assertTrue(Files.exists(sock), "closing the old server left the new one's socket alone");
+            try (var client = TrainerClient.connect(sock, 0, 1, "test")) {
+                assertEquals(0, client.next().batch().meta().step());
+            }
+        }
+        assertTrue(Files.notExists(sock));
+    }
 }

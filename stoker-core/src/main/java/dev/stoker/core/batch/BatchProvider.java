@@ -52,6 +52,12 @@ public interface BatchProvider {
      */
     Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint);
 
+    /**
+     * {@code connection}, admitted for {@code rank}, has closed: the rank may be claimed by another.
+     * While a connection is open its rank is refused to any other.
+     */
+    default void leave(int rank, long connection) {}
+
     /** The rank's next batch, asked on {@code connection}; completes with {@code null} when the rank's feed is finished. */
     CompletableFuture<? extends Delivery> next(int rank, long connection);
 

@@ -87,14 +87,29 @@ final class CpuPool implements AutoCloseable {
 
     int queued() { return executor.getQueue().size(); }
 
+    /** How long close waits before it warns that a CPU thread is still busy (it goes on waiting). */
+    static long closeWarnMillis = 10_000;
+
+    /**
+     * Interrupts the threads and waits until every one has finished its sample: a thread may be
+     * writing pixels into a shared-memory segment, which must not be recycled (and, after a
+     * reposition, handed to the next pipeline) under it. A sample's work is bounded, so this ends;
+     * past {@link #closeWarnMillis} it says that it is still waiting.
+     */
     @Override
     public void close() {
         executor.shutdownNow();
-        try {
-            executor.awaitTermination(10, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+        boolean interrupted = false;
+        while (true) {
+            try {
+                if (executor.awaitTermination(closeWarnMillis, TimeUnit.MILLISECONDS)) break;
+                System.getLogger(CpuPool.class.getName()).log(System.Logger.Level.WARNING,
+                        "a CPU thread is still encoding a sample after " + closeWarnMillis + " ms; waiting for it before the store is reused");
+            } catch (InterruptedException e) {
+                interrupted = true; // still wait: what the thread writes into must outlive it
+            }
         }
+        if (interrupted) Thread.currentThread().interrupt();
     }
 
     private static final class EncoderThread extends Thread {

@@ -71,9 +71,36 @@ public final class FeedErrors implements AutoCloseable {
         if (file != null) {
             Path parent = file.toAbsolutePath().getParent();
             if (parent != null) Files.createDirectories(parent);
+            var listed = listed(file);
             out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+            var opened = new FeedErrors(config.onError(), config.maxErrorRate(), file, out);
+            opened.written.addAll(listed);
+            return opened;
         }
         return new FeedErrors(config.onError(), config.maxErrorRate(), file, out);
+    }
+
+    /** (epoch, dataset index) of every sample the errors file lists already: a resumed run does not list them again (audit #13). */
+    private final java.util.Set<Long> written = new java.util.HashSet<>();
+
+    private static long key(long epoch, int datasetIndex) { return epoch << 32 | (datasetIndex & 0xffffffffL); }
+
+    private static java.util.Set<Long> listed(Path file) throws IOException {
+        var written = new java.util.HashSet<Long>();
+        if (!Files.exists(file)) return written;
+        try (var lines = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+            String line;
+            while ((line = lines.readLine()) != null) {
+                if (line.isBlank()) continue;
+                try {
+                    var node = JSON.readTree(line);
+                    if (node.hasNonNull("epoch") && node.hasNonNull("index")) written.add(key(node.get("epoch").asLong(), node.get("index").asInt()));
+                } catch (IOException notOurs) {
+                    // a line not written by us (cut short by a kill): it names no sample to skip again
+                }
+            }
+        }
+        return written;
     }
 
     /**
@@ -113,10 +140,13 @@ public final class FeedErrors implements AutoCloseable {
     }
 
     /** Records every skipped sample of {@code b} and writes them to the file; returns them. Under the lock. */
-    private List<FeedError> recordAll(FeedBatch b) {
-        var recorded = new ArrayList<FeedError>(b.skipped());
-        for (var s : b.skippedSamples()) {
-            var e = new FeedError(s.sampleId(), s.datasetIndex(), b.epoch(), b.step(), b.rank(), s.stage(), s.cause());
+    private List<FeedError> recordAll(FeedBatch b) { return recordAll(b.epoch(), b.step(), b.rank(), b.skippedSamples()); }
+
+    /** Records the samples skipped in rank {@code rank}'s batch of (epoch, step); returns them. */
+    synchronized List<FeedError> recordAll(long epoch, long step, int rank, List<dev.stoker.pipeline.batch.SkippedSample> skipped) {
+        var recorded = new ArrayList<FeedError>(skipped.size());
+        for (var s : skipped) {
+            var e = new FeedError(s.sampleId(), s.datasetIndex(), epoch, step, rank, s.stage(), s.cause());
             record(e);
             recorded.add(e);
         }
@@ -130,7 +160,7 @@ public final class FeedErrors implements AutoCloseable {
         if (records.size() < MAX_RECORDS) records.add(e);
         if (last.size() == LAST_CAUSES) last.removeFirst();
         last.addLast(e);
-        if (out == null) return;
+        if (out == null || !written.add(key(e.epoch(), e.datasetIndex()))) return; // listed by an earlier run of this job already
         var line = new LinkedHashMap<String, Object>();
         line.put("id", e.sampleId());
         line.put("index", e.datasetIndex());

@@ -304,10 +304,14 @@ public final class Feeder implements AutoCloseable {
     /**
      * The encoding as the fingerprint hashes it: the options' text, in which a FLOAT32 job leaves its pixel
      * format out, so that it keeps the fingerprint it had before the compact format existed (states saved
-     * then still resume); UINT8 is part of the text, so a state never resumes across formats.
+     * then still resume); UINT8 is part of the text, so a state never resumes across formats. No
+     * {@code --max-images} limit (0) is left out the same way; a limit changes which samples are
+     * refused, and so the fingerprint.
      */
     static String encodingText(dev.stoker.pipeline.EncodeOptions encode) {
         String text = encode.toString();
+        String noImageLimit = ", maxImages=0]"; // the default, which every job had before the limit existed
+        if (text.endsWith(noImageLimit)) text = text.substring(0, text.length() - noImageLimit.length()) + "]";
         String float32 = ", pixelFormat=" + dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 + "]";
         if (encode.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 && text.endsWith(float32))
             return text.substring(0, text.length() - float32.length()) + "]";
