@@ -306,6 +306,43 @@ class ClusterTest {
     }
 
     /**
+     * Every trainer restarted from an older checkpoint (an elastic restart: all ranks stopped, each
+     * resumes from the same saved state, batches after it already confirmed): the job moves back
+     * once no node has a trainer connected, and every rank gets exactly what followed the checkpoint.
+     */
+    @Test
+    void clusterTrainersRestartedFromAnOlderCheckpointMoveTheJobBack() throws Exception {
+        int ranks = 2, steps = 8;
+        var reference = embedded(ranks, steps, "refback");
+        int seed = freePort();
+        var sockets = nodes(2, seed, 1);
+        coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
+        var saved = new TrainerClient.State[ranks];
+        var clients = new ArrayList<TrainerClient>();
+        for (int r = 0; r < ranks; r++) {
+            var c = TrainerClient.connect(sockets.get(r), r, ranks, "t", TrainerClient.Options.SHARED_MEMORY);
+            clients.add(c);
+            assertEquals(reference.get(r).subList(0, 2), take(c, 2));
+            saved[r] = c.state(); // the checkpoint
+        }
+        for (int r = 0; r < ranks; r++) assertEquals(reference.get(r).subList(2, 4), take(clients.get(r), 2)); // trained on, then all crash
+        for (var c : clients) c.close();
+        var resumed = new ArrayList<CompletableFuture<List<String>>>();
+        for (int r = 0; r < ranks; r++) {
+            int rank = r;
+            resumed.add(CompletableFuture.supplyAsync(() -> {
+                try (var c = TrainerClient.connect(sockets.get(rank), rank, ranks, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved[rank]))) {
+                    return take(c, steps - 2);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, x -> Thread.ofPlatform().daemon(true).start(x)));
+        }
+        for (int r = 0; r < ranks; r++)
+            assertEquals(reference.get(r).subList(2, steps), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " from the checkpoint");
+    }
+
+    /**
      * The coordinator killed with SIGKILL: every trainer gets an error within 10 s (its nodes see the
      * coordinator unreachable and end the job); a coordinator started again opens the job afresh on
      * every node, and the trainers resume into it from their saved states, exactly.

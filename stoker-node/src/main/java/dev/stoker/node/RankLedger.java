@@ -310,6 +310,15 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         return true;
     }
 
+    /** Ranks with a trainer connected now. */
+    public int trainersConnected() {
+        synchronized (lock) {
+            int n = 0;
+            for (var s : slots) if (s.live >= 0) n++;
+            return n;
+        }
+    }
+
     private Joined joined(ScheduleCursor c) {
         var schedule = stream.schedule();
         return new Joined(stepOf(schedule, c), stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
