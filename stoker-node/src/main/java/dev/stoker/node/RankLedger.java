@@ -176,7 +176,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             awaitNotLive(rank, slot, connection);
             if (resume == null) { // a fresh trainer takes what comes next; what an earlier connection got counts as taken
                 slot.connection = connection;
-                slot.live = connection;
+                setLive(slot, connection);
                 dropHeld(slot);
                 welcomed = true;
                 return joined(firstToHandOut(slot));
@@ -199,7 +199,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                         + " stop every rank and resume each from the same saved state)" : ""));
             }
             slot.connection = connection; // only now: a refused hello must not take the rank from a live connection
-            slot.live = connection;
+            setLive(slot, connection);
             welcomed = true;
             return joined(want);
         }
@@ -233,7 +233,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         synchronized (lock) {
             var slot = slots[rank];
             if (slot.live == connection) {
-                slot.live = -1;
+                setLive(slot, -1);
                 lock.notifyAll();
             }
         }
@@ -310,13 +310,17 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         return true;
     }
 
-    /** Ranks with a trainer connected now. */
-    public int trainersConnected() {
-        synchronized (lock) {
-            int n = 0;
-            for (var s : slots) if (s.live >= 0) n++;
-            return n;
-        }
+    /**
+     * Ranks with a trainer connected now. Read without the ledger's lock: a join that moves the
+     * stream holds the lock while the stream asks (a cluster's coordinator asks every node this).
+     */
+    public int trainersConnected() { return connectedCount; }
+
+    private volatile int connectedCount; // ranks whose live >= 0; written under the lock
+
+    private void setLive(RankSlot slot, long connection) {
+        if ((slot.live >= 0) != (connection >= 0)) connectedCount += connection >= 0 ? 1 : -1;
+        slot.live = connection;
     }
 
     private Joined joined(ScheduleCursor c) {
