@@ -11,11 +11,12 @@ Subcommands (all print one JSON line on stdout, the last line, and exit 0 on suc
            --copy asks for copy delivery (shared_memory=False) and checks the opposite.
   hold-and-die --socket S --world W --rank R --hold N
            Takes N batches, keeps them all (N leases held), reports, then SIGKILLs itself.
-  take     --socket S --world W --rank R --steps N [--state-in FILE] [--state-out FILE]
+  take     --socket S --world W --rank R --steps N [--state-in FILE] [--state-out FILE] [--then-die K]
            Loads the state in FILE (when given), takes N batches and reports each one's digest
            (sha256 over the tensors in the batch's order: name, shape as "[d0, d1]", bytes; the first 12
            bytes in hex, then the sample_index list, as ResumeTest computes it in Java); saves
-           state_dict() to --state-out.
+           state_dict() to --state-out. --then-die K: then takes K more batches (trained on after the
+           checkpoint), reports, and SIGKILLs itself mid-run: no BYE, its last batches never confirmed.
   compact  --socket U [--copy-socket C] --float-socket F --world W --rank R --steps N [--loader]
            The compact wire format: takes N batches of rank R from F (a float32 service), from U (the
            same job with --pixel-format uint8, shared memory) and from C (the same, copies). Without --loader, turns each u8 batch into pixel_values
@@ -162,20 +163,28 @@ def cmd_take(a) -> dict:
             with open(a.state_in) as f:
                 loader.load_state_dict(json.load(f))
         digests = []
-        for _ in range(a.steps):
-            batch = next(loader)
-            md = hashlib.sha256()
-            for name in batch:
-                arr = batch[name]
-                md.update(name.encode("utf-8"))
-                md.update(str(list(arr.shape)).encode("utf-8"))
-                md.update(np.ascontiguousarray(arr).tobytes())
-            digests.append(md.digest()[:12].hex() + " " + str([int(i) for i in batch["sample_index"]]))
-            del batch, arr
+
+        def take(n):
+            for _ in range(n):
+                batch = next(loader)
+                md = hashlib.sha256()
+                for name in batch:
+                    arr = batch[name]
+                    md.update(name.encode("utf-8"))
+                    md.update(str(list(arr.shape)).encode("utf-8"))
+                    md.update(np.ascontiguousarray(arr).tobytes())
+                digests.append(md.digest()[:12].hex() + " " + str([int(i) for i in batch["sample_index"]]))
+                del batch, arr
+
+        take(a.steps)
         state = loader.state_dict()
-    if a.state_out:
-        with open(a.state_out, "w") as f:
-            json.dump(state, f)
+        if a.state_out:
+            with open(a.state_out, "w") as f:
+                json.dump(state, f)
+        if a.then_die:
+            take(a.then_die)
+            print(json.dumps({"ok": True, "digests": digests, "state": state}), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
     return {"ok": True, "digests": digests, "state": state}
 
 
@@ -301,6 +310,7 @@ def main(argv=None) -> int:
             p.add_argument("--steps", type=int, required=True)
             p.add_argument("--state-in")
             p.add_argument("--state-out")
+            p.add_argument("--then-die", type=int, default=0)
     a = ap.parse_args(argv)
     if a.cmd == "fetch":
         report = cmd_fetch(a)

@@ -250,6 +250,12 @@ class PythonClientTest {
             assertEquals("StokerError", v.get("error_type").asText());
             assertEquals("protocol version " + version + " is not supported; this service speaks version 3", v.get("message").asText());
         }
+        try (var live = dev.stoker.transport.TrainerClient.connect(b.socket(), 1, RANKS, "t")) { // rank 1 has a live trainer
+            JsonNode twice = runScript(List.of("expect-error", "--socket", b.socket().toString(), "--world", "" + RANKS, "--rank", "1"));
+            assertEquals("StokerError", twice.get("error_type").asText());
+            assertTrue(twice.get("message").asText().startsWith("rank 1 is already being fed to a trainer on another, open connection"),
+                    twice.toString());
+        }
     }
 
     @Test

@@ -191,6 +191,11 @@ public final class ClusterJob implements AutoCloseable {
                         moveTo(new ScheduleCursor(m.epoch(), m.position()), m.replyTo());
                         return Behaviors.same();
                     })
+                    .onMessage(Restart.class, m -> {
+                        restart(m.at());
+                        m.replyTo().tell(new CoordinatorProtocol.Moved(null));
+                        return Behaviors.same();
+                    })
                     .onMessage(CoordinatorProtocol.Refetch.class, m -> {
                         refetch(m.rank(), m.key(), m.reason(), m.replyTo());
                         return Behaviors.same();
@@ -442,17 +447,48 @@ public final class ClusterJob implements AutoCloseable {
             replyTo.tell(new CoordinatorProtocol.Moved(null));
             return;
         }
-        for (var st : ranks)
-            if (st.out != null || st.batches > 0) {
-                replyTo.tell(new CoordinatorProtocol.Moved("the job has handed out batches from epoch " + start.epoch() + " position "
-                        + start.position() + " already, so it cannot move to epoch " + want.epoch() + " position " + want.position()
-                        + ": every rank must resume from the same saved state (restart the job to resume elsewhere)"));
+        boolean handed = false;
+        for (var st : ranks) handed |= st.out != null || st.batches > 0;
+        if (!handed) {
+            restart(want);
+            replyTo.tell(new CoordinatorProtocol.Moved(null));
+            return;
+        }
+        // batches were handed out: trainers restarted from a checkpoint (as an elastic restart does) move the job back, but only
+        // once no node has a trainer of the job connected
+        var counts = new ArrayList<CompletableFuture<NodeProtocol.TrainerCount>>();
+        for (var agent : agents.values())
+            counts.add(this.<NodeProtocol.TrainerCount>ask(agent, r -> new NodeProtocol.CountTrainers(spec.job(), r)).toCompletableFuture());
+        CompletableFuture.allOf(counts.toArray(CompletableFuture[]::new)).whenComplete((x, err) -> {
+            if (err != null) {
+                replyTo.tell(new CoordinatorProtocol.Moved("could not ask every node whether its trainers stopped: " + err));
                 return;
             }
+            var connected = new ArrayList<String>();
+            for (var c : counts) if (c.join().connected() > 0) connected.add(c.join().address() + " (" + c.join().connected() + ")");
+            if (!connected.isEmpty()) {
+                replyTo.tell(new CoordinatorProtocol.Moved("the job has handed out batches from epoch " + start.epoch() + " position "
+                        + start.position() + " on, and trainers are still connected on " + connected + ", so it cannot move to epoch "
+                        + want.epoch() + " position " + want.position() + ": stop every rank and resume each from the same saved state"));
+                return;
+            }
+            self.tell(new Restart(want, replyTo));
+        });
+    }
+
+    /** A local message: every node said no trainer is connected; move the job to {@code at}. */
+    private record Restart(ScheduleCursor at, ActorRef<CoordinatorProtocol.Moved> replyTo) implements CoordinatorProtocol.Command {}
+
+    /**
+     * Starts every rank's sequence afresh at {@code want}: what was handed out and made ahead from
+     * the old start is released (an answer still to come is dropped, and its object released).
+     */
+    private synchronized void restart(ScheduleCursor want) {
         for (var st : ranks) {
+            confirm(st);
             for (var t : st.window) {
                 var made = t.done.getNow(null);
-                t.attempt++; // an answer still to come is dropped, and its object released
+                t.attempt++;
                 if (made != null && made.error() == null) {
                     var agent = agents.get(made.address());
                     if (agent != null) agent.tell(new NodeProtocol.Release(spec.job(), made.key()));
@@ -461,11 +497,11 @@ public final class ClusterJob implements AutoCloseable {
             st.window.clear();
             st.next = want;
             st.issued = 0;
+            st.batches = 0;
         }
         start = want;
         for (int r = 0; r < ranks.length; r++) topUp(r);
         LOG.log(System.Logger.Level.INFO, "job " + spec.job() + " moved to epoch " + want.epoch() + " position " + want.position());
-        replyTo.tell(new CoordinatorProtocol.Moved(null));
     }
 
     /** A rank could not pull {@code key} from its owner: make the batch again, elsewhere when another node is live. */

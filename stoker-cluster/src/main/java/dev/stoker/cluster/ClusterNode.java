@@ -231,6 +231,10 @@ public final class ClusterNode implements AutoCloseable {
                         runtime.stopJob(m.job());
                         return Behaviors.same();
                     })
+                    .onMessage(NodeProtocol.CountTrainers.class, m -> {
+                        m.replyTo().tell(new NodeProtocol.TrainerCount(address, runtime.trainersConnected(m.job())));
+                        return Behaviors.same();
+                    })
                     .onMessage(NodeProtocol.GetStats.class, m -> {
                         node.thenAccept(n -> m.replyTo().tell(n.stats()));
                         return Behaviors.same();

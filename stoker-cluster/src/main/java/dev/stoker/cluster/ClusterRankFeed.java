@@ -190,6 +190,19 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
                 throw new IllegalArgumentException("the coordinator of cluster job " + job.id + " did not answer the resume: " + e);
             }
             if (moved.error() != null) throw new IllegalArgumentException(moved.error());
+            for (var a : ahead.values()) discard(a); // pulled from the old timeline
+            ahead.clear();
+        }
+
+        /** Ends a rank's pulls: what was pulled ahead and never asked for goes back to the store. */
+        private static void discard(Ahead a) {
+            synchronized (a) {
+                a.ended = true;
+                for (var f : a.ready) f.thenAccept(d -> {
+                    if (d instanceof InStore s) s.hold().close();
+                });
+                a.ready.clear();
+            }
         }
 
         /** Chains the rank's next pull after its last one (whatever became of it). */
@@ -212,13 +225,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
         @Override
         public void close() {
-            for (var a : ahead.values()) // pulled ahead, never asked for: give their space back
-                synchronized (a) {
-                    for (var f : a.ready) f.thenAccept(d -> {
-                        if (d instanceof InStore s) s.hold().close();
-                    });
-                    a.ready.clear();
-                }
+            for (var a : ahead.values()) discard(a); // pulled ahead, never asked for: give their space back
         }
     }
 

@@ -11,7 +11,7 @@ public final class NodeProtocol {
 
     private NodeProtocol() {}
 
-    public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone {}
+    public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone, CountTrainers {}
 
     /** A node's own message to its agent (never sent between nodes): member {@code address} became unreachable or left. */
     record MemberGone(String address, String why) implements Command {}
@@ -36,6 +36,11 @@ public final class NodeProtocol {
     public record StopJob(String job) implements Command {}
 
     public record GetStats(ActorRef<NodeStats> replyTo) implements Command {}
+
+    /** How many of job {@code job}'s ranks have a trainer connected to this node now (a move back needs none anywhere). */
+    public record CountTrainers(String job, ActorRef<TrainerCount> replyTo) implements Command {}
+
+    public record TrainerCount(String address, int connected) implements ClusterMessage {}
 
     /** A node: its cluster address, its Flight endpoint (host, port), the workers it takes (slots). */
     public record NodeInfo(String address, String flightHost, int flightPort, int slots) implements ClusterMessage {}

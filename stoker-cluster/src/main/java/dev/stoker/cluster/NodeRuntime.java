@@ -227,6 +227,13 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         job.objects.clear();
     }
 
+    /** Ranks of job {@code jobId} with a trainer connected to this node. */
+    int trainersConnected(String jobId) {
+        var job = jobs.get(jobId);
+        var ledger = job == null ? null : job.ledgerIfAny();
+        return ledger == null ? 0 : ledger.trainersConnected();
+    }
+
     long heldObjects() {
         long n = 0;
         for (var j : jobs.values()) n += j.objects.size();

@@ -36,7 +36,10 @@ import java.util.function.Function;
  * <p>Restart: a service started afresh (after SIGTERM, {@code kill -9}, a resize) whose first
  * trainer resumes from a saved cursor restarts its pipeline at that cursor, provided no trainer has
  * been welcomed yet. The cursor is global, so a state saved with R ranks resumes with R' ranks: the
- * epoch's order continues with nothing lost or repeated.
+ * epoch's order continues with nothing lost or repeated. A running service moves back to an older
+ * cursor (trainers restarted from their last checkpoint after a crash, as an elastic restart does)
+ * when no rank has a trainer connected: what the old timeline held is dropped, and every rank then
+ * resumes from the same checkpoint.
  *
  * <p>Threading: safe from the server's connection threads. Each rank's requests are chained, so
  * they complete in order even across connections; the bookkeeping is guarded by {@code lock}.
@@ -173,7 +176,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             awaitNotLive(rank, slot, connection);
             if (resume == null) { // a fresh trainer takes what comes next; what an earlier connection got counts as taken
                 slot.connection = connection;
-                slot.live = connection;
+                setLive(slot, connection);
                 dropHeld(slot);
                 welcomed = true;
                 return joined(firstToHandOut(slot));
@@ -182,18 +185,21 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             if (resume.position() >= schedule.datasetSize())
                 throw new IllegalArgumentException("cannot resume at " + resume + ": the data set has " + schedule.datasetSize() + " samples");
             var want = schedule.aligned(new ScheduleCursor(resume.epoch(), resume.position()));
-            if (!welcomed && noneHandedOut() && !want.equals(slot.next)) reposition(want);
+            boolean fresh = !welcomed && noneHandedOut();
+            // a fresh service moves to the first state it is given; a running one moves back (a trainer restarted from its last
+            // checkpoint, as an elastic restart does with every rank) only while no rank has a trainer connected
+            if (!want.equals(slot.next) && (fresh || (!servable(slot, want) && noTrainerConnected()))) reposition(want);
             if (!reconcile(slot, want)) {
                 var at = new ArrayList<String>();
                 slot.held.forEach(h -> at.add(label(h.cursor())));
                 slot.replay.forEach(h -> at.add(label(h.cursor())));
                 at.add(label(slot.next));
                 throw new IllegalArgumentException("rank " + rank + " asks to resume at " + label(want) + " but this service can serve it from "
-                        + String.join(" or ", at) + (welcomed ? " (other trainers already started, so the pipeline cannot move;"
-                        + " restart the service and resume every rank from the same saved state)" : ""));
+                        + String.join(" or ", at) + (welcomed ? " (a trainer of another rank is connected, so the pipeline cannot move;"
+                        + " stop every rank and resume each from the same saved state)" : ""));
             }
             slot.connection = connection; // only now: a refused hello must not take the rank from a live connection
-            slot.live = connection;
+            setLive(slot, connection);
             welcomed = true;
             return joined(want);
         }
@@ -227,7 +233,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         synchronized (lock) {
             var slot = slots[rank];
             if (slot.live == connection) {
-                slot.live = -1;
+                setLive(slot, -1);
                 lock.notifyAll();
             }
         }
@@ -275,12 +281,46 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     /** Restarts the stream at {@code at} (nothing handed out yet, no trainer welcomed). */
     private void reposition(ScheduleCursor at) {
         stream.moveTo(at);
+        var schedule = stream.schedule();
         for (var s : slots) {
+            long back = stepOf(schedule, s.next) - stepOf(schedule, at);
+            if (back > 0) s.fromFeeder = Math.max(0, s.fromFeeder - back); // moved back: --steps counts the steps again
             s.next = at;
             s.tail = CompletableFuture.completedFuture(null);
+            dropHeld(s); // batches of the old timeline: nobody gets them now
+            s.replay.forEach(Held::drop);
+            s.replay.clear();
+            s.inFlight.forEach(f -> f.dropOnArrival = true);
         }
         java.util.Arrays.fill(accounts, null);
         repositions++;
+    }
+
+    /** Whether {@code want} is among the rank's held, replayable, in-flight or next batches. */
+    private static boolean servable(RankSlot slot, ScheduleCursor want) {
+        if (want.equals(slot.next)) return true;
+        for (var h : slot.held) if (h.cursor().equals(want)) return true;
+        for (var h : slot.replay) if (h.cursor().equals(want)) return true;
+        for (var f : slot.inFlight) if (f.cursor.equals(want)) return true;
+        return false;
+    }
+
+    private boolean noTrainerConnected() {
+        for (var s : slots) if (s.live >= 0) return false;
+        return true;
+    }
+
+    /**
+     * Ranks with a trainer connected now. Read without the ledger's lock: a join that moves the
+     * stream holds the lock while the stream asks (a cluster's coordinator asks every node this).
+     */
+    public int trainersConnected() { return connectedCount; }
+
+    private volatile int connectedCount; // ranks whose live >= 0; written under the lock
+
+    private void setLive(RankSlot slot, long connection) {
+        if ((slot.live >= 0) != (connection >= 0)) connectedCount += connection >= 0 ? 1 : -1;
+        slot.live = connection;
     }
 
     private Joined joined(ScheduleCursor c) {

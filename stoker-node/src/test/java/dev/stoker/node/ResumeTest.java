@@ -387,15 +387,22 @@ class ResumeTest {
 
     static com.fasterxml.jackson.databind.JsonNode python(FeedServer server, int rank, int steps, Path stateIn, Path stateOut)
             throws Exception {
+        return python(server, rank, steps, stateIn, stateOut, 0);
+    }
+
+    /** fetch_batches.py take; {@code thenDie} > 0: it takes that many more batches after saving its state, then SIGKILLs itself. */
+    static com.fasterxml.jackson.databind.JsonNode python(FeedServer server, int rank, int steps, Path stateIn, Path stateOut, int thenDie)
+            throws Exception {
         var cmd = new ArrayList<>(List.of(PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
                 .toString(), "take", "--socket", server.socketPath().toString(), "--world", "" + RANKS, "--rank", "" + rank, "--job", "t",
                 "--steps", "" + steps));
         if (stateIn != null) cmd.addAll(List.of("--state-in", stateIn.toString()));
         if (stateOut != null) cmd.addAll(List.of("--state-out", stateOut.toString()));
+        if (thenDie > 0) cmd.addAll(List.of("--then-die", "" + thenDie));
         var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertTrue(p.waitFor(120, TimeUnit.SECONDS));
-        assertEquals(0, p.exitValue(), out);
+        assertEquals(thenDie > 0 ? 128 + 9 : 0, p.exitValue(), out);
         var lines = out.strip().split("\n");
         return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
     }
@@ -404,6 +411,23 @@ class ResumeTest {
         var out = new ArrayList<String>();
         array.forEach(n -> out.add(n.asText()));
         return out;
+    }
+
+    /**
+     * A Python trainer killed with SIGKILL two batches after its checkpoint: a new process resumes
+     * from the checkpoint on the running service and gets exactly what followed it (the two batches
+     * the dead one trained on again, then the rest).
+     */
+    @Test
+    void aPythonTrainerKilledWithSigkillResumesFromItsCheckpoint() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PYTHON)), "no /usr/bin/python3");
+        Path state = tmp.resolve("py-killed.json");
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "py-kill")) {
+            var dead = python(server, 0, 3, null, state, 2);
+            assertEquals(reference.get(0).subList(0, 5), strings(dead.get("digests")));
+            var resumed = python(server, 0, STEPS - 3, state, null);
+            assertEquals(reference.get(0).subList(3, STEPS), strings(resumed.get("digests")), "from the checkpoint, exactly");
+        }
     }
 
     @Test
@@ -421,8 +445,14 @@ class ResumeTest {
         }
     }
 
+    /**
+     * A trainer restarted from an older checkpoint (its last batches were confirmed by later
+     * requests): while another rank's trainer is connected the running feed cannot move back and
+     * says so; once no rank has a trainer connected (an elastic restart stops them all), the feed
+     * moves back and every rank resumes exactly from the checkpoint.
+     */
     @Test
-    void aResumeTheRunningFeedCannotServeIsRefused() throws Exception {
+    void aResumeBehindTheRunningFeedWaitsForEveryRankToStopThenMovesBack() throws Exception {
         try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "moved")) {
             TrainerClient.State saved;
             try (var c = connect(server, 0, RANKS, null)) {
@@ -430,11 +460,17 @@ class ResumeTest {
                 saved = c.state();
                 take(c, 3); // and consumed three more; the service knows they arrived
             }
-            try (var c = connect(server, 1, RANKS, null)) {
-                take(c, 1);
+            try (var other = connect(server, 1, RANKS, null)) {
+                take(other, 1);
+                var e = assertThrows(IOException.class, () -> connect(server, 0, RANKS, saved));
+                assertTrue(e.getMessage().contains("asks to resume at epoch 0 position 6"), e.getMessage());
+                assertTrue(e.getMessage().contains("a trainer of another rank is connected"), e.getMessage());
             }
-            var e = assertThrows(IOException.class, () -> connect(server, 0, RANKS, saved));
-            assertTrue(e.getMessage().contains("asks to resume at epoch 0 position 6"), e.getMessage());
+            for (int r = 0; r < RANKS; r++)
+                try (var c = connect(server, r, RANKS, saved)) {
+                    assertEquals(reference.get(r).subList(1, STEPS), take(c, STEPS - 1), "rank " + r + " from the checkpoint");
+                }
+            assertEquals(1, service.repositions());
         }
     }
 
