@@ -328,16 +328,7 @@ class ClusterTest {
         for (int r = 0; r < ranks; r++) assertEquals(reference.get(r).subList(2, 4), take(clients.get(r), 2)); // trained on, then all crash
         for (var c : clients) c.close();
         var resumed = new ArrayList<CompletableFuture<List<String>>>();
-        for (int r = 0; r < ranks; r++) {
-            int rank = r;
-            resumed.add(CompletableFuture.supplyAsync(() -> {
-                try (var c = TrainerClient.connect(sockets.get(rank), rank, ranks, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved[rank]))) {
-                    return take(c, steps - 2);
-                } catch (Exception e) {
-                    throw new java.util.concurrent.CompletionException(e);
-                }
-            }, x -> Thread.ofPlatform().daemon(true).start(x)));
-        }
+        for (int r = 0; r < ranks; r++) resumed.add(resumedTrainer(sockets.get(r), r, ranks, saved[r], steps - 2));
         for (int r = 0; r < ranks; r++)
             assertEquals(reference.get(r).subList(2, steps), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " from the checkpoint");
     }
@@ -381,17 +372,7 @@ class ClusterTest {
         }
         coordinatorProcess(seed, ranks, steps, coordSocket, "2"); // its stale socket is replaced
         var resumed = new ArrayList<CompletableFuture<List<String>>>();
-        for (int r = 0; r < ranks; r++) {
-            int rank = r;
-            resumed.add(CompletableFuture.supplyAsync(() -> {
-                try (var c = TrainerClient.connect(sockets.get(rank), rank, ranks, "t",
-                        TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved[rank]))) {
-                    return take(c, steps - 3);
-                } catch (Exception e) {
-                    throw new java.util.concurrent.CompletionException(e);
-                }
-            }, x -> Thread.ofPlatform().daemon(true).start(x)));
-        }
+        for (int r = 0; r < ranks; r++) resumed.add(resumedTrainer(sockets.get(r), r, ranks, saved[r], steps - 3));
         for (int r = 0; r < ranks; r++)
             assertEquals(reference.get(r).subList(3, steps), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " resumed exactly");
     }
@@ -427,17 +408,19 @@ class ClusterTest {
         var sockets3 = nodes(3, seed2, 1);
         coordinatorProcess(seed2, 3, 0, tmp.resolve("whole-" + seed2 + ".sock"), "2");
         var resumed = new ArrayList<CompletableFuture<List<String>>>();
-        for (int r = 0; r < 3; r++) {
-            int rank = r;
-            resumed.add(CompletableFuture.supplyAsync(() -> {
-                try (var c = TrainerClient.connect(sockets3.get(rank), rank, 3, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(resumedAt))) {
-                    return take(c, steps);
-                } catch (Exception e) {
-                    throw new java.util.concurrent.CompletionException(e);
-                }
-            }, x -> Thread.ofPlatform().daemon(true).start(x)));
-        }
+        for (int r = 0; r < 3; r++) resumed.add(resumedTrainer(sockets3.get(r), r, 3, resumedAt, steps));
         for (int r = 0; r < 3; r++) assertEquals(reference3.get(r), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " of 3");
+    }
+
+    /** Rank r resumed from {@code state} on its node's socket, reading {@code steps} batches (digests in order), on a thread of its own. */
+    static CompletableFuture<List<String>> resumedTrainer(Path socket, int rank, int world, TrainerClient.State state, int steps) {
+        return CompletableFuture.supplyAsync(() -> {
+            try (var c = TrainerClient.connect(socket, rank, world, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(state))) {
+                return take(c, steps);
+            } catch (Exception e) {
+                throw new java.util.concurrent.CompletionException(e);
+            }
+        }, x -> Thread.ofPlatform().daemon(true).start(x));
     }
 
     /** The embedded service's digests of {@code steps} batches per rank, every rank resumed from {@code state}. */

@@ -375,12 +375,15 @@ class PythonClientTest {
         String stderrText() throws IOException { return Files.readString(stderr); }
     }
 
-    static Py startPython(List<String> args) throws IOException {
+    static Py startPython(List<String> args) throws IOException { return startPython(script, args, tmp); }
+
+    /** Debian's python3 running {@code pyScript} with the client on its path; stderr to a file in {@code dir}. */
+    static Py startPython(Path pyScript, List<String> args, Path dir) throws IOException {
         var cmd = new ArrayList<String>();
         cmd.add(PYTHON);
-        cmd.add(script.toString());
+        cmd.add(pyScript.toString());
         cmd.addAll(args);
-        Path err = Files.createTempFile(tmp, "python", ".err");
+        Path err = Files.createTempFile(dir, "python", ".err");
         var pb = new ProcessBuilder(cmd).redirectError(err.toFile());
         pb.environment().put("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString());
         pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");

@@ -13,13 +13,11 @@ import dev.stoker.store.ShmObjectStore;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
@@ -46,7 +44,7 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 @Tag("slow")
 class ReadmeLoopTest {
-    static final String PYTHON = "/usr/bin/python3";
+    static final String PYTHON = PythonClientTest.PYTHON;
     static final int RANKS = 1, BATCH = 2, STEPS = 8, SAMPLES = 24;
     /**
      * 28²·80: the largest batch (2 samples at 320 pixel rows and 1024 tokens) is just under 3 MiB, and two of the demo's
@@ -146,21 +144,11 @@ class ReadmeLoopTest {
         assertTrue(started.contains("(budget " + need + " bytes)"), started);
 
         Path stateDir = Files.createDirectories(tmp.resolve("state"));
-        var cmd = List.of(PYTHON, script.toString(), "--socket", tmp.resolve("exact.sock").toString(), "--world", "" + RANKS,
-                "--rank", "0", "--state-dir", stateDir.toString(), "--timeout", "" + READ_SECONDS);
-        Path err = tmp.resolve("readme-loop.err");
-        var pb = new ProcessBuilder(cmd).redirectError(err.toFile());
-        pb.environment().put("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString());
-        pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
-        Process p = pb.start();
-        p.getOutputStream().close();
-        var stdout = CompletableFuture.supplyAsync(() -> {
-            try {
-                return new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            } catch (IOException e) {
-                return "";
-            }
-        });
+        var py = PythonClientTest.startPython(script, List.of("--socket", tmp.resolve("exact.sock").toString(), "--world", "" + RANKS,
+                "--rank", "0", "--state-dir", stateDir.toString(), "--timeout", "" + READ_SECONDS), tmp);
+        Process p = py.process();
+        var stdout = py.stdout();
+        Path err = py.stderr();
         boolean finished = p.waitFor(LOOP_SECONDS, TimeUnit.SECONDS);
         if (!finished) p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
         String out = stdout.get(10, TimeUnit.SECONDS);

@@ -56,10 +56,7 @@ public final class ClusteredNode {
         if (config.mode() != FeedMode.ZERO_COPY)
             throw new ConfigException("--join runs zero-copy only (a rank's node leases or pulls each batch into its shared-memory "
                     + "store), got --mode " + ConfigKey.cliName(config.mode()));
-        long budget = config.get(NodeConfig.NODE_SHM_BUDGET);
-        if (budget < config.oneBatchBytes())
-            throw new ConfigException("--node-shm-budget " + budget + " is smaller than one batch: " + config.batch()
-                    + " samples of one image at --max-pixels " + config.get(NodeConfig.MAX_PIXELS) + " take " + config.oneBatchBytes() + " bytes");
+        NodeShares.checkPulled(config, config.get(NodeConfig.NODE_SHM_BUDGET)); // this node serves trainers of the job too
     }
 
     /** The cluster member's options by {@code config}: its address, seeds, slots, timings, token. */

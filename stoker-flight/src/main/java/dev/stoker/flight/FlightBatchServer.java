@@ -227,10 +227,9 @@ public final class FlightBatchServer implements AutoCloseable {
 
     /**
      * How long a session may go without a DoGet before another client may claim its rank (its
-     * client died without saying goodbye): longer than any training step. System property
-     * {@code stoker.flight.sessionIdleMs}.
+     * client died without saying goodbye), by default: longer than any training step ({@link #sessionIdle}).
      */
-    static final long SESSION_IDLE_NANOS = TimeUnit.MILLISECONDS.toNanos(Long.getLong("stoker.flight.sessionIdleMs", 300_000));
+    static final long SESSION_IDLE_NANOS = TimeUnit.MINUTES.toNanos(5);
 
     /** A client's session: its rank, its connection id in the ledger, and whether a DoGet of it is open. */
     private static final class Session {

@@ -2,7 +2,6 @@ package dev.stoker.node;
 
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.flight.FlightBatchServer;
-import dev.stoker.pipeline.feed.BadInputException;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.transport.FeedServer;
 import java.io.IOException;
@@ -28,7 +27,7 @@ import java.util.function.Consumer;
  *
  * <pre>{@code
  * try (var node = StokerNode.launch(NodeConfig.builder().data("ds/train.jsonl").ranks(2).build())) {
- *     // trainers connect to node.socket(); node.failure() completes if bad input stops the feed
+ *     // trainers connect to node.socket(); node.failure() completes if bad input or broken delivery accounting stops the feed
  * }
  * }</pre>
  *
