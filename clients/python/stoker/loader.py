@@ -193,7 +193,7 @@ class Loader:
         self._welcome: Optional[P.Welcome] = None  # of the current or last connection
         self._yielded = 0  # batches yielded since that WELCOME
         self._resume: Optional[Tuple[int, int, int]] = None  # (epoch, position, fingerprint) for the next HELLO
-        self._resume_step = 0
+        self._resume_step: Optional[int] = None  # the loaded state's next_step, if it had one
         self._state = "new"  # new | open | ended | failed | closed
         self._maps: Dict[str, _Mapping] = {}
         self._pool = _BufferPool()
@@ -220,11 +220,15 @@ class Loader:
             except OSError as e:
                 raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
             flags = P.FLAG_SHARED_MEMORY if self.shared_memory else 0
-            epoch, position, fingerprint = 0, 0, 0
+            epoch, position, fingerprint, step = 0, 0, 0, 0
             if self._resume is not None:
                 flags |= P.FLAG_RESUME
                 epoch, position, fingerprint = self._resume
-            self._sendall(sock, P.hello(self.rank, self.world_size, flags, epoch, position, fingerprint, self.job))
+                if self._resume_step is not None:  # the service labels its steps on from it, also after a resize
+                    flags |= P.FLAG_RESUME_STEP
+                    step = self._resume_step
+            self._sendall(sock, P.hello(self.rank, self.world_size, flags, epoch, position, fingerprint, self.job,
+                                        resume_step=step))
             type_, n = self._read_frame_header(sock)
             if type_ == P.ERROR:
                 raise StokerError(P.decode_text(self._read_small(sock, n, type_)))
@@ -309,7 +313,7 @@ class Loader:
         state from any rank resumes any rank, also with another world size; ``next_step`` is a label
         (global steps from the start of the job)."""
         if self._resume is not None:
-            (epoch, position, fingerprint), next_step = self._resume, self._resume_step
+            (epoch, position, fingerprint), next_step = self._resume, self._resume_step or 0
         elif self._welcome is not None:
             w = self._welcome
             epoch, position = w.advance(w.epoch, w.position, self._yielded)
@@ -336,7 +340,10 @@ class Loader:
         if self._state == "closed":
             raise StokerError("the Loader is closed")
         self._resume = (epoch, position, fp)
-        self._resume_step = state.get("next_step", 0)
+        step = state.get("next_step")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+            raise ValueError(f"not a Loader state: next_step must be an integer >= 0, got {step!r}")
+        self._resume_step = step
         if self._state != "new":
             self._disconnect(polite=True)
             self._state = "new"

@@ -1,4 +1,4 @@
-"""The local trainer protocol, version 3 (docs/protocol.md, section 2): frame types and payloads."""
+"""The local trainer protocol, version 4 (docs/protocol.md, section 2): frame types and payloads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from .errors import ProtocolError
 
-VERSION = 3
+VERSION = 4
 
 HELLO, NEXT, BYE, RELEASE = 1, 2, 3, 4
 WELCOME, BATCH, END, ERROR, REF = 11, 12, 13, 14, 15
@@ -16,12 +16,13 @@ FRAME_NAMES = {HELLO: "HELLO", NEXT: "NEXT", BYE: "BYE", RELEASE: "RELEASE", WEL
 
 FLAG_SHARED_MEMORY = 1
 FLAG_RESUME = 2
+FLAG_RESUME_STEP = 4  # resume_step, the saved state's next_step, is valid
 
 DELIVERY_COPY = 0
 DELIVERY_SHARED_MEMORY = 1
 
 FRAME = struct.Struct("<IQ")  # type, payload length
-_HELLO = struct.Struct("<IIIIQQQ")
+_HELLO = struct.Struct("<IIIIQQQQ")
 _WELCOME = struct.Struct("<IIQQQQQQQQ")
 _REF = struct.Struct("<QQQI")
 
@@ -69,8 +70,8 @@ def frame(type_: int, payload: bytes = b"") -> bytes:
 
 
 def hello(rank: int, world: int, flags: int, resume_epoch: int, resume_position: int, fingerprint: int, job: str,
-          version: int = VERSION) -> bytes:
-    return frame(HELLO, _HELLO.pack(version, rank, world, flags, resume_epoch, resume_position, fingerprint)
+          version: int = VERSION, resume_step: int = 0) -> bytes:
+    return frame(HELLO, _HELLO.pack(version, rank, world, flags, resume_epoch, resume_position, fingerprint, resume_step)
                  + job.encode("utf-8"))
 
 

@@ -73,7 +73,7 @@ class FakeService:
     and referenced with REF frames, when the HELLO accepts shared memory).
     """
 
-    def __init__(self, tmpdir, batches, *, delivery="copy", version=3, fingerprint=0xF00D,
+    def __init__(self, tmpdir, batches, *, delivery="copy", version=4, fingerprint=0xF00D,
                  steps_per_epoch=None, expected_batch_bytes=0, hello_error=None, welcome_version=None,
                  segment_for=None, segment_bytes=1 << 18, corrupt=None, error_after=None,
                  drop_after=None):
@@ -193,11 +193,12 @@ class FakeService:
                     self._error(s, c, f"protocol version {version} is not supported; "
                                       f"this service speaks version {self.version}")
                     return
-                _, rank, world, flags, r_epoch, r_position, fp = struct.unpack_from("<IIIIQQQ", p)
+                _, rank, world, flags, r_epoch, r_position, fp, label = struct.unpack_from("<IIIIQQQQ", p)
                 # the fake's schedule: one sample per global step, an epoch of steps_per_epoch samples
                 resume = r_epoch * self.steps_per_epoch + r_position
                 hello = dict(version=version, rank=rank, world=world, flags=flags, resume_step=resume,
-                             epoch=r_epoch, position=r_position, fingerprint=fp, job=p[40:].decode("utf-8"))
+                             epoch=r_epoch, position=r_position, fingerprint=fp, job=p[48:].decode("utf-8"),
+                             label=label if flags & 4 else None)
                 self.hellos.append(hello)
                 self.events.append((c, "HELLO", hello))
                 if self.hello_error:

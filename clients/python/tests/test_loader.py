@@ -283,19 +283,19 @@ class HandshakeTest(ServiceTest):
         self.assertNotIsInstance(cm.exception, ProtocolError)
 
     def test_version_mismatch(self):
-        svc = self.service(make_batches(1), version=4)
+        svc = self.service(make_batches(1), version=5)
         with Loader(svc.path, 0, 1) as loader:
             with self.assertRaises(StokerError) as cm:
                 next(loader)
-        self.assertEqual(str(cm.exception), "protocol version 3 is not supported; this service speaks version 4")
+        self.assertEqual(str(cm.exception), "protocol version 4 is not supported; this service speaks version 5")
         self.assertEqual(svc.hellos, [])
 
     def test_welcome_with_other_version(self):
-        svc = self.service(make_batches(1), welcome_version=4)
+        svc = self.service(make_batches(1), welcome_version=5)
         with Loader(svc.path, 0, 1) as loader:
             with self.assertRaises(ProtocolError) as cm:
                 next(loader)
-        self.assertIn("protocol version 4", str(cm.exception))
+        self.assertIn("protocol version 5", str(cm.exception))
 
     def test_no_service(self):
         with self.assertRaises(StokerError) as cm:
@@ -365,8 +365,19 @@ class StateTest(ServiceTest):
             self.assertEqual(again.last_meta.global_step, 3)
             self.assertEqual(again.state_dict()["next_step"], 4)
         hello = svc.hellos[-1]
-        self.assertEqual((hello["flags"], hello["epoch"], hello["position"], hello["fingerprint"]), (3, 0, 3, 0xF00D))
-        self.assertEqual(svc.hellos[0]["flags"] & 2, 0)
+        self.assertEqual((hello["flags"], hello["epoch"], hello["position"], hello["fingerprint"], hello["label"]),
+                         (7, 0, 3, 0xF00D, 3), "the saved next_step goes with the cursor (resume_step)")
+        self.assertEqual(svc.hellos[0]["flags"] & 6, 0)
+
+    def test_a_state_without_next_step_sends_no_resume_step(self):
+        svc = self.service(make_batches(4))
+        with Loader(svc.path, 0, 1) as loader:
+            loader.load_state_dict({"job": "default", "epoch": 0, "position": 2, "fingerprint": 0xF00D})
+            next(loader)
+        self.assertEqual((svc.hellos[-1]["flags"] & 6, svc.hellos[-1]["label"]), (2, None))
+        with self.assertRaises(ValueError):
+            Loader(svc.path, 0, 1).load_state_dict({"job": "default", "epoch": 0, "position": 2, "fingerprint": 0xF00D,
+                                                    "next_step": -1})
 
     def test_load_while_connected_reconnects(self):
         batches = make_batches(6)

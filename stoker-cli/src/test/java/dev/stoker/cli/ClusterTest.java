@@ -416,7 +416,10 @@ class ClusterTest {
     static CompletableFuture<List<String>> resumedTrainer(Path socket, int rank, int world, TrainerClient.State state, int steps) {
         return CompletableFuture.supplyAsync(() -> {
             try (var c = TrainerClient.connect(socket, rank, world, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(state))) {
-                return take(c, steps);
+                // the saved step label goes on, also over another rank count (audit #32)
+                if (c.state().nextStep() != state.nextStep())
+                    throw new AssertionError("rank " + rank + " welcomed at step " + c.state().nextStep() + ", saved " + state.nextStep());
+                return take(c, steps); // each batch's label is checked by the node's ledger against its schedule's
             } catch (Exception e) {
                 throw new java.util.concurrent.CompletionException(e);
             }

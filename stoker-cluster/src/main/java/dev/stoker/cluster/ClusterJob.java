@@ -125,7 +125,7 @@ public final class ClusterJob implements AutoCloseable {
     private final CompletableFuture<Void> opened = new CompletableFuture<>();
     private List<String> order = List.of(); // nodes in placement order
     private String[] workerNode;
-    private SampleSchedule schedule;
+    private volatile SampleSchedule schedule;
     private ScheduleCursor start = ScheduleCursor.START; // where every rank's sequence begins
     private long fingerprint;
     private int depth;
@@ -188,12 +188,12 @@ public final class ClusterJob implements AutoCloseable {
                         return Behaviors.same();
                     })
                     .onMessage(CoordinatorProtocol.MoveTo.class, m -> {
-                        moveTo(new ScheduleCursor(m.epoch(), m.position()), m.replyTo());
+                        moveTo(new ScheduleCursor(m.epoch(), m.position()), m.step(), m.replyTo());
                         return Behaviors.same();
                     })
                     .onMessage(Restart.class, m -> {
-                        restart(m.at());
-                        m.replyTo().tell(new CoordinatorProtocol.Moved(null));
+                        restart(m.at(), m.step());
+                        m.replyTo().tell(movedAnswer());
                         return Behaviors.same();
                     })
                     .onMessage(CoordinatorProtocol.Refetch.class, m -> {
@@ -313,7 +313,7 @@ public final class ClusterJob implements AutoCloseable {
         var st = ranks[r];
         while (st.window.size() < depth && (spec.steps() == 0 || st.issued < spec.steps())) {
             var c = st.next;
-            long globalStep = c.epoch() * schedule.stepsPerEpoch() + c.position() / schedule.positionsPerStep();
+            long globalStep = schedule.globalStep(c);
             var t = new Task(nextTaskId++, r, c, globalStep);
             st.next = schedule.next(c);
             st.issued++;
@@ -337,7 +337,8 @@ public final class ClusterJob implements AutoCloseable {
         }
         String key = t.key();
         AskPattern.<NodeProtocol.Command, NodeProtocol.Produced>ask(agent,
-                        reply -> new NodeProtocol.Produce(spec.job(), key, t.worker, t.cursor.epoch(), t.cursor.position(), t.rank, reply),
+                        reply -> new NodeProtocol.Produce(spec.job(), key, t.worker, t.cursor.epoch(), t.cursor.position(), t.globalStep, t.rank,
+                                reply),
                         PRODUCE_TIMEOUT, system.scheduler())
                 .whenComplete((p, err) -> produced(t, attempt, p, err));
     }
@@ -426,32 +427,34 @@ public final class ClusterJob implements AutoCloseable {
      * Starts every rank at {@code at} (a trainer resumes from its saved state): only while no batch
      * was handed out; the batches made ahead from the old start are dropped and their objects released.
      */
-    private synchronized void moveTo(ScheduleCursor at, ActorRef<CoordinatorProtocol.Moved> replyTo) {
+    private synchronized void moveTo(ScheduleCursor at, long step, ActorRef<CoordinatorProtocol.Moved> replyTo) {
         if (ranks == null && !closed) {
             opened.whenComplete((ok, err) -> {
-                if (err == null) moveTo(at, replyTo);
-                else replyTo.tell(new CoordinatorProtocol.Moved(err.getMessage()));
+                if (err == null) moveTo(at, step, replyTo);
+                else replyTo.tell(CoordinatorProtocol.Moved.failed(err.getMessage()));
             });
             return;
         }
         if (ranks == null) {
-            replyTo.tell(new CoordinatorProtocol.Moved("job " + spec.job() + " stopped"));
+            replyTo.tell(CoordinatorProtocol.Moved.failed("job " + spec.job() + " stopped"));
             return;
         }
         if (at.position() >= schedule.datasetSize()) {
-            replyTo.tell(new CoordinatorProtocol.Moved("cannot resume at " + at + ": the data set has " + schedule.datasetSize() + " samples"));
+            replyTo.tell(CoordinatorProtocol.Moved.failed("cannot resume at " + at + ": the data set has " + schedule.datasetSize() + " samples"));
             return;
         }
         var want = schedule.aligned(at);
-        if (want.equals(start)) {
-            replyTo.tell(new CoordinatorProtocol.Moved(null));
-            return;
-        }
         boolean handed = false;
         for (var st : ranks) handed |= st.out != null || st.batches > 0;
+        // there already: a running job keeps its labels (every node's trainers get the same ones); one that handed out nothing takes
+        // the trainer's, so that a job resized at that cursor goes on counting where its trainers' count was
+        if (want.equals(start) && (handed || step < 0 || schedule.globalStep(want) == step)) {
+            replyTo.tell(movedAnswer());
+            return;
+        }
         if (!handed) {
-            restart(want);
-            replyTo.tell(new CoordinatorProtocol.Moved(null));
+            restart(want, step);
+            replyTo.tell(movedAnswer());
             return;
         }
         // batches were handed out: trainers restarted from a checkpoint (as an elastic restart does) move the job back, but only
@@ -461,29 +464,34 @@ public final class ClusterJob implements AutoCloseable {
             counts.add(this.<NodeProtocol.TrainerCount>ask(agent, r -> new NodeProtocol.CountTrainers(spec.job(), r)).toCompletableFuture());
         CompletableFuture.allOf(counts.toArray(CompletableFuture[]::new)).whenComplete((x, err) -> {
             if (err != null) {
-                replyTo.tell(new CoordinatorProtocol.Moved("could not ask every node whether its trainers stopped: " + err));
+                replyTo.tell(CoordinatorProtocol.Moved.failed("could not ask every node whether its trainers stopped: " + err));
                 return;
             }
             var connected = new ArrayList<String>();
             for (var c : counts) if (c.join().connected() > 0) connected.add(c.join().address() + " (" + c.join().connected() + ")");
             if (!connected.isEmpty()) {
-                replyTo.tell(new CoordinatorProtocol.Moved("the job has handed out batches from epoch " + start.epoch() + " position "
+                replyTo.tell(CoordinatorProtocol.Moved.failed("the job has handed out batches from epoch " + start.epoch() + " position "
                         + start.position() + " on, and trainers are still connected on " + connected + ", so it cannot move to epoch "
                         + want.epoch() + " position " + want.position() + ": stop every rank and resume each from the same saved state"));
                 return;
             }
-            self.tell(new Restart(want, replyTo));
+            self.tell(new Restart(want, step, replyTo));
         });
     }
 
     /** A local message: every node said no trainer is connected; move the job to {@code at}. */
-    private record Restart(ScheduleCursor at, ActorRef<CoordinatorProtocol.Moved> replyTo) implements CoordinatorProtocol.Command {}
+    private record Restart(ScheduleCursor at, long step, ActorRef<CoordinatorProtocol.Moved> replyTo) implements CoordinatorProtocol.Command {}
+
+    /** Success, with the labels the job's steps now have. */
+    private synchronized CoordinatorProtocol.Moved movedAnswer() { return CoordinatorProtocol.Moved.labelledAs(schedule); }
 
     /**
      * Starts every rank's sequence afresh at {@code want}: what was handed out and made ahead from
-     * the old start is released (an answer still to come is dropped, and its object released).
+     * the old start is released (an answer still to come is dropped, and its object released); the
+     * step at {@code want} is labelled {@code step} (−1: counted from the origin).
      */
-    private synchronized void restart(ScheduleCursor want) {
+    private synchronized void restart(ScheduleCursor want, long step) {
+        schedule = schedule.labelled(want, step);
         for (var st : ranks) {
             confirm(st);
             for (var t : st.window) {

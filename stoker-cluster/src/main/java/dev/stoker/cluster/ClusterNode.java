@@ -267,6 +267,9 @@ public final class ClusterNode implements AutoCloseable {
     /** This member's address, {@code pekko://stoker@host:port}. */
     public String address() { return Cluster.get(system).selfMember().address().toString(); }
 
+    /** The node's actor system (for tests that ask the coordinator as a node does). */
+    ActorSystem<NodeProtocol.Command> system() { return system; }
+
     public int flightPort() { return flight.port(); }
 
     public Options options() { return options; }

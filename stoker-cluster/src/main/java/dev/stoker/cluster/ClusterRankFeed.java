@@ -42,6 +42,11 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
  * <p>A job that ends on this node (stopped, its coordinator lost) fails its trainers' pending and
  * later requests with the reason; a trainer that says hello then is refused with it.
  *
+ * <p>Stalls (audit #15): ten times a second a watchdog looks at every rank whose trainer waits for a batch; one
+ * that has waited {@link #STALL_MILLIS_DEFAULT} (30 s) gets one warning naming what it waits on (the
+ * coordinator's reference, its owner's Flight endpoint, space in this node's store), and the count goes
+ * into the node's metrics. Slow batches are not stalls until then; the warning repeats for the next episode.
+ *
  * <p>Threading: one request per rank at a time (the ledger chains them); pulls run on a pool of
  * their own, one Flight client per rank and owner.
  */
@@ -51,6 +56,11 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     private static final int MAX_PULL_ATTEMPTS = 5;
     /** Batches of a rank pulled ahead of its trainer's request, by default. */
     public static final int PULL_AHEAD_DEFAULT = 2;
+    /** How long a trainer waits for a batch before the watchdog warns. */
+    public static final long STALL_MILLIS_DEFAULT = dev.stoker.pipeline.feed.StallWatchdog.STALL_SECONDS_DEFAULT * 1000;
+    private static final System.Logger LOG = System.getLogger(ClusterRankFeed.class.getName());
+    /** How often the watchdog looks (a few ranks' clocks: nothing to measure). */
+    private static final long WATCH_MILLIS = 100;
     private final int pullAhead;
 
     private final ActorSystem<?> system;
@@ -64,6 +74,15 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     });
     private final Map<String, FlightBatchClient> clients = new HashMap<>(); // "rank@host:port"
     private volatile boolean closed;
+    private final java.util.Set<JobStream> streams = ConcurrentHashMap.newKeySet();
+    private final java.util.concurrent.ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
+        var t = new Thread(r, "stoker-cluster-stall-watchdog");
+        t.setDaemon(true);
+        return t;
+    });
+    private volatile long stallMillis = STALL_MILLIS_DEFAULT;
+    private volatile java.util.function.Consumer<String> stallSink = w -> LOG.log(System.Logger.Level.WARNING, w);
+    private final java.util.concurrent.atomic.AtomicLong stalls = new java.util.concurrent.atomic.AtomicLong();
 
     private final FlightBatchClient.Options flightOptions;
 
@@ -76,6 +95,33 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         this.runtime = runtime;
         this.waitForJob = waitForJob;
         this.allocator = allocator;
+        watchdog.scheduleWithFixedDelay(this::watch, WATCH_MILLIS, WATCH_MILLIS, TimeUnit.MILLISECONDS);
+    }
+
+    /** Sets the stall threshold and where warnings go (tests; the defaults are 30 s and the log). */
+    void stallWarnings(long millis, java.util.function.Consumer<String> sink) {
+        this.stallMillis = millis;
+        this.stallSink = sink;
+    }
+
+    /** Stall warnings given so far (the node's metrics). */
+    public long stalls() { return stalls.get(); }
+
+    private void watch() {
+        long now = System.nanoTime();
+        for (var s : streams)
+            s.ahead.forEach((rank, a) -> {
+                long since = a.askedAt;
+                if (since == 0 || a.warned || now - since < TimeUnit.MILLISECONDS.toNanos(stallMillis)) return;
+                a.warned = true;
+                stalls.incrementAndGet();
+                try {
+                    stallSink.accept("stall: rank " + rank + " of cluster job " + s.job.id + " has waited " + (now - since) / 1_000_000_000L
+                            + " s for its batch, waiting on " + a.stage);
+                } catch (RuntimeException e) {
+                    // a broken log handler must not stop the watchdog
+                }
+            });
     }
 
     private NodeRuntime.NodeJob job() {
@@ -115,8 +161,13 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
     @Override
     public Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint) {
+        return join(rank, connection, resume, -1, fingerprint);
+    }
+
+    @Override
+    public Joined join(int rank, long connection, ScheduleCursor resume, long resumeStep, long fingerprint) {
         var l = ledger();
-        var joined = l.join(rank, connection, resume, fingerprint);
+        var joined = l.join(rank, connection, resume, resumeStep, fingerprint);
         joinedLedger.put(connection, l);
         return joined;
     }
@@ -146,13 +197,14 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     /** One job's batches for this node's ranks, pulled in each rank's order. */
     private final class JobStream implements BatchStream {
         private final NodeRuntime.NodeJob job;
-        private final SampleSchedule schedule;
+        private volatile SampleSchedule schedule;
         private final Map<Integer, Ahead> ahead = new ConcurrentHashMap<>();
 
         JobStream(NodeRuntime.NodeJob job) {
             this.job = job;
             var s = job.started;
             this.schedule = new SampleSchedule(s.seed(), (int) s.datasetSize(), s.ranks(), s.batchSize());
+            streams.add(this);
         }
 
         @Override public int ranks() { return job.started.ranks(); }
@@ -172,16 +224,21 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
                 if (a.ready.isEmpty()) enqueue(job, rank, a);
                 var head = a.ready.pollFirst();
                 while (a.ready.size() < pullAhead && !a.ended && !closed) enqueue(job, rank, a);
+                if (!head.isDone()) { // the trainer waits: the watchdog's clock runs until the batch is here
+                    a.askedAt = Math.max(1, System.nanoTime());
+                    a.warned = false;
+                    head.whenComplete((d, e) -> a.askedAt = 0);
+                }
                 return head;
             }
         }
 
         @Override
-        public void moveTo(ScheduleCursor at) {
+        public void moveTo(ScheduleCursor at, long step) {
             CoordinatorProtocol.Moved moved;
             try {
                 moved = AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.Moved>ask(job.coordinator,
-                                r -> new CoordinatorProtocol.MoveTo(job.id, at.epoch(), at.position(), r), MOVE, system.scheduler())
+                                r -> new CoordinatorProtocol.MoveTo(job.id, at.epoch(), at.position(), step, r), MOVE, system.scheduler())
                         .toCompletableFuture().get(MOVE.toSeconds() + 1, TimeUnit.SECONDS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
@@ -190,6 +247,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
                 throw new IllegalArgumentException("the coordinator of cluster job " + job.id + " did not answer the resume: " + e);
             }
             if (moved.error() != null) throw new IllegalArgumentException(moved.error());
+            schedule = schedule.labelled(new ScheduleCursor(moved.labelEpoch(), moved.labelPosition()), moved.labelStep()); // the job's labels
             for (var a : ahead.values()) discard(a); // pulled from the old timeline
             ahead.clear();
         }
@@ -210,10 +268,11 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
             var f = a.tail.handle((d, e) -> null).thenComposeAsync(x -> {
                 if (a.failed != null) return CompletableFuture.<Made>failedFuture(a.failed); // nothing after a lost batch
                 if (a.ended || closed) return CompletableFuture.<Made>completedFuture(null);
+                a.stage = "the coordinator's reference to it (its batch is not made yet: a slow or stuck node, or a full store there)";
                 var ask = AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator,
                         r -> new CoordinatorProtocol.NextBatch(job.id, rank, r), ASK, system.scheduler()).toCompletableFuture();
                 job.gone.whenComplete((v, e) -> ask.completeExceptionally(e)); // a lost coordinator ends the wait now
-                return ask.thenComposeAsync(ref -> pull(job, ref, 1), pullers)
+                return ask.thenComposeAsync(ref -> pull(job, ref, 1, a), pullers)
                         .whenComplete((d, e) -> {
                             if (e != null) a.failed = unwrap(e);
                             else if (d == null) a.ended = true;
@@ -225,6 +284,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
         @Override
         public void close() {
+            streams.remove(this);
             for (var a : ahead.values()) discard(a); // pulled ahead, never asked for: give their space back
         }
     }
@@ -235,18 +295,23 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         CompletableFuture<BatchStream.Made> tail = CompletableFuture.completedFuture(null);
         volatile boolean ended;
         volatile Throwable failed;
+        /** When the trainer began to wait for the head (0: it does not wait), whether that wait was warned about, and on what. */
+        volatile long askedAt;
+        volatile boolean warned;
+        volatile String stage = "nothing yet";
     }
 
     /** Takes the referenced batch from its owner; asks for it again when the owner cannot be read. */
-    private CompletableFuture<BatchStream.Made> pull(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref, int attempt) {
+    private CompletableFuture<BatchStream.Made> pull(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref, int attempt, Ahead a) {
         if (ref.end()) return CompletableFuture.completedFuture(null);
+        a.stage = "its owner " + ref.address() + " (object " + ref.key() + ", attempt " + attempt + ")";
         if (ref.error() != null) return CompletableFuture.failedFuture(new IllegalStateException(ref.error()));
         String failure;
         try {
             if (job.gone.isDone()) return CompletableFuture.failedFuture(new IllegalStateException(job.why()));
             var local = local(job, ref);
             if (local != null) return CompletableFuture.completedFuture(local);
-            return CompletableFuture.completedFuture(remote(job, ref));
+            return CompletableFuture.completedFuture(remote(job, ref, a));
         } catch (FlightRuntimeException | IllegalStateException e) {
             failure = e.getMessage();
         } catch (InterruptedException e) {
@@ -260,7 +325,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         return AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator,
                         r -> new CoordinatorProtocol.Refetch(job.id, ref.rank(), ref.key(), why, r), ASK, system.scheduler())
                 .toCompletableFuture()
-                .thenComposeAsync(again -> pull(job, again, attempt + 1), pullers);
+                .thenComposeAsync(again -> pull(job, again, attempt + 1, a), pullers);
     }
 
     /** A lease on the object when this node made it; null when another node did. */
@@ -272,7 +337,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     }
 
     /** One DoGet from the owner into an object of this node's store; the trainer maps that object. */
-    private BatchStream.Made remote(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref) throws InterruptedException {
+    private BatchStream.Made remote(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref, Ahead ahead) throws InterruptedException {
         if (ref.flightPort() <= 0) throw new IllegalStateException("owner " + ref.address() + " has no Flight endpoint");
         FlightBatchClient client = client(ref);
         BatchLayout.Batch batch;
@@ -280,6 +345,8 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
             batch = client.next(ref.rank(), job.started.ranks(), job.id + "/" + ref.key());
             if (batch == null) throw new IllegalStateException("owner " + ref.address() + " sent no batch for " + ref.key());
             ShmObjectStore store = runtime.store();
+            ahead.stage = "space in this node's store for " + batch.totalBytes() + " bytes (" + store.metrics().inUseBytes() + " of "
+                    + store.budgetBytes() + " in use)";
             dev.stoker.store.Allocation a;
             try {
                 a = store.allocate(batch.totalBytes(), NodeShares.pulledOwner(ref.rank(), job.started.ranks())).get();
@@ -311,6 +378,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        watchdog.shutdownNow();
         pullers.shutdownNow();
         try {
             pullers.awaitTermination(5, TimeUnit.SECONDS);

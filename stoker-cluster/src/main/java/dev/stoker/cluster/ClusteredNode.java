@@ -113,6 +113,7 @@ public final class ClusteredNode {
                 Map<String, Object> out = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
                 var ledger = feed.currentLedger();
                 if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
+                out.put("stalls", feed.stalls());
                 return out;
             }
 
@@ -151,6 +152,7 @@ public final class ClusteredNode {
                     var out = new LinkedHashMap<String, Object>(job.summary());
                     var ledger = feed.currentLedger();
                     if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
+                    out.put("stalls", feed.stalls());
                     try {
                         out.put("nodes", job.nodeStats());
                     } catch (InterruptedException e) {

@@ -18,12 +18,24 @@ public final class CoordinatorProtocol {
 
     /**
      * Starts every rank of the job at the cursor (epoch, position): a trainer resumes from a saved
-     * state. Accepted while no batch was handed out, or when the job is there already.
+     * state. Accepted while no batch was handed out, or when the job is there already. {@code step}
+     * is the label the trainer gives that step (−1: none): a job moved there counts its steps on from
+     * it, so that a change of rank count repeats no label.
      */
-    public record MoveTo(String job, long epoch, long position, ActorRef<Moved> replyTo) implements Command {}
+    public record MoveTo(String job, long epoch, long position, long step, ActorRef<Moved> replyTo) implements Command {}
 
-    /** The answer to {@link MoveTo}: {@code error} is null when the job is at the cursor now. */
-    public record Moved(String error) implements ClusterMessage {}
+    /**
+     * The answer to {@link MoveTo}: {@code error} is null when the job is at the cursor now, and its
+     * steps are labelled from (labelEpoch, labelPosition) = {@code labelStep} on (−1: from the origin).
+     */
+    public record Moved(String error, long labelEpoch, long labelPosition, long labelStep) implements ClusterMessage {
+        static Moved failed(String error) { return new Moved(error, 0, 0, -1); }
+
+        static Moved labelledAs(dev.stoker.pipeline.schedule.SampleSchedule s) {
+            var at = s.labelAt();
+            return at == null ? new Moved(null, 0, 0, -1) : new Moved(null, at.epoch(), at.position(), s.labelStep());
+        }
+    }
 
     /**
      * Where rank {@code rank}'s next batch is: object {@code key} on node {@code address}, served by

@@ -26,8 +26,12 @@ public final class NodeProtocol {
     public record StartJob(String job, String config, ActorRef<CoordinatorProtocol.Command> coordinator,
                            ActorRef<JobStarted> replyTo) implements Command {}
 
-    /** Make rank {@code rank}'s batch of the global step at (epoch, position) with worker {@code worker}; name it {@code key}. */
-    public record Produce(String job, String key, int worker, long epoch, long position, int rank, ActorRef<Produced> replyTo)
+    /**
+     * Make rank {@code rank}'s batch of the global step at (epoch, position), labelled {@code globalStep}, with worker
+     * {@code worker}; name it {@code key}.
+     */
+    public record Produce(String job, String key, int worker, long epoch, long position, long globalStep, int rank,
+                          ActorRef<Produced> replyTo)
             implements Command {}
 
     /** The coordinator's hold on object {@code key} ends (its rank has moved on); leases taken from it stay valid. */

@@ -170,7 +170,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             p.replyTo().tell(failed(p, address, "no job " + p.job() + " on node " + address));
             return;
         }
-        job.opened.thenCompose(o -> o.producer().produce(p.worker(), new ScheduleCursor(p.epoch(), p.position()), p.rank()))
+        job.opened.thenCompose(o -> o.producer().produce(p.worker(), new ScheduleCursor(p.epoch(), p.position()), p.globalStep(), p.rank()))
                 .whenComplete((b, err) -> {
                     if (err != null) {
                         p.replyTo().tell(failed(p, address, String.valueOf(err instanceof java.util.concurrent.CompletionException c

@@ -206,9 +206,17 @@ public final class FlightBatchClient implements AutoCloseable {
      *     holds the rank, a state it cannot resume from), with the reason
      */
     public Session open(int rank, int world, String job, dev.stoker.core.ScheduleCursor resume, long fingerprint) {
+        return open(rank, world, job, resume, -1, fingerprint);
+    }
+
+    /**
+     * {@link #open(int, int, String, dev.stoker.core.ScheduleCursor, long)} with the step label saved with the cursor
+     * ({@link Session#nextStep()}; −1: none), which a server started there counts on from.
+     */
+    public Session open(int rank, int world, String job, dev.stoker.core.ScheduleCursor resume, long resumeStep, long fingerprint) {
         String id = java.util.UUID.randomUUID().toString();
         var join = new FlightWire.Join(id, rank, world, resume == null ? null : resume.epoch(), resume == null ? null : resume.position(),
-                fingerprint);
+                resume == null || resumeStep < 0 ? null : resumeStep, fingerprint);
         byte[] answer = action(FlightWire.ACTION_JOIN, FlightWire.json(join));
         return new Session(id, rank, world, job, FlightWire.read(answer, FlightWire.Joined.class, "join answer"));
     }
@@ -243,6 +251,7 @@ public final class FlightBatchClient implements AutoCloseable {
         private final String job;
         private final FlightWire.Joined joined;
         private dev.stoker.core.ScheduleCursor next;
+        private long taken;
 
         private Session(String id, int rank, int world, String job, FlightWire.Joined joined) {
             this.id = id;
@@ -256,11 +265,13 @@ public final class FlightBatchClient implements AutoCloseable {
         /** The next batch, or null at the end of the rank's feed; invalidates the previous batch's tensors. */
         public BatchLayout.Batch next() {
             var batch = FlightBatchClient.this.next(FlightWire.ticket(rank, world, job, id).getBytes());
-            if (batch != null) {
+            if (batch != null) { // the cursor after it: one step on, or the next epoch when less than a step is left (drop_last)
                 var m = batch.meta();
-                long step = m.step() + 1;
-                next = step >= joined.stepsPerEpoch() ? new dev.stoker.core.ScheduleCursor(m.epoch() + 1, 0)
-                        : new dev.stoker.core.ScheduleCursor(m.epoch(), step * joined.positionsPerStep());
+                long pps = joined.positionsPerStep();
+                long after = (m.epoch() == next.epoch() ? next.position() : 0) + pps;
+                next = after + pps > joined.datasetSize() ? new dev.stoker.core.ScheduleCursor(m.epoch() + 1, 0)
+                        : new dev.stoker.core.ScheduleCursor(m.epoch(), after);
+                taken++;
             }
             return batch;
         }
@@ -276,6 +287,9 @@ public final class FlightBatchClient implements AutoCloseable {
 
         /** The step label of the session's first batch, as the server said. */
         public long firstStep() { return joined.nextStep(); }
+
+        /** The step label of the batch this session gets next: saved with {@link #cursor()}, it keeps labels across a resize. */
+        public long nextStep() { return joined.nextStep() + taken; }
 
         @Override
         public void close() {

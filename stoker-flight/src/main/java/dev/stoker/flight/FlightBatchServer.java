@@ -399,7 +399,7 @@ public final class FlightBatchServer implements AutoCloseable {
         stale.forEach(this::leave);
         var session = new Session(j.session(), j.rank(), nextConnection.getAndIncrement());
         var resume = j.epoch() == null ? null : new dev.stoker.core.ScheduleCursor(j.epoch(), j.position());
-        var joined = ranks.join(j.rank(), session.connection, resume, j.fingerprint());
+        var joined = ranks.join(j.rank(), session.connection, resume, j.nextStep() == null ? -1 : j.nextStep(), j.fingerprint());
         synchronized (sessions) {
             sessions.put(session.id, session);
         }

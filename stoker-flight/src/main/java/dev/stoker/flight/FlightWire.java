@@ -59,11 +59,13 @@ final class FlightWire {
     static final int MAX_SESSION_CHARS = 128;
 
     /** A session's hello: like the socket's HELLO, with the cursor and fingerprint of a saved state (resume) or none. */
-    record Join(String session, int rank, int world, Long epoch, Long position, long fingerprint) {
+    record Join(String session, int rank, int world, Long epoch, Long position, @JsonProperty("next_step") Long nextStep, long fingerprint) {
         Join {
             if (session == null || session.isEmpty() || session.length() > MAX_SESSION_CHARS)
                 throw new IllegalArgumentException("a session id of 1 to " + MAX_SESSION_CHARS + " characters is needed");
             if ((epoch == null) != (position == null)) throw new IllegalArgumentException("resume needs both epoch and position");
+            if (nextStep != null && (epoch == null || nextStep < 0))
+                throw new IllegalArgumentException("next_step needs a resume cursor and must be >= 0");
         }
     }
 

@@ -43,10 +43,11 @@ public interface BatchStream extends AutoCloseable {
     CompletableFuture<Made> next(int rank);
 
     /**
-     * Starts every rank afresh at {@code at}: called only before any batch was taken from this
-     * stream. Throws IllegalArgumentException, with the reason, when the stream cannot.
+     * Starts every rank afresh at {@code at}, whose step is labelled {@code step} (a resumed trainer's
+     * count; −1: labels count from the origin), after which {@link #schedule()} has the labels the
+     * batches carry. Throws IllegalArgumentException, with the reason, when the stream cannot.
      */
-    void moveTo(ScheduleCursor at);
+    void moveTo(ScheduleCursor at, long step);
 
     @Override
     void close();

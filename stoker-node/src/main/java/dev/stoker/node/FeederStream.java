@@ -6,18 +6,18 @@ import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.schedule.SampleSchedule;
 import java.util.concurrent.CompletableFuture;
-import java.util.function.Function;
+import java.util.function.BiFunction;
 
 /**
  * A local job's {@link BatchStream}: its running {@link Feeder}, which a move restarts at the
- * cursor (by {@code reopen}: an equivalent feeder started there).
+ * cursor (by {@code reopen}: an equivalent feeder started there, its steps labelled from the given one).
  */
 final class FeederStream implements BatchStream {
-    private final Function<ScheduleCursor, Feeder> reopen;
+    private final BiFunction<ScheduleCursor, Long, Feeder> reopen;
     private volatile Feeder feeder;
 
     /** {@code reopen} may be null: the stream cannot move. */
-    FeederStream(Feeder feeder, Function<ScheduleCursor, Feeder> reopen) {
+    FeederStream(Feeder feeder, BiFunction<ScheduleCursor, Long, Feeder> reopen) {
         this.feeder = feeder;
         this.reopen = reopen;
     }
@@ -47,12 +47,12 @@ final class FeederStream implements BatchStream {
     }
 
     @Override
-    public void moveTo(ScheduleCursor at) {
+    public void moveTo(ScheduleCursor at, long step) {
         if (reopen == null)
             throw new IllegalArgumentException("this service cannot move its pipeline to epoch " + at.epoch() + " position "
                     + at.position() + "; start it there");
         feeder.close();
-        feeder = reopen.apply(at);
+        feeder = reopen.apply(at, step);
     }
 
     @Override

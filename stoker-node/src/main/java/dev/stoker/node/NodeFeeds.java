@@ -74,9 +74,9 @@ public final class NodeFeeds implements AutoCloseable {
             }
             var feeder = Feeder.open(location, sourceConfig, feedConfig, tokenizer, store, config.startStep());
             var reopenStore = store;
-            return new RankLedger(feeder, store, expected, config.steps(), at -> {
-                try { // only while nothing was delivered: the errors file starts afresh with the moved pipeline
-                    return Feeder.open(location, sourceConfig, feedConfig.withStart(at), tokenizer, reopenStore, -1);
+            return new RankLedger(feeder, store, expected, config.steps(), (at, step) -> {
+                try {
+                    return Feeder.open(location, sourceConfig, feedConfig.withStart(at, step), tokenizer, reopenStore, -1);
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }

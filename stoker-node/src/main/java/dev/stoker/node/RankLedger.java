@@ -17,7 +17,7 @@ import java.util.Map;
 import java.util.OptionalDouble;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.function.Function;
+import java.util.function.BiFunction;
 
 /**
  * The ledger of a job on a node, behind every delivery path (the trainer socket, Flight, a cluster
@@ -123,9 +123,10 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /**
      * Serves a local pipeline, {@code feeder}. {@code reopen} (may be null: no restart at a trainer's
-     * cursor) starts an equivalent feeder at a given cursor.
+     * cursor) starts an equivalent feeder at a given cursor, its step labelled as given (−1: from the origin).
      */
-    public RankLedger(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps, Function<ScheduleCursor, Feeder> reopen) {
+    public RankLedger(Feeder feeder, ShmObjectStore store, long expectedBatchBytes, long steps,
+                      BiFunction<ScheduleCursor, Long, Feeder> reopen) {
         this(new FeederStream(feeder, reopen), store, expectedBatchBytes, steps);
     }
 
@@ -163,6 +164,11 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     @Override
     public Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint) {
+        return join(rank, connection, resume, -1, fingerprint);
+    }
+
+    @Override
+    public Joined join(int rank, long connection, ScheduleCursor resume, long resumeStep, long fingerprint) {
         synchronized (lock) {
             if (violation != null) throw new IllegalArgumentException(violation.getMessage());
             if (fingerprint != 0 && fingerprint != stream.fingerprint())
@@ -188,7 +194,10 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             boolean fresh = !welcomed && noneHandedOut();
             // a fresh service moves to the first state it is given; a running one moves back (a trainer restarted from its last
             // checkpoint, as an elastic restart does with every rank) only while no rank has a trainer connected
-            if (!want.equals(slot.next) && (fresh || (!servable(slot, want) && noTrainerConnected()))) reposition(want);
+            // a fresh one also takes the trainer's step labels, which a change of rank count would not repeat (audit #32)
+            boolean relabel = fresh && resumeStep >= 0 && schedule.globalStep(want) != resumeStep;
+            if ((!want.equals(slot.next) || relabel) && (fresh || (!servable(slot, want) && noTrainerConnected())))
+                reposition(want, resumeStep);
             if (!reconcile(slot, want)) {
                 var at = new ArrayList<String>();
                 slot.held.forEach(h -> at.add(label(h.cursor())));
@@ -278,12 +287,15 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         return true;
     }
 
-    /** Restarts the stream at {@code at} (nothing handed out yet, no trainer welcomed). */
-    private void reposition(ScheduleCursor at) {
-        stream.moveTo(at);
-        var schedule = stream.schedule();
+    /**
+     * Restarts the stream at {@code at}, labelled {@code step} (−1: from the origin): nothing handed out
+     * yet, or no trainer connected.
+     */
+    private void reposition(ScheduleCursor at, long step) {
+        var before = stream.schedule();
+        stream.moveTo(at, step);
         for (var s : slots) {
-            long back = stepOf(schedule, s.next) - stepOf(schedule, at);
+            long back = naturalStep(before, s.next) - naturalStep(before, at);
             if (back > 0) s.fromFeeder = Math.max(0, s.fromFeeder - back); // moved back: --steps counts the steps again
             s.next = at;
             s.tail = CompletableFuture.completedFuture(null);
@@ -325,11 +337,12 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     private Joined joined(ScheduleCursor c) {
         var schedule = stream.schedule();
-        return new Joined(stepOf(schedule, c), stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
+        return new Joined(schedule.globalStep(c), stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
                 schedule.positionsPerStep());
     }
 
-    private static long stepOf(SampleSchedule schedule, ScheduleCursor c) {
+    /** Steps from the origin to {@code c}, whatever the labels: how far a move goes. */
+    private static long naturalStep(SampleSchedule schedule, ScheduleCursor c) {
         return c.epoch() * schedule.stepsPerEpoch() + c.position() / schedule.positionsPerStep();
     }
 
@@ -429,7 +442,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         var meta = h.meta();
         long step = cursor.position() / schedule.positionsPerStep();
         String where = "rank " + rank + " epoch " + cursor.epoch() + " step " + step;
-        if (meta.rank() != rank || meta.epoch() != cursor.epoch() || meta.globalStep() != stepOf(schedule, cursor))
+        if (meta.rank() != rank || meta.epoch() != cursor.epoch() || meta.globalStep() != schedule.globalStep(cursor))
             fail(where + ": the batch made is rank " + meta.rank() + " epoch " + meta.epoch() + " global step " + meta.globalStep());
         if (meta.batchSize() > meta.scheduled() || meta.scheduled() != schedule.batchSize())
             fail(where + ": " + meta.batchSize() + " delivered of " + meta.scheduled() + " scheduled, the schedule has "
@@ -441,7 +454,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         var a = accounts[rank];
         if (a == null || a.epoch != cursor.epoch()) {
             if (a != null) closeEpoch(rank, a, schedule);
-            a = accounts[rank] = new EpochAccount(cursor.epoch(), step);
+            a = accounts[rank] = new EpochAccount(cursor.epoch(), step, cursor.position());
         }
         if (step != a.firstStep + a.steps) fail(where + ": expected step " + (a.firstStep + a.steps) + " of the epoch");
         a.steps++;
@@ -450,7 +463,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     }
 
     private void closeEpoch(int rank, EpochAccount a, SampleSchedule schedule) {
-        long want = schedule.stepsPerEpoch() - a.firstStep;
+        // the whole steps from where the ledger began the epoch: a job resized there began it at a position no multiple of its step
+        long want = (schedule.datasetSize() - a.firstPosition) / schedule.positionsPerStep();
         if (a.steps != want || a.delivered + a.skipped != a.steps * schedule.batchSize())
             fail("rank " + rank + " epoch " + a.epoch + ": " + a.delivered + " delivered + " + a.skipped + " skipped in " + a.steps
                     + " steps, but the schedule has " + want * schedule.batchSize() + " samples in " + want + " steps from step " + a.firstStep);
@@ -468,12 +482,13 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /** One rank's tally of the epoch it is in, from the step this ledger began it at. */
     private static final class EpochAccount {
-        final long epoch, firstStep;
+        final long epoch, firstStep, firstPosition;
         long steps, delivered, skipped;
 
-        EpochAccount(long epoch, long firstStep) {
+        EpochAccount(long epoch, long firstStep, long firstPosition) {
             this.epoch = epoch;
             this.firstStep = firstStep;
+            this.firstPosition = firstPosition;
         }
     }
 

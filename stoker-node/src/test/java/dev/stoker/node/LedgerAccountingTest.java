@@ -63,7 +63,7 @@ class LedgerAccountingTest {
                     List.of(Tensor.of("sample_index", ids, ids.length)))));
         }
 
-        @Override public void moveTo(ScheduleCursor at) { throw new IllegalArgumentException("cannot move"); }
+        @Override public void moveTo(ScheduleCursor at, long step) { throw new IllegalArgumentException("cannot move"); }
 
         @Override public void close() {}
     }

@@ -2,6 +2,7 @@ package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -171,12 +172,13 @@ class ResumeTest {
     @ValueSource(ints = {4, 5, 6})
     void aJobResizedFromTwoToThreeRanksLosesAndRepeatsNothing(int done) throws Exception {
         var before = new ArrayList<List<Long>>();
+        var labelsBefore = new HashSet<Long>();
         TrainerClient.State saved = null;
         try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "two-" + done)) {
             for (int r = 0; r < RANKS; r++) {
                 try (var c = connect(server, r, RANKS, null)) {
                     var mine = new ArrayList<Long>();
-                    for (int s = 0; s < done; s++) mine.addAll(indices(c));
+                    for (int s = 0; s < done; s++) mine.addAll(indices(c, labelsBefore));
                     before.add(mine);
                     saved = c.state();
                 }
@@ -186,8 +188,17 @@ class ResumeTest {
         try (var factory = factory(3); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "three-" + done)) {
             for (int r = 0; r < 3; r++) {
                 try (var c = connect(server, r, 3, saved)) {
+                    assertEquals(saved.nextStep(), c.state().nextStep(), "rank " + r + " is welcomed at the saved state's step label");
                     var mine = new ArrayList<Long>();
-                    while (c.state().epoch() == saved.epoch()) mine.addAll(indices(c));
+                    var labels = new ArrayList<Long>();
+                    while (c.state().epoch() == saved.epoch()) mine.addAll(indices(c, labels));
+                    indices(c, labels); // the next epoch's first step
+                    // audit #32: the labels go on from the two ranks' count, one per step, into the next epoch; none repeats
+                    for (int i = 0; i < labels.size(); i++) {
+                        assertEquals(saved.nextStep() + i, labels.get(i), "rank " + r + "'s batch " + i);
+                        assertFalse(labelsBefore.contains(labels.get(i)), "label " + labels.get(i) + " was used before the resize");
+                    }
+                    assertEquals(epochTail(saved, 3), mine.size());
                     after.add(mine);
                 }
             }
@@ -321,10 +332,12 @@ class ResumeTest {
             }
         }
         var bySocket = new ArrayList<List<String>>();
+        var socketStates = new ArrayList<TrainerClient.State>();
         try (var factory = factory(3); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "resize-sock")) {
             for (int r = 0; r < 3; r++)
                 try (var c = connect(server, r, 3, saved)) {
                     bySocket.add(take(c, 4));
+                    socketStates.add(c.state());
                 }
         }
         var byFlight = new ArrayList<List<String>>();
@@ -333,10 +346,14 @@ class ResumeTest {
                      service, null, null, dev.stoker.flight.FlightBatchServer.Security.NONE);
              var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", flight.port())) {
             for (int r = 0; r < 3; r++) {
-                var s = client.open(r, 3, "t", saved.cursor(), saved.fingerprint());
+                var s = client.open(r, 3, "t", saved.cursor(), saved.nextStep(), saved.fingerprint());
+                assertEquals(saved.nextStep(), s.firstStep(), "the saved label goes on (audit #32)");
                 var got = new ArrayList<String>();
                 for (int i = 0; i < 4; i++) got.add(digest(s.next()));
                 byFlight.add(got);
+                // after a resize the cursor is no multiple of the step: the session follows it as the socket's client does
+                assertEquals(socketStates.get(r).cursor(), s.cursor(), "rank " + r + "'s cursor after 4 batches");
+                assertEquals(socketStates.get(r).nextStep(), s.nextStep());
                 s.close();
             }
         }
@@ -599,6 +616,19 @@ class ResumeTest {
         return out;
     }
 
+    /** Samples the rest of the saved epoch holds for one of {@code ranks} ranks from the saved cursor on. */
+    static int epochTail(TrainerClient.State saved, int ranks) {
+        return (int) ((SAMPLES - saved.position()) / (ranks * BATCH)) * BATCH;
+    }
+
+    /** {@link #indices(TrainerClient)}, adding the batch's step label to {@code labels}. */
+    static List<Long> indices(TrainerClient c, java.util.Collection<Long> labels) throws IOException {
+        try (var got = c.next()) {
+            labels.add(got.batch().meta().globalStep());
+            return Arrays.stream(got.batch().tensor("sample_index").toLongs()).boxed().toList();
+        }
+    }
+
     static List<Long> indices(TrainerClient c) throws IOException {
         try (var got = c.next()) {
             return Arrays.stream(got.batch().tensor("sample_index").toLongs()).boxed().toList();
@@ -609,8 +639,8 @@ class ResumeTest {
 
     static ByteBuffer encode(FeedProtocol.Hello h) {
         byte[] name = h.job().getBytes(StandardCharsets.UTF_8);
-        return ByteBuffer.allocate(40 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(h.version()).putInt(h.rank()).putInt(h.world())
+        return ByteBuffer.allocate(48 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(h.version()).putInt(h.rank()).putInt(h.world())
                 .putInt(h.flags() | FeedProtocol.FLAG_RESUME).putLong(h.resume().epoch()).putLong(h.resume().position())
-                .putLong(h.fingerprint()).put(name).flip();
+                .putLong(h.fingerprint()).putLong(0).put(name).flip();
     }
 }

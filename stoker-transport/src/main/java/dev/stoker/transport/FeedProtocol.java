@@ -28,7 +28,7 @@ import java.nio.charset.StandardCharsets;
  * measures a cold start.
  */
 public final class FeedProtocol {
-    public static final int VERSION = 3;
+    public static final int VERSION = 4;
 
     public static final int HELLO = 1, NEXT = 2, BYE = 3, RELEASE = 4;
     public static final int WELCOME = 11, BATCH = 12, END = 13, ERROR = 14, REF = 15;
@@ -37,19 +37,30 @@ public final class FeedProtocol {
     public static final int FLAG_SHARED_MEMORY = 1;
     /** HELLO flag: the resume cursor is valid. */
     public static final int FLAG_RESUME = 2;
+    /** HELLO flag: {@code resume_step}, the trainer's label of the step at the resume cursor, is valid. */
+    public static final int FLAG_RESUME_STEP = 4;
 
     /** WELCOME delivery: batches are copied in BATCH frames, or referenced in REF frames. */
     public static final int DELIVERY_COPY = 0, DELIVERY_SHARED_MEMORY = 1;
 
-    /** A trainer's HELLO. {@code resume} is null unless the trainer resumes from a saved state. */
-    public record Hello(int version, int rank, int world, int flags, ScheduleCursor resume, long fingerprint, String job) {
+    /**
+     * A trainer's HELLO. {@code resume} is null unless the trainer resumes from a saved state;
+     * {@code resumeStep} is −1 unless it also gives its label of the step there.
+     */
+    public record Hello(int version, int rank, int world, int flags, ScheduleCursor resume, long fingerprint, String job, long resumeStep) {
+        public Hello(int version, int rank, int world, int flags, ScheduleCursor resume, long fingerprint, String job) {
+            this(version, rank, world, flags, resume, fingerprint, job, -1);
+        }
+
         public boolean sharedMemory() { return (flags & FLAG_SHARED_MEMORY) != 0; }
 
         public ByteBuffer encode() {
             byte[] name = job.getBytes(StandardCharsets.UTF_8);
-            return ByteBuffer.allocate(40 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(rank).putInt(world)
-                    .putInt(flags | (resume != null ? FLAG_RESUME : 0)).putLong(resume == null ? 0 : resume.epoch())
-                    .putLong(resume == null ? 0 : resume.position()).putLong(fingerprint).put(name).flip();
+            boolean step = resume != null && resumeStep >= 0;
+            return ByteBuffer.allocate(48 + name.length).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(rank).putInt(world)
+                    .putInt(flags | (resume != null ? FLAG_RESUME : 0) | (step ? FLAG_RESUME_STEP : 0))
+                    .putLong(resume == null ? 0 : resume.epoch()).putLong(resume == null ? 0 : resume.position()).putLong(fingerprint)
+                    .putLong(step ? resumeStep : 0).put(name).flip();
         }
 
         /** Decodes a HELLO payload; only the version is read when it is not ours. */
@@ -57,15 +68,21 @@ public final class FeedProtocol {
             if (p.remaining() < 4) throw new java.io.IOException("HELLO of " + p.remaining() + " bytes");
             int version = p.getInt();
             if (version != VERSION) return new Hello(version, -1, -1, 0, null, 0, "");
-            if (p.remaining() < 36) throw new java.io.IOException("HELLO of " + (p.remaining() + 4) + " bytes; version " + VERSION + " needs at least 40");
+            if (p.remaining() < 44) throw new java.io.IOException("HELLO of " + (p.remaining() + 4) + " bytes; version " + VERSION + " needs at least 48");
             int rank = p.getInt(), world = p.getInt(), flags = p.getInt();
-            long epoch = p.getLong(), position = p.getLong(), fingerprint = p.getLong();
+            long epoch = p.getLong(), position = p.getLong(), fingerprint = p.getLong(), step = p.getLong();
             ScheduleCursor resume = null;
             if ((flags & FLAG_RESUME) != 0) {
                 if (epoch < 0 || position < 0) throw new java.io.IOException("HELLO resumes at a negative cursor");
                 resume = new ScheduleCursor(epoch, position);
             }
-            return new Hello(version, rank, world, flags, resume, fingerprint, utf8(p));
+            long resumeStep = -1;
+            if ((flags & FLAG_RESUME_STEP) != 0) {
+                if (resume == null) throw new java.io.IOException("HELLO gives a resume step without a resume cursor");
+                if (step < 0) throw new java.io.IOException("HELLO resumes at a negative step");
+                resumeStep = step;
+            }
+            return new Hello(version, rank, world, flags, resume, fingerprint, utf8(p), resumeStep);
         }
     }
 

@@ -166,7 +166,7 @@ public final class FeedServer implements AutoCloseable {
             gate.await();
             BatchProvider.Joined joined;
             try {
-                joined = provider.join(rank, connection, hello.resume(), hello.fingerprint());
+                joined = provider.join(rank, connection, hello.resume(), hello.resumeStep(), hello.fingerprint());
             } catch (IllegalArgumentException e) {
                 error(ch, e.getMessage());
                 return;

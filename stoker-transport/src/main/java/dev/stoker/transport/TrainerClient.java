@@ -40,17 +40,21 @@ public final class TrainerClient implements AutoCloseable {
 
     /**
      * How to join: shared-memory delivery wanted, a cursor to resume at (null: none) with the saved
-     * fingerprint (0: none), and the bytes of receive buffer to allocate and touch before saying
-     * hello (0: after WELCOME, at the size the service suggests).
+     * fingerprint (0: none), the bytes of receive buffer to allocate and touch before saying
+     * hello (0: after WELCOME, at the size the service suggests), and the step label saved with the
+     * cursor (−1: none).
      */
-    public record Options(boolean sharedMemory, dev.stoker.core.ScheduleCursor resume, long fingerprint, long receiveBufferBytes) {
-        public static final Options COPY = new Options(false, null, 0, 0);
-        public static final Options SHARED_MEMORY = new Options(true, null, 0, 0);
+    public record Options(boolean sharedMemory, dev.stoker.core.ScheduleCursor resume, long fingerprint, long receiveBufferBytes,
+                          long resumeStep) {
+        public static final Options COPY = new Options(false, null, 0, 0, -1);
+        public static final Options SHARED_MEMORY = new Options(true, null, 0, 0, -1);
 
-        public Options withReceiveBuffer(long bytes) { return new Options(sharedMemory, resume, fingerprint, bytes); }
+        public Options withReceiveBuffer(long bytes) { return new Options(sharedMemory, resume, fingerprint, bytes, resumeStep); }
 
         /** Resuming from {@code state} (of any rank of the job, with any rank count: the cursor is global). */
-        public Options resumingFrom(State state) { return new Options(sharedMemory, state.cursor(), state.fingerprint(), receiveBufferBytes); }
+        public Options resumingFrom(State state) {
+            return new Options(sharedMemory, state.cursor(), state.fingerprint(), receiveBufferBytes, state.nextStep());
+        }
     }
 
     /**
@@ -145,7 +149,8 @@ public final class TrainerClient implements AutoCloseable {
         try {
             ch.connect(UnixDomainSocketAddress.of(socket));
             var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, rank, world,
-                    options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resume(), options.fingerprint(), job);
+                    options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resume(), options.fingerprint(), job,
+                    options.resumeStep());
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
             in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
             var f = in.next();

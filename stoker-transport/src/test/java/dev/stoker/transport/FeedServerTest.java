@@ -162,7 +162,7 @@ class FeedServerTest {
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello);
             var f = in.next();
             assertEquals(FeedProtocol.ERROR, f.type());
-            assertTrue(FeedProtocol.utf8(in.small(f)).contains("protocol version 4 is not supported; this service speaks version 3"));
+            assertTrue(FeedProtocol.utf8(in.small(f)).contains("protocol version 5 is not supported; this service speaks version 4"));
         }
     }
 

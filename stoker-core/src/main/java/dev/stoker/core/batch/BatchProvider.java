@@ -53,6 +53,15 @@ public interface BatchProvider {
     Joined join(int rank, long connection, ScheduleCursor resume, long fingerprint);
 
     /**
+     * {@link #join(int, long, ScheduleCursor, long)} with the label the trainer gives the step at
+     * {@code resume} ({@code resumeStep}; −1: none): a provider that starts there may count its steps
+     * on from it, so that a job resized to another rank count repeats no step label.
+     */
+    default Joined join(int rank, long connection, ScheduleCursor resume, long resumeStep, long fingerprint) {
+        return join(rank, connection, resume, fingerprint);
+    }
+
+    /**
      * {@code connection}, admitted for {@code rank}, has closed: the rank may be claimed by another.
      * While a connection is open its rank is refused to any other.
      */

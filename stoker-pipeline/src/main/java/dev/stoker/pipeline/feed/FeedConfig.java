@@ -26,10 +26,13 @@ import java.util.Objects;
  *                             {@link FeedErrors#MIN_SCHEDULED_FOR_RATE} scheduled samples on, so that a bad sample
  *                             among the first few does not end a run; 1 (default): no limit
  * @param errorsFile           JSON Lines file every bad sample is appended to ({@code docs/run-data.md}); null: none
+ * @param startLabel           the global-step label of the step at {@code start} (a trainer's own count, kept across a
+ *                             change of rank count: {@link dev.stoker.pipeline.schedule.SampleSchedule#labelled}); −1: steps
+ *                             are counted from the schedule's origin
  */
 public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int batchSize, long seed, ScheduleCursor start,
                          int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis,
-                         ErrorPolicy onError, double maxErrorRate, Path errorsFile) {
+                         ErrorPolicy onError, double maxErrorRate, Path errorsFile, long startLabel) {
     public static final long SEED_DEFAULT = 1234;
     public static final int FETCH_CONCURRENCY_DEFAULT = 64;
     public static final long WARM_UP_MILLIS_DEFAULT = 1500;
@@ -60,54 +63,58 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     public static FeedConfig of(FeedMode mode, EncodeOptions encode, int ranks, int batchSize) {
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
                 Runtime.getRuntime().availableProcessors(), FETCH_CONCURRENCY_DEFAULT, PREFETCH_BATCHES_DEFAULT,
-                PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null);
+                PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null, -1);
     }
 
     public FeedConfig withMode(FeedMode m) {
         return new FeedConfig(m, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel);
     }
 
     public FeedConfig withSeed(long s) {
         return new FeedConfig(mode, encode, ranks, batchSize, s, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel);
     }
 
-    public FeedConfig withStart(ScheduleCursor c) {
+    /** Starting at {@code c}, steps counted from the origin. */
+    public FeedConfig withStart(ScheduleCursor c) { return withStart(c, -1); }
+
+    /** Starting at {@code c}, whose step is labelled {@code label} (−1: counted from the origin). */
+    public FeedConfig withStart(ScheduleCursor c, long label) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, c, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile);
+                warmUpMillis, onError, maxErrorRate, errorsFile, label);
     }
 
     public FeedConfig withCpuThreads(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, n, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel);
     }
 
     public FeedConfig withFetchConcurrency(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, n, prefetchBatches, prefetchBytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile);
+                onError, maxErrorRate, errorsFile, startLabel);
     }
 
     public FeedConfig withPrefetch(int batches, long bytes) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, batches, bytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile);
+                onError, maxErrorRate, errorsFile, startLabel);
     }
 
     /** With a CPU warm-up of {@code millis} per thread before the feed opens (0: none). */
     public FeedConfig withWarmUp(long millis) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                millis, onError, maxErrorRate, errorsFile);
+                millis, onError, maxErrorRate, errorsFile, startLabel);
     }
 
     /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} skipped (1: never). */
     public FeedConfig withErrorPolicy(ErrorPolicy policy, double maxRate) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, policy, maxRate, errorsFile);
+                warmUpMillis, policy, maxRate, errorsFile, startLabel);
     }
 
     /** With every bad sample appended to {@code file} as one JSON line (null: no file). */
     public FeedConfig withErrorsFile(Path file) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, file);
+                warmUpMillis, onError, maxErrorRate, file, startLabel);
     }
 }

@@ -3,6 +3,7 @@ package dev.stoker.pipeline.feed;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.batch.FeedBatch;
+import dev.stoker.pipeline.schedule.SampleSchedule;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -55,6 +56,7 @@ public final class FeedErrors implements AutoCloseable {
     private final List<Consumer<BadInputException>> listeners = new ArrayList<>();
     private long total;
     private long scheduled;
+    private long priorErrors, priorScheduled;
     private BadInputException failure;
 
     private FeedErrors(ErrorPolicy policy, double maxErrorRate, Path file, BufferedWriter out) {
@@ -65,7 +67,17 @@ public final class FeedErrors implements AutoCloseable {
     }
 
     /** The policy of {@code config}, appending to its errors file (created with its folders) when it names one. */
-    static FeedErrors open(FeedConfig config) throws IOException {
+    static FeedErrors open(FeedConfig config) throws IOException { return open(config, null); }
+
+    /**
+     * {@link #open(FeedConfig)} for a feed of {@code schedule} (null: none) starting at {@code config.start()}: a feed that
+     * does not start at the origin (a restarted service, a trainer's resume) judges its error rate over the job so far, as
+     * the errors file tells it, rather than from zero at each start (audit #13). Before the start it counts the samples the
+     * schedule had up to there ({@link #priorScheduled()}, in this schedule's steps: exact unless the rank count changed)
+     * and the file's samples among them ({@link #priorErrors()}); samples it lists from after the start (a job moved back)
+     * are counted again when they are skipped again.
+     */
+    static FeedErrors open(FeedConfig config, SampleSchedule schedule) throws IOException {
         Path file = config.errorsFile();
         BufferedWriter out = null;
         if (file != null) {
@@ -75,10 +87,38 @@ public final class FeedErrors implements AutoCloseable {
             out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
             var opened = new FeedErrors(config.onError(), config.maxErrorRate(), file, out);
             opened.written.addAll(listed);
+            if (schedule != null) opened.countBefore(schedule, config.start(), listed);
             return opened;
         }
         return new FeedErrors(config.onError(), config.maxErrorRate(), file, out);
     }
+
+    /** The job's samples before {@code start}, and the listed ones among them, go into the error rate. */
+    private void countBefore(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, java.util.Set<Long> listed) {
+        long perEpoch = schedule.stepsPerEpoch() * schedule.positionsPerStep();
+        priorScheduled = start.epoch() * perEpoch + start.position();
+        int[] positionOf = null;
+        for (long key : listed) {
+            long epoch = key >>> 32;
+            int index = (int) key;
+            if (epoch > start.epoch()) continue;
+            if (epoch == start.epoch()) {
+                if (positionOf == null) {
+                    int[] perm = schedule.permutationCopy(epoch);
+                    positionOf = new int[perm.length];
+                    for (int p = 0; p < perm.length; p++) positionOf[perm[p]] = p;
+                }
+                if (index < 0 || index >= positionOf.length || positionOf[index] >= start.position()) continue;
+            }
+            priorErrors++;
+        }
+    }
+
+    /** Samples the schedule had before this feed's start (0 without an errors file, or at the origin). */
+    public synchronized long priorScheduled() { return priorScheduled; }
+
+    /** Samples the errors file lists from before this feed's start. */
+    public synchronized long priorErrors() { return priorErrors; }
 
     /** (epoch, dataset index) of every sample the errors file lists already: a resumed run does not list them again (audit #13). */
     private final java.util.Set<Long> written = new java.util.HashSet<>();
@@ -124,17 +164,25 @@ public final class FeedErrors implements AutoCloseable {
      */
     BadInputException delivered(FeedBatch b) {
         if (policy == ErrorPolicy.FAIL) return produced(b);
+        return delivered(b.epoch(), b.step(), b.rank(), b.scheduled(), b.skippedSamples());
+    }
+
+    /** Under SKIP: rank {@code rank}'s batch of (epoch, step), {@code scheduled} samples of which {@code skipped} were left out, is being handed out. */
+    BadInputException delivered(long epoch, long step, int rank, int scheduledInBatch, List<dev.stoker.pipeline.batch.SkippedSample> skipped) {
         List<Consumer<BadInputException>> tell;
         synchronized (this) {
             if (failure != null) return failure;
-            if (b.skipped() > 0) recordAll(b);
-            scheduled += b.scheduled();
-            if (maxErrorRate >= 1 || scheduled < MIN_SCHEDULED_FOR_RATE || total <= maxErrorRate * scheduled) return null;
+            if (!skipped.isEmpty()) recordAll(epoch, step, rank, skipped);
+            scheduled += scheduledInBatch;
+            long bad = total + priorErrors, of = scheduled + priorScheduled;
+            if (maxErrorRate >= 1 || of < MIN_SCHEDULED_FOR_RATE || bad <= maxErrorRate * of) return null;
             var causes = new StringBuilder();
             for (var e : last) causes.append(causes.isEmpty() ? "" : "; ").append(e.describe());
             tell = fail(new BadInputException(String.format(Locale.ROOT,
-                    "bad input: %d of %d scheduled samples skipped (%.2f%%), over the limit of %.2f%% (max error rate %s); last: %s",
-                    total, scheduled, 100.0 * total / scheduled, 100 * maxErrorRate, maxErrorRate, causes), List.copyOf(last)));
+                    "bad input: %d of %d scheduled samples skipped (%.2f%%)%s, over the limit of %.2f%% (max error rate %s); last: %s",
+                    bad, of, 100.0 * bad / of, priorScheduled == 0 ? "" : String.format(Locale.ROOT,
+                            ", %d of %d of them before this service started (from the errors file)", priorErrors, priorScheduled),
+                    100 * maxErrorRate, maxErrorRate, causes), List.copyOf(last)));
         }
         return notify(tell);
     }

@@ -153,10 +153,11 @@ public final class Feeder implements AutoCloseable {
         if (lines.isEmpty()) throw new IOException("manifest " + source.manifestName() + " holds no samples");
         var schedule = new SampleSchedule(config.seed(), lines.size(), config.ranks(), config.batchSize());
         if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
+        schedule = schedule.labelled(config.start(), config.startLabel());
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
         for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
         var metrics = new FeedMetrics();
-        var errors = FeedErrors.open(config);
+        var errors = FeedErrors.open(config, schedule);
         int threads = config.cpuThreads();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes

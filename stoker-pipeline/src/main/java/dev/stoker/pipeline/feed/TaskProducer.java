@@ -152,17 +152,18 @@ public final class TaskProducer implements AutoCloseable {
     public int workers() { return workers.size(); }
 
     /**
-     * Rank {@code rank}'s batch of the global step at {@code cursor}, made by worker {@code worker}
-     * (made on first use) into the store; the caller owns the result and releases it. Requests to
-     * one worker complete in the order they were made.
+     * Rank {@code rank}'s batch of the global step at {@code cursor}, labelled {@code globalStep} (the
+     * coordinator's label, which a resized job counts on from its trainers': {@link SampleSchedule#labelled}),
+     * made by worker {@code worker} (made on first use) into the store; the caller owns the result and
+     * releases it. Requests to one worker complete in the order they were made.
      */
-    public CompletableFuture<StoredBatch> produce(int worker, ScheduleCursor cursor, int rank) {
+    public CompletableFuture<StoredBatch> produce(int worker, ScheduleCursor cursor, long globalStep, int rank) {
         if (closed) return CompletableFuture.failedFuture(new IllegalStateException("task producer closed"));
         if (worker < 0 || worker >= maxWorkers)
             return CompletableFuture.failedFuture(new IllegalArgumentException("worker " + worker + " outside [0, " + maxWorkers + ")"));
         ScheduledBatch scheduled;
         try {
-            scheduled = schedule.scheduled(cursor, rank);
+            scheduled = schedule.labelled(cursor, globalStep).scheduled(cursor, rank);
         } catch (IllegalArgumentException e) {
             return CompletableFuture.failedFuture(e);
         }

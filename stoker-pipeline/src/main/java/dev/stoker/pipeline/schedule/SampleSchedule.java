@@ -20,6 +20,13 @@ import java.util.Iterator;
  * global step ({@link #droppedPerEpoch()} samples) is not scheduled (drop_last); the next epoch
  * starts at position 0 of its own permutation.
  *
+ * <p>Step labels: a batch's global step is a label, the number of global steps from the schedule's
+ * origin (epoch 0, position 0), every epoch starting at 0. A job resized to another rank count
+ * continues from a position that its new step size did not take it to, so counting its steps from the
+ * origin would repeat labels already used (audit #32). A schedule {@link #labelled labelled} at a
+ * cursor counts from there instead: the step starting at that cursor has the given label, and each
+ * later step one more (an epoch's last whole step is followed by the next epoch's first).
+ *
  * <p>Threading: immutable apart from a two-entry cache of permutations; safe to share.
  */
 public final class SampleSchedule {
@@ -34,8 +41,15 @@ public final class SampleSchedule {
     private final long[] cachedEpochs = {-1, -1};
     private final int[][] cachedPermutations = new int[2][];
     private int cacheVictim;
+    /** The cursor whose step has the label {@link #labelStep}; null: labels count from the origin. */
+    private final ScheduleCursor labelAt;
+    private final long labelStep;
 
     public SampleSchedule(long seed, int datasetSize, int ranks, int batchSize) {
+        this(seed, datasetSize, ranks, batchSize, null, 0);
+    }
+
+    private SampleSchedule(long seed, int datasetSize, int ranks, int batchSize, ScheduleCursor labelAt, long labelStep) {
         if (datasetSize <= 0) throw new IllegalArgumentException("dataset size must be positive, got " + datasetSize);
         if (ranks <= 0) throw new IllegalArgumentException("ranks must be positive, got " + ranks);
         if (batchSize <= 0) throw new IllegalArgumentException("batch size must be positive, got " + batchSize);
@@ -47,6 +61,38 @@ public final class SampleSchedule {
         this.ranks = ranks;
         this.batchSize = batchSize;
         this.positionsPerStep = ranks * batchSize;
+        this.labelAt = labelAt;
+        this.labelStep = labelStep;
+    }
+
+    /**
+     * This order with the step at {@code at} labelled {@code step} (and the steps after it counted from
+     * there): where a trainer resumed with another rank count continues its labels. A negative
+     * {@code step} gives the labels counted from the origin.
+     */
+    public SampleSchedule labelled(ScheduleCursor at, long step) {
+        if (step < 0) return labelAt == null ? this : new SampleSchedule(seed, datasetSize, ranks, batchSize, null, 0);
+        requireFits(at);
+        return new SampleSchedule(seed, datasetSize, ranks, batchSize, at, step);
+    }
+
+    /** The cursor this schedule's labels count from ({@link #labelled}); null: the origin. */
+    public ScheduleCursor labelAt() { return labelAt; }
+
+    /** The label of the step at {@link #labelAt()}; −1 when labels count from the origin. */
+    public long labelStep() { return labelAt == null ? -1 : labelStep; }
+
+    /**
+     * The label of the global step starting at {@code c}: steps since the origin, or since the cursor
+     * this schedule is {@link #labelled} at (a cursor before that one is counted from the origin).
+     */
+    public long globalStep(ScheduleCursor c) {
+        long natural = c.epoch() * stepsPerEpoch() + c.position() / positionsPerStep;
+        if (labelAt == null || c.epoch() < labelAt.epoch() || (c.epoch() == labelAt.epoch() && c.position() < labelAt.position()))
+            return natural;
+        if (c.epoch() == labelAt.epoch()) return labelStep + (c.position() - labelAt.position()) / positionsPerStep;
+        long restOfFirst = (datasetSize - labelAt.position()) / positionsPerStep; // whole steps from labelAt in its epoch
+        return labelStep + restOfFirst + (c.epoch() - labelAt.epoch() - 1) * stepsPerEpoch() + c.position() / positionsPerStep;
     }
 
     public long seed() { return seed; }
@@ -107,8 +153,7 @@ public final class SampleSchedule {
 
     /** The scheduled batch of {@code rank} for the global step starting at {@code c}. */
     public ScheduledBatch scheduled(ScheduleCursor c, int rank) {
-        long step = c.position() / positionsPerStep;
-        return new ScheduledBatch(c, step, c.epoch() * stepsPerEpoch() + step, rank, batchAt(c, rank));
+        return new ScheduledBatch(c, c.position() / positionsPerStep, globalStep(c), rank, batchAt(c, rank));
     }
 
     /** Rank {@code rank}'s batches from {@code start} on, endlessly (epoch after epoch). */

@@ -7,7 +7,8 @@ import dev.stoker.core.ScheduleCursor;
  *
  * @param cursor      where the global step starts (epoch, position in the epoch's permutation)
  * @param step        step within the epoch ({@code position / (ranks·batchSize)})
- * @param globalStep  steps since the schedule's origin (epoch 0, position 0) when every epoch starts at 0
+ * @param globalStep  the step's label: steps since the schedule's origin (epoch 0, position 0), or since the cursor it
+ *                    is labelled at ({@link SampleSchedule#labelled})
  * @param rank        the rank this share belongs to
  * @param indices     dataset indices (manifest line order, 0-based), {@code batchSize} of them
  */

@@ -1,6 +1,9 @@
 package dev.stoker.pipeline.feed;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.SampleException;
@@ -38,5 +41,39 @@ class ErrorsFileResumeTest {
         }
         var lines = Files.readAllLines(file);
         assertEquals(3, lines.size(), String.join("\n", lines));
+    }
+
+    /**
+     * Audit #13, the rate window: a job skipped 6 of its first 100 samples, then its service was restarted at position 100.
+     * The restarted service judges its rate over the job so far: one more skip in its first batch is 7 of 104 (6.7%), over a
+     * 5% limit, while counted from its own start (1 of 4, under the 100 samples the rate waits for) it would go on.
+     */
+    @Test
+    void aRestartedServiceJudgesItsErrorRateOverTheJobSoFar() throws Exception {
+        Path file = tmp.resolve("rate.jsonl");
+        var schedule = new dev.stoker.pipeline.schedule.SampleSchedule(1234, 400, 2, 2);
+        var config = FeedConfig.of(FeedMode.PREFETCH, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), 2, 2).withErrorsFile(file)
+                .withErrorPolicy(ErrorPolicy.SKIP, 0.05);
+        int[] order = schedule.permutationCopy(0);
+        try (var first = FeedErrors.open(config, schedule)) {
+            for (int p = 0; p < 6; p++) first.recordAll(0, p / 4, 0, List.of(bad(order[p * 10])));        // positions 0..50: before
+            first.recordAll(0, 30, 0, List.of(bad(order[120])));                                        // position 120: after
+        }
+        var restarted = config.withStart(new dev.stoker.core.ScheduleCursor(0, 100));
+        try (var errors = FeedErrors.open(restarted, schedule)) {
+            assertEquals(100, errors.priorScheduled());
+            assertEquals(6, errors.priorErrors(), "the entry after the restart point is not one of the job's so far");
+            var failed = errors.delivered(0, 25, 0, 4, List.of(bad(order[101])));
+            assertNotNull(failed, "7 of 104 is over 5%");
+            assertTrue(failed.getMessage().contains("7 of 104 scheduled samples skipped"), failed.getMessage());
+            assertTrue(failed.getMessage().contains("6 of 100 of them before this service started"), failed.getMessage());
+        }
+        try (var fromZero = FeedErrors.open(restarted.withErrorsFile(null), schedule)) { // without the file: its own start
+            assertNull(fromZero.delivered(0, 25, 0, 4, List.of(bad(order[101]))));
+        }
+    }
+
+    private static SkippedSample bad(int index) {
+        return new SkippedSample("s" + index, index, SampleException.Stage.DECODE, "truncated JPEG");
     }
 }

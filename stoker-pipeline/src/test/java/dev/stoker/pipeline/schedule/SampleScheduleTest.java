@@ -111,6 +111,42 @@ class SampleScheduleTest {
         }
     }
 
+    /**
+     * Audit #32: two ranks take 10 steps (labels 0–9, position 40); three ranks resume there. Counted from the origin in
+     * steps of 6, the resumed steps would be labelled 6, 7, …: labels already used. Labelled at the cursor they go on 10, 11, …
+     * through the epoch's end and into the next epoch, and match the order itself (same cursors and indices).
+     */
+    @Test
+    void aScheduleLabelledAtAResumeCursorCountsOnFromThereAcrossEpochs() {
+        var two = new SampleSchedule(5, 100, 2, 2);
+        var at = new ScheduleCursor(0, 40);
+        assertEquals(10, two.globalStep(at));
+        var three = new SampleSchedule(5, 100, 3, 2);
+        assertEquals(6, three.globalStep(at), "counted from the origin: a label the two ranks used");
+        var labelled = three.labelled(at, 10);
+        var it = labelled.iterator(at, 2);
+        var plain = three.iterator(at, 2);
+        long expected = 10;
+        var used = new HashSet<Long>();
+        for (long g = 0; g < 10; g++) used.add(g);
+        for (int i = 0; i < 30; i++) {
+            var b = it.next();
+            var p = plain.next();
+            assertEquals(p.cursor(), b.cursor());
+            assertArrayEquals(p.indices(), b.indices());
+            assertEquals(expected++, b.globalStep(), "step " + i + " at " + b.cursor());
+            assertTrue(used.add(b.globalStep()), "label " + b.globalStep() + " repeated");
+        }
+        // (100 − 40) / 6 = 10 steps finish epoch 0 (labels 10–19); epoch 1 starts at label 20
+        assertEquals(20, labelled.globalStep(new ScheduleCursor(1, 0)));
+        assertEquals(20 + 16 + 3, labelled.globalStep(new ScheduleCursor(2, 18)));
+        assertEquals(6, labelled.globalStep(new ScheduleCursor(0, 36)), "before the label cursor: counted from the origin");
+        assertEquals(three.globalStep(new ScheduleCursor(1, 0)), labelled.labelled(at, -1).globalStep(new ScheduleCursor(1, 0)));
+        assertEquals(at, labelled.labelAt());
+        assertEquals(10, labelled.labelStep());
+        assertEquals(-1, three.labelStep());
+    }
+
     @Test
     void refusesAStepLargerThanTheDataset() {
         assertThrows(IllegalArgumentException.class, () -> new SampleSchedule(0, 10, 3, 4));
