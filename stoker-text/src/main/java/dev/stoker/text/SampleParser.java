@@ -16,8 +16,16 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Turns one dataset record (a JSON object, or one raw JSONL line) into a {@link ChatSample},
- * accepting the two formats Qwen-VL SFT data comes in.
+ * Turns one dataset record (a JSON object, or one raw JSONL line) into a {@link ChatSample}. The layout is
+ * detected per record from its keys; {@code docs/data-formats.md} shows an example of each.
+ *
+ * <p><b>Detection.</b> {@code conversations} with a top-level {@code image}, or with no image list, is LLaVA;
+ * {@code conversations} with {@code images} is ShareGPT as LLaMA-Factory reads it; {@code messages} is typed
+ * HF content when any {@code content} is an array, else string content read as ms-swift and LLaMA-Factory do.
+ * For {@code conversations} the key decides because the two trainers split placeholders the same way and
+ * differ only in stripping: qwen-vl-finetune's data uses {@code image}, LLaMA-Factory's uses {@code images}.
+ * (Until this rule, {@code images} was an alias of {@code image} under the LLaVA rule, which stripped text that
+ * LLaMA-Factory keeps and so gave other tokens than it trains on.)
  *
  * <p><b>LLaVA / qwen-vl-finetune</b>: {@code {"id"?, "image"?: str | [str], "conversations": [{"from", "value"}]}}.
  * Converted as the official {@code _build_messages} does (spec §10): {@code from == "human"} becomes
@@ -25,17 +33,33 @@ import java.util.List;
  * ones dropped; every other {@code from} becomes {@code assistant} with its value kept verbatim (an
  * {@code <image>} there stays literal text, as upstream). Two deliberate extensions: {@code "system"}
  * becomes a system turn (upstream would make it an assistant turn and train on it) and {@code "user"}
- * is accepted as {@code "human"}. {@code "images"} is accepted as an alias of {@code "image"}.
- * The number of {@code <image>} placeholders must equal the number of images.
+ * is accepted as {@code "human"}. Text-only {@code conversations} (no image list) take this rule too.
  *
- * <p><b>HF messages</b>: {@code {"id"?, "messages": [{"role", "content": str | [item]}]}} with items
+ * <p><b>ShareGPT (LLaMA-Factory)</b>: {@code {"id"?, "images": str | [str], "conversations": [{"from", "value"}]}}.
+ * <b>ms-swift / LLaMA-Factory openai style</b>: {@code {"id"?, "images"?: str | [str], "messages": [{"role",
+ * "content": str}]}}. Each {@code <image>}, in any turn, is replaced in place by the next listed image and the
+ * text around it is kept exactly as it is, as LLaMA-Factory's {@code mm_plugin} and ms-swift do; only empty
+ * segments are dropped (they render nothing). ShareGPT roles are {@code human}/{@code user},
+ * {@code gpt}/{@code assistant} and {@code system}; {@code messages} roles are {@code system}, {@code user},
+ * {@code assistant}. Any other role is refused, tool roles ({@code observation}, {@code function_call},
+ * {@code tool}) as tool turns, which are not supported.
+ *
+ * <p><b>HF typed messages</b>: {@code {"id"?, "messages": [{"role", "content": str | [item]}]}} with items
  * {@code {"type":"text","text"}} or images ({@code type == "image"} or a key {@code image} /
  * {@code image_url}; the reference is {@code image}, {@code image_url} (string or {@code {"url"}}),
- * {@code url} or {@code path}). Roles are {@code system}, {@code user}, {@code assistant}.
+ * {@code url} or {@code path}). Text items are verbatim ({@code <image>} in one is literal text, as the HF
+ * template renders it). A non-empty top-level {@code images}/{@code image} list is refused (it would be unused),
+ * and so is an {@code <image>} placeholder in a string content of the same record.
  *
- * <p>Video ({@code <video>}, {@code type == "video"}) is rejected, as is anything mistyped; every error
- * is a {@link SampleException} at stage {@code MANIFEST} naming the sample and the JSON path of the field.
- * The sample id is the record's {@code "id"} (string or number) when present, else the caller's.
+ * <p><b>Placeholders.</b> The number of {@code <image>} placeholders (LLaVA: in human turns; otherwise in all
+ * turns) must equal the number of listed images, so a record with none, or with placeholders and no list, is
+ * refused rather than trained with images missing or as literal text; the error gives both counts.
+ *
+ * <p>Also refused: video ({@code <video>} wherever placeholders are read, {@code type == "video"} items, a
+ * non-empty {@code video}/{@code videos} field), a non-empty {@code tools} field, both {@code image} and
+ * {@code images}, and anything mistyped. Every error is a {@link SampleException} at stage {@code MANIFEST}
+ * naming the sample and the JSON path of the field. The sample id is the record's {@code "id"} (string or
+ * number) when present, else the caller's.
  *
  * <p>Threading: instances are immutable and may be shared; {@link #parseLine} allocates its decoder per call.
  */
@@ -70,11 +94,16 @@ public final class SampleParser {
         if (record == null || !record.isObject())
             throw error(fallbackId, "expected a JSON object, got " + kind(record));
         var id = sampleId(record, fallbackId);
-        boolean llava = record.has("conversations");
-        boolean hf = record.has("messages");
-        if (llava && hf) throw error(id, "has both 'conversations' (LLaVA) and 'messages' (HF); expected one");
-        if (!llava && !hf) throw error(id, "missing field 'conversations' (LLaVA format) or 'messages' (HF format)");
-        return llava ? parseLlava(record, id) : parseMessages(record, id);
+        boolean conversations = record.has("conversations");
+        boolean messages = record.has("messages");
+        if (conversations && messages) throw error(id, "has both 'conversations' (LLaVA) and 'messages' (HF); expected one");
+        if (!conversations && !messages) throw error(id, "missing field 'conversations' (LLaVA format) or 'messages' (HF format)");
+        var images = imageList(record, id);
+        ChatSample sample;
+        if (conversations) sample = images.key().equals("images") ? parseShareGpt(record, id, images) : parseLlava(record, id, images);
+        else sample = parseMessages(record, id, images);
+        refuseUnread(record, id);
+        return sample;
     }
 
     private static String sampleId(JsonNode record, String fallbackId) {
@@ -84,14 +113,37 @@ public final class SampleParser {
         throw error(fallbackId, "field 'id': expected a string or integer, got " + kind(id));
     }
 
-    private static ChatSample parseLlava(JsonNode record, String id) {
-        var images = llavaImages(record, id);
-        var turns = record.get("conversations");
-        if (!turns.isArray()) throw error(id, "field 'conversations': expected an array, got " + kind(turns));
-        if (turns.isEmpty()) throw error(id, "field 'conversations' is empty");
+    /** The record's top-level image list, the key it came from and whether the record has one at all. */
+    private record ImageList(String key, List<String> refs, boolean given) {
+        String describe() {
+            return refs.size() + " image(s)" + (given ? " in '" + key + "'" : " (no 'image' or 'images' field)");
+        }
+    }
+
+    /** Hands out the listed images to placeholders in order, counting the placeholders. */
+    private static final class ImageCursor {
+        private final ImageList list;
+        private int placeholders;
+
+        ImageCursor(ImageList list) { this.list = list; }
+
+        /** The next placeholder's image, or null once the list is used up (the count is reported at the end). */
+        Message.Image next() {
+            int k = placeholders++;
+            return k < list.refs().size() ? new Message.Image(list.refs().get(k)) : null;
+        }
+
+        void checkCount(String id, String where) {
+            if (placeholders != list.refs().size())
+                throw error(id, where + " have " + placeholders + " <image> placeholder(s) but the record lists " + list.describe());
+        }
+    }
+
+    /** LLaVA / qwen-vl-finetune ({@code conversations} + {@code image} or no images): spec §10. */
+    private static ChatSample parseLlava(JsonNode record, String id, ImageList images) {
+        var turns = turns(record, id);
         var messages = new ArrayList<Message>(turns.size());
-        int nextImage = 0;
-        int placeholders = 0;
+        var cursor = new ImageCursor(images);
         for (int i = 0; i < turns.size(); i++) {
             var path = "conversations[" + i + "]";
             var turn = turns.get(i);
@@ -99,43 +151,85 @@ public final class SampleParser {
             var from = requireText(turn, "from", path, id);
             var value = requireText(turn, "value", path, id);
             switch (from) {
-                case "human", "user" -> {
-                    var parts = new ArrayList<Message.Part>();
-                    int pos = 0;
-                    while (true) {
-                        int img = value.indexOf(IMAGE_TOKEN, pos);
-                        int vid = value.indexOf(VIDEO_TOKEN, pos);
-                        if (vid >= 0 && (img < 0 || vid < img))
-                            throw error(id, path + ".value: <video> placeholder found; video is not supported");
-                        int end = img < 0 ? value.length() : img;
-                        var seg = value.substring(pos, end).strip();
-                        if (!seg.isEmpty()) parts.add(new Message.Text(seg));
-                        if (img < 0) break;
-                        placeholders++;
-                        if (nextImage < images.size()) parts.add(new Message.Image(images.get(nextImage++)));
-                        pos = img + IMAGE_TOKEN.length();
-                    }
-                    messages.add(new Message(Role.USER, parts));
-                }
+                case "human", "user" -> messages.add(new Message(Role.USER, split(value, true, cursor, path + ".value", id)));
                 case "system" -> messages.add(Message.text(Role.SYSTEM, value));
                 default -> messages.add(Message.text(Role.ASSISTANT, value));
             }
         }
-        if (placeholders != images.size())
-            throw error(id, "the human turns have " + placeholders + " <image> placeholder(s) but the record lists "
-                    + images.size() + " image(s)");
-        return new ChatSample(id, messages, images);
+        cursor.checkCount(id, "the human turns");
+        return new ChatSample(id, messages, images.refs());
     }
 
-    private static List<String> llavaImages(JsonNode record, String id) {
+    /** ShareGPT as LLaMA-Factory reads it ({@code conversations} + {@code images}): placeholders in any turn, text verbatim. */
+    private static ChatSample parseShareGpt(JsonNode record, String id, ImageList images) {
+        var turns = turns(record, id);
+        var messages = new ArrayList<Message>(turns.size());
+        var cursor = new ImageCursor(images);
+        for (int i = 0; i < turns.size(); i++) {
+            var path = "conversations[" + i + "]";
+            var turn = turns.get(i);
+            if (!turn.isObject()) throw error(id, path + ": expected an object, got " + kind(turn));
+            var from = requireText(turn, "from", path, id);
+            var role = switch (from) {
+                case "human", "user" -> Role.USER;
+                case "gpt", "assistant" -> Role.ASSISTANT;
+                case "system" -> Role.SYSTEM;
+                default -> throw unsupportedRole(id, path + ".from", from, "human, gpt or system (or user, assistant)");
+            };
+            var value = requireText(turn, "value", path, id);
+            messages.add(new Message(role, split(value, false, cursor, path + ".value", id)));
+        }
+        cursor.checkCount(id, "the turns");
+        return new ChatSample(id, messages, images.refs());
+    }
+
+    private static JsonNode turns(JsonNode record, String id) {
+        var turns = record.get("conversations");
+        if (!turns.isArray()) throw error(id, "field 'conversations': expected an array, got " + kind(turns));
+        if (turns.isEmpty()) throw error(id, "field 'conversations' is empty");
+        return turns;
+    }
+
+    /**
+     * One turn's text with each {@code <image>} replaced by the next listed image. LLaVA ({@code strip}) strips the
+     * segments around placeholders; LLaMA-Factory / ms-swift keep them as they are. Empty segments are dropped either
+     * way (they render nothing); a text without placeholders stays one verbatim part under the verbatim rule.
+     */
+    private static List<Message.Part> split(String value, boolean strip, ImageCursor cursor, String path, String id) {
+        if (!strip && !value.contains(IMAGE_TOKEN)) {
+            refuseVideoToken(value, path, id);
+            return List.of(new Message.Text(value));
+        }
+        var parts = new ArrayList<Message.Part>();
+        int pos = 0;
+        while (true) {
+            int img = value.indexOf(IMAGE_TOKEN, pos);
+            int vid = value.indexOf(VIDEO_TOKEN, pos);
+            if (vid >= 0 && (img < 0 || vid < img)) refuseVideoToken(value, path, id);
+            int end = img < 0 ? value.length() : img;
+            var seg = strip ? value.substring(pos, end).strip() : value.substring(pos, end);
+            if (!seg.isEmpty()) parts.add(new Message.Text(seg));
+            if (img < 0) break;
+            var image = cursor.next();
+            if (image != null) parts.add(image);
+            pos = img + IMAGE_TOKEN.length();
+        }
+        return parts;
+    }
+
+    private static void refuseVideoToken(String value, String path, String id) {
+        if (value.contains(VIDEO_TOKEN)) throw error(id, path + ": <video> placeholder found; video is not supported");
+    }
+
+    private static ImageList imageList(JsonNode record, String id) {
         var key = "image";
         var node = record.get("image");
-        var alias = record.get("images");
-        if (node != null && !node.isNull() && alias != null && !alias.isNull())
+        var plural = record.get("images");
+        if (node != null && !node.isNull() && plural != null && !plural.isNull())
             throw error(id, "has both 'image' and 'images'; expected one");
-        if (node == null || node.isNull()) { node = alias; key = "images"; }
-        if (node == null || node.isNull()) return List.of();
-        if (node.isTextual()) return List.of(node.asText());
+        if (plural != null && !plural.isNull()) { node = plural; key = "images"; }
+        if (node == null || node.isNull()) return new ImageList(key, List.of(), false);
+        if (node.isTextual()) return new ImageList(key, List.of(node.asText()), true);
         if (!node.isArray()) throw error(id, "field '" + key + "': expected a string or an array of strings, got " + kind(node));
         var out = new ArrayList<String>(node.size());
         for (int i = 0; i < node.size(); i++) {
@@ -143,13 +237,24 @@ public final class SampleParser {
             if (!e.isTextual()) throw error(id, "field '" + key + "[" + i + "]': expected a string, got " + kind(e));
             out.add(e.asText());
         }
-        return out;
+        return new ImageList(key, out, true);
     }
 
-    private static ChatSample parseMessages(JsonNode record, String id) {
+    /**
+     * HF {@code messages}. With typed content (any {@code content} an array) images are content items and a
+     * top-level list or an {@code <image>} in string content is refused; with string content only, placeholders
+     * are read as LLaMA-Factory / ms-swift do, against the top-level list.
+     */
+    private static ChatSample parseMessages(JsonNode record, String id, ImageList images) {
         var list = record.get("messages");
         if (!list.isArray()) throw error(id, "field 'messages': expected an array, got " + kind(list));
         if (list.isEmpty()) throw error(id, "field 'messages' is empty");
+        String typedPath = null;
+        for (int i = 0; i < list.size() && typedPath == null; i++) {
+            var content = list.get(i).get("content");
+            if (content != null && content.isArray()) typedPath = "messages[" + i + "].content";
+        }
+        var cursor = new ImageCursor(images);
         var messages = new ArrayList<Message>(list.size());
         for (int i = 0; i < list.size(); i++) {
             var path = "messages[" + i + "]";
@@ -160,13 +265,21 @@ public final class SampleParser {
                 case "system" -> Role.SYSTEM;
                 case "user" -> Role.USER;
                 case "assistant" -> Role.ASSISTANT;
-                default -> throw error(id, path + ".role: unsupported role '" + roleName
-                        + "'; expected system, user or assistant");
+                default -> throw unsupportedRole(id, path + ".role", roleName, "system, user or assistant");
             };
             var content = m.get("content");
             if (content == null) throw error(id, path + ": missing field 'content'");
             if (content.isTextual()) {
-                messages.add(Message.text(role, content.asText()));
+                var text = content.asText();
+                if (typedPath == null) {
+                    messages.add(new Message(role, split(text, false, cursor, path + ".content", id)));
+                } else {
+                    if (text.contains(IMAGE_TOKEN))
+                        throw error(id, path + ".content: <image> placeholder in string content, but " + typedPath
+                                + " is typed (an array); a record uses typed image items or placeholders, not both");
+                    refuseVideoToken(text, path + ".content", id);
+                    messages.add(Message.text(role, text));
+                }
             } else if (content.isArray()) {
                 var parts = new ArrayList<Message.Part>(content.size());
                 for (int j = 0; j < content.size(); j++) parts.add(contentItem(content.get(j), path + ".content[" + j + "]", id));
@@ -175,7 +288,41 @@ public final class SampleParser {
                 throw error(id, path + ".content: expected a string or an array, got " + kind(content));
             }
         }
-        return ChatSample.of(id, messages);
+        if (typedPath == null) {
+            cursor.checkCount(id, "the messages");
+            return new ChatSample(id, messages, images.refs());
+        }
+        var sample = ChatSample.of(id, messages);
+        int listed = images.refs().size();
+        if (listed > 0) {
+            int used = sample.imagePaths().size();
+            throw error(id, "field '" + images.key() + "' lists " + listed + " image(s) but the record uses "
+                    + (used == 0 ? "none: its content is typed (" + typedPath + " is an array), where images are content items"
+                                 : "its " + used + " typed image item(s) instead; a top-level list is read only with string content"));
+        }
+        return sample;
+    }
+
+    private static SampleException unsupportedRole(String id, String path, String role, String expected) {
+        boolean tool = switch (role) {
+            case "tool", "observation", "function_call", "function", "tool_call", "tool_response" -> true;
+            default -> false;
+        };
+        return error(id, path + ": unsupported role '" + role + "'" + (tool ? ": tool turns are not supported" : "")
+                + "; expected " + expected);
+    }
+
+    /** Fields the other trainers read but Stoker does not: refused rather than silently dropped. */
+    private static void refuseUnread(JsonNode record, String id) {
+        for (var key : new String[] {"video", "videos"})
+            if (present(record.get(key))) throw error(id, "field '" + key + "': video is not supported");
+        if (present(record.get("tools"))) throw error(id, "field 'tools': tool definitions are not supported");
+    }
+
+    private static boolean present(JsonNode n) {
+        if (n == null || n.isNull()) return false;
+        if (n.isTextual()) return !n.asText().isEmpty() && !n.asText().equals("[]");
+        return !(n.isContainerNode() && n.isEmpty());
     }
 
     private static Message.Part contentItem(JsonNode item, String path, String id) {

@@ -116,6 +116,57 @@ class ChatConformanceTest {
         assertEquals(caseId, llava.id());
     }
 
+    /**
+     * LLaMA-Factory / ms-swift records keep the text around {@code <image>} as it is, so unlike LLaVA's they
+     * reproduce the reference exactly: same rendered text and, through the encoding path, the same ids.
+     */
+    @ParameterizedTest(name = "{0} {1}")
+    @CsvSource({"c01_vqa_single_image, qwen2_5vl", "c01_vqa_single_image, qwen3vl",
+                "c02_multiturn_two_images, qwen2_5vl", "c02_multiturn_two_images, qwen3vl"})
+    void sharegptAndMessagesWithImagesEncodeLikeTheReference(String caseId, String familyName) throws Exception {
+        var chat = Vectors.get().chatCase(caseId);
+        var outputs = chat.get("outputs").get(familyName);
+        var builder = new TokenSequenceBuilder(tokenizer, family(familyName), 2, 8192, TruncationPolicy.REJECT);
+        var parser = new SampleParser();
+        var ids = npy(outputs, "input_ids");
+        for (var record : List.of(sharegptRecord(caseId), swiftRecord(caseId))) {
+            var sample = parser.parseLine(record.getBytes(StandardCharsets.UTF_8), "llamafactory.jsonl:1");
+            assertEquals(manifestSample(chat).messages(), sample.messages(), record);
+            assertEquals(expectedText(outputs), builder.template().render(sample.messages()));
+            var f = builder.build(sample, grids(outputs));
+            assertArrayEquals(ids, f.inputIds());
+            assertArrayEquals(npy(outputs, "labels"), f.labels());
+            assertArrayEquals(npy(outputs, "position_ids"), f.positionIds());
+        }
+    }
+
+    /** LLaMA-Factory's sharegpt layout: {@code conversations} with from/value and a top-level {@code images} list. */
+    private static String sharegptRecord(String caseId) {
+        return switch (caseId) {
+            case "c01_vqa_single_image" -> """
+                {"id": "c01_vqa_single_image", "images": ["p06_rgba_alpha_300x200"], "conversations": [
+                  {"from": "human", "value": "<image>What is shown in this picture? Answer briefly."},
+                  {"from": "gpt", "value": "A mountain landscape; the left part is transparent."}]}
+                """.replace("\n", " ");
+            case "c02_multiturn_two_images" -> """
+                {"id": "c02_multiturn_two_images", "images": ["p07_halfround_400x294", "p03_small_40x36"], "conversations": [
+                  {"from": "system", "value": "You are a meticulous visual assistant."},
+                  {"from": "human", "value": "<image>Describe the pattern in this image."},
+                  {"from": "gpt", "value": "Colour gradients with a checkerboard overlay in the blue channel."},
+                  {"from": "human", "value": "Now compare it with this one: <image> Which one is larger?"},
+                  {"from": "gpt", "value": "The first one: 400×294 pixels versus 40×36."}]}
+                """.replace("\n", " ");
+            default -> throw new IllegalArgumentException(caseId);
+        };
+    }
+
+    /** The ms-swift / LLaMA-Factory openai-style layout: the same turns as {@code messages} with string content. */
+    private static String swiftRecord(String caseId) {
+        return sharegptRecord(caseId).replace("\"conversations\"", "\"messages\"")
+                .replace("\"from\": \"human\"", "\"role\": \"user\"").replace("\"from\": \"gpt\"", "\"role\": \"assistant\"")
+                .replace("\"from\": \"system\"", "\"role\": \"system\"").replace("\"value\"", "\"content\"");
+    }
+
     private static String hfRecord(String caseId) {
         return switch (caseId) {
             case "c01_vqa_single_image" -> """

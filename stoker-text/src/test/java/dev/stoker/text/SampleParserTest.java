@@ -52,9 +52,118 @@ class SampleParserTest {
         assertEquals("42", s.id());
         assertEquals(List.of(), s.imagePaths());
         assertEquals(List.of(Message.text(Role.USER, "hi"), Message.text(Role.ASSISTANT, "yo")), s.messages());
-        var one = parse("{\"images\": \"x.jpg\", \"conversations\": [{\"from\": \"human\", \"value\": \"<image>\"}]}");
+        var one = parse("{\"image\": \"x.jpg\", \"conversations\": [{\"from\": \"human\", \"value\": \"<image>\"}]}");
         assertEquals(List.of("x.jpg"), one.imagePaths());
         assertEquals(List.of(new Message(Role.USER, List.of(new Image("x.jpg")))), one.messages());
+    }
+
+    @Test
+    void msSwiftMessagesReplaceEachPlaceholderInPlaceAndKeepTheText() {
+        var s = parse("""
+            {"messages": [{"role": "user", "content": "<image>What is this?"}, {"role": "assistant", "content": "A cat."}],
+             "images": ["a.jpg"]}""");
+        assertEquals(List.of("a.jpg"), s.imagePaths());
+        assertEquals(List.of(
+                new Message(Role.USER, List.of(new Image("a.jpg"), new Text("What is this?"))),
+                Message.text(Role.ASSISTANT, "A cat.")), s.messages());
+
+        var verbatim = parse("""
+            {"messages": [{"role": "system", "content": " Be terse. "},
+                          {"role": "user", "content": "<image>\\nWhat  <image> and\\n"},
+                          {"role": "assistant", "content": " Two cats.\\n"}],
+             "images": ["a.jpg", "b.jpg"]}""");
+        assertEquals(List.of(
+                Message.text(Role.SYSTEM, " Be terse. "),
+                new Message(Role.USER, List.of(new Image("a.jpg"), new Text("\nWhat  "), new Image("b.jpg"), new Text(" and\n"))),
+                Message.text(Role.ASSISTANT, " Two cats.\n")), verbatim.messages());
+    }
+
+    @Test
+    void sharegptConversationsWithImagesFollowTheLlamaFactoryRule() {
+        var s = parse("""
+            {"conversations": [{"from": "system", "value": "S"},
+                               {"from": "human", "value": " look: <image>\\n"},
+                               {"from": "gpt", "value": "ok"},
+                               {"from": "user", "value": "and <image>"},
+                               {"from": "assistant", "value": "<image> too"}],
+             "images": ["a.jpg", "b.jpg", "c.jpg"]}""");
+        assertEquals(List.of("a.jpg", "b.jpg", "c.jpg"), s.imagePaths());
+        assertEquals(List.of(
+                Message.text(Role.SYSTEM, "S"),
+                new Message(Role.USER, List.of(new Text(" look: "), new Image("a.jpg"), new Text("\n"))),
+                Message.text(Role.ASSISTANT, "ok"),
+                new Message(Role.USER, List.of(new Text("and "), new Image("b.jpg"))),
+                new Message(Role.ASSISTANT, List.of(new Image("c.jpg"), new Text(" too")))), s.messages());
+    }
+
+    @Test
+    void conversationsWithImageStillStripLikeLlava() {
+        var llava = parse("{\"image\": [\"a.jpg\"], \"conversations\": [{\"from\": \"human\", \"value\": \"<image>\\n What? \"}]}");
+        assertEquals(List.of(new Message(Role.USER, List.of(new Image("a.jpg"), new Text("What?")))), llava.messages());
+        var sharegpt = parse("{\"images\": [\"a.jpg\"], \"conversations\": [{\"from\": \"human\", \"value\": \"<image>\\n What? \"}]}");
+        assertEquals(List.of(new Message(Role.USER, List.of(new Image("a.jpg"), new Text("\n What? ")))), sharegpt.messages());
+        var textOnly = parse("{\"conversations\": [{\"from\": \"human\", \"value\": \" hi \"}, {\"from\": \"bot\", \"value\": \" yo \"}]}");
+        assertEquals(List.of(Message.text(Role.USER, "hi"), Message.text(Role.ASSISTANT, " yo ")), textOnly.messages());
+    }
+
+    @Test
+    void sharegptAndTypedMessagesGiveTheSameSample() {
+        var sharegpt = parse("""
+            {"id": "q", "conversations": [{"from": "system", "value": "Be brief."},
+                                          {"from": "human", "value": "<image>Compare with <image> please."},
+                                          {"from": "gpt", "value": "The first is larger."}],
+             "images": ["a.jpg", "b.jpg"]}""");
+        var swift = parse("""
+            {"id": "q", "messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": "<image>Compare with <image> please."},
+                                     {"role": "assistant", "content": "The first is larger."}],
+             "images": ["a.jpg", "b.jpg"]}""");
+        var typed = parse("""
+            {"id": "q", "messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": [{"type": "image", "image": "a.jpg"},
+                                                                  {"type": "text", "text": "Compare with "},
+                                                                  {"type": "image", "image": "b.jpg"},
+                                                                  {"type": "text", "text": " please."}]},
+                                     {"role": "assistant", "content": "The first is larger."}]}""");
+        assertEquals(typed, sharegpt);
+        assertEquals(typed, swift);
+        for (var family : dev.stoker.core.ProcessorPreset.ChatFamily.values()) {
+            var template = new ChatTemplate(family);
+            assertEquals(template.render(typed.messages()), template.render(sharegpt.messages()));
+            assertEquals(template.render(typed.messages()), template.render(swift.messages()));
+        }
+    }
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', textBlock = """
+        {"messages": [{"role": "user", "content": "<image><image> two?"}], "images": ["a.jpg"]}                     | the messages have 2 <image> placeholder(s) but the record lists 1 image(s)
+        {"messages": [{"role": "user", "content": "<image> one"}], "images": ["a.jpg", "b.jpg"]}                    | the messages have 1 <image> placeholder(s) but the record lists 2 image(s)
+        {"messages": [{"role": "user", "content": "no tag"}, {"role": "assistant", "content": "x"}], "images": ["a"]} | the messages have 0 <image> placeholder(s) but the record lists 1 image(s)
+        {"messages": [{"role": "user", "content": "<image> what?"}]}                                               | the messages have 1 <image> placeholder(s) but the record lists 0 image(s)
+        {"conversations": [{"from": "human", "value": "<image><image>"}], "images": ["a.jpg"]}                     | the turns have 2 <image> placeholder(s) but the record lists 1 image(s)
+        {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "x"}], "images": ["a.jpg"]}  | the turns have 0 <image> placeholder(s) but the record lists 1 image(s)
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "images": ["a.jpg"]}         | field 'images' lists 1 image(s) but the record uses none
+        {"messages": [{"role": "user", "content": [{"type": "image", "image": "a.jpg"}]}], "image": "a.jpg"}      | field 'image' lists 1 image(s) but the record uses its 1 typed image item(s)
+        {"messages": [{"role": "user", "content": [{"type": "image", "image": "a.jpg"}]}, {"role": "assistant", "content": "<image>"}]} | messages[1].content: <image> placeholder in string content, but messages[0].content is typed
+        {"messages": [{"role": "user", "content": "<image>"}], "images": "a", "image": "b"}                         | has both 'image' and 'images'
+        {"messages": [{"role": "user", "content": "x"}], "images": [1]}                                            | field 'images[0]': expected a string, got number
+        {"messages": [{"role": "observation", "content": "x"}]}                                                    | messages[0].role: unsupported role 'observation': tool turns are not supported
+        {"messages": [{"role": "function_call", "content": "x"}]}                                                  | messages[0].role: unsupported role 'function_call': tool turns are not supported
+        {"messages": [{"role": "tool", "content": "x"}], "images": []}                                             | messages[0].role: unsupported role 'tool': tool turns are not supported
+        {"conversations": [{"from": "observation", "value": "x"}], "images": []}                                   | conversations[0].from: unsupported role 'observation': tool turns are not supported
+        {"conversations": [{"from": "function_call", "value": "x"}], "images": []}                                 | conversations[0].from: unsupported role 'function_call': tool turns are not supported
+        {"conversations": [{"from": "tool", "value": "x"}], "images": []}                                          | conversations[0].from: unsupported role 'tool': tool turns are not supported
+        {"conversations": [{"from": "bot", "value": "x"}], "images": []}                                           | conversations[0].from: unsupported role 'bot'; expected human, gpt or system
+        {"conversations": [{"from": "gpt", "value": "<video>"}], "images": []}                                     | conversations[0].value: <video> placeholder found; video is not supported
+        {"messages": [{"role": "user", "content": "<video> what?"}], "videos": ["v.mp4"]}                          | messages[0].content: <video> placeholder found; video is not supported
+        {"messages": [{"role": "user", "content": "what?"}], "videos": ["v.mp4"]}                                  | field 'videos': video is not supported
+        {"conversations": [{"from": "human", "value": "what?"}], "video": "v.mp4"}                                 | field 'video': video is not supported
+        {"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "f"}]}                                  | field 'tools': tool definitions are not supported
+        """)
+    void refusesWhatItWouldMisread(String json, String expectedMessage) {
+        var e = fails(json);
+        assertTrue(e.getMessage().contains(expectedMessage), e.getMessage());
+        assertEquals("train.jsonl:17", e.sampleId());
     }
 
     @Test
