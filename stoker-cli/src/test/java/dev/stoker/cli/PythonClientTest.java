@@ -244,11 +244,11 @@ class PythonClientTest {
         assertEquals("rank 2 is outside the world size 2", rank.get("message").asText());
         JsonNode world = runScript(List.of("expect-error", "--socket", b.socket().toString(), "--world", "3", "--rank", "0"));
         assertEquals("world size 3 differs from the job's 2", world.get("message").asText());
-        for (int version : new int[] {2, 4}) {
+        for (int version : new int[] {3, 5}) {
             JsonNode v = runScript(List.of("expect-error", "--socket", b.socket().toString(), "--world", "" + RANKS, "--rank", "0",
                     "--version", "" + version));
             assertEquals("StokerError", v.get("error_type").asText());
-            assertEquals("protocol version " + version + " is not supported; this service speaks version 3", v.get("message").asText());
+            assertEquals("protocol version " + version + " is not supported; this service speaks version 4", v.get("message").asText());
         }
         try (var live = dev.stoker.transport.TrainerClient.connect(b.socket(), 1, RANKS, "t")) { // rank 1 has a live trainer
             JsonNode twice = runScript(List.of("expect-error", "--socket", b.socket().toString(), "--world", "" + RANKS, "--rank", "1"));

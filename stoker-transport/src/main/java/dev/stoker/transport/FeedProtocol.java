@@ -10,7 +10,7 @@ import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
 
 /**
- * The local trainer protocol (version 3): length-prefixed frames over a stream socket (a Unix
+ * The local trainer protocol (version 4): length-prefixed frames over a stream socket (a Unix
  * domain socket). A frame is {@code type:u32 | length:u64 | payload}, little-endian. The full
  * specification, with every payload, is {@code docs/protocol.md}.
  *
