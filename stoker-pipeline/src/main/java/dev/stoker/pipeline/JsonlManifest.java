@@ -5,13 +5,16 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import dev.stoker.source.RecordIndex;
 
 /**
- * A JSONL manifest held as raw lines: one sample per non-blank line, kept as bytes so that each
- * line's UTF-8 is validated (and reported) per sample rather than failing the whole file.
+ * A manifest held in memory as its records' bytes, for tools that read a small data set whole (the
+ * benchmarks, the demo): JSON Lines (one record per non-blank line) or a JSON array (one per element),
+ * found as {@link RecordIndex} finds them for the feed. Kept as bytes so that each record's UTF-8 is
+ * validated (and reported) per sample rather than failing the whole file.
  */
 public final class JsonlManifest {
-    /** One manifest line: its 1-based line number, a stable id ({@code file:line}) and its bytes. */
+    /** One record: its 1-based line number (or 0-based array position), a stable id ({@code file:line}, {@code file[i]}) and its bytes. */
     public record Line(int lineNumber, String id, byte[] bytes) {}
 
     private final Path file;
@@ -26,29 +29,20 @@ public final class JsonlManifest {
         return new JsonlManifest(file, split(file.getFileName().toString(), Files.readAllBytes(file)));
     }
 
-    /** The non-blank lines of a manifest held in memory (fetched from an object store), ids {@code name:line}. */
+    /** The records of a manifest held in memory (fetched from an object store), ids {@code name:line} or {@code name[i]}. */
     public static List<Line> split(String name, byte[] all) {
-        var lines = new ArrayList<Line>();
-        int start = 0;
-        int number = 1;
-        for (int i = 0; i <= all.length; i++) {
-            if (i == all.length || all[i] == '\n') {
-                int end = i;
-                if (end > start && all[end - 1] == '\r') end--;
-                if (!isBlank(all, start, end)) {
-                    byte[] line = java.util.Arrays.copyOfRange(all, start, end);
-                    lines.add(new Line(number, name + ":" + number, line));
-                }
-                start = i + 1;
-                number++;
-            }
+        RecordIndex index;
+        try {
+            index = RecordIndex.scan(name, new java.io.ByteArrayInputStream(all));
+        } catch (IOException e) {
+            throw new IllegalArgumentException(e.getMessage(), e);
+        }
+        var lines = new ArrayList<Line>(index.size());
+        for (int i = 0; i < index.size(); i++) {
+            int from = (int) index.offset(i);
+            lines.add(new Line(index.label(i), index.id(name, i), java.util.Arrays.copyOfRange(all, from, from + index.length(i))));
         }
         return lines;
-    }
-
-    private static boolean isBlank(byte[] b, int from, int to) {
-        for (int i = from; i < to; i++) if (b[i] != ' ' && b[i] != '\t' && b[i] != '\r') return false;
-        return true;
     }
 
     public Path file() { return file; }

@@ -38,6 +38,23 @@ final class LocalObjectSource implements ObjectSource {
     }
 
     @Override
+    public ManifestStat statManifest() throws java.io.IOException {
+        var a = java.nio.file.Files.readAttributes(location.manifest(), java.nio.file.attribute.BasicFileAttributes.class);
+        if (!a.isRegularFile()) throw new java.io.IOException("manifest " + location.manifest() + " is not a regular file");
+        return new ManifestStat(a.size(), Long.toString(a.lastModifiedTime().to(java.util.concurrent.TimeUnit.NANOSECONDS)));
+    }
+
+    @Override
+    public java.io.InputStream openManifest() throws java.io.IOException {
+        return java.nio.file.Files.newInputStream(location.manifest());
+    }
+
+    @Override
+    public CompletableFuture<byte[]> fetchManifestRange(String sampleId, long offset, int length) {
+        return ctx.local().readRange(sampleId, location.manifest(), offset, length);
+    }
+
+    @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
         return ctx.fetchReference(sampleId, reference, location, realRoot);
     }

@@ -40,6 +40,55 @@ final class LocalReader implements AutoCloseable {
                 () -> readFile(sampleId, file, realRoot, stage, startNanos), pool));
     }
 
+    /**
+     * {@code length} bytes of {@code file} at {@code offset} (a manifest's record), by positioned reads on one channel
+     * per file kept open until close (positioned reads of one channel may run on several threads at once).
+     */
+    CompletableFuture<byte[]> readRange(String sampleId, Path file, long offset, int length) {
+        var stage = SampleException.Stage.MANIFEST;
+        if (offset < 0 || length < 0)
+            return ctx.refused(new SampleException(sampleId, stage, "negative range " + offset + "+" + length + " of " + file));
+        if (length > ctx.config.maxObjectBytes())
+            return ctx.refused(new SampleException(sampleId, stage, "record of " + length + " bytes, over maxObjectBytes "
+                    + ctx.config.maxObjectBytes()));
+        return ctx.submit(sampleId, stage, startNanos -> CompletableFuture.supplyAsync(() -> {
+            try {
+                FileChannel ch = channel(file);
+                byte[] bytes = new byte[length];
+                ByteBuffer buf = ByteBuffer.wrap(bytes);
+                boolean first = true;
+                while (buf.hasRemaining()) {
+                    int n = ch.read(buf, offset + buf.position());
+                    if (first) {
+                        ctx.metrics.onFirstByte(System.nanoTime() - startNanos);
+                        first = false;
+                    }
+                    if (n < 0) throw new SampleException(sampleId, stage, file + " ends at byte " + (offset + buf.position())
+                            + ", before the record's " + length + " bytes at " + offset + " (the file changed since it was indexed?)");
+                }
+                return bytes;
+            } catch (IOException e) {
+                throw new SampleException(sampleId, stage, "cannot read " + file + " at " + offset + ": " + e, e);
+            }
+        }, pool));
+    }
+
+    private final java.util.Map<Path, FileChannel> channels = new java.util.concurrent.ConcurrentHashMap<>();
+
+    private FileChannel channel(Path file) throws IOException {
+        try {
+            return channels.computeIfAbsent(file, f -> {
+                try {
+                    return FileChannel.open(f, StandardOpenOption.READ);
+                } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+        } catch (java.io.UncheckedIOException e) {
+            throw e.getCause();
+        }
+    }
+
     private byte[] readFile(String sampleId, Path file, Path realRoot, SampleException.Stage stage, long startNanos) {
         try {
             if (realRoot != null && Files.exists(file) && !file.toRealPath().startsWith(realRoot))
@@ -72,5 +121,15 @@ final class LocalReader implements AutoCloseable {
     }
 
     @Override
-    public void close() { pool.shutdownNow(); }
+    public void close() {
+        pool.shutdownNow();
+        for (var ch : channels.values()) {
+            try {
+                ch.close();
+            } catch (IOException ignored) {
+                // closing
+            }
+        }
+        channels.clear();
+    }
 }

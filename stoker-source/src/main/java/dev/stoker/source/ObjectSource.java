@@ -20,8 +20,24 @@ public interface ObjectSource extends AutoCloseable {
 
     DatasetLocation location();
 
-    /** The manifest's bytes. */
+    /** The manifest's bytes (all of them: small manifests and tests; {@link #openManifest()} for an index). */
     CompletableFuture<byte[]> fetchManifest();
+
+    /**
+     * The manifest's size and version without its bytes (local: size and modification time; S3: content length and
+     * ETag): what a cached index of it is keyed by.
+     */
+    ManifestStat statManifest() throws java.io.IOException;
+
+    /** The manifest's bytes as a stream from its start, read once to index it; the caller closes it. */
+    java.io.InputStream openManifest() throws java.io.IOException;
+
+    /**
+     * {@code length} bytes of the manifest at {@code offset} (one record, found by an index), inside the in-flight
+     * bound like every fetch; a length over {@link SourceConfig#maxObjectBytes()} is refused. {@code sampleId} labels
+     * errors (stage MANIFEST).
+     */
+    CompletableFuture<byte[]> fetchManifestRange(String sampleId, long offset, int length);
 
     /** The bytes of the object {@code reference} names; {@code sampleId} labels errors. */
     CompletableFuture<byte[]> fetch(String sampleId, String reference);

@@ -29,6 +29,21 @@ final class S3ObjectSource implements ObjectSource {
     }
 
     @Override
+    public ManifestStat statManifest() throws java.io.IOException {
+        return ctx.s3().stat(location.manifestUri(), location.bucket(), location.key());
+    }
+
+    @Override
+    public java.io.InputStream openManifest() throws java.io.IOException {
+        return ctx.s3().stream(location.manifestUri(), location.bucket(), location.key());
+    }
+
+    @Override
+    public CompletableFuture<byte[]> fetchManifestRange(String sampleId, long offset, int length) {
+        return ctx.s3().getRange(sampleId, location.bucket(), location.key(), offset, length);
+    }
+
+    @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
         return ctx.fetchReference(sampleId, reference, location, null);
     }

@@ -104,6 +104,73 @@ final class S3Reader implements AutoCloseable {
         });
     }
 
+    /**
+     * {@code length} bytes of {@code s3://bucket/key} at {@code offset} (a ranged GET; a manifest's record), retried as
+     * {@link #get} is; a length over the size limit is refused.
+     */
+    CompletableFuture<byte[]> getRange(String sampleId, String bucket, String key, long offset, int length) {
+        var stage = SampleException.Stage.MANIFEST;
+        if (offset < 0 || length <= 0)
+            return ctx.refused(new SampleException(sampleId, stage, "bad range " + offset + "+" + length + " of s3://" + bucket + "/" + key));
+        if (length > ctx.config.maxObjectBytes())
+            return ctx.refused(new SampleException(sampleId, stage, "record of " + length + " bytes, over maxObjectBytes "
+                    + ctx.config.maxObjectBytes()));
+        var request = GetObjectRequest.builder().bucket(bucket).key(key).range("bytes=" + offset + "-" + (offset + length - 1))
+                .overrideConfiguration(perRequest).build();
+        return ctx.submit(sampleId, stage, startNanos -> {
+            var call = new Call(sampleId, stage, request, startNanos, new CompletableFuture<>());
+            attempt(call, 0);
+            return call.result.thenApply(b -> {
+                if (b.length != length)
+                    throw new SampleException(sampleId, stage, "s3://" + bucket + "/" + key + " gave " + b.length + " bytes for the record's "
+                            + length + " at " + offset + " (the object changed since it was indexed?)");
+                return b;
+            });
+        });
+    }
+
+    /** The object's size and ETag (HEAD), each attempt within the attempt timeout, retried as fetches are. */
+    ManifestStat stat(String uri, String bucket, String key) throws IOException {
+        var head = blocking(uri, "ask for", () -> client.headObject(software.amazon.awssdk.services.s3.model.HeadObjectRequest.builder()
+                .bucket(bucket).key(key).overrideConfiguration(perRequest).build()));
+        String etag = head.eTag() == null || head.eTag().isEmpty() ? "size-" + head.contentLength() : head.eTag();
+        return new ManifestStat(head.contentLength(), etag);
+    }
+
+    /**
+     * The object's bytes as a blocking stream (one GET, its start retried as fetches are; reading it blocks the caller,
+     * never an SDK thread). No attempt timeout: a large manifest takes long to read.
+     */
+    java.io.InputStream stream(String uri, String bucket, String key) throws IOException {
+        var request = GetObjectRequest.builder().bucket(bucket).key(key).build();
+        return blocking(uri, "read", () -> client.getObject(request, AsyncResponseTransformer.toBlockingInputStream()));
+    }
+
+    /** Waits for {@code call}, retrying what {@link #retryable} says with the same backoff as fetches. */
+    private <T> T blocking(String uri, String what, java.util.function.Supplier<CompletableFuture<T>> call) throws IOException {
+        for (int attempt = 0; ; attempt++) {
+            Throwable cause;
+            try {
+                return call.get().get(ctx.config.requestTimeoutMillis() + 5000, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while trying to " + what + " " + uri, e);
+            } catch (java.util.concurrent.ExecutionException | TimeoutException | RuntimeException e) {
+                cause = FetchContext.unwrap(e);
+            }
+            if (cause instanceof AwsServiceException a && a.statusCode() == 404) throw new IOException("object not found: " + uri, a);
+            if (attempt >= ctx.config.maxRetries() || !retryable(cause))
+                throw new IOException("cannot " + what + " " + uri + (attempt > 0 ? " after " + attempt + " retries" : "") + ": " + describe(cause), cause);
+            ctx.metrics.onRetry();
+            try {
+                Thread.sleep(backoffMillis(attempt));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while trying to " + what + " " + uri, e);
+            }
+        }
+    }
+
     private record Call(String sampleId, SampleException.Stage stage, GetObjectRequest request, long startNanos,
                         CompletableFuture<byte[]> result, AtomicBoolean firstByteSeen) {
         Call(String sampleId, SampleException.Stage stage, GetObjectRequest request, long startNanos, CompletableFuture<byte[]> result) {

@@ -107,4 +107,31 @@ class S3ObjectSourceTest {
             TestData.assertLatencyWithoutThreads(source, "images/" + names.get(1), image(names.get(1)));
         }
     }
+
+    /**
+     * A JSON array manifest on S3 is indexed by one streamed GET (never held whole) and its records are read by ranged
+     * GETs; the cached index is keyed by the object's ETag, so a new version of it is indexed again.
+     */
+    @Test
+    void anS3ManifestIsIndexedByOneStreamAndReadByRanges(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) throws Exception {
+        String array = "[\n  {\"id\": \"a\", \"x\": [1, 2]},\n  {\"id\": \"b\"},\n  {\"id\": \"c\", \"s\": \"]}\"}\n]\n";
+        s3.putObject(BUCKET, "ds/array/train.json", array.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        var cache = new ManifestRecords.IndexCache(tmp, 0);
+        try (var source = ObjectSources.open("s3://" + BUCKET + "/ds/array/train.json", config().build())) {
+            var stat = source.statManifest();
+            assertEquals(array.length(), stat.size());
+            var records = ManifestRecords.open(source, "train.json", cache);
+            assertEquals(3, records.size());
+            assertEquals("{\"id\": \"c\", \"s\": \"]}\"}", new String(get(records.read(2)), java.nio.charset.StandardCharsets.UTF_8));
+            assertEquals("{\"id\": \"a\", \"x\": [1, 2]}", new String(get(records.read(0)), java.nio.charset.StandardCharsets.UTF_8));
+            long before = source.metrics().bytesFetched();
+            get(records.read(1));
+            assertEquals(11, source.metrics().bytesFetched() - before, "a ranged GET fetches the record's bytes only");
+            assertTrue(ManifestRecords.open(source, "train.json", cache).fromCache(), "the same ETag: the saved index");
+            s3.putObject(BUCKET, "ds/array/train.json", "[{\"id\": \"z\"}]".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            var changed = ManifestRecords.open(source, "train.json", cache);
+            assertEquals(1, changed.size());
+            assertEquals("{\"id\": \"z\"}", new String(get(changed.read(0)), java.nio.charset.StandardCharsets.UTF_8));
+        }
+    }
 }

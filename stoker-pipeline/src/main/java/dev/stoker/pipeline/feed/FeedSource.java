@@ -1,6 +1,8 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.ManifestRecords;
 import dev.stoker.source.ObjectSource;
+import java.io.IOException;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -13,18 +15,32 @@ import java.util.concurrent.CompletableFuture;
 public interface FeedSource {
     CompletableFuture<byte[]> fetchManifest();
 
+    /**
+     * The manifest's records, indexed: by default from its bytes, all fetched at once (a small source); an object
+     * store's source reads each record where its index says ({@link ManifestRecords#open}).
+     */
+    default ManifestRecords records() throws IOException {
+        return ManifestRecords.inMemory(manifestName(), Feeder.readManifest(this));
+    }
+
     CompletableFuture<byte[]> fetch(String sampleId, String reference);
 
     /** A short name for reports and manifest line ids, e.g. {@code train.jsonl}. */
     String manifestName();
 
     /** {@code source} seen as a feed source; the manifest's name is the last segment of its URI. */
-    static FeedSource of(ObjectSource source) {
+    static FeedSource of(ObjectSource source) { return of(source, ManifestRecords.IndexCache.defaults(System.getenv())); }
+
+    /** {@link #of(ObjectSource)} keeping the indexes of large manifests in {@code cache} (null: none). */
+    static FeedSource of(ObjectSource source, ManifestRecords.IndexCache cache) {
         String uri = source.location().manifestUri();
         String name = uri.substring(uri.lastIndexOf('/') + 1);
         return new FeedSource() {
             @Override
             public CompletableFuture<byte[]> fetchManifest() { return source.fetchManifest(); }
+
+            @Override
+            public ManifestRecords records() throws IOException { return ManifestRecords.open(source, name, cache); }
 
             @Override
             public CompletableFuture<byte[]> fetch(String sampleId, String reference) { return source.fetch(sampleId, reference); }

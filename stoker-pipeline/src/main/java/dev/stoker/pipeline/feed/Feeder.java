@@ -2,7 +2,6 @@ package dev.stoker.pipeline.feed;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import dev.stoker.pipeline.JsonlManifest;
 import dev.stoker.pipeline.batch.Batch;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.store.ShmObjectStore;
@@ -148,10 +147,9 @@ public final class Feeder implements AutoCloseable {
                                 ObjectSource owned, long startStep) throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
-        byte[] manifestBytes = readManifest(source);
-        List<JsonlManifest.Line> lines = JsonlManifest.split(source.manifestName(), manifestBytes);
-        if (lines.isEmpty()) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-        var schedule = new SampleSchedule(config.seed(), lines.size(), config.ranks(), config.batchSize());
+        var records = source.records();
+        if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
+        var schedule = new SampleSchedule(config.seed(), records.size(), config.ranks(), config.batchSize());
         if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
         schedule = schedule.labelled(config.start(), config.startLabel());
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
@@ -174,7 +172,7 @@ public final class Feeder implements AutoCloseable {
             throw e;
         }
         var materializer = Materializer.createMaterializer(system);
-        var pipeline = new SamplePipeline(lines, source, cpu, metrics, config.encode().pixelFormat());
+        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode().pixelFormat());
         var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(config.ranks()); // a rank that stops reading pins at most its share of the store
         var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
@@ -199,7 +197,7 @@ public final class Feeder implements AutoCloseable {
             else ((OnDemandRankFeed) f).fail(cause);
         }));
         return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
-                fingerprint(manifestBytes, config), store, startNanos);
+                fingerprint(records.digest(), config), store, startNanos);
     }
 
     /** One sampler tick: reads adders, the CPU pool's queue, each buffer's state and the store's bytes in use. */
@@ -289,10 +287,11 @@ public final class Feeder implements AutoCloseable {
      */
     public long fingerprint() { return fingerprint; }
 
-    static long fingerprint(byte[] manifest, FeedConfig config) {
+    /** From the SHA-256 of the manifest's bytes ({@link dev.stoker.source.ManifestRecords#digest()}) and the configuration. */
+    static long fingerprint(byte[] manifestDigest, FeedConfig config) {
         try {
             var md = java.security.MessageDigest.getInstance("SHA-256");
-            md.update(manifest);
+            md.update(manifestDigest);
             md.update(("seed=" + config.seed() + ";batch=" + config.batchSize() + ";encode=" + encodingText(config.encode()))
                     .getBytes(java.nio.charset.StandardCharsets.UTF_8));
             long v = java.nio.ByteBuffer.wrap(md.digest()).getLong();

@@ -2,7 +2,6 @@ package dev.stoker.pipeline.feed;
 
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.EncodedSample;
-import dev.stoker.pipeline.JsonlManifest;
 import dev.stoker.pipeline.batch.Batch;
 import dev.stoker.pipeline.batch.BatchAssembler;
 import dev.stoker.pipeline.batch.SkippedSample;
@@ -56,17 +55,17 @@ final class SamplePipeline {
 
     record Failed(Slot slot, String sampleId, SampleException.Stage stage, String cause) implements Outcome {}
 
-    private final List<JsonlManifest.Line> lines;
+    private final dev.stoker.source.ManifestRecords records;
     private final FeedSource source;
     private final CpuPool cpu;
     private final FeedMetrics metrics;
     private final SampleParser parser = new SampleParser();
     private final BatchAssembler assembler;
 
-    SamplePipeline(List<JsonlManifest.Line> lines, FeedSource source, CpuPool cpu, FeedMetrics metrics,
+    SamplePipeline(dev.stoker.source.ManifestRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat) {
         this.assembler = new BatchAssembler(pixelFormat);
-        this.lines = lines;
+        this.records = records;
         this.source = source;
         this.cpu = cpu;
         this.metrics = metrics;
@@ -109,19 +108,37 @@ final class SamplePipeline {
         return out;
     }
 
-    /** Parses the slot's line and fetches all of its images concurrently; never completes exceptionally. */
+    /** Reads the slot's record, parses it and fetches all of its images concurrently; never completes exceptionally. */
     CompletableFuture<Outcome> fetch(Slot slot) {
         metrics.fetchStarted.increment();
-        var line = lines.get(slot.datasetIndex());
+        int index = slot.datasetIndex();
+        String recordId = records.id(index);
+        CompletableFuture<byte[]> read;
+        try {
+            read = records.read(index);
+        } catch (RuntimeException e) {
+            read = CompletableFuture.failedFuture(e);
+        }
+        return read.<CompletableFuture<Outcome>>handle((bytes, err) -> {
+            if (err == null) return fetch(slot, recordId, bytes);
+            Throwable cause = unwrap(err);
+            return CompletableFuture.<Outcome>completedFuture(cause instanceof SampleException se
+                    ? failed(slot, recordId, SampleException.Stage.MANIFEST, se.getMessage(), metrics.fetchFailed)
+                    : failed(slot, recordId, SampleException.Stage.MANIFEST, "cannot read the record: " + cause, metrics.fetchFailed));
+        }).thenCompose(f -> f);
+    }
+
+    /** Parses the record read for the slot and fetches its images. */
+    private CompletableFuture<Outcome> fetch(Slot slot, String recordId, byte[] record) {
         ChatSample sample;
         try {
-            sample = parser.parseLine(line.bytes(), line.id());
+            sample = parser.parseLine(record, recordId);
         } catch (SampleException e) {
-            // the record's id when the line is JSON with one (a field was wrong), else the manifest line
-            String id = e.sampleId() != null ? e.sampleId() : line.id();
+            // the record's id when it is JSON with one (a field was wrong), else the manifest's line or position
+            String id = e.sampleId() != null ? e.sampleId() : recordId;
             return CompletableFuture.completedFuture(failed(slot, id, e.stage(), e.getMessage(), metrics.fetchFailed));
         } catch (RuntimeException e) {
-            return CompletableFuture.completedFuture(failed(slot, line.id(), SampleException.Stage.MANIFEST, e.toString(), metrics.fetchFailed));
+            return CompletableFuture.completedFuture(failed(slot, recordId, SampleException.Stage.MANIFEST, e.toString(), metrics.fetchFailed));
         }
         long startNanos = System.nanoTime();
         List<String> refs = sample.imagePaths();

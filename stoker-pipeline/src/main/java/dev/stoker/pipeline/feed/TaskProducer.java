@@ -1,6 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.JsonlManifest;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.pipeline.schedule.SampleSchedule;
 import dev.stoker.core.ScheduleCursor;
@@ -118,10 +117,9 @@ public final class TaskProducer implements AutoCloseable {
     public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers)
             throws IOException {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
-        byte[] manifestBytes = Feeder.readManifest(source);
-        List<JsonlManifest.Line> lines = JsonlManifest.split(source.manifestName(), manifestBytes);
-        if (lines.isEmpty()) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-        var schedule = new SampleSchedule(config.seed(), lines.size(), config.ranks(), config.batchSize());
+        var records = source.records();
+        if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
+        var schedule = new SampleSchedule(config.seed(), records.size(), config.ranks(), config.batchSize());
         var metrics = new FeedMetrics();
         int threads = config.cpuThreads();
         int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1);
@@ -135,9 +133,9 @@ public final class TaskProducer implements AutoCloseable {
             cpu.close();
             throw e;
         }
-        var pipeline = new SamplePipeline(lines, source, cpu, metrics, config.encode().pixelFormat());
+        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode().pixelFormat());
         var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
-        return new TaskProducer(config, schedule, Feeder.fingerprint(manifestBytes, config), metrics, cpu, system, pipeline, writer,
+        return new TaskProducer(config, schedule, Feeder.fingerprint(records.digest(), config), metrics, cpu, system, pipeline, writer,
                 maxWorkers);
     }
 

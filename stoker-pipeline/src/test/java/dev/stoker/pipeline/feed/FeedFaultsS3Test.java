@@ -160,8 +160,10 @@ class FeedFaultsS3Test {
         assertEquals(0, m.failures(), m.toString());
         for (var kind : ALL_KINDS)
             assertTrue(proxy.injected(kind.getClass()) > 0, kind.getClass().getSimpleName() + " never injected");
-        // every fault cost one retry (a healthy answer that timed out on a loaded machine adds one more)
-        assertTrue(m.retries() >= proxy.injected(), "retries " + m.retries() + " < faults injected " + proxy.injected() + ": " + m);
+        // every fault on an image cost one retry (a healthy answer that timed out on a loaded machine adds one more); on the
+        // manifest some need none: a slow body is only slow for the HEAD and the index's stream, which have no attempt timeout
+        int onImages = proxy.injected() - proxy.injected("train.jsonl");
+        assertTrue(m.retries() >= onImages, "retries " + m.retries() + " < faults injected on images " + onImages + ": " + m);
     }
 
     @Test

@@ -118,6 +118,29 @@ class FeederTest {
         }
     }
 
+    /**
+     * The same records as a JSON array (the qwen-vl-finetune and LLaVA layout; pretty-printed over many lines) give the
+     * same batches as JSON Lines, read by the index: each record where it lies, the file never read whole.
+     */
+    @Test
+    void aJsonArrayManifestGivesTheBatchesOfTheSameJsonLines() throws Exception {
+        Path jsonl = TestDatasets.write(tmp, 11, Set.of(4));
+        var records = Files.readAllLines(jsonl).stream().filter(l -> !l.isBlank()).toList();
+        Path array = Files.writeString(tmp.resolve("train.json"), "[\n  " + String.join(",\n  ", records).replace("\"conversations\": ",
+                "\n    \"conversations\":\n      ") + "\n]\n");
+        int ranks = 2, batch = 2, steps = 3;
+        List<Batch> reference;
+        try (var source = new LocalFeedSource(jsonl, 0)) {
+            reference = run(config(FeedMode.PREFETCH, ranks, batch, 2), source, steps);
+        }
+        try (var objects = dev.stoker.source.ObjectSources.open(array.toString(), dev.stoker.source.SourceConfig.defaults())) {
+            var source = FeedSource.of(objects, null);
+            assertEquals(11, source.records().size());
+            assertEquals("train.json[3]", source.records().id(3));
+            assertSameBatches(reference, run(config(FeedMode.PREFETCH, ranks, batch, 2), source, steps), "JSON array vs JSON Lines");
+        }
+    }
+
     @Test
     void resumingFromAGlobalStepContinuesTheSameBatches() throws Exception {
         Path manifest = TestDatasets.write(tmp, 13, Set.of());
