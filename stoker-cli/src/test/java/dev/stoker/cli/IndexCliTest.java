@@ -6,9 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** {@code stoker bench index} on a small manifest: its JSON line, and a JSON array indexed like the same JSON Lines. */
+@Timeout(120)
 class IndexCliTest {
     @TempDir Path tmp;
 

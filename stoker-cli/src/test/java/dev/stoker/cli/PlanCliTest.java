@@ -12,9 +12,11 @@ import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** {@code stoker plan}: the schedule serve follows, printed without decoding; the same on every run, its tail by --start-step. */
+@Timeout(120)
 class PlanCliTest {
     @TempDir Path tmp;
 

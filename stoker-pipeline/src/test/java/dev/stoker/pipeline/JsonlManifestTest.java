@@ -6,8 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The in-memory manifest of the tools (bench preprocess, the demo) reads JSON arrays as the feed does, not as one bad line each. */
+@Timeout(120)
 class JsonlManifestTest {
     @Test
     void aJsonArrayIsOneRecordPerElementAndJsonLinesOnePerLine() {

@@ -17,9 +17,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The manifest index: where each record lies, for JSON Lines and JSON arrays, its file, and records read by it. */
+@Timeout(120)
 class RecordIndexTest {
     @TempDir Path tmp;
 
