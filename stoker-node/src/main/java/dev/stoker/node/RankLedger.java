@@ -196,7 +196,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             // checkpoint, as an elastic restart does with every rank) only while no rank has a trainer connected
             // a fresh one also takes the trainer's step labels, which a change of rank count would not repeat (audit #32)
             boolean relabel = fresh && resumeStep >= 0 && schedule.globalStep(want) != resumeStep;
-            if ((!want.equals(slot.next) || relabel) && (fresh || (!servable(slot, want) && noTrainerConnected())))
+            if ((!want.equals(slot.next) || relabel) && (fresh || (!servable(slot, want) && awaitNoTrainer())))
                 reposition(want, resumeStep);
             if (!reconcile(slot, want)) {
                 var at = new ArrayList<String>();
@@ -315,6 +315,26 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         for (var h : slot.replay) if (h.cursor().equals(want)) return true;
         for (var f : slot.inFlight) if (f.cursor.equals(want)) return true;
         return false;
+    }
+
+    /**
+     * Whether no rank has a trainer connected, waiting a moment for those still connected to close:
+     * an elastic restart stops every rank and starts them again, and the service may see a new
+     * trainer's hello before an old one's end. Called with the lock held; the wait releases it.
+     */
+    private boolean awaitNoTrainer() {
+        long deadline = System.nanoTime() + LIVE_GRACE_NANOS;
+        while (!noTrainerConnected()) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) return false;
+            try {
+                lock.wait(Math.max(1, left / 1_000_000));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        }
+        return true;
     }
 
     private boolean noTrainerConnected() {

@@ -491,6 +491,36 @@ class ResumeTest {
         }
     }
 
+    /**
+     * An elastic restart: a rank's resume that must move the pipeline back arrives while another
+     * rank's old trainer is still closing; it waits for that end instead of being refused.
+     */
+    @Test
+    void aResumeThatMustMoveWaitsForAnotherRanksClosingTrainer() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.PREFETCH, null); var server = server(service, "closing")) {
+            TrainerClient.State saved;
+            try (var c = connect(server, 0, RANKS, null)) {
+                take(c, 1);
+                saved = c.state();
+                take(c, 3);
+            }
+            var other = connect(server, 1, RANKS, null);
+            take(other, 1);
+            var resumed = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                try (var c = connect(server, 0, RANKS, saved)) {
+                    return take(c, STEPS - 1);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            });
+            Thread.sleep(300); // the resume is waiting in its hello
+            assertFalse(resumed.isDone(), "the resume waits while rank 1's trainer is connected");
+            other.close();
+            assertEquals(reference.get(0).subList(1, STEPS), resumed.get(30, java.util.concurrent.TimeUnit.SECONDS));
+            assertEquals(1, service.repositions());
+        }
+    }
+
     @Test
     void aRefusedResumeLeavesTheLiveConnectionOfItsRankAlone() throws Exception {
         try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "live")) {
