@@ -8,7 +8,6 @@ import dev.stoker.node.StokerNode;
 import dev.stoker.pipeline.feed.BadInputException;
 import java.io.PrintWriter;
 import java.util.List;
-import java.util.OptionalDouble;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
@@ -69,11 +68,13 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
         };
     }
 
-    /** What the status line shows: the feed's delivery and buffers, its verdict kind, and the total when --steps bounds the run. */
+    /**
+     * What the status line shows: the feed's delivery, buffers and skipped samples, its verdict kind, and the total when --steps
+     * bounds the run.
+     */
     private static StatusLine.Sample status(StokerNode node) {
         var ledger = node.ledger();
-        var m = ledger.feeder().metrics();
-        return new StatusLine.Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(),
-                OptionalDouble.empty(), ledger.feeder().verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.ranks() : -1);
+        return StatusLine.Sample.of(ledger.feeder().metrics(), ledger.feeder().verdict().kind().label(),
+                ledger.steps() > 0 ? ledger.steps() * ledger.ranks() : -1);
     }
 }

@@ -202,8 +202,43 @@ class BadInputFeedCliTest {
                 "--max-error-rate", "0.1", "--work-dir", tmp.resolve("work-rate").toString(),
                 "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString());
         assertEquals(2, rate.status(), rate.err() + rate.out());
-        assertTrue(rate.err().strip().matches("stoker: bad input: \\d+ of 1\\d\\d scheduled samples skipped \\(2\\d\\.\\d\\d%\\), over the limit of 10\\.00% "
-                + "\\(max error rate 0\\.1\\); last: .*fetch: file not found: .*"), rate.err());
+        assertTrue(rate.err().strip().matches("stoker: bad input: \\d+ of 1\\d\\d scheduled samples failed \\(2\\d\\.\\d\\d%\\), over the limit of 10\\.00% "
+                + "\\(max error rate 0\\.1\\); most common cause: fetch: file not found, \\d+ of \\d+ \\(e\\.g\\. s\\d+\\); last: .*fetch: file not found: .*"),
+                rate.err());
+    }
+
+    /**
+     * Audit #2 through the command: {@code serve} on a manifest whose images are all missing, with the default policy, used to
+     * hand out empty batches forever; it stops within seconds of listening, the trainer's request gets the error naming the
+     * source and the cause, and it exits with status 2.
+     */
+    @Test
+    void serveOnAManifestWhoseImagesAreAllMissingStopsWithinSecondsAndExitsWith2() throws Exception {
+        var all = new java.util.HashSet<Integer>();
+        for (int i = 0; i < 100; i++) all.add(i);
+        Path manifest = dataset(100, all);
+        Path log = tmp.resolve("serve.log");
+        Process p = serve(manifest, log);
+        try {
+            ServeProcess.awaitListening(p, log);
+            long t0 = System.nanoTime();
+            try (var client = TrainerClient.connect(tmp.resolve("s.sock"), 0, 1, "test", TrainerClient.Options.SHARED_MEMORY)) {
+                var e = assertThrows(IOException.class, client::next, "an error, not an empty batch");
+                assertTrue(e.getMessage().contains("bad input: the first 32 samples of train.jsonl all failed, none delivered")
+                        && e.getMessage().contains("most common cause: fetch: file not found, 32 of 32 (e.g. s"), e.getMessage());
+            } catch (IOException refused) {
+                // the service stopped before the trainer's request: it said why on its way out
+            }
+            assertTrue(p.waitFor(30, TimeUnit.SECONDS), "serve stops by itself: " + Files.readString(log));
+            assertTrue((System.nanoTime() - t0) / 1e9 < 30, "within seconds");
+            String text = Files.readString(log);
+            assertEquals(2, p.exitValue(), text);
+            var last = text.strip().lines().reduce((a, b) -> b).orElseThrow();
+            assertTrue(last.matches("stoker: bad input: the first 32 samples of train\\.jsonl all failed, none delivered .*; most common cause: "
+                    + "fetch: file not found, 32 of 32 \\(e\\.g\\. s\\d+ .*missing_\\d+\\.png\\)"), text);
+        } finally {
+            p.destroyForcibly();
+        }
     }
 
     @Test

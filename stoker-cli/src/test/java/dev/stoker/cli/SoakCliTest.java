@@ -62,7 +62,9 @@ class SoakCliTest {
                 "--warm-up-s", "5", "--ranks", "2", "--batch", "2", "--step-ms", "20", "--work-dir", work.toString(),
                 "--shm-dir", shm.toString(),
                 // serve's options: passed on in serve.yaml
-                "--max-pixels", "50176", "--max-images", "1", "--threads", "1", "--shm-budget", "64M", "--warm-up-ms", "100");
+                "--max-pixels", "50176", "--max-images", "1", "--threads", "1", "--shm-budget", "64M", "--warm-up-ms", "100",
+                // a quarter of the samples is broken by design, over the default 10% limit: the test is the soak's accounting
+                "--max-error-rate", "1");
         assertEquals(0, r.status(), r.err() + r.out());
         JsonNode s = new ObjectMapper().readTree(r.lastStdoutLine());
 
@@ -109,8 +111,8 @@ class SoakCliTest {
         JsonNode json = new ObjectMapper().readTree(work.resolve("soak.json").toFile());
         assertEquals(samples, json.get("rows").size());
         assertEquals(delivered, json.get("summary").get("delivered_samples").asLong());
-        assertEquals(List.of("--max-pixels", "50176", "--max-images", "1", "--threads", "1", "--warm-up-ms", "100", "--shm-budget",
-                        Long.toString(BUDGET)),
+        assertEquals(List.of("--max-pixels", "50176", "--max-images", "1", "--threads", "1", "--warm-up-ms", "100", "--max-error-rate",
+                        "1.0", "--shm-budget", Long.toString(BUDGET)),
                 new ObjectMapper().convertValue(json.get("config").get("serve_options"), List.class));
         String serveYaml = Files.readString(work.resolve("serve.yaml"));
         for (String line : List.of("max-pixels: 50176", "ranks: 2", "shm-budget: " + BUDGET, "shm-dir: " + shm, "data: " + data))

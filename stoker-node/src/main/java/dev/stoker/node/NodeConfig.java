@@ -127,16 +127,20 @@ public final class NodeConfig {
             FeedConfig.WARM_UP_MILLIS_DEFAULT, null, "Before the feed opens, each CPU thread encodes a made-up sample for this long, so "
                     + "that the JIT compiles the hot path before a trainer waits on it; 0 turns it off.");
     public static final ConfigKey<ErrorPolicy> ON_ERROR = key("on-error", DATA, "POLICY", TEXT, ConfigKey.enumOf(ErrorPolicy.class),
-            ConfigKey::cliName, ErrorPolicy.SKIP, null, "A bad sample (missing or broken image, malformed line, too many tokens, path "
-                    + "outside the data set): skip leaves it out of its batch, records it and goes on; fail stops the feed at the first "
-                    + "one, every rank's next batch failing with an error that names it.");
+            ConfigKey::cliName, ErrorPolicy.SKIP, null, "A broken sample (missing or broken image, malformed line, path outside the "
+                    + "data set): skip leaves it out of its batch, records it and goes on (within --max-error-rate); fail stops the "
+                    + "feed at the first one, every rank's next batch failing with an error that names it. Samples filtered by a "
+                    + "limit (over --max-seq-len, over --max-images) are left out and recorded under both, and are not errors.");
     public static final ConfigKey<Double> MAX_ERROR_RATE = key("max-error-rate", DATA, "R", NUMBER, ConfigKey.fraction(), String::valueOf,
             FeedConfig.MAX_ERROR_RATE_DEFAULT, null, "With --on-error skip: stop the feed when more than this share (0–1) of the "
-                    + "samples scheduled so far was skipped, counted over all ranks and judged from " + FeedErrors.MIN_SCHEDULED_FOR_RATE
-                    + " samples on; 1 turns the limit off.");
+                    + "samples scheduled so far failed (filtered samples are not counted), over all ranks and the job so far, judged "
+                    + "from " + FeedErrors.MIN_SCHEDULED_FOR_RATE + " samples on, and at once when the first " + FeedErrors.EARLY_SAMPLES
+                    + " samples all fail (a wrong image folder stops the job within seconds, naming the most common cause). The "
+                    + "default tolerates the few percent of lost images scraped data sets have and stops a systemic fault; 1 turns "
+                    + "every limit off.");
     public static final ConfigKey<Path> ERRORS_FILE = key("errors-file", DATA, "FILE", TEXT, ConfigKey.path(), Path::toString, null, null,
-            "Append every bad sample to this file, one JSON object per line {id, index, epoch, step, rank, stage, cause} "
-                    + "(docs/run-data.md); they are counted in the metrics either way.");
+            "Append every skipped sample to this file, one JSON object per line {id, index, epoch, step, rank, kind, stage, cause} "
+                    + "with kind error or filtered (docs/run-data.md); they are counted in the metrics either way.");
     public static final ConfigKey<URI> S3_ENDPOINT = key("s3-endpoint", DATA, "URL", TEXT, ConfigKey.uri(), URI::toString, null, "AWS",
             "S3 endpoint override, e.g. http://127.0.0.1:9090.");
     public static final ConfigKey<String> S3_REGION = key("s3-region", DATA, "REGION", TEXT, ConfigKey.text(), Function.identity(),

@@ -22,7 +22,9 @@ import java.util.function.ToDoubleFunction;
  * endpoint has no access control.
  *
  * <p>Every meter reads the feed when scraped; nothing is added to the pipeline's hot path. A
- * snapshot of the feed's counters is taken once per scrape and shared by the meters.
+ * snapshot of the feed's counters is taken once per scrape and shared by the meters. Skipped samples
+ * by cause ({@code stoker_samples_skipped_by_cause_total{kind, stage, reason}}) get a series when their
+ * cause first appears; the feed bounds the causes ({@code FeedErrors.MAX_CAUSES}), and so the series.
  *
  * <p>Threading: scrapes run on one server thread.
  */
@@ -32,6 +34,8 @@ public final class PrometheusEndpoint implements AutoCloseable {
     private final RankLedger service;
     private volatile FeedMetrics.Snapshot snapshot;
     private volatile BottleneckVerdict verdict;
+    /** The causes that have a series, as kind, stage and reason; only the scrape thread (and the constructor) adds. */
+    private final java.util.Set<java.util.List<String>> causes = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     /** Serves {@code service}'s meters on {@code address}:{@code port} (0: any free port) until closed. */
     public PrometheusEndpoint(RankLedger service, InetAddress address, int port) throws IOException {
@@ -41,11 +45,14 @@ public final class PrometheusEndpoint implements AutoCloseable {
         counter("stoker.bytes.fetched", "image bytes fetched", FeedMetrics.Snapshot::fetchedBytes);
         counter("stoker.samples.encoded", "samples decoded, transformed and tokenized", FeedMetrics.Snapshot::encodedSamples);
         counter("stoker.samples.delivered", "samples in batches handed to trainers", FeedMetrics.Snapshot::deliveredSamples);
-        counter("stoker.samples.skipped", "samples left out of delivered batches because they failed", FeedMetrics.Snapshot::skippedSamples);
+        counter("stoker.samples.skipped", "samples left out of delivered batches: errors and filtered", FeedMetrics.Snapshot::skippedSamples);
+        counter("stoker.samples.errors", "broken samples skipped (what --max-error-rate counts)", FeedMetrics.Snapshot::errorSamples);
+        counter("stoker.samples.filtered", "samples skipped by a limit (--max-seq-len, --max-images), not counted as errors",
+                FeedMetrics.Snapshot::filteredSamples);
         for (var stage : dev.stoker.core.SampleException.Stage.values()) {
             String name = stage.name().toLowerCase(java.util.Locale.ROOT);
             FunctionCounter.builder("stoker.samples.skipped.by.stage", this, m -> m.snapshot.skippedByStage().getOrDefault(name, 0L))
-                    .description("bad samples by the stage that refused them (the errors file has each one)").tag("stage", name)
+                    .description("skipped samples by the stage that refused them (the errors file has each one)").tag("stage", name)
                     .register(registry);
         }
         counter("stoker.batches.delivered", "batches handed to trainers", FeedMetrics.Snapshot::deliveredBatches);
@@ -102,6 +109,20 @@ public final class PrometheusEndpoint implements AutoCloseable {
     private void refresh() {
         snapshot = service.feeder().metrics();
         verdict = service.feeder().verdict();
+        for (var c : snapshot.skippedByCause()) {
+            var key = java.util.List.of(c.kind(), c.stage(), c.reason());
+            if (!causes.add(key)) continue;
+            FunctionCounter.builder("stoker.samples.skipped.by.cause", this, m -> count(m.snapshot, key))
+                    .description("skipped samples by kind (error, filtered), stage and cause class").tag("kind", c.kind())
+                    .tag("stage", c.stage()).tag("reason", c.reason()).register(registry);
+        }
+    }
+
+    /** The count of the cause {@code key} (kind, stage, reason) in {@code s}. */
+    private static double count(FeedMetrics.Snapshot s, java.util.List<String> key) {
+        for (var c : s.skippedByCause())
+            if (c.kind().equals(key.get(0)) && c.stage().equals(key.get(1)) && c.reason().equals(key.get(2))) return c.count();
+        return 0;
     }
 
     private void counter(String name, String help, ToDoubleFunction<FeedMetrics.Snapshot> value) {

@@ -1,6 +1,10 @@
 package dev.stoker.node;
 
+import dev.stoker.core.SampleException;
+import dev.stoker.pipeline.feed.FeedErrors;
+import dev.stoker.pipeline.feed.FeedMetrics;
 import java.io.PrintWriter;
+import java.util.List;
 import java.util.Locale;
 import java.util.OptionalDouble;
 import java.util.concurrent.Executors;
@@ -10,8 +14,9 @@ import java.util.function.Supplier;
 
 /**
  * A one-line live status on stderr for long runs, rewritten in place every second: samples/s,
- * delivered batches, buffered batches, the trainers' wait ratio when known, the verdict kind, and an
- * ETA when the total is known. Completely quiet when the console is not a terminal or when the
+ * delivered batches, buffered batches, skipped samples (errors and filtered, each with its most common
+ * causes) when there are any, the trainers' wait ratio when known, the verdict kind, and an ETA when
+ * the total is known. Completely quiet when the console is not a terminal or when the
  * environment variable {@code CI} is set.
  *
  * <p>Design: {@link #format} is a pure function of two {@link Sample}s; the running part only samples,
@@ -23,6 +28,8 @@ public final class StatusLine implements AutoCloseable {
     static final long INTERVAL_MILLIS = 1000;
     /** Carriage return, then erase to the end of the line (ANSI EL). */
     static final String REWRITE = "\r\u001b[K";
+    /** Causes shown per kind of skipped sample. */
+    static final int CAUSES_SHOWN = 2;
 
     /**
      * The figures at one moment.
@@ -34,9 +41,22 @@ public final class StatusLine implements AutoCloseable {
      * @param waitRatio        the trainers' wait-time ratio (0..1), when known
      * @param verdict          the bottleneck verdict's label (e.g. "I/O-bound"), or null when none yet
      * @param totalBatches     the batches the run will deliver in all, or -1 when unbounded or unknown
+     * @param errorSamples     broken samples skipped so far
+     * @param filteredSamples  samples dropped by a limit (--max-seq-len, --max-images) so far
+     * @param causes           the skipped samples by cause, the most common first ({@link FeedErrors#counts()})
      */
     public record Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
-                  String verdict, long totalBatches) {}
+                  String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes) {
+        public Sample {
+            causes = List.copyOf(causes);
+        }
+
+        /** The figures of a feed's counters {@code m} now; the trainers' wait ratio unknown. */
+        public static Sample of(FeedMetrics.Snapshot m, String verdict, long totalBatches) {
+            return new Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(), OptionalDouble.empty(),
+                    verdict, totalBatches, m.errorSamples(), m.filteredSamples(), m.skippedByCause());
+        }
+    }
 
     /** Whether to show a status line at all: only on a terminal and never under CI. */
     static boolean enabled(boolean terminal, String ciEnv) {
@@ -60,6 +80,8 @@ public final class StatusLine implements AutoCloseable {
         if (now.totalBatches() >= 0) sb.append('/').append(now.totalBatches());
         sb.append(" batches delivered");
         sb.append(" | ").append(now.bufferedBatches()).append(" buffered");
+        skipped(sb, now.errorSamples(), "errors", SampleException.Kind.ERROR, now.causes());
+        skipped(sb, now.filteredSamples(), "filtered", SampleException.Kind.FILTERED, now.causes());
         now.waitRatio().ifPresent(w -> sb.append(" | wait ").append(String.format(Locale.ROOT, "%.0f%%", 100 * w)));
         if (now.verdict() != null && !now.verdict().isEmpty()) sb.append(" | ").append(now.verdict());
         if (now.totalBatches() >= 0) {
@@ -70,6 +92,19 @@ public final class StatusLine implements AutoCloseable {
             else sb.append(duration(Math.round(left / batchesPerSecond)));
         }
         return sb.toString();
+    }
+
+    /** {@code | 12 errors (fetch: file not found 10, decode: … 2, …)} when {@code count} is not 0. */
+    private static void skipped(StringBuilder sb, long count, String what, SampleException.Kind kind, List<FeedErrors.Cause> causes) {
+        if (count == 0) return;
+        sb.append(" | ").append(count).append(' ').append(what);
+        var shown = causes.stream().filter(c -> c.kind().equals(kind.label())).toList();
+        if (shown.isEmpty()) return;
+        sb.append(" (");
+        for (int i = 0; i < Math.min(CAUSES_SHOWN, shown.size()); i++)
+            sb.append(i == 0 ? "" : ", ").append(shown.get(i).label()).append(' ').append(shown.get(i).count());
+        if (shown.size() > CAUSES_SHOWN) sb.append(", …");
+        sb.append(')');
     }
 
     static String rate(double perSecond) {

@@ -53,6 +53,18 @@ class NodeConfigTest {
         assertNull(NodeConfig.key("seeds"));
     }
 
+    /** Audit #2: the default policy cannot train on garbage: a finite error rate, judged early, and the help says so. */
+    @Test
+    void theDefaultErrorPolicyHasAFiniteRate() {
+        var feed = NodeConfig.builder().data("ds/train.jsonl").build().feedConfig(FeedMode.ZERO_COPY);
+        assertEquals(ErrorPolicy.SKIP, feed.onError());
+        assertEquals(0.1, feed.maxErrorRate());
+        assertEquals(0.1, NodeConfig.MAX_ERROR_RATE.defaultValue());
+        String help = NodeConfig.MAX_ERROR_RATE.doc();
+        assertTrue(help.contains("judged from 100 samples on, and at once when the first 32 samples all fail"), help);
+        assertTrue(help.contains("filtered samples are not counted"), help);
+    }
+
     static NodeConfig sample() {
         return NodeConfig.builder().data("s3://bucket/ds/train.jsonl").processor(ProcessorPreset.QWEN3_VL).pixels(4096, 200704).ranks(8)
                 .batch(4).seed(99).threads(3).pixelFormat(PixelFormat.UINT8).mode(FeedMode.PREFETCH).shmBudgetBytes(3L << 30)

@@ -53,4 +53,49 @@ class PrometheusEndpointTest {
             assertTrue(kinds.find(), "one current verdict: " + body);
         }
     }
+
+    /**
+     * Skipped samples by kind and cause: errors (missing images) and filtered samples (over --max-images) each get a series
+     * {@code stoker_samples_skipped_by_cause_total{kind, reason, stage}} when their cause first appears, equal to the totals.
+     */
+    @Test
+    void aScrapeShowsErrorsAndFilteredSamplesByCause() throws Exception {
+        Path ds = Files.createDirectories(tmp.resolve("ds"));
+        Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
+        var lines = new StringBuilder();
+        for (int i = 0; i < 12; i++) {
+            String images = switch (i) {
+                case 1, 7 -> "\"image\":\"missing_" + i + ".png\"";
+                case 4 -> "\"image\":[\"b.png\",\"b.png\"]";
+                default -> "\"image\":\"b.png\"";
+            };
+            String ask = i == 4 ? "<image>\\n<image>\\nWhat is " + i + "?" : "<image>\\nWhat is " + i + "?";
+            lines.append(String.format("{\"id\":\"s%d\",%s,\"conversations\":[{\"from\":\"human\",\"value\":\"%s\"},"
+                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, images, ask, i));
+        }
+        Files.writeString(ds.resolve("train.jsonl"), lines);
+        var config = NodeConfig.builder().data(ds.resolve("train.jsonl").toString()).ranks(1).batch(2).set(NodeConfig.MAX_PIXELS, 50176L)
+                .socket(tmp.resolve("s.sock")).shmDir(Files.createDirectories(tmp.resolve("shm"))).shmBudgetBytes(64L << 20).set(NodeConfig.MAX_IMAGES, 1).threads(1)
+                .warmUpMillis(0).set(NodeConfig.METRICS_PORT, 0).build();
+        try (var node = StokerNode.launch(config)) {
+            try (var client = TrainerClient.connect(tmp.resolve("s.sock"), 0, 1, "test", TrainerClient.Options.SHARED_MEMORY)) {
+                for (int s = 0; s < 6; s++) client.next().close(); // one epoch: both missing images and the two-image sample
+            }
+            String body = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(node.metricsUrl())).build(),
+                    HttpResponse.BodyHandlers.ofString()).body();
+            double errors = value(body, "stoker_samples_errors_total"), filtered = value(body, "stoker_samples_filtered_total");
+            assertTrue(errors >= 2 && filtered >= 1, "an epoch's 2 errors and 1 filtered sample: " + body);
+            assertEquals(errors + filtered, value(body, "stoker_samples_skipped_total"), body);
+            assertEquals(errors, value(body, "stoker_samples_skipped_by_cause_total{kind=\"error\",reason=\"file not found\",stage=\"fetch\"}"), body);
+            assertEquals(filtered, value(body, "stoker_samples_skipped_by_cause_total{kind=\"filtered\",reason=\"over --max-images\",stage=\"manifest\"}"), body);
+            assertEquals(2, Pattern.compile("(?m)^stoker_samples_skipped_by_cause_total\\{").matcher(body).results().count(), "one series per cause: " + body);
+        }
+    }
+
+    /** The value of the series {@code name} (with its labels, if any) in a scrape. */
+    private static double value(String body, String name) {
+        var m = Pattern.compile("(?m)^" + Pattern.quote(name) + " (\\S+)$").matcher(body);
+        assertTrue(m.find(), name + " in " + body);
+        return Double.parseDouble(m.group(1));
+    }
 }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.pipeline.feed.FeedErrors;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.util.OptionalDouble;
@@ -17,7 +18,22 @@ class StatusLineTest {
     static final long S = 1_000_000_000L;
 
     static StatusLine.Sample sample(long t, long samples, long batches, long buffered, OptionalDouble wait, String verdict, long total) {
-        return new StatusLine.Sample(t, samples, batches, buffered, wait, verdict, total);
+        return new StatusLine.Sample(t, samples, batches, buffered, wait, verdict, total, 0, 0, java.util.List.of());
+    }
+
+    @Test
+    void showsErrorsAndFilteredSamplesWithTheirMostCommonCausesWhenThereAreAny() {
+        var causes = java.util.List.of(new FeedErrors.Cause("error", "fetch", "file not found", 10, "s3"),
+                new FeedErrors.Cause("filtered", "tokenize", "over --max-seq-len", 4, "s9"),
+                new FeedErrors.Cause("error", "decode", "Premature end of JPEG file", 2, "s1"),
+                new FeedErrors.Cause("error", "manifest", "malformed JSON", 1, "train.jsonl:4"));
+        var prev = sample(0, 0, 0, 0, OptionalDouble.empty(), null, -1);
+        var now = new StatusLine.Sample(S, 50, 5, 2, OptionalDouble.empty(), "I/O-bound", -1, 13, 4, causes);
+        assertEquals("stoker: 50.0 samples/s | 5 batches delivered | 2 buffered | 13 errors (fetch: file not found 10, decode: Premature end "
+                + "of JPEG file 2, …) | 4 filtered (tokenize: over --max-seq-len 4) | I/O-bound", StatusLine.format(prev, now));
+        var onlyFiltered = new StatusLine.Sample(S, 50, 5, 2, OptionalDouble.empty(), null, -1, 0, 4, causes.subList(1, 2));
+        assertEquals("stoker: 50.0 samples/s | 5 batches delivered | 2 buffered | 4 filtered (tokenize: over --max-seq-len 4)",
+                StatusLine.format(prev, onlyFiltered));
     }
 
     @Test

@@ -140,7 +140,7 @@ public final class SampleEncoder {
         String id = sample.id();
         List<String> refs = sample.imagePaths();
         if (options.maxImages() > 0 && refs.size() > options.maxImages())
-            throw new SampleException(id, SampleException.Stage.MANIFEST, "has " + refs.size() + " images, more than --max-images "
+            throw SampleException.filtered(id, SampleException.Stage.MANIFEST, "over --max-images", "has " + refs.size() + " images, more than --max-images "
                     + options.maxImages() + " (the limit the shared-memory budget was sized for)");
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
         var grids = new ArrayList<long[]>(refs.size());
@@ -243,8 +243,6 @@ public final class SampleEncoder {
 
     /** The error re-labelled {@code sample (image)}, so a report names both. */
     private static SampleException inSample(String sampleId, String ref, SampleException e) {
-        var copy = new SampleException(sampleId + " (" + ref + ")", e.stage(), e.getMessage(), e.getCause());
-        copy.setStackTrace(e.getStackTrace());
-        return copy;
+        return e.withSampleId(sampleId + " (" + ref + ")");
     }
 }

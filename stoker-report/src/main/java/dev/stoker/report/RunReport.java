@@ -82,6 +82,7 @@ public final class RunReport {
         section(h, "Queue depth over time", "From the pipeline's timeline: fetches in flight, CPU tasks queued and running, and batches"
                 + " ready in each rank's buffer.", queueDepthPlot(run));
         countersTable(h, run);
+        skippedTable(h, run);
 
         h.append("<p class=\"sub\">Written by stoker report from the run's JSON files (see docs/run-data.md).</p>\n");
         h.append("<script>window.addEventListener('load',function(){var e=document.getElementById('errors');")
@@ -186,6 +187,50 @@ public final class RunReport {
                     .append(perMs(p.path("assembleNanos"), p.path("assembledBatches"))).append("</td><td>")
                     .append(p.has("copiedBytes") ? Html.num(p.path("copiedBytes").asLong() / 1e9, 2) : "–").append("</td><td>")
                     .append(pw).append("</td><td>").append(cw).append("</td></tr>\n");
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    /**
+     * Skipped samples per mode: errors and filtered, and each cause (stage and cause class) with its count and an example
+     * sample, from the pipeline's {@code skippedByCause}; runs recorded before causes were counted show their stages.
+     */
+    private static void skippedTable(StringBuilder h, RunData run) {
+        var rows = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("pipeline").has("skippedSamples")).toList();
+        h.append("<section id=\"skipped\"><h2>Skipped samples by cause</h2>\n");
+        if (rows.isEmpty()) {
+            h.append("<p class=\"note\">Skipped samples: not recorded in this run.</p></section>\n");
+            return;
+        }
+        h.append("<p class=\"note\">Errors are broken samples (what --max-error-rate counts); filtered samples were dropped by a limit"
+                + " (--max-seq-len, --max-images). Each is in the mode's errors file.</p>\n");
+        h.append("<table id=\"skipped-causes\"><thead><tr><th>mode</th><th>kind</th><th>stage</th><th>cause</th><th>samples</th>")
+                .append("<th>example</th></tr></thead><tbody>\n");
+        for (Mode m : rows) {
+            JsonNode p = m.pipeline().path("pipeline");
+            String mode = Html.esc(m.name());
+            if (p.path("skippedSamples").asLong() == 0) {
+                h.append("<tr><td>").append(mode).append("</td><td colspan=\"5\">none skipped</td></tr>\n");
+                continue;
+            }
+            if (p.path("skippedByCause").isArray() && !p.path("skippedByCause").isEmpty()) {
+                h.append("<tr class=\"total\"><td>").append(mode).append("</td><td colspan=\"3\">").append(p.path("errorSamples").asLong())
+                        .append(" errors, ").append(p.path("filteredSamples").asLong()).append(" filtered</td><td>")
+                        .append(p.path("skippedSamples").asLong()).append("</td><td></td></tr>\n");
+                for (JsonNode c : p.path("skippedByCause"))
+                    h.append("<tr><td>").append(mode).append("</td><td>").append(Html.esc(c.path("kind").asText())).append("</td><td>")
+                            .append(Html.esc(c.path("stage").asText())).append("</td><td>").append(Html.esc(c.path("reason").asText()))
+                            .append("</td><td>").append(c.path("count").asLong()).append("</td><td>").append(Html.esc(c.path("example").asText()))
+                            .append("</td></tr>\n");
+                continue;
+            }
+            var stages = p.path("skippedByStage").fields();
+            while (stages.hasNext()) {
+                var e = stages.next();
+                if (e.getValue().asLong() == 0) continue;
+                h.append("<tr><td>").append(mode).append("</td><td>–</td><td>").append(Html.esc(e.getKey())).append("</td><td>–</td><td>")
+                        .append(e.getValue().asLong()).append("</td><td></td></tr>\n");
+            }
         }
         h.append("</tbody></table></section>\n");
     }
@@ -519,6 +564,7 @@ public final class RunReport {
             .sub,.note{color:#666;margin:2px 0 8px}code{font-size:12px}
             table{border-collapse:collapse;margin:6px 0}th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}
             th:first-child,td:first-child{text-align:left}th{background:#f3f3f3;font-weight:600}
+            #skipped-causes td:nth-child(-n+4),#skipped-causes td:last-child{text-align:left}tr.total td{font-weight:600}
             .swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}
             .plot{overflow-x:auto}svg{display:block;font-size:12px}
             svg text.tick{font-size:11px;fill:#444}svg text.lab{font-size:13px;font-weight:600}svg text.val{font-size:11px;fill:#222}

@@ -79,6 +79,34 @@ class RunReportTest {
     }
 
     @Test
+    void skippedSamplesAreShownPerModeByKindAndCauseWithAnExample(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("prefetch-pipeline.json"), "{\"pipeline\":{\"skippedSamples\":14,\"errorSamples\":10,\"filteredSamples\":4,"
+                + "\"skippedByStage\":{\"fetch\":9,\"decode\":1,\"tokenize\":4},\"skippedByCause\":["
+                + "{\"kind\":\"error\",\"stage\":\"fetch\",\"reason\":\"file not found\",\"count\":9,\"example\":\"s3\"},"
+                + "{\"kind\":\"filtered\",\"stage\":\"tokenize\",\"reason\":\"over --max-seq-len\",\"count\":4,\"example\":\"s<7>\"},"
+                + "{\"kind\":\"error\",\"stage\":\"decode\",\"reason\":\"Premature end of JPEG file\",\"count\":1,\"example\":\"s9\"}]}}");
+        Files.writeString(dir.resolve("zero-copy-pipeline.json"), "{\"pipeline\":{\"skippedSamples\":0,\"skippedByCause\":[]}}");
+        Files.writeString(dir.resolve("serial-pipeline.json"), "{\"pipeline\":{\"skippedSamples\":2,\"skippedByStage\":{\"fetch\":2,\"decode\":0}}}");
+        String s = Files.readString(RunReport.write(dir));
+        String table = s.substring(s.indexOf("<section id=\"skipped\">"), s.indexOf("</section>", s.indexOf("<section id=\"skipped\">")));
+        assertTrue(table.contains("<tr class=\"total\"><td>prefetch</td><td colspan=\"3\">10 errors, 4 filtered</td><td>14</td>"), table);
+        assertTrue(table.contains("<tr><td>prefetch</td><td>error</td><td>fetch</td><td>file not found</td><td>9</td><td>s3</td></tr>"), table);
+        assertTrue(table.contains("<tr><td>prefetch</td><td>filtered</td><td>tokenize</td><td>over --max-seq-len</td><td>4</td><td>s&lt;7&gt;</td></tr>"), table);
+        assertTrue(table.indexOf(">file not found<") < table.indexOf(">over --max-seq-len<")
+                && table.indexOf(">over --max-seq-len<") < table.indexOf(">Premature end of JPEG file<"), "in the run's order: most common first");
+        assertTrue(table.contains("<tr><td>zero-copy</td><td colspan=\"5\">none skipped</td></tr>"), table);
+        // a run recorded before causes were counted: its stages
+        assertTrue(table.contains("<tr><td>serial</td><td>–</td><td>fetch</td><td>–</td><td>2</td><td></td></tr>"), table);
+        assertFalse(table.contains("<td>serial</td><td>–</td><td>decode</td>"), "a stage with none is left out: " + table);
+    }
+
+    @Test
+    void aRunWithoutSkipCountsSaysSo(@TempDir Path dir) throws Exception {
+        SyntheticRun.write(dir, 5, false, "");
+        assertTrue(Files.readString(RunReport.write(dir)).contains("Skipped samples: not recorded in this run."));
+    }
+
+    @Test
     void modeNamesFromFilesAreEscaped(@TempDir Path dir) throws Exception {
         Files.writeString(dir.resolve("a&b-rank0.json"), "{\"rank\":0,\"elapsed_ms\":10,\"bytes_received\":0,\"steps\":[[1,2,3,4,5]]}");
         String s = Files.readString(RunReport.write(dir));

@@ -14,7 +14,7 @@ final class SyntheticRun {
 
     /**
      * A run of all four modes, 2 ranks, {@code steps} steps each. With {@code extras}, the pipeline
-     * files also carry {@code stages}, {@code timeline} and {@code verdict}; the zero-copy verdict's
+     * files also carry skipped samples by cause, {@code stages}, {@code timeline} and {@code verdict}; the zero-copy verdict's
      * evidence holds {@code evidence} verbatim (for escaping tests).
      */
     static void write(Path dir, int steps, boolean extras, String evidence) throws IOException {
@@ -49,6 +49,10 @@ final class SyntheticRun {
                     + "\"encodeNanos\":2500000000,\"assembledBatches\":12,\"assembleNanos\":120000000,\"copiedBytes\":96000000,"
                     + "\"ranks\":[{\"rank\":0,\"producerWaits\":3,\"consumerWaits\":1},{\"rank\":1,\"producerWaits\":2,\"consumerWaits\":0}]}");
             if (extras) {
+                p.setLength(p.length() - 1); // the counters' object goes on: skipped samples by cause
+                p.append(",\"skippedSamples\":3,\"errorSamples\":2,\"filteredSamples\":1,\"skippedByCause\":[{\"kind\":\"error\",")
+                        .append("\"stage\":\"fetch\",\"reason\":\"file not found\",\"count\":2,\"example\":\"s4\"},{\"kind\":\"filtered\",")
+                        .append("\"stage\":\"tokenize\",\"reason\":\"over --max-seq-len\",\"count\":1,\"example\":\"s8\"}]}");
                 p.append(",\"stages\":{\"fetch\":{\"count\":100,\"mean_ms\":31,\"p50_ms\":30,\"p90_ms\":41,\"p99_ms\":60,\"max_ms\":75},")
                         .append("\"encode\":{\"count\":100,\"mean_ms\":24,\"p50_ms\":23,\"p90_ms\":30,\"p99_ms\":38,\"max_ms\":40},")
                         .append("\"deliver\":{\"count\":12,\"mean_ms\":0.4,\"p50_ms\":0.05,\"p90_ms\":1.2,\"p99_ms\":9,\"max_ms\":9.5}}");

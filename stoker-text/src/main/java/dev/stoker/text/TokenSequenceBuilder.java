@@ -64,7 +64,7 @@ public final class TokenSequenceBuilder {
 
     /**
      * @param grids one {@code {t, h, w}} per image of the sample, in image order (the rows of {@code image_grid_thw})
-     * @throws SampleException (stage TEXT) if grids and images disagree, (stage TOKENIZE) if the sample is too long under REJECT
+     * @throws SampleException (stage TEXT) if grids and images disagree, (stage TOKENIZE, {@link SampleException.Kind#FILTERED}) if the sample is too long under REJECT
      */
     public TextFeatures build(ChatSample sample, List<long[]> grids) {
         int images = sample.imagePaths().size();
@@ -106,7 +106,7 @@ public final class TokenSequenceBuilder {
         int kept = images;
         if (length > maxLength) {
             if (policy == TruncationPolicy.REJECT)
-                throw new SampleException(sample.id(), Stage.TOKENIZE, "sequence has " + length
+                throw SampleException.filtered(sample.id(), Stage.TOKENIZE, "over --max-seq-len", "sequence has " + length
                         + " tokens, over the limit of " + maxLength + " (" + images + " image(s))");
             cut = maxLength;
             for (int j = 0; j < images; j++) {

@@ -74,6 +74,8 @@ class TokenSequenceBuilderTest {
         var e = assertThrows(SampleException.class, () -> builder(full - 1, TruncationPolicy.REJECT).build(SAMPLE, GRIDS));
         assertEquals("s-1", e.sampleId());
         assertEquals(SampleException.Stage.TOKENIZE, e.stage());
+        assertEquals(SampleException.Kind.FILTERED, e.kind(), "dropped by the user's limit, not broken: not an error");
+        assertEquals("over --max-seq-len", e.reason());
         assertTrue(e.getMessage().contains(full + " tokens, over the limit of " + (full - 1)), e.getMessage());
         assertEquals(full, builder(full, TruncationPolicy.REJECT).build(SAMPLE, GRIDS).length());
     }

@@ -16,7 +16,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Map;
-import java.util.OptionalDouble;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -75,12 +74,9 @@ public final class LadderRun {
                 feedRef.set(feed);
                 server.open();
                 long timeoutMillis = 120_000 + steps * (stepMillis + 5_000L);
-                // on a terminal: samples/s, batches delivered of ranks·steps, buffers, the verdict so far, ETA
-                try (var status = StatusLine.start(new PrintWriter(System.err, true), () -> {
-                    var m = feed.feeder().metrics();
-                    return new StatusLine.Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(),
-                            OptionalDouble.empty(), name + " · " + feed.feeder().verdict().kind().label(), (long) ranks * steps);
-                })) {
+                // on a terminal: samples/s, batches delivered of ranks·steps, buffers, skipped samples, the verdict so far, ETA
+                try (var status = StatusLine.start(new PrintWriter(System.err, true), () -> StatusLine.Sample.of(feed.feeder().metrics(),
+                        name + " · " + feed.feeder().verdict().kind().label(), (long) ranks * steps))) {
                     for (Process p : processes) {
                         if (!p.waitFor(timeoutMillis, TimeUnit.MILLISECONDS)) throw new IOException("trainer did not finish in time; see " + workDir);
                         var badInput = feed.feeder().errors().failure(); // the trainers got it as an ERROR frame

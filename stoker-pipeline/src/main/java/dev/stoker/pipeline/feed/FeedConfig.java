@@ -20,11 +20,15 @@ import java.util.Objects;
  * @param prefetchBytes        per-rank buffer limit in bytes (PREFETCH); one batch is always admitted into an empty buffer
  * @param warmUpMillis         how long each CPU thread encodes a made-up sample before the feed opens, so that the JIT
  *                             compiles the hot path before a trainer waits on it ({@link CpuWarmUp}); 0: none
- * @param onError              what a bad sample does: SKIP (default) leaves it out of its batch, FAIL stops the feed
- * @param maxErrorRate         under SKIP, the share of skipped samples (of those scheduled in delivered batches,
- *                             all ranks, since the feed started) above which the feed fails; judged only from
- *                             {@link FeedErrors#MIN_SCHEDULED_FOR_RATE} scheduled samples on, so that a bad sample
- *                             among the first few does not end a run; 1 (default): no limit
+ * @param onError              what a bad sample does: SKIP (default) leaves it out of its batch, FAIL stops the feed at
+ *                             the first error; filtered samples (over {@code --max-seq-len}, {@code --max-images}) are
+ *                             left out under both
+ * @param maxErrorRate         under SKIP, the share of errors (of the samples scheduled in delivered batches, all ranks,
+ *                             since the job started; filtered samples not counted) above which the feed fails; judged
+ *                             from {@link FeedErrors#MIN_SCHEDULED_FOR_RATE} scheduled samples on, so that a bad sample
+ *                             among the first few does not end a run, and at once when the first
+ *                             {@link FeedErrors#EARLY_SAMPLES} samples all fail; {@link #MAX_ERROR_RATE_DEFAULT} by
+ *                             default; 1: no limit, not even the early one
  * @param errorsFile           JSON Lines file every bad sample is appended to ({@code docs/run-data.md}); null: none
  * @param startLabel           the global-step label of the step at {@code start} (a trainer's own count, kept across a
  *                             change of rank count: {@link dev.stoker.pipeline.schedule.SampleSchedule#labelled}); −1: steps
@@ -36,7 +40,13 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     public static final long SEED_DEFAULT = 1234;
     public static final int FETCH_CONCURRENCY_DEFAULT = 64;
     public static final long WARM_UP_MILLIS_DEFAULT = 1500;
-    public static final double MAX_ERROR_RATE_DEFAULT = 1.0;
+    /**
+     * The default limit on the share of broken samples: 10%. Web-scraped image sets commonly lose a few percent of
+     * their images, which must not end a run (nor the noise of the first 100 samples: at 5% broken, 11 or more of 100
+     * happen about one time in a hundred); more than one in ten is a systemic fault (a wrong folder, a lost shard, a
+     * manifest of another layout) that would train on a fraction of the data or on none.
+     */
+    public static final double MAX_ERROR_RATE_DEFAULT = 0.1;
     public static final int PREFETCH_BATCHES_DEFAULT = 4;
     public static final long PREFETCH_BYTES_DEFAULT = 1L << 30;
 
@@ -58,7 +68,7 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
 
     /**
      * Defaults for everything but the mode, the encoding and the rank/batch shape (the node's defaults, defined here once):
-     * bad samples skipped, no rate limit, no errors file.
+     * bad samples skipped up to {@link #MAX_ERROR_RATE_DEFAULT} of them, no errors file.
      */
     public static FeedConfig of(FeedMode mode, EncodeOptions encode, int ranks, int batchSize) {
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
@@ -106,7 +116,7 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
                 millis, onError, maxErrorRate, errorsFile, startLabel);
     }
 
-    /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} skipped (1: never). */
+    /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} errors (1: never). */
     public FeedConfig withErrorPolicy(ErrorPolicy policy, double maxRate) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
                 warmUpMillis, policy, maxRate, errorsFile, startLabel);

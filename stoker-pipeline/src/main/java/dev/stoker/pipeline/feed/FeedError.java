@@ -7,12 +7,14 @@ import dev.stoker.core.SampleException;
  *
  * @param sampleId      the record's id, or {@code manifest:line} when the line did not parse
  * @param datasetIndex  0-based manifest line index (non-blank lines)
+ * @param kind          broken ({@code ERROR}) or dropped by a limit the user set ({@code FILTERED})
+ * @param reason        the cause's class, which counts are grouped by ({@link SampleException#reason()})
  */
 public record FeedError(String sampleId, int datasetIndex, long epoch, long step, int rank,
-                        SampleException.Stage stage, String cause) {
+                        SampleException.Stage stage, String cause, SampleException.Kind kind, String reason) {
 
     public String describe() {
         return sampleId + " (index " + datasetIndex + ", epoch " + epoch + " step " + step + " rank " + rank + "): "
-                + stage.name().toLowerCase() + ": " + cause;
+                + stage.name().toLowerCase() + (kind == SampleException.Kind.FILTERED ? " (filtered)" : "") + ": " + cause;
     }
 }

@@ -2,7 +2,9 @@ package dev.stoker.pipeline.feed;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException;
+import dev.stoker.core.SampleException.Kind;
 import dev.stoker.pipeline.batch.FeedBatch;
+import dev.stoker.pipeline.batch.SkippedSample;
 import dev.stoker.pipeline.schedule.SampleSchedule;
 import java.io.BufferedWriter;
 import java.io.IOException;
@@ -12,7 +14,9 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.EnumMap;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -21,14 +25,28 @@ import java.util.function.Consumer;
 
 /**
  * The samples a feed skipped, and its bad-input policy ({@link ErrorPolicy}): every skipped sample
- * counted by stage, the first {@link #MAX_RECORDS} kept in memory, and each one appended to the
- * errors file when there is one (one JSON object per line, flushed per batch: {@code docs/run-data.md}).
+ * counted by stage and by cause, the first {@link #MAX_RECORDS} kept in memory, and each one appended
+ * to the errors file when there is one (one JSON object per line, flushed per batch: {@code docs/run-data.md}).
+ *
+ * <p>A skipped sample is an error (broken: a missing image, a malformed line) or filtered (sound, but
+ * dropped by a limit the user set: {@code --max-seq-len}, {@code --max-images}; {@link Kind}). Both are
+ * skipped, so per rank delivered + skipped = scheduled; only errors count toward the error rate, and
+ * {@code --on-error fail} stops at errors only.
  *
  * <p>Samples are recorded when their batch is delivered, so that per rank delivered + skipped =
- * scheduled holds for what the trainer saw. The policy is judged at the same point (a rate over
- * the limit) and, under FAIL, already when a rank's stream produces a batch with a bad sample, so
- * that the feed stops before the trainer reaches it. Once failed, the failure is final: every later
- * call returns it, and the listeners (the feeder, which fails every rank) were told once.
+ * scheduled holds for what the trainer saw. The policy is judged at the same point and, already when a
+ * rank's stream produces a batch (before a trainer asks for it), under FAIL (an error in it).
+ *
+ * <p>Judged early: under SKIP, a feed whose first {@link #EARLY_SAMPLES} samples from its start, in the
+ * global order (step by step, rank by rank), all fail stops at once rather than after
+ * {@link #MIN_SCHEDULED_FOR_RATE} samples — a wrong image folder, a manifest of another layout: a feed
+ * that would hand out empty batches forever. Each sample is judged as soon as its outcome is known
+ * ({@link #outcome}: a fetch or parse error, an encoded sample), before its batch is made, so the
+ * judgement needs no trainer and no room in the prefetch buffers, and again from the batches made
+ * (errors found only while pixels are written); a sample among the first that is not an error (encoded,
+ * or filtered) ends the judgement. Counting by position makes it independent of thread timing. Both the
+ * rate and the early judgement are off with a rate limit of 1. Once failed, the failure is final: every
+ * later call returns it, and the listeners (the feeder, which fails every rank) were told once.
  *
  * <p>Threading: thread-safe; writers are pipeline threads and consumer threads, readers anyone.
  * The file is written under the lock; bad samples are rare, so this costs nothing on good batches.
@@ -40,65 +58,147 @@ public final class FeedErrors implements AutoCloseable {
      * this a single bad sample early in a run would be a rate of several percent.
      */
     public static final long MIN_SCHEDULED_FOR_RATE = 100;
+    /**
+     * Failed samples with none delivered, from a feed's start, that stop it under a rate limit below 1
+     * without waiting for {@link #MIN_SCHEDULED_FOR_RATE}: in a shuffled order, 32 failures in a row out of
+     * a source that is 50% good happen once in 4 billion starts, while a source none of whose samples can be
+     * read is stopped within its first batches.
+     */
+    public static final int EARLY_SAMPLES = 32;
+    /** Distinct causes counted apart; later new causes are counted as {@link #OTHER_REASON} of their kind and stage. */
+    public static final int MAX_CAUSES = 32;
+    /** The reason a cause beyond {@link #MAX_CAUSES} is counted under. */
+    public static final String OTHER_REASON = "other";
     /** Causes quoted in the message of a run failed for its error rate. */
     static final int LAST_CAUSES = 3;
+    /** Most common causes named in a failure's message. */
+    static final int TOP_CAUSES = 3;
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final System.Logger LOG = System.getLogger(FeedErrors.class.getName());
 
+    /**
+     * Skipped samples of one cause.
+     *
+     * @param kind    {@code error} or {@code filtered}
+     * @param stage   the stage that refused them, lower case
+     * @param reason  the cause's class ({@link SampleException#reason()}), or {@link #OTHER_REASON}
+     * @param count   samples skipped for it
+     * @param example the id of the first of them
+     */
+    public record Cause(String kind, String stage, String reason, long count, String example) {
+        /** {@code stage: reason}. */
+        public String label() { return stage + ": " + reason; }
+    }
+
+    /**
+     * What a feed skipped so far.
+     *
+     * @param errors   broken samples skipped (what the error rate counts)
+     * @param filtered samples dropped by a limit the user set
+     * @param byStage  skipped samples (errors and filtered) per stage
+     * @param causes   skipped samples per cause, the most common first (at most {@link #MAX_CAUSES} plus an
+     *                 {@link #OTHER_REASON} per kind and stage)
+     */
+    public record Counts(long errors, long filtered, Map<SampleException.Stage, Long> byStage, List<Cause> causes) {
+        public static final Counts NONE = new Counts(0, 0, Map.of(), List.of());
+
+        /** The most common {@code n} causes of {@code kind}. */
+        public List<Cause> top(Kind kind, int n) {
+            return causes.stream().filter(c -> c.kind().equals(kind.label())).limit(n).toList();
+        }
+    }
+
+    /** Samples of one cause, the first of them kept as the example. */
+    private static final class Tally {
+        final Kind kind;
+        final SampleException.Stage stage;
+        final String reason;
+        final FeedError example;
+        long count;
+
+        Tally(Kind kind, SampleException.Stage stage, String reason, FeedError example) {
+            this.kind = kind;
+            this.stage = stage;
+            this.reason = reason;
+            this.example = example;
+        }
+
+        Cause cause() { return new Cause(kind.label(), stage.name().toLowerCase(Locale.ROOT), reason, count, example.sampleId()); }
+    }
+
     private final ErrorPolicy policy;
     private final double maxErrorRate;
+    private final String source;
     private final Path file;
     private BufferedWriter out;
     private final List<FeedError> records = new ArrayList<>();
     private final ArrayDeque<FeedError> last = new ArrayDeque<>(LAST_CAUSES);
     private final EnumMap<SampleException.Stage, Long> byStage = new EnumMap<>(SampleException.Stage.class);
+    private final LinkedHashMap<String, Tally> causes = new LinkedHashMap<>();
     private final List<Consumer<BadInputException>> listeners = new ArrayList<>();
-    private long total;
+    private long total, errors, filtered;
     private long scheduled;
     private long priorErrors, priorScheduled;
+    /** The schedule the early judgement places samples by; null: no early judgement. */
+    private final SampleSchedule schedule;
+    /** The feed's first step, as steps since the schedule's origin (epoch × steps per epoch + step). */
+    private final long startStep;
+    /** The early judgement's failed samples by position from the start; each position once. */
+    private final FeedError[] earlyFailed = new FeedError[EARLY_SAMPLES];
+    private int earlyFailedCount;
+    /** Whether the early judgement is over (or off): read without the lock on every sample's outcome. */
+    private volatile boolean earlyJudged;
     private BadInputException failure;
 
-    private FeedErrors(ErrorPolicy policy, double maxErrorRate, Path file, BufferedWriter out) {
+    private FeedErrors(ErrorPolicy policy, double maxErrorRate, String source, Path file, BufferedWriter out, SampleSchedule schedule,
+                       dev.stoker.core.ScheduleCursor start) {
         this.policy = policy;
         this.maxErrorRate = maxErrorRate;
+        this.source = source;
         this.file = file;
         this.out = out;
+        this.schedule = schedule;
+        this.startStep = schedule == null ? 0 : start.epoch() * schedule.stepsPerEpoch() + start.position() / schedule.positionsPerStep();
+        this.earlyJudged = schedule == null || policy != ErrorPolicy.SKIP || maxErrorRate >= 1;
     }
 
-    /** The policy of {@code config}, appending to its errors file (created with its folders) when it names one. */
-    static FeedErrors open(FeedConfig config) throws IOException { return open(config, null); }
+    /** The policy of {@code config}, appending to its errors file (created with its folders) when it names one; not judged early. */
+    static FeedErrors open(FeedConfig config) throws IOException { return open(config, null, "the manifest"); }
+
+    /** {@link #open(FeedConfig, SampleSchedule, String)} for a source named as the manifest. */
+    static FeedErrors open(FeedConfig config, SampleSchedule schedule) throws IOException { return open(config, schedule, "the manifest"); }
 
     /**
-     * {@link #open(FeedConfig)} for a feed of {@code schedule} (null: none) starting at {@code config.start()}: a feed that
-     * does not start at the origin (a restarted service, a trainer's resume) judges its error rate over the job so far, as
-     * the errors file tells it, rather than from zero at each start (audit #13). Before the start it counts the samples the
-     * schedule had up to there ({@link #priorScheduled()}, in this schedule's steps: exact unless the rank count changed)
-     * and the file's samples among them ({@link #priorErrors()}); samples it lists from after the start (a job moved back)
-     * are counted again when they are skipped again.
+     * {@link #open(FeedConfig)} for a feed of {@code schedule} (null: none) over {@code source} (its name in messages: the
+     * manifest's) starting at {@code config.start()}: a feed that does not start at the origin (a restarted service, a
+     * trainer's resume) judges its error rate over the job so far, as the errors file tells it, rather than from zero at
+     * each start (audit #13). Before the start it counts the samples the schedule had up to there ({@link #priorScheduled()},
+     * in this schedule's steps: exact unless the rank count changed) and the file's errors among them ({@link #priorErrors()};
+     * filtered entries are not errors); samples it lists from after the start (a job moved back) are counted again when they
+     * are skipped again.
      */
-    static FeedErrors open(FeedConfig config, SampleSchedule schedule) throws IOException {
+    static FeedErrors open(FeedConfig config, SampleSchedule schedule, String source) throws IOException {
         Path file = config.errorsFile();
-        BufferedWriter out = null;
-        if (file != null) {
-            Path parent = file.toAbsolutePath().getParent();
-            if (parent != null) Files.createDirectories(parent);
-            var listed = listed(file);
-            out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
-            var opened = new FeedErrors(config.onError(), config.maxErrorRate(), file, out);
-            opened.written.addAll(listed);
-            if (schedule != null) opened.countBefore(schedule, config.start(), listed);
-            return opened;
-        }
-        return new FeedErrors(config.onError(), config.maxErrorRate(), file, out);
+        if (file == null) return new FeedErrors(config.onError(), config.maxErrorRate(), source, null, null, schedule, config.start());
+        Path parent = file.toAbsolutePath().getParent();
+        if (parent != null) Files.createDirectories(parent);
+        var listed = listed(file);
+        var out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+        var opened = new FeedErrors(config.onError(), config.maxErrorRate(), source, file, out, schedule, config.start());
+        opened.written.addAll(listed.keySet());
+        if (schedule != null) opened.countBefore(schedule, config.start(), listed);
+        return opened;
     }
 
-    /** The job's samples before {@code start}, and the listed ones among them, go into the error rate. */
-    private void countBefore(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, java.util.Set<Long> listed) {
+    /** The job's samples before {@code start}, and the listed errors among them, go into the error rate. */
+    private void countBefore(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, Map<Long, Boolean> listed) {
         long perEpoch = schedule.stepsPerEpoch() * schedule.positionsPerStep();
         priorScheduled = start.epoch() * perEpoch + start.position();
         int[] positionOf = null;
-        for (long key : listed) {
+        for (var entry : listed.entrySet()) {
+            if (!entry.getValue()) continue; // filtered: not an error
+            long key = entry.getKey();
             long epoch = key >>> 32;
             int index = (int) key;
             if (epoch > start.epoch()) continue;
@@ -117,7 +217,7 @@ public final class FeedErrors implements AutoCloseable {
     /** Samples the schedule had before this feed's start (0 without an errors file, or at the origin). */
     public synchronized long priorScheduled() { return priorScheduled; }
 
-    /** Samples the errors file lists from before this feed's start. */
+    /** Errors the errors file lists from before this feed's start. */
     public synchronized long priorErrors() { return priorErrors; }
 
     /** (epoch, dataset index) of every sample the errors file lists already: a resumed run does not list them again (audit #13). */
@@ -125,35 +225,63 @@ public final class FeedErrors implements AutoCloseable {
 
     private static long key(long epoch, int datasetIndex) { return epoch << 32 | (datasetIndex & 0xffffffffL); }
 
-    private static java.util.Set<Long> listed(Path file) throws IOException {
-        var written = new java.util.HashSet<Long>();
-        if (!Files.exists(file)) return written;
+    /** The samples {@code file} lists: (epoch, index) key → whether an error (true) or filtered; lines before kinds existed are errors. */
+    private static Map<Long, Boolean> listed(Path file) throws IOException {
+        var listed = new HashMap<Long, Boolean>();
+        if (!Files.exists(file)) return listed;
         try (var lines = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
             String line;
             while ((line = lines.readLine()) != null) {
                 if (line.isBlank()) continue;
                 try {
                     var node = JSON.readTree(line);
-                    if (node.hasNonNull("epoch") && node.hasNonNull("index")) written.add(key(node.get("epoch").asLong(), node.get("index").asInt()));
+                    if (node.hasNonNull("epoch") && node.hasNonNull("index"))
+                        listed.put(key(node.get("epoch").asLong(), node.get("index").asInt()),
+                                !Kind.FILTERED.label().equals(node.path("kind").asText(Kind.ERROR.label())));
                 } catch (IOException notOurs) {
                     // a line not written by us (cut short by a kill): it names no sample to skip again
                 }
             }
         }
-        return written;
+        return listed;
     }
 
     /**
-     * A rank's stream produced {@code b}. Under FAIL a bad sample in it fails the feed here. Returns
-     * the feed's failure (this one or an earlier one), or null while it runs.
+     * One sample's outcome in a rank's stream, as soon as it is known (from any pipeline thread): for the early
+     * judgement, an error or an encoded sample among the feed's first samples; everything else waits for its batch.
+     */
+    void outcome(SamplePipeline.Outcome o) {
+        if (earlyJudged) return;
+        List<Consumer<BadInputException>> tell;
+        synchronized (this) {
+            if (failure != null) return;
+            BadInputException stop = switch (o) {
+                case SamplePipeline.Failed f -> judgeEarly(f.slot().batch().epoch(), f.slot().batch().step(), f.slot().batch().rank(),
+                        f.slot().position(), f.kind() == Kind.ERROR ? error(f.slot().batch().epoch(), f.slot().batch().step(),
+                                f.slot().batch().rank(), f.skipped()) : null);
+                case SamplePipeline.Encoded e -> judgeEarly(e.slot().batch().epoch(), e.slot().batch().step(), e.slot().batch().rank(),
+                        e.slot().position(), null);
+                default -> null; // fetched or prepared: its pixels may still fail
+            };
+            if (stop == null) return;
+            tell = fail(stop);
+        }
+        notify(tell);
+    }
+
+    /**
+     * A rank's stream produced {@code b}: under FAIL an error in it, under SKIP a source whose first samples all fail,
+     * fails the feed here, before a trainer asks for it. Returns the feed's failure (this one or an earlier one), or null
+     * while it runs.
      */
     BadInputException produced(FeedBatch b) {
         List<Consumer<BadInputException>> tell;
         synchronized (this) {
-            if (failure != null || policy != ErrorPolicy.FAIL || b.skipped() == 0) return failure;
-            var bad = recordAll(b);
-            tell = fail(new BadInputException("bad input, stopped at the first bad sample (error policy FAIL): "
-                    + bad.getFirst().describe() + (bad.size() > 1 ? " (and " + (bad.size() - 1) + " more in the same batch)" : ""), bad));
+            if (failure != null) return failure;
+            var stop = policy == ErrorPolicy.FAIL ? stopAtFirstError(b.epoch(), b.step(), b.rank(), b.skippedSamples())
+                    : judgeEarly(b.epoch(), b.step(), b.rank(), b.skippedSamples());
+            if (stop == null) return null;
+            tell = fail(stop);
         }
         return notify(tell);
     }
@@ -163,38 +291,129 @@ public final class FeedErrors implements AutoCloseable {
      * Returns the feed's failure (then {@code b} must not be delivered), or null.
      */
     BadInputException delivered(FeedBatch b) {
-        if (policy == ErrorPolicy.FAIL) return produced(b);
         return delivered(b.epoch(), b.step(), b.rank(), b.scheduled(), b.skippedSamples());
     }
 
-    /** Under SKIP: rank {@code rank}'s batch of (epoch, step), {@code scheduled} samples of which {@code skipped} were left out, is being handed out. */
-    BadInputException delivered(long epoch, long step, int rank, int scheduledInBatch, List<dev.stoker.pipeline.batch.SkippedSample> skipped) {
+    /** Rank {@code rank}'s batch of (epoch, step), {@code scheduled} samples of which {@code skipped} were left out, is being handed out. */
+    BadInputException delivered(long epoch, long step, int rank, int scheduledInBatch, List<SkippedSample> skipped) {
         List<Consumer<BadInputException>> tell;
         synchronized (this) {
             if (failure != null) return failure;
-            if (!skipped.isEmpty()) recordAll(epoch, step, rank, skipped);
-            scheduled += scheduledInBatch;
-            long bad = total + priorErrors, of = scheduled + priorScheduled;
-            if (maxErrorRate >= 1 || of < MIN_SCHEDULED_FOR_RATE || bad <= maxErrorRate * of) return null;
-            var causes = new StringBuilder();
-            for (var e : last) causes.append(causes.isEmpty() ? "" : "; ").append(e.describe());
-            tell = fail(new BadInputException(String.format(Locale.ROOT,
-                    "bad input: %d of %d scheduled samples skipped (%.2f%%)%s, over the limit of %.2f%% (max error rate %s); last: %s",
-                    bad, of, 100.0 * bad / of, priorScheduled == 0 ? "" : String.format(Locale.ROOT,
-                            ", %d of %d of them before this service started (from the errors file)", priorErrors, priorScheduled),
-                    100 * maxErrorRate, maxErrorRate, causes), List.copyOf(last)));
+            BadInputException stop;
+            if (policy == ErrorPolicy.FAIL) {
+                stop = stopAtFirstError(epoch, step, rank, skipped);
+                if (stop == null) {
+                    if (!skipped.isEmpty()) recordAll(epoch, step, rank, skipped); // filtered only
+                    scheduled += scheduledInBatch;
+                }
+            } else {
+                if (!skipped.isEmpty()) recordAll(epoch, step, rank, skipped);
+                scheduled += scheduledInBatch;
+                stop = judgeEarly(epoch, step, rank, skipped);
+                if (stop == null) stop = judgeRate();
+            }
+            if (stop == null) return null;
+            tell = fail(stop);
         }
         return notify(tell);
     }
 
-    /** Records every skipped sample of {@code b} and writes them to the file; returns them. Under the lock. */
-    private List<FeedError> recordAll(FeedBatch b) { return recordAll(b.epoch(), b.step(), b.rank(), b.skippedSamples()); }
+    /** Under FAIL: when {@code skipped} holds an error, records the batch's skipped samples and returns the failure naming it. Under the lock. */
+    private BadInputException stopAtFirstError(long epoch, long step, int rank, List<SkippedSample> skipped) {
+        if (skipped.stream().noneMatch(s -> s.kind() == Kind.ERROR)) return null;
+        var bad = recordAll(epoch, step, rank, skipped).stream().filter(e -> e.kind() == Kind.ERROR).toList();
+        return new BadInputException("bad input, stopped at the first bad sample (error policy FAIL): " + bad.getFirst().describe()
+                + (bad.size() > 1 ? " (and " + (bad.size() - 1) + " more in the same batch)" : ""), bad);
+    }
 
-    /** Records the samples skipped in rank {@code rank}'s batch of (epoch, step); returns them. */
-    synchronized List<FeedError> recordAll(long epoch, long step, int rank, List<dev.stoker.pipeline.batch.SkippedSample> skipped) {
+    /** The early judgement over a batch made of rank {@code rank}'s share of (epoch, step): each position's outcome. Under the lock. */
+    private BadInputException judgeEarly(long epoch, long step, int rank, List<SkippedSample> skipped) {
+        if (earlyJudged) return null;
+        int[] indices = schedule.batchFor(epoch, step, rank);
+        var byIndex = new HashMap<Integer, SkippedSample>(skipped.size() * 2);
+        for (var s : skipped) byIndex.put(s.datasetIndex(), s);
+        BadInputException stop = null;
+        for (int p = 0; p < indices.length && stop == null && !earlyJudged; p++) {
+            var s = byIndex.get(indices[p]);
+            stop = judgeEarly(epoch, step, rank, p, s == null || s.kind() != Kind.ERROR ? null : error(epoch, step, rank, s));
+        }
+        return stop;
+    }
+
+    /**
+     * The early judgement of one sample, at {@code position} of rank {@code rank}'s share of (epoch, step): {@code failed}
+     * when it is an error, null when it is not (encoded, delivered or filtered). Only the feed's first {@link #EARLY_SAMPLES}
+     * positions from its start count: a sample among them that is not an error ends the judgement, the last of them failing
+     * stops the feed. A sample seen twice (as it fails, then in its batch) counts once. Under the lock.
+     */
+    private BadInputException judgeEarly(long epoch, long step, int rank, int position, FeedError failed) {
+        if (earlyJudged) return null;
+        long at = (epoch * schedule.stepsPerEpoch() + step - startStep) * schedule.positionsPerStep() + (long) rank * schedule.batchSize() + position;
+        if (at < 0 || at >= EARLY_SAMPLES) return null; // before the start (a trainer moved the feed back) or after the first samples
+        if (failed == null) {
+            earlyJudged = true;
+            return null;
+        }
+        if (earlyFailed[(int) at] != null) return null;
+        earlyFailed[(int) at] = failed;
+        if (++earlyFailedCount < EARLY_SAMPLES) return null;
+        earlyJudged = true;
+        var all = List.of(earlyFailed);
+        return new BadInputException(String.format(Locale.ROOT,
+                "bad input: the first %d samples of %s all failed, none delivered (a source is judged on its first %d samples "
+                        + "under max error rate %s); %s", all.size(), source, EARLY_SAMPLES, maxErrorRate, mostCommon(all)), all);
+    }
+
+    /** Under SKIP: the job's error rate so far against the limit, from {@link #MIN_SCHEDULED_FOR_RATE} samples on. Under the lock. */
+    private BadInputException judgeRate() {
+        long bad = errors + priorErrors, of = scheduled + priorScheduled;
+        if (maxErrorRate >= 1 || of < MIN_SCHEDULED_FOR_RATE || bad <= maxErrorRate * of) return null;
+        var lastCauses = new StringBuilder();
+        for (var e : last) lastCauses.append(lastCauses.isEmpty() ? "" : "; ").append(e.describe());
+        return new BadInputException(String.format(Locale.ROOT,
+                "bad input: %d of %d scheduled samples failed (%.2f%%)%s, over the limit of %.2f%% (max error rate %s)%s; %s; last: %s",
+                bad, of, 100.0 * bad / of, priorScheduled == 0 ? "" : String.format(Locale.ROOT,
+                        ", %d of %d of them before this service started (from the errors file)", priorErrors, priorScheduled),
+                100 * maxErrorRate, maxErrorRate, filtered == 0 ? "" : " (" + filtered + " more filtered, not counted)",
+                mostCommonCounted(), lastCauses), List.copyOf(last));
+    }
+
+    /** {@code most common cause: stage: reason, n of m (e.g. …); then …} over {@code failed}. */
+    private static String mostCommon(List<FeedError> failed) {
+        var byCause = new LinkedHashMap<String, List<FeedError>>();
+        for (var e : failed) byCause.computeIfAbsent(e.stage().name().toLowerCase(Locale.ROOT) + ": " + e.reason(), k -> new ArrayList<>()).add(e);
+        var ranked = byCause.entrySet().stream().sorted(Comparator.comparingInt(c -> -c.getValue().size())).limit(TOP_CAUSES).toList();
+        var sb = new StringBuilder(ranked.size() > 1 ? "most common causes: " : "most common cause: ");
+        for (int i = 0; i < ranked.size(); i++) {
+            var c = ranked.get(i);
+            sb.append(i == 0 ? "" : "; then ").append(c.getKey()).append(", ").append(c.getValue().size()).append(" of ").append(failed.size())
+                    .append(" (e.g. ").append(c.getValue().getFirst().describe()).append(')');
+        }
+        return sb.toString();
+    }
+
+    /** The most common error causes of the whole feed, as {@link #mostCommon} words them. Under the lock. */
+    private String mostCommonCounted() {
+        var ranked = causes.values().stream().filter(t -> t.kind == Kind.ERROR).sorted(Comparator.comparingLong(t -> -t.count))
+                .limit(TOP_CAUSES).toList();
+        var sb = new StringBuilder(ranked.size() > 1 ? "most common causes: " : "most common cause: ");
+        for (int i = 0; i < ranked.size(); i++) {
+            var t = ranked.get(i);
+            sb.append(i == 0 ? "" : "; then ").append(t.cause().label()).append(", ").append(t.count).append(" of ").append(errors)
+                    .append(" (e.g. ").append(t.example.sampleId()).append(')');
+        }
+        return sb.toString();
+    }
+
+    private static FeedError error(long epoch, long step, int rank, SkippedSample s) {
+        return new FeedError(s.sampleId(), s.datasetIndex(), epoch, step, rank, s.stage(), s.cause(), s.kind(), s.reason());
+    }
+
+    /** Records the samples skipped in rank {@code rank}'s batch of (epoch, step) and writes them to the file; returns them. */
+    synchronized List<FeedError> recordAll(long epoch, long step, int rank, List<SkippedSample> skipped) {
         var recorded = new ArrayList<FeedError>(skipped.size());
         for (var s : skipped) {
-            var e = new FeedError(s.sampleId(), s.datasetIndex(), epoch, step, rank, s.stage(), s.cause());
+            var e = error(epoch, step, rank, s);
             record(e);
             recorded.add(e);
         }
@@ -204,10 +423,16 @@ public final class FeedErrors implements AutoCloseable {
 
     private void record(FeedError e) {
         total++;
+        if (e.kind() == Kind.FILTERED) {
+            filtered++;
+        } else {
+            errors++;
+            if (last.size() == LAST_CAUSES) last.removeFirst();
+            last.addLast(e);
+        }
         byStage.merge(e.stage(), 1L, Long::sum);
+        count(e);
         if (records.size() < MAX_RECORDS) records.add(e);
-        if (last.size() == LAST_CAUSES) last.removeFirst();
-        last.addLast(e);
         if (out == null || !written.add(key(e.epoch(), e.datasetIndex()))) return; // listed by an earlier run of this job already
         var line = new LinkedHashMap<String, Object>();
         line.put("id", e.sampleId());
@@ -215,6 +440,7 @@ public final class FeedErrors implements AutoCloseable {
         line.put("epoch", e.epoch());
         line.put("step", e.step());
         line.put("rank", e.rank());
+        line.put("kind", e.kind().label());
         line.put("stage", e.stage().name().toLowerCase(Locale.ROOT));
         line.put("cause", e.cause());
         try {
@@ -223,6 +449,20 @@ public final class FeedErrors implements AutoCloseable {
         } catch (IOException ex) {
             fileFailed(ex);
         }
+    }
+
+    /** Counts {@code e} under its cause; past {@link #MAX_CAUSES} causes, a new one is counted as its kind and stage's "other". */
+    private void count(FeedError e) {
+        String reason = e.reason();
+        String key = e.kind() + "\u0000" + e.stage() + "\u0000" + reason;
+        var tally = causes.get(key);
+        if (tally == null && causes.size() >= MAX_CAUSES) {
+            reason = OTHER_REASON;
+            key = e.kind() + "\u0000" + e.stage() + "\u0000" + reason;
+            tally = causes.get(key);
+        }
+        if (tally == null) causes.put(key, tally = new Tally(e.kind(), e.stage(), reason, e));
+        tally.count++;
     }
 
     private void flush() {
@@ -274,13 +514,26 @@ public final class FeedErrors implements AutoCloseable {
 
     public ErrorPolicy policy() { return policy; }
 
-    /** Bad samples recorded: skipped in delivered batches, or the one(s) that failed the feed under FAIL. */
+    /** Skipped samples recorded, errors and filtered: skipped in delivered batches, or those of the batch that failed the feed under FAIL. */
     public synchronized long total() { return total; }
 
-    /** Samples scheduled in delivered batches, all ranks (the denominator of the error rate; counted under SKIP). */
+    /** Broken samples recorded (what the error rate counts). */
+    public synchronized long errors() { return errors; }
+
+    /** Samples recorded as dropped by a limit the user set ({@code --max-seq-len}, {@code --max-images}). */
+    public synchronized long filtered() { return filtered; }
+
+    /** Samples scheduled in delivered batches, all ranks (the denominator of the error rate). */
     public synchronized long scheduled() { return scheduled; }
 
+    /** Skipped samples (errors and filtered) per stage. */
     public synchronized Map<SampleException.Stage, Long> byStage() { return Map.copyOf(byStage); }
+
+    /** The counts by kind, stage and cause. */
+    public synchronized Counts counts() {
+        var list = causes.values().stream().map(Tally::cause).sorted(Comparator.comparingLong(c -> -c.count())).toList();
+        return new Counts(errors, filtered, Map.copyOf(byStage), list);
+    }
 
     /** The kept records, in the order they were recorded (which is not the schedule order across ranks). */
     public synchronized List<FeedError> records() { return List.copyOf(records); }

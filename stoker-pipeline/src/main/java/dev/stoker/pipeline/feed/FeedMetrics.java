@@ -133,9 +133,14 @@ public final class FeedMetrics {
      * @param encodedSamples  samples encoded successfully
      * @param fetchFailed     samples whose line or an image could not be read (counted when it happened, prefetched or not)
      * @param encodeNanos     summed CPU-pool time of encodes (successful or not)
-     * @param skippedSamples  samples left out of delivered batches because they failed
-     * @param skippedByStage  bad samples recorded by the feed's {@link FeedErrors}, per stage (lower-case
+     * @param skippedSamples  samples left out of delivered batches: errors and filtered
+     * @param skippedByStage  skipped samples recorded by the feed's {@link FeedErrors}, per stage (lower-case
      *                        {@code SampleException.Stage} names, every stage present)
+     * @param errorSamples    of the recorded skipped samples, the broken ones (what {@code --max-error-rate} counts)
+     * @param filteredSamples of the recorded skipped samples, those dropped by a limit the user set ({@code --max-seq-len},
+     *                        {@code --max-images})
+     * @param skippedByCause  the recorded skipped samples per kind, stage and cause class, the most common first (at most
+     *                        {@link FeedErrors#MAX_CAUSES} causes, then one "other" per kind and stage)
      * @param copiedBytes     bytes copied after the transform to build batches: every tensor byte when batches are
      *                        assembled on the heap; in ZERO_COPY only rows moved to close a gap left by a failed sample
      * @param cpuBusyNanos    summed time CPU-pool threads ran tasks
@@ -145,7 +150,7 @@ public final class FeedMetrics {
                            long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
                            long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
                            long deliveredBatches, long deliveredSamples, long skippedSamples, Map<String, Long> skippedByStage,
-                           long cpuBusyNanos, List<Rank> ranks, Map<String, Stage> stages) {
+                           long errorSamples, long filteredSamples, List<FeedErrors.Cause> skippedByCause, long cpuBusyNanos, List<Rank> ranks, Map<String, Stage> stages) {
 
         public long bufferedBatches() { return ranks.stream().mapToLong(Rank::bufferedBatches).sum(); }
 
@@ -167,15 +172,15 @@ public final class FeedMetrics {
     public record Rank(int rank, long bufferedBatches, long bufferedBytes, long peakBufferedBytes, long producerWaits,
                        long consumerWaits, long deliveredBatches, long firstBatchReadyNanos, long firstRequestNanos) {}
 
-    Snapshot snapshot(List<Rank> ranks, LatencyHistogram firstByte, Map<dev.stoker.core.SampleException.Stage, Long> skippedByStage) {
+    Snapshot snapshot(List<Rank> ranks, LatencyHistogram firstByte, FeedErrors.Counts skipped) {
         var byStage = new LinkedHashMap<String, Long>();
         for (var stage : dev.stoker.core.SampleException.Stage.values())
-            byStage.put(stage.name().toLowerCase(java.util.Locale.ROOT), skippedByStage.getOrDefault(stage, 0L));
+            byStage.put(stage.name().toLowerCase(java.util.Locale.ROOT), skipped.byStage().getOrDefault(stage, 0L));
         return new Snapshot(fetchStarted.sum(), fetchedSamples.sum(), fetchFailed.sum(), fetchedBytes.sum(), fetchNanos.sum(),
                 encodeStarted.sum(), encodedSamples.sum(), encodeFailed.sum(), encodeNanos.sum(),
                 assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(), copiedBytes.sum(),
                 deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), java.util.Collections.unmodifiableMap(byStage),
-                cpuBusyNanos.sum(),
+                skipped.errors(), skipped.filtered(), skipped.causes(), cpuBusyNanos.sum(),
                 List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)));
     }
 }

@@ -155,7 +155,7 @@ public final class Feeder implements AutoCloseable {
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
         for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
         var metrics = new FeedMetrics();
-        var errors = FeedErrors.open(config, schedule);
+        var errors = FeedErrors.open(config, schedule, source.manifestName());
         int threads = config.cpuThreads();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
@@ -173,6 +173,7 @@ public final class Feeder implements AutoCloseable {
         }
         var materializer = Materializer.createMaterializer(system);
         var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode().pixelFormat());
+        pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
         var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(config.ranks()); // a rank that stops reading pins at most its share of the store
         var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
@@ -362,7 +363,7 @@ public final class Feeder implements AutoCloseable {
         var perRank = new ArrayList<FeedMetrics.Rank>(ranks.size());
         for (var r : ranks)
             perRank.add(r instanceof PrefetchRankFeed<?> p ? p.snapshot() : ((OnDemandRankFeed) r).snapshot());
-        return metrics.snapshot(perRank, sourceMetrics().map(SourceMetrics::firstByteLatency).orElse(null), errors.byStage());
+        return metrics.snapshot(perRank, sourceMetrics().map(SourceMetrics::firstByteLatency).orElse(null), errors.counts());
     }
 
     /** Stops every rank's stream, the Pekko system and the CPU pool, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for each. */

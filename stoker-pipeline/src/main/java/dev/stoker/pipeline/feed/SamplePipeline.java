@@ -38,6 +38,8 @@ import org.apache.pekko.stream.javadsl.Flow;
  * completes on the source's threads; encode and assemble run on the {@link CpuPool}.
  */
 final class SamplePipeline {
+    private static final System.Logger LOG = System.getLogger(SamplePipeline.class.getName());
+
     sealed interface Outcome permits Fetched, Encoded, Ready, Failed {
         Slot slot();
     }
@@ -53,7 +55,11 @@ final class SamplePipeline {
     /** Prepared for its pixels (ZERO_COPY): tokens built, images planned, nothing decoded. */
     record Ready(Slot slot, SampleEncoder.Prepared sample) implements Outcome {}
 
-    record Failed(Slot slot, String sampleId, SampleException.Stage stage, String cause) implements Outcome {}
+    /** A sample left out: an error or filtered ({@code kind}), its cause and the cause's class ({@code reason}). */
+    record Failed(Slot slot, String sampleId, SampleException.Stage stage, String cause, SampleException.Kind kind, String reason)
+            implements Outcome {
+        SkippedSample skipped() { return new SkippedSample(sampleId, slot.datasetIndex(), stage, cause, kind, reason); }
+    }
 
     private final dev.stoker.source.ManifestRecords records;
     private final FeedSource source;
@@ -61,6 +67,7 @@ final class SamplePipeline {
     private final FeedMetrics metrics;
     private final SampleParser parser = new SampleParser();
     private final BatchAssembler assembler;
+    private volatile java.util.function.Consumer<Outcome> observer = o -> {};
 
     SamplePipeline(dev.stoker.source.ManifestRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat) {
@@ -75,8 +82,8 @@ final class SamplePipeline {
     Flow<ScheduledBatch, Batch, NotUsed> flow(int batchSize, boolean serial, int fetchConcurrency, int cpuThreads) {
         var slots = Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots);
         var encoded = serial
-                ? slots.mapAsync(1, s -> fetch(s).thenCompose(this::encode))
-                : slots.mapAsync(fetchConcurrency, this::fetch).mapAsync(cpuThreads, this::encode);
+                ? slots.mapAsync(1, s -> observed(fetch(s).thenCompose(this::encode)))
+                : slots.mapAsync(fetchConcurrency, s -> observed(fetch(s))).mapAsync(cpuThreads, o -> observed(encode(o)));
         return encoded.grouped(batchSize).mapAsync(1, this::assemble);
     }
 
@@ -90,11 +97,29 @@ final class SamplePipeline {
      */
     Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int batchSize, int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
         return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
-                .mapAsync(fetchConcurrency, this::fetch)
-                .mapAsync(cpuThreads, this::prepare)
+                .mapAsync(fetchConcurrency, s -> observed(fetch(s)))
+                .mapAsync(cpuThreads, o -> observed(prepare(o)))
                 .grouped(batchSize)
                 .mapAsync(1, group -> writer.allocate(checkedBatch(group), group))
                 .mapAsync(StoredBatchWriter.BATCHES_FILLING, writer::fill);
+    }
+
+    /**
+     * Tells {@code o} each sample's outcome as soon as it is known — failed, fetched, encoded or prepared — on the thread
+     * that completed it, before the stream's order and back-pressure hold it back ({@link FeedErrors#outcome}: the early
+     * judgement). It must not block.
+     */
+    void observe(java.util.function.Consumer<Outcome> o) { observer = o; }
+
+    private CompletableFuture<Outcome> observed(CompletableFuture<Outcome> outcome) {
+        return outcome.thenApply(o -> {
+            try {
+                observer.accept(o);
+            } catch (RuntimeException e) { // a judgement that breaks must not fail the sample, nor the stream
+                LOG.log(System.Logger.Level.WARNING, "judging sample " + o.slot().datasetIndex() + " failed: " + e, e);
+            }
+            return o;
+        });
     }
 
     /** Prepares a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
@@ -123,7 +148,7 @@ final class SamplePipeline {
             if (err == null) return fetch(slot, recordId, bytes);
             Throwable cause = unwrap(err);
             return CompletableFuture.<Outcome>completedFuture(cause instanceof SampleException se
-                    ? failed(slot, recordId, SampleException.Stage.MANIFEST, se.getMessage(), metrics.fetchFailed)
+                    ? failed(slot, recordId, se, se.getMessage(), metrics.fetchFailed)
                     : failed(slot, recordId, SampleException.Stage.MANIFEST, "cannot read the record: " + cause, metrics.fetchFailed));
         }).thenCompose(f -> f);
     }
@@ -136,7 +161,7 @@ final class SamplePipeline {
         } catch (SampleException e) {
             // the record's id when it is JSON with one (a field was wrong), else the manifest's line or position
             String id = e.sampleId() != null ? e.sampleId() : recordId;
-            return CompletableFuture.completedFuture(failed(slot, id, e.stage(), e.getMessage(), metrics.fetchFailed));
+            return CompletableFuture.completedFuture(failed(slot, id, e, e.getMessage(), metrics.fetchFailed));
         } catch (RuntimeException e) {
             return CompletableFuture.completedFuture(failed(slot, recordId, SampleException.Stage.MANIFEST, e.toString(), metrics.fetchFailed));
         }
@@ -154,7 +179,7 @@ final class SamplePipeline {
             if (err != null) {
                 Throwable cause = unwrap(err);
                 return cause instanceof SampleException se
-                        ? failed(slot, sample.id(), se.stage(), causeOf(se, sample.id()), metrics.fetchFailed)
+                        ? failed(slot, sample.id(), se, causeOf(se, sample.id()), metrics.fetchFailed)
                         : failed(slot, sample.id(), SampleException.Stage.FETCH, String.valueOf(cause), metrics.fetchFailed);
             }
             var images = new HashMap<String, byte[]>(refs.size() * 2);
@@ -192,7 +217,7 @@ final class SamplePipeline {
             try {
                 return work.apply(encoder, f);
             } catch (SampleException e) {
-                return failed(f.slot(), f.sample().id(), e.stage(), causeOf(e, f.sample().id()), metrics.encodeFailed);
+                return failed(f.slot(), f.sample().id(), e, causeOf(e, f.sample().id()), metrics.encodeFailed);
             } catch (RuntimeException e) {
                 return failed(f.slot(), f.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
             } finally {
@@ -229,7 +254,7 @@ final class SamplePipeline {
                         indices[samples.size()] = e.slot().datasetIndex();
                         samples.add(e.sample());
                     }
-                    case Failed x -> skipped.add(new SkippedSample(x.sampleId(), x.slot().datasetIndex(), x.stage(), x.cause()));
+                    case Failed x -> skipped.add(x.skipped());
                     case Fetched f -> throw new IllegalStateException("assemble: sample " + f.sample().id() + " was not encoded");
                     case Ready r -> throw new IllegalStateException("assemble: sample " + r.sample().id() + " was only prepared");
                 }
@@ -259,9 +284,16 @@ final class SamplePipeline {
         return scheduled;
     }
 
+    /** A sample failed by something other than a {@link SampleException}: an error, classed by {@code cause}. */
     static Failed failed(Slot slot, String id, SampleException.Stage stage, String cause, LongAdder counter) {
         counter.increment();
-        return new Failed(slot, id, stage, cause);
+        return new Failed(slot, id, stage, cause, SampleException.Kind.ERROR, SampleException.reasonOf(cause));
+    }
+
+    /** A sample {@code e} refused, of its stage, kind and reason, with {@code cause} as its one line. */
+    static Failed failed(Slot slot, String id, SampleException e, String cause, LongAdder counter) {
+        counter.increment();
+        return new Failed(slot, id, e.stage(), cause, e.kind(), e.reason());
     }
 
     /** The message, prefixed with what the exception names when that is more than the sample (an image). */

@@ -5,7 +5,6 @@ import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.pipeline.batch.BatchAssembler;
 import dev.stoker.pipeline.batch.BatchSchema;
 import dev.stoker.pipeline.batch.BatchShape;
-import dev.stoker.pipeline.batch.SkippedSample;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import dev.stoker.store.Allocation;
@@ -143,7 +142,7 @@ final class StoredBatchWriter implements AutoCloseable {
             metrics.encodedSamples.increment();
             return null;
         } catch (SampleException e) {
-            return SamplePipeline.failed(r.slot(), r.sample().id(), e.stage(), SamplePipeline.causeOf(e, r.sample().id()), metrics.encodeFailed);
+            return SamplePipeline.failed(r.slot(), r.sample().id(), e, SamplePipeline.causeOf(e, r.sample().id()), metrics.encodeFailed);
         } catch (RuntimeException e) {
             return SamplePipeline.failed(r.slot(), r.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
         } finally {
@@ -213,7 +212,7 @@ final class StoredBatchWriter implements AutoCloseable {
         var s = a.scheduled();
         BatchLayout.writeHeader(new BatchLayout.Meta(s.epoch(), s.step(), s.rank(), world, kept.size(), s.size(), s.globalStep()), plan, seg);
         failed.sort(Comparator.comparingInt(f -> f.slot().position()));
-        var skipped = failed.stream().map(f -> new SkippedSample(f.sampleId(), f.slot().datasetIndex(), f.stage(), f.cause())).toList();
+        var skipped = failed.stream().map(SamplePipeline.Failed::skipped).toList();
         var object = a.allocation().seal();
         unsealed.remove(a.allocation());
         metrics.assembledBatches.increment();

@@ -170,7 +170,7 @@ public final class TaskProducer implements AutoCloseable {
 
     /** The pipeline's counters (fetched, encoded, stage latencies). */
     public FeedMetrics.Snapshot metrics() {
-        return metrics.snapshot(List.of(), null, java.util.Map.of());
+        return metrics.snapshot(List.of(), null, FeedErrors.Counts.NONE);
     }
 
     /** Stops the workers, the CPU pool and the writer; batches not handed out are released. */

@@ -40,12 +40,15 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The bad-input policy through the feed: every kind of bad sample is left out of its batch, named
  * (sample, stage, cause) in FeedErrors, the metrics and the errors file, in a copy mode and in
- * ZERO_COPY (where some fail only while their pixels are written); FAIL stops every rank at the
- * first bad sample; a rate limit stops a feed with too many.
+ * ZERO_COPY (where some fail only while their pixels are written), errors and filtered samples
+ * apart; FAIL stops every rank at the first error; a rate limit stops a feed with too many errors,
+ * filtered samples not counted; a source whose first samples all fail stops at once under the
+ * default policy.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class BadInputFeedTest {
-    static final EncodeOptions OPTIONS = FeederTest.OPTIONS.withSequenceLimit(BadSamples.MAX_SEQ_LEN, TruncationPolicy.REJECT);
+    static final EncodeOptions OPTIONS = FeederTest.OPTIONS.withSequenceLimit(BadSamples.MAX_SEQ_LEN, TruncationPolicy.REJECT)
+            .withMaxImages(BadSamples.MAX_IMAGES);
     static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir Path tmp;
@@ -130,12 +133,31 @@ class BadInputFeedTest {
             String at = what + " " + kind + ": " + s;
             assertEquals(BadSamples.expectedId(e.getKey(), kind), s.sampleId(), at);
             assertEquals(kind.stage, s.stage(), at);
+            assertEquals(kind.recordedAs(), s.kind(), at);
             assertTrue(s.cause().toLowerCase(Locale.ROOT).contains(kind.cause.toLowerCase(Locale.ROOT)), at + " should say '" + kind.cause + "'");
             byStage.merge(kind.stage, 1L, Long::sum);
         }
         var errors = feeder.errors();
+        long filtered = bad.values().stream().filter(Kind::filtered).count();
         assertEquals(bad.size(), errors.total(), what);
+        assertEquals(bad.size() - filtered, errors.errors(), what);
+        assertEquals(filtered, errors.filtered(), what);
         assertEquals(Map.copyOf(byStage), errors.byStage(), what);
+        // by cause: every skipped sample under its kind and stage, the filtered ones under the limit that dropped them
+        var counts = errors.counts();
+        assertEquals(bad.size(), counts.causes().stream().mapToLong(FeedErrors.Cause::count).sum(), what + ": " + counts);
+        for (var c : counts.causes()) {
+            var of = skipped.values().stream().filter(s -> s.kind().label().equals(c.kind())
+                    && s.stage().name().toLowerCase(Locale.ROOT).equals(c.stage()) && s.reason().equals(c.reason())).toList();
+            assertEquals(of.size(), c.count(), what + ": " + c);
+            assertTrue(of.stream().anyMatch(s -> s.sampleId().equals(c.example())), what + ": example of " + c);
+        }
+        if (bad.containsValue(Kind.TOO_MANY_TOKENS))
+            assertTrue(counts.causes().contains(new FeedErrors.Cause("filtered", "tokenize", "over --max-seq-len", 1,
+                    skipped.get(keyOf(bad, Kind.TOO_MANY_TOKENS)).sampleId())), what + ": " + counts);
+        if (bad.containsValue(Kind.TOO_MANY_IMAGES))
+            assertTrue(counts.causes().contains(new FeedErrors.Cause("filtered", "manifest", "over --max-images", 1,
+                    skipped.get(keyOf(bad, Kind.TOO_MANY_IMAGES)).sampleId())), what + ": " + counts);
         assertEquals(bad.size(), errors.records().size(), what);
         for (var r : errors.records()) {
             var s = skipped.get(r.datasetIndex());
@@ -145,6 +167,9 @@ class BadInputFeedTest {
         }
         var m = feeder.metrics();
         assertEquals(bad.size(), m.skippedSamples(), what);
+        assertEquals(bad.size() - filtered, m.errorSamples(), what);
+        assertEquals(filtered, m.filteredSamples(), what);
+        assertEquals(counts.causes(), m.skippedByCause(), what);
         assertEquals((long) batches.stream().mapToInt(FeedBatch::samples).sum(), m.deliveredSamples(), what);
         for (var stage : Stage.values())
             assertEquals(byStage.getOrDefault(stage, 0L), m.skippedByStage().get(stage.name().toLowerCase(Locale.ROOT)), what + " " + stage);
@@ -158,8 +183,9 @@ class BadInputFeedTest {
             assertTrue(seen.add(idx), what + ": twice in the errors file: " + line);
             var s = skipped.get(idx);
             assertTrue(s != null, what + ": not skipped: " + line);
-            assertEquals(List.of("id", "index", "epoch", "step", "rank", "stage", "cause"), iterable(line.fieldNames()), what);
+            assertEquals(List.of("id", "index", "epoch", "step", "rank", "kind", "stage", "cause"), iterable(line.fieldNames()), what);
             assertEquals(s.sampleId(), line.get("id").asText(), what);
+            assertEquals(s.kind().label(), line.get("kind").asText(), what);
             assertEquals(s.stage().name().toLowerCase(Locale.ROOT), line.get("stage").asText(), what);
             assertEquals(s.cause(), line.get("cause").asText(), what);
             var batch = batches.stream().filter(b -> b.skippedSamples().contains(s)).findFirst().orElseThrow();
@@ -167,6 +193,10 @@ class BadInputFeedTest {
             assertEquals(batch.step(), line.get("step").asLong(), what);
             assertEquals(batch.rank(), line.get("rank").asInt(), what);
         }
+    }
+
+    private static int keyOf(Map<Integer, Kind> bad, Kind kind) {
+        return bad.entrySet().stream().filter(e -> e.getValue() == kind).findFirst().orElseThrow().getKey();
     }
 
     private static List<String> iterable(java.util.Iterator<String> it) {
@@ -266,9 +296,13 @@ class BadInputFeedTest {
             var errors = feeder.errors();
             assertTrue(errors.scheduled() >= FeedErrors.MIN_SCHEDULED_FOR_RATE, "judged only from 100 samples on: " + errors.scheduled());
             assertTrue(delivered < errors.scheduled() && errors.scheduled() <= delivered + 5, "the failing batch is counted, not delivered");
-            String expected = String.format(Locale.ROOT, "bad input: %d of %d scheduled samples skipped (%.2f%%), over the limit of 5.00%% (max error rate 0.05); last: ",
-                    errors.total(), errors.scheduled(), 100.0 * errors.total() / errors.scheduled());
+            String expected = String.format(Locale.ROOT, "bad input: %d of %d scheduled samples failed (%.2f%%), over the limit of 5.00%% "
+                    + "(max error rate 0.05); most common causes: ", errors.errors(), errors.scheduled(), 100.0 * errors.errors() / errors.scheduled());
             assertTrue(failure.getMessage().startsWith(expected), failure.getMessage() + "\nexpected: " + expected);
+            var top = errors.counts().top(dev.stoker.core.SampleException.Kind.ERROR, 1).getFirst();
+            assertTrue(failure.getMessage().contains(top.label() + ", " + top.count() + " of " + errors.errors() + " (e.g. " + top.example() + ")"),
+                    failure.getMessage() + "\nmost common: " + top);
+            assertTrue(failure.getMessage().contains("; last: "), failure.getMessage());
             assertEquals(FeedErrors.LAST_CAUSES, failure.samples().size());
             for (var e : failure.samples()) assertTrue(failure.getMessage().contains(e.describe()), failure.getMessage());
             for (int r = 0; r < 2; r++) {
@@ -297,19 +331,194 @@ class BadInputFeedTest {
     }
 
     @Test
-    void aRateOfOneOrTheDefaultNeverFailsEvenWhenEverySampleIsBad() throws Exception {
+    void aRateOfOneNeverFailsEvenWhenEverySampleIsBad() throws Exception {
         var bad = new HashMap<Integer, Kind>();
         for (int i = 0; i < 60; i++) bad.put(i, i % 2 == 0 ? Kind.MISSING : Kind.BAD_JSON);
         Path manifest = BadSamples.write(tmp.resolve("ds"), 60, bad, false);
-        try (var source = new LocalFeedSource(manifest, 0)) {
-            for (var cfg : List.of(config(FeedMode.PREFETCH, 2, 3), config(FeedMode.PREFETCH, 2, 3).withErrorPolicy(ErrorPolicy.SKIP, 1.0))) {
-                try (var feeder = start(cfg, source, null)) {
-                    var batches = take(feeder, 30); // three epochs
-                    assertTrue(batches.stream().allMatch(b -> b.samples() == 0 && b.skipped() == 3));
-                    assertEquals(180, feeder.errors().total());
-                    assertNull(feeder.errors().failure());
+        try (var source = new LocalFeedSource(manifest, 0);
+             var feeder = start(config(FeedMode.PREFETCH, 2, 3).withErrorPolicy(ErrorPolicy.SKIP, 1.0), source, null)) {
+            var batches = take(feeder, 30); // three epochs
+            assertTrue(batches.stream().allMatch(b -> b.samples() == 0 && b.skipped() == 3));
+            assertEquals(180, feeder.errors().total());
+            assertNull(feeder.errors().failure());
+        }
+    }
+
+    /**
+     * Audit #2: a data set whose images are all missing (a wrong folder) fed with the default policy. It stops as soon as the
+     * first {@value FeedErrors#EARLY_SAMPLES} samples have failed — in the streaming modes before a trainer asks for a batch —
+     * naming the source and the most common cause with a count and an example, rather than handing out empty batches forever
+     * (or, with a finite rate, after {@value FeedErrors#MIN_SCHEDULED_FOR_RATE} samples).
+     */
+    @Test
+    void aSourceWhoseFirstSamplesAllFailStopsAtOnceUnderTheDefaultPolicy() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 200; i++) bad.put(i, Kind.MISSING);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 200, bad, false);
+        var cause = java.util.regex.Pattern.compile("bad input: the first 32 samples of train\\.jsonl all failed, none delivered \\(a source is "
+                + "judged on its first 32 samples under max error rate 0\\.1\\); most common cause: fetch: file not found, 32 of 32 \\(e\\.g\\. "
+                + "s(\\d+) \\(index \\1, epoch 0 step \\d+ rank \\d\\): fetch: file not found: .*missing_\\1\\.jpg\\)");
+        try (var source = new LocalFeedSource(manifest, 0); var store = store(shm)) {
+            for (var mode : new FeedMode[] {FeedMode.PREFETCH, FeedMode.ZERO_COPY, FeedMode.CONCURRENT}) {
+                var cfg = config(mode, 2, 4);
+                assertEquals(FeedConfig.MAX_ERROR_RATE_DEFAULT, cfg.maxErrorRate(), "the default policy");
+                long t0 = System.nanoTime();
+                try (var feeder = start(cfg, source, store)) {
+                    if (mode != FeedMode.CONCURRENT) { // the streams run ahead: no trainer needs to ask
+                        while (feeder.errors().failure() == null && System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(30)) Thread.sleep(5);
+                        assertTrue(feeder.errors().failure() != null, mode + ": stopped without a request");
+                    }
+                    BadInputException failure = null;
+                    int steps = 0;
+                    for (; failure == null && steps < 25; steps++)
+                        for (int r = 0; r < 2 && failure == null; r++) {
+                            try {
+                                var b = next(feeder, r);
+                                assertEquals(0, b.samples(), mode.name());
+                            } catch (ExecutionException e) {
+                                failure = assertInstanceOf(BadInputException.class, e.getCause(), mode.name());
+                            }
+                        }
+                    assertTrue(failure != null, mode + ": the feed stopped");
+                    double seconds = (System.nanoTime() - t0) / 1e9;
+                    assertTrue(seconds < 30, mode + ": within seconds, took " + seconds);
+                    assertTrue(steps <= 4, mode + ": by the step whose samples complete the 32 (8 a step), not after 100 samples: step " + steps);
+                    assertTrue(cause.matcher(failure.getMessage()).matches(), mode + ": " + failure.getMessage());
+                    assertEquals(FeedErrors.EARLY_SAMPLES, failure.samples().size());
+                    assertSame(failure, feeder.errors().failure());
+                    assertTrue(feeder.errors().scheduled() < FeedErrors.MIN_SCHEDULED_FOR_RATE, mode + ": " + feeder.errors().scheduled());
+                    for (int r = 0; r < 2; r++) {
+                        int rank = r;
+                        assertSame(failure, assertThrows(ExecutionException.class, () -> next(feeder, rank), mode + " rank " + r).getCause());
+                    }
                 }
+                assertEquals(0, store.metrics().inUseBytes(), mode + ": every object released");
             }
+        }
+    }
+
+    /**
+     * The early judgement sees each sample as it fails, not only in batches: with one rank of batch 2 and one batch of
+     * prefetch (2 samples a buffer holds), a source whose images are all missing still stops before any trainer asks,
+     * where waiting for batches would have handed out empty ones first.
+     */
+    @Test
+    void theEarlyStopNeedsNoRoomInTheBuffersNorATrainer() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 100; i++) bad.put(i, Kind.MISSING);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 100, bad, false);
+        try (var source = new LocalFeedSource(manifest, 0); var store = store(shm)) {
+            for (var mode : new FeedMode[] {FeedMode.PREFETCH, FeedMode.ZERO_COPY}) {
+                var cfg = config(mode, 1, 2).withPrefetch(1, 1L << 30).withFetchConcurrency(64);
+                try (var feeder = start(cfg, source, store)) {
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                    while (feeder.errors().failure() == null && System.nanoTime() < deadline) Thread.sleep(5);
+                    var failure = feeder.errors().failure();
+                    assertTrue(failure != null, mode + ": stopped with no request");
+                    assertTrue(failure.getMessage().startsWith("bad input: the first 32 samples of train.jsonl all failed"), failure.getMessage());
+                    assertEquals(0, feeder.metrics().deliveredBatches(), mode + ": nothing handed out");
+                    var e = assertThrows(ExecutionException.class, () -> next(feeder, 0));
+                    assertSame(failure, e.getCause());
+                }
+                assertEquals(0, store.metrics().inUseBytes(), mode + ": every object released");
+            }
+        }
+    }
+
+    /**
+     * The early judgement goes by position, not by which outcome arrives first: every other sample a line that does not
+     * parse (it fails at once, while the good ones are still fetched and encoded) is half the first 32 failing, so the feed
+     * runs on, here under a limit of 60% that the rate never passes.
+     */
+    @Test
+    void fastFailuresAmongTheFirstSamplesDoNotStopAFeedWhoseOtherSamplesAreGood() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 120; i += 2) bad.put(i, Kind.BAD_JSON);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 120, bad, false);
+        try (var source = new LocalFeedSource(manifest, 0);
+             var feeder = start(config(FeedMode.PREFETCH, 2, 4).withErrorPolicy(ErrorPolicy.SKIP, 0.6).withFetchConcurrency(64), source, null)) {
+            var batches = take(feeder, 15); // one epoch
+            assertNull(feeder.errors().failure());
+            assertEquals(60, batches.stream().mapToInt(FeedBatch::samples).sum());
+            assertEquals(60, feeder.errors().errors());
+        }
+    }
+
+    /** Two causes among the first samples: the message names the most common first, then the other, each with an example. */
+    @Test
+    void theEarlyStopNamesTheCausesMostCommonFirst() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 120; i++) bad.put(i, i % 4 == 0 ? Kind.BAD_JSON : Kind.MISSING);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 120, bad, false);
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = start(config(FeedMode.PREFETCH, 2, 4), source, null)) {
+            var e = assertThrows(ExecutionException.class, () -> take(feeder, 15));
+            String message = assertInstanceOf(BadInputException.class, e.getCause()).getMessage();
+            var m = java.util.regex.Pattern.compile(".*; most common causes: fetch: file not found, (\\d+) of 32 \\(e\\.g\\. s\\d+ .*\\); "
+                    + "then manifest: (.+), (\\d+) of 32 \\(e\\.g\\. train\\.jsonl:\\d+ .*\\)").matcher(message);
+            assertTrue(m.matches(), message);
+            assertEquals(32, Integer.parseInt(m.group(1)) + Integer.parseInt(m.group(3)), message);
+            assertTrue(Integer.parseInt(m.group(1)) > Integer.parseInt(m.group(3)), message);
+        }
+    }
+
+    /**
+     * Samples a limit drops (over --max-seq-len, over --max-images) are skipped and recorded as filtered, apart from errors: 30%
+     * of a data set filtered and 2% broken runs its epoch under the default 10% limit, the accounting delivered + skipped =
+     * scheduled unchanged; 15% broken among them still fails it, the rate counting errors only. Under FAIL a filtered sample does
+     * not stop the feed.
+     */
+    @Test
+    void filteredSamplesAreCountedApartAndNotTowardTheErrorRate() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 60; i++) bad.put(10 * (i / 3) + i % 3, i % 2 == 0 ? Kind.TOO_MANY_TOKENS : Kind.TOO_MANY_IMAGES);
+        bad.put(97, Kind.MISSING);
+        bad.put(143, Kind.CORRUPT_JPEG);
+        bad.put(188, Kind.MISSING);
+        bad.put(199, Kind.BAD_JSON);
+        Path manifest = BadSamples.write(tmp.resolve("mixed"), 200, bad, false);
+        Path errorsFile = tmp.resolve("mixed-errors.jsonl");
+        try (var source = new LocalFeedSource(manifest, 0);
+             var feeder = start(config(FeedMode.PREFETCH, 2, 5).withErrorsFile(errorsFile), source, null)) {
+            var batches = take(feeder, 20);
+            assertNull(feeder.errors().failure(), "30% filtered, 2% errors: under the limit");
+            assertEquals(200, batches.stream().mapToInt(b -> b.samples() + b.skipped()).sum());
+            assertEquals(136, batches.stream().mapToInt(FeedBatch::samples).sum());
+            assertEquals(4, feeder.errors().errors());
+            assertEquals(60, feeder.errors().filtered());
+            var m = feeder.metrics();
+            assertEquals(64, m.skippedSamples());
+            assertEquals(4, m.errorSamples());
+            assertEquals(60, m.filteredSamples());
+            assertEquals(List.of("filtered manifest: over --max-images 30", "filtered tokenize: over --max-seq-len 30"),
+                    m.skippedByCause().stream().filter(c -> c.kind().equals("filtered")).map(c -> c.kind() + " " + c.label() + " " + c.count())
+                            .sorted().toList());
+            var kinds = new HashMap<String, Integer>();
+            for (var line : readErrorsFile(errorsFile)) kinds.merge(line.get("kind").asText(), 1, Integer::sum);
+            assertEquals(Map.of("filtered", 60, "error", 4), kinds);
+        }
+
+        // the same filtered samples with 15% broken ones: over the limit, counted without the filtered
+        var many = new HashMap<>(bad);
+        for (int i = 0; i < 30; i++) many.put(10 * i + 5, Kind.MISSING);
+        manifest = BadSamples.write(tmp.resolve("many"), 200, many, false);
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = start(config(FeedMode.PREFETCH, 2, 5), source, null)) {
+            var e = assertThrows(ExecutionException.class, () -> take(feeder, 20));
+            String message = assertInstanceOf(BadInputException.class, e.getCause()).getMessage();
+            assertTrue(message.matches("bad input: \\d+ of \\d+ scheduled samples failed \\(\\d+\\.\\d\\d%\\), over the limit of 10\\.00% \\(max "
+                    + "error rate 0\\.1\\) \\(\\d+ more filtered, not counted\\); most common causes?: fetch: file not found, .*"), message);
+        }
+
+        // under FAIL: the filtered samples are left out and recorded, the feed goes on
+        var onlyFiltered = new HashMap<Integer, Kind>();
+        bad.forEach((i, k) -> { if (k.filtered()) onlyFiltered.put(i, k); });
+        manifest = BadSamples.write(tmp.resolve("filtered"), 200, onlyFiltered, false);
+        try (var source = new LocalFeedSource(manifest, 0);
+             var feeder = start(config(FeedMode.PREFETCH, 2, 5).withErrorPolicy(ErrorPolicy.FAIL, 1.0), source, null)) {
+            var batches = take(feeder, 20);
+            assertEquals(60, batches.stream().mapToInt(FeedBatch::skipped).sum());
+            assertNull(feeder.errors().failure());
+            assertEquals(60, feeder.errors().filtered());
+            assertEquals(0, feeder.errors().errors());
         }
     }
 
@@ -319,7 +528,7 @@ class BadInputFeedTest {
             assertThrows(IllegalArgumentException.class, () -> config(FeedMode.PREFETCH, 1, 1).withErrorPolicy(ErrorPolicy.SKIP, rate));
         var defaults = FeedConfig.of(FeedMode.PREFETCH, OPTIONS, 1, 1);
         assertEquals(ErrorPolicy.SKIP, defaults.onError());
-        assertEquals(1.0, defaults.maxErrorRate());
+        assertEquals(0.1, defaults.maxErrorRate(), "a finite default (README, Bad input)");
         assertNull(defaults.errorsFile());
     }
 }

@@ -19,8 +19,13 @@ import javax.imageio.ImageIO;
 final class BadSamples {
     /** Token limit the data sets are fed with: good samples fit, {@link Kind#TOO_MANY_TOKENS} does not. */
     static final int MAX_SEQ_LEN = 1024;
+    /** Images a sample may have: good samples have at most one, {@link Kind#TOO_MANY_IMAGES} has two. */
+    static final int MAX_IMAGES = 1;
 
-    /** A kind of bad sample, the stage that must refuse it and words its cause must contain (case-insensitive). */
+    /**
+     * A kind of bad sample, the stage that must refuse it and words its cause must contain (case-insensitive); the
+     * last two are sound samples a limit filters, not errors.
+     */
     enum Kind {
         MISSING(Stage.FETCH, "not found"),
         TRUNCATED_JPEG(Stage.DECODE, "premature end of"),
@@ -37,9 +42,10 @@ final class BadSamples {
         MISTYPED_IMAGE(Stage.MANIFEST, "field 'image': expected a string or an array of strings, got number"),
         MISTYPED_TURN(Stage.MANIFEST, "conversations[0].value: expected a string, got number"),
         INVALID_UTF8(Stage.MANIFEST, "invalid utf-8 at byte"),
-        TOO_MANY_TOKENS(Stage.TOKENIZE, "over the limit of " + MAX_SEQ_LEN),
         PATH_ESCAPE(Stage.FETCH, "escapes the data set root"),
-        SYMLINK_ESCAPE(Stage.FETCH, "through a symlink");
+        SYMLINK_ESCAPE(Stage.FETCH, "through a symlink"),
+        TOO_MANY_TOKENS(Stage.TOKENIZE, "over the limit of " + MAX_SEQ_LEN),
+        TOO_MANY_IMAGES(Stage.MANIFEST, "more than --max-images " + MAX_IMAGES);
 
         final Stage stage;
         final String cause;
@@ -51,6 +57,14 @@ final class BadSamples {
 
         /** Whether the line never parses, so that the sample is named by its manifest line. */
         boolean unparsed() { return this == BAD_JSON || this == INVALID_UTF8; }
+
+        /** Whether a limit filters the sample (it is sound), rather than it being an error. */
+        boolean filtered() { return this == TOO_MANY_TOKENS || this == TOO_MANY_IMAGES; }
+
+        /** The kind the feed records it as. */
+        dev.stoker.core.SampleException.Kind recordedAs() {
+            return filtered() ? dev.stoker.core.SampleException.Kind.FILTERED : dev.stoker.core.SampleException.Kind.ERROR;
+        }
     }
 
     private static final String[] GOOD_IMAGES = {"p08_exact_448x448", "p03_small_40x36", "p05_gray_L_320x240", "p01_photo_grace_hopper"};
@@ -135,6 +149,8 @@ final class BadSamples {
             case TOO_MANY_TOKENS -> image(id, "images/p03_small_40x36.png", ask + " Describe it word by word.".repeat(300), answer);
             case PATH_ESCAPE -> image(id, "../../etc/passwd", ask, answer);
             case SYMLINK_ESCAPE -> image(id, "images/link.jpg", ask, answer);
+            case TOO_MANY_IMAGES -> sample(id, "\"image\": [\"images/p08_exact_448x448.png\", \"images/p03_small_40x36.png\"], ",
+                    "<image>\\n<image>\\n" + ask, answer);
         };
     }
 

@@ -65,12 +65,48 @@ class ErrorsFileResumeTest {
             assertEquals(6, errors.priorErrors(), "the entry after the restart point is not one of the job's so far");
             var failed = errors.delivered(0, 25, 0, 4, List.of(bad(order[101])));
             assertNotNull(failed, "7 of 104 is over 5%");
-            assertTrue(failed.getMessage().contains("7 of 104 scheduled samples skipped"), failed.getMessage());
+            assertTrue(failed.getMessage().contains("7 of 104 scheduled samples failed"), failed.getMessage());
             assertTrue(failed.getMessage().contains("6 of 100 of them before this service started"), failed.getMessage());
         }
         try (var fromZero = FeedErrors.open(restarted.withErrorsFile(null), schedule)) { // without the file: its own start
             assertNull(fromZero.delivered(0, 25, 0, 4, List.of(bad(order[101]))));
         }
+    }
+
+    /**
+     * The file's filtered entries are not errors: a restarted service counts only the errors before its start (and lines of
+     * files written before entries had a kind as errors), so samples a limit dropped never fail a job's rate.
+     */
+    @Test
+    void aRestartedServiceCountsOnlyTheErrorsOfTheFileNotItsFilteredSamples() throws Exception {
+        Path file = tmp.resolve("kinds.jsonl");
+        var schedule = new dev.stoker.pipeline.schedule.SampleSchedule(1234, 400, 2, 2);
+        var config = FeedConfig.of(FeedMode.PREFETCH, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), 2, 2).withErrorsFile(file)
+                .withErrorPolicy(ErrorPolicy.SKIP, 0.05);
+        int[] order = schedule.permutationCopy(0);
+        try (var first = FeedErrors.open(config, schedule)) {
+            for (int p = 0; p < 20; p++) first.recordAll(0, p / 4, 0, List.of(filtered(order[p])));   // 20 filtered before position 100
+            first.recordAll(0, 10, 0, List.of(bad(order[40])));
+        }
+        // a line of an older file, with no kind: an error
+        Files.writeString(file, "{\"id\":\"s" + order[50] + "\",\"index\":" + order[50] + ",\"epoch\":0,\"step\":12,\"rank\":0,"
+                + "\"stage\":\"decode\",\"cause\":\"truncated JPEG\"}\n", java.nio.file.StandardOpenOption.APPEND);
+        var kinds = Files.readAllLines(file).stream().map(l -> l.contains("\"kind\":\"filtered\"") ? "filtered" : l.contains("\"kind\":\"error\"")
+                ? "error" : "none").toList();
+        assertEquals(20, kinds.stream().filter("filtered"::equals).count(), kinds.toString());
+        assertEquals(1, kinds.stream().filter("error"::equals).count(), kinds.toString());
+        try (var errors = FeedErrors.open(config.withStart(new dev.stoker.core.ScheduleCursor(0, 100)), schedule)) {
+            assertEquals(100, errors.priorScheduled());
+            assertEquals(2, errors.priorErrors(), "the error and the older line, not the 20 filtered samples");
+            assertNull(errors.delivered(0, 25, 0, 4, List.of(filtered(order[101]), filtered(order[102]))), "filtered: not counted");
+            assertEquals(2, errors.filtered());
+            assertEquals(0, errors.errors());
+        }
+    }
+
+    private static SkippedSample filtered(int index) {
+        return new SkippedSample("s" + index, index, SampleException.Stage.TOKENIZE, "sequence has 9000 tokens, over the limit of 8192",
+                SampleException.Kind.FILTERED, "over --max-seq-len");
     }
 
     private static SkippedSample bad(int index) {
