@@ -24,7 +24,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Threading: thread-safe; reads complete on the source's I/O threads.
  */
-public final class ManifestRecords {
+public final class ManifestRecords implements SampleRecords {
     private static final Logger LOG = LoggerFactory.getLogger(ManifestRecords.class);
     /** Passes over a manifest whose stream breaks before an index is given up. */
     static final int SCAN_ATTEMPTS = 3;
@@ -106,12 +106,19 @@ public final class ManifestRecords {
     }
 
     /** The manifest's name in ids and messages. */
+    @Override
     public String name() { return name; }
 
+    @Override
     public int size() { return index.size(); }
 
     /** Record {@code i}'s id until its own {@code "id"} field is read: {@code name:line}, or {@code name[i]} in a JSON array. */
+    @Override
     public String id(int i) { return index.id(name, i); }
+
+    /** Record {@code i}: its JSON; its images are named by reference. */
+    @Override
+    public CompletableFuture<Record> record(int i) { return read(i).thenApply(Record::of); }
 
     /** Record {@code i}'s bytes (a JSON value in UTF-8, unchecked). */
     public CompletableFuture<byte[]> read(int i) {
@@ -121,6 +128,7 @@ public final class ManifestRecords {
     public RecordIndex index() { return index; }
 
     /** SHA-256 of the manifest's bytes. */
+    @Override
     public byte[] digest() { return index.digest(); }
 
     /** Whether the index came from the cache. */

@@ -27,6 +27,20 @@ public record ChatSample(String id, List<Message> messages, List<String> imagePa
         return new ChatSample(id, messages, imageRefs(messages));
     }
 
+    /** This sample with its images, in order, replaced by {@code refs} (as many): where a source carries the images itself. */
+    public ChatSample withImages(List<String> refs) {
+        if (refs.size() != imagePaths.size())
+            throw new IllegalArgumentException(refs.size() + " images for " + imagePaths.size() + " image parts");
+        var out = new ArrayList<Message>(messages.size());
+        int k = 0;
+        for (var m : messages) {
+            var parts = new ArrayList<Message.Part>(m.parts().size());
+            for (var p : m.parts()) parts.add(p instanceof Message.Image ? new Message.Image(refs.get(k++)) : p);
+            out.add(new Message(m.role(), parts));
+        }
+        return new ChatSample(id, out, refs);
+    }
+
     private static List<String> imageRefs(List<Message> messages) {
         var refs = new ArrayList<String>();
         for (var m : messages)

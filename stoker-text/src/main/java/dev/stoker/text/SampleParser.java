@@ -89,6 +89,75 @@ public final class SampleParser {
         return parse(node, fallbackId);
     }
 
+    /**
+     * Parses a record whose source carries its images ({@code embedded}: their names, in the order the
+     * record's images take them; empty: the record names its images by reference, as {@link #parseLine}).
+     * A record without an image list uses the embedded images as its list (under {@code image} in the
+     * LLaVA layout, {@code images} with {@code messages}); a record with one, or with typed image items,
+     * must name as many as are embedded, and the embedded ones take their places in order.
+     */
+    public ChatSample parseRecord(byte[] json, String fallbackId, List<String> embedded) {
+        if (embedded.isEmpty()) return parseLine(json, fallbackId);
+        var text = decodeUtf8(json, 0, json.length, fallbackId);
+        JsonNode node;
+        try {
+            node = this.json.readTree(text);
+        } catch (JsonProcessingException e) {
+            throw error(fallbackId, "malformed JSON: " + readable(e.getOriginalMessage())
+                    + (e.getLocation() == null ? "" : " at column " + e.getLocation().getColumnNr()));
+        }
+        if (node == null || !node.isObject()) throw error(fallbackId, "expected a JSON object, got " + kind(node));
+        var record = (com.fasterxml.jackson.databind.node.ObjectNode) node;
+        boolean listed = present(record.get("image")) || present(record.get("images"));
+        if (!listed && !typedContent(record)) {
+            var list = record.arrayNode();
+            embedded.forEach(list::add);
+            record.remove("image");
+            record.remove("images");
+            record.set(record.has("conversations") ? "image" : "images", list);
+            return parse(record, fallbackId);
+        }
+        fillBareImageItems(record, embedded);
+        var sample = parse(record, fallbackId);
+        if (sample.imagePaths().size() != embedded.size())
+            throw error(sample.id(), "the record names " + sample.imagePaths().size() + " image(s) but its source carries "
+                    + embedded.size() + " for it " + embedded);
+        return sample.withImages(embedded);
+    }
+
+    /**
+     * Names typed image items that name no image ({@code {"type": "image"}}, as Hugging Face data sets with an image
+     * column write them) after the embedded image of their place; a count that differs is reported by the caller.
+     */
+    private static void fillBareImageItems(com.fasterxml.jackson.databind.node.ObjectNode record, List<String> embedded) {
+        var list = record.get("messages");
+        if (list == null || !list.isArray()) return;
+        int k = 0;
+        for (var m : list) {
+            var content = m.get("content");
+            if (content == null || !content.isArray()) continue;
+            for (var item : content) {
+                if (!(item instanceof com.fasterxml.jackson.databind.node.ObjectNode o) || !"image".equals(o.path("type").asText(null))) continue;
+                boolean named = o.hasNonNull("image") || o.hasNonNull("image_url") || o.hasNonNull("url") || o.hasNonNull("path");
+                if (!named && k < embedded.size()) o.put("image", embedded.get(k));
+                k++;
+            }
+        }
+    }
+
+    private static boolean typedContent(JsonNode record) {
+        var list = record.get("messages");
+        if (list == null || !list.isArray()) return false;
+        for (var m : list) {
+            var content = m.get("content");
+            if (content != null && content.isArray())
+                for (var item : content)
+                    if (item.isObject() && ("image".equals(item.path("type").asText(null)) || item.has("image") || item.has("image_url")))
+                        return true;
+        }
+        return false;
+    }
+
     /** Parses a record already read as JSON. */
     public ChatSample parse(JsonNode record, String fallbackId) {
         if (record == null || !record.isObject())

@@ -263,4 +263,41 @@ class SampleParserTest {
         var e = fails("{\"video\": \"v.mp4\", \"conversations\": [{\"from\": \"human\", \"value\": \"<video> what happens?\"}]}");
         assertTrue(e.getMessage().contains("conversations[0].value: <video> placeholder found; video is not supported"), e.getMessage());
     }
+
+    // ---- records whose source carries the images (WebDataset members, Parquet image columns) ----
+
+    private ChatSample embedded(String json, String... names) {
+        return parser.parseRecord(json.getBytes(StandardCharsets.UTF_8), "shard.tar:k", List.of(names));
+    }
+
+    @Test
+    void embeddedImagesTakeThePlaceholdersOfARecordWithoutAList() {
+        var s = embedded("{\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\n<image>\\nSame?\"},{\"from\":\"gpt\",\"value\":\"No\"}]}",
+                "k.0.jpg", "k.1.jpg");
+        assertEquals(List.of("k.0.jpg", "k.1.jpg"), s.imagePaths());
+        // the LLaVA rule applies: the same sample as the record listing its images under 'image'
+        var listed = parser.parseLine(("{\"image\":[\"k.0.jpg\",\"k.1.jpg\"],\"conversations\":[{\"from\":\"human\",\"value\":"
+                + "\"<image>\\n<image>\\nSame?\"},{\"from\":\"gpt\",\"value\":\"No\"}]}").getBytes(StandardCharsets.UTF_8), "shard.tar:k");
+        assertEquals(listed.messages(), s.messages());
+        var m = embedded("{\"messages\":[{\"role\":\"user\",\"content\":\"Look <image> here\"},{\"role\":\"assistant\",\"content\":\"ok\"}]}", "k.jpg");
+        assertEquals(List.of(new Text("Look "), new Image("k.jpg"), new Text(" here")), m.messages().get(0).parts());
+    }
+
+    @Test
+    void embeddedImagesReplaceAListOfAsManyAndAreRefusedWhenTheCountsDiffer() {
+        var s = embedded("{\"image\":\"a.jpg\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat?\"},{\"from\":\"gpt\",\"value\":\"x\"}]}",
+                "k.jpg");
+        assertEquals(List.of("k.jpg"), s.imagePaths());
+        var e = assertThrows(SampleException.class, () -> embedded(
+                "{\"image\":\"a.jpg\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat?\"},{\"from\":\"gpt\",\"value\":\"x\"}]}",
+                "k.0.jpg", "k.1.jpg"));
+        assertTrue(e.getMessage().contains("names 1 image(s) but its source carries 2"), e.getMessage());
+        var typed = embedded("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"Hi\"}]},"
+                + "{\"role\":\"assistant\",\"content\":\"ok\"}]}", "row#0");
+        assertEquals(List.of("row#0"), typed.imagePaths());
+        var fewer = assertThrows(SampleException.class, () -> embedded(
+                "{\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat?\"},{\"from\":\"gpt\",\"value\":\"x\"}]}",
+                "k.0.jpg", "k.1.jpg"));
+        assertTrue(fewer.getMessage().contains("1 <image> placeholder(s) but the record lists 2 image(s)"), fewer.getMessage());
+    }
 }

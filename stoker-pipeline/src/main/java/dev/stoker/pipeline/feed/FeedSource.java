@@ -2,6 +2,7 @@ package dev.stoker.pipeline.feed;
 
 import dev.stoker.source.ManifestRecords;
 import dev.stoker.source.ObjectSource;
+import dev.stoker.source.SampleRecords;
 import java.io.IOException;
 import java.util.concurrent.CompletableFuture;
 
@@ -19,7 +20,7 @@ public interface FeedSource {
      * The manifest's records, indexed: by default from its bytes, all fetched at once (a small source); an object
      * store's source reads each record where its index says ({@link ManifestRecords#open}).
      */
-    default ManifestRecords records() throws IOException {
+    default SampleRecords records() throws IOException {
         return ManifestRecords.inMemory(manifestName(), Feeder.readManifest(this));
     }
 
@@ -40,7 +41,7 @@ public interface FeedSource {
             public CompletableFuture<byte[]> fetchManifest() { return source.fetchManifest(); }
 
             @Override
-            public ManifestRecords records() throws IOException { return ManifestRecords.open(source, name, cache); }
+            public SampleRecords records() throws IOException { return ManifestRecords.open(source, name, cache); }
 
             @Override
             public CompletableFuture<byte[]> fetch(String sampleId, String reference) { return source.fetch(sampleId, reference); }

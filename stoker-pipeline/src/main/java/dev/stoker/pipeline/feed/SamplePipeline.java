@@ -61,7 +61,7 @@ final class SamplePipeline {
         SkippedSample skipped() { return new SkippedSample(sampleId, slot.datasetIndex(), stage, cause, kind, reason); }
     }
 
-    private final dev.stoker.source.ManifestRecords records;
+    private final dev.stoker.source.SampleRecords records;
     private final FeedSource source;
     private final CpuPool cpu;
     private final FeedMetrics metrics;
@@ -69,7 +69,7 @@ final class SamplePipeline {
     private final BatchAssembler assembler;
     private volatile java.util.function.Consumer<Outcome> observer = o -> {};
 
-    SamplePipeline(dev.stoker.source.ManifestRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
+    SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat) {
         this.assembler = new BatchAssembler(pixelFormat);
         this.records = records;
@@ -138,9 +138,9 @@ final class SamplePipeline {
         metrics.fetchStarted.increment();
         int index = slot.datasetIndex();
         String recordId = records.id(index);
-        CompletableFuture<byte[]> read;
+        CompletableFuture<dev.stoker.source.SampleRecords.Record> read;
         try {
-            read = records.read(index);
+            read = records.record(index);
         } catch (RuntimeException e) {
             read = CompletableFuture.failedFuture(e);
         }
@@ -154,10 +154,17 @@ final class SamplePipeline {
     }
 
     /** Parses the record read for the slot and fetches its images. */
-    private CompletableFuture<Outcome> fetch(Slot slot, String recordId, byte[] record) {
+    private CompletableFuture<Outcome> fetch(Slot slot, String recordId, dev.stoker.source.SampleRecords.Record record) {
         ChatSample sample;
+        var embedded = record.images();
         try {
-            sample = parser.parseLine(record, recordId);
+            if (embedded.isEmpty()) {
+                sample = parser.parseLine(record.json(), recordId);
+            } else {
+                var names = new ArrayList<String>(embedded.size());
+                for (var e : embedded) names.add(e.name());
+                sample = parser.parseRecord(record.json(), recordId, names);
+            }
         } catch (SampleException e) {
             // the record's id when it is JSON with one (a field was wrong), else the manifest's line or position
             String id = e.sampleId() != null ? e.sampleId() : recordId;
@@ -168,7 +175,12 @@ final class SamplePipeline {
         long startNanos = System.nanoTime();
         List<String> refs = sample.imagePaths();
         var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
-        for (String ref : refs) {
+        for (int k = 0; k < refs.size(); k++) {
+            if (!embedded.isEmpty()) { // the source carried them: in the record's order, as the parser placed them
+                futures.add(CompletableFuture.completedFuture(embedded.get(k).bytes()));
+                continue;
+            }
+            String ref = refs.get(k);
             try {
                 futures.add(source.fetch(sample.id(), ref));
             } catch (RuntimeException e) {

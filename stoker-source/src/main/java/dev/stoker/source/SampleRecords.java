@@ -1,0 +1,46 @@
+package dev.stoker.source;
+
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * The records of one source, by index: a JSONL or JSON-array manifest ({@link ManifestRecords}), a
+ * list of WebDataset tar shards, a Parquet data set. Each record is a JSON value in one of the layouts
+ * the parser reads, and, where the source carries its images itself (a tar's image members, a Parquet
+ * image column), those images' bytes in the order the record's placeholders take them.
+ *
+ * <p>Indices are 0-based and dense, {@code [0, size())}, in the source's own order (a manifest's
+ * lines, the shards in their listed order and the members in each, the rows of each file in turn).
+ *
+ * <p>Threading: implementations are thread-safe; reads may complete on any thread and never block the caller.
+ */
+public interface SampleRecords {
+    /** The source's short name in ids and messages ({@code train.jsonl}, {@code shard-{000..009}.tar}). */
+    String name();
+
+    int size();
+
+    /** Record {@code i}'s id until its own {@code "id"} field is read ({@code train.jsonl:17}, {@code shard-003.tar:key}). */
+    String id(int i);
+
+    /** Record {@code i}: its JSON and its embedded images. A failure completes exceptionally (a {@code SampleException} keeps its stage). */
+    CompletableFuture<Record> record(int i);
+
+    /** A digest of the source's content (or of its identity: names, sizes and versions), for a job's fingerprint. */
+    byte[] digest();
+
+    /** One record. {@code images} empty: the record names its images by reference, fetched from the source. */
+    record Record(byte[] json, List<Embedded> images) {
+        public Record {
+            images = List.copyOf(images);
+        }
+
+        public static Record of(byte[] json) { return new Record(json, List.of()); }
+    }
+
+    /**
+     * An image the source carries: {@code name} unique within its record (a tar member's name, a Parquet
+     * struct's path or {@code row#k}), {@code bytes} the encoded file (JPEG, PNG, WebP).
+     */
+    record Embedded(String name, byte[] bytes) {}
+}
