@@ -2,6 +2,7 @@ package dev.stoker.pipeline.feed;
 
 import dev.stoker.source.ManifestRecords;
 import dev.stoker.source.ObjectSource;
+import dev.stoker.source.SampleFormat;
 import dev.stoker.source.SampleRecords;
 import java.io.IOException;
 import java.util.concurrent.CompletableFuture;
@@ -41,7 +42,7 @@ public interface FeedSource {
             public CompletableFuture<byte[]> fetchManifest() { return source.fetchManifest(); }
 
             @Override
-            public SampleRecords records() throws IOException { return ManifestRecords.open(source, name, cache); }
+            public SampleRecords records() throws IOException { return SampleFormat.records(source, name, cache); }
 
             @Override
             public CompletableFuture<byte[]> fetch(String sampleId, String reference) { return source.fetch(sampleId, reference); }
