@@ -29,6 +29,8 @@ public final class FeedMetrics {
     final LongAdder copiedBytes = new LongAdder();
     final LongAdder deliveredBatches = new LongAdder();
     final LongAdder deliveredSamples = new LongAdder();
+    /** Per source of a mix: its name, weight, and the samples delivered and skipped from it; null until the feed names its sources. */
+    private volatile SourceCounts sources;
     final LongAdder skippedSamples = new LongAdder();
     /** CPU-pool threads running a task now (incremented and decremented around each task). */
     final LongAdder cpuBusy = new LongAdder();
@@ -145,12 +147,14 @@ public final class FeedMetrics {
      *                        assembled on the heap; in ZERO_COPY only rows moved to close a gap left by a failed sample
      * @param cpuBusyNanos    summed time CPU-pool threads ran tasks
      * @param stages          per-stage latency distributions (only stages with observations), keyed by {@link #STAGES} names
+     * @param sources         per source, in the order given, what it was scheduled for and delivered (one entry for one source)
      */
     public record Snapshot(long fetchStarted, long fetchedSamples, long fetchFailed, long fetchedBytes, long fetchNanos,
                            long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
                            long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
                            long deliveredBatches, long deliveredSamples, long skippedSamples, Map<String, Long> skippedByStage,
-                           long errorSamples, long filteredSamples, List<FeedErrors.Cause> skippedByCause, long cpuBusyNanos, List<Rank> ranks, Map<String, Stage> stages) {
+                           long errorSamples, long filteredSamples, List<FeedErrors.Cause> skippedByCause, long cpuBusyNanos, List<Rank> ranks, Map<String, Stage> stages,
+                           List<Source> sources) {
 
         public long bufferedBatches() { return ranks.stream().mapToLong(Rank::bufferedBatches).sum(); }
 
@@ -172,6 +176,68 @@ public final class FeedMetrics {
     public record Rank(int rank, long bufferedBatches, long bufferedBytes, long peakBufferedBytes, long producerWaits,
                        long consumerWaits, long deliveredBatches, long firstBatchReadyNanos, long firstRequestNanos) {}
 
+    /** Counts per source from now on: records numbered across sources from {@code bases} (ascending, the first 0). */
+    void sources(List<String> names, double[] weights, int[] placesPerEpoch, int[] bases) {
+        sources = new SourceCounts(List.copyOf(names), weights.clone(), placesPerEpoch.clone(), bases.clone());
+    }
+
+    /** Counts a delivered batch's samples and skipped samples against their sources. */
+    void countSources(dev.stoker.pipeline.batch.FeedBatch b) {
+        var s = sources;
+        if (s == null) return;
+        for (int index : b.datasetIndices()) s.delivered[s.sourceOf(index)].increment();
+        for (var k : b.skippedSamples()) s.skipped[s.sourceOf(k.datasetIndex())].increment();
+    }
+
+    /**
+     * One source's share of what was delivered.
+     *
+     * @param weight     its weight: passes over it per epoch of the mix
+     * @param places     samples it is scheduled for in each epoch of the mix (weight × its records, rounded)
+     * @param scheduled  its samples in delivered batches: delivered + skipped
+     * @param share      its delivered samples over all delivered samples (0 before any)
+     */
+    public record Source(String name, double weight, long places, long scheduled, long delivered, long skipped, double share) {}
+
+    /** Per source, in the order given: empty until the feed has named its sources. */
+    public List<Source> sourceCounts() {
+        var s = sources;
+        if (s == null) return List.of();
+        long all = 0;
+        for (var d : s.delivered) all += d.sum();
+        var out = new java.util.ArrayList<Source>(s.names.size());
+        for (int i = 0; i < s.names.size(); i++) {
+            long d = s.delivered[i].sum(), k = s.skipped[i].sum();
+            out.add(new Source(s.names.get(i), s.weights[i], s.places[i], d + k, d, k, all == 0 ? 0 : (double) d / all));
+        }
+        return out;
+    }
+
+    private static final class SourceCounts {
+        final List<String> names;
+        final double[] weights;
+        final int[] places, bases;
+        final LongAdder[] delivered, skipped;
+
+        SourceCounts(List<String> names, double[] weights, int[] places, int[] bases) {
+            this.names = names;
+            this.weights = weights;
+            this.places = places;
+            this.bases = bases;
+            this.delivered = new LongAdder[names.size()];
+            this.skipped = new LongAdder[names.size()];
+            for (int i = 0; i < delivered.length; i++) {
+                delivered[i] = new LongAdder();
+                skipped[i] = new LongAdder();
+            }
+        }
+
+        int sourceOf(int index) {
+            int i = java.util.Arrays.binarySearch(bases, index);
+            return Math.max(0, i >= 0 ? i : -i - 2);
+        }
+    }
+
     Snapshot snapshot(List<Rank> ranks, LatencyHistogram firstByte, FeedErrors.Counts skipped) {
         var byStage = new LinkedHashMap<String, Long>();
         for (var stage : dev.stoker.core.SampleException.Stage.values())
@@ -181,6 +247,6 @@ public final class FeedMetrics {
                 assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(), copiedBytes.sum(),
                 deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), java.util.Collections.unmodifiableMap(byStage),
                 skipped.errors(), skipped.filtered(), skipped.causes(), cpuBusyNanos.sum(),
-                List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)));
+                List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)), sourceCounts());
     }
 }

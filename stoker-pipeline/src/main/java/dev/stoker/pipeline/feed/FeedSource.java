@@ -27,6 +27,9 @@ public interface FeedSource {
 
     CompletableFuture<byte[]> fetch(String sampleId, String reference);
 
+    /** An image of record {@code record} (numbered as {@link #records()} numbers them): a mix fetches it from the record's source. */
+    default CompletableFuture<byte[]> fetch(int record, String sampleId, String reference) { return fetch(sampleId, reference); }
+
     /** A short name for reports and manifest line ids, e.g. {@code train.jsonl}. */
     String manifestName();
 

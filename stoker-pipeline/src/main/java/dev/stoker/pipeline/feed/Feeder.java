@@ -149,12 +149,13 @@ public final class Feeder implements AutoCloseable {
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         var records = source.records();
         if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-        var schedule = new SampleSchedule(config.seed(), records.size(), config.ranks(), config.batchSize());
+        var schedule = Feeder.schedule(config, records);
         if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
         schedule = schedule.labelled(config.start(), config.startLabel());
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
         for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
         var metrics = new FeedMetrics();
+        nameSources(metrics, records, config.seed());
         var errors = FeedErrors.open(config, schedule, source.manifestName());
         int threads = config.cpuThreads();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
@@ -287,6 +288,33 @@ public final class Feeder implements AutoCloseable {
      * batches). Never 0.
      */
     public long fingerprint() { return fingerprint; }
+
+    /** Has {@code metrics} count per source of {@code records}: each of a mix, or the one. */
+    static void nameSources(FeedMetrics metrics, dev.stoker.source.SampleRecords records, long seed) {
+        if (records instanceof MixedSource.Records mixed) {
+            var mix = mixed.mix(seed);
+            var names = new ArrayList<String>();
+            var weights = new double[mix.sources()];
+            var places = new int[mix.sources()];
+            var bases = new int[mix.sources()];
+            for (int i = 0; i < mix.sources(); i++) {
+                names.add(mixed.sources().get(i).name());
+                weights[i] = mix.weight(i);
+                places[i] = mix.placesOf(i);
+                bases[i] = mix.base(i);
+            }
+            metrics.sources(names, weights, places, bases);
+        } else {
+            metrics.sources(List.of(records.name()), new double[] {1}, new int[] {records.size()}, new int[] {0});
+        }
+    }
+
+    /** The job's order over {@code records}: of their mix's places when they are several sources mixed by weight. */
+    public static SampleSchedule schedule(FeedConfig config, dev.stoker.source.SampleRecords records) {
+        if (records instanceof MixedSource.Records mixed)
+            return new SampleSchedule(config.seed(), mixed.mix(config.seed()), config.ranks(), config.batchSize());
+        return new SampleSchedule(config.seed(), records.size(), config.ranks(), config.batchSize());
+    }
 
     /** From the SHA-256 of the manifest's bytes ({@link dev.stoker.source.ManifestRecords#digest()}) and the configuration. */
     static long fingerprint(byte[] manifestDigest, FeedConfig config) {

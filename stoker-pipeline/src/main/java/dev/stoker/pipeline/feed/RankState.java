@@ -58,6 +58,7 @@ final class RankState {
         metrics.deliveredBatches.increment();
         metrics.deliveredSamples.add(b.samples());
         metrics.skippedSamples.add(b.skipped());
+        metrics.countSources(b);
         return null;
     }
 

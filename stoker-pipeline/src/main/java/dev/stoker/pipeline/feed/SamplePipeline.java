@@ -182,7 +182,7 @@ final class SamplePipeline {
             }
             String ref = refs.get(k);
             try {
-                futures.add(source.fetch(sample.id(), ref));
+                futures.add(source.fetch(slot.datasetIndex(), sample.id(), ref));
             } catch (RuntimeException e) {
                 futures.add(CompletableFuture.failedFuture(e));
             }

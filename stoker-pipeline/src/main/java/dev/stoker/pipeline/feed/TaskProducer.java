@@ -119,8 +119,9 @@ public final class TaskProducer implements AutoCloseable {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
         var records = source.records();
         if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-        var schedule = new SampleSchedule(config.seed(), records.size(), config.ranks(), config.batchSize());
+        var schedule = Feeder.schedule(config, records);
         var metrics = new FeedMetrics();
+        Feeder.nameSources(metrics, records, config.seed());
         int threads = config.cpuThreads();
         int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1);
         var cpu = new CpuPool(threads, maxWorkers * perWorker + threads, config.encode(), tokenizer);

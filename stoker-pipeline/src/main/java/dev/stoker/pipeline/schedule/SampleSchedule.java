@@ -27,6 +27,10 @@ import java.util.Iterator;
  * cursor counts from there instead: the step starting at that cursor has the given label, and each
  * later step one more (an epoch's last whole step is followed by the next epoch's first).
  *
+ * <p>Sources: over several sources {@linkplain SourceMix mixed} by weight, the permutation orders the mix's
+ * places, and each place names a record of one source ({@link SourceMix#record}); the batch holds the
+ * records' numbers across sources. One source is the mix of one, whose places are its records.
+ *
  * <p>Threading: immutable apart from a two-entry cache of permutations; safe to share.
  */
 public final class SampleSchedule {
@@ -44,12 +48,19 @@ public final class SampleSchedule {
     /** The cursor whose step has the label {@link #labelStep}; null: labels count from the origin. */
     private final ScheduleCursor labelAt;
     private final long labelStep;
+    /** The sources behind the places; null: one source, each place its record. */
+    private final SourceMix mix;
 
     public SampleSchedule(long seed, int datasetSize, int ranks, int batchSize) {
-        this(seed, datasetSize, ranks, batchSize, null, 0);
+        this(seed, datasetSize, ranks, batchSize, null, 0, null);
     }
 
-    private SampleSchedule(long seed, int datasetSize, int ranks, int batchSize, ScheduleCursor labelAt, long labelStep) {
+    /** The order of {@code mix}'s places, each batch holding the records they name. */
+    public SampleSchedule(long seed, SourceMix mix, int ranks, int batchSize) {
+        this(seed, mix.places(), ranks, batchSize, null, 0, mix.sources() == 1 && mix.placesOf(0) == mix.size(0) ? null : mix);
+    }
+
+    private SampleSchedule(long seed, int datasetSize, int ranks, int batchSize, ScheduleCursor labelAt, long labelStep, SourceMix mix) {
         if (datasetSize <= 0) throw new IllegalArgumentException("dataset size must be positive, got " + datasetSize);
         if (ranks <= 0) throw new IllegalArgumentException("ranks must be positive, got " + ranks);
         if (batchSize <= 0) throw new IllegalArgumentException("batch size must be positive, got " + batchSize);
@@ -63,7 +74,11 @@ public final class SampleSchedule {
         this.positionsPerStep = ranks * batchSize;
         this.labelAt = labelAt;
         this.labelStep = labelStep;
+        this.mix = mix;
     }
+
+    /** The sources mixed, or null for one source taken once per epoch. */
+    public SourceMix mix() { return mix; }
 
     /**
      * This order with the step at {@code at} labelled {@code step} (and the steps after it counted from
@@ -71,9 +86,9 @@ public final class SampleSchedule {
      * {@code step} gives the labels counted from the origin.
      */
     public SampleSchedule labelled(ScheduleCursor at, long step) {
-        if (step < 0) return labelAt == null ? this : new SampleSchedule(seed, datasetSize, ranks, batchSize, null, 0);
+        if (step < 0) return labelAt == null ? this : new SampleSchedule(seed, datasetSize, ranks, batchSize, null, 0, mix);
         requireFits(at);
-        return new SampleSchedule(seed, datasetSize, ranks, batchSize, at, step);
+        return new SampleSchedule(seed, datasetSize, ranks, batchSize, at, step, mix);
     }
 
     /** The cursor this schedule's labels count from ({@link #labelled}); null: the origin. */
@@ -140,7 +155,7 @@ public final class SampleSchedule {
         return batchAt(new ScheduleCursor(epoch, step * positionsPerStep), rank);
     }
 
-    /** Rank {@code rank}'s dataset indices for the global step starting at {@code c}. */
+    /** Rank {@code rank}'s dataset indices (records, numbered across sources) for the global step starting at {@code c}. */
     public int[] batchAt(ScheduleCursor c, int rank) {
         requireFits(c);
         if (rank < 0 || rank >= ranks) throw new IllegalArgumentException("rank " + rank + " outside [0, " + ranks + ")");
@@ -148,6 +163,7 @@ public final class SampleSchedule {
         int from = (int) c.position() + rank * batchSize;
         int[] out = new int[batchSize];
         System.arraycopy(perm, from, out, 0, batchSize);
+        if (mix != null) for (int i = 0; i < batchSize; i++) out[i] = mix.record(c.epoch(), out[i]);
         return out;
     }
 
