@@ -52,6 +52,8 @@ final class NodeOptions {
 
     private static OptionSpec option(ConfigKey<?> k) {
         var b = OptionSpec.builder(k.option()).description(k.doc() + " (default: " + k.describeDefault() + ")");
+        if (k == NodeConfig.DATA_KEY || k == NodeConfig.WEIGHT) // repeatable as a group: --data URI [--weight W] per source
+            return b.type(List.class).auxiliaryTypes(String.class).paramLabel(k.label()).build();
         switch (k.kind()) {
             case FLAG -> b.type(Boolean.class).arity("0..1");
             case LIST -> b.type(List.class).auxiliaryTypes(String.class).splitRegex(",").paramLabel(k.label());
@@ -63,12 +65,59 @@ final class NodeOptions {
     /** The settings of {@code spec}'s command as given (command line or config file) in a builder. */
     static NodeConfig.Builder builder(CommandSpec spec, Collection<ConfigKey<?>> keys) {
         var b = NodeConfig.builder();
+        if (keys.contains(NodeConfig.DATA_KEY)) sources(spec, b);
         for (var k : keys) {
+            if (k == NodeConfig.DATA_KEY || k == NodeConfig.WEIGHT) continue;
             Object v = spec.findOption(k.option()).getValue();
             if (v == null || v instanceof List<?> l && l.isEmpty()) continue;
             b.set(k.name(), v instanceof List<?> l ? String.join(",", l.stream().map(String::valueOf).toList()) : String.valueOf(v));
         }
         return b;
+    }
+
+    /**
+     * {@code --data URI [--weight W]}, repeated: one source is set as {@code data} (and {@code weight}), several as
+     * {@code sources}, each {@code --weight} the weight of the {@code --data} before it.
+     */
+    @SuppressWarnings("unchecked")
+    private static void sources(CommandSpec spec, NodeConfig.Builder b) {
+        var data = (List<String>) spec.findOption(NodeConfig.DATA_KEY.option()).getValue();
+        var weights = spec.findOption(NodeConfig.WEIGHT.option()) == null ? List.<String>of()
+                : (List<String>) spec.findOption(NodeConfig.WEIGHT.option()).getValue();
+        if (data == null) data = List.of();
+        if (weights == null) weights = List.of();
+        if (data.size() <= 1) {
+            if (weights.size() > 1) throw new ConfigException("--weight given " + weights.size() + " times for one --data");
+            if (!data.isEmpty()) b.set(NodeConfig.DATA_KEY.name(), data.get(0));
+            if (!weights.isEmpty()) b.set(NodeConfig.WEIGHT.name(), weights.get(0));
+            return;
+        }
+        // pair each --weight with the --data before it, in the order the command line gave them
+        var pairs = new ArrayList<String[]>();
+        var args = spec.commandLine().getParseResult().originalArgs();
+        for (int i = 0; i < args.size(); i++) {
+            String a = args.get(i);
+            String value = null, name = null;
+            for (var opt : List.of(NodeConfig.DATA_KEY.option(), NodeConfig.WEIGHT.option())) {
+                if (a.equals(opt) && i + 1 < args.size()) { name = opt; value = args.get(++i); }
+                else if (a.startsWith(opt + "=")) { name = opt; value = a.substring(opt.length() + 1); }
+            }
+            if (name == null) continue;
+            if (name.equals(NodeConfig.DATA_KEY.option())) {
+                pairs.add(new String[] {value, null});
+            } else {
+                if (pairs.isEmpty()) throw new ConfigException("--weight " + value + " comes before any --data: give --data URI [--weight W] per source");
+                var last = pairs.get(pairs.size() - 1);
+                if (last[1] != null) throw new ConfigException("--data " + last[0] + " has two weights (" + last[1] + ", " + value + ")");
+                last[1] = value;
+            }
+        }
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().createArrayNode();
+        for (var p : pairs) {
+            var o = json.addObject().put("data", p[0]);
+            if (p[1] != null) o.put("weight", p[1]);
+        }
+        b.set(NodeConfig.SOURCES.name(), json.toString());
     }
 
     /** The configuration {@code spec}'s command was given, built (validated). */

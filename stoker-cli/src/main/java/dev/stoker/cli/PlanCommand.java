@@ -3,9 +3,10 @@ package dev.stoker.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
-import dev.stoker.pipeline.feed.FeedSource;
-import dev.stoker.pipeline.schedule.SampleSchedule;
-import dev.stoker.source.ObjectSources;
+import dev.stoker.source.ManifestRecords;
+import dev.stoker.pipeline.feed.DataSources;
+import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.pipeline.feed.Feeder;
 import java.io.PrintWriter;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -44,19 +45,23 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
         if (steps <= 0) throw new ParameterException(spec.commandLine(), "--steps N (N >= 1) is needed: how many global steps to print");
         PrintWriter out = spec.commandLine().getOut();
         var json = new ObjectMapper();
-        try (var objects = ObjectSources.open(config.data(), config.sourceConfig())) {
-            var records = FeedSource.of(objects).records();
+        var specs = config.sources();
+        if (specs.isEmpty()) throw new ParameterException(spec.commandLine(), "--data is required: the manifest (a path, file://… or s3://…)");
+        try (var sources = DataSources.open(specs, config.sourceConfig(), ManifestRecords.IndexCache.defaults(System.getenv()))) {
+            var records = sources.feedSource().records();
             if (records.size() == 0) throw new ParameterException(spec.commandLine(), "manifest " + config.data() + " holds no samples");
-            var schedule = new SampleSchedule(config.seed(), records.size(), config.ranks(), config.batch());
+            var schedule = Feeder.schedule(config.feedConfig(FeedMode.PREFETCH), records);
+            var mix = schedule.mix();
             var line = new LinkedHashMap<String, Object>();
             for (long g = from; g < from + steps; g++) {
                 var cursor = schedule.cursorAt(g);
                 for (int r = 0; r < config.ranks(); r++)
-                    for (int sample : schedule.batchAt(cursor, r)) {
+                    for (int record : schedule.batchAt(cursor, r)) {
+                        int source = mix == null ? 0 : mix.sourceOfRecord(record);
                         line.put("step", g);
                         line.put("rank", r);
-                        line.put("source", 0);
-                        line.put("sample", sample);
+                        line.put("source", source);
+                        line.put("sample", mix == null ? record : record - mix.base(source));
                         out.println(json.writeValueAsString(line));
                     }
             }

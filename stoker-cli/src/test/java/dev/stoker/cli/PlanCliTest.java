@@ -46,6 +46,49 @@ class PlanCliTest {
         assertTrue(bad.status() != 0 && bad.err().contains("--steps N"), bad.err());
     }
 
+    /** Two sources by weight on the command line and in a config file: the same plan, each source its share, the tail by --start-step. */
+    @Test
+    void aMixOfTwoSourcesIsPlannedByWeight() throws Exception {
+        Path a = manifest("a.jsonl", 40), b = manifest("b.jsonl", 10);
+        var cli = plan2("--data", a.toString(), "--data", b.toString(), "--weight", "3", "--steps", "14");
+        Path config = Files.writeString(tmp.resolve("mix.yaml"), "sources:\n  - data: " + a + "\n  - {data: " + b + ", weight: 3}\n");
+        assertEquals(cli, plan2("--config", config.toString(), "--steps", "14"), "the config file's sources are the command line's");
+        assertEquals(cli, plan2("--data", a.toString(), "--data", b.toString(), "--weight", "3", "--steps", "14"), "identical across runs");
+        assertEquals(cli.subList(5 * 6, cli.size()), plan2("--data", a.toString(), "--data", b.toString(), "--weight", "3",
+                "--start-step", "5", "--steps", "9"), "the tail from step 5");
+        // 40 + 30 places an epoch, 11 steps of 6: in the first 66 samples each of a's at most once, b's at most three times
+        var json = new ObjectMapper();
+        int[] perSource = new int[2];
+        var seen = new java.util.HashMap<String, Integer>();
+        for (int i = 0; i < 66; i++) {
+            var n = json.readTree(cli.get(i));
+            int source = n.get("source").asInt(), sample = n.get("sample").asInt();
+            perSource[source]++;
+            assertTrue(sample >= 0 && sample < (source == 0 ? 40 : 10), cli.get(i));
+            int times = seen.merge(source + ":" + sample, 1, Integer::sum);
+            assertTrue(times <= (source == 0 ? 1 : 3), "drawn too often in one epoch: " + cli.get(i));
+        }
+        assertEquals(66, perSource[0] + perSource[1]);
+        assertTrue(perSource[1] > 15 && perSource[1] < 41, "b's share of 66 is ~28: " + perSource[1]);
+        var bad = CliRunner.run("plan", "--weight", "2", "--data", a.toString(), "--data", b.toString(), "--ranks", "2", "--batch", "3", "--steps", "1");
+        assertTrue(bad.status() != 0 && bad.err().contains("--weight 2 comes before any --data"), bad.err());
+    }
+
+    private Path manifest(String name, int n) throws Exception {
+        var sb = new StringBuilder();
+        for (int i = 0; i < n; i++) sb.append("{\"id\": \"").append(name).append(i)
+                .append("\", \"conversations\": [{\"from\": \"human\", \"value\": \"?\"}, {\"from\": \"gpt\", \"value\": \"!\"}]}\n");
+        return Files.writeString(tmp.resolve(name), sb);
+    }
+
+    private static List<String> plan2(String... more) {
+        var args = new ArrayList<>(List.of("plan", "--ranks", "2", "--batch", "3", "--seed", "5"));
+        args.addAll(Arrays.asList(more));
+        var r = CliRunner.run(args.toArray(String[]::new));
+        assertEquals(0, r.status(), r.err());
+        return r.out().lines().toList();
+    }
+
     private static List<String> plan(Path data, String... more) {
         var args = new ArrayList<>(List.of("plan", "--data", data.toString(), "--ranks", "2", "--batch", "3", "--seed", "99"));
         args.addAll(Arrays.asList(more));

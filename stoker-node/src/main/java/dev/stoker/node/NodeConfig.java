@@ -20,6 +20,7 @@ import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.EncodeOptions.DecodeScale;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.batch.BatchShape;
+import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedErrors;
@@ -105,6 +106,16 @@ public final class NodeConfig {
     // ---- DATA: what to feed and how
     public static final ConfigKey<String> DATA_KEY = key("data", DATA, "URI", TEXT, ConfigKey.text(), Function.identity(), null, null,
             "The manifest: a local path, file://… or s3://bucket/key of train.jsonl (images relative to its folder). Required.");
+    public static final ConfigKey<String> WEIGHT = key("weight", DATA, "W", TEXT, ConfigKey.text(), Function.identity(), null, "1",
+            "The weight of the --data before it: passes over that source per epoch of the mix (1: once; 0.5: half of it, as "
+                    + "qwen-vl-finetune's name%50; 3: three times). Give --data URI [--weight W] once per source.");
+    public static final ConfigKey<String> SOURCES = key("sources", DATA, "JSON", TEXT, ConfigKey.text(), Function.identity(), null, null,
+            "Several sources mixed by weight, in a config file: a list of {data: URI, weight: W, image-root: DIR} (weight "
+                    + "default 1, image-root default --image-root); on the command line, repeat --data URI [--weight W]. "
+                    + "Not with a plain --data.");
+    public static final ConfigKey<String> IMAGE_ROOT = key("image-root", DATA, "DIR", TEXT, ConfigKey.text(), Function.identity(), null,
+            "each source's own folder", "The folder relative image paths resolve against (a local path or s3://bucket/prefix/), "
+                    + "for every source without its own; paths must stay inside it.");
     public static final ConfigKey<Integer> RANKS = key("ranks", DATA, "R", NUMBER, ConfigKey.integer(1, 1 << 16), String::valueOf, 1, null,
             "Trainer ranks (world size).");
     public static final ConfigKey<Integer> BATCH = key("batch", DATA, "B", NUMBER, ConfigKey.integer(1, 1 << 20), String::valueOf, 8, null,
@@ -283,7 +294,60 @@ public final class NodeConfig {
 
     public ProcessorPreset processor() { return get(PROCESSOR_KEY); }
 
-    public String data() { return get(DATA_KEY); }
+    public String data() {
+        if (get(DATA_KEY) != null) return get(DATA_KEY);
+        var list = sources();
+        return list.isEmpty() ? null : String.join(" + ", list.stream().map(DataSources.Spec::data).toList());
+    }
+
+    /**
+     * The job's sources: those of {@code sources}, or the one {@code --data} (weight {@code --weight}, default 1);
+     * each without its own image root takes {@code --image-root}. Empty when no data is given.
+     */
+    public List<DataSources.Spec> sources() {
+        String root = get(IMAGE_ROOT);
+        String list = get(SOURCES);
+        if (list == null) {
+            if (get(DATA_KEY) == null) return List.of();
+            return List.of(spec(get(DATA_KEY), get(WEIGHT) == null ? null : get(WEIGHT), root, "--data"));
+        }
+        JsonNode tree;
+        try {
+            tree = new ObjectMapper().readTree(list);
+        } catch (IOException e) {
+            throw new ConfigException("--sources: not a JSON list of {data, weight, image-root}: " + e.getMessage().lines().findFirst().orElse(""));
+        }
+        if (tree == null || !tree.isArray() || tree.isEmpty()) throw new ConfigException("--sources: expected a non-empty list of {data, weight, image-root}");
+        var out = new ArrayList<DataSources.Spec>();
+        for (int i = 0; i < tree.size(); i++) {
+            var e = tree.get(i);
+            String at = "sources[" + i + "]";
+            if (!e.isObject()) throw new ConfigException(at + ": expected a mapping {data, weight, image-root}");
+            for (var f : e.properties())
+                if (!List.of("data", "weight", "image-root").contains(f.getKey()))
+                    throw new ConfigException(at + ": unknown key '" + f.getKey() + "' (expected data, weight, image-root)");
+            var data = e.get("data");
+            if (data == null || !data.isTextual()) throw new ConfigException(at + ": 'data' (a path or s3:// URI) is required");
+            var w = e.get("weight");
+            var r = e.get("image-root");
+            out.add(spec(data.asText(), w == null || w.isNull() ? null : w.asText(), r == null || r.isNull() ? root : r.asText(), at));
+        }
+        return List.copyOf(out);
+    }
+
+    private static DataSources.Spec spec(String data, String weight, String imageRoot, String at) {
+        double w;
+        try {
+            w = weight == null ? 1 : Double.parseDouble(weight);
+        } catch (NumberFormatException e) {
+            throw new ConfigException(at + ": weight '" + weight + "' is not a number");
+        }
+        try {
+            return new DataSources.Spec(data, w, imageRoot);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(at + ": " + e.getMessage());
+        }
+    }
 
     public int ranks() { return get(RANKS); }
 
@@ -458,7 +522,9 @@ public final class NodeConfig {
         for (var e : tree.properties()) {
             JsonNode v = e.getValue();
             if (v.isNull()) continue;
-            if (v.isArray()) {
+            if (v.isArray() && e.getKey().equals(SOURCES.name())) { // a list of mappings, kept as JSON text
+                out.put(e.getKey(), v.toString());
+            } else if (v.isArray()) {
                 var items = new ArrayList<String>();
                 for (JsonNode item : v) {
                     if (!item.isValueNode()) throw new ConfigException("--config " + file + ": " + e.getKey() + ": a list of plain values expected");
@@ -511,6 +577,7 @@ public final class NodeConfig {
             return "[" + String.join(", ", items) + "]";
         }
         String text = k.format(v);
+        if (k == SOURCES) return text; // a JSON list of mappings is YAML as it is
         return k.kind() == TEXT ? scalar(text) : text;
     }
 
@@ -600,6 +667,11 @@ public final class NodeConfig {
             var config = new NodeConfig(all, given);
             config.encodeOptions(); // min <= max pixels, sequence limit
             config.sourceConfig();
+            if (given.contains(SOURCES) && given.contains(DATA_KEY))
+                throw new ConfigException("--data and --sources: give one (several sources: repeat --data URI [--weight W], or list them under sources)");
+            if (given.contains(WEIGHT) && !given.contains(DATA_KEY))
+                throw new ConfigException("--weight goes with the --data before it");
+            config.sources(); // every source's data and weight well formed
             boolean flight = config.get(FLIGHT) != null;
             if (!flight && (given.contains(FLIGHT_TOKEN_FILE) || given.contains(FLIGHT_TLS_CERT) || given.contains(FLIGHT_TLS_KEY)))
                 throw new ConfigException("--flight-token-file and --flight-tls-* need --flight");

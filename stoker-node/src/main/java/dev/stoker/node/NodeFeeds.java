@@ -5,13 +5,15 @@ import dev.stoker.pipeline.feed.FeedSource;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.feed.TaskProducer;
 import dev.stoker.source.DatasetLocation;
-import dev.stoker.source.ObjectSources;
+import dev.stoker.source.ManifestRecords;
+import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 /**
  * The pipelines a {@link NodeConfig} describes: a local job's feed in any mode ({@link #start}), or a
@@ -20,25 +22,33 @@ import java.nio.file.Path;
  */
 public final class NodeFeeds implements AutoCloseable {
     private final NodeConfig config;
-    private final DatasetLocation location;
+    private final List<DataSources.Spec> sources;
     private final QwenTokenizer tokenizer;
 
-    private NodeFeeds(NodeConfig config, DatasetLocation location, QwenTokenizer tokenizer) {
+    private NodeFeeds(NodeConfig config, List<DataSources.Spec> sources, QwenTokenizer tokenizer) {
         this.config = config;
-        this.location = location;
+        this.sources = sources;
         this.tokenizer = tokenizer;
     }
 
     /** Opens the tokenizer of {@code config}; its data set must be given. */
     public static NodeFeeds open(NodeConfig config) throws IOException {
-        if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
-        DatasetLocation location;
-        try {
-            location = DatasetLocation.parse(config.data());
-        } catch (IllegalArgumentException e) {
-            throw new ConfigException("--data: " + e.getMessage());
+        var sources = config.sources();
+        if (sources.isEmpty()) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
+        for (var s : sources) {
+            try {
+                DatasetLocation.parse(s.data());
+                if (s.imageRoot() != null) DataSources.rootLocation(s.imageRoot());
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException("--data: " + e.getMessage());
+            }
         }
-        return new NodeFeeds(config, location, tokenizer(config.get(NodeConfig.TOKENIZER)));
+        return new NodeFeeds(config, sources, tokenizer(config.get(NodeConfig.TOKENIZER)));
+    }
+
+    /** Opens the job's sources. */
+    private DataSources openSources() {
+        return DataSources.open(sources, config.sourceConfig(), ManifestRecords.IndexCache.defaults(System.getenv()));
     }
 
     /** The tokenizer {@code file} names, or the bundled Qwen2 tokenizer when it is null. */
@@ -72,11 +82,11 @@ public final class NodeFeeds implements AutoCloseable {
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
                 store.prewarm(expected, config.ranks() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
             }
-            var feeder = Feeder.open(location, sourceConfig, feedConfig, tokenizer, store, config.startStep());
+            var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep());
             var reopenStore = store;
             return new RankLedger(feeder, store, expected, config.steps(), (at, step) -> {
                 try {
-                    return Feeder.open(location, sourceConfig, feedConfig.withStart(at, step), tokenizer, reopenStore, -1);
+                    return Feeder.open(openSources(), feedConfig.withStart(at, step), tokenizer, reopenStore, -1);
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }
@@ -96,9 +106,9 @@ public final class NodeFeeds implements AutoCloseable {
      * the result closes the producer, its source and these feeds.
      */
     public Tasks openTasks(ShmObjectStore store, int maxWorkers) throws IOException {
-        var source = ObjectSources.open(location, config.sourceConfig());
+        var source = openSources();
         try {
-            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY), FeedSource.of(source), tokenizer, store, maxWorkers);
+            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY), source.feedSource(), tokenizer, store, maxWorkers);
             return new Tasks(producer, () -> {
                 try {
                     source.close();

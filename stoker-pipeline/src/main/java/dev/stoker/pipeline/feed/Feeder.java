@@ -70,14 +70,14 @@ public final class Feeder implements AutoCloseable {
     private final CpuPool cpu;
     private final ActorSystem system;
     private final List<RankFeed<?>> ranks;
-    private final ObjectSource ownedSource;
+    private final DataSources ownedSource;
     private final StoredBatchWriter writer;
     private final long fingerprint;
     private final FeedSampler sampler;
     private final StallWatchdog watchdog;
 
     private Feeder(FeedConfig config, SampleSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
-                   ActorSystem system, List<RankFeed<?>> ranks, ObjectSource ownedSource, StoredBatchWriter writer, long fingerprint,
+                   ActorSystem system, List<RankFeed<?>> ranks, DataSources ownedSource, StoredBatchWriter writer, long fingerprint,
                    ShmObjectStore store, long startNanos) {
         this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
                 new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.ranks(), config.cpuThreads(),
@@ -124,11 +124,20 @@ public final class Feeder implements AutoCloseable {
      */
     public static Feeder open(DatasetLocation location, SourceConfig sourceConfig, FeedConfig config, QwenTokenizer tokenizer,
                               ShmObjectStore store, long startStep) throws IOException {
-        var source = ObjectSources.open(location, sourceConfig);
+        return open(DataSources.open(location, sourceConfig), config, tokenizer, store, startStep);
+    }
+
+    /**
+     * A feed over {@code sources} (one, or several mixed by weight), which the feeder owns from now on (closed on
+     * {@link #close()}, or here if the feed does not start), starting at global step {@code startStep} (−1: at
+     * {@link FeedConfig#start()}).
+     */
+    public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep)
+            throws IOException {
         try {
-            return start(config, FeedSource.of(source), tokenizer, store, source, startStep);
+            return start(config, sources.feedSource(), tokenizer, store, sources, startStep);
         } catch (IOException | RuntimeException e) {
-            source.close();
+            sources.close();
             throw e;
         }
     }
@@ -144,7 +153,7 @@ public final class Feeder implements AutoCloseable {
     }
 
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
-                                ObjectSource owned, long startStep) throws IOException {
+                                DataSources owned, long startStep) throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         var records = source.records();
@@ -384,7 +393,7 @@ public final class Feeder implements AutoCloseable {
 
     /** The object source's counters when this feeder opened it ({@link #open}), else empty. */
     public Optional<SourceMetrics> sourceMetrics() {
-        return Optional.ofNullable(ownedSource).map(ObjectSource::metrics);
+        return Optional.ofNullable(ownedSource).map(DataSources::metrics);
     }
 
     public FeedMetrics.Snapshot metrics() {
