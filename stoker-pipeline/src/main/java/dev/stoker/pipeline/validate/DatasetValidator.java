@@ -28,10 +28,10 @@ import java.util.concurrent.atomic.LongAdder;
 /**
  * Reads every record of a source and the headers of its images, never their pixels, and says what a feed would make
  * of each: its token length ({@code input_ids}), or why it would skip it, an error or a filtered sample, with the
- * stage, kind, reason and wording the feed uses ({@code SamplePipeline}: the same parse, the same fetches, the same
- * {@link SampleEncoder#prepare} that builds the tokens from each image's smart_resize grid before any pixel is
- * decoded). What it cannot see: an image whose header is sound but whose pixel data is broken (a JPEG cut inside its
- * scan) fails only when the feed decodes it.
+ * stage, kind, reason and wording the feed uses: the same parse and fetches as {@code SamplePipeline}, then
+ * {@link SampleEncoder#measure}, the checks of {@link SampleEncoder#prepare} (limits, image headers, smart_resize
+ * grids, template, tokenizer) without building labels or positions. What it cannot see: an image whose header is
+ * sound but whose pixel data is broken (a JPEG cut inside its scan) fails only when the feed decodes it.
  *
  * <p>Threading: {@link #validate} runs the records on a pool of {@link Settings#threads()} threads, each with its own
  * {@link SampleEncoder}; fetches run on the source's threads; at most {@link Settings#inFlight()} records are between
@@ -201,7 +201,7 @@ public final class DatasetValidator {
             var bytes = new HashMap<String, byte[]>(refs.size() * 2);
             for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), futures.get(k).join());
             try {
-                lengths[i] = encoder(encoders).prepare(sample, bytes).length();
+                lengths[i] = encoder(encoders).measure(sample, bytes);
             } catch (SampleException e) {
                 fail(i, sample.id(), e, causeOf(e, sample.id()));
             } catch (RuntimeException e) {
