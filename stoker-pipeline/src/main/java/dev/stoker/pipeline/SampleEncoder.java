@@ -56,7 +56,8 @@ public final class SampleEncoder {
 
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer) {
         this.options = options;
-        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), options.maxSequenceLength(), options.truncation());
+        int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
+        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
     }
 

@@ -113,14 +113,23 @@ public final class DatasetValidator {
         }
     }
 
-    /** Starts every thread and builds its encoder (native decoder handle, template) before the scan's clock starts. */
+    /**
+     * Starts every thread and builds its encoder (native decoder handle, template) before the scan's clock starts; an
+     * encoder that cannot be built (bad options) fails the call.
+     */
     private void prestart(ThreadPoolExecutor pool, ThreadLocal<SampleEncoder> encoders) throws InterruptedException {
         var ready = new CountDownLatch(settings.threads());
         var release = new CountDownLatch(1);
+        var failed = new AtomicReference<RuntimeException>();
         for (int t = 0; t < settings.threads(); t++)
             pool.execute(() -> {
-                encoder(encoders);
-                ready.countDown();
+                try {
+                    encoder(encoders);
+                } catch (RuntimeException e) {
+                    failed.compareAndSet(null, e);
+                } finally {
+                    ready.countDown();
+                }
                 try {
                     release.await();
                 } catch (InterruptedException e) {
@@ -129,6 +138,7 @@ public final class DatasetValidator {
             });
         ready.await();
         release.countDown();
+        if (failed.get() != null) throw failed.get();
     }
 
     private SampleEncoder encoder(ThreadLocal<SampleEncoder> encoders) {
