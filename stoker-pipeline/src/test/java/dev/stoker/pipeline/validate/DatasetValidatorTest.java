@@ -170,12 +170,13 @@ class DatasetValidatorTest {
         assertTrue(e.getMessage().contains("records"), e.getMessage());
     }
 
-    /** Each kept record's length is the real encoder's input_ids length, at two pixel caps; one thread or two, the same. */
+    /** Each kept record's length is the real encoder's input_ids length: two pixel caps, no limit, truncation; one thread or two, the same. */
     @Test
     void lengthsEqualTheEncodersSequenceLengths() throws Exception {
         Path manifest = write();
         var lines = Files.readAllLines(manifest);
-        for (var options : List.of(OPTIONS, OPTIONS.withPixels(3136, 50176), OPTIONS.withSequenceLimit(0, TruncationPolicy.REJECT))) {
+        for (var options : List.of(OPTIONS, OPTIONS.withPixels(3136, 50176), OPTIONS.withSequenceLimit(0, TruncationPolicy.REJECT),
+                OPTIONS.withSequenceLimit(120, TruncationPolicy.TRUNCATE))) {
             var report = validate(manifest, options, 2);
             assertTrue(Arrays.equals(report.lengths(), validate(manifest, options, 1).lengths()), "one thread or two");
             var encoder = new SampleEncoder(options, tokenizer);
@@ -185,7 +186,7 @@ class DatasetValidatorTest {
                 var sample = parser.parseLine(lines.get(i).getBytes(StandardCharsets.UTF_8), "line" + i);
                 var images = new HashMap<String, byte[]>();
                 for (String ref : sample.imagePaths()) images.put(ref, Files.readAllBytes(tmp.resolve(ref)));
-                if (i == LONG && options.maxSequenceLength() > 0) continue; // filtered: checked above
+                if (i == LONG && options.maxSequenceLength() > 0 && options.truncation() == TruncationPolicy.REJECT) continue; // filtered: checked above
                 var encoded = encoder.encode(sample, images);
                 assertEquals(encoded.inputIds().length, report.lengths()[i], "record " + i + " under " + options.vision());
                 checked++;
