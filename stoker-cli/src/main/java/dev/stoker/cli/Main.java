@@ -14,7 +14,8 @@ import picocli.CommandLine.Command;
 @Command(name = "stoker", mixinStandardHelpOptions = true, version = "stoker 0.1.0",
         description = "Keeps GPU trainers fed with multimodal (image + text) training data.",
         subcommands = {PreprocessCommand.class, EncodeCommand.class, BenchCommand.class, DemoCommand.class, ServeCommand.class,
-                NodeCommand.class, TrainerCommand.class, ReportCommand.class, PlanCommand.class, CommandLine.HelpCommand.class})
+                NodeCommand.class, TrainerCommand.class, ReportCommand.class, PlanCommand.class, ValidateCommand.class,
+                CommandLine.HelpCommand.class})
 public final class Main {
     public static final int EXIT_INVALID_INPUT = 2;
 

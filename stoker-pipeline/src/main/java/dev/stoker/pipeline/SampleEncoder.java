@@ -56,7 +56,8 @@ public final class SampleEncoder {
 
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer) {
         this.options = options;
-        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), options.maxSequenceLength(), options.truncation());
+        int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
+        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
     }
 
@@ -139,10 +140,25 @@ public final class SampleEncoder {
     public Prepared prepare(ChatSample sample, ImageSource source) {
         String id = sample.id();
         List<String> refs = sample.imagePaths();
+        var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
+        var grids = plan(sample, source, planned);
+        long t0 = System.nanoTime();
+        TextFeatures text = tokens.build(sample, grids);
+        tokenizeNanos += System.nanoTime() - t0;
+        return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
+                options.pixelFormat());
+    }
+
+    /**
+     * The image limit, then each image's header and resize plan into {@code planned}; returns their grids. A failure
+     * names the sample and the image.
+     */
+    private List<long[]> plan(ChatSample sample, ImageSource source, List<ImagePreprocessor.Planned> planned) {
+        String id = sample.id();
+        List<String> refs = sample.imagePaths();
         if (options.maxImages() > 0 && refs.size() > options.maxImages())
             throw SampleException.filtered(id, SampleException.Stage.MANIFEST, "over --max-images", "has " + refs.size() + " images, more than --max-images "
                     + options.maxImages() + " (the limit the shared-memory budget was sized for)");
-        var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
         var grids = new ArrayList<long[]>(refs.size());
         for (String ref : refs) {
             try {
@@ -153,11 +169,20 @@ public final class SampleEncoder {
                 throw inSample(id, ref, e);
             }
         }
+        return grids;
+    }
+
+    /**
+     * The length of the {@code input_ids} {@link #prepare} would build for {@code sample}, refusing what it refuses with
+     * the same exceptions (limits, image headers, smart_resize, template, tokenizer), without building labels or
+     * positions: for checking a whole data set. Reads only image headers.
+     */
+    public int measure(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        var grids = plan(sample, fetched(imagesByReference), new ArrayList<>(sample.imagePaths().size()));
         long t0 = System.nanoTime();
-        TextFeatures text = tokens.build(sample, grids);
+        int length = tokens.measure(sample, grids).length();
         tokenizeNanos += System.nanoTime() - t0;
-        return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
-                options.pixelFormat());
+        return length;
     }
 
     /** {@link #prepare(ChatSample, ImageSource)} over image bytes fetched beforehand, keyed by reference. */

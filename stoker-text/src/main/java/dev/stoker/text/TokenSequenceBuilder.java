@@ -67,6 +67,33 @@ public final class TokenSequenceBuilder {
      * @throws SampleException (stage TEXT) if grids and images disagree, (stage TOKENIZE, {@link SampleException.Kind#FILTERED}) if the sample is too long under REJECT
      */
     public TextFeatures build(ChatSample sample, List<long[]> grids) {
+        Measured m = measure(sample, grids);
+        int n = m.length();
+        var ids = new long[n];
+        int out = 0;
+        int k = 0;
+        long[] compact = m.compact;
+        for (int i = 0; i < compact.length && out < n; i++) {
+            if (compact[i] == IMAGE_PAD) {
+                int run = (int) Math.min(m.imageTokens[k++], n - out);
+                Arrays.fill(ids, out, out + run, IMAGE_PAD);
+                out += run;
+            } else {
+                ids[out++] = compact[i];
+            }
+        }
+
+        var mask = new long[n];
+        Arrays.fill(mask, 1L);
+        return new TextFeatures(ids, labels(ids), mask, positionIds(ids, grids.subList(0, m.imagesKept()), mergeSize), m.imagesKept());
+    }
+
+    /**
+     * What {@link #build} would make of the sample, without its arrays: the length of its {@code input_ids} (after
+     * truncation under TRUNCATE) and the images kept; refuses exactly what {@link #build} refuses, with the same
+     * exceptions. For a check of a whole data set ({@code stoker validate}), where labels and positions are not needed.
+     */
+    public Measured measure(ChatSample sample, List<long[]> grids) {
         int images = sample.imagePaths().size();
         if (grids.size() != images)
             throw new SampleException(sample.id(), Stage.TEXT, images + " image(s) in the chat but " + grids.size() + " image grid(s)");
@@ -116,24 +143,26 @@ public final class TokenSequenceBuilder {
             kept = 0;
             while (kept < images && visionStart[kept] + imageTokens[kept] + 1 < cut) kept++;
         }
+        return new Measured((int) cut, kept, compact, imageTokens);
+    }
 
-        int n = (int) cut;
-        var ids = new long[n];
-        int out = 0;
-        k = 0;
-        for (int i = 0; i < compact.length && out < n; i++) {
-            if (compact[i] == IMAGE_PAD) {
-                int run = (int) Math.min(imageTokens[k++], n - out);
-                Arrays.fill(ids, out, out + run, IMAGE_PAD);
-                out += run;
-            } else {
-                ids[out++] = compact[i];
-            }
+    /** A sample measured by {@link #measure}: its {@code input_ids} length and the images kept (all but under TRUNCATE). */
+    public static final class Measured {
+        private final int length;
+        private final int imagesKept;
+        private final long[] compact;
+        private final long[] imageTokens;
+
+        private Measured(int length, int imagesKept, long[] compact, long[] imageTokens) {
+            this.length = length;
+            this.imagesKept = imagesKept;
+            this.compact = compact;
+            this.imageTokens = imageTokens;
         }
 
-        var mask = new long[n];
-        Arrays.fill(mask, 1L);
-        return new TextFeatures(ids, labels(ids), mask, positionIds(ids, grids.subList(0, kept), mergeSize), kept);
+        public int length() { return length; }
+
+        public int imagesKept() { return imagesKept; }
     }
 
     /**

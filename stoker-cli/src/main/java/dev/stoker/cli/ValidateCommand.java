@@ -1,0 +1,123 @@
+package dev.stoker.cli;
+
+import dev.stoker.node.ConfigKey;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.node.NodeFeeds;
+import dev.stoker.pipeline.feed.FeedSource;
+import dev.stoker.pipeline.validate.DatasetValidator;
+import dev.stoker.pipeline.validate.LengthIndex;
+import dev.stoker.source.ManifestRecords;
+import dev.stoker.source.ObjectSources;
+import dev.stoker.source.SampleRecords;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.security.DigestInputStream;
+import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code stoker validate}: every record of a source and its images' headers, judged as the feed would, without
+ * decoding a pixel ({@link DatasetValidator}); prints the report, writes the length index ({@link LengthIndex}) and,
+ * last, the summary JSON. Exit 0 when it ran, whatever the data held; 2 when the source cannot be read at all.
+ */
+@Command(name = "validate", mixinStandardHelpOptions = true, sortOptions = false,
+        description = {"Check a data set without decoding pixels: every record and its images' headers, judged as serve would (errors and",
+                "filtered samples by cause, with examples), images per sample, token lengths (tokenizer + chat template + smart_resize",
+                "image tokens) as a histogram; writes the length index packing uses (lengths-<key>.bin). The last stdout line is JSON",
+                "{\"samples\", \"errors\", \"filtered\", \"images\", \"tokens\": {\"p50\", \"p99\", \"max\"}, \"samples_per_s\", \"length_index\"}."})
+final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured {
+    @Spec CommandSpec spec;
+
+    @Option(names = "--lengths-dir", paramLabel = "DIR",
+            description = "Where the length index is written (default: the index cache, $STOKER_INDEX_CACHE or ~/.cache/stoker/index).")
+    Path lengthsDir;
+
+    @Option(names = "--examples", paramLabel = "N", defaultValue = "3",
+            description = "Examples shown per cause (default: ${DEFAULT-VALUE}).")
+    int examples;
+
+    @Override
+    public List<ConfigKey<?>> settings() {
+        return new ArrayList<>(NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA)));
+    }
+
+    @Override
+    public Integer call() throws Exception {
+        NodeConfig config = NodeOptions.configOrPrint(spec, settings());
+        if (config == null) return 0;
+        if (config.data() == null) throw new Main.InvalidInputException("--data is required: the manifest (a path, file://… or s3://…)");
+        if (examples < 0) throw new Main.InvalidInputException("--examples must be >= 0, got " + examples);
+        PrintWriter out = spec.commandLine().getOut();
+        var options = config.encodeOptions();
+        Path tokenizerFile = config.get(NodeConfig.TOKENIZER);
+        Path dir = lengthsDir != null ? lengthsDir : defaultLengthsDir();
+        try (var tokenizer = NodeFeeds.tokenizer(tokenizerFile);
+             var objects = open(config)) {
+            var source = FeedSource.of(objects);
+            SampleRecords records;
+            try {
+                records = source.records();
+            } catch (IOException | RuntimeException e) {
+                throw new Main.InvalidInputException("cannot read --data " + config.data() + ": " + describe(e));
+            }
+            var settings = new DatasetValidator.Settings(options, config.threads(), 64 * config.threads(), examples);
+            var report = DatasetValidator.validate(records, source, tokenizer, settings);
+            report.print(out);
+            var index = LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(options, tokenizerId(tokenizerFile)),
+                    report.lengths());
+            Path file = index.write(dir);
+            out.println("length index: " + file);
+            out.println(report.summaryJson(file));
+        }
+        out.flush();
+        return 0;
+    }
+
+    private static dev.stoker.source.ObjectSource open(NodeConfig config) {
+        try {
+            return ObjectSources.open(config.data(), config.sourceConfig());
+        } catch (IllegalArgumentException e) {
+            throw new Main.InvalidInputException("--data " + config.data() + ": " + e.getMessage());
+        }
+    }
+
+    private static String describe(Throwable e) {
+        if (e instanceof NoSuchFileException n) return "file not found: " + n.getFile();
+        return e.getMessage() != null ? e.getMessage() : e.toString();
+    }
+
+    /** The index cache's folder: the length index lives beside the record indexes. */
+    private static Path defaultLengthsDir() {
+        var cache = ManifestRecords.IndexCache.defaults(System.getenv());
+        return cache != null ? cache.dir() : Path.of(System.getProperty("user.home"), ".cache", "stoker", "index");
+    }
+
+    /** "bundled", or the SHA-256 of the tokenizer file: a different tokenizer gives other lengths. */
+    static String tokenizerId(Path file) throws IOException {
+        if (file == null) return "bundled";
+        try (InputStream in = new DigestInputStream(Files.newInputStream(file), sha256())) {
+            var d = (DigestInputStream) in;
+            in.transferTo(java.io.OutputStream.nullOutputStream());
+            return "sha256:" + HexFormat.of().formatHex(d.getMessageDigest().digest());
+        }
+    }
+
+    private static MessageDigest sha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}

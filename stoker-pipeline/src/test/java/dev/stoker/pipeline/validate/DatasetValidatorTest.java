@@ -1,0 +1,205 @@
+package dev.stoker.pipeline.validate;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.core.SampleException.Kind;
+import dev.stoker.core.SampleException.Stage;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.pipeline.feed.FeedSource;
+import dev.stoker.source.ObjectSources;
+import dev.stoker.source.SourceConfig;
+import dev.stoker.testkit.SmallJpegDataset;
+import dev.stoker.text.QwenTokenizer;
+import dev.stoker.text.SampleParser;
+import dev.stoker.text.TruncationPolicy;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@link DatasetValidator} over a small generated manifest: good samples (one image, two, two turns, none), a missing
+ * image, a malformed record, an over-long sample filtered by a small --max-seq-len, a JPEG cut inside its header;
+ * counts, causes and their examples, the histogram, the length index, and every length equal to the real encoder's
+ * {@code input_ids} length.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class DatasetValidatorTest {
+    static final int MAX_SEQ_LEN = 400;
+    static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 200704)
+            .withSequenceLimit(MAX_SEQ_LEN, TruncationPolicy.REJECT);
+    static QwenTokenizer tokenizer;
+
+    @TempDir Path tmp;
+
+    @BeforeAll
+    static void load() { tokenizer = QwenTokenizer.bundled(); }
+
+    @AfterAll
+    static void close() { tokenizer.close(); }
+
+    /** Index of each kind of record in the manifest {@link #write} makes. */
+    static final int SINGLE = 0, MULTI = 1, TURNS = 2, TEXT = 3, MISSING = 4, MALFORMED = 5, LONG = 6, TRUNCATED = 7, SINGLE_PORTRAIT = 8,
+            BIG = 9, RECORDS = 10;
+
+    Path write() throws Exception {
+        Path images = Files.createDirectories(tmp.resolve("images"));
+        Files.write(images.resolve("a.jpg"), SmallJpegDataset.jpeg(320, 240, 1));
+        Files.write(images.resolve("b.jpg"), SmallJpegDataset.jpeg(100, 500, 2));
+        Files.write(images.resolve("c.jpg"), SmallJpegDataset.jpeg(64, 64, 3));
+        Files.write(images.resolve("big.jpg"), SmallJpegDataset.jpeg(1200, 900, 4));
+        byte[] whole = SmallJpegDataset.jpeg(300, 200, 5);
+        Files.write(images.resolve("cut.jpg"), Arrays.copyOf(whole, 40)); // inside the quantisation tables, before the frame header
+        var lines = new String[RECORDS];
+        lines[SINGLE] = llava("s0", "\"images/a.jpg\"", "<image>\\nWhat is this?", "A test pattern.");
+        lines[MULTI] = llava("s1", "[\"images/a.jpg\", \"images/b.jpg\"]", "<image>\\n<image>\\nCompare them.", "The second is taller.");
+        lines[TURNS] = "{\"id\": \"s2\", \"image\": \"images/c.jpg\", \"conversations\": [{\"from\": \"human\", \"value\": \"<image>\\nColour?\"},"
+                + " {\"from\": \"gpt\", \"value\": \"Grey.\"}, {\"from\": \"human\", \"value\": \"Size?\"}, {\"from\": \"gpt\", \"value\": \"Small.\"}]}";
+        lines[TEXT] = "{\"id\": \"s3\", \"conversations\": [{\"from\": \"human\", \"value\": \"Say hello.\"}, {\"from\": \"gpt\", \"value\": \"Hello.\"}]}";
+        lines[MISSING] = llava("s4", "\"images/nowhere.jpg\"", "<image>\\nWhat is this?", "Nothing.");
+        lines[MALFORMED] = "{\"id\": \"s5\", \"conversations\": [{\"from\": \"human\"";
+        lines[LONG] = llava("s6", "\"images/a.jpg\"", "<image>\\n" + "Describe every pixel in turn. ".repeat(80), "No.");
+        lines[TRUNCATED] = llava("s7", "\"images/cut.jpg\"", "<image>\\nWhat is this?", "Unknown.");
+        lines[SINGLE_PORTRAIT] = "{\"id\": \"s8\", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"image\": \"images/b.jpg\"},"
+                + " {\"type\": \"text\", \"text\": \"Describe.\"}]}, {\"role\": \"assistant\", \"content\": \"Tall.\"}]}";
+        lines[BIG] = llava("s9", "\"images/big.jpg\"", "<image>\\nWhat?", "Noise.");
+        return Files.writeString(tmp.resolve("train.jsonl"), String.join("\n", lines) + "\n");
+    }
+
+    static String llava(String id, String image, String ask, String answer) {
+        return "{\"id\": \"" + id + "\", \"image\": " + image + ", \"conversations\": [{\"from\": \"human\", \"value\": \"" + ask
+                + "\"}, {\"from\": \"gpt\", \"value\": \"" + answer + "\"}]}";
+    }
+
+    ValidationReport validate(Path manifest, EncodeOptions options, int threads) throws Exception {
+        try (var objects = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
+            var source = FeedSource.of(objects, null);
+            return DatasetValidator.validate(source.records(), source, tokenizer, new DatasetValidator.Settings(options, threads, 3, 2));
+        }
+    }
+
+    @Test
+    void countsCausesHistogramAndLengthIndex() throws Exception {
+        Path manifest = write();
+        var report = validate(manifest, OPTIONS, 2);
+        assertEquals(RECORDS, report.samples());
+        assertEquals(3, report.errors(), report.causes().toString());
+        assertEquals(1, report.filtered(), report.causes().toString());
+        assertEquals(1 + 2 + 1 + 0 + 1 + 1 + 1 + 1 + 1, report.images(), "images of the records that parse");
+        assertEquals(List.of(1L, 7L, 1L), Arrays.stream(report.imagesPerSample()).boxed().toList().subList(0, 3));
+
+        var byStage = new HashMap<Stage, ValidationReport.Cause>();
+        for (var c : report.causes()) byStage.put(c.key().stage(), c);
+        var missing = byStage.get(Stage.FETCH);
+        assertEquals(Kind.ERROR, missing.key().kind());
+        assertEquals("file not found", missing.key().reason());
+        assertEquals(List.of(MISSING), missing.examples().stream().map(ValidationReport.Example::index).toList());
+        assertEquals("s4", missing.examples().getFirst().sampleId());
+        assertTrue(missing.examples().getFirst().message().contains("nowhere.jpg"), missing.examples().getFirst().message());
+        var malformed = byStage.get(Stage.MANIFEST);
+        assertEquals("malformed JSON", malformed.key().reason());
+        assertEquals("train.jsonl:" + (MALFORMED + 1), malformed.examples().getFirst().sampleId(), "an unparsed record is named by its line");
+        var cut = byStage.get(Stage.DECODE);
+        assertEquals(Kind.ERROR, cut.key().kind());
+        var cutExample = cut.examples().getFirst();
+        assertEquals("s7", cutExample.sampleId());
+        assertTrue(cutExample.message().startsWith("s7 (images/cut.jpg): JPEG header truncated"), "names the image: " + cutExample.message());
+        var tooLong = byStage.get(Stage.TOKENIZE);
+        assertEquals(Kind.FILTERED, tooLong.key().kind());
+        assertEquals("over --max-seq-len", tooLong.key().reason());
+        assertEquals("s6", tooLong.examples().getFirst().sampleId());
+        assertTrue(tooLong.examples().getFirst().message().contains("over the limit of " + MAX_SEQ_LEN));
+
+        int[] lengths = report.lengths();
+        assertEquals(LengthIndex.ERROR, lengths[MISSING]);
+        assertEquals(LengthIndex.ERROR, lengths[MALFORMED]);
+        assertEquals(LengthIndex.ERROR, lengths[TRUNCATED]);
+        assertEquals(LengthIndex.FILTERED, lengths[LONG]);
+        for (int i : new int[] {SINGLE, MULTI, TURNS, TEXT, SINGLE_PORTRAIT, BIG}) assertTrue(lengths[i] > 0, "record " + i);
+        assertTrue(lengths[MULTI] > lengths[SINGLE] && lengths[BIG] > lengths[SINGLE], Arrays.toString(lengths));
+
+        long inHistogram = report.lengthHistogram().stream().mapToLong(ValidationReport.Bucket::count).sum();
+        assertEquals(6, inHistogram);
+        for (var b : report.lengthHistogram()) {
+            long expected = Arrays.stream(lengths).filter(n -> n >= b.from() && (b.to() < 0 || n < b.to())).count();
+            assertEquals(expected, b.count(), "bucket " + b);
+        }
+        int[] kept = Arrays.stream(lengths).filter(n -> n > 0).sorted().toArray();
+        assertEquals(kept[kept.length - 1], report.lengthQuantile(1.0));
+        assertEquals(kept[2], report.lengthQuantile(0.5), "nearest rank: the 3rd of 6");
+
+        var json = new ObjectMapper().readTree(report.summaryJson(null));
+        assertEquals(RECORDS, json.get("samples").asInt());
+        assertEquals(3, json.get("errors").asInt());
+        assertEquals(1, json.get("filtered").asInt());
+        assertEquals(kept[kept.length - 1], json.get("tokens").get("max").asInt());
+        assertTrue(json.get("samples_per_s").asDouble() > 0);
+
+        // the length index: written, read back, keyed by the manifest and the settings
+        var settings = LengthIndex.settings(OPTIONS, "bundled");
+        var index = LengthIndex.of(report.source(), report.digest(), settings, lengths);
+        Path file = index.write(tmp.resolve("lengths"));
+        assertEquals(LengthIndex.fileFor(tmp.resolve("lengths"), report.digest(), settings), file);
+        var back = LengthIndex.read(file);
+        assertTrue(Arrays.equals(lengths, back.lengths()));
+        assertEquals(settings.toString(), back.settings().toString());
+        assertEquals(report.digest(), back.digest());
+        byte[] raw = Files.readAllBytes(file);
+        int h = java.nio.ByteBuffer.wrap(raw, 8, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt();
+        assertEquals(0, (12 + h) % 8, "lengths start 8-aligned");
+        assertEquals(lengths[SINGLE], java.nio.ByteBuffer.wrap(raw, 12 + h + 4 * SINGLE, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt());
+        assertEquals(12 + h + 4 * RECORDS, raw.length);
+        assertNotEquals(file, LengthIndex.fileFor(tmp.resolve("lengths"), report.digest(), LengthIndex.settings(OPTIONS.withPixels(3136, 50176), "bundled")),
+                "other pixel bounds, another index");
+        assertNotEquals(file, LengthIndex.fileFor(tmp.resolve("lengths"), "00" + report.digest().substring(2), settings), "another manifest, another index");
+        Files.write(file, Arrays.copyOf(raw, raw.length - 2));
+        var e = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> LengthIndex.read(file));
+        assertTrue(e.getMessage().contains("records"), e.getMessage());
+    }
+
+    /** Each kept record's length is the real encoder's input_ids length: two pixel caps, no limit, truncation; one thread or two, the same. */
+    @Test
+    void lengthsEqualTheEncodersSequenceLengths() throws Exception {
+        Path manifest = write();
+        var lines = Files.readAllLines(manifest);
+        for (var options : List.of(OPTIONS, OPTIONS.withPixels(3136, 50176), OPTIONS.withSequenceLimit(0, TruncationPolicy.REJECT),
+                OPTIONS.withSequenceLimit(120, TruncationPolicy.TRUNCATE))) {
+            var report = validate(manifest, options, 2);
+            assertTrue(Arrays.equals(report.lengths(), validate(manifest, options, 1).lengths()), "one thread or two");
+            var encoder = new SampleEncoder(options, tokenizer);
+            var parser = new SampleParser();
+            int checked = 0;
+            for (int i : new int[] {SINGLE, MULTI, TURNS, TEXT, SINGLE_PORTRAIT, BIG, LONG}) {
+                var sample = parser.parseLine(lines.get(i).getBytes(StandardCharsets.UTF_8), "line" + i);
+                var images = new HashMap<String, byte[]>();
+                for (String ref : sample.imagePaths()) images.put(ref, Files.readAllBytes(tmp.resolve(ref)));
+                if (i == LONG && options.maxSequenceLength() > 0 && options.truncation() == TruncationPolicy.REJECT) continue; // filtered: checked above
+                var encoded = encoder.encode(sample, images);
+                assertEquals(encoded.inputIds().length, report.lengths()[i], "record " + i + " under " + options.vision());
+                checked++;
+            }
+            assertTrue(checked >= 6);
+        }
+    }
+
+    /** A file that is not a data set: an IOException naming it, no report. */
+    @Test
+    void anUnreadableSourceFails() {
+        var missing = tmp.resolve("nothing.jsonl");
+        var e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, () -> validate(missing, OPTIONS, 1));
+        assertTrue(String.valueOf(e.getMessage()).contains("nothing.jsonl"), String.valueOf(e));
+    }
+}
