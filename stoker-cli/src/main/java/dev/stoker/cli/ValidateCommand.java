@@ -3,11 +3,10 @@ package dev.stoker.cli;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.pipeline.feed.FeedSource;
 import dev.stoker.pipeline.validate.DatasetValidator;
 import dev.stoker.pipeline.validate.LengthIndex;
 import dev.stoker.source.ManifestRecords;
-import dev.stoker.source.ObjectSources;
+import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.source.SampleRecords;
 import java.io.IOException;
 import java.io.InputStream;
@@ -63,8 +62,8 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         Path tokenizerFile = config.get(NodeConfig.TOKENIZER);
         Path dir = lengthsDir != null ? lengthsDir : defaultLengthsDir();
         try (var tokenizer = NodeFeeds.tokenizer(tokenizerFile);
-             var objects = open(config)) {
-            var source = FeedSource.of(objects);
+             var sources = open(config)) {
+            var source = sources.feedSource();
             SampleRecords records;
             try {
                 records = source.records();
@@ -84,9 +83,9 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         return 0;
     }
 
-    private static dev.stoker.source.ObjectSource open(NodeConfig config) {
+    private static DataSources open(NodeConfig config) {
         try {
-            return ObjectSources.open(config.data(), config.sourceConfig());
+            return DataSources.open(config.sources(), config.sourceConfig(), ManifestRecords.IndexCache.defaults(System.getenv()));
         } catch (IllegalArgumentException e) {
             throw new Main.InvalidInputException("--data " + config.data() + ": " + e.getMessage());
         }

@@ -196,7 +196,7 @@ public final class DatasetValidator {
                 continue;
             }
             try {
-                futures.add(source.fetch(sample.id(), refs.get(k)));
+                futures.add(source.fetch(i, sample.id(), refs.get(k)));
             } catch (RuntimeException e) {
                 futures.add(CompletableFuture.failedFuture(e));
             }
