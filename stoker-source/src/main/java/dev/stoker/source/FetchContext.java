@@ -60,6 +60,49 @@ final class FetchContext implements AutoCloseable {
         return fetch(sampleId, target, realRoot, SampleException.Stage.FETCH);
     }
 
+    /**
+     * {@code length} bytes at {@code offset} of the object {@code reference} names (resolved against {@code location});
+     * errors are stage MANIFEST, labelled with the reference; a file from a relative reference must stay under
+     * {@code realRoot}.
+     */
+    CompletableFuture<byte[]> fetchRange(String reference, long offset, int length, DatasetLocation location, Path realRoot) {
+        var stage = SampleException.Stage.MANIFEST;
+        References.Target target;
+        try {
+            target = References.resolve(reference, reference, location);
+        } catch (SampleException e) {
+            return refused(new SampleException(reference, stage, e.getMessage(), e));
+        }
+        try {
+            return switch (target) {
+                case References.FileTarget f -> local().readRange(reference, f.path(), offset, length, f.confined() ? realRoot : null);
+                case References.S3Target o -> s3().getRange(reference, o.bucket(), o.key(), offset, length);
+            };
+        } catch (IllegalStateException e) {
+            return refused(new SampleException(reference, stage, e.getMessage(), e));
+        }
+    }
+
+    /** The size and version of the object {@code reference} names (resolved against {@code location}). */
+    ManifestStat stat(String reference, DatasetLocation location, Path realRoot) throws java.io.IOException {
+        References.Target target;
+        try {
+            target = References.resolve(reference, reference, location);
+        } catch (SampleException e) {
+            throw new java.io.IOException(e.getMessage(), e);
+        }
+        return switch (target) {
+            case References.FileTarget f -> {
+                var a = java.nio.file.Files.readAttributes(f.path(), java.nio.file.attribute.BasicFileAttributes.class);
+                if (!a.isRegularFile()) throw new java.io.IOException(f.path() + " is not a regular file");
+                if (f.confined() && realRoot != null && !f.path().toRealPath().startsWith(realRoot))
+                    throw new java.io.IOException(f.path() + " leads out of the data set root " + realRoot + " through a symlink");
+                yield new ManifestStat(a.size(), Long.toString(a.lastModifiedTime().to(TimeUnit.NANOSECONDS)));
+            }
+            case References.S3Target o -> s3().stat(o.toString(), o.bucket(), o.key());
+        };
+    }
+
     /** Reads {@code target}; a file from a relative reference must stay under {@code realRoot}. */
     CompletableFuture<byte[]> fetch(String sampleId, References.Target target, Path realRoot, SampleException.Stage stage) {
         try {

@@ -55,6 +55,16 @@ final class LocalObjectSource implements ObjectSource {
     }
 
     @Override
+    public CompletableFuture<byte[]> fetchRange(String reference, long offset, int length) {
+        return ctx.fetchRange(reference, offset, length, location, realRoot);
+    }
+
+    @Override
+    public ManifestStat stat(String reference) throws java.io.IOException {
+        return ctx.stat(reference, location, realRoot);
+    }
+
+    @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
         return ctx.fetchReference(sampleId, reference, location, realRoot);
     }

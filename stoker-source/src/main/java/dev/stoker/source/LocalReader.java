@@ -45,6 +45,11 @@ final class LocalReader implements AutoCloseable {
      * per file kept open until close (positioned reads of one channel may run on several threads at once).
      */
     CompletableFuture<byte[]> readRange(String sampleId, Path file, long offset, int length) {
+        return readRange(sampleId, file, offset, length, null);
+    }
+
+    /** {@link #readRange(String, Path, long, int)}; when {@code realRoot} is given, a file whose real path leaves it is refused. */
+    CompletableFuture<byte[]> readRange(String sampleId, Path file, long offset, int length, Path realRoot) {
         var stage = SampleException.Stage.MANIFEST;
         if (offset < 0 || length < 0)
             return ctx.refused(new SampleException(sampleId, stage, "negative range " + offset + "+" + length + " of " + file));
@@ -53,6 +58,8 @@ final class LocalReader implements AutoCloseable {
                     + ctx.config.maxObjectBytes()));
         return ctx.submit(sampleId, stage, startNanos -> CompletableFuture.supplyAsync(() -> {
             try {
+                if (realRoot != null && !channels.containsKey(file) && !file.toRealPath().startsWith(realRoot))
+                    throw new SampleException(sampleId, stage, file + " leads out of the data set root " + realRoot + " through a symlink");
                 FileChannel ch = channel(file);
                 byte[] bytes = new byte[length];
                 ByteBuffer buf = ByteBuffer.wrap(bytes);
@@ -67,6 +74,8 @@ final class LocalReader implements AutoCloseable {
                             + ", before the record's " + length + " bytes at " + offset + " (the file changed since it was indexed?)");
                 }
                 return bytes;
+            } catch (java.nio.file.NoSuchFileException e) {
+                throw new SampleException(sampleId, stage, "file not found: " + file, e);
             } catch (IOException e) {
                 throw new SampleException(sampleId, stage, "cannot read " + file + " at " + offset + ": " + e, e);
             }

@@ -39,6 +39,20 @@ public interface ObjectSource extends AutoCloseable {
      */
     CompletableFuture<byte[]> fetchManifestRange(String sampleId, long offset, int length);
 
+    /**
+     * {@code length} bytes at {@code offset} of the object {@code reference} names (resolved against the root as image
+     * references are: a Parquet file's footer or row group, a tar member), inside the in-flight bound like every fetch;
+     * a length over {@link SourceConfig#maxObjectBytes()} is refused. Errors (stage MANIFEST) are labelled with the
+     * reference.
+     */
+    CompletableFuture<byte[]> fetchRange(String reference, long offset, int length);
+
+    /**
+     * The size and version of the object {@code reference} names (local: size and modification time; S3: content
+     * length and ETag), without its bytes; blocks the caller.
+     */
+    ManifestStat stat(String reference) throws java.io.IOException;
+
     /** The bytes of the object {@code reference} names; {@code sampleId} labels errors. */
     CompletableFuture<byte[]> fetch(String sampleId, String reference);
 

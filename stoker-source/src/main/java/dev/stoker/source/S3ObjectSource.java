@@ -44,6 +44,16 @@ final class S3ObjectSource implements ObjectSource {
     }
 
     @Override
+    public CompletableFuture<byte[]> fetchRange(String reference, long offset, int length) {
+        return ctx.fetchRange(reference, offset, length, location, null);
+    }
+
+    @Override
+    public ManifestStat stat(String reference) throws java.io.IOException {
+        return ctx.stat(reference, location, null);
+    }
+
+    @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
         return ctx.fetchReference(sampleId, reference, location, null);
     }

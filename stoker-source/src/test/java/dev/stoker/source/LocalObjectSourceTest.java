@@ -38,6 +38,30 @@ class LocalObjectSourceTest {
     private static ObjectSource open(SourceConfig config) { return ObjectSources.open(manifest.toString(), config); }
 
     @Test
+    void rangesAndStatsOfObjectsUnderTheRoot() throws IOException {
+        try (var source = open(SourceConfig.defaults())) {
+            String ref = "images/" + names.get(0);
+            byte[] whole = image(names.get(0));
+            assertArrayEquals(java.util.Arrays.copyOfRange(whole, 10, 110), get(source.fetchRange(ref, 10, 100)));
+            assertEquals(whole.length, source.stat(ref).size());
+            assertEquals(Files.size(manifest), source.stat("train.jsonl").size());
+            var past = org.junit.jupiter.api.Assertions.assertThrows(java.util.concurrent.CompletionException.class,
+                    () -> source.fetchRange(ref, whole.length - 5, 10).join());
+            assertTrue(past.getCause().getMessage().contains("ends at byte"), past.getCause().getMessage());
+            var escape = org.junit.jupiter.api.Assertions.assertThrows(java.util.concurrent.CompletionException.class,
+                    () -> source.fetchRange("../outside.jpg", 0, 10).join());
+            var se = (dev.stoker.core.SampleException) escape.getCause();
+            assertEquals(dev.stoker.core.SampleException.Stage.MANIFEST, se.stage());
+            assertTrue(se.getMessage().contains("escapes the data set root"), se.getMessage());
+            var link = org.junit.jupiter.api.Assertions.assertThrows(java.util.concurrent.CompletionException.class,
+                    () -> source.fetchRange("images/link.jpg", 0, 10).join());
+            assertTrue(link.getCause().getMessage().contains("through a symlink"), link.getCause().getMessage());
+            org.junit.jupiter.api.Assertions.assertThrows(IOException.class, () -> source.stat("images/link.jpg"));
+            org.junit.jupiter.api.Assertions.assertThrows(IOException.class, () -> source.stat("images/none.jpg"));
+        }
+    }
+
+    @Test
     void manifestAndRelativeImagesAreTheFiles() {
         try (var source = open(SourceConfig.defaults())) {
             byte[] m = get(source.fetchManifest());
