@@ -24,6 +24,12 @@ _HEADER = struct.Struct("<4sIIIQQQIIIIQ")
 _DESCRIPTOR = struct.Struct("<32sII6QQQ24x")
 assert _HEADER.size == HEADER_BYTES and _DESCRIPTOR.size == DESCRIPTOR_BYTES
 
+# the resume block after the descriptor table: magic, sources, epoch, position, step; then per source epoch, position
+RESUME_MAGIC = b"STKR"
+_RESUME = struct.Struct("<4sIQQQ")
+_SOURCE_CURSOR = struct.Struct("<QQ")
+MAX_RESUME_SOURCES = 64
+
 DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i8"), 3: np.dtype("<i4"), 4: np.dtype("u1")}
 _DTYPE_NAMES = "1 float32, 2 int64, 3 int32, 4 uint8"
 
@@ -42,6 +48,9 @@ class BatchMeta:
     total_bytes: int
     header_bytes: int
     lease: Optional[int] = None  # shared-memory lease id (None for copied batches)
+    # where the job resumes right after this batch, as the service's schedule says: {"epoch", "position",
+    # "next_step", "sources": [{"epoch", "position"}, ...]} (each source's own cursor there); None if the batch has none
+    resume: Optional[dict] = None
 
 
 class TensorDesc(NamedTuple):
@@ -113,8 +122,25 @@ def parse_header(buf, available: int, *, what: str = "batch") -> Tuple[BatchMeta
                                 f"[{header_bytes}, {total})")
         descs.append(TensorDesc(name, dtype, shape, offset, length))
     meta = BatchMeta(epoch=epoch, step=step, global_step=global_step, rank=rank, world=world,
-                     samples=samples, scheduled=scheduled, total_bytes=total, header_bytes=header_bytes)
+                     samples=samples, scheduled=scheduled, total_bytes=total, header_bytes=header_bytes,
+                     resume=_parse_resume(buf, table_end, min(header_bytes, have), what))
     return meta, descs
+
+
+def _parse_resume(buf, at: int, end: int, what: str) -> Optional[dict]:
+    """The resume block at ``at`` (before ``end``, the header's end), or None when the batch has none."""
+    if at + _RESUME.size > end:
+        return None
+    magic, n, epoch, position, step = _RESUME.unpack_from(buf, at)
+    if magic != RESUME_MAGIC:
+        return None
+    if n > MAX_RESUME_SOURCES or at + _RESUME.size + _SOURCE_CURSOR.size * n > end:
+        raise ProtocolError(f"{what}: the resume block names {n} sources, more than its header holds")
+    sources = []
+    for i in range(n):
+        e, p = _SOURCE_CURSOR.unpack_from(buf, at + _RESUME.size + _SOURCE_CURSOR.size * i)
+        sources.append({"epoch": e, "position": p})
+    return {"epoch": epoch, "position": position, "next_step": step, "sources": sources}
 
 
 def build_views(root: np.ndarray, descs: List[TensorDesc]) -> Dict[str, np.ndarray]:

@@ -307,13 +307,24 @@ class Loader:
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> dict:
-        """``{"job", "rank", "world_size", "fingerprint", "epoch", "position", "next_step"}``:
+        """``{"job", "rank", "world_size", "fingerprint", "epoch", "position", "next_step"[, "sources"]}``:
         (``epoch``, ``position``) is the cursor of the next batch this loader would yield, a place in
         the job's global sample order (``position`` samples into epoch ``epoch``'s permutation), so a
         state from any rank resumes any rank, also with another world size; ``next_step`` is a label
-        (global steps from the start of the job)."""
+        (global steps from the start of the job). After a batch, all of it is what that batch's header says
+        resumes the job right after it (the service's schedule, not arithmetic here), with ``sources``: each
+        source's own cursor there (``{"epoch", "position"}`` in the order the sources were given), which is
+        informative: the global cursor alone resumes."""
+        resume = self.last_meta.resume if self.last_meta is not None and self._yielded > 0 else None
         if self._resume is not None:
             (epoch, position, fingerprint), next_step = self._resume, self._resume_step or 0
+        elif self._welcome is not None and resume is not None:
+            # the service's own word on where the job resumes after the last batch yielded
+            state = {"job": self.job, "rank": self.rank, "world_size": self.world_size, "fingerprint": self._welcome.fingerprint,
+                     "epoch": resume["epoch"], "position": resume["position"], "next_step": resume["next_step"]}
+            if resume["sources"]:
+                state["sources"] = [dict(s) for s in resume["sources"]]
+            return state
         elif self._welcome is not None:
             w = self._welcome
             epoch, position = w.advance(w.epoch, w.position, self._yielded)

@@ -467,10 +467,10 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         if (meta.batchSize() > meta.scheduled() || meta.scheduled() != schedule.batchSize())
             fail(where + ": " + meta.batchSize() + " delivered of " + meta.scheduled() + " scheduled, the schedule has "
                     + schedule.batchSize() + " per batch");
-        var expected = new java.util.HashSet<Long>();
-        for (int i : schedule.batchAt(cursor, rank)) expected.add((long) i);
+        var expected = new java.util.HashMap<Long, Integer>(); // a multiset: a source of weight > 1 may repeat a record in a batch
+        for (int i : schedule.batchAt(cursor, rank)) expected.merge((long) i, 1, Integer::sum);
         for (long i : h.sampleIndices())
-            if (!expected.remove(i)) fail(where + ": sample " + i + " is not one of this batch's, or comes twice");
+            if (expected.merge(i, -1, Integer::sum) < 0) fail(where + ": sample " + i + " is not one of this batch's, or comes more often");
         var a = accounts[rank];
         if (a == null || a.epoch != cursor.epoch()) {
             if (a != null) closeEpoch(rank, a, schedule);

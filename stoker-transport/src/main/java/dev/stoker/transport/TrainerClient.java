@@ -61,7 +61,13 @@ public final class TrainerClient implements AutoCloseable {
      * What a trainer saves in its checkpoint to resume exactly: the cursor of the next batch it
      * would take (global: valid for any rank and rank count), the job's fingerprint, and labels.
      */
-    public record State(String job, int rank, int world, long fingerprint, long epoch, long position, long nextStep) {
+    public record State(String job, int rank, int world, long fingerprint, long epoch, long position, long nextStep,
+                        BatchLayout.Resume sources) {
+        /** A state without the sources' own cursors (the global cursor resumes; they are informative). */
+        public State(String job, int rank, int world, long fingerprint, long epoch, long position, long nextStep) {
+            this(job, rank, world, fingerprint, epoch, position, nextStep, null);
+        }
+
         public dev.stoker.core.ScheduleCursor cursor() { return new dev.stoker.core.ScheduleCursor(epoch, position); }
     }
 
@@ -123,6 +129,8 @@ public final class TrainerClient implements AutoCloseable {
     private final int world;
     private final String job;
     private long consumed;
+    /** The resume block of the last batch taken; null before one, or from a service that sends none. */
+    private BatchLayout.Resume lastResume;
 
     private TrainerClient(SocketChannel channel, FeedProtocol.FrameReader in, FeedProtocol.Welcome welcome, Arena arena,
                           int rank, int world, String job) {
@@ -178,6 +186,8 @@ public final class TrainerClient implements AutoCloseable {
      * connection. Save it with the model's checkpoint and pass it to {@link Options#resumingFrom}.
      */
     public State state() {
+        if (lastResume != null) // the service's own word on where the job resumes after the last batch taken
+            return new State(job, rank, world, welcome.fingerprint(), lastResume.epoch(), lastResume.position(), lastResume.step(), lastResume);
         var c = welcome.advance(welcome.cursor(), consumed);
         return new State(job, rank, world, welcome.fingerprint(), c.epoch(), c.position(), welcome.nextStep() + consumed);
     }
@@ -202,7 +212,9 @@ public final class TrainerClient implements AutoCloseable {
                 in.into(buffer.asSlice(0, f.length()).asByteBuffer());
                 bytesReceived += f.length();
                 consumed++;
-                return new Received(BatchLayout.read(buffer.asSlice(0, f.length())), 0, null);
+                var batch = BatchLayout.read(buffer.asSlice(0, f.length()));
+                lastResume = batch.meta().resume();
+                return new Received(batch, 0, null);
             }
             case FeedProtocol.REF -> {
                 var ref = FeedProtocol.Ref.decode(in.small(f));
@@ -214,7 +226,9 @@ public final class TrainerClient implements AutoCloseable {
                 m.inUse++;
                 evictIdleMappings();
                 consumed++;
-                return new Received(BatchLayout.read(m.segment.asSlice(ref.offset(), ref.length())), ref.lease(), m);
+                var batch = BatchLayout.read(m.segment.asSlice(ref.offset(), ref.length()));
+                lastResume = batch.meta().resume();
+                return new Received(batch, ref.lease(), m);
             }
             default -> throw new IOException("unexpected frame type " + f.type());
         }

@@ -35,6 +35,10 @@ import java.util.List;
  *  +---------------------------------------------------------------+
  *  | descriptor 1 … n−1                                            |
  *  +---------------------------------------------------------------+
+ *  | resume block ({@link #RESUME_BYTES} reserved): "STKR" u32,     |   where the job resumes after this batch
+ *  |   sources u32, epoch u64, position u64, step u64, then per      |   (zeros: none); {@link Resume}
+ *  |   source epoch u64, position u64                              |
+ *  +---------------------------------------------------------------+
  *  | padding to 64 | tensor 0 bytes | padding | tensor 1 bytes …   |
  *  +---------------------------------------------------------------+
  * </pre>
@@ -47,6 +51,12 @@ public final class BatchLayout {
     public static final int NAME_BYTES = 32;
     public static final int MAX_DIMS = 6;
     public static final int ALIGNMENT = 64;
+    /** "STKR" little-endian: the resume block after the descriptor table. */
+    public static final int RESUME_MAGIC = 0x524B5453;
+    /** Sources whose cursors a batch carries; a job of more carries only the global cursor. */
+    public static final int MAX_RESUME_SOURCES = 64;
+    /** Bytes reserved for the resume block: magic, count, epoch, position, step, then 16 per source. */
+    public static final int RESUME_BYTES = 32 + 16 * MAX_RESUME_SOURCES;
 
     public static final ValueLayout.OfInt INT_LE = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     public static final ValueLayout.OfLong LONG_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
@@ -63,10 +73,53 @@ public final class BatchLayout {
      * @param scheduled   samples the schedule assigned (B + skipped)
      * @param globalStep  epoch·stepsPerEpoch + step
      */
-    public record Meta(long epoch, long step, int rank, int world, int batchSize, int scheduled, long globalStep) {
+    public record Meta(long epoch, long step, int rank, int world, int batchSize, int scheduled, long globalStep, Resume resume) {
         /** A batch with nothing skipped whose global step is its step. */
         public Meta(long epoch, long step, int rank, int world, int batchSize) {
-            this(epoch, step, rank, world, batchSize, batchSize, step);
+            this(epoch, step, rank, world, batchSize, batchSize, step, null);
+        }
+
+        /** A batch that does not say where the job resumes after it. */
+        public Meta(long epoch, long step, int rank, int world, int batchSize, int scheduled, long globalStep) {
+            this(epoch, step, rank, world, batchSize, scheduled, globalStep, null);
+        }
+    }
+
+    /**
+     * The state that resumes the job right after a batch, as the service's schedule says (no client arithmetic):
+     * the global cursor of the next step ({@code epoch}, {@code position}), its label ({@code step}), and each
+     * source's own cursor there (its epoch and position in that epoch's order), in the order the sources were given.
+     * Written after the descriptor table ({@link #RESUME_MAGIC} "STKR", source count, then the cursors); a batch
+     * without one has zeros there.
+     */
+    public record Resume(long epoch, long position, long step, long[] sourceEpochs, long[] sourcePositions) {
+        public Resume {
+            if (sourceEpochs.length != sourcePositions.length) throw new IllegalArgumentException("one epoch and one position per source");
+            if (sourceEpochs.length > MAX_RESUME_SOURCES)
+                throw new IllegalArgumentException(sourceEpochs.length + " sources, at most " + MAX_RESUME_SOURCES + " are carried");
+            sourceEpochs = sourceEpochs.clone();
+            sourcePositions = sourcePositions.clone();
+        }
+
+        @Override public long[] sourceEpochs() { return sourceEpochs.clone(); }
+
+        @Override public long[] sourcePositions() { return sourcePositions.clone(); }
+
+        public int sources() { return sourceEpochs.length; }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Resume r && r.epoch == epoch && r.position == position && r.step == step
+                    && java.util.Arrays.equals(r.sourceEpochs, sourceEpochs) && java.util.Arrays.equals(r.sourcePositions, sourcePositions);
+        }
+
+        @Override
+        public int hashCode() { return java.util.Objects.hash(epoch, position, step, java.util.Arrays.hashCode(sourcePositions)); }
+
+        @Override
+        public String toString() {
+            return "Resume[epoch " + epoch + " position " + position + " step " + step + ", sources "
+                    + java.util.Arrays.toString(sourceEpochs) + "/" + java.util.Arrays.toString(sourcePositions) + "]";
         }
     }
 
@@ -116,7 +169,7 @@ public final class BatchLayout {
 
     /** Places {@code specs} in order after the header, each at a 64-byte aligned offset. */
     public static Plan plan(List<Spec> specs) {
-        long header = align(HEADER_BYTES + (long) DESCRIPTOR_BYTES * specs.size());
+        long header = align(HEADER_BYTES + (long) DESCRIPTOR_BYTES * specs.size() + RESUME_BYTES);
         long[] offsets = new long[specs.size()];
         long offset = header;
         for (int i = 0; i < specs.size(); i++) {
@@ -157,6 +210,19 @@ public final class BatchLayout {
         dst.set(INT_LE, OFF_BATCH, meta.batchSize());
         dst.set(INT_LE, OFF_SCHEDULED, meta.scheduled());
         dst.set(LONG_LE, OFF_GLOBAL_STEP, meta.globalStep());
+        var resume = meta.resume();
+        long at = HEADER_BYTES + (long) DESCRIPTOR_BYTES * specs.size();
+        if (resume != null && at + 32 + 16L * resume.sources() <= plan.headerBytes()) {
+            dst.set(INT_LE, at, RESUME_MAGIC);
+            dst.set(INT_LE, at + 4, resume.sources());
+            dst.set(LONG_LE, at + 8, resume.epoch());
+            dst.set(LONG_LE, at + 16, resume.position());
+            dst.set(LONG_LE, at + 24, resume.step());
+            for (int i = 0; i < resume.sources(); i++) {
+                dst.set(LONG_LE, at + 32 + 16L * i, resume.sourceEpochs[i]);
+                dst.set(LONG_LE, at + 40 + 16L * i, resume.sourcePositions[i]);
+            }
+        }
         for (int i = 0; i < specs.size(); i++) {
             Spec t = specs.get(i);
             long d = HEADER_BYTES + (long) DESCRIPTOR_BYTES * i;
@@ -185,6 +251,23 @@ public final class BatchLayout {
         return plan.totalBytes();
     }
 
+    /** The resume block after {@code count} descriptors, or null when the batch has none (or it does not fit its header). */
+    static Resume readResume(MemorySegment src, int count) {
+        long at = HEADER_BYTES + (long) DESCRIPTOR_BYTES * count;
+        long header = Integer.toUnsignedLong(src.get(INT_LE, OFF_HEADER));
+        if (at + 32 > header || header > src.byteSize() || src.get(INT_LE, at) != RESUME_MAGIC) return null;
+        int n = src.get(INT_LE, at + 4);
+        if (n < 0 || n > MAX_RESUME_SOURCES || at + 32 + 16L * n > header)
+            throw new IllegalArgumentException("batch resume block names " + n + " sources, more than its header holds");
+        var epochs = new long[n];
+        var positions = new long[n];
+        for (int i = 0; i < n; i++) {
+            epochs[i] = src.get(LONG_LE, at + 32 + 16L * i);
+            positions[i] = src.get(LONG_LE, at + 40 + 16L * i);
+        }
+        return new Resume(src.get(LONG_LE, at + 8), src.get(LONG_LE, at + 16), src.get(LONG_LE, at + 24), epochs, positions);
+    }
+
     /** The header bytes (header and descriptor table) of the batch at the start of {@code src}. */
     public static int headerBytes(MemorySegment src) {
         if (src.byteSize() < HEADER_BYTES || src.get(INT_LE, OFF_MAGIC) != MAGIC)
@@ -203,7 +286,8 @@ public final class BatchLayout {
         if (total > src.byteSize() || count < 0 || HEADER_BYTES + (long) DESCRIPTOR_BYTES * count > total)
             throw new IllegalArgumentException("truncated batch: header says " + total + " bytes, " + count + " tensors; have " + src.byteSize());
         var meta = new Meta(src.get(LONG_LE, OFF_EPOCH), src.get(LONG_LE, OFF_STEP), src.get(INT_LE, OFF_RANK),
-                src.get(INT_LE, OFF_WORLD), src.get(INT_LE, OFF_BATCH), src.get(INT_LE, OFF_SCHEDULED), src.get(LONG_LE, OFF_GLOBAL_STEP));
+                src.get(INT_LE, OFF_WORLD), src.get(INT_LE, OFF_BATCH), src.get(INT_LE, OFF_SCHEDULED), src.get(LONG_LE, OFF_GLOBAL_STEP),
+                readResume(src, count));
         var tensors = new ArrayList<Tensor>(count);
         for (int i = 0; i < count; i++) {
             long d = HEADER_BYTES + (long) DESCRIPTOR_BYTES * i;

@@ -27,11 +27,22 @@ import java.util.List;
  * @param pixelValues     float32 pixel_values (empty in the compact wire format)
  * @param pixelsU8        in the compact wire format (shape UINT8), every image's resized RGB pixels, HWC, in
  *                        image order ({@code pixel_values_u8}); null in FLOAT32
+ * @param after           the state that resumes the job right after this batch's step (the schedule's); null: unknown
  */
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
                     List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
                     long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
-                    float[] pixelValues, long[] imageGridThw, byte[] pixelsU8) implements FeedBatch {
+                    float[] pixelValues, long[] imageGridThw, byte[] pixelsU8, dev.stoker.core.batch.BatchLayout.Resume after)
+        implements FeedBatch {
+
+    /** A batch that does not say where the job resumes after it. */
+    public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
+                 List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
+                 long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                 float[] pixelValues, long[] imageGridThw, byte[] pixelsU8) {
+        this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, shape, inputIds, labels,
+                attentionMask, positionIds, pixelValues, imageGridThw, pixelsU8, null);
+    }
 
     public Batch {
         sampleIds = List.copyOf(sampleIds);
@@ -52,7 +63,7 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
                  long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                  float[] pixelValues, long[] imageGridThw) {
         this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, shape, inputIds, labels,
-                attentionMask, positionIds, pixelValues, imageGridThw, null);
+                attentionMask, positionIds, pixelValues, imageGridThw, null, null);
     }
 
     /** B, the samples delivered. */

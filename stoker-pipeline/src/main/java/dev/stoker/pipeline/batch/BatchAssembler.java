@@ -68,7 +68,7 @@ public final class BatchAssembler {
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
                 sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
-                tokens.positionIds(), pixels, grid, pixelsU8);
+                tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after());
     }
 
     /** The padded token tensors of a batch, flat and row-major: (B, L) ×3 and (3, B, L). */

@@ -100,7 +100,7 @@ public final class BatchSchema {
                 default -> throw new IllegalStateException("no tensor for " + spec.name());
             });
         }
-        var meta = new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, b.samples(), b.scheduled(), b.globalStep());
+        var meta = new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, b.samples(), b.scheduled(), b.globalStep(), b.after());
         return new BatchProvider.Prepared(meta, List.copyOf(tensors));
     }
 

@@ -210,7 +210,8 @@ final class StoredBatchWriter implements AutoCloseable {
             put(seg, plan.offset(BatchSchema.PIXEL_PATCH), pixelPatch);
         }
         var s = a.scheduled();
-        BatchLayout.writeHeader(new BatchLayout.Meta(s.epoch(), s.step(), s.rank(), world, kept.size(), s.size(), s.globalStep()), plan, seg);
+        BatchLayout.writeHeader(new BatchLayout.Meta(s.epoch(), s.step(), s.rank(), world, kept.size(), s.size(), s.globalStep(), s.after()),
+                plan, seg);
         failed.sort(Comparator.comparingInt(f -> f.slot().position()));
         var skipped = failed.stream().map(SamplePipeline.Failed::skipped).toList();
         var object = a.allocation().seal();

@@ -169,7 +169,66 @@ public final class SampleSchedule {
 
     /** The scheduled batch of {@code rank} for the global step starting at {@code c}. */
     public ScheduledBatch scheduled(ScheduleCursor c, int rank) {
-        return new ScheduledBatch(c, c.position() / positionsPerStep, globalStep(c), rank, batchAt(c, rank));
+        return new ScheduledBatch(c, c.position() / positionsPerStep, globalStep(c), rank, batchAt(c, rank), resumeAfter(c));
+    }
+
+    /** The state that resumes the job right after the step at {@code c}: the next step's cursor and label, and each source's cursor there. */
+    public dev.stoker.core.batch.BatchLayout.Resume resumeAfter(ScheduleCursor c) {
+        var next = next(c);
+        return resumeAt(next);
+    }
+
+    /** The state of a job about to take the step at {@code c}. */
+    public dev.stoker.core.batch.BatchLayout.Resume resumeAt(ScheduleCursor c) {
+        long step = globalStep(c);
+        if (mix == null) return new dev.stoker.core.batch.BatchLayout.Resume(c.epoch(), c.position(), step, new long[] {c.epoch()}, new long[] {c.position()});
+        int n = mix.sources();
+        if (n > dev.stoker.core.batch.BatchLayout.MAX_RESUME_SOURCES)
+            return new dev.stoker.core.batch.BatchLayout.Resume(c.epoch(), c.position(), step, new long[0], new long[0]);
+        long[] draws = sourceDraws(c);
+        var epochs = new long[n];
+        var positions = new long[n];
+        for (int i = 0; i < n; i++) {
+            epochs[i] = draws[i] / mix.size(i);
+            positions[i] = draws[i] % mix.size(i);
+        }
+        return new dev.stoker.core.batch.BatchLayout.Resume(c.epoch(), c.position(), step, epochs, positions);
+    }
+
+    private static final int CHECKPOINT = 4096;
+    private final Object countLock = new Object();
+    private final long[] countedEpochs = {-1, -1}; // two epochs, as the permutations: ranks straddle an epoch's end
+    private final int[][][] countCheckpoints = new int[2][][]; // [position / CHECKPOINT][source]: places before it
+    private int countVictim;
+
+    /** Draws of each source before cursor {@code c}: its places in the epochs before, and those before {@code c} in its epoch. */
+    long[] sourceDraws(ScheduleCursor c) {
+        int n = mix.sources();
+        int[] perm = permutation(c.epoch());
+        int[][] checkpoints = null;
+        synchronized (countLock) {
+            for (int i = 0; i < 2; i++) if (countedEpochs[i] == c.epoch()) checkpoints = countCheckpoints[i];
+        }
+        if (checkpoints == null) {
+            checkpoints = new int[datasetSize / CHECKPOINT + 1][];
+            var running = new int[n];
+            for (int p = 0; p < datasetSize; p++) {
+                if (p % CHECKPOINT == 0) checkpoints[p / CHECKPOINT] = running.clone();
+                running[mix.sourceOfPlace(perm[p])]++;
+            }
+            synchronized (countLock) {
+                int slot = countVictim;
+                countVictim ^= 1;
+                countedEpochs[slot] = c.epoch();
+                countCheckpoints[slot] = checkpoints;
+            }
+        }
+        int pos = (int) c.position();
+        var draws = new long[n];
+        var base = checkpoints[pos / CHECKPOINT];
+        for (int i = 0; i < n; i++) draws[i] = c.epoch() * mix.placesOf(i) + base[i];
+        for (int p = pos / CHECKPOINT * CHECKPOINT; p < pos; p++) draws[mix.sourceOfPlace(perm[p])]++;
+        return draws;
     }
 
     /** Rank {@code rank}'s batches from {@code start} on, endlessly (epoch after epoch). */

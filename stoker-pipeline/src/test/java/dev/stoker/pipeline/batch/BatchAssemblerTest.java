@@ -60,10 +60,11 @@ class BatchAssemblerTest {
         assertArrayEquals(new float[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, b.pixelValues());
         assertArrayEquals(new long[] {1, 2, 1, 1, 1, 1}, b.imageGridThw());
         assertEquals(new BatchShape(3, 5, 3, 4, 2), b.shape());
-        // the STKB layout: a 64-byte header and 7 descriptors of 128 (960), then each tensor at a 64-aligned offset:
+        // the STKB layout: a 64-byte header, 7 descriptors of 128 (960) and the resume block (1056: 2048 in all, aligned), then
+        // each tensor at a 64-aligned offset:
         // input_ids, labels, attention_mask 120 → 128 each, position_ids 360 → 384, pixel_values 48, image_grid_thw 48,
         // sample_index 24 → 64 each
-        assertEquals(960 + 3 * 128 + 384 + 3 * 64, b.sizeBytes());
+        assertEquals(2048 + 3 * 128 + 384 + 3 * 64, b.sizeBytes());
     }
 
     @Test
@@ -76,7 +77,7 @@ class BatchAssemblerTest {
         assertEquals(0, b.inputIds().length);
         assertEquals(0, b.positionIds().length);
         assertEquals(0, b.pixelValues().length);
-        assertEquals(960, b.sizeBytes(), "the header and descriptors of seven empty tensors");
+        assertEquals(2048, b.sizeBytes(), "the header, descriptors and resume block of seven empty tensors");
     }
 
     @Test
