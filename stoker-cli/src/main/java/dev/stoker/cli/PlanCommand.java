@@ -3,7 +3,6 @@ package dev.stoker.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
-import dev.stoker.source.ManifestRecords;
 import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
@@ -47,7 +46,7 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
         var json = new ObjectMapper();
         var specs = config.sources();
         if (specs.isEmpty()) throw new ParameterException(spec.commandLine(), "--data is required: the manifest (a path, file://… or s3://…)");
-        try (var sources = DataSources.open(specs, config.sourceConfig(), ManifestRecords.IndexCache.defaults(System.getenv()))) {
+        try (var sources = DataSources.open(specs, config.sourceConfig(), config.indexCache())) {
             var records = sources.feedSource().records();
             if (records.size() == 0) throw new ParameterException(spec.commandLine(), "manifest " + config.data() + " holds no samples");
             var schedule = Feeder.schedule(config.feedConfig(FeedMode.PREFETCH), records);

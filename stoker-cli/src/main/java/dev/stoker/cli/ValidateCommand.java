@@ -5,7 +5,6 @@ import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
 import dev.stoker.pipeline.validate.DatasetValidator;
 import dev.stoker.pipeline.validate.LengthIndex;
-import dev.stoker.source.ManifestRecords;
 import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.source.SampleRecords;
 import java.io.IOException;
@@ -60,7 +59,7 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         PrintWriter out = spec.commandLine().getOut();
         var options = config.encodeOptions();
         Path tokenizerFile = config.get(NodeConfig.TOKENIZER);
-        Path dir = lengthsDir != null ? lengthsDir : defaultLengthsDir();
+        Path dir = lengthsDir != null ? lengthsDir : defaultLengthsDir(config);
         try (var tokenizer = NodeFeeds.tokenizer(tokenizerFile);
              var sources = open(config)) {
             var source = sources.feedSource();
@@ -85,7 +84,7 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
 
     private static DataSources open(NodeConfig config) {
         try {
-            return DataSources.open(config.sources(), config.sourceConfig(), ManifestRecords.IndexCache.defaults(System.getenv()));
+            return DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
         } catch (IllegalArgumentException e) {
             throw new Main.InvalidInputException("--data " + config.data() + ": " + e.getMessage());
         }
@@ -97,8 +96,8 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
     }
 
     /** The index cache's folder: the length index lives beside the record indexes. */
-    private static Path defaultLengthsDir() {
-        var cache = ManifestRecords.IndexCache.defaults(System.getenv());
+    private static Path defaultLengthsDir(NodeConfig config) {
+        var cache = config.indexCache();
         return cache != null ? cache.dir() : Path.of(System.getProperty("user.home"), ".cache", "stoker", "index");
     }
 

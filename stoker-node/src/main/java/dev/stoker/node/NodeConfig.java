@@ -116,6 +116,10 @@ public final class NodeConfig {
     public static final ConfigKey<String> IMAGE_ROOT = key("image-root", DATA, "DIR", TEXT, ConfigKey.text(), Function.identity(), null,
             "each source's own folder", "The folder relative image paths resolve against (a local path or s3://bucket/prefix/), "
                     + "for every source without its own; paths must stay inside it.");
+    public static final ConfigKey<String> INDEX_CACHE = key("index-cache", DATA, "DIR", TEXT, ConfigKey.text(), Function.identity(), null,
+            "$STOKER_INDEX_CACHE, else $XDG_CACHE_HOME/stoker/index, else ~/.cache/stoker/index",
+            "Where the record indexes of large sources (64 MiB and up) are kept between runs, keyed by each source's URI, "
+                    + "size and version (modification time or ETag); 'off': index every run.");
     public static final ConfigKey<Integer> RANKS = key("ranks", DATA, "R", NUMBER, ConfigKey.integer(1, 1 << 16), String::valueOf, 1, null,
             "Trainer ranks (world size).");
     public static final ConfigKey<Integer> BATCH = key("batch", DATA, "B", NUMBER, ConfigKey.integer(1, 1 << 20), String::valueOf, 8, null,
@@ -298,6 +302,14 @@ public final class NodeConfig {
         if (get(DATA_KEY) != null) return get(DATA_KEY);
         var list = sources();
         return list.isEmpty() ? null : String.join(" + ", list.stream().map(DataSources.Spec::data).toList());
+    }
+
+    /** Where large sources' record indexes are kept ({@code --index-cache}); null: nowhere ('off'). */
+    public dev.stoker.source.ManifestRecords.IndexCache indexCache() {
+        String dir = get(INDEX_CACHE);
+        if (dir == null) return dev.stoker.source.ManifestRecords.IndexCache.defaults(System.getenv());
+        if (dir.equals("off")) return null;
+        return new dev.stoker.source.ManifestRecords.IndexCache(Path.of(dir), dev.stoker.source.ManifestRecords.IndexCache.MIN_BYTES_DEFAULT);
     }
 
     /**

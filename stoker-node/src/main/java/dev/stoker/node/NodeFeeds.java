@@ -5,7 +5,6 @@ import dev.stoker.pipeline.feed.FeedSource;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.feed.TaskProducer;
 import dev.stoker.source.DatasetLocation;
-import dev.stoker.source.ManifestRecords;
 import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
@@ -48,7 +47,7 @@ public final class NodeFeeds implements AutoCloseable {
 
     /** Opens the job's sources. */
     private DataSources openSources() {
-        return DataSources.open(sources, config.sourceConfig(), ManifestRecords.IndexCache.defaults(System.getenv()));
+        return DataSources.open(sources, config.sourceConfig(), config.indexCache());
     }
 
     /** The tokenizer {@code file} names, or the bundled Qwen2 tokenizer when it is null. */

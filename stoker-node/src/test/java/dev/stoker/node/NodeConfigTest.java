@@ -24,6 +24,26 @@ import org.junit.jupiter.api.io.TempDir;
 class NodeConfigTest {
     @TempDir Path tmp;
 
+    /** Sources: one --data, a list of them with weights and image roots, and what is refused; the index cache. */
+    @Test
+    void sourcesWeightsImageRootsAndTheIndexCache() {
+        var one = NodeConfig.builder().data("a.jsonl").build();
+        assertEquals(List.of(new dev.stoker.pipeline.feed.DataSources.Spec("a.jsonl", 1, null)), one.sources());
+        var mix = NodeConfig.builder().set(NodeConfig.SOURCES, "[{\"data\": \"a.jsonl\"}, {\"data\": \"b.tar\", \"weight\": 0.5, \"image-root\": \"/img\"}]")
+                .set(NodeConfig.IMAGE_ROOT, "/all").build();
+        assertEquals(List.of(new dev.stoker.pipeline.feed.DataSources.Spec("a.jsonl", 1, "/all"),
+                new dev.stoker.pipeline.feed.DataSources.Spec("b.tar", 0.5, "/img")), mix.sources());
+        assertEquals("a.jsonl + b.tar", mix.data());
+        var both = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("a").set(NodeConfig.SOURCES, "[{\"data\": \"b\"}]").build());
+        assertTrue(both.getMessage().contains("give one"), both.getMessage());
+        var zero = assertThrows(ConfigException.class, () -> NodeConfig.builder().set(NodeConfig.SOURCES, "[{\"data\": \"b\", \"weight\": 0}]").build());
+        assertTrue(zero.getMessage().contains("sources[0]") && zero.getMessage().contains("weight must be positive"), zero.getMessage());
+        var typo = assertThrows(ConfigException.class, () -> NodeConfig.builder().set(NodeConfig.SOURCES, "[{\"data\": \"b\", \"wieght\": 2}]").build());
+        assertTrue(typo.getMessage().contains("unknown key 'wieght'"), typo.getMessage());
+        assertNull(NodeConfig.builder().data("a").set(NodeConfig.INDEX_CACHE, "off").build().indexCache());
+        assertEquals(Path.of("/tmp/ic"), NodeConfig.builder().data("a").set(NodeConfig.INDEX_CACHE, "/tmp/ic").build().indexCache().dir());
+    }
+
     @Test
     void theDefaultsAreThePipelinesDefaults() {
         var config = NodeConfig.builder().data("ds/train.jsonl").build();

@@ -156,30 +156,51 @@ public final class Feeder implements AutoCloseable {
                                 DataSources owned, long startStep) throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
-        var records = source.records();
-        if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-        var schedule = Feeder.schedule(config, records);
-        if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
-        schedule = schedule.labelled(config.start(), config.startLabel());
-        var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
-        for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
-        var metrics = new FeedMetrics();
-        nameSources(metrics, records, config.seed());
-        var errors = FeedErrors.open(config, schedule, source.manifestName());
         int threads = config.cpuThreads();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
         int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1) : 0);
         var cpu = new CpuPool(threads, config.ranks() * perRank + threads, config.encode(), tokenizer);
+        // the CPU pool warms up and Pekko starts while the sources are indexed and the order is fixed: neither needs the other
+        long warmUpMillis = config.warmUpMillis();
+        var started = CompletableFuture.supplyAsync(() -> {
+            cpu.prestart(TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
+            if (warmUpMillis > 0) cpu.warmUp(zeroCopy, warmUpMillis, TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
+            return ActorSystem.create("stoker-feed", pekkoConfig());
+        }, task -> {
+            var t = new Thread(task, "stoker-feed-start");
+            t.setDaemon(true);
+            t.start();
+        });
+        dev.stoker.source.SampleRecords records;
+        SampleSchedule schedule;
+        var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
+        var metrics = new FeedMetrics();
+        FeedErrors errors;
+        try {
+            records = source.records();
+            if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
+            schedule = Feeder.schedule(config, records);
+            if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
+            schedule = schedule.labelled(config.start(), config.startLabel());
+            for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
+            nameSources(metrics, records, config.seed());
+            errors = FeedErrors.open(config, schedule, source.manifestName());
+        } catch (IOException | RuntimeException e) {
+            started.handle((sys, err) -> {
+                if (sys != null) sys.terminate();
+                return null;
+            }).join();
+            cpu.close();
+            throw e;
+        }
         ActorSystem system;
         try {
-            cpu.prestart(TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
-            if (config.warmUpMillis() > 0) cpu.warmUp(zeroCopy, config.warmUpMillis(), TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
-            system = ActorSystem.create("stoker-feed", pekkoConfig());
-        } catch (RuntimeException e) {
+            system = started.join();
+        } catch (java.util.concurrent.CompletionException e) {
             cpu.close();
             errors.close();
-            throw e;
+            throw e.getCause() instanceof RuntimeException r ? r : e;
         }
         var materializer = Materializer.createMaterializer(system);
         var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode().pixelFormat());
