@@ -144,23 +144,67 @@ public final class FeedErrors implements AutoCloseable {
     private final SampleSchedule schedule;
     /** The feed's first step, as steps since the schedule's origin (epoch × steps per epoch + step). */
     private final long startStep;
-    /** The early judgement's failed samples by position from the start; each position once. */
-    private final FeedError[] earlyFailed = new FeedError[EARLY_SAMPLES];
-    private int earlyFailedCount;
+    /** The sources' names in messages, in the order the records number them. */
+    private final List<String> sourceNames;
+    /**
+     * For a mix of sources: each of the first {@link #EARLY_SAMPLES} positions of every source from the start (counted from
+     * the feed's start in the global order) to its source and its ordinal among that source's samples; null for one source,
+     * whose ordinal is the position.
+     */
+    private final Map<Long, int[]> earlyPlaces;
+    /** The early judgement's failed samples per source by ordinal from the start; each ordinal once. */
+    private final FeedError[][] earlyFailed;
+    private final int[] earlyFailedCount;
+    /** Per source: its judgement is over (a sample of it among its first was not an error). */
+    private final boolean[] earlyDone;
+    private int earlySourcesLeft;
     /** Whether the early judgement is over (or off): read without the lock on every sample's outcome. */
     private volatile boolean earlyJudged;
     private BadInputException failure;
 
-    private FeedErrors(ErrorPolicy policy, double maxErrorRate, String source, Path file, BufferedWriter out, SampleSchedule schedule,
+    private FeedErrors(ErrorPolicy policy, double maxErrorRate, List<String> sources, Path file, BufferedWriter out, SampleSchedule schedule,
                        dev.stoker.core.ScheduleCursor start) {
         this.policy = policy;
         this.maxErrorRate = maxErrorRate;
-        this.source = source;
+        this.sourceNames = List.copyOf(sources);
+        this.source = String.join(" + ", sources);
         this.file = file;
         this.out = out;
         this.schedule = schedule;
         this.startStep = schedule == null ? 0 : start.epoch() * schedule.stepsPerEpoch() + start.position() / schedule.positionsPerStep();
         this.earlyJudged = schedule == null || policy != ErrorPolicy.SKIP || maxErrorRate >= 1;
+        int n = schedule != null && schedule.mix() != null ? schedule.mix().sources() : 1;
+        this.earlyFailed = new FeedError[n][EARLY_SAMPLES];
+        this.earlyFailedCount = new int[n];
+        this.earlyDone = new boolean[n];
+        this.earlySourcesLeft = n;
+        this.earlyPlaces = earlyJudged || schedule.mix() == null ? null : earlyPlaces(schedule, start, startStep);
+    }
+
+    /** Positions scanned at most to find every source's first samples: a source of a smaller share is judged by the rate. */
+    static final long EARLY_SCAN_LIMIT = 1L << 22;
+
+    /** Each source's first {@link #EARLY_SAMPLES} positions from {@code start}, as {@link #judgeEarly} counts positions. */
+    private static Map<Long, int[]> earlyPlaces(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, long startStep) {
+        var mix = schedule.mix();
+        var places = new HashMap<Long, int[]>();
+        int[] seen = new int[mix.sources()];
+        int left = mix.sources();
+        var c = schedule.aligned(start);
+        long pps = schedule.positionsPerStep();
+        for (long scanned = 0; left > 0 && scanned < EARLY_SCAN_LIMIT; scanned += pps, c = schedule.next(c)) {
+            long stepOffset = c.epoch() * schedule.stepsPerEpoch() + c.position() / pps - startStep;
+            for (int r = 0; r < schedule.ranks(); r++) {
+                int[] batch = schedule.batchAt(c, r);
+                for (int p = 0; p < batch.length; p++) {
+                    int src = mix.sourceOfRecord(batch[p]);
+                    if (seen[src] >= EARLY_SAMPLES) continue;
+                    places.put(stepOffset * pps + (long) r * schedule.batchSize() + p, new int[] {src, seen[src]});
+                    if (++seen[src] == EARLY_SAMPLES) left--;
+                }
+            }
+        }
+        return places;
     }
 
     /** The policy of {@code config}, appending to its errors file (created with its folders) when it names one; not judged early. */
@@ -179,6 +223,11 @@ public final class FeedErrors implements AutoCloseable {
      * are skipped again.
      */
     static FeedErrors open(FeedConfig config, SampleSchedule schedule, String source) throws IOException {
+        return open(config, schedule, List.of(source));
+    }
+
+    /** {@link #open(FeedConfig, SampleSchedule, String)} over several sources mixed by {@code schedule}, named in its order: each judged early on its own. */
+    static FeedErrors open(FeedConfig config, SampleSchedule schedule, List<String> source) throws IOException {
         Path file = config.errorsFile();
         if (file == null) return new FeedErrors(config.onError(), config.maxErrorRate(), source, null, null, schedule, config.start());
         Path parent = file.toAbsolutePath().getParent();
@@ -349,19 +398,32 @@ public final class FeedErrors implements AutoCloseable {
     private BadInputException judgeEarly(long epoch, long step, int rank, int position, FeedError failed) {
         if (earlyJudged) return null;
         long at = (epoch * schedule.stepsPerEpoch() + step - startStep) * schedule.positionsPerStep() + (long) rank * schedule.batchSize() + position;
-        if (at < 0 || at >= EARLY_SAMPLES) return null; // before the start (a trainer moved the feed back) or after the first samples
+        int src, ordinal;
+        if (earlyPlaces == null) {
+            if (at < 0 || at >= EARLY_SAMPLES) return null; // before the start (a trainer moved the feed back) or after the first samples
+            src = 0;
+            ordinal = (int) at;
+        } else {
+            var place = earlyPlaces.get(at);
+            if (place == null) return null; // not among its source's first samples
+            src = place[0];
+            ordinal = place[1];
+        }
+        if (earlyDone[src]) return null;
         if (failed == null) {
-            earlyJudged = true;
+            earlyDone[src] = true;
+            if (--earlySourcesLeft == 0) earlyJudged = true;
             return null;
         }
-        if (earlyFailed[(int) at] != null) return null;
-        earlyFailed[(int) at] = failed;
-        if (++earlyFailedCount < EARLY_SAMPLES) return null;
+        if (earlyFailed[src][ordinal] != null) return null;
+        earlyFailed[src][ordinal] = failed;
+        if (++earlyFailedCount[src] < EARLY_SAMPLES) return null;
         earlyJudged = true;
-        var all = List.of(earlyFailed);
+        var all = List.of(earlyFailed[src]);
         return new BadInputException(String.format(Locale.ROOT,
                 "bad input: the first %d samples of %s all failed, none delivered (a source is judged on its first %d samples "
-                        + "under max error rate %s); %s", all.size(), source, EARLY_SAMPLES, maxErrorRate, mostCommon(all)), all);
+                        + "under max error rate %s); %s", all.size(), sourceNames.size() == 1 ? source : "source " + src + " ("
+                        + sourceNames.get(src) + ")", EARLY_SAMPLES, maxErrorRate, mostCommon(all)), all);
     }
 
     /** Under SKIP: the job's error rate so far against the limit, from {@link #MIN_SCHEDULED_FOR_RATE} samples on. Under the lock. */

@@ -185,7 +185,8 @@ public final class Feeder implements AutoCloseable {
             schedule = schedule.labelled(config.start(), config.startLabel());
             for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
             nameSources(metrics, records, config.seed());
-            errors = FeedErrors.open(config, schedule, source.manifestName());
+            errors = FeedErrors.open(config, schedule, records instanceof MixedSource.Records mixed
+                    ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName()));
         } catch (IOException | RuntimeException e) {
             started.handle((sys, err) -> {
                 if (sys != null) sys.terminate();

@@ -92,4 +92,23 @@ class MixedFeedTest {
         assertEquals(24, firstEpoch.size());
         assertEquals(1, other.get(other.size() - 1).epoch(), "the fourth step opens the next epoch");
     }
+
+    /** A source whose images are all missing is stopped on its own first samples, named, though the mix's rate would hide it longer. */
+    @Test
+    void aSourceWhoseFirstSamplesAllFailStopsTheMixNamingIt() throws Exception {
+        Path a = TestDatasets.write(Files.createDirectories(tmp.resolve("good")), 40, Set.of());
+        Path bDir = Files.createDirectories(tmp.resolve("broken"));
+        Path b = TestDatasets.write(bDir, 8, Set.of());
+        Files.writeString(b, Files.readString(b).replace("\"images/", "\"gone/").replace("\"image\": \"", "\"image\": \"").replaceAll("\\{\"id\": \"(s\\d+)\", \"conversations", "{\"id\": \"$1\", \"image\": \"gone/x.jpg\", \"conversations")
+                .replace("\"value\": \"What", "\"value\": \"<image>\\nWhat"));
+        var parts = List.of(new MixedSource.Part(new LocalFeedSource(a, 0), 1), new MixedSource.Part(new LocalFeedSource(b, 0), 4));
+        var failure = org.junit.jupiter.api.Assertions.assertThrows(java.util.concurrent.ExecutionException.class, () -> {
+            try (var feeder = Feeder.start(FeederTest.config(FeedMode.CONCURRENT, 2, 4, 2), new MixedSource(parts), tokenizer)) {
+                for (int s = 0; s < 40; s++) for (int r = 0; r < 2; r++) feeder.rank(r).next().get(60, TimeUnit.SECONDS);
+            }
+        });
+        String message = failure.getCause().getMessage();
+        assertTrue(message.contains("the first 32 samples of source 1 (train.jsonl) all failed"), message);
+        assertTrue(message.contains("gone/"), message);
+    }
 }
