@@ -22,10 +22,11 @@ def align64(n: int) -> int:
 
 
 def write_batch(tensors: dict, *, epoch=0, step=0, rank=0, world=1, samples=None, scheduled=None,
-                global_step=None) -> bytes:
-    """The STKB bytes of a batch holding ``tensors`` (name -> array), in the given order."""
+                global_step=None, resume=None) -> bytes:
+    """The STKB bytes of a batch holding ``tensors`` (name -> array), in the given order; with ``resume``
+    ({"epoch", "position", "next_step", "sources": [(epoch, position), ...]}) its resume block after the table."""
     n = len(tensors)
-    header = align64(64 + 128 * n)
+    header = align64(64 + 128 * n + (1056 if resume is not None else 0))
     offsets, off = [], header
     for a in tensors.values():
         offsets.append(off)
@@ -43,6 +44,12 @@ def write_batch(tensors: dict, *, epoch=0, step=0, rank=0, world=1, samples=None
         struct.pack_into("<32sII6QQQ24x", buf, 64 + 128 * i, name.encode("ascii"), CODES[a.dtype], a.ndim,
                          *shape, o, a.nbytes)
         buf[o:o + a.nbytes] = a.tobytes()
+    if resume is not None:
+        at = 64 + 128 * n
+        struct.pack_into("<4sIQQQ", buf, at, b"STKR", len(resume["sources"]), resume["epoch"], resume["position"],
+                         resume["next_step"])
+        for i, (e, p) in enumerate(resume["sources"]):
+            struct.pack_into("<QQ", buf, at + 32 + 16 * i, e, p)
     return bytes(buf)
 
 

@@ -57,6 +57,19 @@ class ReadBatchTest(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, str(cm.exception))
 
+    def test_resume_block(self):
+        t = {"input_ids": np.arange(6, dtype=np.int64).reshape(2, 3)}
+        data = write_batch(t, resume={"epoch": 2, "position": 18, "next_step": 41, "sources": [(1, 7), (5, 3)]})
+        arrays, meta = read_batch(data)
+        self.assertEqual({"epoch": 2, "position": 18, "next_step": 41,
+                          "sources": [{"epoch": 1, "position": 7}, {"epoch": 5, "position": 3}]}, meta.resume)
+        np.testing.assert_array_equal(arrays["input_ids"], t["input_ids"])
+        self.assertIsNone(read_batch(write_batch(t))[1].resume, "a batch without the block has none")
+        bad = bytearray(data)
+        struct.pack_into("<I", bad, 64 + 128 + 4, 1000)  # more sources than the header holds
+        with self.assertRaisesRegex(ProtocolError, "resume block names 1000 sources"):
+            read_batch(bytes(bad))
+
     def test_bad_magic(self):
         self.assertMalformed(b"NOPE" + self.data[4:], "magic")
 
