@@ -110,25 +110,30 @@ class WebDatasetFeedTest {
     }
 
     @Test
-    void aSampleWithoutJsonIsSkippedNamedByShardAndKey() throws Exception {
+    void samplesWithoutJsonOrWithBrokenJsonAreSkippedNamedByShardAndKey() throws Exception {
         Path jsonl = TestDatasets.write(tmp, 6, Set.of());
         Path shardDir = Files.createDirectories(tmp.resolve("wds"));
         writeShards(jsonl, shardDir, 6);
-        // a second shard: one sample with text only, then a good one
+        // a second shard: a sample with text only, one whose json does not parse, then a good one
         try (OutputStream out = Files.newOutputStream(shardDir.resolve("shard-001.tar")); var tar = new TarArchiveOutputStream(out, "UTF-8")) {
             put(tar, "lost.txt", "no record".getBytes(StandardCharsets.UTF_8));
+            put(tar, "bad.json", "{\"conversations\": [".getBytes(StandardCharsets.UTF_8));
+            put(tar, "bad.png", Files.readAllBytes(jsonl.resolveSibling("images/" + Files.readString(jsonl).split("images/")[1].split("\"")[0])));
             put(tar, "kept.json", Files.readAllLines(jsonl).getFirst().replace("\"s0\"", "\"kept\"").getBytes(StandardCharsets.UTF_8));
             put(tar, "kept.jpg", Files.readAllBytes(jsonl.resolveSibling("images/" + Files.readString(jsonl).split("images/")[1].split("\"")[0])));
         }
         try (var objects = ObjectSources.open(shardDir.resolve("shard-*.tar").toString(), SourceConfig.defaults());
-             var feeder = Feeder.start(config(FeedMode.SERIAL, 1, 8, 1).withErrorPolicy(ErrorPolicy.SKIP, 1), FeedSource.of(objects, null), FeederTest.tokenizer)) {
+             var feeder = Feeder.start(config(FeedMode.SERIAL, 1, 9, 1).withErrorPolicy(ErrorPolicy.SKIP, 1), FeedSource.of(objects, null), FeederTest.tokenizer)) {
             Batch b = feeder.rank(0).next().get(60, TimeUnit.SECONDS);
-            assertEquals(7, b.samples(), "every sample but the broken one: " + b.sampleIds());
+            assertEquals(7, b.samples(), "every sample but the broken ones: " + b.sampleIds());
             assertTrue(b.sampleIds().contains("kept"), b.sampleIds().toString());
-            assertEquals(1, b.skippedSamples().size(), b.skippedSamples().toString());
-            var skipped = b.skippedSamples().getFirst();
-            assertEquals("shard-001.tar:lost", skipped.sampleId());
-            assertEquals(SampleException.Stage.MANIFEST, skipped.stage());
+            assertEquals(2, b.skippedSamples().size(), b.skippedSamples().toString());
+            var byId = new java.util.TreeMap<String, dev.stoker.pipeline.batch.SkippedSample>();
+            for (var s : b.skippedSamples()) byId.put(s.sampleId(), s);
+            assertEquals(Set.of("shard-001.tar:lost", "shard-001.tar:bad"), byId.keySet());
+            for (var s : byId.values()) assertEquals(SampleException.Stage.MANIFEST, s.stage(), s.toString());
+            assertTrue(byId.get("shard-001.tar:lost").cause().contains("no .json member"), byId.get("shard-001.tar:lost").cause());
+            assertTrue(byId.get("shard-001.tar:bad").cause().contains("malformed JSON"), byId.get("shard-001.tar:bad").cause());
         }
     }
 }
