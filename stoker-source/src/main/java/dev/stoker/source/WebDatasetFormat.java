@@ -45,11 +45,7 @@ public final class WebDatasetFormat implements SampleFormat {
         return segment.endsWith(".tar") || COMPRESSED.matcher(segment).matches();
     }
 
-    private static String lastSegment(String uri) {
-        int q = uri.indexOf('?');
-        String path = q >= 0 && !uri.startsWith("s3://") && !uri.startsWith("/") ? uri.substring(0, q) : uri;
-        return path.substring(path.lastIndexOf('/') + 1);
-    }
+    private static String lastSegment(String uri) { return uri.substring(uri.lastIndexOf('/') + 1); }
 
     @Override
     public SampleRecords open(ObjectSource source, String name, ManifestRecords.IndexCache cache) throws IOException {

@@ -75,6 +75,7 @@ class WebDatasetFormatTest {
         assertTrue(f.reads("s3://b/ds/shard-{000..099}.tar"));
         assertTrue(f.reads("/data/shard-*.tar"));
         assertTrue(f.reads("file:///data/x.tar"));
+        assertTrue(f.reads("file:///data/shard-0?.tar"));
         assertTrue(f.reads("/data/x.tar.gz"), "claimed to be refused clearly");
         assertFalse(f.reads("/data/train.jsonl"));
         assertFalse(f.reads("/data/tar/train.json"));
