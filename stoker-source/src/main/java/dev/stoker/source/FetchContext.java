@@ -60,49 +60,6 @@ final class FetchContext implements AutoCloseable {
         return fetch(sampleId, target, realRoot, SampleException.Stage.FETCH);
     }
 
-    /**
-     * {@code length} bytes at {@code offset} of the object {@code reference} names (resolved against {@code location});
-     * errors are stage MANIFEST, labelled with the reference; a file from a relative reference must stay under
-     * {@code realRoot}.
-     */
-    CompletableFuture<byte[]> fetchRange(String reference, long offset, int length, DatasetLocation location, Path realRoot) {
-        var stage = SampleException.Stage.MANIFEST;
-        References.Target target;
-        try {
-            target = References.resolve(reference, reference, location);
-        } catch (SampleException e) {
-            return refused(new SampleException(reference, stage, e.getMessage(), e));
-        }
-        try {
-            return switch (target) {
-                case References.FileTarget f -> local().readRange(reference, f.path(), offset, length, f.confined() ? realRoot : null);
-                case References.S3Target o -> s3().getRange(reference, o.bucket(), o.key(), offset, length);
-            };
-        } catch (IllegalStateException e) {
-            return refused(new SampleException(reference, stage, e.getMessage(), e));
-        }
-    }
-
-    /** The size and version of the object {@code reference} names (resolved against {@code location}). */
-    ManifestStat stat(String reference, DatasetLocation location, Path realRoot) throws java.io.IOException {
-        References.Target target;
-        try {
-            target = References.resolve(reference, reference, location);
-        } catch (SampleException e) {
-            throw new java.io.IOException(e.getMessage(), e);
-        }
-        return switch (target) {
-            case References.FileTarget f -> {
-                var a = java.nio.file.Files.readAttributes(f.path(), java.nio.file.attribute.BasicFileAttributes.class);
-                if (!a.isRegularFile()) throw new java.io.IOException(f.path() + " is not a regular file");
-                if (f.confined() && realRoot != null && !f.path().toRealPath().startsWith(realRoot))
-                    throw new java.io.IOException(f.path() + " leads out of the data set root " + realRoot + " through a symlink");
-                yield new ManifestStat(a.size(), Long.toString(a.lastModifiedTime().to(TimeUnit.NANOSECONDS)));
-            }
-            case References.S3Target o -> s3().stat(o.toString(), o.bucket(), o.key());
-        };
-    }
-
     /** Reads {@code target}; a file from a relative reference must stay under {@code realRoot}. */
     CompletableFuture<byte[]> fetch(String sampleId, References.Target target, Path realRoot, SampleException.Stage stage) {
         try {
@@ -113,6 +70,70 @@ final class FetchContext implements AutoCloseable {
         } catch (IllegalStateException e) {
             return refused(new SampleException(sampleId, stage, e.getMessage(), e));
         }
+    }
+
+    /** {@code length} bytes at {@code offset} of what {@code reference} names (a record's bytes); errors at stage MANIFEST, labelled with the reference. */
+    CompletableFuture<byte[]> fetchRange(String reference, DatasetLocation location, Path realRoot, long offset, int length) {
+        var stage = SampleException.Stage.MANIFEST;
+        References.Target target;
+        try {
+            target = References.resolve(reference, reference, location);
+        } catch (SampleException e) {
+            return refused(new SampleException(reference, stage, e.getMessage(), e));
+        }
+        try {
+            return switch (target) {
+                case References.FileTarget f -> local().readRange(reference, f.path(), f.confined() ? realRoot : null, offset, length, stage);
+                case References.S3Target o -> length == 0 && offset >= 0 ? CompletableFuture.completedFuture(new byte[0])
+                        : s3().getRange(reference, o.bucket(), o.key(), offset, length, stage);
+            };
+        } catch (IllegalStateException e) {
+            return refused(new SampleException(reference, stage, e.getMessage(), e));
+        }
+    }
+
+    /** The size and version of what {@code reference} names (local: size and modification time; S3: length and ETag). */
+    ManifestStat stat(String reference, DatasetLocation location, Path realRoot) throws java.io.IOException {
+        return switch (resolveForIo(reference, location, realRoot)) {
+            case References.FileTarget f -> {
+                java.nio.file.attribute.BasicFileAttributes a;
+                try {
+                    a = java.nio.file.Files.readAttributes(f.path(), java.nio.file.attribute.BasicFileAttributes.class);
+                } catch (java.nio.file.NoSuchFileException e) {
+                    throw new java.io.IOException("file not found: " + f.path(), e);
+                }
+                if (!a.isRegularFile()) throw new java.io.IOException(f.path() + " is not a regular file");
+                yield new ManifestStat(a.size(), Long.toString(a.lastModifiedTime().to(TimeUnit.NANOSECONDS)));
+            }
+            case References.S3Target o -> s3().stat(o.toString(), o.bucket(), o.key());
+        };
+    }
+
+    /** What {@code reference} names, as a stream from its start. */
+    java.io.InputStream open(String reference, DatasetLocation location, Path realRoot) throws java.io.IOException {
+        return switch (resolveForIo(reference, location, realRoot)) {
+            case References.FileTarget f -> {
+                try {
+                    yield java.nio.file.Files.newInputStream(f.path());
+                } catch (java.nio.file.NoSuchFileException e) {
+                    throw new java.io.IOException("file not found: " + f.path(), e);
+                }
+            }
+            case References.S3Target o -> s3().stream(o.toString(), o.bucket(), o.key());
+        };
+    }
+
+    private static References.Target resolveForIo(String reference, DatasetLocation location, Path realRoot) throws java.io.IOException {
+        References.Target target;
+        try {
+            target = References.resolve(reference, reference, location);
+        } catch (SampleException e) {
+            throw new java.io.IOException(e.getMessage(), e);
+        }
+        if (target instanceof References.FileTarget f && f.confined() && realRoot != null && java.nio.file.Files.exists(f.path())
+                && !f.path().toRealPath().startsWith(realRoot))
+            throw new java.io.IOException("path " + f.path() + " leads out of the data set root " + realRoot + " through a symlink");
+        return target;
     }
 
     /** A fetch refused before it started (bad reference): counted as a request and a failure. */

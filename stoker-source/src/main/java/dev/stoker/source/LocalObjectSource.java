@@ -55,18 +55,49 @@ final class LocalObjectSource implements ObjectSource {
     }
 
     @Override
-    public CompletableFuture<byte[]> fetchRange(String reference, long offset, int length) {
-        return ctx.fetchRange(reference, offset, length, location, realRoot);
-    }
-
-    @Override
-    public ManifestStat stat(String reference) throws java.io.IOException {
-        return ctx.stat(reference, location, realRoot);
-    }
-
-    @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
         return ctx.fetchReference(sampleId, reference, location, realRoot);
+    }
+
+    @Override
+    public CompletableFuture<byte[]> fetchRange(String reference, long offset, int length) {
+        return ctx.fetchRange(reference, location, realRoot, offset, length);
+    }
+
+    @Override
+    public ManifestStat stat(String reference) throws IOException { return ctx.stat(reference, location, realRoot); }
+
+    @Override
+    public java.io.InputStream open(String reference) throws IOException { return ctx.open(reference, location, realRoot); }
+
+    /** The regular files of the folder, by name; symlinks count when they lead to a regular file inside the root. */
+    @Override
+    public java.util.List<String> list(String prefix) throws IOException {
+        int slash = prefix.lastIndexOf('/');
+        String folder = slash < 0 ? "" : prefix.substring(0, slash + 1);
+        String start = prefix.substring(slash + 1);
+        Path dir;
+        try {
+            dir = (folder.isEmpty() ? location.rootDir() : location.rootDir().resolve(folder)).normalize();
+        } catch (java.nio.file.InvalidPathException e) {
+            throw new IOException("invalid folder '" + folder + "': " + e.getReason(), e);
+        }
+        if (!dir.startsWith(location.rootDir())) throw new IOException("folder '" + folder + "' escapes the data set root " + location.rootDir());
+        var names = new java.util.ArrayList<String>();
+        try (var s = java.nio.file.Files.newDirectoryStream(dir)) {
+            for (Path p : s) {
+                String n = p.getFileName().toString();
+                if (!n.startsWith(start) || !java.nio.file.Files.isRegularFile(p)) continue;
+                if (java.nio.file.Files.isSymbolicLink(p) && !p.toRealPath().startsWith(realRoot)) continue;
+                names.add(folder + n);
+                if (names.size() > MAX_LISTED)
+                    throw new IOException("more than " + MAX_LISTED + " files in " + dir + "; name fewer with a narrower pattern");
+            }
+        } catch (java.nio.file.NoSuchFileException | java.nio.file.NotDirectoryException e) {
+            throw new IOException("no folder " + dir, e);
+        }
+        names.sort(null);
+        return names;
     }
 
     @Override

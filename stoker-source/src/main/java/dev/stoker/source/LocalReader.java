@@ -45,12 +45,14 @@ final class LocalReader implements AutoCloseable {
      * per file kept open until close (positioned reads of one channel may run on several threads at once).
      */
     CompletableFuture<byte[]> readRange(String sampleId, Path file, long offset, int length) {
-        return readRange(sampleId, file, offset, length, null);
+        return readRange(sampleId, file, null, offset, length, SampleException.Stage.MANIFEST);
     }
 
-    /** {@link #readRange(String, Path, long, int)}; when {@code realRoot} is given, a file whose real path leaves it is refused. */
-    CompletableFuture<byte[]> readRange(String sampleId, Path file, long offset, int length, Path realRoot) {
-        var stage = SampleException.Stage.MANIFEST;
+    /**
+     * As {@link #readRange(String, Path, long, int)} for any file (a shard's member), errors at {@code stage}; when
+     * {@code realRoot} is given, a file whose real path leaves it is refused (checked when its channel is opened).
+     */
+    CompletableFuture<byte[]> readRange(String sampleId, Path file, Path realRoot, long offset, int length, SampleException.Stage stage) {
         if (offset < 0 || length < 0)
             return ctx.refused(new SampleException(sampleId, stage, "negative range " + offset + "+" + length + " of " + file));
         if (length > ctx.config.maxObjectBytes())
@@ -58,9 +60,7 @@ final class LocalReader implements AutoCloseable {
                     + ctx.config.maxObjectBytes()));
         return ctx.submit(sampleId, stage, startNanos -> CompletableFuture.supplyAsync(() -> {
             try {
-                if (realRoot != null && !channels.containsKey(file) && !file.toRealPath().startsWith(realRoot))
-                    throw new SampleException(sampleId, stage, file + " leads out of the data set root " + realRoot + " through a symlink");
-                FileChannel ch = channel(file);
+                FileChannel ch = channel(file, realRoot, sampleId, stage);
                 byte[] bytes = new byte[length];
                 ByteBuffer buf = ByteBuffer.wrap(bytes);
                 boolean first = true;
@@ -74,7 +74,7 @@ final class LocalReader implements AutoCloseable {
                             + ", before the record's " + length + " bytes at " + offset + " (the file changed since it was indexed?)");
                 }
                 return bytes;
-            } catch (java.nio.file.NoSuchFileException e) {
+            } catch (NoSuchFileException e) {
                 throw new SampleException(sampleId, stage, "file not found: " + file, e);
             } catch (IOException e) {
                 throw new SampleException(sampleId, stage, "cannot read " + file + " at " + offset + ": " + e, e);
@@ -84,7 +84,11 @@ final class LocalReader implements AutoCloseable {
 
     private final java.util.Map<Path, FileChannel> channels = new java.util.concurrent.ConcurrentHashMap<>();
 
-    private FileChannel channel(Path file) throws IOException {
+    private FileChannel channel(Path file, Path realRoot, String sampleId, SampleException.Stage stage) throws IOException {
+        FileChannel open = channels.get(file);
+        if (open != null) return open;
+        if (realRoot != null && Files.exists(file) && !file.toRealPath().startsWith(realRoot))
+            throw new SampleException(sampleId, stage, "path " + file + " leads out of the data set root " + realRoot + " through a symlink");
         try {
             return channels.computeIfAbsent(file, f -> {
                 try {

@@ -39,22 +39,33 @@ public interface ObjectSource extends AutoCloseable {
      */
     CompletableFuture<byte[]> fetchManifestRange(String sampleId, long offset, int length);
 
+    /** The bytes of the object {@code reference} names; {@code sampleId} labels errors. */
+    CompletableFuture<byte[]> fetch(String sampleId, String reference);
+
     /**
-     * {@code length} bytes at {@code offset} of the object {@code reference} names (resolved against the root as image
-     * references are: a Parquet file's footer or row group, a tar member), inside the in-flight bound like every fetch;
-     * a length over {@link SourceConfig#maxObjectBytes()} is refused. Errors (stage MANIFEST) are labelled with the
-     * reference.
+     * {@code length} bytes at {@code offset} of the object {@code reference} names (resolved as image references are:
+     * relative to the root), inside the in-flight bound like every fetch, retried as fetches are; a length over
+     * {@link SourceConfig#maxObjectBytes()} is refused, an object that ends before the range fails. Failures complete
+     * the future with a {@link dev.stoker.core.SampleException} (stage MANIFEST: what is read is records) labelled with the reference.
      */
     CompletableFuture<byte[]> fetchRange(String reference, long offset, int length);
 
-    /**
-     * The size and version of the object {@code reference} names (local: size and modification time; S3: content
-     * length and ETag), without its bytes; blocks the caller.
-     */
+    /** The size and version of the object {@code reference} names (as {@link #statManifest()} for the manifest). */
     ManifestStat stat(String reference) throws java.io.IOException;
 
-    /** The bytes of the object {@code reference} names; {@code sampleId} labels errors. */
-    CompletableFuture<byte[]> fetch(String sampleId, String reference);
+    /** The bytes of the object {@code reference} names as a stream from its start; the caller closes it. */
+    java.io.InputStream open(String reference) throws java.io.IOException;
+
+    /**
+     * The objects directly in the folder that {@code prefix} lies in (the root, or the folder up to its last
+     * {@code /}; no deeper) whose references start with {@code prefix}, as references relative to the root, sorted by
+     * name (local: the folder's regular files; S3: ListObjectsV2 on the prefix with the delimiter {@code /}). At most
+     * {@value #MAX_LISTED} objects: more is refused.
+     */
+    java.util.List<String> list(String prefix) throws java.io.IOException;
+
+    /** The most objects {@link #list} returns. */
+    int MAX_LISTED = 1_000_000;
 
     SourceMetrics metrics();
 

@@ -44,18 +44,33 @@ final class S3ObjectSource implements ObjectSource {
     }
 
     @Override
-    public CompletableFuture<byte[]> fetchRange(String reference, long offset, int length) {
-        return ctx.fetchRange(reference, offset, length, location, null);
-    }
-
-    @Override
-    public ManifestStat stat(String reference) throws java.io.IOException {
-        return ctx.stat(reference, location, null);
-    }
-
-    @Override
     public CompletableFuture<byte[]> fetch(String sampleId, String reference) {
         return ctx.fetchReference(sampleId, reference, location, null);
+    }
+
+    @Override
+    public CompletableFuture<byte[]> fetchRange(String reference, long offset, int length) {
+        return ctx.fetchRange(reference, location, null, offset, length);
+    }
+
+    @Override
+    public ManifestStat stat(String reference) throws java.io.IOException { return ctx.stat(reference, location, null); }
+
+    @Override
+    public java.io.InputStream open(String reference) throws java.io.IOException { return ctx.open(reference, location, null); }
+
+    /** ListObjectsV2 under the root's prefix, with the delimiter {@code /}. */
+    @Override
+    public java.util.List<String> list(String prefix) throws java.io.IOException {
+        if (prefix.startsWith("/")) throw new java.io.IOException("absolute prefix '" + prefix + "' in an s3 data set");
+        for (String segment : prefix.split("/", -1))
+            if (segment.equals("..") || segment.equals("."))
+                throw new java.io.IOException("prefix '" + prefix + "' has a '" + segment + "' segment");
+        String root = location.rootPrefix();
+        var names = new java.util.ArrayList<String>();
+        for (String key : ctx.s3().list(location.bucket(), root + prefix)) names.add(key.substring(root.length()));
+        names.sort(null);
+        return names;
     }
 
     @Override

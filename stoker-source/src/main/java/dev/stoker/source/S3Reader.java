@@ -109,7 +109,11 @@ final class S3Reader implements AutoCloseable {
      * {@link #get} is; a length over the size limit is refused.
      */
     CompletableFuture<byte[]> getRange(String sampleId, String bucket, String key, long offset, int length) {
-        var stage = SampleException.Stage.MANIFEST;
+        return getRange(sampleId, bucket, key, offset, length, SampleException.Stage.MANIFEST);
+    }
+
+    /** As {@link #getRange(String, String, String, long, int)}, errors at {@code stage}. */
+    CompletableFuture<byte[]> getRange(String sampleId, String bucket, String key, long offset, int length, SampleException.Stage stage) {
         if (offset < 0 || length <= 0)
             return ctx.refused(new SampleException(sampleId, stage, "bad range " + offset + "+" + length + " of s3://" + bucket + "/" + key));
         if (length > ctx.config.maxObjectBytes())
@@ -144,6 +148,28 @@ final class S3Reader implements AutoCloseable {
     java.io.InputStream stream(String uri, String bucket, String key) throws IOException {
         var request = GetObjectRequest.builder().bucket(bucket).key(key).build();
         return blocking(uri, "read", () -> client.getObject(request, AsyncResponseTransformer.toBlockingInputStream()));
+    }
+
+    /**
+     * The keys directly under {@code prefix} up to the next {@code /} (ListObjectsV2 with the delimiter {@code /}, page by
+     * page, each page retried as fetches are), in S3's order (by key); more than {@link ObjectSource#MAX_LISTED} is refused.
+     */
+    java.util.List<String> list(String bucket, String prefix) throws IOException {
+        String uri = "s3://" + bucket + "/" + prefix;
+        var keys = new java.util.ArrayList<String>();
+        String token = null;
+        do {
+            var b = software.amazon.awssdk.services.s3.model.ListObjectsV2Request.builder().bucket(bucket).prefix(prefix).delimiter("/")
+                    .overrideConfiguration(perRequest);
+            if (token != null) b.continuationToken(token);
+            var request = b.build();
+            var page = blocking(uri, "list", () -> client.listObjectsV2(request));
+            for (var o : page.contents()) keys.add(o.key());
+            if (keys.size() > ObjectSource.MAX_LISTED)
+                throw new IOException("more than " + ObjectSource.MAX_LISTED + " objects under " + uri + "; name fewer with a narrower pattern");
+            token = Boolean.TRUE.equals(page.isTruncated()) ? page.nextContinuationToken() : null;
+        } while (token != null);
+        return keys;
     }
 
     /** Waits for {@code call}, retrying what {@link #retryable} says with the same backoff as fetches. */

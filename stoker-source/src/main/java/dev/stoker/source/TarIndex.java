@@ -1,0 +1,527 @@
+package dev.stoker.source;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.FilterInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Pattern;
+import org.apache.commons.compress.archivers.tar.TarArchiveEntry;
+import org.apache.commons.compress.archivers.tar.TarArchiveInputStream;
+
+/**
+ * Where the samples of a list of WebDataset tar shards lie: per sample its key, and the byte offset and length of
+ * its JSON member's data and of each of its image members' data, in flat arrays (no object per sample): about
+ * 8 bytes per sample, 12 per member, and the key's and suffixes' bytes; the shard of a sample is found from the
+ * first sample of each shard. Built by one pass per shard with Commons Compress's tar reader ({@link Builder#scan}),
+ * which reads each header and skips each member's data; saved and loaded as one binary file ({@link #write},
+ * {@link #read}).
+ *
+ * <p>Samples (the WebDataset convention): a member's key is its path up to the first dot of its base name, its
+ * suffix the rest ({@code a/b/x1.0.jpg}: key {@code a/b/x1}, suffix {@code 0.jpg}); consecutive members with one key
+ * form one sample. Its record is the {@code json} member; its images the {@code jpg}, {@code jpeg}, {@code png},
+ * {@code webp} members: one unnumbered ({@code key.jpg}), or numbered ({@code key.0.jpg}, {@code key.1.png}, …)
+ * taken in numeric order. Other members ({@code txt}, {@code cls}, …) are ignored. A sample that breaks a rule (no
+ * json member, two of them, a json or image member over {@value #MAX_MEMBER_BYTES} bytes or not a regular file,
+ * images both numbered and unnumbered or numbered twice, a key that comes again after other keys) keeps its place
+ * with the rule it broke, reported when it is read.
+ *
+ * <p>A shard that is not a tar, or is cut short (a header or a member's data past its end), fails the whole index,
+ * naming the shard and the byte; so do headers (long names, pax records) of more than {@value #MAX_HEADER_BYTES}
+ * bytes before one member.
+ *
+ * <p>Threading: immutable once built; safe to share.
+ */
+final class TarIndex {
+    /** The largest json or image member read. */
+    static final long MAX_MEMBER_BYTES = 256L << 20;
+    /** The most bytes of headers (a member's own, its GNU long name, its pax records) before one member's data. */
+    static final int MAX_HEADER_BYTES = 1 << 20;
+    /** The most images one sample may carry. */
+    static final int MAX_IMAGES = 1024;
+
+    private static final int MAGIC = 0x574B5453; // "STKW"
+    private static final int FILE_VERSION = 1;
+    private static final Pattern IMAGE = Pattern.compile("(?:(\\d{1,9})\\.)?(jpg|jpeg|png|webp)");
+
+    private final String[] shards;
+    private final int[] shardStart;   // first sample of each shard; shards + 1
+    private final int[] firstMember;  // first member of each sample; samples + 1
+    private final long[] offsets;     // per member: its data's offset in its shard
+    private final int[] lengths;      // per member: its data's length
+    private final byte[] names;       // per sample: its key in UTF-8, then '\0' and the suffix of each member
+    private final int[] nameStart;    // samples + 1
+    private final int[] problemSamples; // ascending
+    private final String[] problems;
+
+    private TarIndex(String[] shards, int[] shardStart, int[] firstMember, long[] offsets, int[] lengths, byte[] names,
+                     int[] nameStart, int[] problemSamples, String[] problems) {
+        this.shards = shards;
+        this.shardStart = shardStart;
+        this.firstMember = firstMember;
+        this.offsets = offsets;
+        this.lengths = lengths;
+        this.names = names;
+        this.nameStart = nameStart;
+        this.problemSamples = problemSamples;
+        this.problems = problems;
+    }
+
+    /** Samples indexed, over all shards. */
+    int size() { return firstMember.length - 1; }
+
+    int shardCount() { return shards.length; }
+
+    /** Shard {@code s}'s reference (relative to the source's root). */
+    String shard(int s) { return shards[s]; }
+
+    /** The shard sample {@code i} lies in. */
+    int shardOf(int sample) {
+        java.util.Objects.checkIndex(sample, size());
+        int at = Arrays.binarySearch(shardStart, 0, shards.length, sample);
+        if (at >= 0) {
+            while (at + 1 < shards.length && shardStart[at + 1] == sample) at++; // shards without samples
+            return at;
+        }
+        return -at - 2;
+    }
+
+    /** Samples in shard {@code s}. */
+    int samplesIn(int shard) { return shardStart[shard + 1] - shardStart[shard]; }
+
+    /** Sample {@code i}'s key. */
+    String key(int sample) {
+        int from = nameStart[sample], to = nameStart[sample + 1];
+        int end = from;
+        while (end < to && names[end] != 0) end++;
+        return new String(names, from, end - from, StandardCharsets.UTF_8);
+    }
+
+    /** Sample {@code i}'s members' names: its json member first, then its images in order (none for a sample with a problem). */
+    List<String> memberNames(int sample) {
+        String key = key(sample);
+        int from = nameStart[sample], to = nameStart[sample + 1];
+        var out = new ArrayList<String>(firstMember[sample + 1] - firstMember[sample]);
+        int p = from;
+        while (p < to && names[p] != 0) p++;
+        while (p < to) {
+            int start = ++p;
+            while (p < to && names[p] != 0) p++;
+            out.add(key + "." + new String(names, start, p - start, StandardCharsets.UTF_8));
+        }
+        return out;
+    }
+
+    /** The first of sample {@code i}'s members; its last is {@code firstMember(i + 1) - 1}. */
+    int firstMember(int sample) { return firstMember[sample]; }
+
+    long offset(int member) { return offsets[member]; }
+
+    int length(int member) { return lengths[member]; }
+
+    /** The rule sample {@code i} breaks (a sentence naming it), or null. */
+    String problem(int sample) {
+        int at = Arrays.binarySearch(problemSamples, sample);
+        return at >= 0 ? problems[at] : null;
+    }
+
+    /** Samples with a problem. */
+    int problemCount() { return problemSamples.length; }
+
+    /** Heap the index holds per sample (arrays and name bytes; problem messages left out), for tests and benchmarks. */
+    double bytesPerSample() {
+        long b = 4L * shardStart.length + 4L * firstMember.length + 12L * offsets.length + names.length + 4L * nameStart.length
+                + 4L * problemSamples.length;
+        return size() == 0 ? 0 : (double) b / size();
+    }
+
+    // ------------------------------------------------------------------ scanning
+
+    /** Builds an index shard by shard; a shard's pass that fails can be undone ({@link #mark}, {@link #rollback}) and run again. */
+    static final class Builder {
+        private final List<String> shards = new ArrayList<>();
+        private final IntList shardStart = new IntList();
+        private final IntList firstMember = new IntList();
+        private final LongList offsets = new LongList();
+        private final IntList lengths = new IntList();
+        private final ByteList names = new ByteList();
+        private final IntList nameStart = new IntList();
+        private final IntList problemSamples = new IntList();
+        private final List<String> problems = new ArrayList<>();
+        private final Map<String, String> messages = new HashMap<>();
+        private int samples;
+        private int[] mark;
+
+        /** Remembers the sizes before a shard's pass. */
+        void mark() {
+            mark = new int[] {samples, offsets.n, names.n, problemSamples.n, problems.size(), shards.size()};
+        }
+
+        /** Drops what was added since {@link #mark}. */
+        void rollback() {
+            samples = mark[0];
+            firstMember.n = samples;
+            nameStart.n = samples;
+            offsets.n = mark[1];
+            lengths.n = mark[1];
+            names.n = mark[2];
+            problemSamples.n = mark[3];
+            while (problems.size() > mark[4]) problems.removeLast();
+            while (shards.size() > mark[5]) shards.removeLast();
+            shardStart.n = mark[5];
+        }
+
+        /**
+         * Indexes one shard, read from {@code in} (the caller closes it), named {@code shard} (its reference) and
+         * {@code label} (in ids and messages), {@code size} bytes long by its stat. A shard that is not a well-formed
+         * tar throws {@link RecordIndex.Malformed}; a stream that breaks, a plain IOException (read it again).
+         */
+        void scan(String shard, String label, InputStream in, long size) throws IOException {
+            shards.add(shard);
+            shardStart.add(samples);
+            var counting = new Counting(new BufferedInputStream(in, 64 * 1024));
+            var tar = new TarArchiveInputStream(counting, "UTF-8");
+            Group group = null;
+            Set<String> keys = new HashSet<>();
+            while (true) {
+                TarArchiveEntry e;
+                try {
+                    e = tar.getNextEntry();
+                } catch (IOException | RuntimeException x) {
+                    if (counting.failure != null) throw new IOException("reading shard " + label + " broke at byte " + counting.count + ": " + x.getMessage(), x);
+                    String why = x instanceof HeadersTooLong ? x.getMessage() : "it is truncated or not a tar (" + x.getMessage() + ")";
+                    throw new RecordIndex.Malformed("shard " + label + " cannot be indexed at byte " + counting.count + ": " + why, x);
+                }
+                if (e == null) break;
+                long dataOffset = counting.count;
+                long length = e.getSize();
+                if (length < 0) throw new RecordIndex.Malformed("shard " + label + ": member " + e.getName() + " at byte " + dataOffset + " has a negative size");
+                counting.limit = dataOffset + ((length + 511) & ~511L) + MAX_HEADER_BYTES;
+                if (e.isFile() && dataOffset + length > size)
+                    throw new RecordIndex.Malformed("shard " + label + " is truncated: member " + e.getName() + "'s " + length + " bytes at byte "
+                            + dataOffset + " run past its end at byte " + size);
+                if (e.isDirectory()) continue;
+                String name = e.getName();
+                int slash = name.lastIndexOf('/');
+                int dot = name.indexOf('.', slash + 1);
+                String key = dot < 0 ? name : name.substring(0, dot);
+                String suffix = dot < 0 ? "" : name.substring(dot + 1);
+                if (group == null || !group.key.equals(key)) {
+                    if (group != null) add(group, label);
+                    group = new Group(key, !keys.add(key));
+                }
+                group.members.add(new Member(name, suffix, dataOffset, length, e.isFile() && !e.isSparse()));
+            }
+            if (group != null) add(group, label);
+            if (counting.count > size)
+                throw new IOException("shard " + label + " has more than the " + size + " bytes it had when listed (it changed while it was indexed?)");
+        }
+
+        private record Member(String name, String suffix, long offset, long length, boolean regular) { }
+
+        private static final class Group {
+            final String key;
+            final boolean repeated;
+            final List<Member> members = new ArrayList<>(4);
+
+            Group(String key, boolean repeated) {
+                this.key = key;
+                this.repeated = repeated;
+            }
+        }
+
+        private void add(Group g, String label) {
+            Member json = null;
+            String problem = g.repeated ? "comes again after other keys (a sample's members must be consecutive)" : null;
+            Member unnumbered = null;
+            var numbered = new java.util.TreeMap<Integer, Member>();
+            for (var m : g.members) {
+                String s = m.suffix.toLowerCase(Locale.ROOT);
+                boolean isJson = s.equals("json");
+                var image = IMAGE.matcher(s);
+                boolean isImage = !isJson && image.matches();
+                if (!isJson && !isImage) continue;
+                if (problem != null) continue;
+                if (!m.regular) problem = "has member " + m.name + ", which is not a regular file (only regular, non-sparse files are read)";
+                else if (m.length > MAX_MEMBER_BYTES)
+                    problem = "has member " + m.name + " of " + m.length + " bytes, over the limit of " + MAX_MEMBER_BYTES + " bytes (256 MiB)";
+                else if (m.name.indexOf('\0') >= 0) problem = "has a member name with a NUL character";
+                else if (isJson) {
+                    if (json != null) problem = "has two json members, " + json.name + " and " + m.name;
+                    json = m;
+                } else if (image.group(1) == null) {
+                    if (unnumbered != null) problem = "has two unnumbered images, " + unnumbered.name + " and " + m.name
+                            + " (number them: " + g.key + ".0.jpg, " + g.key + ".1.jpg, …)";
+                    unnumbered = m;
+                } else {
+                    int k = Integer.parseInt(image.group(1));
+                    var before = numbered.put(k, m);
+                    if (before != null) problem = "has two images numbered " + k + ", " + before.name + " and " + m.name;
+                }
+            }
+            if (problem == null && unnumbered != null && !numbered.isEmpty())
+                problem = "has both an unnumbered image (" + unnumbered.name + ") and numbered ones (" + numbered.firstEntry().getValue().name + ", …)";
+            if (problem == null && numbered.size() + (unnumbered != null ? 1 : 0) > MAX_IMAGES)
+                problem = "has " + numbered.size() + " images, more than " + MAX_IMAGES;
+            if (problem == null && json == null) {
+                var suffixes = new java.util.LinkedHashSet<String>();
+                for (var m : g.members) suffixes.add("." + m.suffix);
+                problem = "has no .json member (its members: " + String.join(", ", suffixes.stream().limit(8).toList())
+                        + (suffixes.size() > 8 ? ", …" : "") + ")";
+            }
+            firstMember.add(offsets.n);
+            nameStart.add(names.n);
+            names.add(g.key.replace('\0', '\uFFFD').getBytes(StandardCharsets.UTF_8));
+            if (problem != null) {
+                problemSamples.add(samples);
+                problems.add(messages.size() < 10_000 ? messages.computeIfAbsent(problem, p -> p) : problem);
+            } else {
+                addMember(json);
+                if (unnumbered != null) addMember(unnumbered);
+                for (var m : numbered.values()) addMember(m);
+            }
+            if (samples == Integer.MAX_VALUE - 8) throw new IllegalStateException("more than " + (Integer.MAX_VALUE - 8) + " samples");
+            samples++;
+        }
+
+        private void addMember(Member m) {
+            offsets.add(m.offset);
+            lengths.add((int) m.length);
+            names.add((byte) 0);
+            names.add(m.suffix.getBytes(StandardCharsets.UTF_8));
+        }
+
+        TarIndex build() {
+            var starts = Arrays.copyOf(shardStart.toArray(), shards.size() + 1);
+            starts[shards.size()] = samples;
+            var first = Arrays.copyOf(firstMember.toArray(), samples + 1);
+            first[samples] = offsets.n;
+            var nstart = Arrays.copyOf(nameStart.toArray(), samples + 1);
+            nstart[samples] = names.n;
+            return new TarIndex(shards.toArray(String[]::new), starts, first, offsets.toArray(), lengths.toArray(), names.toArray(), nstart,
+                    problemSamples.toArray(), problems.toArray(String[]::new));
+        }
+    }
+
+    /** Thrown by {@link Counting} when the tar reader reads more than {@link #MAX_HEADER_BYTES} of headers before a member. */
+    private static final class HeadersTooLong extends IOException {
+        HeadersTooLong(String message) { super(message); }
+    }
+
+    /** Counts the bytes the tar reader takes, remembers a failure of the stream below, and bounds the headers before a member. */
+    private static final class Counting extends FilterInputStream {
+        long count;
+        long limit = MAX_HEADER_BYTES;
+        IOException failure;
+
+        Counting(InputStream in) { super(in); }
+
+        @Override
+        public int read() throws IOException {
+            byte[] one = new byte[1];
+            int n = read(one, 0, 1);
+            return n < 0 ? -1 : one[0] & 0xff;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            if (count >= limit)
+                throw new HeadersTooLong("more than " + MAX_HEADER_BYTES + " bytes of headers (long names, pax records) before one member");
+            int n;
+            try {
+                n = in.read(b, off, (int) Math.min(len, limit - count));
+            } catch (IOException e) {
+                failure = e;
+                throw e;
+            }
+            if (n > 0) count += n;
+            return n;
+        }
+
+        @Override
+        public long skip(long n) throws IOException {
+            long s;
+            try {
+                s = in.skip(Math.max(0, Math.min(n, limit - count)));
+            } catch (IOException e) {
+                failure = e;
+                throw e;
+            }
+            if (s > 0) count += s;
+            return s;
+        }
+
+        @Override
+        public boolean markSupported() { return false; }
+    }
+
+    // ------------------------------------------------------------------ the file
+
+    /** Saves the index to {@code file} for {@code key} (written beside it, then moved over it). */
+    void write(Path file, String key) throws IOException {
+        Path tmp = file.resolveSibling(file.getFileName() + ".tmp-" + ProcessHandle.current().pid());
+        try (var out = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 20))) {
+            out.writeInt(MAGIC);
+            out.writeInt(FILE_VERSION);
+            writeString(out, key);
+            out.writeInt(shards.length);
+            out.writeInt(size());
+            out.writeInt(offsets.length);
+            out.writeInt(names.length);
+            out.writeInt(problems.length);
+            for (String s : shards) writeString(out, s);
+            for (int v : shardStart) out.writeInt(v);
+            for (int v : firstMember) out.writeInt(v);
+            for (long v : offsets) out.writeLong(v);
+            for (int v : lengths) out.writeInt(v);
+            for (int v : nameStart) out.writeInt(v);
+            out.write(names);
+            for (int v : problemSamples) out.writeInt(v);
+            for (String p : problems) writeString(out, p);
+        }
+        Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    }
+
+    private static void writeString(DataOutputStream out, String s) throws IOException {
+        byte[] b = s.getBytes(StandardCharsets.UTF_8);
+        out.writeInt(b.length);
+        out.write(b);
+    }
+
+    /**
+     * Loads an index saved for {@code key}; null when the file is of another key or version. A file cut short, or
+     * whose arrays do not fit together, is refused (IOException).
+     */
+    static TarIndex read(Path file, String key) throws IOException {
+        long size = Files.size(file);
+        try (var in = new DataInputStream(new BufferedInputStream(Files.newInputStream(file), 1 << 20))) {
+            if (in.readInt() != MAGIC || in.readInt() != FILE_VERSION) return null;
+            if (!key.equals(readString(in, size))) return null;
+            int shardCount = count(in, size, 4), samples = count(in, size, 8), members = count(in, size, 12), nameBytes = count(in, size, 1),
+                    problemCount = count(in, size, 8);
+            var shards = new String[shardCount];
+            for (int i = 0; i < shardCount; i++) shards[i] = readString(in, size);
+            int[] shardStart = ints(in, shardCount + 1);
+            int[] firstMember = ints(in, samples + 1);
+            long[] offsets = new long[members];
+            for (int i = 0; i < members; i++) offsets[i] = in.readLong();
+            int[] lengths = ints(in, members);
+            int[] nameStart = ints(in, samples + 1);
+            byte[] names = in.readNBytes(nameBytes);
+            if (names.length != nameBytes) throw new EOFException();
+            int[] problemSamples = ints(in, problemCount);
+            var problems = new String[problemCount];
+            for (int i = 0; i < problemCount; i++) problems[i] = readString(in, size);
+            if (in.read() >= 0) throw new IOException("index " + file + " has bytes after its end");
+            check(file, ascending(shardStart, 0, samples) && ascending(firstMember, 0, members) && ascending(nameStart, 0, nameBytes)
+                    && strictlyAscending(problemSamples, samples));
+            for (int i = 0; i < members; i++) check(file, offsets[i] >= 0 && lengths[i] >= 0 && lengths[i] <= MAX_MEMBER_BYTES);
+            return new TarIndex(shards, shardStart, firstMember, offsets, lengths, names, nameStart, problemSamples, problems);
+        } catch (EOFException e) {
+            throw new IOException("index " + file + " is cut short", e);
+        }
+    }
+
+    private static void check(Path file, boolean ok) throws IOException {
+        if (!ok) throw new IOException("index " + file + " is malformed");
+    }
+
+    private static int count(DataInputStream in, long fileSize, int bytesEach) throws IOException {
+        int n = in.readInt();
+        if (n < 0 || (long) n * bytesEach > fileSize) throw new IOException("index count " + n + " does not fit the file's " + fileSize + " bytes");
+        return n;
+    }
+
+    private static int[] ints(DataInputStream in, int n) throws IOException {
+        int[] a = new int[n];
+        for (int i = 0; i < n; i++) a[i] = in.readInt();
+        return a;
+    }
+
+    private static String readString(DataInputStream in, long fileSize) throws IOException {
+        int n = in.readInt();
+        if (n < 0 || n > fileSize) throw new IOException("string of " + n + " bytes in an index of " + fileSize);
+        byte[] b = in.readNBytes(n);
+        if (b.length != n) throw new EOFException();
+        return new String(b, StandardCharsets.UTF_8);
+    }
+
+    private static boolean ascending(int[] a, int first, int last) {
+        if (a.length == 0 || a[0] != first || a[a.length - 1] != last) return false;
+        for (int i = 1; i < a.length; i++) if (a[i] < a[i - 1]) return false;
+        return true;
+    }
+
+    private static boolean strictlyAscending(int[] a, int bound) {
+        for (int i = 0; i < a.length; i++) if (a[i] < 0 || a[i] >= bound || (i > 0 && a[i] <= a[i - 1])) return false;
+        return true;
+    }
+
+    @Override
+    public String toString() {
+        return "TarIndex[" + shards.length + " shards, " + size() + " samples, " + offsets.length + " members, " + problemSamples.length + " with problems]";
+    }
+
+    // ------------------------------------------------------------------ growable arrays
+
+    private static final class LongList {
+        long[] a = new long[1024];
+        int n;
+
+        void add(long v) {
+            if (n == a.length) a = Arrays.copyOf(a, grow(n));
+            a[n++] = v;
+        }
+
+        long[] toArray() { return Arrays.copyOf(a, n); }
+    }
+
+    private static final class IntList {
+        int[] a = new int[1024];
+        int n;
+
+        void add(int v) {
+            if (n == a.length) a = Arrays.copyOf(a, grow(n));
+            a[n++] = v;
+        }
+
+        int[] toArray() { return Arrays.copyOf(a, n); }
+    }
+
+    private static final class ByteList {
+        byte[] a = new byte[16 * 1024];
+        int n;
+
+        void add(byte v) {
+            if (n == a.length) a = Arrays.copyOf(a, grow(n));
+            a[n++] = v;
+        }
+
+        void add(byte[] v) {
+            while (a.length - n < v.length) a = Arrays.copyOf(a, grow(a.length));
+            System.arraycopy(v, 0, a, n, v.length);
+            n += v.length;
+        }
+
+        byte[] toArray() { return Arrays.copyOf(a, n); }
+    }
+
+    private static int grow(int n) {
+        if (n >= Integer.MAX_VALUE - 8) throw new IllegalStateException("an index of more than " + (Integer.MAX_VALUE - 8) + " entries");
+        return (int) Math.min(Integer.MAX_VALUE - 8, n + (n >> 1) + 16);
+    }
+}
