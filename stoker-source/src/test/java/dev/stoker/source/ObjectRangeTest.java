@@ -26,7 +26,7 @@ class ObjectRangeTest {
     static SampleException refusal(ObjectSource source, String ref, long offset, int length) {
         var e = assertThrows(ExecutionException.class, () -> source.fetchRange(ref, offset, length).get(10, TimeUnit.SECONDS));
         var se = assertInstanceOf(SampleException.class, e.getCause());
-        assertEquals(SampleException.Stage.FETCH, se.stage());
+        assertEquals(SampleException.Stage.MANIFEST, se.stage()); // a ranged read reads records (a shard's, a Parquet file's)
         assertEquals(ref, se.sampleId());
         return se;
     }
