@@ -13,7 +13,7 @@ import java.util.regex.Pattern;
  * The files a Parquet source names: the last segment of its location is one file name, or a pattern of them.
  * Braces expand first, {@code {0000..0009}} to ten zero-padded numbers and {@code {a,b}} to each word (several
  * braces: every combination, in order); then, for local files only, {@code *}, {@code ?} and {@code [...]} match
- * the names in the folder (sorted). S3 has no folders to list here: name S3 files with braces.
+ * the names in the folder (sorted; on S3 the objects ListObjectsV2 lists directly under the folder's prefix).
  */
 final class FilePattern {
     private static final Pattern RANGE = Pattern.compile("(\\d+)\\.\\.(\\d+)");
@@ -31,7 +31,10 @@ final class FilePattern {
     }
 
     /** The file names (relative to the location's folder) the pattern names, in order; none is an IOException. */
-    static List<String> files(DatasetLocation location) throws IOException {
+    static List<String> files(DatasetLocation location) throws IOException { return files(location, null); }
+
+    /** {@link #files(DatasetLocation)}, a glob on S3 matched against {@code source}'s listing of the folder. */
+    static List<String> files(DatasetLocation location, dev.stoker.source.ObjectSource source) throws IOException {
         String pattern = name(location);
         List<String> expanded;
         try {
@@ -45,12 +48,18 @@ final class FilePattern {
                 out.add(name);
                 continue;
             }
-            if (!(location instanceof DatasetLocation.Local local))
-                throw new IOException("'" + pattern + "': a glob on S3 would need a listing; name the files with a brace range, e.g. train-{00000..00009}.parquet");
             var matcher = FileSystems.getDefault().getPathMatcher("glob:" + name);
             var found = new ArrayList<String>();
-            try (DirectoryStream<java.nio.file.Path> dir = Files.newDirectoryStream(local.rootDir())) {
-                for (var p : dir) if (matcher.matches(p.getFileName()) && Files.isRegularFile(p)) found.add(p.getFileName().toString());
+            if (location instanceof DatasetLocation.Local local) {
+                try (DirectoryStream<java.nio.file.Path> dir = Files.newDirectoryStream(local.rootDir())) {
+                    for (var p : dir) if (matcher.matches(p.getFileName()) && Files.isRegularFile(p)) found.add(p.getFileName().toString());
+                }
+            } else {
+                if (source == null)
+                    throw new IOException("'" + pattern + "': a glob on S3 needs a listing; name the files with a brace range, e.g. train-{00000..00009}.parquet");
+                int glob = firstGlob(name);
+                for (String ref : source.list(name.substring(0, glob))) // objects directly under the folder, relative to it
+                    if (ref.indexOf('/') < 0 && matcher.matches(java.nio.file.Path.of(ref))) found.add(ref);
             }
             found.sort(null);
             out.addAll(found);
@@ -58,6 +67,12 @@ final class FilePattern {
         if (out.isEmpty()) throw new IOException("no file matches " + location.manifestUri());
         if (out.stream().distinct().count() != out.size()) throw new IOException("'" + pattern + "' names a file more than once");
         return out;
+    }
+
+    private static int firstGlob(String s) {
+        int i = s.length();
+        for (char c : new char[] {'*', '?', '['}) if (s.indexOf(c) >= 0) i = Math.min(i, s.indexOf(c));
+        return i;
     }
 
     static boolean isGlob(String s) { return s.indexOf('*') >= 0 || s.indexOf('?') >= 0 || s.indexOf('[') >= 0; }

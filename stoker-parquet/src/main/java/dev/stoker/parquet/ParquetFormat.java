@@ -44,7 +44,7 @@ public final class ParquetFormat implements SampleFormat {
 
     /** The records of {@code source}'s Parquet files, at most {@code cacheBytes} of decoded row groups kept. */
     public static ParquetRecords open(ObjectSource source, String name, long cacheBytes) throws IOException {
-        var files = FilePattern.files(source.location());
+        var files = FilePattern.files(source.location(), source);
         return ParquetRecords.open(source, FilePattern.name(source.location()).equals(name) ? name : FilePattern.name(source.location()),
                 files, cacheBytes, DECODER);
     }

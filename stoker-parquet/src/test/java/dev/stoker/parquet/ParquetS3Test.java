@@ -56,13 +56,22 @@ class ParquetS3Test {
             assertEquals(5, s3Records.rowGroupReads());
             assertTrue(s3Records.rangeReads() <= 2 + 5 * 4, "a few ranged GETs per row group: " + s3Records.rangeReads());
         }
-        try (var remote = ObjectSources.open("s3://" + BUCKET + "/hf/data/train-*.parquet", config)) {
+        try (var remote = ObjectSources.open("s3://" + BUCKET + "/hf/data/train-*.parquet", config); var local = local(config)) { // a glob by ListObjectsV2
+            var globbed = SampleFormat.records(remote, "train", null);
+            assertEquals(15, globbed.size());
+            assertEquals(SampleFormat.records(local, "train", null).id(14), globbed.id(14), "the same files in the same order");
+        }
+        try (var remote = ObjectSources.open("s3://" + BUCKET + "/hf/data/none-*.parquet", config)) {
             var e = assertThrows(IOException.class, () -> SampleFormat.records(remote, "x", null));
-            assertTrue(e.getMessage().contains("brace range"), e.getMessage());
+            assertTrue(e.getMessage().contains("no file matches"), e.getMessage());
         }
         try (var remote = ObjectSources.open("s3://" + BUCKET + "/hf/data/train-{00000..00002}.parquet", config)) {
             var e = assertThrows(IOException.class, () -> SampleFormat.records(remote, "x", null));
             assertTrue(e.getMessage().contains("train-00002.parquet"), e.getMessage());
         }
+    }
+
+    private dev.stoker.source.ObjectSource local(SourceConfig config) {
+        return ObjectSources.open(tmp.resolve("train-*.parquet").toString(), config);
     }
 }
