@@ -46,15 +46,24 @@ public final class StatusLine implements AutoCloseable {
      * @param causes           the skipped samples by cause, the most common first ({@link FeedErrors#counts()})
      */
     public record Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
-                  String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes) {
+                  String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
+                  List<FeedMetrics.Source> sources) {
         public Sample {
             causes = List.copyOf(causes);
+            sources = List.copyOf(sources);
+        }
+
+        /** A sample of a feed of one source. */
+        public Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
+                      String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes) {
+            this(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples, filteredSamples,
+                    causes, List.of());
         }
 
         /** The figures of a feed's counters {@code m} now; the trainers' wait ratio unknown. */
         public static Sample of(FeedMetrics.Snapshot m, String verdict, long totalBatches) {
             return new Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(), OptionalDouble.empty(),
-                    verdict, totalBatches, m.errorSamples(), m.filteredSamples(), m.skippedByCause());
+                    verdict, totalBatches, m.errorSamples(), m.filteredSamples(), m.skippedByCause(), m.sources());
         }
     }
 
@@ -82,6 +91,10 @@ public final class StatusLine implements AutoCloseable {
         sb.append(" | ").append(now.bufferedBatches()).append(" buffered");
         skipped(sb, now.errorSamples(), "errors", SampleException.Kind.ERROR, now.causes());
         skipped(sb, now.filteredSamples(), "filtered", SampleException.Kind.FILTERED, now.causes());
+        if (now.sources().size() > 1 && now.deliveredSamples() > 0) { // the mix as delivered: each source's share
+            sb.append(" | mix");
+            for (var src : now.sources()) sb.append(' ').append(src.name()).append(String.format(Locale.ROOT, " %.0f%%", 100 * src.share()));
+        }
         now.waitRatio().ifPresent(w -> sb.append(" | wait ").append(String.format(Locale.ROOT, "%.0f%%", 100 * w)));
         if (now.verdict() != null && !now.verdict().isEmpty()) sb.append(" | ").append(now.verdict());
         if (now.totalBatches() >= 0) {

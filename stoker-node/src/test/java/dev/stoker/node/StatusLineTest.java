@@ -22,6 +22,16 @@ class StatusLineTest {
     }
 
     @Test
+    void aMixShowsEachSourcesShareOfWhatWasDelivered() {
+        var sources = java.util.List.of(new dev.stoker.pipeline.feed.FeedMetrics.Source("a.jsonl", 1, 20, 40, 40, 0, 0.625),
+                new dev.stoker.pipeline.feed.FeedMetrics.Source("b.tar", 2, 12, 24, 24, 0, 0.375));
+        var now = new StatusLine.Sample(S, 64, 8, 0, OptionalDouble.empty(), null, -1, 0, 0, java.util.List.of(), sources);
+        assertTrue(StatusLine.format(null, now).contains(" | mix a.jsonl 63% b.tar 38%"), StatusLine.format(null, now));
+        var one = new StatusLine.Sample(S, 64, 8, 0, OptionalDouble.empty(), null, -1, 0, 0, java.util.List.of(), sources.subList(0, 1));
+        assertFalse(StatusLine.format(null, one).contains("mix"), "one source: no mix");
+    }
+
+    @Test
     void showsErrorsAndFilteredSamplesWithTheirMostCommonCausesWhenThereAreAny() {
         var causes = java.util.List.of(new FeedErrors.Cause("error", "fetch", "file not found", 10, "s3"),
                 new FeedErrors.Cause("filtered", "tokenize", "over --max-seq-len", 4, "s9"),
