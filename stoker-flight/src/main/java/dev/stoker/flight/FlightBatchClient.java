@@ -252,6 +252,8 @@ public final class FlightBatchClient implements AutoCloseable {
         private final FlightWire.Joined joined;
         private dev.stoker.core.ScheduleCursor next;
         private long taken;
+        /** The next step's label from the last batch's resume block; −1: count from the join. */
+        private long nextStepAfter = -1;
 
         private Session(String id, int rank, int world, String job, FlightWire.Joined joined) {
             this.id = id;
@@ -265,7 +267,12 @@ public final class FlightBatchClient implements AutoCloseable {
         /** The next batch, or null at the end of the rank's feed; invalidates the previous batch's tensors. */
         public BatchLayout.Batch next() {
             var batch = FlightBatchClient.this.next(FlightWire.ticket(rank, world, job, id).getBytes());
-            if (batch != null) { // the cursor after it: one step on, or the next epoch when less than a step is left (drop_last)
+            if (batch != null && batch.meta().resume() != null) { // the server's word on where the job resumes after it
+                var r = batch.meta().resume();
+                next = new dev.stoker.core.ScheduleCursor(r.epoch(), r.position());
+                nextStepAfter = r.step();
+                taken++;
+            } else if (batch != null) { // the cursor after it: one step on, or the next epoch when less than a step is left (drop_last)
                 var m = batch.meta();
                 long pps = joined.positionsPerStep();
                 long after = (m.epoch() == next.epoch() ? next.position() : 0) + pps;
@@ -289,7 +296,7 @@ public final class FlightBatchClient implements AutoCloseable {
         public long firstStep() { return joined.nextStep(); }
 
         /** The step label of the batch this session gets next: saved with {@link #cursor()}, it keeps labels across a resize. */
-        public long nextStep() { return joined.nextStep() + taken; }
+        public long nextStep() { return nextStepAfter >= 0 ? nextStepAfter : joined.nextStep() + taken; }
 
         @Override
         public void close() {

@@ -94,13 +94,42 @@ final class FlightWire {
      * The batch metadata JSON: the {@code STKB} header's fields under the names the Python client
      * uses ({@code samples} is {@code Meta.batchSize}).
      */
-    @JsonPropertyOrder({"epoch", "step", "global_step", "rank", "world", "samples", "scheduled"})
-    record MetaJson(long epoch, long step, @JsonProperty("global_step") long globalStep, int rank, int world, int samples, int scheduled) {
+    @JsonPropertyOrder({"epoch", "step", "global_step", "rank", "world", "samples", "scheduled", "resume"})
+    record MetaJson(long epoch, long step, @JsonProperty("global_step") long globalStep, int rank, int world, int samples, int scheduled,
+                    @com.fasterxml.jackson.annotation.JsonInclude(com.fasterxml.jackson.annotation.JsonInclude.Include.NON_NULL)
+                    ResumeJson resume) {
         static MetaJson of(BatchLayout.Meta m) {
-            return new MetaJson(m.epoch(), m.step(), m.globalStep(), m.rank(), m.world(), m.batchSize(), m.scheduled());
+            return new MetaJson(m.epoch(), m.step(), m.globalStep(), m.rank(), m.world(), m.batchSize(), m.scheduled(), ResumeJson.of(m.resume()));
         }
 
-        BatchLayout.Meta toMeta() { return new BatchLayout.Meta(epoch, step, rank, world, samples, scheduled, globalStep); }
+        BatchLayout.Meta toMeta() {
+            return new BatchLayout.Meta(epoch, step, rank, world, samples, scheduled, globalStep, resume == null ? null : resume.toResume());
+        }
+    }
+
+    /** The batch's resume block ({@link BatchLayout.Resume}): the next step's cursor and label, each source's cursor as [epoch, position]. */
+    record ResumeJson(long epoch, long position, @JsonProperty("next_step") long nextStep, long[][] sources) {
+        static ResumeJson of(BatchLayout.Resume r) {
+            if (r == null) return null;
+            var sources = new long[r.sources()][];
+            var e = r.sourceEpochs();
+            var p = r.sourcePositions();
+            for (int i = 0; i < sources.length; i++) sources[i] = new long[] {e[i], p[i]};
+            return new ResumeJson(r.epoch(), r.position(), r.step(), sources);
+        }
+
+        BatchLayout.Resume toResume() {
+            int n = sources == null ? 0 : sources.length;
+            if (n > BatchLayout.MAX_RESUME_SOURCES) throw new IllegalArgumentException("batch metadata names " + n + " sources");
+            var e = new long[n];
+            var p = new long[n];
+            for (int i = 0; i < n; i++) {
+                if (sources[i] == null || sources[i].length != 2) throw new IllegalArgumentException("a source cursor is [epoch, position]");
+                e[i] = sources[i][0];
+                p[i] = sources[i][1];
+            }
+            return new BatchLayout.Resume(epoch, position, nextStep, e, p);
+        }
     }
 
     static Schema schema(Map<String, String> metadata) { return new Schema(FIELDS, metadata); }
