@@ -1,5 +1,6 @@
 package dev.stoker.source;
 
+import dev.stoker.core.SampleException;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -122,7 +123,15 @@ public final class ManifestRecords implements SampleRecords {
 
     /** Record {@code i}'s bytes (a JSON value in UTF-8, unchecked). */
     public CompletableFuture<byte[]> read(int i) {
-        return reader.read(id(i), index.offset(i), index.length(i));
+        long offset;
+        int length;
+        try {
+            offset = index.offset(i);
+            length = index.length(i);
+        } catch (IllegalStateException e) { // a cached index file damaged after it was checked and mapped
+            return CompletableFuture.failedFuture(new SampleException(id(i), SampleException.Stage.MANIFEST, id(i) + ": " + e.getMessage()));
+        }
+        return reader.read(id(i), offset, length);
     }
 
     public RecordIndex index() { return index; }

@@ -4,9 +4,11 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParseException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
-import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -18,6 +20,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
 import java.util.HexFormat;
+import java.util.Objects;
 
 /**
  * Where each record of a manifest lies: its byte offset and length, and for JSON Lines its line
@@ -44,18 +47,32 @@ public final class RecordIndex {
     private static final int FILE_VERSION = 1;
     private static final int HEADER_BYTES = 4 + 4 + 4 + 4 + 8 + 32;
 
+    private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
     private final Format format;
-    private final long[] offsets;
-    private final int[] lengths;
-    private final int[] lines; // JSONL only
+    private final int size;
+    // a scan's arrays, or slices of a cached index file mapped read-only (its values checked as they are read)
+    private final MemorySegment offsets;
+    private final MemorySegment lengths;
+    private final MemorySegment lines; // JSONL only
+    private final boolean mapped;
     private final long bytes;
     private final byte[] digest;
 
     private RecordIndex(Format format, long[] offsets, int[] lengths, int[] lines, long bytes, byte[] digest) {
+        this(format, offsets.length, MemorySegment.ofArray(offsets), MemorySegment.ofArray(lengths),
+                lines == null ? null : MemorySegment.ofArray(lines), false, bytes, digest);
+    }
+
+    private RecordIndex(Format format, int size, MemorySegment offsets, MemorySegment lengths, MemorySegment lines, boolean mapped,
+                        long bytes, byte[] digest) {
         this.format = format;
+        this.size = size;
         this.offsets = offsets;
         this.lengths = lengths;
         this.lines = lines;
+        this.mapped = mapped;
         this.bytes = bytes;
         this.digest = digest;
     }
@@ -63,19 +80,32 @@ public final class RecordIndex {
     public Format format() { return format; }
 
     /** Records indexed. */
-    public int size() { return offsets.length; }
+    public int size() { return size; }
 
-    public long offset(int record) { return offsets[record]; }
+    /** Where the record starts in the manifest; IllegalStateException when a cached index file says it lies outside. */
+    public long offset(int record) {
+        long o = offsets.getAtIndex(LONG, Objects.checkIndex(record, size));
+        if (o < 0 || o > bytes) throw new IllegalStateException("the index puts record " + record + " at byte " + o
+                + ", outside the manifest's " + bytes + " bytes");
+        return o;
+    }
 
     /** The record's bytes, {@link Integer#MAX_VALUE} when it is longer (no reader takes that much). */
-    public int length(int record) { return lengths[record]; }
+    public int length(int record) {
+        int n = lengths.getAtIndex(INT, Objects.checkIndex(record, size));
+        if (n < 0) throw new IllegalStateException("the index gives record " + record + " a negative length " + n);
+        return n;
+    }
 
     /** The record's 1-based line (JSON Lines), or its 0-based position in the array. */
-    public int label(int record) { return lines != null ? lines[record] : record; }
+    public int label(int record) { return lines != null ? lines.getAtIndex(INT, Objects.checkIndex(record, size)) : record; }
+
+    /** Whether the index is a cached file mapped into memory (its values then live in the page cache, not the heap). */
+    public boolean mapped() { return mapped; }
 
     /** {@code name:line} (JSON Lines) or {@code name[i]} (JSON array): a record's id until its own {@code "id"} is read. */
     public String id(String name, int record) {
-        return lines != null ? name + ":" + lines[record] : name + "[" + record + "]";
+        return lines != null ? name + ":" + label(record) : name + "[" + record + "]";
     }
 
     /** The manifest's size in bytes. */
@@ -85,7 +115,7 @@ public final class RecordIndex {
     public byte[] digest() { return digest.clone(); }
 
     /** Heap the index holds per record, for benchmarks. */
-    public int bytesPerRecord() { return 8 + 4 + (lines != null ? 4 : 0); }
+    public int bytesPerRecord() { return mapped ? 0 : 8 + 4 + (lines != null ? 4 : 0); }
 
     // ------------------------------------------------------------------ scanning
 
@@ -191,9 +221,9 @@ public final class RecordIndex {
                     .putInt(keyBytes.length).put(keyBytes).flip();
             writeAll(ch, head);
             var block = ByteBuffer.allocate(1 << 20).order(ByteOrder.LITTLE_ENDIAN);
-            for (long o : offsets) { if (block.remaining() < 8) flush(ch, block); block.putLong(o); }
-            for (int l : lengths) { if (block.remaining() < 4) flush(ch, block); block.putInt(l); }
-            if (lines != null) for (int l : lines) { if (block.remaining() < 4) flush(ch, block); block.putInt(l); }
+            for (int i = 0; i < size; i++) { if (block.remaining() < 8) flush(ch, block); block.putLong(offsets.getAtIndex(LONG, i)); }
+            for (int i = 0; i < size; i++) { if (block.remaining() < 4) flush(ch, block); block.putInt(lengths.getAtIndex(INT, i)); }
+            if (lines != null) for (int i = 0; i < size; i++) { if (block.remaining() < 4) flush(ch, block); block.putInt(lines.getAtIndex(INT, i)); }
             flush(ch, block);
         }
         Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
@@ -217,8 +247,7 @@ public final class RecordIndex {
         try (var ch = FileChannel.open(file, StandardOpenOption.READ)) {
             long size = ch.size();
             if (size < HEADER_BYTES + 4) throw new IOException("index " + file + " is cut short (" + size + " bytes)");
-            var in = new DataInputStream(new java.io.BufferedInputStream(java.nio.channels.Channels.newInputStream(ch), 1 << 20));
-            var head = ByteBuffer.wrap(in.readNBytes(HEADER_BYTES + 4)).order(ByteOrder.LITTLE_ENDIAN);
+            var head = readAt(ch, 0, HEADER_BYTES + 4).order(ByteOrder.LITTLE_ENDIAN);
             if (head.getInt() != MAGIC || head.getInt() != FILE_VERSION) return null;
             int kind = head.getInt();
             int count = head.getInt();
@@ -232,19 +261,27 @@ public final class RecordIndex {
                 throw new IOException("index " + file + " has a malformed header");
             long expect = HEADER_BYTES + 4L + keyLength + count * (12L + (withLines ? 4 : 0));
             if (expect != size) throw new IOException("index " + file + " has " + size + " bytes, its header says " + expect);
-            String saved = new String(in.readNBytes(keyLength), java.nio.charset.StandardCharsets.UTF_8);
+            String saved = new String(readAt(ch, HEADER_BYTES + 4, keyLength).array(), java.nio.charset.StandardCharsets.UTF_8);
             if (!saved.equals(key)) return null;
-            long[] offsets = new long[count];
-            int[] lengths = new int[count];
-            int[] lines = withLines ? new int[count] : null;
-            for (int i = 0; i < count; i++) offsets[i] = Long.reverseBytes(in.readLong());
-            for (int i = 0; i < count; i++) lengths[i] = Integer.reverseBytes(in.readInt());
-            if (lines != null) for (int i = 0; i < count; i++) lines[i] = Integer.reverseBytes(in.readInt());
-            for (int i = 0; i < count; i++)
-                if (offsets[i] < 0 || lengths[i] < 0 || offsets[i] > bytes)
-                    throw new IOException("index " + file + ": record " + i + " lies outside the manifest's " + bytes + " bytes");
-            return new RecordIndex(Format.values()[formatOrdinal], offsets, lengths, lines, bytes, digest);
+            // mapped, not copied: a 10 M-record index loads in milliseconds, and its pages are the page cache's (shared,
+            // dropped under pressure). The values are checked as each is read, so a file damaged later fails that record only.
+            var map = ch.map(FileChannel.MapMode.READ_ONLY, 0, size, Arena.ofAuto());
+            long at = HEADER_BYTES + 4L + keyLength;
+            var offsets = map.asSlice(at, 8L * count);
+            var lengths = map.asSlice(at + 8L * count, 4L * count);
+            var lines = withLines ? map.asSlice(at + 12L * count, 4L * count) : null;
+            return new RecordIndex(Format.values()[formatOrdinal], count, offsets, lengths, lines, true, bytes, digest);
         }
+    }
+
+    /** {@code n} bytes at {@code position} of {@code ch} (the file's size was checked to hold them). */
+    private static ByteBuffer readAt(FileChannel ch, long position, int n) throws IOException {
+        var b = ByteBuffer.allocate(n);
+        while (b.hasRemaining()) {
+            int got = ch.read(b, position + b.position());
+            if (got < 0) throw new IOException("index is cut short");
+        }
+        return b.flip();
     }
 
     @Override

@@ -3,6 +3,7 @@ package dev.stoker.source;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -142,6 +143,35 @@ class RecordIndexTest {
             var small = ManifestRecords.open(source, "train.json", new ManifestRecords.IndexCache(tmp.resolve("cache2"), 1 << 20));
             assertFalse(Files.exists(tmp.resolve("cache2")), "a small manifest is not cached");
             assertEquals(3, small.size());
+        }
+    }
+
+    @Test
+    void aCachedIndexIsMappedAndADamagedValueFailsOnlyItsRecordNamingIt() throws Exception {
+        Path manifest = tmp.resolve("train.jsonl");
+        Files.writeString(manifest, "{\"id\": \"a\"}\n{\"id\": \"b\"}\n{\"id\": \"c\"}\n");
+        var cache = new ManifestRecords.IndexCache(tmp.resolve("cache"), 0);
+        try (var source = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
+            var first = ManifestRecords.open(source, "train.jsonl", cache);
+            assertFalse(first.index().mapped(), "a scanned index is held in arrays");
+            Path file;
+            try (var files = Files.list(tmp.resolve("cache"))) {
+                file = files.filter(f -> f.toString().endsWith(".idx")).findFirst().orElseThrow();
+            }
+            // record 1's offset (after the 56-byte header, the key's length and the key) made to point past the manifest
+            var bytes = java.nio.ByteBuffer.wrap(Files.readAllBytes(file)).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+            int keyLength = bytes.getInt(56);
+            bytes.putLong(60 + keyLength + 8, 1L << 40);
+            Files.write(file, bytes.array());
+            var again = ManifestRecords.open(source, "train.jsonl", cache);
+            assertTrue(again.fromCache() && again.index().mapped(), "the cached index is mapped, not copied");
+            assertEquals(0, again.index().bytesPerRecord());
+            assertEquals("{\"id\": \"c\"}", new String(again.read(2).get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+            var e = assertThrows(java.util.concurrent.ExecutionException.class, () -> again.read(1).get(10, TimeUnit.SECONDS));
+            var cause = assertInstanceOf(dev.stoker.core.SampleException.class, e.getCause());
+            assertEquals("train.jsonl:2", cause.sampleId());
+            assertTrue(cause.getMessage().contains("outside the manifest"), cause.getMessage());
+            assertThrows(IndexOutOfBoundsException.class, () -> again.index().offset(3));
         }
     }
 }

@@ -161,17 +161,16 @@ public final class Feeder implements AutoCloseable {
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
         int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1) : 0);
         var cpu = new CpuPool(threads, config.ranks() * perRank + threads, config.encode(), tokenizer);
-        // the CPU pool warms up and Pekko starts while the sources are indexed and the order is fixed: neither needs the other
+        // the CPU pool warms up, and Pekko starts, each on a thread of its own while the sources are indexed and the
+        // order is fixed: none of the three needs another
         long warmUpMillis = config.warmUpMillis();
-        var started = CompletableFuture.supplyAsync(() -> {
+        var warmed = CompletableFuture.runAsync(() -> {
             cpu.prestart(TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
             if (warmUpMillis > 0) cpu.warmUp(zeroCopy, warmUpMillis, TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
-            return ActorSystem.create("stoker-feed", pekkoConfig());
-        }, task -> {
-            var t = new Thread(task, "stoker-feed-start");
-            t.setDaemon(true);
-            t.start();
-        });
+        }, task -> startThread(task, "stoker-feed-warm-up"));
+        var pekko = CompletableFuture.supplyAsync(() -> ActorSystem.create("stoker-feed", pekkoConfig()),
+                task -> startThread(task, "stoker-feed-start"));
+        var started = warmed.thenCombine(pekko, (ignored, sys) -> sys);
         dev.stoker.source.SampleRecords records;
         SampleSchedule schedule;
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
@@ -188,10 +187,11 @@ public final class Feeder implements AutoCloseable {
             errors = FeedErrors.open(config, schedule, records instanceof MixedSource.Records mixed
                     ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName()));
         } catch (IOException | RuntimeException e) {
-            started.handle((sys, err) -> {
+            pekko.handle((sys, err) -> {
                 if (sys != null) sys.terminate();
                 return null;
             }).join();
+            warmed.handle((ignored, err) -> null).join();
             cpu.close();
             throw e;
         }
@@ -199,6 +199,11 @@ public final class Feeder implements AutoCloseable {
         try {
             system = started.join();
         } catch (java.util.concurrent.CompletionException e) {
+            pekko.handle((sys, err) -> {
+                if (sys != null) sys.terminate();
+                return null;
+            }).join();
+            warmed.handle((ignored, err) -> null).join();
             cpu.close();
             errors.close();
             throw e.getCause() instanceof RuntimeException r ? r : e;
@@ -231,6 +236,12 @@ public final class Feeder implements AutoCloseable {
         }));
         return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
                 fingerprint(records.digest(), config), store, startNanos);
+    }
+
+    private static void startThread(Runnable task, String name) {
+        var t = new Thread(task, name);
+        t.setDaemon(true);
+        t.start();
     }
 
     /** One sampler tick: reads adders, the CPU pool's queue, each buffer's state and the store's bytes in use. */
