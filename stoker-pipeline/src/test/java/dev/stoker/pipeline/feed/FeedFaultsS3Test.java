@@ -154,8 +154,9 @@ class FeedFaultsS3Test {
         // at most 3 faults in a row per object, 8 retries: every fetch gets through
         proxy.addRule(FaultProxy.sometimes(0.5, 42, 3, ALL_KINDS));
         var run = runS3(mode, s3Config().maxRetries(8).build(), true);
+        // the errors first: when a sample went missing, its cause is what tells why
+        assertEquals(0, run.errors().total(), run.errors().records() + " " + run.source());
         FeederTest.assertSameBatches(reference, run.batches(), mode + " over S3 with faults vs local disk");
-        assertEquals(0, run.errors().total(), run.errors().records().toString());
         var m = run.source();
         assertEquals(0, m.failures(), m.toString());
         for (var kind : ALL_KINDS)

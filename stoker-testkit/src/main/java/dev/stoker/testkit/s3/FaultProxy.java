@@ -77,10 +77,15 @@ public final class FaultProxy implements AutoCloseable {
 
     /**
      * One request as a {@link Rule} sees it: {@code target} is the request target (path and query,
-     * e.g. {@code /bucket/ds/a.png}), {@code earlier} how many requests with the same method and target
-     * the proxy received before this one.
+     * e.g. {@code /bucket/ds/a.png}), {@code range} its {@code Range} header or "" (a ranged GET reads
+     * one record of an object whose other records are read at the same time: each range is a target
+     * of its own), {@code earlier} how many requests with the same method, target and range the proxy
+     * received before this one.
      */
-    public record Request(String method, String target, int earlier) {
+    public record Request(String method, String target, String range, int earlier) {
+        /** What identifies the requests a row of faults counts over: method, target and range. */
+        public String key() { return method + " " + target + (range.isEmpty() ? "" : " " + range); }
+
         /** The target without its query string. */
         public String path() {
             int q = target.indexOf('?');
@@ -120,8 +125,9 @@ public final class FaultProxy implements AutoCloseable {
      * A seeded {@code fraction} of requests get one of {@code faults}, chosen by a hash of the seed,
      * the target and the request's {@link Request#earlier() count}, so that the same requests get the
      * same faults whatever order they arrive in. Never more than {@code maxInARow} faults in a row
-     * for one target: a client that retries at least that often always gets through (as long as it
-     * does not fetch the same target concurrently, which would interleave the rows).
+     * for one {@link Request#key() key} (method, target and range): a client that retries at least that
+     * often always gets through (as long as it does not fetch the same range of a target concurrently,
+     * which would interleave the rows).
      */
     public static Rule sometimes(double fraction, long seed, int maxInARow, List<Fault> faults) {
         if (!(fraction >= 0 && fraction <= 1)) throw new IllegalArgumentException("fraction must be in [0, 1]: " + fraction);
@@ -129,9 +135,9 @@ public final class FaultProxy implements AutoCloseable {
         List<Fault> choices = List.copyOf(faults);
         Map<String, Integer> inARow = new ConcurrentHashMap<>();
         return r -> {
-            long h = mix(seed ^ mix(r.method().hashCode() * 31L + r.target().hashCode()) ^ mix(r.earlier() + 0x9E3779B97F4A7C15L));
+            String key = r.key();
+            long h = mix(seed ^ mix(key.hashCode()) ^ mix(r.earlier() + 0x9E3779B97F4A7C15L));
             double u = (h >>> 11) * 0x1.0p-53;
-            String key = r.method() + " " + r.target();
             if (u >= fraction || inARow.getOrDefault(key, 0) >= maxInARow) {
                 inARow.put(key, 0);
                 return null;
@@ -249,8 +255,9 @@ public final class FaultProxy implements AutoCloseable {
     }
 
     private Fault next(Head request) {
-        var r = new Request(request.method(), request.target(),
-                seen.computeIfAbsent(request.method() + " " + request.target(), k -> new AtomicInteger()).getAndIncrement());
+        String range = request.headers().getOrDefault("range", "");
+        var key = new Request(request.method(), request.target(), range, 0).key();
+        var r = new Request(request.method(), request.target(), range, seen.computeIfAbsent(key, k -> new AtomicInteger()).getAndIncrement());
         synchronized (plan) {
             Fault f = plan.poll();
             if (f != null) return f;
@@ -288,7 +295,7 @@ public final class FaultProxy implements AutoCloseable {
                 Fault fault = next(request);
                 if (!(fault instanceof Pass)) {
                     injected.incrementAndGet();
-                    injectedByPath.computeIfAbsent(new Request(request.method(), request.target(), 0).path(), k -> new AtomicInteger())
+                    injectedByPath.computeIfAbsent(new Request(request.method(), request.target(), "", 0).path(), k -> new AtomicInteger())
                             .incrementAndGet();
                     injectedByKind.computeIfAbsent(fault.getClass(), k -> new AtomicInteger()).incrementAndGet();
                 }
