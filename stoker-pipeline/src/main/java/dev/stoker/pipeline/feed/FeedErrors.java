@@ -21,6 +21,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 
 /**
@@ -160,6 +161,8 @@ public final class FeedErrors implements AutoCloseable {
     private int earlySourcesLeft;
     /** Whether the early judgement is over (or off): read without the lock on every sample's outcome. */
     private volatile boolean earlyJudged;
+    /** Completes when the early judgement is over (or off), or the feed failed: see {@link #afterEarlyJudgement}. */
+    private final CompletableFuture<Void> earlyOver = new CompletableFuture<>();
     private BadInputException failure;
 
     private FeedErrors(ErrorPolicy policy, double maxErrorRate, List<String> sources, Path file, BufferedWriter out, SampleSchedule schedule,
@@ -173,6 +176,7 @@ public final class FeedErrors implements AutoCloseable {
         this.schedule = schedule;
         this.startStep = schedule == null ? 0 : start.epoch() * schedule.stepsPerEpoch() + start.position() / schedule.positionsPerStep();
         this.earlyJudged = schedule == null || policy != ErrorPolicy.SKIP || maxErrorRate >= 1;
+        if (earlyJudged) earlyOver.complete(null);
         int n = schedule != null && schedule.mix() != null ? schedule.mix().sources() : 1;
         this.earlyFailed = new FeedError[n][EARLY_SAMPLES];
         this.earlyFailedCount = new int[n];
@@ -412,13 +416,16 @@ public final class FeedErrors implements AutoCloseable {
         if (earlyDone[src]) return null;
         if (failed == null) {
             earlyDone[src] = true;
-            if (--earlySourcesLeft == 0) earlyJudged = true;
+            if (--earlySourcesLeft == 0) {
+                earlyJudged = true;
+                earlyOver.complete(null);
+            }
             return null;
         }
         if (earlyFailed[src][ordinal] != null) return null;
         earlyFailed[src][ordinal] = failed;
         if (++earlyFailedCount[src] < EARLY_SAMPLES) return null;
-        earlyJudged = true;
+        earlyJudged = true; // earlyOver completes as the feed fails with this judgement
         var all = List.of(earlyFailed[src]);
         return new BadInputException(String.format(Locale.ROOT,
                 "bad input: the first %d samples of %s all failed, none delivered (a source is judged on its first %d samples "
@@ -549,8 +556,23 @@ public final class FeedErrors implements AutoCloseable {
 
     private List<Consumer<BadInputException>> fail(BadInputException e) {
         failure = e;
+        earlyOver.complete(null);
         return List.copyOf(listeners);
     }
+
+    /**
+     * {@code b}, once it may be handed out: at once, unless every sample of it failed while the early judgement is
+     * still open. Such a batch waits for the judgement (at most {@link #EARLY_WAIT_MILLIS}), so that a wrong image
+     * folder reaches the trainer as the judgement's error rather than as an empty batch first; the pipeline runs
+     * ahead of the trainer by its fetches in flight, so the first samples are usually judged within moments.
+     */
+    <B extends FeedBatch> CompletableFuture<B> afterEarlyJudgement(B b) {
+        if (b == null || earlyJudged || b.samples() > 0 || b.scheduled() == 0) return CompletableFuture.completedFuture(b);
+        return earlyOver.thenApply(x -> b).completeOnTimeout(b, EARLY_WAIT_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS);
+    }
+
+    /** How long an empty batch waits for the early judgement before it is handed out anyway (see {@link #afterEarlyJudgement}). */
+    static final long EARLY_WAIT_MILLIS = 10_000;
 
     private BadInputException notify(List<Consumer<BadInputException>> tell) {
         BadInputException f;

@@ -58,7 +58,7 @@ final class OnDemandRankFeed implements RankFeed<Batch> {
             tail = run;
         }
         boolean first = state.requested();
-        return state.deliver(run, first, () -> {
+        return state.deliver(run, first, false, () -> {
             synchronized (lock) {
                 outstanding--;
             }

@@ -60,7 +60,7 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
     @Override
     public CompletableFuture<B> next() {
         boolean first = state.requested();
-        return state.deliver(buffer.take(), first, () -> { });
+        return state.deliver(buffer.take(), first, true, () -> { });
     }
 
     @Override

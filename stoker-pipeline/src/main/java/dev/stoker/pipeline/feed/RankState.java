@@ -64,12 +64,14 @@ final class RankState {
 
     /**
      * The consumer's future for {@code produced}: accounting is done before it completes, and a
-     * failure arrives unwrapped (a CancellationException stays one for {@code get()}).
+     * failure arrives unwrapped (a CancellationException stays one for {@code get()}). With
+     * {@code awaitEarly} (the streaming modes, whose pipeline runs ahead of the trainer), a batch whose
+     * every sample failed waits for the early judgement first ({@link FeedErrors#afterEarlyJudgement}).
      */
-    <B extends FeedBatch> CompletableFuture<B> deliver(CompletableFuture<B> produced, boolean firstRequest, Runnable always) {
+    <B extends FeedBatch> CompletableFuture<B> deliver(CompletableFuture<B> produced, boolean firstRequest, boolean awaitEarly, Runnable always) {
         var out = new CompletableFuture<B>();
         long askedNanos = System.nanoTime();
-        produced.whenComplete((b, err) -> {
+        (awaitEarly ? produced.thenCompose(errors::afterEarlyJudgement) : produced).whenComplete((b, err) -> {
             always.run();
             if (err != null) {
                 Throwable cause = err;

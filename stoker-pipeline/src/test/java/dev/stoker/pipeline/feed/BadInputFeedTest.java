@@ -426,6 +426,30 @@ class BadInputFeedTest {
     }
 
     /**
+     * A trainer that asks at once, while the first samples are still being fetched slowly (up to 400 ms each on four I/O
+     * threads: the 32 take about 1.6 s, the first batch of 2 is done long before), gets the judgement's error, not the
+     * empty batch made first (the race CI hit through {@code serve}: the trainer's first request beat the judgement). As
+     * {@code serve}'s default, 64 fetches in flight let the pipeline reach the 32th sample ahead of the trainer.
+     */
+    @Test
+    void anEmptyBatchAskedForBeforeTheEarlyJudgementWaitsForIt() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 100; i++) bad.put(i, Kind.MISSING);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 100, bad, false);
+        try (var source = new LocalFeedSource(manifest, 400); var store = store(shm)) {
+            for (var mode : new FeedMode[] {FeedMode.PREFETCH, FeedMode.ZERO_COPY}) {
+                try (var feeder = start(config(mode, 1, 2).withFetchConcurrency(FeedConfig.FETCH_CONCURRENCY_DEFAULT), source, store)) {
+                    var e = assertThrows(ExecutionException.class, () -> next(feeder, 0), mode + ": an error, not an empty batch");
+                    var failure = assertInstanceOf(BadInputException.class, e.getCause(), mode.name());
+                    assertTrue(failure.getMessage().startsWith("bad input: the first 32 samples of train.jsonl all failed"), failure.getMessage());
+                    assertEquals(0, feeder.metrics().deliveredBatches(), mode + ": nothing handed out");
+                }
+                assertEquals(0, store.metrics().inUseBytes(), mode + ": every object released");
+            }
+        }
+    }
+
+    /**
      * The early judgement goes by position, not by which outcome arrives first: every other sample a line that does not
      * parse (it fails at once, while the good ones are still fetched and encoded) is half the first 32 failing, so the feed
      * runs on, here under a limit of 60% that the rate never passes.
