@@ -56,7 +56,8 @@ public class PatchifyBenchmark {
 
     @Setup(Level.Trial)
     public void setUp() {
-        cfg = ProcessorPreset.fromName(preset).vision();
+        // pinned to the bounds the recorded numbers were measured at (the constructor defaults), not the published ones
+        cfg = ProcessorPreset.fromName(preset).vision(ProcessorPreset.CONSTRUCTOR_MIN_PIXELS, ProcessorPreset.CONSTRUCTOR_MAX_PIXELS);
         int[] hw = SmartResize.compute(1080, 1920, cfg);
         height = hw[0];
         width = hw[1];

@@ -49,7 +49,7 @@ public class ResizeBenchmark {
         String[] wh = sizeAndMax[0].split("x");
         srcWidth = Integer.parseInt(wh[0]);
         srcHeight = Integer.parseInt(wh[1]);
-        var cfg = ProcessorPreset.QWEN2_5_VL.vision(ProcessorPreset.DEFAULT_MIN_PIXELS, Long.parseLong(sizeAndMax[1]));
+        var cfg = ProcessorPreset.QWEN2_5_VL.vision(ProcessorPreset.CONSTRUCTOR_MIN_PIXELS, Long.parseLong(sizeAndMax[1]));
         int[] hw = SmartResize.compute(srcHeight, srcWidth, cfg);
         dstHeight = hw[0];
         dstWidth = hw[1];

@@ -121,7 +121,12 @@ final class NodeOptions {
     }
 
     /** The configuration {@code spec}'s command was given, built (validated). */
-    static NodeConfig config(CommandSpec spec, Collection<ConfigKey<?>> keys) { return builder(spec, keys).build(); }
+    static NodeConfig config(CommandSpec spec, Collection<ConfigKey<?>> keys) {
+        var config = builder(spec, keys).build();
+        for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
+        spec.commandLine().getErr().flush();
+        return config;
+    }
 
     /**
      * The configuration {@code spec}'s command was given; or, with {@code --print-config}, null once it is printed

@@ -21,8 +21,8 @@ import picocli.CommandLine.Spec;
         description = "Preprocess one image as the Qwen-VL image processor does.")
 final class PreprocessCommand implements Callable<Integer>, NodeOptions.Configured {
     /** What decides how an image becomes pixel_values. */
-    static final List<ConfigKey<?>> IMAGE_SETTINGS = List.of(NodeConfig.PROCESSOR_KEY, NodeConfig.MIN_PIXELS, NodeConfig.MAX_PIXELS,
-            NodeConfig.EXIF, NodeConfig.DECODE_SCALE, NodeConfig.MAX_SOURCE_PIXELS);
+    static final List<ConfigKey<?>> IMAGE_SETTINGS = List.of(NodeConfig.MODEL, NodeConfig.OVERRIDE_MODEL, NodeConfig.PROCESSOR_KEY,
+            NodeConfig.MIN_PIXELS, NodeConfig.MAX_PIXELS, NodeConfig.EXIF, NodeConfig.DECODE_SCALE, NodeConfig.MAX_SOURCE_PIXELS);
 
     @Spec CommandSpec spec;
 

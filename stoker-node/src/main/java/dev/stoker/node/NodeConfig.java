@@ -25,6 +25,7 @@ import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.pipeline.model.ModelFolder;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
@@ -72,12 +73,23 @@ public final class NodeConfig {
     private static final List<ConfigKey<?>> KEYS = new ArrayList<>();
 
     // ---- PROCESSOR: how a sample becomes model inputs
+    public static final ConfigKey<Path> MODEL = key("model", PROCESSOR, "DIR", TEXT, ConfigKey.path(), Path::toString, null, "none",
+            "A Hugging Face model folder (config.json, preprocessor_config.json, tokenizer.json, tokenizer_config.json, "
+                    + "chat_template.jinja/.json where present): the family, pixel bounds, patch sizes, mean, std, tokenizer and chat "
+                    + "template come from it, as AutoProcessor.from_pretrained reads them. An option given beside it that disagrees "
+                    + "with it is refused, unless --override-model.");
+    public static final ConfigKey<Boolean> OVERRIDE_MODEL = key("override-model", PROCESSOR, null, FLAG, ConfigKey.flag(), String::valueOf,
+            false, null, "Let --processor, --min-pixels, --max-pixels and --tokenizer given beside --model win over the model's "
+                    + "values (each difference is warned about once).");
     public static final ConfigKey<ProcessorPreset> PROCESSOR_KEY = key("processor", PROCESSOR, "NAME", TEXT, ProcessorPreset::fromName,
-            ProcessorPreset::cliName, ProcessorPreset.QWEN2_5_VL, null, "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl.");
+            ProcessorPreset::cliName, ProcessorPreset.QWEN2_5_VL, null, "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl (with --model: "
+                    + "the model's).");
     public static final ConfigKey<Long> MIN_PIXELS = key("min-pixels", PROCESSOR, "N", NUMBER, ConfigKey.longInt(1, Long.MAX_VALUE),
-            String::valueOf, ProcessorPreset.DEFAULT_MIN_PIXELS, null, "Lower bound of the resized image area in pixels (56²).");
+            String::valueOf, null, "the processor's: 3136 for qwen2-vl and qwen2.5-vl, 65536 for qwen3-vl; with --model, the model's",
+            "Lower bound of the resized image area in pixels.");
     public static final ConfigKey<Long> MAX_PIXELS = key("max-pixels", PROCESSOR, "N", NUMBER, ConfigKey.longInt(1, Long.MAX_VALUE),
-            String::valueOf, ProcessorPreset.DEFAULT_MAX_PIXELS, null, "Upper bound of the resized image area in pixels (28²·1280).");
+            String::valueOf, null, "the processor's: 12845056 for qwen2-vl and qwen2.5-vl, 16777216 for qwen3-vl; with --model, the "
+                    + "model's", "Upper bound of the resized image area in pixels.");
     public static final ConfigKey<ExifPolicy> EXIF = key("exif", PROCESSOR, "POLICY", TEXT, ConfigKey.enumOf(ExifPolicy.class),
             ConfigKey::cliName, ExifPolicy.APPLY, null, "EXIF orientation: apply (as transformers' load_image, which the official Qwen "
                     + "SFT code uses) or ignore (as a bare PIL.Image.open).");
@@ -101,7 +113,7 @@ public final class NodeConfig {
                     + "normalizes and patchifies itself, bit for bit the same (Python: stoker.pixels.to_pixel_values); for network-bound "
                     + "delivery (socket copies, Arrow Flight).");
     public static final ConfigKey<Path> TOKENIZER = key("tokenizer", PROCESSOR, "FILE", TEXT, ConfigKey.path(), Path::toString, null,
-            "the bundled Qwen2 tokenizer", "tokenizer.json (or .json.gz).");
+            "the bundled Qwen2 tokenizer; with --model, the model's", "tokenizer.json (or .json.gz).");
 
     // ---- DATA: what to feed and how
     public static final ConfigKey<String> DATA_KEY = key("data", DATA, "URI", TEXT, ConfigKey.text(), Function.identity(), null, null,
@@ -244,10 +256,20 @@ public final class NodeConfig {
 
     private final Map<ConfigKey<?>, Object> values;
     private final Set<ConfigKey<?>> given;
+    /** The model folder's settings (--model), or null. */
+    private final ModelFolder model;
+    /** The settings whose value came from the model folder rather than the command line or a default. */
+    private final Set<ConfigKey<?>> fromModel;
+    /** What --override-model let through, each once. */
+    private final List<String> warnings;
 
-    private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given) {
+    private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, ModelFolder model, Set<ConfigKey<?>> fromModel,
+                       List<String> warnings) {
         this.values = Collections.unmodifiableMap(values);
         this.given = Collections.unmodifiableSet(given);
+        this.model = model;
+        this.fromModel = Collections.unmodifiableSet(fromModel);
+        this.warnings = List.copyOf(warnings);
     }
 
     private static <T> ConfigKey<T> key(String name, ConfigKey.Group group, String label, ConfigKey.Kind kind, Function<String, T> reader,
@@ -297,6 +319,15 @@ public final class NodeConfig {
     // ---- typed accessors
 
     public ProcessorPreset processor() { return get(PROCESSOR_KEY); }
+
+    /** The model folder (--model), read and checked; null when none was given. */
+    public ModelFolder model() { return model; }
+
+    /** Whether {@code key}'s value came from the model folder. */
+    public boolean isFromModel(ConfigKey<?> key) { return fromModel.contains(key); }
+
+    /** Differences from the model folder that --override-model let through: warn about each once. */
+    public List<String> warnings() { return warnings; }
 
     public String data() {
         if (get(DATA_KEY) != null) return get(DATA_KEY);
@@ -404,12 +435,29 @@ public final class NodeConfig {
     /** How samples are encoded, from the PROCESSOR settings. */
     public EncodeOptions encodeOptions() {
         try {
-            return EncodeOptions.defaults(processor()).withPixels(get(MIN_PIXELS), get(MAX_PIXELS)).withExif(get(EXIF))
+            var preset = processor();
+            var base = EncodeOptions.defaults(preset);
+            // the model's geometry, mean and std, unless --override-model chose another family
+            if (model != null && model.family() == preset) base = base.withVision(model.vision()).withModel(modelIdentity());
+            else if (model != null) base = base.withModel(modelIdentity());
+            long min = get(MIN_PIXELS) != null ? get(MIN_PIXELS) : base.vision().minPixels();
+            long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
+            return base.withPixels(min, max).withExif(get(EXIF))
                     .withDecodeScale(get(DECODE_SCALE)).withMaxSourcePixels(get(MAX_SOURCE_PIXELS))
                     .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT)).withMaxImages(get(MAX_IMAGES));
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
         }
+    }
+
+    /**
+     * What the model folder adds to the encoding for the job's fingerprint: the SHA-256 of the tokenizer the job
+     * encodes with (the model's, or the one --override-model put in its place).
+     */
+    private String modelIdentity() {
+        Path tokenizer = get(TOKENIZER);
+        if (tokenizer == null || tokenizer.equals(model.tokenizer())) return "tokenizer:" + model.tokenizerSha256();
+        return "tokenizer:" + sha256(tokenizer);
     }
 
     /** How objects are fetched, from the DATA settings. */
@@ -574,6 +622,8 @@ public final class NodeConfig {
             Object v = values.get(k);
             if (given.contains(k)) {
                 out.append(k.name()).append(": ").append(yaml(k, v)).append('\n');
+            } else if (fromModel.contains(k)) {
+                out.append("# ").append(k.name()).append(": ").append(yaml(k, v)).append("  (from --model)\n");
             } else {
                 out.append("# ").append(k.name()).append(": ");
                 out.append(v != null ? yaml(k, v) + "  (default)" : "(default: " + k.describeDefault() + ")").append('\n');
@@ -676,7 +726,10 @@ public final class NodeConfig {
                 all.put(k, k.parse(k.format(e.getValue())));
             }
             var given = new LinkedHashSet<ConfigKey<?>>(values.keySet());
-            var config = new NodeConfig(all, given);
+            var fromModel = new LinkedHashSet<ConfigKey<?>>();
+            var warnings = new ArrayList<String>();
+            ModelFolder model = readModel(all, given, fromModel, warnings);
+            var config = new NodeConfig(all, given, model, fromModel, warnings);
             config.encodeOptions(); // min <= max pixels, sequence limit
             config.sourceConfig();
             if (given.contains(SOURCES) && given.contains(DATA_KEY))
@@ -692,6 +745,72 @@ public final class NodeConfig {
             if (config.workers() > MAX_CLUSTER_WORKERS)
                 throw new ConfigException("--workers: must be between 1 and " + MAX_CLUSTER_WORKERS + ", got " + config.workers());
             return config;
+        }
+    }
+
+    /**
+     * Reads the model folder of {@code all} (--model), if any, and takes from it the settings not given: the family,
+     * the pixel bounds, the tokenizer. A setting given that disagrees with the model is refused, or with
+     * --override-model kept and warned about; {@code fromModel} collects the settings taken from the model.
+     */
+    private static ModelFolder readModel(Map<ConfigKey<?>, Object> all, Set<ConfigKey<?>> given, Set<ConfigKey<?>> fromModel,
+                                         List<String> warnings) {
+        Path dir = (Path) all.get(MODEL);
+        boolean override = Boolean.TRUE.equals(all.get(OVERRIDE_MODEL));
+        if (dir == null) {
+            if (override) throw new ConfigException("--override-model goes with --model");
+            return null;
+        }
+        ModelFolder model;
+        try {
+            model = ModelFolder.read(dir);
+        } catch (ModelFolder.ModelFolderException e) {
+            throw new ConfigException("--model: " + e.getMessage());
+        }
+        String pre = dir.resolve(ModelFolder.PREPROCESSOR_CONFIG).toString();
+        adopt(all, given, fromModel, warnings, override, PROCESSOR_KEY, model.family(), dir.resolve(ModelFolder.CONFIG) + " model_type");
+        adopt(all, given, fromModel, warnings, override, MIN_PIXELS, model.vision().minPixels(), pre + " min_pixels (or size.shortest_edge)");
+        adopt(all, given, fromModel, warnings, override, MAX_PIXELS, model.vision().maxPixels(), pre + " max_pixels (or size.longest_edge)");
+        Path tokenizer = (Path) all.get(TOKENIZER);
+        if (tokenizer == null) {
+            all.put(TOKENIZER, model.tokenizer());
+            fromModel.add(TOKENIZER);
+        } else if (!sha256(tokenizer).equals(model.tokenizerSha256())) {
+            String what = "--tokenizer " + tokenizer + " is not the model's " + model.tokenizer() + " (their bytes differ)";
+            if (!override) throw new ConfigException(what + "; leave --tokenizer out, or add --override-model");
+            warnings.add(what + ": encoding with " + tokenizer + " (--override-model)");
+        }
+        return model;
+    }
+
+    /** Takes the model's value of {@code key} where none was given; a given one that differs is refused or, overridden, warned about. */
+    private static <T> void adopt(Map<ConfigKey<?>, Object> all, Set<ConfigKey<?>> given, Set<ConfigKey<?>> fromModel, List<String> warnings,
+                                  boolean override, ConfigKey<T> key, T modelValue, String source) {
+        if (!given.contains(key)) {
+            all.put(key, modelValue);
+            fromModel.add(key);
+            return;
+        }
+        @SuppressWarnings("unchecked") T value = (T) all.get(key);
+        if (value.equals(modelValue)) return;
+        String what = key.option() + " " + key.format(value) + " disagrees with the model's " + key.format(modelValue) + " (" + source + ")";
+        if (!override) throw new ConfigException(what + "; leave " + key.option() + " out, or add --override-model");
+        warnings.add(what + ": using " + key.format(value) + " (--override-model)");
+    }
+
+    /** The SHA-256 of {@code file}, hex. */
+    static String sha256(Path file) {
+        try (var in = Files.newInputStream(file)) {
+            var md = java.security.MessageDigest.getInstance("SHA-256");
+            byte[] buf = new byte[1 << 16];
+            for (int n; (n = in.read(buf)) > 0; ) md.update(buf, 0, n);
+            return java.util.HexFormat.of().formatHex(md.digest());
+        } catch (java.nio.file.NoSuchFileException e) {
+            throw new ConfigException(file + ": no such file");
+        } catch (IOException e) {
+            throw new ConfigException(file + ": cannot read: " + e.getMessage());
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
         }
     }
 

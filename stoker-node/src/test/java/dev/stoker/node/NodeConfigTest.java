@@ -125,6 +125,78 @@ class NodeConfigTest {
         assertEquals(FeedMode.ZERO_COPY, job.mode());
     }
 
+    /** Without --model, each family's bounds are its published processor's (Hugging Face's defaults, not the constructor's). */
+    @Test
+    void eachFamilyDefaultsToItsPublishedProcessorsBounds() {
+        for (var preset : ProcessorPreset.values()) {
+            var vision = NodeConfig.builder().data("d.jsonl").processor(preset).build().encodeOptions().vision();
+            assertEquals(preset.vision(), vision, preset.cliName());
+        }
+        var qwen3 = NodeConfig.builder().data("d.jsonl").processor(ProcessorPreset.QWEN3_VL).build().encodeOptions().vision();
+        assertEquals(65536, qwen3.minPixels());
+        assertEquals(16777216, qwen3.maxPixels());
+        var qwen25 = NodeConfig.builder().data("d.jsonl").build().encodeOptions().vision();
+        assertEquals(3136, qwen25.minPixels());
+        assertEquals(12845056, qwen25.maxPixels());
+        assertEquals(500_000, NodeConfig.builder().data("d.jsonl").set(NodeConfig.MAX_PIXELS, 500_000L).build().encodeOptions().vision().maxPixels());
+    }
+
+    /** --model: the family, bounds and tokenizer come from the folder; the effective values are printed and fingerprinted. */
+    @Test
+    void aModelFolderGivesTheFamilyBoundsAndTokenizer() throws Exception {
+        Path dir = dev.stoker.testkit.ModelFolders.write(tmp.resolve("qwen3"), "qwen3-vl");
+        var config = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).build();
+        assertEquals(ProcessorPreset.QWEN3_VL, config.processor());
+        assertEquals(ProcessorPreset.QWEN3_VL.vision(), config.encodeOptions().vision());
+        assertEquals(dir.resolve("tokenizer.json"), config.get(NodeConfig.TOKENIZER));
+        assertTrue(config.isFromModel(NodeConfig.MAX_PIXELS) && !config.isGiven(NodeConfig.MAX_PIXELS));
+        assertEquals(List.of(), config.warnings());
+        String model = config.encodeOptions().model();
+        assertTrue(model != null && model.startsWith("tokenizer:") && model.length() == "tokenizer:".length() + 64, model);
+        // the same settings given by hand encode the same, but for the model's part of the fingerprint
+        var byHand = NodeConfig.builder().data("d.jsonl").processor(ProcessorPreset.QWEN3_VL).tokenizer(dir.resolve("tokenizer.json")).build();
+        assertEquals(byHand.encodeOptions().withModel(model), config.encodeOptions());
+        String yaml = config.toYaml(NodeConfig.keys());
+        assertTrue(yaml.contains("model: " + dir + "\n"), yaml);
+        assertTrue(yaml.contains("# max-pixels: 16777216  (from --model)\n"), yaml);
+        assertTrue(yaml.contains("# processor: qwen3-vl  (from --model)\n"), yaml);
+        Path file = Files.writeString(tmp.resolve("m.yaml"), yaml);
+        assertEquals(config.encodeOptions(), NodeConfig.fromYaml(file).encodeOptions(), "the printed file means the same");
+        assertEquals(config.encodeOptions(), NodeConfig.fromJson(config.toJson()).encodeOptions(), "and so does the job a cluster carries");
+        // an option that agrees with the model is no conflict
+        assertEquals(config.encodeOptions(), NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir)
+                .processor(ProcessorPreset.QWEN3_VL).pixels(65536, 16777216).tokenizer(dir.resolve("tokenizer.json")).build().encodeOptions());
+    }
+
+    /** An option beside --model that disagrees with it is refused, naming both values and the model's file; --override-model lets it win, warned. */
+    @Test
+    void anOptionThatDisagreesWithTheModelIsRefusedUnlessOverridden() throws Exception {
+        Path dir = dev.stoker.testkit.ModelFolders.write(tmp.resolve("qwen25"), "qwen2.5-vl");
+        var max = assertThrows(ConfigException.class,
+                () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).set(NodeConfig.MAX_PIXELS, 1003520L).build());
+        assertEquals("--max-pixels 1003520 disagrees with the model's 12845056 (" + dir.resolve("preprocessor_config.json")
+                + " max_pixels (or size.longest_edge)); leave --max-pixels out, or add --override-model", max.getMessage());
+        var family = assertThrows(ConfigException.class,
+                () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).processor(ProcessorPreset.QWEN3_VL).build());
+        assertTrue(family.getMessage().startsWith("--processor qwen3-vl disagrees with the model's qwen2.5-vl (" + dir.resolve("config.json")
+                + " model_type)"), family.getMessage());
+        Path other = Files.writeString(tmp.resolve("other-tokenizer.json"), Files.readString(dir.resolve("tokenizer.json")) + " ");
+        var tok = assertThrows(ConfigException.class,
+                () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).tokenizer(other).build());
+        assertTrue(tok.getMessage().startsWith("--tokenizer " + other + " is not the model's"), tok.getMessage());
+
+        var overridden = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).set(NodeConfig.MAX_PIXELS, 1003520L)
+                .set(NodeConfig.OVERRIDE_MODEL, true).build();
+        assertEquals(1003520, overridden.encodeOptions().vision().maxPixels());
+        assertEquals(List.of("--max-pixels 1003520 disagrees with the model's 12845056 (" + dir.resolve("preprocessor_config.json")
+                + " max_pixels (or size.longest_edge)): using 1003520 (--override-model)"), overridden.warnings());
+        assertEquals("--override-model goes with --model",
+                assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.OVERRIDE_MODEL, true).build())
+                        .getMessage());
+        var notQwen = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, tmp.resolve("none")).build());
+        assertEquals("--model: " + tmp.resolve("none") + ": not a folder", notQwen.getMessage());
+    }
+
     @Test
     void badValuesAreRefusedNamingTheOption() {
         assertEquals("--ranks: must be between 1 and 65536, got 0",

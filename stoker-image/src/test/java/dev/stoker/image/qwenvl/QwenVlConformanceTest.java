@@ -214,10 +214,18 @@ class QwenVlConformanceTest {
         return d;
     }
 
+    /**
+     * Each preset is the published processor (the vectors' {@code _hub} settings); with the constructor's bounds it is
+     * the vectors' {@code qwen2vl_p14} / {@code qwen3vl_p16}.
+     */
     @Test
     void manifestSettingsMatchThePresets() {
-        assertEquals(ProcessorPreset.QWEN2_VL.vision().toString(), config("qwen2vl_p14").toString());
-        assertEquals(ProcessorPreset.QWEN3_VL.vision().toString(), config("qwen3vl_p16").toString());
+        assertEquals(ProcessorPreset.QWEN2_5_VL.vision().toString(), config("qwen2_5vl_hub").toString());
+        assertEquals(ProcessorPreset.QWEN2_VL.vision().toString(), config("qwen2_5vl_hub").toString());
+        assertEquals(ProcessorPreset.QWEN3_VL.vision().toString(), config("qwen3vl_hub").toString());
+        long min = ProcessorPreset.CONSTRUCTOR_MIN_PIXELS, max = ProcessorPreset.CONSTRUCTOR_MAX_PIXELS;
+        assertEquals(ProcessorPreset.QWEN2_VL.vision(min, max).toString(), config("qwen2vl_p14").toString());
+        assertEquals(ProcessorPreset.QWEN3_VL.vision(min, max).toString(), config("qwen3vl_p16").toString());
         assertTrue(Arrays.equals(VisionConfig.HALF, config("qwen3vl_hub").mean()));
     }
 }

@@ -14,8 +14,9 @@ import org.junit.jupiter.api.Timeout;
 
 @Timeout(60)
 class SmartResizeTest {
-    private static final VisionConfig QWEN2 = ProcessorPreset.QWEN2_VL.vision();
-    private static final VisionConfig QWEN3 = ProcessorPreset.QWEN3_VL.vision();
+    /** The spec's worked examples use the processor class's constructor bounds (56² … 28²·1280). */
+    private static final VisionConfig QWEN2 = ProcessorPreset.QWEN2_VL.vision(ProcessorPreset.CONSTRUCTOR_MIN_PIXELS, ProcessorPreset.CONSTRUCTOR_MAX_PIXELS);
+    private static final VisionConfig QWEN3 = ProcessorPreset.QWEN3_VL.vision(ProcessorPreset.CONSTRUCTOR_MIN_PIXELS, ProcessorPreset.CONSTRUCTOR_MAX_PIXELS);
 
     @Test
     void workedExamplesOfTheSpec() {

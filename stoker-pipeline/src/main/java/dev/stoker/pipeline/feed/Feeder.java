@@ -377,10 +377,21 @@ public final class Feeder implements AutoCloseable {
      * format out, so that it keeps the fingerprint it had before the compact format existed (states saved
      * then still resume); UINT8 is part of the text, so a state never resumes across formats. No
      * {@code --max-images} limit (0) is left out the same way; a limit changes which samples are
-     * refused, and so the fingerprint.
+     * refused, and so the fingerprint. A model folder's part ({@link dev.stoker.pipeline.EncodeOptions#model()}: its
+     * tokenizer, its template) is appended when there is one; a job without one keeps its fingerprint.
      */
     static String encodingText(dev.stoker.pipeline.EncodeOptions encode) {
-        String text = encode.toString();
+        String model = encode.model();
+        String text = encode.withModel(null).toString();
+        String noModel = ", model=null]";
+        if (!text.endsWith(noModel)) throw new IllegalStateException("unexpected encoding text " + text);
+        text = text.substring(0, text.length() - noModel.length()) + "]";
+        if (model != null) return legacyEncodingText(encode, text) + ";model=" + model;
+        return legacyEncodingText(encode, text);
+    }
+
+    /** The encoding text as it was before model folders: see {@link #encodingText}. */
+    private static String legacyEncodingText(dev.stoker.pipeline.EncodeOptions encode, String text) {
         String noImageLimit = ", maxImages=0]"; // the default, which every job had before the limit existed
         if (text.endsWith(noImageLimit)) text = text.substring(0, text.length() - noImageLimit.length()) + "]";
         String float32 = ", pixelFormat=" + dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 + "]";

@@ -1,0 +1,95 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.testkit.ModelFolders;
+import dev.stoker.testkit.Vectors;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * {@code --model DIR} through the commands: a folder built for each family from the bundled tokenizer and the
+ * published processor settings encodes, bit for bit, as the same command with the equivalent options; an option that
+ * disagrees with the folder is refused with one line naming both values; {@code --print-config} shows what came from
+ * the model.
+ */
+@Timeout(120)
+class ModelCliTest {
+    static final List<String> FILES = List.of("input_ids", "labels", "attention_mask", "position_ids", "pixel_values", "image_grid_thw");
+    @TempDir Path tmp;
+
+    /** A sample with two images, one of them the 1600 × 1082 photo that the published bounds keep at full size. */
+    private Path sample() throws Exception {
+        Files.copy(Vectors.projectDir().resolve("assets/photos/lomiri16__Picture_0B_by_freespace.jpg"), tmp.resolve("a.jpg"));
+        Files.copy(Vectors.get().inputImage("p07_halfround_400x294"), tmp.resolve("b.png"));
+        return Files.writeString(tmp.resolve("sample.json"), """
+                {"id": "m1", "image": ["a.jpg", "b.png"], "conversations": [
+                  {"from": "human", "value": "<image>\\nWhat is here? <image> And here?"},
+                  {"from": "gpt", "value": "A portrait, then a test card."}]}""");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen2-vl", "qwen2.5-vl", "qwen3-vl"})
+    void encodeWithAModelFolderEqualsTheEquivalentOptionsBitForBit(String family) throws Exception {
+        Path dir = ModelFolders.write(tmp.resolve("model"), family);
+        Path sample = sample();
+        var byModel = CliRunner.run("encode", "--model", dir.toString(), "--sample", sample.toString(), "--out", tmp.resolve("m").toString());
+        assertEquals(0, byModel.status(), byModel.err());
+        var args = new ArrayList<>(List.of("encode", "--sample", sample.toString(), "--out", tmp.resolve("o").toString(), "--tokenizer",
+                dir.resolve("tokenizer.json").toString()));
+        ModelFolders.equivalentOptions(family).forEach((k, v) -> args.addAll(List.of(k, v)));
+        var byOptions = CliRunner.run(args.toArray(String[]::new));
+        assertEquals(0, byOptions.status(), byOptions.err());
+        for (String f : FILES)
+            assertArrayEquals(Files.readAllBytes(tmp.resolve("o").resolve(f + ".npy")), Files.readAllBytes(tmp.resolve("m").resolve(f + ".npy")), f);
+        // and the preprocess command reads the folder too
+        var image = CliRunner.run("preprocess", "--model", dir.toString(), "--image", tmp.resolve("a.jpg").toString(), "--out",
+                tmp.resolve("p").toString());
+        assertEquals(0, image.status(), image.err());
+        long rows = dev.stoker.core.Npy.read(tmp.resolve("p/pixel_values.npy")).shape()[0];
+        long[] grid = dev.stoker.core.Npy.read(tmp.resolve("p/image_grid_thw.npy")).asLongs();
+        assertEquals(grid[0] * grid[1] * grid[2], rows);
+        assertTrue(rows * (family.equals("qwen3-vl") ? 256 : 196) > 1_003_520, "the photo keeps more than the old 1,003,520-pixel cap: " + rows);
+    }
+
+    @Test
+    void anOptionThatDisagreesWithTheModelIsOneLineNamingBoth() throws Exception {
+        Path dir = ModelFolders.write(tmp.resolve("model"), "qwen2.5-vl");
+        Path sample = sample();
+        var r = CliRunner.run("encode", "--model", dir.toString(), "--max-pixels", "1003520", "--sample", sample.toString(), "--out",
+                tmp.resolve("x").toString());
+        assertEquals(2, r.status(), r.err());
+        assertEquals("stoker: --max-pixels 1003520 disagrees with the model's 12845056 (" + dir.resolve("preprocessor_config.json")
+                + " max_pixels (or size.longest_edge)); leave --max-pixels out, or add --override-model", r.err().strip());
+        var overridden = CliRunner.run("encode", "--model", dir.toString(), "--max-pixels", "1003520", "--override-model", "--sample",
+                sample.toString(), "--out", tmp.resolve("y").toString());
+        assertEquals(0, overridden.status(), overridden.err());
+        assertEquals("stoker: warning: --max-pixels 1003520 disagrees with the model's 12845056 (" + dir.resolve("preprocessor_config.json")
+                + " max_pixels (or size.longest_edge)): using 1003520 (--override-model)", overridden.err().strip());
+        ModelFolders.edit(dir, "config.json", c -> c.put("model_type", "llava"));
+        var notQwen = CliRunner.run("encode", "--model", dir.toString(), "--sample", sample.toString(), "--out", tmp.resolve("z").toString());
+        assertEquals(2, notQwen.status(), notQwen.err());
+        assertTrue(notQwen.err().strip().startsWith("stoker: --model: " + dir.resolve("config.json") + ": model_type is 'llava', not a Qwen-VL model"),
+                notQwen.err());
+    }
+
+    @Test
+    void printConfigShowsWhatCameFromTheModel() throws Exception {
+        Path dir = ModelFolders.write(tmp.resolve("model"), "qwen3-vl");
+        var r = CliRunner.run("serve", "--data", tmp.resolve("train.jsonl").toString(), "--model", dir.toString(), "--print-config");
+        assertEquals(0, r.status(), r.err());
+        assertTrue(r.out().contains("model: " + dir + "\n"), r.out());
+        assertTrue(r.out().contains("# processor: qwen3-vl  (from --model)\n"), r.out());
+        assertTrue(r.out().contains("# min-pixels: 65536  (from --model)\n"), r.out());
+        assertTrue(r.out().contains("# tokenizer: " + dir.resolve("tokenizer.json") + "  (from --model)\n"), r.out());
+    }
+}

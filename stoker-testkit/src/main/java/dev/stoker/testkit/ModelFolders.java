@@ -1,0 +1,138 @@
+package dev.stoker.testkit;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.zip.GZIPInputStream;
+
+/**
+ * Hugging Face model folders as the tests need them, without weights: {@code config.json},
+ * {@code preprocessor_config.json}, {@code tokenizer.json} (the bundled Qwen2 tokenizer) and
+ * {@code tokenizer_config.json} with the published settings of each Qwen-VL family (the Hub's
+ * {@code Qwen/Qwen2-VL-7B-Instruct}, {@code Qwen/Qwen2.5-VL-7B-Instruct} and {@code Qwen/Qwen3-VL-8B-Instruct}
+ * files, trimmed to what the processor reads: the slow processor's {@code min_pixels}/{@code max_pixels}
+ * for the first two, the fast processor's {@code size} for Qwen3-VL), and a chat template where one is
+ * given. Tests then change a field to see what Stoker makes of it.
+ */
+public final class ModelFolders {
+    /** The bundled tokenizer, a resource of stoker-text (on the class path of every test that encodes). */
+    static final String BUNDLED_TOKENIZER = "/dev/stoker/text/qwen2/tokenizer.json.gz";
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final List<Double> CLIP_MEAN = List.of(0.48145466, 0.4578275, 0.40821073);
+    private static final List<Double> CLIP_STD = List.of(0.26862954, 0.26130258, 0.27577711);
+    private static final List<Double> HALF = List.of(0.5, 0.5, 0.5);
+
+    private ModelFolders() {}
+
+    /** The families, by Stoker's processor name: qwen2-vl, qwen2.5-vl, qwen3-vl. */
+    public static final List<String> FAMILIES = List.of("qwen2-vl", "qwen2.5-vl", "qwen3-vl");
+
+    /** Writes the folder of {@code family} (a {@link #FAMILIES} name) into {@code dir}, without a chat template. */
+    public static Path write(Path dir, String family) { return write(dir, family, null); }
+
+    /** Writes the folder of {@code family} into {@code dir}, with {@code chatTemplate} as its {@code chat_template.json} (null: none). */
+    public static Path write(Path dir, String family, String chatTemplate) {
+        try {
+            Files.createDirectories(dir);
+            writeJson(dir.resolve("config.json"), config(family));
+            writeJson(dir.resolve("preprocessor_config.json"), preprocessor(family));
+            writeJson(dir.resolve("tokenizer_config.json"), JSON.createObjectNode().put("model_max_length", 32768)
+                    .put("pad_token", "<|endoftext|>").put("eos_token", "<|im_end|>").put("tokenizer_class", "Qwen2Tokenizer"));
+            try (InputStream in = new GZIPInputStream(resource(BUNDLED_TOKENIZER))) {
+                Files.copy(in, dir.resolve("tokenizer.json"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            }
+            if (chatTemplate != null) writeJson(dir.resolve("chat_template.json"), JSON.createObjectNode().put("chat_template", chatTemplate));
+            return dir;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The published {@code config.json} of {@code family}, trimmed to the fields a processor and Stoker read. */
+    public static ObjectNode config(String family) {
+        var c = JSON.createObjectNode();
+        switch (family) {
+            case "qwen2-vl" -> {
+                c.putArray("architectures").add("Qwen2VLForConditionalGeneration");
+                c.put("model_type", "qwen2_vl").put("vision_start_token_id", 151652).put("vision_end_token_id", 151653)
+                        .put("vision_token_id", 151654).put("image_token_id", 151655).put("video_token_id", 151656)
+                        .put("transformers_version", "4.41.2");
+                c.putObject("vision_config").put("depth", 32).put("embed_dim", 1280).put("patch_size", 14).put("spatial_patch_size", 14)
+                        .put("spatial_merge_size", 2).put("temporal_patch_size", 2);
+            }
+            case "qwen2.5-vl" -> {
+                c.putArray("architectures").add("Qwen2_5_VLForConditionalGeneration");
+                c.put("model_type", "qwen2_5_vl").put("vision_start_token_id", 151652).put("vision_end_token_id", 151653)
+                        .put("vision_token_id", 151654).put("image_token_id", 151655).put("video_token_id", 151656)
+                        .put("transformers_version", "4.49.0");
+                c.putObject("vision_config").put("depth", 32).put("hidden_size", 1280).put("patch_size", 14).put("spatial_merge_size", 2)
+                        .put("temporal_patch_size", 2).put("window_size", 112);
+            }
+            case "qwen3-vl" -> {
+                c.putArray("architectures").add("Qwen3VLForConditionalGeneration");
+                c.put("model_type", "qwen3_vl").put("image_token_id", 151655).put("video_token_id", 151656)
+                        .put("vision_start_token_id", 151652).put("vision_end_token_id", 151653).put("transformers_version", "4.57.0.dev0");
+                c.putObject("vision_config").put("depth", 27).put("hidden_size", 1152).put("patch_size", 16).put("spatial_merge_size", 2)
+                        .put("temporal_patch_size", 2);
+            }
+            default -> throw new IllegalArgumentException("unknown family " + family);
+        }
+        return c;
+    }
+
+    /** The published {@code preprocessor_config.json} of {@code family}. */
+    public static ObjectNode preprocessor(String family) {
+        var p = JSON.createObjectNode();
+        boolean three = family.equals("qwen3-vl");
+        if (!three) {
+            p.put("min_pixels", 3136).put("max_pixels", 12845056);
+        } else {
+            p.putObject("size").put("longest_edge", 16777216).put("shortest_edge", 65536);
+        }
+        p.put("patch_size", three ? 16 : 14).put("temporal_patch_size", 2).put("merge_size", 2);
+        p.set("image_mean", JSON.valueToTree(three ? HALF : CLIP_MEAN));
+        p.set("image_std", JSON.valueToTree(three ? HALF : CLIP_STD));
+        if (three) {
+            p.put("do_resize", true).put("do_rescale", true).put("do_normalize", true).put("do_convert_rgb", true).putNull("do_center_crop")
+                    .put("resample", 3).put("rescale_factor", 0.00392156862745098).put("data_format", "channels_first")
+                    .put("processor_class", "Qwen3VLProcessor").put("image_processor_type", "Qwen2VLImageProcessorFast");
+        } else {
+            p.put("image_processor_type", "Qwen2VLImageProcessor")
+                    .put("processor_class", family.equals("qwen2-vl") ? "Qwen2VLProcessor" : "Qwen2_5_VLProcessor");
+        }
+        return p;
+    }
+
+    /** Rewrites one JSON file of the folder: {@code edit} changes its tree. */
+    public static void edit(Path dir, String file, java.util.function.Consumer<ObjectNode> edit) {
+        try {
+            var tree = (ObjectNode) JSON.readTree(dir.resolve(file).toFile());
+            edit.accept(tree);
+            writeJson(dir.resolve(file), tree);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The options that say what {@code family}'s folder says: processor, pixel bounds (the tokenizer is the bundled one). */
+    public static Map<String, String> equivalentOptions(String family) {
+        boolean three = family.equals("qwen3-vl");
+        return Map.of("--processor", family, "--min-pixels", three ? "65536" : "3136", "--max-pixels", three ? "16777216" : "12845056");
+    }
+
+    private static InputStream resource(String name) throws IOException {
+        InputStream in = ModelFolders.class.getResourceAsStream(name);
+        if (in == null) throw new IOException(name + " is not on the class path (stoker-text's bundled tokenizer)");
+        return in;
+    }
+
+    private static void writeJson(Path file, Object tree) throws IOException {
+        JSON.writerWithDefaultPrettyPrinter().writeValue(file.toFile(), tree);
+    }
+}
