@@ -237,7 +237,8 @@ class ClusterTest {
     /**
      * The Python client (Debian's python3) on one node's socket reads its rank's batches bit for bit,
      * like the Java one; killed with SIGKILL a batch after its checkpoint, a second Python process
-     * resumes from the checkpoint exactly.
+     * resumes from the checkpoint exactly. A Python client claiming rank 1, which a Java trainer
+     * holds, is refused with the rank named, and the Java trainer goes on with every batch of it.
      */
     @Test
     void thePythonClientReadsItsRankFromItsNodeAndResumesFromItsState() throws Exception {
@@ -247,24 +248,39 @@ class ClusterTest {
         int seed = freePort();
         var sockets = nodes(2, seed, 1);
         coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
-        var javaRank = trainer(sockets.get(1), 1, ranks, steps, 0, new AtomicLong(), new long[1]);
-        Path state = tmp.resolve("py-cluster-" + seed + ".json");
-        var first = python(sockets.get(0), ranks, 2, List.of("--state-out", state.toString(), "--then-die", "1")); // SIGKILLed
-        assertEquals(reference.get(0).subList(0, 3), strings(first.get("digests")));
-        var second = python(sockets.get(0), ranks, steps - 2, List.of("--state-in", state.toString()));
-        assertEquals(reference.get(0).subList(2, steps), strings(second.get("digests")), "rank 0 resumed from its checkpoint, exactly");
-        assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
+        try (var live = TrainerClient.connect(sockets.get(1), 1, ranks, "t", TrainerClient.Options.SHARED_MEMORY)) {
+            assertEquals(reference.get(1).subList(0, 1), take(live, 1));
+            var twice = python(List.of("expect-error", "--socket", sockets.get(1).toString(), "--world", "" + ranks, "--rank", "1"), 0);
+            assertEquals("StokerError", twice.get("error_type").asText(), twice.toString());
+            assertTrue(twice.get("message").asText().startsWith("rank 1 is already being fed to a trainer on another, open connection"),
+                    twice.toString());
+
+            Path state = tmp.resolve("py-cluster-" + seed + ".json");
+            var first = python(sockets.get(0), ranks, 2, List.of("--state-out", state.toString(), "--then-die", "1")); // SIGKILLed
+            assertEquals(reference.get(0).subList(0, 3), strings(first.get("digests")));
+            var second = python(sockets.get(0), ranks, steps - 2, List.of("--state-in", state.toString()));
+            assertEquals(reference.get(0).subList(2, steps), strings(second.get("digests")), "rank 0 resumed from its checkpoint, exactly");
+            assertEquals(reference.get(1).subList(1, steps), take(live, steps - 1), "rank 1's live Java trainer: nothing taken from it");
+        }
     }
 
-    /** fetch_batches.py take on {@code socket}; its last line's JSON. */
+    /** fetch_batches.py take of rank 0 on {@code socket}; its last line's JSON. */
     static com.fasterxml.jackson.databind.JsonNode python(Path socket, int world, int steps, List<String> extra) throws Exception {
+        var args = new ArrayList<>(List.of("take", "--socket", socket.toString(), "--world", "" + world, "--rank", "0", "--steps", "" + steps));
+        args.addAll(extra);
+        return python(args, extra.contains("--then-die") ? 128 + 9 : 0);
+    }
+
+    /** fetch_batches.py with {@code args} (job "t"), expected to exit with {@code status}; its last line's JSON. */
+    static com.fasterxml.jackson.databind.JsonNode python(List<String> args, int status) throws Exception {
         var cmd = new ArrayList<>(List.of(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
-                .toString(), "take", "--socket", socket.toString(), "--world", "" + world, "--rank", "0", "--job", "t", "--steps", "" + steps));
-        cmd.addAll(extra);
+                .toString()));
+        cmd.addAll(args);
+        cmd.addAll(List.of("--job", "t"));
         var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
         assertTrue(p.waitFor(120, TimeUnit.SECONDS));
-        assertEquals(extra.contains("--then-die") ? 128 + 9 : 0, p.exitValue(), out);
+        assertEquals(status, p.exitValue(), out);
         var lines = out.strip().split("\n");
         return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
     }
@@ -491,20 +507,27 @@ class ClusterTest {
      * The whole cluster killed with SIGKILL (coordinator and nodes) after 3 steps of 2 ranks, then
      * started afresh with 3 nodes and 3 ranks: every new rank resumes from the saved state, and
      * gets exactly what the embedded service gives 3 ranks resumed there (the epoch's order goes on
-     * over the new world, nothing lost or repeated).
+     * over the new world, nothing lost or repeated). Rank 0 is the Python client both times, resumed
+     * from its own state_dict(); the other ranks are Java trainers.
      */
     @Test
     void aWholeClusterKilledAndRestartedWithMoreRanksResumesExactly() throws Exception {
+        boolean python = Files.isExecutable(Path.of(PythonClientTest.PYTHON));
         int steps = 6, after = 3;
         int seed = freePort();
         var sockets = nodes(2, seed, 1);
         var coordinator = coordinatorProcess(seed, 2, 0, tmp.resolve("whole-" + seed + ".sock"), "1");
         TrainerClient.State saved = null;
+        Path pyState = tmp.resolve("py-whole-" + seed + ".json");
         var reference2 = embedded(2, after, "refwhole2");
-        for (int r = 0; r < 2; r++)
+        if (python) {
+            var first = python(sockets.get(0), 2, after, List.of("--state-out", pyState.toString()));
+            assertEquals(reference2.get(0), strings(first.get("digests")), "rank 0 of 2, Python");
+        }
+        for (int r = python ? 1 : 0; r < 2; r++)
             try (var c = TrainerClient.connect(sockets.get(r), r, 2, "t", TrainerClient.Options.SHARED_MEMORY)) {
                 assertEquals(reference2.get(r), take(c, after));
-                if (r == 0) saved = c.state();
+                saved = c.state(); // every rank's state after the same step is the same global cursor
             }
         coordinator.destroyForcibly();
         for (var p : children) p.destroyForcibly();
@@ -518,8 +541,13 @@ class ClusterTest {
         var sockets3 = nodes(3, seed2, 1);
         coordinatorProcess(seed2, 3, 0, tmp.resolve("whole-" + seed2 + ".sock"), "2");
         var resumed = new ArrayList<CompletableFuture<List<String>>>();
-        for (int r = 0; r < 3; r++) resumed.add(resumedTrainer(sockets3.get(r), r, 3, resumedAt, steps));
-        for (int r = 0; r < 3; r++) assertEquals(reference3.get(r), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " of 3");
+        for (int r = python ? 1 : 0; r < 3; r++) resumed.add(resumedTrainer(sockets3.get(r), r, 3, resumedAt, steps));
+        if (python) {
+            var again = python(sockets3.get(0), 3, steps, List.of("--state-in", pyState.toString()));
+            assertEquals(reference3.get(0), strings(again.get("digests")), "rank 0 of 3, Python, from its state saved with 2 ranks");
+        }
+        for (int r = python ? 1 : 0; r < 3; r++)
+            assertEquals(reference3.get(r), resumed.get(r - (python ? 1 : 0)).get(180, TimeUnit.SECONDS), "rank " + r + " of 3");
     }
 
     /** Rank r resumed from {@code state} on its node's socket, reading {@code steps} batches (digests in order), on a thread of its own. */
