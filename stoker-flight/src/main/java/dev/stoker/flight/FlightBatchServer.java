@@ -60,9 +60,9 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * client cancels before its batch was copied hands the batch on to the session's (without a
  * session: the rank's) next DoGet, so a client that times out while the pipeline is slow loses
  * nothing. A ticket without a session is at most once: a batch already sent when the connection
- * breaks is lost; the provider refuses it for a rank a trainer holds (a socket trainer or a
- * session), and while the rank's previous such DoGet is unanswered, which bounds what cancelled
- * DoGets can leave behind to one batch per rank. A session's DoGets are exactly once (the ledger).
+ * breaks is lost. The provider refuses it for a rank a trainer holds (a socket trainer or a
+ * session); the server takes one such DoGet per rank at a time, which bounds what cancelled ones
+ * can leave behind to one batch per rank. A session's DoGets are exactly once (the ledger).
  *
  * <p>Threading: DoGet never blocks (Flight allows asynchronous streams). A batch that is ready is
  * copied and sent on the gRPC thread that took the DoGet; otherwise on a virtual thread once the

@@ -391,7 +391,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
      * {@inheritDoc}
      *
      * <p>A request without a connection ({@link #NO_CONNECTION}: a Flight ticket without a session)
-     * takes the rank's next batch, at most once (nothing proves it arrived, nothing is kept for it).
+     * takes the rank's next batch, at most once (nothing proves it arrived, no reconnect asks for it again).
      * It is refused while a trainer holds the rank on an open connection or session, whose batches
      * are its alone, and while the rank's previous such request is unanswered: one at a time per
      * rank, so that such requests cannot drain a rank ahead of its trainers.
