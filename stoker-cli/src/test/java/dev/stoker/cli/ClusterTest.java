@@ -40,7 +40,8 @@ import org.junit.jupiter.api.io.TempDir;
  * serves no trainer). Trainer ranks connect to their node's socket. Every rank's batches are
  * compared, digest by digest, with what the embedded zero-copy service yields for the same
  * options; the nodes' counters show where the bytes went; a node killed with SIGKILL mid-epoch has
- * its work redone elsewhere with nothing lost or repeated.
+ * its work redone elsewhere with nothing lost or repeated; a member frozen with SIGSTOP past the
+ * down time is removed, and a removed node or coordinator exits rather than linger.
  */
 @Timeout(value = 420, unit = TimeUnit.SECONDS)
 @Tag("slow")
@@ -99,34 +100,54 @@ class ClusterTest {
     List<Path> nodes(int n, int seedPort, int slots, long heartbeatPauseMillis) throws Exception {
         var sockets = new ArrayList<Path>();
         for (int i = 0; i < n; i++) {
-            Path log = tmp.resolve("node" + i + "-" + seedPort + ".log"), sock = tmp.resolve("n" + i + "-" + seedPort + ".sock");
-            var p = ServeProcess.start(log, "512m", "node", List.of("--join", "127.0.0.1:" + seedPort,
-                    "--bind", "127.0.0.1:" + (i == 0 ? seedPort : 0), "--slots", "" + slots, "--socket", sock.toString(),
-                    "--node-shm-budget", "512M", "--heartbeat-pause-ms", "" + heartbeatPauseMillis, "--down-after-ms", "2000"));
+            Path sock = tmp.resolve("n" + i + "-" + seedPort + ".sock");
+            var p = node(nodeLog(i, seedPort, ""), sock, seedPort, i == 0 ? seedPort : 0, slots, heartbeatPauseMillis);
             children.add(p);
             sockets.add(sock);
-            if (i == 0) ServeProcess.awaitLine(p, log, "stoker node: listening on ");
+            if (i == 0) ServeProcess.awaitLine(p, nodeLog(i, seedPort, ""), "stoker node: listening on ");
         }
-        for (int i = 0; i < n; i++) {
-            String text = ServeProcess.awaitLine(children.get(i), tmp.resolve("node" + i + "-" + seedPort + ".log"), "stoker node: listening on ");
-            var m = java.util.regex.Pattern.compile("up as (pekko://\\S+),").matcher(text);
-            assertTrue(m.find(), text);
-            addresses.add(m.group(1));
-        }
+        for (int i = 0; i < n; i++) addresses.add(awaitNode(children.get(i), nodeLog(i, seedPort, "")));
         return sockets;
+    }
+
+    static Path nodeLog(int i, int seedPort, String run) { return tmp.resolve("node" + i + "-" + seedPort + run + ".log"); }
+
+    /** A {@code stoker node} process bound to {@code bindPort} (0: any), joining through the seed, serving trainers on {@code socket}. */
+    static Process node(Path log, Path socket, int seedPort, int bindPort, int slots, long heartbeatPauseMillis) throws Exception {
+        return ServeProcess.start(log, "512m", "node", List.of("--join", "127.0.0.1:" + seedPort,
+                "--bind", "127.0.0.1:" + bindPort, "--slots", "" + slots, "--socket", socket.toString(),
+                "--node-shm-budget", "512M", "--heartbeat-pause-ms", "" + heartbeatPauseMillis, "--down-after-ms", "2000"));
+    }
+
+    /** Waits until the node listens; its cluster address. */
+    static String awaitNode(Process p, Path log) throws Exception {
+        String text = ServeProcess.awaitLine(p, log, "stoker node: listening on ");
+        var m = java.util.regex.Pattern.compile("up as (pekko://\\S+),").matcher(text);
+        assertTrue(m.find(), text);
+        return m.group(1);
     }
 
     /** A coordinator in this JVM: a member with no slots, running the job over {@code nodes} worker nodes. */
     ClusterJob coordinator(int seedPort, int ranks, int nodes, Placement placement, int workers, int steps) throws Exception {
+        return runJob(coordinatorNode(seedPort, 10_000), "t" + seedPort, ranks, nodes, placement, workers, steps);
+    }
+
+    /** A member in this JVM with no slots, for coordinating jobs; it sees a node unreachable after {@code heartbeatPauseMillis}. */
+    ClusterNode coordinatorNode(int seedPort, long heartbeatPauseMillis) throws Exception {
         var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(tmp.resolve("shm")), 64L << 20, "coord"));
         closing.add(store);
         var node = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of("127.0.0.1:" + seedPort), 0)
-                .withTimings(Duration.ofSeconds(2), Duration.ofSeconds(10)), store);
+                .withTimings(Duration.ofSeconds(2), Duration.ofMillis(heartbeatPauseMillis)), store);
         closing.add(node);
         assertTrue(node.awaitUp(Duration.ofSeconds(60)), "the coordinator joined the cluster");
-        var job = node.runJob(new ClusterJob.Spec("t" + seedPort, job(ranks).build().toJson(), nodes, placement, workers, steps, 2), Duration.ofMinutes(3));
-        closing.add(job);
         closingNode = node;
+        return node;
+    }
+
+    /** Job {@code name} over {@code nodes} worker nodes, coordinated by {@code node}; closed after the test. */
+    ClusterJob runJob(ClusterNode node, String name, int ranks, int nodes, Placement placement, int workers, int steps) throws Exception {
+        var job = node.runJob(new ClusterJob.Spec(name, job(ranks).build().toJson(), nodes, placement, workers, steps, 2), Duration.ofMinutes(3));
+        closing.add(job);
         return job;
     }
 
@@ -216,7 +237,8 @@ class ClusterTest {
     /**
      * The Python client (Debian's python3) on one node's socket reads its rank's batches bit for bit,
      * like the Java one; killed with SIGKILL a batch after its checkpoint, a second Python process
-     * resumes from the checkpoint exactly.
+     * resumes from the checkpoint exactly. A Python client claiming rank 1, which a Java trainer
+     * holds, is refused with the rank named, and the Java trainer goes on with every batch of it.
      */
     @Test
     void thePythonClientReadsItsRankFromItsNodeAndResumesFromItsState() throws Exception {
@@ -226,24 +248,39 @@ class ClusterTest {
         int seed = freePort();
         var sockets = nodes(2, seed, 1);
         coordinator(seed, ranks, 2, Placement.SPREAD, 2, steps);
-        var javaRank = trainer(sockets.get(1), 1, ranks, steps, 0, new AtomicLong(), new long[1]);
-        Path state = tmp.resolve("py-cluster-" + seed + ".json");
-        var first = python(sockets.get(0), ranks, 2, List.of("--state-out", state.toString(), "--then-die", "1")); // SIGKILLed
-        assertEquals(reference.get(0).subList(0, 3), strings(first.get("digests")));
-        var second = python(sockets.get(0), ranks, steps - 2, List.of("--state-in", state.toString()));
-        assertEquals(reference.get(0).subList(2, steps), strings(second.get("digests")), "rank 0 resumed from its checkpoint, exactly");
-        assertEquals(reference.get(1), javaRank.get(120, TimeUnit.SECONDS), "rank 1 through Java");
+        try (var live = TrainerClient.connect(sockets.get(1), 1, ranks, "t", TrainerClient.Options.SHARED_MEMORY)) {
+            assertEquals(reference.get(1).subList(0, 1), take(live, 1));
+            var twice = python(List.of("expect-error", "--socket", sockets.get(1).toString(), "--world", "" + ranks, "--rank", "1"), 0);
+            assertEquals("StokerError", twice.get("error_type").asText(), twice.toString());
+            assertTrue(twice.get("message").asText().startsWith("rank 1 is already being fed to a trainer on another, open connection"),
+                    twice.toString());
+
+            Path state = tmp.resolve("py-cluster-" + seed + ".json");
+            var first = python(sockets.get(0), ranks, 2, List.of("--state-out", state.toString(), "--then-die", "1")); // SIGKILLed
+            assertEquals(reference.get(0).subList(0, 3), strings(first.get("digests")));
+            var second = python(sockets.get(0), ranks, steps - 2, List.of("--state-in", state.toString()));
+            assertEquals(reference.get(0).subList(2, steps), strings(second.get("digests")), "rank 0 resumed from its checkpoint, exactly");
+            assertEquals(reference.get(1).subList(1, steps), take(live, steps - 1), "rank 1's live Java trainer: nothing taken from it");
+        }
     }
 
-    /** fetch_batches.py take on {@code socket}; its last line's JSON. */
+    /** fetch_batches.py take of rank 0 on {@code socket}; its last line's JSON. */
     static com.fasterxml.jackson.databind.JsonNode python(Path socket, int world, int steps, List<String> extra) throws Exception {
+        var args = new ArrayList<>(List.of("take", "--socket", socket.toString(), "--world", "" + world, "--rank", "0", "--steps", "" + steps));
+        args.addAll(extra);
+        return python(args, extra.contains("--then-die") ? 128 + 9 : 0);
+    }
+
+    /** fetch_batches.py with {@code args} (job "t"), expected to exit with {@code status}; its last line's JSON. */
+    static com.fasterxml.jackson.databind.JsonNode python(List<String> args, int status) throws Exception {
         var cmd = new ArrayList<>(List.of(PythonClientTest.PYTHON, Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
-                .toString(), "take", "--socket", socket.toString(), "--world", "" + world, "--rank", "0", "--job", "t", "--steps", "" + steps));
-        cmd.addAll(extra);
+                .toString()));
+        cmd.addAll(args);
+        cmd.addAll(List.of("--job", "t"));
         var p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
         assertTrue(p.waitFor(120, TimeUnit.SECONDS));
-        assertEquals(extra.contains("--then-die") ? 128 + 9 : 0, p.exitValue(), out);
+        assertEquals(status, p.exitValue(), out);
         var lines = out.strip().split("\n");
         return new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
     }
@@ -275,6 +312,95 @@ class ClusterTest {
         var perRank = (List<Map<String, Object>>) job.summary().get("ranks");
         for (var r : perRank) assertEquals((long) steps, r.get("batches"), "batches handed out " + r);
         System.out.printf("ClusterTest: longest wait after the kill: rank 0 %.2f s, rank 1 %.2f s%n", wait0[0] / 1e9, wait1[0] / 1e9);
+    }
+
+    /**
+     * Audit #16: a node that cannot be heard for longer than {@code --heartbeat-pause-ms} + {@code --down-after-ms} (its
+     * JVM stopped with SIGSTOP) is downed and removed; resumed (SIGCONT) it exits with an error saying so rather than linger
+     * as a member nobody hears. Started again on the same host and port it joins anew: the next job places a worker on it
+     * and feeds its trainer exactly the embedded service's batches (the job it was downed in gave up on it).
+     */
+    @Test
+    void aNodeDownedWhileStoppedExitsWhenResumedAndOneStartedAgainServesTheNextJob() throws Exception {
+        int ranks = 2, steps = 3;
+        long pauseMillis = 3000;
+        var reference = embedded(ranks, steps, "refdown");
+        int seed = freePort(), port1 = freePort();
+        Path sock0 = tmp.resolve("d0-" + seed + ".sock"), sock1 = tmp.resolve("d1-" + seed + ".sock");
+        children.add(node(nodeLog(0, seed, ""), sock0, seed, seed, 1, pauseMillis));
+        ServeProcess.awaitLine(children.get(0), nodeLog(0, seed, ""), "stoker node: listening on ");
+        children.add(node(nodeLog(1, seed, ""), sock1, seed, port1, 1, pauseMillis));
+        String victim = awaitNode(children.get(1), nodeLog(1, seed, ""));
+        var coordinator = coordinatorNode(seed, pauseMillis);
+        var first = runJob(coordinator, "t" + seed, ranks, 2, Placement.SPREAD, 2, steps);
+        var progress = new AtomicLong();
+        var t0 = trainer(sock0, 0, ranks, steps, 0, progress, new long[1]);
+        var t1 = trainer(sock1, 1, ranks, steps, 0, progress, new long[1]);
+        assertEquals(reference.get(0), t0.get(180, TimeUnit.SECONDS));
+        assertEquals(reference.get(1), t1.get(180, TimeUnit.SECONDS));
+
+        var stopped = children.get(1);
+        long t = System.nanoTime();
+        signal("STOP", stopped);
+        while (coordinator.members().containsKey(victim)) { // unreachable, downed by the majority's leader, removed
+            assertTrue(System.nanoTime() - t < TimeUnit.SECONDS.toNanos(60), "still a member 60 s after SIGSTOP: " + coordinator.members());
+            Thread.sleep(100);
+        }
+        double removedAfter = (System.nanoTime() - t) / 1e9;
+        assertTrue(first.deadNodes().contains(victim), "the running job gave up on it: " + first.deadNodes());
+        t = System.nanoTime();
+        signal("CONT", stopped);
+        assertTrue(stopped.waitFor(60, TimeUnit.SECONDS), "the resumed node exits: " + Files.readString(nodeLog(1, seed, "")));
+        double exitedAfter = (System.nanoTime() - t) / 1e9;
+        String log = Files.readString(nodeLog(1, seed, ""));
+        assertEquals(1, stopped.exitValue(), log);
+        assertTrue(log.contains("this node was removed from the cluster (downed after it was unreachable)"), log);
+        System.out.printf("ClusterTest: a stopped node was removed %.1f s after SIGSTOP and exited %.1f s after SIGCONT%n",
+                removedAfter, exitedAfter);
+
+        children.add(node(nodeLog(1, seed, "-again"), sock1, seed, port1, 1, pauseMillis)); // as a supervisor starts it again
+        assertEquals(victim, awaitNode(children.getLast(), nodeLog(1, seed, "-again")), "the same host and port");
+        first.close();
+        var next = runJob(coordinator, "t" + seed + "-next", ranks, 2, Placement.SPREAD, 2, steps);
+        assertTrue(next.workerNodes().contains(victim), "the next job places a worker on the node started again: " + next.workerNodes());
+        var n0 = trainer(sock0, 0, ranks, steps, 0, progress, new long[1]);
+        var n1 = trainer(sock1, 1, ranks, steps, 0, progress, new long[1]);
+        assertEquals(reference.get(0), n0.get(180, TimeUnit.SECONDS));
+        assertEquals(reference.get(1), n1.get(180, TimeUnit.SECONDS), "the node started again feeds its rank exactly");
+    }
+
+    /**
+     * Two members (a coordinator and one node) have no majority, and keep-majority keeps the side with the lower address.
+     * The node, of lower address, stopped (SIGSTOP) past the down time: the healthy coordinator downs itself, and exits
+     * with an error saying so rather than linger with a job no node serves any more (docs/cluster.md, "Split brain").
+     */
+    @Test
+    void withTwoMembersACoordinatorDownedByItsStoppedNodeExitsWithAClearError() throws Exception {
+        int a = freePort(), b = freePort();
+        int nodePort = Math.min(a, b), coordinatorPort = Math.max(a, b);
+        Path sock = tmp.resolve("two-" + nodePort + ".sock");
+        var node = node(nodeLog(0, nodePort, ""), sock, nodePort, nodePort, 1, 3000);
+        children.add(node);
+        awaitNode(node, nodeLog(0, nodePort, ""));
+        var coordinator = coordinatorProcess(nodePort, coordinatorPort, 1, 1, 2, tmp.resolve("two-coord-" + nodePort + ".sock"), "1");
+        long t = System.nanoTime();
+        signal("STOP", node);
+        try {
+            assertTrue(coordinator.waitFor(60, TimeUnit.SECONDS), "the downed coordinator exits");
+            String log = Files.readString(tmp.resolve("coord-" + nodePort + "-1.log"));
+            assertEquals(1, coordinator.exitValue(), log);
+            assertTrue(log.contains("this node, the job's coordinator, was removed from the cluster"), log);
+            System.out.printf("ClusterTest: two members, the node stopped: the coordinator downed itself and exited %.1f s after%n",
+                    (System.nanoTime() - t) / 1e9);
+        } finally {
+            signal("CONT", node);
+        }
+    }
+
+    /** Sends {@code SIG<name>} to the child's JVM. */
+    static void signal(String name, Process p) throws Exception {
+        var kill = new ProcessBuilder("kill", "-" + name, "" + p.pid()).inheritIO().start();
+        assertTrue(kill.waitFor(10, TimeUnit.SECONDS) && kill.exitValue() == 0, "kill -" + name + " " + p.pid());
     }
 
     /**
@@ -381,20 +507,27 @@ class ClusterTest {
      * The whole cluster killed with SIGKILL (coordinator and nodes) after 3 steps of 2 ranks, then
      * started afresh with 3 nodes and 3 ranks: every new rank resumes from the saved state, and
      * gets exactly what the embedded service gives 3 ranks resumed there (the epoch's order goes on
-     * over the new world, nothing lost or repeated).
+     * over the new world, nothing lost or repeated). Rank 0 is the Python client both times, resumed
+     * from its own state_dict(); the other ranks are Java trainers.
      */
     @Test
     void aWholeClusterKilledAndRestartedWithMoreRanksResumesExactly() throws Exception {
+        boolean python = Files.isExecutable(Path.of(PythonClientTest.PYTHON));
         int steps = 6, after = 3;
         int seed = freePort();
         var sockets = nodes(2, seed, 1);
         var coordinator = coordinatorProcess(seed, 2, 0, tmp.resolve("whole-" + seed + ".sock"), "1");
         TrainerClient.State saved = null;
+        Path pyState = tmp.resolve("py-whole-" + seed + ".json");
         var reference2 = embedded(2, after, "refwhole2");
-        for (int r = 0; r < 2; r++)
+        if (python) {
+            var first = python(sockets.get(0), 2, after, List.of("--state-out", pyState.toString()));
+            assertEquals(reference2.get(0), strings(first.get("digests")), "rank 0 of 2, Python");
+        }
+        for (int r = python ? 1 : 0; r < 2; r++)
             try (var c = TrainerClient.connect(sockets.get(r), r, 2, "t", TrainerClient.Options.SHARED_MEMORY)) {
                 assertEquals(reference2.get(r), take(c, after));
-                if (r == 0) saved = c.state();
+                saved = c.state(); // every rank's state after the same step is the same global cursor
             }
         coordinator.destroyForcibly();
         for (var p : children) p.destroyForcibly();
@@ -408,8 +541,13 @@ class ClusterTest {
         var sockets3 = nodes(3, seed2, 1);
         coordinatorProcess(seed2, 3, 0, tmp.resolve("whole-" + seed2 + ".sock"), "2");
         var resumed = new ArrayList<CompletableFuture<List<String>>>();
-        for (int r = 0; r < 3; r++) resumed.add(resumedTrainer(sockets3.get(r), r, 3, resumedAt, steps));
-        for (int r = 0; r < 3; r++) assertEquals(reference3.get(r), resumed.get(r).get(180, TimeUnit.SECONDS), "rank " + r + " of 3");
+        for (int r = python ? 1 : 0; r < 3; r++) resumed.add(resumedTrainer(sockets3.get(r), r, 3, resumedAt, steps));
+        if (python) {
+            var again = python(sockets3.get(0), 3, steps, List.of("--state-in", pyState.toString()));
+            assertEquals(reference3.get(0), strings(again.get("digests")), "rank 0 of 3, Python, from its state saved with 2 ranks");
+        }
+        for (int r = python ? 1 : 0; r < 3; r++)
+            assertEquals(reference3.get(r), resumed.get(r - (python ? 1 : 0)).get(180, TimeUnit.SECONDS), "rank " + r + " of 3");
     }
 
     /** Rank r resumed from {@code state} on its node's socket, reading {@code steps} batches (digests in order), on a thread of its own. */
@@ -442,11 +580,16 @@ class ClusterTest {
 
     /** A coordinator as a child process ({@code serve --join}, no worker slots), for a test that kills it. */
     Process coordinatorProcess(int seedPort, int ranks, int steps, Path socket, String run) throws Exception {
+        return coordinatorProcess(seedPort, 0, Math.max(2, ranks), ranks, steps, socket, run);
+    }
+
+    /** {@link #coordinatorProcess(int, int, int, Path, String)} bound to {@code bindPort} (0: any), over {@code nodes} worker nodes. */
+    Process coordinatorProcess(int seedPort, int bindPort, int nodes, int ranks, int steps, Path socket, String run) throws Exception {
         Path log = tmp.resolve("coord-" + seedPort + "-" + run + ".log");
-        var p = ServeProcess.start(log, "512m", "serve", List.of("--join", "127.0.0.1:" + seedPort, "--bind", "127.0.0.1:0",
-                "--slots", "0", "--nodes", "" + Math.max(2, ranks), "--job", "t" + seedPort, "--data", manifest.toString(),
+        var p = ServeProcess.start(log, "512m", "serve", List.of("--join", "127.0.0.1:" + seedPort, "--bind", "127.0.0.1:" + bindPort,
+                "--slots", "0", "--nodes", "" + nodes, "--job", "t" + seedPort, "--data", manifest.toString(),
                 "--ranks", "" + ranks, "--batch", "" + BATCH, "--seed", "99", "--threads", "1", "--fetch-concurrency", "4",
-                "--workers", "" + Math.max(2, ranks),
+                "--workers", "" + nodes,
                 "--warm-up-ms", "0", "--min-pixels", "3136", "--max-pixels", "50176", "--max-images", "1", "--steps", "" + steps,
                 "--socket", socket.toString(),
                 "--heartbeat-pause-ms", "4000", "--down-after-ms", "2000"));

@@ -267,6 +267,21 @@ public final class ClusterNode implements AutoCloseable {
     /** This member's address, {@code pekko://stoker@host:port}. */
     public String address() { return Cluster.get(system).selfMember().address().toString(); }
 
+    /**
+     * The cluster's members as this member sees them now, address to status ({@code up}, {@code down},
+     * {@code leaving}…), {@code (unreachable)} added where this member's view has them so: whether a
+     * node was downed and removed, or has joined.
+     */
+    public java.util.Map<String, String> members() {
+        var state = Cluster.get(system).state();
+        var unreachable = new java.util.HashSet<String>();
+        state.getUnreachable().forEach(m -> unreachable.add(m.address().toString()));
+        var out = new java.util.TreeMap<String, String>();
+        state.getMembers().forEach(m -> out.put(m.address().toString(), m.status().toString().toLowerCase(java.util.Locale.ROOT)
+                + (unreachable.contains(m.address().toString()) ? " (unreachable)" : "")));
+        return out;
+    }
+
     /** The node's actor system (for tests that ask the coordinator as a node does). */
     ActorSystem<NodeProtocol.Command> system() { return system; }
 

@@ -161,6 +161,14 @@ public final class ClusteredNode {
                     return out;
                 }
 
+                /** Downed, the coordinator cannot return; the job has ended on the other nodes (they lost it): it exits too. */
+                @Override
+                public CompletableFuture<IllegalStateException> failure() {
+                    return m.node().removed().thenApply(x -> new IllegalStateException("this node, the job's coordinator, was removed "
+                            + "from the cluster (the split-brain resolver downed it: it could not reach the other nodes, or they it); "
+                            + "the job has ended on every node. Start serve --join again: the trainers resume from their states"));
+                }
+
                 @Override
                 public void close() {
                     try {

@@ -57,9 +57,12 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * tensors into Arrow buffers (one bulk copy per tensor, into a pooled block whose pages are already touched), releases
  * the lease and sends the record batch; gRPC writes the Arrow buffers to the socket without a further
  * copy. At the end of the feed it sends a stream with the schema and no record batch. A DoGet the
- * client cancels before its batch was copied hands the batch on to the rank's next DoGet, so a
- * client that times out while the pipeline is slow loses nothing; a batch already sent when the
- * connection breaks is lost (as it is when a local trainer dies mid-step).
+ * client cancels before its batch was copied hands the batch on to the session's (without a
+ * session: the rank's) next DoGet, so a client that times out while the pipeline is slow loses
+ * nothing. A ticket without a session is at most once: a batch already sent when the connection
+ * breaks is lost. The provider refuses it for a rank a trainer holds (a socket trainer or a
+ * session); the server takes one such DoGet per rank at a time, which bounds what cancelled ones
+ * can leave behind to one batch per rank. A session's DoGets are exactly once (the ledger).
  *
  * <p>Threading: DoGet never blocks (Flight allows asynchronous streams). A batch that is ready is
  * copied and sent on the gRPC thread that took the DoGet; otherwise on a virtual thread once the
@@ -87,8 +90,10 @@ public final class FlightBatchServer implements AutoCloseable {
     /** gRPC's callbacks; ours, so that it is shut down only after the server has terminated. */
     private final ExecutorService grpcExecutor = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("stoker-flight-grpc-", 0).factory());
     private final Set<PendingGet> pending = ConcurrentHashMap.newKeySet();
-    /** Batches of cancelled DoGets, oldest first, per rank; guarded by itself. */
+    /** Batches of cancelled DoGets, oldest first, per session, object or rank (tickets without a session); guarded by itself. */
     private final Map<String, ArrayDeque<CompletableFuture<Lent>>> unclaimed = new HashMap<>();
+    /** Ranks with a DoGet without a session open (sent, handed back or refused closes it); guarded by itself. */
+    private final Set<Integer> plainOpen = new java.util.HashSet<>();
     /** Open sessions by id; guarded by itself. */
     private final Map<String, Session> sessions = new HashMap<>();
     private volatile long sessionIdleNanos = SESSION_IDLE_NANOS;
@@ -333,9 +338,17 @@ public final class FlightBatchServer implements AutoCloseable {
                     session.open = true;
                 }
             }
+            // a ticket without a session: one DoGet open per rank, so that cancelled ones leave at most one batch behind (audit #18)
+            Runnable closePlain = session == null && !isObject(request) ? openPlain(rank) : () -> {};
+            if (closePlain == null) {
+                listener.error(CallStatus.INVALID_ARGUMENT.withDescription("rank " + rank + " has a DoGet without a session open "
+                        + "already: one at a time per rank").toRuntimeException());
+                return;
+            }
             long connection = session == null ? BatchProvider.NO_CONNECTION : session.connection;
-            // what a cancelled DoGet left is kept for the same session, else the same rank and job (or object)
-            String key = session != null ? "session/" + session.id : rank + "/" + request.job();
+            // what a cancelled DoGet left is kept for the same session, else the same object, else the same rank (whatever the
+            // ticket's informational job string: a retry under another one takes it, audit #18)
+            String key = session != null ? "session/" + session.id : isObject(request) ? "object/" + request.job() : "rank/" + rank;
             CompletableFuture<Lent> batch = adopt(key);
             if (batch == null) {
                 try {
@@ -343,10 +356,12 @@ public final class FlightBatchServer implements AutoCloseable {
                             : ranks.next(rank, connection).thenApply(Lent::of);
                 } catch (IllegalArgumentException e) {
                     closeGet(session);
+                    closePlain.run();
                     listener.error(CallStatus.INVALID_ARGUMENT.withDescription(e.getMessage()).toRuntimeException());
                     return;
                 } catch (RuntimeException e) {
                     closeGet(session);
+                    closePlain.run();
                     listener.error(CallStatus.INTERNAL.withDescription("batch source failed: " + e).withCause(e).toRuntimeException());
                     return;
                 }
@@ -359,18 +374,40 @@ public final class FlightBatchServer implements AutoCloseable {
                 if (call.claimed().compareAndSet(false, true)) {
                     handBack(key, call.batch());
                     pending.remove(call);
+                    closePlain.run();
                 }
             });
             BiConsumer<Lent, Throwable> deliver = (leased, failure) -> {
                 if (!call.claimed().compareAndSet(false, true)) return;
                 pending.remove(call);
-                if (listener.isCancelled()) handBack(key, call.batch());
-                else send(listener, leased, failure);
+                try {
+                    if (listener.isCancelled()) handBack(key, call.batch());
+                    else send(listener, leased, failure);
+                } finally {
+                    closePlain.run();
+                }
             };
             // A batch already made is sent on this gRPC thread: a hand-off costs more than the copy of a small batch.
             if (batch.isDone()) batch.whenComplete(deliver);
             else batch.whenCompleteAsync(deliver, senders);
         }
+    }
+
+    /**
+     * Marks a DoGet without a session open for {@code rank}: returns what closes it again (once,
+     * however often it is run), or null when one is open already.
+     */
+    private Runnable openPlain(int rank) {
+        synchronized (plainOpen) {
+            if (!plainOpen.add(rank)) return null;
+        }
+        var closed = new AtomicBoolean();
+        return () -> {
+            if (closed.compareAndSet(false, true))
+                synchronized (plainOpen) {
+                    plainOpen.remove(rank);
+                }
+        };
     }
 
     /** A session's DoGet has its batch (or failed): the session may ask again. */

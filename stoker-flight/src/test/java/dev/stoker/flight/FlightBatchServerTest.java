@@ -258,7 +258,9 @@ class FlightBatchServerTest {
     /**
      * A session's cancelled DoGet leaves its batch for that session only (audit #18: it was kept
      * under rank and job string, so a retry under another string never took it and it stayed
-     * leased for ever): a bare ticket does not take it, and the session's goodbye releases it.
+     * leased for ever): a bare ticket does not take it, and the session's goodbye releases it. (A
+     * node's ledger refuses a bare ticket for a rank a session holds, ResumeTest; this source admits
+     * it, so that the server's own keeping is tested.)
      */
     @Test
     void aSessionsCancelledDoGetIsKeptForItsSessionAndReleasedWhenItLeaves() throws Exception {
@@ -294,6 +296,47 @@ class FlightBatchServerTest {
             session.close();
             assertEquals(2, released.get(), "the session's goodbye released the batch its cancelled DoGet left");
             assertEquals(1, left.size(), "and freed its rank in the ledger");
+        }
+    }
+
+    /**
+     * Tickets without a session (audit #18): one DoGet open per rank, so that DoGets cancelled one
+     * after another cannot drain a rank into batches nobody takes; a cancelled one's batch goes to
+     * the rank's next DoGet whatever job string its ticket says (it was kept under rank and job, and
+     * a retry under another string never took it).
+     */
+    @Test
+    void oneDoGetWithoutASessionIsOpenPerRankAndACancelledOnesBatchGoesToTheNextWhateverItsJob() throws Exception {
+        var source = new Manual();
+        var released = new AtomicInteger();
+        try (var alloc = new RootAllocator();
+             var arena = Arena.ofShared();
+             var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, FlightBatchServer.Security.NONE);
+             var raw = FlightClient.builder(alloc, Location.forGrpcInsecure("127.0.0.1", server.port())).build();
+             var client = FlightBatchClient.connect("127.0.0.1", server.port(), alloc)) {
+            var first = CompletableFuture.supplyAsync(() -> {
+                try (var s = raw.getStream(FlightWire.ticket(0, 2, "a"), CallOptions.timeout(2, TimeUnit.SECONDS))) {
+                    return s.next();
+                } catch (Exception e) {
+                    return e;
+                }
+            });
+            while (server.waitingGets() == 0) Thread.sleep(5);
+            var e = assertThrows(FlightRuntimeException.class, () -> client.next(0, 2, "b"));
+            assertEquals(FlightStatusCode.INVALID_ARGUMENT, e.status().code());
+            assertTrue(e.getMessage().contains("rank 0 has a DoGet without a session open already"), e.getMessage());
+            assertTrue(first.get(10, TimeUnit.SECONDS) instanceof FlightRuntimeException, "the first DoGet timed out");
+            while (server.waitingGets() > 0) Thread.sleep(5);
+            assertEquals(1, source.asked.size(), "the refused DoGet asked the source nothing");
+            source.asked.poll().complete(FlightTestSource.lent(stkb(0, 0, 2, arena), released::incrementAndGet));
+            BatchLayout.Batch b = client.next(0, 2, "another job string");
+            assertEquals(0, b.meta().step(), "the cancelled DoGet's batch, under another job string");
+            assertEquals(0, source.asked.size(), "the source was not asked again");
+            var other = CompletableFuture.supplyAsync(() -> client.next(1, 2, "a").meta().rank()); // other ranks are not held up
+            while (source.asked.isEmpty()) Thread.sleep(5);
+            source.asked.poll().complete(FlightTestSource.lent(stkb(1, 0, 2, arena), released::incrementAndGet));
+            assertEquals(1, other.get(10, TimeUnit.SECONDS));
+            assertEquals(2, released.get());
         }
     }
 

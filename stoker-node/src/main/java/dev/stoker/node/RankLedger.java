@@ -32,6 +32,8 @@ import java.util.function.BiFunction;
  * reconnects says where it is (the cursor from its saved state); held batches from that cursor on
  * are handed out again, in order, before anything new, and a batch that was still being produced
  * for the dead connection joins them when it completes. Nothing is lost or repeated for the rank.
+ * A request without a connection (a Flight ticket without a session) is at most once, and only for
+ * a rank no trainer holds, one at a time ({@link #next}).
  *
  * <p>Restart: a service started afresh (after SIGTERM, {@code kill -9}, a resize) whose first
  * trainer resumes from a saved cursor restarts its pipeline at that cursor, provided no trainer has
@@ -97,6 +99,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         final ArrayDeque<InFlight> inFlight = new ArrayDeque<>(); // taken from the stream, not yet made
         long connection = -1;                                // the connection now serving this rank
         long live = -1;                                      // that connection while it is open, else -1
+        int plain;                                           // requests without a connection not yet answered (0 or 1)
         CompletableFuture<?> tail = CompletableFuture.completedFuture(null);
     }
 
@@ -179,7 +182,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 throw new IllegalArgumentException("the saved state has no fingerprint, so it cannot be checked against this job: "
                         + "resume from a state the client saved (state_dict / state()) after it was connected");
             var slot = slots[rank];
-            awaitNotLive(rank, slot, connection);
+            awaitNotClaimed(rank, slot, connection);
             if (resume == null) { // a fresh trainer takes what comes next; what an earlier connection got counts as taken
                 slot.connection = connection;
                 setLive(slot, connection);
@@ -216,18 +219,23 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /**
      * Waits a moment for the rank's open connection, if another one, to close (a trainer restarted
-     * at once after a crash: its old connection's end is seen within a poll); refuses the newcomer
-     * if it stays open, so that one rank never feeds two trainers.
+     * at once after a crash: its old connection's end is seen within a poll), and for a request
+     * without a connection to be answered (the batch it takes is not the newcomer's); refuses the
+     * newcomer if either stays, so that one rank never feeds two trainers and a trainer is never
+     * welcomed at a batch that goes elsewhere.
      */
-    private void awaitNotLive(int rank, RankSlot slot, long connection) {
+    private void awaitNotClaimed(int rank, RankSlot slot, long connection) {
         if (connection == NO_CONNECTION) return;
         long deadline = System.nanoTime() + LIVE_GRACE_NANOS;
-        while (slot.live >= 0 && slot.live != connection) {
+        while ((slot.live >= 0 && slot.live != connection) || slot.plain > 0) {
             long left = deadline - System.nanoTime();
-            if (left <= 0)
+            if (left <= 0 && slot.live >= 0 && slot.live != connection)
                 throw new IllegalArgumentException("rank " + rank + " is already being fed to a trainer on another, open connection; "
                         + "two trainers on one rank would each get part of its batches. Check the launcher's RANK/LOCAL_RANK, or stop "
                         + "the old trainer first");
+            if (left <= 0)
+                throw new IllegalArgumentException("rank " + rank + "'s next batch is being taken by a request without a session "
+                        + "(a Flight ticket without one); stop that client, or try again once its batch has gone");
             try {
                 lock.wait(Math.max(1, left / 1_000_000));
             } catch (InterruptedException e) {
@@ -379,14 +387,43 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     @Override
     public boolean sharedMemory() { return stream.sharedMemory(); }
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>A request without a connection ({@link #NO_CONNECTION}: a Flight ticket without a session)
+     * takes the rank's next batch, at most once (nothing proves it arrived, no reconnect asks for it again).
+     * It is refused while a trainer holds the rank on an open connection or session, whose batches
+     * are its alone, and while the rank's previous such request is unanswered: one at a time per
+     * rank, so that such requests cannot drain a rank ahead of its trainers.
+     */
     @Override
     public CompletableFuture<? extends Delivery> next(int rank, long connection) {
         synchronized (lock) {
             var slot = slots[rank];
+            if (connection == NO_CONNECTION) admitWithoutConnection(rank, slot);
             var out = slot.tail.handle((x, e) -> null).thenCompose(ignored -> produce(rank, connection));
             slot.tail = out;
+            if (connection == NO_CONNECTION)
+                out.whenComplete((d, e) -> {
+                    synchronized (lock) {
+                        slot.plain--;
+                        lock.notifyAll(); // a trainer's join may wait for it
+                    }
+                });
             return out;
         }
+    }
+
+    /** Counts a request without a connection in, or refuses it (see {@link #next}). Called with the lock held. */
+    private static void admitWithoutConnection(int rank, RankSlot slot) {
+        if (slot.live >= 0)
+            throw new IllegalArgumentException("rank " + rank + " is being fed to a trainer on an open connection or session; a request "
+                    + "without a session cannot take its batches (each would be missing from that trainer's). Open a session to resume "
+                    + "the rank, or stop its trainer first");
+        if (slot.plain > 0)
+            throw new IllegalArgumentException("rank " + rank + " has a request without a session unanswered already: one at a time "
+                    + "per rank");
+        slot.plain++;
     }
 
     /** The rank's next hand-out, once the request before it has completed. */

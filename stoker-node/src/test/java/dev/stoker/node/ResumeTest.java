@@ -612,6 +612,38 @@ class ResumeTest {
         }
     }
 
+    /**
+     * A Flight ticket without a session for a rank a trainer holds (a socket trainer on rank 0, a
+     * Flight session on rank 1) is refused, naming the rank: it took the rank's next batch, which
+     * was then missing from the live trainer's. The live trainers go on with exactly the
+     * uninterrupted run's batches; once they are gone, such a ticket takes what comes next.
+     */
+    @Test
+    void aFlightTicketWithoutASessionCannotTakeTheBatchesOfARankATrainerHolds() throws Exception {
+        try (var factory = factory(RANKS); var service = factory.start(FeedMode.ZERO_COPY, null); var server = server(service, "plain");
+             var flight = dev.stoker.flight.FlightBatchServer.start(org.apache.arrow.flight.Location.forGrpcInsecure("127.0.0.1", 0),
+                     service, null, null, dev.stoker.flight.FlightBatchServer.Security.NONE);
+             var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", flight.port())) {
+            var socketTrainer = connect(server, 0, RANKS, null);
+            var session = client.open(1, RANKS, "t", null, 0);
+            var got = new ArrayList<String>();
+            assertEquals(reference.get(0).subList(0, 3), take(socketTrainer, 3));
+            for (int i = 0; i < 3; i++) got.add(digest(session.next()));
+            for (int rank = 0; rank < RANKS; rank++) {
+                int r = rank;
+                var e = assertThrows(org.apache.arrow.flight.FlightRuntimeException.class, () -> client.next(r, RANKS, "t"));
+                assertEquals(org.apache.arrow.flight.FlightStatusCode.INVALID_ARGUMENT, e.status().code());
+                assertTrue(e.getMessage().contains("rank " + r + " is being fed to a trainer on an open connection or session"), e.getMessage());
+            }
+            assertEquals(reference.get(0).subList(3, STEPS), take(socketTrainer, STEPS - 3), "the socket trainer's rank: nothing taken");
+            for (int i = 3; i < STEPS; i++) got.add(digest(session.next()));
+            assertEquals(reference.get(1), got, "the session's rank: nothing taken");
+            socketTrainer.close();
+            session.close();
+            assertEquals(STEPS, client.next(0, RANKS, "t").meta().globalStep(), "a rank nobody holds: what comes next, at most once");
+        }
+    }
+
     // ---- helpers ----
 
     static NodeFeeds factory(int ranks) throws IOException { return factory(ranks, 1234); }

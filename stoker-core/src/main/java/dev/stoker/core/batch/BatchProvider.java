@@ -12,9 +12,9 @@ import java.util.concurrent.CompletableFuture;
  * has one: the local job's ledger, or a cluster node's pulls.
  *
  * <p>Connections: each path names the connection a request comes on by an id unique within it
- * ({@link #NO_CONNECTION} where it has none, as Flight). A request means the trainer holds every
- * batch the same connection was given before it (one request is in flight at a time); a provider
- * that hands a dead connection's batches out again keys on it.
+ * ({@link #NO_CONNECTION} where it has none, as a Flight ticket without a session). A request means
+ * the trainer holds every batch the same connection was given before it (one request is in flight
+ * at a time); a provider that hands a dead connection's batches out again keys on it.
  */
 public interface BatchProvider {
     /** The connection id of a path that has no connections of its own. */
@@ -67,7 +67,12 @@ public interface BatchProvider {
      */
     default void leave(int rank, long connection) {}
 
-    /** The rank's next batch, asked on {@code connection}; completes with {@code null} when the rank's feed is finished. */
+    /**
+     * The rank's next batch, asked on {@code connection}; completes with {@code null} when the rank's
+     * feed is finished. A request on {@link #NO_CONNECTION} that the provider refuses (a connection
+     * holds the rank, another such request of the rank is unanswered) throws IllegalArgumentException
+     * with the reason.
+     */
     CompletableFuture<? extends Delivery> next(int rank, long connection);
 
     /**
