@@ -1,0 +1,220 @@
+package dev.stoker.text;
+
+import com.hubspot.jinjava.Jinjava;
+import com.hubspot.jinjava.JinjavaConfig;
+import com.hubspot.jinjava.LegacyOverrides;
+import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
+import com.hubspot.jinjava.interpret.JinjavaInterpreter;
+import com.hubspot.jinjava.interpret.RenderResult;
+import com.hubspot.jinjava.interpret.TemplateError;
+import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
+import com.hubspot.jinjava.tree.Node;
+import com.hubspot.jinjava.tree.TagNode;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.regex.Pattern;
+import jinjava.javax.el.CompositeELResolver;
+
+/**
+ * A {@link ChatRenderer} that runs a model's own Jinja {@code chat_template} the way transformers'
+ * {@code apply_chat_template} does for SFT, on <a href="https://github.com/HubSpot/jinjava">Jinjava</a>.
+ *
+ * <p><b>What the template sees</b> (transformers {@code render_jinja_template}): {@code messages} as HF typed content,
+ * {@code [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "…"}]}, …]} (every message, system
+ * and assistant included, as a list of items), {@code add_generation_prompt = false}, no {@code tools}, no
+ * {@code documents}, {@code add_vision_id} unset, and the tokenizer's special-token strings ({@code eos_token},
+ * {@code pad_token}, …; {@link #QWEN_SPECIAL_TOKENS} unless the caller gives the model's).
+ *
+ * <p><b>How it is compiled</b>: as transformers does, {@code ImmutableSandboxedEnvironment(trim_blocks=True,
+ * lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols])} with the globals {@code raise_exception} and the
+ * filter {@code tojson} replaced. In Jinjava terms: trim and lstrip blocks on; nested interpretation off (Jinja never
+ * renders the text of a variable again, so chat text that looks like a template stays text); read-only values (the
+ * immutable sandbox); the Jinja-compatible {@link LegacyOverrides} on except {@code whitespaceRequiredWithinTokens},
+ * which rejects the {@code {%- … %}} spelling these templates use. Any template error, even one Jinjava calls a
+ * warning, fails the compile or the render with a {@link ChatTemplateException}: a template that half renders would
+ * be trained on silently.
+ *
+ * <p><b>Extensions</b>, each through a Jinjava extension point and each what transformers or Python gives a template
+ * that Jinjava does not:
+ * <ul>
+ *   <li>Python {@code str} methods {@code startswith}, {@code endswith}, {@code split}, {@code strip}, {@code lstrip},
+ *       {@code rstrip} with Python's semantics ({@link PyStrMethods}, an EL resolver ahead of Jinjava's own). Jinjava
+ *       otherwise calls the Java method of the same name where there is one, with other semantics ({@code split}
+ *       takes a regex and drops trailing empty strings, {@code strip} takes no characters), and fails where there
+ *       is none ({@code startswith}).</li>
+ *   <li>{@code raise_exception(message)}: a global function that fails the render with the template's message.</li>
+ *   <li>{@code tojson}: Python's {@code json.dumps(x, ensure_ascii=False)} layout ({@code ", "} and {@code ": "}
+ *       separators, {@code indent=}), as transformers overrides it ({@link PyJson}); Jinjava's writes no spaces.</li>
+ *   <li>{@code {% generation %}…{% endgeneration %}}: transformers' AssistantTracker tag, rendered as its body.</li>
+ * </ul>
+ * Refused at compile, because Jinjava accepts them but renders them unlike Jinja without an error: filtered loops
+ * ({@code {% for m in messages if … %}}) and {@code {% for %}…{% else %}}. Not covered (the render fails, naming the
+ * expression): slices with a step such as {@code messages[::-1]} and
+ * keyword arguments whose value holds a binary operator such as {@code namespace(i=messages|length - 1)} (both need
+ * Jinjava's expression parser changed; the Qwen3-VL <i>Thinking</i> template uses them), {@code strftime_now}, and
+ * Python {@code str} methods other than the six above.
+ *
+ * <p>Threading: immutable; safe to share. Each render runs in its own Jinjava interpreter.
+ */
+public final class JinjaChatRenderer implements ChatRenderer {
+    /** The special-token strings of the Qwen2/Qwen2.5/Qwen3-VL tokenizers (their {@code special_tokens_map}). */
+    public static final Map<String, Object> QWEN_SPECIAL_TOKENS = Map.of("eos_token", "<|im_end|>", "pad_token", "<|endoftext|>");
+
+    private static final Jinjava JINJAVA = newEngine();
+
+    private final String source;
+    private final Map<String, Object> specialTokens;
+
+    private JinjaChatRenderer(String source, Map<String, Object> specialTokens) {
+        this.source = source;
+        this.specialTokens = specialTokens;
+    }
+
+    /** {@link #compile(String, Map)} with {@link #QWEN_SPECIAL_TOKENS}. */
+    public static JinjaChatRenderer compile(String source) {
+        return compile(source, QWEN_SPECIAL_TOKENS);
+    }
+
+    /**
+     * Parses a {@code chat_template} source.
+     *
+     * @param specialTokens variables the template may read beside {@code messages}, such as {@code eos_token}
+     * @throws ChatTemplateException if the source does not parse
+     */
+    public static JinjaChatRenderer compile(String source, Map<String, ?> specialTokens) {
+        Objects.requireNonNull(source, "source");
+        var interpreter = JINJAVA.newInterpreter();
+        Node root;
+        JinjavaInterpreter.pushCurrent(interpreter);
+        try {
+            root = interpreter.parse(source);
+        } catch (RuntimeException e) {
+            throw new ChatTemplateException("chat template does not parse: " + e.getMessage(), e);
+        } finally {
+            JinjavaInterpreter.popCurrent();
+        }
+        if (!interpreter.getErrors().isEmpty())
+            throw new ChatTemplateException("chat template does not parse: " + describe(interpreter.getErrors()));
+        refuseMisrendered(root);
+        return new JinjaChatRenderer(source, Map.copyOf(specialTokens));
+    }
+
+    /**
+     * Refuses the loop forms Jinjava accepts but renders unlike Jinja, without an error: a filtered loop
+     * ({@code for x in xs if cond}, which Jinjava renders as an empty loop) and {@code for … else} (whose else branch
+     * Jinjava renders on every iteration instead of only for an empty sequence).
+     */
+    private static void refuseMisrendered(Node node) {
+        for (var child : node.getChildren()) {
+            if (child instanceof TagNode tag && tag.getName().equals("for")) {
+                if (LOOP_FILTER.matcher(withoutStringLiterals(tag.getHelpers())).find())
+                    throw new ChatTemplateException("chat template uses a filtered loop '{% for " + tag.getHelpers().strip()
+                            + " %}' (line " + tag.getLineNumber() + "), which the template engine does not support");
+                for (var inner : tag.getChildren())
+                    if (inner instanceof TagNode t && t.getName().equals("else"))
+                        throw new ChatTemplateException("chat template uses '{% for … %}…{% else %}' (line " + t.getLineNumber()
+                                + "), which the template engine does not support");
+            }
+            refuseMisrendered(child);
+        }
+    }
+
+    private static final Pattern LOOP_FILTER = Pattern.compile("\\bin\\b.*\\bif\\b", Pattern.DOTALL);
+
+    private static String withoutStringLiterals(String expression) {
+        return expression.replaceAll("'(?:[^'\\\\]|\\\\.)*'|\"(?:[^\"\\\\]|\\\\.)*\"", "''");
+    }
+
+    /** The template source as given. */
+    public String source() { return source; }
+
+    @Override
+    public void render(List<Message> messages, StringBuilder out) {
+        var bindings = new HashMap<String, Object>(specialTokens);
+        bindings.put("messages", hfMessages(messages));
+        bindings.put("add_generation_prompt", false);
+        RenderResult result = JINJAVA.renderForResult(source, bindings);
+        if (!result.getErrors().isEmpty())
+            throw new ChatTemplateException("chat template failed: " + describe(result.getErrors()));
+        out.append(result.getOutput());
+    }
+
+    /** The messages as transformers hands them to a template: HF typed content, an item list per message. */
+    static List<Map<String, Object>> hfMessages(List<Message> messages) {
+        var list = new ArrayList<Map<String, Object>>(messages.size());
+        for (var m : messages) {
+            var content = new ArrayList<Map<String, Object>>(m.parts().size());
+            for (var p : m.parts()) {
+                var item = new LinkedHashMap<String, Object>(4);
+                switch (p) {
+                    case Message.Text t -> {
+                        item.put("type", "text");
+                        item.put("text", t.text());
+                    }
+                    case Message.Image _ -> item.put("type", "image");
+                }
+                content.add(item);
+            }
+            var message = new LinkedHashMap<String, Object>(4);
+            message.put("role", m.role().wireName());
+            message.put("content", content);
+            list.add(message);
+        }
+        return list;
+    }
+
+    private static String describe(List<TemplateError> errors) {
+        var sb = new StringBuilder();
+        for (var e : errors) {
+            if (!sb.isEmpty()) sb.append("; ");
+            sb.append(raised(e.getException()) instanceof ChatTemplateException raised ? raised.getMessage() : e.getMessage());
+            if (e.getLineno() > 0) sb.append(" (line ").append(e.getLineno()).append(')');
+        }
+        return sb.toString();
+    }
+
+    /** The {@code raise_exception} failure behind a template error, if that is what it was. */
+    private static Throwable raised(Throwable t) {
+        for (int depth = 0; t != null && depth < 16; t = t.getCause(), depth++)
+            if (t instanceof ChatTemplateException) return t;
+        return null;
+    }
+
+    private static Jinjava newEngine() {
+        var overrides = LegacyOverrides.newBuilder()
+                .withEvaluateMapKeys(true)
+                .withIterateOverMapKeys(true)
+                .withUsePyishObjectMapper(true)
+                .withUseSnakeCasePropertyNaming(true)
+                .withUseNaturalOperatorPrecedence(true)
+                .withParseWhitespaceControlStrictly(true)
+                .withAllowAdjacentTextNodes(true)
+                .withUseTrimmingForNotesAndExpressions(true)
+                .withKeepNullableLoopValues(true)
+                .build();
+        var resolver = new CompositeELResolver();
+        resolver.add(new PyStrMethods());
+        resolver.add(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_ONLY);
+        var config = JinjavaConfig.newBuilder()
+                .withTrimBlocks(true)
+                .withLstripBlocks(true)
+                .withNestedInterpretationEnabled(false)
+                .withLegacyOverrides(overrides)
+                .withElResolver(resolver)
+                .build();
+        var jinjava = new Jinjava(config);
+        jinjava.registerFunction(new ELFunctionDefinition("", "raise_exception", JinjaChatRenderer.class, "raiseException", String.class));
+        jinjava.registerFilter(new PyJson.Filter());
+        jinjava.registerTag(new GenerationTag());
+        return jinjava;
+    }
+
+    /** transformers' {@code raise_exception}: fails the render with the template's own message. */
+    static Object raiseException(String message) {
+        throw new ChatTemplateException("raise_exception: " + message);
+    }
+}
