@@ -4,8 +4,8 @@ import com.hubspot.jinjava.Jinjava;
 import com.hubspot.jinjava.JinjavaConfig;
 import com.hubspot.jinjava.LegacyOverrides;
 import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
+import com.hubspot.jinjava.interpret.Context;
 import com.hubspot.jinjava.interpret.JinjavaInterpreter;
-import com.hubspot.jinjava.interpret.RenderResult;
 import com.hubspot.jinjava.interpret.TemplateError;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
 import com.hubspot.jinjava.tree.Node;
@@ -58,7 +58,8 @@ import jinjava.javax.el.CompositeELResolver;
  * Jinjava's expression parser changed; the Qwen3-VL <i>Thinking</i> template uses them), {@code strftime_now}, and
  * Python {@code str} methods other than the six above.
  *
- * <p>Threading: immutable; safe to share. Each render runs in its own Jinjava interpreter.
+ * <p>Threading: immutable; safe to share. The template is parsed once; each render runs in its own Jinjava interpreter
+ * and context.
  */
 public final class JinjaChatRenderer implements ChatRenderer {
     /** The special-token strings of the Qwen2/Qwen2.5/Qwen3-VL tokenizers (their {@code special_tokens_map}). */
@@ -67,10 +68,13 @@ public final class JinjaChatRenderer implements ChatRenderer {
     private static final Jinjava JINJAVA = newEngine();
 
     private final String source;
+    /** The parsed template; rendering reads it and keeps its state in each render's own interpreter. */
+    private final Node root;
     private final Map<String, Object> specialTokens;
 
-    private JinjaChatRenderer(String source, Map<String, Object> specialTokens) {
+    private JinjaChatRenderer(String source, Node root, Map<String, Object> specialTokens) {
         this.source = source;
+        this.root = root;
         this.specialTokens = specialTokens;
     }
 
@@ -100,7 +104,7 @@ public final class JinjaChatRenderer implements ChatRenderer {
         if (!interpreter.getErrors().isEmpty())
             throw new ChatTemplateException("chat template does not parse: " + describe(interpreter.getErrors()));
         refuseMisrendered(root);
-        return new JinjaChatRenderer(source, Map.copyOf(specialTokens));
+        return new JinjaChatRenderer(source, root, Map.copyOf(specialTokens));
     }
 
     /**
@@ -137,10 +141,22 @@ public final class JinjaChatRenderer implements ChatRenderer {
         var bindings = new HashMap<String, Object>(specialTokens);
         bindings.put("messages", hfMessages(messages));
         bindings.put("add_generation_prompt", false);
-        RenderResult result = JINJAVA.renderForResult(source, bindings);
-        if (!result.getErrors().isEmpty())
-            throw new ChatTemplateException("chat template failed: " + describe(result.getErrors()));
-        out.append(result.getOutput());
+        // What Jinjava.renderForResult does, on the tree parsed once by compile().
+        var config = JINJAVA.getGlobalConfig();
+        var interpreter = new JinjavaInterpreter(JINJAVA, new Context(JINJAVA.getGlobalContextCopy(), bindings, config.getDisabled()), config);
+        String output;
+        JinjavaInterpreter.pushCurrent(interpreter);
+        try {
+            output = interpreter.render(root, false);
+        } catch (RuntimeException e) {
+            var raised = raised(e);
+            throw new ChatTemplateException("chat template failed: " + (raised != null ? raised.getMessage() : e.getMessage()), e);
+        } finally {
+            JinjavaInterpreter.popCurrent();
+        }
+        if (!interpreter.getErrors().isEmpty())
+            throw new ChatTemplateException("chat template failed: " + describe(interpreter.getErrors()));
+        out.append(output);
     }
 
     /** The messages as transformers hands them to a template: HF typed content, an item list per message. */
