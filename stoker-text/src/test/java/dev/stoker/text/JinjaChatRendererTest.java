@@ -170,4 +170,24 @@ class JinjaChatRendererTest {
                         + "<|im_start|>assistant\nA mountain landscape; the left part is transparent.<|im_end|>\n",
                 JinjaChatRenderer.compile(template("qwen3-vl-instruct.jinja")).render(chat));
     }
+
+    @Test
+    void oneCompiledTemplateRendersConcurrently() throws Exception {
+        var renderer = JinjaChatRenderer.compile(template("qwen3-vl-instruct.jinja"));
+        var builtIn = new ChatTemplate(dev.stoker.core.ProcessorPreset.ChatFamily.QWEN3_VL);
+        var cases = TemplateCheck.cases();
+        try (var pool = java.util.concurrent.Executors.newFixedThreadPool(4)) {
+            var futures = new java.util.ArrayList<java.util.concurrent.Future<?>>();
+            for (int t = 0; t < 4; t++) {
+                int offset = t;
+                futures.add(pool.submit(() -> {
+                    for (int i = 0; i < 100; i++) {
+                        var c = cases.get((i + offset) % cases.size());
+                        assertEquals(builtIn.render(c.messages()), renderer.render(c.messages()), c.name());
+                    }
+                }));
+            }
+            for (var f : futures) f.get();
+        }
+    }
 }
