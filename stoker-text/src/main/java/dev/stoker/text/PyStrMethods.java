@@ -9,7 +9,7 @@ import jinjava.javax.el.ELResolver;
 
 /**
  * Python {@code str} methods for Jinjava templates: {@code s.startswith(p)}, {@code s.endswith(p)} ({@code p} a
- * string or a list of strings), {@code s.split(sep=None, maxsplit=-1)}, {@code s.strip(chars=None)},
+ * string or a tuple of strings; Jinjava makes tuples lists, so a list is taken too where Python would raise), {@code s.split(sep=None, maxsplit=-1)}, {@code s.strip(chars=None)},
  * {@code s.lstrip(chars=None)}, {@code s.rstrip(chars=None)}, with CPython's semantics. Put ahead of Jinjava's
  * resolvers, it answers only these calls on strings and leaves every other lookup to them.
  *
