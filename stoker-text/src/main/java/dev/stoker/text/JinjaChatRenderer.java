@@ -53,10 +53,10 @@ import jinjava.javax.el.CompositeELResolver;
  * </ul>
  * Refused at compile, because Jinjava accepts them but renders them unlike Jinja without an error: filtered loops
  * ({@code {% for m in messages if … %}}) and {@code {% for %}…{% else %}}. Not covered (the render fails, naming the
- * expression): slices with a step such as {@code messages[::-1]} and
- * keyword arguments whose value holds a binary operator such as {@code namespace(i=messages|length - 1)} (both need
- * Jinjava's expression parser changed; the Qwen3-VL <i>Thinking</i> template uses them), {@code strftime_now}, and
- * Python {@code str} methods other than the six above.
+ * expression): slices with a step such as {@code messages[::-1]} and keyword arguments whose value holds a binary
+ * operator such as {@code namespace(i=messages|length - 1)} (both need Jinjava's expression parser changed; the
+ * Qwen3-VL <i>Thinking</i> template uses them), {@code strftime_now}, and Python {@code str} methods other than the
+ * six above. Jinjava prints a boolean as {@code true} where Jinja prints {@code True}; no Qwen-VL template prints one.
  *
  * <p>Threading: immutable; safe to share. The template is parsed once; each render runs in its own Jinjava interpreter
  * and context.
@@ -86,25 +86,27 @@ public final class JinjaChatRenderer implements ChatRenderer {
     /**
      * Parses a {@code chat_template} source.
      *
-     * @param specialTokens variables the template may read beside {@code messages}, such as {@code eos_token}
-     * @throws ChatTemplateException if the source does not parse
+     * @param specialTokens variables the template may read beside {@code messages}, such as {@code eos_token}; entries
+     *                      whose value is null are left out, as transformers leaves unset special tokens out
+     * @throws ChatTemplateException if the source does not parse, or uses a loop form Jinjava would render wrongly
      */
     public static JinjaChatRenderer compile(String source, Map<String, ?> specialTokens) {
         Objects.requireNonNull(source, "source");
         var interpreter = JINJAVA.newInterpreter();
         Node root;
-        JinjavaInterpreter.pushCurrent(interpreter);
-        try {
+        try (var _ = JinjavaInterpreter.closeablePushCurrent(interpreter).get()) {
             root = interpreter.parse(source);
         } catch (RuntimeException e) {
             throw new ChatTemplateException("chat template does not parse: " + e.getMessage(), e);
-        } finally {
-            JinjavaInterpreter.popCurrent();
         }
         if (!interpreter.getErrors().isEmpty())
             throw new ChatTemplateException("chat template does not parse: " + describe(interpreter.getErrors()));
         refuseMisrendered(root);
-        return new JinjaChatRenderer(source, root, Map.copyOf(specialTokens));
+        var tokens = new LinkedHashMap<String, Object>();
+        specialTokens.forEach((k, v) -> {
+            if (v != null) tokens.put(k, v);
+        });
+        return new JinjaChatRenderer(source, root, Map.copyOf(tokens));
     }
 
     /**
@@ -145,14 +147,11 @@ public final class JinjaChatRenderer implements ChatRenderer {
         var config = JINJAVA.getGlobalConfig();
         var interpreter = new JinjavaInterpreter(JINJAVA, new Context(JINJAVA.getGlobalContextCopy(), bindings, config.getDisabled()), config);
         String output;
-        JinjavaInterpreter.pushCurrent(interpreter);
-        try {
+        try (var _ = JinjavaInterpreter.closeablePushCurrent(interpreter).get()) {
             output = interpreter.render(root, false);
         } catch (RuntimeException e) {
             var raised = raised(e);
             throw new ChatTemplateException("chat template failed: " + (raised != null ? raised.getMessage() : e.getMessage()), e);
-        } finally {
-            JinjavaInterpreter.popCurrent();
         }
         if (!interpreter.getErrors().isEmpty())
             throw new ChatTemplateException("chat template failed: " + describe(interpreter.getErrors()));

@@ -50,8 +50,9 @@ class JinjaChatRendererTest {
                 + "{{ 'G' if add_generation_prompt else 'noG' }} {{ eos_token }} {{ pad_token }} {{ 'T' if tools else 'noT' }}"
                 + " {{ 'V' if add_vision_id else 'noV' }}");
         assertEquals("system:[text=S];user:[text=a ][image][text= b];assistant:[text=c];noG <|im_end|> <|endoftext|> noT noV", out);
-        var own = JinjaChatRenderer.compile("{{ eos_token }}", Map.of("eos_token", "</s>")).render(CHAT);
-        assertEquals("</s>", own);
+        var own = new java.util.HashMap<String, Object>(Map.of("eos_token", "</s>"));
+        own.put("bos_token", null);
+        assertEquals("</s>|noB", JinjaChatRenderer.compile("{{ eos_token }}|{{ 'B' if bos_token else 'noB' }}", own).render(CHAT));
     }
 
     @Test
