@@ -10,6 +10,8 @@ import com.hubspot.jinjava.interpret.TemplateError;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
 import com.hubspot.jinjava.tree.Node;
 import com.hubspot.jinjava.tree.TagNode;
+import com.hubspot.jinjava.tree.TextNode;
+import com.hubspot.jinjava.tree.parse.TextToken;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -50,13 +52,17 @@ import jinjava.javax.el.CompositeELResolver;
  *   <li>{@code tojson}: Python's {@code json.dumps(x, ensure_ascii=False)} layout ({@code ", "} and {@code ": "}
  *       separators, {@code indent=}), as transformers overrides it ({@link PyJson}); Jinjava's writes no spaces.</li>
  *   <li>{@code {% generation %}…{% endgeneration %}}: transformers' AssistantTracker tag, rendered as its body.</li>
+ *   <li>Slices with a step ({@code messages[::-1]}) and keyword arguments whose value is a whole expression
+ *       ({@code namespace(last_query_index=messages|length - 1)}), which the Qwen3-VL <i>Thinking</i> template uses
+ *       ({@link PyishParser}: Jinjava's expression parser, subclassed and installed as Jinjava installs its own).</li>
+ *   <li>Jinja's {@code lstrip_blocks}: Jinjava strips the spaces before every block or comment tag, Jinja only those
+ *       that start a line; {@link #keepMidLineSpaces} puts the others back after parsing.</li>
  * </ul>
  * Refused at compile, because Jinjava accepts them but renders them unlike Jinja without an error: filtered loops
  * ({@code {% for m in messages if … %}}) and {@code {% for %}…{% else %}}. Not covered (the render fails, naming the
- * expression): slices with a step such as {@code messages[::-1]} and keyword arguments whose value holds a binary
- * operator such as {@code namespace(i=messages|length - 1)} (both need Jinjava's expression parser changed; the
- * Qwen3-VL <i>Thinking</i> template uses them), {@code strftime_now}, and Python {@code str} methods other than the
- * six above. Jinjava prints a boolean as {@code true} where Jinja prints {@code True}; no Qwen-VL template prints one.
+ * expression): {@code strftime_now}, slices with both a stop and a step ({@code xs[1:5:2]}), and Python {@code str}
+ * methods other than the six above. Jinjava prints a boolean as {@code true} where Jinja prints {@code True}; no
+ * Qwen-VL template prints one.
  *
  * <p>Threading: immutable; safe to share. The template is parsed once; each render runs in its own Jinjava interpreter
  * and context.
@@ -66,6 +72,14 @@ public final class JinjaChatRenderer implements ChatRenderer {
     public static final Map<String, Object> QWEN_SPECIAL_TOKENS = Map.of("eos_token", "<|im_end|>", "pad_token", "<|endoftext|>");
 
     private static final Jinjava JINJAVA = newEngine();
+    /** The engine's configuration less lstrip_blocks (see {@link #keepMidLineSpaces}). */
+    private static final JinjavaConfig WITHOUT_LSTRIP = JinjavaConfig.newBuilder()
+            .withTrimBlocks(true)
+            .withLstripBlocks(false)
+            .withNestedInterpretationEnabled(false)
+            .withLegacyOverrides(JINJAVA.getGlobalConfig().getLegacyOverrides())
+            .withElResolver(JINJAVA.getGlobalConfig().getElResolver())
+            .build();
 
     private final String source;
     /** The parsed template; rendering reads it and keeps its state in each render's own interpreter. */
@@ -92,7 +106,18 @@ public final class JinjaChatRenderer implements ChatRenderer {
      */
     public static JinjaChatRenderer compile(String source, Map<String, ?> specialTokens) {
         Objects.requireNonNull(source, "source");
-        var interpreter = JINJAVA.newInterpreter();
+        Node root = parse(source, JINJAVA.getGlobalConfig());
+        keepMidLineSpaces(root, parse(source, WITHOUT_LSTRIP));
+        refuseMisrendered(root);
+        var tokens = new LinkedHashMap<String, Object>();
+        specialTokens.forEach((k, v) -> {
+            if (v != null) tokens.put(k, v);
+        });
+        return new JinjaChatRenderer(source, root, Map.copyOf(tokens));
+    }
+
+    private static Node parse(String source, JinjavaConfig config) {
+        var interpreter = new JinjavaInterpreter(JINJAVA, JINJAVA.getGlobalContextCopy(), config);
         Node root;
         try (var _ = JinjavaInterpreter.closeablePushCurrent(interpreter).get()) {
             root = interpreter.parse(source);
@@ -101,12 +126,49 @@ public final class JinjaChatRenderer implements ChatRenderer {
         }
         if (!interpreter.getErrors().isEmpty())
             throw new ChatTemplateException("chat template does not parse: " + describe(interpreter.getErrors()));
-        refuseMisrendered(root);
-        var tokens = new LinkedHashMap<String, Object>();
-        specialTokens.forEach((k, v) -> {
-            if (v != null) tokens.put(k, v);
-        });
-        return new JinjaChatRenderer(source, root, Map.copyOf(tokens));
+        return root;
+    }
+
+    /**
+     * Jinja's {@code lstrip_blocks} removes the spaces and tabs between the start of a line and a block or comment tag;
+     * Jinjava's removes the spaces and tabs before any such tag, so {@code Picture {{ n }}: {% endif %}} loses the
+     * space after the colon. Walking the tree parsed with Jinjava's rule beside the one parsed without it, this puts
+     * back the text of every text node whose stripped spaces did not start a line.
+     */
+    private static void keepMidLineSpaces(Node stripped, Node plain) {
+        var a = stripped.getChildren().listIterator();
+        var b = plain.getChildren().iterator();
+        while (a.hasNext() && b.hasNext()) {
+            Node s = a.next();
+            Node p = b.next();
+            if (s.getClass() != p.getClass()) throw new IllegalStateException("lstrip_blocks changed the template's structure at line " + s.getLineNumber());
+            if (s instanceof TextNode && !s.getMaster().getImage().equals(p.getMaster().getImage()) && !strippedFromLineStart(p)) {
+                var token = s.getMaster();
+                var restored = new TextToken(p.getMaster().getImage(), token.getLineNumber(), token.getStartPosition(), token.getSymbols());
+                restored.setLeftTrim(token.isLeftTrim());
+                restored.setRightTrim(token.isRightTrim());
+                var node = new TextNode(restored);
+                node.setParent(stripped);
+                a.set(node);
+            }
+            keepMidLineSpaces(s, p);
+        }
+        if (a.hasNext() || b.hasNext()) throw new IllegalStateException("lstrip_blocks changed the template's structure under line " + stripped.getLineNumber());
+    }
+
+    /**
+     * Whether the spaces Jinjava stripped from the end of this text ran from the start of a line: the text after its
+     * last newline is all spaces and tabs, and either there is a newline or the text itself starts a line (Jinjava's
+     * column is 1 at the start of the template and 2 after a newline, one that trim_blocks removed included).
+     */
+    private static boolean strippedFromLineStart(Node text) {
+        String image = text.getMaster().getImage();
+        int nl = image.lastIndexOf('\n');
+        for (int i = nl + 1; i < image.length(); i++) {
+            char c = image.charAt(i);
+            if (c != ' ' && c != '\t') return false;
+        }
+        return nl >= 0 || text.getStartPosition() == 1 || text.getStartPosition() == 2;
     }
 
     /**
@@ -221,7 +283,7 @@ public final class JinjaChatRenderer implements ChatRenderer {
                 .withLegacyOverrides(overrides)
                 .withElResolver(resolver)
                 .build();
-        var jinjava = new Jinjava(config);
+        var jinjava = PyishParser.engine(config);
         jinjava.registerFunction(new ELFunctionDefinition("", "raise_exception", JinjaChatRenderer.class, "raiseException", String.class));
         jinjava.registerFilter(new PyJson.Filter());
         jinjava.registerTag(new GenerationTag());

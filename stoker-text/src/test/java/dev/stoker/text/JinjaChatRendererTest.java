@@ -65,6 +65,28 @@ class JinjaChatRendererTest {
                 + "        {{- '<|im_start|>' + m.role + '\\n' }}\n    {%- endif %}\n{%- endfor %}\n"));
     }
 
+    /** Template and what Jinja2 renders from it (trim_blocks and lstrip_blocks on, messages system/user/assistant). */
+    private static final String[][] WHITESPACE = {
+            {"{% for m in messages %}{{ m.role }} {% endfor %}", "system user assistant "},
+            {"Picture {{ 1 }}: {% if true %}x{% endif %}", "Picture 1: x"},
+            {"  {% if true %}\nx\n  {% endif %}\ny", "x\ny"},
+            {"a\n  {% if true %}b{% endif %}", "a\nb"},
+            {"ab  {% if true %}c{% endif %}", "ab  c"},
+            {"{% if true %}\n  {% if true %}x{% endif %}\n{% endif %}", "x"},
+            {"a\n  {# c #}\nb", "a\nb"},
+            {"a  {# c #}b", "a  b"},
+            {"{{ 'x' }}  {# c #}y", "x  y"},
+            {"\t{% if true %}t{% endif %}", "t"},
+            {"x {%- if true %}y{% endif %}", "xy"},
+            {" {{ 'e' }}", " e"},
+            {"{% if true %}a {% else %}b{% endif %}|{% if false %}a {% else %}b {% endif %}", "a |b "},
+            {"{% for m in messages %}\n    {{ m.role }}: {% if loop.last %}end{% endif %}\n{% endfor %}", "    system:     user:     assistant: end"}};
+
+    @Test
+    void whitespaceAroundBlocksAndCommentsIsJinja2s() {
+        for (var c : WHITESPACE) assertEquals(c[1], render(c[0]), c[0]);
+    }
+
     @Test
     void chatTextIsNeverRenderedAgain() {
         var chat = List.of(Message.text(Role.USER, "{{ 7 * 7 }} {% if true %}x{% endif %} {# c #} <b>&amp;</b>"));
@@ -152,14 +174,28 @@ class JinjaChatRendererTest {
         assertEquals("systemuserassistant", render("{% for m in messages|rejectattr('role', 'equalto', ' if ') %}{% if m %}{{ m.role }}{% endif %}{% endfor %}"));
     }
 
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = ';', quoteCharacter = '`', value = {
+            "{% for m in messages[::-1] %}{{ m.role }} {% endfor %} ; `assistant user system `",
+            "{{ [1, 2, 3, 4, 5][1::2] }} ; [2, 4]",
+            "{{ [1, 2, 3, 4][-2::-1] }} ; [3, 2, 1]",
+            "{{ 'abcdef'[::-2] }} ; fdb",
+            "{{ [1, 2, 3][1:] }} {{ [1, 2, 3][:-1] }} ; [2, 3] [1, 2]",
+            "{% set ns = namespace(found=false, last=messages|length - 1) %}{{ ns.last }} ; 2",
+            "{{ messages|length - 1 }} {{ (messages|length) * 2 }} ; 2 6",
+    })
+    void stepSlicesAndKeywordArgumentExpressionsAsInPython(String template, String python) {
+        assertEquals(python, render(template));
+    }
+
     @Test
     void whatJinjavaCannotEvaluateFailsTheRenderNamingIt() {
-        var stepSlice = JinjaChatRenderer.compile("{% for m in messages[::-1] %}{{ m.role }}{% endfor %}");
-        var e = assertThrows(ChatTemplateException.class, () -> stepSlice.render(CHAT));
-        assertTrue(e.getMessage().contains("messages[::-1]"), e.getMessage());
         var unknownMethod = JinjaChatRenderer.compile("{{ messages[0].role.title() }}");
-        e = assertThrows(ChatTemplateException.class, () -> unknownMethod.render(CHAT));
+        var e = assertThrows(ChatTemplateException.class, () -> unknownMethod.render(CHAT));
         assertTrue(e.getMessage().contains("title"), e.getMessage());
+        var zeroStep = JinjaChatRenderer.compile("{{ messages[::0] }}");
+        e = assertThrows(ChatTemplateException.class, () -> zeroStep.render(CHAT));
+        assertTrue(e.getMessage().contains("step"), e.getMessage());
     }
 
     @Test

@@ -79,11 +79,11 @@ class TemplateCheckTest {
 
     @Test
     void theThinkingTemplateIsNotTakenForTheInstructOne() {
-        var thinking = template("qwen3-vl-thinking.jinja");
-        var e = assertThrows(ChatTemplateException.class, () -> TemplateCheck.compare(thinking, ChatFamily.QWEN3_VL));
-        assertTrue(e.getMessage().startsWith("template case 'text_only': chat template failed: "), e.getMessage());
-        assertTrue(e.getMessage().contains("messages[::-1]"), e.getMessage());
-        assertThrows(ChatTemplateException.class, () -> TemplateCheck.compare(thinking, ChatFamily.QWEN2_VL));
+        var d = TemplateCheck.compare(template("qwen3-vl-thinking.jinja"), ChatFamily.QWEN3_VL).orElseThrow();
+        assertEquals("text_only", d.caseName());
+        assertEquals("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n".length(), d.index());
+        assertEquals("…\">\\n<|im_start|>assistant\\n\" | \"Paris.<|im_end|>\\n\"", d.builtIn());
+        assertEquals("…\">\\n<|im_start|>assistant\\n\" | \"<think>\\n\\n</think>\\n\\nParis\"…", d.model());
     }
 
     @Test
