@@ -1,5 +1,6 @@
 """Regenerates jinja2-renders.jsonl: each template here rendered by Python's Jinja2 as transformers renders it,
-on every template case (src/main/resources/dev/stoker/text/template-cases.jsonl) and on the chats of EXTRA.
+on every template case (src/main/resources/dev/stoker/text/template-cases.jsonl), on the chats of EXTRA and on 60
+random chats (written with their messages).
 
 The environment is transformers' _compile_jinja_template (src/transformers/utils/chat_template_utils.py):
 ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols]),
@@ -30,6 +31,25 @@ EXTRA = [
     ("image_in_system_turn", [{"role": "system", "content": [{"type": "image"}, {"type": "text", "text": "s"}]},
                               {"role": "user", "content": [{"type": "text", "text": "u"}]}]),
 ]
+
+
+def random_chats(n, seed=16):
+    """Chats of random shape the parser admits: any role order, images in any role, odd text."""
+    import random
+    rng = random.Random(seed)
+    texts = ["", " ", "\n", "Hello", "  padded  ", "line\nbreak\r\n", "tab\tx", "ünïcödé 你好 🤖", "{{ x }}", "{% if %}",
+             "<think>\nr\n</think>\n\nanswer", "</think>tail", "<tool_response>x</tool_response>", "\\ back\"slash'", "a:b::c"]
+    chats = []
+    for i in range(n):
+        messages = []
+        for _ in range(rng.randint(1, 6)):
+            role = rng.choice(["system", "user", "user", "assistant", "assistant"])
+            items = []
+            for _ in range(rng.randint(1, 3)):
+                items.append({"type": "image"} if rng.random() < 0.3 else {"type": "text", "text": rng.choice(texts)})
+            messages.append({"role": role, "content": items})
+        chats.append(("random_%02d" % i, messages))
+    return chats
 
 
 class AssistantTracker(Extension):
@@ -79,6 +99,8 @@ def main():
                 rec = json.loads(line)
                 chats.append((rec["id"], typed(rec["messages"])))
     chats.extend(EXTRA)
+    randoms = random_chats(60)
+    chats.extend(randoms)
     env = environment()
     with open(os.path.join(HERE, "jinja2-renders.jsonl"), "w", encoding="utf-8") as out:
         for name in TEMPLATES:
@@ -86,7 +108,9 @@ def main():
                 template = env.from_string(f.read())
             for case, messages in chats:
                 text = template.render(messages=messages, tools=None, documents=None, add_generation_prompt=False, **SPECIAL_TOKENS)
-                out.write(json.dumps({"template": name, "case": case, "text": text}, ensure_ascii=False) + "\n")
+                record = {"template": name, "case": case, "text": text}
+                if case.startswith("random_"): record["messages"] = messages
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
     print("jinja2", jinja2.__version__, len(TEMPLATES) * len(chats), "renders", file=sys.stderr)
 
 
