@@ -141,7 +141,7 @@ public final class JinjaChatRenderer implements ChatRenderer {
         while (a.hasNext() && b.hasNext()) {
             Node s = a.next();
             Node p = b.next();
-            if (s.getClass() != p.getClass()) throw new IllegalStateException("lstrip_blocks changed the template's structure at line " + s.getLineNumber());
+            if (s.getClass() != p.getClass()) throw unlikeJinja(s);
             if (s instanceof TextNode && !s.getMaster().getImage().equals(p.getMaster().getImage()) && !strippedFromLineStart(p)) {
                 var token = s.getMaster();
                 var restored = new TextToken(p.getMaster().getImage(), token.getLineNumber(), token.getStartPosition(), token.getSymbols());
@@ -153,7 +153,12 @@ public final class JinjaChatRenderer implements ChatRenderer {
             }
             keepMidLineSpaces(s, p);
         }
-        if (a.hasNext() || b.hasNext()) throw new IllegalStateException("lstrip_blocks changed the template's structure under line " + stripped.getLineNumber());
+        if (a.hasNext() || b.hasNext()) throw unlikeJinja(stripped);
+    }
+
+    private static ChatTemplateException unlikeJinja(Node at) {
+        return new ChatTemplateException("chat template's lstrip_blocks whitespace near line " + at.getLineNumber()
+                + " cannot be rendered as Jinja renders it by the template engine");
     }
 
     /**
