@@ -1,7 +1,9 @@
 package dev.stoker.pipeline;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.text.ChatRenderer;
 import dev.stoker.text.ChatSample;
+import dev.stoker.text.ChatTemplate;
 import dev.stoker.text.QwenTokenizer;
 import dev.stoker.text.SampleParser;
 import dev.stoker.text.TextFeatures;
@@ -54,10 +56,19 @@ public final class SampleEncoder {
     private final TokenSequenceBuilder tokens;
     private final ImagePreprocessor images;
 
+    /** An encoder that renders chats with the built-in template of the preset's family. */
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer) {
+        this(options, tokenizer, new ChatTemplate(options.preset().chatFamily()));
+    }
+
+    /**
+     * An encoder that renders chats with {@code template}, for example the model's own ({@link dev.stoker.text.JinjaChatRenderer},
+     * after {@link dev.stoker.text.TemplateCheck} found that it differs from the built-in one); labels follow the official rule.
+     */
+    public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template) {
         this.options = options;
         int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
-        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), maxLength, options.truncation());
+        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
     }
 

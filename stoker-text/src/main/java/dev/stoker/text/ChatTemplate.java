@@ -6,8 +6,9 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * Renders a chat as the Hub {@code chat_template} of a Qwen-VL family does for SFT
- * ({@code add_generation_prompt=False}, no tools, no vision ids; spec §10).
+ * The built-in {@link ChatRenderer} of a Qwen-VL family: renders a chat as the Hub {@code chat_template} of the
+ * family does for SFT ({@code add_generation_prompt=False}, no tools, no vision ids; spec §10), without a
+ * template engine.
  *
  * <p>Qwen2-VL / Qwen2.5-VL insert {@code "You are a helpful assistant."} as a system turn when the
  * first message is not a system message; Qwen3-VL-Instruct has no default. For the three roles the
@@ -17,7 +18,7 @@ import java.util.Objects;
  *
  * <p>Threading: stateless; safe to share.
  */
-public final class ChatTemplate {
+public final class ChatTemplate implements ChatRenderer {
     public static final String IM_START = "<|im_start|>";
     public static final String IM_END = "<|im_end|>";
     public static final String VISION_START = "<|vision_start|>";
@@ -35,6 +36,7 @@ public final class ChatTemplate {
     public ChatFamily family() { return family; }
 
     /** The rendered chat, one placeholder per image, before expansion and before NFC. */
+    @Override
     public String render(List<Message> messages) {
         var sb = new StringBuilder(256);
         render(messages, sb);
@@ -42,6 +44,7 @@ public final class ChatTemplate {
     }
 
     /** Appends the rendered chat to {@code out}. */
+    @Override
     public void render(List<Message> messages, StringBuilder out) {
         if (family == ChatFamily.QWEN2_VL && (messages.isEmpty() || messages.getFirst().role() != Message.Role.SYSTEM))
             out.append(IM_START).append("system\n").append(QWEN2_VL_DEFAULT_SYSTEM).append(IM_END).append('\n');

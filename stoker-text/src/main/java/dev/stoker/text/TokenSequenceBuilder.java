@@ -17,7 +17,8 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * Turns a {@link ChatSample} and its image grids into {@link TextFeatures}: template (§10), image
+ * Turns a {@link ChatSample} and its image grids into {@link TextFeatures}: template (§10, through a
+ * {@link ChatRenderer}: the family's built-in {@link ChatTemplate} by default, or the model's own template), image
  * placeholder expansion (§8), tokenization (§9), labels (§11), attention mask and M-RoPE positions (§12.1),
  * then the length limit.
  *
@@ -33,7 +34,7 @@ import java.util.Objects;
  */
 public final class TokenSequenceBuilder {
     private final QwenTokenizer tokenizer;
-    private final ChatTemplate template;
+    private final ChatRenderer template;
     private final int mergeSize;
     private final int maxLength;
     private final TruncationPolicy policy;
@@ -42,8 +43,18 @@ public final class TokenSequenceBuilder {
      * @param maxLength most tokens a sample may have ({@code model_max_length}); {@link Integer#MAX_VALUE} for none
      */
     public TokenSequenceBuilder(QwenTokenizer tokenizer, ChatFamily family, int mergeSize, int maxLength, TruncationPolicy policy) {
+        this(tokenizer, new ChatTemplate(family), mergeSize, maxLength, policy);
+    }
+
+    /**
+     * A builder that renders chats with {@code template}; labels still follow the official rule on token ids (§11),
+     * so a template must emit each turn as {@code <|im_start|>ROLE\n…<|im_end|>} for its assistant turns to be learned.
+     *
+     * @param maxLength most tokens a sample may have ({@code model_max_length}); {@link Integer#MAX_VALUE} for none
+     */
+    public TokenSequenceBuilder(QwenTokenizer tokenizer, ChatRenderer template, int mergeSize, int maxLength, TruncationPolicy policy) {
         this.tokenizer = Objects.requireNonNull(tokenizer, "tokenizer");
-        this.template = new ChatTemplate(family);
+        this.template = Objects.requireNonNull(template, "template");
         this.policy = Objects.requireNonNull(policy, "policy");
         if (mergeSize < 1) throw new IllegalArgumentException("merge size must be positive, got " + mergeSize);
         if (maxLength < 1) throw new IllegalArgumentException("max length must be positive, got " + maxLength);
@@ -56,7 +67,14 @@ public final class TokenSequenceBuilder {
         return new TokenSequenceBuilder(tokenizer, preset.chatFamily(), preset.vision().mergeSize(), maxLength, policy);
     }
 
-    public ChatTemplate template() { return template; }
+    /** A builder for a preset's merge size that renders chats with {@code template} (for example a model's own). */
+    public static TokenSequenceBuilder forPreset(QwenTokenizer tokenizer, ProcessorPreset preset, ChatRenderer template,
+                                                 int maxLength, TruncationPolicy policy) {
+        return new TokenSequenceBuilder(tokenizer, template, preset.vision().mergeSize(), maxLength, policy);
+    }
+
+    /** The renderer chats are rendered with. */
+    public ChatRenderer template() { return template; }
 
     public int maxLength() { return maxLength; }
 
@@ -106,9 +124,15 @@ public final class TokenSequenceBuilder {
             }
         }
 
+        String rendered;
+        try {
+            rendered = template.render(sample.messages());
+        } catch (ChatTemplateException e) {
+            throw new SampleException(sample.id(), Stage.TEXT, "chat template failed: " + e.getMessage(), e);
+        }
         long[] compact;
         try {
-            compact = tokenizer.encode(template.render(sample.messages()));
+            compact = tokenizer.encode(rendered);
         } catch (RuntimeException e) {
             throw new SampleException(sample.id(), Stage.TOKENIZE, "tokenizer failed: " + e.getMessage(), e);
         }

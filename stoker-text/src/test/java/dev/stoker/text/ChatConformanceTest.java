@@ -140,6 +140,36 @@ class ChatConformanceTest {
         }
     }
 
+    /**
+     * The model's own template, rendered by {@link JinjaChatRenderer}, encodes the vectors exactly as the built-in
+     * renderer does: same text, and ids, labels (the official rule on ids) and positions equal to the reference.
+     */
+    @ParameterizedTest(name = "{0} {1} {2}")
+    @CsvSource({"c01_vqa_single_image, qwen2_5vl, qwen2.5-vl-instruct.jinja", "c01_vqa_single_image, qwen2_5vl, qwen2-vl-instruct.jinja",
+                "c01_vqa_single_image, qwen3vl, qwen3-vl-instruct.jinja",
+                "c02_multiturn_two_images, qwen2_5vl, qwen2.5-vl-instruct.jinja", "c02_multiturn_two_images, qwen2_5vl, qwen2-vl-instruct.jinja",
+                "c02_multiturn_two_images, qwen3vl, qwen3-vl-instruct.jinja"})
+    void theModelsOwnTemplateEncodesLikeTheBuiltInOne(String caseId, String familyName, String templateFile) throws Exception {
+        var chat = Vectors.get().chatCase(caseId);
+        var outputs = chat.get("outputs").get(familyName);
+        var sample = manifestSample(chat);
+        var model = new TokenSequenceBuilder(tokenizer, JinjaChatRenderer.compile(JinjaChatRendererTest.template(templateFile)), 2, 8192,
+                TruncationPolicy.REJECT);
+        var builtIn = new TokenSequenceBuilder(tokenizer, family(familyName), 2, 8192, TruncationPolicy.REJECT);
+
+        assertEquals(expectedText(outputs), model.template().render(sample.messages()));
+        var f = model.build(sample, grids(outputs));
+        var b = builtIn.build(sample, grids(outputs));
+        assertArrayEquals(npy(outputs, "input_ids"), f.inputIds());
+        assertArrayEquals(npy(outputs, "labels"), f.labels());
+        assertArrayEquals(npy(outputs, "position_ids"), f.positionIds());
+        assertArrayEquals(b.inputIds(), f.inputIds());
+        assertArrayEquals(b.labels(), f.labels());
+        assertArrayEquals(b.attentionMask(), f.attentionMask());
+        assertArrayEquals(b.positionIds(), f.positionIds());
+        assertEquals(b.ropeDelta(), f.ropeDelta());
+    }
+
     /** LLaMA-Factory's sharegpt layout: {@code conversations} with from/value and a top-level {@code images} list. */
     private static String sharegptRecord(String caseId) {
         return switch (caseId) {

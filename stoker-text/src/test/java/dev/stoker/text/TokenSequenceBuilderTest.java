@@ -157,4 +157,35 @@ class TokenSequenceBuilderTest {
         assertEquals("s-2", f.sampleId());
         assertTrue(f.getMessage().contains("vision special tokens"), f.getMessage());
     }
+
+    /** Every template case, with made-up grids, encodes to the same ids, labels and positions through the model's template. */
+    @Test
+    void theModelsOwnTemplateGivesTheBuiltInIdsAndLabelsOnEveryTemplateCase() {
+        for (var file : List.of("qwen2.5-vl-instruct.jinja", "qwen3-vl-instruct.jinja")) {
+            var family = file.startsWith("qwen3") ? ChatFamily.QWEN3_VL : ChatFamily.QWEN2_VL;
+            var model = new TokenSequenceBuilder(tok, JinjaChatRenderer.compile(JinjaChatRendererTest.template(file)), 2, 10_000, TruncationPolicy.REJECT);
+            var builtIn = new TokenSequenceBuilder(tok, family, 2, 10_000, TruncationPolicy.REJECT);
+            for (var c : TemplateCheck.cases()) {
+                var sample = ChatSample.of(c.name(), c.messages());
+                if (sample.messages().stream().flatMap(m -> m.parts().stream())
+                        .anyMatch(p -> p instanceof Text t && t.text().contains("<|vision"))) continue;
+                var grids = sample.imagePaths().stream().map(r -> new long[] {1, 4, 6}).toList();
+                var a = model.build(sample, grids);
+                var b = builtIn.build(sample, grids);
+                assertArrayEquals(b.inputIds(), a.inputIds(), file + " " + c.name());
+                assertArrayEquals(b.labels(), a.labels(), file + " " + c.name());
+                assertArrayEquals(b.positionIds(), a.positionIds(), file + " " + c.name());
+            }
+        }
+    }
+
+    @Test
+    void aTemplateThatFailsOnASampleIsASampleErrorNamingIt() {
+        var raising = JinjaChatRenderer.compile("{{ raise_exception('no images here') }}");
+        var e = assertThrows(SampleException.class,
+                () -> new TokenSequenceBuilder(tok, raising, 2, 10_000, TruncationPolicy.REJECT).build(SAMPLE, GRIDS));
+        assertEquals("s-1", e.sampleId());
+        assertEquals(SampleException.Stage.TEXT, e.stage());
+        assertTrue(e.getMessage().contains("chat template failed: raise_exception: no images here"), e.getMessage());
+    }
 }
