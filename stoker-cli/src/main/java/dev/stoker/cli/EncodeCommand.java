@@ -27,7 +27,7 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
 
     static {
         var keys = new ArrayList<>(PreprocessCommand.IMAGE_SETTINGS);
-        keys.addAll(List.of(NodeConfig.MAX_SEQ_LEN, NodeConfig.TRUNCATION, NodeConfig.TOKENIZER));
+        keys.addAll(List.of(NodeConfig.MAX_SEQ_LEN, NodeConfig.TRUNCATION, NodeConfig.TOKENIZER, NodeConfig.CHAT_TEMPLATE));
         SAMPLE_SETTINGS = List.copyOf(keys);
     }
 

@@ -61,6 +61,42 @@ class ModelCliTest {
         assertTrue(rows * (family.equals("qwen3-vl") ? 256 : 196) > 1_003_520, "the photo keeps more than the old 1,003,520-pixel cap: " + rows);
     }
 
+    /**
+     * A folder with its family's published chat template: checked at start and encoded with the built-in template, or
+     * rendered with the template itself ({@code --chat-template model}): the same bits either way. The same template
+     * altered (another default system prompt) is refused naming the case and character, and with
+     * {@code --chat-template model} encodes the model's way.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen2.5-vl", "qwen3-vl"})
+    void aModelsOwnTemplateIsCheckedOrRendered(String family) throws Exception {
+        Path dir = ModelFolders.write(tmp.resolve("model"), family, ModelFolders.publishedTemplate(family));
+        Path sample = sample();
+        var builtIn = CliRunner.run("encode", "--model", dir.toString(), "--sample", sample.toString(), "--out", tmp.resolve("b").toString());
+        assertEquals(0, builtIn.status(), builtIn.err());
+        var own = CliRunner.run("encode", "--model", dir.toString(), "--chat-template", "model", "--sample", sample.toString(), "--out",
+                tmp.resolve("t").toString());
+        assertEquals(0, own.status(), own.err());
+        for (String f : FILES)
+            assertArrayEquals(Files.readAllBytes(tmp.resolve("b").resolve(f + ".npy")), Files.readAllBytes(tmp.resolve("t").resolve(f + ".npy")), f);
+
+        Path altered = ModelFolders.write(tmp.resolve("altered"), family, ModelFolders.publishedTemplate(family)
+                .replace("<|im_start|>", "<|im_start|> "));
+        var refused = CliRunner.run("encode", "--model", altered.toString(), "--sample", sample.toString(), "--out", tmp.resolve("x").toString());
+        assertEquals(2, refused.status(), refused.err());
+        assertEquals(1, refused.err().strip().lines().count(), refused.err());
+        assertTrue(refused.err().startsWith("stoker: --model: the chat template of " + altered.resolve("chat_template.json") + " renders "
+                + "differently from Stoker's built-in"), refused.err());
+        assertTrue(refused.err().contains("differs at character"), refused.err());
+        var rendered = CliRunner.run("encode", "--model", altered.toString(), "--chat-template", "model", "--sample", sample.toString(), "--out",
+                tmp.resolve("y").toString());
+        assertEquals(0, rendered.status(), rendered.err());
+        long[] ids = dev.stoker.core.Npy.read(tmp.resolve("y/input_ids.npy")).asLongs();
+        assertTrue(!java.util.Arrays.equals(ids, dev.stoker.core.Npy.read(tmp.resolve("b/input_ids.npy")).asLongs()),
+                "the altered template's spaces are encoded");
+        assertEquals(151644, ids[0]);
+    }
+
     @Test
     void anOptionThatDisagreesWithTheModelIsOneLineNamingBoth() throws Exception {
         Path dir = ModelFolders.write(tmp.resolve("model"), "qwen2.5-vl");

@@ -67,6 +67,9 @@ public final class NodeConfig {
     /** How a cluster places its workers: pack fills the oldest node's slots first; spread deals them over the nodes. */
     public enum Placement { PACK, SPREAD }
 
+    /** Which chat template renders a sample's chat: Stoker's built-in one of the family, or the model folder's own. */
+    public enum ChatTemplateChoice { BUILTIN, MODEL }
+
     /** Workers a cluster job may place: a node may be given any of them when another dies (the task producer's bound). */
     public static final int MAX_CLUSTER_WORKERS = 64;
 
@@ -81,6 +84,11 @@ public final class NodeConfig {
     public static final ConfigKey<Boolean> OVERRIDE_MODEL = key("override-model", PROCESSOR, null, FLAG, ConfigKey.flag(), String::valueOf,
             false, null, "Let --processor, --min-pixels, --max-pixels and --tokenizer given beside --model win over the model's "
                     + "values (each difference is warned about once).");
+    public static final ConfigKey<ChatTemplateChoice> CHAT_TEMPLATE = key("chat-template", PROCESSOR, "WHICH", TEXT,
+            ConfigKey.enumOf(ChatTemplateChoice.class), ConfigKey::cliName, ChatTemplateChoice.BUILTIN, null, "builtin: render chats with "
+                    + "Stoker's template of the family (fast); a --model whose own template renders the template cases differently is "
+                    + "refused at start, naming the case and the first differing character. model: render with the model's own template "
+                    + "(Jinja, as transformers' apply_chat_template does; slower), labels by the official rule (docs/chat-templates.md).");
     public static final ConfigKey<ProcessorPreset> PROCESSOR_KEY = key("processor", PROCESSOR, "NAME", TEXT, ProcessorPreset::fromName,
             ProcessorPreset::cliName, ProcessorPreset.QWEN2_5_VL, null, "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl (with --model: "
                     + "the model's).");
@@ -440,6 +448,7 @@ public final class NodeConfig {
             // the model's geometry, mean and std, unless --override-model chose another family
             if (model != null && model.family() == preset) base = base.withVision(model.vision()).withModel(modelIdentity());
             else if (model != null) base = base.withModel(modelIdentity());
+            if (model != null && get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(model.chatTemplate());
             long min = get(MIN_PIXELS) != null ? get(MIN_PIXELS) : base.vision().minPixels();
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
             return base.withPixels(min, max).withExif(get(EXIF))
@@ -456,8 +465,19 @@ public final class NodeConfig {
      */
     private String modelIdentity() {
         Path tokenizer = get(TOKENIZER);
-        if (tokenizer == null || tokenizer.equals(model.tokenizer())) return "tokenizer:" + model.tokenizerSha256();
-        return "tokenizer:" + sha256(tokenizer);
+        String id = "tokenizer:" + (tokenizer == null || tokenizer.equals(model.tokenizer()) ? model.tokenizerSha256() : sha256(tokenizer));
+        if (get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) id += ";template:" + sha256(model.chatTemplate());
+        return id;
+    }
+
+    /** The SHA-256 of {@code text}'s UTF-8 bytes, hex. */
+    private static String sha256(String text) {
+        try {
+            return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+                    .digest(text.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     /** How objects are fetched, from the DATA settings. */
@@ -759,6 +779,7 @@ public final class NodeConfig {
         boolean override = Boolean.TRUE.equals(all.get(OVERRIDE_MODEL));
         if (dir == null) {
             if (override) throw new ConfigException("--override-model goes with --model");
+            if (all.get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) throw new ConfigException("--chat-template model needs --model DIR");
             return null;
         }
         ModelFolder model;
@@ -780,7 +801,41 @@ public final class NodeConfig {
             if (!override) throw new ConfigException(what + "; leave --tokenizer out, or add --override-model");
             warnings.add(what + ": encoding with " + tokenizer + " (--override-model)");
         }
+        checkTemplate(model, ((ProcessorPreset) all.get(PROCESSOR_KEY)).chatFamily(), (ChatTemplateChoice) all.get(CHAT_TEMPLATE));
         return model;
+    }
+
+    /** Template checks already made, by the template's SHA-256 and family: the check renders 19 chats, and a configuration is built more than once. */
+    private static final Map<String, String> TEMPLATE_CHECKS = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /**
+     * The model's chat template against {@code choice}: with the built-in renderer, the model's template must render the
+     * template cases as the built-in template of {@code family} does (else refused, naming the case and character);
+     * with the model's own, it must compile. A model without a template encodes with the built-in one.
+     */
+    private static void checkTemplate(ModelFolder model, ProcessorPreset.ChatFamily family, ChatTemplateChoice choice) {
+        String source = model.chatTemplate();
+        Path file = model.dir().resolve(model.chatTemplateSource() == null ? ModelFolder.CHAT_TEMPLATE_JSON : model.chatTemplateSource());
+        if (source == null) {
+            if (choice == ChatTemplateChoice.MODEL)
+                throw new ConfigException("--chat-template model: " + model.dir() + " has no chat template (chat_template.jinja, "
+                        + "chat_template.json or tokenizer_config.json's chat_template)");
+            return;
+        }
+        String problem = TEMPLATE_CHECKS.computeIfAbsent(sha256(source) + "/" + family + "/" + choice, k -> {
+            try {
+                if (choice == ChatTemplateChoice.MODEL) {
+                    dev.stoker.text.JinjaChatRenderer.compile(source);
+                    return "";
+                }
+                return dev.stoker.text.TemplateCheck.compare(source, family).map(d -> "the chat template of " + file + " renders "
+                        + "differently from Stoker's built-in " + family.name().toLowerCase(java.util.Locale.ROOT).replace('_', '-')
+                        + " template: " + d.message() + "; to encode with the model's own template, add --chat-template model").orElse("");
+            } catch (dev.stoker.text.ChatTemplateException e) {
+                return "the chat template of " + file + " cannot be used: " + e.getMessage();
+            }
+        });
+        if (!problem.isEmpty()) throw new ConfigException("--model: " + problem);
     }
 
     /** Takes the model's value of {@code key} where none was given; a given one that differs is refused or, overridden, warned about. */

@@ -197,6 +197,37 @@ class NodeConfigTest {
         assertEquals("--model: " + tmp.resolve("none") + ": not a folder", notQwen.getMessage());
     }
 
+    /**
+     * A model's chat template: the published one of its family is checked against the built-in template and passes; an
+     * altered one is refused naming the case and character, unless --chat-template model, which encodes with it.
+     */
+    @Test
+    void aModelsTemplateIsCheckedAgainstTheBuiltInOneOrRenderedWithModel() throws Exception {
+        for (String family : dev.stoker.testkit.ModelFolders.FAMILIES) {
+            Path dir = dev.stoker.testkit.ModelFolders.write(tmp.resolve("t-" + family), family,
+                    dev.stoker.testkit.ModelFolders.publishedTemplate(family));
+            var config = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).build();
+            assertNull(config.encodeOptions().chatTemplate(), family + ": the published template is the built-in one: encode with that");
+        }
+        String altered = dev.stoker.testkit.ModelFolders.publishedTemplate("qwen2.5-vl").replace("You are a helpful assistant.", "You are helpful.");
+        Path dir = dev.stoker.testkit.ModelFolders.write(tmp.resolve("altered"), "qwen2.5-vl", altered);
+        var e = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).build());
+        assertTrue(e.getMessage().startsWith("--model: the chat template of " + dir.resolve("chat_template.json") + " renders differently "
+                + "from Stoker's built-in qwen2-vl template: template case '"), e.getMessage());
+        assertTrue(e.getMessage().contains("'text_only' differs at character 27") && e.getMessage().endsWith("add --chat-template model"), e.getMessage());
+        var model = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir)
+                .set(NodeConfig.CHAT_TEMPLATE, NodeConfig.ChatTemplateChoice.MODEL).build();
+        assertEquals(altered, model.encodeOptions().chatTemplate());
+        assertTrue(model.encodeOptions().model().contains(";template:"), model.encodeOptions().model());
+        var none = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl")
+                .set(NodeConfig.CHAT_TEMPLATE, NodeConfig.ChatTemplateChoice.MODEL).build());
+        assertEquals("--chat-template model needs --model DIR", none.getMessage());
+        Path thinking = dev.stoker.testkit.ModelFolders.write(tmp.resolve("thinking"), "qwen3-vl",
+                dev.stoker.testkit.ModelFolders.publishedTemplate("qwen3-vl-thinking"));
+        var t = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, thinking).build());
+        assertTrue(t.getMessage().contains("renders differently from Stoker's built-in qwen3-vl template"), t.getMessage());
+    }
+
     @Test
     void badValuesAreRefusedNamingTheOption() {
         assertEquals("--ranks: must be between 1 and 65536, got 0",

@@ -19,13 +19,16 @@ import dev.stoker.text.TruncationPolicy;
  * @param pixelFormat      what a batch carries of its images: FLOAT32 {@code pixel_values} (default), or UINT8, the
  *                         resized RGB pixels ({@code pixel_values_u8}) that the trainer normalizes and patchifies
  * @param maxImages        images a sample may have (0 = no limit but the sequence limit's); a sample with more is refused
+ * @param chatTemplate     the Jinja source of the chat template to render chats with ({@code --chat-template model}: the
+ *                         model's own, rendered as transformers renders it), or null for the built-in template of the
+ *                         preset's family (the default, and what a model's template is checked against)
  * @param model            what a model folder (--model) adds to the encoding that the fields above do not say: the
  *                         SHA-256 of its tokenizer (and of its chat template where the model's own renders); null
  *                         without a model folder
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
                             long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat,
-                            int maxImages, String model) {
+                            int maxImages, String chatTemplate, String model) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
@@ -56,27 +59,27 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
-                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, null);
+                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, null, null);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, model);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, chatTemplate, model);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, model);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, chatTemplate, model);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, model);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, chatTemplate, model);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, chatTemplate, model);
     }
 
     public EncodeOptions withPixelFormat(PixelFormat f) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, chatTemplate, model);
     }
 
     /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
@@ -84,16 +87,33 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     /** With the vision config of a model folder (its geometry, mean, std and pixel bounds). */
     public EncodeOptions withVision(VisionConfig v) {
-        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, model);
+        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, chatTemplate, model);
     }
 
     /** With what a model folder adds to the encoding (see {@link #model()}); null for none. */
     public EncodeOptions withModel(String m) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, m);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, chatTemplate, m);
+    }
+
+    /** With the chat template rendered from {@code jinjaSource} (null: the built-in one); see {@link #chatTemplate()}. */
+    public EncodeOptions withChatTemplate(String jinjaSource) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
+                jinjaSource, model);
+    }
+
+    /**
+     * The options as the record prints them, without the chat template's source (a template is kilobytes; which one
+     * renders is part of {@link #model()}).
+     */
+    @Override
+    public String toString() {
+        return "EncodeOptions[preset=" + preset + ", vision=" + vision + ", exif=" + exif + ", decodeScale=" + decodeScale
+                + ", maxSourcePixels=" + maxSourcePixels + ", maxSequenceLength=" + maxSequenceLength + ", truncation=" + truncation
+                + ", pixelFormat=" + pixelFormat + ", maxImages=" + maxImages + ", model=" + model + "]";
     }
 
     public EncodeOptions withMaxImages(int n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, chatTemplate, model);
     }
 
     /**
@@ -110,6 +130,6 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     }
 
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, chatTemplate, model);
     }
 }

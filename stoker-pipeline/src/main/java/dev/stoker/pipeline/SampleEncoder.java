@@ -56,9 +56,15 @@ public final class SampleEncoder {
     private final TokenSequenceBuilder tokens;
     private final ImagePreprocessor images;
 
-    /** An encoder that renders chats with the built-in template of the preset's family. */
+    /**
+     * An encoder that renders chats with the options' chat template: the built-in template of the preset's family, or
+     * the model's own ({@link EncodeOptions#chatTemplate()}, compiled here).
+     *
+     * @throws dev.stoker.text.ChatTemplateException when the model's template does not compile
+     */
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer) {
-        this(options, tokenizer, new ChatTemplate(options.preset().chatFamily()));
+        this(options, tokenizer, options.chatTemplate() == null ? new ChatTemplate(options.preset().chatFamily())
+                : dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()));
     }
 
     /**

@@ -120,6 +120,18 @@ public final class ModelFolders {
         }
     }
 
+    /**
+     * The published chat template of {@code family}'s Instruct model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), or of the Qwen3-VL
+     * Thinking model for {@code "qwen3-vl-thinking"}: copies kept with their sources in {@code templates/SOURCE.md}.
+     */
+    public static String publishedTemplate(String family) {
+        try (InputStream in = resource("/dev/stoker/testkit/templates/" + family + (family.endsWith("thinking") ? "" : "-instruct") + ".jinja")) {
+            return new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     /** The options that say what {@code family}'s folder says: processor, pixel bounds (the tokenizer is the bundled one). */
     public static Map<String, String> equivalentOptions(String family) {
         boolean three = family.equals("qwen3-vl");

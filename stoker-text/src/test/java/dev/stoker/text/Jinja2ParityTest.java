@@ -21,9 +21,9 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * JinjaChatRenderer against Python's Jinja2 set up as transformers sets it up: {@code templates/jinja2-renders.jsonl}
+ * JinjaChatRenderer against Python's Jinja2 set up as transformers sets it up: {@code /dev/stoker/testkit/templates/jinja2-renders.jsonl} (stoker-testkit)
  * holds Jinja2 3.1.6's renders of each published template (the Qwen3-VL Thinking one included) on every template case,
- * on the shapes the cases leave out and on 60 random chats ({@code templates/make_jinja2_renders.py} writes it).
+ * on the shapes the cases leave out and on 60 random chats ({@code make_jinja2_renders.py} beside it writes it).
  */
 @Timeout(60)
 class Jinja2ParityTest {
@@ -39,7 +39,7 @@ class Jinja2ParityTest {
     /** Jinja2's text per case name, for one template. */
     private static Map<String, String> jinja2(String templateFile) throws IOException {
         var out = new LinkedHashMap<String, String>();
-        try (var in = Jinja2ParityTest.class.getResourceAsStream("templates/jinja2-renders.jsonl")) {
+        try (var in = Jinja2ParityTest.class.getResourceAsStream("/dev/stoker/testkit/templates/jinja2-renders.jsonl")) {
             var json = new ObjectMapper();
             for (var line : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
                 if (line.isBlank()) continue;

@@ -30,7 +30,7 @@ class JinjaChatRendererTest {
             Message.text(Role.ASSISTANT, "c"));
 
     static String template(String name) {
-        try (var in = JinjaChatRendererTest.class.getResourceAsStream("templates/" + name)) {
+        try (var in = JinjaChatRendererTest.class.getResourceAsStream("/dev/stoker/testkit/templates/" + name)) {
             if (in == null) throw new IllegalStateException("missing test template " + name);
             return new String(in.readAllBytes(), StandardCharsets.UTF_8);
         } catch (IOException e) {

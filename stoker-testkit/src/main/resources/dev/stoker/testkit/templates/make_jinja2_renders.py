@@ -1,5 +1,5 @@
 """Regenerates jinja2-renders.jsonl: each template here rendered by Python's Jinja2 as transformers renders it,
-on every template case (src/main/resources/dev/stoker/text/template-cases.jsonl), on the chats of EXTRA and on 60
+on every template case (stoker-text/src/main/resources/dev/stoker/text/template-cases.jsonl), on the chats of EXTRA and on 60
 random chats (written with their messages).
 
 The environment is transformers' _compile_jinja_template (src/transformers/utils/chat_template_utils.py):
@@ -8,7 +8,7 @@ its tojson filter and raise_exception global; render(messages=..., tools=None, d
 add_generation_prompt=False, **special_tokens_map). Messages are HF typed content as JinjaChatRenderer builds them.
 
 Run from the repository root (needs jinja2 >= 3.1):
-    python3 stoker-text/src/test/resources/dev/stoker/text/templates/make_jinja2_renders.py
+    python3 stoker-testkit/src/main/resources/dev/stoker/testkit/templates/make_jinja2_renders.py
 """
 import json, os, sys
 
@@ -17,7 +17,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = os.path.join(HERE, "../../../../../../main/resources/dev/stoker/text/template-cases.jsonl")
+CASES = os.path.join(HERE, "../../../../../../../../stoker-text/src/main/resources/dev/stoker/text/template-cases.jsonl")
 TEMPLATES = ["qwen2-vl-instruct.jinja", "qwen2.5-vl-instruct.jinja", "qwen3-vl-instruct.jinja", "qwen3-vl-thinking.jinja"]
 SPECIAL_TOKENS = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
 
