@@ -209,7 +209,7 @@ public final class Feeder implements AutoCloseable {
             throw e.getCause() instanceof RuntimeException r ? r : e;
         }
         var materializer = Materializer.createMaterializer(system);
-        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode().pixelFormat());
+        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode());
         pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
         var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(config.ranks()); // a rank that stops reading pins at most its share of the store
@@ -377,10 +377,21 @@ public final class Feeder implements AutoCloseable {
      * format out, so that it keeps the fingerprint it had before the compact format existed (states saved
      * then still resume); UINT8 is part of the text, so a state never resumes across formats. No
      * {@code --max-images} limit (0) is left out the same way; a limit changes which samples are
-     * refused, and so the fingerprint.
+     * refused, and so the fingerprint. The text-only policy ALLOW (what every job did before the policy existed) is left
+     * out too; DUMMY_IMAGE changes the batches of image-less steps, so it is part of the text and a state saved under
+     * ALLOW does not resume under it (nor the other way round).
      */
     static String encodingText(dev.stoker.pipeline.EncodeOptions encode) {
         String text = encode.toString();
+        String textOnly = ", textOnly=" + encode.textOnly() + "]"; // the last component: take it off, put DUMMY_IMAGE back last
+        if (!text.endsWith(textOnly)) throw new IllegalStateException("unexpected encoding text " + text);
+        String earlier = earlierEncodingText(encode, text.substring(0, text.length() - textOnly.length()) + "]");
+        if (encode.textOnly() == dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy.ALLOW) return earlier;
+        return earlier.substring(0, earlier.length() - 1) + textOnly;
+    }
+
+    /** The text of {@code encode} without its text-only policy ({@code text}), as jobs hashed it before the policy existed. */
+    private static String earlierEncodingText(dev.stoker.pipeline.EncodeOptions encode, String text) {
         String noImageLimit = ", maxImages=0]"; // the default, which every job had before the limit existed
         if (text.endsWith(noImageLimit)) text = text.substring(0, text.length() - noImageLimit.length()) + "]";
         String float32 = ", pixelFormat=" + dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 + "]";
