@@ -57,7 +57,8 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * batch, as {@link BatchLayout.Batch}es like the local trainer client's ({@code totalBytes} is the
  * size the batch has in the {@code STKB} layout). Tensors are views of one receive buffer that the
  * client reuses; they stay valid until the next {@link #next} or {@link #close}, and reading them
- * later throws IllegalStateException.
+ * later throws IllegalStateException. The stream's {@code metadata} column marks the batch's metadata
+ * ({@code sample_index}, …): a batch's {@code inputs()} are the model inputs, as over the socket.
  *
  * <p>Receive path: Arrow Java's own Flight client (19.0) reads every message body through a new
  * heap array of the body's size before copying it into an Arrow buffer: two copies and a fresh
