@@ -17,7 +17,7 @@ import numpy as np
 from . import pixels
 from . import protocol as P
 from .errors import ProtocolError, StokerError
-from .layout import BatchMeta, build_views, parse_header
+from .layout import BatchMeta, build_views, inputs, parse_header, with_metadata
 
 #: A mapping not referenced in this many REFs is dropped (docs/protocol.md, REF).
 MAPPING_IDLE_REFS = 64
@@ -119,8 +119,11 @@ class Loader:
     copy=False, timeout=None, shared_memory=True)``
 
     * ``address``: the service's socket path (str or Path); None means :func:`default_address`.
-    * Iterating yields one ``{name: array}`` dict per batch, in the batch's tensor-table order, and
-      nothing else; the batch's metadata (a :class:`BatchMeta`) is in ``loader.last_meta``.
+    * Iterating yields one ``{name: array}`` dict per batch holding the model inputs, in the batch's
+      tensor-table order, and nothing else: ``model(**batch)`` takes it as it is. The batch's metadata
+      (a :class:`BatchMeta`) is in ``loader.last_meta``: the header's fields and the batch's metadata
+      tensors as NumPy arrays of its own (``last_meta.sample_index``: each sample's data set index;
+      in the compact format ``last_meta.pixel_norm`` and ``last_meta.pixel_patch``).
       END from the service ends the iteration; ERROR raises :class:`StokerError` with its message.
     * The connection opens on the first ``next()`` (or :meth:`connect`), so :meth:`load_state_dict`
       can come first.
@@ -140,7 +143,8 @@ class Loader:
     * ``to_pixel_values``: a batch in the compact wire format (``pixel_values_u8``, from a service
       started with ``--pixel-format uint8``) is yielded with ``pixel_values`` instead, computed by
       :func:`stoker.pixels.to_pixel_values` (torch, with ``as_torch``) or its NumPy twin, bit for bit
-      what the float32 format sends; ``pixel_device`` (needs ``as_torch``): where to do it, e.g.
+      what the float32 format sends, with the normalization and patch sizes of ``last_meta``;
+      ``pixel_device`` (needs ``as_torch``): where to do it, e.g.
       ``"cuda"`` (the u8 bytes go to the GPU, 1/8 of the float32 bytes). The u8 batch's lease is
       released once converted. Batches without ``pixel_values_u8`` pass unchanged.
 
@@ -405,7 +409,8 @@ class Loader:
         self.last_convert_ns = 0
         if self.to_pixel_values and pixels.U8 in out:
             t0 = time.perf_counter_ns()
-            out = pixels.batch_to_pixel_values(out, self.pixel_device, self._pixel_buffer(out))  # drops the u8 view: its lease goes
+            out = pixels.batch_to_pixel_values(out, self.last_meta, self.pixel_device,
+                                               self._pixel_buffer(out))  # drops the u8 view: its lease goes
             self.last_convert_ns = time.perf_counter_ns() - t0
         return out
 
@@ -415,7 +420,7 @@ class Loader:
         conversions write into pages already touched."""
         if self.pixel_device is not None and str(self.pixel_device) != "cpu":
             return None
-        p, tps, _ = pixels.patch_sizes(batch)
+        p, tps, _ = pixels.patch_sizes(self.last_meta)
         rows, row = pixels.output_shape(batch["image_grid_thw"], p, tps)
         n = rows * row * 4
         raw = self._pixel_pool.take(n)
@@ -435,8 +440,8 @@ class Loader:
         self._recv_exact(conn.sock, memoryview(root))
         self.bytes_received += n
         meta, descs = parse_header(root, n, what="BATCH")
-        self.last_meta = meta
-        return self._emit(root, descs, private=True)
+        self.last_meta = with_metadata(meta, root, descs)
+        return self._emit(root, inputs(descs), private=True)
 
     def _receive_ref(self, conn: _Connection, n: int) -> dict:
         ref = P.decode_ref(self._read_small(conn.sock, n, P.REF))
@@ -445,8 +450,8 @@ class Loader:
         m = self._mapping(ref.path, ref.offset + ref.length)
         root = np.frombuffer(m.mm, dtype=np.uint8, count=ref.length, offset=ref.offset)
         weakref.finalize(root, conn.pending.append, ref.lease).atexit = False
-        self.last_meta = dataclasses.replace(meta, lease=ref.lease)
-        out = self._emit(root, descs, private=False)
+        self.last_meta = with_metadata(dataclasses.replace(meta, lease=ref.lease), root, descs)
+        out = self._emit(root, inputs(descs), private=False)
         del root
         if self.copy or self.pin_memory:
             # Nothing views the segment any more: release now rather than with the next NEXT.

@@ -1,13 +1,15 @@
 """The compact wire format's trainer half: ``pixel_values`` from a batch's ``pixel_values_u8``.
 
 A service started with ``--pixel-format uint8`` sends each image's resized RGB pixels instead of the
-float32 ``pixel_values`` (1/8 of the bytes), with the two small tensors that say how to finish the
+float32 ``pixel_values`` (1/8 of the bytes), with two small metadata tensors that say how to finish the
 job (docs/protocol.md, section 1):
 
-* ``pixel_values_u8``: uint8 (Σ H·W, 3), image k's H·W pixels (HWC, row-major) after those of the
-  images before it, H = gh·p and W = gw·p from its ``image_grid_thw`` row (t, gh, gw);
-* ``pixel_norm``: float32 (2, 3), the mean and std per channel as the service uses them;
-* ``pixel_patch``: int64 (3,), patch size p, temporal patch size, merge size m.
+* ``pixel_values_u8`` (a model input until converted): uint8 (Σ H·W, 3), image k's H·W pixels (HWC,
+  row-major) after those of the images before it, H = gh·p and W = gw·p from its ``image_grid_thw`` row (t, gh, gw);
+* ``pixel_norm`` (the batch's metadata, ``loader.last_meta.pixel_norm``): float32 (2, 3), the mean and std
+  per channel as the service uses them;
+* ``pixel_patch`` (metadata, ``loader.last_meta.pixel_patch``): int64 (3,), patch size p, temporal patch
+  size, merge size m.
 
 :func:`to_pixel_values` (torch, on any device) and :func:`to_pixel_values_numpy` normalize and
 patchify them into exactly the float32 ``pixel_values`` the float32 format carries, bit for bit:
@@ -22,7 +24,7 @@ carries ``pixel_values_u8``, so a trainer gets ``pixel_values`` either way.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -162,9 +164,20 @@ def to_pixel_values(u8, image_grid_thw, mean, std, device=None, patch_size: int 
     return out
 
 
-def patch_sizes(batch: dict) -> Tuple[int, int, int]:
-    """(patch size, temporal patch size, merge size) from a batch's ``pixel_patch``."""
-    t = batch.get(PATCH)
+def _metadata(meta, name: str):
+    """Metadata ``name`` of ``meta``: a :class:`stoker.BatchMeta` (``loader.last_meta``), or a mapping (a batch read
+    by other means, e.g. the rows of an Arrow Flight stream, with its metadata by name); None when absent."""
+    if meta is None:
+        return None
+    if isinstance(meta, Mapping):
+        return meta.get(name)
+    return getattr(meta, name, None)
+
+
+def patch_sizes(meta) -> Tuple[int, int, int]:
+    """(patch size, temporal patch size, merge size) from a batch's metadata ``pixel_patch`` (a BatchMeta or a
+    mapping); Qwen2/2.5-VL's when it has none."""
+    t = _metadata(meta, PATCH)
     if t is None:
         return DEFAULT_PATCH
     v = [int(x) for x in (t.tolist() if hasattr(t, "tolist") else t)]
@@ -173,23 +186,26 @@ def patch_sizes(batch: dict) -> Tuple[int, int, int]:
     return v[0], v[1], v[2]
 
 
-def norm(batch: dict) -> Tuple[np.ndarray, np.ndarray]:
-    """(mean, std) as float32 from a batch's ``pixel_norm``."""
-    t = batch[NORM]
+def norm(meta) -> Tuple[np.ndarray, np.ndarray]:
+    """(mean, std) as float32 from a batch's metadata ``pixel_norm`` (a BatchMeta or a mapping)."""
+    t = _metadata(meta, NORM)
+    if t is None:
+        raise ValueError("a compact batch's conversion needs its metadata pixel_norm (loader.last_meta), which is missing")
     a = np.asarray(t.cpu().numpy() if hasattr(t, "cpu") else t, dtype=np.float32).reshape(2, 3)
     return a[0], a[1]
 
 
-def batch_to_pixel_values(batch: dict, device=None, out=None) -> dict:
-    """The batch with ``pixel_values`` in place of ``pixel_values_u8``, ``pixel_norm`` and
-    ``pixel_patch`` (same key order otherwise); a batch without ``pixel_values_u8`` is returned as is.
-    Torch tensors in, torch out (on ``device``, default the tensor's); NumPy in, NumPy out. ``out``:
-    a buffer to write into, as for :func:`to_pixel_values`."""
+def batch_to_pixel_values(batch: dict, meta, device=None, out=None) -> dict:
+    """The batch (its model inputs) with ``pixel_values`` in place of ``pixel_values_u8`` (same key order
+    otherwise), made with the normalization and patch sizes of ``meta``, the batch's metadata
+    (``loader.last_meta``, or a mapping holding ``pixel_norm`` and ``pixel_patch``); a batch without
+    ``pixel_values_u8`` is returned as is. Torch tensors in, torch out (on ``device``, default the
+    tensor's); NumPy in, NumPy out. ``out``: a buffer to write into, as for :func:`to_pixel_values`."""
     if U8 not in batch:
         return batch
     u8 = batch[U8]
-    mean, std = norm(batch)
-    p, tps, m = patch_sizes(batch)
+    mean, std = norm(meta)
+    p, tps, m = patch_sizes(meta)
     grid = batch["image_grid_thw"]
     if isinstance(u8, np.ndarray):
         if device is not None:

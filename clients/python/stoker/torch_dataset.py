@@ -24,7 +24,9 @@ def _resolve_rank(rank: Optional[int], world_size: Optional[int]):
 
 
 class TorchIterableDataset(torch.utils.data.IterableDataset):
-    """Yields this rank's batches from a Stoker service as ``{name: tensor}`` dicts.
+    """Yields this rank's batches from a Stoker service as ``{name: tensor}`` dicts of the model inputs
+    (``model(**batch)`` takes them as they are; the batch's metadata, ``sample_index`` and so on, is in
+    ``ds.loader.last_meta``).
 
     ``rank``/``world_size`` default to torch.distributed's when it is initialized, else to the
     RANK and WORLD_SIZE environment variables, else to 0 and 1. ``loader_kwargs`` go to
@@ -41,7 +43,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
 
     Each ``iter()`` opens a connection that continues the rank's feed where the service has it,
     and closes it when the feed ends or the iterator is dropped. ``ds.loader`` is the current
-    Loader (``ds.loader.last_meta`` has the batch metadata); ``state_dict``/``load_state_dict``
+    Loader (``ds.loader.last_meta`` has the batch's header and metadata); ``state_dict``/``load_state_dict``
     work as Loader's (a loaded state applies to the next ``iter()``). ``load_state_dict`` checks the
     state at once, as Loader's does: ValueError for another job, a malformed state, or one whose
     fingerprint is 0 while its cursor is not the start (it cannot be checked against the job).

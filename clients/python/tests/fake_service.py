@@ -21,10 +21,16 @@ def align64(n: int) -> int:
     return (n + 63) // 64 * 64
 
 
+#: the tensors a batch carries as its metadata (descriptor flag bit 0), not as model inputs
+METADATA = ("sample_index", "pixel_norm", "pixel_patch")
+
+
 def write_batch(tensors: dict, *, epoch=0, step=0, rank=0, world=1, samples=None, scheduled=None,
-                global_step=None, resume=None) -> bytes:
-    """The STKB bytes of a batch holding ``tensors`` (name -> array), in the given order; with ``resume``
-    ({"epoch", "position", "next_step", "sources": [(epoch, position), ...]}) its resume block after the table."""
+                global_step=None, resume=None, metadata=METADATA, version=2) -> bytes:
+    """The STKB bytes of a batch holding ``tensors`` (name -> array), in the given order, those named in
+    ``metadata`` flagged as the batch's metadata; with ``resume`` ({"epoch", "position", "next_step",
+    "sources": [(epoch, position), ...]}) its resume block after the table. ``version`` 1 writes the
+    old layout (no flags)."""
     n = len(tensors)
     header = align64(64 + 128 * n + (1056 if resume is not None else 0))
     offsets, off = [], header
@@ -35,14 +41,15 @@ def write_batch(tensors: dict, *, epoch=0, step=0, rank=0, world=1, samples=None
     buf = bytearray(total)
     first = next(iter(tensors.values())) if tensors else None
     b = samples if samples is not None else (first.shape[0] if first is not None and first.ndim else 0)
-    struct.pack_into("<4sIIIQQQIIIIQ", buf, 0, b"STKB", 1, n, header, total, epoch, step, rank, world,
+    struct.pack_into("<4sIIIQQQIIIIQ", buf, 0, b"STKB", version, n, header, total, epoch, step, rank, world,
                      b, scheduled if scheduled is not None else b,
                      global_step if global_step is not None else step)
     for i, ((name, a), o) in enumerate(zip(tensors.items(), offsets)):
         a = np.array(a, order="C", copy=False)  # (ascontiguousarray would make 0-d arrays 1-d)
         shape = list(a.shape) + [0] * (6 - a.ndim)
-        struct.pack_into("<32sII6QQQ24x", buf, 64 + 128 * i, name.encode("ascii"), CODES[a.dtype], a.ndim,
-                         *shape, o, a.nbytes)
+        flags = 1 if version >= 2 and name in metadata else 0
+        struct.pack_into("<32sII6QQQI20x", buf, 64 + 128 * i, name.encode("ascii"), CODES[a.dtype], a.ndim,
+                         *shape, o, a.nbytes, flags)
         buf[o:o + a.nbytes] = a.tobytes()
     if resume is not None:
         at = 64 + 128 * n

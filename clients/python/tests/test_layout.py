@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from stoker import ProtocolError, read_batch  # noqa: E402
-from fake_service import make_batches, write_batch  # noqa: E402
+from fake_service import METADATA, make_batches, write_batch  # noqa: E402
 
 
 def patched(data, fmt, offset, *values):
@@ -29,10 +29,13 @@ class ReadBatchTest(unittest.TestCase):
 
     def test_round_trip_zero_copy(self):
         arrays, meta = read_batch(self.data)
-        self.assertEqual(list(arrays), list(self.tensors))
+        self.assertEqual(list(arrays), [k for k in self.tensors if k not in METADATA], "the model inputs only")
         for k, v in self.tensors.items():
-            np.testing.assert_array_equal(arrays[k], v)
-            self.assertEqual(arrays[k].dtype, v.dtype)
+            got = meta.metadata[k] if k in METADATA else arrays[k]
+            np.testing.assert_array_equal(got, v)
+            self.assertEqual(got.dtype, v.dtype)
+        np.testing.assert_array_equal(meta.sample_index, self.tensors["sample_index"])
+        self.assertIsNone(meta.pixel_norm)
         self.assertEqual((meta.epoch, meta.step, meta.rank, meta.world, meta.samples, meta.scheduled,
                           meta.global_step, meta.total_bytes), (2, 5, 1, 4, 2, 3, 25, len(self.data)))
         buf = np.frombuffer(bytearray(self.data), dtype=np.uint8)
@@ -74,7 +77,13 @@ class ReadBatchTest(unittest.TestCase):
         self.assertMalformed(b"NOPE" + self.data[4:], "magic")
 
     def test_other_layout_version(self):
-        self.assertMalformed(patched(self.data, "<I", 4, 2), "layout version 2")
+        # a service of the release before: sample_index unflagged among the inputs, refused rather than fed to the model
+        old = write_batch(self.tensors, version=1)
+        self.assertMalformed(old, "batch layout version 1 is not supported", "reads version 2", "sample_index")
+        self.assertMalformed(patched(self.data, "<I", 4, 3), "layout version 3")
+
+    def test_unknown_descriptor_flags(self):
+        self.assertMalformed(patched(self.data, "<I", D0 + 104, 6), "'input_ids' (descriptor 0): unknown descriptor flags 0x6")
 
     def test_short(self):
         self.assertMalformed(self.data[:40], "at least 64")

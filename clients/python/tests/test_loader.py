@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from stoker import Loader, ProtocolError, StokerError, is_view_of_segment  # noqa: E402
-from fake_service import FakeService, make_batches  # noqa: E402
+from fake_service import METADATA, FakeService, make_batches  # noqa: E402
 
 
 class ServiceTest(unittest.TestCase):
@@ -32,9 +32,19 @@ class ServiceTest(unittest.TestCase):
         self.services.append(s)
         return s
 
-    def assertBatchEqual(self, got, expected):
-        self.assertEqual(list(got), list(expected), "names, in table order")
-        for k, v in expected.items():
+    def assertBatchEqual(self, got, expected, meta=None):
+        """``got`` holds exactly ``expected``'s model inputs, in order; with ``meta`` (the loader's last_meta),
+        its metadata arrays equal ``expected``'s metadata tensors."""
+        inputs = {k: v for k, v in expected.items() if k not in METADATA}
+        self.assertEqual(list(got), list(inputs), "model inputs only, in table order")
+        if meta is not None:
+            self.assertEqual(list(meta.metadata), [k for k in expected if k in METADATA], "the metadata, in table order")
+            for k in meta.metadata:
+                self.assertIs(meta.metadata[k], getattr(meta, k))
+                self.assertTrue(meta.metadata[k].flags.owndata, f"{k} is a copy: it holds no lease")
+                self.assertEqual(meta.metadata[k].dtype, expected[k].dtype, k)
+                np.testing.assert_array_equal(meta.metadata[k], expected[k], err_msg=k)
+        for k, v in inputs.items():
             g = got[k]
             g = g.numpy() if hasattr(g, "numpy") and not isinstance(g, np.ndarray) else g
             self.assertEqual(g.dtype, v.dtype, k)
@@ -52,6 +62,7 @@ class CopyDeliveryTest(ServiceTest):
                 got.append(b)
                 meta = loader.last_meta
                 i = len(got) - 1
+                self.assertBatchEqual(b, batches[i], meta)
                 self.assertEqual((meta.epoch, meta.step, meta.global_step), (i // 2, i % 2, i))
                 self.assertEqual((meta.rank, meta.world, meta.samples, meta.scheduled), (0, 1, 2, 2))
                 self.assertIsNone(meta.lease)
@@ -132,7 +143,10 @@ class SharedMemoryTest(ServiceTest):
         batches = make_batches(6)
         svc = self.service(batches, delivery="shm")
         with Loader(svc.path, 0, 1) as loader:
-            got = list(loader)
+            got = []
+            for b in loader:
+                self.assertBatchEqual(b, batches[len(got)], loader.last_meta)  # the metadata copied out of the segment
+                got.append(b)
             self.assertEqual(loader.delivery, "shared_memory")
             self.assertEqual(len(got), 6)
             for i, (g, e) in enumerate(zip(got, batches)):
@@ -202,7 +216,7 @@ class SharedMemoryTest(ServiceTest):
             for a in b.values():
                 self.assertFalse(is_view_of_segment(a, loader))
                 self.assertTrue(a.flags.owndata)
-            self.assertEqual(loader.bytes_copied, sum(a.nbytes for a in batches[0].values()))
+            self.assertEqual(loader.bytes_copied, sum(a.nbytes for k, a in batches[0].items() if k not in METADATA))
 
     def test_idle_mapping_dropped_after_64_refs(self):
         n = 70

@@ -18,9 +18,9 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
-from stoker import Loader, normalization_table, to_pixel_values, to_pixel_values_numpy  # noqa: E402
+from stoker import Loader, normalization_table, read_batch, to_pixel_values, to_pixel_values_numpy  # noqa: E402
 from stoker import pixels  # noqa: E402
-from fake_service import make_batches  # noqa: E402
+from fake_service import METADATA, make_batches, write_batch  # noqa: E402
 from test_loader import ServiceTest  # noqa: E402
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
@@ -132,8 +132,8 @@ def compact_batches(count, p=14, seed=0):
 
 class LoaderConversionTest(ServiceTest):
     def check(self, batch, source, expected_pixels):
-        names = [k for k in source if k not in ("pixel_norm", "pixel_patch")]
-        self.assertEqual(list(batch), ["pixel_values" if k == "pixel_values_u8" else k for k in names])
+        names = [k for k in source if k not in METADATA]
+        self.assertEqual(list(batch), ["pixel_values" if k == "pixel_values_u8" else k for k in names], "the model inputs only")
         np.testing.assert_array_equal(bits(batch["pixel_values"]), bits(expected_pixels))
         for k in names:
             if k != "pixel_values_u8":
@@ -186,8 +186,12 @@ class LoaderConversionTest(ServiceTest):
         svc = self.service(batches, delivery="copy")
         with Loader(svc.path, 0, 1) as loader:
             b = next(loader)
-        self.assertEqual(list(b), list(batches[0]))
+            meta = loader.last_meta
+        self.assertEqual(list(b), [k for k in batches[0] if k not in METADATA])
         self.assertEqual(b["pixel_values_u8"].dtype, np.uint8)
+        np.testing.assert_array_equal(meta.pixel_norm, batches[0]["pixel_norm"])
+        np.testing.assert_array_equal(meta.pixel_patch, batches[0]["pixel_patch"])
+        np.testing.assert_array_equal(meta.sample_index, batches[0]["sample_index"])
 
     @unittest.skipIf(torch is None, "torch is not installed")
     def test_torch_loader_converts_from_shared_memory_and_releases_the_lease(self):
@@ -221,10 +225,16 @@ class LoaderConversionTest(ServiceTest):
     def test_batch_helper_reads_the_metadata(self):
         batches, expected = compact_batches(2, p=16)
         for b, e in zip(batches, expected):
-            b["pixel_norm"] = np.array([CLIP_MEAN, CLIP_STD], np.float32)
-            self.assertEqual(pixels.patch_sizes(b), (16, 2, 2))
-            out = pixels.batch_to_pixel_values(b)
+            inputs, meta = read_batch(write_batch(b))  # the metadata in the BatchMeta, as loader.last_meta has it
+            self.assertNotIn("pixel_norm", inputs)
+            self.assertEqual(pixels.patch_sizes(meta), (16, 2, 2))
+            out = pixels.batch_to_pixel_values(inputs, meta)
             np.testing.assert_array_equal(bits(out["pixel_values"]), bits(e))
+            # or a mapping that holds it (a batch read by other means, e.g. from Arrow Flight rows)
+            out = pixels.batch_to_pixel_values(inputs, {"pixel_norm": b["pixel_norm"], "pixel_patch": b["pixel_patch"]})
+            np.testing.assert_array_equal(bits(out["pixel_values"]), bits(e))
+            with self.assertRaisesRegex(ValueError, "pixel_norm"):
+                pixels.batch_to_pixel_values(inputs, None)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ Subcommands (all print one JSON line on stdout, the last line, and exit 0 on suc
 
   fetch    --socket S --world W --out DIR [--ranks 0,1] [--numpy-steps N] [--torch] [--copy]
            Per rank: a numpy Loader for N batches (all when N is omitted), then (--torch) a
-           TorchIterableDataset through a DataLoader for the rest, up to END. Every tensor of every
-           batch is saved as DIR/rank{r}/step{global_step}/{name}.npy, its metadata as meta.json.
+           TorchIterableDataset through a DataLoader for the rest, up to END. Every batch must hold the
+           model inputs and nothing else, its sample_index in loader.last_meta. Every tensor of every
+           batch is saved as DIR/rank{r}/step{global_step}/{name}.npy, last_meta.sample_index as
+           sample_index.npy, the header's fields as meta.json.
            Shared-memory delivery (the default) is checked batch by batch: every array/tensor lies in
            a segment the loader mapped (is_view_of_segment), bytes_copied and bytes_received stay 0.
            --copy asks for copy delivery (shared_memory=False) and checks the opposite.
@@ -13,15 +15,17 @@ Subcommands (all print one JSON line on stdout, the last line, and exit 0 on suc
            Takes N batches, keeps them all (N leases held), reports, then SIGKILLs itself.
   take     --socket S --world W --rank R --steps N [--state-in FILE] [--state-out FILE] [--then-die K]
            Loads the state in FILE (when given), takes N batches and reports each one's digest
-           (sha256 over the tensors in the batch's order: name, shape as "[d0, d1]", bytes; the first 12
-           bytes in hex, then the sample_index list, as ResumeTest computes it in Java); saves
+           (sha256 over the tensors in the batch's order, the model inputs then last_meta's metadata:
+           name, shape as "[d0, d1]", bytes; the first 12 bytes in hex, then the sample_index list, as
+           ResumeTest computes it in Java); saves
            state_dict() to --state-out. --then-die K: then takes K more batches (trained on after the
            checkpoint), reports, and SIGKILLs itself mid-run: no BYE, its last batches never confirmed.
   compact  --socket U [--copy-socket C] --float-socket F --world W --rank R --steps N [--loader]
            The compact wire format: takes N batches of rank R from F (a float32 service), from U (the
            same job with --pixel-format uint8, shared memory) and from C (the same, copies). Without --loader, turns each u8 batch into pixel_values
            with stoker.pixels.to_pixel_values (torch) and to_pixel_values_numpy, from the batch's own
-           pixel_norm/pixel_patch; with --loader, a Loader(as_torch=True, to_pixel_values=True) does it.
+           metadata pixel_norm/pixel_patch (last_meta); with --loader, a Loader(as_torch=True,
+           to_pixel_values=True) does it.
            Either way the float32 bytes must equal F's pixel_values byte for byte (np.array_equal on
            the raw bytes), every other tensor must be equal, and the fingerprints must differ.
            Reports per step the batch bytes of both.
@@ -66,10 +70,14 @@ def check_and_save(batch: dict, loader: Loader, out: str, rank: int, api: str, s
     if meta.rank != rank:
         fail(f"rank {rank} got a batch of rank {meta.rank}")
     names = list(batch)
-    expected = ["input_ids", "labels", "attention_mask", "position_ids", "pixel_values", "image_grid_thw",
-                "sample_index"]
+    expected = ["input_ids", "labels", "attention_mask", "position_ids", "pixel_values", "image_grid_thw"]
     if names != expected:
-        fail(f"tensor names {names}, expected {expected} in that order (the service's one tensor table)")
+        fail(f"tensor names {names}, expected the model inputs {expected} in that order (the service's one tensor table)")
+    index = meta.sample_index
+    if not isinstance(index, np.ndarray) or index.dtype != np.int64 or index.shape != (meta.samples,):
+        fail(f"last_meta.sample_index is {index!r}, expected int64 ({meta.samples},)")
+    if list(meta.metadata) != ["sample_index"]:
+        fail(f"metadata {list(meta.metadata)}, expected ['sample_index']")
     where = {}
     for name, t in batch.items():
         a = t.numpy() if api == "torch" else t
@@ -93,6 +101,7 @@ def check_and_save(batch: dict, loader: Loader, out: str, rank: int, api: str, s
     os.makedirs(d)
     for name, t in batch.items():
         np.save(os.path.join(d, name + ".npy"), t.numpy() if api == "torch" else t)
+    np.save(os.path.join(d, "sample_index.npy"), index)
     m = meta_json(meta, loader.delivery, loader, api)
     m["views_segment"] = where
     with open(os.path.join(d, "meta.json"), "w") as f:
@@ -167,13 +176,13 @@ def cmd_take(a) -> dict:
         def take(n):
             for _ in range(n):
                 batch = next(loader)
+                meta = loader.last_meta
                 md = hashlib.sha256()
-                for name in batch:
-                    arr = batch[name]
+                for name, arr in [*batch.items(), *meta.metadata.items()]:  # the layout's order: inputs, then metadata
                     md.update(name.encode("utf-8"))
                     md.update(str(list(arr.shape)).encode("utf-8"))
                     md.update(np.ascontiguousarray(arr).tobytes())
-                digests.append(md.digest()[:12].hex() + " " + str([int(i) for i in batch["sample_index"]]))
+                digests.append(md.digest()[:12].hex() + " " + str([int(i) for i in meta.sample_index]))
                 del batch, arr
 
         take(a.steps)
@@ -219,8 +228,14 @@ def compare_compact(a, sock, shared, expected, float_fingerprint) -> dict:
                 if meta.global_step != want_meta.global_step:
                     fail(f"step {meta.global_step} against float32 step {want_meta.global_step}")
                 at = f"rank {a.rank} step {meta.global_step}"
+                if "pixel_norm" in batch or "pixel_patch" in batch or "sample_index" in batch:
+                    fail(f"{at}: metadata among the model inputs: {list(batch)}")
+                if meta.pixel_norm is None or meta.pixel_patch is None or list(meta.metadata) != ["sample_index", "pixel_norm", "pixel_patch"]:
+                    fail(f"{at}: the compact batch's metadata is {list(meta.metadata)}")
+                if not np.array_equal(meta.sample_index, want_meta.sample_index):
+                    fail(f"{at}: sample_index {meta.sample_index} against float32 {want_meta.sample_index}")
                 if a.loader:
-                    if "pixel_values_u8" in batch or "pixel_norm" in batch or "pixel_patch" in batch:
+                    if "pixel_values_u8" in batch:
                         fail(f"{at}: the loader left the compact tensors in: {list(batch)}")
                     results = {"loader": batch["pixel_values"].numpy()}
                     u8_bytes = None
@@ -232,8 +247,8 @@ def compare_compact(a, sock, shared, expected, float_fingerprint) -> dict:
                         fail(f"{at}: pixel_values_u8 is {u8.dtype} {u8.shape}")
                     if shared and not is_view_of_segment(u8, u):
                         fail(f"{at}: pixel_values_u8 is not a view of the mapped segment")
-                    mean, std = pixels.norm(batch)
-                    p, tps, m = pixels.patch_sizes(batch)
+                    mean, std = pixels.norm(meta)
+                    p, tps, m = pixels.patch_sizes(meta)
                     grid = batch["image_grid_thw"]
                     results = {
                         "torch": pixels.to_pixel_values(torch.from_numpy(u8), torch.from_numpy(grid), mean, std,

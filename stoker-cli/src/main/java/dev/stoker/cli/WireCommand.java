@@ -42,6 +42,7 @@ final class WireCommand implements Callable<Integer>, NodeOptions.Configured {
     public List<ConfigKey<?>> settings() {
         var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.BATCH, NodeConfig.SEED, NodeConfig.THREADS));
         keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
+        keys.add(NodeConfig.TEXT_ONLY); // what its batches carry of text-only steps
         keys.add(NodeConfig.SHM_DIR);
         return keys;
     }

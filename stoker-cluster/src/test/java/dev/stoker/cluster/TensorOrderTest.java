@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.batch.BatchLayout;
-import dev.stoker.core.batch.Tensor;
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
@@ -13,6 +12,7 @@ import dev.stoker.node.StokerNode;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.batch.BatchSchema;
 import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.testkit.BatchDigest;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.FeedServer;
@@ -35,11 +35,14 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * One tensor schema: the same tensor names in the same order ({@link BatchSchema#names}) from every
+ * One tensor schema: the same tensor names in the same order ({@link BatchSchema#names}), the model inputs
+ * apart from the batch's metadata ({@link BatchSchema#inputNames}, {@link BatchSchema#metadataNames}), from every
  * mode and every delivery path, in both pixel formats — the heap modes (serial, concurrent, prefetch)
  * copied through the socket and sent over Arrow Flight, zero-copy by reference, copied through the
  * socket and over Flight, and a two-node cluster job whose ranks lease batches made on their node or
- * pull them over Flight from the other.
+ * pull them over Flight from the other. A rank's step is the same batch, byte for byte, on every path; most
+ * samples have no image, so that many batches carry the dummy image of {@code --text-only dummy-image} (the
+ * default) on every path, the cluster's pulls and Flight included.
  */
 @Tag("slow")
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
@@ -47,10 +50,19 @@ class TensorOrderTest {
     static final int RANKS = 2, BATCH = 2;
     @TempDir static Path tmp;
     static Path manifest;
+    /** A batch's digest by rank and global step, from the first path that delivered it. */
+    static final Map<String, String> digests = new java.util.concurrent.ConcurrentHashMap<>();
+    /** Batches with the dummy image, by path. */
+    static final Map<String, Integer> dummies = new java.util.concurrent.ConcurrentHashMap<>();
 
     @BeforeAll
     static void data() throws IOException {
-        manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 16, 5);
+        Path demo = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 16, 5);
+        var lines = new StringBuilder(Files.readString(demo));
+        for (int i = 0; i < 48; i++) // three in four samples text-only
+            lines.append("{\"id\": \"text-").append(i).append("\", \"conversations\": [{\"from\": \"human\", \"value\": \"Say ")
+                    .append(i).append(".\"}, {\"from\": \"gpt\", \"value\": \"").append(i).append(".\"}]}\n");
+        manifest = Files.writeString(demo.resolveSibling("mixed.jsonl"), lines);
     }
 
     static NodeConfig.Builder config(PixelFormat format, String name) throws IOException {
@@ -59,25 +71,46 @@ class TensorOrderTest {
                 .shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).socket(tmp.resolve(name + ".sock")).set(NodeConfig.JOB, name);
     }
 
-    static List<String> names(BatchLayout.Batch b) { return b.tensors().stream().map(Tensor::name).toList(); }
+    /**
+     * The batch's tensor names as laid out, the metadata's marked "metadata:" (the descriptor's flag, kept on every path);
+     * its digest must be the one every other path gave the same rank and step.
+     */
+    static List<String> names(String path, BatchLayout.Batch b) {
+        String digest = BatchDigest.of(b), key = "rank " + b.meta().rank() + " step " + b.meta().globalStep();
+        assertEquals(digests.computeIfAbsent(key, k -> digest), digest, path + ": " + key + " is the same batch on every path");
+        if (java.util.Arrays.equals(new long[] {1, 4, 4}, b.tensor("image_grid_thw").toLongs())) // a white 64² at these bounds; no photo is so small
+            dummies.merge(path.contains("cluster") ? "cluster" : path.contains("flight") ? "flight" : "socket", 1, Integer::sum);
+        return b.tensors().stream().map(t -> (t.metadata() ? "metadata:" : "") + t.name()).toList();
+    }
+
+    /** What {@link #names} must give in {@code format}. */
+    static List<String> expected(PixelFormat format) {
+        var out = new ArrayList<>(BatchSchema.inputNames(format));
+        for (String m : BatchSchema.metadataNames(format)) out.add("metadata:" + m);
+        assertEquals(BatchSchema.names(format), out.stream().map(n -> n.replace("metadata:", "")).toList(), "inputs first, then the metadata");
+        return out;
+    }
 
     @ParameterizedTest
     @EnumSource(PixelFormat.class)
     void everyModeAndPathYieldsTheSchemasNamesInItsOrder(PixelFormat format) throws Exception {
-        var expected = BatchSchema.names(format);
+        var expected = expected(format);
+        digests.clear();
+        dummies.clear();
         var seen = new LinkedHashMap<String, List<String>>();
         for (var mode : List.of(FeedMode.ZERO_COPY, FeedMode.PREFETCH)) {
             String name = name(mode, format);
             try (var node = StokerNode.launch(config(format, name).mode(mode).flight("127.0.0.1:0").build())) {
                 try (var c = TrainerClient.connect(node.socket(), 0, RANKS, name, TrainerClient.Options.SHARED_MEMORY); var b = c.next()) {
-                    seen.put(mode + " socket (" + (c.sharedMemory() ? "reference" : "copy") + ")", names(b.batch()));
+                    String path = mode + " socket (" + (c.sharedMemory() ? "reference" : "copy") + ")";
+                    seen.put(path, names(path, b.batch()));
                 }
                 try (var c = TrainerClient.connect(node.socket(), 0, RANKS, name, TrainerClient.Options.COPY); var b = c.next()) {
-                    seen.put(mode + " socket (copy)", names(b.batch()));
+                    seen.put(mode + " socket (copy)", names(mode + " socket (copy)", b.batch()));
                 }
                 int port = Integer.parseInt(node.flightUrl().substring(node.flightUrl().lastIndexOf(':') + 1));
                 try (var alloc = new RootAllocator(); var client = FlightBatchClient.connect("127.0.0.1", port, alloc)) {
-                    seen.put(mode + " flight", names(client.next(1, RANKS, name)));
+                    for (int s = 0; s < 2; s++) seen.put(mode + " flight step " + s, names(mode + " flight", client.next(1, RANKS, name)));
                 }
             }
         }
@@ -86,12 +119,13 @@ class TensorOrderTest {
             try (var feeds = NodeFeeds.open(config(format, name).build()); var ledger = feeds.start(mode, null);
                  var server = new FeedServer(tmp.resolve(name + "-ladder.sock"), ledger, false);
                  var c = TrainerClient.connect(server.socketPath(), 0, RANKS, name); var b = c.next()) {
-                seen.put(mode + " socket (copy)", names(b.batch()));
+                seen.put(mode + " socket (copy)", names(mode + " ladder socket (copy)", b.batch()));
             }
         }
         seen.putAll(cluster(format));
         assertTrue(seen.size() >= 10, seen.keySet().toString());
         for (var e : seen.entrySet()) assertEquals(expected, e.getValue(), e.getKey());
+        assertTrue(dummies.getOrDefault("flight", 0) > 0 && dummies.getOrDefault("cluster", 0) > 0, "dummy images over Flight and in the cluster " + dummies);
     }
 
     /** A two-node cluster on loopback: a member and this node coordinating, two workers spread, both ranks on this node. */
@@ -112,7 +146,7 @@ class TensorOrderTest {
                 try (var t = TrainerClient.connect(c.socket(), r, RANKS, name, TrainerClient.Options.SHARED_MEMORY)) {
                     for (int s = 0; s < 2; s++) // rank r's step s is made by worker (r + s) mod 2: one here, one on the member
                         try (var b = t.next()) {
-                            out.put("cluster rank " + r + " step " + s, names(b.batch()));
+                            out.put("cluster rank " + r + " step " + s, names("cluster", b.batch()));
                         }
                 }
             }

@@ -42,6 +42,7 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.ForeignAllocation;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVector;
 import org.apache.arrow.vector.LargeVarBinaryVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorLoader;
@@ -56,7 +57,8 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * batch, as {@link BatchLayout.Batch}es like the local trainer client's ({@code totalBytes} is the
  * size the batch has in the {@code STKB} layout). Tensors are views of one receive buffer that the
  * client reuses; they stay valid until the next {@link #next} or {@link #close}, and reading them
- * later throws IllegalStateException.
+ * later throws IllegalStateException. The stream's {@code metadata} column marks the batch's metadata
+ * ({@code sample_index}, …): a batch's {@code inputs()} are the model inputs, as over the socket.
  *
  * <p>Receive path: Arrow Java's own Flight client (19.0) reads every message body through a new
  * heap array of the body's size before copying it into an Arrow buffer: two copies and a fresh
@@ -348,7 +350,12 @@ public final class FlightBatchClient implements AutoCloseable {
         }
     }
 
-    private static Schema checked(Schema schema) {
+    /** {@code schema} if it is this client's; a stream of another layout version or shape is refused, saying which. */
+    static Schema checked(Schema schema) {
+        if (schema.getFields().stream().noneMatch(f -> f.getName().equals(FlightWire.METADATA))
+                && schema.getFields().stream().anyMatch(f -> f.getName().equals(FlightWire.DATA)))
+            throw protocolError("the server sends batch layout version 1 (no '" + FlightWire.METADATA + "' column: sample_index among the "
+                    + "model inputs); this client reads version " + BatchLayout.VERSION + ": use a client of the server's release");
         if (!schema.getFields().equals(FlightWire.schema(null).getFields())) throw protocolError("unexpected schema " + schema);
         return schema;
     }
@@ -398,6 +405,7 @@ public final class FlightBatchClient implements AutoCloseable {
         var shapes = (ListVector) root.getVector(FlightWire.SHAPE);
         var dims = (BigIntVector) shapes.getDataVector();
         var data = (LargeVarBinaryVector) root.getVector(FlightWire.DATA);
+        var metadata = (BitVector) root.getVector(FlightWire.METADATA);
         int n = root.getRowCount();
         ArrowBuf offsets = data.getOffsetBuffer();
         long base = data.getDataBuffer().memoryAddress();
@@ -410,7 +418,8 @@ public final class FlightBatchClient implements AutoCloseable {
             for (int k = 0; k < shape.length; k++) shape[k] = dims.get(first + k);
             long start = offsets.getLong((long) i * LargeVarBinaryVector.OFFSET_WIDTH);
             long end = offsets.getLong((long) (i + 1) * LargeVarBinaryVector.OFFSET_WIDTH);
-            tensors.add(new Tensor(name, dtype, shape, MemorySegment.ofAddress(base + start).reinterpret(end - start, arena, null)));
+            tensors.add(new Tensor(name, dtype, shape, MemorySegment.ofAddress(base + start).reinterpret(end - start, arena, null),
+                    metadata.get(i) != 0));
         }
         return tensors;
     }

@@ -40,6 +40,7 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.ForeignAllocation;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVector;
 import org.apache.arrow.vector.BitVectorHelper;
 import org.apache.arrow.vector.LargeVarBinaryVector;
 import org.apache.arrow.vector.VarCharVector;
@@ -526,6 +527,8 @@ public final class FlightBatchServer implements AutoCloseable {
             var dtypes = (VarCharVector) root.getVector(FlightWire.DTYPE);
             var shapes = (ListVector) root.getVector(FlightWire.SHAPE);
             var data = (LargeVarBinaryVector) root.getVector(FlightWire.DATA);
+            var metadata = (BitVector) root.getVector(FlightWire.METADATA);
+            metadata.allocateNew(n);
             names.allocateNew((long) n * BatchLayout.NAME_BYTES, n);
             dtypes.allocateNew(n * 8L, n);
             shapes.setInitialCapacity(n);
@@ -548,6 +551,7 @@ public final class FlightBatchServer implements AutoCloseable {
                     long[] shape = t.shape();
                     for (long d : shape) dims.setSafe(dim++, d);
                     shapes.endValue(i, shape.length);
+                    metadata.set(i, t.metadata() ? 1 : 0);
                     long length = t.data().byteSize();
                     MemorySegment.copy(t.data(), 0, dst, offset, length);
                     offset += length;

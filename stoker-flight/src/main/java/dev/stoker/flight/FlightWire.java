@@ -25,6 +25,11 @@ import org.apache.arrow.vector.types.pojo.Schema;
  */
 final class FlightWire {
     static final String NAME = "name", DTYPE = "dtype", SHAPE = "shape", DATA = "data";
+    /**
+     * Column: the row is the batch's metadata ({@code sample_index}, {@code pixel_norm}, {@code pixel_patch}), not a model
+     * input — the {@code STKB} descriptor's flag. Added with layout version 2; a stream without it is of version 1.
+     */
+    static final String METADATA = "metadata";
     /** Schema metadata key of a stream that carries a batch: the batch metadata JSON. */
     static final String META_BATCH = "stoker.batch";
     /** Schema metadata key of a stream that carries no batch because the rank's feed has ended. */
@@ -38,7 +43,8 @@ final class FlightWire {
             Field.notNullable(DTYPE, ArrowType.Utf8.INSTANCE),
             new Field(SHAPE, FieldType.notNullable(ArrowType.List.INSTANCE),
                     List.of(Field.notNullable("item", new ArrowType.Int(64, true)))),
-            Field.notNullable(DATA, ArrowType.LargeBinary.INSTANCE));
+            Field.notNullable(DATA, ArrowType.LargeBinary.INSTANCE),
+            Field.notNullable(METADATA, ArrowType.Bool.INSTANCE));
 
     private FlightWire() {}
 

@@ -72,7 +72,7 @@ class FlightBatchServerTest {
         public void close() { arena.close(); }
     }
 
-    /** float32 pixel_values of 2.8 to 5.6 MB (rows vary by step), int64 ids, a uint8 mask: what the batch holds. */
+    /** float32 pixel_values of 2.8 to 5.6 MB (rows vary by step), int64 ids, a uint8 mask, a sample_index (metadata): what the batch holds. */
     static List<Tensor> tensors(int rank, int step) {
         int rows = 600 + 300 * step + 7 * rank;
         float[] pixels = new float[rows * 1176];
@@ -82,7 +82,8 @@ class FlightBatchServerTest {
         byte[] mask = new byte[2 * 33];
         for (int i = 0; i < mask.length; i++) mask[i] = (byte) (i % 3 == 0 ? 1 : 0);
         return List.of(Tensor.of("input_ids", ids, 2, 33), Tensor.of("pixel_values", pixels, rows, 1176),
-                new Tensor("mask", Tensor.DType.UINT8, new long[] {2, 33}, MemorySegment.ofArray(mask)));
+                new Tensor("mask", Tensor.DType.UINT8, new long[] {2, 33}, MemorySegment.ofArray(mask)),
+                Tensor.of("sample_index", new long[] {step, 100L + rank}, 2).asMetadata());
     }
 
     static MemorySegment stkb(int rank, int step, int world, Arena arena) {
@@ -103,6 +104,7 @@ class FlightBatchServerTest {
             Tensor want = expected.get(i), have = got.tensors().get(i);
             assertEquals(want.name(), have.name());
             assertEquals(want.dtype(), have.dtype(), want.name());
+            assertEquals(want.metadata(), have.metadata(), want.name() + ": metadata, not a model input");
             assertArrayEquals(want.shape(), have.shape(), want.name());
             assertEquals(-1, want.data().mismatch(have.data()), want.name() + " bytes");
         }
@@ -127,6 +129,8 @@ class FlightBatchServerTest {
                             assertEquals(BatchLayout.sizeOf(tensors(rank, step)), b.totalBytes());
                             assertSameTensors(tensors(rank, step), b);
                             assertArrayEquals(tensors(rank, step).get(0).toLongs(), b.tensor("input_ids").toLongs());
+                            assertArrayEquals(new long[] {step, 100L + rank}, b.sampleIndex());
+                            assertEquals(List.of("input_ids", "pixel_values", "mask"), b.inputs().stream().map(Tensor::name).toList());
                         }
                         assertNull(client.next(rank, 2, "test"));
                         assertNull(client.next(rank, 2, "test"), "the end stays the end");
@@ -150,6 +154,15 @@ class FlightBatchServerTest {
     }
 
     @Test
+    void aStreamOfTheLayoutBeforeIsRefusedSayingSo() {
+        var v1 = new org.apache.arrow.vector.types.pojo.Schema(FlightWire.schema(null).getFields().subList(0, 4));
+        var e = assertThrows(org.apache.arrow.flight.FlightRuntimeException.class, () -> FlightBatchClient.checked(v1));
+        assertTrue(e.getMessage().contains("the server sends batch layout version 1 (no 'metadata' column"), e.getMessage());
+        assertTrue(e.getMessage().contains("this client reads version 2"), e.getMessage());
+        assertEquals(FlightWire.schema(null), FlightBatchClient.checked(FlightWire.schema(null)));
+    }
+
+    @Test
     void theWireCarriesSchemaAndMetadataAsDocumented() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(1, 1);
@@ -159,13 +172,14 @@ class FlightBatchServerTest {
             try (FlightStream stream = client.getStream(ticket)) {
                 String json = "{\"epoch\":3,\"step\":0,\"global_step\":30,\"rank\":0,\"world\":1,\"samples\":2,\"scheduled\":3}";
                 assertEquals("Schema<name: Utf8 not null, dtype: Utf8 not null, shape: List<item: Int(64, true) not null> not null, "
-                        + "data: LargeBinary not null>(metadata: {stoker.batch=" + json + "})",
+                        + "data: LargeBinary not null, metadata: Bool not null>(metadata: {stoker.batch=" + json + "})",
                         stream.getSchema().toString());
                 assertTrue(stream.next());
-                assertEquals(3, stream.getRoot().getRowCount());
-                assertEquals("[input_ids, pixel_values, mask]", stream.getRoot().getVector("name").toString());
-                assertEquals("[int64, float32, uint8]", stream.getRoot().getVector("dtype").toString());
-                assertEquals("[[2,33], [600,1176], [2,33]]", stream.getRoot().getVector("shape").toString());
+                assertEquals(4, stream.getRoot().getRowCount());
+                assertEquals("[input_ids, pixel_values, mask, sample_index]", stream.getRoot().getVector("name").toString());
+                assertEquals("[int64, float32, uint8, int64]", stream.getRoot().getVector("dtype").toString());
+                assertEquals("[[2,33], [600,1176], [2,33], [2]]", stream.getRoot().getVector("shape").toString());
+                assertEquals("[false, false, false, true]", stream.getRoot().getVector("metadata").toString());
                 byte[] app = new byte[(int) stream.getLatestMetadata().readableBytes()];
                 stream.getLatestMetadata().getBytes(0, app);
                 assertEquals(json, new String(app, StandardCharsets.UTF_8));

@@ -128,8 +128,8 @@ class FlightSecurityTest {
             headers.insert("authorization", "Bearer " + TOKEN); // what docs/protocol.md tells pyarrow users to send
             try (FlightStream s = raw.getStream(FlightWire.ticket(0, 1, "test"), new HeaderCallOption(headers))) {
                 assertTrue(s.next());
-                assertEquals(3, s.getRoot().getRowCount());
-                assertEquals("[input_ids, pixel_values, mask]", s.getRoot().getVector("name").toString());
+                assertEquals(4, s.getRoot().getRowCount());
+                assertEquals("[input_ids, pixel_values, mask, sample_index]", s.getRoot().getVector("name").toString());
             }
         }
     }

@@ -19,6 +19,7 @@ import dev.stoker.image.decode.ExifPolicy;
 import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.EncodeOptions.DecodeScale;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.pipeline.batch.BatchShape;
 import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.pipeline.feed.ErrorPolicy;
@@ -120,6 +121,12 @@ public final class NodeConfig {
                     + "float32 pixel_values, or uint8, each image's resized RGB pixels (pixel_values_u8, 1/8 of the bytes) that the trainer "
                     + "normalizes and patchifies itself, bit for bit the same (Python: stoker.pixels.to_pixel_values); for network-bound "
                     + "delivery (socket copies, Arrow Flight).");
+    public static final ConfigKey<TextOnlyPolicy> TEXT_ONLY = key("text-only", PROCESSOR, "POLICY", TEXT,
+            ConfigKey.enumOf(TextOnlyPolicy.class), ConfigKey::cliName, EncodeOptions.DEFAULT_TEXT_ONLY, null, "A rank's batch in which no "
+                    + "sample has an image: dummy-image appends one white 64x64 image (the job's processing; tokens after the first "
+                    + "sample's, label -100, attention 0), as LLaMA-Factory does, so that every rank runs the vision tower (Hugging "
+                    + "Face's fails on an empty pixel_values, and under FSDP/ZeRO-3 a rank that skips it hangs the job); allow sends "
+                    + "the batch as it is (pixel_values with 0 rows).");
     public static final ConfigKey<Path> TOKENIZER = key("tokenizer", PROCESSOR, "FILE", TEXT, ConfigKey.path(), Path::toString, null,
             "the bundled Qwen2 tokenizer; with --model, the model's", "tokenizer.json (or .json.gz).");
 
@@ -453,7 +460,8 @@ public final class NodeConfig {
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
             return base.withPixels(min, max).withExif(get(EXIF))
                     .withDecodeScale(get(DECODE_SCALE)).withMaxSourcePixels(get(MAX_SOURCE_PIXELS))
-                    .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT)).withMaxImages(get(MAX_IMAGES));
+                    .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT)).withMaxImages(get(MAX_IMAGES))
+                    .withTextOnly(get(TEXT_ONLY));
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
         }
@@ -529,7 +537,8 @@ public final class NodeConfig {
     /**
      * Bytes of the largest batch this configuration can make: every sample at the sequence limit and
      * carrying the most pixels it may ({@link EncodeOptions#maxPixelsPerSample}); -1 when unbounded
-     * (no --max-seq-len).
+     * (no --max-seq-len). A text-only batch with the dummy image ({@code --text-only dummy-image}) is smaller: its
+     * few tokens past the limit weigh far less than the pixels of an image per sample counted here.
      */
     public long largestBatchBytes() {
         var options = encodeOptions();
@@ -722,6 +731,8 @@ public final class NodeConfig {
         public Builder mode(FeedMode m) { return set(MODE, m); }
 
         public Builder pixelFormat(PixelFormat f) { return set(PIXEL_FORMAT, f); }
+
+        public Builder textOnly(TextOnlyPolicy t) { return set(TEXT_ONLY, t); }
 
         public Builder socket(Path p) { return set(SOCKET, p); }
 

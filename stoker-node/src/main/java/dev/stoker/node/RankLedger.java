@@ -76,10 +76,10 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
         BatchLayout.Meta meta() { return prepared != null ? prepared.meta() : BatchLayout.read(object.segment().asSlice(0, bytes)).meta(); }
 
+        /** The batch's metadata {@code sample_index}: the samples the ledger checks against the schedule. */
         long[] sampleIndices() {
-            if (prepared == null) return BatchLayout.read(object.segment().asSlice(0, bytes)).tensor("sample_index").toLongs();
-            for (var t : prepared.tensors()) if (t.name().equals("sample_index")) return t.toLongs();
-            throw new IllegalStateException("a batch without sample_index");
+            if (prepared == null) return BatchLayout.read(object.segment().asSlice(0, bytes)).sampleIndex();
+            return new BatchLayout.Batch(prepared.meta(), prepared.tensors(), 0).sampleIndex();
         }
     }
 

@@ -60,7 +60,7 @@ class LedgerAccountingTest {
             var meta = new BatchLayout.Meta(c.epoch(), step, rank, 1, ids.length, SCHEDULE.batchSize(),
                     c.epoch() * SCHEDULE.stepsPerEpoch() + step);
             return CompletableFuture.completedFuture(new Heap(new BatchProvider.Prepared(meta,
-                    List.of(Tensor.of("sample_index", ids, ids.length)))));
+                    List.of(Tensor.of("sample_index", ids, ids.length).asMetadata()))));
         }
 
         @Override public void moveTo(ScheduleCursor at, long step) { throw new IllegalArgumentException("cannot move"); }

@@ -76,7 +76,7 @@ class MixedResumeTest {
     }
 
     static List<Long> indices(TrainerClient.Received got) {
-        return Arrays.stream(got.batch().tensor("sample_index").toLongs()).boxed().toList();
+        return Arrays.stream(got.batch().sampleIndex()).boxed().toList();
     }
 
     /** The per-source cursors agree with the global one: each source's draws before it add up to its position. */

@@ -229,6 +229,19 @@ class NodeConfigTest {
     }
 
     @Test
+    void theTextOnlyPolicyIsAProcessorSettingThatReachesTheEncoding() {
+        var config = NodeConfig.builder().data("ds/train.jsonl").build();
+        assertEquals(EncodeOptions.TextOnlyPolicy.DUMMY_IMAGE, config.encodeOptions().textOnly(), "text-only batches get a dummy image");
+        assertEquals(ConfigKey.Group.PROCESSOR, NodeConfig.TEXT_ONLY.group(), "it travels with the processor's settings");
+        var allow = NodeConfig.builder().data("ds/train.jsonl").set("text-only", "allow").build();
+        assertEquals(EncodeOptions.TextOnlyPolicy.ALLOW, allow.encodeOptions().textOnly());
+        assertEquals(EncodeOptions.TextOnlyPolicy.ALLOW, allow.feedConfig(FeedMode.ZERO_COPY).encode().textOnly());
+        assertEquals(EncodeOptions.TextOnlyPolicy.ALLOW, NodeConfig.fromJson(allow.toJson()).encodeOptions().textOnly(), "a cluster job's nodes");
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("text-only", "skip")).getMessage()
+                .startsWith("--text-only: unknown value 'skip'; expected one of allow, dummy-image"));
+    }
+
+    @Test
     void badValuesAreRefusedNamingTheOption() {
         assertEquals("--ranks: must be between 1 and 65536, got 0",
                 assertThrows(ConfigException.class, () -> NodeConfig.builder().ranks(0).build()).getMessage());

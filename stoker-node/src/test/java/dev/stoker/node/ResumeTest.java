@@ -687,13 +687,13 @@ class ResumeTest {
     static List<Long> indices(TrainerClient c, java.util.Collection<Long> labels) throws IOException {
         try (var got = c.next()) {
             labels.add(got.batch().meta().globalStep());
-            return Arrays.stream(got.batch().tensor("sample_index").toLongs()).boxed().toList();
+            return Arrays.stream(got.batch().sampleIndex()).boxed().toList();
         }
     }
 
     static List<Long> indices(TrainerClient c) throws IOException {
         try (var got = c.next()) {
-            return Arrays.stream(got.batch().tensor("sample_index").toLongs()).boxed().toList();
+            return Arrays.stream(got.batch().sampleIndex()).boxed().toList();
         }
     }
 

@@ -10,7 +10,8 @@ import java.util.HexFormat;
 /**
  * A batch's identity for tests that compare runs batch by batch: SHA-256 over every tensor's name,
  * shape and bytes, in the batch's order (so two batches with the same tensors in another order
- * differ), the first 12 bytes in hex, then the {@code sample_index} values. The Python client's
+ * differ), model inputs and metadata alike, the first 12 bytes in hex, then the metadata's
+ * {@code sample_index} values. The Python client's
  * integration script computes the same ({@code fetch_batches.py take}).
  */
 public final class BatchDigest {
@@ -24,7 +25,7 @@ public final class BatchDigest {
                 md.update(Arrays.toString(t.shape()).getBytes(StandardCharsets.UTF_8));
                 md.update(t.data().asByteBuffer());
             }
-            return HexFormat.of().formatHex(md.digest(), 0, 12) + " " + Arrays.toString(b.tensor("sample_index").toLongs());
+            return HexFormat.of().formatHex(md.digest(), 0, 12) + " " + Arrays.toString(b.sampleIndex());
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }

@@ -24,7 +24,10 @@ import java.util.Map;
  * The Java trainer side of {@link FeedProtocol}: connects as one rank and receives batches, either
  * copied into a reusable buffer (valid until the next call to {@link #next()}) or, when the service
  * keeps batches in shared memory and {@link Options#sharedMemory()} is on, as read-only views of the
- * mapped segment (valid until the {@link Received} is closed, which releases the lease).
+ * mapped segment (valid until the {@link Received} is closed, which releases the lease). A batch's
+ * {@link BatchLayout.Batch#inputs() inputs()} are what the model's {@code forward} takes; its
+ * {@link BatchLayout.Batch#metadata() metadata()} the rest ({@code sampleIndex()}, and in the compact
+ * format {@code pixelNorm()} and {@code pixelPatch()}).
  *
  * <p>Mappings: each segment file is mapped once and reused for every later reference to it; a
  * mapping not referenced in the last {@link #MAPPING_IDLE_REFS} references and not in use is

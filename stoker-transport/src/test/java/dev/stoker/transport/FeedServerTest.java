@@ -75,7 +75,8 @@ class FeedServerTest {
             for (int i = 0; i < pixels.length; i++) pixels[i] = rank * 1000 + step + i * 0.5f;
             long[] ids = {151644, 8948, rank, step, 151643};
             return new Prepared(new BatchLayout.Meta(0, step, rank, 2, 1),
-                    List.of(Tensor.of("input_ids", ids, 1, 5), Tensor.of("pixel_values", pixels, 3 + step, 1176)));
+                    List.of(Tensor.of("input_ids", ids, 1, 5), Tensor.of("pixel_values", pixels, 3 + step, 1176),
+                            Tensor.of("sample_index", new long[] {10L * rank + step}, 1).asMetadata()));
         }
     }
 
@@ -90,9 +91,19 @@ class FeedServerTest {
             assertArrayEquals(prepared.tensors().get(1).toFloats(), batch.tensor("pixel_values").toFloats());
             assertArrayEquals(new long[] {7, 1176}, batch.tensor("pixel_values").shape());
             for (Tensor t : batch.tensors()) assertEquals(0, (t.data().address() - seg.address()) % 64, t.name() + " aligned");
-            seg.set(BatchLayout.INT_LE, 4, 99);
+            assertEquals(List.of("input_ids", "pixel_values"), batch.inputs().stream().map(Tensor::name).toList(), "the model inputs");
+            assertEquals(List.of("sample_index"), batch.metadata().stream().map(Tensor::name).toList(), "flagged metadata");
+            assertArrayEquals(new long[] {14}, batch.sampleIndex());
+            assertNull(batch.pixelNorm(), "no compact format");
+            // version 1 (the release before): no flags, sample_index among the inputs; refused, saying why
+            seg.set(BatchLayout.INT_LE, 4, 1);
             var e = assertThrows(IllegalArgumentException.class, () -> BatchLayout.read(seg));
-            assertTrue(e.getMessage().contains("version 99"), e.getMessage());
+            assertTrue(e.getMessage().startsWith("batch layout version 1 is not supported: this reader knows version 2"), e.getMessage());
+            assertTrue(e.getMessage().contains("sample_index"), e.getMessage());
+            seg.set(BatchLayout.INT_LE, 4, 2);
+            seg.set(BatchLayout.INT_LE, 64 + 104, 2); // descriptor 0's flags: a bit this reader does not know
+            e = assertThrows(IllegalArgumentException.class, () -> BatchLayout.read(seg));
+            assertEquals("input_ids: unknown descriptor flags 0x2", e.getMessage());
         }
     }
 
@@ -108,6 +119,8 @@ class FeedServerTest {
                         assertEquals(step, b.meta().step());
                         assertArrayEquals(Synthetic.batch(rank, step).tensors().get(1).toFloats(), b.tensor("pixel_values").toFloats());
                         assertArrayEquals(new long[] {151644, 8948, rank, step, 151643}, b.tensor("input_ids").toLongs());
+                        assertEquals(List.of("input_ids", "pixel_values"), b.inputs().stream().map(Tensor::name).toList());
+                        assertArrayEquals(new long[] {10L * rank + step}, b.sampleIndex());
                     }
                     assertNull(client.next());
                 }

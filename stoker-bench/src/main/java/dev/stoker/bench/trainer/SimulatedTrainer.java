@@ -73,7 +73,7 @@ public final class SimulatedTrainer {
     /** The float32 pixel_values of a compact batch (null for a float32 one): what a Java trainer would feed its model. */
     public static float[] toPixelValues(BatchLayout.Batch batch) {
         if (batch.tensors().stream().noneMatch(t -> t.name().equals(BatchSchema.PIXEL_VALUES_U8))) return null;
-        var cfg = CompactPixels.config(batch.tensor(BatchSchema.PIXEL_NORM).toFloats(), batch.tensor(BatchSchema.PIXEL_PATCH).toLongs());
+        var cfg = CompactPixels.config(batch.pixelNorm(), batch.pixelPatch()); // the batch's metadata
         return CompactPixels.toPixelValues(batch.tensor(BatchSchema.PIXEL_VALUES_U8).data(), batch.tensor(BatchSchema.IMAGE_GRID_THW).toLongs(), cfg);
     }
 

@@ -13,10 +13,15 @@ import java.util.List;
  * shared-memory segment, or are read by NumPy ({@code numpy.frombuffer(buf, dtype, count, offset)}).
  * All integers little-endian.
  *
+ * <p>A descriptor's flags say what a tensor is: a model input, or (bit 0, {@link #FLAG_METADATA}) a
+ * fact about the batch that a trainer does not hand to {@code forward} ({@code sample_index}, the compact
+ * format's {@code pixel_norm} and {@code pixel_patch}). Version 2 added the flags; version 1 carried
+ * those tensors unmarked among the inputs. Readers know one version and refuse the other, naming both.
+ *
  * <pre>
  *  0               4               8               12              16
  *  +---------------+---------------+---------------+---------------+
- *  | magic "STKB"  | version (=1)  | tensor count  | header bytes  |   header bytes = data start
+ *  | magic "STKB"  | version (=2)  | tensor count  | header bytes  |   header bytes = data start
  *  +---------------+---------------+---------------+---------------+
  *  | total bytes (u64)             | epoch (u64)                   |   16..31
  *  +-------------------------------+-------------------------------+
@@ -31,7 +36,8 @@ import java.util.List;
  *  |   shape    6 × u64 (unused dims 0)                            |
  *  |   offset   u64  from the batch start, multiple of 64          |
  *  |   length   u64  bytes                                         |
- *  |   reserved 24 bytes                                           |
+ *  |   flags    u32  bit 0: metadata, not a model input; others 0  |
+ *  |   reserved 20 bytes (0)                                       |
  *  +---------------------------------------------------------------+
  *  | descriptor 1 … n−1                                            |
  *  +---------------------------------------------------------------+
@@ -45,12 +51,17 @@ import java.util.List;
  */
 public final class BatchLayout {
     public static final int MAGIC = 0x424B5453; // "STKB" read as a little-endian int
-    public static final int VERSION = 1;
+    /** 2: descriptors carry flags ({@link #FLAG_METADATA}); 1 had none. */
+    public static final int VERSION = 2;
     public static final int HEADER_BYTES = 64;
     public static final int DESCRIPTOR_BYTES = 128;
     public static final int NAME_BYTES = 32;
     public static final int MAX_DIMS = 6;
     public static final int ALIGNMENT = 64;
+    /** Descriptor flag: the tensor is the batch's metadata, not a model input. */
+    public static final int FLAG_METADATA = 1;
+    /** The metadata tensors Stoker writes: each sample's data set index; the compact format's normalization and patch sizes. */
+    public static final String SAMPLE_INDEX = "sample_index", PIXEL_NORM = "pixel_norm", PIXEL_PATCH = "pixel_patch";
     /** "STKR" little-endian: the resume block after the descriptor table. */
     public static final int RESUME_MAGIC = 0x524B5453;
     /** Sources whose cursors a batch carries; a job of more carries only the global cursor. */
@@ -64,7 +75,7 @@ public final class BatchLayout {
 
     private static final long OFF_MAGIC = 0, OFF_VERSION = 4, OFF_COUNT = 8, OFF_HEADER = 12, OFF_TOTAL = 16,
             OFF_EPOCH = 24, OFF_STEP = 32, OFF_RANK = 40, OFF_WORLD = 44, OFF_BATCH = 48, OFF_SCHEDULED = 52, OFF_GLOBAL_STEP = 56;
-    private static final long D_NAME = 0, D_DTYPE = 32, D_NDIM = 36, D_SHAPE = 40, D_OFFSET = 88, D_LENGTH = 96;
+    private static final long D_NAME = 0, D_DTYPE = 32, D_NDIM = 36, D_SHAPE = 40, D_OFFSET = 88, D_LENGTH = 96, D_FLAGS = 104;
 
     /**
      * Which batch this is: schedule position and how many samples it holds.
@@ -123,8 +134,11 @@ public final class BatchLayout {
         }
     }
 
-    /** One tensor's name, type and shape, before its bytes exist. */
-    public record Spec(String name, Tensor.DType dtype, long[] shape) {
+    /** One tensor's name, type and shape, before its bytes exist; {@code metadata} as {@link Tensor#metadata()}. */
+    public record Spec(String name, Tensor.DType dtype, long[] shape, boolean metadata) {
+        /** A model input's. */
+        public Spec(String name, Tensor.DType dtype, long[] shape) { this(name, dtype, shape, false); }
+
         public Spec {
             if (name.isEmpty() || name.length() > NAME_BYTES - 1) throw new IllegalArgumentException("bad tensor name '" + name + "'");
             if (shape.length > MAX_DIMS) throw new IllegalArgumentException(name + ": more than " + MAX_DIMS + " dimensions");
@@ -155,11 +169,39 @@ public final class BatchLayout {
         }
     }
 
-    /** A parsed batch: its metadata and its tensors as slices of the underlying segment (no copy). */
+    /**
+     * A parsed batch: its header and its tensors as slices of the underlying segment (no copy). {@code tensors} is every
+     * tensor as laid out, in descriptor order; a trainer hands {@link #inputs()} to the model and reads the batch's
+     * facts from {@link #metadata()} ({@link #sampleIndex()}, and in the compact format {@link #pixelNorm()} and
+     * {@link #pixelPatch()}).
+     */
     public record Batch(Meta meta, List<Tensor> tensors, long totalBytes) {
+        /** Any tensor of the batch, input or metadata, by name. */
         public Tensor tensor(String name) {
             for (Tensor t : tensors) if (t.name().equals(name)) return t;
             throw new IllegalArgumentException("no tensor '" + name + "' in batch");
+        }
+
+        /** The model inputs, in order: what {@code forward} takes. */
+        public List<Tensor> inputs() { return tensors.stream().filter(t -> !t.metadata()).toList(); }
+
+        /** The batch's metadata tensors, in order. */
+        public List<Tensor> metadata() { return tensors.stream().filter(Tensor::metadata).toList(); }
+
+        /** Each sample's data set index (0-based), in batch order: the metadata tensor {@value #SAMPLE_INDEX}. */
+        public long[] sampleIndex() { return metadataTensor(SAMPLE_INDEX).toLongs(); }
+
+        /** The compact format's mean and std per channel, (2, 3) as float32; null in the float32 format. */
+        public float[] pixelNorm() { return has(PIXEL_NORM) ? metadataTensor(PIXEL_NORM).toFloats() : null; }
+
+        /** The compact format's patch size, temporal patch size and merge size; null in the float32 format. */
+        public long[] pixelPatch() { return has(PIXEL_PATCH) ? metadataTensor(PIXEL_PATCH).toLongs() : null; }
+
+        private boolean has(String name) { return tensors.stream().anyMatch(t -> t.metadata() && t.name().equals(name)); }
+
+        private Tensor metadataTensor(String name) {
+            for (Tensor t : tensors) if (t.metadata() && t.name().equals(name)) return t;
+            throw new IllegalArgumentException("no metadata '" + name + "' in batch");
         }
     }
 
@@ -181,7 +223,7 @@ public final class BatchLayout {
 
     private static List<Spec> specsOf(List<Tensor> tensors) {
         var specs = new ArrayList<Spec>(tensors.size());
-        for (Tensor t : tensors) specs.add(new Spec(t.name(), t.dtype(), t.shape()));
+        for (Tensor t : tensors) specs.add(new Spec(t.name(), t.dtype(), t.shape(), t.metadata()));
         return specs;
     }
 
@@ -234,6 +276,7 @@ public final class BatchLayout {
             for (int k = 0; k < shape.length; k++) dst.set(LONG_LE, d + D_SHAPE + 8L * k, shape[k]);
             dst.set(LONG_LE, d + D_OFFSET, plan.offsets()[i]);
             dst.set(LONG_LE, d + D_LENGTH, t.bytes());
+            dst.set(INT_LE, d + D_FLAGS, t.metadata() ? FLAG_METADATA : 0);
             long end = plan.offsets()[i] + t.bytes();
             long next = i + 1 < specs.size() ? plan.offsets()[i + 1] : total;
             if (next > end) dst.asSlice(end, next - end).fill((byte) 0);
@@ -268,6 +311,18 @@ public final class BatchLayout {
         return new Resume(src.get(LONG_LE, at + 8), src.get(LONG_LE, at + 16), src.get(LONG_LE, at + 24), epochs, positions);
     }
 
+    /**
+     * Refuses a batch of another layout version, saying what differs: a client and a service of different releases.
+     * Version 1 carried {@code sample_index} (and the compact format's {@code pixel_norm}, {@code pixel_patch}) among
+     * the model inputs; reading it as version 2 would hand them to the model, so it is not read at all.
+     */
+    static void checkVersion(int version) {
+        if (version == VERSION) return;
+        throw new IllegalArgumentException("batch layout version " + version + " is not supported: this reader knows version " + VERSION
+                + " (since version 2 a descriptor flags the batch's metadata — sample_index, pixel_norm, pixel_patch — apart from "
+                + "the model inputs); use a client of the service's release");
+    }
+
     /** The header bytes (header and descriptor table) of the batch at the start of {@code src}. */
     public static int headerBytes(MemorySegment src) {
         if (src.byteSize() < HEADER_BYTES || src.get(INT_LE, OFF_MAGIC) != MAGIC)
@@ -279,8 +334,7 @@ public final class BatchLayout {
     public static Batch read(MemorySegment src) {
         if (src.byteSize() < HEADER_BYTES) throw new IllegalArgumentException("batch of " + src.byteSize() + " bytes has no header");
         if (src.get(INT_LE, OFF_MAGIC) != MAGIC) throw new IllegalArgumentException("not a Stoker batch (bad magic)");
-        int version = src.get(INT_LE, OFF_VERSION);
-        if (version != VERSION) throw new IllegalArgumentException("batch layout version " + version + ", this reader knows " + VERSION);
+        checkVersion(src.get(INT_LE, OFF_VERSION));
         int count = src.get(INT_LE, OFF_COUNT);
         long total = src.get(LONG_LE, OFF_TOTAL);
         if (total > src.byteSize() || count < 0 || HEADER_BYTES + (long) DESCRIPTOR_BYTES * count > total)
@@ -303,7 +357,9 @@ public final class BatchLayout {
             long offset = src.get(LONG_LE, d + D_OFFSET);
             long len = src.get(LONG_LE, d + D_LENGTH);
             if (offset < 0 || len < 0 || offset + len > total) throw new IllegalArgumentException(name + ": data outside the batch");
-            tensors.add(new Tensor(name, dtype, shape, src.asSlice(offset, len)));
+            int flags = src.get(INT_LE, d + D_FLAGS);
+            if ((flags & ~FLAG_METADATA) != 0) throw new IllegalArgumentException(name + ": unknown descriptor flags 0x" + Integer.toHexString(flags));
+            tensors.add(new Tensor(name, dtype, shape, src.asSlice(offset, len), (flags & FLAG_METADATA) != 0));
         }
         return new Batch(meta, List.copyOf(tensors), total);
     }

@@ -6,8 +6,13 @@ import java.util.Arrays;
 /**
  * One named, typed, shaped array of a batch. {@code data} holds its little-endian C-order bytes:
  * a heap segment when built by the producer, a slice of the received or mapped batch when read.
+ *
+ * <p>{@code metadata}: a fact about the batch ({@code sample_index}, the compact format's {@code pixel_norm}
+ * and {@code pixel_patch}) rather than a model input. It travels with the batch like any tensor (its
+ * descriptor says so, {@link BatchLayout#FLAG_METADATA}), but clients keep it out of what they hand
+ * to the model's {@code forward} ({@link BatchLayout.Batch#inputs()}).
  */
-public record Tensor(String name, DType dtype, long[] shape, MemorySegment data) {
+public record Tensor(String name, DType dtype, long[] shape, MemorySegment data, boolean metadata) {
 
     /** Element types, with the NumPy descriptor each one maps to. */
     public enum DType {
@@ -33,6 +38,9 @@ public record Tensor(String name, DType dtype, long[] shape, MemorySegment data)
         }
     }
 
+    /** A model input. */
+    public Tensor(String name, DType dtype, long[] shape, MemorySegment data) { this(name, dtype, shape, data, false); }
+
     public Tensor {
         if (name.isEmpty() || name.length() > BatchLayout.NAME_BYTES - 1) throw new IllegalArgumentException("bad tensor name '" + name + "'");
         if (shape.length > BatchLayout.MAX_DIMS) throw new IllegalArgumentException(name + ": more than " + BatchLayout.MAX_DIMS + " dimensions");
@@ -57,6 +65,9 @@ public record Tensor(String name, DType dtype, long[] shape, MemorySegment data)
     public static Tensor of(String name, byte[] values, long... shape) {
         return new Tensor(name, DType.UINT8, shape, MemorySegment.ofArray(values));
     }
+
+    /** This tensor marked as the batch's metadata, not a model input. */
+    public Tensor asMetadata() { return metadata ? this : new Tensor(name, dtype, shape, data, true); }
 
     public long elementCount() { return data.byteSize() / dtype.byteSize; }
 

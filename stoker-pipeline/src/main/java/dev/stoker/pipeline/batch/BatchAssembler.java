@@ -18,6 +18,10 @@ import java.util.List;
  *
  * In the compact wire format the samples' u8 pixels are concatenated instead of pixel_values rows.
  *
+ * <p>Under {@link EncodeOptions.TextOnlyPolicy#DUMMY_IMAGE} a batch of samples none of which has an image gets the
+ * {@link DummyImage}: its tokens after the first sample's (label −100, attention 0, position 1), its pixels and grid
+ * as the batch's only image.
+ *
  * <p>Threading: stateless; safe to share.
  */
 public final class BatchAssembler {
@@ -26,12 +30,20 @@ public final class BatchAssembler {
     public static final long POSITION_PAD = 1;
 
     private final EncodeOptions.PixelFormat pixelFormat;
+    /** What a batch without images gets; null: nothing (ALLOW). */
+    private final DummyImage dummy;
 
-    /** An assembler of FLOAT32 batches. */
-    public BatchAssembler() { this(EncodeOptions.PixelFormat.FLOAT32); }
+    /** An assembler of FLOAT32 batches that adds nothing to batches without images (ALLOW). */
+    public BatchAssembler() {
+        this.pixelFormat = EncodeOptions.PixelFormat.FLOAT32;
+        this.dummy = null;
+    }
 
-    /** An assembler of batches whose samples were encoded in {@code pixelFormat}. */
-    public BatchAssembler(EncodeOptions.PixelFormat pixelFormat) { this.pixelFormat = java.util.Objects.requireNonNull(pixelFormat); }
+    /** An assembler of batches of samples encoded with {@code options}: its pixel format and text-only policy. */
+    public BatchAssembler(EncodeOptions options) {
+        this.pixelFormat = options.pixelFormat();
+        this.dummy = DummyImage.forPolicy(options.textOnly(), options.vision());
+    }
 
     /**
      * Collates {@code samples} (those of {@code scheduled} that encoded, in schedule order) whose
@@ -43,11 +55,14 @@ public final class BatchAssembler {
         if (samples.size() + skipped.size() != scheduled.size())
             throw new IllegalArgumentException(samples.size() + " samples + " + skipped.size() + " skipped for a batch of " + scheduled.size());
         var layout = BatchShape.of(samples, pixelFormat);
+        boolean withDummy = DummyImage.needed(dummy, layout.samples(), layout.images());
+        if (withDummy) layout = dummy.addTo(layout, samples.get(0).length());
         boolean compact = pixelFormat == EncodeOptions.PixelFormat.UINT8;
         if ((compact ? layout.pixelU8Bytes() : layout.pixelFloats()) > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("batch too large for heap arrays: " + layout);
         int b = layout.samples();
-        var tokens = collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList());
+        var tokens = collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList(),
+                withDummy ? dummy.tokens() : null);
         float[] pixels = new float[compact ? 0 : (int) layout.pixelFloats()];
         byte[] pixelsU8 = compact ? new byte[(int) layout.pixelU8Bytes()] : null;
         long[] grid = new long[3 * layout.images()];
@@ -66,6 +81,11 @@ public final class BatchAssembler {
             gridOffset += s.imageGridThw().length;
             sampleIds.add(s.id());
         }
+        if (withDummy) { // the batch's only image
+            if (compact) System.arraycopy(dummy.pixelsU8(), 0, pixelsU8, 0, pixelsU8.length);
+            else System.arraycopy(dummy.pixelValues(), 0, pixels, 0, pixels.length);
+            System.arraycopy(dummy.gridThw(), 0, grid, 0, 3);
+        }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
                 sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
                 tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after());
@@ -75,9 +95,17 @@ public final class BatchAssembler {
     public record Tokens(int samples, int length, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds) {}
 
     /** Pads and stacks each sample's {input_ids, labels, position_ids (3·n)} as the official collator does. */
-    public static Tokens collate(List<long[][]> samples) {
+    public static Tokens collate(List<long[][]> samples) { return collate(samples, null); }
+
+    /**
+     * {@link #collate(List)}, with {@code dummyTokens} (when not null and there is a sample) appended after the first
+     * sample's last token: label −100, attention 0, position 1 (the padding's), so that no other token changes.
+     */
+    public static Tokens collate(List<long[][]> samples, long[] dummyTokens) {
         int b = samples.size(), len = 0;
+        int dummy = dummyTokens == null || b == 0 ? 0 : dummyTokens.length;
         for (long[][] s : samples) len = Math.max(len, s[0].length);
+        if (dummy > 0) len = Math.max(len, samples.get(0)[0].length + dummy);
         if (3L * b * len > Integer.MAX_VALUE - 8) throw new IllegalArgumentException("batch of " + b + " x " + len + " tokens is too large");
         long[] ids = new long[b * len];
         long[] labels = new long[b * len];
@@ -94,6 +122,11 @@ public final class BatchAssembler {
             for (int c = 0; c < 3; c++) System.arraycopy(s[2], c * n, positions, (c * b + i) * len, n);
         }
         for (int k = 0; k < ids.length; k++) mask[k] = ids[k] != PAD_TOKEN_ID ? 1 : 0;
+        if (dummy > 0) { // labels and positions stay the padding's −100 and 1
+            int at = samples.get(0)[0].length;
+            System.arraycopy(dummyTokens, 0, ids, at, dummy);
+            Arrays.fill(mask, at, at + dummy, 0);
+        }
         return new Tokens(b, len, ids, labels, mask, positions);
     }
 }

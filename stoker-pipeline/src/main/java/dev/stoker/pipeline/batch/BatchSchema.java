@@ -13,16 +13,18 @@ import java.util.List;
  * The tensor table of a batch: every tensor's name, dtype and shape, in the one order that every
  * writer uses (heap batches copied through the socket, batches written in place into shared
  * memory, Arrow Flight, the cluster's pulls) and that trainers receive (the Python client's dict
- * keeps it). The order is the official Qwen-VL collator's, then Stoker's own:
+ * keeps it). The model inputs come first, in the official Qwen-VL collator's order, then the
+ * batch's metadata (flagged so in the layout, {@link Tensor#metadata()}: clients keep it out of the
+ * dict a trainer hands to {@code forward} and expose it as the batch's metadata):
  *
  * <pre>
- *  input_ids       int64   (B, L)
+ *  input_ids       int64   (B, L)                                                         model inputs
  *  labels          int64   (B, L)
  *  attention_mask  int64   (B, L)
  *  position_ids    int64   (3, B, L)
  *  pixel_values    float32 (rows, rowLength)     or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
  *  image_grid_thw  int64   (images, 3)
- *  sample_index    int64   (B)                   each sample's line in the manifest
+ *  sample_index    int64   (B)                   each sample's line in the manifest        metadata
  *  pixel_norm      float32 (2, 3)                compact format only: mean and std per channel
  *  pixel_patch     int64   (3)                   compact format only: patch, temporal patch, merge size
  * </pre>
@@ -38,18 +40,29 @@ public final class BatchSchema {
     public static final String PIXEL_VALUES = "pixel_values";
     public static final String PIXEL_VALUES_U8 = "pixel_values_u8";
     public static final String IMAGE_GRID_THW = "image_grid_thw";
-    public static final String SAMPLE_INDEX = "sample_index";
-    public static final String PIXEL_NORM = "pixel_norm";
-    public static final String PIXEL_PATCH = "pixel_patch";
+    public static final String SAMPLE_INDEX = BatchLayout.SAMPLE_INDEX;
+    public static final String PIXEL_NORM = BatchLayout.PIXEL_NORM;
+    public static final String PIXEL_PATCH = BatchLayout.PIXEL_PATCH;
 
     private BatchSchema() {}
 
-    /** The tensor names of a batch in {@code format}, in order. */
+    /** The names of the model inputs of a batch in {@code format}, in order: the keys of the trainer's dict. */
+    public static List<String> inputNames(PixelFormat format) {
+        return List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS, pixelTensor(format), IMAGE_GRID_THW);
+    }
+
+    /** The names of a batch's metadata tensors in {@code format}, in order. */
+    public static List<String> metadataNames(PixelFormat format) {
+        return format == PixelFormat.UINT8 ? List.of(SAMPLE_INDEX, PIXEL_NORM, PIXEL_PATCH) : List.of(SAMPLE_INDEX);
+    }
+
+    /** Whether tensor {@code name} is the batch's metadata rather than a model input. */
+    public static boolean isMetadata(String name) { return name.equals(SAMPLE_INDEX) || name.equals(PIXEL_NORM) || name.equals(PIXEL_PATCH); }
+
+    /** Every tensor name of a batch in {@code format} as laid out: the inputs, then the metadata. */
     public static List<String> names(PixelFormat format) {
-        boolean compact = format == PixelFormat.UINT8;
-        var names = new ArrayList<>(List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS, compact ? PIXEL_VALUES_U8 : PIXEL_VALUES,
-                IMAGE_GRID_THW, SAMPLE_INDEX));
-        if (compact) names.addAll(List.of(PIXEL_NORM, PIXEL_PATCH));
+        var names = new ArrayList<>(inputNames(format));
+        names.addAll(metadataNames(format));
         return List.copyOf(names);
     }
 
@@ -94,9 +107,9 @@ public final class BatchSchema {
                 case PIXEL_VALUES -> Tensor.of(PIXEL_VALUES, b.pixelValues(), shape);
                 case PIXEL_VALUES_U8 -> Tensor.of(PIXEL_VALUES_U8, b.pixelsU8(), shape);
                 case IMAGE_GRID_THW -> Tensor.of(IMAGE_GRID_THW, b.imageGridThw(), shape);
-                case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, sampleIndex(b.datasetIndices()), shape);
-                case PIXEL_NORM -> Tensor.of(PIXEL_NORM, CompactPixels.norm(vision), shape);
-                case PIXEL_PATCH -> Tensor.of(PIXEL_PATCH, CompactPixels.patch(vision), shape);
+                case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, sampleIndex(b.datasetIndices()), shape).asMetadata();
+                case PIXEL_NORM -> Tensor.of(PIXEL_NORM, CompactPixels.norm(vision), shape).asMetadata();
+                case PIXEL_PATCH -> Tensor.of(PIXEL_PATCH, CompactPixels.patch(vision), shape).asMetadata();
                 default -> throw new IllegalStateException("no tensor for " + spec.name());
             });
         }
@@ -111,5 +124,7 @@ public final class BatchSchema {
         return index;
     }
 
-    private static BatchLayout.Spec spec(String name, Tensor.DType dtype, long... shape) { return new BatchLayout.Spec(name, dtype, shape); }
+    private static BatchLayout.Spec spec(String name, Tensor.DType dtype, long... shape) {
+        return new BatchLayout.Spec(name, dtype, shape, isMetadata(name));
+    }
 }

@@ -209,7 +209,7 @@ public final class Feeder implements AutoCloseable {
             throw e.getCause() instanceof RuntimeException r ? r : e;
         }
         var materializer = Materializer.createMaterializer(system);
-        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode().pixelFormat());
+        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode());
         pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
         var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(config.ranks()); // a rank that stops reading pins at most its share of the store
@@ -377,8 +377,11 @@ public final class Feeder implements AutoCloseable {
      * format out, so that it keeps the fingerprint it had before the compact format existed (states saved
      * then still resume); UINT8 is part of the text, so a state never resumes across formats. No
      * {@code --max-images} limit (0) is left out the same way; a limit changes which samples are
-     * refused, and so the fingerprint. A model folder's part ({@link dev.stoker.pipeline.EncodeOptions#model()}: its
-     * tokenizer, its template) is appended when there is one; a job without one keeps its fingerprint.
+     * refused, and so the fingerprint. The text-only policy ALLOW (what every job did before the policy existed) is left
+     * out too; DUMMY_IMAGE changes the batches of image-less steps, so it is part of the text and a state saved under
+     * ALLOW does not resume under it (nor the other way round). A model folder's part
+     * ({@link dev.stoker.pipeline.EncodeOptions#model()}: its tokenizer, its template) is appended when there is one; a
+     * job without one keeps its fingerprint.
      */
     static String encodingText(dev.stoker.pipeline.EncodeOptions encode) {
         String model = encode.model();
@@ -386,12 +389,16 @@ public final class Feeder implements AutoCloseable {
         String noModel = ", model=null]";
         if (!text.endsWith(noModel)) throw new IllegalStateException("unexpected encoding text " + text);
         text = text.substring(0, text.length() - noModel.length()) + "]";
-        if (model != null) return legacyEncodingText(encode, text) + ";model=" + model;
-        return legacyEncodingText(encode, text);
+        String textOnly = ", textOnly=" + encode.textOnly() + "]"; // the last component now: take it off, put DUMMY_IMAGE back last
+        if (!text.endsWith(textOnly)) throw new IllegalStateException("unexpected encoding text " + text);
+        String earlier = earlierEncodingText(encode, text.substring(0, text.length() - textOnly.length()) + "]");
+        String withPolicy = encode.textOnly() == dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy.ALLOW ? earlier
+                : earlier.substring(0, earlier.length() - 1) + textOnly;
+        return model == null ? withPolicy : withPolicy + ";model=" + model;
     }
 
-    /** The encoding text as it was before model folders: see {@link #encodingText}. */
-    private static String legacyEncodingText(dev.stoker.pipeline.EncodeOptions encode, String text) {
+    /** The text of {@code encode} without its text-only policy and model ({@code text}), as jobs hashed it before either existed. */
+    private static String earlierEncodingText(dev.stoker.pipeline.EncodeOptions encode, String text) {
         String noImageLimit = ", maxImages=0]"; // the default, which every job had before the limit existed
         if (text.endsWith(noImageLimit)) text = text.substring(0, text.length() - noImageLimit.length()) + "]";
         String float32 = ", pixelFormat=" + dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 + "]";

@@ -70,8 +70,8 @@ final class SamplePipeline {
     private volatile java.util.function.Consumer<Outcome> observer = o -> {};
 
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
-                   dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat) {
-        this.assembler = new BatchAssembler(pixelFormat);
+                   dev.stoker.pipeline.EncodeOptions encode) {
+        this.assembler = new BatchAssembler(encode);
         this.records = records;
         this.source = source;
         this.cpu = cpu;

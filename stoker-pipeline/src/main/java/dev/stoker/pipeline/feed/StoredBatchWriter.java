@@ -5,6 +5,7 @@ import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.pipeline.batch.BatchAssembler;
 import dev.stoker.pipeline.batch.BatchSchema;
 import dev.stoker.pipeline.batch.BatchShape;
+import dev.stoker.pipeline.batch.DummyImage;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import dev.stoker.store.Allocation;
@@ -30,6 +31,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <p>A sample that fails while its pixels are being written (a JPEG truncated after a valid header)
  * is skipped like any other: the rows of the samples behind it are moved down to close the gap
  * (the only copy on this path, counted in {@code copiedBytes}) and the batch is re-planned.
+ *
+ * <p>A batch whose samples have no image gets the job's {@link DummyImage} under the text-only policy
+ * DUMMY_IMAGE, planned with the batch and written with its tokens. A batch whose only images all fail is
+ * left with its text-only samples and so gets the dummy too: its object is allocated large enough for
+ * either outcome (re-planned, the dummy's tokens may make the batch longer than its plan was).
  *
  * <p>Ownership: an object allocated here is this writer's until its batch is sealed and then until
  * the batch's holder calls {@link StoredBatch#release()}; when the feed stops, {@link #close()}
@@ -63,6 +69,8 @@ final class StoredBatchWriter implements AutoCloseable {
     private final dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat;
     private final float[] pixelNorm;
     private final long[] pixelPatch;
+    /** What a batch without images gets; null: nothing (ALLOW). */
+    private final DummyImage dummy;
     private final java.util.Set<Allocation> unsealed = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final java.util.Set<StoredBatch> unreleased = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Allocations asked of the store and not yet handed to the stream (made, waiting for budget, or aborted on close). */
@@ -81,6 +89,7 @@ final class StoredBatchWriter implements AutoCloseable {
         this.pixelTensor = BatchSchema.pixelTensor(pixelFormat);
         this.pixelNorm = dev.stoker.image.qwenvl.CompactPixels.norm(encode.vision());
         this.pixelPatch = dev.stoker.image.qwenvl.CompactPixels.patch(encode.vision());
+        this.dummy = DummyImage.forPolicy(encode.textOnly(), encode.vision());
     }
 
     /** Plans the batch's layout from its prepared samples and allocates its object. */
@@ -94,8 +103,12 @@ final class StoredBatchWriter implements AutoCloseable {
                 default -> throw new IllegalStateException("allocate: sample " + o.slot().datasetIndex() + " was not prepared");
             }
         }
-        var plan = plan(ready.stream().map(SamplePipeline.Ready::sample).toList());
-        var requested = store.allocate(plan.totalBytes(), scheduled.rank()); // counted against the rank's share of the store
+        var samples = ready.stream().map(SamplePipeline.Ready::sample).toList();
+        var plan = plan(samples);
+        long bytes = plan.totalBytes();
+        if (dummy != null) // should every sample with images fail, the text-only ones are left, with the dummy
+            bytes = Math.max(bytes, plan(samples.stream().filter(p -> p.images().isEmpty()).toList()).totalBytes());
+        var requested = store.allocate(bytes, scheduled.rank()); // counted against the rank's share of the store
         var allocated = requested.thenApply(a -> {
             unsealed.add(a);
             if (closed) {
@@ -185,7 +198,9 @@ final class StoredBatchWriter implements AutoCloseable {
             }
         }
         var samples = kept.stream().map(SamplePipeline.Ready::sample).toList();
-        var tokens = BatchAssembler.collate(samples.stream().map(s -> new long[][] {s.text().inputIds(), s.text().labels(), s.text().positionIds()}).toList());
+        boolean withDummy = needsDummy(samples);
+        var tokens = BatchAssembler.collate(samples.stream().map(s -> new long[][] {s.text().inputIds(), s.text().labels(), s.text().positionIds()}).toList(),
+                withDummy ? dummy.tokens() : null);
         put(seg, plan.offset(BatchSchema.INPUT_IDS), tokens.inputIds());
         put(seg, plan.offset(BatchSchema.LABELS), tokens.labels());
         put(seg, plan.offset(BatchSchema.ATTENTION_MASK), tokens.attentionMask());
@@ -195,6 +210,10 @@ final class StoredBatchWriter implements AutoCloseable {
             long[] grid = s.gridThw();
             put(seg, gridOffset, grid);
             gridOffset += 8L * grid.length;
+        }
+        if (withDummy) { // the batch's only image: no sample's pixels to move, the pixel tensor is the dummy's
+            dummy.writePixels(pixelFormat, seg, plan.offset(pixelTensor));
+            put(seg, gridOffset, dummy.gridThw());
         }
         int[] indices = new int[kept.size()];
         long[] index = new long[kept.size()];
@@ -262,7 +281,12 @@ final class StoredBatchWriter implements AutoCloseable {
         MemorySegment.copy(values, 0, seg, LONG_LE, offset, values.length);
     }
 
-    /** The layout of a batch of {@code samples}, by {@link BatchSchema}. */
+    /** Whether a batch of {@code samples} gets the dummy image: some sample, no image, and the policy says so. */
+    private boolean needsDummy(List<SampleEncoder.Prepared> samples) {
+        return DummyImage.needed(dummy, samples.size(), samples.stream().mapToInt(s -> s.images().size()).sum());
+    }
+
+    /** The layout of a batch of {@code samples}, by {@link BatchSchema}, with the dummy image where it gets one. */
     BatchLayout.Plan plan(List<SampleEncoder.Prepared> samples) {
         int b = samples.size(), len = 0, images = 0;
         long rows = 0, bytes = 0;
@@ -272,6 +296,8 @@ final class StoredBatchWriter implements AutoCloseable {
             bytes += s.pixelBytes();
             images += s.images().size();
         }
-        return BatchSchema.plan(new BatchShape(b, len, rows, rowLength, images, pixelFormat, compact ? bytes : 0), rowLength);
+        var shape = new BatchShape(b, len, rows, rowLength, images, pixelFormat, compact ? bytes : 0);
+        if (needsDummy(samples)) shape = dummy.addTo(shape, samples.get(0).length());
+        return BatchSchema.plan(shape, rowLength);
     }
 }

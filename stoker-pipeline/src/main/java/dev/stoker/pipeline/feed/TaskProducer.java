@@ -134,7 +134,7 @@ public final class TaskProducer implements AutoCloseable {
             cpu.close();
             throw e;
         }
-        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode().pixelFormat());
+        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode());
         var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
         return new TaskProducer(config, schedule, Feeder.fingerprint(records.digest(), config), metrics, cpu, system, pipeline, writer,
                 maxWorkers);

@@ -4,13 +4,21 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.SampleException;
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.pipeline.EncodedSample;
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 @Timeout(60)
 class BatchAssemblerTest {
@@ -78,6 +86,64 @@ class BatchAssemblerTest {
         assertEquals(0, b.positionIds().length);
         assertEquals(0, b.pixelValues().length);
         assertEquals(2048, b.sizeBytes(), "the header, descriptors and resume block of seven empty tensors");
+    }
+
+    /** Qwen2.5-VL at 3136…50176 pixels: a white 64×64 image becomes 56×56, 4×4 patches, 4 tokens (6 with start and end). */
+    private static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 50176);
+    private static final long VS = 151652, IP = 151655, VE = 151653;
+
+    /** A sample in {@code format} without images. */
+    private static EncodedSample text(String id, long[] ids, long[] labels, int base, PixelFormat format) {
+        return new EncodedSample(id, ids, labels, new long[ids.length], positions(base, ids.length), new float[0], 1176, new long[0], 0,
+                format == PixelFormat.UINT8 ? new byte[0] : null);
+    }
+
+    @ParameterizedTest
+    @EnumSource(PixelFormat.class)
+    void aBatchWithoutImagesGetsTheDummyImageAfterItsFirstSample(PixelFormat format) {
+        var options = OPTIONS.withPixelFormat(format);
+        assertEquals(TextOnlyPolicy.DUMMY_IMAGE, options.textOnly(), "the default");
+        var samples = List.of(text("t0", new long[] {10, 11, 12}, new long[] {I, I, 12}, 0, format),
+                text("t1", new long[] {20, 21, 22, P, 24}, new long[] {I, I, 22, I, 24}, 100, format));
+        var skipped = new SkippedSample("s9", 9, SampleException.Stage.DECODE, "truncated");
+        var allow = new BatchAssembler(options.withTextOnly(TextOnlyPolicy.ALLOW)).assemble(scheduled(3), new int[] {7, 3}, samples, List.of(skipped));
+        var dummy = new BatchAssembler(options).assemble(scheduled(3), new int[] {7, 3}, samples, List.of(skipped));
+        assertEquals(0, allow.shape().images());
+        assertEquals(0, allow.shape().pixelRows());
+        assertTrue(TextOnlyBatches.assertDummyOf(allow, dummy, options.vision(), TextOnlyBatches.GRID_64_AT_3136, format.toString()));
+        // spelled out: 3 + 6 tokens in row 0, the second sample padded to 9
+        assertArrayEquals(new long[] {10, 11, 12, VS, IP, IP, IP, IP, VE, 20, 21, 22, P, 24, P, P, P, P}, dummy.inputIds());
+        assertArrayEquals(new long[] {I, I, 12, I, I, I, I, I, I, I, I, 22, I, 24, I, I, I, I}, dummy.labels());
+        assertArrayEquals(new long[] {1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0}, dummy.attentionMask());
+        assertArrayEquals(new long[] {
+                0, 1, 2, 1, 1, 1, 1, 1, 1, 100, 101, 102, 103, 104, 1, 1, 1, 1,
+                10, 11, 12, 1, 1, 1, 1, 1, 1, 110, 111, 112, 113, 114, 1, 1, 1, 1,
+                20, 21, 22, 1, 1, 1, 1, 1, 1, 120, 121, 122, 123, 124, 1, 1, 1, 1}, dummy.positionIds());
+        assertEquals(List.of("t0", "t1"), dummy.sampleIds());
+        assertEquals(2, dummy.samples());
+        assertEquals(3, dummy.scheduled());
+        assertEquals(1, dummy.skipped());
+        // the image through the job's own transform, in the batch's format
+        var expected = DummyImage.of(options.vision());
+        assertArrayEquals(format == PixelFormat.UINT8 ? new float[0] : expected.pixelValues(), dummy.pixelValues());
+        if (format == PixelFormat.UINT8) assertArrayEquals(expected.pixelsU8(), dummy.pixelsU8());
+    }
+
+    @ParameterizedTest
+    @EnumSource(PixelFormat.class)
+    void aBatchWithAnImageOrWithoutSamplesIsTheSameUnderEitherPolicy(PixelFormat format) {
+        var options = OPTIONS.withPixelFormat(format);
+        var image = new EncodedSample("i", new long[] {30, IP, 32}, new long[] {I, I, 32}, new long[3], positions(0, 3),
+                format == PixelFormat.UINT8 ? new float[0] : new float[4 * 1176], 1176, new long[] {1, 2, 2}, 28 * 28,
+                format == PixelFormat.UINT8 ? new byte[28 * 28 * 3] : null);
+        var samples = List.of(text("t", new long[] {10, 11}, new long[] {I, 11}, 0, format), image);
+        var allow = new BatchAssembler(options.withTextOnly(TextOnlyPolicy.ALLOW)).assemble(scheduled(2), new int[] {1, 2}, samples, List.of());
+        var dummy = new BatchAssembler(options).assemble(scheduled(2), new int[] {1, 2}, samples, List.of());
+        assertTrue(!TextOnlyBatches.assertDummyOf(allow, dummy, options.vision(), TextOnlyBatches.GRID_64_AT_3136, "with an image"));
+        var gone = List.of(new SkippedSample("a", 0, SampleException.Stage.FETCH, "404"));
+        var empty = new BatchAssembler(options).assemble(scheduled(1), new int[0], List.of(), gone);
+        assertEquals(0, empty.samples());
+        assertEquals(0, empty.shape().images(), "no sample, no row for the dummy: the batch stays empty");
     }
 
     @Test
