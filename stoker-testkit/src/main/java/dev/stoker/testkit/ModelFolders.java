@@ -58,21 +58,15 @@ public final class ModelFolders {
     public static ObjectNode config(String family) {
         var c = JSON.createObjectNode();
         switch (family) {
-            case "qwen2-vl" -> {
-                c.putArray("architectures").add("Qwen2VLForConditionalGeneration");
-                c.put("model_type", "qwen2_vl").put("vision_start_token_id", 151652).put("vision_end_token_id", 151653)
+            case "qwen2-vl", "qwen2.5-vl" -> {
+                boolean two = family.equals("qwen2-vl");
+                c.putArray("architectures").add(two ? "Qwen2VLForConditionalGeneration" : "Qwen2_5_VLForConditionalGeneration");
+                c.put("model_type", two ? "qwen2_vl" : "qwen2_5_vl").put("vision_start_token_id", 151652).put("vision_end_token_id", 151653)
                         .put("vision_token_id", 151654).put("image_token_id", 151655).put("video_token_id", 151656)
-                        .put("transformers_version", "4.41.2");
-                c.putObject("vision_config").put("depth", 32).put("embed_dim", 1280).put("patch_size", 14).put("spatial_patch_size", 14)
-                        .put("spatial_merge_size", 2).put("temporal_patch_size", 2);
-            }
-            case "qwen2.5-vl" -> {
-                c.putArray("architectures").add("Qwen2_5_VLForConditionalGeneration");
-                c.put("model_type", "qwen2_5_vl").put("vision_start_token_id", 151652).put("vision_end_token_id", 151653)
-                        .put("vision_token_id", 151654).put("image_token_id", 151655).put("video_token_id", 151656)
-                        .put("transformers_version", "4.49.0");
-                c.putObject("vision_config").put("depth", 32).put("hidden_size", 1280).put("patch_size", 14).put("spatial_merge_size", 2)
-                        .put("temporal_patch_size", 2).put("window_size", 112);
+                        .put("transformers_version", two ? "4.41.2" : "4.49.0");
+                var v = c.putObject("vision_config").put("depth", 32).put("patch_size", 14).put("spatial_merge_size", 2).put("temporal_patch_size", 2);
+                if (two) v.put("embed_dim", 1280).put("spatial_patch_size", 14);
+                else v.put("hidden_size", 1280).put("window_size", 112);
             }
             case "qwen3-vl" -> {
                 c.putArray("architectures").add("Qwen3VLForConditionalGeneration");

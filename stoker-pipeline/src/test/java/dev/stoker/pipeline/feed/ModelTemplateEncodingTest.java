@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.text.JinjaChatRenderer;
-import dev.stoker.text.QwenTokenizer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -31,20 +30,19 @@ class ModelTemplateEncodingTest {
             + "{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}"
             + "<|im_start|>assistant\n{% endif %}";
 
-    static QwenTokenizer tokenizer;
     @TempDir Path tmp;
 
     @BeforeAll
-    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
+    static void loadTokenizer() { FeederTest.loadTokenizer(); }
 
     @AfterAll
-    static void closeTokenizer() { tokenizer.close(); }
+    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     @Test
     void samplesEncodeTheSameThroughTheModelsTemplate() throws Exception {
         Path manifest = TestDatasets.write(tmp, 8, Set.of());
-        var builtIn = new SampleEncoder(FeederTest.OPTIONS, tokenizer);
-        var model = new SampleEncoder(FeederTest.OPTIONS, tokenizer, JinjaChatRenderer.compile(QWEN2_VL_TEMPLATE));
+        var builtIn = new SampleEncoder(FeederTest.OPTIONS, FeederTest.tokenizer);
+        var model = new SampleEncoder(FeederTest.OPTIONS, FeederTest.tokenizer, JinjaChatRenderer.compile(QWEN2_VL_TEMPLATE));
         SampleEncoder.ImageSource images = (id, ref) -> {
             try {
                 return Files.readAllBytes(manifest.getParent().resolve(ref));
