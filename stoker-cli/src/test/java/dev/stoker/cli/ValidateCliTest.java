@@ -59,6 +59,34 @@ class ValidateCliTest {
         assertTrue(otherJson.get("tokens").get("max").asInt() >= tokens.get("max").asInt(), "a larger pixel cap, no shorter samples");
     }
 
+    /**
+     * {@code validate --model DIR} measures as the equivalent options do (the same token lengths), keyed by the model's
+     * tokenizer; with {@code --chat-template model} the model's own template renders, under another index key.
+     */
+    @Test
+    void validateReadsAModelFolder() throws Exception {
+        Path manifest = SmallJpegDataset.write(tmp.resolve("ds"), 30, 3);
+        Path model = dev.stoker.testkit.ModelFolders.write(tmp.resolve("model"), "qwen3-vl",
+                dev.stoker.testkit.ModelFolders.publishedTemplate("qwen3-vl"));
+        Path lengths = tmp.resolve("lengths");
+        var byModel = CliRunner.run("validate", "--data", manifest.toString(), "--model", model.toString(), "--threads", "1",
+                "--lengths-dir", lengths.toString());
+        assertEquals(0, byModel.status(), byModel.err());
+        var byOptions = CliRunner.run("validate", "--data", manifest.toString(), "--processor", "qwen3-vl", "--tokenizer",
+                model.resolve("tokenizer.json").toString(), "--threads", "1", "--lengths-dir", lengths.toString());
+        assertEquals(0, byOptions.status(), byOptions.err());
+        var a = LengthIndex.read(Path.of(new ObjectMapper().readTree(byModel.lastStdoutLine()).get("length_index").asText()));
+        var b = LengthIndex.read(Path.of(new ObjectMapper().readTree(byOptions.lastStdoutLine()).get("length_index").asText()));
+        assertTrue(Arrays.equals(a.lengths(), b.lengths()), "the same lengths");
+        assertEquals(65536L, ((Number) a.settings().get("min_pixels")).longValue(), "Qwen3-VL's published bounds");
+        var own = CliRunner.run("validate", "--data", manifest.toString(), "--model", model.toString(), "--chat-template", "model",
+                "--threads", "1", "--lengths-dir", lengths.toString());
+        assertEquals(0, own.status(), own.err());
+        var c = LengthIndex.read(Path.of(new ObjectMapper().readTree(own.lastStdoutLine()).get("length_index").asText()));
+        assertTrue(Arrays.equals(a.lengths(), c.lengths()), "the published template renders as the built-in one");
+        assertTrue(c.settings().containsKey("chat_template") && !a.settings().containsKey("chat_template"), c.settings().toString());
+    }
+
     @Test
     void anUnreadableSourceExitsTwoWithAClearMessage() {
         var r = CliRunner.run("validate", "--data", tmp.resolve("nothing/train.jsonl").toString(), "--lengths-dir", tmp.toString());

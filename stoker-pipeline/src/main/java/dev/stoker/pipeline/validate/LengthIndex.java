@@ -55,7 +55,8 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
 
     /**
      * What decides a record's length or verdict: the processor, its pixel bounds, the EXIF policy, the source-pixel,
-     * sequence and image limits, the truncation policy, and the tokenizer ({@code tokenizer}: "bundled" or its file's digest).
+     * sequence and image limits, the truncation policy, the tokenizer ({@code tokenizer}: "bundled" or its file's digest) and,
+     * where the model's own renders, the chat template's digest.
      */
     public static Map<String, Object> settings(EncodeOptions o, String tokenizer) {
         var m = new LinkedHashMap<String, Object>();
@@ -68,6 +69,14 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
         m.put("truncation", o.truncation().name().toLowerCase(java.util.Locale.ROOT));
         m.put("max_images", o.maxImages());
         m.put("tokenizer", tokenizer);
+        if (o.chatTemplate() != null) { // the model's own template (--chat-template model); the built-in one leaves the key as it was
+            try {
+                m.put("chat_template", HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256")
+                        .digest(o.chatTemplate().getBytes(StandardCharsets.UTF_8))));
+            } catch (NoSuchAlgorithmException e) {
+                throw new IllegalStateException(e);
+            }
+        }
         return m;
     }
 
