@@ -85,9 +85,10 @@ class TensorOrderTest {
 
     /** What {@link #names} must give in {@code format}. */
     static List<String> expected(PixelFormat format) {
-        var out = new ArrayList<>(BatchSchema.inputNames(format));
-        for (String m : BatchSchema.metadataNames(format)) out.add("metadata:" + m);
-        assertEquals(BatchSchema.names(format), out.stream().map(n -> n.replace("metadata:", "")).toList(), "inputs first, then the metadata");
+        var contract = dev.stoker.pipeline.EncodeOptions.DEFAULT_INPUT_CONTRACT;
+        var out = new ArrayList<>(BatchSchema.inputNames(format, contract, 1));
+        for (String m : BatchSchema.metadataNames(format, contract, 1)) out.add("metadata:" + m);
+        assertEquals(BatchSchema.names(format, contract), out.stream().map(n -> n.replace("metadata:", "")).toList(), "inputs first, then the metadata");
         return out;
     }
 
