@@ -59,8 +59,10 @@ public final class BatchSchema {
      * the trainer's dict.
      */
     public static List<String> inputNames(PixelFormat format, InputContract contract) {
-        return contract.mmTokenTypeIds() ? List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS, MM_TOKEN_TYPE_IDS, pixelTensor(format), IMAGE_GRID_THW)
-                : List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS, pixelTensor(format), IMAGE_GRID_THW);
+        var names = new ArrayList<>(List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS));
+        if (contract.mmTokenTypeIds()) names.add(MM_TOKEN_TYPE_IDS);
+        names.addAll(List.of(pixelTensor(format), IMAGE_GRID_THW));
+        return List.copyOf(names);
     }
 
     /** The names of the model inputs of a batch of {@code images} images: without any, its vision tensors are metadata. */
@@ -88,7 +90,10 @@ public final class BatchSchema {
                 || images == 0 && (name.equals(PIXEL_VALUES) || name.equals(PIXEL_VALUES_U8) || name.equals(IMAGE_GRID_THW));
     }
 
-    /** Every tensor name of a batch in {@code format} under {@code contract} as laid out: the inputs, then the metadata. */
+    /**
+     * Every tensor name of a batch in {@code format} under {@code contract} as laid out: the inputs, then the metadata
+     * (which, in a batch without images, also takes in the vision inputs where they are: {@link #isMetadata}).
+     */
     public static List<String> names(PixelFormat format, InputContract contract) {
         var names = new ArrayList<>(inputNames(format, contract));
         names.addAll(alwaysMetadata(format));
