@@ -2,8 +2,10 @@
 
 A batch holds model inputs and metadata: a descriptor whose flags have bit 0 set
 (:data:`FLAG_METADATA`) is a fact about the batch -- ``sample_index``, and in the compact format
-``pixel_norm`` and ``pixel_patch`` -- that a trainer does not hand to ``forward``. The readers here
-keep the two apart: the inputs are the dict, the metadata goes to :class:`BatchMeta`.
+``pixel_norm`` and ``pixel_patch`` -- that a trainer does not hand to ``forward``; a batch without any
+image flags its empty ``pixel_values`` (or ``pixel_values_u8``) and ``image_grid_thw`` so too, since the
+vision tower fails on them. The readers here keep the two apart: the inputs are the dict (with
+``mm_token_type_ids`` from a service for transformers 5.3 and later), the metadata goes to :class:`BatchMeta`.
 """
 
 from __future__ import annotations

@@ -120,7 +120,9 @@ class Loader:
 
     * ``address``: the service's socket path (str or Path); None means :func:`default_address`.
     * Iterating yields one ``{name: array}`` dict per batch holding the model inputs, in the batch's
-      tensor-table order, and nothing else: ``model(**batch)`` takes it as it is. The batch's metadata
+      tensor-table order, and nothing else: ``model(**batch)`` takes it as it is (``mm_token_type_ids``
+      included when the service was started for transformers 5.3 or later; no ``pixel_values`` nor
+      ``image_grid_thw`` when the batch has no image: they are then in ``last_meta.metadata``). The batch's metadata
       (a :class:`BatchMeta`) is in ``loader.last_meta``: the header's fields and the batch's metadata
       tensors as NumPy arrays of its own (``last_meta.sample_index``: each sample's data set index;
       in the compact format ``last_meta.pixel_norm`` and ``last_meta.pixel_patch``).
@@ -146,7 +148,7 @@ class Loader:
       what the float32 format sends, with the normalization and patch sizes of ``last_meta``;
       ``pixel_device`` (needs ``as_torch``): where to do it, e.g.
       ``"cuda"`` (the u8 bytes go to the GPU, 1/8 of the float32 bytes). The u8 batch's lease is
-      released once converted. Batches without ``pixel_values_u8`` pass unchanged.
+      released once converted. Batches without ``pixel_values_u8`` (a batch without images has none) pass unchanged.
 
     Counters: ``batches``; ``bytes_received`` (payload bytes of BATCH frames); ``bytes_copied``
     (bytes the client copied in user space to produce the arrays: 0 unless ``copy`` or

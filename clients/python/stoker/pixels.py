@@ -19,7 +19,9 @@ indexed, so no device arithmetic can round differently. One loop step per image;
 a gather and a copy.
 
 ``Loader(..., to_pixel_values=True)`` (and ``TorchIterableDataset``) apply it to every batch that
-carries ``pixel_values_u8``, so a trainer gets ``pixel_values`` either way.
+carries ``pixel_values_u8``, so a trainer gets ``pixel_values`` either way. A batch without any image
+carries its empty ``pixel_values_u8`` and ``image_grid_thw`` as metadata, not as model inputs, so it has
+nothing to convert and is handed on without ``pixel_values`` (an empty one fails the vision tower).
 """
 
 from __future__ import annotations

@@ -23,15 +23,26 @@ def align64(n: int) -> int:
 
 #: the tensors a batch carries as its metadata (descriptor flag bit 0), not as model inputs
 METADATA = ("sample_index", "pixel_norm", "pixel_patch")
+#: the vision inputs a batch without any image (image_grid_thw of 0 rows) flags as metadata too
+VISION = ("pixel_values", "pixel_values_u8", "image_grid_thw")
+
+
+def metadata_of(tensors: dict, metadata=METADATA) -> tuple:
+    """The names ``write_batch`` flags in ``tensors``: ``metadata``, and the vision inputs of a batch without images."""
+    grid = tensors.get("image_grid_thw")
+    empty = grid is not None and np.asarray(grid).shape[0] == 0
+    return tuple(metadata) + (VISION if empty else ())
 
 
 def write_batch(tensors: dict, *, epoch=0, step=0, rank=0, world=1, samples=None, scheduled=None,
                 global_step=None, resume=None, metadata=METADATA, version=2) -> bytes:
     """The STKB bytes of a batch holding ``tensors`` (name -> array), in the given order, those named in
-    ``metadata`` flagged as the batch's metadata; with ``resume`` ({"epoch", "position", "next_step",
+    ``metadata`` flagged as the batch's metadata (and, as the service does, its vision inputs when
+    ``image_grid_thw`` has no row); with ``resume`` ({"epoch", "position", "next_step",
     "sources": [(epoch, position), ...]}) its resume block after the table. ``version`` 1 writes the
     old layout (no flags)."""
     n = len(tensors)
+    metadata = metadata_of(tensors, metadata)
     header = align64(64 + 128 * n + (1056 if resume is not None else 0))
     offsets, off = [], header
     for a in tensors.values():

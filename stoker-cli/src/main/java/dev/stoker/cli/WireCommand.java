@@ -43,6 +43,7 @@ final class WireCommand implements Callable<Integer>, NodeOptions.Configured {
         var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.BATCH, NodeConfig.SEED, NodeConfig.THREADS));
         keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
         keys.add(NodeConfig.TEXT_ONLY); // what its batches carry of text-only steps
+        keys.add(NodeConfig.TRANSFORMERS); // and which model inputs
         keys.add(NodeConfig.SHM_DIR);
         return keys;
     }

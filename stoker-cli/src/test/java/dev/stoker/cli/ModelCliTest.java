@@ -127,5 +127,20 @@ class ModelCliTest {
         assertTrue(r.out().contains("# processor: qwen3-vl  (from --model)\n"), r.out());
         assertTrue(r.out().contains("# min-pixels: 65536  (from --model)\n"), r.out());
         assertTrue(r.out().contains("# tokenizer: " + dir.resolve("tokenizer.json") + "  (from --model)\n"), r.out());
+        assertTrue(r.out().contains("# transformers: \"4.57.0.dev0\"  (from --model)\n"), r.out());
+    }
+
+    /** --transformers on the command line: printed as given (beside --model too, where it wins), a bad value one line naming it. */
+    @Test
+    void theTransformersReleaseIsPrintedAndABadOneRefused() throws Exception {
+        Path dir = ModelFolders.write(tmp.resolve("model"), "qwen2.5-vl");
+        String data = tmp.resolve("train.jsonl").toString();
+        var given = CliRunner.run("serve", "--data", data, "--model", dir.toString(), "--transformers", "5.18", "--print-config");
+        assertEquals(0, given.status(), given.err());
+        assertTrue(given.out().contains("\ntransformers: \"5.18\"\n"), given.out());
+        assertEquals("", given.err().strip(), "no warning: the model's field is the release that saved it");
+        var bad = CliRunner.run("serve", "--data", data, "--transformers", "5.x", "--print-config");
+        assertEquals(2, bad.status(), bad.err());
+        assertTrue(bad.err().strip().startsWith("stoker: --transformers: '5.x' is not a transformers version"), bad.err());
     }
 }

@@ -9,7 +9,9 @@ import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
 import dev.stoker.node.StokerNode;
+import dev.stoker.pipeline.EncodeOptions.InputContract;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.pipeline.batch.BatchSchema;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.testkit.BatchDigest;
@@ -36,13 +38,15 @@ import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * One tensor schema: the same tensor names in the same order ({@link BatchSchema#names}), the model inputs
- * apart from the batch's metadata ({@link BatchSchema#inputNames}, {@link BatchSchema#metadataNames}), from every
- * mode and every delivery path, in both pixel formats — the heap modes (serial, concurrent, prefetch)
- * copied through the socket and sent over Arrow Flight, zero-copy by reference, copied through the
- * socket and over Flight, and a two-node cluster job whose ranks lease batches made on their node or
- * pull them over Flight from the other. A rank's step is the same batch, byte for byte, on every path; most
- * samples have no image, so that many batches carry the dummy image of {@code --text-only dummy-image} (the
- * default) on every path, the cluster's pulls and Flight included.
+ * apart from the batch's metadata (each descriptor's flag), from every mode and every delivery path, in both pixel
+ * formats — the heap modes (serial, concurrent, prefetch) copied through the socket and sent over Arrow Flight,
+ * zero-copy by reference, copied through the socket and over Flight, and a two-node cluster job whose ranks lease
+ * batches made on their node or pull them over Flight from the other. A rank's step is the same batch, byte for byte,
+ * on every path. Most samples have no image: in the compact format many batches carry the dummy image of
+ * {@code --text-only dummy-image} (the default) on every path, the cluster's pulls and Flight included; in the float32
+ * format, run with {@code --text-only allow --transformers 5.18}, many batches have no image and flag their empty
+ * {@code pixel_values} and {@code image_grid_thw} as metadata on every path (docs/model-inputs.md §8, R5), and every
+ * batch carries {@code mm_token_type_ids} after {@code position_ids}, equal to the rule on every path (R3).
  */
 @Tag("slow")
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
@@ -54,6 +58,25 @@ class TensorOrderTest {
     static final Map<String, String> digests = new java.util.concurrent.ConcurrentHashMap<>();
     /** Batches with the dummy image, by path. */
     static final Map<String, Integer> dummies = new java.util.concurrent.ConcurrentHashMap<>();
+    /** Batches without any image, by path. */
+    static final Map<String, Integer> imageless = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** What a run feeds: a pixel format, with the text-only policy and transformers release it is run with. */
+    enum Case {
+        FLOAT32_ALLOW_5_18(PixelFormat.FLOAT32, TextOnlyPolicy.ALLOW, "5.18"), UINT8_DUMMY_IMAGE(PixelFormat.UINT8, TextOnlyPolicy.DUMMY_IMAGE, null);
+
+        final PixelFormat format;
+        final TextOnlyPolicy textOnly;
+        final String transformers;
+
+        Case(PixelFormat format, TextOnlyPolicy textOnly, String transformers) {
+            this.format = format;
+            this.textOnly = textOnly;
+            this.transformers = transformers;
+        }
+
+        boolean mmTokenTypeIds() { return transformers != null; }
+    }
 
     @BeforeAll
     static void data() throws IOException {
@@ -65,6 +88,11 @@ class TensorOrderTest {
         manifest = Files.writeString(demo.resolveSibling("mixed.jsonl"), lines);
     }
 
+    static NodeConfig.Builder config(Case c, String name) throws IOException {
+        var b = config(c.format, name).textOnly(c.textOnly);
+        return c.transformers == null ? b : b.set("transformers", c.transformers);
+    }
+
     static NodeConfig.Builder config(PixelFormat format, String name) throws IOException {
         return NodeConfig.builder().data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176)
                 .pixelFormat(format).threads(1).warmUpMillis(0).shmDir(Files.createDirectories(tmp.resolve("shm-" + name)))
@@ -72,70 +100,93 @@ class TensorOrderTest {
     }
 
     /**
-     * The batch's tensor names as laid out, the metadata's marked "metadata:" (the descriptor's flag, kept on every path);
-     * its digest must be the one every other path gave the same rank and step.
+     * The batch's tensor names as laid out, the metadata's marked "metadata:" (the descriptor's flag, kept on every path),
+     * checked against {@link #expected} for the batch's images; its digest must be the one every other path gave the same
+     * rank and step, and its {@code mm_token_type_ids}, where it has them, the rule applied to its {@code input_ids}.
      */
-    static List<String> names(String path, BatchLayout.Batch b) {
+    static List<String> names(String path, BatchLayout.Batch b, Case c) {
         String digest = BatchDigest.of(b), key = "rank " + b.meta().rank() + " step " + b.meta().globalStep();
         assertEquals(digests.computeIfAbsent(key, k -> digest), digest, path + ": " + key + " is the same batch on every path");
-        if (java.util.Arrays.equals(new long[] {1, 4, 4}, b.tensor("image_grid_thw").toLongs())) // a white 64² at these bounds; no photo is so small
-            dummies.merge(path.contains("cluster") ? "cluster" : path.contains("flight") ? "flight" : "socket", 1, Integer::sum);
-        return b.tensors().stream().map(t -> (t.metadata() ? "metadata:" : "") + t.name()).toList();
+        String kind = path.contains("cluster") ? "cluster" : path.contains("flight") ? "flight" : "socket";
+        long[] grid = b.tensor("image_grid_thw").toLongs();
+        if (java.util.Arrays.equals(new long[] {1, 4, 4}, grid)) dummies.merge(kind, 1, Integer::sum); // a white 64² at these bounds; no photo is so small
+        if (grid.length == 0 && b.meta().batchSize() > 0) imageless.merge(kind, 1, Integer::sum);
+        if (c.mmTokenTypeIds()) {
+            long[] ids = b.tensor("input_ids").toLongs(), types = b.tensor("mm_token_type_ids").toLongs();
+            for (int k = 0; k < ids.length; k++) assertEquals(ids[k] == 151655 ? 1 : ids[k] == 151656 ? 2 : 0, types[k], path + " " + key + " R3 at " + k);
+        }
+        var names = b.tensors().stream().map(t -> (t.metadata() ? "metadata:" : "") + t.name()).toList();
+        assertEquals(expected(c, grid.length / 3), names, path + ": " + key);
+        assertEquals(BatchSchema.names(c.format, c.mmTokenTypeIds() ? InputContract.TRANSFORMERS_5_3 : InputContract.QWEN_VL_FINETUNE),
+                names.stream().map(n -> n.replace("metadata:", "")).toList(), path + ": the schema's order");
+        return names;
     }
 
-    /** What {@link #names} must give in {@code format}. */
-    static List<String> expected(PixelFormat format) {
-        var out = new ArrayList<>(BatchSchema.inputNames(format));
-        for (String m : BatchSchema.metadataNames(format)) out.add("metadata:" + m);
-        assertEquals(BatchSchema.names(format), out.stream().map(n -> n.replace("metadata:", "")).toList(), "inputs first, then the metadata");
+    /**
+     * What {@link #names} must give in case {@code c} for a batch of {@code images} images, written out: the model inputs
+     * (with mm_token_type_ids under the 5.3 contract), whose vision tensors are metadata in a batch without images, then
+     * the metadata.
+     */
+    static List<String> expected(Case c, int images) {
+        String vision = images == 0 ? "metadata:" : "";
+        var out = new ArrayList<>(List.of("input_ids", "labels", "attention_mask", "position_ids"));
+        if (c.mmTokenTypeIds()) out.add("mm_token_type_ids");
+        out.addAll(List.of(vision + (c.format == PixelFormat.UINT8 ? "pixel_values_u8" : "pixel_values"), vision + "image_grid_thw",
+                "metadata:sample_index"));
+        if (c.format == PixelFormat.UINT8) out.addAll(List.of("metadata:pixel_norm", "metadata:pixel_patch"));
         return out;
     }
 
     @ParameterizedTest
-    @EnumSource(PixelFormat.class)
-    void everyModeAndPathYieldsTheSchemasNamesInItsOrder(PixelFormat format) throws Exception {
-        var expected = expected(format);
+    @EnumSource(Case.class)
+    void everyModeAndPathYieldsTheSchemasNamesInItsOrder(Case run) throws Exception {
+        var format = run.format;
         digests.clear();
         dummies.clear();
+        imageless.clear();
         var seen = new LinkedHashMap<String, List<String>>();
         for (var mode : List.of(FeedMode.ZERO_COPY, FeedMode.PREFETCH)) {
             String name = name(mode, format);
-            try (var node = StokerNode.launch(config(format, name).mode(mode).flight("127.0.0.1:0").build())) {
+            try (var node = StokerNode.launch(config(run, name).mode(mode).flight("127.0.0.1:0").build())) {
                 try (var c = TrainerClient.connect(node.socket(), 0, RANKS, name, TrainerClient.Options.SHARED_MEMORY); var b = c.next()) {
                     String path = mode + " socket (" + (c.sharedMemory() ? "reference" : "copy") + ")";
-                    seen.put(path, names(path, b.batch()));
+                    seen.put(path, names(path, b.batch(), run));
                 }
                 try (var c = TrainerClient.connect(node.socket(), 0, RANKS, name, TrainerClient.Options.COPY); var b = c.next()) {
-                    seen.put(mode + " socket (copy)", names(mode + " socket (copy)", b.batch()));
+                    seen.put(mode + " socket (copy)", names(mode + " socket (copy)", b.batch(), run));
                 }
                 int port = Integer.parseInt(node.flightUrl().substring(node.flightUrl().lastIndexOf(':') + 1));
                 try (var alloc = new RootAllocator(); var client = FlightBatchClient.connect("127.0.0.1", port, alloc)) {
-                    for (int s = 0; s < 2; s++) seen.put(mode + " flight step " + s, names(mode + " flight", client.next(1, RANKS, name)));
+                    for (int s = 0; s < 2; s++) seen.put(mode + " flight step " + s, names(mode + " flight", client.next(1, RANKS, name), run));
                 }
             }
         }
         for (var mode : List.of(FeedMode.SERIAL, FeedMode.CONCURRENT)) { // the ladder's first rungs
             String name = name(mode, format);
-            try (var feeds = NodeFeeds.open(config(format, name).build()); var ledger = feeds.start(mode, null);
+            try (var feeds = NodeFeeds.open(config(run, name).build()); var ledger = feeds.start(mode, null);
                  var server = new FeedServer(tmp.resolve(name + "-ladder.sock"), ledger, false);
                  var c = TrainerClient.connect(server.socketPath(), 0, RANKS, name); var b = c.next()) {
-                seen.put(mode + " socket (copy)", names(mode + " ladder socket (copy)", b.batch()));
+                seen.put(mode + " socket (copy)", names(mode + " ladder socket (copy)", b.batch(), run));
             }
         }
-        seen.putAll(cluster(format));
+        seen.putAll(cluster(run));
         assertTrue(seen.size() >= 10, seen.keySet().toString());
-        for (var e : seen.entrySet()) assertEquals(expected, e.getValue(), e.getKey());
-        assertTrue(dummies.getOrDefault("flight", 0) > 0 && dummies.getOrDefault("cluster", 0) > 0, "dummy images over Flight and in the cluster " + dummies);
+        if (run.textOnly == TextOnlyPolicy.DUMMY_IMAGE)
+            assertTrue(dummies.getOrDefault("flight", 0) > 0 && dummies.getOrDefault("cluster", 0) > 0, "dummy images over Flight and in the cluster " + dummies);
+        else
+            assertTrue(imageless.getOrDefault("flight", 0) > 0 && imageless.getOrDefault("cluster", 0) > 0,
+                    "batches without images over Flight and in the cluster " + imageless);
     }
 
     /** A two-node cluster on loopback: a member and this node coordinating, two workers spread, both ranks on this node. */
-    static Map<String, List<String>> cluster(PixelFormat format) throws Exception {
+    static Map<String, List<String>> cluster(Case run) throws Exception {
+        var format = run.format;
         int memberPort = freePort(), coordinatorPort = freePort();
         String member = "127.0.0.1:" + memberPort, name = name(FeedMode.ZERO_COPY, format) + "-cluster";
         var memberConfig = NodeConfig.builder().set(NodeConfig.JOIN, List.of(member)).set(NodeConfig.BIND, member).set(NodeConfig.SLOTS, 1)
                 .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm-member-" + format))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
                 .socket(tmp.resolve(name + "-member.sock")).build();
-        var coordinatorConfig = config(format, name).set(NodeConfig.JOIN, List.of(member)).set(NodeConfig.BIND, "127.0.0.1:" + coordinatorPort)
+        var coordinatorConfig = config(run, name).set(NodeConfig.JOIN, List.of(member)).set(NodeConfig.BIND, "127.0.0.1:" + coordinatorPort)
                 .set(NodeConfig.SLOTS, 1).set(NodeConfig.NODES, 2).set(NodeConfig.WORKERS, 2)
                 .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm-coord-" + format))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
                 .build();
@@ -146,7 +197,7 @@ class TensorOrderTest {
                 try (var t = TrainerClient.connect(c.socket(), r, RANKS, name, TrainerClient.Options.SHARED_MEMORY)) {
                     for (int s = 0; s < 2; s++) // rank r's step s is made by worker (r + s) mod 2: one here, one on the member
                         try (var b = t.next()) {
-                            out.put("cluster rank " + r + " step " + s, names("cluster", b.batch()));
+                            out.put("cluster rank " + r + " step " + s, names("cluster", b.batch(), run));
                         }
                 }
             }

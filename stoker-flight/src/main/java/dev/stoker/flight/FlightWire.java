@@ -26,8 +26,8 @@ import org.apache.arrow.vector.types.pojo.Schema;
 final class FlightWire {
     static final String NAME = "name", DTYPE = "dtype", SHAPE = "shape", DATA = "data";
     /**
-     * Column: the row is the batch's metadata ({@code sample_index}, {@code pixel_norm}, {@code pixel_patch}), not a model
-     * input — the {@code STKB} descriptor's flag. Added with layout version 2; a stream without it is of version 1.
+     * Column: the row is the batch's metadata ({@code sample_index}, {@code pixel_norm}, {@code pixel_patch}; the empty vision
+     * inputs of a batch without images), not a model input — the {@code STKB} descriptor's flag. Added with layout version 2; a stream without it is of version 1.
      */
     static final String METADATA = "metadata";
     /** Schema metadata key of a stream that carries a batch: the batch metadata JSON. */

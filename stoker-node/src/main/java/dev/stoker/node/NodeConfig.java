@@ -20,6 +20,7 @@ import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.EncodeOptions.DecodeScale;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy;
+import dev.stoker.pipeline.TransformersVersion;
 import dev.stoker.pipeline.batch.BatchShape;
 import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.pipeline.feed.ErrorPolicy;
@@ -127,6 +128,12 @@ public final class NodeConfig {
                     + "sample's, label -100, attention 0), as LLaMA-Factory does, so that every rank runs the vision tower (Hugging "
                     + "Face's fails on an empty pixel_values, and under FSDP/ZeRO-3 a rank that skips it hangs the job); allow sends "
                     + "the batch as it is (pixel_values with 0 rows).");
+    public static final ConfigKey<TransformersVersion> TRANSFORMERS = key("transformers", PROCESSOR, "VERSION", TEXT,
+            TransformersVersion::parse, TransformersVersion::toString, null, "with --model, its config.json transformers_version; "
+                    + "else none: the official qwen-vl-finetune tensors", "The transformers release the trainer runs (4.57.6, 5.18, 5): "
+                    + "which tensors a batch hands to forward. Before 5.3: the official qwen-vl-finetune collator's; 5.3 and later also "
+                    + "mm_token_type_ids (1 at image pads, 2 at video pads, 0 elsewhere), with position_ids padded with 0 instead of 1 "
+                    + "(docs/model-inputs.md). Given beside --model it wins over the model's, which names the release that saved it.");
     public static final ConfigKey<Path> TOKENIZER = key("tokenizer", PROCESSOR, "FILE", TEXT, ConfigKey.path(), Path::toString, null,
             "the bundled Qwen2 tokenizer; with --model, the model's", "tokenizer.json (or .json.gz).");
 
@@ -461,7 +468,7 @@ public final class NodeConfig {
             return base.withPixels(min, max).withExif(get(EXIF))
                     .withDecodeScale(get(DECODE_SCALE)).withMaxSourcePixels(get(MAX_SOURCE_PIXELS))
                     .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT)).withMaxImages(get(MAX_IMAGES))
-                    .withTextOnly(get(TEXT_ONLY));
+                    .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)));
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
         }
@@ -550,7 +557,7 @@ public final class NodeConfig {
         int images = get(MAX_IMAGES) > 0 ? get(MAX_IMAGES) : length; // an image takes one token at the least
         int b = batch();
         var shape = new BatchShape(b, length, b * (pixels / patch), vision.rowLength(), Math.multiplyExact(b, images), get(PIXEL_FORMAT),
-                get(PIXEL_FORMAT) == PixelFormat.UINT8 ? b * pixels * 3 : 0);
+                get(PIXEL_FORMAT) == PixelFormat.UINT8 ? b * pixels * 3 : 0, options.inputContract());
         return shape.sizeBytes();
     }
 
@@ -611,6 +618,9 @@ public final class NodeConfig {
         for (var e : tree.properties()) {
             JsonNode v = e.getValue();
             if (v.isNull()) continue;
+            if (v.isFloatingPointNumber() && e.getKey().equals(TRANSFORMERS.name())) // YAML reads 5.10 as the number 5.1
+                throw new ConfigException("--config " + file + ": " + e.getKey() + ": " + v.asText() + " is a number to YAML (an unquoted "
+                        + "5.10 reads as 5.1): quote the version, e.g. " + e.getKey() + ": \"5.10\"");
             if (v.isArray() && e.getKey().equals(SOURCES.name())) { // a list of mappings, kept as JSON text
                 out.put(e.getKey(), v.toString());
             } else if (v.isArray()) {
@@ -781,7 +791,8 @@ public final class NodeConfig {
 
     /**
      * Reads the model folder of {@code all} (--model), if any, and takes from it the settings not given: the family,
-     * the pixel bounds, the tokenizer. A setting given that disagrees with the model is refused, or with
+     * the pixel bounds, the tokenizer, the transformers release (which a setting given replaces without a word: the
+     * model's is the release that saved it, the setting the one the trainer runs). A setting given that disagrees with the model is refused, or with
      * --override-model kept and warned about; {@code fromModel} collects the settings taken from the model.
      */
     private static ModelFolder readModel(Map<ConfigKey<?>, Object> all, Set<ConfigKey<?>> given, Set<ConfigKey<?>> fromModel,
@@ -803,6 +814,15 @@ public final class NodeConfig {
         adopt(all, given, fromModel, warnings, override, PROCESSOR_KEY, model.family(), dir.resolve(ModelFolder.CONFIG) + " model_type");
         adopt(all, given, fromModel, warnings, override, MIN_PIXELS, model.vision().minPixels(), pre + " min_pixels (or size.shortest_edge)");
         adopt(all, given, fromModel, warnings, override, MAX_PIXELS, model.vision().maxPixels(), pre + " max_pixels (or size.longest_edge)");
+        if (!given.contains(TRANSFORMERS) && model.transformersVersion() != null) { // given, it wins: the model's is the release that saved it
+            try {
+                all.put(TRANSFORMERS, TransformersVersion.parse(model.transformersVersion()));
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException("--model: " + dir.resolve(ModelFolder.CONFIG) + ": transformers_version: " + e.getMessage()
+                        + "; give --transformers VERSION, the release the trainer runs");
+            }
+            fromModel.add(TRANSFORMERS);
+        }
         Path tokenizer = (Path) all.get(TOKENIZER);
         if (tokenizer == null) {
             all.put(TOKENIZER, model.tokenizer());

@@ -139,8 +139,11 @@ public final class StokerNode implements AutoCloseable {
                 config.batch(), ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
                         + " (budget " + ledger.store().budgetBytes() + " bytes)" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
         var encode = config.encodeOptions();
-        log.accept(String.format(Locale.ROOT, "processor %s, %d…%d pixels, patch %d%s", encode.preset().cliName(), encode.vision().minPixels(),
-                encode.vision().maxPixels(), encode.vision().patchSize(), config.model() == null ? "" : ", model " + config.model().describe()));
+        var transformers = config.get(NodeConfig.TRANSFORMERS);
+        log.accept(String.format(Locale.ROOT, "processor %s, %d…%d pixels, patch %d%s; inputs %s (%s)", encode.preset().cliName(),
+                encode.vision().minPixels(), encode.vision().maxPixels(), encode.vision().patchSize(),
+                config.model() == null ? "" : ", model " + config.model().describe(), ConfigKey.cliName(encode.inputContract()),
+                transformers == null ? "no --transformers" : "transformers " + transformers));
         log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
                 feeder.datasetSize(), feeder.schedule().stepsPerEpoch(), feeder.fingerprint()));
         var failure = new CompletableFuture<RuntimeException>();

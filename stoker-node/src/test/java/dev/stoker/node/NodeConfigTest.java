@@ -241,6 +241,61 @@ class NodeConfigTest {
                 .startsWith("--text-only: unknown value 'skip'; expected one of allow, dummy-image"));
     }
 
+    /**
+     * --transformers: the release the trainer runs chooses the input contract; by default the model folder's
+     * {@code transformers_version}, shown as taken from the model; a bad value is refused naming the option (or the
+     * model's file and field), and a config file's unquoted decimal, which YAML would read as a number, is refused.
+     */
+    @Test
+    void theTransformersReleaseChoosesTheInputContract() throws Exception {
+        var finetune = EncodeOptions.InputContract.QWEN_VL_FINETUNE;
+        var v53 = EncodeOptions.InputContract.TRANSFORMERS_5_3;
+        assertEquals(ConfigKey.Group.PROCESSOR, NodeConfig.TRANSFORMERS.group());
+        assertEquals(finetune, NodeConfig.builder().data("d.jsonl").build().encodeOptions().inputContract(), "none: the official tensors");
+        for (String v : List.of("4", "4.57.6", "5.2.0", "5.0.0rc1"))
+            assertEquals(finetune, NodeConfig.builder().data("d.jsonl").set("transformers", v).build().encodeOptions().inputContract(), v);
+        for (String v : List.of("5", "5.3", "5.18", "5.3.0.dev0", "6.0"))
+            assertEquals(v53, NodeConfig.builder().data("d.jsonl").set("transformers", v).build().encodeOptions().inputContract(), v);
+        for (String bad : List.of("five", "5.x", "v5.18", "5.18.0.1", "5..1", "5.18-rc1"))
+            assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("transformers", bad)).getMessage()
+                    .startsWith("--transformers: '" + bad + "' is not a transformers version"), bad);
+        var given = NodeConfig.builder().data("d.jsonl").set("transformers", "5.18").build();
+        assertEquals(given.encodeOptions(), NodeConfig.fromJson(given.toJson()).encodeOptions(), "a cluster job's nodes");
+        assertTrue(given.toYaml(NodeConfig.keys()).contains("\ntransformers: \"5.18\"\n"), given.toYaml(NodeConfig.keys()));
+        assertTrue(NodeConfig.builder().data("d.jsonl").build().toYaml(NodeConfig.keys())
+                .contains("# transformers: (default: with --model, its config.json transformers_version; else none"));
+
+        Path dir = dev.stoker.testkit.ModelFolders.write(tmp.resolve("qwen3"), "qwen3-vl"); // saved with 4.57.0.dev0
+        var model = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).build();
+        assertTrue(model.isFromModel(NodeConfig.TRANSFORMERS) && !model.isGiven(NodeConfig.TRANSFORMERS));
+        assertEquals(finetune, model.encodeOptions().inputContract());
+        assertTrue(model.toYaml(NodeConfig.keys()).contains("# transformers: \"4.57.0.dev0\"  (from --model)\n"), model.toYaml(NodeConfig.keys()));
+        var config = (com.fasterxml.jackson.databind.node.ObjectNode) new com.fasterxml.jackson.databind.ObjectMapper().readTree(dir.resolve("config.json").toFile());
+        Files.writeString(dir.resolve("config.json"), config.put("transformers_version", "5.18.0").toString());
+        var five = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).build();
+        assertEquals(v53, five.encodeOptions().inputContract(), "the model's release");
+        assertEquals(five.encodeOptions(), NodeConfig.fromYaml(Files.writeString(tmp.resolve("five.yaml"), five.toYaml(NodeConfig.keys())))
+                .encodeOptions(), "the printed file means the same");
+        var trainer = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).set("transformers", "4.57.6").build();
+        assertEquals(finetune, trainer.encodeOptions().inputContract(), "given, the trainer's release wins over the one that saved the model");
+        assertEquals(List.of(), trainer.warnings());
+        Files.writeString(dir.resolve("config.json"), config.put("transformers_version", "latest").toString());
+        var bad = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).build());
+        assertTrue(bad.getMessage().startsWith("--model: " + dir.resolve("config.json") + ": transformers_version: 'latest' is not a "
+                + "transformers version"), bad.getMessage());
+        assertTrue(bad.getMessage().endsWith("; give --transformers VERSION, the release the trainer runs"), bad.getMessage());
+        assertEquals(v53, NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).set("transformers", "5").build()
+                .encodeOptions().inputContract(), "a release given needs no readable one in the model");
+
+        var unquoted = assertThrows(ConfigException.class,
+                () -> NodeConfig.fromYaml(Files.writeString(tmp.resolve("u.yaml"), "data: d.jsonl\ntransformers: 5.10\n")));
+        assertTrue(unquoted.getMessage().contains("transformers: 5.1 is a number to YAML"), unquoted.getMessage());
+        assertEquals(v53, NodeConfig.fromYaml(Files.writeString(tmp.resolve("q.yaml"), "data: d.jsonl\ntransformers: \"5.10\"\n"))
+                .encodeOptions().inputContract());
+        assertEquals(v53, NodeConfig.fromYaml(Files.writeString(tmp.resolve("i.yaml"), "data: d.jsonl\ntransformers: 5\n"))
+                .encodeOptions().inputContract(), "a whole number reads as it is written");
+    }
+
     @Test
     void badValuesAreRefusedNamingTheOption() {
         assertEquals("--ranks: must be between 1 and 65536, got 0",

@@ -27,10 +27,12 @@ import dev.stoker.text.TruncationPolicy;
  * @param model            what a model folder (--model) adds to the encoding that the fields above do not say: the
  *                         SHA-256 of its tokenizer (and of its chat template where the model's own renders); null
  *                         without a model folder
+ * @param inputContract    which keyword arguments a batch hands to {@code forward} and how they are padded: those of the
+ *                         transformers release the trainer runs ({@code --transformers}, {@link TransformersVersion})
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
                             long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat,
-                            int maxImages, TextOnlyPolicy textOnly, String chatTemplate, String model) {
+                            int maxImages, TextOnlyPolicy textOnly, String chatTemplate, String model, InputContract inputContract) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
@@ -52,9 +54,11 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /**
      * What a rank's batch in which no sample has an image carries (a multimodal job's text-only samples).
      *
-     * <p>ALLOW: the samples as they are, with {@code pixel_values} (0, row length) and {@code image_grid_thw} (0, 3).
-     * Hugging Face's Qwen-VL vision tower fails on such empty tensors, and under FSDP or ZeRO-3 a rank that skips the
-     * vision tower while the others run it waits forever on their collectives: the job hangs.
+     * <p>ALLOW: the samples as they are. The batch's {@code pixel_values} (0, row length) and {@code image_grid_thw} (0, 3)
+     * stay in its layout but are flagged as its metadata, so that clients leave them out of the dict handed to
+     * {@code forward}: Hugging Face's Qwen-VL vision tower fails on such empty tensors (docs/model-inputs.md §4). Under
+     * FSDP or ZeRO-3 a rank that skips the vision tower while the others run it waits forever on their collectives: the
+     * job hangs.
      *
      * <p>DUMMY_IMAGE (the default): LLaMA-Factory's practice ({@code MultiModalDataCollatorForSeq2Seq}, "fake_images",
      * which it applies to every multimodal model): a white 64×64 image, processed with the job's own settings (its
@@ -62,8 +66,8 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
      * {@code <|vision_end|>} are appended after the first sample's last token with label −100 and attention 0, and whose
      * pixels are the batch's only {@code pixel_values}. Every rank runs the vision tower; the loss is unchanged (no label,
      * nothing attends to the dummy) and so are every other token's ids, labels, attention and positions. The dummy's
-     * positions are 1, as Hugging Face's {@code get_rope_index} leaves attention-0 tokens (it fills the tensor with ones
-     * and writes only where {@code attention_mask == 1}) and as Stoker pads. It is not a sample: {@code samples},
+     * positions are the padding's ({@link InputContract#positionPad()}: 1, or 0 from transformers 5.3), as Hugging Face's
+     * {@code get_rope_index} leaves attention-0 tokens (it writes only where the attention mask is set). It is not a sample: {@code samples},
      * {@code sample_index}, the ledger and the errors do not count it. A batch of no sample (every one skipped) is left
      * empty. See {@link dev.stoker.pipeline.batch.DummyImage}.
      */
@@ -71,6 +75,42 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     /** Text-only batches get a dummy image: a batch {@code model(**batch)} takes, on every rank. */
     public static final TextOnlyPolicy DEFAULT_TEXT_ONLY = TextOnlyPolicy.DUMMY_IMAGE;
+
+    /**
+     * The model inputs a batch carries and how they are padded, by the transformers release the trainer runs
+     * (docs/model-inputs.md §3, §7). Every contract carries {@code input_ids}, {@code labels}, {@code attention_mask},
+     * {@code position_ids} (3, B, L) and the images' {@code pixel_values} and {@code image_grid_thw}.
+     *
+     * <p>QWEN_VL_FINETUNE (the default; no release named, or one before 5.3): the official qwen-vl-finetune collator's
+     * tensors, {@code position_ids} padded with 1 (what transformers 4.x's {@code get_rope_index} leaves at tokens of
+     * attention 0: it fills the tensor with {@code torch.ones}).
+     *
+     * <p>TRANSFORMERS_5_3 (5.3 and later): also {@code mm_token_type_ids} int64 (B, L) right after {@code position_ids},
+     * 1 where {@code input_ids} is the image pad 151655, 2 where it is the video pad 151656, 0 elsewhere (text, vision
+     * start and end, padding; the dummy image's pads are 1), as {@code ProcessorMixin.create_mm_token_type_ids} marks
+     * them and 5.3's {@code get_rope_index} reads them; {@code position_ids} padded with 0, as 5.x fills the tensor with
+     * {@code torch.zeros} (the dummy image's tokens, of attention 0, are 0 too).
+     */
+    public enum InputContract {
+        QWEN_VL_FINETUNE(1, false), TRANSFORMERS_5_3(0, true);
+
+        private final long positionPad;
+        private final boolean mmTokenTypeIds;
+
+        InputContract(long positionPad, boolean mmTokenTypeIds) {
+            this.positionPad = positionPad;
+            this.mmTokenTypeIds = mmTokenTypeIds;
+        }
+
+        /** The {@code position_ids} value of a token of attention 0 (padding, the dummy image). */
+        public long positionPad() { return positionPad; }
+
+        /** Whether batches carry {@code mm_token_type_ids}. */
+        public boolean mmTokenTypeIds() { return mmTokenTypeIds; }
+    }
+
+    /** The official qwen-vl-finetune tensors, which every transformers release Stoker has been used with takes. */
+    public static final InputContract DEFAULT_INPUT_CONTRACT = InputContract.QWEN_VL_FINETUNE;
 
     public static final long DEFAULT_MAX_SOURCE_PIXELS = DecodeOptions.DEFAULT_MAX_SOURCE_PIXELS;
     public static final int DEFAULT_MAX_SEQUENCE_LENGTH = 8192;      // what the official SFT scripts use
@@ -81,31 +121,33 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         if (maxImages < 0) throw new IllegalArgumentException("max images must be >= 0");
         java.util.Objects.requireNonNull(textOnly, "textOnly");
+        java.util.Objects.requireNonNull(inputContract, "inputContract");
     }
 
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
-                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, DEFAULT_TEXT_ONLY, null, null);
+                DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, DEFAULT_TEXT_ONLY, null, null,
+                DEFAULT_INPUT_CONTRACT);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract);
     }
 
     public EncodeOptions withPixelFormat(PixelFormat f) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract);
     }
 
     /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
@@ -113,18 +155,18 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     /** With the vision config of a model folder (its geometry, mean, std and pixel bounds). */
     public EncodeOptions withVision(VisionConfig v) {
-        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract);
     }
 
     /** With what a model folder adds to the encoding (see {@link #model()}); null for none. */
     public EncodeOptions withModel(String m) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract);
     }
 
     /** With the chat template rendered from {@code jinjaSource} (null: the built-in one); see {@link #chatTemplate()}. */
     public EncodeOptions withChatTemplate(String jinjaSource) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, jinjaSource, model);
+                textOnly, jinjaSource, model, inputContract);
     }
 
     /**
@@ -135,11 +177,12 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     public String toString() {
         return "EncodeOptions[preset=" + preset + ", vision=" + vision + ", exif=" + exif + ", decodeScale=" + decodeScale
                 + ", maxSourcePixels=" + maxSourcePixels + ", maxSequenceLength=" + maxSequenceLength + ", truncation=" + truncation
-                + ", pixelFormat=" + pixelFormat + ", maxImages=" + maxImages + ", textOnly=" + textOnly + ", model=" + model + "]";
+                + ", pixelFormat=" + pixelFormat + ", maxImages=" + maxImages + ", textOnly=" + textOnly + ", inputContract=" + inputContract
+                + ", model=" + model + "]";
     }
 
     public EncodeOptions withMaxImages(int n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract);
     }
 
     /**
@@ -157,10 +200,16 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public EncodeOptions withTextOnly(TextOnlyPolicy t) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, t,
-                chatTemplate, model);
+                chatTemplate, model, inputContract);
+    }
+
+    /** With the tensors of {@code contract} (see {@link InputContract}). */
+    public EncodeOptions withInputContract(InputContract contract) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
+                textOnly, chatTemplate, model, contract);
     }
 
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract);
     }
 }

@@ -14,8 +14,9 @@ import java.util.List;
  * All integers little-endian.
  *
  * <p>A descriptor's flags say what a tensor is: a model input, or (bit 0, {@link #FLAG_METADATA}) a
- * fact about the batch that a trainer does not hand to {@code forward} ({@code sample_index}, the compact
- * format's {@code pixel_norm} and {@code pixel_patch}). Version 2 added the flags; version 1 carried
+ * tensor a trainer does not hand to {@code forward}: a fact about the batch ({@code sample_index}, the compact
+ * format's {@code pixel_norm} and {@code pixel_patch}), or the empty vision inputs of a batch without any image
+ * ({@code pixel_values} or {@code pixel_values_u8}, and {@code image_grid_thw}), which the vision tower fails on. Version 2 added the flags; version 1 carried
  * those tensors unmarked among the inputs. Readers know one version and refuse the other, naming both.
  *
  * <pre>

@@ -8,7 +8,8 @@ import java.util.Arrays;
  * a heap segment when built by the producer, a slice of the received or mapped batch when read.
  *
  * <p>{@code metadata}: a fact about the batch ({@code sample_index}, the compact format's {@code pixel_norm}
- * and {@code pixel_patch}) rather than a model input. It travels with the batch like any tensor (its
+ * and {@code pixel_patch}) rather than a model input, or a model input left out of {@code forward} (the empty
+ * {@code pixel_values} and {@code image_grid_thw} of a batch without images). It travels with the batch like any tensor (its
  * descriptor says so, {@link BatchLayout#FLAG_METADATA}), but clients keep it out of what they hand
  * to the model's {@code forward} ({@link BatchLayout.Batch#inputs()}).
  */

@@ -6,7 +6,8 @@ import java.util.List;
  * One rank's padded batch for one step, laid out as the official Qwen-VL collator returns it
  * (flat, row-major, C order): {@code input_ids}, {@code labels}, {@code attention_mask} (B, L),
  * {@code position_ids} (3, B, L), {@code pixel_values} (rows, rowLength) and
- * {@code image_grid_thw} (images, 3).
+ * {@code image_grid_thw} (images, 3); under the input contract of transformers 5.3 and later also
+ * {@code mm_token_type_ids} (B, L), derived from {@code input_ids} ({@link #mmTokenTypeIds()}).
  *
  * <p>A batch may hold fewer samples than were scheduled for it (the others failed and were recorded
  * as skipped), down to none: {@code samples() + skipped() == scheduled()}, checked on construction.
@@ -65,6 +66,12 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
         this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, shape, inputIds, labels,
                 attentionMask, positionIds, pixelValues, imageGridThw, null, null);
     }
+
+    /**
+     * The batch's {@code mm_token_type_ids} (B, L) under an input contract that carries them ({@link BatchShape#inputContract()}),
+     * made from {@code input_ids} ({@link BatchAssembler#mmTokenTypeIds}); null otherwise.
+     */
+    public long[] mmTokenTypeIds() { return shape.inputContract().mmTokenTypeIds() ? BatchAssembler.mmTokenTypeIds(inputIds) : null; }
 
     /** B, the samples delivered. */
     public int samples() { return shape.samples(); }

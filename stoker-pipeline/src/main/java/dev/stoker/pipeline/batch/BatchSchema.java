@@ -5,6 +5,7 @@ import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
 import dev.stoker.image.qwenvl.CompactPixels;
+import dev.stoker.pipeline.EncodeOptions.InputContract;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,25 +19,32 @@ import java.util.List;
  * dict a trainer hands to {@code forward} and expose it as the batch's metadata):
  *
  * <pre>
- *  input_ids       int64   (B, L)                                                         model inputs
- *  labels          int64   (B, L)
- *  attention_mask  int64   (B, L)
- *  position_ids    int64   (3, B, L)
- *  pixel_values    float32 (rows, rowLength)     or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
- *  image_grid_thw  int64   (images, 3)
- *  sample_index    int64   (B)                   each sample's line in the manifest        metadata
- *  pixel_norm      float32 (2, 3)                compact format only: mean and std per channel
- *  pixel_patch     int64   (3)                   compact format only: patch, temporal patch, merge size
+ *  input_ids          int64   (B, L)                                                      model inputs
+ *  labels             int64   (B, L)
+ *  attention_mask     int64   (B, L)
+ *  position_ids       int64   (3, B, L)
+ *  mm_token_type_ids  int64   (B, L)          transformers 5.3 and later only (InputContract)
+ *  pixel_values       float32 (rows, rowLength)  or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
+ *  image_grid_thw     int64   (images, 3)
+ *  sample_index       int64   (B)             each sample's line in the manifest           metadata
+ *  pixel_norm         float32 (2, 3)          compact format only: mean and std per channel
+ *  pixel_patch        int64   (3)             compact format only: patch, temporal patch, merge size
  * </pre>
  *
  * The row length of {@code pixel_values} is the model's ({@link VisionConfig#rowLength()}) even when
- * a batch has no image, so that every batch of a job has the same second dimension.
+ * a batch has no image, so that every batch of a job has the same tensors, in the same order, with
+ * the same second dimension. A batch without any image (possible under {@code --text-only allow})
+ * flags its empty pixel tensor and {@code image_grid_thw} as metadata, where they are: Hugging Face's
+ * vision tower fails on {@code pixel_values} (0, R) with {@code image_grid_thw} (0, 3) in every
+ * release (docs/model-inputs.md §4), and leaves the tower out when they are absent, so clients hand
+ * such a batch to {@code forward} without them.
  */
 public final class BatchSchema {
     public static final String INPUT_IDS = "input_ids";
     public static final String LABELS = "labels";
     public static final String ATTENTION_MASK = "attention_mask";
     public static final String POSITION_IDS = "position_ids";
+    public static final String MM_TOKEN_TYPE_IDS = "mm_token_type_ids";
     public static final String PIXEL_VALUES = "pixel_values";
     public static final String PIXEL_VALUES_U8 = "pixel_values_u8";
     public static final String IMAGE_GRID_THW = "image_grid_thw";
@@ -46,23 +54,49 @@ public final class BatchSchema {
 
     private BatchSchema() {}
 
-    /** The names of the model inputs of a batch in {@code format}, in order: the keys of the trainer's dict. */
-    public static List<String> inputNames(PixelFormat format) {
-        return List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS, pixelTensor(format), IMAGE_GRID_THW);
+    /**
+     * The names of the model inputs of a batch with images in {@code format} under {@code contract}, in order: the keys of
+     * the trainer's dict.
+     */
+    public static List<String> inputNames(PixelFormat format, InputContract contract) {
+        var names = new ArrayList<>(List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS));
+        if (contract.mmTokenTypeIds()) names.add(MM_TOKEN_TYPE_IDS);
+        names.addAll(List.of(pixelTensor(format), IMAGE_GRID_THW));
+        return List.copyOf(names);
     }
 
-    /** The names of a batch's metadata tensors in {@code format}, in order. */
-    public static List<String> metadataNames(PixelFormat format) {
+    /** The names of the model inputs of a batch of {@code images} images: without any, its vision tensors are metadata. */
+    public static List<String> inputNames(PixelFormat format, InputContract contract, int images) {
+        return names(format, contract).stream().filter(n -> !isMetadata(n, images)).toList();
+    }
+
+    /** The names of the metadata tensors of a batch of {@code images} images in {@code format}, in the layout's order. */
+    public static List<String> metadataNames(PixelFormat format, InputContract contract, int images) {
+        return names(format, contract).stream().filter(n -> isMetadata(n, images)).toList();
+    }
+
+    /** The names of the tensors that are a batch's metadata whatever it holds, in order. */
+    private static List<String> alwaysMetadata(PixelFormat format) {
         return format == PixelFormat.UINT8 ? List.of(SAMPLE_INDEX, PIXEL_NORM, PIXEL_PATCH) : List.of(SAMPLE_INDEX);
     }
 
-    /** Whether tensor {@code name} is the batch's metadata rather than a model input. */
-    public static boolean isMetadata(String name) { return name.equals(SAMPLE_INDEX) || name.equals(PIXEL_NORM) || name.equals(PIXEL_PATCH); }
+    /**
+     * Whether tensor {@code name} is flagged as metadata in a batch of {@code images} images: the batch's facts always,
+     * and its empty vision inputs ({@code pixel_values} or {@code pixel_values_u8}, {@code image_grid_thw}) when it has no
+     * image, so that no client hands them to {@code forward}.
+     */
+    public static boolean isMetadata(String name, int images) {
+        return name.equals(SAMPLE_INDEX) || name.equals(PIXEL_NORM) || name.equals(PIXEL_PATCH)
+                || images == 0 && (name.equals(PIXEL_VALUES) || name.equals(PIXEL_VALUES_U8) || name.equals(IMAGE_GRID_THW));
+    }
 
-    /** Every tensor name of a batch in {@code format} as laid out: the inputs, then the metadata. */
-    public static List<String> names(PixelFormat format) {
-        var names = new ArrayList<>(inputNames(format));
-        names.addAll(metadataNames(format));
+    /**
+     * Every tensor name of a batch in {@code format} under {@code contract} as laid out: the inputs, then the metadata
+     * (which, in a batch without images, also takes in the vision inputs where they are: {@link #isMetadata}).
+     */
+    public static List<String> names(PixelFormat format, InputContract contract) {
+        var names = new ArrayList<>(inputNames(format, contract));
+        names.addAll(alwaysMetadata(format));
         return List.copyOf(names);
     }
 
@@ -72,19 +106,19 @@ public final class BatchSchema {
     /** Every tensor of a batch of {@code shape}, in order; {@code rowLength} is the model's pixel_values row. */
     public static List<BatchLayout.Spec> specs(BatchShape shape, int rowLength) {
         long b = shape.samples(), len = shape.length();
-        boolean compact = shape.pixelFormat() == PixelFormat.UINT8;
-        var specs = new ArrayList<BatchLayout.Spec>(9);
-        for (String name : names(shape.pixelFormat())) {
+        int images = shape.images();
+        var specs = new ArrayList<BatchLayout.Spec>(10);
+        for (String name : names(shape.pixelFormat(), shape.inputContract())) {
             specs.add(switch (name) {
-                case INPUT_IDS, LABELS, ATTENTION_MASK -> spec(name, Tensor.DType.INT64, b, len);
-                case POSITION_IDS -> spec(name, Tensor.DType.INT64, 3, b, len);
-                case PIXEL_VALUES -> spec(name, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
-                case PIXEL_VALUES_U8 -> spec(name, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
-                case IMAGE_GRID_THW -> spec(name, Tensor.DType.INT64, shape.images(), 3);
-                case SAMPLE_INDEX -> spec(name, Tensor.DType.INT64, b);
-                case PIXEL_NORM -> spec(name, Tensor.DType.FLOAT32, 2, 3);
-                case PIXEL_PATCH -> spec(name, Tensor.DType.INT64, 3);
-                default -> throw new IllegalStateException("no spec for " + name + (compact ? " (compact)" : ""));
+                case INPUT_IDS, LABELS, ATTENTION_MASK, MM_TOKEN_TYPE_IDS -> spec(name, images, Tensor.DType.INT64, b, len);
+                case POSITION_IDS -> spec(name, images, Tensor.DType.INT64, 3, b, len);
+                case PIXEL_VALUES -> spec(name, images, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
+                case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
+                case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
+                case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, b);
+                case PIXEL_NORM -> spec(name, images, Tensor.DType.FLOAT32, 2, 3);
+                case PIXEL_PATCH -> spec(name, images, Tensor.DType.INT64, 3);
+                default -> throw new IllegalStateException("no spec for " + name);
             });
         }
         return specs;
@@ -99,19 +133,21 @@ public final class BatchSchema {
         var tensors = new ArrayList<Tensor>(specs.size());
         for (var spec : specs) {
             long[] shape = spec.shape();
-            tensors.add(switch (spec.name()) {
+            var t = switch (spec.name()) {
                 case INPUT_IDS -> Tensor.of(INPUT_IDS, b.inputIds(), shape);
                 case LABELS -> Tensor.of(LABELS, b.labels(), shape);
                 case ATTENTION_MASK -> Tensor.of(ATTENTION_MASK, b.attentionMask(), shape);
                 case POSITION_IDS -> Tensor.of(POSITION_IDS, b.positionIds(), shape);
+                case MM_TOKEN_TYPE_IDS -> Tensor.of(MM_TOKEN_TYPE_IDS, b.mmTokenTypeIds(), shape);
                 case PIXEL_VALUES -> Tensor.of(PIXEL_VALUES, b.pixelValues(), shape);
                 case PIXEL_VALUES_U8 -> Tensor.of(PIXEL_VALUES_U8, b.pixelsU8(), shape);
                 case IMAGE_GRID_THW -> Tensor.of(IMAGE_GRID_THW, b.imageGridThw(), shape);
-                case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, sampleIndex(b.datasetIndices()), shape).asMetadata();
-                case PIXEL_NORM -> Tensor.of(PIXEL_NORM, CompactPixels.norm(vision), shape).asMetadata();
-                case PIXEL_PATCH -> Tensor.of(PIXEL_PATCH, CompactPixels.patch(vision), shape).asMetadata();
+                case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, sampleIndex(b.datasetIndices()), shape);
+                case PIXEL_NORM -> Tensor.of(PIXEL_NORM, CompactPixels.norm(vision), shape);
+                case PIXEL_PATCH -> Tensor.of(PIXEL_PATCH, CompactPixels.patch(vision), shape);
                 default -> throw new IllegalStateException("no tensor for " + spec.name());
-            });
+            };
+            tensors.add(spec.metadata() ? t.asMetadata() : t);
         }
         var meta = new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, b.samples(), b.scheduled(), b.globalStep(), b.after());
         return new BatchProvider.Prepared(meta, List.copyOf(tensors));
@@ -124,7 +160,7 @@ public final class BatchSchema {
         return index;
     }
 
-    private static BatchLayout.Spec spec(String name, Tensor.DType dtype, long... shape) {
-        return new BatchLayout.Spec(name, dtype, shape, isMetadata(name));
+    private static BatchLayout.Spec spec(String name, int images, Tensor.DType dtype, long... shape) {
+        return new BatchLayout.Spec(name, dtype, shape, isMetadata(name, images));
     }
 }

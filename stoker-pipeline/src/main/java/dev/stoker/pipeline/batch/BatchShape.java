@@ -1,5 +1,7 @@
 package dev.stoker.pipeline.batch;
 
+import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.pipeline.EncodeOptions.InputContract;
 import dev.stoker.pipeline.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.EncodedSample;
 import java.util.List;
@@ -15,19 +17,33 @@ import java.util.List;
  * @param images          rows of {@code image_grid_thw}
  * @param pixelFormat     FLOAT32: {@code pixel_values}; UINT8: {@code pixel_values_u8} of {@code pixelU8Bytes}
  * @param pixelU8Bytes    bytes of the resized u8 pixels of all images (0 in FLOAT32)
+ * @param inputContract   which model inputs the batch carries ({@code mm_token_type_ids} or not) and how it is padded
  */
 public record BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
-                          long pixelU8Bytes) {
-    /** A FLOAT32 layout. */
+                          long pixelU8Bytes, InputContract inputContract) {
+    public BatchShape {
+        java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
+        java.util.Objects.requireNonNull(inputContract, "inputContract");
+    }
+
+    /** A FLOAT32 layout of the default input contract. */
     public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images) {
         this(samples, length, pixelRows, pixelRowLength, images, PixelFormat.FLOAT32, 0);
+    }
+
+    /** A layout of the default input contract. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat, long pixelU8Bytes) {
+        this(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, EncodeOptions.DEFAULT_INPUT_CONTRACT);
     }
 
     /** The layout of a FLOAT32 batch of {@code batch}. */
     public static BatchShape of(List<EncodedSample> batch) { return of(batch, PixelFormat.FLOAT32); }
 
-    /** The layout of a batch of {@code batch} in {@code format}; every sample must have been encoded in it. */
-    public static BatchShape of(List<EncodedSample> batch, PixelFormat format) {
+    /** The layout of a batch of {@code batch} in {@code format}, of the default input contract. */
+    public static BatchShape of(List<EncodedSample> batch, PixelFormat format) { return of(batch, format, EncodeOptions.DEFAULT_INPUT_CONTRACT); }
+
+    /** The layout of a batch of {@code batch} in {@code format} under {@code contract}; every sample must have been encoded in the format. */
+    public static BatchShape of(List<EncodedSample> batch, PixelFormat format, InputContract contract) {
         int length = 0, rowLength = 0, images = 0;
         long rows = 0, u8 = 0;
         for (var s : batch) {
@@ -45,7 +61,12 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
                 rowLength = s.pixelRowLength();
             }
         }
-        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8);
+        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract);
+    }
+
+    /** This shape with {@code length} tokens per sample and the one image of {@code rows} rows and {@code u8Bytes} compact bytes. */
+    BatchShape withOneImage(int length, long rows, int rowLength, long u8Bytes) {
+        return new BatchShape(samples, length, rows, rowLength, 1, pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, inputContract);
     }
 
     /** B·L, the elements of input_ids, labels and attention_mask. */

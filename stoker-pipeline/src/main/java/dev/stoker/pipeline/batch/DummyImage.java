@@ -15,8 +15,10 @@ import java.util.Arrays;
  * {@value #SIDE}×{@value #SIDE} RGB image through the job's own transform (smart_resize within its pixel bounds, its
  * patch, merge and temporal sizes, mean and std), whose tokens — {@code <|vision_start|>}, one {@code <|image_pad|>}
  * per merged patch, {@code <|vision_end|>} — are appended after the first sample's last token with label −100,
- * attention 0 and position 1 in all three M-RoPE rows (what Hugging Face's {@code get_rope_index} leaves at tokens of
- * attention 0, and what Stoker pads with). Its pixels are the batch's only {@code pixel_values} (or
+ * attention 0 and the padding's position in all three M-RoPE rows (what Hugging Face's {@code get_rope_index} leaves at
+ * tokens of attention 0, and what Stoker pads with: 1, or 0 for transformers 5.3 and later,
+ * {@link dev.stoker.pipeline.EncodeOptions.InputContract#positionPad()}); under that contract its image pads are 1 in
+ * {@code mm_token_type_ids}, as the processor marks every image pad. Its pixels are the batch's only {@code pixel_values} (or
  * {@code pixel_values_u8}) and its grid the only {@code image_grid_thw} row.
  *
  * <p>Nothing attends to the dummy tokens and none has a label, so the loss and every other token's inputs are those
@@ -96,9 +98,7 @@ public final class DummyImage {
     /** The shape of {@code shape} (a batch without images) with the dummy: its tokens after the first sample's {@code firstLength}. */
     public BatchShape addTo(BatchShape shape, int firstLength) {
         if (shape.samples() == 0 || shape.images() != 0) throw new IllegalArgumentException("the dummy image goes into a batch of samples without images: " + shape);
-        boolean compact = shape.pixelFormat() == PixelFormat.UINT8;
-        return new BatchShape(shape.samples(), Math.max(shape.length(), firstLength + tokens.length), rows(), rowLength, 1,
-                shape.pixelFormat(), compact ? pixelsU8.length : 0);
+        return shape.withOneImage(Math.max(shape.length(), firstLength + tokens.length), rows(), rowLength, pixelsU8.length);
     }
 
     /** Writes its pixels in {@code format} into {@code dst} at {@code offsetBytes} (little-endian float32, or the u8 bytes). */

@@ -379,14 +379,16 @@ public final class Feeder implements AutoCloseable {
      * {@code --max-images} limit (0) is left out the same way; a limit changes which samples are
      * refused, and so the fingerprint. The text-only policy ALLOW (what every job did before the policy existed) is left
      * out too; DUMMY_IMAGE changes the batches of image-less steps, so it is part of the text and a state saved under
-     * ALLOW does not resume under it (nor the other way round). A model folder's part
+     * ALLOW does not resume under it (nor the other way round). The input contract likewise: the default
+     * (QWEN_VL_FINETUNE, the tensors every job had before {@code --transformers} existed) is left out, another is part
+     * of the text (its batches carry other tensors). A model folder's part
      * ({@link dev.stoker.pipeline.EncodeOptions#model()}: its tokenizer, its template) is appended when there is one; a
      * job without one keeps its fingerprint.
      */
     static String encodingText(dev.stoker.pipeline.EncodeOptions encode) {
         String model = encode.model();
         String text = encode.withModel(null).toString();
-        String noModel = ", model=null]";
+        String noModel = ", inputContract=" + encode.inputContract() + ", model=null]";
         if (!text.endsWith(noModel)) throw new IllegalStateException("unexpected encoding text " + text);
         text = text.substring(0, text.length() - noModel.length()) + "]";
         String textOnly = ", textOnly=" + encode.textOnly() + "]"; // the last component now: take it off, put DUMMY_IMAGE back last
@@ -394,6 +396,8 @@ public final class Feeder implements AutoCloseable {
         String earlier = earlierEncodingText(encode, text.substring(0, text.length() - textOnly.length()) + "]");
         String withPolicy = encode.textOnly() == dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy.ALLOW ? earlier
                 : earlier.substring(0, earlier.length() - 1) + textOnly;
+        if (encode.inputContract() != dev.stoker.pipeline.EncodeOptions.DEFAULT_INPUT_CONTRACT)
+            withPolicy = withPolicy.substring(0, withPolicy.length() - 1) + ", inputContract=" + encode.inputContract() + "]";
         return model == null ? withPolicy : withPolicy + ";model=" + model;
     }
 

@@ -67,6 +67,8 @@ final class StoredBatchWriter implements AutoCloseable {
     /** The name of the pixel tensor: pixel_values, or pixel_values_u8 in the compact wire format. */
     private final String pixelTensor;
     private final dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat;
+    /** Which model inputs a batch carries and how it is padded. */
+    private final dev.stoker.pipeline.EncodeOptions.InputContract contract;
     private final float[] pixelNorm;
     private final long[] pixelPatch;
     /** What a batch without images gets; null: nothing (ALLOW). */
@@ -87,6 +89,7 @@ final class StoredBatchWriter implements AutoCloseable {
         this.compact = encode.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8;
         this.pixelFormat = encode.pixelFormat();
         this.pixelTensor = BatchSchema.pixelTensor(pixelFormat);
+        this.contract = encode.inputContract();
         this.pixelNorm = dev.stoker.image.qwenvl.CompactPixels.norm(encode.vision());
         this.pixelPatch = dev.stoker.image.qwenvl.CompactPixels.patch(encode.vision());
         this.dummy = DummyImage.forPolicy(encode.textOnly(), encode.vision());
@@ -200,11 +203,12 @@ final class StoredBatchWriter implements AutoCloseable {
         var samples = kept.stream().map(SamplePipeline.Ready::sample).toList();
         boolean withDummy = needsDummy(samples);
         var tokens = BatchAssembler.collate(samples.stream().map(s -> new long[][] {s.text().inputIds(), s.text().labels(), s.text().positionIds()}).toList(),
-                withDummy ? dummy.tokens() : null);
+                withDummy ? dummy.tokens() : null, contract.positionPad());
         put(seg, plan.offset(BatchSchema.INPUT_IDS), tokens.inputIds());
         put(seg, plan.offset(BatchSchema.LABELS), tokens.labels());
         put(seg, plan.offset(BatchSchema.ATTENTION_MASK), tokens.attentionMask());
         put(seg, plan.offset(BatchSchema.POSITION_IDS), tokens.positionIds());
+        if (contract.mmTokenTypeIds()) put(seg, plan.offset(BatchSchema.MM_TOKEN_TYPE_IDS), BatchAssembler.mmTokenTypeIds(tokens.inputIds()));
         long gridOffset = plan.offset(BatchSchema.IMAGE_GRID_THW);
         for (var s : samples) {
             long[] grid = s.gridThw();
@@ -296,7 +300,7 @@ final class StoredBatchWriter implements AutoCloseable {
             bytes += s.pixelBytes();
             images += s.images().size();
         }
-        var shape = new BatchShape(b, len, rows, rowLength, images, pixelFormat, compact ? bytes : 0);
+        var shape = new BatchShape(b, len, rows, rowLength, images, pixelFormat, compact ? bytes : 0, contract);
         if (needsDummy(samples)) shape = dummy.addTo(shape, samples.get(0).length());
         return BatchSchema.plan(shape, rowLength);
     }

@@ -2,6 +2,7 @@ package dev.stoker.pipeline.batch;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -127,6 +128,32 @@ class BatchAssemblerTest {
         var expected = DummyImage.of(options.vision());
         assertArrayEquals(format == PixelFormat.UINT8 ? new float[0] : expected.pixelValues(), dummy.pixelValues());
         if (format == PixelFormat.UINT8) assertArrayEquals(expected.pixelsU8(), dummy.pixelsU8());
+    }
+
+    /**
+     * transformers 5.3 and later (docs/model-inputs.md §7): the dummy batch above with position_ids padded with 0, the
+     * dummy's tokens included, and mm_token_type_ids after position_ids, 1 at every image pad (the dummy's too), spelled out.
+     */
+    @Test
+    void underTransformers53PaddingPositionsAreZeroAndImagePadsAreTypeOne() {
+        var options = OPTIONS.withInputContract(EncodeOptions.InputContract.TRANSFORMERS_5_3);
+        var samples = List.of(text("t0", new long[] {10, 11, 12}, new long[] {I, I, 12}, 0, PixelFormat.FLOAT32),
+                text("t1", new long[] {20, 21, 22, P, 24}, new long[] {I, I, 22, I, 24}, 100, PixelFormat.FLOAT32));
+        var b = new BatchAssembler(options).assemble(scheduled(2), new int[] {7, 3}, samples, List.of());
+        assertArrayEquals(new long[] {10, 11, 12, VS, IP, IP, IP, IP, VE, 20, 21, 22, P, 24, P, P, P, P}, b.inputIds());
+        assertArrayEquals(new long[] {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, b.mmTokenTypeIds());
+        assertArrayEquals(new long[] {
+                0, 1, 2, 0, 0, 0, 0, 0, 0, 100, 101, 102, 103, 104, 0, 0, 0, 0,
+                10, 11, 12, 0, 0, 0, 0, 0, 0, 110, 111, 112, 113, 114, 0, 0, 0, 0,
+                20, 21, 22, 0, 0, 0, 0, 0, 0, 120, 121, 122, 123, 124, 0, 0, 0, 0}, b.positionIds());
+        var laid = BatchSchema.tensors(b, 1, options.vision()).tensors();
+        assertEquals(List.of("input_ids", "labels", "attention_mask", "position_ids", "mm_token_type_ids", "pixel_values", "image_grid_thw",
+                "sample_index"), laid.stream().map(dev.stoker.core.batch.Tensor::name).toList());
+        assertArrayEquals(b.mmTokenTypeIds(), laid.get(4).toLongs());
+        assertEquals(BatchSchema.plan(b.shape(), options.vision().rowLength()).totalBytes(), b.sizeBytes(), "the shape plans mm_token_type_ids");
+        assertTrue(b.sizeBytes() > new BatchAssembler(OPTIONS).assemble(scheduled(2), new int[] {7, 3}, samples, List.of()).sizeBytes());
+        assertNull(new BatchAssembler(OPTIONS).assemble(scheduled(2), new int[] {7, 3}, samples, List.of()).mmTokenTypeIds(),
+                "none under the official contract");
     }
 
     @ParameterizedTest

@@ -111,7 +111,7 @@ class CompactFeedTest {
         long rows = 0;
         for (int i = 0; i < grid.length; i += 3) rows += grid[i] * grid[i + 1] * grid[i + 2];
         var layout = new dev.stoker.pipeline.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
-                rows == 0 ? 0 : cfg.rowLength(), grid.length / 3, PixelFormat.UINT8, u8.data().byteSize());
+                rows == 0 ? 0 : cfg.rowLength(), grid.length / 3, PixelFormat.UINT8, u8.data().byteSize(), ZeroCopyFeederTest.contractOf(b));
         var heap = new Batch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.scheduled(), s.sampleIds(), s.datasetIndices(),
                 s.skippedSamples(), layout, b.tensor("input_ids").toLongs(), b.tensor("labels").toLongs(),
                 b.tensor("attention_mask").toLongs(), b.tensor("position_ids").toLongs(), new float[0], grid, u8.toBytes());

@@ -90,7 +90,9 @@ class TextOnlyFeedTest {
                 for (int r = 0; r < RANKS; r++) {
                     StoredBatch b = feeder.storedRank(r).next().get(60, TimeUnit.SECONDS);
                     var laid = BatchLayout.read(b.object().segment());
-                    assertEquals(BatchSchema.inputNames(format), laid.inputs().stream().map(Tensor::name).toList(), "the model inputs");
+                    int images = (int) laid.tensor(BatchSchema.IMAGE_GRID_THW).shape()[0];
+                    assertEquals(BatchSchema.inputNames(format, config.encode().inputContract(), images),
+                            laid.inputs().stream().map(Tensor::name).toList(), "the model inputs");
                     assertArrayEquals(Arrays.stream(b.datasetIndices()).asLongStream().toArray(), laid.sampleIndex(), "sample_index, metadata");
                     out.add(format == PixelFormat.UINT8 ? CompactFeedTest.toHeapCompact(b) : ZeroCopyFeederTest.toHeap(b));
                     b.release();

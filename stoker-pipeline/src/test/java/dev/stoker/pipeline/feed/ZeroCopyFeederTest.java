@@ -1,10 +1,14 @@
 package dev.stoker.pipeline.feed;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.pipeline.EncodeOptions.InputContract;
+import dev.stoker.pipeline.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.BatchAssembler;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
@@ -43,11 +47,22 @@ class ZeroCopyFeederTest {
         var pixels = b.tensor("pixel_values");
         long rows = pixels.shape()[0];
         var layout = new dev.stoker.pipeline.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
-                rows == 0 ? 0 : (int) pixels.shape()[1], (int) b.tensor("image_grid_thw").shape()[0]);
+                rows == 0 ? 0 : (int) pixels.shape()[1], (int) b.tensor("image_grid_thw").shape()[0], PixelFormat.FLOAT32, 0, contractOf(b));
         return new Batch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.scheduled(), s.sampleIds(), s.datasetIndices(),
                 s.skippedSamples(), layout, b.tensor("input_ids").toLongs(), b.tensor("labels").toLongs(),
                 b.tensor("attention_mask").toLongs(), b.tensor("position_ids").toLongs(), pixels.toFloats(),
                 b.tensor("image_grid_thw").toLongs());
+    }
+
+    /**
+     * The input contract a batch read back was written under: the one that carries {@code mm_token_type_ids} when it has
+     * them, which must then be what {@link dev.stoker.pipeline.batch.BatchAssembler#mmTokenTypeIds} makes of its input_ids.
+     */
+    static InputContract contractOf(BatchLayout.Batch b) {
+        if (b.tensors().stream().noneMatch(t -> t.name().equals("mm_token_type_ids"))) return InputContract.QWEN_VL_FINETUNE;
+        assertArrayEquals(BatchAssembler.mmTokenTypeIds(b.tensor("input_ids").toLongs()), b.tensor("mm_token_type_ids").toLongs(),
+                "mm_token_type_ids written in place");
+        return InputContract.TRANSFORMERS_5_3;
     }
 
     static List<Batch> runZeroCopy(FeedConfig config, FeedSource source, ShmObjectStore store, int steps) throws Exception {
