@@ -67,7 +67,7 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         Npy.writeInt64(out.resolve("labels.npy"), s.labels(), n);
         Npy.writeInt64(out.resolve("attention_mask.npy"), s.attentionMask(), n);
         Npy.writeInt64(out.resolve("position_ids.npy"), s.positionIds(), 3, n);
-        Npy.writeFloat32(out.resolve("pixel_values.npy"), s.pixelValues(), s.pixelRows(), s.pixelRows() == 0 ? 0 : s.pixelRowLength());
+        Npy.writeFloat32(out.resolve("pixel_values.npy"), s.pixelValues(), s.pixelRows(), s.pixelRowLength()); // (0, 1176) without images, as a batch
         Npy.writeInt64(out.resolve("image_grid_thw.npy"), s.imageGridThw(), s.images(), 3);
     }
 }

@@ -118,6 +118,20 @@ class ModelCliTest {
                 notQwen.err());
     }
 
+    /** A sample without images: pixel_values has no rows but the model's row width, as in a batch. */
+    @Test
+    void aTextOnlySampleHasNoPixelRowsOfTheModelsWidth() throws Exception {
+        Path sample = Files.writeString(tmp.resolve("text.json"), """
+                {"id": "t1", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello."}]}""");
+        for (String family : List.of("qwen2.5-vl", "qwen3-vl")) {
+            var r = CliRunner.run("encode", "--processor", family, "--sample", sample.toString(), "--out", tmp.resolve(family).toString());
+            assertEquals(0, r.status(), r.err());
+            assertArrayEquals(new long[] {0, family.equals("qwen3-vl") ? 1536 : 1176},
+                    dev.stoker.core.Npy.read(tmp.resolve(family).resolve("pixel_values.npy")).shape());
+            assertArrayEquals(new long[] {0, 3}, dev.stoker.core.Npy.read(tmp.resolve(family).resolve("image_grid_thw.npy")).shape());
+        }
+    }
+
     @Test
     void printConfigShowsWhatCameFromTheModel() throws Exception {
         Path dir = ModelFolders.write(tmp.resolve("model"), "qwen3-vl");
