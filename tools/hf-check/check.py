@@ -280,7 +280,7 @@ def parity_tables(results, lines, failures):
     lines.append("Slow processor (`use_fast=False`): bit for bit. Counts are cases that agree / cases compared; "
                  "`mm_token_type_ids` is the processor's against the §3 rule applied to Stoker's `input_ids`.\n")
     lines.append("| transformers | family | template | cases pass | text | input_ids | attention_mask | pixel_values (bit) | "
-                 "image_grid_thw | mm_token_type_ids | both refuse | R1 on the sample |")
+                 "image_grid_thw | mm_token_type_ids | Stoker refused | R1 on the sample |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     fast_rows = []
     for ver, r in results:
@@ -498,7 +498,7 @@ TOLERANCE = 1e-5
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("venv_python", nargs="+", help="python of an environment with transformers (make_venvs.sh)")
+    ap.add_argument("venv_python", nargs="*", help="python of an environment with transformers (make_venvs.sh)")
     ap.add_argument("--work", help="work folder (default: a new temporary one, kept)")
     ap.add_argument("--stoker", default=os.path.join(ROOT, "stoker"), help="the launcher (default: this tree's)")
     ap.add_argument("--variants", default="builtin,model",
@@ -508,7 +508,15 @@ def main():
     ap.add_argument("--skip-parity", action="store_true")
     ap.add_argument("--skip-serve", action="store_true")
     ap.add_argument("--families", default=",".join(model_folders.FAMILIES))
+    ap.add_argument("--report-only", action="store_true", help="rewrite WORK/report.md from WORK/results.json")
     a = ap.parse_args()
+    if a.report_only:
+        if not a.work:
+            ap.error("--report-only needs --work")
+        saved = json.load(open(os.path.join(a.work, "results.json")))
+        return report(a.work, saved["meta"], list(saved["parity"].items()), list(saved["serve"].items()))
+    if not a.venv_python:
+        ap.error("give the python of at least one environment with transformers (make_venvs.sh)")
     t_start = time.time()
     work = os.path.abspath(a.work or tempfile.mkdtemp(prefix="stoker-hf-check-"))
     os.makedirs(work, exist_ok=True)
@@ -547,16 +555,26 @@ def main():
             print(f"serve {ver}: {r.get('seconds')} s {r.get('error', '')}", flush=True)
             serve.append((ver, r))
 
+    meta = {"started": datetime.datetime.fromtimestamp(t_start).astimezone().isoformat(timespec="seconds"),
+            "host": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "seconds": round(time.time() - t_start), "samples": len(cases), "families": families,
+            "variants": variants, "encode": enc}
+    return report(work, meta, parity, serve)
+
+
+def report(work, meta, parity, serve):
     failures = []
-    lines = [f"Run {datetime.datetime.now().astimezone().isoformat(timespec='seconds')} on {platform.node()} "
-             f"({platform.platform()}, {os.cpu_count()} CPUs), {round(time.time() - t_start)} s; "
-             f"{len(cases)} samples × {len(families)} families × {len(variants)} template modes"
-             + (f"; {enc['encodes']} encodes in {enc['seconds']} s" if enc else "") + ".\n"]
+    enc = meta.get("encode")
+    lines = [f"Run {meta['started']} on {meta['host']} ({meta['platform']}, {meta['cpus']} CPUs), {meta['seconds']} s; "
+             f"{meta['samples']} samples × {len(meta['families'])} families × {len(meta['variants'])} template modes"
+             + (f"; {enc['encodes']} encodes ({enc['failed']} refused) in {enc['seconds']} s" if enc else "") + ".\n"]
     env = [r for _, r in parity + serve if "torch" in r]
     if env:
-        seen = sorted({(r["transformers"], r["torch"], r.get("pillow", "")) for r in env})
+        seen = {}
+        for r in env:
+            seen[(r["transformers"], r["torch"])] = r.get("pillow") or seen.get((r["transformers"], r["torch"]))
         lines.append("Environments: " + "; ".join(f"transformers {t}, torch {to}" + (f", Pillow {p}" if p else "")
-                                                  for t, to, p in seen) + ".\n")
+                                                  for (t, to), p in sorted(seen.items())) + ".\n")
     if parity:
         parity_tables(parity, lines, failures)
         procs = [(ver, r["processors"]) for ver, r in parity if "processors" in r]
@@ -567,11 +585,11 @@ def main():
         serve_tables(serve, lines, failures)
     lines.append("### Failures\n")
     lines += [f"- {f}" for f in failures] or ["None."]
-    report = "\n".join(lines) + "\n"
-    open(os.path.join(work, "report.md"), "w").write(report)
-    json.dump({"parity": dict(parity), "serve": dict(serve), "encode": enc, "failures": failures},
+    text = "\n".join(lines) + "\n"
+    open(os.path.join(work, "report.md"), "w").write(text)
+    json.dump({"meta": meta, "parity": dict(parity), "serve": dict(serve), "failures": failures},
               open(os.path.join(work, "results.json"), "w"), indent=1)
-    print(report)
+    print(text)
     print(f"report: {os.path.join(work, 'report.md')}; raw results: {os.path.join(work, 'results.json')}")
     return 1 if failures else 0
 

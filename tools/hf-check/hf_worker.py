@@ -410,7 +410,8 @@ def serve_check(work, out_path):
     sys.path.insert(0, os.path.join(plan["root"], "clients", "python"))
     sock_dir = os.path.join(work, "sock")
     os.makedirs(sock_dir, exist_ok=True)
-    res = {"transformers": transformers.__version__, "torch": torch.__version__, "families": {}}
+    import PIL
+    res = {"transformers": transformers.__version__, "torch": torch.__version__, "pillow": PIL.__version__, "families": {}}
     for family in plan["families"]:
         fam = res["families"][family] = {"modes": {}}
         model = tiny_model(family)
