@@ -267,6 +267,11 @@ def yes(n, total):
     return f"{n}/{total}" + ("" if n == total else " ✗")
 
 
+def code(msg):
+    """An error message as inline code in a table cell (its own backticks would end the span)."""
+    return "`" + str(msg).replace("`", "'").replace("|", "/") + "`"
+
+
 def fmt(x):
     if x is None:
         return "–"
@@ -407,7 +412,7 @@ def serve_tables(results, lines, failures):
                 run_txt = yes(len(ran), len(bs))
                 if crashed:
                     run_txt += "; " + "; ".join(
-                        f"{b['kind']} batch {b['sample_index']} raised `{b['forward_error']}`"
+                        f"{b['kind']} batch {b['sample_index']} raised {code(b['forward_error'])}"
                         + (f", without the empty pixel keys loss {b['loss_without_empty_pixel_keys']:.6f}"
                            if "loss_without_empty_pixel_keys" in b else "") for b in crashed)
                 lines.append(
@@ -458,13 +463,13 @@ def serve_tables(results, lines, failures):
             if "R9" in ex:
                 e = ex["R9"]
                 extra_rows.append(f"| {ver} | {family} | R9: no `position_ids`, no `mm_token_type_ids` | "
-                                  + (f"raised `{e['error']}`" if e["outcome"] == "raised" else
+                                  + (f"raised {code(e['error'])}" if e["outcome"] == "raised" else
                                      f"ran: loss {e['loss']:.6f} vs {e['loss_explicit']:.6f}, logits max abs diff {e['logits_max_abs_diff']:.3g}")
                                   + " |")
             if "R11" in ex:
                 e = ex["R11"]
                 extra_rows.append(f"| {ver} | {family} | R11: B=1, 3 rows, `attention_mask=None`, `use_cache=False` | "
-                                  + (f"error `{e['error']}`" if "error" in e else
+                                  + (f"error {code(e['error'])}" if "error" in e else
                                      f"loss {e['loss_with_mask']:.6f} with the mask, {e['loss_mask_none_use_cache_false']:.6f} "
                                      f"without ({'differs' if e['mask_none_differs'] else 'same'}); 4 rows without the mask "
                                      f"{e['loss_4rows_mask_none']:.6f} ({'matches' if e['four_rows_matches'] else 'differs'})")
