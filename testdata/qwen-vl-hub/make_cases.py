@@ -28,6 +28,34 @@ import ref_qwenvl as ref  # noqa: E402
 
 SETTINGS = {"qwen2_5vl": "qwen2_5vl_hub", "qwen3vl": "qwen3vl_hub"}
 
+# The image that older transformers refused (a side under the factor), at the shared vectors' settings too: their
+# expected error is what the spec's older code did, and these outputs are what current releases give instead.
+EXTRA_SETTINGS = {"p02_tiny_20x30": ["qwen2vl_p14", "qwen3vl_p16"]}
+
+
+def current_smart_resize(height, width, factor=28, min_pixels=56 * 56, max_pixels=14 * 14 * 4 * 1280):
+    """smart_resize as transformers 4.57.6 and 5.18.0 have it (models/qwen2_vl/image_processing_qwen2_vl.py and
+    image_processing_pil_qwen2_vl.py): no check of a side under the factor (an image that small is resized up to
+    min_pixels), and the shrinking branch keeps each side at least one factor. The reference implementation follows
+    the older code, which raised for a side under the factor; every other image resizes the same under both."""
+    import math
+    if max(height, width) / min(height, width) > 200:
+        raise ref.SmartResizeError(f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}")
+    h_bar = ref.py_round(height / factor) * factor
+    w_bar = ref.py_round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+ref.smart_resize = current_smart_resize
+
 
 def image_path(name):
     for d in (os.path.join(HERE, "images"), os.path.join(ROOT, "testdata", "qwen-vl", "images"), os.path.join(ROOT, "assets", "photos")):
@@ -63,15 +91,16 @@ CHATS = [
 
 def main():
     tok = ref.QwenTokenizer()
-    out = {"generator": "make_cases.py + ../shared/reference/ref_qwenvl.py (numpy %s)" % np.__version__,
+    out = {"generator": "make_cases.py + ../shared/reference/ref_qwenvl.py (numpy %s), smart_resize as transformers "
+                        "4.57.6 and 5.18.0 have it" % np.__version__,
            "semantics": "as ../qwen-vl: HF Qwen2VLImageProcessor slow/PIL path, PIL.Image.open without EXIF transpose",
-           "settings": {s: ref.SETTINGS[s] for s in SETTINGS.values()},
+           "settings": {s: ref.SETTINGS[s] for s in list(SETTINGS.values()) + ["qwen2vl_p14", "qwen3vl_p16"]},
            "digest": "sha256 of the raw little-endian bytes of each array in C order",
            "image_cases": [], "chat_cases": []}
     cache = {}
     for name in IMAGES:
         case = {"id": name, "file": os.path.relpath(image_path(name), ROOT), "outputs": {}}
-        for setting in SETTINGS.values():
+        for setting in list(SETTINGS.values()) + EXTRA_SETTINGS.get(name, []):
             try:
                 pv, thw = ref.preprocess_image(image_path(name), setting)
             except ref.SmartResizeError as e:  # a side under the factor: the processor's own error

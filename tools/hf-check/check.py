@@ -121,7 +121,8 @@ def exif_cases():
 
 
 def refusal_cases():
-    """An image under the resize factor: the processor raises (smart_resize), Stoker must refuse it too."""
+    """An image under the resize factor: older processors raised (smart_resize); 4.57.6 and 5.18.0 resize it up, and so
+    does Stoker since the first run of this check found the difference. Whatever each side does is compared."""
     return [("rf_p02_tiny_20x30", [user(img("p02_tiny_20x30"), txt("What is this?")), assistant("Too small to tell.")],
              {"p02_tiny_20x30": os.path.join(QWEN_VL, "images", "p02_tiny_20x30.png")}, "ignore")]
 

@@ -92,11 +92,6 @@ class BadInputCliTest {
         assertInvalid(r, photo.toString(), "exceeds");
     }
 
-    @Test
-    void tooSmallForSmartResize() {
-        Path f = Vectors.get().inputImage("p02_tiny_20x30");
-        assertInvalid(preprocess(f), f.toString(), "must be larger than factor:28");
-    }
 
     @Test
     void aspectRatioOver200() throws IOException {

@@ -56,11 +56,12 @@ class ConformanceCliTest {
         args.addAll(List.of("--exif", "ignore", "--image", V.inputImage(caseId).toString(), "--out", out.toString()));
         var r = CliRunner.run(args.toArray(String[]::new));
         if (expected.has("expected_error")) {
-            assertEquals(2, r.status(), r.err());
-            assertEquals(1, r.err().strip().lines().count(), "one line on stderr: " + r.err());
-            assertTrue(r.err().contains(V.inputImage(caseId).toString()), "names the file: " + r.err());
-            assertTrue(r.err().contains("must be larger than factor"), r.err());
-            return;
+            // The vectors expect the error older transformers raised for a side under the factor; current releases
+            // (4.57.6, 5.18.0) resize such an image up, as Stoker does: testdata/qwen-vl-hub has those outputs.
+            assertTrue(expected.get("expected_error").asText().contains("must be larger than factor"), expected.toString());
+            expected = new ObjectMapper().readTree(Vectors.projectDir().resolve("testdata/qwen-vl-hub/manifest.json").toFile())
+                    .get("image_cases").valueStream().filter(c -> c.get("id").asText().equals(caseId)).findFirst().orElseThrow()
+                    .get("outputs").get(setting);
         }
         assertEquals(0, r.status(), r.err());
         var pv = Npy.read(out.resolve("pixel_values.npy"));

@@ -9,7 +9,12 @@ import dev.stoker.core.VisionConfig;
  *
  * <p>Bit-identical to Python: {@code round()} is half-to-even ({@link Math#rint}), divisions keep
  * Python's left-to-right order ({@code h / beta / factor}), areas are computed in {@code long}.
- * Upstream returns 0 for an extreme but allowed aspect ratio in the floor branch; here that is an error.
+ *
+ * <p>As the current releases have it ({@code image_processing_qwen2_vl.py} in transformers 4.57.6 and
+ * {@code image_processing_pil_qwen2_vl.py} in 5.18.0, checked by tools/hf-check): an image with a side
+ * under the factor is not refused but resized up to {@code min_pixels} (the spec quotes older code,
+ * which raised "height:… or width:… must be larger than factor:…"), and the shrinking branch keeps each
+ * side at least one factor. Only an aspect ratio over {@link #MAX_ASPECT_RATIO} is refused.
  *
  * <p>Threading: stateless.
  */
@@ -22,13 +27,12 @@ public final class SmartResize {
     /**
      * Returns {@code {resizedHeight, resizedWidth}} for a decoded image of {@code height × width} pixels.
      *
-     * @throws SampleException (stage TRANSFORM, no sample id) when the image is smaller than the factor,
-     *                         too elongated, or would resize to an empty or oversized image
+     * @throws SampleException (stage TRANSFORM, no sample id) when the image is too elongated, or would
+     *                         resize to an image larger than a Java array holds
      */
     public static int[] compute(int height, int width, VisionConfig cfg) {
         int factor = cfg.factor();
-        if (height < factor || width < factor)
-            throw error("height:" + height + " or width:" + width + " must be larger than factor:" + factor);
+        if (height <= 0 || width <= 0) throw error("height:" + height + " or width:" + width + " is not a positive size");
         if ((double) Math.max(height, width) / Math.min(height, width) > MAX_ASPECT_RATIO)
             throw error("absolute aspect ratio must be smaller than " + MAX_ASPECT_RATIO + ", got "
                     + (double) Math.max(height, width) / Math.min(height, width));
@@ -37,8 +41,8 @@ public final class SmartResize {
         long area = (long) height * width;
         if (hBar * wBar > cfg.maxPixels()) {
             double beta = Math.sqrt((double) area / cfg.maxPixels());
-            hBar = (long) Math.floor(height / beta / factor) * factor;
-            wBar = (long) Math.floor(width / beta / factor) * factor;
+            hBar = Math.max(factor, (long) Math.floor(height / beta / factor) * factor);
+            wBar = Math.max(factor, (long) Math.floor(width / beta / factor) * factor);
         } else if (hBar * wBar < cfg.minPixels()) {
             double beta = Math.sqrt((double) cfg.minPixels() / area);
             hBar = (long) Math.ceil(height * beta / factor) * factor;

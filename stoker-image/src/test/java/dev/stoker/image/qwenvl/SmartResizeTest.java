@@ -34,14 +34,19 @@ class SmartResizeTest {
         assertArrayEquals(new int[] {224, 224}, SmartResize.compute(210, 210, QWEN2));
     }
 
+    /**
+     * An image with a side under the factor is resized up to min_pixels, as transformers 4.57.6 and 5.18.0 do (values
+     * from their {@code smart_resize}); older releases, which the spec quotes, raised "must be larger than factor".
+     */
     @Test
-    void tooSmallHasTheTransformersMessage() {
-        var e = assertThrows(SampleException.class, () -> SmartResize.compute(30, 20, QWEN2));
-        assertEquals("height:30 or width:20 must be larger than factor:28", e.getMessage());
+    void aSideUnderTheFactorIsResizedUpAsCurrentTransformersDo() {
+        assertArrayEquals(new int[] {84, 56}, SmartResize.compute(30, 20, QWEN2));
+        assertArrayEquals(new int[] {96, 64}, SmartResize.compute(30, 20, QWEN3));
+        assertArrayEquals(new int[] {56, 56}, SmartResize.compute(5, 5, QWEN2));
+        assertArrayEquals(new int[] {28, 700}, SmartResize.compute(1, 150, QWEN2));
+        var e = assertThrows(SampleException.class, () -> SmartResize.compute(0, 20, QWEN2));
         assertEquals(SampleException.Stage.TRANSFORM, e.stage());
         assertNull(e.sampleId());
-        assertEquals("height:30 or width:20 must be larger than factor:32",
-                assertThrows(SampleException.class, () -> SmartResize.compute(30, 20, QWEN3)).getMessage());
     }
 
     @Test
@@ -53,12 +58,11 @@ class SmartResizeTest {
         assertEquals(5600, hw[1]);
     }
 
+    /** The shrinking branch keeps each side at least one factor, as transformers 4.57.6 and 5.18.0 do (older code gave 0). */
     @Test
-    void floorBranchThatWouldGiveAnEmptyImageIsAnError() {
-        // upstream returns h_bar = 0 here: beta = sqrt(28*5600/3136) = 7.07, floor(28/7.07/28) = 0
+    void theShrinkingBranchKeepsASideOfOneFactor() {
         var tight = QWEN2.withPixels(3136, 3136);
-        var e = assertThrows(SampleException.class, () -> SmartResize.compute(28, 5600, tight));
-        assertTrue(e.getMessage().contains("resizes to 0x"), e.getMessage());
+        assertArrayEquals(new int[] {28, 784}, SmartResize.compute(28, 5600, tight));
     }
 
     @Test

@@ -277,7 +277,7 @@ class BadInputFeedTest {
     void aFeedAboveTheErrorRateFailsWithTheRateAndOneBelowItRuns() throws Exception {
         // 200 samples, 2 ranks × 5: 20 steps an epoch; every tenth sample bad (10%), limit 5%
         var bad = new HashMap<Integer, Kind>();
-        var kinds = List.of(Kind.MISSING, Kind.TEXT_NAMED_JPG, Kind.BAD_JSON, Kind.TOO_SMALL);
+        var kinds = List.of(Kind.MISSING, Kind.TEXT_NAMED_JPG, Kind.BAD_JSON, Kind.TOO_ELONGATED);
         for (int i = 0; i < 20; i++) bad.put(10 * i + 3, kinds.get(i % kinds.size()));
         Path manifest = BadSamples.write(tmp.resolve("over"), 200, bad, false);
         var cfg = config(FeedMode.PREFETCH, 2, 5).withErrorPolicy(ErrorPolicy.SKIP, 0.05);

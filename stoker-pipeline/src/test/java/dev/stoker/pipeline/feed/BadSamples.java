@@ -35,7 +35,6 @@ final class BadSamples {
         TIFF(Stage.DECODE, "unsupported format: tiff"),
         EMPTY_FILE(Stage.DECODE, "empty file"),
         DECOMPRESSION_BOMB(Stage.DECODE, "exceeds the limit"),
-        TOO_SMALL(Stage.TRANSFORM, "must be larger than factor:28"),
         TOO_ELONGATED(Stage.TRANSFORM, "aspect ratio must be smaller than 200"),
         BAD_JSON(Stage.MANIFEST, "malformed json"),
         MISSING_CONVERSATIONS(Stage.MANIFEST, "missing field 'conversations'"),
@@ -97,7 +96,6 @@ final class BadSamples {
         Files.copy(fixtures.resolve("bad_huge_header.png"), images.resolve("bomb.png"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         Files.writeString(images.resolve("notes.jpg"), "this is not an image\n");
         Files.write(images.resolve("empty.jpg"), new byte[0]);
-        Files.write(images.resolve("tiny.png"), png(5, 5));
         Files.write(images.resolve("strip.png"), png(6000, 29));
         if (bad.containsValue(Kind.SYMLINK_ESCAPE)) {
             if (!symlinks) throw new IllegalArgumentException("no symlinks in this data set");
@@ -133,7 +131,6 @@ final class BadSamples {
             case TIFF -> image(id, "images/scan.tif", ask, answer);
             case EMPTY_FILE -> image(id, "images/empty.jpg", ask, answer);
             case DECOMPRESSION_BOMB -> image(id, "images/bomb.png", ask, answer);
-            case TOO_SMALL -> image(id, "images/tiny.png", ask, answer);
             case TOO_ELONGATED -> image(id, "images/strip.png", ask, answer);
             case BAD_JSON -> ("{" + id + "\"conversations\": [{\"from\": \"human\", \"value\": \"" + ask + "\"}").getBytes(StandardCharsets.UTF_8);
             case MISSING_CONVERSATIONS -> ("{" + id + "\"image\": \"images/p08_exact_448x448.png\"}").getBytes(StandardCharsets.UTF_8);
