@@ -329,7 +329,9 @@ def start_serve(plan, family, mode, sock_dir, log_path):
            "--data", plan["serve"]["data"], "--ranks", "1", "--batch", str(plan["serve"]["batch"]),
            "--steps", str(plan["serve"]["steps"]), "--max-pixels", str(plan["serve"]["max_pixels"]),
            "--text-only", mode, "--socket", sock, "--job", "hfcheck", "--threads", "2",
-           "--shm-budget", "2G", "--max-seq-len", "2048", "--warm-up-ms", "0", "--exif", "ignore"] + plan["serve"].get("extra", [])
+           "--shm-budget", "2G", "--max-seq-len", "2048", "--warm-up-ms", "0", "--exif", "ignore",
+           # the release this environment runs: from 5.3 Stoker adds mm_token_type_ids and pads positions with 0
+           "--transformers", transformers.__version__] + plan["serve"].get("extra", [])
     out = open(log_path, "w")
     p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     out.close()  # the child has its own descriptor
@@ -446,6 +448,8 @@ def batch_checks(model, eager, b, mode):
     r["kind"] = ("images" if r["image_tokens_attended"] else
                  "dummy-image" if r["image_pad_tokens"] else "text-only")
     r["sample_index_in_inputs"] = "sample_index" in x
+    if "mm_token_type_ids" in x:  # R3 on a served batch: Stoker's tensor against the §3 rule on its own input_ids
+        r["mm_token_type_ids_is_rule"] = bool(np.array_equal(x["mm_token_type_ids"].numpy(), mm_rule(x["input_ids"].numpy())))
     # R10 / R5: the dict as the client yields it, straight into forward
     try:
         out = forward(model, x)
@@ -479,7 +483,7 @@ def batch_checks(model, eager, b, mode):
             try:
                 with_pos = ref_logits if m is model else forward(m, x).logits
                 y = {k: v for k, v in x.items() if k != "position_ids"}
-                if MM_TOKEN_TYPES:
+                if MM_TOKEN_TYPES and "mm_token_type_ids" not in y:  # Stoker's own where it sent one (R12), else the rule's
                     y["mm_token_type_ids"] = torch.from_numpy(mm_rule(x["input_ids"].numpy()))
                 without = forward(m, y).logits
                 mask = am.bool()
