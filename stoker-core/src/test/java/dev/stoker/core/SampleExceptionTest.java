@@ -5,8 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** A sample's error: its kind (error or filtered) and the class of its cause, which counts are grouped by. */
+@Timeout(60)
 class SampleExceptionTest {
     @Test
     void theReasonIsTheMessageWithoutItsDetailPathsAndNumbers() {

@@ -7,8 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.pipeline.EncodeOptions.InputContract;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** Versions are read strictly and written back as given; MAJOR.MINOR alone chooses the contract, 5.3 its boundary. */
+@Timeout(60)
 class TransformersVersionTest {
     @Test
     void parsesStrictlyAndWritesBackAsGiven() {
