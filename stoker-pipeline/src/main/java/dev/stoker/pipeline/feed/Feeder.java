@@ -385,30 +385,21 @@ public final class Feeder implements AutoCloseable {
      * ({@link dev.stoker.pipeline.EncodeOptions#model()}: its tokenizer, its template) is appended when there is one; a
      * job without one keeps its fingerprint.
      */
-    static String encodingText(dev.stoker.pipeline.EncodeOptions encode) {
-        String model = encode.model();
-        String text = encode.withModel(null).toString();
-        String noModel = ", inputContract=" + encode.inputContract() + ", model=null]";
-        if (!text.endsWith(noModel)) throw new IllegalStateException("unexpected encoding text " + text);
-        text = text.substring(0, text.length() - noModel.length()) + "]";
-        String textOnly = ", textOnly=" + encode.textOnly() + "]"; // the last component now: take it off, put DUMMY_IMAGE back last
-        if (!text.endsWith(textOnly)) throw new IllegalStateException("unexpected encoding text " + text);
-        String earlier = earlierEncodingText(encode, text.substring(0, text.length() - textOnly.length()) + "]");
-        String withPolicy = encode.textOnly() == dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy.ALLOW ? earlier
-                : earlier.substring(0, earlier.length() - 1) + textOnly;
-        if (encode.inputContract() != dev.stoker.pipeline.EncodeOptions.DEFAULT_INPUT_CONTRACT)
-            withPolicy = withPolicy.substring(0, withPolicy.length() - 1) + ", inputContract=" + encode.inputContract() + "]";
-        return model == null ? withPolicy : withPolicy + ";model=" + model;
-    }
-
-    /** The text of {@code encode} without its text-only policy and model ({@code text}), as jobs hashed it before either existed. */
-    private static String earlierEncodingText(dev.stoker.pipeline.EncodeOptions encode, String text) {
-        String noImageLimit = ", maxImages=0]"; // the default, which every job had before the limit existed
-        if (text.endsWith(noImageLimit)) text = text.substring(0, text.length() - noImageLimit.length()) + "]";
-        String float32 = ", pixelFormat=" + dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 + "]";
-        if (encode.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 && text.endsWith(float32))
-            return text.substring(0, text.length() - float32.length()) + "]";
-        return text;
+    static String encodingText(dev.stoker.pipeline.EncodeOptions e) {
+        var text = new StringBuilder("EncodeOptions[preset=").append(e.preset()).append(", vision=").append(e.vision())
+                .append(", exif=").append(e.exif()).append(", decodeScale=").append(e.decodeScale()).append(", maxSourcePixels=")
+                .append(e.maxSourcePixels()).append(", maxSequenceLength=").append(e.maxSequenceLength()).append(", truncation=")
+                .append(e.truncation());
+        // each setting added later is written only where it differs from what every job had before it existed
+        if (e.pixelFormat() != dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 || e.maxImages() != 0)
+            text.append(", pixelFormat=").append(e.pixelFormat());
+        if (e.maxImages() != 0) text.append(", maxImages=").append(e.maxImages());
+        if (e.textOnly() != dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy.ALLOW) text.append(", textOnly=").append(e.textOnly());
+        if (e.inputContract() != dev.stoker.pipeline.EncodeOptions.DEFAULT_INPUT_CONTRACT)
+            text.append(", inputContract=").append(e.inputContract());
+        text.append(']');
+        if (e.model() != null) text.append(";model=").append(e.model());
+        return text.toString();
     }
 
     public SampleSchedule schedule() { return schedule; }

@@ -177,6 +177,13 @@ class CompactFeedTest {
         // the dummy image of text-only batches (the default) changes those batches: it is part of the text, after the rest
         assertTrue(Feeder.encodingText(FeederTest.OPTIONS).endsWith(", truncation=REJECT, textOnly=DUMMY_IMAGE]"), Feeder.encodingText(FeederTest.OPTIONS));
         assertTrue(Feeder.encodingText(U8).endsWith(", truncation=REJECT, pixelFormat=UINT8, textOnly=DUMMY_IMAGE]"), Feeder.encodingText(U8));
+        // an image limit kept its format in the text, as the record printed both before the text-only policy existed
+        String limited = Feeder.encodingText(FeederTest.OPTIONS.withTextOnly(allow).withMaxImages(3));
+        assertTrue(limited.endsWith(", truncation=REJECT, pixelFormat=FLOAT32, maxImages=3]"), limited);
+        assertTrue(limited.startsWith("EncodeOptions[preset=" + FeederTest.OPTIONS.preset() + ", vision=" + FeederTest.OPTIONS.vision()
+                + ", exif="), limited);
+        String contract = Feeder.encodingText(FeederTest.OPTIONS.withInputContract(EncodeOptions.InputContract.TRANSFORMERS_5_3).withModel("m"));
+        assertTrue(contract.endsWith(", textOnly=DUMMY_IMAGE, inputContract=TRANSFORMERS_5_3];model=m"), contract);
         Path manifest = TestDatasets.write(tmp, 13, Set.of());
         try (var source = new LocalFeedSource(manifest, 0);
              var a = Feeder.start(FeederTest.config(FeedMode.CONCURRENT, 1, 2, 1), source, FeederTest.tokenizer);
