@@ -51,7 +51,8 @@ final class NodeOptions {
     }
 
     private static OptionSpec option(ConfigKey<?> k) {
-        var b = OptionSpec.builder(k.option()).description(k.doc() + " (default: " + k.describeDefault() + ")");
+        // picocli formats descriptions: a '%' of the text (qwen-vl-finetune's name%50) is written as '%%'
+        var b = OptionSpec.builder(k.option()).description((k.doc() + " (default: " + k.describeDefault() + ")").replace("%", "%%"));
         if (k == NodeConfig.DATA_KEY || k == NodeConfig.WEIGHT) // repeatable as a group: --data URI [--weight W] per source
             return b.type(List.class).auxiliaryTypes(String.class).paramLabel(k.label()).build();
         switch (k.kind()) {

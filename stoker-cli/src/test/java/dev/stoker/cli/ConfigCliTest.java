@@ -138,4 +138,21 @@ class ConfigCliTest {
         assertEquals(2, orphan.status(), orphan.err());
         assertTrue(orphan.err().contains("need --flight"), orphan.err());
     }
+
+    /** Every option's help prints as written: a '%' in a setting's doc (--weight's name%50) is no format directive. */
+    @Test
+    void theHelpPrintsEveryDocAsWrittenWithoutAFormattingWarning() {
+        var err = new java.io.ByteArrayOutputStream();
+        var before = System.err;
+        System.setErr(new java.io.PrintStream(err, true));
+        CliRunner r;
+        try {
+            r = CliRunner.run("serve", "--help");
+        } finally {
+            System.setErr(before);
+        }
+        assertEquals(0, r.status(), r.err());
+        assertTrue(r.out().contains("name%50"), r.out());
+        assertFalse(err.toString().contains("Could not format"), err.toString());
+    }
 }
