@@ -284,9 +284,18 @@ public final class NodeConfig {
     private final Set<ConfigKey<?>> fromModel;
     /** What --override-model let through, each once. */
     private final List<String> warnings;
+    /**
+     * What the model folder adds to the encoding for the job's fingerprint ({@link EncodeOptions#model()}): the
+     * SHA-256 of the tokenizer the job encodes with (the model's, or the one --override-model put in its place);
+     * null without a model folder. Read once, as the configuration is built.
+     */
+    private final String modelIdentity;
 
     private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, ModelFolder model, Set<ConfigKey<?>> fromModel,
                        List<String> warnings) {
+        Path tokenizer = (Path) values.get(TOKENIZER);
+        this.modelIdentity = model == null ? null : "tokenizer:"
+                + (tokenizer == null || tokenizer.equals(model.tokenizer()) ? model.tokenizerSha256() : sha256(tokenizer));
         this.values = Collections.unmodifiableMap(values);
         this.given = Collections.unmodifiableSet(given);
         this.model = model;
@@ -460,8 +469,8 @@ public final class NodeConfig {
             var preset = processor();
             var base = EncodeOptions.defaults(preset);
             // the model's geometry, mean and std, unless --override-model chose another family
-            if (model != null && model.family() == preset) base = base.withVision(model.vision()).withModel(modelIdentity());
-            else if (model != null) base = base.withModel(modelIdentity());
+            if (model != null && model.family() == preset) base = base.withVision(model.vision()).withModel(modelIdentity);
+            else if (model != null) base = base.withModel(modelIdentity);
             if (model != null && get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(model.chatTemplate());
             long min = get(MIN_PIXELS) != null ? get(MIN_PIXELS) : base.vision().minPixels();
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
@@ -471,27 +480,6 @@ public final class NodeConfig {
                     .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)));
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
-        }
-    }
-
-    /**
-     * What the model folder adds to the encoding for the job's fingerprint: the SHA-256 of the tokenizer the job
-     * encodes with (the model's, or the one --override-model put in its place).
-     */
-    private String modelIdentity() {
-        Path tokenizer = get(TOKENIZER);
-        String id = "tokenizer:" + (tokenizer == null || tokenizer.equals(model.tokenizer()) ? model.tokenizerSha256() : sha256(tokenizer));
-        if (get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) id += ";template:" + sha256(model.chatTemplate());
-        return id;
-    }
-
-    /** The SHA-256 of {@code text}'s UTF-8 bytes, hex. */
-    private static String sha256(String text) {
-        try {
-            return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
-                    .digest(text.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
-        } catch (java.security.NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
         }
     }
 
@@ -853,7 +841,7 @@ public final class NodeConfig {
                         + "chat_template.json or tokenizer_config.json's chat_template)");
             return;
         }
-        String problem = TEMPLATE_CHECKS.computeIfAbsent(sha256(source) + "/" + family + "/" + choice, k -> {
+        String problem = TEMPLATE_CHECKS.computeIfAbsent(EncodeOptions.sha256(source) + "/" + family + "/" + choice, k -> {
             try {
                 if (choice == ChatTemplateChoice.MODEL) {
                     dev.stoker.text.JinjaChatRenderer.compile(source);

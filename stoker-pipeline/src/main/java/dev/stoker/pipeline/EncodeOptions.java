@@ -25,7 +25,7 @@ import dev.stoker.text.TruncationPolicy;
  *                         model's own, rendered as transformers renders it), or null for the built-in template of the
  *                         preset's family (the default, and what a model's template is checked against)
  * @param model            what a model folder (--model) adds to the encoding that the fields above do not say: the
- *                         SHA-256 of its tokenizer (and of its chat template where the model's own renders); null
+ *                         SHA-256 of its tokenizer (the chat template is {@link #chatTemplate()}); null
  *                         without a model folder
  * @param inputContract    which keyword arguments a batch hands to {@code forward} and how they are padded: those of the
  *                         transformers release the trainer runs ({@code --transformers}, {@link TransformersVersion})
@@ -161,6 +161,19 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /** With what a model folder adds to the encoding (see {@link #model()}); null for none. */
     public EncodeOptions withModel(String m) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract);
+    }
+
+    /** The SHA-256 of the chat template's source, hex; null for the built-in template. */
+    public String chatTemplateSha256() { return chatTemplate == null ? null : sha256(chatTemplate); }
+
+    /** The SHA-256 of {@code text}'s UTF-8 bytes, hex. */
+    public static String sha256(String text) {
+        try {
+            return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+                    .digest(text.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     /** With the chat template rendered from {@code jinjaSource} (null: the built-in one); see {@link #chatTemplate()}. */

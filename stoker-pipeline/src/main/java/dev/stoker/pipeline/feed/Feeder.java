@@ -399,6 +399,7 @@ public final class Feeder implements AutoCloseable {
             text.append(", inputContract=").append(e.inputContract());
         text.append(']');
         if (e.model() != null) text.append(";model=").append(e.model());
+        if (e.chatTemplate() != null) text.append(";template:").append(e.chatTemplateSha256()); // the model's own, rendering
         return text.toString();
     }
 

@@ -69,14 +69,7 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
         m.put("truncation", o.truncation().name().toLowerCase(java.util.Locale.ROOT));
         m.put("max_images", o.maxImages());
         m.put("tokenizer", tokenizer);
-        if (o.chatTemplate() != null) { // the model's own template (--chat-template model); the built-in one leaves the key as it was
-            try {
-                m.put("chat_template", HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256")
-                        .digest(o.chatTemplate().getBytes(StandardCharsets.UTF_8))));
-            } catch (NoSuchAlgorithmException e) {
-                throw new IllegalStateException(e);
-            }
-        }
+        if (o.chatTemplate() != null) m.put("chat_template", o.chatTemplateSha256()); // the model's own; the built-in one leaves the key as it was
         return m;
     }
 

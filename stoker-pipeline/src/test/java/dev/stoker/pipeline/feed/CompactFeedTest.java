@@ -184,6 +184,8 @@ class CompactFeedTest {
                 + ", exif="), limited);
         String contract = Feeder.encodingText(FeederTest.OPTIONS.withInputContract(EncodeOptions.InputContract.TRANSFORMERS_5_3).withModel("m"));
         assertTrue(contract.endsWith(", textOnly=DUMMY_IMAGE, inputContract=TRANSFORMERS_5_3];model=m"), contract);
+        String template = Feeder.encodingText(FeederTest.OPTIONS.withModel("m").withChatTemplate("{{ messages }}"));
+        assertTrue(template.endsWith("];model=m;template:" + EncodeOptions.sha256("{{ messages }}")), template);
         Path manifest = TestDatasets.write(tmp, 13, Set.of());
         try (var source = new LocalFeedSource(manifest, 0);
              var a = Feeder.start(FeederTest.config(FeedMode.CONCURRENT, 1, 2, 1), source, FeederTest.tokenizer);
