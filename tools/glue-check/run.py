@@ -33,7 +33,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -69,17 +71,19 @@ def make_dataset(stoker_home: str, folder: str) -> str:
 class Service:
     """A ``stoker serve`` child process on a socket of its own; stopped with SIGTERM."""
 
-    def __init__(self, a, data: str, work: str, name: str, transformers_version: str):
+    #: the job's settings, the same for every run (the fingerprint a resume is checked against)
+    ARGS = ["--job", JOB, "--processor", "qwen2-vl", "--max-pixels", "12544", "--max-seq-len", "256",
+            "--max-images", "1", "--batch", str(BATCH), "--shm-budget", "128M", "--threads", "2"]
+
+    def __init__(self, a, data: str, work: str, name: str, transformers_version: str, ranks: int = 1):
         self.socket = os.path.join(work, f"{name}.sock")
         shm = os.path.join(work, "shm")
         os.makedirs(shm, exist_ok=True)
         home = a.stoker_home
         self.cmd = [a.java, *JVM_FLAGS, f"-Dstoker.home={home}", "-cp",
                     f"{home}/stoker-cli/target/stoker-cli.jar:{home}/stoker-cli/target/lib/*", "dev.stoker.cli.Main",
-                    "serve", "--job", JOB, "--data", data, "--processor", "qwen2-vl", "--max-pixels", "12544",
-                    "--max-seq-len", "256", "--max-images", "1", "--ranks", "1", "--batch", str(BATCH),
-                    "--socket", self.socket, "--shm-dir", shm, "--shm-budget", "128M", "--threads", "2",
-                    "--transformers", transformers_version]
+                    "serve", *self.ARGS, "--data", data, "--ranks", str(ranks), "--socket", self.socket,
+                    "--shm-dir", shm, "--transformers", transformers_version]
         self.log = os.path.join(work, f"{name}-serve.log")
         self._log = open(self.log, "w")
         self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT)
@@ -125,96 +129,103 @@ def record(meta, batch) -> dict:
             "sums": {k: float(v.double().sum()) for k, v in batch.items()}}
 
 
-def reference(a, data, work, tv, batches: int) -> list:
-    svc = Service(a, data, work, "reference", tv)
-    try:
-        out = []
-        with Loader(svc.socket, 0, 1, job=JOB, as_torch=True, timeout=60) as loader:
+def reference(svc: Service, world: int, batches: int, state: Optional[dict] = None) -> list:
+    """Each rank's first ``batches`` batches as plain Loaders read them (no framework, no training), from
+    ``state`` when given; one thread per rank, as the ranks of a job read at once."""
+    out = [None] * world
+
+    def read(rank):
+        got = []
+        with Loader(svc.socket, rank, world, job=JOB, as_torch=True, timeout=60) as loader:
+            if state is not None:
+                loader.load_state_dict(state)
             for batch in loader:
-                out.append(record(loader.last_meta, batch))
-                if len(out) == batches:
+                got.append(record(loader.last_meta, batch))
+                if len(got) == batches:
                     break
-        return out
-    finally:
-        svc.stop()
+        out[rank] = got
+
+    threads = [threading.Thread(target=read, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if any(o is None for o in out):
+        raise RuntimeError("a reference reader failed (see above)")
+    return out
 
 
-# ---------------------------------------------------------------------- Hugging Face Trainer
+# ---------------------------------------------------------------------- the trainers (run as workers)
 
-def run_hf(a, data, work, tv) -> dict:
+def hf_train(w) -> dict:
+    """One rank of a Hugging Face Trainer run over the feed (under torchrun when the world is larger than 1)."""
     from transformers import TrainerCallback, TrainingArguments
     from stoker.integrations.hf import StokerTrainer
 
-    k, n, ga = a.steps_first, a.steps_total, 2
-    expected = reference(a, data, work, tv, n * ga)
-    out_dir = os.path.join(work, "hf-out")
-    shutil.rmtree(out_dir, ignore_errors=True)
-    seen_by_model, added = [], set()
+    seen_by_model, added, log, loaded = [], set(), [], {}
 
     class Recorder(TrainerCallback):
         """After each micro-step the dataset's consumed_meta is the batch just trained on."""
 
-        def __init__(self, ds, log):
-            self.ds, self.log = ds, log
-
         def on_substep_end(self, args, state, control, **kw):
-            self.log.append(record(self.ds.consumed_meta, seen_by_model[-1]))
+            log.append(record(ds.consumed_meta, seen_by_model[-1]))
 
         on_step_end = on_substep_end
 
-    class Model(torch.nn.Module):
-        """The tiny Qwen2-VL, remembering each batch's shapes as forward got them."""
+    def remember(module, args, kwargs):
+        """A forward pre-hook on the model itself (a wrapper would change the signature the Trainer inspects)."""
+        # the Trainer adds num_items_in_batch (its loss normalization) to the batch's own keywords
+        seen_by_model.append({k: v for k, v in kwargs.items() if k != "num_items_in_batch"})
+        added.update(k for k in kwargs if k not in seen_by_model[-1])
 
-        def __init__(self, seed):
-            super().__init__()
-            self.inner = tiny_qwen2_vl(seed)
+    ds = StokerDataset.from_socket(w.socket, job=JOB, timeout=60)  # rank and world: torch.distributed's, or 0 and 1
+    load = ds.load_state_dict
+    ds.load_state_dict = lambda s: (loaded.setdefault("state", s), load(s))[1]
+    args = TrainingArguments(output_dir=w.dir, max_steps=w.max_steps, per_device_train_batch_size=1,
+                             gradient_accumulation_steps=w.ga, learning_rate=1e-3, save_strategy="steps",
+                             save_steps=w.save_steps, logging_steps=1, report_to=[], use_cpu=True,
+                             dataloader_num_workers=0, seed=0, disable_tqdm=True,
+                             ddp_backend="gloo" if "WORLD_SIZE" in os.environ else None)
+    model = tiny_qwen2_vl(0)
+    model.register_forward_pre_hook(remember, with_kwargs=True)
+    t = StokerTrainer(model=model, args=args, train_dataset=ds)
+    t.add_callback(Recorder())
+    t.train(resume_from_checkpoint=w.resume)
+    return {"rank": ds.loader.rank, "world": ds.loader.world_size, "trained": log, "yielded": ds.loader.batches,
+            "loaded": loaded.get("state"), "global_step": t.state.global_step,
+            "ignore_data_skip": t.args.ignore_data_skip, "keywords_the_trainer_added": sorted(added),
+            "losses": [h["loss"] for h in t.state.log_history if "loss" in h]}
 
-        def forward(self, **batch):
-            # the Trainer adds num_items_in_batch (its loss normalization) to the batch's own keywords
-            seen_by_model.append({k: v for k, v in batch.items() if k != "num_items_in_batch"})
-            added.update(k for k in batch if k == "num_items_in_batch")
-            return self.inner(**batch)
 
-    def trainer(max_steps, log):
-        ds = StokerDataset.from_socket(svc.socket, rank=0, world_size=1, job=JOB, timeout=60)
-        args = TrainingArguments(output_dir=out_dir, max_steps=max_steps, per_device_train_batch_size=1,
-                                 gradient_accumulation_steps=ga, learning_rate=1e-3, save_strategy="steps",
-                                 save_steps=k, logging_steps=1, report_to=[], use_cpu=True, dataloader_num_workers=0,
-                                 seed=0, disable_tqdm=True)
-        t = StokerTrainer(model=Model(0), args=args, train_dataset=ds)
-        t.add_callback(Recorder(ds, log))
-        return t, ds
+def hf_stock_train(w) -> dict:
+    """The control: the stock Trainer handed TorchIterableDataset, as a user would try first. Records what
+    the model received, or the error."""
+    from transformers import Trainer, TrainingArguments
+    from stoker import TorchIterableDataset
 
-    phase1, phase2 = [], []
-    svc = Service(a, data, work, "hf-phase1", tv)
+    seen = []
+
+    def remember(module, args, kwargs):
+        seen.append({k: list(v.shape) for k, v in kwargs.items() if hasattr(v, "shape")})
+
+    ds = TorchIterableDataset(w.socket, job=JOB, timeout=60)
+    args = TrainingArguments(output_dir=w.dir, max_steps=w.max_steps, per_device_train_batch_size=1,
+                             learning_rate=1e-3, save_strategy="no", report_to=[], use_cpu=True, seed=0,
+                             disable_tqdm=True, ddp_backend="gloo" if "WORLD_SIZE" in os.environ else None)
+    rank = int(os.environ.get("RANK", "0"))
+    error = None
     try:
-        t1, ds1 = trainer(k, phase1)
-        t1.train()
-        yielded1 = ds1.loader.batches
-    finally:
-        svc.stop()
-    ckpt = os.path.join(out_dir, f"checkpoint-{k}")
-    saved = read_state(ckpt)
-    svc = Service(a, data, work, "hf-phase2", tv)
-    try:
-        t2, ds2 = trainer(n, phase2)
-        loaded = {}
-        orig = ds2.load_state_dict
-        ds2.load_state_dict = lambda s: (loaded.setdefault("state", s), orig(s))[1]
-        t2.train(resume_from_checkpoint=True)
-    finally:
-        svc.stop()
-    return verdict("hf", expected, phase1, phase2, saved, loaded.get("state"), yielded1, k * ga, {
-        "checkpoint": ckpt, "files": sorted(os.listdir(ckpt)), "gradient_accumulation_steps": ga,
-        "ignore_data_skip": t2.args.ignore_data_skip, "global_step_after_resume": t2.state.global_step,
-        "keywords_the_trainer_added": sorted(added),
-        "phase1_losses": [h["loss"] for h in t1.state.log_history if "loss" in h],
-        "phase2_losses": [h["loss"] for h in t2.state.log_history if "loss" in h]})
+        model = tiny_qwen2_vl(0)
+        model.register_forward_pre_hook(remember, with_kwargs=True)
+        Trainer(model=model, args=args, train_dataset=ds).train()
+    except Exception as e:  # the point of the control: what goes wrong
+        error = f"{type(e).__name__}: {str(e)[:300]}"
+    return {"rank": rank, "world": int(os.environ.get("WORLD_SIZE", "1")), "error": error, "model_got": seen[:2],
+            "batches_this_rank_read": ds.loader.batches if ds.loader is not None else 0}
 
 
-# ---------------------------------------------------------------------- Lightning
-
-def run_lightning(a, data, work, tv) -> dict:
+def lightning_train(w) -> dict:
+    """One rank of a Lightning run over the feed (DDP under torchrun when the world is larger than 1)."""
     try:
         import lightning.pytorch as pl
         from lightning.pytorch.callbacks import ModelCheckpoint
@@ -223,91 +234,190 @@ def run_lightning(a, data, work, tv) -> dict:
         from pytorch_lightning.callbacks import ModelCheckpoint
     from stoker.integrations.lightning import StokerDataModule
 
-    k, n = a.steps_first, a.steps_total
-    expected = reference(a, data, work, tv, n)
-    ckpt_dir = os.path.join(work, "lightning-ckpt")
-    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    log, loaded, losses = [], {}, []
 
     class Module(pl.LightningModule):
-        def __init__(self, log):
+        def __init__(self):
             super().__init__()
             self.model = tiny_qwen2_vl(0)
-            self.log_ = log
 
         def training_step(self, batch, batch_idx):
-            dm = self.trainer.datamodule
-            self.log_.append(record(dm.dataset.consumed_meta, batch))
-            return self.model(**batch).loss
+            log.append(record(self.trainer.datamodule.dataset.consumed_meta, batch))
+            loss = self.model(**batch).loss
+            losses.append(float(loss))
+            return loss
 
         def configure_optimizers(self):
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
-    loaded = {}
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    dm = StokerDataModule(StokerDataset.from_socket(w.socket, job=JOB, timeout=60))
+    load = dm.dataset.load_state_dict
+    dm.dataset.load_state_dict = lambda s: (loaded.setdefault("state", s), load(s))[1]
+    trainer = pl.Trainer(max_steps=w.max_steps, accelerator="cpu", devices=world,
+                         strategy="ddp" if world > 1 else "auto", use_distributed_sampler=False, logger=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         callbacks=[ModelCheckpoint(dirpath=w.dir, every_n_train_steps=w.save_steps, save_top_k=-1)])
+    trainer.fit(Module(), datamodule=dm, ckpt_path=w.resume)
+    return {"rank": dm.dataset.loader.rank, "world": dm.dataset.loader.world_size, "trained": log,
+            "yielded": dm.dataset.loader.batches, "loaded": loaded.get("state"), "global_step": trainer.global_step,
+            "losses": losses}
 
-    def fit(max_steps, log, ckpt_path=None):
-        dm = StokerDataModule(StokerDataset.from_socket(svc.socket, rank=0, world_size=1, job=JOB, timeout=60))
-        orig = dm.dataset.load_state_dict
-        dm.dataset.load_state_dict = lambda s: (loaded.setdefault("state", s), orig(s))[1]
-        trainer = pl.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, use_distributed_sampler=False,
-                             logger=False, enable_progress_bar=False, enable_model_summary=False,
-                             num_sanity_val_steps=0, callbacks=[ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=k,
-                                                                                save_top_k=-1)])
-        trainer.fit(Module(log), datamodule=dm, ckpt_path=ckpt_path)
-        return trainer, dm
 
-    phase1, phase2 = [], []
-    svc = Service(a, data, work, "lightning-phase1", tv)
+def worker(argv) -> int:
+    ap = argparse.ArgumentParser(prog="run.py worker")
+    ap.add_argument("--framework", choices=["hf", "lightning", "hf-stock"], required=True)
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--dir", required=True, help="output_dir (hf) / checkpoint folder (lightning)")
+    ap.add_argument("--max-steps", type=int, required=True)
+    ap.add_argument("--save-steps", type=int, required=True)
+    ap.add_argument("--ga", type=int, default=1)
+    ap.add_argument("--resume", default=None, help="a checkpoint to resume from")
+    ap.add_argument("--result", required=True, help="writes RESULT.rank<R>.json")
+    w = ap.parse_args(argv)
+    result = {"hf": hf_train, "lightning": lightning_train, "hf-stock": hf_stock_train}[w.framework](w)
+    with open(f"{w.result}.rank{result['rank']}.json", "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+# ---------------------------------------------------------------------- the scenarios
+
+def launch(a, framework, svc, world, folder, max_steps, save_steps, ga, resume, result) -> list:
+    """Runs the worker on ``world`` ranks (torchrun for more than one) and returns each rank's result."""
+    worker_args = [os.path.abspath(__file__), "worker", "--framework", framework, "--socket", svc.socket,
+                   "--dir", folder, "--max-steps", str(max_steps), "--save-steps", str(save_steps), "--ga", str(ga),
+                   "--result", result] + (["--resume", resume] if resume else [])
+    if world == 1:
+        cmd = [sys.executable] + worker_args
+    else:
+        a.port += 1
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--master_port",
+               str(a.port)] + worker_args
+    log = result + ".log"
+    with open(log, "w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}); its output: {log}\n" + open(log).read()[-4000:])
+    return [json.load(open(f"{result}.rank{rank}.json")) for rank in range(world)]
+
+
+def control(a, data, tv, world) -> dict:
+    """The stock Trainer on TorchIterableDataset (no glue): what it does with a Stoker feed. Not a check."""
+    name = f"hf-stock-{world}"
+    work = os.path.join(a.work, name)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    svc = Service(a, data, work, "control", tv, world)
     try:
-        _, dm1 = fit(k, phase1)
-        yielded1 = dm1.dataset.loader.batches
+        try:
+            ranks = launch(a, "hf-stock", svc, world, os.path.join(work, "out"), 2, 2, 1, None,
+                           os.path.join(work, "control"))
+        except RuntimeError as e:
+            ranks = [{"failed": str(e)[-1500:]}]
     finally:
         svc.stop()
-    files = sorted(os.listdir(ckpt_dir))
-    ckpt = os.path.join(ckpt_dir, files[0])
-    saved = torch.load(ckpt, map_location="cpu", weights_only=False)["StokerDataModule"]["stoker_loader"]
-    svc = Service(a, data, work, "lightning-phase2", tv)
+    return {"scenario": name, "control": True, "ok": True, "checks": {}, "ranks": ranks}
+
+
+def scenario(a, data, tv, framework, world1, world2) -> dict:
+    """Phase 1 on ``world1`` ranks, checkpoint, restart the service, phase 2 on ``world2`` ranks from it."""
+    name = f"{framework}-{world1}to{world2}"
+    work = os.path.join(a.work, name)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    k, n = a.steps_first, a.steps_total
+    ga = 2 if framework == "hf" else 1  # batches per optimizer step
+    folder = os.path.join(work, "out")
+
+    svc = Service(a, data, work, "reference1", tv, world1)
     try:
-        trainer2, dm2 = fit(n, phase2, ckpt_path=ckpt)
+        expected1 = reference(svc, world1, (n if world1 == world2 else k) * ga)
     finally:
         svc.stop()
-    return verdict("lightning", expected, phase1, phase2, saved, loaded.get("state"), yielded1, k, {
-        "checkpoint": ckpt, "files": files, "global_step_after_resume": trainer2.global_step})
+    svc = Service(a, data, work, "phase1", tv, world1)
+    try:
+        phase1 = launch(a, framework, svc, world1, folder, k, k, ga, None, os.path.join(work, "phase1"))
+    finally:
+        svc.stop()
+    if framework == "hf":
+        ckpt = os.path.join(folder, f"checkpoint-{k}")
+        files = sorted(os.listdir(ckpt))
+        saved = read_state(ckpt)
+    else:
+        files = sorted(os.listdir(folder))
+        ckpt = os.path.join(folder, f"epoch=0-step={k}.ckpt")
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False)["StokerDataModule"]["stoker_loader"]
+    if world1 == world2:
+        expected2 = [e[k * ga:] for e in expected1]
+    else:  # after a resize: what plain Loaders read from the saved state on a fresh service of the new size
+        svc = Service(a, data, work, "reference2", tv, world2)
+        try:
+            expected2 = reference(svc, world2, (n - k) * ga, state=saved)
+        finally:
+            svc.stop()
+    svc = Service(a, data, work, "phase2", tv, world2)
+    try:
+        phase2 = launch(a, framework, svc, world2, folder, n, k, ga, ckpt, os.path.join(work, "phase2"))
+    finally:
+        svc.stop()
 
-
-def verdict(name, expected, phase1, phase2, saved, loaded, yielded1, consumed1, extra) -> dict:
     checks = {}
-    got = phase1 + phase2
-    checks["phase 1 trained on the reference's first batches, in order"] = \
-        [b["samples"] for b in phase1] == [b["samples"] for b in expected[:len(phase1)]]
-    checks["phase 1 trained on as many batches as its steps take"] = len(phase1) == consumed1
+    trained1 = [p["trained"] for p in phase1]
+    trained2 = [p["trained"] for p in phase2]
+    key = lambda b: (b["global_step"], b["samples"], b["shapes"], b["sums"])  # noqa: E731
+    checks["phase 1: each rank trained on its own batches, those plain Loaders of its rank read, in order"] = \
+        all([key(b) for b in t] == [key(b) for b in e[:len(t)]] for t, e in zip(trained1, expected1))
+    checks["phase 1: each rank trained on as many batches as its steps take (nothing re-batched or dropped)"] = \
+        all(len(t) == k * ga for t in trained1)
+    last = max(b["global_step"] for t in trained1 for b in t)
     checks["the saved cursor is the one after the last batch trained on"] = (
-        saved is not None and saved["next_step"] == phase1[-1]["global_step"] + 1
-        and saved["position"] == (phase1[-1]["global_step"] + 1) * BATCH % SAMPLES)
-    checks["the resume loaded the checkpoint's state"] = loaded == saved
-    checks["phase 2's first batch is the one at the saved cursor"] = bool(phase2) and \
-        phase2[0]["global_step"] == saved["next_step"]
-    checks["phase 1 + phase 2 = the reference: nothing lost or repeated"] = \
-        [(b["global_step"], b["samples"]) for b in got] == [(b["global_step"], b["samples"]) for b in expected]
-    checks["each batch reached the model as the service made it (names, shapes, sums)"] = \
-        [(b["shapes"], b["sums"]) for b in got] == [(b["shapes"], b["sums"]) for b in expected]
-    return {"framework": name, "ok": all(checks.values()), "checks": checks,
-            "phase1_batches_yielded_by_the_loader": yielded1, "phase1_batches_trained_on": len(phase1),
-            "saved_state": saved, "reference": [(b["global_step"], b["samples"]) for b in expected],
-            "phase1": [(b["global_step"], b["samples"]) for b in phase1],
-            "phase2": [(b["global_step"], b["samples"]) for b in phase2],
-            "first_batch_shapes": got[0]["shapes"] if got else None, **extra}
+        saved is not None and saved["next_step"] == last + 1
+        and (saved["epoch"], saved["position"]) == divmod((last + 1) * world1 * BATCH, SAMPLES))
+    checks["every rank of phase 2 loaded the checkpoint's state"] = all(p["loaded"] == saved for p in phase2)
+    checks["phase 2's first batch is the one at the saved cursor"] = all(
+        t and t[0]["global_step"] == saved["next_step"] for t in trained2)
+    checks["phase 2: each rank trained on the batches plain Loaders read from the saved cursor"] = \
+        all([key(b) for b in t] == [key(b) for b in e] for t, e in zip(trained2, expected2))
+    samples1 = [s for t in trained1 for b in t for s in b["samples"]]
+    samples2 = [s for t in trained2 for b in t for s in b["samples"]]
+    if ((last + 1) * world1 + (n - k) * ga * world2) * BATCH <= SAMPLES:  # all within the first epoch
+        checks["no sample trained on twice across the restart (one epoch)"] = \
+            len(set(samples1 + samples2)) == len(samples1) + len(samples2)
+    return {"scenario": name, "framework": framework, "world": [world1, world2], "ok": all(checks.values()),
+            "checks": checks, "checkpoint": ckpt, "checkpoint_files": files, "saved_state": saved,
+            "batches_per_optimizer_step": ga,
+            "phase1_yielded_per_rank": [p["yielded"] for p in phase1],
+            "phase1_trained_per_rank": [len(t) for t in trained1],
+            "phase1": [[(b["global_step"], b["samples"]) for b in t] for t in trained1],
+            "phase2": [[(b["global_step"], b["samples"]) for b in t] for t in trained2],
+            "phase2_global_step": [p["global_step"] for p in phase2],
+            "first_batch_shapes": trained1[0][0]["shapes"],
+            "trainer_added": phase1[0].get("keywords_the_trainer_added"),
+            "ignore_data_skip": phase2[0].get("ignore_data_skip"),
+            "losses": [[p["losses"] for p in phase1], [p["losses"] for p in phase2]]}
+
+
+SCENARIOS = {"hf-1to1": ("hf", 1, 1), "lightning-1to1": ("lightning", 1, 1),
+             "hf-2to1": ("hf", 2, 1), "lightning-2to1": ("lightning", 2, 1)}
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:
+        return worker(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stoker-home", required=True, help="a Stoker checkout with a built stoker-cli (target/)")
     ap.add_argument("--java", default="/usr/lib/jvm/temurin-25-jdk-amd64/bin/java")
     ap.add_argument("--work", default="/tmp/glue-check")
-    ap.add_argument("--only", choices=["hf", "lightning"])
-    ap.add_argument("--steps-first", type=int, default=3, help="steps of phase 1 (the checkpoint's step)")
-    ap.add_argument("--steps-total", type=int, default=6, help="steps after phase 2")
-    ap.add_argument("--report", help="write the JSON report here (default: WORK/report.json); the frameworks "
-                                     "print their own logs on stdout")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help=f"comma-separated, of {', '.join(SCENARIOS)} (framework, world of phase 1 to world of "
+                         f"phase 2; default: these) and hf-stock-1, hf-stock-2 (the control: the stock Trainer "
+                         f"on TorchIterableDataset at world 1 or 2)")
+    ap.add_argument("--steps-first", type=int, default=3, help="optimizer steps of phase 1 (the checkpoint's step)")
+    ap.add_argument("--steps-total", type=int, default=6, help="optimizer steps once phase 2 is done")
+    ap.add_argument("--port", type=int, default=29650, help="torchrun's master port (the next free one above)")
+    ap.add_argument("--report", help="write the JSON report here (default: WORK/report.json)")
     a = ap.parse_args(argv)
     import transformers
     tv = transformers.__version__
@@ -319,17 +429,24 @@ def main(argv=None) -> int:
             versions[mod] = __import__(mod).__version__
         except ImportError:
             pass
-    report = {"versions": versions, "runs": []}
-    if a.only in (None, "hf"):
-        report["runs"].append(run_hf(a, data, a.work, tv))
-    if a.only in (None, "lightning"):
-        report["runs"].append(run_lightning(a, data, a.work, tv))
+    report = {"versions": versions, "serve": "java … dev.stoker.cli.Main serve " + " ".join(Service.ARGS),
+              "runs": []}
+    for name in a.scenarios.split(","):
+        t0 = time.monotonic()
+        if name.startswith("hf-stock-"):
+            run = control(a, data, tv, int(name.rsplit("-", 1)[1]))
+            print(f"glue-check {name} (control): {json.dumps(run['ranks'], indent=1)}", flush=True)
+            report["runs"].append(run)
+            continue
+        run = scenario(a, data, tv, *SCENARIOS[name])
+        run["seconds"] = round(time.monotonic() - t0, 1)
+        report["runs"].append(run)
+        print(f"glue-check {name}: {'ok' if run['ok'] else 'FAILED'} ({run['seconds']} s)",
+              json.dumps(run["checks"], indent=1), flush=True)
     report["ok"] = all(r["ok"] for r in report["runs"])
     path = a.report or os.path.join(a.work, "report.json")
     with open(path, "w") as f:
         f.write(json.dumps(report, indent=1) + "\n")
-    for r in report["runs"]:
-        print(f"glue-check {r['framework']}: {'ok' if r['ok'] else 'FAILED'}", json.dumps(r["checks"], indent=1))
     print(f"glue-check: {'ok' if report['ok'] else 'FAILED'}; report in {path}")
     return 0 if report["ok"] else 1
 
