@@ -1,26 +1,30 @@
-"""Glue check: trains a tiny random-init Qwen2-VL for a few steps with Stoker's Hugging Face Trainer glue and
-its Lightning glue against a real ``stoker serve``, checkpoints, restarts the service, resumes, and checks that
-the resumed run continues at the saved cursor (tools/glue-check/RESULTS.md has what ran and what came out).
+"""Glue check: trains a tiny random-init Qwen2-VL with Stoker's Hugging Face Trainer glue and its Lightning glue
+against a real ``stoker serve``, checkpoints, restarts the service, resumes (also at another world size), and
+checks that the resumed run continues at the saved cursor. tools/glue-check/RESULTS.md has what ran and what
+came out. Not part of CI: it needs transformers, accelerate and lightning.
 
-    <venv>/bin/python tools/glue-check/run.py --stoker-home /work/main --work /tmp/glue-check [--only hf|lightning]
+    <venv>/bin/python tools/glue-check/run.py --stoker-home /work/main --work /tmp/glue-check [--scenarios …]
 
-Needs a venv with torch, transformers (4.57 or 5.x), accelerate and lightning; the client is taken from this
-checkout (clients/python). ``--stoker-home``: a checkout whose stoker-cli/target holds a built CLI
-(``stoker-cli.jar`` and ``lib/``); the service runs as ``java … dev.stoker.cli.Main serve`` on JDK 25
-(``--java``), as ``./stoker`` runs it, without the launcher's rebuild check.
+The client is taken from this checkout (clients/python). ``--stoker-home``: a checkout whose stoker-cli/target
+holds a built CLI (``stoker-cli.jar`` and ``lib/``); the service runs as ``java … dev.stoker.cli.Main serve`` on
+JDK 25 (``--java``), as ``./stoker`` runs it, without the launcher's rebuild check.
 
-Per framework, three runs against a fresh service each (a restarted trainer needs a restarted service:
-the service moves to a resuming trainer's cursor only before it has welcomed any):
+A scenario (``hf-1to1``, ``lightning-1to1``, ``hf-2to1``, ``lightning-2to1``: framework, world size of phase 1,
+world size of phase 2) runs, each against a fresh service (a restarted trainer needs a restarted service: the
+service moves to a resuming trainer's cursor only before it has welcomed any):
 
-1. reference: a plain Loader reads the batches of the whole run (no training), for the expected order;
-2. phase 1: the glue trains K steps, checkpointing at step K; the run ends;
-3. phase 2: a new model and trainer resume from that checkpoint and train to N steps.
+1. reference: plain Loaders, one per rank, read the batches (no framework, no training);
+2. phase 1: the glue trains K optimizer steps in a worker process (torchrun for 2 ranks, gloo on the CPU),
+   checkpointing at step K; the run ends;
+3. phase 2: a new worker (new model, new trainer) resumes from that checkpoint and trains to N steps; after a
+   resize its reference is what plain Loaders read from the saved state on a fresh service of the new size.
 
-Checks: the batches trained on in phase 1 then phase 2 are the reference's, in order, none lost or repeated
-(by the service's global step and the samples' data set indexes); the checkpoint's stoker_loader.json (or
-Lightning's data module entry) holds the cursor after the last batch trained on; phase 2's first batch is
-the one at that cursor; every batch went to the model as the service made it (no added dimension, no
-re-batching). Prints a JSON report and exits 1 when a check fails.
+Checks: each rank trained on exactly its own batches as the service made them (names, shapes, sums), none
+re-batched, dropped or re-sharded; the checkpoint holds the cursor after the last batch trained on (not after
+the last fetched: Lightning fetches one ahead); every rank of phase 2 loaded it, and its first batch is the
+one at that cursor; within one epoch no sample is trained on twice across the restart. ``hf-stock-1`` and
+``hf-stock-2`` are a control, not a check: the stock ``Trainer`` handed ``TorchIterableDataset``.
+Writes a JSON report (``--report``, default WORK/report.json) and exits 1 when a check fails.
 """
 
 from __future__ import annotations
