@@ -62,7 +62,12 @@ public final class StatusLine implements AutoCloseable {
 
         /** The figures of a feed's counters {@code m} now; the trainers' wait ratio unknown. */
         public static Sample of(FeedMetrics.Snapshot m, String verdict, long totalBatches) {
-            return new Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(), OptionalDouble.empty(),
+            return of(m, verdict, totalBatches, OptionalDouble.empty());
+        }
+
+        /** The figures of a feed's counters {@code m} now, with the trainers' wait ratio as they reported it (empty: unknown). */
+        public static Sample of(FeedMetrics.Snapshot m, String verdict, long totalBatches, OptionalDouble waitRatio) {
+            return new Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(), waitRatio,
                     verdict, totalBatches, m.errorSamples(), m.filteredSamples(), m.skippedByCause(), m.sources());
         }
     }
