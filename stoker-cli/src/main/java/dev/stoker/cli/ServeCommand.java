@@ -72,9 +72,5 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
      * What the status line shows: the feed's delivery, buffers and skipped samples, the trainers' wait ratio over their recent
      * steps as they reported it, the verdict kind (with that wait ratio), and the total when --steps bounds the run.
      */
-    static StatusLine.Sample status(StokerNode node) {
-        var ledger = node.ledger();
-        return StatusLine.Sample.of(ledger.feeder().metrics(), ledger.verdict().kind().label(),
-                ledger.steps() > 0 ? ledger.steps() * ledger.ranks() : -1, ledger.timings().recentWaitRatio());
-    }
+    static StatusLine.Sample status(StokerNode node) { return StatusLine.Sample.of(node.ledger()); }
 }

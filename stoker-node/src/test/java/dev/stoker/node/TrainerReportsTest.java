@@ -100,6 +100,16 @@ class TrainerReportsTest {
                 assertTrue(f.stepNanos() >= STEPS * STEP_MILLIS * 1_000_000, "compute of " + f.stepNanos() + " ns");
             }
             assertTrue(node.ledger().verdict().toJson().toString().contains("trainer_wait_ratio"), "the verdict uses the reported wait");
+            // the status line's wait: the recent steps of every rank, as reported
+            long w = 0, st = 0;
+            for (var f : figures) {
+                w += f.waitNanos();
+                st += f.stepNanos();
+            }
+            var status = StatusLine.Sample.of(node.ledger());
+            assertEquals((double) w / (w + st), status.waitRatio().orElseThrow(), 1e-12, "all " + STEPS + " steps are recent");
+            assertTrue(StatusLine.format(null, status).contains(String.format(java.util.Locale.ROOT, "| wait %.0f%%", 100.0 * w / (w + st))),
+                    StatusLine.format(null, status));
 
             scrape = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(node.metricsUrl())).build(),
                     HttpResponse.BodyHandlers.ofString()).body();
