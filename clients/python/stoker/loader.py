@@ -123,7 +123,8 @@ class Loader:
     """Iterates over one rank's batches from a Stoker service over its Unix socket.
 
     ``Loader(address, rank, world_size, *, job="default", as_torch=False, pin_memory=False,
-    copy=False, timeout=None, shared_memory=True)``
+    copy=False, timeout=None, shared_memory=True, connect_timeout=10, keep_timings=10000, local_rank=0)``;
+    :meth:`from_env` takes them from a launcher's environment (torchrun's RANK, WORLD_SIZE, LOCAL_RANK).
 
     * ``address``: the service's socket path (str or Path); None means :func:`default_address`.
     * Iterating yields one ``{name: array}`` dict per batch holding the model inputs, in the batch's
@@ -248,13 +249,8 @@ class Loader:
             raise StokerError("the Loader is closed")
         if self._conn is not None:
             return self._conn.welcome
+        sock = self._connect_socket()
         try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        except OSError as e:
-            raise StokerError(f"cannot create a Unix socket: {e}") from e
-        try:
-            sock.settimeout(self.timeout)
-            self._connect_socket(sock)
             flags = P.FLAG_SHARED_MEMORY if self.shared_memory else 0
             epoch, position, fingerprint, step = 0, 0, 0, 0
             if self._resume is not None:
@@ -293,16 +289,23 @@ class Loader:
                 self._pool.give(_BufferPool.allocate(w.expected_batch_bytes, touch=True))
         return w
 
-    def _connect_socket(self, sock: socket.socket) -> None:
-        """Connects ``sock``, retrying while the socket is missing or refuses (a service starting or
-        restarting: it makes its socket only once its pipeline is configured) until ``connect_timeout``."""
+    def _connect_socket(self) -> socket.socket:
+        """A socket connected to the service, retrying while its path is missing or refuses (a service
+        starting or restarting: it makes its socket only once its configuration is checked) until
+        ``connect_timeout``; each attempt on a fresh socket (a failed connect leaves one unusable)."""
         deadline = time.monotonic() + self.connect_timeout
         pause = 0.05
         while True:
             try:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            except OSError as e:
+                raise StokerError(f"cannot create a Unix socket: {e}") from e
+            try:
+                sock.settimeout(self.timeout)
                 sock.connect(self.address)
-                return
+                return sock
             except (FileNotFoundError, ConnectionRefusedError) as e:
+                sock.close()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     if self.connect_timeout <= 0:
@@ -314,6 +317,7 @@ class Loader:
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 1.0)
             except OSError as e:
+                sock.close()
                 raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
 
     @classmethod

@@ -350,6 +350,24 @@ class HandshakeTest(ServiceTest):
             got = list(loader)
         self.assertEqual(len(got), 2)
 
+    def test_connect_waits_while_a_dead_services_socket_refuses(self):
+        restarted = os.path.join(self.tmp, "restarted")
+        os.makedirs(restarted)
+        path = os.path.join(restarted, "feed.sock")
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(path)  # bound, never listening: connecting is refused, as at a dead service's socket file
+
+        def restart():
+            stale.close()
+            os.unlink(path)
+            self.services.append(FakeService(restarted, make_batches(1)))
+
+        starter = threading.Timer(0.5, restart)
+        starter.start()
+        self.addCleanup(starter.cancel)
+        with Loader(path, 0, 1, connect_timeout=20) as loader:
+            self.assertEqual(len(list(loader)), 1)
+
     def test_connect_timeout_is_checked(self):
         with self.assertRaises(ValueError):
             Loader(os.path.join(self.tmp, "x.sock"), 0, 1, connect_timeout=-1)
