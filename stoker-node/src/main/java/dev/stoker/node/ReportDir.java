@@ -31,13 +31,19 @@ public final class ReportDir implements AutoCloseable {
     private final RankLedger ledger;
     private final Supplier<Map<String, Object>> pipeline;
     private final ScheduledExecutorService scheduler;
+    private final java.util.function.Consumer<String> log;
     private volatile IOException lastFailure;
 
-    /** Writes {@code ledger}'s trainer timings and {@code pipeline} (the node's counters) into {@code dir} every {@code intervalMillis}. */
-    public ReportDir(Path dir, RankLedger ledger, Supplier<Map<String, Object>> pipeline, long intervalMillis) throws IOException {
+    /**
+     * Writes {@code ledger}'s trainer timings and {@code pipeline} (the node's counters) into {@code dir} every
+     * {@code intervalMillis}; a periodic write that fails is told to {@code log} once (until one succeeds again).
+     */
+    public ReportDir(Path dir, RankLedger ledger, Supplier<Map<String, Object>> pipeline, long intervalMillis,
+                     java.util.function.Consumer<String> log) throws IOException {
         this.dir = dir;
         this.ledger = ledger;
         this.pipeline = pipeline;
+        this.log = log;
         java.nio.file.Files.createDirectories(dir); // a folder that cannot be made stops the launch, not the first write
         scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
             var t = new Thread(r, "stoker-report-dir");
@@ -57,6 +63,7 @@ public final class ReportDir implements AutoCloseable {
             write();
             lastFailure = null;
         } catch (IOException | RuntimeException e) {
+            if (lastFailure == null) log.accept("warning: --report-dir " + dir + ": cannot write the run data (" + e + "); the job goes on");
             lastFailure = e instanceof IOException io ? io : new IOException(e);
         }
     }

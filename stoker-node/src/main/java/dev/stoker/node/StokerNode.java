@@ -117,7 +117,7 @@ public final class StokerNode implements AutoCloseable {
             if (reportDir != null && feed.ledger() == null) throw new ConfigException("--report-dir is written for a local job only");
             var node = new StokerNode(config, sock, feed, server, flight, flightAccess, metrics);
             if (reportDir != null) {
-                node.reports = new ReportDir(reportDir, feed.ledger(), node::metrics, ReportDir.INTERVAL_MILLIS);
+                node.reports = new ReportDir(reportDir, feed.ledger(), node::metrics, ReportDir.INTERVAL_MILLIS, log);
                 log.accept("run data in " + reportDir + " (stoker report " + reportDir + ")");
             }
             log.accept("listening on " + sock); // last: tells scripts everything is up
