@@ -262,6 +262,18 @@ class StokerDatasetTest(ServiceTest):
             it.close()
         self.assertEqual((svc.hellos[0]["rank"], svc.hellos[0]["world"], svc.hellos[0]["job"]), (1, 2, "envjob"))
 
+    def test_from_env_reads_torchruns_and_stokers_variables_at_each_iteration(self):
+        from stoker.integrations import StokerDataset
+        svc = self.service(make_batches(2))
+        ds = StokerDataset.from_env(connect_timeout=5)
+        env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "STOKER_SOCKET": svc.path, "STOKER_JOB": "envjob"}
+        with mock.patch.dict(os.environ, env):  # set after the dataset was made, as a launcher's may be
+            it = iter(ds)
+            next(it)
+            self.assertTrue(ds.loader.as_torch)
+            it.close()
+        self.assertEqual((svc.hellos[0]["rank"], svc.hellos[0]["world"], svc.hellos[0]["job"]), (1, 2, "envjob"))
+
     def test_a_worker_is_refused(self):
         svc = self.service(make_batches(3))
         ds = self.dataset(svc)

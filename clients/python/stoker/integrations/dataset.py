@@ -38,8 +38,8 @@ class StokerDataset(torch.utils.data.IterableDataset):
     DataLoader, with the loader state of the last consumed batch for its checkpoints.
 
     ``source`` is a ready :class:`~stoker.Loader`, or a callable taking no argument that returns a new
-    one (``functools.partial(Loader.from_env, job="sft", as_torch=True)``, a lambda, or
-    :meth:`from_socket`). A factory is called on each ``iter()`` and its loader closed when the iteration
+    one (``functools.partial(Loader.from_env, job="sft", as_torch=True)``, a lambda; :meth:`from_env` and
+    :meth:`from_socket` make such datasets). A factory is called on each ``iter()`` and its loader closed when the iteration
     ends; a given Loader is iterated as it is (once: after END it yields nothing more) and left to its
     owner to close.
 
@@ -86,6 +86,14 @@ class StokerDataset(torch.utils.data.IterableDataset):
         defaults to True)."""
         loader_kwargs.setdefault("as_torch", True)
         return cls(functools.partial(_connect, address, rank, world_size, loader_kwargs))
+
+    @classmethod
+    def from_env(cls, **loader_kwargs) -> "StokerDataset":
+        """A dataset whose loaders are ``Loader.from_env(**loader_kwargs)`` (rank, world size and local rank from
+        torchrun's RANK / WORLD_SIZE / LOCAL_RANK, socket and job from STOKER_SOCKET / STOKER_JOB, waiting for a
+        service still starting; ``as_torch`` defaults to True), read at each ``iter()``."""
+        loader_kwargs.setdefault("as_torch", True)
+        return cls(functools.partial(Loader.from_env, **loader_kwargs))
 
     # ------------------------------------------------------------------ iteration
 
