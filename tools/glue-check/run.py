@@ -402,6 +402,32 @@ def scenario(a, data, tv, framework, world1, world2) -> dict:
             "losses": [[p["losses"] for p in phase1], [p["losses"] for p in phase2]]}
 
 
+def markdown(report) -> str:
+    """The report's summary as Markdown tables (RESULTS.md quotes them)."""
+    v = report["versions"]
+    out = [f"transformers {v['transformers']}, accelerate {v.get('accelerate')}, lightning {v.get('lightning')}, "
+           f"torch {v['torch']}, numpy {v.get('numpy')}, Python {v['python']}", "",
+           "| scenario | checks | phase 1: batches yielded / trained on, per rank | saved (epoch, position, next_step) "
+           "| phase 2: first step per rank | seconds |", "|---|---|---|---|---|---|"]
+    for r in report["runs"]:
+        if r.get("control"):
+            continue
+        s = r["saved_state"]
+        passed = sum(r["checks"].values())
+        out.append(f"| {r['scenario']} | {passed}/{len(r['checks'])} {'ok' if r['ok'] else 'FAILED'} | "
+                   f"{' · '.join(f'{y}/{t}' for y, t in zip(r['phase1_yielded_per_rank'], r['phase1_trained_per_rank']))} | "
+                   f"({s['epoch']}, {s['position']}, {s['next_step']}) | "
+                   f"{' · '.join(str(p[0][0]) for p in r['phase2'])} | {r['seconds']} |")
+    for r in report["runs"]:
+        if r.get("control"):
+            for rank in r["ranks"]:
+                got = rank.get("model_got") or []
+                out.append(f"\n{r['scenario']} rank {rank.get('rank')}: read {rank.get('batches_this_rank_read')} "
+                           f"batches; {rank.get('error') or rank.get('failed')}"
+                           + (f"; the model got {got[0]}" if got else ""))
+    return "\n".join(out)
+
+
 SCENARIOS = {"hf-1to1": ("hf", 1, 1), "lightning-1to1": ("lightning", 1, 1),
              "hf-2to1": ("hf", 2, 1), "lightning-2to1": ("lightning", 2, 1)}
 
@@ -448,6 +474,7 @@ def main(argv=None) -> int:
         print(f"glue-check {name}: {'ok' if run['ok'] else 'FAILED'} ({run['seconds']} s)",
               json.dumps(run["checks"], indent=1), flush=True)
     report["ok"] = all(r["ok"] for r in report["runs"])
+    print(markdown(report))
     path = a.report or os.path.join(a.work, "report.json")
     with open(path, "w") as f:
         f.write(json.dumps(report, indent=1) + "\n")
