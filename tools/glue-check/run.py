@@ -406,9 +406,10 @@ def markdown(report) -> str:
     """The report's summary as Markdown tables (RESULTS.md quotes them)."""
     v = report["versions"]
     out = [f"transformers {v['transformers']}, accelerate {v.get('accelerate')}, lightning {v.get('lightning')}, "
-           f"torch {v['torch']}, numpy {v.get('numpy')}, Python {v['python']}", "",
-           "| scenario | checks | phase 1: batches yielded / trained on, per rank | saved (epoch, position, next_step) "
-           "| phase 2: first step per rank | seconds |", "|---|---|---|---|---|---|"]
+           f"torch {v['torch']}, numpy {v.get('numpy')}, Python {v['python']}"]
+    if any(not r.get("control") for r in report["runs"]):
+        out += ["", "| scenario | checks | phase 1: batches yielded / trained on, per rank | saved (epoch, position, "
+                "next_step) | phase 2: first step per rank | seconds |", "|---|---|---|---|---|---|"]
     for r in report["runs"]:
         if r.get("control"):
             continue
