@@ -39,6 +39,7 @@ public final class Main {
         cli.setCaseInsensitiveEnumValuesAllowed(true);
         cli.setUsageHelpAutoWidth(true);
         NodeOptions.register(cli);
+        VersionProvider.install(cli);
         cli.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
             String message = switch (ex) {
                 case SampleException se -> se.describe();

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.util.Properties;
+import picocli.CommandLine;
 import picocli.CommandLine.IVersionProvider;
 
 /**
@@ -29,4 +30,14 @@ public final class VersionProvider implements IVersionProvider {
 
     @Override
     public String[] getVersion() { return new String[] {"stoker " + version()}; }
+
+    /**
+     * Gives every subcommand the release version too: picocli's standard {@code --version} of a subcommand
+     * without one of its own prints nothing ({@code stoker serve --version} printed an empty line).
+     */
+    static void install(CommandLine cli) {
+        var spec = cli.getCommandSpec();
+        if (spec.version().length == 0) spec.versionProvider(new VersionProvider());
+        for (CommandLine sub : cli.getSubcommands().values()) install(sub);
+    }
 }

@@ -43,6 +43,15 @@ class VersionCliTest {
     }
 
     @Test
+    void everySubcommandsVersionOptionPrintsItToo() throws Exception {
+        for (String[] args : new String[][] {{"serve", "--version"}, {"bench", "ladder", "--version"}, {"encode", "--version"}}) {
+            var r = CliRunner.run(args);
+            assertEquals(0, r.status(), String.join(" ", args) + ": " + r.err());
+            assertEquals("stoker " + definedVersion() + System.lineSeparator(), r.out(), String.join(" ", args));
+        }
+    }
+
+    @Test
     void pythonClientFromTheSourceTreeHasTheSameVersion() throws Exception {
         Path python = Path.of("/usr/bin/python3");
         assumeTrue(Files.isExecutable(python), python + " is missing");
