@@ -1,9 +1,12 @@
-"""Python client for Stoker's local trainer protocol (docs/protocol.md, version 2).
+"""Python client for Stoker's local trainer protocol (docs/protocol.md, section 2; ``PROTOCOL_VERSION``).
 
     from stoker import Loader
-    with Loader("/run/user/1000/stoker/default.sock", rank, world_size, as_torch=True) as loader:
+    with Loader.from_env(as_torch=True) as loader:   # RANK, WORLD_SIZE (torchrun), STOKER_SOCKET, STOKER_JOB
         for batch in loader:        # {name: tensor}, zero-copy views of shared memory
             ...
+    loader.timings()                # [(wait_ns, step_ns), ...]: what the service's wait ratio is made of
+
+or ``Loader("/run/user/1000/stoker/default.sock", rank, world_size, as_torch=True)``.
 
 ``TorchIterableDataset`` is imported lazily (it needs torch); so is torch inside
 ``to_pixel_values`` (the compact wire format's conversion, ``stoker.pixels``).

@@ -23,6 +23,13 @@ from .layout import BatchMeta, build_views, inputs, parse_header, with_metadata
 MAPPING_IDLE_REFS = 64
 #: Largest non-BATCH frame accepted from the service (REF, WELCOME, ERROR are small).
 MAX_SMALL_FRAME = 64 << 20
+#: Steps whose (wait_ns, step_ns) a Loader keeps for ``timings()`` unless told otherwise.
+KEEP_TIMINGS = 10_000
+#: Seconds a plain ``Loader`` keeps trying to connect while the socket is missing or refuses (the service starting).
+CONNECT_TIMEOUT = 10.0
+#: Seconds ``Loader.from_env`` keeps trying, unless STOKER_CONNECT_TIMEOUT says otherwise: a job's trainers
+#: may start before its service is up.
+ENV_CONNECT_TIMEOUT = 120.0
 #: Free copy-delivery buffers kept for reuse.
 _POOL_KEEP = 4
 _POOL_ROUND = 1 << 20
@@ -116,7 +123,8 @@ class Loader:
     """Iterates over one rank's batches from a Stoker service over its Unix socket.
 
     ``Loader(address, rank, world_size, *, job="default", as_torch=False, pin_memory=False,
-    copy=False, timeout=None, shared_memory=True)``
+    copy=False, timeout=None, shared_memory=True, connect_timeout=10, keep_timings=10000, local_rank=0)``;
+    :meth:`from_env` takes them from a launcher's environment (torchrun's RANK, WORLD_SIZE, LOCAL_RANK).
 
     * ``address``: the service's socket path (str or Path); None means :func:`default_address`.
     * Iterating yields one ``{name: array}`` dict per batch holding the model inputs, in the batch's
@@ -140,8 +148,14 @@ class Loader:
       released at once. Without CUDA, it warns once and returns unpinned tensors.
     * ``copy``: owned copies, lease released at once (copy delivery already gives private memory,
       so there it changes nothing).
-    * ``timeout``: seconds for connecting and for each socket read (None: wait forever; the service
-      may hold WELCOME back until its pipeline is up).
+    * ``timeout``: seconds for each connection attempt and each socket read (None: wait forever; the
+      service may hold WELCOME back until its pipeline is up).
+    * ``connect_timeout``: seconds to keep retrying while the socket does not exist or nobody listens on
+      it (a service still starting, or restarting), 10 by default; then :class:`StokerError` names the
+      deadline, the socket and the last cause. 0 tries once. Other errors (permissions) fail at once.
+    * ``keep_timings``: how many steps' (wait_ns, step_ns) :meth:`timings` keeps (the oldest go first).
+    * ``local_rank``: the rank on this node (torchrun's LOCAL_RANK), kept as ``loader.local_rank``
+      for the trainer's own use (e.g. ``pixel_device=f"cuda:{loader.local_rank}"``); not sent.
     * ``to_pixel_values``: a batch in the compact wire format (``pixel_values_u8``, from a service
       started with ``--pixel-format uint8``) is yielded with ``pixel_values`` instead, computed by
       :func:`stoker.pixels.to_pixel_values` (torch, with ``as_torch``) or its NumPy twin, bit for bit
@@ -149,6 +163,14 @@ class Loader:
       ``pixel_device`` (needs ``as_torch``): where to do it, e.g.
       ``"cuda"`` (the u8 bytes go to the GPU, 1/8 of the float32 bytes). The u8 batch's lease is
       released once converted. Batches without ``pixel_values_u8`` (a batch without images has none) pass unchanged.
+
+    Wait measurement (what the service's wait ratio is made of): each ``next()`` that returns a batch
+    is timed (``time.perf_counter_ns``): ``wait_ns``, the time it blocked (connecting, the request,
+    receiving, a compact batch's conversion), and ``step_ns``, the time from its return to the next
+    ``next()`` (the trainer's compute). The pair goes to the service with the next request (NEXT's
+    payload, docs/protocol.md) and into ``loader.waits`` (a deque of the last ``keep_timings`` pairs;
+    :meth:`timings`, :meth:`wait_ratio`). The last batch's pair is sent when the loop asks once more (and
+    gets END); a loop that stops early leaves it unsent.
 
     Counters: ``batches``; ``bytes_received`` (payload bytes of BATCH frames); ``bytes_copied``
     (bytes the client copied in user space to produce the arrays: 0 unless ``copy`` or
@@ -160,7 +182,8 @@ class Loader:
     def __init__(self, address=None, rank: int = 0, world_size: int = 1, *, job: str = "default",
                  as_torch: bool = False, pin_memory: bool = False, copy: bool = False,
                  timeout: Optional[float] = None, shared_memory: bool = True, to_pixel_values: bool = False,
-                 pixel_device=None):
+                 pixel_device=None, connect_timeout: Optional[float] = CONNECT_TIMEOUT, keep_timings: int = KEEP_TIMINGS,
+                 local_rank: int = 0):
         for label, v in (("rank", rank), ("world_size", world_size)):
             if not isinstance(v, int) or not 0 <= v < 1 << 32:
                 raise ValueError(f"{label} must be an int in [0, 2**32), got {v!r}")
@@ -168,6 +191,10 @@ class Loader:
             raise ValueError("pin_memory=True needs as_torch=True")
         if pixel_device is not None and not (as_torch and to_pixel_values):
             raise ValueError("pixel_device needs as_torch=True and to_pixel_values=True")
+        if connect_timeout is not None and not connect_timeout >= 0:
+            raise ValueError(f"connect_timeout must be >= 0 seconds, got {connect_timeout!r}")
+        if not isinstance(keep_timings, int) or keep_timings < 0:
+            raise ValueError(f"keep_timings must be an int >= 0, got {keep_timings!r}")
         self.address = os.fspath(address) if address is not None else default_address(job)
         self.rank = rank
         self.world_size = world_size
@@ -179,6 +206,13 @@ class Loader:
         self.pin_memory = pin_memory
         self.to_pixel_values = to_pixel_values
         self.pixel_device = pixel_device
+        self.connect_timeout = 0.0 if connect_timeout is None else float(connect_timeout)
+        self.local_rank = local_rank
+        #: (wait_ns, step_ns) of the last ``keep_timings`` steps, oldest first
+        self.waits: collections.deque = collections.deque(maxlen=keep_timings)
+        #: nanoseconds the last ``next()`` that returned a batch blocked (0 before one)
+        self.last_wait_ns = 0
+        self._returned_ns: Optional[int] = None  # when that next() returned, while its timing is not sent
         #: nanoseconds the last batch's pixel_values_u8 → pixel_values conversion took (0: none)
         self.last_convert_ns = 0
         if as_torch:
@@ -215,16 +249,8 @@ class Loader:
             raise StokerError("the Loader is closed")
         if self._conn is not None:
             return self._conn.welcome
+        sock = self._connect_socket()
         try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        except OSError as e:
-            raise StokerError(f"cannot create a Unix socket: {e}") from e
-        try:
-            sock.settimeout(self.timeout)
-            try:
-                sock.connect(self.address)
-            except OSError as e:
-                raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
             flags = P.FLAG_SHARED_MEMORY if self.shared_memory else 0
             epoch, position, fingerprint, step = 0, 0, 0, 0
             if self._resume is not None:
@@ -262,6 +288,76 @@ class Loader:
             for _ in range(2):
                 self._pool.give(_BufferPool.allocate(w.expected_batch_bytes, touch=True))
         return w
+
+    def _connect_socket(self) -> socket.socket:
+        """A socket connected to the service, retrying while its path is missing or refuses (a service
+        starting or restarting: it makes its socket only once its configuration is checked) until
+        ``connect_timeout``; each attempt on a fresh socket (a failed connect leaves one unusable)."""
+        deadline = time.monotonic() + self.connect_timeout
+        pause = 0.05
+        while True:
+            try:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            except OSError as e:
+                raise StokerError(f"cannot create a Unix socket: {e}") from e
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(self.address)
+                return sock
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                sock.close()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if self.connect_timeout <= 0:
+                        raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
+                    raise StokerError(f"cannot connect to the Stoker service at {self.address} within the "
+                                      f"{self.connect_timeout:g} s connect_timeout (STOKER_CONNECT_TIMEOUT for "
+                                      f"Loader.from_env); last cause: {e}. Is `stoker serve` running for this "
+                                      f"job (--socket, --job)?") from e
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
+            except OSError as e:
+                sock.close()
+                raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
+
+    @classmethod
+    def from_env(cls, **kwargs) -> "Loader":
+        """A Loader configured from the environment a launcher sets up: ``rank`` from ``RANK``,
+        ``world_size`` from ``WORLD_SIZE``, ``local_rank`` from ``LOCAL_RANK`` (torchrun's variables;
+        0, 1 and 0 when unset), the socket from ``STOKER_SOCKET`` (else the job's default address), the
+        job from ``STOKER_JOB`` (else ``"default"``), and ``connect_timeout`` from
+        ``STOKER_CONNECT_TIMEOUT`` (seconds, else 120: trainers may start before the service is up).
+        Keyword arguments override them (``address=``, ``rank=``, ``world_size=``, ``local_rank=``,
+        ``job=``, ``connect_timeout=``) and the rest pass through to :class:`Loader`. A variable that
+        is set but not a number raises ValueError naming it."""
+        env = os.environ
+
+        def number(name: str, default, kind):
+            raw = env.get(name)
+            if raw is None or raw.strip() == "":
+                return default
+            try:
+                return kind(raw)
+            except ValueError:
+                raise ValueError(f"environment variable {name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+
+        args = dict(rank=number("RANK", 0, int), world_size=number("WORLD_SIZE", 1, int),
+                    local_rank=number("LOCAL_RANK", 0, int), job=env.get("STOKER_JOB") or "default",
+                    connect_timeout=number("STOKER_CONNECT_TIMEOUT", ENV_CONNECT_TIMEOUT, float))
+        args.update(kwargs)
+        address = args.pop("address", None) or env.get("STOKER_SOCKET") or None
+        rank, world_size = args.pop("rank"), args.pop("world_size")
+        return cls(address, rank, world_size, **args)
+
+    def timings(self) -> List[Tuple[int, int]]:
+        """The (wait_ns, step_ns) of the last ``keep_timings`` steps, oldest first (see the class doc)."""
+        return list(self.waits)
+
+    def wait_ratio(self) -> Optional[float]:
+        """Σ wait / Σ (wait + step) over :meth:`timings`, as the service computes it; None before a step."""
+        wait = sum(w for w, _ in self.waits)
+        total = wait + sum(s for _, s in self.waits)
+        return wait / total if total else None
 
     @property
     def welcome(self) -> Optional[P.Welcome]:
@@ -372,6 +468,12 @@ class Loader:
         return self
 
     def __next__(self) -> dict:
+        t0 = time.perf_counter_ns()
+        timing = None
+        if self._returned_ns is not None:  # the step before: its wait, then the trainer's compute until now
+            timing = (self.last_wait_ns, t0 - self._returned_ns)
+            self._returned_ns = None
+            self.waits.append(timing)
         if self._state == "ended":
             raise StopIteration
         if self._state == "closed":
@@ -383,7 +485,7 @@ class Loader:
             self.connect()
         conn = self._conn
         try:
-            self._sendall(conn.sock, P.release(self._drain(conn.pending)) + P.frame(P.NEXT))
+            self._sendall(conn.sock, P.release(self._drain(conn.pending)) + P.next_request(timing))
             type_, n = self._read_frame_header(conn.sock)
             if type_ == P.BATCH:
                 out = self._receive_batch(conn, n)
@@ -410,10 +512,12 @@ class Loader:
         self.batches += 1
         self.last_convert_ns = 0
         if self.to_pixel_values and pixels.U8 in out:
-            t0 = time.perf_counter_ns()
+            c0 = time.perf_counter_ns()
             out = pixels.batch_to_pixel_values(out, self.last_meta, self.pixel_device,
                                                self._pixel_buffer(out))  # drops the u8 view: its lease goes
-            self.last_convert_ns = time.perf_counter_ns() - t0
+            self.last_convert_ns = time.perf_counter_ns() - c0
+        self._returned_ns = time.perf_counter_ns()
+        self.last_wait_ns = self._returned_ns - t0
         return out
 
     def _pixel_buffer(self, batch: dict):

@@ -1,4 +1,4 @@
-"""The local trainer protocol, version 4 (docs/protocol.md, section 2): frame types and payloads."""
+"""The local trainer protocol, version 5 (docs/protocol.md, section 2): frame types and payloads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from .errors import ProtocolError
 
-VERSION = 4
+VERSION = 5
 
 HELLO, NEXT, BYE, RELEASE = 1, 2, 3, 4
 WELCOME, BATCH, END, ERROR, REF = 11, 12, 13, 14, 15
@@ -25,6 +25,8 @@ FRAME = struct.Struct("<IQ")  # type, payload length
 _HELLO = struct.Struct("<IIIIQQQQ")
 _WELCOME = struct.Struct("<IIQQQQQQQQ")
 _REF = struct.Struct("<QQQI")
+_TIMING = struct.Struct("<QQ")  # NEXT's optional payload: wait_ns, step_ns of the step before
+_MAX_NS = (1 << 63) - 1  # the service refuses more: not a measurement
 
 # The Java service reads trainer frames other than BATCH of at most 1 MiB (FeedProtocol.FrameReader.small):
 # a RELEASE frame carries at most this many leases.
@@ -73,6 +75,15 @@ def hello(rank: int, world: int, flags: int, resume_epoch: int, resume_position:
           version: int = VERSION, resume_step: int = 0) -> bytes:
     return frame(HELLO, _HELLO.pack(version, rank, world, flags, resume_epoch, resume_position, fingerprint, resume_step)
                  + job.encode("utf-8"))
+
+
+def next_request(timing=None) -> bytes:
+    """A NEXT frame: empty, or carrying ``timing`` = (wait_ns, step_ns), the trainer's measurement of the
+    batch it received before (time blocked in the call that returned it; time from that return to now)."""
+    if timing is None:
+        return frame(NEXT)
+    wait_ns, step_ns = (min(max(int(v), 0), _MAX_NS) for v in timing)
+    return frame(NEXT, _TIMING.pack(wait_ns, step_ns))
 
 
 def release(leases) -> bytes:

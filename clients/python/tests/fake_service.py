@@ -1,4 +1,4 @@
-"""A fake Stoker service for the client tests: speaks the local trainer protocol v2 and writes STKB
+"""A fake Stoker service for the client tests: speaks the local trainer protocol v5 and writes STKB
 batches exactly as docs/protocol.md describes (written independently of the client's parser)."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class FakeService:
     and referenced with REF frames, when the HELLO accepts shared memory).
     """
 
-    def __init__(self, tmpdir, batches, *, delivery="copy", version=4, fingerprint=0xF00D,
+    def __init__(self, tmpdir, batches, *, delivery="copy", version=5, fingerprint=0xF00D,
                  steps_per_epoch=None, expected_batch_bytes=0, hello_error=None, welcome_version=None,
                  segment_for=None, segment_bytes=1 << 18, corrupt=None, error_after=None,
                  drop_after=None):
@@ -125,6 +125,7 @@ class FakeService:
         self.held = {}  # lease -> (connection, step)
         self.released = []  # lease ids released by RELEASE, in order
         self.violations = []
+        self.timings = []  # (rank, wait_ns, step_ns) from NEXT payloads, in order
         self.leases = {}  # step -> lease
         self._next_lease = 1000
         self._done = []
@@ -267,6 +268,13 @@ class FakeService:
                         self.violations.append(f"unexpected frame type {t}")
                         self._error(s, c, f"unexpected frame type {t}")
                         return
+                    if len(p) not in (0, 16):  # as the service: 0, or the trainer's timing of its step before
+                        self.violations.append(f"NEXT payload of {len(p)} bytes")
+                        self._error(s, c, f"NEXT payload of {len(p)} bytes; protocol version 5 sends 0 or 16")
+                        return
+                    if p:
+                        wait_ns, step_ns = struct.unpack("<QQ", p)
+                        self.timings.append((rank, wait_ns, step_ns))
                     step = self.positions[rank]
                     self.events.append((c, "NEXT", step))
                     if self.drop_after is not None and step >= self.drop_after:

@@ -1,8 +1,11 @@
 import gc
 import os
+import socket
 import struct
 import sys
 import tempfile
+import threading
+import time
 import unittest
 from unittest import mock
 
@@ -12,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from stoker import Loader, ProtocolError, StokerError, is_view_of_segment  # noqa: E402
+from stoker import protocol as P  # noqa: E402
 from fake_service import METADATA, FakeService, make_batches  # noqa: E402
 
 
@@ -297,24 +301,109 @@ class HandshakeTest(ServiceTest):
         self.assertNotIsInstance(cm.exception, ProtocolError)
 
     def test_version_mismatch(self):
-        svc = self.service(make_batches(1), version=5)
+        svc = self.service(make_batches(1), version=P.VERSION + 1)
         with Loader(svc.path, 0, 1) as loader:
             with self.assertRaises(StokerError) as cm:
                 next(loader)
-        self.assertEqual(str(cm.exception), "protocol version 4 is not supported; this service speaks version 5")
+        self.assertEqual(str(cm.exception), f"protocol version {P.VERSION} is not supported; this service speaks version {P.VERSION + 1}")
         self.assertEqual(svc.hellos, [])
 
     def test_welcome_with_other_version(self):
-        svc = self.service(make_batches(1), welcome_version=5)
+        svc = self.service(make_batches(1), welcome_version=P.VERSION + 1)
         with Loader(svc.path, 0, 1) as loader:
             with self.assertRaises(ProtocolError) as cm:
                 next(loader)
-        self.assertIn("protocol version 5", str(cm.exception))
+        self.assertIn(f"protocol version {P.VERSION + 1}", str(cm.exception))
 
     def test_no_service(self):
         with self.assertRaises(StokerError) as cm:
-            Loader(os.path.join(self.tmp, "nothing.sock"), 0, 1).connect()
+            Loader(os.path.join(self.tmp, "nothing.sock"), 0, 1, connect_timeout=0).connect()
         self.assertIn("cannot connect", str(cm.exception))
+
+    def test_connect_retries_until_the_deadline_then_names_it_the_socket_and_the_cause(self):
+        path = os.path.join(self.tmp, "late.sock")
+        t0 = time.monotonic()
+        with self.assertRaises(StokerError) as cm:
+            Loader(path, 0, 1, connect_timeout=0.4).connect()
+        elapsed = time.monotonic() - t0
+        self.assertGreaterEqual(elapsed, 0.4)
+        self.assertLess(elapsed, 3.0)
+        message = str(cm.exception)
+        self.assertIn("0.4 s connect_timeout", message)
+        self.assertIn(path, message)
+        self.assertIn("No such file or directory", message)
+        # a socket file nobody listens on (a service that died): refused, retried, then the same error
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(stale.close)
+        stale.bind(os.path.join(self.tmp, "stale.sock"))
+        with self.assertRaises(StokerError) as cm:
+            Loader(os.path.join(self.tmp, "stale.sock"), 0, 1, connect_timeout=0.2).connect()
+        self.assertIn("Connection refused", str(cm.exception))
+
+    def test_connect_waits_for_a_service_that_starts_later(self):
+        late = os.path.join(self.tmp, "late")
+        os.makedirs(late)
+        starter = threading.Timer(0.5, lambda: self.services.append(FakeService(late, make_batches(2))))
+        starter.start()
+        self.addCleanup(starter.cancel)
+        with Loader(os.path.join(late, "feed.sock"), 0, 1, connect_timeout=20) as loader:
+            got = list(loader)
+        self.assertEqual(len(got), 2)
+
+    def test_connect_waits_while_a_dead_services_socket_refuses(self):
+        restarted = os.path.join(self.tmp, "restarted")
+        os.makedirs(restarted)
+        path = os.path.join(restarted, "feed.sock")
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(path)  # bound, never listening: connecting is refused, as at a dead service's socket file
+
+        def restart():
+            stale.close()
+            os.unlink(path)
+            self.services.append(FakeService(restarted, make_batches(1)))
+
+        starter = threading.Timer(0.5, restart)
+        starter.start()
+        self.addCleanup(starter.cancel)
+        with Loader(path, 0, 1, connect_timeout=20) as loader:
+            self.assertEqual(len(list(loader)), 1)
+
+    def test_connect_timeout_is_checked(self):
+        with self.assertRaises(ValueError):
+            Loader(os.path.join(self.tmp, "x.sock"), 0, 1, connect_timeout=-1)
+
+    def test_each_next_after_a_batch_carries_its_wait_and_step(self):
+        svc = self.service(make_batches(3))
+        with Loader(svc.path, 0, 1, keep_timings=2) as loader:
+            waits = []
+            for _ in loader:
+                waits.append(loader.last_wait_ns)
+                time.sleep(0.03)  # the simulated step
+            self.assertTrue(svc.wait_for(lambda: len(svc.timings) == 3))
+        self.assertEqual(svc.kinds().count("NEXT"), 4, "three batches, then END")
+        self.assertEqual([w for _, w, _ in svc.timings], waits, "the waits the loader measured, in order")
+        for rank, wait, step in svc.timings:
+            self.assertEqual(rank, 0)
+            self.assertGreater(wait, 0)
+            self.assertGreaterEqual(step, 30_000_000)
+            self.assertLess(step, 5_000_000_000)
+        self.assertEqual(loader.timings(), [(w, st) for _, w, st in svc.timings][-2:], "the last keep_timings steps")
+        ratio = loader.wait_ratio()
+        w = sum(x for x, _ in loader.timings())
+        self.assertAlmostEqual(ratio, w / (w + sum(x for _, x in loader.timings())))
+
+    def test_the_first_next_carries_no_timing_and_a_reconnect_keeps_measuring(self):
+        svc = self.service(make_batches(4))
+        loader = Loader(svc.path, 0, 1)
+        next(loader)
+        self.assertEqual(svc.timings, [])
+        state = loader.state_dict()
+        loader.load_state_dict(state)  # reconnects
+        next(loader)
+        self.assertTrue(svc.wait_for(lambda: len(svc.timings) == 1), "the step before the reconnect is reported on the new connection")
+        loader.close()
+        self.assertEqual(svc.violations, [])
+
 
     def test_default_address(self):
         with mock.patch.dict(os.environ, {"XDG_RUNTIME_DIR": "/run/user/42"}):
@@ -479,6 +568,61 @@ class StateTest(ServiceTest):
             next(loader)
         self.assertIn("fingerprint", str(cm.exception))
         loader.close()
+
+
+class FromEnvTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+        self.svc = FakeService(self.tmp, make_batches(2))
+
+    def tearDown(self):
+        self.svc.close()
+        gc.collect()
+        self._tmp.cleanup()
+
+    ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "STOKER_SOCKET", "STOKER_JOB", "STOKER_CONNECT_TIMEOUT")
+
+    def env(self, **values):
+        cleared = {k: v for k, v in os.environ.items() if k not in self.ENV}
+        cleared.update(values)
+        return mock.patch.dict(os.environ, cleared, clear=True)
+
+    def test_torchrun_variables_and_the_socket_and_job(self):
+        with self.env(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", STOKER_SOCKET=self.svc.path, STOKER_JOB="sft",
+                      STOKER_CONNECT_TIMEOUT="7.5"):
+            loader = Loader.from_env()
+        with loader:
+            next(loader)
+        self.assertEqual((loader.rank, loader.world_size, loader.local_rank, loader.job), (1, 2, 1, "sft"))
+        self.assertEqual(loader.address, self.svc.path)
+        self.assertEqual(loader.connect_timeout, 7.5)
+        hello = self.svc.hellos[0]
+        self.assertEqual((hello["rank"], hello["world"], hello["job"]), (1, 2, "sft"))
+
+    def test_defaults_when_unset(self):
+        with self.env(XDG_RUNTIME_DIR="/run/user/42"):
+            loader = Loader.from_env()
+        self.assertEqual((loader.rank, loader.world_size, loader.local_rank, loader.job), (0, 1, 0, "default"))
+        self.assertEqual(loader.address, "/run/user/42/stoker/default.sock")
+        self.assertEqual(loader.connect_timeout, 120.0)
+        with self.env(XDG_RUNTIME_DIR="/run/user/42", STOKER_JOB="sft"):
+            self.assertEqual(Loader.from_env().address, "/run/user/42/stoker/sft.sock", "the job's default socket")
+
+    def test_keyword_arguments_override_and_pass_through(self):
+        with self.env(RANK="1", WORLD_SIZE="2", STOKER_SOCKET="/nowhere.sock", STOKER_JOB="sft"):
+            loader = Loader.from_env(address=self.svc.path, rank=0, world_size=1, job="other", connect_timeout=0,
+                                     local_rank=3, copy=True, keep_timings=5)
+        self.assertEqual((loader.rank, loader.world_size, loader.local_rank, loader.job), (0, 1, 3, "other"))
+        self.assertEqual((loader.address, loader.connect_timeout, loader.copy, loader.waits.maxlen),
+                         (self.svc.path, 0.0, True, 5))
+
+    def test_a_variable_that_is_not_a_number_is_named(self):
+        for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "STOKER_CONNECT_TIMEOUT"):
+            with self.env(**{name: "two"}):
+                with self.assertRaises(ValueError) as cm:
+                    Loader.from_env()
+            self.assertIn(name, str(cm.exception))
 
 
 if __name__ == "__main__":

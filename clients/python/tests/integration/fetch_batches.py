@@ -29,6 +29,10 @@ Subcommands (all print one JSON line on stdout, the last line, and exit 0 on suc
            Either way the float32 bytes must equal F's pixel_values byte for byte (np.array_equal on
            the raw bytes), every other tensor must be equal, and the fingerprints must differ.
            Reports per step the batch bytes of both.
+  timed    --socket S --world W --rank R --step-ms MS
+           A training loop of Loader.from_env (RANK, WORLD_SIZE and STOKER_SOCKET set from the arguments) that
+           sleeps MS per batch, up to END (whose request carries the last step's timing); reports what the
+           loader measured itself: timings() as [[wait_ns, step_ns], ...] and wait_ratio().
   expect-error --socket S --world W --rank R [--version V]
            Connects a Loader with those values (its HELLO saying protocol version V when given) and
            expects a StokerError: reports its type and message.
@@ -282,6 +286,23 @@ def compare_compact(a, sock, shared, expected, float_fingerprint) -> dict:
     return {"steps": steps, "bytes_received": u.bytes_received, "refs": u.refs}
 
 
+def cmd_timed(a) -> dict:
+    import time
+    os.environ.update(RANK=str(a.rank), WORLD_SIZE=str(a.world), STOKER_SOCKET=a.socket, STOKER_JOB=a.job)
+    with Loader.from_env(timeout=a.timeout) as loader:
+        batches = 0
+        for batch in loader:
+            if "input_ids" not in batch:
+                fail(f"batch {batches} without input_ids: {list(batch)}")
+            del batch
+            time.sleep(a.step_ms / 1000.0)  # the trainer's step
+            batches += 1
+    if len(loader.timings()) != batches:
+        fail(f"{batches} batches but {len(loader.timings())} timings")
+    return {"ok": True, "batches": batches, "timings": [list(t) for t in loader.timings()],
+            "wait_ratio": loader.wait_ratio()}
+
+
 def cmd_expect_error(a) -> dict:
     if a.version is not None:
         # A client of another protocol version: this client, its HELLO saying version V.
@@ -298,7 +319,7 @@ def cmd_expect_error(a) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("fetch", "hold-and-die", "expect-error", "take", "compact"):
+    for name in ("fetch", "hold-and-die", "expect-error", "take", "compact", "timed"):
         p = sub.add_parser(name)
         p.add_argument("--socket", required=True)
         p.add_argument("--world", type=int, required=True)
@@ -316,6 +337,8 @@ def main(argv=None) -> int:
             p.add_argument("--hold", type=int, default=2)
         if name == "expect-error":
             p.add_argument("--version", type=int)
+        if name == "timed":
+            p.add_argument("--step-ms", type=int, required=True)
         if name == "compact":
             p.add_argument("--float-socket", required=True)
             p.add_argument("--copy-socket")
@@ -336,6 +359,8 @@ def main(argv=None) -> int:
         report = cmd_take(a)
     elif a.cmd == "compact":
         report = cmd_compact(a)
+    elif a.cmd == "timed":
+        report = cmd_timed(a)
     else:
         report = cmd_expect_error(a)
     print(json.dumps(report))

@@ -69,12 +69,8 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
     }
 
     /**
-     * What the status line shows: the feed's delivery, buffers and skipped samples, its verdict kind, and the total when --steps
-     * bounds the run.
+     * What the status line shows: the feed's delivery, buffers and skipped samples, the trainers' wait ratio over their recent
+     * steps as they reported it, the verdict kind (with that wait ratio), and the total when --steps bounds the run.
      */
-    private static StatusLine.Sample status(StokerNode node) {
-        var ledger = node.ledger();
-        return StatusLine.Sample.of(ledger.feeder().metrics(), ledger.feeder().verdict().kind().label(),
-                ledger.steps() > 0 ? ledger.steps() * ledger.ranks() : -1);
-    }
+    static StatusLine.Sample status(StokerNode node) { return StatusLine.Sample.of(node.ledger()); }
 }

@@ -244,11 +244,11 @@ class PythonClientTest {
         assertEquals("rank 2 is outside the world size 2", rank.get("message").asText());
         JsonNode world = runScript(List.of("expect-error", "--socket", b.socket().toString(), "--world", "3", "--rank", "0"));
         assertEquals("world size 3 differs from the job's 2", world.get("message").asText());
-        for (int version : new int[] {3, 5}) {
+        for (int version : new int[] {4, 6}) {
             JsonNode v = runScript(List.of("expect-error", "--socket", b.socket().toString(), "--world", "" + RANKS, "--rank", "0",
                     "--version", "" + version));
             assertEquals("StokerError", v.get("error_type").asText());
-            assertEquals("protocol version " + version + " is not supported; this service speaks version 4", v.get("message").asText());
+            assertEquals("protocol version " + version + " is not supported; this service speaks version 5", v.get("message").asText());
         }
         try (var live = dev.stoker.transport.TrainerClient.connect(b.socket(), 1, RANKS, "t")) { // rank 1 has a live trainer
             assertSameBatch(live, 0);
@@ -355,13 +355,73 @@ class PythonClientTest {
         assertEquals(mb.get("kept_for_reconnect").asLong(), mb.get("store").get("leases").asLong(), mb.get("store").toString());
     }
 
+    /**
+     * The wait measurement end to end: Python trainers ({@code Loader.from_env}) that sleep through each step send their
+     * timings with their requests, and the service's metrics file and {@code --report-dir} hold, per rank, exactly what
+     * each client measured itself: its waits and steps, and so its wait ratio.
+     */
+    @Test
+    @Order(6)
+    void theServiceShowsTheWaitRatioEachPythonTrainerMeasured() throws Exception {
+        int steps = 6;
+        long stepMillis = 50;
+        Path run = tmp.resolve("c-run");
+        Service c = serve("c", steps, "64M", List.of("--report-dir", run.toString()));
+        c.arenaDir();
+        var ranks = new ArrayList<Py>();
+        for (int r = 0; r < RANKS; r++)
+            ranks.add(startPython(List.of("timed", "--socket", c.socket().toString(), "--world", "" + RANKS, "--rank", "" + r,
+                    "--step-ms", "" + stepMillis)));
+        var measured = new ArrayList<JsonNode>();
+        for (Py p : ranks) {
+            assertTrue(p.process().waitFor(120, TimeUnit.SECONDS), "a timed trainer did not finish");
+            String out = p.stdout().get(10, TimeUnit.SECONDS);
+            assertEquals(0, p.process().exitValue(), out + p.stderrText());
+            measured.add(lastJson(out));
+        }
+        stop(c);
+
+        JsonNode trainers = JSON.readTree(c.metrics().toFile()).path("trainers");
+        assertEquals(RANKS, trainers.path("ranks").size(), trainers.toString());
+        long allWait = 0, allStep = 0;
+        for (JsonNode r : trainers.path("ranks")) {
+            JsonNode mine = measured.get(r.path("rank").asInt());
+            assertEquals(steps, mine.path("batches").asInt(), mine.toString());
+            long wait = 0, step = 0;
+            for (JsonNode t : mine.path("timings")) {
+                wait += t.get(0).asLong();
+                step += t.get(1).asLong();
+                assertTrue(t.get(1).asLong() >= stepMillis * 1_000_000, "a step sleeps " + stepMillis + " ms: " + t);
+            }
+            assertEquals(steps, r.path("steps_reported").asLong(), r.toString());
+            assertEquals(wait, r.path("wait_ns").asLong(), "the waits the client measured: " + r);
+            assertEquals(step, r.path("step_ns").asLong(), "the steps the client measured: " + r);
+            assertEquals(mine.path("wait_ratio").asDouble(), r.path("wait_ratio").asDouble(), 1e-9, r + " vs " + mine);
+            allWait += wait;
+            allStep += step;
+        }
+        assertEquals((double) allWait / (allWait + allStep), trainers.path("wait_ratio").asDouble(), 1e-9, trainers.toString());
+
+        var data = dev.stoker.report.RunData.load(run); // what `stoker report DIR` renders
+        assertEquals(List.of("job"), data.modes().stream().map(dev.stoker.report.RunData.Mode::name).toList());
+        for (var rank : data.modes().getFirst().ranks()) {
+            JsonNode mine = measured.get(rank.rank());
+            assertEquals(steps, rank.steps().size());
+            for (int s = 0; s < steps; s++)
+                assertEquals(mine.path("timings").get(s).get(0).asLong(), rank.steps().get(s).waitNanos(), "rank " + rank.rank() + " step " + s);
+        }
+    }
+
     // ------------------------------------------------------------------ helpers
 
-    static Service serve(String name, int steps, String budget) throws IOException {
+    static Service serve(String name, int steps, String budget) throws IOException { return serve(name, steps, budget, List.of()); }
+
+    static Service serve(String name, int steps, String budget, List<String> more) throws IOException {
         Path socket = tmp.resolve(name + ".sock"), metrics = tmp.resolve(name + "-metrics.json");
-        var args = List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH,
+        var args = new ArrayList<>(List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "" + RANKS, "--batch", "" + BATCH,
                 "--max-pixels", "" + MAX_PIXELS, "--socket", socket.toString(), "--shm-dir", shm.toString(),
-                "--shm-budget", budget, "--max-images", "2", "--steps", "" + steps, "--threads", "2", "--metrics-file", metrics.toString());
+                "--shm-budget", budget, "--max-images", "2", "--steps", "" + steps, "--threads", "2", "--metrics-file", metrics.toString()));
+        args.addAll(more);
         Path log = tmp.resolve(name + "-serve.log");
         Process p = ServeProcess.start(log, "1g", args);
         return new Service(name, p, socket, metrics, log);

@@ -181,6 +181,13 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     @Override
     public boolean sharedMemory() { return true; }
 
+    /** A trainer's timing goes to the ledger of the job its connection joined, as its requests do. */
+    @Override
+    public void report(int rank, long connection, long waitNanos, long stepNanos) {
+        var l = joinedLedger.get(connection);
+        if (l != null) l.report(rank, connection, waitNanos, stepNanos);
+    }
+
     @Override
     public CompletableFuture<? extends Delivery> next(int rank, long connection) {
         var l = joinedLedger.get(connection);

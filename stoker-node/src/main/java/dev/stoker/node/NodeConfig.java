@@ -231,6 +231,9 @@ public final class NodeConfig {
     public static final ConfigKey<String> METRICS_BIND = key("metrics-bind", SERVE, "ADDR", TEXT, ConfigKey.text(), Function.identity(),
             "127.0.0.1", null, "Address the metrics endpoint listens on; the metrics have no access control, so bind another address only "
                     + "where everyone who can reach it may read them.");
+    public static final ConfigKey<Path> REPORT_DIR = key("report-dir", SERVE, "DIR", TEXT, ConfigKey.path(), Path::toString, null, "off",
+            "Write the job's run data here every 5 s and on shutdown: job-rank<R>.json per rank (the steps its trainer measured and "
+                    + "reported) and job-pipeline.json (counters, stages, timeline, verdict); `stoker report DIR` renders them.");
 
     // ---- CLUSTER: a job over a cluster (serve --join)
     public static final ConfigKey<Integer> NODES = key("nodes", CLUSTER, "N", NUMBER, ConfigKey.integer(1, 4096), String::valueOf, 1, null,

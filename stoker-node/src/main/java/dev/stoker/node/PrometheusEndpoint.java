@@ -25,6 +25,11 @@ import java.util.function.ToDoubleFunction;
  * snapshot of the feed's counters is taken once per scrape and shared by the meters. Skipped samples
  * by cause ({@code stoker_samples_skipped_by_cause_total{kind, stage, reason}}) get a series when their
  * cause first appears; the feed bounds the causes ({@code FeedErrors.MAX_CAUSES}), and so the series.
+ * The trainers' own figures, from the timings they send with each request, get a series per rank when
+ * the rank first asks: {@code stoker_trainer_wait_ratio{rank}} (whole run), {@code
+ * stoker_trainer_recent_wait_ratio{rank}}, {@code stoker_trainer_steps_reported_total{rank}}, {@code
+ * stoker_trainer_wait_seconds_total{rank}} and {@code stoker_trainer_step_seconds_total{rank}}; the
+ * bottleneck verdict uses their wait ratio once they have reported.
  *
  * <p>Threading: scrapes run on one server thread.
  */
@@ -34,6 +39,10 @@ public final class PrometheusEndpoint implements AutoCloseable {
     private final RankLedger service;
     private volatile FeedMetrics.Snapshot snapshot;
     private volatile BottleneckVerdict verdict;
+    /** The trainers' reported figures by rank, taken once per scrape. */
+    private volatile java.util.Map<Integer, TrainerTimings.RankFigures> trainers = java.util.Map.of();
+    /** Ranks whose trainer meters are registered; only the scrape thread (and the constructor) adds. */
+    private final java.util.Set<Integer> trainerRanks = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** The causes that have a series, as kind, stage and reason; only the scrape thread (and the constructor) adds. */
     private final java.util.Set<java.util.List<String>> causes = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
@@ -108,7 +117,11 @@ public final class PrometheusEndpoint implements AutoCloseable {
 
     private void refresh() {
         snapshot = service.feeder().metrics();
-        verdict = service.feeder().verdict();
+        verdict = service.verdict(); // with the trainers' reported wait ratio once there is one
+        var byRank = new java.util.HashMap<Integer, TrainerTimings.RankFigures>();
+        for (var r : service.timings().ranks()) byRank.put(r.rank(), r);
+        trainers = byRank;
+        for (int rank : byRank.keySet()) if (trainerRanks.add(rank)) registerTrainer(rank);
         for (var c : snapshot.skippedByCause()) {
             var key = java.util.List.of(c.kind(), c.stage(), c.reason());
             if (!causes.add(key)) continue;
@@ -116,6 +129,30 @@ public final class PrometheusEndpoint implements AutoCloseable {
                     .description("skipped samples by kind (error, filtered), stage and cause class").tag("kind", c.kind())
                     .tag("stage", c.stage()).tag("reason", c.reason()).register(registry);
         }
+    }
+
+    /**
+     * A rank's meters from its trainer's reports (docs/protocol.md, NEXT), registered when the rank is
+     * first seen: a node serving part of a world's ranks shows only those, by global rank.
+     */
+    private void registerTrainer(int rank) {
+        String tag = Integer.toString(rank);
+        Gauge.builder("stoker.trainer.wait.ratio", this, m -> figure(m, rank, TrainerTimings.RankFigures::waitRatio))
+                .description("the trainer's share of step time spent waiting for batches, whole run (its reports)").tag("rank", tag)
+                .register(registry);
+        Gauge.builder("stoker.trainer.recent.wait.ratio", this, m -> figure(m, rank, f -> f.recentWaitRatio().orElse(Double.NaN)))
+                .description("the same over the rank's last " + TrainerTimings.RECENT_STEPS + " steps").tag("rank", tag).register(registry);
+        FunctionCounter.builder("stoker.trainer.steps.reported", this, m -> figure(m, rank, f -> f.steps()))
+                .description("steps the trainer reported its wait and compute for").tag("rank", tag).register(registry);
+        FunctionCounter.builder("stoker.trainer.wait.seconds", this, m -> figure(m, rank, f -> f.waitNanos() / 1e9))
+                .description("time the trainer was blocked waiting for batches").tag("rank", tag).register(registry);
+        FunctionCounter.builder("stoker.trainer.step.seconds", this, m -> figure(m, rank, f -> f.stepNanos() / 1e9))
+                .description("time the trainer computed between batches").tag("rank", tag).register(registry);
+    }
+
+    private static double figure(PrometheusEndpoint m, int rank, ToDoubleFunction<TrainerTimings.RankFigures> value) {
+        var f = m.trainers.get(rank);
+        return f == null ? 0 : value.applyAsDouble(f);
     }
 
     /** The count of the cause {@code key} (kind, stage, reason) in {@code s}. */

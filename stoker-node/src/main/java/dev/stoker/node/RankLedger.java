@@ -60,6 +60,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     private final CompletableFuture<RuntimeException> failure = new CompletableFuture<>();
     private volatile IllegalStateException violation;
     private boolean welcomed;
+    private final TrainerTimings timings = new TrainerTimings();
     private long repositions, epochsChecked;
 
     /** One hand-out's bytes, kept until the trainer proves it has them: heap tensors or a lease of our own. */
@@ -73,6 +74,9 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         void drop() {
             if (hold != null) hold.close();
         }
+
+        /** The batch's size as laid out, what its trainer receives. */
+        long size() { return prepared != null ? BatchLayout.sizeOf(prepared.tensors()) : bytes; }
 
         BatchLayout.Meta meta() { return prepared != null ? prepared.meta() : BatchLayout.read(object.segment().asSlice(0, bytes)).meta(); }
 
@@ -151,6 +155,15 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /** Steps each rank is fed before its END (0: no end). */
     public long steps() { return steps; }
+
+    /** What the trainers measured and reported, per rank (docs/protocol.md, NEXT). */
+    public TrainerTimings timings() { return timings; }
+
+    /** Records the trainer's timing of the batch its rank was handed last (the request it comes with has not taken the next yet). */
+    @Override
+    public void report(int rank, long connection, long waitNanos, long stepNanos) {
+        timings.report(rank, waitNanos, stepNanos);
+    }
 
     /** Times the pipeline was restarted at a trainer's cursor. */
     public long repositions() {
@@ -401,6 +414,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         synchronized (lock) {
             var slot = slots[rank];
             if (connection == NO_CONNECTION) admitWithoutConnection(rank, slot);
+            else timings.requested(rank);
             var out = slot.tail.handle((x, e) -> null).thenCompose(ignored -> produce(rank, connection));
             slot.tail = out;
             if (connection == NO_CONNECTION)
@@ -438,6 +452,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 var h = slot.replay.pollFirst();
                 slot.held.addLast(h);
                 replayed[rank]++;
+                timings.handedOut(rank, h.size(), h.meta().batchSize());
                 return CompletableFuture.completedFuture(h.handOut());
             }
             if (steps > 0 && slot.fromFeeder >= steps) return CompletableFuture.completedFuture(null);
@@ -461,6 +476,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                     throw new CompletionException(broken);
                 }
                 handed[rank]++;
+                if (!flight.dropOnArrival) timings.handedOut(rank, h.size(), h.meta().batchSize());
                 var out = h.handOut(); // (its own lease first: dropping the hold may free the object)
                 if (flight.dropOnArrival) {
                     h.drop(); // a reconnect resumed past it; the dead connection it was for gets it, nobody else
@@ -567,6 +583,19 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         return Bottleneck.classify(feeder().bottleneckInputs().withTrainer(trainerWaitRatio, transferShare));
     }
 
+    /**
+     * The verdict now: with the wait ratio the trainers reported (steady state: after each rank's
+     * first {@link #STEADY_SKIP_STEPS} steps; the transfer's share of it is not reported, so unknown)
+     * once they have reported a step, else the pipeline's alone.
+     */
+    public BottleneckVerdict verdict() {
+        if (!timings.any()) return feeder().verdict();
+        return verdict(timings.steadyWaitRatio(STEADY_SKIP_STEPS).orElse(0), OptionalDouble.empty());
+    }
+
+    /** Steps of each rank left out of the steady wait ratio: the cold start (the report's rule, {@code RunData.STEADY_SKIP_STEPS}). */
+    static final int STEADY_SKIP_STEPS = 3;
+
     /** The pipeline's (a local one's), the store's and the ledger's counters, for the run's JSON. */
     public Map<String, Object> metrics() {
         var m = new LinkedHashMap<String, Object>();
@@ -576,12 +605,13 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         if (store != null) m.put("store", store.metrics());
         m.put("kept_for_reconnect", kept());
         m.put("ledger", ledgerMetrics());
+        m.put("trainers", timings.toJson());
         if (snapshot != null) {
             var stages = new LinkedHashMap<String, Object>(); // docs/run-data.md
             snapshot.stages().forEach((name, stage) -> stages.put(name, stage.toJson()));
             m.put("stages", stages);
             m.put("timeline", feeder.timeline().toJson());
-            m.put("verdict", feeder.verdict().toJson());
+            m.put("verdict", verdict().toJson());
         }
         return m;
     }

@@ -62,7 +62,22 @@ public final class StatusLine implements AutoCloseable {
 
         /** The figures of a feed's counters {@code m} now; the trainers' wait ratio unknown. */
         public static Sample of(FeedMetrics.Snapshot m, String verdict, long totalBatches) {
-            return new Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(), OptionalDouble.empty(),
+            return of(m, verdict, totalBatches, OptionalDouble.empty());
+        }
+
+        /**
+         * What {@code stoker serve}'s status line shows for a local job: its feed's delivery, buffers and skipped samples, the
+         * trainers' wait ratio over their recent steps as they reported it, the verdict kind (with that wait ratio), and the
+         * total when {@code --steps} bounds the run.
+         */
+        public static Sample of(RankLedger ledger) {
+            return of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.ranks() : -1,
+                    ledger.timings().recentWaitRatio());
+        }
+
+        /** The figures of a feed's counters {@code m} now, with the trainers' wait ratio as they reported it (empty: unknown). */
+        public static Sample of(FeedMetrics.Snapshot m, String verdict, long totalBatches, OptionalDouble waitRatio) {
+            return new Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(), waitRatio,
                     verdict, totalBatches, m.errorSamples(), m.filteredSamples(), m.skippedByCause(), m.sources());
         }
     }

@@ -65,6 +65,7 @@ public final class StokerNode implements AutoCloseable {
     private final FlightBatchServer flight;
     private final FlightAccess flightAccess;
     private final PrometheusEndpoint metrics;
+    private ReportDir reports; // --report-dir; set once, right after the node is made (its files hold the node's counters)
     private boolean closed;
 
     private StokerNode(NodeConfig config, Path socket, Feed feed, FeedServer server, FlightBatchServer flight, FlightAccess flightAccess,
@@ -112,8 +113,15 @@ public final class StokerNode implements AutoCloseable {
                 metrics = new PrometheusEndpoint(feed.ledger(), metricsAddress, config.get(NodeConfig.METRICS_PORT));
                 log.accept("metrics on " + metrics.url());
             }
+            Path reportDir = config.get(NodeConfig.REPORT_DIR);
+            if (reportDir != null && feed.ledger() == null) throw new ConfigException("--report-dir is written for a local job only");
+            var node = new StokerNode(config, sock, feed, server, flight, flightAccess, metrics);
+            if (reportDir != null) {
+                node.reports = new ReportDir(reportDir, feed.ledger(), node::metrics, ReportDir.INTERVAL_MILLIS, log);
+                log.accept("run data in " + reportDir + " (stoker report " + reportDir + ")");
+            }
             log.accept("listening on " + sock); // last: tells scripts everything is up
-            return new StokerNode(config, sock, feed, server, flight, flightAccess, metrics);
+            return node;
         } catch (IOException | RuntimeException e) {
             closeQuietly(metrics, flight, server, feed);
             throw e;
@@ -213,6 +221,9 @@ public final class StokerNode implements AutoCloseable {
     /** The Flight endpoint trainers on other hosts connect to, or null without {@code --flight}. */
     public String flightUrl() { return flight == null ? null : flightAccess.url(flight.port()); }
 
+    /** {@code --report-dir}'s writer, or null without it. */
+    public ReportDir reportDir() { return reports; }
+
     /** The Prometheus scrape URL, or null without {@code --metrics-port}. */
     public String metricsUrl() { return metrics == null ? null : metrics.url(); }
 
@@ -234,14 +245,21 @@ public final class StokerNode implements AutoCloseable {
         return m;
     }
 
-    /** Writes {@code --metrics-file} (when set), then stops the endpoints, the socket server and the feed, in that order. */
+    /**
+     * Writes {@code --report-dir}'s files and {@code --metrics-file} (when set), then stops the endpoints, the socket server and
+     * the feed, in that order.
+     */
     @Override
     public void close() throws IOException {
         if (closed) return;
         closed = true;
         Path file = config.get(NodeConfig.METRICS_FILE);
         try {
-            if (file != null) RunFiles.writeJson(file, metrics());
+            try {
+                if (reports != null) reports.close();
+            } finally {
+                if (file != null) RunFiles.writeJson(file, metrics());
+            }
         } finally {
             closeQuietly(metrics, flight, server, feed);
         }

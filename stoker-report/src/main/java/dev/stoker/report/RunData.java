@@ -15,9 +15,9 @@ import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 /**
- * What a ladder run directory holds ({@code ./stoker bench ladder --work-dir DIR}): per mode, the
- * trainers' per-step reports ({@code MODE-rankR.json}) and the pipeline's counters
- * ({@code MODE-pipeline.json}). Anything missing is absent here, never an error: a report is built
+ * What a run directory holds ({@code ./stoker bench ladder --work-dir DIR}, or a served job's
+ * {@code stoker serve --report-dir DIR}, mode {@code job}): per mode, the trainers' per-step reports
+ * ({@code MODE-rankR.json}) and the pipeline's counters ({@code MODE-pipeline.json}). Anything missing is absent here, never an error: a report is built
  * from whatever the run recorded.
  */
 public record RunData(Path dir, List<Mode> modes) {

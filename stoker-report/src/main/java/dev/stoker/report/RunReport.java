@@ -62,12 +62,13 @@ public final class RunReport {
                 .append("else{window.__early=(window.__early||'')+t;}document.documentElement.dataset.errors='1';};</script>\n");
         h.append("<style>").append(CSS).append("</style></head>\n<body>\n");
         h.append("<h1>").append(Html.esc(title)).append("</h1>\n");
-        h.append("<p class=\"sub\">Run directory <code>").append(Html.esc(run.dir().toAbsolutePath().toString())).append("</code>; modes: ")
-                .append(Html.esc(String.join(", ", run.modes().stream().map(Mode::name).toList()))).append(".</p>\n");
+        h.append("<p class=\"sub\">Run directory <code>").append(Html.esc(run.dir().toAbsolutePath().toString())).append("</code>; ")
+                .append(Html.esc(describe(run))).append(".</p>\n");
         h.append("<pre id=\"errors\" hidden></pre>\n");
 
         verdicts(h, run);
         summaryTable(h, run);
+        perRankTable(h, run);
 
         section(h, "Wait-time ratio per mode", "Share of the trainers' step time spent waiting for a batch, all steps and steady state"
                 + " (leaving out the first " + RunData.STEADY_SKIP_STEPS + " steps of each rank). Lower is better.", waitRatioPlot(run));
@@ -93,6 +94,37 @@ public final class RunReport {
                 .append("document.body.dataset.errors=String(e.textContent.length>0);});</script>\n");
         h.append("</body></html>\n");
         return h.toString();
+    }
+
+    /** What the run is: ladder modes, a served job ({@value #JOB_MODE}: {@code serve --report-dir}), or both. */
+    static String describe(RunData run) {
+        var names = run.modes().stream().map(Mode::name).toList();
+        var others = names.stream().filter(n -> !n.equals(JOB_MODE)).toList();
+        String job = "a served job (stoker serve --report-dir; its trainers' own measurements, mode \"" + JOB_MODE + "\")";
+        if (others.isEmpty()) return names.isEmpty() ? "no data recorded" : job;
+        return "modes: " + String.join(", ", others) + (names.contains(JOB_MODE) ? "; and " + job : "");
+    }
+
+    /** The mode name of a served job's files (docs/run-data.md). */
+    static final String JOB_MODE = "job";
+
+    /** Per rank of each mode: its steps, wait ratio (all and steady), mean wait and mean step: where a job's waiting is. */
+    private static void perRankTable(StringBuilder h, RunData run) {
+        var modes = run.modes().stream().filter(m -> !m.ranks().isEmpty()).toList();
+        if (modes.isEmpty()) return;
+        h.append("<section><h2>Wait-time ratio per rank</h2>\n<table id=\"per-rank\"><thead><tr><th>mode</th><th>rank</th><th>steps</th>")
+                .append("<th>wait ratio</th><th>steady</th><th>mean wait per step</th><th>mean step</th></tr></thead><tbody>\n");
+        for (Mode m : modes) {
+            for (Rank r : m.ranks()) {
+                Summary s = RunData.summarize(new Mode(m.name(), List.of(r), null));
+                h.append("<tr><td><span class=\"swatch\" style=\"background:").append(color(run, m.name())).append("\"></span>")
+                        .append(Html.esc(m.name())).append("</td><td>").append(r.rank()).append("</td><td>").append(s.steps())
+                        .append("</td><td>").append(Html.num(s.waitRatio(), 3)).append("</td><td>").append(Html.num(s.steadyWaitRatio(), 3))
+                        .append("</td><td>").append(Html.num(s.meanWaitMillis(), 1)).append(" ms</td><td>").append(Html.num(s.meanStepMillis(), 1))
+                        .append(" ms</td></tr>\n");
+            }
+        }
+        h.append("</tbody></table></section>\n");
     }
 
     private static void section(StringBuilder h, String heading, String note, String svg) {

@@ -63,6 +63,24 @@ class RunReportTest {
     }
 
     @Test
+    void aServedJobIsDescribedAsOneAndShowsEachRanksWaitRatio(@TempDir Path dir) throws Exception {
+        // rank 0 waits 100 of every 400 ms, rank 1 300 of 400 (as serve --report-dir writes them: transfer and convert 0)
+        for (int r = 0; r < 2; r++) {
+            long wait = (r == 0 ? 100 : 300) * 1_000_000L, compute = 400_000_000L - wait;
+            var steps = new StringBuilder();
+            for (int i = 0; i < 5; i++) steps.append(i == 0 ? "" : ",").append("[" + wait + "," + compute + ",1000,2,0,0]");
+            Files.writeString(dir.resolve("job-rank" + r + ".json"), "{\"rank\":" + r + ",\"world\":2,\"source\":\"service\","
+                    + "\"elapsed_ms\":2000,\"steps\":[" + steps + "]}");
+        }
+        String html = Files.readString(RunReport.write(dir));
+        assertTrue(html.contains("a served job (stoker serve --report-dir"), "described as a job, not ladder modes");
+        assertFalse(html.contains("modes: job"));
+        String perRank = html.substring(html.indexOf("id=\"per-rank\""));
+        assertTrue(perRank.contains("job</td><td>0</td><td>5</td><td>0.250</td><td>0.250</td><td>100.0 ms</td><td>400.0 ms</td>"), perRank);
+        assertTrue(perRank.contains("job</td><td>1</td><td>5</td><td>0.750</td><td>0.750</td><td>300.0 ms</td><td>400.0 ms</td>"), perRank);
+    }
+
+    @Test
     void summaryMatchesTheLaddersRule(@TempDir Path dir) throws Exception {
         Files.writeString(dir.resolve("prefetch-rank0.json"), "{\"rank\":0,\"world\":1,\"elapsed_ms\":2000,\"bytes_received\":5000000,"
                 + "\"steps\":[[300000000,100000000,1,4,0],[0,100000000,1,4,0],[0,100000000,1,4,0],[100000000,100000000,1,4,0],[0,100000000,1,4,0]]}");

@@ -10,7 +10,7 @@ import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
 
 /**
- * The local trainer protocol (version 4): length-prefixed frames over a stream socket (a Unix
+ * The local trainer protocol (version 5): length-prefixed frames over a stream socket (a Unix
  * domain socket). A frame is {@code type:u32 | length:u64 | payload}, little-endian. The full
  * specification, with every payload, is {@code docs/protocol.md}.
  *
@@ -19,7 +19,7 @@ import java.nio.charset.StandardCharsets;
  *    HELLO  (version, rank, world, flags, resume cursor, fingerprint, job) ──►
  *                       ◄── WELCOME (version, delivery, expected bytes, next step, fingerprint, steps/epoch, cursor, sizes) or ERROR
  *    RELEASE (lease…)   ──►   (no reply; leases of batches the trainer no longer reads)
- *    NEXT   ()          ──►
+ *    NEXT   ([wait_ns, step_ns]) ──►   (the trainer's measurement of the step before, or empty)
  *                       ◄── BATCH (STKB bytes, copy delivery) | REF (lease, offset, length, path, header) | END | ERROR
  *    …
  *    BYE    ()          ──►
@@ -28,7 +28,7 @@ import java.nio.charset.StandardCharsets;
  * measures a cold start.
  */
 public final class FeedProtocol {
-    public static final int VERSION = 4;
+    public static final int VERSION = 5;
 
     public static final int HELLO = 1, NEXT = 2, BYE = 3, RELEASE = 4;
     public static final int WELCOME = 11, BATCH = 12, END = 13, ERROR = 14, REF = 15;
@@ -142,6 +142,30 @@ public final class FeedProtocol {
             byte[] path = new byte[n];
             p.get(path);
             return new Ref(lease, offset, length, new String(path, StandardCharsets.UTF_8), p.slice().order(ByteOrder.LITTLE_ENDIAN));
+        }
+    }
+
+    /**
+     * A trainer's measurement of one step, carried by the NEXT after it: {@code waitNanos} the time it
+     * was blocked in the client call that returned the batch, {@code stepNanos} the time from that
+     * call's return to this NEXT (its compute). Both are unsigned on the wire and must fit a long.
+     */
+    public record Timing(long waitNanos, long stepNanos) {
+        /** The payload length of a NEXT that carries a timing; the other allowed length is 0. */
+        public static final int BYTES = 16;
+
+        public ByteBuffer encode() {
+            return ByteBuffer.allocate(BYTES).order(ByteOrder.LITTLE_ENDIAN).putLong(waitNanos).putLong(stepNanos).flip();
+        }
+
+        /** Decodes a NEXT payload of {@link #BYTES} bytes; refuses a value over 2^63 − 1 ns (292 years: not a measurement). */
+        static Timing decode(ByteBuffer p) throws IOException {
+            if (p.remaining() != BYTES) throw new IOException("NEXT payload of " + p.remaining() + " bytes; version " + VERSION
+                    + " sends 0 or " + BYTES + " (wait_ns u64, step_ns u64)");
+            long wait = p.getLong(), step = p.getLong();
+            if (wait < 0 || step < 0) throw new IOException("NEXT timing out of range: wait_ns " + Long.toUnsignedString(wait)
+                    + ", step_ns " + Long.toUnsignedString(step));
+            return new Timing(wait, step);
         }
     }
 

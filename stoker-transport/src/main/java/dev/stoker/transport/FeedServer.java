@@ -54,6 +54,7 @@ public final class FeedServer implements AutoCloseable {
     private final AtomicLong connections = new AtomicLong();
     private final AtomicLong leasesReleased = new AtomicLong();
     private final AtomicLong leasesReleasedOnDisconnect = new AtomicLong();
+    private final AtomicLong timingsReceived = new AtomicLong();
     private final Thread acceptor;
     private final Object socketFile; // the socket this server created (device and inode), the only one it deletes
     private volatile boolean closed;
@@ -113,6 +114,9 @@ public final class FeedServer implements AutoCloseable {
 
     /** Leases handed out and not released yet. */
     public long leasesHeld() { return refsSent.get() - leasesReleased.get() - leasesReleasedOnDisconnect.get(); }
+
+    /** NEXT requests that carried the trainer's measurement of its step before. */
+    public long timingsReceived() { return timingsReceived.get(); }
 
     /** Leases the trainers released with RELEASE. */
     public long leasesReleased() { return leasesReleased.get(); }
@@ -195,6 +199,23 @@ public final class FeedServer implements AutoCloseable {
                         }
                     }
                     case FeedProtocol.NEXT -> {
+                        // empty, or the trainer's measurement of the step before; any other length is refused unread
+                        if (f.length() != 0 && f.length() != FeedProtocol.Timing.BYTES) {
+                            error(ch, "NEXT payload of " + f.length() + " bytes; protocol version " + FeedProtocol.VERSION
+                                    + " sends 0 or " + FeedProtocol.Timing.BYTES + " (wait_ns u64, step_ns u64)");
+                            return;
+                        }
+                        if (f.length() > 0) {
+                            FeedProtocol.Timing t;
+                            try {
+                                t = FeedProtocol.Timing.decode(in.small(f));
+                            } catch (IOException bad) {
+                                error(ch, bad.getMessage());
+                                return;
+                            }
+                            provider.report(rank, connection, t.waitNanos(), t.stepNanos()); // the connection's own rank
+                            timingsReceived.incrementAndGet();
+                        }
                         var pending = provider.next(rank, connection);
                         try {
                             in.awaitWatchingPeer(ch, pending, PEER_POLL_MILLIS);

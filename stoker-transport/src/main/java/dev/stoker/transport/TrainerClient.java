@@ -33,6 +33,10 @@ import java.util.Map;
  * mapping not referenced in the last {@link #MAPPING_IDLE_REFS} references and not in use is
  * unmapped (the service may have deleted the file, and a mapping keeps its memory alive).
  *
+ * <p>Measurement: each request after a batch carries the trainer's timing of it (docs/protocol.md, NEXT):
+ * how long {@link #next()} blocked for it, and the time from its return to the next call (the
+ * trainer's step), so the service knows each rank's wait ratio without the trainer doing anything.
+ *
  * <p>Threading: one thread at a time per client (it may move between threads); {@link Received#close()}
  * only queues the release, which is sent with the next request or on {@link #close()}.
  */
@@ -127,6 +131,9 @@ public final class TrainerClient implements AutoCloseable {
     private long bytesReceived;
     private long refsReceived;
     private long lastFrameHeaderNanos;
+    private long lastReturnNanos; // when next() last returned a batch
+    private boolean timingPending; // that batch's timing is not sent yet
+    private long lastWaitNanos;
 
     private final int rank;
     private final int world;
@@ -203,7 +210,11 @@ public final class TrainerClient implements AutoCloseable {
      * a referenced one until its {@link Received} is closed.
      */
     public Received next() throws IOException {
-        sendReleasesAndNext();
+        long start = System.nanoTime();
+        // the step before: how long next() blocked for its batch, then the trainer's compute until now
+        var timing = timingPending ? new FeedProtocol.Timing(lastWaitNanos, start - lastReturnNanos) : null;
+        timingPending = false;
+        sendReleasesAndNext(timing);
         var f = in.next();
         lastFrameHeaderNanos = System.nanoTime();
         switch (f.type()) {
@@ -217,6 +228,7 @@ public final class TrainerClient implements AutoCloseable {
                 consumed++;
                 var batch = BatchLayout.read(buffer.asSlice(0, f.length()));
                 lastResume = batch.meta().resume();
+                returned(start);
                 return new Received(batch, 0, null);
             }
             case FeedProtocol.REF -> {
@@ -231,11 +243,22 @@ public final class TrainerClient implements AutoCloseable {
                 consumed++;
                 var batch = BatchLayout.read(m.segment.asSlice(ref.offset(), ref.length()));
                 lastResume = batch.meta().resume();
+                returned(start);
                 return new Received(batch, ref.lease(), m);
             }
             default -> throw new IOException("unexpected frame type " + f.type());
         }
     }
+
+    /** Marks the return of a batch from a {@link #next()} that began at {@code start}: its wait goes with the next request. */
+    private void returned(long start) {
+        lastReturnNanos = System.nanoTime();
+        lastWaitNanos = lastReturnNanos - start;
+        timingPending = true;
+    }
+
+    /** Nanoseconds the last {@link #next()} that returned a batch was blocked (what the next request reports as wait_ns). */
+    public long lastWaitNanos() { return lastWaitNanos; }
 
     private Mapping mapping(String path) throws IOException {
         Mapping m = mappings.get(path);
@@ -258,9 +281,9 @@ public final class TrainerClient implements AutoCloseable {
     }
 
     /** Pending releases and NEXT in one write: one system call, and the service wakes once. */
-    private void sendReleasesAndNext() throws IOException {
+    private void sendReleasesAndNext(FeedProtocol.Timing timing) throws IOException {
         int n = Math.min(pendingReleases.size(), MAX_RELEASES_PER_FRAME);
-        var out = ByteBuffer.allocate(2 * 12 + 8 * n).order(ByteOrder.LITTLE_ENDIAN);
+        var out = ByteBuffer.allocate(2 * 12 + 8 * n + FeedProtocol.Timing.BYTES).order(ByteOrder.LITTLE_ENDIAN);
         if (n > 0) {
             var ids = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
             for (int i = 0; i < n; i++) ids.putLong(pendingReleases.get(i));
@@ -268,7 +291,7 @@ public final class TrainerClient implements AutoCloseable {
             FeedProtocol.appendFrame(out, FeedProtocol.RELEASE, ids.flip());
         }
         flushReleases(); // more than one frame's worth, rarely
-        FeedProtocol.appendFrame(out, FeedProtocol.NEXT, null);
+        FeedProtocol.appendFrame(out, FeedProtocol.NEXT, timing == null ? null : timing.encode());
         FeedProtocol.writeFully(channel, out.flip());
     }
 

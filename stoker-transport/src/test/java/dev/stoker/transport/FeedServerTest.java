@@ -45,7 +45,7 @@ class FeedServerTest {
     }
 
     /** Serves {@code steps} deterministic batches per rank, then ends. */
-    static final class Synthetic implements Simple {
+    static class Synthetic implements Simple {
         final int world;
         final int steps;
         final AtomicInteger[] served;
@@ -175,7 +175,7 @@ class FeedServerTest {
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello);
             var f = in.next();
             assertEquals(FeedProtocol.ERROR, f.type());
-            assertTrue(FeedProtocol.utf8(in.small(f)).contains("protocol version 5 is not supported; this service speaks version 4"));
+            assertTrue(FeedProtocol.utf8(in.small(f)).contains("protocol version 6 is not supported; this service speaks version 5"));
         }
     }
 
@@ -325,6 +325,83 @@ class FeedServerTest {
             var f = in.next();
             assertEquals(FeedProtocol.ERROR, f.type());
             assertTrue(FeedProtocol.utf8(in.small(f)).contains("lease 42"));
+        }
+    }
+
+    @Test
+    void eachRequestAfterABatchCarriesTheTrainersTimingOfItToItsRank() throws Exception {
+        var reports = new java.util.concurrent.ConcurrentLinkedQueue<long[]>();
+        var provider = new Synthetic(2, 3) {
+            @Override
+            public void report(int rank, long connection, long waitNanos, long stepNanos) {
+                reports.add(new long[] {rank, waitNanos, stepNanos});
+            }
+        };
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false);
+             var client = TrainerClient.connect(sock, 1, 2, "t")) {
+            var waits = new java.util.ArrayList<Long>();
+            for (int step = 0; step < 3; step++) {
+                var got = client.next();
+                assertEquals(step, got.batch().meta().step());
+                waits.add(client.lastWaitNanos());
+                Thread.sleep(20); // the simulated step
+            }
+            assertNull(client.next()); // this request reports the third batch
+            assertEquals(3, server.timingsReceived());
+            assertEquals(3, reports.size());
+            int i = 0;
+            for (long[] r : reports) {
+                assertEquals(1, r[0], "a report belongs to the connection's rank");
+                assertEquals(waits.get(i++), r[1], "the wait the client measured");
+                assertTrue(r[2] >= 20_000_000L && r[2] < 5_000_000_000L, "step of " + r[2] + " ns around a 20 ms sleep");
+            }
+        }
+    }
+
+    @Test
+    void aNextWithAPayloadOfAnotherLengthIsRefused() throws Exception {
+        for (int length : new int[] {8, 17, 1 << 21}) {
+            Path sock = tmp.resolve("feed-" + length + ".sock");
+            var reports = new AtomicInteger();
+            var provider = new Synthetic(1, 5) {
+                @Override
+                public void report(int rank, long connection, long waitNanos, long stepNanos) { reports.incrementAndGet(); }
+            };
+            try (var server = new FeedServer(sock, provider, false);
+                 var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+                ch.connect(UnixDomainSocketAddress.of(sock));
+                var in = new FeedProtocol.FrameReader(ch);
+                FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, 0, null, 0, "t").encode());
+                var welcome = in.next();
+                assertEquals(FeedProtocol.WELCOME, welcome.type());
+                in.small(welcome);
+                // only the header: the server must refuse on the length, before reading (or waiting for) the payload
+                var header = ByteBuffer.allocate(12).order(ByteOrder.LITTLE_ENDIAN).putInt(FeedProtocol.NEXT).putLong(length).flip();
+                FeedProtocol.writeFully(ch, header);
+                var f = in.next();
+                assertEquals(FeedProtocol.ERROR, f.type());
+                assertEquals("NEXT payload of " + length + " bytes; protocol version " + FeedProtocol.VERSION
+                        + " sends 0 or 16 (wait_ns u64, step_ns u64)", FeedProtocol.utf8(in.small(f)));
+                assertEquals(0, provider.served[0].get(), "no batch handed out for a refused request");
+                assertEquals(0, reports.get());
+            }
+        }
+    }
+
+    @Test
+    void aTimingOverTheSignedRangeIsRefused() throws Exception {
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, new Synthetic(1, 5), false);
+             var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            ch.connect(UnixDomainSocketAddress.of(sock));
+            var in = new FeedProtocol.FrameReader(ch);
+            FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, 0, null, 0, "t").encode());
+            in.small(in.next());
+            FeedProtocol.writeFrame(ch, FeedProtocol.NEXT, new FeedProtocol.Timing(-1, 5).encode()); // 2^64 - 1 unsigned
+            var f = in.next();
+            assertEquals(FeedProtocol.ERROR, f.type());
+            assertTrue(FeedProtocol.utf8(in.small(f)).contains("wait_ns 18446744073709551615"));
         }
     }
 

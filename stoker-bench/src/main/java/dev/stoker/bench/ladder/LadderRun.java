@@ -58,6 +58,11 @@ public final class LadderRun {
 
             @Override
             public CompletableFuture<? extends Delivery> next(int rank, long connection) { return feedRef.get().next(rank, connection); }
+
+            @Override // the trainers' timings also reach the ledger: the pipeline file's "trainers" is the service's view of them
+            public void report(int rank, long connection, long waitNanos, long stepNanos) {
+                feedRef.get().report(rank, connection, waitNanos, stepNanos);
+            }
         };
         var processes = new ArrayList<Process>();
         try (var server = new FeedServer(socket, provider, true)) {

@@ -76,6 +76,14 @@ public interface BatchProvider {
     CompletableFuture<? extends Delivery> next(int rank, long connection);
 
     /**
+     * What the trainer of {@code rank} on {@code connection} measured for the batch it received last
+     * (the protocol's NEXT payload, sent before the request it comes with): {@code waitNanos} blocked
+     * waiting for that batch, {@code stepNanos} computing on it. Called on the connection's thread
+     * before {@link #next} for the same request; a provider that keeps no record ignores it.
+     */
+    default void report(int rank, long connection, long waitNanos, long stepNanos) {}
+
+    /**
      * A size the batches will usually fit in, or 0 when unknown. Server and trainer allocate and
      * touch buffers of this size when the trainer connects, not on its first step: first-touching
      * fresh pages is slow, and a cold start should not pay it.
