@@ -11,7 +11,7 @@ import picocli.CommandLine.Command;
  * The {@code stoker} command line. Exit status: 0 success, 1 failure of the run itself,
  * 2 invalid input (one line on stderr naming the file or sample and the cause).
  */
-@Command(name = "stoker", mixinStandardHelpOptions = true, version = "stoker 0.1.0",
+@Command(name = "stoker", mixinStandardHelpOptions = true, versionProvider = VersionProvider.class,
         description = "Keeps GPU trainers fed with multimodal (image + text) training data.",
         subcommands = {PreprocessCommand.class, EncodeCommand.class, BenchCommand.class, DemoCommand.class, ServeCommand.class,
                 NodeCommand.class, TrainerCommand.class, ReportCommand.class, PlanCommand.class, ValidateCommand.class,
@@ -39,6 +39,7 @@ public final class Main {
         cli.setCaseInsensitiveEnumValuesAllowed(true);
         cli.setUsageHelpAutoWidth(true);
         NodeOptions.register(cli);
+        VersionProvider.install(cli);
         cli.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
             String message = switch (ex) {
                 case SampleException se -> se.describe();
