@@ -75,6 +75,6 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
     private static StatusLine.Sample status(StokerNode node) {
         var ledger = node.ledger();
         return StatusLine.Sample.of(ledger.feeder().metrics(), ledger.feeder().verdict().kind().label(),
-                ledger.steps() > 0 ? ledger.steps() * ledger.ranks() : -1);
+                ledger.steps() > 0 ? ledger.steps() * ledger.localRanks().count() : -1);
     }
 }
