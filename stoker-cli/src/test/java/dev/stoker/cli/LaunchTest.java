@@ -1,0 +1,225 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.bench.ChildJvm;
+import dev.stoker.testkit.DemoDatasetBuilder;
+import dev.stoker.testkit.Vectors;
+import dev.stoker.transport.TrainerClient;
+import java.io.IOException;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code stoker launch} as a job script runs it: a real launch JVM, its service a child JVM of its own, and a real
+ * COMMAND. COMMAND gets the socket and job in its environment and its status becomes launch's; the service is gone
+ * afterwards, its socket and shared memory removed, also when launch is SIGKILLed; SIGTERM and SIGINT reach COMMAND;
+ * SLURM's variables give the world; two launches of a two-node world each serve their own node's ranks, rank 1 getting
+ * on node 1 exactly what rank 1 of a one-node service gets.
+ */
+@Tag("slow")
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class LaunchTest {
+    static final int SAMPLES = 16, BATCH = 2;
+    @TempDir static Path tmp;
+    static Path manifest;
+
+    @BeforeAll
+    static void dataSet() throws IOException {
+        manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 5);
+    }
+
+    /** serve's options for a small, fast job with its own socket and shared-memory folder under {@code dir}. */
+    static List<String> serveOptions(Path dir) throws IOException {
+        return new ArrayList<>(List.of("--data", manifest.toString(), "--batch", "" + BATCH, "--processor", "qwen2-vl", "--min-pixels",
+                "3136", "--max-pixels", "50176", "--max-images", "1", "--max-seq-len", "2048", "--threads", "2", "--warm-up-ms", "0",
+                "--shm-dir", Files.createDirectories(dir.resolve("shm")).toString(), "--shm-budget", "128M",
+                "--socket", dir.resolve("t.sock").toString()));
+    }
+
+    /** {@code stoker launch OPTIONS -- COMMAND} in a child JVM, output to {@code dir}/launch.log, with {@code env} added. */
+    static Process launch(Path dir, List<String> options, Map<String, String> env, String... command) throws IOException {
+        var args = new ArrayList<>(List.of("launch"));
+        args.addAll(options);
+        args.add("--");
+        args.addAll(List.of(command));
+        var pb = new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx256m"), args)).redirectErrorStream(true)
+                .redirectOutput(dir.resolve("launch.log").toFile());
+        pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_"));
+        pb.environment().putAll(env);
+        return pb.start();
+    }
+
+    static String log(Path dir) throws IOException { return Files.readString(dir.resolve("launch.log")); }
+
+    /** The pid launch's log gives after {@code prefix} ("service pid ", "(pid "). */
+    static long pid(String log, String prefix) {
+        Matcher m = Pattern.compile(Pattern.quote(prefix) + "(\\d+)").matcher(log);
+        assertTrue(m.find(), "no '" + prefix + "' in " + log);
+        return Long.parseLong(m.group(1));
+    }
+
+    /** The service is gone, its socket and its shared memory with it. */
+    static void assertCleanedUp(Path dir, long servicePid) throws Exception {
+        var service = ProcessHandle.of(servicePid);
+        if (service.isPresent()) service.get().onExit().get(10, TimeUnit.SECONDS);
+        assertFalse(Files.exists(dir.resolve("t.sock")), "the socket is removed");
+        try (var left = Files.list(dir.resolve("shm"))) {
+            assertEquals(List.of(), left.toList(), "no shared memory left");
+        }
+    }
+
+    @Test
+    void commandGetsTheSocketAndJobAndItsStatusIsLaunchs() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("a"));
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "2", "--job", "exit7"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "echo \"env $STOKER_SOCKET $STOKER_JOB\"; test -S \"$STOKER_SOCKET\" || exit 3; exit 7");
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(7, p.exitValue(), log);
+        assertTrue(log.contains("env " + dir.resolve("t.sock") + " exit7"), log);
+        assertTrue(log.contains("stoker launch: world 2 ranks (--nnodes 1 (default), --node-rank 0 (default), --nproc-per-node 2); "
+                + "this node serves ranks 0-1"), log);
+        assertTrue(log.contains("stoker launch: COMMAND exited with status 7; stopping the service"), log);
+        assertTrue(log.contains("stoker serve: stopping"), "the service stopped cleanly: " + log);
+        assertCleanedUp(dir, pid(log, "service pid "));
+    }
+
+    @Test
+    void theServiceStopsAndCleansUpWhenLaunchIsKilled() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("b"));
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "1"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "echo sleeping; exec sleep 120");
+        String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "sleeping");
+        long service = pid(log, "service pid "), command = pid(log, "(pid ");
+        try {
+            assertTrue(ProcessHandle.of(service).map(ProcessHandle::isAlive).orElse(false), "the service runs: " + log);
+            p.destroyForcibly(); // SIGKILL: launch can do nothing about it
+            assertTrue(p.waitFor(10, TimeUnit.SECONDS));
+            long killed = System.nanoTime();
+            var handle = ProcessHandle.of(service);
+            if (handle.isPresent()) handle.get().onExit().get(5, TimeUnit.SECONDS); // a poll of 200 ms, then a clean close
+            assertTrue(System.nanoTime() - killed < TimeUnit.SECONDS.toNanos(5));
+            assertCleanedUp(dir, service);
+            assertTrue(log(dir).contains("is gone; stopping"), log(dir));
+        } finally {
+            ProcessHandle.of(command).ifPresent(ProcessHandle::destroyForcibly); // COMMAND, orphaned with its parent
+        }
+    }
+
+    @Test
+    void sigtermAndSigintReachCommandAndItsStatusIsLaunchs() throws Exception {
+        for (String signal : List.of("TERM", "INT")) {
+            Path dir = Files.createDirectories(tmp.resolve("c-" + signal));
+            Path got = dir.resolve("got");
+            var options = serveOptions(dir);
+            options.addAll(List.of("--nproc-per-node", "1"));
+            var p = launch(dir, options, Map.of(), "/bin/sh", "-c",
+                    "trap 'echo " + signal + " > " + got + "; exit 5' " + signal + "; echo waiting; while :; do sleep 0.1; done");
+            String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "waiting");
+            long service = pid(log, "service pid ");
+            var kill = new ProcessBuilder("/bin/kill", "-" + signal, Long.toString(p.pid())).start();
+            assertTrue(kill.waitFor(10, TimeUnit.SECONDS));
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), log(dir));
+            assertEquals(5, p.exitValue(), log(dir));
+            assertEquals(signal, Files.readString(got).strip(), "COMMAND's trap ran");
+            assertCleanedUp(dir, service);
+        }
+    }
+
+    @Test
+    void slurmsVariablesGiveTheWorldAndOptionsWinOverThem() throws Exception {
+        var slurm = Map.of("SLURM_NNODES", "2", "SLURM_NODEID", "1", "SLURM_NTASKS_PER_NODE", "2");
+        Path dir = Files.createDirectories(tmp.resolve("d"));
+        var options = serveOptions(dir);
+        options.add("--print-config");
+        var p = launch(dir, options, slurm, "true");
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+        String printed = log(dir);
+        assertEquals(0, p.exitValue(), printed);
+        assertTrue(printed.contains("\nranks: 4\n"), printed);
+        assertTrue(printed.contains("\nlocal-ranks: \"2-3\"\n"), printed);
+
+        options = serveOptions(dir);
+        options.addAll(List.of("--node-rank", "0"));
+        p = launch(dir, options, slurm, "/bin/sh", "-c", "exit 0");
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(0, p.exitValue(), log);
+        assertTrue(log.contains("stoker launch: world 4 ranks (--nnodes 2 from $SLURM_NNODES, --node-rank 0, --nproc-per-node 2 from "
+                + "$SLURM_NTASKS_PER_NODE); this node serves ranks 0-1"), log);
+        assertTrue(log.contains("stoker serve: job default, 4 ranks (this node serves ranks 0-1) × batch 2"), log);
+        assertCleanedUp(dir, pid(log, "service pid "));
+
+        options = serveOptions(dir);
+        options.addAll(List.of("--ranks", "8"));
+        p = launch(dir, options, slurm, "true");
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+        assertEquals(Main.EXIT_INVALID_INPUT, p.exitValue(), log(dir));
+        assertTrue(log(dir).contains("--ranks 8 disagrees with the world of 4 ranks"), log(dir));
+    }
+
+    @Test
+    void twoLaunchesOfATwoNodeWorldServeTheirOwnRanks() throws Exception {
+        Path ref = Files.createDirectories(tmp.resolve("e-ref")), n0 = Files.createDirectories(tmp.resolve("e-0")),
+                n1 = Files.createDirectories(tmp.resolve("e-1"));
+        var refOptions = serveOptions(ref);
+        refOptions.addAll(List.of("--ranks", "2"));
+        var reference = launch(ref, refOptions, Map.of(), "/bin/sh", "-c", "echo up; exec sleep 120");
+        var nodes = new ArrayList<Process>();
+        var commands = new ArrayList<Long>();
+        try {
+            for (int node = 0; node < 2; node++) {
+                Path dir = node == 0 ? n0 : n1;
+                var options = serveOptions(dir);
+                options.addAll(List.of("--nnodes", "2", "--node-rank", "" + node, "--nproc-per-node", "1"));
+                nodes.add(launch(dir, options, Map.of(), "/bin/sh", "-c", "echo up; exec sleep 120"));
+            }
+            for (var e : List.of(Map.entry(reference, ref), Map.entry(nodes.get(0), n0), Map.entry(nodes.get(1), n1)))
+                commands.add(pid(ServeProcess.awaitLine(e.getKey(), e.getValue().resolve("launch.log"), "\nup"), "(pid "));
+            assertTrue(log(n1).contains("this node serves ranks 1"), log(n1));
+            try (var a = TrainerClient.connect(ref.resolve("t.sock"), 1, 2, "default", TrainerClient.Options.SHARED_MEMORY);
+                 var b = TrainerClient.connect(n1.resolve("t.sock"), 1, 2, "default", TrainerClient.Options.SHARED_MEMORY)) {
+                for (int step = 0; step < 2; step++) {
+                    try (var x = a.next(); var y = b.next()) {
+                        assertEquals(x.batch().meta(), y.batch().meta(), "step " + step);
+                        assertEquals(x.batch().tensors().size(), y.batch().tensors().size());
+                        for (int t = 0; t < x.batch().tensors().size(); t++)
+                            assertArrayEquals(x.batch().tensors().get(t).data().toArray(ValueLayout.JAVA_BYTE),
+                                    y.batch().tensors().get(t).data().toArray(ValueLayout.JAVA_BYTE), x.batch().tensors().get(t).name());
+                    }
+                }
+            }
+            var refused = assertThrows(IOException.class, () -> TrainerClient.connect(n1.resolve("t.sock"), 0, 2, "default"));
+            assertTrue(refused.getMessage().contains("rank 0 is not served by this node: it serves ranks 1 of 2"), refused.getMessage());
+            refused = assertThrows(IOException.class, () -> TrainerClient.connect(n0.resolve("t.sock"), 1, 2, "default"));
+            assertTrue(refused.getMessage().contains("rank 1 is not served by this node: it serves ranks 0 of 2"), refused.getMessage());
+            try (var c = TrainerClient.connect(n0.resolve("t.sock"), 0, 2, "default"); var x = c.next()) {
+                assertEquals(0, x.batch().meta().rank());
+            }
+        } finally {
+            commands.forEach(pid -> ProcessHandle.of(pid).ifPresent(ProcessHandle::destroy)); // COMMAND ends: each launch stops
+            for (var p : nodes) assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+            assertTrue(reference.waitFor(60, TimeUnit.SECONDS));
+        }
+        for (Path dir : List.of(ref, n0, n1)) assertCleanedUp(dir, pid(log(dir), "service pid "));
+    }
+}
