@@ -276,7 +276,7 @@ final class LaunchCommand implements Callable<Integer>, NodeOptions.Configured {
         }
         if (!cmd.isAlive()) return;
         if (name.equals("TERM")) {
-            cmd.destroy(); // SIGTERM
+            cmd.toHandle().destroy(); // SIGTERM
             return;
         }
         try { // Java sends no SIGINT itself
@@ -284,7 +284,7 @@ final class LaunchCommand implements Callable<Integer>, NodeOptions.Configured {
             new ProcessBuilder(kill, "-" + name, Long.toString(cmd.pid())).redirectErrorStream(true)
                     .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor(5, TimeUnit.SECONDS);
         } catch (IOException e) {
-            cmd.destroy(); // no kill command: SIGTERM stops it too
+            cmd.toHandle().destroy(); // no kill command: SIGTERM stops it too
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -292,13 +292,16 @@ final class LaunchCommand implements Callable<Integer>, NodeOptions.Configured {
 
     private static int signalNumber(String name) { return name.equals("INT") ? 2 : 15; }
 
-    /** SIGTERM to {@code p}; after {@code --stop-timeout} seconds, SIGKILL. */
+    /**
+     * SIGTERM to {@code p}; after {@code --stop-timeout} seconds, SIGKILL. Through its handle: {@code Process.destroy()}
+     * also closes our ends of its pipes, and the service's last lines would be lost.
+     */
     private void stop(Process p, String what, Consumer<String> log) throws InterruptedException {
         if (!p.isAlive()) return;
-        p.destroy();
+        p.toHandle().destroy();
         if (p.waitFor(stopTimeoutSeconds, TimeUnit.SECONDS)) return;
         log.accept(what + " did not exit within " + stopTimeoutSeconds + " s of SIGTERM (--stop-timeout); killing it");
-        p.destroyForcibly();
+        p.toHandle().destroyForcibly();
         p.waitFor(stopTimeoutSeconds, TimeUnit.SECONDS);
     }
 
