@@ -126,6 +126,40 @@ class LaunchTest {
     }
 
     @Test
+    void aServiceThatFailsToStartEndsLaunchWithItsStatusAndCommandNeverRuns() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("f"));
+        Path ran = dir.resolve("ran");
+        var options = serveOptions(dir);
+        options.set(options.indexOf("--shm-budget") + 1, "64K"); // the service refuses it at start: exit status 2
+        options.addAll(List.of("--nproc-per-node", "1"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "touch " + ran);
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(Main.EXIT_INVALID_INPUT, p.exitValue(), log);
+        assertTrue(log.contains("stoker launch: the service exited with status 2 before it was ready"), log);
+        assertTrue(log.contains("stoker: --shm-budget 65536 gives each of the 1 ranks"), "the service's error, passed on: " + log);
+        assertFalse(Files.exists(ran), "COMMAND never ran");
+    }
+
+    @Test
+    void aServiceThatDiesWhileCommandRunsStopsCommandAndLaunchFails() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("g"));
+        Path got = dir.resolve("got");
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "1"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c",
+                "trap 'echo TERM > " + got + "; exit 4' TERM; echo waiting; while :; do sleep 0.1; done");
+        ServeProcess.awaitLine(p, dir.resolve("launch.log"), "waiting");
+        String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
+        ProcessHandle.of(pid(log, "service pid ")).orElseThrow().destroyForcibly(); // the service dies, unable to clean up
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), log(dir));
+        log = log(dir);
+        assertEquals(128 + 9, p.exitValue(), "the service's status (SIGKILL): " + log);
+        assertTrue(log.contains("stoker launch: the service exited with status 137 while COMMAND ran; stopping COMMAND"), log);
+        assertEquals("TERM", Files.readString(got).strip(), "COMMAND got SIGTERM");
+    }
+
+    @Test
     void sigtermAndSigintReachCommandAndItsStatusIsLaunchs() throws Exception {
         for (String signal : List.of("TERM", "INT")) {
             Path dir = Files.createDirectories(tmp.resolve("c-" + signal));
