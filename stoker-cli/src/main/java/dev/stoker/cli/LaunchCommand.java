@@ -48,17 +48,21 @@ import picocli.CommandLine.Spec;
                         + "ranks I*P .. I*P+P-1 of N*P (serve --ranks N*P --local-ranks I*P-(I*P+P-1)); options on the command line "
                         + "win over SLURM's variables. Without these, --ranks/--local-ranks may be given as for serve; with them, "
                         + "--ranks/--local-ranks are refused unless they agree.",
+                "",
                 "Every serve option applies (--data, --batch, --config FILE, ...), with the same defaults; --print-config prints "
                         + "the service's configuration (the world's --ranks, this node's --local-ranks) and exits.",
+                "",
                 "The service runs as a child JVM (stoker serve); its output lines are copied to this command's stdout/stderr. "
                         + "Once it prints 'listening on SOCKET' (at most --ready-timeout seconds), COMMAND runs with STOKER_SOCKET "
                         + "(the socket) and STOKER_JOB (--job) in its environment and this terminal's input and output.",
+                "",
                 "SIGINT and SIGTERM to launch are passed on to COMMAND (the service ignores SIGINT, so a Ctrl-C lets the trainer "
                         + "finish with the service still up). When COMMAND ends, the service gets SIGTERM (killed after "
                         + "--stop-timeout seconds) and launch exits with COMMAND's status, 128+N if signal N ended it. If the "
                         + "service exits first, launch says so, stops COMMAND the same way and exits non-zero (the service's "
                         + "status, or 1). If launch itself is killed (SIGKILL), the service notices within a second and stops, "
                         + "removing its socket and shared memory.",
+                "",
                 "Example: stoker launch --data ds/train.jsonl --batch 4 --nproc-per-node 2 -- /usr/bin/python3 -m "
                         + "torch.distributed.run --nproc_per_node 2 train.py",
                 ""})

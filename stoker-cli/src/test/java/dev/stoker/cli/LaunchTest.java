@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.stoker.bench.ChildJvm;
 import dev.stoker.testkit.DemoDatasetBuilder;
@@ -37,6 +38,7 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class LaunchTest {
     static final int SAMPLES = 16, BATCH = 2;
+    static final String PYTHON = "/usr/bin/python3";
     @TempDir static Path tmp;
     static Path manifest;
 
@@ -123,6 +125,53 @@ class LaunchTest {
         } finally {
             ProcessHandle.of(command).ifPresent(ProcessHandle::destroyForcibly); // COMMAND, orphaned with its parent
         }
+    }
+
+    /**
+     * docs/launch.md's example: torchrun under launch, two ranks, each trainer finding the service through STOKER_SOCKET
+     * and STOKER_JOB and taking its rank's batches of the schedule.
+     */
+    @Test
+    void torchrunUnderLaunchFeedsEveryRank() throws Exception {
+        assumeTrue(Files.isExecutable(Path.of(PYTHON)), PYTHON + " is missing");
+        assumeTrue(new ProcessBuilder(PYTHON, "-c", "import numpy, torch.distributed.run").start().waitFor() == 0, "no numpy or torch");
+        Path dir = Files.createDirectories(tmp.resolve("torchrun"));
+        Path train = dir.resolve("train.py");
+        Files.writeString(train, String.join("\n",
+                "import os, sys",
+                "from stoker import Loader",
+                "rank, world = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])",
+                "with Loader(os.environ['STOKER_SOCKET'], rank=rank, world_size=world, job=os.environ['STOKER_JOB']) as loader:",
+                "    with open(sys.argv[1] + '/rank%d.txt' % rank, 'w') as out:",
+                "        for step, batch in enumerate(loader):",
+                "            out.write(' '.join(str(i) for i in loader.last_meta.sample_index) + '\\n')",
+                "            if step == 1: break",
+                ""));
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "2", "--job", "torch"));
+        int port;
+        try (var probe = new java.net.ServerSocket(0)) {
+            port = probe.getLocalPort();
+        }
+        var p = launch(dir, options, Map.of("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString()), PYTHON, "-m",
+                "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "" + port, "--redirects", "2", "--tee", "1",
+                train.toString(), dir.toString());
+        assertTrue(p.waitFor(240, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(0, p.exitValue(), log);
+        var schedule = new dev.stoker.pipeline.schedule.SampleSchedule(dev.stoker.pipeline.feed.FeedConfig.SEED_DEFAULT, SAMPLES, 2, BATCH);
+        for (int r = 0; r < 2; r++) {
+            var steps = Files.readAllLines(dir.resolve("rank" + r + ".txt"));
+            assertEquals(2, steps.size(), "rank " + r + ": " + log);
+            for (int s = 0; s < 2; s++) {
+                var expected = java.util.Arrays.stream(schedule.batchAt(new dev.stoker.core.ScheduleCursor(0, (long) s * schedule.positionsPerStep()), r))
+                        .boxed().toList();
+                assertFalse(steps.get(s).isBlank(), "rank " + r + " step " + s + " had samples");
+                for (String i : steps.get(s).split(" "))
+                    if (!i.isEmpty()) assertTrue(expected.contains(Integer.parseInt(i)), "rank " + r + " step " + s + ": " + steps.get(s) + " of " + expected);
+            }
+        }
+        assertCleanedUp(dir, pid(log, "service pid "));
     }
 
     @Test
