@@ -26,7 +26,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@code --local-ranks}: a node serving ranks 2-3 of a world of 4 hands those ranks exactly the
  * batches a node serving the whole world hands them (the schedule is the world's), refuses a
- * trainer of another rank naming its range, sizes its shared memory for its own ranks only, and
+ * trainer of another rank naming its range (a node of rank 3 alone handing out copies, too), sizes its shared
+ * memory for its own ranks only, and
  * refuses a range outside the world.
  */
 @Tag("slow")
@@ -49,8 +50,13 @@ class LocalRanksTest {
         // a budget enough for two ranks and not for four: the node must count only its own
         long budget = 2 * probe.rankNeedBytes();
         var part = config(manifest, "part").set(NodeConfig.LOCAL_RANKS, new RankRange(2, 3)).shmBudgetBytes(budget).build();
+        // and a node of rank 3 alone handing out copies (--mode prefetch): the same batches, byte for byte
+        var copies = config(manifest, "copies").set(NodeConfig.LOCAL_RANKS, RankRange.parse("3"))
+                .mode(dev.stoker.pipeline.feed.FeedMode.PREFETCH).build();
         var lines = new ArrayList<String>();
-        try (var all = StokerNode.launch(whole); var node = StokerNode.launch(part, lines::add)) {
+        try (var all = StokerNode.launch(whole); var node = StokerNode.launch(part, lines::add); var single = StokerNode.launch(copies);
+             var c = TrainerClient.connect(single.socket(), 3, WORLD, "copies", TrainerClient.Options.COPY)) {
+            assertFalse(c.sharedMemory());
             assertTrue(lines.getFirst().contains("4 ranks (this node serves ranks 2-3) × batch 2"), lines.getFirst());
             assertEquals(budget, node.ledger().store().budgetBytes());
             for (int rank = 2; rank <= 3; rank++) {
@@ -66,12 +72,21 @@ class LocalRanksTest {
                                         "rank " + rank + " step " + s + " " + x.batch().tensors().get(t).name());
                             assertEquals(rank, y.batch().meta().rank());
                             assertTrue(y.batch().sampleIndex().length > 0, "samples, not an empty batch");
+                            if (rank == 3) {
+                                try (var z = c.next()) {
+                                    assertEquals(x.batch().meta(), z.batch().meta(), "copies: step " + s);
+                                    for (int t = 0; t < x.batch().tensors().size(); t++)
+                                        assertArrayEquals(bytes(x, t), bytes(z, t), "copies: step " + s + " " + x.batch().tensors().get(t).name());
+                                }
+                            }
                         }
                     }
                 }
             }
             var refused = assertThrows(IOException.class, () -> TrainerClient.connect(node.socket(), 0, WORLD, "part"));
             assertTrue(refused.getMessage().contains("rank 0 is not served by this node: it serves ranks 2-3 of 4"), refused.getMessage());
+            var notHere = assertThrows(IOException.class, () -> TrainerClient.connect(single.socket(), 2, WORLD, "copies"));
+            assertTrue(notHere.getMessage().contains("it serves ranks 3 of 4"), notHere.getMessage());
             var wrongWorld = assertThrows(IOException.class, () -> TrainerClient.connect(node.socket(), 2, 2, "part"));
             assertTrue(wrongWorld.getMessage().contains("world size 2 differs from the job's 4"), wrongWorld.getMessage());
             // per-rank entries: this node's ranks only, each with its global number
