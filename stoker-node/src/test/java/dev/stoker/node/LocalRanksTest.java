@@ -24,11 +24,10 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code --local-ranks}: a node serving ranks 2-3 of a world of 4 hands those ranks exactly the
- * batches a node serving the whole world hands them (the schedule is the world's), refuses a
- * trainer of another rank naming its range (a node of rank 3 alone handing out copies, too), sizes its shared
- * memory for its own ranks only, and
- * refuses a range outside the world.
+ * {@code --local-ranks}: a node serving ranks 2-3 of a world of 4 (and one of rank 3 alone handing
+ * out copies) hands those ranks exactly the batches a node serving the whole world hands them (the
+ * schedule is the world's), refuses a trainer of another rank naming its range, sizes its shared
+ * memory for its own ranks only, and refuses a range outside the world.
  */
 @Tag("slow")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
