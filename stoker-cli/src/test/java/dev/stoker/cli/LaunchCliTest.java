@@ -7,11 +7,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.node.ConfigException;
 import dev.stoker.pipeline.feed.RankRange;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code stoker launch}'s world and its refusals, in-process: options over SLURM's variables, the node's ranks, the
@@ -56,6 +59,18 @@ class LaunchCliTest {
         assertTrue(r.out().contains("\nlocal-ranks: \"2-3\"\n"), r.out());
         r = CliRunner.run("launch", "--data", "ds/train.jsonl", "--nnodes", "1", "--nproc-per-node", "2", "--print-config");
         assertTrue(r.out().contains("\nranks: 2\n") && r.out().contains("# local-ranks: (default: all of --ranks)"), r.out());
+    }
+
+    @Test
+    void aConfigFileGivesLaunchsOptionsAndServesAlike(@TempDir Path tmp) throws Exception {
+        Path file = tmp.resolve("launch.yaml");
+        Files.writeString(file, "data: ds/train.jsonl\nbatch: 4\nnnodes: 2\nnode-rank: 1\nnproc-per-node: 3\n");
+        var r = CliRunner.run("launch", "--config", file.toString(), "--print-config", "--", "true", "--config", "not-ours.yaml");
+        assertEquals(0, r.status(), r.err());
+        assertTrue(r.out().contains("\nranks: 6\n") && r.out().contains("\nlocal-ranks: \"3-5\"\n") && r.out().contains("\nbatch: 4\n"),
+                r.out());
+        r = CliRunner.run("launch", "--config", file.toString(), "--node-rank", "0", "--print-config");
+        assertTrue(r.out().contains("\nlocal-ranks: \"0-2\"\n"), "the command line wins over the file: " + r.out());
     }
 
     @Test
