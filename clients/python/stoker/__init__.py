@@ -17,6 +17,7 @@ from .layout import BatchMeta, TensorDesc, parse_header, read_batch
 from .loader import Loader, default_address, is_view_of_segment
 from .pixels import batch_to_pixel_values, normalization_table, to_pixel_values, to_pixel_values_numpy
 from .protocol import VERSION as PROTOCOL_VERSION
+from ._version import __version__  # the release's, as `stoker --version` prints it
 
 # TorchIterableDataset (alias IterableDataset) is left out of __all__ so that `import *` needs no torch.
 __all__ = ["Loader", "StokerError", "ProtocolError", "read_batch", "parse_header", "BatchMeta", "TensorDesc",

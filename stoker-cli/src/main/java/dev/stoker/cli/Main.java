@@ -11,10 +11,10 @@ import picocli.CommandLine.Command;
  * The {@code stoker} command line. Exit status: 0 success, 1 failure of the run itself,
  * 2 invalid input (one line on stderr naming the file or sample and the cause).
  */
-@Command(name = "stoker", mixinStandardHelpOptions = true, version = "stoker 0.1.0",
+@Command(name = "stoker", mixinStandardHelpOptions = true, versionProvider = VersionProvider.class,
         description = "Keeps GPU trainers fed with multimodal (image + text) training data.",
         subcommands = {PreprocessCommand.class, EncodeCommand.class, BenchCommand.class, DemoCommand.class, ServeCommand.class,
-                NodeCommand.class, TrainerCommand.class, ReportCommand.class, PlanCommand.class, ValidateCommand.class,
+                NodeCommand.class, LaunchCommand.class, TrainerCommand.class, ReportCommand.class, PlanCommand.class, ValidateCommand.class,
                 CommandLine.HelpCommand.class})
 public final class Main {
     public static final int EXIT_INVALID_INPUT = 2;
@@ -39,6 +39,9 @@ public final class Main {
         cli.setCaseInsensitiveEnumValuesAllowed(true);
         cli.setUsageHelpAutoWidth(true);
         NodeOptions.register(cli);
+        VersionProvider.install(cli);
+        // launch's COMMAND is everything from its first word on, options of its own included (`--` is optional)
+        cli.getSubcommands().get("launch").setStopAtPositional(true);
         cli.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
             String message = switch (ex) {
                 case SampleException se -> se.describe();

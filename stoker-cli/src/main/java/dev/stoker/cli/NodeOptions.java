@@ -24,6 +24,8 @@ import picocli.CommandLine.Model.OptionSpec;
 final class NodeOptions {
     static final String CONFIG = "--config";
     static final String PRINT_CONFIG = "--print-config";
+    /** What ends the options: {@code stoker launch [options] -- COMMAND…}. */
+    static final String END_OF_OPTIONS = "--";
 
     /** A command whose options include NodeConfig settings: the ones it takes, and whether it reads config files. */
     interface Configured {
@@ -96,7 +98,7 @@ final class NodeOptions {
         // pair each --weight with the --data before it, in the order the command line gave them
         var pairs = new ArrayList<String[]>();
         var args = spec.commandLine().getParseResult().originalArgs();
-        for (int i = 0; i < args.size(); i++) {
+        for (int i = 0; i < args.size() && !args.get(i).equals(END_OF_OPTIONS); i++) { // launch's COMMAND follows --
             String a = args.get(i);
             String value = null, name = null;
             for (var opt : List.of(NodeConfig.DATA_KEY.option(), NodeConfig.WEIGHT.option())) {
@@ -191,7 +193,7 @@ final class NodeOptions {
         /** Reads the {@code --config FILE} that {@code args} name, if any, and answers picocli's default lookups from it. */
         static void install(CommandLine cli, String[] args) {
             Path file = null;
-            for (int i = 0; i < args.length; i++) {
+            for (int i = 0; i < args.length && !args[i].equals(END_OF_OPTIONS); i++) { // launch's COMMAND after -- is not ours
                 if (args[i].equals(CONFIG) && i + 1 < args.length) file = Path.of(args[i + 1]);
                 else if (args[i].startsWith(CONFIG + "=")) file = Path.of(args[i].substring(CONFIG.length() + 1));
             }

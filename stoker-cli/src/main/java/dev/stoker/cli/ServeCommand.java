@@ -13,6 +13,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Spec;
 
@@ -32,6 +33,13 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
 
     @Spec CommandSpec spec;
 
+    /** How often {@code --exit-with-parent} looks whether its process is still alive. */
+    static final long PARENT_POLL_MILLIS = 200;
+
+    @Option(names = "--exit-with-parent", hidden = true, paramLabel = "PID",
+            description = "Stop (as on SIGTERM) once process PID is gone; SIGINT is then ignored. stoker launch runs serve with it.")
+    Long exitWithParent;
+
     @Override
     public List<ConfigKey<?>> settings() { return NodeConfig.keys(); }
 
@@ -41,8 +49,19 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
         if (config == null) return 0;
         PrintWriter out = spec.commandLine().getOut(), err = spec.commandLine().getErr();
         var stop = new CountDownLatch(1);
-        Signals.onTermination(stop::countDown);
         Consumer<String> log = log("serve", out, err);
+        if (exitWithParent == null) {
+            Signals.onTermination(stop::countDown);
+        } else {
+            // under stoker launch: a Ctrl-C at the terminal reaches the whole process group, and the trainer must be able to
+            // finish (save its state) with the service still up; launch stops the service with SIGTERM once COMMAND is done
+            Signals.on("TERM", stop::countDown);
+            Signals.on("INT", () -> {});
+            watchParent(exitWithParent, () -> {
+                log.accept("the launching process " + exitWithParent + " is gone; stopping");
+                stop.countDown();
+            });
+        }
         try (var node = config.join().isEmpty() ? StokerNode.launch(config, log) : ClusteredNode.launchCoordinator(config, log)) {
             var badInput = new AtomicReference<RuntimeException>();
             node.failure().thenAccept(e -> {
@@ -57,6 +76,32 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
             if (badInput.get() != null) throw badInput.get();
         }
         return 0;
+    }
+
+    /**
+     * Runs {@code gone} once process {@code pid} has exited (polled every {@value #PARENT_POLL_MILLIS} ms on a daemon
+     * thread): a parent killed with SIGKILL cannot stop its child itself, so the child watches. A process of that pid
+     * started after this one (the pid reused) counts as gone.
+     */
+    static void watchParent(long pid, Runnable gone) {
+        var parent = ProcessHandle.of(pid);
+        var started = parent.flatMap(p -> p.info().startInstant());
+        var watcher = new Thread(() -> {
+            try {
+                while (true) {
+                    var now = ProcessHandle.of(pid);
+                    boolean alive = now.isPresent() && now.get().isAlive()
+                            && (started.isEmpty() || started.equals(now.get().info().startInstant()));
+                    if (!alive) break;
+                    Thread.sleep(PARENT_POLL_MILLIS);
+                }
+                gone.run();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }, "stoker-parent-watch");
+        watcher.setDaemon(true);
+        watcher.start();
     }
 
     /** The node's lines as {@code stoker CMD: …}, warnings on stderr. */

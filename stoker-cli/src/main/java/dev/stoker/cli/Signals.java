@@ -11,12 +11,19 @@ final class Signals {
     private Signals() {}
 
     static void onTermination(Runnable stop) {
-        for (String name : new String[] {"TERM", "INT"}) {
-            try {
-                Signal.handle(new Signal(name), s -> stop.run());
-            } catch (IllegalArgumentException e) {
-                // the signal is not available on this platform (or reserved by the JVM): the default applies
-            }
+        on("TERM", stop);
+        on("INT", stop);
+    }
+
+    /**
+     * Runs {@code action} on the JVM's signal thread whenever signal {@code name} ({@code TERM}, {@code INT}) arrives,
+     * instead of the default; a signal this platform does not offer (or the JVM reserves) keeps its default.
+     */
+    static void on(String name, Runnable action) {
+        try {
+            Signal.handle(new Signal(name), s -> action.run());
+        } catch (IllegalArgumentException e) {
+            // the signal is not available on this platform (or reserved by the JVM): the default applies
         }
     }
 }

@@ -26,7 +26,11 @@ public interface BatchStream extends AutoCloseable {
     /** A batch in shared memory: {@code bytes} bytes of {@code object}, kept while {@code hold} is open. */
     record InStore(StoredObject object, long bytes, Lease hold) implements Made {}
 
+    /** The world size: the schedule's ranks. */
     int ranks();
+
+    /** The ranks this stream makes batches for (a node of a multi-node job: its own); every rank by default. */
+    default dev.stoker.pipeline.feed.RankRange localRanks() { return dev.stoker.pipeline.feed.RankRange.all(ranks()); }
 
     /** The schedule the stream follows (its cursor arithmetic and sizes). */
     SampleSchedule schedule();

@@ -26,6 +26,8 @@ final class FeederStream implements BatchStream {
 
     @Override public int ranks() { return feeder.config().ranks(); }
 
+    @Override public dev.stoker.pipeline.feed.RankRange localRanks() { return feeder.config().localRanks(); }
+
     @Override public SampleSchedule schedule() { return feeder.schedule(); }
 
     @Override public long fingerprint() { return feeder.fingerprint(); }

@@ -27,6 +27,7 @@ import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.pipeline.feed.RankRange;
 import dev.stoker.pipeline.model.ModelFolder;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.store.ShmObjectStore;
@@ -210,6 +211,10 @@ public final class NodeConfig {
     public static final ConfigKey<FeedMode> MODE = key("mode", SERVE, "MODE", TEXT, ConfigKey.enumOf(FeedMode.class), ConfigKey::cliName,
             FeedMode.ZERO_COPY, null, "zero-copy (batches in shared memory, trainers read them in place) or prefetch (batches copied "
                     + "through the socket).");
+    public static final ConfigKey<RankRange> LOCAL_RANKS = key("local-ranks", SERVE, "A-B", TEXT, RankRange::parse, RankRange::toString,
+            null, "all of --ranks", "The ranks this node serves, A-B inclusive (A alone: one rank), of the --ranks of the whole job: "
+                    + "on a multi-node job each node runs a service for its own ranks; the schedule is the world's, so rank r gets the "
+                    + "same batches on any node. A trainer of another rank is refused.");
     public static final ConfigKey<Long> START_STEP = key("start-step", SERVE, "N", NUMBER, ConfigKey.longInt(0, Long.MAX_VALUE),
             String::valueOf, 0L, null, "Global step every rank starts at, to resume a job from a saved position.");
     public static final ConfigKey<Long> STEPS = key("steps", SERVE, "N", NUMBER, ConfigKey.longInt(0, Long.MAX_VALUE), String::valueOf, 0L,
@@ -428,6 +433,9 @@ public final class NodeConfig {
 
     public int ranks() { return get(RANKS); }
 
+    /** The ranks this node serves ({@code --local-ranks}): as given, else every rank of the world. */
+    public RankRange localRanks() { return get(LOCAL_RANKS) != null ? get(LOCAL_RANKS) : RankRange.all(ranks()); }
+
     public int batch() { return get(BATCH); }
 
     public long seed() { return get(SEED); }
@@ -456,7 +464,8 @@ public final class NodeConfig {
     public long shmBudgetBytes() {
         if (values.get(SHM_BUDGET) instanceof Long n) return n;
         long need = rankNeedBytes();
-        long wanted = need > 0 && need <= Long.MAX_VALUE / ranks() ? Math.max(StoreConfig.DEFAULT_BUDGET_BYTES, need * ranks())
+        int local = localRanks().count(); // only this node's ranks keep batches in its store
+        long wanted = need > 0 && need <= Long.MAX_VALUE / local ? Math.max(StoreConfig.DEFAULT_BUDGET_BYTES, need * local)
                 : StoreConfig.DEFAULT_BUDGET_BYTES;
         try {
             long usable = Files.getFileStore(get(SHM_DIR)).getUsableSpace();
@@ -502,7 +511,8 @@ public final class NodeConfig {
     public FeedConfig feedConfig(FeedMode mode) {
         return FeedConfig.of(mode, encodeOptions(), ranks(), batch()).withSeed(seed()).withCpuThreads(threads())
                 .withFetchConcurrency(get(FETCH_CONCURRENCY)).withPrefetch(get(PREFETCH_BATCHES), get(PREFETCH_BYTES))
-                .withWarmUp(get(WARM_UP_MS)).withErrorPolicy(get(ON_ERROR), get(MAX_ERROR_RATE)).withErrorsFile(get(ERRORS_FILE));
+                .withWarmUp(get(WARM_UP_MS)).withErrorPolicy(get(ON_ERROR), get(MAX_ERROR_RATE)).withErrorsFile(get(ERRORS_FILE))
+                .withLocalRanks(localRanks());
     }
 
     /** The local job's store. */
@@ -774,6 +784,13 @@ public final class NodeConfig {
                 throw new ConfigException("--flight-token-file and --flight-tls-* need --flight");
             if (given.contains(FLIGHT_TLS_CERT) != given.contains(FLIGHT_TLS_KEY))
                 throw new ConfigException("--flight-tls-cert and --flight-tls-key go together");
+            var local = config.get(LOCAL_RANKS);
+            if (local != null && local.last() >= config.ranks())
+                throw new ConfigException("--local-ranks " + local + " is outside the job's ranks 0-" + (config.ranks() - 1)
+                        + " (--ranks " + config.ranks() + " is the world size, every node's ranks together)");
+            if (local != null && !config.join().isEmpty())
+                throw new ConfigException("--local-ranks is for a job of this node's own (serve without --join); a cluster job "
+                        + "places its ranks itself");
             if (config.workers() > MAX_CLUSTER_WORKERS)
                 throw new ConfigException("--workers: must be between 1 and " + MAX_CLUSTER_WORKERS + ", got " + config.workers());
             return config;

@@ -79,7 +79,7 @@ public final class NodeFeeds implements AutoCloseable {
             if (mode == FeedMode.ZERO_COPY) {
                 store = ShmObjectStore.open(config.storeConfig());
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
-                store.prewarm(expected, config.ranks() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
+                store.prewarm(expected, config.localRanks().count() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
             }
             var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep());
             var reopenStore = store;

@@ -67,12 +67,13 @@ public final class PrometheusEndpoint implements AutoCloseable {
         counter("stoker.batches.delivered", "batches handed to trainers", FeedMetrics.Snapshot::deliveredBatches);
         counter("stoker.bytes.copied.after.transform", "bytes copied after the transform to build batches", FeedMetrics.Snapshot::copiedBytes);
         counter("stoker.cpu.busy.seconds", "CPU-pool thread time spent on samples", s -> s.cpuBusyNanos() / 1e9);
-        for (int r = 0; r < service.ranks(); r++) {
-            int rank = r;
-            Gauge.builder("stoker.buffer.batches", this, m -> m.snapshot.ranks().get(rank).bufferedBatches())
-                    .description("batches ready in the rank's prefetch buffer").tag("rank", Integer.toString(r)).register(registry);
-            Gauge.builder("stoker.buffer.bytes", this, m -> m.snapshot.ranks().get(rank).bufferedBytes())
-                    .description("bytes ready in the rank's prefetch buffer").tag("rank", Integer.toString(r)).register(registry);
+        for (int i = 0; i < service.localRanks().count(); i++) { // this node's ranks, each tagged with its global rank
+            int at = i;
+            String r = Integer.toString(service.localRanks().first() + i);
+            Gauge.builder("stoker.buffer.batches", this, m -> m.snapshot.ranks().get(at).bufferedBatches())
+                    .description("batches ready in the rank's prefetch buffer").tag("rank", r).register(registry);
+            Gauge.builder("stoker.buffer.bytes", this, m -> m.snapshot.ranks().get(at).bufferedBytes())
+                    .description("bytes ready in the rank's prefetch buffer").tag("rank", r).register(registry);
         }
         ShmObjectStore store = service.store();
         if (store != null) {

@@ -151,7 +151,11 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     /** The shared-memory store of a ZERO_COPY job, else null. */
     public ShmObjectStore store() { return store; }
 
+    /** The job's world size. */
     public int ranks() { return slots.length; }
+
+    /** The ranks this node serves (a node of a multi-node job: its own; else every rank). */
+    public dev.stoker.pipeline.feed.RankRange localRanks() { return stream.localRanks(); }
 
     /** Steps each rank is fed before its END (0: no end). */
     public long steps() { return steps; }
@@ -176,6 +180,10 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     public void validate(int rank, int world) {
         if (world != ranks()) throw new IllegalArgumentException("world size " + world + " differs from the job's " + ranks());
         if (rank < 0 || rank >= world) throw new IllegalArgumentException("rank " + rank + " is outside the world size " + world);
+        var local = localRanks();
+        if (!local.contains(rank))
+            throw new IllegalArgumentException("rank " + rank + " is not served by this node: it serves ranks " + local + " of " + world
+                    + " (--local-ranks); connect rank " + rank + " to the service of the node that serves it");
     }
 
     @Override
@@ -611,6 +619,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             snapshot.stages().forEach((name, stage) -> stages.put(name, stage.toJson()));
             m.put("stages", stages);
             m.put("timeline", feeder.timeline().toJson());
+            var local = localRanks(); // the timeline's per-rank columns are these ranks', in order
+            if (!local.isAll(ranks())) m.put("local_ranks", java.util.Map.of("first", local.first(), "last", local.last(), "world", ranks()));
             m.put("verdict", verdict().toJson());
         }
         return m;
@@ -621,7 +631,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         synchronized (lock) {
             var m = new LinkedHashMap<String, Object>();
             var ranks = new ArrayList<Map<String, Object>>();
-            for (int r = 0; r < slots.length; r++) {
+            var local = localRanks();
+            for (int r = local.first(); r <= local.last(); r++) { // this node's ranks only; each entry names its global rank
                 var x = new LinkedHashMap<String, Object>();
                 x.put("rank", r);
                 x.put("handed", handed[r]);

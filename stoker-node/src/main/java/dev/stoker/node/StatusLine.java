@@ -71,7 +71,7 @@ public final class StatusLine implements AutoCloseable {
          * total when {@code --steps} bounds the run.
          */
         public static Sample of(RankLedger ledger) {
-            return of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.ranks() : -1,
+            return of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.localRanks().count() : -1,
                     ledger.timings().recentWaitRatio());
         }
 

@@ -143,8 +143,9 @@ public final class StokerNode implements AutoCloseable {
             throw e;
         }
         var feeder = ledger.feeder();
-        log.accept(String.format(Locale.ROOT, "job %s, %d ranks × batch %d, mode %s, %s, pixels %s", config.job(), config.ranks(),
-                config.batch(), ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
+        var local = config.localRanks();
+        log.accept(String.format(Locale.ROOT, "job %s, %d ranks%s × batch %d, mode %s, %s, pixels %s", config.job(), config.ranks(),
+                local.isAll(config.ranks()) ? "" : " (this node serves ranks " + local + ")", config.batch(), ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
                         + " (budget " + ledger.store().budgetBytes() + " bytes)" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
         var encode = config.encodeOptions();
         var transformers = config.get(NodeConfig.TRANSFORMERS);
@@ -187,15 +188,17 @@ public final class StokerNode implements AutoCloseable {
         if (largest < 0)
             throw new ConfigException("--max-seq-len 0 leaves a batch's size unbounded, so no --shm-budget can be known to suffice; "
                     + "set --max-seq-len (and --max-images) for zero-copy");
-        long need = config.rankNeedBytes(), budget = config.shmBudgetBytes(), share = budget / config.ranks();
+        int ranks = config.localRanks().count(); // the store holds this node's ranks' batches only
+        long need = config.rankNeedBytes(), budget = config.shmBudgetBytes(), share = budget / ranks;
         if (share < need)
-            throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks %d bytes, and a rank needs "
+            throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks%s %d bytes, and a rank needs "
                     + "%d: its trainer may hold %d batches while the next is filled, and the largest batch this configuration can make "
                     + "is %d bytes (--batch %d, each sample at --max-seq-len %d with %s at --max-pixels %d, %s). Raise --shm-budget "
-                    + "to %d, or lower --batch, --max-pixels, --max-seq-len or --max-images", budget, config.ranks(), share, need,
+                    + "to %d, or lower --batch, --max-pixels, --max-seq-len or --max-images", budget, ranks,
+                    ranks == config.ranks() ? "" : " this node serves (--local-ranks " + config.localRanks() + ")", share, need,
                     NodeConfig.LEASES_PER_TRAINER, largest, config.batch(), config.get(NodeConfig.MAX_SEQ_LEN),
                     config.get(NodeConfig.MAX_IMAGES) > 0 ? "up to " + config.get(NodeConfig.MAX_IMAGES) + " images" : "as many images as it has tokens for",
-                    config.get(NodeConfig.MAX_PIXELS), ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT)), need * config.ranks()));
+                    config.get(NodeConfig.MAX_PIXELS), ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT)), need * ranks));
     }
 
     private static InetAddress metricsAddress(NodeConfig config) {

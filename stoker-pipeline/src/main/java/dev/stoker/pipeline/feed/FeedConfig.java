@@ -33,10 +33,13 @@ import java.util.Objects;
  * @param startLabel           the global-step label of the step at {@code start} (a trainer's own count, kept across a
  *                             change of rank count: {@link dev.stoker.pipeline.schedule.SampleSchedule#labelled}); −1: steps
  *                             are counted from the schedule's origin
+ * @param localRanks           the ranks this feed builds rank feeds for (a node of a multi-node job serves its own); the
+ *                             schedule is {@code ranks}' all the same, so rank r gets the same batches on any node
  */
 public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int batchSize, long seed, ScheduleCursor start,
                          int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis,
-                         ErrorPolicy onError, double maxErrorRate, Path errorsFile, long startLabel) {
+                         ErrorPolicy onError, double maxErrorRate, Path errorsFile, long startLabel,
+                         RankRange localRanks) {
     public static final long SEED_DEFAULT = 1234;
     public static final int FETCH_CONCURRENCY_DEFAULT = 64;
     public static final long WARM_UP_MILLIS_DEFAULT = 1500;
@@ -55,7 +58,10 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
         Objects.requireNonNull(encode, "encode");
         Objects.requireNonNull(start, "start");
         Objects.requireNonNull(onError, "onError");
+        Objects.requireNonNull(localRanks, "localRanks");
         if (ranks <= 0) throw new IllegalArgumentException("ranks must be positive, got " + ranks);
+        if (localRanks.last() >= ranks)
+            throw new IllegalArgumentException("local ranks " + localRanks + " outside the world's ranks 0-" + (ranks - 1));
         if (batchSize <= 0) throw new IllegalArgumentException("batch size must be positive, got " + batchSize);
         if (cpuThreads <= 0) throw new IllegalArgumentException("CPU threads must be positive, got " + cpuThreads);
         if (fetchConcurrency <= 0) throw new IllegalArgumentException("fetch concurrency must be positive, got " + fetchConcurrency);
@@ -73,17 +79,17 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     public static FeedConfig of(FeedMode mode, EncodeOptions encode, int ranks, int batchSize) {
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
                 Runtime.getRuntime().availableProcessors(), FETCH_CONCURRENCY_DEFAULT, PREFETCH_BATCHES_DEFAULT,
-                PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null, -1);
+                PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null, -1, RankRange.all(ranks));
     }
 
     public FeedConfig withMode(FeedMode m) {
         return new FeedConfig(m, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
     }
 
     public FeedConfig withSeed(long s) {
         return new FeedConfig(mode, encode, ranks, batchSize, s, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
     }
 
     /** Starting at {@code c}, steps counted from the origin. */
@@ -92,39 +98,45 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     /** Starting at {@code c}, whose step is labelled {@code label} (−1: counted from the origin). */
     public FeedConfig withStart(ScheduleCursor c, long label) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, c, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, label);
+                warmUpMillis, onError, maxErrorRate, errorsFile, label, localRanks);
     }
 
     public FeedConfig withCpuThreads(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, n, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
     }
 
     public FeedConfig withFetchConcurrency(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, n, prefetchBatches, prefetchBytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks);
     }
 
     public FeedConfig withPrefetch(int batches, long bytes) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, batches, bytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks);
     }
 
     /** With a CPU warm-up of {@code millis} per thread before the feed opens (0: none). */
     public FeedConfig withWarmUp(long millis) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                millis, onError, maxErrorRate, errorsFile, startLabel);
+                millis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
     }
 
     /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} errors (1: never). */
     public FeedConfig withErrorPolicy(ErrorPolicy policy, double maxRate) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, policy, maxRate, errorsFile, startLabel);
+                warmUpMillis, policy, maxRate, errorsFile, startLabel, localRanks);
+    }
+
+    /** Building rank feeds for {@code local} only, of the same world and schedule. */
+    public FeedConfig withLocalRanks(RankRange local) {
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, local);
     }
 
     /** With every bad sample appended to {@code file} as one JSON line (null: no file). */
     public FeedConfig withErrorsFile(Path file) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, file, startLabel);
+                warmUpMillis, onError, maxErrorRate, file, startLabel, localRanks);
     }
 }

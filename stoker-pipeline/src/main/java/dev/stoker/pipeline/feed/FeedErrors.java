@@ -166,8 +166,9 @@ public final class FeedErrors implements AutoCloseable {
     private BadInputException failure;
 
     private FeedErrors(ErrorPolicy policy, double maxErrorRate, List<String> sources, Path file, BufferedWriter out, SampleSchedule schedule,
-                       dev.stoker.core.ScheduleCursor start) {
+                       dev.stoker.core.ScheduleCursor start, RankRange local) {
         this.policy = policy;
+        this.local = schedule == null ? null : local;
         this.maxErrorRate = maxErrorRate;
         this.sourceNames = List.copyOf(sources);
         this.source = String.join(" + ", sources);
@@ -182,14 +183,24 @@ public final class FeedErrors implements AutoCloseable {
         this.earlyFailedCount = new int[n];
         this.earlyDone = new boolean[n];
         this.earlySourcesLeft = n;
-        this.earlyPlaces = earlyJudged || schedule.mix() == null ? null : earlyPlaces(schedule, start, startStep);
+        this.earlyPlaces = earlyJudged || schedule.mix() == null ? null : earlyPlaces(schedule, start, startStep, local);
     }
+
+    /**
+     * The ranks this feed serves (null without a schedule): the early judgement counts positions over their shares only, in the
+     * global order of those ranks, since a node of a multi-node job never sees the others' samples.
+     */
+    private final RankRange local;
+
+    /** Positions one step has of the ranks this feed serves. */
+    private long localPositionsPerStep() { return (long) local.count() * schedule.batchSize(); }
 
     /** Positions scanned at most to find every source's first samples: a source of a smaller share is judged by the rate. */
     static final long EARLY_SCAN_LIMIT = 1L << 22;
 
     /** Each source's first {@link #EARLY_SAMPLES} positions from {@code start}, as {@link #judgeEarly} counts positions. */
-    private static Map<Long, int[]> earlyPlaces(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, long startStep) {
+    private static Map<Long, int[]> earlyPlaces(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, long startStep,
+                                                RankRange local) {
         var mix = schedule.mix();
         var places = new HashMap<Long, int[]>();
         int[] seen = new int[mix.sources()];
@@ -198,12 +209,12 @@ public final class FeedErrors implements AutoCloseable {
         long pps = schedule.positionsPerStep();
         for (long scanned = 0; left > 0 && scanned < EARLY_SCAN_LIMIT; scanned += pps, c = schedule.next(c)) {
             long stepOffset = c.epoch() * schedule.stepsPerEpoch() + c.position() / pps - startStep;
-            for (int r = 0; r < schedule.ranks(); r++) {
+            for (int r = local.first(); r <= local.last(); r++) {
                 int[] batch = schedule.batchAt(c, r);
                 for (int p = 0; p < batch.length; p++) {
                     int src = mix.sourceOfRecord(batch[p]);
                     if (seen[src] >= EARLY_SAMPLES) continue;
-                    places.put(stepOffset * pps + (long) r * schedule.batchSize() + p, new int[] {src, seen[src]});
+                    places.put((stepOffset * local.count() + r - local.first()) * schedule.batchSize() + p, new int[] {src, seen[src]});
                     if (++seen[src] == EARLY_SAMPLES) left--;
                 }
             }
@@ -233,12 +244,14 @@ public final class FeedErrors implements AutoCloseable {
     /** {@link #open(FeedConfig, SampleSchedule, String)} over several sources mixed by {@code schedule}, named in its order: each judged early on its own. */
     static FeedErrors open(FeedConfig config, SampleSchedule schedule, List<String> source) throws IOException {
         Path file = config.errorsFile();
-        if (file == null) return new FeedErrors(config.onError(), config.maxErrorRate(), source, null, null, schedule, config.start());
+        if (file == null) return new FeedErrors(config.onError(), config.maxErrorRate(), source, null, null, schedule, config.start(),
+                config.localRanks());
         Path parent = file.toAbsolutePath().getParent();
         if (parent != null) Files.createDirectories(parent);
         var listed = listed(file);
         var out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
-        var opened = new FeedErrors(config.onError(), config.maxErrorRate(), source, file, out, schedule, config.start());
+        var opened = new FeedErrors(config.onError(), config.maxErrorRate(), source, file, out, schedule, config.start(),
+                config.localRanks());
         opened.written.addAll(listed.keySet());
         if (schedule != null) opened.countBefore(schedule, config.start(), listed);
         return opened;
@@ -247,7 +260,9 @@ public final class FeedErrors implements AutoCloseable {
     /** The job's samples before {@code start}, and the listed errors among them, go into the error rate. */
     private void countBefore(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, Map<Long, Boolean> listed) {
         long perEpoch = schedule.stepsPerEpoch() * schedule.positionsPerStep();
-        priorScheduled = start.epoch() * perEpoch + start.position();
+        // the local ranks' share of the positions before the start: a node's errors file lists its own ranks' samples only
+        long before = start.epoch() * perEpoch + start.position();
+        priorScheduled = local.count() == schedule.ranks() ? before : before * local.count() / schedule.ranks();
         int[] positionOf = null;
         for (var entry : listed.entrySet()) {
             if (!entry.getValue()) continue; // filtered: not an error
@@ -401,7 +416,8 @@ public final class FeedErrors implements AutoCloseable {
      */
     private BadInputException judgeEarly(long epoch, long step, int rank, int position, FeedError failed) {
         if (earlyJudged) return null;
-        long at = (epoch * schedule.stepsPerEpoch() + step - startStep) * schedule.positionsPerStep() + (long) rank * schedule.batchSize() + position;
+        long at = (epoch * schedule.stepsPerEpoch() + step - startStep) * localPositionsPerStep()
+                + (long) (rank - local.first()) * schedule.batchSize() + position;
         int src, ordinal;
         if (earlyPlaces == null) {
             if (at < 0 || at >= EARLY_SAMPLES) return null; // before the start (a trainer moved the feed back) or after the first samples

@@ -80,8 +80,8 @@ public final class Feeder implements AutoCloseable {
                    ActorSystem system, List<RankFeed<?>> ranks, DataSources ownedSource, StoredBatchWriter writer, long fingerprint,
                    ShmObjectStore store, long startNanos) {
         this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
-                new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.ranks(), config.cpuThreads(),
-                        config.ranks() * (config.mode() == FeedMode.SERIAL ? 1 : config.fetchConcurrency()), config.prefetchBatches(),
+                new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.localRanks().count(), config.cpuThreads(),
+                        config.localRanks().count() * (config.mode() == FeedMode.SERIAL ? 1 : config.fetchConcurrency()), config.prefetchBatches(),
                         config.mode() == FeedMode.PREFETCH || config.mode() == FeedMode.ZERO_COPY, List.of()),
                 t -> probe(t, metrics, cpu, ranks, store));
         this.watchdog = new StallWatchdog(TimeUnit.SECONDS.toMillis(StallWatchdog.STALL_SECONDS_DEFAULT),
@@ -160,7 +160,8 @@ public final class Feeder implements AutoCloseable {
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
         int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1) : 0);
-        var cpu = new CpuPool(threads, config.ranks() * perRank + threads, config.encode(), tokenizer);
+        var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
+        var cpu = new CpuPool(threads, local.count() * perRank + threads, config.encode(), tokenizer);
         // the CPU pool warms up, and Pekko starts, each on a thread of its own while the sources are indexed and the
         // order is fixed: none of the three needs another
         long warmUpMillis = config.warmUpMillis();
@@ -173,7 +174,7 @@ public final class Feeder implements AutoCloseable {
         var started = warmed.thenCombine(pekko, (ignored, sys) -> sys);
         dev.stoker.source.SampleRecords records;
         SampleSchedule schedule;
-        var iterators = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
+        var iterators = new ArrayList<Iterator<ScheduledBatch>>(local.count());
         var metrics = new FeedMetrics();
         FeedErrors errors;
         try {
@@ -182,7 +183,7 @@ public final class Feeder implements AutoCloseable {
             schedule = Feeder.schedule(config, records);
             if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
             schedule = schedule.labelled(config.start(), config.startLabel());
-            for (int r = 0; r < config.ranks(); r++) iterators.add(schedule.iterator(config.start(), r));
+            for (int r = local.first(); r <= local.last(); r++) iterators.add(schedule.iterator(config.start(), r));
             nameSources(metrics, records, config.seed());
             errors = FeedErrors.open(config, schedule, records instanceof MixedSource.Records mixed
                     ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName()));
@@ -212,22 +213,23 @@ public final class Feeder implements AutoCloseable {
         var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode());
         pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
         var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
-        if (zeroCopy) store.shareAmong(config.ranks()); // a rank that stops reading pins at most its share of the store
-        var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
+        if (zeroCopy) store.shareAmong(local.count()); // a rank that stops reading pins at most its share of the store
+        var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), local.first(), config.encode());
         var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.batchSize(), config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();
-        var feeds = new ArrayList<RankFeed<?>>(config.ranks());
-        for (int r = 0; r < config.ranks(); r++) {
-            var state = new RankState(r, startNanos, metrics, errors);
+        var feeds = new ArrayList<RankFeed<?>>(local.count());
+        for (int r = local.first(); r <= local.last(); r++) {
+            var state = new RankState(r, startNanos, metrics, errors); // the global rank: batches and metrics carry it
+            var iterator = iterators.get(r - local.first());
             if (zeroCopy) {
-                feeds.add(new PrefetchRankFeed<>(state, iterators.get(r), storedFlow, materializer,
+                feeds.add(new PrefetchRankFeed<>(state, iterator, storedFlow, materializer,
                         new PrefetchBuffer<StoredBatch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS)));
                 continue;
             }
             feeds.add(config.mode() == FeedMode.PREFETCH
-                    ? new PrefetchRankFeed<>(state, iterators.get(r), flow, materializer,
+                    ? new PrefetchRankFeed<>(state, iterator, flow, materializer,
                             new PrefetchBuffer<Batch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS))
-                    : new OnDemandRankFeed(state, iterators.get(r), flow, materializer));
+                    : new OnDemandRankFeed(state, iterator, flow, materializer));
         }
         // the bad-input policy failed the feed: every rank fails with its cause and stops its work
         errors.onFailure(cause -> feeds.forEach(f -> {
@@ -431,8 +433,11 @@ public final class Feeder implements AutoCloseable {
     }
 
     private RankFeed<?> feed(int rank) {
-        if (rank < 0 || rank >= ranks.size()) throw new IllegalArgumentException("rank " + rank + " outside [0, " + ranks.size() + ")");
-        return ranks.get(rank);
+        var local = config.localRanks();
+        if (rank < 0 || rank >= config.ranks()) throw new IllegalArgumentException("rank " + rank + " outside [0, " + config.ranks() + ")");
+        if (!local.contains(rank))
+            throw new IllegalArgumentException("rank " + rank + " is not served here: this feed serves ranks " + local + " of " + config.ranks());
+        return ranks.get(rank - local.first());
     }
 
     /** The skipped samples and the bad-input policy; {@code errors().failure()} says whether the policy failed the feed. */

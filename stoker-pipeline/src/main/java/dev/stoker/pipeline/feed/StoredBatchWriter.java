@@ -62,6 +62,8 @@ final class StoredBatchWriter implements AutoCloseable {
     private final CpuPool cpu;
     private final FeedMetrics metrics;
     private final int world;
+    /** The feed's first rank: the store's shares are numbered from it. */
+    private final int firstRank;
     private final int rowLength;
     private final boolean compact;
     /** The name of the pixel tensor: pixel_values, or pixel_values_u8 in the compact wire format. */
@@ -81,7 +83,17 @@ final class StoredBatchWriter implements AutoCloseable {
     private volatile boolean closed;
 
     StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, dev.stoker.pipeline.EncodeOptions encode) {
+        this(store, cpu, metrics, world, 0, encode);
+    }
+
+    /**
+     * A writer for a feed whose ranks start at {@code firstRank} (a node serving some of the world's): rank r's
+     * allocations count against the store's share {@code r - firstRank}.
+     */
+    StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int firstRank,
+                      dev.stoker.pipeline.EncodeOptions encode) {
         this.store = store;
+        this.firstRank = firstRank;
         this.cpu = cpu;
         this.metrics = metrics;
         this.world = world;
@@ -111,7 +123,7 @@ final class StoredBatchWriter implements AutoCloseable {
         long bytes = plan.totalBytes();
         if (dummy != null) // should every sample with images fail, the text-only ones are left, with the dummy
             bytes = Math.max(bytes, plan(samples.stream().filter(p -> p.images().isEmpty()).toList()).totalBytes());
-        var requested = store.allocate(bytes, scheduled.rank()); // counted against the rank's share of the store
+        var requested = store.allocate(bytes, scheduled.rank() - firstRank); // counted against the rank's share of the store
         var allocated = requested.thenApply(a -> {
             unsealed.add(a);
             if (closed) {

@@ -398,6 +398,35 @@ class BadInputFeedTest {
     }
 
     /**
+     * A node serving rank 1 of 2 ({@code --local-ranks 1}) never sees rank 0's samples: it judges early on the first
+     * {@value FeedErrors#EARLY_SAMPLES} samples of its own rank, so a wrong image folder stops it too, within its first
+     * steps, and a request for rank 0 is refused.
+     */
+    @Test
+    void aNodeOfSomeRanksJudgesEarlyOnItsOwnRanksSamples() throws Exception {
+        var bad = new HashMap<Integer, Kind>();
+        for (int i = 0; i < 200; i++) bad.put(i, Kind.MISSING);
+        Path manifest = BadSamples.write(tmp.resolve("ds"), 200, bad, false);
+        try (var source = new LocalFeedSource(manifest, 0); var store = store(shm)) {
+            var cfg = config(FeedMode.ZERO_COPY, 2, 4).withLocalRanks(new RankRange(1, 1));
+            long t0 = System.nanoTime();
+            try (var feeder = start(cfg, source, store)) {
+                while (feeder.errors().failure() == null && System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(30)) Thread.sleep(5);
+                var failure = feeder.errors().failure();
+                assertTrue(failure != null, "stopped without a request, on rank 1's samples alone");
+                assertEquals(FeedErrors.EARLY_SAMPLES, failure.samples().size());
+                assertTrue(failure.samples().stream().allMatch(e -> e.rank() == 1), failure.getMessage());
+                assertSame(failure, assertThrows(ExecutionException.class, () -> next(feeder, 1)).getCause());
+                var refused = assertThrows(IllegalArgumentException.class, () -> feeder.storedRank(0));
+                assertTrue(refused.getMessage().contains("rank 0 is not served here: this feed serves ranks 1 of 2"), refused.getMessage());
+                assertEquals(1, feeder.metrics().ranks().size());
+                assertEquals(1, feeder.metrics().ranks().get(0).rank());
+            }
+            assertEquals(0, store.metrics().inUseBytes(), "every object released");
+        }
+    }
+
+    /**
      * The early judgement sees each sample as it fails, not only in batches: with one rank of batch 2 and one batch of
      * prefetch (2 samples a buffer holds), a source whose images are all missing still stops before any trainer asks,
      * where waiting for batches would have handed out empty ones first.

@@ -1,0 +1,314 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.stoker.bench.ChildJvm;
+import dev.stoker.testkit.DemoDatasetBuilder;
+import dev.stoker.testkit.Vectors;
+import dev.stoker.transport.TrainerClient;
+import java.io.IOException;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code stoker launch} as a job script runs it: a real launch JVM, its service a child JVM of its own, and a real
+ * COMMAND. COMMAND gets the socket and job in its environment and its status becomes launch's; the service is gone
+ * afterwards, its socket and shared memory removed, also when launch is SIGKILLed; SIGTERM and SIGINT reach COMMAND;
+ * SLURM's variables give the world; two launches of a two-node world each serve their own node's ranks, rank 1 getting
+ * on node 1 exactly what rank 1 of a one-node service gets.
+ */
+@Tag("slow")
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class LaunchTest {
+    static final int SAMPLES = 16, BATCH = 2;
+    static final String PYTHON = "/usr/bin/python3";
+    @TempDir static Path tmp;
+    static Path manifest;
+
+    @BeforeAll
+    static void dataSet() throws IOException {
+        manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 5);
+    }
+
+    /** serve's options for a small, fast job with its own socket and shared-memory folder under {@code dir}. */
+    static List<String> serveOptions(Path dir) throws IOException {
+        return new ArrayList<>(List.of("--data", manifest.toString(), "--batch", "" + BATCH, "--processor", "qwen2-vl", "--min-pixels",
+                "3136", "--max-pixels", "50176", "--max-images", "1", "--max-seq-len", "2048", "--threads", "2", "--warm-up-ms", "0",
+                "--shm-dir", Files.createDirectories(dir.resolve("shm")).toString(), "--shm-budget", "128M",
+                "--socket", dir.resolve("t.sock").toString()));
+    }
+
+    /** {@code stoker launch OPTIONS -- COMMAND} in a child JVM, output to {@code dir}/launch.log, with {@code env} added. */
+    static Process launch(Path dir, List<String> options, Map<String, String> env, String... command) throws IOException {
+        var args = new ArrayList<>(List.of("launch"));
+        args.addAll(options);
+        args.add("--");
+        args.addAll(List.of(command));
+        var pb = new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx256m"), args)).redirectErrorStream(true)
+                .redirectOutput(dir.resolve("launch.log").toFile());
+        pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_"));
+        pb.environment().putAll(env);
+        return pb.start();
+    }
+
+    static String log(Path dir) throws IOException { return Files.readString(dir.resolve("launch.log")); }
+
+    /** The pid launch's log gives after {@code prefix} ("service pid ", "(pid "). */
+    static long pid(String log, String prefix) {
+        Matcher m = Pattern.compile(Pattern.quote(prefix) + "(\\d+)").matcher(log);
+        assertTrue(m.find(), "no '" + prefix + "' in " + log);
+        return Long.parseLong(m.group(1));
+    }
+
+    /** The service is gone, its socket and its shared memory with it. */
+    static void assertCleanedUp(Path dir, long servicePid) throws Exception {
+        var service = ProcessHandle.of(servicePid);
+        if (service.isPresent()) service.get().onExit().get(10, TimeUnit.SECONDS);
+        assertFalse(Files.exists(dir.resolve("t.sock")), "the socket is removed");
+        try (var left = Files.list(dir.resolve("shm"))) {
+            assertEquals(List.of(), left.toList(), "no shared memory left");
+        }
+    }
+
+    @Test
+    void commandGetsTheSocketAndJobAndItsStatusIsLaunchs() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("a"));
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "2", "--job", "exit7"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "echo \"env $STOKER_SOCKET $STOKER_JOB\"; test -S \"$STOKER_SOCKET\" || exit 3; exit 7");
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(7, p.exitValue(), log);
+        assertTrue(log.contains("env " + dir.resolve("t.sock") + " exit7"), log);
+        assertTrue(log.contains("stoker launch: world 2 ranks (--nnodes 1 (default), --node-rank 0 (default), --nproc-per-node 2); "
+                + "this node serves ranks 0-1"), log);
+        assertTrue(log.contains("stoker launch: COMMAND exited with status 7; stopping the service"), log);
+        assertTrue(log.contains("stoker serve: stopping"), "the service stopped cleanly: " + log);
+        assertCleanedUp(dir, pid(log, "service pid "));
+    }
+
+    @Test
+    void theServiceStopsAndCleansUpWhenLaunchIsKilled() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("b"));
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "1"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "echo sleeping; exec sleep 120");
+        ServeProcess.awaitLine(p, dir.resolve("launch.log"), "sleeping");
+        String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
+        long service = pid(log, "service pid "), command = pid(log, "(pid ");
+        try {
+            assertTrue(ProcessHandle.of(service).map(ProcessHandle::isAlive).orElse(false), "the service runs: " + log);
+            p.destroyForcibly(); // SIGKILL: launch can do nothing about it
+            assertTrue(p.waitFor(10, TimeUnit.SECONDS));
+            long killed = System.nanoTime();
+            var handle = ProcessHandle.of(service);
+            if (handle.isPresent()) handle.get().onExit().get(5, TimeUnit.SECONDS); // a poll of 200 ms, then a clean close
+            assertTrue(System.nanoTime() - killed < TimeUnit.SECONDS.toNanos(5));
+            assertCleanedUp(dir, service); // (its last words went into the pipe of the dead launch)
+        } finally {
+            ProcessHandle.of(command).ifPresent(ProcessHandle::destroyForcibly); // COMMAND, orphaned with its parent
+        }
+    }
+
+    /**
+     * docs/launch.md's example: torchrun under launch, two ranks, each trainer finding the service through STOKER_SOCKET
+     * and STOKER_JOB and taking its rank's batches of the schedule.
+     */
+    @Test
+    void torchrunUnderLaunchFeedsEveryRank() throws Exception {
+        assumeTrue(Files.isExecutable(Path.of(PYTHON)), PYTHON + " is missing");
+        assumeTrue(new ProcessBuilder(PYTHON, "-c", "import numpy, torch.distributed.run").start().waitFor() == 0, "no numpy or torch");
+        Path dir = Files.createDirectories(tmp.resolve("torchrun"));
+        Path train = dir.resolve("train.py");
+        Files.writeString(train, String.join("\n",
+                "import os, sys",
+                "from stoker import Loader",
+                "rank, world = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])",
+                "with Loader(os.environ['STOKER_SOCKET'], rank=rank, world_size=world, job=os.environ['STOKER_JOB']) as loader:",
+                "    with open(sys.argv[1] + '/rank%d.txt' % rank, 'w') as out:",
+                "        for step, batch in enumerate(loader):",
+                "            out.write(' '.join(str(i) for i in loader.last_meta.sample_index) + '\\n')",
+                "            if step == 1: break",
+                ""));
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "2", "--job", "torch"));
+        int port;
+        try (var probe = new java.net.ServerSocket(0)) {
+            port = probe.getLocalPort();
+        }
+        var p = launch(dir, options, Map.of("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString()), PYTHON, "-m",
+                "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "" + port, "--redirects", "2", "--tee", "1",
+                train.toString(), dir.toString());
+        assertTrue(p.waitFor(240, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(0, p.exitValue(), log);
+        var schedule = new dev.stoker.pipeline.schedule.SampleSchedule(dev.stoker.pipeline.feed.FeedConfig.SEED_DEFAULT, SAMPLES, 2, BATCH);
+        for (int r = 0; r < 2; r++) {
+            var steps = Files.readAllLines(dir.resolve("rank" + r + ".txt"));
+            assertEquals(2, steps.size(), "rank " + r + ": " + log);
+            for (int s = 0; s < 2; s++) {
+                var expected = java.util.Arrays.stream(schedule.batchAt(new dev.stoker.core.ScheduleCursor(0, (long) s * schedule.positionsPerStep()), r))
+                        .boxed().toList();
+                assertFalse(steps.get(s).isBlank(), "rank " + r + " step " + s + " had samples");
+                for (String i : steps.get(s).split(" "))
+                    if (!i.isEmpty()) assertTrue(expected.contains(Integer.parseInt(i)), "rank " + r + " step " + s + ": " + steps.get(s) + " of " + expected);
+            }
+        }
+        assertCleanedUp(dir, pid(log, "service pid "));
+    }
+
+    @Test
+    void aServiceThatFailsToStartEndsLaunchWithItsStatusAndCommandNeverRuns() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("f"));
+        Path ran = dir.resolve("ran");
+        var options = serveOptions(dir);
+        options.set(options.indexOf("--shm-budget") + 1, "64K"); // the service refuses it at start: exit status 2
+        options.addAll(List.of("--nproc-per-node", "1"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "touch " + ran);
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(Main.EXIT_INVALID_INPUT, p.exitValue(), log);
+        assertTrue(log.contains("stoker launch: the service exited with status 2 before it was ready"), log);
+        assertTrue(log.contains("stoker: --shm-budget 65536 gives each of the 1 ranks"), "the service's error, passed on: " + log);
+        assertFalse(Files.exists(ran), "COMMAND never ran");
+    }
+
+    @Test
+    void aServiceThatDiesWhileCommandRunsStopsCommandAndLaunchFails() throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("g"));
+        Path got = dir.resolve("got");
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "1"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c",
+                "trap 'echo TERM > " + got + "; exit 4' TERM; echo waiting; while :; do sleep 0.1; done");
+        ServeProcess.awaitLine(p, dir.resolve("launch.log"), "waiting");
+        String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
+        ProcessHandle.of(pid(log, "service pid ")).orElseThrow().destroyForcibly(); // the service dies, unable to clean up
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), log(dir));
+        log = log(dir);
+        assertEquals(128 + 9, p.exitValue(), "the service's status (SIGKILL): " + log);
+        assertTrue(log.contains("stoker launch: the service exited with status 137 while COMMAND ran; stopping COMMAND"), log);
+        assertEquals("TERM", Files.readString(got).strip(), "COMMAND got SIGTERM");
+    }
+
+    @Test
+    void sigtermAndSigintReachCommandAndItsStatusIsLaunchs() throws Exception {
+        for (String signal : List.of("TERM", "INT")) {
+            Path dir = Files.createDirectories(tmp.resolve("c-" + signal));
+            Path got = dir.resolve("got");
+            var options = serveOptions(dir);
+            options.addAll(List.of("--nproc-per-node", "1"));
+            var p = launch(dir, options, Map.of(), "/bin/sh", "-c",
+                    "trap 'echo " + signal + " > " + got + "; exit 5' " + signal + "; echo waiting; while :; do sleep 0.1; done");
+            String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "waiting");
+            long service = pid(log, "service pid ");
+            var kill = new ProcessBuilder("/bin/kill", "-" + signal, Long.toString(p.pid())).start();
+            assertTrue(kill.waitFor(10, TimeUnit.SECONDS));
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), log(dir));
+            assertEquals(5, p.exitValue(), log(dir));
+            assertEquals(signal, Files.readString(got).strip(), "COMMAND's trap ran");
+            assertCleanedUp(dir, service);
+        }
+    }
+
+    @Test
+    void slurmsVariablesGiveTheWorldAndOptionsWinOverThem() throws Exception {
+        var slurm = Map.of("SLURM_NNODES", "2", "SLURM_NODEID", "1", "SLURM_NTASKS_PER_NODE", "2");
+        Path dir = Files.createDirectories(tmp.resolve("d"));
+        var options = serveOptions(dir);
+        options.add("--print-config");
+        var p = launch(dir, options, slurm, "true");
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+        String printed = log(dir);
+        assertEquals(0, p.exitValue(), printed);
+        assertTrue(printed.contains("\nranks: 4\n"), printed);
+        assertTrue(printed.contains("\nlocal-ranks: \"2-3\"\n"), printed);
+
+        options = serveOptions(dir);
+        options.addAll(List.of("--node-rank", "0"));
+        p = launch(dir, options, slurm, "/bin/sh", "-c", "exit 0");
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), log(dir));
+        String log = log(dir);
+        assertEquals(0, p.exitValue(), log);
+        assertTrue(log.contains("stoker launch: world 4 ranks (--nnodes 2 from $SLURM_NNODES, --node-rank 0, --nproc-per-node 2 from "
+                + "$SLURM_NTASKS_PER_NODE); this node serves ranks 0-1"), log);
+        assertTrue(log.contains("stoker serve: job default, 4 ranks (this node serves ranks 0-1) × batch 2"), log);
+        assertCleanedUp(dir, pid(log, "service pid "));
+
+        options = serveOptions(dir);
+        options.addAll(List.of("--ranks", "8"));
+        p = launch(dir, options, slurm, "true");
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS));
+        assertEquals(Main.EXIT_INVALID_INPUT, p.exitValue(), log(dir));
+        assertTrue(log(dir).contains("--ranks 8 disagrees with the world of 4 ranks"), log(dir));
+    }
+
+    @Test
+    void twoLaunchesOfATwoNodeWorldServeTheirOwnRanks() throws Exception {
+        Path ref = Files.createDirectories(tmp.resolve("e-ref")), n0 = Files.createDirectories(tmp.resolve("e-0")),
+                n1 = Files.createDirectories(tmp.resolve("e-1"));
+        var refOptions = serveOptions(ref);
+        refOptions.addAll(List.of("--ranks", "2"));
+        var reference = launch(ref, refOptions, Map.of(), "/bin/sh", "-c", "echo up; exec sleep 120");
+        var nodes = new ArrayList<Process>();
+        var commands = new ArrayList<Long>();
+        try {
+            for (int node = 0; node < 2; node++) {
+                Path dir = node == 0 ? n0 : n1;
+                var options = serveOptions(dir);
+                options.addAll(List.of("--nnodes", "2", "--node-rank", "" + node, "--nproc-per-node", "1"));
+                nodes.add(launch(dir, options, Map.of(), "/bin/sh", "-c", "echo up; exec sleep 120"));
+            }
+            for (var e : List.of(Map.entry(reference, ref), Map.entry(nodes.get(0), n0), Map.entry(nodes.get(1), n1))) {
+                ServeProcess.awaitLine(e.getKey(), e.getValue().resolve("launch.log"), "\nup");
+                commands.add(pid(ServeProcess.awaitLine(e.getKey(), e.getValue().resolve("launch.log"), "(pid "), "(pid "));
+            }
+            assertTrue(log(n1).contains("this node serves ranks 1"), log(n1));
+            try (var a = TrainerClient.connect(ref.resolve("t.sock"), 1, 2, "default", TrainerClient.Options.SHARED_MEMORY);
+                 var b = TrainerClient.connect(n1.resolve("t.sock"), 1, 2, "default", TrainerClient.Options.SHARED_MEMORY)) {
+                for (int step = 0; step < 2; step++) {
+                    try (var x = a.next(); var y = b.next()) {
+                        assertEquals(x.batch().meta(), y.batch().meta(), "step " + step);
+                        assertEquals(x.batch().tensors().size(), y.batch().tensors().size());
+                        for (int t = 0; t < x.batch().tensors().size(); t++)
+                            assertArrayEquals(x.batch().tensors().get(t).data().toArray(ValueLayout.JAVA_BYTE),
+                                    y.batch().tensors().get(t).data().toArray(ValueLayout.JAVA_BYTE), x.batch().tensors().get(t).name());
+                    }
+                }
+            }
+            var refused = assertThrows(IOException.class, () -> TrainerClient.connect(n1.resolve("t.sock"), 0, 2, "default"));
+            assertTrue(refused.getMessage().contains("rank 0 is not served by this node: it serves ranks 1 of 2"), refused.getMessage());
+            refused = assertThrows(IOException.class, () -> TrainerClient.connect(n0.resolve("t.sock"), 1, 2, "default"));
+            assertTrue(refused.getMessage().contains("rank 1 is not served by this node: it serves ranks 0 of 2"), refused.getMessage());
+            try (var c = TrainerClient.connect(n0.resolve("t.sock"), 0, 2, "default"); var x = c.next()) {
+                assertEquals(0, x.batch().meta().rank());
+            }
+        } finally {
+            commands.forEach(pid -> ProcessHandle.of(pid).ifPresent(ProcessHandle::destroy)); // COMMAND ends: each launch stops
+            nodes.add(reference);
+            for (var p : nodes) {
+                if (p.waitFor(60, TimeUnit.SECONDS)) continue;
+                p.destroyForcibly(); // a test that failed before it knew every COMMAND: its services go with --exit-with-parent
+                throw new AssertionError("a launch did not stop with its COMMAND: " + log(n0) + log(n1) + log(ref));
+            }
+        }
+        for (Path dir : List.of(ref, n0, n1)) assertCleanedUp(dir, pid(log(dir), "service pid "));
+    }
+}
