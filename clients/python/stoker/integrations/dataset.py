@@ -117,8 +117,8 @@ class StokerDataset(torch.utils.data.IterableDataset):
             loader.connect()  # now, so that the starting state carries the job's fingerprint
             self._pending = None
             self.loader = loader
-            # Batches fetched by an earlier iteration and never consumed are gone with it: the service
-            # continues after them. Frameworks end an iteration only once all it yielded was used.
+            # What an earlier iteration yielded and nobody marked is not this one's to mark; frameworks end an
+            # iteration only once all it yielded was trained on, so in practice nothing is dropped here.
             self._ahead.clear()
             self._start = loader.state_dict()
             for batch in loader:
