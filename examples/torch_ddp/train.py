@@ -192,6 +192,14 @@ def main(argv=None) -> int:
         os.makedirs(args.ckpt, exist_ok=True)
 
     loader = make_loader(rank, world, loader_state, args.connect_timeout_s, args.read_timeout_s)
+
+    def checkpoint() -> None:
+        state = loader.state_dict()
+        check_same_cursor(state, world)
+        dist.barrier()
+        if rank == 0:
+            save_checkpoint(ckpt_path, step, model, optimizer, state)
+
     fed = torch.zeros(1, dtype=torch.int64)
     with open(os.path.join(args.log, f"rank{rank}.jsonl"), "a", encoding="utf-8") as log, loader:
         while step < args.steps:
@@ -200,10 +208,13 @@ def main(argv=None) -> int:
                 fed[0] = 1
             except StopIteration:
                 batch, fed[0] = None, 0
-            # A rank whose feed ended (END) must not leave the others waiting in an all-reduce: all stop together.
-            dist.all_reduce(fed, op=dist.ReduceOp.MIN)
-            if fed[0] == 0:
+            # A rank whose feed ended (END) must not leave the others waiting in DDP's all-reduce: all stop together.
+            dist.all_reduce(fed)
+            if fed[0] < world:
                 print(f"rank {rank}: the service's feed ended at step {step}, before --steps {args.steps}", flush=True)
+                if fed[0] == 0:  # every rank at END: the cursors agree, a checkpoint here resumes on a longer feed
+                    checkpoint()
+                # else some rank holds a batch it will not train on: its cursor is past the step; the last checkpoint stays
                 break
             sample_index = [int(i) for i in loader.last_meta.sample_index]
             loss = ddp(**batch)
@@ -219,11 +230,7 @@ def main(argv=None) -> int:
             log.flush()
             step += 1
             if args.ckpt_every and step % args.ckpt_every == 0 or step == args.steps:
-                state = loader.state_dict()
-                check_same_cursor(state, world)
-                dist.barrier()
-                if rank == 0:
-                    save_checkpoint(ckpt_path, step, model, optimizer, state)
+                checkpoint()
             if args.pause_ms:
                 time.sleep(args.pause_ms / 1000.0)
     dist.barrier()

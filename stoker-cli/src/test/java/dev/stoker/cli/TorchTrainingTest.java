@@ -210,6 +210,37 @@ class TorchTrainingTest {
         assertEquals(uninterrupted().at(0, K).get("loss").asDouble(), resized.at(0, 0).get("loss").asDouble(), 0.0);
     }
 
+    /**
+     * A service started with {@code --steps} ends every rank's feed (END) before the trainers' {@code --steps}: the ranks stop
+     * together at that step (no rank left waiting in DDP's all-reduce), exit 0, and save a checkpoint there that a longer feed
+     * resumes exactly.
+     */
+    @Test
+    @Order(4)
+    void aFeedThatEndsBeforeTheJobStopsEveryRankAtTheSameStepAndCheckpointsThere() throws Exception {
+        Logs reference = uninterrupted();
+        int feedSteps = 4, more = 2;
+        Path ckpt = tmp.resolve("ckpt-short"), logDir = tmp.resolve("log-short");
+        Job job = startJob("short", RANKS, List.of("--steps", "" + feedSteps), ckpt, logDir, STEPS, List.of());
+        finish(job);
+        assertTrue(job.output().contains("the service's feed ended at step " + feedSteps + ", before --steps " + STEPS), job.output());
+        Logs short_ = Logs.read(logDir, RANKS);
+        for (int rank = 0; rank < RANKS; rank++) {
+            assertEquals(feedSteps, short_.lines().get(rank).size(), "rank " + rank + " stopped with the feed" + job.output());
+            for (int step = 0; step < feedSteps; step++) assertEquals(reference.line(rank, step), short_.line(rank, step));
+        }
+
+        Path resumedLog = tmp.resolve("log-short-resumed");
+        Job resumed = startJob("short-resumed", RANKS, ckpt, resumedLog, feedSteps + more, List.of());
+        finish(resumed);
+        assertTrue(resumed.output().contains("resuming at step " + feedSteps), resumed.output());
+        Logs after = Logs.read(resumedLog, RANKS);
+        for (int rank = 0; rank < RANKS; rank++) {
+            assertEquals(more, after.lines().get(rank).size(), resumed.output());
+            for (int i = 0; i < more; i++) assertEquals(reference.line(rank, feedSteps + i), after.line(rank, i), "rank " + rank);
+        }
+    }
+
     // ------------------------------------------------------------------ the runs
 
     /** The 2-rank run of STEPS steps, never interrupted (made once). */
@@ -270,11 +301,19 @@ class TorchTrainingTest {
      * {@code stoker launch [serve options] --nproc-per-node P -- torchrun …} once it lands.
      */
     static Job startJob(String name, int ranks, Path checkpoint, Path logDir, int steps, List<String> trainArgs) throws Exception {
+        return startJob(name, ranks, List.of(), checkpoint, logDir, steps, trainArgs);
+    }
+
+    /** {@link #startJob(String, int, Path, Path, int, List)} with more {@code serve} options. */
+    static Job startJob(String name, int ranks, List<String> serveArgs, Path checkpoint, Path logDir, int steps, List<String> trainArgs)
+            throws Exception {
         Path socket = tmp.resolve(name + ".sock"), serveLog = tmp.resolve(name + "-serve.log"), torchrunLog = tmp.resolve(name + "-torchrun.log");
         Path shm = Files.createDirectories(tmp.resolve("shm-" + name));
-        Process serve = ServeProcess.start(serveLog, "512m", List.of("--data", manifest.toString(), "--job", JOB, "--ranks", "" + ranks,
+        var serveCmd = new ArrayList<>(List.of("--data", manifest.toString(), "--job", JOB, "--ranks", "" + ranks,
                 "--batch", "" + BATCH, "--max-pixels", "" + MAX_PIXELS, "--max-images", "2", "--threads", "2", "--warm-up-ms", "200",
                 "--socket", socket.toString(), "--shm-dir", shm.toString(), "--shm-budget", "64M"));
+        serveCmd.addAll(serveArgs);
+        Process serve = ServeProcess.start(serveLog, "512m", serveCmd);
         started.add(serve);
         var cmd = new ArrayList<>(List.of(PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "" + ranks, "--redirects", "2",
                 "--tee", "1", "--master_port", "" + freePort(), trainScript.toString(), "--steps", "" + steps, "--ckpt", checkpoint.toString(),
