@@ -150,7 +150,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, required=True, help="total optimizer steps of the job (a resumed run counts the saved ones)")
     p.add_argument("--ckpt", required=True, help="checkpoint folder; an existing checkpoint.pt there is resumed")
-    p.add_argument("--ckpt-every", type=int, default=0, help="save every K steps (0: only at the end)")
+    p.add_argument("--ckpt-every", type=int, default=0, help="save after every K steps and at the end (0: only at the end)")
     p.add_argument("--log", required=True, help="folder of the per-rank step logs rank<R>.jsonl (appended)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--lr", type=float, default=3e-3)
