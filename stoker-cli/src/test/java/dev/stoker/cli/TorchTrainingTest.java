@@ -59,7 +59,7 @@ class TorchTrainingTest {
     /** The job's steps, the checkpoint interval (the kill comes after the checkpoint at K and before STEPS), the resized run's end. */
     static final int STEPS = 12, K = 6, RESIZED_STEPS = 9;
     /** The killed run sleeps this long after each step, so that the test can stop it between its checkpoint at K and the end. */
-    static final int PAUSE_MS = 250;
+    static final int PAUSE_MS = 400;
     static final long MAX_PIXELS = 12544, TORCHRUN_SECONDS = 150;
     static final ObjectMapper JSON = new ObjectMapper();
 
