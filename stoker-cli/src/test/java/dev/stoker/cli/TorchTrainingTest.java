@@ -281,10 +281,32 @@ class TorchTrainingTest {
         return killed;
     }
 
-    /** A running job: its service and its torchrun, each with its output file. */
-    record Job(String name, Process serve, Path serveLog, Process torchrun, Path torchrunLog) {
+    /** A running job: its service and its torchrun, each with its output file, and the folder of the workers' own logs. */
+    record Job(String name, Process serve, Path serveLog, Process torchrun, Path torchrunLog, Path workerLogs) {
+        /** What torchrun and the service printed, and every worker's stderr (torchrun --redirects 2 keeps it in files). */
         String output() {
-            return "\n--- torchrun " + name + ":\n" + read(torchrunLog) + "\n--- serve " + name + ":\n" + read(serveLog);
+            var out = new StringBuilder("\n--- torchrun " + name + ":\n" + read(torchrunLog));
+            if (Files.isDirectory(workerLogs)) {
+                try (var files = Files.walk(workerLogs)) {
+                    for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr.log")).sorted().toList())
+                        out.append("\n--- ").append(workerLogs.relativize(f)).append(":\n").append(read(f));
+                } catch (IOException e) {
+                    out.append("\n(").append(e).append(")");
+                }
+            }
+            return out.append("\n--- serve ").append(name).append(":\n").append(read(serveLog)).toString();
+        }
+
+        /**
+         * A torchrun that did not end: SIGABRT to it and its workers first, so that Python's fault handler (on through
+         * PYTHONFAULTHANDLER) writes where every thread waits into the logs {@link #output} shows, then SIGKILL.
+         */
+        void abortAndKill() throws Exception {
+            List<ProcessHandle> tree = new ArrayList<>(torchrun.descendants().toList());
+            tree.addFirst(torchrun.toHandle());
+            for (ProcessHandle h : tree) new ProcessBuilder("kill", "-ABRT", "" + h.pid()).start().waitFor(5, TimeUnit.SECONDS);
+            torchrun.waitFor(5, TimeUnit.SECONDS);
+            killHard();
         }
 
         /** SIGKILL to torchrun, its workers and the service, all at once, as a node failure would. */
@@ -315,26 +337,28 @@ class TorchTrainingTest {
         serveCmd.addAll(serveArgs);
         Process serve = ServeProcess.start(serveLog, "512m", serveCmd);
         started.add(serve);
+        Path workerLogs = tmp.resolve(name + "-workers");
         var cmd = new ArrayList<>(List.of(PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "" + ranks, "--redirects", "2",
-                "--tee", "1", "--master_port", "" + freePort(), trainScript.toString(), "--steps", "" + steps, "--ckpt", checkpoint.toString(),
+                "--tee", "1", "--log_dir", workerLogs.toString(), "--master_port", "" + freePort(), trainScript.toString(), "--steps", "" + steps, "--ckpt", checkpoint.toString(),
                 "--ckpt-every", "" + K, "--log", logDir.toString()));
         cmd.addAll(trainArgs);
         var pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(torchrunLog.toFile());
         pb.environment().put("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString());
         pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
+        pb.environment().put("PYTHONFAULTHANDLER", "1");
         pb.environment().put("STOKER_SOCKET", socket.toString());
         pb.environment().put("STOKER_JOB", JOB);
         Process torchrun = pb.start();
         started.add(torchrun);
         torchrun.getOutputStream().close();
         ServeProcess.awaitListening(serve, serveLog); // while the trainers import torch; train.py retries connecting meanwhile
-        return new Job(name, serve, serveLog, torchrun, torchrunLog);
+        return new Job(name, serve, serveLog, torchrun, torchrunLog, workerLogs);
     }
 
     /** Waits for torchrun to end (status 0), then stops the service with SIGTERM (status 0). */
     static void finish(Job job) throws Exception {
         boolean ended = job.torchrun().waitFor(TORCHRUN_SECONDS, TimeUnit.SECONDS);
-        if (!ended) job.killHard();
+        if (!ended) job.abortAndKill();
         assertTrue(ended, "torchrun " + job.name() + " did not end within " + TORCHRUN_SECONDS + " s" + job.output());
         assertEquals(0, job.torchrun().exitValue(), job.output());
         job.serve().destroy();
