@@ -1,0 +1,442 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.testkit.SmallJpegDataset;
+import dev.stoker.testkit.Vectors;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A real torch DDP training job ({@code examples/torch_ddp/train.py}: gloo on the CPU, under Debian's
+ * torchrun) fed by a real {@code stoker serve}, and its exact resume: a run SIGKILLed (service and
+ * trainers) after its checkpoint and relaunched on a fresh service logs, for every step after the
+ * checkpoint, bit for bit the losses and samples of the run never interrupted; relaunched with three
+ * processes instead of two, it trains on exactly the rest of the job's global sample order.
+ *
+ * <p>The uninterrupted run and the killed run are made once (on first use) and shared by the tests,
+ * so that each runs alone too. The one place that starts "service + torchrun" is {@link #startJob}.
+ *
+ * <p>TODO(stoker launch, serve --local-ranks): add the two-"node" loopback variant once they land: two
+ * {@code stoker launch --nnodes 2 --node-rank I --nproc-per-node 1} on 127.0.0.1, each node's service
+ * serving its own ranks, checked against the same uninterrupted run (the losses and samples per
+ * rank and step equal); {@link #startJob} then starts {@code stoker launch … -- torchrun …} instead.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+@Tag("slow")
+class TorchTrainingTest {
+    static final String PYTHON = PythonClientTest.PYTHON;
+    static final String JOB = "torch-ddp";
+    /**
+     * 40 samples at 2 ranks × 2 per step: epoch 0 is steps 0–9, so that the 12 steps cross an epoch end; at 3 ranks
+     * (6 positions per step) epoch 0 ends with 4 positions left over, which drop_last skips.
+     */
+    static final int SAMPLES = 40, BATCH = 2, RANKS = 2, RESIZED_RANKS = 3;
+    /** The job's steps, the checkpoint interval (the kill comes after the checkpoint at K and before STEPS), the resized run's end. */
+    static final int STEPS = 12, K = 6, RESIZED_STEPS = 9;
+    /** The killed run sleeps this long after each step, so that the test can stop it between its checkpoint at K and the end. */
+    static final int PAUSE_MS = 400;
+    static final long MAX_PIXELS = 12544, TORCHRUN_SECONDS = 150;
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir static Path tmp;
+    static Path manifest, trainScript;
+    static final List<Process> started = new CopyOnWriteArrayList<>();
+    private static Logs uninterrupted;
+    private static Killed killed;
+
+    @BeforeAll
+    static void prepare() throws Exception {
+        assumeTrue(Files.isExecutable(Path.of(PYTHON)), PYTHON + " is missing");
+        Process check = new ProcessBuilder(PYTHON, "-c", "import numpy, torch, torch.distributed as d; assert d.is_available() and d.is_gloo_available()")
+                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        assertTrue(check.waitFor(60, TimeUnit.SECONDS), "importing torch took over 60 s");
+        assumeTrue(check.exitValue() == 0, PYTHON + " has no numpy or torch with gloo (apt-get install python3-numpy python3-torch)");
+        trainScript = Vectors.projectDir().resolve("examples/torch_ddp/train.py");
+        assertTrue(Files.isRegularFile(trainScript), trainScript.toString());
+        manifest = SmallJpegDataset.write(tmp.resolve("ds"), SAMPLES, 5);
+    }
+
+    @AfterAll
+    static void stopEverything() {
+        for (Process p : started) killTree(p);
+    }
+
+    @Test
+    @Order(1)
+    void anUninterruptedRunTrainsOnTheScheduledSamplesAndLearns() throws Exception {
+        Logs run = uninterrupted();
+        for (int rank = 0; rank < RANKS; rank++) {
+            assertEquals(STEPS, run.ranks().get(rank).size(), "rank " + rank + " logged every step");
+            for (int step = 0; step < STEPS; step++) assertEquals(step, run.at(rank, step).get("step").asInt(), "rank " + rank + " in order");
+        }
+        for (int step = 0; step < STEPS; step++) {
+            float l0 = (float) run.at(0, step).get("loss").asDouble(), l1 = (float) run.at(1, step).get("loss").asDouble();
+            float global = (float) run.at(0, step).get("global_loss").asDouble();
+            assertEquals(global, (float) run.at(1, step).get("global_loss").asDouble(), "step " + step + ": one global loss on every rank");
+            assertEquals((l0 + l1) / 2f, global, "step " + step + ": the all-reduced mean of the ranks' float32 losses");
+            assertTrue(Float.isFinite(l0) && l0 > 0 && Float.isFinite(l1) && l1 > 0, "step " + step + ": " + l0 + ", " + l1);
+            for (int rank = 0; rank < RANKS; rank++) assertEquals(BATCH, run.at(rank, step).get("sample_index").size());
+        }
+        double first = 0, last = 0;
+        for (int s = 0; s < 3; s++) {
+            first += run.at(0, s).get("global_loss").asDouble();
+            last += run.at(0, STEPS - 1 - s).get("global_loss").asDouble();
+        }
+        assertTrue(last < first - 0.3, "the model learns: the last 3 steps' loss " + last / 3 + " is under the first 3's " + first / 3);
+
+        List<Long> order = run.samples();
+        assertEquals(plan(RANKS, 0, STEPS), order, "the trainers trained on what `stoker plan` says the job's schedule is, step by step, rank by rank");
+        assertEquals(SAMPLES, new HashSet<>(order.subList(0, SAMPLES)).size(), "epoch 0 (steps 0-9) is a permutation: " + order);
+        assertEquals(order.size() - SAMPLES, new HashSet<>(order.subList(SAMPLES, order.size())).size(), "epoch 1 repeats nothing");
+        for (long sample : order) assertTrue(sample >= 0 && sample < SAMPLES, "sample " + sample);
+        assertTrue(Files.size(tmp.resolve("ckpt-uninterrupted/checkpoint.pt")) > 0, "the last checkpoint");
+    }
+
+    @Test
+    @Order(2)
+    void aRunKilledAfterItsCheckpointResumesOnAFreshServiceBitForBit() throws Exception {
+        Logs reference = uninterrupted();
+        Killed k = killed();
+        // Up to the kill, the interrupted run is the uninterrupted one (the runs are reproducible).
+        for (int rank = 0; rank < RANKS; rank++)
+            for (int i = 0; i < k.logs().ranks().get(rank).size(); i++)
+                assertEquals(reference.line(rank, i), k.logs().lines().get(rank).get(i), "the killed run's rank " + rank + " step " + i);
+
+        Path logDir = tmp.resolve("log-resumed");
+        Job job = startJob("resumed", RANKS, k.checkpoint(), logDir, STEPS, List.of());
+        finish(job);
+        assertTrue(job.output().contains("resuming at step " + K), job.output());
+        Logs resumed = Logs.read(logDir, RANKS);
+        for (int rank = 0; rank < RANKS; rank++) {
+            List<String> lines = resumed.lines().get(rank);
+            assertEquals(STEPS - K, lines.size(), "rank " + rank + " trained steps " + K + ".." + (STEPS - 1) + ": " + lines);
+            for (int i = 0; i < lines.size(); i++) {
+                int step = K + i;
+                JsonNode got = resumed.at(rank, i), want = reference.at(rank, step);
+                String what = "rank " + rank + " step " + step;
+                assertEquals(step, got.get("step").asInt(), what);
+                assertEquals(want.get("sample_index"), got.get("sample_index"), what + ": the same samples");
+                assertEquals(want.get("loss").asDouble(), got.get("loss").asDouble(), 0.0, what + ": the same local loss, bit for bit");
+                assertEquals(want.get("global_loss").asDouble(), got.get("global_loss").asDouble(), 0.0, what + ": the same global loss");
+                assertEquals(reference.line(rank, step), lines.get(i), what + ": the same log line");
+            }
+        }
+    }
+
+    /**
+     * What must hold after a resize: the job's order is one permutation per epoch, independent of the rank count, and a
+     * step takes the next ranks × batch positions of it. From the checkpoint's cursor (epoch 0, position K·2·B) three
+     * ranks take 6 positions a step while 6 are left in epoch 0; the epoch's last (40 − 36 = 4) positions are too few for
+     * a step and are skipped (drop_last), and epoch 1 starts over at its position 0. The 2-rank run's samples, flattened
+     * step by step and rank by rank, are that order (epoch 0, then epoch 1's first 8), so the resized run's must be its
+     * positions [24, 36) and then [40, 46) — nothing of epoch 0 trained twice, nothing skipped but the drop_last rest.
+     */
+    @Test
+    @Order(3)
+    void aRunResumedWithThreeProcessesTrainsOnExactlyTheRestOfTheGlobalOrder() throws Exception {
+        List<Long> order = uninterrupted().samples();
+        Path checkpoint = killed().checkpointAtK();
+        Path logDir = tmp.resolve("log-resized");
+        Job job = startJob("resized", RESIZED_RANKS, checkpoint, logDir, RESIZED_STEPS, List.of());
+        finish(job);
+        assertTrue(job.output().contains("resuming at step " + K), job.output());
+        Logs resized = Logs.read(logDir, RESIZED_RANKS);
+        for (int rank = 0; rank < RESIZED_RANKS; rank++) {
+            assertEquals(RESIZED_STEPS - K, resized.ranks().get(rank).size(), "rank " + rank + ": " + resized.lines().get(rank));
+            for (int i = 0; i < RESIZED_STEPS - K; i++) {
+                assertEquals(K + i, resized.at(rank, i).get("step").asInt());
+                assertEquals(resized.at(0, i).get("global_loss").asDouble(), resized.at(rank, i).get("global_loss").asDouble(), 0.0);
+            }
+        }
+
+        int perStep = RESIZED_RANKS * BATCH, cursor = K * RANKS * BATCH;
+        var expected = new ArrayList<Long>();
+        int position = cursor;
+        List<Long> epoch = order.subList(0, SAMPLES);
+        boolean epoch0 = true;
+        for (int step = K; step < RESIZED_STEPS; step++) {
+            if (epoch0 && position + perStep > SAMPLES) { // drop_last: the rest of epoch 0 is skipped, epoch 1 starts
+                epoch = order.subList(SAMPLES, order.size());
+                position = 0;
+                epoch0 = false;
+            }
+            assertTrue(position + perStep <= epoch.size(), "the 2-rank run covers the resized run's steps");
+            expected.addAll(epoch.subList(position, position + perStep));
+            position += perStep;
+        }
+        List<Long> got = resized.samples();
+        assertEquals(expected, got, "after the resize: the rest of the global order in blocks of " + perStep);
+        assertEquals(plan(RESIZED_RANKS, cursor / perStep, RESIZED_STEPS - K), got, "what `stoker plan` schedules at 3 ranks from that cursor");
+
+        // Epoch 0 over both runs: the samples before the checkpoint (2 ranks) and after it (3 ranks) are each trained once,
+        // and only the drop_last rest is left out.
+        var trained0 = new LinkedHashSet<>(order.subList(0, cursor));
+        int epoch0After = (SAMPLES - cursor) / perStep * perStep;
+        for (long s : got.subList(0, epoch0After)) assertTrue(trained0.add(s), "sample " + s + " trained twice in epoch 0");
+        Set<Long> untrained = new HashSet<>(order.subList(0, SAMPLES));
+        untrained.removeAll(trained0);
+        assertEquals(new HashSet<>(order.subList(cursor + epoch0After, SAMPLES)), untrained, "only epoch 0's drop_last rest is not trained");
+        assertEquals(SAMPLES - cursor - epoch0After, untrained.size());
+        assertTrue(untrained.size() > 0 && untrained.size() < perStep, "the resize made a rest: " + untrained);
+
+        // The first step after the resize starts from the checkpoint's exact weights: rank 0's batch is the 2-rank run's
+        // rank 0 batch of step K (positions [24, 26) either way), so its loss is the same bit for bit.
+        assertEquals(uninterrupted().at(0, K).get("sample_index"), resized.at(0, 0).get("sample_index"));
+        assertEquals(uninterrupted().at(0, K).get("loss").asDouble(), resized.at(0, 0).get("loss").asDouble(), 0.0);
+    }
+
+    /**
+     * A service started with {@code --steps} ends every rank's feed (END) before the trainers' {@code --steps}: the ranks stop
+     * together at that step (no rank left waiting in DDP's all-reduce), exit 0, and save a checkpoint there that a longer feed
+     * resumes exactly.
+     */
+    @Test
+    @Order(4)
+    void aFeedThatEndsBeforeTheJobStopsEveryRankAtTheSameStepAndCheckpointsThere() throws Exception {
+        Logs reference = uninterrupted();
+        int feedSteps = 4, more = 2;
+        Path ckpt = tmp.resolve("ckpt-short"), logDir = tmp.resolve("log-short");
+        Job job = startJob("short", RANKS, List.of("--steps", "" + feedSteps), ckpt, logDir, STEPS, List.of());
+        finish(job);
+        assertTrue(job.output().contains("the service's feed ended at step " + feedSteps + ", before --steps " + STEPS), job.output());
+        Logs short_ = Logs.read(logDir, RANKS);
+        for (int rank = 0; rank < RANKS; rank++) {
+            assertEquals(feedSteps, short_.lines().get(rank).size(), "rank " + rank + " stopped with the feed" + job.output());
+            for (int step = 0; step < feedSteps; step++) assertEquals(reference.line(rank, step), short_.line(rank, step));
+        }
+
+        Path resumedLog = tmp.resolve("log-short-resumed");
+        Job resumed = startJob("short-resumed", RANKS, ckpt, resumedLog, feedSteps + more, List.of());
+        finish(resumed);
+        assertTrue(resumed.output().contains("resuming at step " + feedSteps), resumed.output());
+        Logs after = Logs.read(resumedLog, RANKS);
+        for (int rank = 0; rank < RANKS; rank++) {
+            assertEquals(more, after.lines().get(rank).size(), resumed.output());
+            for (int i = 0; i < more; i++) assertEquals(reference.line(rank, feedSteps + i), after.line(rank, i), "rank " + rank);
+        }
+    }
+
+    // ------------------------------------------------------------------ the runs
+
+    /** The 2-rank run of STEPS steps, never interrupted (made once). */
+    static synchronized Logs uninterrupted() throws Exception {
+        if (uninterrupted == null) {
+            Path logDir = tmp.resolve("log-uninterrupted");
+            finish(startJob("uninterrupted", RANKS, tmp.resolve("ckpt-uninterrupted"), logDir, STEPS, List.of()));
+            uninterrupted = Logs.read(logDir, RANKS);
+        }
+        return uninterrupted;
+    }
+
+    /** The killed run: its logs up to the kill, its checkpoint folder, and a copy of its checkpoint at step K. */
+    record Killed(Logs logs, Path checkpoint, Path checkpointAtK) {}
+
+    /**
+     * The same job with a pause after each step, SIGKILLed (torchrun, its workers and the service) once a rank has logged a
+     * step after K, i.e. after the checkpoint at K was written (a rank logs step K only after the all-reduce in which rank 0
+     * joins once it has written it) and before the job's end (made once).
+     */
+    static synchronized Killed killed() throws Exception {
+        if (killed == null) {
+            Path logDir = tmp.resolve("log-killed"), ckpt = tmp.resolve("ckpt-killed");
+            Job job = startJob("killed", RANKS, ckpt, logDir, STEPS, List.of("--pause-ms", "" + PAUSE_MS));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(TORCHRUN_SECONDS);
+            while (Logs.read(logDir, RANKS).lastStep() <= K) {
+                assertTrue(job.torchrun().isAlive(), "torchrun ended before step " + (K + 1) + ": " + job.output());
+                assertTrue(System.nanoTime() < deadline, "no step " + (K + 1) + " within " + TORCHRUN_SECONDS + " s: " + job.output());
+                Thread.sleep(20);
+            }
+            job.killHard();
+            Logs logs = Logs.read(logDir, RANKS);
+            assertTrue(logs.lastStep() > K && logs.lastStep() < STEPS - 1, "killed between step " + K + " and the end: " + logs.lastStep());
+            Path atK = Files.createDirectories(tmp.resolve("ckpt-at-k")).resolve("checkpoint.pt");
+            Files.copy(ckpt.resolve("checkpoint.pt"), atK);
+            killed = new Killed(logs, ckpt, atK.getParent());
+        }
+        return killed;
+    }
+
+    /** A running job: its service and its torchrun, each with its output file, and the folder of the workers' own logs. */
+    record Job(String name, Process serve, Path serveLog, Process torchrun, Path torchrunLog, Path workerLogs) {
+        /** What torchrun and the service printed, and every worker's stderr (torchrun --redirects 2 keeps it in files). */
+        String output() {
+            var out = new StringBuilder("\n--- torchrun " + name + ":\n" + read(torchrunLog));
+            if (Files.isDirectory(workerLogs)) {
+                try (var files = Files.walk(workerLogs)) {
+                    for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr.log")).sorted().toList())
+                        out.append("\n--- ").append(workerLogs.relativize(f)).append(":\n").append(read(f));
+                } catch (IOException e) {
+                    out.append("\n(").append(e).append(")");
+                }
+            }
+            return out.append("\n--- serve ").append(name).append(":\n").append(read(serveLog)).toString();
+        }
+
+        /**
+         * A torchrun that did not end: SIGABRT to it and its workers first, so that Python's fault handler (on through
+         * PYTHONFAULTHANDLER) writes where every thread waits into the logs {@link #output} shows, then SIGKILL.
+         */
+        void abortAndKill() throws Exception {
+            List<ProcessHandle> tree = new ArrayList<>(torchrun.descendants().toList());
+            tree.addFirst(torchrun.toHandle());
+            for (ProcessHandle h : tree) new ProcessBuilder("kill", "-ABRT", "" + h.pid()).start().waitFor(5, TimeUnit.SECONDS);
+            torchrun.waitFor(5, TimeUnit.SECONDS);
+            killHard();
+        }
+
+        /** SIGKILL to torchrun, its workers and the service, all at once, as a node failure would. */
+        void killHard() throws InterruptedException {
+            killTree(torchrun);
+            killTree(serve);
+            assertTrue(torchrun.waitFor(30, TimeUnit.SECONDS) && serve.waitFor(30, TimeUnit.SECONDS));
+        }
+    }
+
+    /**
+     * Starts the node's service and {@code torchrun --nproc_per_node ranks train.py} beside it, the trainers told the socket
+     * and job through {@code STOKER_SOCKET}/{@code STOKER_JOB}. The one place that starts a training job: to be switched to
+     * {@code stoker launch [serve options] --nproc-per-node P -- torchrun …} once it lands.
+     */
+    static Job startJob(String name, int ranks, Path checkpoint, Path logDir, int steps, List<String> trainArgs) throws Exception {
+        return startJob(name, ranks, List.of(), checkpoint, logDir, steps, trainArgs);
+    }
+
+    /** {@link #startJob(String, int, Path, Path, int, List)} with more {@code serve} options. */
+    static Job startJob(String name, int ranks, List<String> serveArgs, Path checkpoint, Path logDir, int steps, List<String> trainArgs)
+            throws Exception {
+        Path socket = tmp.resolve(name + ".sock"), serveLog = tmp.resolve(name + "-serve.log"), torchrunLog = tmp.resolve(name + "-torchrun.log");
+        Path shm = Files.createDirectories(tmp.resolve("shm-" + name));
+        var serveCmd = new ArrayList<>(List.of("--data", manifest.toString(), "--job", JOB, "--ranks", "" + ranks,
+                "--batch", "" + BATCH, "--max-pixels", "" + MAX_PIXELS, "--max-images", "2", "--threads", "2", "--warm-up-ms", "200",
+                "--socket", socket.toString(), "--shm-dir", shm.toString(), "--shm-budget", "64M"));
+        serveCmd.addAll(serveArgs);
+        Process serve = ServeProcess.start(serveLog, "512m", serveCmd);
+        started.add(serve);
+        Path workerLogs = tmp.resolve(name + "-workers");
+        var cmd = new ArrayList<>(List.of(PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "" + ranks, "--redirects", "2",
+                "--tee", "1", "--log_dir", workerLogs.toString(), "--master_port", "" + freePort(), trainScript.toString(), "--steps", "" + steps, "--ckpt", checkpoint.toString(),
+                "--ckpt-every", "" + K, "--log", logDir.toString()));
+        cmd.addAll(trainArgs);
+        var pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(torchrunLog.toFile());
+        pb.environment().put("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString());
+        pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
+        pb.environment().put("PYTHONFAULTHANDLER", "1");
+        pb.environment().put("STOKER_SOCKET", socket.toString());
+        pb.environment().put("STOKER_JOB", JOB);
+        Process torchrun = pb.start();
+        started.add(torchrun);
+        torchrun.getOutputStream().close();
+        ServeProcess.awaitListening(serve, serveLog); // while the trainers import torch; train.py retries connecting meanwhile
+        return new Job(name, serve, serveLog, torchrun, torchrunLog, workerLogs);
+    }
+
+    /** Waits for torchrun to end (status 0), then stops the service with SIGTERM (status 0). */
+    static void finish(Job job) throws Exception {
+        boolean ended = job.torchrun().waitFor(TORCHRUN_SECONDS, TimeUnit.SECONDS);
+        if (!ended) job.abortAndKill();
+        assertTrue(ended, "torchrun " + job.name() + " did not end within " + TORCHRUN_SECONDS + " s" + job.output());
+        assertEquals(0, job.torchrun().exitValue(), job.output());
+        job.serve().destroy();
+        assertTrue(job.serve().waitFor(30, TimeUnit.SECONDS), job.output());
+        assertEquals(0, job.serve().exitValue(), job.output());
+    }
+
+    /** SIGKILL to a process and every descendant it has now (torchrun's workers are its children). */
+    static void killTree(Process p) {
+        List<ProcessHandle> tree = new ArrayList<>(p.descendants().toList());
+        tree.addFirst(p.toHandle());
+        for (ProcessHandle h : tree) h.destroyForcibly();
+    }
+
+    static int freePort() throws IOException {
+        try (var s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** {@code stoker plan}'s samples for {@code steps} steps from {@code startStep} at {@code ranks} ranks, step by step, rank by rank. */
+    static List<Long> plan(int ranks, int startStep, int steps) throws IOException {
+        var r = CliRunner.run("plan", "--data", manifest.toString(), "--ranks", "" + ranks, "--batch", "" + BATCH,
+                "--steps", "" + steps, "--start-step", "" + startStep);
+        assertEquals(0, r.status(), r.err());
+        var out = new ArrayList<Long>();
+        for (String line : r.out().strip().split("\n")) out.add(JSON.readTree(line).get("sample").asLong());
+        return out;
+    }
+
+    /** The per-rank step logs of a run: each rank's complete lines as written, and parsed. */
+    record Logs(List<List<String>> lines, List<List<JsonNode>> ranks) {
+        static Logs read(Path dir, int ranks) throws IOException {
+            var lines = new ArrayList<List<String>>();
+            var parsed = new ArrayList<List<JsonNode>>();
+            for (int r = 0; r < ranks; r++) {
+                Path f = dir.resolve("rank" + r + ".jsonl");
+                String text = Files.exists(f) ? Files.readString(f) : "";
+                var mine = new ArrayList<String>();
+                var nodes = new ArrayList<JsonNode>();
+                int start = 0;
+                for (int end; (end = text.indexOf('\n', start)) >= 0; start = end + 1) { // a line being written has no '\n' yet
+                    mine.add(text.substring(start, end));
+                    nodes.add(JSON.readTree(text.substring(start, end)));
+                }
+                lines.add(mine);
+                parsed.add(nodes);
+            }
+            return new Logs(lines, parsed);
+        }
+
+        JsonNode at(int rank, int index) { return ranks.get(rank).get(index); }
+
+        String line(int rank, int index) { return lines.get(rank).get(index); }
+
+        /** The highest step any rank logged, -1 for none. */
+        int lastStep() {
+            int last = -1;
+            for (List<JsonNode> r : ranks) for (JsonNode n : r) last = Math.max(last, n.get("step").asInt());
+            return last;
+        }
+
+        /** Every sample trained on, step by step, rank by rank. */
+        List<Long> samples() {
+            var out = new ArrayList<Long>();
+            int steps = ranks.getFirst().size();
+            for (List<JsonNode> r : ranks) assertEquals(steps, r.size(), "every rank logged the same steps");
+            for (int i = 0; i < steps; i++)
+                for (List<JsonNode> r : ranks) r.get(i).get("sample_index").forEach(x -> out.add(x.asLong()));
+            return out;
+        }
+    }
+
+    static String read(Path file) {
+        try {
+            return Files.exists(file) ? Files.readString(file) : "(no " + file + ")";
+        } catch (IOException e) {
+            return "(" + e + ")";
+        }
+    }
+}
