@@ -117,6 +117,66 @@ class TorchTrainingTest {
         assertTrue(Files.size(tmp.resolve("ckpt-uninterrupted/checkpoint.pt")) > 0, "the last checkpoint");
     }
 
+    /**
+     * The real job's report: the service's {@code --report-dir} holds each rank's steps as its trainer measured them
+     * (the wait in {@code next()} and the step's compute, sent with the next request), and the HTML report of it renders
+     * in headless Chromium with no script error and every plot drawn. The screenshot is kept as
+     * {@code target/real-job-report.png} (docs/real-job-report.png is one).
+     */
+    @Test
+    @Order(1)
+    void theRealJobsReportShowsEachRanksMeasuredWaitInChromium() throws Exception {
+        uninterrupted();
+        Path dir = tmp.resolve("report-uninterrupted");
+        var data = dev.stoker.report.RunData.load(dir);
+        assertEquals(1, data.modes().size(), "one served job: " + data.modes());
+        var mode = data.modes().get(0);
+        assertEquals(RANKS, mode.ranks().size(), "a report per rank");
+        for (var rank : mode.ranks()) {
+            // the last step's timing would come with a request after it; every earlier one is reported
+            assertTrue(rank.steps().size() >= STEPS - 1 && rank.steps().size() <= STEPS, "rank " + rank.rank() + ": " + rank.steps().size() + " steps");
+            long wait = 0, compute = 0;
+            for (var step : rank.steps()) {
+                assertTrue(step.waitNanos() >= 0 && step.computeNanos() > 0, "rank " + rank.rank() + ": " + step);
+                assertEquals(BATCH, step.samples(), "rank " + rank.rank() + ": the samples of the batch handed out");
+                wait += step.waitNanos();
+                compute += step.computeNanos();
+            }
+            assertTrue(wait > 0 && compute > 0, "rank " + rank.rank() + " measured its wait (" + wait + " ns) and its steps (" + compute + " ns)");
+        }
+        assertTrue(mode.pipeline() != null && mode.pipeline().has("verdict"), "the pipeline's file with its verdict");
+        Path html = dev.stoker.report.RunReport.write(dir);
+        Path chromium = Path.of("/usr/bin/chromium");
+        assumeTrue(Files.isExecutable(chromium), "chromium not installed (Debian package chromium)");
+        String dom = chromium(chromium, "--dump-dom", html);
+        var body = java.util.regex.Pattern.compile("<body([^>]*)>").matcher(dom);
+        assertTrue(body.find(), "no <body> in the dumped DOM");
+        String attrs = body.group(1);
+        assertTrue(attrs.contains("data-errors=\"false\""), "script errors: " + attrs);
+        var drawn = java.util.regex.Pattern.compile("data-plots=\"(\\d+)\"").matcher(attrs);
+        var total = java.util.regex.Pattern.compile("data-plots-total=\"(\\d+)\"").matcher(attrs);
+        assertTrue(drawn.find() && total.find() && drawn.group(1).equals(total.group(1)) && !drawn.group(1).equals("0"), "every plot drawn: " + attrs);
+        Path png = tmp.resolve("real-job-report.png");
+        chromium(chromium, "--screenshot=" + png, html);
+        assertTrue(Files.size(png) > 10_000, "screenshot written");
+        Path target = Files.createDirectories(Path.of(System.getProperty("basedir", "."), "target"));
+        Files.copy(png, target.resolve("real-job-report.png"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    }
+
+    private static String chromium(Path chromium, String action, Path html) throws Exception {
+        Path profile = Files.createTempDirectory(tmp, "profile"), out = Files.createTempFile(tmp, "chromium", ".out");
+        var cmd = List.of(chromium.toString(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile,
+                "--window-size=1400,3000", action, html.toUri().toString());
+        Process p = new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        if (!p.waitFor(30, TimeUnit.SECONDS)) {
+            killTree(p);
+            throw new AssertionError("chromium did not finish in 30 s: " + cmd);
+        }
+        assertEquals(0, p.exitValue(), "chromium exit status");
+        return Files.readString(out);
+    }
+
     @Test
     @Order(2)
     void aRunKilledAfterItsCheckpointResumesOnAFreshServiceBitForBit() throws Exception {
@@ -247,7 +307,8 @@ class TorchTrainingTest {
     static synchronized Logs uninterrupted() throws Exception {
         if (uninterrupted == null) {
             Path logDir = tmp.resolve("log-uninterrupted");
-            finish(startJob("uninterrupted", RANKS, tmp.resolve("ckpt-uninterrupted"), logDir, STEPS, List.of()));
+            finish(startJob("uninterrupted", RANKS, List.of("--report-dir", tmp.resolve("report-uninterrupted").toString()),
+                    tmp.resolve("ckpt-uninterrupted"), logDir, STEPS, List.of()));
             uninterrupted = Logs.read(logDir, RANKS);
         }
         return uninterrupted;
