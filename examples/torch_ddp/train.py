@@ -1,14 +1,14 @@
 """A real torch DDP training job fed by a Stoker service, with exact checkpoint and resume.
 
-Run one process per rank under torchrun (Debian's torch 1.13 spells it so)::
+Run one process per rank under torchrun, beside the node's service (Debian's torch 1.13 spells it so)::
 
-    STOKER_SOCKET=/path/to/job.sock STOKER_JOB=default \\
-    PYTHONPATH=clients/python /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 --redirects 2 --tee 1 \\
+    PYTHONPATH=clients/python ./stoker launch --data DS/train.jsonl --batch 2 --nproc-per-node 2 -- \\
+        /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 --redirects 2 --tee 1 \\
         examples/torch_ddp/train.py --steps 12 --ckpt CKPT --ckpt-every 6 --log LOG
 
-Each rank reads its batches from the service (``STOKER_SOCKET``, job ``STOKER_JOB``; rank and world
-size from torchrun's ``RANK``/``WORLD_SIZE``) and trains :class:`TinyVisionLanguageModel` on them
-with DDP over gloo on the CPU. Everything that could make two runs differ is pinned (seeds, one
+Each rank reads its batches from the service (``Loader.from_env``: the socket and job from
+``STOKER_SOCKET``/``STOKER_JOB``, which launch sets; rank and world size from torchrun's ``RANK``
+and ``WORLD_SIZE``) and trains :class:`TinyVisionLanguageModel` on them with DDP over gloo on the CPU. Everything that could make two runs differ is pinned (seeds, one
 thread, deterministic algorithms), so a run killed and resumed from its checkpoint logs bit for bit
 the losses of the run that was never interrupted; ``examples/torch_ddp/README.md`` says more.
 
@@ -42,10 +42,10 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 try:
-    from stoker import Loader, StokerError
+    from stoker import Loader
 except ImportError:  # run from a checkout without PYTHONPATH: the client lies beside Maven
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
-    from stoker import Loader, StokerError
+    from stoker import Loader
 
 #: Qwen-VL's <|image_pad|>: one per merged patch of an image, where the vision states go
 IMAGE_PAD_ID = 151655
@@ -99,26 +99,20 @@ class TinyVisionLanguageModel(nn.Module):
         return F.cross_entropy(logits[scored], target[scored] % self.buckets)
 
 
-def make_loader(rank: int, world: int, state, connect_timeout_s: float, read_timeout_s: float) -> Loader:
-    """This rank's Loader on the service of ``STOKER_SOCKET`` (job ``STOKER_JOB``), resumed from ``state`` if given.
+def make_loader(state, connect_timeout_s: float, read_timeout_s: float) -> Loader:
+    """This rank's Loader from the environment ``stoker launch`` and torchrun set up (``STOKER_SOCKET``,
+    ``STOKER_JOB``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), resumed from ``state`` if given.
 
-    The state is loaded before the first connection: a fresh service moves its pipeline to a resuming
-    cursor only while no trainer has been welcomed, so a plain HELLO first would spoil the resume.
-    The service may still be starting: connecting is retried until ``connect_timeout_s``.
+    The state is loaded before the first connection (``from_env`` does not connect): a fresh service
+    moves its pipeline to a resuming cursor only while no trainer has been welcomed, so a plain HELLO
+    first would spoil the resume. The service may still be starting: ``connect()`` retries until
+    ``connect_timeout_s`` and then says how long it tried.
     """
-    loader = Loader(os.environ["STOKER_SOCKET"], rank, world, job=os.environ.get("STOKER_JOB", "default"),
-                    as_torch=True, timeout=read_timeout_s)
+    loader = Loader.from_env(as_torch=True, timeout=read_timeout_s, connect_timeout=connect_timeout_s)
     if state is not None:
         loader.load_state_dict(state)
-    deadline = time.monotonic() + connect_timeout_s
-    while True:
-        try:
-            loader.connect()
-            return loader
-        except StokerError as e:
-            if not str(e).startswith("cannot connect") or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    loader.connect()
+    return loader
 
 
 def save_checkpoint(path: str, step: int, model: nn.Module, optimizer, loader_state: dict) -> None:
@@ -191,7 +185,7 @@ def main(argv=None) -> int:
     if rank == 0:
         os.makedirs(args.ckpt, exist_ok=True)
 
-    loader = make_loader(rank, world, loader_state, args.connect_timeout_s, args.read_timeout_s)
+    loader = make_loader(loader_state, args.connect_timeout_s, args.read_timeout_s)
 
     def checkpoint() -> None:
         state = loader.state_dict()

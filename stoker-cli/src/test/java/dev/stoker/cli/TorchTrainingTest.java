@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.bench.ChildJvm;
 import dev.stoker.testkit.SmallJpegDataset;
 import dev.stoker.testkit.Vectors;
 import java.io.IOException;
@@ -32,18 +33,15 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A real torch DDP training job ({@code examples/torch_ddp/train.py}: gloo on the CPU, under Debian's
- * torchrun) fed by a real {@code stoker serve}, and its exact resume: a run SIGKILLed (service and
- * trainers) after its checkpoint and relaunched on a fresh service logs, for every step after the
- * checkpoint, bit for bit the losses and samples of the run never interrupted; relaunched with three
- * processes instead of two, it trains on exactly the rest of the job's global sample order.
+ * torchrun) started as a user starts it, {@code stoker launch [serve options] -- torchrun … train.py}, and
+ * its exact resume: a run SIGKILLed (launch, its service, torchrun and the trainers) after its checkpoint
+ * and relaunched logs, for every step after the checkpoint, bit for bit the losses and samples of the run
+ * never interrupted; relaunched with three processes instead of two, it trains on exactly the rest of the
+ * job's global sample order; run as two "nodes" on loopback (two launches, each service serving its own
+ * node's rank only, one torchrun per node), it is the one-node run line for line.
  *
  * <p>The uninterrupted run and the killed run are made once (on first use) and shared by the tests,
- * so that each runs alone too. The one place that starts "service + torchrun" is {@link #startJob}.
- *
- * <p>TODO(stoker launch, serve --local-ranks): add the two-"node" loopback variant once they land: two
- * {@code stoker launch --nnodes 2 --node-rank I --nproc-per-node 1} on 127.0.0.1, each node's service
- * serving its own ranks, checked against the same uninterrupted run (the losses and samples per
- * rank and step equal); {@link #startJob} then starts {@code stoker launch … -- torchrun …} instead.
+ * so that each runs alone too. The one place that starts a job is {@link #startNodes}.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
@@ -301,6 +299,31 @@ class TorchTrainingTest {
         }
     }
 
+    /**
+     * The same job on two "nodes" on loopback: {@code stoker launch --nnodes 2 --node-rank I --nproc-per-node 1} twice, each
+     * with its own socket and shared memory, its service serving rank I only, each running {@code torchrun --nnodes 2
+     * --node_rank I} (one DDP world of two ranks over 127.0.0.1). Every rank's log equals the one-node run's, line for line.
+     */
+    @Test
+    @Order(5)
+    void theJobAsTwoNodesOnLoopbackEachServingItsOwnRankTrainsAsTheOneNodeRun() throws Exception {
+        Logs reference = uninterrupted();
+        Path logDir = tmp.resolve("log-two-nodes");
+        Job job = startNodes("two-nodes", 2, 1, List.of(), tmp.resolve("ckpt-two-nodes"), logDir, STEPS, List.of());
+        finish(job);
+        for (int node = 0; node < 2; node++) {
+            String log = read(job.nodes().get(node).log());
+            assertTrue(log.contains("stoker launch: world 2 ranks (--nnodes 2, --node-rank " + node + ", --nproc-per-node 1); this node serves ranks "
+                    + node), log);
+        }
+        Logs two = Logs.read(logDir, RANKS);
+        for (int rank = 0; rank < RANKS; rank++) {
+            assertEquals(STEPS, two.lines().get(rank).size(), "rank " + rank + job.output());
+            for (int step = 0; step < STEPS; step++)
+                assertEquals(reference.line(rank, step), two.line(rank, step), "rank " + rank + " step " + step + ": the one-node run's line");
+        }
+    }
+
     // ------------------------------------------------------------------ the runs
 
     /** The 2-rank run of STEPS steps, never interrupted (made once). */
@@ -328,7 +351,7 @@ class TorchTrainingTest {
             Job job = startJob("killed", RANKS, ckpt, logDir, STEPS, List.of("--pause-ms", "" + PAUSE_MS));
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(TORCHRUN_SECONDS);
             while (Logs.read(logDir, RANKS).lastStep() <= K) {
-                assertTrue(job.torchrun().isAlive(), "torchrun ended before step " + (K + 1) + ": " + job.output());
+                assertTrue(job.launch().isAlive(), "the job ended before step " + (K + 1) + ": " + job.output());
                 assertTrue(System.nanoTime() < deadline, "no step " + (K + 1) + " within " + TORCHRUN_SECONDS + " s: " + job.output());
                 Thread.sleep(20);
             }
@@ -342,11 +365,21 @@ class TorchTrainingTest {
         return killed;
     }
 
-    /** A running job: its service and its torchrun, each with its output file, and the folder of the workers' own logs. */
-    record Job(String name, Process serve, Path serveLog, Process torchrun, Path torchrunLog, Path workerLogs) {
-        /** What torchrun and the service printed, and every worker's stderr (torchrun --redirects 2 keeps it in files). */
+    /** One node of a running job: its {@code stoker launch} (the service and torchrun are its children) and launch's output. */
+    record Node(Process launch, Path log) {}
+
+    /** A running job: its nodes, and the folder of the workers' own logs (one subfolder per node). */
+    record Job(String name, List<Node> nodes, Path workerLogs) {
+        /** The one node of a one-node job. */
+        Process launch() { return nodes.getFirst().launch(); }
+
+        /**
+         * What each launch printed (its service's lines and torchrun's, which runs on launch's stdout) and every worker's
+         * stderr (torchrun --redirects 2 keeps it in files).
+         */
         String output() {
-            var out = new StringBuilder("\n--- torchrun " + name + ":\n" + read(torchrunLog));
+            var out = new StringBuilder();
+            for (int i = 0; i < nodes.size(); i++) out.append("\n--- launch ").append(name).append(" node ").append(i).append(":\n").append(read(nodes.get(i).log()));
             if (Files.isDirectory(workerLogs)) {
                 try (var files = Files.walk(workerLogs)) {
                     for (Path f : files.filter(f -> f.getFileName().toString().equals("stderr.log")).sorted().toList())
@@ -355,33 +388,48 @@ class TorchTrainingTest {
                     out.append("\n(").append(e).append(")");
                 }
             }
-            return out.append("\n--- serve ").append(name).append(":\n").append(read(serveLog)).toString();
+            return out.toString();
         }
 
         /**
-         * A torchrun that did not end: SIGABRT to it and its workers first, so that Python's fault handler (on through
-         * PYTHONFAULTHANDLER) writes where every thread waits into the logs {@link #output} shows, then SIGKILL.
+         * A job that did not end: SIGABRT to the Python processes under each launch first (torchrun and its workers), so that
+         * Python's fault handler (on through PYTHONFAULTHANDLER) writes where every thread waits into the logs {@link #output}
+         * shows, then SIGKILL to everything.
          */
         void abortAndKill() throws Exception {
-            List<ProcessHandle> tree = new ArrayList<>(torchrun.descendants().toList());
-            tree.addFirst(torchrun.toHandle());
-            for (ProcessHandle h : tree) new ProcessBuilder("kill", "-ABRT", "" + h.pid()).start().waitFor(5, TimeUnit.SECONDS);
-            torchrun.waitFor(5, TimeUnit.SECONDS);
+            for (Node node : nodes)
+                for (ProcessHandle h : node.launch().descendants().toList())
+                    if (h.info().command().orElse("").contains("python"))
+                        new ProcessBuilder("kill", "-ABRT", "" + h.pid()).start().waitFor(5, TimeUnit.SECONDS);
+            Thread.sleep(2000);
             killHard();
         }
 
-        /** SIGKILL to torchrun, its workers and the service, all at once, as a node failure would. */
+        /** SIGKILL to every launch, its service, torchrun and the workers, all at once, as a node failure would. */
         void killHard() throws InterruptedException {
-            killTree(torchrun);
-            killTree(serve);
-            assertTrue(torchrun.waitFor(30, TimeUnit.SECONDS) && serve.waitFor(30, TimeUnit.SECONDS));
+            var trees = new ArrayList<List<ProcessHandle>>();
+            for (Node node : nodes) {
+                var tree = new ArrayList<>(node.launch().descendants().toList());
+                tree.addFirst(node.launch().toHandle());
+                trees.add(tree);
+            }
+            for (var tree : trees) tree.forEach(ProcessHandle::destroyForcibly);
+            for (var tree : trees)
+                for (ProcessHandle h : tree) {
+                    try {
+                        h.onExit().get(30, TimeUnit.SECONDS);
+                    } catch (Exception e) {
+                        throw new AssertionError("pid " + h.pid() + " did not die of SIGKILL in 30 s", e);
+                    }
+                }
         }
     }
 
     /**
-     * Starts the node's service and {@code torchrun --nproc_per_node ranks train.py} beside it, the trainers told the socket
-     * and job through {@code STOKER_SOCKET}/{@code STOKER_JOB}. The one place that starts a training job: to be switched to
-     * {@code stoker launch [serve options] --nproc-per-node P -- torchrun …} once it lands.
+     * {@code stoker launch [serve options] --nproc-per-node RANKS -- torchrun --nproc_per_node RANKS train.py …}: the job as
+     * a user starts it on one node. Launch starts the service, waits until it listens, runs torchrun with
+     * {@code STOKER_SOCKET}/{@code STOKER_JOB} in its environment (train.py's {@code Loader.from_env} reads them) and stops
+     * the service when torchrun ends. The one place that starts a training job ({@link #startNodes} for several nodes).
      */
     static Job startJob(String name, int ranks, Path checkpoint, Path logDir, int steps, List<String> trainArgs) throws Exception {
         return startJob(name, ranks, List.of(), checkpoint, logDir, steps, trainArgs);
@@ -390,41 +438,58 @@ class TorchTrainingTest {
     /** {@link #startJob(String, int, Path, Path, int, List)} with more {@code serve} options. */
     static Job startJob(String name, int ranks, List<String> serveArgs, Path checkpoint, Path logDir, int steps, List<String> trainArgs)
             throws Exception {
-        Path socket = tmp.resolve(name + ".sock"), serveLog = tmp.resolve(name + "-serve.log"), torchrunLog = tmp.resolve(name + "-torchrun.log");
-        Path shm = Files.createDirectories(tmp.resolve("shm-" + name));
-        var serveCmd = new ArrayList<>(List.of("--data", manifest.toString(), "--job", JOB, "--ranks", "" + ranks,
-                "--batch", "" + BATCH, "--max-pixels", "" + MAX_PIXELS, "--max-images", "2", "--threads", "2", "--warm-up-ms", "200",
-                "--socket", socket.toString(), "--shm-dir", shm.toString(), "--shm-budget", "64M"));
-        serveCmd.addAll(serveArgs);
-        Process serve = ServeProcess.start(serveLog, "512m", serveCmd);
-        started.add(serve);
-        Path workerLogs = tmp.resolve(name + "-workers");
-        var cmd = new ArrayList<>(List.of(PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "" + ranks, "--redirects", "2",
-                "--tee", "1", "--log_dir", workerLogs.toString(), "--master_port", "" + freePort(), trainScript.toString(), "--steps", "" + steps, "--ckpt", checkpoint.toString(),
-                "--ckpt-every", "" + K, "--log", logDir.toString()));
-        cmd.addAll(trainArgs);
-        var pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(torchrunLog.toFile());
-        pb.environment().put("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString());
-        pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
-        pb.environment().put("PYTHONFAULTHANDLER", "1");
-        pb.environment().put("STOKER_SOCKET", socket.toString());
-        pb.environment().put("STOKER_JOB", JOB);
-        Process torchrun = pb.start();
-        started.add(torchrun);
-        torchrun.getOutputStream().close();
-        ServeProcess.awaitListening(serve, serveLog); // while the trainers import torch; train.py retries connecting meanwhile
-        return new Job(name, serve, serveLog, torchrun, torchrunLog, workerLogs);
+        return startNodes(name, 1, ranks, serveArgs, checkpoint, logDir, steps, trainArgs);
     }
 
-    /** Waits for torchrun to end (status 0), then stops the service with SIGTERM (status 0). */
+    /**
+     * The job on {@code nnodes} "nodes" of {@code perNode} ranks on this host: per node I, {@code stoker launch --nnodes N
+     * --node-rank I --nproc-per-node P} with its own socket and shared-memory folder (so its service serves ranks
+     * I·P … I·P+P−1 only) running {@code torchrun --nnodes N --node_rank I} with the static rendezvous on 127.0.0.1.
+     */
+    static Job startNodes(String name, int nnodes, int perNode, List<String> serveArgs, Path checkpoint, Path logDir, int steps,
+            List<String> trainArgs) throws Exception {
+        int masterPort = freePort();
+        Path workerLogs = tmp.resolve(name + "-workers");
+        var nodes = new ArrayList<Node>();
+        for (int node = 0; node < nnodes; node++) {
+            String id = nnodes == 1 ? name : name + "-node" + node;
+            Path socket = tmp.resolve(id + ".sock"), log = tmp.resolve(id + "-launch.log");
+            Path shm = Files.createDirectories(tmp.resolve("shm-" + id));
+            var args = new ArrayList<>(List.of("launch", "--nnodes", "" + nnodes, "--node-rank", "" + node, "--nproc-per-node", "" + perNode,
+                    "--data", manifest.toString(), "--job", JOB, "--batch", "" + BATCH, "--max-pixels", "" + MAX_PIXELS, "--max-images", "2",
+                    "--threads", "2", "--warm-up-ms", "200", "--socket", socket.toString(), "--shm-dir", shm.toString(), "--shm-budget", "64M"));
+            args.addAll(serveArgs);
+            args.addAll(List.of("--", PYTHON, "-m", "torch.distributed.run", "--nnodes", "" + nnodes, "--node_rank", "" + node,
+                    "--nproc_per_node", "" + perNode, "--master_addr", "127.0.0.1", "--master_port", "" + masterPort, "--redirects", "2",
+                    "--tee", "1", "--log_dir", workerLogs.resolve("node" + node).toString(), trainScript.toString(), "--steps", "" + steps,
+                    "--ckpt", checkpoint.toString(), "--ckpt-every", "" + K, "--log", logDir.toString()));
+            args.addAll(trainArgs);
+            var pb = new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx512m"), args)).redirectErrorStream(true).redirectOutput(log.toFile());
+            pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_") || k.startsWith("STOKER_"));
+            pb.environment().put("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString());
+            pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
+            pb.environment().put("PYTHONFAULTHANDLER", "1");
+            Process launch = pb.start();
+            started.add(launch);
+            launch.getOutputStream().close();
+            nodes.add(new Node(launch, log));
+        }
+        return new Job(name, nodes, workerLogs);
+    }
+
+    /** Waits for every launch to end with status 0: torchrun's status, after launch stopped its service cleanly. */
     static void finish(Job job) throws Exception {
-        boolean ended = job.torchrun().waitFor(TORCHRUN_SECONDS, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(TORCHRUN_SECONDS);
+        boolean ended = true;
+        for (Node node : job.nodes()) ended &= node.launch().waitFor(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
         if (!ended) job.abortAndKill();
-        assertTrue(ended, "torchrun " + job.name() + " did not end within " + TORCHRUN_SECONDS + " s" + job.output());
-        assertEquals(0, job.torchrun().exitValue(), job.output());
-        job.serve().destroy();
-        assertTrue(job.serve().waitFor(30, TimeUnit.SECONDS), job.output());
-        assertEquals(0, job.serve().exitValue(), job.output());
+        assertTrue(ended, "job " + job.name() + " did not end within " + TORCHRUN_SECONDS + " s" + job.output());
+        for (Node node : job.nodes()) {
+            assertEquals(0, node.launch().exitValue(), job.output());
+            String log = read(node.log());
+            assertTrue(log.contains("stoker launch: COMMAND exited with status 0; stopping the service") && log.contains("stoker serve: stopping"),
+                    "launch stopped its service once torchrun ended: " + job.output());
+        }
     }
 
     /** SIGKILL to a process and every descendant it has now (torchrun's workers are its children). */
