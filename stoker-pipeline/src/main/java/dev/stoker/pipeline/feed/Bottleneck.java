@@ -21,7 +21,8 @@ import java.util.OptionalDouble;
  *       wait ratio ≤ 0.05 (or unknown) — data is not the bottleneck.</li>
  *   <li><b>TRANSPORT_BOUND</b> ({@code transport}): buffers full ≥ 50% of the time, yet the trainers
  *       wait (wait ratio > 0.05) and, when known, the transfer makes up ≥ 50% of their wait: batches
- *       are ready but moving them to the trainer costs the time.</li>
+ *       are ready but moving them to the trainer costs the time. The advice depends on whether they
+ *       already go by reference.</li>
  *   <li><b>CPU_BOUND</b> ({@code encode}): the CPU pool busy ≥ 90% and the pipeline starved
  *       (buffers empty ≥ 50% of the time; in the unbuffered modes, always).</li>
  *   <li><b>IO_BOUND</b> ({@code fetch}): starved, the CPU pool busy < 50%, and either fetches in flight
@@ -57,11 +58,14 @@ public final class Bottleneck {
      * @param encodeP50Nanos   CPU time per sample p50 (encode, or prepare + pixel write); 0 unknown
      * @param trainerWaitRatio the trainers' wait-time ratio, when known
      * @param transferShare    the part of the trainers' wait spent moving batches, when known
+     * @param byReference      whether batches are already handed over by reference (zero-copy shared memory), so that
+     *                         a transport-bound verdict does not advise what the job already does
      */
     public record Inputs(FeedSampler.Timeline timeline, long fetchP50Nanos, boolean fetchFirstByte, long encodeP50Nanos,
-                         OptionalDouble trainerWaitRatio, OptionalDouble transferShare) {
+                         OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference) {
         public Inputs withTrainer(double waitRatio, OptionalDouble transferShare) {
-            return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, OptionalDouble.of(waitRatio), transferShare);
+            return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, OptionalDouble.of(waitRatio), transferShare,
+                    byReference);
         }
     }
 
@@ -122,7 +126,11 @@ public final class Bottleneck {
             String share = in.transferShare().isPresent() ? ", transfer " + pct(in.transferShare().getAsDouble()) + " of the wait" : "";
             return new BottleneckVerdict(BottleneckVerdict.Kind.TRANSPORT_BOUND, "transport",
                     "prefetch buffers full " + pct(full) + " of the time but trainers still wait" + waitText + share,
-                    "hand batches over by reference (--mode zero-copy) or make them smaller", figures);
+                    in.byReference()
+                            ? "batches already go by reference: the hand-over itself (the request's round trip, the client's "
+                                    + "conversion of the batch) costs the time; take more samples per request (--batch) or "
+                                    + "keep the tensors as numpy views"
+                            : "hand batches over by reference (--mode zero-copy) or make them smaller", figures);
         }
         boolean starved = empty >= STARVED;
         String starvedText = buffered ? ", buffers empty " + pct(empty) + " of the time" : "";

@@ -1,6 +1,7 @@
 package dev.stoker.pipeline.feed;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -35,7 +36,7 @@ class BottleneckTest {
     }
 
     static BottleneckVerdict classify(FeedSampler.Timeline tl, long fetchP50, long encodeP50, OptionalDouble wait, OptionalDouble transfer) {
-        return Bottleneck.classify(new Bottleneck.Inputs(tl, fetchP50, true, encodeP50, wait, transfer));
+        return Bottleneck.classify(new Bottleneck.Inputs(tl, fetchP50, true, encodeP50, wait, transfer, false));
     }
 
     @Test
@@ -57,6 +58,16 @@ class BottleneckTest {
         assertEquals("transport", v.stage());
         assertTrue(v.evidence().contains("trainers still wait"), v.text());
         assertTrue(v.advice().contains("zero-copy"), v.text());
+    }
+
+    /** A zero-copy job is not told to use zero-copy: the advice names what is left, the hand-over itself. */
+    @Test
+    void aTransportBoundZeroCopyJobIsNotAdvisedToUseZeroCopy() {
+        var tl = timeline(2, 2, 64, true, 100, 0.97, 0, 1, 0);
+        var v = Bottleneck.classify(new Bottleneck.Inputs(tl, 5 * MS, true, 30 * MS, OptionalDouble.of(0.25), OptionalDouble.empty(), true));
+        assertEquals(BottleneckVerdict.Kind.TRANSPORT_BOUND, v.kind(), v.text());
+        assertFalse(v.advice().contains("--mode zero-copy"), v.text());
+        assertTrue(v.advice().contains("already go by reference"), v.text());
     }
 
     @Test
