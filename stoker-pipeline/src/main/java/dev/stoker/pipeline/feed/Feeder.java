@@ -212,10 +212,10 @@ public final class Feeder implements AutoCloseable {
         var materializer = Materializer.createMaterializer(system);
         var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode());
         pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
-        var flow = zeroCopy ? null : pipeline.flow(config.batchSize(), config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
+        var flow = zeroCopy ? null : pipeline.flow(config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(local.count()); // a rank that stops reading pins at most its share of the store
         var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), local.first(), config.encode());
-        var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.batchSize(), config.fetchConcurrency(), threads, writer);
+        var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();
         var feeds = new ArrayList<RankFeed<?>>(local.count());
         for (int r = local.first(); r <= local.last(); r++) {

@@ -27,12 +27,12 @@ import org.apache.pekko.stream.javadsl.Flow;
  * shape that strings them together, so that all modes produce the same batches.
  *
  * <pre>
- *  ScheduledBatch ─mapConcat─▶ Slot ×B ─mapAsync(F) fetch─▶ Fetched|Failed ─mapAsync(T) encode─▶ Encoded|Failed
- *      ─grouped(B)─▶ List ─mapAsync(1) assemble─▶ Batch
+ *  ScheduledBatch ─mapConcat─▶ Slot ×n ─mapAsync(F) fetch─▶ Fetched|Failed ─mapAsync(T) encode─▶ Encoded|Failed
+ *      ─byBatch─▶ List ─mapAsync(1) assemble─▶ Batch
  * </pre>
  * SERIAL runs fetch and encode inside one mapAsync(1) instead, so one sample is in the pipeline at a time.
- * A failed sample travels on as {@link Failed} rather than being dropped, so {@code grouped(B)} always
- * closes a group exactly at a batch boundary.
+ * A failed sample travels on as {@link Failed} rather than being dropped, so {@code byBatch} always
+ * closes a group exactly at a batch boundary (n, a batch's samples: B, or a pack's, which vary).
  *
  * <p>Threading: fetch runs on the caller (a stream thread: parse the line, issue requests) and
  * completes on the source's threads; encode and assemble run on the {@link CpuPool}.
@@ -79,12 +79,12 @@ final class SamplePipeline {
     }
 
     /** ScheduledBatch in, Batch out; {@code serial} keeps one sample in flight, else F fetches and T encodes. */
-    Flow<ScheduledBatch, Batch, NotUsed> flow(int batchSize, boolean serial, int fetchConcurrency, int cpuThreads) {
+    Flow<ScheduledBatch, Batch, NotUsed> flow(boolean serial, int fetchConcurrency, int cpuThreads) {
         var slots = Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots);
         var encoded = serial
                 ? slots.mapAsync(1, s -> observed(fetch(s).thenCompose(this::encode)))
                 : slots.mapAsync(fetchConcurrency, s -> observed(fetch(s))).mapAsync(cpuThreads, o -> observed(encode(o)));
-        return encoded.grouped(batchSize).mapAsync(1, this::assemble);
+        return encoded.via(byBatch()).mapAsync(1, this::assemble);
     }
 
     /**
@@ -92,14 +92,14 @@ final class SamplePipeline {
      * so that the batch's exact layout is known; then the batch's object is allocated in the store and
      * each sample's pixels are decoded and transformed straight into it ({@link StoredBatchWriter}).
      * <pre>
-     *  … fetch F ─▶ mapAsync(T) prepare ─▶ grouped(B) ─▶ mapAsync(1) allocate (waits for budget) ─▶ mapAsync(2) fill ─▶ StoredBatch
+     *  … fetch F ─▶ mapAsync(T) prepare ─▶ byBatch ─▶ mapAsync(1) allocate (waits for budget) ─▶ mapAsync(2) fill ─▶ StoredBatch
      * </pre>
      */
-    Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int batchSize, int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
+    Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
         return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
                 .mapAsync(fetchConcurrency, s -> observed(fetch(s)))
                 .mapAsync(cpuThreads, o -> observed(prepare(o)))
-                .grouped(batchSize)
+                .via(byBatch())
                 .mapAsync(1, group -> writer.allocate(checkedBatch(group), group))
                 .mapAsync(StoredBatchWriter.BATCHES_FILLING, writer::fill);
     }
@@ -127,7 +127,27 @@ final class SamplePipeline {
         return onCpu(in, (encoder, f) -> new Ready(f.slot(), encoder.prepare(f.sample(), f.images())));
     }
 
+    /**
+     * Outcomes in stream order in, each scheduled batch's outcomes out as one list: a batch is complete when it holds as
+     * many as its scheduled batch has slots (the batches of a packed job differ in size; {@code checkedBatch} checks the
+     * group is that batch's slots in order).
+     */
+    static Flow<Outcome, List<Outcome>, NotUsed> byBatch() {
+        return Flow.<Outcome>create().statefulMapConcat(() -> {
+            var pending = new ArrayList<Outcome>();
+            return o -> {
+                pending.add(o);
+                if (pending.size() < o.slot().batch().size()) return List.of();
+                var group = List.copyOf(pending);
+                pending.clear();
+                return List.of(group);
+            };
+        });
+    }
+
     private static List<Slot> slots(ScheduledBatch b) {
+        if (b.size() == 0) // it would never complete a group: the rank's feed would wait for it forever
+            throw new IllegalStateException("step " + b.globalStep() + " gives rank " + b.rank() + " no sample");
         var out = new ArrayList<Slot>(b.size());
         for (int i = 0; i < b.size(); i++) out.add(new Slot(b, i));
         return out;

@@ -59,7 +59,7 @@ public final class TaskProducer implements AutoCloseable {
         final ArrayDeque<CompletableFuture<StoredBatch>> waiting = new ArrayDeque<>();
 
         Worker() {
-            var flow = pipeline.storedFlow(config.batchSize(), config.fetchConcurrency(), config.cpuThreads(), writer);
+            var flow = pipeline.storedFlow(config.fetchConcurrency(), config.cpuThreads(), writer);
             this.queue = Source.<ScheduledBatch>queue(QUEUE_PER_WORKER).via(flow)
                     .toMat(Sink.foreach(this::arrived), Keep.both())
                     .mapMaterializedValue(p -> {
