@@ -411,7 +411,9 @@ def for_hf_sdpa(batch: Mapping[str, Any], meta=None, *, dtype=None, device=None)
             raise TypeError(f"dtype {dt} is not a floating type")
         allowed = np.tril(np.equal.outer(seg, seg) & (seg != 0)[None, :])
         allowed[np.arange(info.real, total), np.arange(info.real, total)] = True
-        mask = np.where(allowed, dt.type(0), np.finfo(dt).min).astype(dt)[None, None]
+        mask = np.full((total, total), np.finfo(dt).min, dt)
+        mask[allowed] = 0
+        mask = mask[None, None]
     else:
         t = out.torch
         dt = t.float32 if dtype is None else dtype

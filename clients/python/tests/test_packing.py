@@ -424,6 +424,19 @@ class AdapterTest(unittest.TestCase):
                         for s, a in zip(samples, cu_padded):
                             self.assertEqual(host(out["labels"])[0, a:a + len(s["ids"]) - 1].tolist(), s["labels"][1:])
 
+    def test_megatron_shift_never_crosses_a_sample(self):
+        """Megatron's rule is per sample: the last label of each is -100 even where the next sample's first label
+        is not (a pack check_pack refuses, but whose structure pack_info accepts: say a train_on_prompt job)."""
+        rng = np.random.default_rng(16)
+        samples = [make_sample(rng, 5), make_sample(rng, 3), make_sample(rng, 4)]
+        for s in samples:
+            s["labels"][0] = 7
+        inputs, meta = make_pack(samples)
+        for m in (1, 4):
+            want = ref_megatron(samples, m)[1]
+            for kind, batch in self.kinds(inputs):
+                self.assertEqual(host(for_megatron_thd(batch, meta, pad_to_multiple_of=m)["labels"]).tolist(), [want])
+
     def test_torch_device_argument(self):
         if torch is None:
             self.skipTest("torch not installed")
