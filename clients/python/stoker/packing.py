@@ -399,33 +399,35 @@ def for_hf_sdpa(batch: Mapping[str, Any], meta=None, *, dtype=None, device=None)
     row, or NaN in half precision; their outputs carry no labels and no real token attends to them.
 
     The mask holds T² entries (1 GiB at T = 16384 in float32): for long packs prefer FA2."""
-    info = pack_info(batch, meta)
+    info = pack_info(batch, meta)  # seg_ids, when sent, is checked equal to the segments of cu_seqlens
     out = _Out(batch, device)
-    md = _metadata(meta)
-    seg = _lookup(SEG_IDS, batch, md)
-    seg = info.seg_ids() if seg is None else _host(seg)[0]  # validated equal to cu_seqlens by pack_info
-    total = info.total
+    total, longest = info.total, info.max_seqlen
+    # The rule, allowed(q, k) = seg[q] == seg[k] != 0 and k <= q, is a causal block per segment on the
+    # diagonal: fill the minimum once, then zero each segment's lower triangle (Σ L_i² writes, not T²
+    # comparisons), and the diagonal of the tail pad.
+    pads = np.arange(info.real, total)
     if out.torch is None:
         dt = np.dtype(np.float32 if dtype is None else dtype)
         if dt.kind != "f":
             raise TypeError(f"dtype {dt} is not a floating type")
-        allowed = np.tril(np.equal.outer(seg, seg) & (seg != 0)[None, :])
-        allowed[np.arange(info.real, total), np.arange(info.real, total)] = True
         mask = np.full((total, total), np.finfo(dt).min, dt)
-        mask[allowed] = 0
-        mask = mask[None, None]
+        causal = np.tril(np.ones((longest, longest), bool))
+        for s in info.segments:
+            mask[s.start:s.end, s.start:s.end][causal[:s.length, :s.length]] = 0
+        mask[pads, pads] = 0
     else:
         t = out.torch
         dt = t.float32 if dtype is None else dtype
         if not isinstance(dt, t.dtype) or not dt.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype for a torch batch; got {dtype!r}")
-        s = t.from_numpy(np.ascontiguousarray(seg, dtype=np.int32)).to(out.device)
-        allowed = (s[:, None] == s[None, :]) & (s != 0)[None, :]
-        allowed = allowed.tril_()
-        pads = t.arange(info.real, total, device=out.device)
-        allowed[pads, pads] = True
-        mask = t.full((total, total), t.finfo(dt).min, dtype=dt, device=out.device).masked_fill_(allowed, 0.0)
-        mask = mask[None, None]
+        mask = t.full((total, total), t.finfo(dt).min, dtype=dt, device=out.device)
+        causal = t.ones((longest, longest), dtype=t.bool, device=out.device).tril_()
+        for s in info.segments:
+            mask[s.start:s.end, s.start:s.end].masked_fill_(causal[:s.length, :s.length], 0.0)
+        if pads.size:
+            idx = out.index(pads)
+            mask[idx, idx] = 0.0
+    mask = mask[None, None]
     result = _passed_inputs(batch, out)
     result["attention_mask"] = mask
     return result
