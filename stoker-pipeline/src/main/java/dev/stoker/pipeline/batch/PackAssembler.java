@@ -122,6 +122,9 @@ public final class PackAssembler {
         if (segments.size() + skipped.size() != scheduled.size())
             throw new IllegalArgumentException(segments.size() + " samples + " + skipped.size() + " skipped for a pack of " + scheduled.size());
         var plain = BatchShape.of(segments, pixelFormat, contract); // checks each sample's format and row length
+        if (plain.pixelRows() > 0 && plain.pixelRowLength() != vision.rowLength())
+            throw new IllegalArgumentException("the pack's samples have pixel rows of " + plain.pixelRowLength() + " floats, the job's are "
+                    + vision.rowLength());
         int n = segments.size();
         boolean withDummy = getsDummy(dummyImage, n, plain.images());
         long tokens = 0;
