@@ -32,8 +32,17 @@ public interface BatchStream extends AutoCloseable {
     /** The ranks this stream makes batches for (a node of a multi-node job: its own); every rank by default. */
     default dev.stoker.pipeline.feed.RankRange localRanks() { return dev.stoker.pipeline.feed.RankRange.all(ranks()); }
 
-    /** The schedule the stream follows (its cursor arithmetic and sizes). */
+    /** The schedule the stream follows (its cursor arithmetic and sizes); a packed job's: the order its packs are cut from. */
     SampleSchedule schedule();
+
+    /**
+     * A packed job's schedule, whose steps the batches follow (each rank's batch its pack, of a size that varies by step
+     * and rank); null for an unpacked job, whose steps are {@link #schedule()}'s. Its first step is labelled as
+     * {@link #schedule()} labels {@link #start()} when it is labelled there ({@link SampleSchedule#labelled}), else by
+     * the steps from the origin ({@link dev.stoker.pipeline.pack.PackedSchedule#stepsBefore}); after a {@link #moveTo}
+     * it is the new one's.
+     */
+    default dev.stoker.pipeline.pack.PackedSchedule packed() { return null; }
 
     long fingerprint();
 
