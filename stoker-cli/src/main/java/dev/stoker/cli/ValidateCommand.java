@@ -73,7 +73,7 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
             var report = DatasetValidator.validate(records, source, tokenizer, settings);
             report.print(out);
             var index = LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(options, tokenizerId(tokenizerFile)),
-                    report.lengths());
+                    report.lengths(), report.imagePatches());
             Path file = index.write(dir);
             out.println("length index: " + file);
             out.println(report.summaryJson(file));
