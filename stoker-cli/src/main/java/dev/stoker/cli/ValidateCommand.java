@@ -8,15 +8,10 @@ import dev.stoker.pipeline.validate.LengthIndex;
 import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.source.SampleRecords;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.PrintWriter;
-import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.security.DigestInputStream;
-import java.security.MessageDigest;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -101,21 +96,9 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         return cache != null ? cache.dir() : Path.of(System.getProperty("user.home"), ".cache", "stoker", "index");
     }
 
-    /** "bundled", or the SHA-256 of the tokenizer file: a different tokenizer gives other lengths. */
-    static String tokenizerId(Path file) throws IOException {
-        if (file == null) return "bundled";
-        try (InputStream in = new DigestInputStream(Files.newInputStream(file), sha256())) {
-            var d = (DigestInputStream) in;
-            in.transferTo(java.io.OutputStream.nullOutputStream());
-            return "sha256:" + HexFormat.of().formatHex(d.getMessageDigest().digest());
-        }
-    }
+    /** "bundled", or the SHA-256 of the tokenizer file: a different tokenizer gives other lengths ({@link LengthIndex#tokenizerId}). */
+    static String tokenizerId(Path file) throws IOException { return LengthIndex.tokenizerId(file); }
 
-    private static MessageDigest sha256() {
-        try {
-            return MessageDigest.getInstance("SHA-256");
-        } catch (java.security.NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
-        }
-    }
+    /** The index cache's folder: where validate writes the length index by default, and packing looks for it. */
+    static Path lengthsDir(NodeConfig config) { return defaultLengthsDir(config); }
 }

@@ -108,6 +108,20 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
         return m;
     }
 
+    /**
+     * How the tokenizer is named in {@link #settings}: "bundled" (null: the bundled Qwen2 tokenizer), or the SHA-256 of
+     * its file ({@code sha256:…}), since another tokenizer gives other lengths.
+     */
+    public static String tokenizerId(Path file) throws IOException {
+        if (file == null) return "bundled";
+        try (var in = new java.security.DigestInputStream(Files.newInputStream(file), MessageDigest.getInstance("SHA-256"))) {
+            in.transferTo(java.io.OutputStream.nullOutputStream());
+            return "sha256:" + HexFormat.of().formatHex(in.getMessageDigest().digest());
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     /** The key of {@code digest} (the source's, hex) under {@code settings}: 32 hex digits. */
     public static String key(String digest, Map<String, Object> settings) {
         try {
