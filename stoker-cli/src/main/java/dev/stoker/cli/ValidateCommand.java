@@ -90,15 +90,9 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         return e.getMessage() != null ? e.getMessage() : e.toString();
     }
 
-    /** The index cache's folder: the length index lives beside the record indexes. */
-    private static Path defaultLengthsDir(NodeConfig config) {
-        var cache = config.indexCache();
-        return cache != null ? cache.dir() : Path.of(System.getProperty("user.home"), ".cache", "stoker", "index");
-    }
+    /** The index cache's folder: the length index lives beside the record indexes ({@link NodeConfig#lengthsDir()}). */
+    private static Path defaultLengthsDir(NodeConfig config) { return config.lengthsDir(); }
 
     /** "bundled", or the SHA-256 of the tokenizer file: a different tokenizer gives other lengths ({@link LengthIndex#tokenizerId}). */
     static String tokenizerId(Path file) throws IOException { return LengthIndex.tokenizerId(file); }
-
-    /** The index cache's folder: where validate writes the length index by default, and packing looks for it. */
-    static Path lengthsDir(NodeConfig config) { return defaultLengthsDir(config); }
 }

@@ -413,6 +413,15 @@ public final class NodeConfig {
     }
 
     /**
+     * Where {@code stoker validate} writes the length index by default and a packed job looks for it: the index cache's
+     * folder ({@link #indexCache()}), or {@code ~/.cache/stoker/index} when the cache is off.
+     */
+    public Path lengthsDir() {
+        var cache = indexCache();
+        return cache != null ? cache.dir() : Path.of(System.getProperty("user.home"), ".cache", "stoker", "index");
+    }
+
+    /**
      * The job's sources: those of {@code sources}, or the one {@code --data} (weight {@code --weight}, default 1);
      * each without its own image root takes {@code --image-root}. Empty when no data is given.
      */
