@@ -47,6 +47,16 @@ public record PackedStep(ScheduleCursor cursor, ScheduleCursor next, long global
         return n;
     }
 
+    /** Positions of the global order the step consumed: its samples, filtered and skipped records. */
+    public int positions() { return samples() + filtered.length + skipped.length; }
+
+    /** Real tokens of all packs together (dummy segments included). */
+    public long totalTokens() {
+        long n = 0;
+        for (int t : tokens) n += t;
+        return n;
+    }
+
     /** Predicted step cost balance: max / mean of {@link #costs}; 1 when even (or when all costs are 0). */
     public double imbalance() {
         double max = 0, sum = 0;

@@ -180,7 +180,15 @@ public final class SampleSchedule {
 
     /** The state of a job about to take the step at {@code c}. */
     public dev.stoker.core.batch.BatchLayout.Resume resumeAt(ScheduleCursor c) {
-        long step = globalStep(c);
+        return resumeAt(c, globalStep(c));
+    }
+
+    /**
+     * The state of a job about to take the step at {@code c}, labelled {@code step}: for a packed job, whose steps take
+     * a variable number of positions, so that the label is not this schedule's position arithmetic
+     * ({@link dev.stoker.pipeline.pack.PackedSchedule}).
+     */
+    public dev.stoker.core.batch.BatchLayout.Resume resumeAt(ScheduleCursor c, long step) {
         if (mix == null) return new dev.stoker.core.batch.BatchLayout.Resume(c.epoch(), c.position(), step, new long[] {c.epoch()}, new long[] {c.position()});
         int n = mix.sources();
         if (n > dev.stoker.core.batch.BatchLayout.MAX_RESUME_SOURCES)
@@ -263,6 +271,27 @@ public final class SampleSchedule {
             cachedPermutations[slot] = perm;
         }
         return perm;
+    }
+
+    /** The record (numbered across sources) at {@code position} of epoch {@code epoch}'s order. */
+    public int recordAt(long epoch, int position) {
+        if (position < 0 || position >= datasetSize)
+            throw new IllegalArgumentException("position " + position + " outside [0, " + datasetSize + ")");
+        int place = permutation(epoch)[position];
+        return mix == null ? place : mix.record(epoch, place);
+    }
+
+    /**
+     * The records at positions {@code [from, from + count)} of epoch {@code epoch}'s order, written to
+     * {@code out[0 .. count)}: {@link #recordAt} for a run of positions, with one look-up of the permutation.
+     */
+    public void recordsAt(long epoch, int from, int count, int[] out) {
+        if (from < 0 || count < 0 || from + count > datasetSize || count > out.length)
+            throw new IllegalArgumentException("positions [" + from + ", " + ((long) from + count) + ") outside [0, " + datasetSize
+                    + ") or more than the " + out.length + " places given");
+        int[] perm = permutation(epoch);
+        if (mix == null) System.arraycopy(perm, from, out, 0, count);
+        else for (int i = 0; i < count; i++) out[i] = mix.record(epoch, perm[from + i]);
     }
 
     /** A copy of epoch {@code epoch}'s permutation. */

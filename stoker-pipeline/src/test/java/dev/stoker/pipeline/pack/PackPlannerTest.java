@@ -1,0 +1,322 @@
+package dev.stoker.pipeline.pack;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ScheduleCursor;
+import dev.stoker.pipeline.pack.PackPlanner.Balance;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/** The planner's rules: budgets, coverage of the order, determinism, resume, resize, tie-breaks, dummy images, epoch ends. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class PackPlannerTest {
+    static final int N = 16384;
+
+    static PackPlanner planner(ShapeIndex shapes, long seed, int ranks, int tokens, int patches, Balance balance) {
+        return new PackPlanner(new SampleSchedule(seed, shapes.size(), 1, 1), shapes, ranks, tokens, patches, balance,
+                PackCost.QWEN2_VL_2B, Shapes.DUMMY);
+    }
+
+    /** Reference-like shapes with a few error, filtered and over-long records among them. */
+    static ShapeIndex mixedShapes(int n, long seed) {
+        ShapeIndex base = Shapes.referenceLike(n, seed, 5);
+        List<SampleShape> shapes = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            if (i % 97 == 3) shapes.add(new SampleShape(SampleShape.Kind.ERROR, 0, null));
+            else if (i % 89 == 5) shapes.add(new SampleShape(SampleShape.Kind.FILTERED, 500, new int[] {400}));
+            else if (i % 101 == 7) shapes.add(SampleShape.of(N + 1, 64));
+            else shapes.add(base.shape(i));
+        }
+        return ShapeIndex.of(shapes);
+    }
+
+    /** The steps from {@code c} to the end of its epoch. */
+    static List<PackedStep> epochSteps(PackPlanner p, ScheduleCursor c) {
+        var steps = new ArrayList<PackedStep>();
+        long epoch = p.aligned(c).epoch();
+        while (c.epoch() == epoch) {
+            PackedStep s = p.plan(c, steps.size());
+            steps.add(s);
+            c = s.next();
+        }
+        return steps;
+    }
+
+    @ParameterizedTest
+    @EnumSource(Balance.class)
+    void packsStayWithinTheirBudgetsAndDummiesGoWhereAnImageIsMissing(Balance balance) {
+        ShapeIndex shapes = mixedShapes(6000, 3);
+        int patchBudget = 30_000;
+        PackPlanner p = planner(shapes, 11, 8, N, patchBudget, balance);
+        for (PackedStep s : epochSteps(p, ScheduleCursor.START)) {
+            boolean stepImage = false;
+            for (int[] pack : s.records()) for (int rec : pack) stepImage |= shapes.shape(rec).hasImage();
+            for (int r = 0; r < 8; r++) {
+                int tokens = 0, patches = 0;
+                boolean image = false;
+                double cost = 0;
+                for (int rec : s.records()[r]) {
+                    SampleShape sh = shapes.shape(rec);
+                    tokens += sh.tokens();
+                    patches += sh.patches();
+                    image |= sh.hasImage();
+                    cost += PackCost.QWEN2_VL_2B.flops(sh);
+                }
+                assertEquals(stepImage && !image, s.dummyImage()[r], "dummy flag of rank " + r);
+                if (s.dummyImage()[r]) {
+                    tokens += Shapes.DUMMY.tokens();
+                    patches += Shapes.DUMMY.patches();
+                    cost += PackCost.QWEN2_VL_2B.flops(Shapes.DUMMY);
+                }
+                assertEquals(tokens, s.tokens()[r]);
+                assertEquals(patches, s.patches()[r]);
+                assertEquals(cost, s.costs()[r], cost * 1e-12);
+                assertTrue(tokens <= N, "rank " + r + " has " + tokens + " tokens");
+                assertTrue(patches <= patchBudget, "rank " + r + " has " + patches + " patches");
+                assertTrue(s.records()[r].length >= 1, "every rank gets a sample");
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Balance.class)
+    void everyPositionOfAnEpochIsPackedFilteredSkippedOrDroppedOnce(Balance balance) {
+        ShapeIndex shapes = mixedShapes(5000, 5);
+        PackPlanner p = planner(shapes, 13, 8, N, 0, balance);
+        for (long epoch = 0; epoch < 2; epoch++) {
+            int[] seen = new int[shapes.size()];
+            ScheduleCursor c = new ScheduleCursor(epoch, 0);
+            List<PackedStep> steps = epochSteps(p, c);
+            int dropped = 0;
+            for (PackedStep s : steps) {
+                assertEquals(c, s.cursor(), "steps follow each other");
+                for (int[] pack : s.records()) for (int rec : pack) seen[rec]++;
+                for (int rec : s.filtered()) {
+                    seen[rec]++;
+                    SampleShape sh = shapes.shape(rec);
+                    assertTrue(sh.tokens() > N || (!sh.hasImage() && sh.tokens() + Shapes.DUMMY.tokens() > N), "filtered " + sh);
+                }
+                for (int rec : s.skipped()) {
+                    seen[rec]++;
+                    assertTrue(shapes.shape(rec).kind() != SampleShape.Kind.OK);
+                }
+                dropped += p.dropped(s);
+                c = s.next();
+            }
+            PackedStep last = steps.getLast();
+            int end = (int) last.cursor().position() + last.positions();
+            assertEquals(shapes.size() - end, dropped);
+            for (int pos = end; pos < shapes.size(); pos++) seen[p.order().recordAt(epoch, pos)]++;
+            for (int rec = 0; rec < seen.length; rec++) assertEquals(1, seen[rec], "record " + rec + " of epoch " + epoch);
+        }
+    }
+
+    @Test
+    void twoPlannersPlanTheSameSteps() {
+        ShapeIndex shapes = mixedShapes(3000, 9);
+        List<PackedStep> a = epochSteps(planner(shapes, 21, 8, N, 0, Balance.COST), ScheduleCursor.START);
+        List<PackedStep> b = epochSteps(planner(shapes, 21, 8, N, 0, Balance.COST), ScheduleCursor.START);
+        assertEquals(a.size(), b.size());
+        for (int i = 0; i < a.size(); i++) assertSame(a.get(i), b.get(i));
+        List<PackedStep> other = epochSteps(planner(shapes, 22, 8, N, 0, Balance.COST), ScheduleCursor.START);
+        assertFalse(Arrays.deepEquals(a.getFirst().records(), other.getFirst().records()), "another seed, another order");
+    }
+
+    @Test
+    void planningFromAnyStepsNextGivesTheSameFollowingSteps() {
+        ShapeIndex shapes = mixedShapes(3000, 4);
+        PackPlanner p = planner(shapes, 5, 8, N, 0, Balance.COST);
+        List<PackedStep> steps = new ArrayList<>(epochSteps(p, ScheduleCursor.START));
+        steps.addAll(epochSteps(p, steps.getLast().next()));
+        for (int k = 0; k + 3 < steps.size(); k += 7) {
+            PackPlanner fresh = planner(shapes, 5, 8, N, 0, Balance.COST);
+            ScheduleCursor c = steps.get(k).next();
+            for (int j = k + 1; j <= k + 3; j++) {
+                PackedStep s = fresh.plan(c, steps.get(j).globalStep());
+                assertSame(steps.get(j), s);
+                c = s.next();
+            }
+        }
+    }
+
+    @Test
+    void aJobResizedMidEpochCoversTheRestOfTheOrderOnce() {
+        ShapeIndex shapes = mixedShapes(4000, 8);
+        PackPlanner eight = planner(shapes, 17, 8, N, 0, Balance.COST);
+        List<PackedStep> before = epochSteps(eight, ScheduleCursor.START).subList(0, 5);
+        int[] seen = new int[shapes.size()];
+        for (PackedStep s : before) mark(s, seen);
+        for (int newRanks : new int[] {3, 16}) {
+            int[] copy = seen.clone();
+            PackPlanner resized = eight.withRanks(newRanks);
+            List<PackedStep> after = epochSteps(resized, before.getLast().next());
+            for (PackedStep s : after) {
+                assertEquals(newRanks, s.ranks());
+                mark(s, copy);
+            }
+            PackedStep last = after.getLast();
+            for (int pos = (int) last.cursor().position() + last.positions(); pos < shapes.size(); pos++) copy[eight.order().recordAt(0, pos)]++;
+            for (int rec = 0; rec < copy.length; rec++) assertEquals(1, copy[rec], "record " + rec + " resized to " + newRanks);
+        }
+    }
+
+    private static void mark(PackedStep s, int[] seen) {
+        for (int[] pack : s.records()) for (int rec : pack) seen[rec]++;
+        for (int rec : s.filtered()) seen[rec]++;
+        for (int rec : s.skipped()) seen[rec]++;
+    }
+
+    @Test
+    void countModeGivesEveryRankTheSameNumberOfSamples() {
+        ShapeIndex shapes = mixedShapes(4000, 12);
+        for (PackedStep s : epochSteps(planner(shapes, 3, 8, N, 0, Balance.COUNT), ScheduleCursor.START)) {
+            for (int[] pack : s.records()) assertEquals(s.records()[0].length, pack.length);
+            assertTrue(s.records()[0].length >= 1);
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Balance.class)
+    void equalShapesAreDealtRoundRobinInPositionOrder(Balance balance) {
+        // 24 equal samples of 1000 tokens, 4 ranks, N = 5000: 20 fit (5 per rank); ties go to the fewest samples, then
+        // the lowest rank, so position k goes to rank k mod 4.
+        ShapeIndex shapes = Shapes.same(24, SampleShape.of(1000, 256));
+        PackPlanner p = planner(shapes, 1, 4, 5000, 0, balance);
+        PackedStep s = p.plan(ScheduleCursor.START, 0);
+        assertEquals(20, s.samples());
+        for (int r = 0; r < 4; r++) {
+            int[] expected = new int[5];
+            for (int k = 0; k < 5; k++) expected[k] = p.order().recordAt(0, r + 4 * k);
+            if (balance == Balance.COUNT) expected = snake(p, r);
+            assertArrayEquals(expected, s.records()[r], "rank " + r);
+        }
+        assertEquals(new ScheduleCursor(0, 20), s.next());
+        assertEquals(1.0, s.imbalance());
+    }
+
+    /** COUNT deals equal tokens snake-wise: round 0 ranks 0..3, round 1 ranks 3..0, … — then each pack in position order. */
+    private static int[] snake(PackPlanner p, int rank) {
+        var out = new ArrayList<Integer>();
+        for (int k = 0; k < 20; k++) {
+            int round = k / 4, slot = k % 4;
+            if (((round & 1) == 0 ? slot : 3 - slot) == rank) out.add(p.order().recordAt(0, k));
+        }
+        return out.stream().mapToInt(Integer::intValue).toArray();
+    }
+
+    @Test
+    void aPackWithoutAnImageGetsTheDummyOnlyWhenAnotherHasOne() {
+        // Two ranks; records 0..3 text, 4 with an image. Identity-like checks go through the order's permutation.
+        List<SampleShape> list = new ArrayList<>();
+        for (int i = 0; i < 4; i++) list.add(SampleShape.of(500));
+        list.add(SampleShape.of(900, 2048));
+        ShapeIndex withImage = ShapeIndex.of(list);
+        PackedStep s = planner(withImage, 2, 2, 4000, 0, Balance.COST).plan(ScheduleCursor.START, 0);
+        assertEquals(5, s.samples());
+        int imageRank = contains(s.records()[0], 4) ? 0 : 1;
+        assertFalse(s.dummyImage()[imageRank]);
+        assertTrue(s.dummyImage()[1 - imageRank]);
+        assertEquals(Shapes.DUMMY.patches(), s.patches()[1 - imageRank]);
+
+        PackedStep text = planner(Shapes.same(6, SampleShape.of(500)), 2, 2, 4000, 0, Balance.COST).plan(ScheduleCursor.START, 0);
+        assertFalse(text.dummyImage()[0] || text.dummyImage()[1], "no image in the step: no dummy");
+        assertEquals(0, text.patches()[0] + text.patches()[1]);
+    }
+
+    private static boolean contains(int[] a, int v) {
+        for (int x : a) if (x == v) return true;
+        return false;
+    }
+
+    @Test
+    void samplesOverABudgetAloneAreFilteredAndCounted() {
+        int budget = 2000;
+        List<SampleShape> list = new ArrayList<>();
+        list.add(SampleShape.of(2001, 64));                 // over N
+        list.add(SampleShape.of(1998));                     // text beside the dummy's 6 tokens: over N
+        list.add(SampleShape.of(1994));                     // text that fits beside the dummy
+        list.add(SampleShape.of(800, 5000));                // over P
+        list.add(SampleShape.of(2000, 4000));               // exactly N and P: fits
+        list.add(new SampleShape(SampleShape.Kind.ERROR, 10, null));
+        for (int i = 0; i < 6; i++) list.add(SampleShape.of(300, 100));
+        ShapeIndex shapes = ShapeIndex.of(list);
+        PackPlanner p = planner(shapes, 3, 2, budget, 4000, Balance.COST);
+        int[] filtered = new int[0], skipped = new int[0];
+        int packed = 0;
+        for (PackedStep s : epochSteps(p, ScheduleCursor.START)) {
+            filtered = concat(filtered, s.filtered());
+            skipped = concat(skipped, s.skipped());
+            packed += s.samples();
+            for (int r = 0; r < 2; r++) {
+                assertTrue(s.tokens()[r] <= budget);
+                assertTrue(s.patches()[r] <= 4000);
+            }
+        }
+        Arrays.sort(filtered);
+        assertArrayEquals(new int[] {0, 1, 3}, filtered);
+        assertArrayEquals(new int[] {5}, skipped);
+        assertTrue(packed >= 6, "packed " + packed);
+    }
+
+    private static int[] concat(int[] a, int[] b) {
+        int[] out = Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
+    }
+
+    @Test
+    void theRestOfAnEpochTooShortForEveryRankIsDroppedAndTheNextStepStartsTheNextEpoch() {
+        // 10 samples of 1000 tokens, 4 ranks, N = 2000: steps of 8 (2 per rank), then 2 left < 4 ranks: dropped.
+        ShapeIndex shapes = Shapes.same(10, SampleShape.of(1000));
+        PackPlanner p = planner(shapes, 1, 4, 2000, 0, Balance.COST);
+        PackedStep s = p.plan(ScheduleCursor.START, 0);
+        assertEquals(8, s.samples());
+        assertEquals(new ScheduleCursor(1, 0), s.next());
+        assertEquals(2, p.dropped(s));
+        assertEquals(new ScheduleCursor(1, 0), p.aligned(new ScheduleCursor(0, 7)), "7: 3 left for 4 ranks");
+        assertEquals(new ScheduleCursor(0, 6), p.aligned(new ScheduleCursor(0, 6)));
+        PackedStep fromMisaligned = p.plan(new ScheduleCursor(0, 9), 5);
+        assertEquals(new ScheduleCursor(1, 0), fromMisaligned.cursor());
+        assertEquals(5, fromMisaligned.globalStep());
+    }
+
+    @Test
+    void badInputIsRefusedWithItsCause() {
+        ShapeIndex small = Shapes.same(3, SampleShape.of(100));
+        var order = new SampleSchedule(1, 10, 1, 1);
+        var p = new PackPlanner(order, small, 1, 1000, 0, Balance.COST, PackCost.QWEN2_VL_2B, Shapes.DUMMY);
+        var e = assertThrows(IllegalStateException.class, () -> p.plan(ScheduleCursor.START, 0));
+        assertTrue(e.getMessage().contains("outside the shape index"), e.getMessage());
+        var tooFew = planner(Shapes.same(3, SampleShape.of(100)), 1, 4, 1000, 0, Balance.COST);
+        var e2 = assertThrows(IllegalStateException.class, () -> tooFew.plan(ScheduleCursor.START, 0));
+        assertTrue(e2.getMessage().contains("fewer than 4 samples"), e2.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> planner(small, 1, 2, 6, 0, Balance.COST), "N must exceed the dummy's tokens");
+        assertThrows(IllegalArgumentException.class, () -> planner(small, 1, 2, 1000, 8, Balance.COST), "P below the dummy's patches");
+        assertThrows(IllegalArgumentException.class, () -> SampleShape.of(-1));
+        assertThrows(IllegalArgumentException.class, () -> SampleShape.of(10, -4));
+    }
+
+    static void assertSame(PackedStep a, PackedStep b) {
+        assertEquals(a.cursor(), b.cursor());
+        assertEquals(a.next(), b.next());
+        assertEquals(a.globalStep(), b.globalStep());
+        assertTrue(Arrays.deepEquals(a.records(), b.records()), "records");
+        assertArrayEquals(a.costs(), b.costs());
+        assertArrayEquals(a.tokens(), b.tokens());
+        assertArrayEquals(a.patches(), b.patches());
+        assertArrayEquals(a.dummyImage(), b.dummyImage());
+        assertArrayEquals(a.filtered(), b.filtered());
+        assertArrayEquals(a.skipped(), b.skipped());
+    }
+}
