@@ -60,6 +60,33 @@ public final class NodeFeeds implements AutoCloseable {
     public NodeConfig config() { return config; }
 
     /**
+     * The shapes of {@code records} (read from {@code source}) that a packed job of {@code config} plans with, known
+     * without decoding: from the length index {@code stoker validate} wrote for these records and settings in
+     * {@code lengthsDir} (null: {@link NodeConfig#lengthsDir()}), else measured in-process on {@link NodeConfig#threads()}
+     * threads (validate's scan). {@code say} is told which, in one line.
+     *
+     * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
+     */
+    public static dev.stoker.pipeline.pack.ShapeIndex shapes(NodeConfig config, FeedSource source, dev.stoker.source.SampleRecords records,
+                                                            QwenTokenizer tokenizer, Path lengthsDir,
+                                                            java.util.function.Consumer<String> say)
+            throws IOException, InterruptedException {
+        Path dir = lengthsDir != null ? lengthsDir : config.lengthsDir();
+        var options = config.encodeOptions();
+        var loaded = dev.stoker.pipeline.pack.ShapeIndexes.load(dir, records, options,
+                dev.stoker.pipeline.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
+        if (loaded != null) {
+            say.accept("shapes: " + records.size() + " records from stoker validate's length index in " + dir);
+            return loaded;
+        }
+        long t0 = System.nanoTime();
+        var measured = dev.stoker.pipeline.pack.ShapeIndexes.measure(records, source, tokenizer, options, config.threads());
+        say.accept(String.format(java.util.Locale.ROOT, "shapes: %d records measured from image headers in %.1f s (no length index for "
+                + "these settings in %s: stoker validate writes one)", records.size(), (System.nanoTime() - t0) / 1e9, dir));
+        return measured;
+    }
+
+    /**
      * The size server and trainers prepare their buffers for: twice a batch of single-image samples at
      * the pixel cap (multi-image samples need headroom), at most the prefetch bytes.
      */

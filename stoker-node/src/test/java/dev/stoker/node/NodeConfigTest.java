@@ -332,4 +332,49 @@ class NodeConfigTest {
         assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.fromYaml(tmp.resolve("none.yaml"))).getMessage()
                 .contains("no such file"));
     }
+
+    /**
+     * Packing: --batch beside --pack-tokens is refused (a packed step takes a variable number of samples), a packing
+     * option without --pack-tokens too; N a multiple of --pack-pad-to; the options reach the feed's configuration and
+     * travel through the printed YAML and the job's JSON unchanged.
+     */
+    @Test
+    void packingOptionsAreCheckedReachTheFeedAndReadBackFromYaml() throws Exception {
+        var batch = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").packTokens(16384).batch(8).build());
+        assertEquals("a packed step takes a variable number of samples: --batch does not apply with --pack-tokens", batch.getMessage());
+        var alone = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").packPatches(4096).build());
+        assertEquals("--pack-patches goes with --pack-tokens N (N > 0: packing on)", alone.getMessage());
+        var cost = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set("cost-llm-layers", "28").build());
+        assertTrue(cost.getMessage().startsWith("--cost-llm-layers goes with --pack-tokens"), cost.getMessage());
+        var pad = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").packTokens(1000).set("pack-pad-to", "64").build());
+        assertTrue(pad.getMessage().contains("multiple of pad-to 64"), pad.getMessage());
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("balance", "even")).getMessage()
+                .startsWith("--balance: unknown value 'even'; expected one of cost, count"));
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("cost-vit-params", "-1")).getMessage()
+                .contains("must be a positive number"));
+
+        var off = NodeConfig.builder().data("d.jsonl").build();
+        assertFalse(off.packed());
+        assertEquals(FeedConfig.Packing.OFF, off.feedConfig(FeedMode.ZERO_COPY).packing());
+        assertEquals(8, off.feedConfig(FeedMode.ZERO_COPY).batchSize(), "unpacked: --batch as before");
+
+        var config = NodeConfig.builder().data("d.jsonl").ranks(8).packTokens(16384).packPatches(20000)
+                .balance(FeedConfig.Packing.Balance.COUNT).set("pack-pad-to", "64").set("cost-llm-params", "3.1e9")
+                .set("cost-llm-layers", "36").set("cost-vit-params", "650000000").set("cost-vision-trained", "false").build();
+        var packing = config.feedConfig(FeedMode.ZERO_COPY).packing();
+        assertTrue(config.feedConfig(FeedMode.ZERO_COPY).packed());
+        assertEquals(new FeedConfig.Packing(16384, 20000, FeedConfig.Packing.Balance.COUNT, 64, 3.1e9, 36, 0, 6.5e8, 0, 0, false), packing,
+                "cost constants not given stay 0: the cost model's defaults");
+        String yaml = config.toYaml(NodeConfig.keys());
+        for (String line : List.of("pack-tokens: 16384", "pack-patches: 20000", "balance: count", "pack-pad-to: 64",
+                "cost-llm-params: 3100000000", "cost-llm-layers: 36", "cost-vit-params: 650000000", "cost-vision-trained: \"false\""))
+            assertTrue(yaml.contains("\n" + line + "\n"), line + " in\n" + yaml);
+        assertTrue(yaml.contains("# cost-llm-attention-width: (default: the model's (--model), else the family's"), yaml);
+        Path file = Files.writeString(tmp.resolve("packed.yaml"), yaml);
+        var back = NodeConfig.fromYaml(file);
+        assertEquals(config, back);
+        assertEquals(packing, back.feedConfig(FeedMode.ZERO_COPY).packing());
+        assertEquals(config, NodeConfig.fromJson(config.toJson()));
+        assertEquals(3.1e9, NodeConfig.builder().data("d").packTokens(64).set("cost-llm-params", "3100000000").build().get(NodeConfig.COST_LLM_PARAMS));
+    }
 }
