@@ -8,6 +8,10 @@
 
 or ``Loader("/run/user/1000/stoker/default.sock", rank, world_size, as_torch=True)``.
 
+A packed job's batch (``--pack-tokens N``: one row of whole samples) goes to a training stack through the
+adapters of ``stoker.packing``: ``for_hf_flash_attention(batch, loader.last_meta)``, ``for_hf_sdpa``,
+``for_qwen_vl_finetune``, ``for_megatron_thd`` (docs/training-frameworks.md, "Packed jobs").
+
 ``TorchIterableDataset`` is imported lazily (it needs torch); so is torch inside
 ``to_pixel_values`` (the compact wire format's conversion, ``stoker.pixels``).
 """
@@ -15,6 +19,8 @@ or ``Loader("/run/user/1000/stoker/default.sock", rank, world_size, as_torch=Tru
 from .errors import ProtocolError, StokerError
 from .layout import BatchMeta, TensorDesc, parse_header, read_batch
 from .loader import Loader, default_address, is_view_of_segment
+from .packing import (PackInfo, Segment, check_pack, for_hf_flash_attention, for_hf_sdpa, for_megatron_thd,
+                      for_qwen_vl_finetune, pack_info)
 from .pixels import batch_to_pixel_values, normalization_table, to_pixel_values, to_pixel_values_numpy
 from .protocol import VERSION as PROTOCOL_VERSION
 from ._version import __version__  # the release's, as `stoker --version` prints it
@@ -22,7 +28,8 @@ from ._version import __version__  # the release's, as `stoker --version` prints
 # TorchIterableDataset (alias IterableDataset) is left out of __all__ so that `import *` needs no torch.
 __all__ = ["Loader", "StokerError", "ProtocolError", "read_batch", "parse_header", "BatchMeta", "TensorDesc",
            "is_view_of_segment", "default_address", "PROTOCOL_VERSION", "to_pixel_values", "to_pixel_values_numpy",
-           "normalization_table", "batch_to_pixel_values"]
+           "normalization_table", "batch_to_pixel_values", "PackInfo", "Segment", "pack_info", "check_pack",
+           "for_hf_flash_attention", "for_hf_sdpa", "for_qwen_vl_finetune", "for_megatron_thd"]
 
 
 def __getattr__(name):

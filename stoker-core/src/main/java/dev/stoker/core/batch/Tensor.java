@@ -63,6 +63,11 @@ public record Tensor(String name, DType dtype, long[] shape, MemorySegment data,
         return new Tensor(name, DType.INT64, shape, MemorySegment.ofArray(values));
     }
 
+    /** An int32 tensor (a packed batch's {@code cu_seqlens}, {@code max_seqlen}, {@code seg_ids}). */
+    public static Tensor of(String name, int[] values, long... shape) {
+        return new Tensor(name, DType.INT32, shape, MemorySegment.ofArray(values));
+    }
+
     public static Tensor of(String name, byte[] values, long... shape) {
         return new Tensor(name, DType.UINT8, shape, MemorySegment.ofArray(values));
     }
@@ -82,6 +87,11 @@ public record Tensor(String name, DType dtype, long[] shape, MemorySegment data,
     public long[] toLongs() {
         require(DType.INT64);
         return data.toArray(BatchLayout.LONG_LE);
+    }
+
+    public int[] toInts() {
+        require(DType.INT32);
+        return data.toArray(BatchLayout.INT_LE);
     }
 
     public byte[] toBytes() {

@@ -7,11 +7,16 @@ import dev.stoker.pipeline.EncodedSample;
 import java.util.List;
 
 /**
- * The shape of a padded batch, known before any array is filled, so a destination (heap arrays or
+ * The shape of a padded batch or of a pack, known before any array is filled, so a destination (heap arrays or
  * a shared-memory object) can be sized first and written once; {@link BatchSchema} turns it into tensors.
  *
- * @param samples         B, the samples in the batch
- * @param length          L, the longest sample's token count (0 for an empty batch)
+ * <p>A pack ({@code packed}, {@link PackAssembler}) is one row of whole samples without padding between them:
+ * {@code length} is then T, the row's tokens (its tail pad included), and {@code segments} the pack's segments — its
+ * samples and the dummy-image segment when it has one — which size {@code sample_index} and {@code cu_seqlens}.
+ * A padded batch has {@code segments == samples}.
+ *
+ * @param samples         B, the samples in the batch (a pack's real samples: the dummy segment is not one)
+ * @param length          L, the longest sample's token count (0 for an empty batch); a pack's T
  * @param pixelRows       rows of {@code pixel_values}, all images of all samples (in either pixel format)
  * @param pixelRowLength  floats per row (3·temporal·patch²; 0 when no sample has an image)
  * @param images          rows of {@code image_grid_thw}
@@ -20,10 +25,31 @@ import java.util.List;
  * @param inputContract   which model inputs the batch carries ({@code mm_token_type_ids} or not) and how it is padded
  */
 public record BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
-                          long pixelU8Bytes, InputContract inputContract) {
+                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed) {
     public BatchShape {
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         java.util.Objects.requireNonNull(inputContract, "inputContract");
+        if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)
+            throw new IllegalArgumentException("negative batch shape: " + samples + " samples, " + length + " tokens, " + pixelRows
+                    + " pixel rows, " + images + " images, " + pixelU8Bytes + " u8 bytes");
+        if (packed ? segments < samples || segments > samples + 1 : segments != samples)
+            throw new IllegalArgumentException((packed ? "a pack of " : "a padded batch of ") + samples + " samples has " + segments
+                    + " segments");
+    }
+
+    /** A padded batch's shape: one segment per sample. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
+                      long pixelU8Bytes, InputContract inputContract) {
+        this(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, samples, false);
+    }
+
+    /**
+     * A pack's shape: {@code samples} real samples in {@code segments} segments (one more with the dummy image), a row of
+     * {@code length} tokens (T, the tail pad included).
+     */
+    public static BatchShape packed(int samples, int segments, int length, long pixelRows, int pixelRowLength, int images,
+                                    PixelFormat pixelFormat, long pixelU8Bytes, InputContract inputContract) {
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, true);
     }
 
     /** A FLOAT32 layout of the default input contract. */
@@ -66,11 +92,12 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
 
     /** This shape with {@code length} tokens per sample and the one image of {@code rows} rows and {@code u8Bytes} compact bytes. */
     BatchShape withOneImage(int length, long rows, int rowLength, long u8Bytes) {
+        if (packed) throw new IllegalStateException("a pack gets the dummy image as a segment of its own (PackAssembler)");
         return new BatchShape(samples, length, rows, rowLength, 1, pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, inputContract);
     }
 
-    /** B·L, the elements of input_ids, labels and attention_mask. */
-    public long tokens() { return (long) samples * length; }
+    /** B·L, the elements of input_ids, labels and attention_mask; a pack's T. */
+    public long tokens() { return packed ? length : (long) samples * length; }
 
     /** Floats of pixel_values in FLOAT32 (what the trainer's conversion yields in UINT8). */
     public long pixelFloats() { return pixelRows * pixelRowLength; }

@@ -6,6 +6,7 @@ import dev.stoker.pipeline.batch.BatchAssembler;
 import dev.stoker.pipeline.batch.BatchSchema;
 import dev.stoker.pipeline.batch.BatchShape;
 import dev.stoker.pipeline.batch.DummyImage;
+import dev.stoker.pipeline.batch.PackAssembler;
 import dev.stoker.pipeline.batch.StoredBatch;
 import dev.stoker.pipeline.schedule.ScheduledBatch;
 import dev.stoker.store.Allocation;
@@ -37,6 +38,13 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * left with its text-only samples and so gets the dummy too: its object is allocated large enough for
  * either outcome (re-planned, the dummy's tokens may make the batch longer than its plan was).
  *
+ * <p>Packed mode ({@code packPadTo} > 0, a job with {@code --pack-tokens}): each scheduled batch is a rank's pack and
+ * is written as the canonical pack ({@link PackAssembler}: the same bytes the heap path's {@code PackAssembler} gives,
+ * laid out by {@link BatchSchema}): planned from the prepared samples (their tokens, rows and images, the dummy-image
+ * segment where the planner asks for it, {@code scheduled.pack().dummyImage()[rank]}, or the text-only policy gives
+ * it), pixels written once at their final offsets in segment order, then the token tensors and the segments'
+ * metadata. The gaps a failed sample leaves are closed as above (a pack only shrinks when samples leave it).
+ *
  * <p>Ownership: an object allocated here is this writer's until its batch is sealed and then until
  * the batch's holder calls {@link StoredBatch#release()}; when the feed stops, {@link #close()}
  * (called after the CPU pool has stopped, so nothing still writes) aborts the unsealed ones and
@@ -53,10 +61,14 @@ final class StoredBatchWriter implements AutoCloseable {
 
     private static final ValueLayout.OfFloat FLOAT_LE = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfLong LONG_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfInt INT_LE = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
-    /** A batch whose object is allocated; its prepared samples' pixels are not written yet. */
+    /**
+     * A batch whose object is allocated; its prepared samples' pixels are not written yet. {@code plannedDummy}: a pack the
+     * planner gave the dummy-image segment (false when unpacked).
+     */
     record Allocated(ScheduledBatch scheduled, List<SamplePipeline.Ready> ready, List<SamplePipeline.Failed> failed,
-                     BatchLayout.Plan plan, Allocation allocation) {}
+                     BatchLayout.Plan plan, Allocation allocation, boolean plannedDummy) {}
 
     private final ShmObjectStore store;
     private final CpuPool cpu;
@@ -75,6 +87,8 @@ final class StoredBatchWriter implements AutoCloseable {
     private final long[] pixelPatch;
     /** What a batch without images gets; null: nothing (ALLOW). */
     private final DummyImage dummy;
+    /** Packed mode: the packs' layout and tokens; null: padded batches. */
+    private final PackAssembler packer;
     private final java.util.Set<Allocation> unsealed = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final java.util.Set<StoredBatch> unreleased = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Allocations asked of the store and not yet handed to the stream (made, waiting for budget, or aborted on close). */
@@ -92,6 +106,17 @@ final class StoredBatchWriter implements AutoCloseable {
      */
     StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int firstRank,
                       dev.stoker.pipeline.EncodeOptions encode) {
+        this(store, cpu, metrics, world, firstRank, encode, 0);
+    }
+
+    /**
+     * A writer of padded batches ({@code packPadTo} 0) or, with {@code packPadTo} ≥ 1, of a packed job's packs, each row
+     * padded at its tail to a multiple of {@code packPadTo} tokens (1: none; the job's {@code --pack-pad-to}).
+     */
+    StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int firstRank,
+                      dev.stoker.pipeline.EncodeOptions encode, int packPadTo) {
+        if (packPadTo < 0) throw new IllegalArgumentException("packPadTo must be 0 (unpacked) or the pack's pad multiple: " + packPadTo);
+        this.packer = packPadTo == 0 ? null : new PackAssembler(encode, packPadTo);
         this.store = store;
         this.firstRank = firstRank;
         this.cpu = cpu;
@@ -119,10 +144,11 @@ final class StoredBatchWriter implements AutoCloseable {
             }
         }
         var samples = ready.stream().map(SamplePipeline.Ready::sample).toList();
-        var plan = plan(samples);
+        boolean plannedDummy = packer != null && PackAssembler.plannedDummy(scheduled);
+        var plan = planOf(samples, plannedDummy);
         long bytes = plan.totalBytes();
-        if (dummy != null) // should every sample with images fail, the text-only ones are left, with the dummy
-            bytes = Math.max(bytes, plan(samples.stream().filter(p -> p.images().isEmpty()).toList()).totalBytes());
+        if (dummy != null || plannedDummy) // should every sample with images fail, the text-only ones are left, with the dummy
+            bytes = Math.max(bytes, planOf(samples.stream().filter(p -> p.images().isEmpty()).toList(), plannedDummy).totalBytes());
         var requested = store.allocate(bytes, scheduled.rank() - firstRank); // counted against the rank's share of the store
         var allocated = requested.thenApply(a -> {
             unsealed.add(a);
@@ -130,7 +156,7 @@ final class StoredBatchWriter implements AutoCloseable {
                 abort(a);
                 throw new java.util.concurrent.CancellationException("feed closed");
             }
-            return new Allocated(scheduled, ready, failed, plan, a);
+            return new Allocated(scheduled, ready, failed, plan, a, plannedDummy);
         });
         allocating.put(requested, allocated);
         allocated.whenComplete((a, err) -> allocating.remove(requested));
@@ -194,7 +220,7 @@ final class StoredBatchWriter implements AutoCloseable {
         var plan = a.plan();
         long copied = 0;
         if (kept.size() < a.ready().size()) {
-            plan = plan(kept.stream().map(SamplePipeline.Ready::sample).toList());
+            plan = planOf(kept.stream().map(SamplePipeline.Ready::sample).toList(), a.plannedDummy());
             // close the gaps: with fewer samples every tensor before the pixels is no larger, so the pixel tensor starts at or
             // before where it did and each kept sample's rows move down (in ascending order: never over rows not yet moved)
             long from = a.plan().offset(pixelTensor), to = plan.offset(pixelTensor);
@@ -213,32 +239,17 @@ final class StoredBatchWriter implements AutoCloseable {
             }
         }
         var samples = kept.stream().map(SamplePipeline.Ready::sample).toList();
-        boolean withDummy = needsDummy(samples);
-        var tokens = BatchAssembler.collate(samples.stream().map(s -> new long[][] {s.text().inputIds(), s.text().labels(), s.text().positionIds()}).toList(),
-                withDummy ? dummy.tokens() : null, contract.positionPad());
-        put(seg, plan.offset(BatchSchema.INPUT_IDS), tokens.inputIds());
-        put(seg, plan.offset(BatchSchema.LABELS), tokens.labels());
-        put(seg, plan.offset(BatchSchema.ATTENTION_MASK), tokens.attentionMask());
-        put(seg, plan.offset(BatchSchema.POSITION_IDS), tokens.positionIds());
-        if (contract.mmTokenTypeIds()) put(seg, plan.offset(BatchSchema.MM_TOKEN_TYPE_IDS), BatchAssembler.mmTokenTypeIds(tokens.inputIds()));
-        long gridOffset = plan.offset(BatchSchema.IMAGE_GRID_THW);
-        for (var s : samples) {
-            long[] grid = s.gridThw();
-            put(seg, gridOffset, grid);
-            gridOffset += 8L * grid.length;
-        }
-        if (withDummy) { // the batch's only image: no sample's pixels to move, the pixel tensor is the dummy's
-            dummy.writePixels(pixelFormat, seg, plan.offset(pixelTensor));
-            put(seg, gridOffset, dummy.gridThw());
-        }
+        if (packer != null) writePack(seg, plan, samples, a.plannedDummy());
+        else writeTokens(seg, plan, samples);
         int[] indices = new int[kept.size()];
-        long[] index = new long[kept.size()];
+        long[] index = new long[sampleIndexLength(plan)];
         var ids = new ArrayList<String>(kept.size());
         for (int i = 0; i < kept.size(); i++) {
             indices[i] = kept.get(i).slot().datasetIndex();
             index[i] = indices[i];
             ids.add(kept.get(i).sample().id());
         }
+        if (index.length > kept.size()) index[kept.size()] = PackAssembler.DUMMY_SAMPLE_INDEX; // a pack's dummy segment
         put(seg, plan.offset(BatchSchema.SAMPLE_INDEX), index);
         if (compact) {
             MemorySegment.copy(pixelNorm, 0, seg, FLOAT_LE, plan.offset(BatchSchema.PIXEL_NORM), pixelNorm.length);
@@ -262,6 +273,72 @@ final class StoredBatchWriter implements AutoCloseable {
         unreleased.removeIf(x -> x.released().get());
         unreleased.add(batch);
         return batch;
+    }
+
+    /** A padded batch's token tensors, its grids and the dummy image's pixels where it gets one. */
+    private void writeTokens(MemorySegment seg, BatchLayout.Plan plan, List<SampleEncoder.Prepared> samples) {
+        boolean withDummy = needsDummy(samples);
+        var tokens = BatchAssembler.collate(samples.stream().map(s -> new long[][] {s.text().inputIds(), s.text().labels(), s.text().positionIds()}).toList(),
+                withDummy ? dummy.tokens() : null, contract.positionPad());
+        put(seg, plan.offset(BatchSchema.INPUT_IDS), tokens.inputIds());
+        put(seg, plan.offset(BatchSchema.LABELS), tokens.labels());
+        put(seg, plan.offset(BatchSchema.ATTENTION_MASK), tokens.attentionMask());
+        put(seg, plan.offset(BatchSchema.POSITION_IDS), tokens.positionIds());
+        if (contract.mmTokenTypeIds()) put(seg, plan.offset(BatchSchema.MM_TOKEN_TYPE_IDS), BatchAssembler.mmTokenTypeIds(tokens.inputIds()));
+        long gridOffset = plan.offset(BatchSchema.IMAGE_GRID_THW);
+        for (var s : samples) {
+            long[] grid = s.gridThw();
+            put(seg, gridOffset, grid);
+            gridOffset += 8L * grid.length;
+        }
+        if (withDummy) { // the batch's only image: no sample's pixels to move, the pixel tensor is the dummy's
+            dummy.writePixels(pixelFormat, seg, plan.offset(pixelTensor));
+            put(seg, gridOffset, dummy.gridThw());
+        }
+    }
+
+    /**
+     * A pack's token tensors ({@link PackAssembler#pack}), its grids, the dummy segment's pixels where it gets one (after
+     * the samples' rows: it gets one only when they have none), and {@code cu_seqlens}, {@code max_seqlen}, {@code seg_ids}.
+     */
+    private void writePack(MemorySegment seg, BatchLayout.Plan plan, List<SampleEncoder.Prepared> samples, boolean plannedDummy) {
+        int images = 0;
+        long pixelBytes = 0;
+        var ids = new ArrayList<String>(samples.size());
+        var arrays = new ArrayList<long[][]>(samples.size());
+        for (var p : samples) {
+            images += p.images().size();
+            pixelBytes += p.pixelBytes();
+            ids.add(p.id());
+            arrays.add(new long[][] {p.text().inputIds(), p.text().labels(), p.text().positionIds()});
+        }
+        boolean withDummy = packer.getsDummy(plannedDummy, samples.size(), images);
+        var tokens = PackAssembler.pack(ids, arrays, withDummy ? packer.dummy().tokens() : null,
+                withDummy ? packer.dummyPositionIds() : null, packer.padTo());
+        put(seg, plan.offset(BatchSchema.INPUT_IDS), tokens.inputIds());
+        put(seg, plan.offset(BatchSchema.LABELS), tokens.labels());
+        put(seg, plan.offset(BatchSchema.POSITION_IDS), tokens.positionIds());
+        if (contract.mmTokenTypeIds()) put(seg, plan.offset(BatchSchema.MM_TOKEN_TYPE_IDS), BatchAssembler.mmTokenTypeIds(tokens.inputIds()));
+        long gridOffset = plan.offset(BatchSchema.IMAGE_GRID_THW);
+        for (var p : samples) {
+            long[] grid = p.gridThw();
+            put(seg, gridOffset, grid);
+            gridOffset += 8L * grid.length;
+        }
+        if (withDummy) {
+            packer.dummy().writePixels(pixelFormat, seg, plan.offset(pixelTensor) + pixelBytes);
+            put(seg, gridOffset, packer.dummy().gridThw());
+        }
+        int[] lengths = tokens.segmentLengths();
+        putInts(seg, plan.offset(BatchSchema.CU_SEQLENS), PackAssembler.cuSeqlens(lengths));
+        putInts(seg, plan.offset(BatchSchema.MAX_SEQLEN), new int[] {PackAssembler.maxSeqlen(lengths)});
+        putInts(seg, plan.offset(BatchSchema.SEG_IDS), PackAssembler.segIds(lengths, tokens.length()));
+    }
+
+    /** Elements of the plan's {@code sample_index}: one per sample, and for a pack one more for its dummy segment. */
+    private static int sampleIndexLength(BatchLayout.Plan plan) {
+        for (var spec : plan.specs()) if (spec.name().equals(BatchSchema.SAMPLE_INDEX)) return Math.toIntExact(spec.shape()[0]);
+        throw new IllegalStateException("no sample_index in the plan");
     }
 
     private void abort(Allocation a) {
@@ -297,9 +374,28 @@ final class StoredBatchWriter implements AutoCloseable {
         MemorySegment.copy(values, 0, seg, LONG_LE, offset, values.length);
     }
 
+    private static void putInts(MemorySegment seg, long offset, int[] values) {
+        MemorySegment.copy(values, 0, seg, INT_LE, offset, values.length);
+    }
+
     /** Whether a batch of {@code samples} gets the dummy image: some sample, no image, and the policy says so. */
     private boolean needsDummy(List<SampleEncoder.Prepared> samples) {
         return DummyImage.needed(dummy, samples.size(), samples.stream().mapToInt(s -> s.images().size()).sum());
+    }
+
+    /** The layout of {@code samples}: a pack's in packed mode ({@code plannedDummy}: the planner's dummy flag), else {@link #plan}. */
+    BatchLayout.Plan planOf(List<SampleEncoder.Prepared> samples, boolean plannedDummy) {
+        if (packer == null) return plan(samples);
+        int images = 0;
+        long tokens = 0, rows = 0, bytes = 0;
+        for (var s : samples) {
+            tokens += s.length();
+            rows += s.pixelRows();
+            bytes += s.pixelBytes();
+            images += s.images().size();
+        }
+        var shape = packer.shape(samples.size(), tokens, rows, images, compact ? bytes : 0, packer.getsDummy(plannedDummy, samples.size(), images));
+        return BatchSchema.plan(shape, rowLength);
     }
 
     /** The layout of a batch of {@code samples}, by {@link BatchSchema}, with the dummy image where it gets one. */

@@ -137,6 +137,8 @@ public record PackCost(double llmParams, int llmLayers, int llmAttentionWidth, d
     public static PackCost fromConfig(JsonNode config, String where) {
         if (config == null || !config.isObject()) throw new ModelFolderException(where + ": not a JSON object");
         String type = config.path("model_type").asText("");
+        if (!ModelFolder.MODEL_TYPES.containsKey(type))
+            throw new ModelFolderException(where + ": field model_type is '" + type + "', not a Qwen-VL model (qwen2_vl, qwen2_5_vl, qwen3_vl)");
         JsonNode text = config.has("text_config") && config.get("text_config").isObject() ? config.get("text_config") : config;
         JsonNode vision = config.path("vision_config");
         int hidden = field(where, text, "hidden_size", -1);
@@ -179,8 +181,7 @@ public record PackCost(double llmParams, int llmLayers, int llmAttentionWidth, d
                 int mergers = 1 + (deep != null && deep.isArray() ? deep.size() : 0);
                 yield new PackCost(llm, layers, heads * headDim, vitParams(e, depth, 2L * e * vff, patch, temporal, merge, out, mergers), depth, e, true);
             }
-            default -> throw new ModelFolderException(where + ": field model_type is '" + type
-                    + "', not a Qwen-VL model (qwen2_vl, qwen2_5_vl, qwen3_vl)");
+            default -> throw new IllegalStateException("model type " + type + " has no cost model");
         };
     }
 

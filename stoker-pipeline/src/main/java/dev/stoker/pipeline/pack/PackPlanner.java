@@ -25,7 +25,9 @@ import java.util.Arrays;
  * samples, then by lower rank number. When a sample fits no pack, the window's last sample (by position) is given back
  * to the next step and the assignment is redone; after {@value #MAX_RETRIES} such retries the window is cut to R
  * samples, which always fit (each sample fits an empty pack alone, and the tie-break puts the first R on R distinct
- * ranks). <b>COUNT</b>: the window cut to a multiple of R, sorted by tokens descending (ties by position ascending) and
+ * ranks). Then a refinement ({@code refine}): moves and swaps between the costliest pack and the others, within the
+ * budgets, while they lower the costliest — LPT alone leaves the packs of cheap text tokens short of the mean cost
+ * when the token budget stops them. <b>COUNT</b>: the window cut to a multiple of R, sorted by tokens descending (ties by position ascending) and
  * dealt snake-wise (ranks 0 … R−1, then R−1 … 0, …), so each rank gets the same number of samples and the packs' tokens
  * come out close; while a pack exceeds a budget, the window's last R samples are given back.
  *

@@ -40,8 +40,6 @@ class PackBalanceTest {
         ShapeIndex shapes = Shapes.referenceLike(20_000, 7, 5);
         Stats cost = walk(shapes, Balance.COST, 8, 16384, 0, 42, 1);
         Stats count = walk(shapes, Balance.COUNT, 8, 16384, 0, 42, 1);
-        System.out.println("cost  " + cost);
-        System.out.println("count " + count);
         assertTrue(cost.imbalance() <= 1.05, "cost imbalance " + cost.imbalance());
         assertTrue(cost.imbalance() - 1 <= (count.imbalance() - 1) / 2, "cost " + cost.imbalance() + " vs count " + count.imbalance());
         assertTrue(cost.padding() <= 0.05, "padding " + cost.padding());

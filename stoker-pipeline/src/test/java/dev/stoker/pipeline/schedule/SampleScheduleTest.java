@@ -155,4 +155,29 @@ class SampleScheduleTest {
         assertThrows(IllegalArgumentException.class, () -> s.batchFor(0, 0, 2));
         assertThrows(IllegalArgumentException.class, () -> s.batchAt(new ScheduleCursor(0, 3), 0));
     }
+
+    @Test
+    void recordsAtAPositionAreTheBatchesRecords() {
+        var mix = new SourceMix(4, new int[] {30, 20}, new double[] {1, 0.5});
+        for (var s : new SampleSchedule[] {new SampleSchedule(7, 50, 2, 5), new SampleSchedule(7, mix, 2, 5)}) {
+            for (long epoch = 0; epoch < 3; epoch++) {
+                int[] run = new int[20];
+                s.recordsAt(epoch, 10, 20, run);
+                for (int rank = 0; rank < 2; rank++) {
+                    int[] batch = s.batchAt(new ScheduleCursor(epoch, 10), rank);
+                    for (int i = 0; i < 5; i++) {
+                        assertEquals(batch[i], s.recordAt(epoch, 10 + rank * 5 + i));
+                        assertEquals(batch[i], run[rank * 5 + i]);
+                    }
+                }
+            }
+            assertThrows(IllegalArgumentException.class, () -> s.recordAt(0, s.datasetSize()));
+            assertThrows(IllegalArgumentException.class, () -> s.recordsAt(0, s.datasetSize() - 2, 3, new int[3]));
+        }
+        var labelled = new SampleSchedule(7, mix, 2, 5);
+        var c = new ScheduleCursor(1, 20);
+        var r = labelled.resumeAt(c, 99);
+        assertEquals(99, r.step());
+        assertEquals(labelled.resumeAt(c).sourcePositions()[1], r.sourcePositions()[1]);
+    }
 }
