@@ -160,7 +160,7 @@ public final class NodeConfig {
     public static final ConfigKey<Integer> RANKS = key("ranks", DATA, "R", NUMBER, ConfigKey.integer(1, 1 << 16), String::valueOf, 1, null,
             "Trainer ranks (world size).");
     public static final ConfigKey<Integer> BATCH = key("batch", DATA, "B", NUMBER, ConfigKey.integer(1, 1 << 20), String::valueOf, 8, null,
-            "Samples per rank and step.");
+            "Samples per rank and step. Not with --pack-tokens: a packed step takes a variable number of samples.");
     public static final ConfigKey<Integer> PACK_TOKENS = key("pack-tokens", DATA, "N", NUMBER, ConfigKey.integer(0, 1 << 24),
             String::valueOf, 0, null, "Pack each step: one row per rank of whole samples, at most N tokens (no padding computed), the "
                     + "samples of the global order dealt to the ranks so that their predicted cost is even (--balance); a step then "
