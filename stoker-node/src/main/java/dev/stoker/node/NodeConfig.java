@@ -29,6 +29,8 @@ import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.RankRange;
 import dev.stoker.pipeline.model.ModelFolder;
+import dev.stoker.pipeline.pack.PackCost;
+import dev.stoker.pipeline.pack.PackPlanner;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
@@ -158,7 +160,7 @@ public final class NodeConfig {
     public static final ConfigKey<Integer> RANKS = key("ranks", DATA, "R", NUMBER, ConfigKey.integer(1, 1 << 16), String::valueOf, 1, null,
             "Trainer ranks (world size).");
     public static final ConfigKey<Integer> BATCH = key("batch", DATA, "B", NUMBER, ConfigKey.integer(1, 1 << 20), String::valueOf, 8, null,
-            "Samples per rank and step.");
+            "Samples per rank and step. Not with --pack-tokens: a packed step takes a variable number of samples.");
     public static final ConfigKey<Integer> PACK_TOKENS = key("pack-tokens", DATA, "N", NUMBER, ConfigKey.integer(0, 1 << 24),
             String::valueOf, 0, null, "Pack each step: one row per rank of whole samples, at most N tokens (no padding computed), the "
                     + "samples of the global order dealt to the ranks so that their predicted cost is even (--balance); a step then "
@@ -166,8 +168,8 @@ public final class NodeConfig {
     public static final ConfigKey<Integer> PACK_PATCHES = key("pack-patches", DATA, "P", NUMBER, ConfigKey.integer(0, 1 << 28),
             String::valueOf, 0, null, "With --pack-tokens: at most P vision patches (pixel_values rows) per pack; 0: no limit but "
                     + "what --pack-tokens implies.");
-    public static final ConfigKey<FeedConfig.Packing.Balance> BALANCE = key("balance", DATA, "WHAT", TEXT,
-            ConfigKey.enumOf(FeedConfig.Packing.Balance.class), ConfigKey::cliName, FeedConfig.Packing.Balance.COST, null,
+    public static final ConfigKey<PackPlanner.Balance> BALANCE = key("balance", DATA, "WHAT", TEXT,
+            ConfigKey.enumOf(PackPlanner.Balance.class), ConfigKey::cliName, PackPlanner.Balance.COST, null,
             "With --pack-tokens: cost evens the predicted compute of the ranks' packs (the cost model, --cost-*), so that no rank "
                     + "waits for another at the all-reduce; count evens only their sample counts.");
     public static final ConfigKey<Integer> PACK_PAD_TO = key("pack-pad-to", DATA, "M", NUMBER, ConfigKey.integer(1, 1 << 16),
@@ -558,24 +560,44 @@ public final class NodeConfig {
     public boolean packed() { return get(PACK_TOKENS) > 0; }
 
     /**
-     * Packing and balance as configured ({@link FeedConfig.Packing#OFF} without {@code --pack-tokens}); cost constants not
-     * given are 0 (null), the cost model's defaults.
+     * Packing and balance as configured ({@link FeedConfig.Packing#OFF} without {@code --pack-tokens}), with the cost model
+     * ({@link #packCost()}).
      */
     public FeedConfig.Packing packing() {
         if (!packed()) return FeedConfig.Packing.OFF;
         try {
-            return FeedConfig.Packing.of(get(PACK_TOKENS)).with(get(PACK_TOKENS), get(PACK_PATCHES), get(BALANCE), get(PACK_PAD_TO))
-                    .withCost(orZero(get(COST_LLM_PARAMS)), orZero(get(COST_LLM_LAYERS)), orZero(get(COST_LLM_ATTENTION_WIDTH)),
-                            orZero(get(COST_VIT_PARAMS)), orZero(get(COST_VIT_ATTENTION_LAYERS)), orZero(get(COST_VIT_HIDDEN)),
-                            isGiven(COST_VISION_TRAINED) ? get(COST_VISION_TRAINED) : null);
+            return new FeedConfig.Packing(get(PACK_TOKENS), get(PACK_PATCHES), get(BALANCE), get(PACK_PAD_TO), packCost());
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--pack-tokens/--pack-pad-to: " + e.getMessage());
         }
     }
 
-    private static double orZero(Double v) { return v == null ? 0 : v; }
+    /**
+     * The cost model a packed job balances: the model folder's ({@code --model}: {@link PackCost#fromModelFolder}), else the
+     * family's smallest published model ({@link PackCost#forFamily}), each constant a {@code --cost-*} option gives put in
+     * its place (all six numbers given: the model folder is not read for them).
+     */
+    public PackCost packCost() {
+        boolean all = isGiven(COST_LLM_PARAMS) && isGiven(COST_LLM_LAYERS) && isGiven(COST_LLM_ATTENTION_WIDTH) && isGiven(COST_VIT_PARAMS)
+                && isGiven(COST_VIT_ATTENTION_LAYERS) && isGiven(COST_VIT_HIDDEN);
+        PackCost base;
+        try {
+            base = model != null && !all ? PackCost.fromModelFolder(model.dir()) : PackCost.forFamily(processor());
+        } catch (ModelFolder.ModelFolderException e) {
+            throw new ConfigException("--model (the cost model of a packed job): " + e.getMessage() + "; or give every --cost-* option");
+        }
+        try {
+            return new PackCost(or(COST_LLM_PARAMS, base.llmParams()), or(COST_LLM_LAYERS, base.llmLayers()),
+                    or(COST_LLM_ATTENTION_WIDTH, base.llmAttentionWidth()), or(COST_VIT_PARAMS, base.vitParams()),
+                    or(COST_VIT_ATTENTION_LAYERS, base.vitAttentionLayers()), or(COST_VIT_HIDDEN, base.vitHidden()),
+                    or(COST_VISION_TRAINED, base.visionTrained()));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--cost-*: " + e.getMessage());
+        }
+    }
 
-    private static int orZero(Integer v) { return v == null ? 0 : v; }
+    /** The value of {@code key} when given, else {@code fallback}. */
+    private <T> T or(ConfigKey<T> key, T fallback) { return isGiven(key) ? get(key) : fallback; }
 
     /** The settings that mean something only with --pack-tokens. */
     private static final List<ConfigKey<?>> PACK_ONLY = List.of(PACK_PATCHES, BALANCE, PACK_PAD_TO, COST_LLM_PARAMS, COST_LLM_LAYERS,
@@ -806,7 +828,7 @@ public final class NodeConfig {
 
         public Builder packPatches(int patches) { return set(PACK_PATCHES, patches); }
 
-        public Builder balance(FeedConfig.Packing.Balance b) { return set(BALANCE, b); }
+        public Builder balance(PackPlanner.Balance b) { return set(BALANCE, b); }
 
         public Builder seed(long s) { return set(SEED, s); }
 

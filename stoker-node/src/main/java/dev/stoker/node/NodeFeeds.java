@@ -60,6 +60,28 @@ public final class NodeFeeds implements AutoCloseable {
     public NodeConfig config() { return config; }
 
     /**
+     * The pack planner of a packed job of {@code config} over {@code records} and their {@code shapes}: the job's global
+     * order ({@link Feeder#schedule}: seed, sources, mix), {@code --ranks} packs per step within {@code --pack-tokens} and
+     * {@code --pack-patches}, balanced as {@code --balance} says by the cost model of {@link NodeConfig#packing()}, a pack
+     * without an image in a step with one getting the dummy image of the job's processing
+     * ({@link dev.stoker.pipeline.batch.DummyImage}).
+     */
+    public static dev.stoker.pipeline.pack.PackPlanner packPlanner(NodeConfig config, dev.stoker.source.SampleRecords records,
+                                                                  dev.stoker.pipeline.pack.ShapeIndex shapes) {
+        var packing = config.packing();
+        if (!packing.on()) throw new ConfigException("--pack-tokens N is needed for a packed plan");
+        var order = Feeder.schedule(config.feedConfig(FeedMode.PREFETCH), records);
+        var image = dev.stoker.pipeline.batch.DummyImage.of(config.encodeOptions().vision());
+        var dummy = dev.stoker.pipeline.pack.SampleShape.of(image.tokenCount(), image.rows());
+        try {
+            return new dev.stoker.pipeline.pack.PackPlanner(order, shapes, config.ranks(), packing.tokens(), packing.patches(),
+                    packing.balance(), packing.cost(), dummy);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(e.getMessage());
+        }
+    }
+
+    /**
      * The shapes of {@code records} (read from {@code source}) that a packed job of {@code config} plans with, known
      * without decoding: from the length index {@code stoker validate} wrote for these records and settings in
      * {@code lengthsDir} (null: {@link NodeConfig#lengthsDir()}), else measured in-process on {@link NodeConfig#threads()}

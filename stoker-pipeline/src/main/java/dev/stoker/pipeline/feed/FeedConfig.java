@@ -155,34 +155,23 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
 
     /**
      * Packing and balance ({@code --pack-tokens N}, {@code --pack-patches P}, {@code --balance}, {@code --pack-pad-to M}) and
-     * the constants of the cost model the planner balances ({@code --cost-*}; docs/packing.md): per global step the
-     * planner takes the next samples of the global order and forms one pack per rank, a row of whole samples of at most
-     * {@code tokens} tokens and {@code patches} vision patches, choosing which sample goes to which rank so that the
-     * predicted cost per rank is even ({@link Balance#COST}) or only the sample counts are ({@link Balance#COUNT}).
+     * the cost model the planner balances ({@code --cost-*}; docs/packing.md): per global step the planner
+     * ({@link dev.stoker.pipeline.pack.PackPlanner}) takes the next samples of the global order and forms one pack per
+     * rank, a row of whole samples of at most {@code tokens} tokens and {@code patches} vision patches, choosing which
+     * sample goes to which rank so that the predicted cost per rank is even ({@code COST}) or only the sample counts are
+     * ({@code COUNT}).
      *
-     * <p>The cost constants are plain numbers, as the cost model takes them (FLOP terms per token and per patch, only
-     * their ratios matter); 0 (or, for {@code visionTrained}, null) is "not given": the model folder's, else the
-     * family's smallest published model's, which the node's configuration fills in.
-     *
-     * @param tokens              N, tokens per pack (input_ids of a rank's row, a tail pad included); 0: packing off
-     * @param patches             P, vision patches (pixel_values rows) per pack; 0: no limit but what N implies
-     * @param balance             what the planner evens out across ranks
-     * @param padTo               M, the row padded at its tail to a multiple of M (1: no pad); N is a multiple of M
-     * @param llmParams           matrix-multiply weights each LLM token goes through; 0: the default
-     * @param llmLayers           LLM decoder layers; 0: the default
-     * @param llmAttentionWidth   LLM attention heads × head dimension; 0: the default
-     * @param vitParams           matrix-multiply weights each vision patch goes through; 0: the default
-     * @param vitAttentionLayers  ViT layers with full attention over the image; 0: the default
-     * @param vitHidden           ViT hidden size; 0: the default
-     * @param visionTrained       whether the vision tower is trained (its backward pass counted); null: the default (trained)
+     * @param tokens  N, tokens per pack (input_ids of a rank's row, a tail pad included); 0: packing off
+     * @param patches P, vision patches (pixel_values rows) per pack; 0: no limit but what N implies
+     * @param balance what the planner evens out across ranks
+     * @param padTo   M, the row padded at its tail to a multiple of M (1: no pad); N is a multiple of M
+     * @param cost    the cost model (the model folder's, else the family's smallest published model, each constant
+     *                replaced where {@code --cost-*} gives it); null when packing is off
      */
-    public record Packing(int tokens, int patches, Balance balance, int padTo, double llmParams, int llmLayers, int llmAttentionWidth,
-                          double vitParams, int vitAttentionLayers, int vitHidden, Boolean visionTrained) {
-        /** What the planner makes even across the ranks of a step: the predicted cost of their packs, or their sample counts. */
-        public enum Balance { COST, COUNT }
-
+    public record Packing(int tokens, int patches, dev.stoker.pipeline.pack.PackPlanner.Balance balance, int padTo,
+                          dev.stoker.pipeline.pack.PackCost cost) {
         /** Not packed: batches of {@code batchSize} samples per rank, padded to the longest. */
-        public static final Packing OFF = new Packing(0, 0, Balance.COST, 1, 0, 0, 0, 0, 0, 0, null);
+        public static final Packing OFF = new Packing(0, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, null);
 
         public Packing {
             Objects.requireNonNull(balance, "balance");
@@ -192,26 +181,12 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
             if (tokens > 0 && tokens % padTo != 0)
                 throw new IllegalArgumentException("pack tokens " + tokens + " must be a multiple of pad-to " + padTo
                         + ", so that a row padded at its tail stays within it");
-            if (!(llmParams >= 0) || Double.isInfinite(llmParams) || !(vitParams >= 0) || Double.isInfinite(vitParams))
-                throw new IllegalArgumentException("cost model: parameter counts must be finite and >= 0, got " + llmParams + " and " + vitParams);
-            if (llmLayers < 0 || llmAttentionWidth < 0 || vitAttentionLayers < 0 || vitHidden < 0)
-                throw new IllegalArgumentException("cost model: layer counts and widths must be >= 0");
+            if (tokens > 0 && cost == null) throw new IllegalArgumentException("a packed job needs its cost model");
         }
 
-        /** Packs of at most {@code tokens} tokens, balanced by cost, no patch limit, no tail pad, the default cost model. */
-        public static Packing of(int tokens) { return OFF.with(tokens, 0, Balance.COST, 1); }
-
-        /** These cost constants with the given budgets, balance and pad. */
-        public Packing with(int tokens, int patches, Balance balance, int padTo) {
-            return new Packing(tokens, patches, balance, padTo, llmParams, llmLayers, llmAttentionWidth, vitParams, vitAttentionLayers,
-                    vitHidden, visionTrained);
-        }
-
-        /** These budgets with the cost constants given (0 / null: the default). */
-        public Packing withCost(double llmParams, int llmLayers, int llmAttentionWidth, double vitParams, int vitAttentionLayers,
-                                int vitHidden, Boolean visionTrained) {
-            return new Packing(tokens, patches, balance, padTo, llmParams, llmLayers, llmAttentionWidth, vitParams, vitAttentionLayers,
-                    vitHidden, visionTrained);
+        /** Packs of at most {@code tokens} tokens balanced by {@code cost}, no patch limit, no tail pad. */
+        public static Packing of(int tokens, dev.stoker.pipeline.pack.PackCost cost) {
+            return new Packing(tokens, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, cost);
         }
 
         /** Whether steps are packed. */
