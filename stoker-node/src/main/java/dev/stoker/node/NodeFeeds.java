@@ -70,12 +70,9 @@ public final class NodeFeeds implements AutoCloseable {
                                                                   dev.stoker.pipeline.pack.ShapeIndex shapes) {
         var packing = config.packing();
         if (!packing.on()) throw new ConfigException("--pack-tokens N is needed for a packed plan");
-        var order = Feeder.schedule(config.feedConfig(FeedMode.PREFETCH), records);
-        var image = dev.stoker.pipeline.batch.DummyImage.of(config.encodeOptions().vision());
-        var dummy = dev.stoker.pipeline.pack.SampleShape.of(image.tokenCount(), image.rows());
+        var feedConfig = config.feedConfig(FeedMode.PREFETCH);
         try {
-            return new dev.stoker.pipeline.pack.PackPlanner(order, shapes, config.ranks(), packing.tokens(), packing.patches(),
-                    packing.balance(), packing.cost(), dummy);
+            return dev.stoker.pipeline.feed.PackedFeed.planner(feedConfig, Feeder.schedule(feedConfig, records), shapes);
         } catch (IllegalArgumentException e) {
             throw new ConfigException(e.getMessage());
         }

@@ -27,20 +27,8 @@ public final class PackedFeed {
         ShapeIndex shapes(dev.stoker.source.SampleRecords records, FeedSource source) throws IOException, InterruptedException;
     }
 
-    /**
-     * The cost model of {@code config}: the family's smallest published model ({@link PackCost#forFamily}), each constant
-     * given in the configuration (non-zero) taking its place.
-     */
-    public static PackCost cost(FeedConfig config) {
-        var p = config.packing();
-        var base = PackCost.forFamily(config.encode().preset());
-        return new PackCost(p.llmParams() > 0 ? p.llmParams() : base.llmParams(), p.llmLayers() > 0 ? p.llmLayers() : base.llmLayers(),
-                p.llmAttentionWidth() > 0 ? p.llmAttentionWidth() : base.llmAttentionWidth(),
-                p.vitParams() > 0 ? p.vitParams() : base.vitParams(),
-                p.vitAttentionLayers() > 0 ? p.vitAttentionLayers() : base.vitAttentionLayers(),
-                p.vitHidden() > 0 ? p.vitHidden() : base.vitHidden(),
-                p.visionTrained() != null ? p.visionTrained() : base.visionTrained());
-    }
+    /** The cost model of {@code config}: the one its packing names (resolved by the configuration: the model's, the family's, --cost-*). */
+    public static PackCost cost(FeedConfig config) { return config.packing().cost(); }
 
     /** The dummy image's segment as the planner reserves it: its tokens and its one image's patch rows. */
     public static SampleShape dummyShape(FeedConfig config) {
@@ -50,13 +38,16 @@ public final class PackedFeed {
 
     /** The packed schedule of {@code config} over {@code order} (the job's global order) and {@code shapes}. */
     public static PackedSchedule schedule(FeedConfig config, SampleSchedule order, ShapeIndex shapes) {
+        return new PackedSchedule(planner(config, order, shapes));
+    }
+
+    /** The planner of {@code config} over {@code order} and {@code shapes}. */
+    public static PackPlanner planner(FeedConfig config, SampleSchedule order, ShapeIndex shapes) {
         var p = config.packing();
         if (!p.on()) throw new IllegalArgumentException("not a packed feed");
         if (shapes.size() != order.datasetSize())
             throw new IllegalArgumentException("the shape index holds " + shapes.size() + " records, the data set " + order.datasetSize());
-        var balance = p.balance() == FeedConfig.Packing.Balance.COUNT ? PackPlanner.Balance.COUNT : PackPlanner.Balance.COST;
-        return new PackedSchedule(new PackPlanner(order, shapes, config.ranks(), p.tokens(), p.patches(), balance, cost(config),
-                dummyShape(config)));
+        return new PackPlanner(order, shapes, config.ranks(), p.tokens(), p.patches(), p.balance(), cost(config), dummyShape(config));
     }
 
     /**

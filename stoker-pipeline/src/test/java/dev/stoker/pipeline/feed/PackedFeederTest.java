@@ -50,7 +50,7 @@ class PackedFeederTest {
         int longest = 0;
         for (int i = 0; i < shapes.size(); i++) longest = Math.max(longest, shapes.shape(i).tokens());
         int n = (3 * longest + padTo - 1) / padTo * padTo;
-        return FeederTest.config(mode, RANKS, 1, 2).withPacking(FeedConfig.Packing.of(n).with(n, 0, FeedConfig.Packing.Balance.COST, padTo));
+        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new FeedConfig.Packing(n, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, padTo, dev.stoker.pipeline.pack.PackCost.QWEN2_5_VL_3B));
     }
 
     static ShapeIndex shapes(FeedSource source) throws Exception {
