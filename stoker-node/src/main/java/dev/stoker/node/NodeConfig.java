@@ -622,7 +622,7 @@ public final class NodeConfig {
     }
 
     /** Bytes of one batch of single-image samples at the pixel cap (what a batch usually takes at most). */
-    public long oneBatchBytes() { return batch() * encodeOptions().maxPixelBytesPerImage(); }
+    public long oneBatchBytes() { return packed() ? largestBatchBytes() : batch() * encodeOptions().maxPixelBytesPerImage(); }
 
     /**
      * Leases a trainer may hold at once: the plain {@code for batch in loader:} loop holds batch k
@@ -631,13 +631,16 @@ public final class NodeConfig {
     public static final int LEASES_PER_TRAINER = 2;
 
     /**
-     * Bytes of the largest batch this configuration can make: every sample at the sequence limit and
+     * Bytes of the largest batch this configuration can make (a packed job's: the largest pack,
+     * {@link dev.stoker.pipeline.batch.PackAssembler#largestPackBytes}): every sample at the sequence limit and
      * carrying the most pixels it may ({@link EncodeOptions#maxPixelsPerSample}); -1 when unbounded
      * (no --max-seq-len). A text-only batch with the dummy image ({@code --text-only dummy-image}) is smaller: its
      * few tokens past the limit weigh far less than the pixels of an image per sample counted here.
      */
     public long largestBatchBytes() {
         var options = encodeOptions();
+        if (packed()) // a pack: at most --pack-tokens tokens, as many of them image tokens as --pack-patches allows
+            return dev.stoker.pipeline.batch.PackAssembler.largestPackBytes(options, get(PACK_TOKENS), get(PACK_PATCHES), get(PACK_PAD_TO));
         long pixels = options.maxPixelsPerSample();
         int length = get(MAX_SEQ_LEN);
         if (pixels < 0 || length == 0) return -1;

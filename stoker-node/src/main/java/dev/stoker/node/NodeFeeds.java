@@ -127,11 +127,14 @@ public final class NodeFeeds implements AutoCloseable {
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
                 store.prewarm(expected, config.localRanks().count() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
             }
-            var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep());
+            // a packed job's shapes: validate's length index when there is one for these settings, else measured at start
+            dev.stoker.pipeline.feed.PackedFeed.ShapeSource shapes = !config.packed() ? null
+                    : (records, source) -> shapes(config, source, records, tokenizer, null, line -> System.err.println("stoker: " + line));
+            var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep(), shapes);
             var reopenStore = store;
             return new RankLedger(feeder, store, expected, config.steps(), (at, step) -> {
                 try {
-                    return Feeder.open(openSources(), feedConfig.withStart(at, step), tokenizer, reopenStore, -1);
+                    return Feeder.open(openSources(), feedConfig.withStart(at, step), tokenizer, reopenStore, -1, shapes);
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }
