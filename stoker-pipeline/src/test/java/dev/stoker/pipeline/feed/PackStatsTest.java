@@ -128,6 +128,25 @@ class PackStatsTest {
         assertThrows(IllegalArgumentException.class, () -> new PackStats(0));
     }
 
+    /** The names docs/run-data.md gives {@code pipeline.pack}: the snapshot is written by Jackson, as the metrics file is. */
+    @Test
+    void theSummaryIsWrittenWithTheDocumentedKeys() {
+        var stats = new PackStats();
+        stats.record(step(4, new double[] {2, 1}, new int[] {50, 40}, 2), 100, PackPlanner.Balance.COST);
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().valueToTree(stats.summary());
+        for (String key : java.util.List.of("ranks", "packTokens", "balance", "steps", "samples", "tokens", "filtered", "skipped",
+                "meanImbalance", "meanPaddingFraction", "meanImbalanceLoss", "recentSteps", "recentImbalance", "recentPaddingFraction",
+                "recentImbalanceLoss", "lastStep", "lastCosts", "series"))
+            assertTrue(json.has(key), key + " in " + json);
+        assertEquals(18, json.size(), "no other key: " + json);
+        assertEquals("cost", json.get("balance").asText());
+        var series = json.get("series");
+        for (String key : java.util.List.of("step", "imbalance", "paddingFraction", "tokens", "samples", "costs"))
+            assertTrue(series.get(key).isArray(), key + " in " + series);
+        assertEquals(1.0, series.get("costs").get(0).get(1).asDouble());
+        assertEquals(4, series.get("step").get(0).asLong());
+    }
+
     @Test
     void allZeroCostsAreEven() {
         var stats = new PackStats();
