@@ -336,13 +336,16 @@ public final class Feeder implements AutoCloseable {
     /** The feed sampled every {@value FeedSampler#INTERVAL_MILLIS_DEFAULT} ms since it started (the last hour at most). */
     public FeedSampler.Timeline timeline() { return sampler.timeline(); }
 
-    /** What the rules of {@link Bottleneck} read, from this feed's timeline and stage latencies; trainer figures unknown. */
+    /**
+     * What the rules of {@link Bottleneck} read, from this feed's timeline and stage latencies, and, for a packed job, the
+     * balance of its recent steps ({@link FeedMetrics#pack()}); trainer figures unknown.
+     */
     public Bottleneck.Inputs bottleneckInputs() {
         var firstByte = sourceMetrics().map(SourceMetrics::firstByteLatency).filter(h -> h.count() > 0).orElse(null);
         long fetchP50 = firstByte != null ? firstByte.percentileNanos(0.5) : metrics.fetchLatency.percentileNanos(0.5);
         long encodeP50 = metrics.encodeLatency.percentileNanos(0.5) + metrics.pixelWriteLatency.percentileNanos(0.5);
         return new Bottleneck.Inputs(timeline(), fetchP50, firstByte != null, encodeP50, java.util.OptionalDouble.empty(),
-                java.util.OptionalDouble.empty(), config.mode() == FeedMode.ZERO_COPY);
+                java.util.OptionalDouble.empty(), config.mode() == FeedMode.ZERO_COPY, metrics.pack.packing());
     }
 
     /** The pipeline-side verdict now ({@link Bottleneck#classify} without the trainers' figures). */
