@@ -218,7 +218,22 @@ public final class Feeder implements AutoCloseable {
                 var at = startStep >= 0 ? packed.cursorAt(startStep) : packed.planner().aligned(config.start());
                 long label = PackedFeed.labelAt(packed, at, startStep >= 0 ? startStep : config.startLabel());
                 config = config.withStart(at, label);
-                for (int r = local.first(); r <= local.last(); r++) iterators.add(packed.iterator(at, label, r));
+                var planner = packed.planner();
+                for (int r = local.first(); r <= local.last(); r++) {
+                    var steps = packed.iterator(at, label, r);
+                    // each step's predicted costs, imbalance and padding, once per step whichever local rank takes it first
+                    iterators.add(new Iterator<>() {
+                        @Override
+                        public boolean hasNext() { return steps.hasNext(); }
+
+                        @Override
+                        public ScheduledBatch next() {
+                            var b = steps.next();
+                            metrics.pack().record(b.pack(), planner.tokenBudget(), planner.balance());
+                            return b;
+                        }
+                    });
+                }
             } else {
                 if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
                 schedule = schedule.labelled(config.start(), config.startLabel());

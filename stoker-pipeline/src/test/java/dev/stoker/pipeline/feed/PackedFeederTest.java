@@ -105,6 +105,15 @@ class PackedFeederTest {
                         assertEquals(s + 1, b.after().step(), at);
                     }
                 }
+                // the feed's packing figures: every step planned so far (the streams plan ahead of delivery), each once
+                var pack = feeder.metrics().pack();
+                assertNotNull(pack, "a packed feed's metrics hold its packing");
+                assertTrue(pack.steps() >= plan.size(), pack.steps() + " steps recorded");
+                double sum = 0;
+                for (var step : plan) sum += step.imbalance();
+                assertTrue(pack.meanImbalance() >= 1.0, "imbalance " + pack.meanImbalance());
+                assertEquals(RANKS, pack.lastCosts().length);
+                if (pack.steps() == plan.size()) assertEquals(sum / plan.size(), pack.meanImbalance(), 1e-9);
             }
             var accounted = new HashSet<>(seen);
             for (var step : plan) {
