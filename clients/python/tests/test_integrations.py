@@ -163,6 +163,25 @@ class StokerDatasetTest(ServiceTest):
                 svc.close()
                 os.unlink(svc.path)
 
+    def test_a_transform_sees_each_batch_with_its_own_metadata(self):
+        """A framework fetching ahead still hands the adapter the metadata of the batch it transforms."""
+        batches = make_batches(4)
+        svc = self.service(batches)
+        seen = []
+
+        def transform(batch, meta):
+            seen.append(int(meta.step))
+            return {"step": meta.step, **batch}
+
+        ds = self.dataset(svc).with_transform(transform)
+        got = list(iter(ds))
+        self.assertEqual([int(g["step"]) for g in got], seen)
+        self.assertEqual(seen, sorted(seen))
+        self.assertEqual(len(set(seen)), 4, seen)
+        with self.assertRaises(TypeError):
+            ds.with_transform(3)
+        del got
+
     def test_without_tracking_the_state_is_the_loaders(self):
         svc = self.service(make_batches(5))
         ds = self.dataset(svc)

@@ -53,6 +53,10 @@ class StokerDataset(torch.utils.data.IterableDataset):
       and so on), which under a prefetching framework is not ``loader.last_meta`` (the batch fetched
       ahead).
 
+    * :meth:`with_transform`: ``fn(batch, meta)`` applied to each batch as it is yielded, with that batch's
+      own metadata — the place for a packed job's adapter (``stoker.packing.for_hf_flash_attention`` and
+      the others), which needs the pack's ``cu_seqlens`` while ``loader.last_meta`` is still that batch's.
+
     A DataLoader worker (``num_workers`` ≥ 1) is refused with StokerError, as by TorchIterableDataset:
     the state must live in the main process. Use :func:`stoker_dataloader` to build the DataLoader.
     """
@@ -76,6 +80,7 @@ class StokerDataset(torch.utils.data.IterableDataset):
         self._ahead = collections.deque()      # (state, meta) of each yielded batch not yet consumed
         #: batches marked consumed since this dataset was made
         self.consumed_batches = 0
+        self._transform = None
 
     @classmethod
     def from_socket(cls, address=None, *, rank: Optional[int] = None, world_size: Optional[int] = None,
@@ -94,6 +99,15 @@ class StokerDataset(torch.utils.data.IterableDataset):
         service still starting; ``as_torch`` defaults to True), read at each ``iter()``."""
         loader_kwargs.setdefault("as_torch", True)
         return cls(functools.partial(Loader.from_env, **loader_kwargs))
+
+    def with_transform(self, fn: Optional[Callable]) -> "StokerDataset":
+        """Each batch is yielded as ``fn(batch, meta)`` (``meta``: the batch's own :class:`~stoker.BatchMeta`), e.g.
+        ``functools.partial(stoker.packing.for_hf_sdpa, dtype=torch.bfloat16)``; None yields batches as they are.
+        Returns this dataset."""
+        if fn is not None and not callable(fn):
+            raise TypeError(f"with_transform needs a callable (batch, meta) -> batch, got {type(fn).__name__}")
+        self._transform = fn
+        return self
 
     # ------------------------------------------------------------------ iteration
 
@@ -129,6 +143,8 @@ class StokerDataset(torch.utils.data.IterableDataset):
                                           f"Trainer / Lightning glue does; a loop of your own should not "
                                           f"turn tracking on)")
                     self._ahead.append((loader.state_dict(), loader.last_meta))
+                if self._transform is not None:
+                    batch = self._transform(batch, loader.last_meta)
                 yield batch
         finally:
             if owned:

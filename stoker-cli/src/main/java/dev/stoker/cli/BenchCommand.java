@@ -18,7 +18,7 @@ import picocli.CommandLine.Spec;
 /** {@code stoker bench …}: whole-pipeline benchmarks, plans of stoker-bench (kernels are JMH: {@code ./stoker jmh}). */
 @Command(name = "bench", mixinStandardHelpOptions = true, sortOptions = false, description = "Benchmarks of whole pipelines.",
         subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, LadderCommand.class, HandoffCommand.class,
-                FlightCommand.class, SoakCommand.class, ClusterCommand.class, WireCommand.class, IndexCommand.class})
+                FlightCommand.class, SoakCommand.class, ClusterCommand.class, WireCommand.class, IndexCommand.class, PackingCommand.class})
 final class BenchCommand {
     /** What a benchmark that runs a feed takes of NodeConfig: the processor, the data and the store. */
     static final List<ConfigKey<?>> FEED_SETTINGS =

@@ -8,15 +8,10 @@ import dev.stoker.pipeline.validate.LengthIndex;
 import dev.stoker.pipeline.feed.DataSources;
 import dev.stoker.source.SampleRecords;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.PrintWriter;
-import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.security.DigestInputStream;
-import java.security.MessageDigest;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -73,7 +68,7 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
             var report = DatasetValidator.validate(records, source, tokenizer, settings);
             report.print(out);
             var index = LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(options, tokenizerId(tokenizerFile)),
-                    report.lengths());
+                    report.lengths(), report.imagePatches());
             Path file = index.write(dir);
             out.println("length index: " + file);
             out.println(report.summaryJson(file));
@@ -95,27 +90,9 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         return e.getMessage() != null ? e.getMessage() : e.toString();
     }
 
-    /** The index cache's folder: the length index lives beside the record indexes. */
-    private static Path defaultLengthsDir(NodeConfig config) {
-        var cache = config.indexCache();
-        return cache != null ? cache.dir() : Path.of(System.getProperty("user.home"), ".cache", "stoker", "index");
-    }
+    /** The index cache's folder: the length index lives beside the record indexes ({@link NodeConfig#lengthsDir()}). */
+    private static Path defaultLengthsDir(NodeConfig config) { return config.lengthsDir(); }
 
-    /** "bundled", or the SHA-256 of the tokenizer file: a different tokenizer gives other lengths. */
-    static String tokenizerId(Path file) throws IOException {
-        if (file == null) return "bundled";
-        try (InputStream in = new DigestInputStream(Files.newInputStream(file), sha256())) {
-            var d = (DigestInputStream) in;
-            in.transferTo(java.io.OutputStream.nullOutputStream());
-            return "sha256:" + HexFormat.of().formatHex(d.getMessageDigest().digest());
-        }
-    }
-
-    private static MessageDigest sha256() {
-        try {
-            return MessageDigest.getInstance("SHA-256");
-        } catch (java.security.NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
-        }
-    }
+    /** "bundled", or the SHA-256 of the tokenizer file: a different tokenizer gives other lengths ({@link LengthIndex#tokenizerId}). */
+    static String tokenizerId(Path file) throws IOException { return LengthIndex.tokenizerId(file); }
 }

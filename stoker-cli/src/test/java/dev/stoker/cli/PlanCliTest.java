@@ -96,4 +96,84 @@ class PlanCliTest {
         assertEquals(0, r.status(), r.err());
         return r.out().lines().toList();
     }
+
+    /**
+     * {@code plan --pack-tokens N}: each sample's pack. Over the first epoch every sample the feed keeps is in exactly one
+     * pack, no pack exceeds N tokens (the dummy image's included), a segment's tokens are the sample's input_ids length
+     * (the validator's, which equals the encoder's), a step's line sums its ranks' segments; the plan is the same with
+     * the shapes measured in-process and with validate's length index, and its tail by --start-step.
+     */
+    @Test
+    void aPackedPlanShowsEachSamplesPack() throws Exception {
+        Path data = dev.stoker.testkit.SmallJpegDataset.write(tmp.resolve("ds"), 60, 11);
+        Path lengths = tmp.resolve("lengths");
+        String[] job = {"plan", "--data", data.toString(), "--ranks", "3", "--pack-tokens", "1024", "--max-pixels", "50176", "--seed", "7",
+                "--threads", "1", "--lengths-dir", lengths.toString()};
+        var measured = CliRunner.run(concat(job, "--steps", "6"));
+        assertEquals(0, measured.status(), measured.err());
+        assertTrue(measured.err().contains("measured from image headers"), measured.err());
+        var validate = CliRunner.run("validate", "--data", data.toString(), "--max-pixels", "50176", "--threads", "1", "--lengths-dir",
+                lengths.toString());
+        assertEquals(0, validate.status(), validate.err());
+        var index = dev.stoker.pipeline.validate.LengthIndex.read(Path.of(new ObjectMapper().readTree(validate.lastStdoutLine())
+                .get("length_index").asText()));
+        var loaded = CliRunner.run(concat(job, "--steps", "6"));
+        assertEquals(0, loaded.status(), loaded.err());
+        assertTrue(loaded.err().contains("from stoker validate's length index"), loaded.err());
+        assertEquals(measured.out(), loaded.out(), "the same plan from the length index as from the headers");
+        var tail = CliRunner.run(concat(job, "--steps", "2", "--start-step", "4"));
+        var lines = loaded.out().lines().toList();
+        int fourth = 0;
+        while (!lines.get(fourth).startsWith("{\"step\":4,")) fourth++;
+        assertEquals(lines.subList(fourth, lines.size()), tail.out().lines().toList(), "the tail from step 4");
+
+        var json = new ObjectMapper();
+        var perStep = new ArrayList<List<Integer>>();
+        var current = new ArrayList<Integer>();
+        int[] rankTokens = new int[3];
+        for (String line : lines) {
+            var n = json.readTree(line);
+            if (n.has("segment")) {
+                int sample = n.get("sample").asInt();
+                if (sample >= 0) {
+                    current.add(sample);
+                    assertEquals(index.lengths()[sample], n.get("tokens").asInt(), line);
+                    assertEquals(index.patches(sample), n.get("patches").asLong(), line);
+                }
+                rankTokens[n.get("rank").asInt()] += n.get("tokens").asInt();
+                assertTrue(n.get("cost").asDouble() > 0, line);
+            } else {
+                assertTrue(n.has("costs") && n.has("imbalance") && n.has("filtered"), line);
+                for (int r = 0; r < 3; r++) {
+                    assertEquals(rankTokens[r], n.get("tokens").get(r).asInt(), "step " + perStep.size() + " rank " + r + ": " + line);
+                    assertTrue(rankTokens[r] > 0 && rankTokens[r] <= 1024, "within --pack-tokens: " + line);
+                }
+                assertTrue(n.get("imbalance").asDouble() >= 1, line);
+                java.util.Arrays.fill(rankTokens, 0);
+                perStep.add(List.copyOf(current));
+                current.clear();
+            }
+        }
+        assertEquals(6, perStep.size());
+        // the first epoch: the steps before the first that repeats a sample; every kept sample once, but for a tail of
+        // fewer than --ranks samples that could not fill a step
+        var epoch0 = new HashSet<Integer>();
+        int step = 0;
+        for (; step < perStep.size() && perStep.get(step).stream().noneMatch(epoch0::contains); step++) {
+            assertEquals(perStep.get(step).size(), new HashSet<>(perStep.get(step)).size(), "a sample twice in step " + step);
+            epoch0.addAll(perStep.get(step));
+        }
+        assertTrue(step < perStep.size(), "6 steps of ~3000 tokens go past an epoch of 60 short samples");
+        long kept = java.util.stream.IntStream.range(0, 60).filter(i -> index.lengths()[i] > 0).count();
+        assertTrue(epoch0.size() <= kept && epoch0.size() > kept - 3, epoch0.size() + " of " + kept + " kept samples in the first epoch");
+        for (int i : epoch0) assertTrue(index.lengths()[i] > 0, "sample " + i + " is one the feed keeps");
+        var batch = CliRunner.run(concat(job, "--steps", "1", "--batch", "4"));
+        assertTrue(batch.status() != 0 && batch.err().contains("--batch does not apply with --pack-tokens"), batch.err());
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        var all = new ArrayList<>(Arrays.asList(a));
+        all.addAll(Arrays.asList(b));
+        return all.toArray(String[]::new);
+    }
 }

@@ -47,6 +47,9 @@ public final class ClusteredNode {
     static void checkCoordinator(NodeConfig config) {
         if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
         if (config.startStep() != 0) throw new ConfigException("--start-step is not supported with --join yet");
+        if (config.packed())
+            throw new ConfigException("--pack-tokens is not supported with --join yet: a cluster job's workers make padded batches "
+                    + "of --batch samples; pack on the nodes' own services (stoker serve / stoker launch, one per node)");
         if (config.get(NodeConfig.FLIGHT) != null)
             throw new ConfigException("--flight is not used with --join: every node lends its batches over its own Flight endpoint "
                     + "(--flight-port), and ranks on other nodes connect to their node's socket");

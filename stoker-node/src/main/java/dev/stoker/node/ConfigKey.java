@@ -97,6 +97,25 @@ public record ConfigKey<T>(String name, Group group, String label, Kind kind, Fu
         };
     }
 
+    /** A positive finite number, plain or with an exponent ({@code 3087564800}, {@code 3.1e9}). */
+    static Function<String, Double> positive() {
+        return s -> {
+            double v;
+            try {
+                v = Double.parseDouble(s);
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("'" + s + "' is not a number");
+            }
+            if (!(v > 0) || Double.isInfinite(v)) throw new IllegalArgumentException("must be a positive number, got " + s);
+            return v;
+        };
+    }
+
+    /** A number as {@link #positive} reads it back: a whole one without exponent or fraction ({@code 3087564800}). */
+    static String formatNumber(Double v) {
+        return v == Math.rint(v) && Math.abs(v) < 1e18 ? String.valueOf(v.longValue()) : String.valueOf(v);
+    }
+
     /** A byte count with an optional binary suffix ({@code 65536}, {@code 512M}, {@code 4G}); IllegalArgumentException says what is wrong. */
     public static long parseBytes(String text) { return bytes(0).apply(text.strip()); }
 

@@ -29,6 +29,8 @@ import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.RankRange;
 import dev.stoker.pipeline.model.ModelFolder;
+import dev.stoker.pipeline.pack.PackCost;
+import dev.stoker.pipeline.pack.PackPlanner;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
@@ -158,7 +160,37 @@ public final class NodeConfig {
     public static final ConfigKey<Integer> RANKS = key("ranks", DATA, "R", NUMBER, ConfigKey.integer(1, 1 << 16), String::valueOf, 1, null,
             "Trainer ranks (world size).");
     public static final ConfigKey<Integer> BATCH = key("batch", DATA, "B", NUMBER, ConfigKey.integer(1, 1 << 20), String::valueOf, 8, null,
-            "Samples per rank and step.");
+            "Samples per rank and step. Not with --pack-tokens: a packed step takes a variable number of samples.");
+    public static final ConfigKey<Integer> PACK_TOKENS = key("pack-tokens", DATA, "N", NUMBER, ConfigKey.integer(0, 1 << 24),
+            String::valueOf, 0, null, "Pack each step: one row per rank of whole samples, at most N tokens (no padding computed), the "
+                    + "samples of the global order dealt to the ranks so that their predicted cost is even (--balance); a step then "
+                    + "takes a variable number of samples, so --batch does not apply. 0: off (batches of --batch padded samples).");
+    public static final ConfigKey<Integer> PACK_PATCHES = key("pack-patches", DATA, "P", NUMBER, ConfigKey.integer(0, 1 << 28),
+            String::valueOf, 0, null, "With --pack-tokens: at most P vision patches (pixel_values rows) per pack; 0: no limit but "
+                    + "what --pack-tokens implies.");
+    public static final ConfigKey<PackPlanner.Balance> BALANCE = key("balance", DATA, "WHAT", TEXT,
+            ConfigKey.enumOf(PackPlanner.Balance.class), ConfigKey::cliName, PackPlanner.Balance.COST, null,
+            "With --pack-tokens: cost evens the predicted compute of the ranks' packs (the cost model, --cost-*), so that no rank "
+                    + "waits for another at the all-reduce; count evens only their sample counts.");
+    public static final ConfigKey<Integer> PACK_PAD_TO = key("pack-pad-to", DATA, "M", NUMBER, ConfigKey.integer(1, 1 << 16),
+            String::valueOf, 1, null, "With --pack-tokens: pad each row at its tail to a multiple of M tokens (8 or 64 suit tensor "
+                    + "cores); --pack-tokens must be a multiple of it. 1: no pad.");
+    private static final String COST_DEFAULT = "the model's (--model), else the family's smallest published model (docs/packing.md)";
+    public static final ConfigKey<Double> COST_LLM_PARAMS = key("cost-llm-params", DATA, "N", NUMBER, ConfigKey.positive(),
+            ConfigKey::formatNumber, null, COST_DEFAULT, "Cost model: matrix-multiply weights each LLM token goes through (e.g. 3.1e9).");
+    public static final ConfigKey<Integer> COST_LLM_LAYERS = key("cost-llm-layers", DATA, "N", NUMBER, ConfigKey.integer(1, 1 << 16),
+            String::valueOf, null, COST_DEFAULT, "Cost model: LLM decoder layers (the quadratic attention term).");
+    public static final ConfigKey<Integer> COST_LLM_ATTENTION_WIDTH = key("cost-llm-attention-width", DATA, "N", NUMBER,
+            ConfigKey.integer(1, 1 << 24), String::valueOf, null, COST_DEFAULT, "Cost model: LLM attention heads × head dimension.");
+    public static final ConfigKey<Double> COST_VIT_PARAMS = key("cost-vit-params", DATA, "N", NUMBER, ConfigKey.positive(),
+            ConfigKey::formatNumber, null, COST_DEFAULT, "Cost model: matrix-multiply weights each vision patch goes through.");
+    public static final ConfigKey<Integer> COST_VIT_ATTENTION_LAYERS = key("cost-vit-attention-layers", DATA, "N", NUMBER,
+            ConfigKey.integer(0, 1 << 16), String::valueOf, null, COST_DEFAULT, "Cost model: ViT layers with full attention over the "
+                    + "image (the quadratic term; Qwen2.5-VL: its 4 full-attention layers).");
+    public static final ConfigKey<Integer> COST_VIT_HIDDEN = key("cost-vit-hidden", DATA, "N", NUMBER, ConfigKey.integer(1, 1 << 24),
+            String::valueOf, null, COST_DEFAULT, "Cost model: ViT hidden size.");
+    public static final ConfigKey<Boolean> COST_VISION_TRAINED = key("cost-vision-trained", DATA, "BOOL", TEXT, ConfigKey.flag(),
+            String::valueOf, true, null, "Cost model: whether the vision tower is trained (false: frozen, its backward pass not counted).");
     public static final ConfigKey<Long> SEED = key("seed", DATA, "N", NUMBER, ConfigKey.longInt(Long.MIN_VALUE, Long.MAX_VALUE),
             String::valueOf, FeedConfig.SEED_DEFAULT, null, "Shuffle seed.");
     public static final ConfigKey<Integer> THREADS = key("threads", DATA, "N", NUMBER, ConfigKey.integer(1, 4096), String::valueOf, null,
@@ -383,6 +415,15 @@ public final class NodeConfig {
     }
 
     /**
+     * Where {@code stoker validate} writes the length index by default and a packed job looks for it: the index cache's
+     * folder ({@link #indexCache()}), or {@code ~/.cache/stoker/index} when the cache is off.
+     */
+    public Path lengthsDir() {
+        var cache = indexCache();
+        return cache != null ? cache.dir() : Path.of(System.getProperty("user.home"), ".cache", "stoker", "index");
+    }
+
+    /**
      * The job's sources: those of {@code sources}, or the one {@code --data} (weight {@code --weight}, default 1);
      * each without its own image root takes {@code --image-root}. Empty when no data is given.
      */
@@ -512,8 +553,55 @@ public final class NodeConfig {
         return FeedConfig.of(mode, encodeOptions(), ranks(), batch()).withSeed(seed()).withCpuThreads(threads())
                 .withFetchConcurrency(get(FETCH_CONCURRENCY)).withPrefetch(get(PREFETCH_BATCHES), get(PREFETCH_BYTES))
                 .withWarmUp(get(WARM_UP_MS)).withErrorPolicy(get(ON_ERROR), get(MAX_ERROR_RATE)).withErrorsFile(get(ERRORS_FILE))
-                .withLocalRanks(localRanks());
+                .withLocalRanks(localRanks()).withPacking(packing());
     }
+
+    /** Whether steps are packed ({@code --pack-tokens N}, N > 0). */
+    public boolean packed() { return get(PACK_TOKENS) > 0; }
+
+    /**
+     * Packing and balance as configured ({@link FeedConfig.Packing#OFF} without {@code --pack-tokens}), with the cost model
+     * ({@link #packCost()}).
+     */
+    public FeedConfig.Packing packing() {
+        if (!packed()) return FeedConfig.Packing.OFF;
+        try {
+            return new FeedConfig.Packing(get(PACK_TOKENS), get(PACK_PATCHES), get(BALANCE), get(PACK_PAD_TO), packCost());
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--pack-tokens/--pack-pad-to: " + e.getMessage());
+        }
+    }
+
+    /**
+     * The cost model a packed job balances: the model folder's ({@code --model}: {@link PackCost#fromModelFolder}), else the
+     * family's smallest published model ({@link PackCost#forFamily}), each constant a {@code --cost-*} option gives put in
+     * its place (all six numbers given: the model folder is not read for them).
+     */
+    public PackCost packCost() {
+        boolean all = isGiven(COST_LLM_PARAMS) && isGiven(COST_LLM_LAYERS) && isGiven(COST_LLM_ATTENTION_WIDTH) && isGiven(COST_VIT_PARAMS)
+                && isGiven(COST_VIT_ATTENTION_LAYERS) && isGiven(COST_VIT_HIDDEN);
+        PackCost base;
+        try {
+            base = model != null && !all ? PackCost.fromModelFolder(model.dir()) : PackCost.forFamily(processor());
+        } catch (ModelFolder.ModelFolderException e) {
+            throw new ConfigException("--model (the cost model of a packed job): " + e.getMessage() + "; or give every --cost-* option");
+        }
+        try {
+            return new PackCost(or(COST_LLM_PARAMS, base.llmParams()), or(COST_LLM_LAYERS, base.llmLayers()),
+                    or(COST_LLM_ATTENTION_WIDTH, base.llmAttentionWidth()), or(COST_VIT_PARAMS, base.vitParams()),
+                    or(COST_VIT_ATTENTION_LAYERS, base.vitAttentionLayers()), or(COST_VIT_HIDDEN, base.vitHidden()),
+                    or(COST_VISION_TRAINED, base.visionTrained()));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--cost-*: " + e.getMessage());
+        }
+    }
+
+    /** The value of {@code key} when given, else {@code fallback}. */
+    private <T> T or(ConfigKey<T> key, T fallback) { return isGiven(key) ? get(key) : fallback; }
+
+    /** The settings that mean something only with --pack-tokens. */
+    private static final List<ConfigKey<?>> PACK_ONLY = List.of(PACK_PATCHES, BALANCE, PACK_PAD_TO, COST_LLM_PARAMS, COST_LLM_LAYERS,
+            COST_LLM_ATTENTION_WIDTH, COST_VIT_PARAMS, COST_VIT_ATTENTION_LAYERS, COST_VIT_HIDDEN, COST_VISION_TRAINED);
 
     /** The local job's store. */
     public StoreConfig storeConfig() {
@@ -534,7 +622,7 @@ public final class NodeConfig {
     }
 
     /** Bytes of one batch of single-image samples at the pixel cap (what a batch usually takes at most). */
-    public long oneBatchBytes() { return batch() * encodeOptions().maxPixelBytesPerImage(); }
+    public long oneBatchBytes() { return packed() ? largestBatchBytes() : batch() * encodeOptions().maxPixelBytesPerImage(); }
 
     /**
      * Leases a trainer may hold at once: the plain {@code for batch in loader:} loop holds batch k
@@ -543,13 +631,16 @@ public final class NodeConfig {
     public static final int LEASES_PER_TRAINER = 2;
 
     /**
-     * Bytes of the largest batch this configuration can make: every sample at the sequence limit and
+     * Bytes of the largest batch this configuration can make (a packed job's: the largest pack,
+     * {@link dev.stoker.pipeline.batch.PackAssembler#largestPackBytes}): every sample at the sequence limit and
      * carrying the most pixels it may ({@link EncodeOptions#maxPixelsPerSample}); -1 when unbounded
      * (no --max-seq-len). A text-only batch with the dummy image ({@code --text-only dummy-image}) is smaller: its
      * few tokens past the limit weigh far less than the pixels of an image per sample counted here.
      */
     public long largestBatchBytes() {
         var options = encodeOptions();
+        if (packed()) // a pack: at most --pack-tokens tokens, as many of them image tokens as --pack-patches allows
+            return dev.stoker.pipeline.batch.PackAssembler.largestPackBytes(options, get(PACK_TOKENS), get(PACK_PATCHES), get(PACK_PAD_TO));
         long pixels = options.maxPixelsPerSample();
         int length = get(MAX_SEQ_LEN);
         if (pixels < 0 || length == 0) return -1;
@@ -735,6 +826,13 @@ public final class NodeConfig {
 
         public Builder batch(int b) { return set(BATCH, b); }
 
+        /** Packed steps of at most {@code tokens} tokens per rank ({@code --pack-tokens}; 0: off). */
+        public Builder packTokens(int tokens) { return set(PACK_TOKENS, tokens); }
+
+        public Builder packPatches(int patches) { return set(PACK_PATCHES, patches); }
+
+        public Builder balance(PackPlanner.Balance b) { return set(BALANCE, b); }
+
         public Builder seed(long s) { return set(SEED, s); }
 
         public Builder threads(int n) { return set(THREADS, n); }
@@ -779,6 +877,12 @@ public final class NodeConfig {
             if (given.contains(WEIGHT) && !given.contains(DATA_KEY))
                 throw new ConfigException("--weight goes with the --data before it");
             config.sources(); // every source's data and weight well formed
+            if (config.packed() && given.contains(BATCH))
+                throw new ConfigException("a packed step takes a variable number of samples: --batch does not apply with --pack-tokens");
+            if (!config.packed())
+                for (var k : PACK_ONLY)
+                    if (given.contains(k)) throw new ConfigException(k.option() + " goes with --pack-tokens N (N > 0: packing on)");
+            config.packing(); // N a multiple of M
             boolean flight = config.get(FLIGHT) != null;
             if (!flight && (given.contains(FLIGHT_TOKEN_FILE) || given.contains(FLIGHT_TLS_CERT) || given.contains(FLIGHT_TLS_KEY)))
                 throw new ConfigException("--flight-token-file and --flight-tls-* need --flight");

@@ -60,6 +60,52 @@ public final class NodeFeeds implements AutoCloseable {
     public NodeConfig config() { return config; }
 
     /**
+     * The pack planner of a packed job of {@code config} over {@code records} and their {@code shapes}: the job's global
+     * order ({@link Feeder#schedule}: seed, sources, mix), {@code --ranks} packs per step within {@code --pack-tokens} and
+     * {@code --pack-patches}, balanced as {@code --balance} says by the cost model of {@link NodeConfig#packing()}, a pack
+     * without an image in a step with one getting the dummy image of the job's processing
+     * ({@link dev.stoker.pipeline.batch.DummyImage}).
+     */
+    public static dev.stoker.pipeline.pack.PackPlanner packPlanner(NodeConfig config, dev.stoker.source.SampleRecords records,
+                                                                  dev.stoker.pipeline.pack.ShapeIndex shapes) {
+        var packing = config.packing();
+        if (!packing.on()) throw new ConfigException("--pack-tokens N is needed for a packed plan");
+        var feedConfig = config.feedConfig(FeedMode.PREFETCH);
+        try {
+            return dev.stoker.pipeline.feed.PackedFeed.planner(feedConfig, Feeder.schedule(feedConfig, records), shapes);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(e.getMessage());
+        }
+    }
+
+    /**
+     * The shapes of {@code records} (read from {@code source}) that a packed job of {@code config} plans with, known
+     * without decoding: from the length index {@code stoker validate} wrote for these records and settings in
+     * {@code lengthsDir} (null: {@link NodeConfig#lengthsDir()}), else measured in-process on {@link NodeConfig#threads()}
+     * threads (validate's scan). {@code say} is told which, in one line.
+     *
+     * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
+     */
+    public static dev.stoker.pipeline.pack.ShapeIndex shapes(NodeConfig config, FeedSource source, dev.stoker.source.SampleRecords records,
+                                                            QwenTokenizer tokenizer, Path lengthsDir,
+                                                            java.util.function.Consumer<String> say)
+            throws IOException, InterruptedException {
+        Path dir = lengthsDir != null ? lengthsDir : config.lengthsDir();
+        var options = config.encodeOptions();
+        var loaded = dev.stoker.pipeline.pack.ShapeIndexes.load(dir, records, options,
+                dev.stoker.pipeline.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
+        if (loaded != null) {
+            say.accept("shapes: " + records.size() + " records from stoker validate's length index in " + dir);
+            return loaded;
+        }
+        long t0 = System.nanoTime();
+        var measured = dev.stoker.pipeline.pack.ShapeIndexes.measure(records, source, tokenizer, options, config.threads());
+        say.accept(String.format(java.util.Locale.ROOT, "shapes: %d records measured from image headers in %.1f s (no length index for "
+                + "these settings in %s: stoker validate writes one)", records.size(), (System.nanoTime() - t0) / 1e9, dir));
+        return measured;
+    }
+
+    /**
      * The size server and trainers prepare their buffers for: twice a batch of single-image samples at
      * the pixel cap (multi-image samples need headroom), at most the prefetch bytes.
      */
@@ -81,11 +127,14 @@ public final class NodeFeeds implements AutoCloseable {
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
                 store.prewarm(expected, config.localRanks().count() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
             }
-            var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep());
+            // a packed job's shapes: validate's length index when there is one for these settings, else measured at start
+            dev.stoker.pipeline.feed.PackedFeed.ShapeSource shapes = !config.packed() ? null
+                    : (records, source) -> shapes(config, source, records, tokenizer, null, line -> System.err.println("stoker: " + line));
+            var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep(), shapes);
             var reopenStore = store;
             return new RankLedger(feeder, store, expected, config.steps(), (at, step) -> {
                 try {
-                    return Feeder.open(openSources(), feedConfig.withStart(at, step), tokenizer, reopenStore, -1);
+                    return Feeder.open(openSources(), feedConfig.withStart(at, step), tokenizer, reopenStore, -1, shapes);
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }

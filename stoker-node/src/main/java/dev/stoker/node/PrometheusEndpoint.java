@@ -3,9 +3,11 @@ package dev.stoker.node;
 import com.sun.net.httpserver.HttpServer;
 import dev.stoker.pipeline.feed.BottleneckVerdict;
 import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.pipeline.feed.PackStats;
 import dev.stoker.store.ShmObjectStore;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.IOException;
@@ -13,6 +15,7 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.Executors;
+import java.util.function.Function;
 import java.util.function.ToDoubleFunction;
 
 /**
@@ -29,7 +32,11 @@ import java.util.function.ToDoubleFunction;
  * the rank first asks: {@code stoker_trainer_wait_ratio{rank}} (whole run), {@code
  * stoker_trainer_recent_wait_ratio{rank}}, {@code stoker_trainer_steps_reported_total{rank}}, {@code
  * stoker_trainer_wait_seconds_total{rank}} and {@code stoker_trainer_step_seconds_total{rank}}; the
- * bottleneck verdict uses their wait ratio once they have reported.
+ * bottleneck verdict uses their wait ratio once they have reported. A packed job ({@code --pack-tokens}) gets, from its
+ * first packed step on, the figures of its last step: {@code stoker_pack_imbalance} (max / mean predicted rank cost),
+ * {@code stoker_pack_padding_fraction} (1 − real tokens / (R·N)) and {@code stoker_pack_step_cost{rank}} (the predicted
+ * cost of each rank's pack, every rank of the world: the plan is shared), and the counters
+ * {@code stoker_pack_steps_total} and {@code stoker_pack_samples_total}; an unpacked job has none of these series.
  *
  * <p>Threading: scrapes run on one server thread.
  */
@@ -43,6 +50,8 @@ public final class PrometheusEndpoint implements AutoCloseable {
     private volatile java.util.Map<Integer, TrainerTimings.RankFigures> trainers = java.util.Map.of();
     /** Ranks whose trainer meters are registered; only the scrape thread (and the constructor) adds. */
     private final java.util.Set<Integer> trainerRanks = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** Whether the pack meters are registered (from the first packed step on); only the scrape thread (and the constructor) sets it. */
+    private volatile boolean packMeters;
     /** The causes that have a series, as kind, stage and reason; only the scrape thread (and the constructor) adds. */
     private final java.util.Set<java.util.List<String>> causes = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
@@ -123,6 +132,11 @@ public final class PrometheusEndpoint implements AutoCloseable {
         for (var r : service.timings().ranks()) byRank.put(r.rank(), r);
         trainers = byRank;
         for (int rank : byRank.keySet()) if (trainerRanks.add(rank)) registerTrainer(rank);
+        var pack = snapshot.pack();
+        if (pack != null && !packMeters) {
+            packMeters = true;
+            packMeters(registry, this, m -> m.snapshot.pack(), pack.ranks());
+        }
         for (var c : snapshot.skippedByCause()) {
             var key = java.util.List.of(c.kind(), c.stage(), c.reason());
             if (!causes.add(key)) continue;
@@ -149,6 +163,41 @@ public final class PrometheusEndpoint implements AutoCloseable {
                 .description("time the trainer was blocked waiting for batches").tag("rank", tag).register(registry);
         FunctionCounter.builder("stoker.trainer.step.seconds", this, m -> figure(m, rank, f -> f.stepNanos() / 1e9))
                 .description("time the trainer computed between batches").tag("rank", tag).register(registry);
+    }
+
+    /**
+     * Registers a packed job's meters on {@code registry}, reading {@code pack} of {@code state} (held weakly, as Micrometer
+     * holds a meter's object: the caller keeps it) at each scrape: the last step's imbalance, padding fraction and
+     * predicted cost of each of {@code ranks} ranks, and the counts of packed steps and of samples in them. A rank the
+     * last step does not have reads NaN.
+     */
+    static <T> void packMeters(MeterRegistry registry, T state, Function<T, PackStats.Summary> pack, int ranks) {
+        Gauge.builder("stoker.pack.imbalance", state, m -> last(pack.apply(m), s -> s.series().imbalance()))
+                .description("the last packed step's max / mean predicted rank cost (1: even)").register(registry);
+        Gauge.builder("stoker.pack.padding.fraction", state, m -> last(pack.apply(m), s -> s.series().paddingFraction()))
+                .description("the last packed step's padding: 1 - real tokens / (ranks x --pack-tokens)").register(registry);
+        for (int r = 0; r < ranks; r++) {
+            int at = r;
+            Gauge.builder("stoker.pack.step.cost", state, m -> {
+                        var s = pack.apply(m);
+                        return s == null || at >= s.lastCosts().length ? Double.NaN : s.lastCosts()[at];
+                    }).description("the predicted cost (training FLOPs) of the rank's pack in the last packed step").tag("rank", Integer.toString(r))
+                    .register(registry);
+        }
+        FunctionCounter.builder("stoker.pack.steps", state, m -> {
+                    var s = pack.apply(m);
+                    return s == null ? 0 : s.steps();
+                }).description("packed steps planned and taken").register(registry);
+        FunctionCounter.builder("stoker.pack.samples", state, m -> {
+                    var s = pack.apply(m);
+                    return s == null ? 0 : s.samples();
+                }).description("samples in the packs of those steps").register(registry);
+    }
+
+    private static double last(PackStats.Summary s, Function<PackStats.Summary, double[]> column) {
+        if (s == null) return Double.NaN;
+        double[] v = column.apply(s);
+        return v.length == 0 ? Double.NaN : v[v.length - 1];
     }
 
     private static double figure(PrometheusEndpoint m, int rank, ToDoubleFunction<TrainerTimings.RankFigures> value) {

@@ -15,7 +15,8 @@ import java.util.function.Supplier;
 /**
  * A one-line live status on stderr for long runs, rewritten in place every second: samples/s,
  * delivered batches, buffered batches, skipped samples (errors and filtered, each with its most common
- * causes) when there are any, the trainers' wait ratio when known, the verdict kind, and an ETA when
+ * causes) when there are any, a packed job's imbalance and padding fraction
+ * ({@code imbalance 1.02 pad 3.1%}, its recent steps), the trainers' wait ratio when known, the verdict kind, and an ETA when
  * the total is known. Completely quiet when the console is not a terminal or when the
  * environment variable {@code CI} is set.
  *
@@ -44,13 +45,23 @@ public final class StatusLine implements AutoCloseable {
      * @param errorSamples     broken samples skipped so far
      * @param filteredSamples  samples dropped by a limit (--max-seq-len, --max-images) so far
      * @param causes           the skipped samples by cause, the most common first ({@link FeedErrors#counts()})
+     * @param sources          per source of a mix, its share of what was delivered
+     * @param pack             a packed job's recent imbalance and padding fraction; null when the job is not packed
      */
     public record Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
                   String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
-                  List<FeedMetrics.Source> sources) {
+                  List<FeedMetrics.Source> sources, Packing pack) {
         public Sample {
             causes = List.copyOf(causes);
             sources = List.copyOf(sources);
+        }
+
+        /** A sample of an unpacked feed. */
+        public Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
+                      String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
+                      List<FeedMetrics.Source> sources) {
+            this(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples, filteredSamples,
+                    causes, sources, null);
         }
 
         /** A sample of a feed of one source. */
@@ -77,10 +88,18 @@ public final class StatusLine implements AutoCloseable {
 
         /** The figures of a feed's counters {@code m} now, with the trainers' wait ratio as they reported it (empty: unknown). */
         public static Sample of(FeedMetrics.Snapshot m, String verdict, long totalBatches, OptionalDouble waitRatio) {
+            var p = m.pack();
             return new Sample(System.nanoTime(), m.deliveredSamples(), m.deliveredBatches(), m.bufferedBatches(), waitRatio,
-                    verdict, totalBatches, m.errorSamples(), m.filteredSamples(), m.skippedByCause(), m.sources());
+                    verdict, totalBatches, m.errorSamples(), m.filteredSamples(), m.skippedByCause(), m.sources(),
+                    p == null ? null : new Packing(p.recentImbalance(), p.recentPaddingFraction()));
         }
     }
+
+    /**
+     * A packed job's figures on the line: over its recent steps ({@code PackStats}' window), the mean max / mean predicted
+     * rank cost and the mean padding fraction (1 − real tokens / (R·N)).
+     */
+    public record Packing(double imbalance, double paddingFraction) {}
 
     /** Whether to show a status line at all: only on a terminal and never under CI. */
     static boolean enabled(boolean terminal, String ciEnv) {
@@ -110,6 +129,8 @@ public final class StatusLine implements AutoCloseable {
             sb.append(" | mix");
             for (var src : now.sources()) sb.append(' ').append(src.name()).append(String.format(Locale.ROOT, " %.0f%%", 100 * src.share()));
         }
+        if (now.pack() != null)
+            sb.append(String.format(Locale.ROOT, " | imbalance %.2f pad %.1f%%", now.pack().imbalance(), 100 * now.pack().paddingFraction()));
         now.waitRatio().ifPresent(w -> sb.append(" | wait ").append(String.format(Locale.ROOT, "%.0f%%", 100 * w)));
         if (now.verdict() != null && !now.verdict().isEmpty()) sb.append(" | ").append(now.verdict());
         if (now.totalBatches() >= 0) {

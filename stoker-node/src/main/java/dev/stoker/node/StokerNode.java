@@ -144,8 +144,13 @@ public final class StokerNode implements AutoCloseable {
         }
         var feeder = ledger.feeder();
         var local = config.localRanks();
-        log.accept(String.format(Locale.ROOT, "job %s, %d ranks%s × batch %d, mode %s, %s, pixels %s", config.job(), config.ranks(),
-                local.isAll(config.ranks()) ? "" : " (this node serves ranks " + local + ")", config.batch(), ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
+        var packing = config.packing();
+        String perRank = !packing.on() ? "batch " + config.batch()
+                : String.format(Locale.ROOT, "packs of at most %d tokens%s (balance %s, cost model %s)", packing.tokens(),
+                        packing.patches() > 0 ? " and " + packing.patches() + " patches" : "", ConfigKey.cliName(packing.balance()),
+                        packing.cost().describe());
+        log.accept(String.format(Locale.ROOT, "job %s, %d ranks%s × %s, mode %s, %s, pixels %s", config.job(), config.ranks(),
+                local.isAll(config.ranks()) ? "" : " (this node serves ranks " + local + ")", perRank, ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
                         + " (budget " + ledger.store().budgetBytes() + " bytes)" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
         var encode = config.encodeOptions();
         var transformers = config.get(NodeConfig.TRANSFORMERS);
@@ -153,8 +158,9 @@ public final class StokerNode implements AutoCloseable {
                 encode.vision().minPixels(), encode.vision().maxPixels(), encode.vision().patchSize(),
                 config.model() == null ? "" : ", model " + config.model().describe(), ConfigKey.cliName(encode.inputContract()),
                 transformers == null ? "no --transformers" : "transformers " + transformers));
-        log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
-                feeder.datasetSize(), feeder.schedule().stepsPerEpoch(), feeder.fingerprint()));
+        log.accept(String.format(Locale.ROOT, "data %s (%d samples, %s), fingerprint %016x", config.data(), feeder.datasetSize(),
+                packing.on() ? "a variable number per packed step" : feeder.schedule().stepsPerEpoch() + " steps per epoch",
+                feeder.fingerprint()));
         var failure = new CompletableFuture<RuntimeException>();
         feeder.errors().onFailure(failure::complete);
         ledger.failure().thenAccept(failure::complete);
@@ -190,6 +196,14 @@ public final class StokerNode implements AutoCloseable {
                     + "set --max-seq-len (and --max-images) for zero-copy");
         int ranks = config.localRanks().count(); // the store holds this node's ranks' batches only
         long need = config.rankNeedBytes(), budget = config.shmBudgetBytes(), share = budget / ranks;
+        if (share < need && config.packed())
+            throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks%s %d bytes, and a rank needs "
+                    + "%d: its trainer may hold %d packs while the next is filled, and the largest pack this configuration can make is "
+                    + "%d bytes (--pack-tokens %d, %s). Raise --shm-budget to %d, or lower --pack-tokens or set --pack-patches",
+                    budget, ranks, ranks == config.ranks() ? "" : " this node serves (--local-ranks " + config.localRanks() + ")", share,
+                    need, NodeConfig.LEASES_PER_TRAINER, largest, config.get(NodeConfig.PACK_TOKENS),
+                    config.get(NodeConfig.PACK_PATCHES) > 0 ? "--pack-patches " + config.get(NodeConfig.PACK_PATCHES)
+                            : "every token an image token", need * ranks));
         if (share < need)
             throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks%s %d bytes, and a rank needs "
                     + "%d: its trainer may hold %d batches while the next is filled, and the largest batch this configuration can make "

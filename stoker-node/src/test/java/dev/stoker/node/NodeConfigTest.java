@@ -12,6 +12,7 @@ import dev.stoker.pipeline.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedMode;
+import dev.stoker.pipeline.pack.PackPlanner;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -331,5 +332,69 @@ class NodeConfigTest {
         assertEquals(3, c.ranks());
         assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.fromYaml(tmp.resolve("none.yaml"))).getMessage()
                 .contains("no such file"));
+    }
+
+    /**
+     * Packing: --batch beside --pack-tokens is refused (a packed step takes a variable number of samples), a packing
+     * option without --pack-tokens too; N a multiple of --pack-pad-to; the options reach the feed's configuration and
+     * travel through the printed YAML and the job's JSON unchanged.
+     */
+    @Test
+    void packingOptionsAreCheckedReachTheFeedAndReadBackFromYaml() throws Exception {
+        var batch = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").packTokens(16384).batch(8).build());
+        assertEquals("a packed step takes a variable number of samples: --batch does not apply with --pack-tokens", batch.getMessage());
+        var alone = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").packPatches(4096).build());
+        assertEquals("--pack-patches goes with --pack-tokens N (N > 0: packing on)", alone.getMessage());
+        var cost = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set("cost-llm-layers", "28").build());
+        assertTrue(cost.getMessage().startsWith("--cost-llm-layers goes with --pack-tokens"), cost.getMessage());
+        var pad = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").packTokens(1000).set("pack-pad-to", "64").build());
+        assertTrue(pad.getMessage().contains("multiple of pad-to 64"), pad.getMessage());
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("balance", "even")).getMessage()
+                .startsWith("--balance: unknown value 'even'; expected one of cost, count"));
+        assertTrue(assertThrows(ConfigException.class, () -> NodeConfig.builder().set("cost-vit-params", "-1")).getMessage()
+                .contains("must be a positive number"));
+
+        var off = NodeConfig.builder().data("d.jsonl").build();
+        assertFalse(off.packed());
+        assertEquals(FeedConfig.Packing.OFF, off.feedConfig(FeedMode.ZERO_COPY).packing());
+        assertEquals(8, off.feedConfig(FeedMode.ZERO_COPY).batchSize(), "unpacked: --batch as before");
+
+        var config = NodeConfig.builder().data("d.jsonl").ranks(8).packTokens(16384).packPatches(20000)
+                .balance(PackPlanner.Balance.COUNT).set("pack-pad-to", "64").set("cost-llm-params", "3.1e9")
+                .set("cost-llm-layers", "36").set("cost-vit-params", "650000000").set("cost-vision-trained", "false").build();
+        var packing = config.feedConfig(FeedMode.ZERO_COPY).packing();
+        assertTrue(config.feedConfig(FeedMode.ZERO_COPY).packed());
+        var family = dev.stoker.pipeline.pack.PackCost.QWEN2_5_VL_3B;
+        assertEquals(new FeedConfig.Packing(16384, 20000, PackPlanner.Balance.COUNT, 64, new dev.stoker.pipeline.pack.PackCost(3.1e9, 36,
+                family.llmAttentionWidth(), 6.5e8, family.vitAttentionLayers(), family.vitHidden(), false)), packing,
+                "the constants given in the family's cost model, the others its own");
+        assertEquals(family, NodeConfig.builder().data("d").packTokens(64).build().packing().cost(), "qwen2.5-vl: Qwen2.5-VL-3B's");
+        assertEquals(dev.stoker.pipeline.pack.PackCost.QWEN3_VL_2B,
+                NodeConfig.builder().data("d").packTokens(64).processor(ProcessorPreset.QWEN3_VL).build().packing().cost());
+        // a model folder's config.json decides the cost model; one without the fields it needs is refused, unless every --cost-* is given
+        Path model = dev.stoker.testkit.ModelFolders.write(tmp.resolve("model"), "qwen2.5-vl", null);
+        var config25 = dev.stoker.testkit.ModelFolders.config("qwen2.5-vl").put("hidden_size", 2048).put("num_hidden_layers", 36)
+                .put("num_attention_heads", 16).put("num_key_value_heads", 2).put("intermediate_size", 11008).put("vocab_size", 151936);
+        Files.writeString(model.resolve("config.json"), config25.toString());
+        assertEquals(dev.stoker.pipeline.pack.PackCost.fromModelFolder(model),
+                NodeConfig.builder().data("d").packTokens(64).set(NodeConfig.MODEL, model).build().packing().cost());
+        Path trimmed = dev.stoker.testkit.ModelFolders.write(tmp.resolve("trimmed"), "qwen2.5-vl", null);
+        var refused = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d").packTokens(64).set(NodeConfig.MODEL, trimmed).build());
+        assertTrue(refused.getMessage().contains("hidden_size") && refused.getMessage().contains("give every --cost-* option"), refused.getMessage());
+        var given = NodeConfig.builder().data("d").packTokens(64).set(NodeConfig.MODEL, trimmed).set("cost-llm-params", "1e9")
+                .set("cost-llm-layers", "2").set("cost-llm-attention-width", "64").set("cost-vit-params", "1e8").set("cost-vit-attention-layers", "1")
+                .set("cost-vit-hidden", "32").build();
+        assertEquals(new dev.stoker.pipeline.pack.PackCost(1e9, 2, 64, 1e8, 1, 32, true), given.packing().cost());
+        String yaml = config.toYaml(NodeConfig.keys());
+        for (String line : List.of("pack-tokens: 16384", "pack-patches: 20000", "balance: count", "pack-pad-to: 64",
+                "cost-llm-params: 3100000000", "cost-llm-layers: 36", "cost-vit-params: 650000000", "cost-vision-trained: \"false\""))
+            assertTrue(yaml.contains("\n" + line + "\n"), line + " in\n" + yaml);
+        assertTrue(yaml.contains("# cost-llm-attention-width: (default: the model's (--model), else the family's"), yaml);
+        Path file = Files.writeString(tmp.resolve("packed.yaml"), yaml);
+        var back = NodeConfig.fromYaml(file);
+        assertEquals(config, back);
+        assertEquals(packing, back.feedConfig(FeedMode.ZERO_COPY).packing());
+        assertEquals(config, NodeConfig.fromJson(config.toJson()));
+        assertEquals(3.1e9, NodeConfig.builder().data("d").packTokens(64).set("cost-llm-params", "3100000000").build().get(NodeConfig.COST_LLM_PARAMS));
     }
 }

@@ -1,6 +1,7 @@
 package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.testkit.Vectors;
@@ -51,6 +52,7 @@ class PrometheusEndpointTest {
             assertTrue(body.contains("stoker_store_bytes_in_use"), body);
             var kinds = Pattern.compile("(?m)^stoker_bottleneck\\{kind=\"(\\w+)\"} 1\\.0$").matcher(body);
             assertTrue(kinds.find(), "one current verdict: " + body);
+            assertFalse(body.contains("stoker_pack_"), "an unpacked job has no pack series: " + body);
         }
     }
 
@@ -90,6 +92,45 @@ class PrometheusEndpointTest {
             assertEquals(filtered, value(body, "stoker_samples_skipped_by_cause_total{kind=\"filtered\",reason=\"over --max-images\",stage=\"manifest\"}"), body);
             assertEquals(2, Pattern.compile("(?m)^stoker_samples_skipped_by_cause_total\\{").matcher(body).results().count(), "one series per cause: " + body);
         }
+    }
+
+    /**
+     * A packed job's meters, on a registry of their own fed by a pack record: the last step's imbalance, padding and cost per
+     * rank, and the counts; before the first step the gauges read NaN.
+     */
+    @Test
+    void packMetersShowTheLastPackedStep() {
+        var stats = new dev.stoker.pipeline.feed.PackStats();
+        var registry = new io.micrometer.prometheusmetrics.PrometheusMeterRegistry(io.micrometer.prometheusmetrics.PrometheusConfig.DEFAULT);
+        try {
+            PrometheusEndpoint.packMeters(registry, stats, dev.stoker.pipeline.feed.PackStats::summary, 3);
+            assertEquals("NaN", raw(registry.scrape(), "stoker_pack_imbalance"), "no step yet");
+            stats.record(packedStep(0, new double[] {1, 1, 1}, new int[] {100, 100, 100}, 2), 128);
+            // the last step: costs 6, 3, 3 (mean 4: imbalance 1.5), 300 of 3·128 tokens, 3 samples a pack
+            stats.record(packedStep(1, new double[] {6e12, 3e12, 3e12}, new int[] {128, 100, 72}, 3), 128);
+            String body = registry.scrape();
+            assertEquals(1.5, value(body, "stoker_pack_imbalance"), 1e-9, body);
+            assertEquals(1 - 300.0 / 384, value(body, "stoker_pack_padding_fraction"), 1e-9, body);
+            assertEquals(6e12, value(body, "stoker_pack_step_cost{rank=\"0\"}"), 1, body);
+            assertEquals(3e12, value(body, "stoker_pack_step_cost{rank=\"2\"}"), 1, body);
+            assertEquals(2, value(body, "stoker_pack_steps_total"), body);
+            assertEquals(6 + 9, value(body, "stoker_pack_samples_total"), body);
+        } finally {
+            registry.close();
+        }
+    }
+
+    static dev.stoker.pipeline.pack.PackedStep packedStep(long label, double[] costs, int[] tokens, int perPack) {
+        int r = costs.length;
+        var records = new int[r][perPack];
+        return new dev.stoker.pipeline.pack.PackedStep(new dev.stoker.core.ScheduleCursor(0, label * 10), new dev.stoker.core.ScheduleCursor(0, label * 10 + 10),
+                label, records, costs, tokens, new int[r], new boolean[r], new int[0], new int[0]);
+    }
+
+    private static String raw(String body, String name) {
+        var m = Pattern.compile("(?m)^" + Pattern.quote(name) + " (\\S+)$").matcher(body);
+        assertTrue(m.find(), name + " in " + body);
+        return m.group(1);
     }
 
     /** The value of the series {@code name} (with its labels, if any) in a scrape. */

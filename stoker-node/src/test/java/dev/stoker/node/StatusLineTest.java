@@ -31,6 +31,38 @@ class StatusLineTest {
         assertFalse(StatusLine.format(null, one).contains("mix"), "one source: no mix");
     }
 
+    /** A packed job shows its recent imbalance and padding; an unpacked one shows nothing new. */
+    @Test
+    void aPackedJobShowsItsImbalanceAndPadding() {
+        var prev = sample(0, 0, 0, 0, OptionalDouble.empty(), null, -1);
+        var packed = new StatusLine.Sample(S, 50, 5, 2, OptionalDouble.of(0.02), "trainer-bound", -1, 0, 0, java.util.List.of(),
+                java.util.List.of(), new StatusLine.Packing(1.0213, 0.0314));
+        assertEquals("stoker: 50.0 samples/s | 5 batches delivered | 2 buffered | imbalance 1.02 pad 3.1% | wait 2% | trainer-bound",
+                StatusLine.format(prev, packed));
+        var unpacked = new StatusLine.Sample(S, 50, 5, 2, OptionalDouble.of(0.02), "trainer-bound", -1, 0, 0, java.util.List.of(),
+                java.util.List.of());
+        assertEquals("stoker: 50.0 samples/s | 5 batches delivered | 2 buffered | wait 2% | trainer-bound", StatusLine.format(prev, unpacked));
+    }
+
+    /** The figures come from the feed's pack record, its recent window. */
+    @Test
+    void theSampleOfAPackedFeedCarriesItsRecentFigures() {
+        var stats = new dev.stoker.pipeline.feed.PackStats();
+        stats.record(new dev.stoker.pipeline.pack.PackedStep(new dev.stoker.core.ScheduleCursor(0, 0), new dev.stoker.core.ScheduleCursor(0, 4), 0,
+                new int[][] {{0, 1}, {2, 3}}, new double[] {3, 1}, new int[] {90, 60}, new int[2], new boolean[2], new int[0], new int[0]), 100);
+        var packed = StatusLine.Sample.of(snapshot(stats.summary()), null, -1);
+        assertEquals(1.5, packed.pack().imbalance(), 1e-12);
+        assertEquals(0.25, packed.pack().paddingFraction(), 1e-12);
+        assertTrue(StatusLine.format(null, packed).contains(" | imbalance 1.50 pad 25.0%"), StatusLine.format(null, packed));
+        assertEquals(null, StatusLine.Sample.of(snapshot(null), null, -1).pack(), "an unpacked feed");
+    }
+
+    /** A feed's counters, all 0 but 6 samples in 2 batches, with {@code pack}. */
+    static dev.stoker.pipeline.feed.FeedMetrics.Snapshot snapshot(dev.stoker.pipeline.feed.PackStats.Summary pack) {
+        return new dev.stoker.pipeline.feed.FeedMetrics.Snapshot(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 6, 0, java.util.Map.of(), 0, 0,
+                java.util.List.of(), 0, java.util.List.of(), java.util.Map.of(), java.util.List.of(), pack);
+    }
+
     @Test
     void showsErrorsAndFilteredSamplesWithTheirMostCommonCausesWhenThereAreAny() {
         var causes = java.util.List.of(new FeedErrors.Cause("error", "fetch", "file not found", 10, "s3"),

@@ -202,6 +202,23 @@ public final class SampleEncoder {
         return length;
     }
 
+    /**
+     * The sample's size as the pack planner needs it, known before decoding: its {@code input_ids} length (as
+     * {@link #measure}) and, per image kept (all of them but under {@code --truncation truncate}), its patch count
+     * {@code t·h·w}, the rows of its {@code pixel_values}. Refuses exactly what {@link #measure} refuses, with the same
+     * exceptions; reads only image headers.
+     */
+    public dev.stoker.pipeline.pack.SampleShape shape(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        var planned = new ArrayList<ImagePreprocessor.Planned>(sample.imagePaths().size());
+        var grids = plan(sample, fetched(imagesByReference), planned);
+        long t0 = System.nanoTime();
+        var measured = tokens.measure(sample, grids);
+        tokenizeNanos += System.nanoTime() - t0;
+        int[] patches = new int[measured.imagesKept()];
+        for (int k = 0; k < patches.length; k++) patches[k] = planned.get(k).plan().rows();
+        return dev.stoker.pipeline.pack.SampleShape.of(measured.length(), patches);
+    }
+
     /** {@link #prepare(ChatSample, ImageSource)} over image bytes fetched beforehand, keyed by reference. */
     public Prepared prepare(ChatSample sample, Map<String, byte[]> imagesByReference) {
         return prepare(sample, fetched(imagesByReference));

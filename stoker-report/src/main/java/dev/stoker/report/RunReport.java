@@ -25,12 +25,16 @@ import java.util.Map;
  * {@code timeline} (per mode and rank, each step's wait and compute along time: the saw-tooth),
  * {@code latency} (per-stage latency percentiles from the pipeline, else a histogram of the
  * trainers' per-step waits), {@code queue-depth} (from the pipeline's timeline). A plot whose data the
- * run did not record says so instead.
+ * run did not record says so instead. A packed job ({@code --pack-tokens}, the pipeline's {@code pack}) adds
+ * {@value #PACK_PLOT}: per packed step, the predicted cost of each rank's pack, the imbalance (max / mean) and the
+ * padding fraction; a run without packing has no such plot (there is nothing it could be missing).
  */
 public final class RunReport {
     public static final String FILE_NAME = "report.html";
     /** The plots every report has, in page order. */
     public static final List<String> PLOTS = List.of("wait-ratio", "timeline", "latency", "queue-depth");
+    /** The plot a packed job's report adds after {@link #PLOTS}. */
+    public static final String PACK_PLOT = "packing";
 
     static final String WAIT_COLOR = "#e45756";
     static final String COMPUTE_COLOR = "#4c78a8";
@@ -82,6 +86,11 @@ public final class RunReport {
                 stages ? stageLatencyPlot(run) : waitHistogramPlot(run));
         section(h, "Queue depth over time", "From the pipeline's timeline: fetches in flight, CPU tasks queued and running, and batches"
                 + " ready in each rank's buffer.", queueDepthPlot(run));
+        if (run.modes().stream().anyMatch(m -> pack(m) != null))
+            section(h, "Packing and balance per step", "Per packed step (the pipeline's last " + PACK_WINDOW_NOTE + "): the predicted cost of each"
+                    + " rank's pack (training FLOPs of the cost model), the imbalance max / mean of those costs (1 is even; the ranks"
+                    + " wait for the slowest at the all-reduce), and the padding fraction 1 − real tokens / (ranks × --pack-tokens).",
+                    packingPlot(run));
         countersTable(h, run);
         skippedTable(h, run);
 
@@ -176,6 +185,7 @@ public final class RunReport {
             case "CPU_BOUND" -> "CPU-bound";
             case "TRANSPORT_BOUND" -> "Transport-bound";
             case "TRAINER_BOUND" -> "Trainer-bound";
+            case "STRAGGLER_BOUND" -> "Straggler-bound";
             case "BALANCED" -> "Balanced";
             default -> kind;
         };
@@ -482,6 +492,133 @@ public final class RunReport {
         return svg.end();
     }
 
+    // ---- (e) packing and balance ----
+
+    /** What the series covers: the pipeline's window ({@code PackStats.WINDOW_DEFAULT}; this module reads JSON only). */
+    private static final String PACK_WINDOW_NOTE = "steps it kept, at most 4096";
+
+    /** The plots {@code run}'s report has, in page order: {@link #PLOTS}, and {@link #PACK_PLOT} when a mode was packed. */
+    public static List<String> plots(RunData run) {
+        if (run.modes().stream().noneMatch(m -> pack(m) != null)) return PLOTS;
+        var all = new ArrayList<>(PLOTS);
+        all.add(PACK_PLOT);
+        return List.copyOf(all);
+    }
+
+    /** A mode's packing figures ({@code pipeline.pack}, docs/run-data.md) with at least one step in its series; else null. */
+    static JsonNode pack(Mode m) {
+        if (m.pipeline() == null) return null;
+        JsonNode p = m.pipeline().path("pipeline").path("pack");
+        return p.isObject() && p.path("series").path("step").isArray() && !p.path("series").path("step").isEmpty() ? p : null;
+    }
+
+    static String packingPlot(RunData run) {
+        var modes = run.modes().stream().filter(m -> pack(m) != null).toList();
+        int costH = 150, imbH = 70, padH = 60, plotW = WIDTH - LEFT - 170, block = 24 + costH + 8 + imbH + 8 + padH + 40;
+        var svg = new Svg(PACK_PLOT, WIDTH, 10 + modes.size() * block, "Packing and balance per step");
+        int y = 10;
+        for (Mode m : modes) {
+            JsonNode p = pack(m), ser = p.path("series");
+            int n = ser.path("step").size();
+            double[] step = new double[n], imb = new double[n], pad = new double[n];
+            int ranks = 0;
+            double maxCost = 0;
+            for (int i = 0; i < n; i++) {
+                step[i] = ser.path("step").path(i).asDouble();
+                imb[i] = ser.path("imbalance").path(i).asDouble(1);
+                pad[i] = ser.path("paddingFraction").path(i).asDouble(0);
+                JsonNode c = ser.path("costs").path(i);
+                ranks = Math.max(ranks, c.size());
+                for (JsonNode v : c) maxCost = Math.max(maxCost, v.asDouble());
+            }
+            double s0 = step[0], s1 = Math.max(step[n - 1], s0 + 1);
+            double[] xs = new double[n];
+            for (int i = 0; i < n; i++) xs[i] = LEFT + plotW * (step[i] - s0) / (s1 - s0);
+            svg.text(8, y + 15, m.name(), "start", "lab").text(LEFT, y + 15, String.format(java.util.Locale.ROOT,
+                    "%d packed steps (run), %s ranks, --pack-tokens %s%s: mean imbalance %s, padding %s; the last %d steps: imbalance %s, padding %s",
+                    p.path("steps").asLong(), ranks, p.path("packTokens").asText("?"),
+                    p.path("balance").isTextual() ? ", --balance " + p.path("balance").asText() : "",
+                    Html.num(p.path("meanImbalance").asDouble(), 3), pct(p.path("meanPaddingFraction").asDouble()), n,
+                    Html.num(p.path("recentImbalance").asDouble(), 3), pct(p.path("recentPaddingFraction").asDouble())), "start", "tick");
+            y += 24;
+            // predicted cost per rank: a line per rank (up to 8, one colour each), else the spread (min, mean, max)
+            double scale = maxCost >= 1e15 ? 1e15 : maxCost >= 1e12 ? 1e12 : maxCost >= 1e9 ? 1e9 : 1;
+            String unit = scale == 1e15 ? "PFLOP" : scale == 1e12 ? "TFLOP" : scale == 1e9 ? "GFLOP" : "FLOP";
+            double top = maxCost <= 0 ? 1 : maxCost / scale * 1.05;
+            var lines = new LinkedHashMap<String, double[]>();
+            if (ranks <= LINE_COLORS.length) {
+                for (int r = 0; r < ranks; r++) {
+                    double[] v = new double[n];
+                    for (int i = 0; i < n; i++) v[i] = ser.path("costs").path(i).path(r).asDouble(Double.NaN) / scale;
+                    lines.put("rank " + r, v);
+                }
+            } else {
+                double[] lo = new double[n], mean = new double[n], hi = new double[n];
+                for (int i = 0; i < n; i++) {
+                    JsonNode c = ser.path("costs").path(i);
+                    double a = Double.MAX_VALUE, b = 0, sum = 0;
+                    for (JsonNode v : c) { a = Math.min(a, v.asDouble()); b = Math.max(b, v.asDouble()); sum += v.asDouble(); }
+                    lo[i] = c.isEmpty() ? 0 : a / scale;
+                    hi[i] = b / scale;
+                    mean[i] = c.isEmpty() ? 0 : sum / c.size() / scale;
+                }
+                lines.put("max", hi);
+                lines.put("mean", mean);
+                lines.put("min", lo);
+            }
+            seriesPanel(svg, m.name(), xs, lines, 0, top, y, costH, plotW, unit, null);
+            y += costH + 8;
+            double imbTop = 1.1;
+            for (double v : imb) imbTop = Math.max(imbTop, v * 1.02);
+            seriesPanel(svg, m.name(), xs, java.util.Map.of("imbalance", imb), 1, imbTop, y, imbH, plotW, "max/mean", 1.05);
+            y += imbH + 8;
+            double padTop = 0.1;
+            for (double v : pad) padTop = Math.max(padTop, v * 1.05);
+            seriesPanel(svg, m.name(), xs, java.util.Map.of("padding", pad), 0, padTop, y, padH, plotW, "padding", null);
+            y += padH + 8;
+            double tick = niceStep((s1 - s0) / 10);
+            for (double v = Math.ceil(s0 / tick) * tick; v <= s1 + 1e-9; v += tick) {
+                double x = LEFT + plotW * (v - s0) / (s1 - s0);
+                svg.line(x, y - 8, x, y - 4, "#333", 1).text(x, y + 8, "step " + Html.num(v, 0), "middle", "tick");
+            }
+            y += 32;
+        }
+        return svg.end();
+    }
+
+    private static String pct(double f) { return Html.num(100 * f, 1) + "%"; }
+
+    /** One panel of lines over packed steps, y from {@code lo} to {@code hi}; {@code mark} (if not null) a dashed level. */
+    private static void seriesPanel(Svg svg, String mode, double[] xs, Map<String, double[]> lines, double lo, double hi, int y, int rowH,
+                                    int plotW, String label, Double mark) {
+        if (!(hi > lo)) hi = lo + 1;
+        svg.rect(LEFT, y, plotW, rowH, "#fafafa", null).text(LEFT - 6, y + 10, Html.num(hi, hi - lo < 1 ? 3 : 1), "end", "tick")
+                .text(LEFT - 6, y + rowH, Html.num(lo, hi - lo < 1 ? 2 : 0), "end", "tick").text(LEFT - 50, y + rowH / 2.0 + 4, label, "end", "tick");
+        if (mark != null && mark > lo && mark < hi) {
+            double ym = y + rowH - rowH * (mark - lo) / (hi - lo);
+            svg.dashed(LEFT, ym, LEFT + plotW, ym, "#999").text(LEFT + plotW - 4, ym - 3, Html.num(mark, 2), "end", "tick");
+        }
+        int li = 0;
+        for (var e : lines.entrySet()) {
+            double[] v = e.getValue();
+            double[] ys = new double[v.length];
+            double peak = Double.NEGATIVE_INFINITY, sum = 0;
+            int count = 0;
+            for (int i = 0; i < v.length; i++) {
+                double d = Double.isFinite(v[i]) ? v[i] : lo;
+                ys[i] = y + rowH - rowH * (Math.max(lo, Math.min(hi, d)) - lo) / (hi - lo);
+                if (Double.isFinite(v[i])) { peak = Math.max(peak, v[i]); sum += v[i]; count++; }
+            }
+            String c = LINE_COLORS[li % LINE_COLORS.length];
+            String tip = mode + " " + e.getKey() + ": mean " + Html.num(count == 0 ? Double.NaN : sum / count, 3) + ", max " + Html.num(peak, 3);
+            if (v.length == 1) svg.circle(xs[0], ys[0], 3, c, tip);
+            else svg.polyline(xs, ys, c, tip);
+            if (lines.size() > 1 || li == 0)
+                svg.rect(LEFT + plotW + 10, y + 4 + li * 12, 10, 3, c, null).text(LEFT + plotW + 24, y + 9 + li * 12, e.getKey(), "start", "tick");
+            li++;
+        }
+    }
+
     // ---- (d) queue depth over time ----
 
     /** The timeline's columns by name, each a list of per-tick values (an array column becomes one series per rank). */
@@ -604,7 +741,7 @@ public final class RunReport {
             .verdict{border:1px solid #ccc;border-left:6px solid #888;border-radius:4px;padding:8px 12px;margin:6px 0;background:#fbfbfb}
             .verdict.kind-cpu_bound{border-left-color:#e67e22}.verdict.kind-io_bound{border-left-color:#2e86c1}
             .verdict.kind-transport_bound{border-left-color:#8e44ad}.verdict.kind-trainer_bound{border-left-color:#27ae60}
-            .verdict.kind-balanced{border-left-color:#7f8c8d}
+            .verdict.kind-balanced{border-left-color:#7f8c8d}.verdict.kind-straggler_bound{border-left-color:#c0392b}
             .vhead{font-size:15px;margin-bottom:3px}.mode{color:#fff;border-radius:3px;padding:1px 7px;font-size:12px}
             .lbl{display:inline-block;min-width:70px;color:#666}
             #errors{color:#b00;background:#fee;padding:8px}

@@ -25,6 +25,16 @@ class RunReportTest {
         for (String plot : RunReport.PLOTS) {
             assertTrue(s.contains("data-plot=\"" + plot + "\""), plot);
         }
+        // two of the modes were packed: the packing plot, one block per packed mode, 12 ranks as their spread
+        assertEquals(List.of("wait-ratio", "timeline", "latency", "queue-depth", "packing"), RunReport.plots(RunData.load(dir)));
+        String packing = s.substring(s.indexOf("data-plot=\"packing\""));
+        packing = packing.substring(0, packing.indexOf("</svg>"));
+        assertTrue(packing.contains(">prefetch<") && packing.contains(">zero-copy<") && !packing.contains(">serial<"), packing);
+        assertTrue(packing.contains("150 packed steps (run), 4 ranks, --pack-tokens 16384, --balance cost"), packing);
+        assertTrue(packing.contains("zero-copy rank 3: mean") && !packing.contains("prefetch rank 0"), "a line per rank up to 8 ranks");
+        assertTrue(packing.contains("prefetch max: mean") && packing.contains("prefetch min: mean"), "the spread beyond");
+        assertTrue(packing.contains("zero-copy imbalance: mean") && packing.contains("zero-copy padding: mean"), packing);
+        assertTrue(packing.contains("TFLOP") && packing.contains("step 1,000"), packing);
         assertFalse(s.contains("data-empty"), "every plot has data in a full run");
         assertFalse(s.contains("not recorded in this run"));
         assertFalse(s.contains("http://") || s.contains("https://"), "no URL at all");
@@ -53,6 +63,18 @@ class RunReportTest {
         assertTrue(s.contains("Queue depth over time (pipeline timeline): not recorded in this run"));
         assertTrue(s.contains("No bottleneck verdict recorded in this run."));
         assertTrue(s.contains("Distribution of the trainers&#39; per-step waits"));
+        assertFalse(s.contains("data-plot=\"packing\""), "no packing recorded: no packing plot");
+        assertEquals(RunReport.PLOTS, RunReport.plots(RunData.load(dir)));
+    }
+
+    /** The straggler-bound verdict of a packed job is shown with its label. */
+    @Test
+    void aStragglerBoundVerdictIsLabelled(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("job-pipeline.json"), "{\"verdict\":{\"kind\":\"STRAGGLER_BOUND\",\"stage\":\"balance\","
+                + "\"evidence\":\"predicted step cost imbalance 1.136\",\"advice\":\"--balance cost\"}}");
+        String s = Files.readString(RunReport.write(dir));
+        assertTrue(s.contains("verdict kind-straggler_bound"), s);
+        assertTrue(s.contains("<b>Straggler-bound</b> — limiting stage: <b>balance</b>"), s);
     }
 
     @Test

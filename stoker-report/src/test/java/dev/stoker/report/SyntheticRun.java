@@ -66,6 +66,7 @@ final class SyntheticRun {
                             (t * 13) % 64, t % 3, (t * 7) % 11, b0, b1, b0 * 8_000_000, b1 * 8_000_000, b0 == 4 ? 1 : 0, b1 == 4 ? 1 : 0));
                 }
                 p.append("]}");
+                if (mode.equals("zero-copy") || mode.equals("prefetch")) packing(p, mode.equals("zero-copy") ? 4 : 12, 150, rnd);
                 String ev = mode.equals("zero-copy") ? evidence : "decode pool busy 98% on 2 threads";
                 p.append(",\"verdict\":{\"kind\":\"CPU_BOUND\",\"stage\":\"encode\",\"evidence\":\"").append(json(ev))
                         .append("\",\"advice\":\"give the CPU stage more cores (--threads)\",\"cpu_busy_fraction\":0.98}");
@@ -73,6 +74,46 @@ final class SyntheticRun {
             p.append('}');
             Files.writeString(dir.resolve(mode + "-pipeline.json"), p);
         }
+    }
+
+    /**
+     * Appends a packed job's {@code pipeline.pack} (docs/run-data.md) to the pipeline object being written (its counters'
+     * object already closed): {@code steps} steps of {@code ranks} ranks, costs around 40 TFLOP, N = 16384.
+     */
+    static void packing(StringBuilder p, int ranks, int steps, Random rnd) {
+        int at = p.indexOf("\"pipeline\":{") + "\"pipeline\":{".length();
+        var step = new StringBuilder(); var imb = new StringBuilder(); var pad = new StringBuilder(); var tok = new StringBuilder();
+        var smp = new StringBuilder(); var costs = new StringBuilder();
+        double sumImb = 0, sumPad = 0;
+        for (int i = 0; i < steps; i++) {
+            String sep = i == 0 ? "" : ",";
+            double max = 0, sum = 0;
+            costs.append(sep).append('[');
+            for (int r = 0; r < ranks; r++) {
+                double c = 4e13 * (1 + (i < steps / 2 ? 0.15 : 0.01) * rnd.nextGaussian());
+                costs.append(r == 0 ? "" : ",").append(String.format(Locale.ROOT, "%.6e", c));
+                max = Math.max(max, c);
+                sum += c;
+            }
+            costs.append(']');
+            double im = max * ranks / sum, pd = 0.01 + 0.04 * rnd.nextDouble();
+            long tokens = Math.round((1 - pd) * ranks * 16384);
+            sumImb += im;
+            sumPad += pd;
+            step.append(sep).append(1000 + i);
+            imb.append(sep).append(String.format(Locale.ROOT, "%.6f", im));
+            pad.append(sep).append(String.format(Locale.ROOT, "%.6f", pd));
+            tok.append(sep).append(tokens);
+            smp.append(sep).append(19 * ranks);
+        }
+        String pack = String.format(Locale.ROOT, "\"pack\":{\"ranks\":%d,\"packTokens\":16384,\"balance\":\"cost\",\"steps\":%d,\"samples\":%d,"
+                        + "\"tokens\":0,\"filtered\":0,\"skipped\":0,\"meanImbalance\":%.6f,\"meanPaddingFraction\":%.6f,\"meanImbalanceLoss\":0,"
+                        + "\"recentSteps\":%d,\"recentImbalance\":%.6f,\"recentPaddingFraction\":%.6f,\"recentImbalanceLoss\":0,\"lastStep\":%d,"
+                        + "\"lastCosts\":[],\"series\":{\"step\":[%s],\"imbalance\":[%s],\"paddingFraction\":[%s],\"tokens\":[%s],"
+                        + "\"samples\":[%s],\"costs\":[%s]}},",
+                ranks, steps, 19L * ranks * steps, sumImb / steps, sumPad / steps, steps, sumImb / steps, sumPad / steps, 999 + steps,
+                step, imb, pad, tok, smp, costs);
+        p.insert(at, pack);
     }
 
     private static String json(String s) {

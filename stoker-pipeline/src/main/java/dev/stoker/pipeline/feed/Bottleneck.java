@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.pack.PackPlanner;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -17,6 +18,13 @@ import java.util.OptionalDouble;
  * (all ticks if none was). With R ranks, "full" and "empty" fractions are averaged over the ranks.
  * The rules, first match wins:
  * <ol>
+ *   <li><b>STRAGGLER_BOUND</b> ({@code balance}): a packed job ({@code --pack-tokens}) whose ranks lose more to
+ *       imbalance than to waiting for data. The loss to imbalance of a step is {@code 1 − mean / max} of the ranks'
+ *       predicted pack costs (the share of the step the average rank waits at the all-reduce for the slowest, as
+ *       predicted), averaged over the recent packed steps ({@link PackStats}' window); straggler-bound when that loss is
+ *       ≥ 0.05 and exceeds the trainers' wait ratio (when known; when not, when the buffers are full ≥ 90% of the time:
+ *       data is not what they wait for). The advice: {@code --balance cost} when the job balances counts, else a smaller
+ *       {@code --pack-tokens} or a {@code --pack-patches} limit to even out the packs.</li>
  *   <li><b>TRAINER_BOUND</b> ({@code trainer}): buffers full ≥ 90% of the time and the trainers'
  *       wait ratio ≤ 0.05 (or unknown) — data is not the bottleneck.</li>
  *   <li><b>TRANSPORT_BOUND</b> ({@code transport}): buffers full ≥ 50% of the time, yet the trainers
@@ -46,6 +54,8 @@ public final class Bottleneck {
     static final double CPU_LEANING = 0.75;
     static final double PINNED = 0.50;
     static final double PINNED_LEANING = 0.25;
+    /** Loss to imbalance (1 − mean/max predicted rank cost) from which a packed job can be straggler-bound. */
+    static final double STRAGGLER_LOSS = 0.05;
 
     private Bottleneck() {}
 
@@ -60,12 +70,41 @@ public final class Bottleneck {
      * @param transferShare    the part of the trainers' wait spent moving batches, when known
      * @param byReference      whether batches are already handed over by reference (zero-copy shared memory), so that
      *                         a transport-bound verdict does not advise what the job already does
+     * @param packing          a packed job's balance figures; null for an unpacked job (or before its first step)
      */
     public record Inputs(FeedSampler.Timeline timeline, long fetchP50Nanos, boolean fetchFirstByte, long encodeP50Nanos,
-                         OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference) {
+                         OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference, Packing packing) {
+        /** The inputs of an unpacked job. */
+        public Inputs(FeedSampler.Timeline timeline, long fetchP50Nanos, boolean fetchFirstByte, long encodeP50Nanos,
+                      OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference) {
+            this(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, null);
+        }
+
         public Inputs withTrainer(double waitRatio, OptionalDouble transferShare) {
             return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, OptionalDouble.of(waitRatio), transferShare,
-                    byReference);
+                    byReference, packing);
+        }
+
+        public Inputs withPacking(Packing packing) {
+            return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, packing);
+        }
+    }
+
+    /**
+     * A packed job's balance, as the STRAGGLER_BOUND rule reads it.
+     *
+     * @param steps         the packed steps the figures average over (the recent window)
+     * @param imbalance     their mean max / mean predicted rank cost
+     * @param imbalanceLoss their mean {@code 1 − mean / max} predicted rank cost: the share of a step the ranks lose
+     *                      waiting for the slowest
+     * @param balance       how the job shares samples between ranks; null when not known
+     */
+    public record Packing(long steps, double imbalance, double imbalanceLoss, PackPlanner.Balance balance) {
+        /** The recent window of {@code s}; null when {@code s} is (an unpacked job). */
+        public static Packing of(PackStats.Summary s) {
+            if (s == null) return null;
+            var balance = s.balance() == null ? null : PackPlanner.Balance.valueOf(s.balance().toUpperCase(Locale.ROOT));
+            return new Packing(s.recentSteps(), s.recentImbalance(), s.recentImbalanceLoss(), balance);
         }
     }
 
@@ -76,6 +115,11 @@ public final class Bottleneck {
         var figures = new HashMap<String, Double>();
         in.trainerWaitRatio().ifPresent(w -> figures.put("trainer_wait_ratio", w));
         in.transferShare().ifPresent(s -> figures.put("transfer_share", s));
+        var packing = in.packing() != null && in.packing().steps() > 0 ? in.packing() : null;
+        if (packing != null) {
+            figures.put("pack_imbalance", round(packing.imbalance()));
+            figures.put("imbalance_loss", round(packing.imbalanceLoss()));
+        }
         if (ticks.isEmpty())
             return new BottleneckVerdict(BottleneckVerdict.Kind.BALANCED, "none", "no samples of the feed yet", "", figures);
 
@@ -118,6 +162,19 @@ public final class Bottleneck {
         String cpuText = String.format(Locale.ROOT, "decode pool busy %s on %d thread%s", pct(cpu), tl.cpuThreads(),
                 tl.cpuThreads() == 1 ? "" : "s");
 
+        if (packing != null && packing.imbalanceLoss() >= STRAGGLER_LOSS
+                && (wait.isPresent() ? packing.imbalanceLoss() > wait.getAsDouble() : buffered && full >= FULL_TRAINER)) {
+            String than = wait.isPresent()
+                    ? String.format(Locale.ROOT, ", more than the trainers' wait ratio %.3f for data", wait.getAsDouble())
+                    : ", while prefetch buffers are full " + pct(full) + " of the time (data is not what they wait for)";
+            String evidence = String.format(Locale.ROOT, "predicted step cost imbalance %.3f (max/mean rank cost over the last %d packed steps): "
+                    + "ranks lose %s of each step waiting for the slowest", packing.imbalance(), packing.steps(),
+                    pct1(packing.imbalanceLoss())) + than;
+            String advice = packing.balance() == PackPlanner.Balance.COUNT
+                    ? "balance the ranks' predicted cost, not their sample counts (--balance cost)"
+                    : "even out the packs: a smaller --pack-tokens, or a --pack-patches limit so that no rank's pack takes most of a step's images";
+            return new BottleneckVerdict(BottleneckVerdict.Kind.STRAGGLER_BOUND, "balance", evidence, advice, figures);
+        }
         if (buffered && full >= FULL_TRAINER && (wait.isEmpty() || wait.getAsDouble() <= LOW_WAIT))
             return new BottleneckVerdict(BottleneckVerdict.Kind.TRAINER_BOUND, "trainer",
                     "prefetch buffers full " + pct(full) + " of the time" + waitText, "data is not the bottleneck", figures);
@@ -179,6 +236,8 @@ public final class Bottleneck {
     private static double round(double v) { return Math.round(v * 1000) / 1000.0; }
 
     private static String pct(double f) { return Math.round(f * 100) + "%"; }
+
+    private static String pct1(double f) { return String.format(Locale.ROOT, "%.1f%%", f * 100); }
 
     private static String ms(long nanos) {
         double m = nanos / 1e6;

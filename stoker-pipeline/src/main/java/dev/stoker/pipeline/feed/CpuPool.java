@@ -4,7 +4,7 @@ import dev.stoker.pipeline.EncodeOptions;
 import dev.stoker.pipeline.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
 import java.util.ArrayList;
-import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -17,7 +17,8 @@ import java.util.function.Supplier;
  * The CPU stage's dedicated pool: a fixed number of threads, each owning one {@link SampleEncoder}
  * (and so one native decoder handle and its resize buffers), created on that thread at first use.
  *
- * <p>Threading: the queue is bounded at {@code capacity}; callers bound their own in-flight tasks
+ * <p>Threading: the queue is bounded at {@code capacity} (a linked queue: a packed job's bound, sized for packs of up to
+ * N one-token samples, is never allocated up front); callers bound their own in-flight tasks
  * (every stream stage that submits here is a mapAsync of known parallelism), so a rejection means
  * that bound was broken and fails the stream loudly instead of queueing without limit.
  */
@@ -26,7 +27,7 @@ final class CpuPool implements AutoCloseable {
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
         var counter = new AtomicInteger();
-        this.executor = new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(capacity),
+        this.executor = new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(capacity),
                 r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), options, tokenizer),
                 new ThreadPoolExecutor.AbortPolicy());
     }

@@ -35,11 +35,13 @@ import java.util.Objects;
  *                             are counted from the schedule's origin
  * @param localRanks           the ranks this feed builds rank feeds for (a node of a multi-node job serves its own); the
  *                             schedule is {@code ranks}' all the same, so rank r gets the same batches on any node
+ * @param packing              whether and how a step's samples are packed, one row per rank ({@link Packing#OFF}: a
+ *                             batch of {@code batchSize} padded samples per rank, as before)
  */
 public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int batchSize, long seed, ScheduleCursor start,
                          int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis,
                          ErrorPolicy onError, double maxErrorRate, Path errorsFile, long startLabel,
-                         RankRange localRanks) {
+                         RankRange localRanks, Packing packing) {
     public static final long SEED_DEFAULT = 1234;
     public static final int FETCH_CONCURRENCY_DEFAULT = 64;
     public static final long WARM_UP_MILLIS_DEFAULT = 1500;
@@ -59,6 +61,7 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
         Objects.requireNonNull(start, "start");
         Objects.requireNonNull(onError, "onError");
         Objects.requireNonNull(localRanks, "localRanks");
+        Objects.requireNonNull(packing, "packing");
         if (ranks <= 0) throw new IllegalArgumentException("ranks must be positive, got " + ranks);
         if (localRanks.last() >= ranks)
             throw new IllegalArgumentException("local ranks " + localRanks + " outside the world's ranks 0-" + (ranks - 1));
@@ -79,17 +82,18 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     public static FeedConfig of(FeedMode mode, EncodeOptions encode, int ranks, int batchSize) {
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
                 Runtime.getRuntime().availableProcessors(), FETCH_CONCURRENCY_DEFAULT, PREFETCH_BATCHES_DEFAULT,
-                PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null, -1, RankRange.all(ranks));
+                PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null, -1, RankRange.all(ranks),
+                Packing.OFF);
     }
 
     public FeedConfig withMode(FeedMode m) {
         return new FeedConfig(m, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
     }
 
     public FeedConfig withSeed(long s) {
         return new FeedConfig(mode, encode, ranks, batchSize, s, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
     }
 
     /** Starting at {@code c}, steps counted from the origin. */
@@ -98,45 +102,94 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     /** Starting at {@code c}, whose step is labelled {@code label} (−1: counted from the origin). */
     public FeedConfig withStart(ScheduleCursor c, long label) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, c, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, label, localRanks);
+                warmUpMillis, onError, maxErrorRate, errorsFile, label, localRanks, packing);
     }
 
     public FeedConfig withCpuThreads(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, n, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
     }
 
     public FeedConfig withFetchConcurrency(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, n, prefetchBatches, prefetchBytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel, localRanks);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
     }
 
     public FeedConfig withPrefetch(int batches, long bytes) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, batches, bytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel, localRanks);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
     }
 
     /** With a CPU warm-up of {@code millis} per thread before the feed opens (0: none). */
     public FeedConfig withWarmUp(long millis) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                millis, onError, maxErrorRate, errorsFile, startLabel, localRanks);
+                millis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
     }
 
     /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} errors (1: never). */
     public FeedConfig withErrorPolicy(ErrorPolicy policy, double maxRate) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, policy, maxRate, errorsFile, startLabel, localRanks);
+                warmUpMillis, policy, maxRate, errorsFile, startLabel, localRanks, packing);
     }
 
     /** Building rank feeds for {@code local} only, of the same world and schedule. */
     public FeedConfig withLocalRanks(RankRange local) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, local);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, local, packing);
     }
 
     /** With every bad sample appended to {@code file} as one JSON line (null: no file). */
     public FeedConfig withErrorsFile(Path file) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, file, startLabel, localRanks);
+                warmUpMillis, onError, maxErrorRate, file, startLabel, localRanks, packing);
+    }
+
+    /** Packed: each step's samples planned into one row per rank as {@code p} says ({@link Packing#OFF}: not packed). */
+    public FeedConfig withPacking(Packing p) {
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, p);
+    }
+
+    /** Whether steps are packed ({@code --pack-tokens N}, N > 0); then {@link #batchSize} does not apply. */
+    public boolean packed() { return packing.on(); }
+
+    /**
+     * Packing and balance ({@code --pack-tokens N}, {@code --pack-patches P}, {@code --balance}, {@code --pack-pad-to M}) and
+     * the cost model the planner balances ({@code --cost-*}; docs/packing.md): per global step the planner
+     * ({@link dev.stoker.pipeline.pack.PackPlanner}) takes the next samples of the global order and forms one pack per
+     * rank, a row of whole samples of at most {@code tokens} tokens and {@code patches} vision patches, choosing which
+     * sample goes to which rank so that the predicted cost per rank is even ({@code COST}) or only the sample counts are
+     * ({@code COUNT}).
+     *
+     * @param tokens  N, tokens per pack (input_ids of a rank's row, a tail pad included); 0: packing off
+     * @param patches P, vision patches (pixel_values rows) per pack; 0: no limit but what N implies
+     * @param balance what the planner evens out across ranks
+     * @param padTo   M, the row padded at its tail to a multiple of M (1: no pad); N is a multiple of M
+     * @param cost    the cost model (the model folder's, else the family's smallest published model, each constant
+     *                replaced where {@code --cost-*} gives it); null when packing is off
+     */
+    public record Packing(int tokens, int patches, dev.stoker.pipeline.pack.PackPlanner.Balance balance, int padTo,
+                          dev.stoker.pipeline.pack.PackCost cost) {
+        /** Not packed: batches of {@code batchSize} samples per rank, padded to the longest. */
+        public static final Packing OFF = new Packing(0, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, null);
+
+        public Packing {
+            Objects.requireNonNull(balance, "balance");
+            if (tokens < 0) throw new IllegalArgumentException("pack tokens must be >= 0 (0: off), got " + tokens);
+            if (patches < 0) throw new IllegalArgumentException("pack patches must be >= 0 (0: no limit), got " + patches);
+            if (padTo < 1) throw new IllegalArgumentException("pack pad-to must be >= 1, got " + padTo);
+            if (tokens > 0 && tokens % padTo != 0)
+                throw new IllegalArgumentException("pack tokens " + tokens + " must be a multiple of pad-to " + padTo
+                        + ", so that a row padded at its tail stays within it");
+            if (tokens > 0 && cost == null) throw new IllegalArgumentException("a packed job needs its cost model");
+        }
+
+        /** Packs of at most {@code tokens} tokens balanced by {@code cost}, no patch limit, no tail pad. */
+        public static Packing of(int tokens, dev.stoker.pipeline.pack.PackCost cost) {
+            return new Packing(tokens, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, cost);
+        }
+
+        /** Whether steps are packed. */
+        public boolean on() { return tokens > 0; }
     }
 }

@@ -82,6 +82,15 @@ public final class FeedMetrics {
     /** CPU-pool threads busy right now. */
     public long cpuBusyNow() { return cpuBusy.sum(); }
 
+    /** A packed job's per-step record of packing and balance; never recorded into for an unpacked job. */
+    final PackStats pack = new PackStats();
+
+    /**
+     * The per-step record of packing: the feed calls {@link PackStats#record} once a rank takes a packed batch (the first
+     * call for a step wins).
+     */
+    public PackStats pack() { return pack; }
+
     /** Samples whose fetch has begun and not ended (succeeded or failed). */
     public long fetchInFlight() { return Math.max(0, fetchStarted.sum() - fetchedSamples.sum() - fetchFailed.sum()); }
 
@@ -148,13 +157,15 @@ public final class FeedMetrics {
      * @param cpuBusyNanos    summed time CPU-pool threads ran tasks
      * @param stages          per-stage latency distributions (only stages with observations), keyed by {@link #STAGES} names
      * @param sources         per source, in the order given, what it was scheduled for and delivered (one entry for one source)
+     * @param pack            a packed job's packing and balance figures ({@link PackStats#summary()}); null for an unpacked
+     *                        job and before a packed job's first step
      */
     public record Snapshot(long fetchStarted, long fetchedSamples, long fetchFailed, long fetchedBytes, long fetchNanos,
                            long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
                            long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
                            long deliveredBatches, long deliveredSamples, long skippedSamples, Map<String, Long> skippedByStage,
                            long errorSamples, long filteredSamples, List<FeedErrors.Cause> skippedByCause, long cpuBusyNanos, List<Rank> ranks, Map<String, Stage> stages,
-                           List<Source> sources) {
+                           List<Source> sources, PackStats.Summary pack) {
 
         public long bufferedBatches() { return ranks.stream().mapToLong(Rank::bufferedBatches).sum(); }
 
@@ -247,6 +258,6 @@ public final class FeedMetrics {
                 assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(), copiedBytes.sum(),
                 deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), java.util.Collections.unmodifiableMap(byStage),
                 skipped.errors(), skipped.filtered(), skipped.causes(), cpuBusyNanos.sum(),
-                List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)), sourceCounts());
+                List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)), sourceCounts(), pack.summary());
     }
 }

@@ -65,6 +65,8 @@ public final class Feeder implements AutoCloseable {
 
     private final FeedConfig config;
     private final SampleSchedule schedule;
+    /** A packed job's schedule (its steps cut from {@link #schedule}'s order by the planner); null when not packed. */
+    private final dev.stoker.pipeline.pack.PackedSchedule packed;
     private final FeedMetrics metrics;
     private final FeedErrors errors;
     private final CpuPool cpu;
@@ -78,7 +80,8 @@ public final class Feeder implements AutoCloseable {
 
     private Feeder(FeedConfig config, SampleSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
                    ActorSystem system, List<RankFeed<?>> ranks, DataSources ownedSource, StoredBatchWriter writer, long fingerprint,
-                   ShmObjectStore store, long startNanos) {
+                   ShmObjectStore store, long startNanos, dev.stoker.pipeline.pack.PackedSchedule packed) {
+        this.packed = packed;
         this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
                 new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.localRanks().count(), config.cpuThreads(),
                         config.localRanks().count() * (config.mode() == FeedMode.SERIAL ? 1 : config.fetchConcurrency()), config.prefetchBatches(),
@@ -134,8 +137,17 @@ public final class Feeder implements AutoCloseable {
      */
     public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep)
             throws IOException {
+        return open(sources, config, tokenizer, store, startStep, null);
+    }
+
+    /**
+     * {@link #open(DataSources, FeedConfig, QwenTokenizer, ShmObjectStore, long)} with where a packed job's shapes come
+     * from ({@code shapes}; null: measured from image headers at start).
+     */
+    public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep,
+                              PackedFeed.ShapeSource shapes) throws IOException {
         try {
-            return start(config, sources.feedSource(), tokenizer, store, sources, startStep);
+            return start(config, sources.feedSource(), tokenizer, store, sources, startStep, shapes);
         } catch (IOException | RuntimeException e) {
             sources.close();
             throw e;
@@ -154,12 +166,23 @@ public final class Feeder implements AutoCloseable {
 
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
                                 DataSources owned, long startStep) throws IOException {
+        return start(config, source, tokenizer, store, owned, startStep, null);
+    }
+
+    /**
+     * {@link #start(FeedConfig, FeedSource, QwenTokenizer, ShmObjectStore, DataSources, long)} with where a packed job's
+     * shapes come from ({@code shapes}; null: measured here from image headers, on the feed's CPU threads).
+     */
+    private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
+                                DataSources owned, long startStep, PackedFeed.ShapeSource shapes) throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         int threads = config.cpuThreads();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
-        int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1) : 0);
+        // (a pack holds at most N samples of one token each: its bound, whatever the shapes)
+        int samplesPerBatch = config.packing().on() ? config.packing().tokens() : config.batchSize();
+        int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
         var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
         var cpu = new CpuPool(threads, local.count() * perRank + threads, config.encode(), tokenizer);
         // the CPU pool warms up, and Pekko starts, each on a thread of its own while the sources are indexed and the
@@ -174,6 +197,7 @@ public final class Feeder implements AutoCloseable {
         var started = warmed.thenCombine(pekko, (ignored, sys) -> sys);
         dev.stoker.source.SampleRecords records;
         SampleSchedule schedule;
+        dev.stoker.pipeline.pack.PackedSchedule packed = null;
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(local.count());
         var metrics = new FeedMetrics();
         FeedErrors errors;
@@ -181,9 +205,40 @@ public final class Feeder implements AutoCloseable {
             records = source.records();
             if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
             schedule = Feeder.schedule(config, records);
-            if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
-            schedule = schedule.labelled(config.start(), config.startLabel());
-            for (int r = local.first(); r <= local.last(); r++) iterators.add(schedule.iterator(config.start(), r));
+            if (config.packing().on()) {
+                dev.stoker.pipeline.pack.ShapeIndex shapeIndex;
+                try {
+                    shapeIndex = shapes != null ? shapes.shapes(records, source)
+                            : dev.stoker.pipeline.pack.ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted while measuring the samples' shapes", e);
+                }
+                packed = PackedFeed.schedule(config, schedule, shapeIndex);
+                var at = startStep >= 0 ? packed.cursorAt(startStep) : packed.planner().aligned(config.start());
+                long label = PackedFeed.labelAt(packed, at, startStep >= 0 ? startStep : config.startLabel());
+                config = config.withStart(at, label);
+                var planner = packed.planner();
+                for (int r = local.first(); r <= local.last(); r++) {
+                    var steps = packed.iterator(at, label, r);
+                    // each step's predicted costs, imbalance and padding, once per step whichever local rank takes it first
+                    iterators.add(new Iterator<>() {
+                        @Override
+                        public boolean hasNext() { return steps.hasNext(); }
+
+                        @Override
+                        public ScheduledBatch next() {
+                            var b = steps.next();
+                            metrics.pack().record(b.pack(), planner.tokenBudget(), planner.balance());
+                            return b;
+                        }
+                    });
+                }
+            } else {
+                if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
+                schedule = schedule.labelled(config.start(), config.startLabel());
+                for (int r = local.first(); r <= local.last(); r++) iterators.add(schedule.iterator(config.start(), r));
+            }
             nameSources(metrics, records, config.seed());
             errors = FeedErrors.open(config, schedule, records instanceof MixedSource.Records mixed
                     ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName()));
@@ -210,11 +265,12 @@ public final class Feeder implements AutoCloseable {
             throw e.getCause() instanceof RuntimeException r ? r : e;
         }
         var materializer = Materializer.createMaterializer(system);
-        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode());
+        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode(), config.packing().padTo());
         pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
         var flow = zeroCopy ? null : pipeline.flow(config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(local.count()); // a rank that stops reading pins at most its share of the store
-        var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), local.first(), config.encode());
+        var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), local.first(), config.encode(),
+                config.packing().on() ? config.packing().padTo() : 0);
         var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();
         var feeds = new ArrayList<RankFeed<?>>(local.count());
@@ -237,7 +293,7 @@ public final class Feeder implements AutoCloseable {
             else ((OnDemandRankFeed) f).fail(cause);
         }));
         return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
-                fingerprint(records.digest(), config), store, startNanos);
+                fingerprint(records.digest(), config), store, startNanos, packed);
     }
 
     private static void startThread(Runnable task, String name) {
@@ -295,13 +351,16 @@ public final class Feeder implements AutoCloseable {
     /** The feed sampled every {@value FeedSampler#INTERVAL_MILLIS_DEFAULT} ms since it started (the last hour at most). */
     public FeedSampler.Timeline timeline() { return sampler.timeline(); }
 
-    /** What the rules of {@link Bottleneck} read, from this feed's timeline and stage latencies; trainer figures unknown. */
+    /**
+     * What the rules of {@link Bottleneck} read, from this feed's timeline and stage latencies, and, for a packed job, the
+     * balance of its recent steps ({@link FeedMetrics#pack()}); trainer figures unknown.
+     */
     public Bottleneck.Inputs bottleneckInputs() {
         var firstByte = sourceMetrics().map(SourceMetrics::firstByteLatency).filter(h -> h.count() > 0).orElse(null);
         long fetchP50 = firstByte != null ? firstByte.percentileNanos(0.5) : metrics.fetchLatency.percentileNanos(0.5);
         long encodeP50 = metrics.encodeLatency.percentileNanos(0.5) + metrics.pixelWriteLatency.percentileNanos(0.5);
         return new Bottleneck.Inputs(timeline(), fetchP50, firstByte != null, encodeP50, java.util.OptionalDouble.empty(),
-                java.util.OptionalDouble.empty(), config.mode() == FeedMode.ZERO_COPY);
+                java.util.OptionalDouble.empty(), config.mode() == FeedMode.ZERO_COPY, metrics.pack.packing());
     }
 
     /** The pipeline-side verdict now ({@link Bottleneck#classify} without the trainers' figures). */
@@ -355,9 +414,11 @@ public final class Feeder implements AutoCloseable {
 
     /** The job's order over {@code records}: of their mix's places when they are several sources mixed by weight. */
     public static SampleSchedule schedule(FeedConfig config, dev.stoker.source.SampleRecords records) {
+        // a packed job takes its order from this schedule and its steps from the planner: its batch size plays no part
+        int batch = config.packing().on() ? 1 : config.batchSize();
         if (records instanceof MixedSource.Records mixed)
-            return new SampleSchedule(config.seed(), mixed.mix(config.seed()), config.ranks(), config.batchSize());
-        return new SampleSchedule(config.seed(), records.size(), config.ranks(), config.batchSize());
+            return new SampleSchedule(config.seed(), mixed.mix(config.seed()), config.ranks(), batch);
+        return new SampleSchedule(config.seed(), records.size(), config.ranks(), batch);
     }
 
     /** From the SHA-256 of the manifest's bytes ({@link dev.stoker.source.ManifestRecords#digest()}) and the configuration. */
@@ -365,7 +426,11 @@ public final class Feeder implements AutoCloseable {
         try {
             var md = java.security.MessageDigest.getInstance("SHA-256");
             md.update(manifestDigest);
-            md.update(("seed=" + config.seed() + ";batch=" + config.batchSize() + ";encode=" + encodingText(config.encode()))
+            // a packed job's steps are decided by its budgets, balance, pad and cost model as a padded job's by its batch size
+            var p = config.packing();
+            String steps = !p.on() ? "batch=" + config.batchSize()
+                    : "pack=" + p.tokens() + "," + p.patches() + "," + p.balance() + "," + p.padTo() + "," + PackedFeed.cost(config);
+            md.update(("seed=" + config.seed() + ";" + steps + ";encode=" + encodingText(config.encode()))
                     .getBytes(java.nio.charset.StandardCharsets.UTF_8));
             long v = java.nio.ByteBuffer.wrap(md.digest()).getLong();
             return v == 0 ? 1 : v;
@@ -406,6 +471,9 @@ public final class Feeder implements AutoCloseable {
     }
 
     public SampleSchedule schedule() { return schedule; }
+
+    /** A packed job's schedule ({@code --pack-tokens}): its steps and each rank's pack; null when the job is not packed. */
+    public dev.stoker.pipeline.pack.PackedSchedule packedSchedule() { return packed; }
 
     /** Samples in the manifest (non-blank lines). */
     public int datasetSize() { return schedule.datasetSize(); }

@@ -67,11 +67,20 @@ final class SamplePipeline {
     private final FeedMetrics metrics;
     private final SampleParser parser = new SampleParser();
     private final BatchAssembler assembler;
+    /** Assembles the batches of a packed job: one row of whole samples per rank (docs/protocol.md, the canonical pack). */
+    private final dev.stoker.pipeline.batch.PackAssembler packAssembler;
     private volatile java.util.function.Consumer<Outcome> observer = o -> {};
 
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.pipeline.EncodeOptions encode) {
+        this(records, source, cpu, metrics, encode, 1);
+    }
+
+    /** A pipeline whose packed batches ({@link ScheduledBatch#pack()} set) have their row padded to a multiple of {@code packPadTo}. */
+    SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
+                   dev.stoker.pipeline.EncodeOptions encode, int packPadTo) {
         this.assembler = new BatchAssembler(encode);
+        this.packAssembler = new dev.stoker.pipeline.batch.PackAssembler(encode, packPadTo);
         this.records = records;
         this.source = source;
         this.cpu = cpu;
@@ -291,7 +300,9 @@ final class SamplePipeline {
                     case Ready r -> throw new IllegalStateException("assemble: sample " + r.sample().id() + " was only prepared");
                 }
             }
-            Batch b = assembler.assemble(scheduled, Arrays.copyOf(indices, samples.size()), samples, skipped);
+            int[] kept = Arrays.copyOf(indices, samples.size());
+            Batch b = scheduled.pack() != null ? packAssembler.assemble(scheduled, kept, samples, skipped)
+                    : assembler.assemble(scheduled, kept, samples, skipped);
             metrics.assembledBatches.increment();
             metrics.assembledBytes.add(b.sizeBytes());
             metrics.copiedBytes.add(b.sizeBytes());

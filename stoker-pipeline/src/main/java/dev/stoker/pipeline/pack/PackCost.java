@@ -78,6 +78,12 @@ public record PackCost(double llmParams, int llmLayers, int llmAttentionWidth, d
             throw new IllegalArgumentException("cost model: layer counts and widths must be >= 0");
     }
 
+    /** One line for logs: "LLM 1.54e9 weights, 28 layers × 1536; ViT 6.39e8 weights, 32 × 1280, trained". */
+    public String describe() {
+        return String.format(java.util.Locale.ROOT, "LLM %.3g weights, %d layers × %d; ViT %.3g weights, %d × %d, %s", llmParams, llmLayers,
+                llmAttentionWidth, vitParams, vitAttentionLayers, vitHidden, visionTrained ? "trained" : "frozen");
+    }
+
     /** The default of a model family: its smallest published model. */
     public static PackCost forFamily(ProcessorPreset family) {
         return switch (family) {

@@ -29,8 +29,8 @@ import java.util.concurrent.atomic.LongAdder;
  * Reads every record of a source and the headers of its images, never their pixels, and says what a feed would make
  * of each: its token length ({@code input_ids}), or why it would skip it, an error or a filtered sample, with the
  * stage, kind, reason and wording the feed uses: the same parse and fetches as {@code SamplePipeline}, then
- * {@link SampleEncoder#measure}, the checks of {@link SampleEncoder#prepare} (limits, image headers, smart_resize
- * grids, template, tokenizer) without building labels or positions. What it cannot see: an image whose header is
+ * {@link SampleEncoder#shape}, the checks of {@link SampleEncoder#prepare} (limits, image headers, smart_resize
+ * grids, template, tokenizer) without building labels or positions, which also gives each kept image's patch count. What it cannot see: an image whose header is
  * sound but whose pixel data is broken (a JPEG cut inside its scan) fails only when the feed decodes it.
  *
  * <p>Threading: {@link #validate} runs the records on a pool of {@link Settings#threads()} threads, each with its own
@@ -62,6 +62,8 @@ public final class DatasetValidator {
     private final SampleParser parser = new SampleParser(); // stateless and thread-safe, as the feed shares it
 
     private final int[] lengths;
+    /** Per record kept: its kept images' patch counts (null for an error, a filtered record or one without images). */
+    private final int[][] imagePatches;
     private final LongAdder images = new LongAdder();
     private final LongAdder[] imagesPerSample = new LongAdder[ValidationReport.IMAGE_COUNT_BUCKETS];
     private final ConcurrentHashMap<ValidationReport.CauseKey, ValidationReport.CauseCounter> causes = new ConcurrentHashMap<>();
@@ -72,6 +74,7 @@ public final class DatasetValidator {
         this.tokenizer = tokenizer;
         this.settings = settings;
         this.lengths = new int[records.size()];
+        this.imagePatches = new int[records.size()][];
         for (int i = 0; i < imagesPerSample.length; i++) imagesPerSample[i] = new LongAdder();
     }
 
@@ -107,7 +110,8 @@ public final class DatasetValidator {
             if (failure.get() != null) throw new IllegalStateException("validating " + records.name() + " failed: " + failure.get(), failure.get());
             long[] perSample = new long[imagesPerSample.length];
             for (int k = 0; k < perSample.length; k++) perSample[k] = imagesPerSample[k].sum();
-            return ValidationReport.of(records.name(), records.digest(), lengths, images.sum(), perSample, causes.values(), scanNanos);
+            return ValidationReport.of(records.name(), records.digest(), lengths, imagePatches, images.sum(), perSample, causes.values(),
+                    scanNanos);
         } finally {
             pool.shutdownNow();
         }
@@ -211,7 +215,9 @@ public final class DatasetValidator {
             var bytes = new HashMap<String, byte[]>(refs.size() * 2);
             for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), futures.get(k).join());
             try {
-                lengths[i] = encoder(encoders).measure(sample, bytes);
+                var shape = encoder(encoders).shape(sample, bytes);
+                lengths[i] = shape.tokens();
+                if (shape.hasImage()) imagePatches[i] = shape.imagePatches();
             } catch (SampleException e) {
                 fail(i, sample.id(), e, causeOf(e, sample.id()));
             } catch (RuntimeException e) {

@@ -22,12 +22,15 @@ import java.util.TreeMap;
  * @param source          the source's short name
  * @param digest          the source's digest, hex
  * @param lengths         per record: its token length, or {@link LengthIndex#ERROR} / {@link LengthIndex#FILTERED}
+ * @param imagePatches    per record: the patch counts (t·h·w) of the images the feed keeps of it; null or empty for a
+ *                        record without images, an error or a filtered one
  * @param images          images named by the records that parsed
  * @param imagesPerSample records that parsed by image count: index k for k images, the last for that many or more
  * @param causes          every cause, most frequent first
  * @param scanNanos       the scan's time, from the first record's read to the last verdict (start-up excluded)
  */
-public record ValidationReport(String source, String digest, int[] lengths, long images, long[] imagesPerSample, List<Cause> causes,
+public record ValidationReport(String source, String digest, int[] lengths, int[][] imagePatches, long images, long[] imagesPerSample,
+                               List<Cause> causes,
                                long scanNanos) {
     /** Buckets of {@link #imagesPerSample}: 0..7 images, and 8 or more. */
     public static final int IMAGE_COUNT_BUCKETS = 9;
@@ -77,13 +80,15 @@ public record ValidationReport(String source, String digest, int[] lengths, long
         synchronized Cause cause() { return new Cause(key, count, new ArrayList<>(examples.values())); }
     }
 
-    static ValidationReport of(String source, byte[] digest, int[] lengths, long images, long[] imagesPerSample,
+    static ValidationReport of(String source, byte[] digest, int[] lengths, int[][] imagePatches, long images,
+                               long[] imagesPerSample,
                                Collection<CauseCounter> counters, long scanNanos) {
         var causes = new ArrayList<Cause>();
         for (var c : counters) causes.add(c.cause());
         causes.sort(Comparator.comparingLong(Cause::count).reversed().thenComparing(c -> c.key().kind())
                 .thenComparing(c -> c.key().stage()).thenComparing(c -> c.key().reason()));
-        return new ValidationReport(source, HexFormat.of().formatHex(digest), lengths, images, imagesPerSample, causes, scanNanos);
+        return new ValidationReport(source, HexFormat.of().formatHex(digest), lengths, imagePatches, images, imagesPerSample, causes,
+                scanNanos);
     }
 
     /** Records read. */

@@ -70,6 +70,55 @@ class BottleneckTest {
         assertTrue(v.advice().contains("already go by reference"), v.text());
     }
 
+    static Bottleneck.Inputs packed(FeedSampler.Timeline tl, OptionalDouble wait, double loss, dev.stoker.pipeline.pack.PackPlanner.Balance balance) {
+        return new Bottleneck.Inputs(tl, 5 * MS, true, 30 * MS, wait, OptionalDouble.empty(), true,
+                new Bottleneck.Packing(120, 1 / (1 - loss), loss, balance));
+    }
+
+    /** A packed job whose ranks lose 12% of each step to the slowest, and wait 2% for data: the imbalance is what costs. */
+    @Test
+    void stragglerBoundWhenImbalanceCostsMoreThanTheWaitForData() {
+        var tl = timeline(2, 2, 64, true, 100, 0.99, 0, 1, 0);
+        var v = Bottleneck.classify(packed(tl, OptionalDouble.of(0.02), 0.12, dev.stoker.pipeline.pack.PackPlanner.Balance.COUNT));
+        assertEquals(BottleneckVerdict.Kind.STRAGGLER_BOUND, v.kind(), v.text());
+        assertEquals("balance", v.stage());
+        assertTrue(v.text().startsWith("straggler-bound: predicted step cost imbalance 1.136 (max/mean rank cost over the last 120 packed "
+                + "steps): ranks lose 12.0% of each step waiting for the slowest, more than the trainers' wait ratio 0.020"), v.text());
+        assertTrue(v.advice().contains("--balance cost"), v.text());
+        assertEquals(0.12, v.figures().get("imbalance_loss"));
+        assertEquals(1.136, v.figures().get("pack_imbalance"));
+        // balancing cost already: the advice is the budgets
+        var c = Bottleneck.classify(packed(tl, OptionalDouble.of(0.02), 0.12, dev.stoker.pipeline.pack.PackPlanner.Balance.COST));
+        assertEquals(BottleneckVerdict.Kind.STRAGGLER_BOUND, c.kind(), c.text());
+        assertFalse(c.advice().contains("--balance"), c.text());
+        assertTrue(c.advice().contains("--pack-tokens") && c.advice().contains("--pack-patches"), c.text());
+        // trainers' wait unknown: full buffers say data is not what they wait for
+        var u = Bottleneck.classify(packed(tl, OptionalDouble.empty(), 0.08, null));
+        assertEquals(BottleneckVerdict.Kind.STRAGGLER_BOUND, u.kind(), u.text());
+        assertTrue(u.evidence().contains("prefetch buffers are full 99% of the time"), u.text());
+        // the same figures after withTrainer (RankLedger's path) keep the packing
+        var w = Bottleneck.classify(packed(tl, OptionalDouble.empty(), 0.12, null).withTrainer(0.03, OptionalDouble.empty()));
+        assertEquals(BottleneckVerdict.Kind.STRAGGLER_BOUND, w.kind(), w.text());
+    }
+
+    /** Not straggler-bound: a small loss, data waits larger than the loss, buffers not full with no wait known, or no packing. */
+    @Test
+    void notStragglerBoundWhenDataCostsMoreOrTheImbalanceIsSmall() {
+        var full = timeline(2, 2, 64, true, 100, 0.99, 0, 1, 0);
+        assertEquals(BottleneckVerdict.Kind.TRAINER_BOUND,
+                Bottleneck.classify(packed(full, OptionalDouble.of(0.01), 0.04, null)).kind(), "a loss under 5%");
+        var starved = timeline(2, 2, 64, true, 100, 0, 0.8, 2, 0);
+        var v = Bottleneck.classify(packed(starved, OptionalDouble.of(0.30), 0.12, null));
+        assertEquals(BottleneckVerdict.Kind.CPU_BOUND, v.kind(), "the trainers wait 30% for data, more than the 12% imbalance: " + v.text());
+        assertEquals(0.12, v.figures().get("imbalance_loss"), "the figure is there all the same");
+        assertEquals(BottleneckVerdict.Kind.CPU_BOUND, Bottleneck.classify(packed(starved, OptionalDouble.empty(), 0.12, null)).kind(),
+                "no wait known and buffers empty: data may be what they wait for");
+        assertEquals(BottleneckVerdict.Kind.TRAINER_BOUND, Bottleneck.classify(new Bottleneck.Inputs(full, 5 * MS, true, 30 * MS,
+                OptionalDouble.of(0.01), OptionalDouble.empty(), true, null)).kind(), "an unpacked job");
+        assertEquals(BottleneckVerdict.Kind.TRAINER_BOUND, Bottleneck.classify(new Bottleneck.Inputs(full, 5 * MS, true, 30 * MS,
+                OptionalDouble.of(0.01), OptionalDouble.empty(), true, new Bottleneck.Packing(0, 1.5, 0.33, null))).kind(), "no steps yet");
+    }
+
     @Test
     void cpuBoundWhenPoolBusyAndBuffersEmpty() {
         var v = classify(timeline(2, 2, 64, true, 100, 0, 0.8, 2, 0), 5 * MS, 30 * MS, OptionalDouble.of(0.3), OptionalDouble.of(0.1));

@@ -150,24 +150,52 @@ class DatasetValidatorTest {
 
         // the length index: written, read back, keyed by the manifest and the settings
         var settings = LengthIndex.settings(OPTIONS, "bundled");
-        var index = LengthIndex.of(report.source(), report.digest(), settings, lengths);
+        var index = LengthIndex.of(report.source(), report.digest(), settings, lengths, report.imagePatches());
         Path file = index.write(tmp.resolve("lengths"));
         assertEquals(LengthIndex.fileFor(tmp.resolve("lengths"), report.digest(), settings), file);
         var back = LengthIndex.read(file);
         assertTrue(Arrays.equals(lengths, back.lengths()));
         assertEquals(settings.toString(), back.settings().toString());
         assertEquals(report.digest(), back.digest());
+        for (int i = 0; i < RECORDS; i++) {
+            int[] expected = report.imagePatches()[i] == null ? new int[0] : report.imagePatches()[i];
+            assertTrue(Arrays.equals(expected, back.imagePatches(i)), "record " + i + ": " + Arrays.toString(back.imagePatches(i)));
+        }
+        assertEquals(2, back.images(MULTI));
+        assertEquals(0, back.images(TEXT));
+        assertEquals(0, back.images(MISSING), "an error keeps no images");
+        assertEquals(0, back.images(LONG), "nor does a filtered record");
+        // the layout, as NumPy reads it: per record (tokens, images, patches), then every image's patches
         byte[] raw = Files.readAllBytes(file);
-        int h = java.nio.ByteBuffer.wrap(raw, 8, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt();
-        assertEquals(0, (12 + h) % 8, "lengths start 8-aligned");
-        assertEquals(lengths[SINGLE], java.nio.ByteBuffer.wrap(raw, 12 + h + 4 * SINGLE, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt());
-        assertEquals(12 + h + 4 * RECORDS, raw.length);
+        assertEquals("STKLEN02", new String(raw, 0, 8, StandardCharsets.US_ASCII));
+        var le = java.nio.ByteBuffer.wrap(raw).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        int h = le.getInt(8);
+        int table = 12 + h;
+        assertEquals(0, table % 8, "the table starts 8-aligned");
+        assertEquals(lengths[MULTI], le.getInt(table + 12 * MULTI));
+        assertEquals(2, le.getInt(table + 12 * MULTI + 4));
+        assertEquals(back.patches(MULTI), le.getInt(table + 12 * MULTI + 8));
+        int imagesBefore = 0;
+        for (int i = 0; i < MULTI; i++) imagesBefore += le.getInt(table + 12 * i + 4);
+        assertEquals(back.imagePatches(MULTI)[1], le.getInt(table + 12 * RECORDS + 4 * (imagesBefore + 1)), "the second image of MULTI");
+        int images = index.imagePatches().length;
+        assertEquals(6, images, "SINGLE, MULTI (2), TURNS, SINGLE_PORTRAIT, BIG");
+        assertEquals(table + 12 * RECORDS + 4 * images, raw.length);
         assertNotEquals(file, LengthIndex.fileFor(tmp.resolve("lengths"), report.digest(), LengthIndex.settings(OPTIONS.withPixels(3136, 50176), "bundled")),
                 "other pixel bounds, another index");
         assertNotEquals(file, LengthIndex.fileFor(tmp.resolve("lengths"), "00" + report.digest().substring(2), settings), "another manifest, another index");
         Files.write(file, Arrays.copyOf(raw, raw.length - 2));
         var e = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> LengthIndex.read(file));
         assertTrue(e.getMessage().contains("records"), e.getMessage());
+        byte[] v1 = raw.clone(); // a file of format 1 (lengths only): refused, with what to do
+        System.arraycopy("STKLEN01".getBytes(StandardCharsets.US_ASCII), 0, v1, 0, 8);
+        Files.write(file, v1);
+        var old = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> LengthIndex.read(file));
+        assertTrue(old.getMessage().contains("re-run stoker validate"), old.getMessage());
+        le.putInt(table + 12 * TEXT + 4, 7); // a record claiming more images than the index holds
+        Files.write(file, raw);
+        var claims = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> LengthIndex.read(file));
+        assertTrue(claims.getMessage().contains("images"), claims.getMessage());
     }
 
     /** Each kept record's length is the real encoder's input_ids length: two pixel caps, no limit, truncation; one thread or two, the same. */
@@ -189,6 +217,11 @@ class DatasetValidatorTest {
                 if (i == LONG && options.maxSequenceLength() > 0 && options.truncation() == TruncationPolicy.REJECT) continue; // filtered: checked above
                 var encoded = encoder.encode(sample, images);
                 assertEquals(encoded.inputIds().length, report.lengths()[i], "record " + i + " under " + options.vision());
+                long[] grid = encoded.imageGridThw();
+                int[] patches = report.imagePatches()[i] == null ? new int[0] : report.imagePatches()[i];
+                assertEquals(grid.length / 3, patches.length, "images kept, record " + i);
+                for (int k = 0; k < patches.length; k++)
+                    assertEquals(grid[3 * k] * grid[3 * k + 1] * grid[3 * k + 2], patches[k], "record " + i + " image " + k + ": t·h·w");
                 checked++;
             }
             assertTrue(checked >= 6);

@@ -1,0 +1,223 @@
+package dev.stoker.bench.packing;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.bench.Stats;
+import dev.stoker.core.ScheduleCursor;
+import dev.stoker.pipeline.pack.PackCost;
+import dev.stoker.pipeline.pack.PackPlanner;
+import dev.stoker.pipeline.pack.PackedStep;
+import dev.stoker.pipeline.pack.SampleShape;
+import dev.stoker.pipeline.pack.ShapeIndex;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import java.io.PrintWriter;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * {@code stoker bench packing}: what packing and balance give on a data set, without decoding anything. One epoch of
+ * the global order is planned into packed steps of R packs of at most N tokens (and P patches), once balanced by
+ * predicted cost and once by sample count, and compared with the same samples batched the unpacked way.
+ *
+ * <p>Figures, over the epoch's steps:
+ * <ul>
+ *   <li>{@code padding_fraction}: 1 − real tokens / (steps·R·N), balanced by cost: the share of the ranks' rows the
+ *       GPU would compute with nothing in it. Real tokens are the samples' own; the dummy image's segment (a pack
+ *       without an image in a step with one) counts as padding here, as it trains nothing.</li>
+ *   <li>{@code padded_padding_fraction}: the same samples in the same global order batched as without packing, B the
+ *       mean samples per pack (rounded, at least 1): per step each rank takes the next B samples, padded to the longest
+ *       of them, so 1 − real / Σ B·maxLen (a last short group is padded to its own size).</li>
+ *   <li>{@code imbalance}: the mean over steps of max / mean predicted rank cost ({@link PackedStep#imbalance}), for
+ *       {@code count} and {@code cost}: what the straggler costs the others at each all-reduce.</li>
+ *   <li>{@code planner_us_per_sample}: the planner's own cost, with the balance asked for: the median of
+ *       {@link Settings#rounds} timed plannings of the whole epoch, after {@value #WARM_UP_ROUNDS} untimed ones (the
+ *       JIT), divided by the samples packed.</li>
+ * </ul>
+ * The last stdout line is JSON {@code {"padding_fraction", "padded_padding_fraction", "imbalance": {"count", "cost"},
+ * "planner_us_per_sample", "samples", "packs"}} ({@code samples} and {@code packs} of the cost-balanced epoch).
+ */
+public final class PackingBench {
+    /** Untimed plannings of the epoch before the timed ones. */
+    static final int WARM_UP_ROUNDS = 2;
+
+    /**
+     * @param order   the global sample order (seed, sources, mix)
+     * @param shapes  every record's shape
+     * @param ranks   R
+     * @param tokens  N
+     * @param patches P, or 0 for no limit
+     * @param balance the balance whose planner is timed
+     * @param cost    the cost model
+     * @param dummy   the dummy image's segment
+     * @param rounds  timed plannings of the epoch (at least 1; the figure is their median)
+     */
+    public record Settings(SampleSchedule order, ShapeIndex shapes, int ranks, int tokens, int patches, PackPlanner.Balance balance,
+                           PackCost cost, SampleShape dummy, int rounds) {
+        public Settings {
+            if (rounds < 1) throw new IllegalArgumentException("--rounds must be >= 1, got " + rounds);
+        }
+    }
+
+    /** What one epoch planned with one balance gave. */
+    record Epoch(List<PackedStep> steps, long realTokens, long dummyTokens, int samples, double imbalance, int skipped, int filtered) {
+        int packs() { return steps.isEmpty() ? 0 : steps.size() * steps.getFirst().ranks(); }
+    }
+
+    private PackingBench() {}
+
+    /** Runs the benchmark, printing to {@code out}; returns the last line's figures. */
+    public static Map<String, Object> run(Settings s, PrintWriter out) throws Exception {
+        var cost = epoch(planner(s, PackPlanner.Balance.COST), s.dummy());
+        var count = epoch(planner(s, PackPlanner.Balance.COUNT), s.dummy());
+        if (cost.steps().isEmpty()) throw new IllegalStateException("the epoch gave no packed step");
+        double capacity = (double) cost.steps().size() * s.ranks() * s.tokens();
+        double padding = 1 - cost.realTokens() / capacity;
+        double countPadding = 1 - count.realTokens() / ((double) count.steps().size() * s.ranks() * s.tokens());
+        int batch = Math.max(1, (int) Math.round(cost.samples() / (double) cost.packs()));
+        double padded = paddedFraction(s, cost, batch);
+        double usPerSample = time(s);
+
+        out.printf(Locale.ROOT, "epoch: %d samples in %d steps of %d packs (N = %d tokens%s), %d skipped (errors, filtered by a limit), "
+                        + "%d over a budget%n", cost.samples(), cost.steps().size(), s.ranks(), s.tokens(),
+                s.patches() > 0 ? ", P = " + s.patches() + " patches" : "", cost.skipped(), cost.filtered());
+        out.printf(Locale.ROOT, "%-8s %10s %14s %12s %12s %14s%n", "balance", "padding", "tokens/step", "samples/pack", "imbalance",
+                "dummy tokens");
+        for (var e : List.of(Map.entry("count", count), Map.entry("cost", cost))) {
+            var ep = e.getValue();
+            double cap = (double) ep.steps().size() * s.ranks() * s.tokens();
+            out.printf(Locale.ROOT, "%-8s %9.2f%% %14.0f %12.2f %12.4f %13.2f%%%n", e.getKey(), 100 * (1 - ep.realTokens() / cap),
+                    ep.realTokens() / (double) ep.steps().size(), ep.samples() / (double) ep.packs(), ep.imbalance(),
+                    100 * ep.dummyTokens() / cap);
+        }
+        // what an epoch's own size allows: its tokens need at least ceil(tokens / (R·N)) steps, and a step never spans two epochs
+        long fewest = (cost.realTokens() + (long) s.ranks() * s.tokens() - 1) / ((long) s.ranks() * s.tokens());
+        var last = cost.steps().getLast();
+        long lastTokens = 0;
+        for (int t : last.tokens()) lastTokens += t;
+        double fullSteps = cost.steps().size() < 2 ? padding
+                : 1 - (cost.realTokens() - lastTokens + dummyTokens(last, s.dummy())) / ((cost.steps().size() - 1.0) * s.ranks() * s.tokens());
+        out.printf(Locale.ROOT, "the epoch's %d tokens need at least %d steps: padding >= %.2f%% at any packing; its steps but the last "
+                        + "(the epoch's remainder, %.0f%% full): padding %.2f%%%n", cost.realTokens(), fewest,
+                100 * (1 - cost.realTokens() / ((double) fewest * s.ranks() * s.tokens())),
+                100.0 * lastTokens / ((double) s.ranks() * s.tokens()), 100 * fullSteps);
+        out.printf(Locale.ROOT, "unpacked, B = %d samples per rank padded to the longest: padding %.2f%%%n", batch, 100 * padded);
+        out.printf(Locale.ROOT, "planner (%s): %.2f µs per sample (median of %d plannings of the epoch)%n",
+                s.balance().name().toLowerCase(Locale.ROOT), usPerSample, s.rounds());
+
+        var result = new LinkedHashMap<String, Object>();
+        result.put("padding_fraction", round(padding));
+        result.put("padded_padding_fraction", round(padded));
+        var imbalance = new LinkedHashMap<String, Object>();
+        imbalance.put("count", round(count.imbalance()));
+        imbalance.put("cost", round(cost.imbalance()));
+        result.put("imbalance", imbalance);
+        result.put("planner_us_per_sample", round(usPerSample));
+        result.put("samples", cost.samples());
+        result.put("packs", cost.packs());
+        if (!(countPadding >= 0)) throw new IllegalStateException("count-balanced packs hold more tokens than N: " + countPadding);
+        out.println(new ObjectMapper().writeValueAsString(result));
+        out.flush();
+        return result;
+    }
+
+    /** The dummy images' tokens in {@code step}. */
+    private static long dummyTokens(PackedStep step, SampleShape dummy) {
+        long n = 0;
+        for (boolean d : step.dummyImage()) if (d) n += dummy.tokens();
+        return n;
+    }
+
+    private static PackPlanner planner(Settings s, PackPlanner.Balance balance) {
+        return new PackPlanner(s.order(), s.shapes(), s.ranks(), s.tokens(), s.patches(), balance, s.cost(), s.dummy());
+    }
+
+    /** Epoch 0 planned step by step from its start; the steps, and what they hold. */
+    static Epoch epoch(PackPlanner planner, SampleShape dummy) {
+        var steps = new ArrayList<PackedStep>();
+        long real = 0, dummies = 0, label = 0;
+        int samples = 0, skipped = 0, filtered = 0;
+        double imbalance = 0;
+        var c = ScheduleCursor.START;
+        while (c.epoch() == 0) {
+            var step = planner.plan(c, label++);
+            if (step.cursor().epoch() != 0) break; // the rest of epoch 0 could not fill a step
+            steps.add(step);
+            for (int r = 0; r < step.ranks(); r++) {
+                int d = step.dummyImage()[r] ? dummy.tokens() : 0;
+                real += step.tokens()[r] - d;
+                dummies += d;
+            }
+            samples += step.samples();
+            skipped += step.skipped().length;
+            filtered += step.filtered().length;
+            imbalance += step.imbalance();
+            c = step.next();
+        }
+        return new Epoch(steps, real, dummies, samples, steps.isEmpty() ? 1 : imbalance / steps.size(), skipped, filtered);
+    }
+
+    /**
+     * The padding of the samples {@code e} packed, in their global order, batched the unpacked way: per step of the
+     * unpacked job each rank takes the next {@code batch} samples, padded to the longest of them (a last short group is
+     * padded to its own size).
+     */
+    static double paddedFraction(Settings s, Epoch e, int batch) {
+        long real = 0, padded = 0;
+        int[] order = inOrder(s.order(), e);
+        for (int from = 0; from < order.length; from += batch) {
+            int to = Math.min(order.length, from + batch);
+            int longest = 0;
+            for (int i = from; i < to; i++) {
+                int t = s.shapes().shape(order[i]).tokens();
+                real += t;
+                longest = Math.max(longest, t);
+            }
+            padded += (long) longest * (to - from);
+        }
+        return padded == 0 ? 0 : 1 - real / (double) padded;
+    }
+
+    /**
+     * The samples the epoch's packs hold, in the global order: each step's window is the run of positions from its
+     * cursor, and of those positions the ones whose record went into a pack (not skipped, not over a budget).
+     */
+    static int[] inOrder(SampleSchedule order, Epoch e) {
+        var out = new int[e.samples()];
+        int k = 0;
+        for (var step : e.steps()) {
+            var inPacks = new java.util.HashMap<Integer, Integer>();
+            for (int[] pack : step.records()) for (int record : pack) inPacks.merge(record, 1, Integer::sum);
+            int from = (int) step.cursor().position();
+            int[] window = new int[step.positions()];
+            order.recordsAt(step.cursor().epoch(), from, window.length, window);
+            for (int record : window) {
+                Integer left = inPacks.get(record);
+                if (left == null) continue;
+                out[k++] = record;
+                if (left == 1) inPacks.remove(record);
+                else inPacks.put(record, left - 1);
+            }
+            if (!inPacks.isEmpty())
+                throw new IllegalStateException("step " + step.globalStep() + ": packed records " + inPacks.keySet() + " are not in its window");
+        }
+        if (k != out.length) throw new IllegalStateException("the epoch's windows hold " + k + " packed samples, its packs " + out.length);
+        return out;
+    }
+
+    /** Median µs per packed sample of planning the whole epoch with the balance asked for. */
+    private static double time(Settings s) {
+        var planner = planner(s, s.balance());
+        for (int i = 0; i < WARM_UP_ROUNDS; i++) epoch(planner, s.dummy());
+        double[] us = new double[s.rounds()];
+        for (int i = 0; i < us.length; i++) {
+            long t0 = System.nanoTime();
+            var e = epoch(planner, s.dummy());
+            us[i] = (System.nanoTime() - t0) / 1e3 / Math.max(1, e.samples());
+        }
+        return Stats.median(us);
+    }
+
+    private static double round(double v) { return Math.round(v * 1e4) / 1e4; }
+}

@@ -1,0 +1,66 @@
+package dev.stoker.cli;
+
+import dev.stoker.bench.packing.PackingBench;
+import dev.stoker.node.ConfigException;
+import dev.stoker.node.ConfigKey;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.node.NodeFeeds;
+import dev.stoker.pipeline.feed.DataSources;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code stoker bench packing}: one epoch of a data set planned into packed steps, balanced by cost and by count, and
+ * the same samples batched padded ({@link PackingBench}); nothing is decoded: the shapes come from {@code stoker
+ * validate}'s length index, or are measured from image headers first.
+ */
+@Command(name = "packing", mixinStandardHelpOptions = true, sortOptions = false,
+        description = {"Plan one epoch into packed steps of --ranks packs of at most --pack-tokens tokens (and --pack-patches patches),",
+                "balanced by cost and by count; print the padding fraction, tokens per step, the imbalance (mean over steps of max / mean",
+                "predicted rank cost) for each, the same samples' padding when batched padded, and the planner's µs per sample.",
+                "The last stdout line is JSON {\"padding_fraction\", \"padded_padding_fraction\", \"imbalance\": {\"count\", \"cost\"},",
+                "\"planner_us_per_sample\", \"samples\", \"packs\"}."})
+final class PackingCommand implements Callable<Integer>, NodeOptions.Configured {
+    @Spec CommandSpec spec;
+
+    @Option(names = "--lengths-dir", paramLabel = "DIR",
+            description = "Where stoker validate wrote the length index (default: the index cache, as validate's).")
+    Path lengthsDir;
+
+    @Option(names = "--rounds", defaultValue = "7", paramLabel = "N",
+            description = "Timed plannings of the epoch; the planner's cost is their median (default: ${DEFAULT-VALUE}).")
+    int rounds;
+
+    @Override
+    public List<ConfigKey<?>> settings() {
+        return new ArrayList<>(NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA)));
+    }
+
+    @Override
+    public Integer call() throws Exception {
+        NodeConfig config = NodeOptions.configOrPrint(spec, settings());
+        if (config == null) return 0;
+        if (config.sources().isEmpty()) throw new ConfigException("--data is required: the data set's train.jsonl");
+        if (!config.packed()) throw new ConfigException("--pack-tokens N is required: the tokens per pack");
+        if (rounds < 1) throw new ConfigException("--rounds must be >= 1, got " + rounds);
+        var out = spec.commandLine().getOut();
+        try (var sources = DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
+             var tokenizer = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
+            var source = sources.feedSource();
+            var records = source.records();
+            if (records.size() == 0) throw new ConfigException("--data " + config.data() + " holds no samples");
+            var shapes = NodeFeeds.shapes(config, source, records, tokenizer, lengthsDir, out::println);
+            var planner = NodeFeeds.packPlanner(config, records, shapes);
+            var packing = config.packing();
+            PackingBench.run(new PackingBench.Settings(planner.order(), shapes, config.ranks(), packing.tokens(), packing.patches(),
+                    packing.balance(), planner.cost(), planner.dummy(), rounds), out);
+        }
+        return 0;
+    }
+}

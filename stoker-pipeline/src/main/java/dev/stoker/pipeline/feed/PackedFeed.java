@@ -1,0 +1,87 @@
+package dev.stoker.pipeline.feed;
+
+import dev.stoker.core.ScheduleCursor;
+import dev.stoker.pipeline.batch.DummyImage;
+import dev.stoker.pipeline.pack.PackCost;
+import dev.stoker.pipeline.pack.PackPlanner;
+import dev.stoker.pipeline.pack.PackedSchedule;
+import dev.stoker.pipeline.pack.SampleShape;
+import dev.stoker.pipeline.pack.ShapeIndex;
+import dev.stoker.pipeline.schedule.SampleSchedule;
+import java.io.IOException;
+
+/**
+ * What a packed feed ({@code --pack-tokens N}) plans with, made from its configuration: the cost model, the dummy
+ * image's shape, the {@link PackedSchedule} over the job's global order, where a job starts and how its first step is
+ * labelled, and the most samples a pack can hold (which bounds the CPU pool's queue).
+ *
+ * <p>Threading: static functions.
+ */
+public final class PackedFeed {
+    private PackedFeed() {}
+
+    /** Where a packed feed's shapes come from: the length index {@code stoker validate} wrote, or measured from image headers. */
+    @FunctionalInterface
+    public interface ShapeSource {
+        /** The shapes of {@code records}, read through {@code source} (the feed's own) where they must be measured. */
+        ShapeIndex shapes(dev.stoker.source.SampleRecords records, FeedSource source) throws IOException, InterruptedException;
+    }
+
+    /** The cost model of {@code config}: the one its packing names (resolved by the configuration: the model's, the family's, --cost-*). */
+    public static PackCost cost(FeedConfig config) { return config.packing().cost(); }
+
+    /** The dummy image's segment as the planner reserves it: its tokens and its one image's patch rows. */
+    public static SampleShape dummyShape(FeedConfig config) {
+        var dummy = DummyImage.of(config.encode().vision());
+        return SampleShape.of(dummy.tokenCount(), dummy.rows());
+    }
+
+    /** The packed schedule of {@code config} over {@code order} (the job's global order) and {@code shapes}. */
+    public static PackedSchedule schedule(FeedConfig config, SampleSchedule order, ShapeIndex shapes) {
+        return new PackedSchedule(planner(config, order, shapes));
+    }
+
+    /** The planner of {@code config} over {@code order} and {@code shapes}. */
+    public static PackPlanner planner(FeedConfig config, SampleSchedule order, ShapeIndex shapes) {
+        var p = config.packing();
+        if (!p.on()) throw new IllegalArgumentException("not a packed feed");
+        if (shapes.size() != order.datasetSize())
+            throw new IllegalArgumentException("the shape index holds " + shapes.size() + " records, the data set " + order.datasetSize());
+        return new PackPlanner(order, shapes, config.ranks(), p.tokens(), p.patches(), p.balance(), cost(config), dummyShape(config));
+    }
+
+    /**
+     * The label of the step at {@code c}: {@code label} when it is given (≥ 0, from a resume state), else the steps from
+     * the origin (epoch 0, position 0) to {@code c}, walked epoch by epoch.
+     */
+    public static long labelAt(PackedSchedule schedule, ScheduleCursor c, long label) {
+        if (label >= 0) return label;
+        long steps = 0;
+        for (long e = 0; e < c.epoch(); e++) steps += stepsIn(schedule, e);
+        return steps + schedule.stepInEpoch(c);
+    }
+
+    private static long stepsIn(PackedSchedule schedule, long epoch) {
+        var c = new ScheduleCursor(epoch, 0);
+        long n = 0;
+        while (c.epoch() == epoch) {
+            c = schedule.planner().plan(c, n).next();
+            n++;
+        }
+        return n;
+    }
+
+    /**
+     * The most samples one pack can hold: N divided by the fewest tokens of any sample the shapes say is kept, at most the
+     * data set; the CPU pool's queue is sized for as many pixel tasks per batch being filled.
+     */
+    public static int maxPackSamples(FeedConfig config, ShapeIndex shapes) {
+        int fewest = Integer.MAX_VALUE;
+        for (int i = 0; i < shapes.size(); i++) {
+            var s = shapes.shape(i);
+            if (s.kind() == SampleShape.Kind.OK && s.tokens() > 0) fewest = Math.min(fewest, s.tokens());
+        }
+        if (fewest == Integer.MAX_VALUE) fewest = 1;
+        return (int) Math.max(1, Math.min(shapes.size(), config.packing().tokens() / fewest));
+    }
+}

@@ -1,0 +1,216 @@
+package dev.stoker.pipeline.feed;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ScheduleCursor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.pipeline.pack.PackedSchedule;
+import dev.stoker.pipeline.pack.PackedStep;
+import dev.stoker.pipeline.pack.ShapeIndex;
+import dev.stoker.pipeline.pack.ShapeIndexes;
+import dev.stoker.store.ShmObjectStore;
+import dev.stoker.store.StoreConfig;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A packed feed ({@code --pack-tokens N}) hands each rank, per step, the pack the planner gave it: one row of its samples, in
+ * segment order, on the heap and written in place into shared memory alike; over an epoch every sample is in exactly one pack
+ * (or filtered, or the dropped rest); a feed started at a step's cursor continues with the same packs.
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class PackedFeederTest {
+    static final int RANKS = 3, SAMPLES = 30;
+    @TempDir Path tmp;
+    @TempDir Path shm;
+
+    @BeforeAll
+    static void loadTokenizer() { FeederTest.loadTokenizer(); }
+
+    @AfterAll
+    static void closeTokenizer() { FeederTest.closeTokenizer(); }
+
+    /** N = three of the data set's longest samples: packs of a few samples each. */
+    static FeedConfig packed(FeedMode mode, ShapeIndex shapes, int padTo) {
+        int longest = 0;
+        for (int i = 0; i < shapes.size(); i++) longest = Math.max(longest, shapes.shape(i).tokens());
+        int n = (3 * longest + padTo - 1) / padTo * padTo;
+        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new FeedConfig.Packing(n, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, padTo, dev.stoker.pipeline.pack.PackCost.QWEN2_5_VL_3B));
+    }
+
+    static ShapeIndex shapes(FeedSource source) throws Exception {
+        return ShapeIndexes.measure(source.records(), source, FeederTest.tokenizer, FeederTest.OPTIONS, 2);
+    }
+
+    /** The planner's steps of epoch 0, walked on a schedule of its own. */
+    static List<PackedStep> epoch0(FeedConfig config, FeedSource source, ShapeIndex shapes) throws Exception {
+        PackedSchedule schedule = PackedFeed.schedule(config, Feeder.schedule(config, source.records()), shapes);
+        var steps = new ArrayList<PackedStep>();
+        for (ScheduleCursor c = ScheduleCursor.START; c.epoch() == 0; ) {
+            var s = schedule.step(c, steps.size());
+            steps.add(s);
+            c = s.next();
+        }
+        return steps;
+    }
+
+    @Test
+    void eachRankGetsItsPlannedPackAndAnEpochHoldsEverySampleOnce() throws Exception {
+        Path manifest = TestDatasets.write(tmp, SAMPLES, Set.of());
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var shapes = shapes(source);
+            var config = packed(FeedMode.PREFETCH, shapes, 1);
+            var plan = epoch0(config, source, shapes);
+            assertTrue(plan.size() >= 2, "the epoch takes several steps: " + plan.size());
+            var seen = new HashSet<Long>();
+            try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
+                assertNotNull(feeder.packedSchedule());
+                for (int s = 0; s < plan.size(); s++) {
+                    var step = plan.get(s);
+                    for (int r = 0; r < RANKS; r++) {
+                        Batch b = feeder.rank(r).next().get(60, TimeUnit.SECONDS);
+                        String at = "step " + s + " rank " + r;
+                        assertEquals(s, b.globalStep(), at);
+                        assertNull(b.attentionMask(), at + ": a pack has no attention_mask");
+                        int[] want = step.records()[r];
+                        assertArrayEquals(want, b.datasetIndices(), at + ": the planner's pack, in segment order");
+                        int tokens = 0;
+                        for (int rec : want) tokens += shapes.shape(rec).tokens();
+                        int[] cu = b.cuSeqlens();
+                        int real = want.length + (step.dummyImage()[r] ? 1 : 0);
+                        assertEquals(real + 1, cu.length, at);
+                        int dummyTokens = step.dummyImage()[r] ? PackedFeed.dummyShape(config).tokens() : 0;
+                        assertEquals(tokens + dummyTokens, cu[cu.length - 1], at + ": the shapes' tokens are the pack's");
+                        assertEquals(step.tokens()[r], cu[cu.length - 1], at + ": the planner's tokens are the pack's");
+                        assertEquals(cu[cu.length - 1], b.inputIds().length, at + ": one row, no pad");
+                        for (int rec : want) assertTrue(seen.add((long) rec), "sample " + rec + " in two packs");
+                        assertNotNull(b.after(), at);
+                        assertEquals(step.next().epoch(), b.after().epoch(), at);
+                        assertEquals(step.next().position(), b.after().position(), at);
+                        assertEquals(s + 1, b.after().step(), at);
+                    }
+                }
+                // the feed's packing figures: every step planned so far (the streams plan ahead of delivery), each once
+                var pack = feeder.metrics().pack();
+                assertNotNull(pack, "a packed feed's metrics hold its packing");
+                assertTrue(pack.steps() >= plan.size(), pack.steps() + " steps recorded");
+                double sum = 0;
+                for (var step : plan) sum += step.imbalance();
+                assertTrue(pack.meanImbalance() >= 1.0, "imbalance " + pack.meanImbalance());
+                assertEquals(RANKS, pack.lastCosts().length);
+                if (pack.steps() == plan.size()) assertEquals(sum / plan.size(), pack.meanImbalance(), 1e-9);
+            }
+            var accounted = new HashSet<>(seen);
+            for (var step : plan) {
+                for (int f : step.filtered()) assertTrue(accounted.add((long) f));
+                for (int f : step.skipped()) assertTrue(accounted.add((long) f));
+            }
+            var planner = PackedFeed.schedule(config, Feeder.schedule(config, source.records()), shapes).planner();
+            assertEquals(SAMPLES - accounted.size(), planner.dropped(plan.getLast()),
+                    "every sample of the epoch packed once, filtered, skipped or in the dropped rest");
+        }
+    }
+
+    /** Zero-copy writes, in place into shared memory, the very packs the heap path assembles (tail pad to 8 here). */
+    @Test
+    void zeroCopyWritesTheHeapPacksInPlace() throws Exception {
+        Path manifest = TestDatasets.write(tmp, SAMPLES, Set.of());
+        try (var source = new LocalFeedSource(manifest, 0);
+             var store = ShmObjectStore.open(new StoreConfig(shm, 256L << 20, "stoker_test"))) {
+            var shapes = shapes(source);
+            var config = packed(FeedMode.PREFETCH, shapes, 8);
+            int steps = epoch0(config, source, shapes).size();
+            var heap = new ArrayList<Batch>();
+            try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
+                for (int s = 0; s < steps; s++) for (int r = 0; r < RANKS; r++) heap.add(feeder.rank(r).next().get(60, TimeUnit.SECONDS));
+            }
+            try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, FeederTest.tokenizer, store)) {
+                int i = 0;
+                for (int s = 0; s < steps; s++)
+                    for (int r = 0; r < RANKS; r++, i++) {
+                        StoredBatch stored = feeder.storedRank(r).next().get(60, TimeUnit.SECONDS);
+                        var b = BatchLayout.read(stored.object().segment());
+                        Batch h = heap.get(i);
+                        String at = "step " + s + " rank " + r;
+                        assertEquals(0, stored.bytesCopied(), at);
+                        assertEquals(0, h.inputIds().length % 8, at + ": the row padded to a multiple of 8");
+                        assertArrayEquals(h.inputIds(), b.tensor("input_ids").toLongs(), at);
+                        assertArrayEquals(h.labels(), b.tensor("labels").toLongs(), at);
+                        assertArrayEquals(h.positionIds(), b.tensor("position_ids").toLongs(), at);
+                        assertArrayEquals(h.sampleIndex(), b.tensor("sample_index").toLongs(), at);
+                        assertArrayEquals(h.cuSeqlens(), b.tensor("cu_seqlens").toInts(), at);
+                        assertArrayEquals(h.pixelValues(), b.tensor("pixel_values").toFloats(), at);
+                        assertEquals(4, b.tensor("position_ids").shape()[0], at + ": four position rows");
+                        stored.release();
+                    }
+            }
+            assertEquals(0, store.metrics().inUseBytes());
+        }
+    }
+
+    /** A feed started at a step's cursor (a resume, also at another rank count) plans from there as the whole run did. */
+    @Test
+    void aFeedStartedAtAStepsCursorContinuesWithTheSamePacks() throws Exception {
+        Path manifest = TestDatasets.write(tmp, SAMPLES, Set.of());
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var shapes = shapes(source);
+            var config = packed(FeedMode.PREFETCH, shapes, 1);
+            var plan = epoch0(config, source, shapes);
+            var resumeAt = plan.get(1).cursor();
+            try (var feeder = Feeder.start(config.withStart(resumeAt, 1), source, FeederTest.tokenizer)) {
+                for (int s = 1; s < plan.size(); s++)
+                    for (int r = 0; r < RANKS; r++) {
+                        Batch b = feeder.rank(r).next().get(60, TimeUnit.SECONDS);
+                        assertEquals(s, b.globalStep());
+                        assertArrayEquals(plan.get(s).records()[r], b.datasetIndices(), "step " + s + " rank " + r);
+                    }
+            }
+            // the same cursor without a label: the label is counted from the origin
+            try (var feeder = Feeder.start(config.withStart(resumeAt), source, FeederTest.tokenizer)) {
+                assertEquals(1, feeder.rank(0).next().get(60, TimeUnit.SECONDS).globalStep());
+            }
+            // two ranks from the same cursor: the rest of the order, each sample once
+            var two = FeedConfig.of(FeedMode.PREFETCH, FeederTest.OPTIONS, 2, 1).withSeed(FeederTest.SEED).withCpuThreads(2)
+                    .withFetchConcurrency(4).withWarmUp(0).withPacking(config.packing()).withStart(resumeAt, 1);
+            var before = new HashSet<Long>();
+            for (int r = 0; r < RANKS; r++) for (int rec : plan.get(0).records()[r]) before.add((long) rec);
+            var after = new HashSet<Long>();
+            var perm = Feeder.schedule(config, source.records()).permutationCopy(0);
+            try (var feeder = Feeder.start(two, source, FeederTest.tokenizer)) {
+                var packed2 = feeder.packedSchedule();
+                for (ScheduleCursor c = packed2.planner().aligned(resumeAt); c.epoch() == 0; ) {
+                    var step = packed2.step(c, 0);
+                    for (int r = 0; r < 2; r++) {
+                        Batch b = feeder.rank(r).next().get(60, TimeUnit.SECONDS);
+                        for (int rec : b.datasetIndices()) {
+                            assertTrue(!before.contains((long) rec), "sample " + rec + " was trained before the resize");
+                            assertTrue(after.add((long) rec), "sample " + rec + " twice after the resize");
+                        }
+                    }
+                    c = step.next();
+                }
+            }
+            assertTrue(after.size() > 0);
+            for (long rec : after) {
+                int pos = 0;
+                while (perm[pos] != rec) pos++;
+                assertTrue(pos >= resumeAt.position(), "sample " + rec + " at position " + pos + " is after the resume cursor");
+            }
+        }
+    }
+}
