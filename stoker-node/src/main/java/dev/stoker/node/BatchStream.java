@@ -37,12 +37,17 @@ public interface BatchStream extends AutoCloseable {
 
     /**
      * A packed job's schedule, whose steps the batches follow (each rank's batch its pack, of a size that varies by step
-     * and rank); null for an unpacked job, whose steps are {@link #schedule()}'s. Its first step is labelled as
-     * {@link #schedule()} labels {@link #start()} when it is labelled there ({@link SampleSchedule#labelled}), else by
-     * the steps from the origin ({@link dev.stoker.pipeline.pack.PackedSchedule#stepsBefore}); after a {@link #moveTo}
-     * it is the new one's.
+     * and rank); null for an unpacked job, whose steps are {@link #schedule()}'s. After a {@link #moveTo} it is the new
+     * pipeline's.
      */
     default dev.stoker.pipeline.pack.PackedSchedule packed() { return null; }
+
+    /**
+     * A packed job's label of the step at {@link #start()} (the global step its batches carry), or −1: the steps from the
+     * origin to it ({@link dev.stoker.pipeline.feed.PackedFeed#labelAt}). After a {@link #moveTo} it is the new pipeline's.
+     * Unused for an unpacked job, whose labels are {@link #schedule()}'s.
+     */
+    default long startLabel() { return -1; }
 
     long fingerprint();
 

@@ -6,6 +6,7 @@ import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.pipeline.feed.Bottleneck;
 import dev.stoker.pipeline.feed.BottleneckVerdict;
 import dev.stoker.pipeline.feed.Feeder;
+import dev.stoker.pipeline.feed.PackedFeed;
 import dev.stoker.pipeline.pack.PackedSchedule;
 import dev.stoker.pipeline.pack.PackedStep;
 import dev.stoker.pipeline.schedule.SampleSchedule;
@@ -143,24 +144,19 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /**
      * A packed job's every rank takes next the step at {@code at} (as the planner aligns it), labelled {@code label} (−1: as
-     * the stream labels it, {@link BatchStream#packed()}), numbered within its epoch as the packed schedule numbers it.
+     * the stream labels its start, {@link BatchStream#startLabel()}, or else by the steps from the origin), numbered within
+     * its epoch as the packed schedule numbers it. Walking from the origin plans every step before {@code at}: only at a
+     * start or a move, and only when nobody gave a label.
      */
     private void startPacked(PackedSchedule packed, ScheduleCursor at, long label) {
         var c = packed.planner().aligned(at);
-        long l = label >= 0 ? label : packedLabel(packed, c);
+        long l = label >= 0 ? label : stream.startLabel() >= 0 ? stream.startLabel() : PackedFeed.labelAt(packed, c, -1);
         long inEpoch = c.position() == 0 ? 0 : packed.stepInEpoch(c);
         for (var s : slots) {
             s.next = c;
             s.nextLabel = l;
             s.nextInEpoch = inEpoch;
         }
-    }
-
-    /** The label the stream gives a packed job's step at {@code c}: the schedule's own where it is labelled there, else steps from the origin. */
-    private long packedLabel(PackedSchedule packed, ScheduleCursor c) {
-        var schedule = stream.schedule();
-        if (schedule.labelAt() != null && packed.planner().aligned(schedule.labelAt()).equals(c)) return schedule.labelStep();
-        return packed.stepsBefore(c);
     }
 
     /**

@@ -8,6 +8,7 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
+import dev.stoker.pipeline.feed.PackedFeed;
 import dev.stoker.pipeline.pack.PackCost;
 import dev.stoker.pipeline.pack.PackPlanner;
 import dev.stoker.pipeline.pack.PackedSchedule;
@@ -60,6 +61,7 @@ class PackedLedgerTest {
         private final java.util.function.Function<ScheduledBatch, Shaped> make;
         private final List<Iterator<ScheduledBatch>> ranks = new ArrayList<>();
         private ScheduleCursor start = ScheduleCursor.START;
+        private long label;
 
         PackedStream(java.util.function.Function<ScheduledBatch, Shaped> make) {
             this.make = make;
@@ -91,8 +93,11 @@ class PackedLedgerTest {
         public void moveTo(ScheduleCursor at, long step) {
             start = packed.planner().aligned(at);
             ranks.clear();
-            for (int r = 0; r < RANKS; r++) ranks.add(packed.iterator(start, step >= 0 ? step : packed.stepsBefore(start), r));
+            label = PackedFeed.labelAt(packed, start, step);
+            for (int r = 0; r < RANKS; r++) ranks.add(packed.iterator(start, label, r));
         }
+
+        @Override public long startLabel() { return label; }
 
         @Override public void close() {}
     }

@@ -625,21 +625,24 @@ public final class FeedErrors implements AutoCloseable {
 
     /**
      * A packed job's step, {@code batch} (any rank's: {@link ScheduledBatch#pack()} is the whole step's plan), is being
-     * delivered: records the samples its planner left out of every pack — {@link PackedStep#filtered()}, over a budget alone
+     * taken: records the samples its planner left out of every pack — {@link PackedStep#filtered()}, over a budget alone
      * ({@code N tokens > --pack-tokens T}, {@code P patches > --pack-patches Q}, or a text-only sample that would not fit
      * beside the dummy image), and {@link PackedStep#skipped()}, which the shape index marks an error or filtered — as
      * {@link Kind#FILTERED} samples of stage {@code manifest} (decided from the shape index, before any fetch), named by
-     * {@code sampleId} (the record's id as the feed names samples), in the errors file with rank −1 (no rank got them), and
-     * counted among the scheduled samples of the error rate (they are positions of the job, as an unpacked job's filtered
-     * samples are). The shape index's errors count as filtered too: {@code stoker validate} found and reported them, and
-     * the feed never reads them, so they say nothing about whether its inputs can be read (the early judgement and the
-     * rate judge what the feed reads).
+     * {@code sampleId} (the feed passes {@code records::id}, the id a sample has until its line is read, as the pipeline
+     * names a sample it could not read), in the errors file with rank −1 (no rank got them), and counted among the
+     * scheduled samples of the error rate (they are positions of the job, as an unpacked job's filtered samples are). The
+     * shape index's errors count as filtered too: {@code stoker validate} found and reported them, and the feed never
+     * reads them, so they say nothing about whether its inputs can be read (the early judgement and the rate judge what
+     * the feed reads).
      *
-     * <p>Exactly once per step: the feed calls this for each step once, as the batch of its <em>first local rank</em>
-     * ({@code config.localRanks().first()}) for the step is delivered (the rank that never lags the step's other batches'
-     * accounting by more than its own prefetch); a step already recorded (by its cursor; one of the last
-     * {@value #PACK_STEPS_KEPT} recorded, or older than all of them) is ignored, so several ranks calling for the same
-     * step still record its samples once. A feed moved back is a new feed (and a new {@code FeedErrors}).
+     * <p>Exactly once per step. Who calls: the feed, from the rank iterator of its <em>first local rank</em>
+     * ({@code config.localRanks().first()}) as that rank's stream takes each step (in {@code Feeder.start}, beside the
+     * iterator wrapper that records the step's {@code PackStats}); every step reaches every local rank, so one rank's
+     * iterator sees them all. A step already recorded (by its cursor: one of the last {@value #PACK_STEPS_KEPT} recorded,
+     * or older than all of them) is ignored, so further callers for the same step (other ranks' iterators) record
+     * nothing. Unlike a batch's skipped samples, these are recorded when the step is taken, not when a batch is
+     * delivered: they belong to no rank's batch. A feed moved back is a new feed (and a new {@code FeedErrors}).
      *
      * @return the samples recorded now (0 for a step recorded already, or one whose packs hold every position)
      * @throws IllegalArgumentException when {@code batch} is not a packed job's, or this is not a packed job's

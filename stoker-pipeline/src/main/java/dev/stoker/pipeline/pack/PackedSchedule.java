@@ -67,22 +67,6 @@ public final class PackedSchedule {
         return c;
     }
 
-    /**
-     * Steps of this planner from the origin (epoch 0, position 0) up to {@code c} (aligned as the planner aligns it):
-     * the label an unlabelled packed job gives the step at {@code c}, as {@link #cursorAt} walks. It plans every step
-     * before {@code c} (about 1.3 µs a sample), so it is for a start or a move, never per batch.
-     */
-    public long stepsBefore(ScheduleCursor c) {
-        ScheduleCursor want = planner.aligned(c);
-        ScheduleCursor x = planner.aligned(ScheduleCursor.START);
-        long n = 0;
-        while (x.epoch() < want.epoch() || (x.epoch() == want.epoch() && x.position() < want.position())) {
-            x = planner.plan(x, n).next();
-            n++;
-        }
-        return n;
-    }
-
     /** Steps of this planner that start before {@code c} in its epoch, walking from the epoch's position 0. */
     public long stepInEpoch(ScheduleCursor c) {
         synchronized (this) {
