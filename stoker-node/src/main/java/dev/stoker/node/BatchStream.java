@@ -32,8 +32,22 @@ public interface BatchStream extends AutoCloseable {
     /** The ranks this stream makes batches for (a node of a multi-node job: its own); every rank by default. */
     default dev.stoker.pipeline.feed.RankRange localRanks() { return dev.stoker.pipeline.feed.RankRange.all(ranks()); }
 
-    /** The schedule the stream follows (its cursor arithmetic and sizes). */
+    /** The schedule the stream follows (its cursor arithmetic and sizes); a packed job's: the order its packs are cut from. */
     SampleSchedule schedule();
+
+    /**
+     * A packed job's schedule, whose steps the batches follow (each rank's batch its pack, of a size that varies by step
+     * and rank); null for an unpacked job, whose steps are {@link #schedule()}'s. After a {@link #moveTo} it is the new
+     * pipeline's.
+     */
+    default dev.stoker.pipeline.pack.PackedSchedule packed() { return null; }
+
+    /**
+     * A packed job's label of the step at {@link #start()} (the global step its batches carry), or −1: the steps from the
+     * origin to it ({@link dev.stoker.pipeline.feed.PackedFeed#labelAt}). After a {@link #moveTo} it is the new pipeline's.
+     * Unused for an unpacked job, whose labels are {@link #schedule()}'s.
+     */
+    default long startLabel() { return -1; }
 
     long fingerprint();
 

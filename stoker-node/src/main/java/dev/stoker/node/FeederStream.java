@@ -30,6 +30,11 @@ final class FeederStream implements BatchStream {
 
     @Override public SampleSchedule schedule() { return feeder.schedule(); }
 
+    @Override public dev.stoker.pipeline.pack.PackedSchedule packed() { return feeder.packedSchedule(); }
+
+    /** The feed's label of its first step: a packed feed resolves it as it starts (its config's, else walked from the origin). */
+    @Override public long startLabel() { return feeder.config().startLabel(); }
+
     @Override public long fingerprint() { return feeder.fingerprint(); }
 
     @Override public ScheduleCursor start() { return feeder.config().start(); }

@@ -6,6 +6,9 @@ import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.pipeline.feed.Bottleneck;
 import dev.stoker.pipeline.feed.BottleneckVerdict;
 import dev.stoker.pipeline.feed.Feeder;
+import dev.stoker.pipeline.feed.PackedFeed;
+import dev.stoker.pipeline.pack.PackedSchedule;
+import dev.stoker.pipeline.pack.PackedStep;
 import dev.stoker.pipeline.schedule.SampleSchedule;
 import dev.stoker.store.Lease;
 import dev.stoker.store.ShmObjectStore;
@@ -87,16 +90,25 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         }
     }
 
-    /** A batch being produced; a reconnect that resumes past it has it dropped when it arrives. */
+    /**
+     * A batch being produced; a reconnect that resumes past it has it dropped when it arrives. A packed job's carries its
+     * step's label and its step within the epoch (the ledger walks the packed steps: no arithmetic gives them); −1 unpacked.
+     */
     private static final class InFlight {
         final ScheduleCursor cursor;
+        final long label, inEpoch;
         boolean dropOnArrival;
 
-        InFlight(ScheduleCursor cursor) { this.cursor = cursor; }
+        InFlight(ScheduleCursor cursor, long label, long inEpoch) {
+            this.cursor = cursor;
+            this.label = label;
+            this.inEpoch = inEpoch;
+        }
     }
 
     private static final class RankSlot {
         ScheduleCursor next;                                 // cursor of the next batch the stream yields for this rank
+        long nextLabel, nextInEpoch;                         // a packed job's: that step's label and step within its epoch
         long fromFeeder;                                     // batches taken from the stream (for --steps)
         final ArrayDeque<Held> held = new ArrayDeque<>();    // handed out, not yet confirmed
         final ArrayDeque<Held> replay = new ArrayDeque<>();  // to hand out again before anything new
@@ -125,6 +137,25 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         for (int r = 0; r < ranks; r++) {
             slots[r] = new RankSlot();
             slots[r].next = stream.start();
+        }
+        var packed = stream.packed();
+        if (packed != null) startPacked(packed, stream.start(), -1);
+    }
+
+    /**
+     * A packed job's every rank takes next the step at {@code at} (as the planner aligns it), labelled {@code label} (−1: as
+     * the stream labels its start, {@link BatchStream#startLabel()}, or else by the steps from the origin), numbered within
+     * its epoch as the packed schedule numbers it. Walking from the origin plans every step before {@code at}: only at a
+     * start or a move, and only when nobody gave a label.
+     */
+    private void startPacked(PackedSchedule packed, ScheduleCursor at, long label) {
+        var c = packed.planner().aligned(at);
+        long l = label >= 0 ? label : stream.startLabel() >= 0 ? stream.startLabel() : PackedFeed.labelAt(packed, c, -1);
+        long inEpoch = c.position() == 0 ? 0 : packed.stepInEpoch(c);
+        for (var s : slots) {
+            s.next = c;
+            s.nextLabel = l;
+            s.nextInEpoch = inEpoch;
         }
     }
 
@@ -209,17 +240,21 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 setLive(slot, connection);
                 dropHeld(slot);
                 welcomed = true;
-                return joined(firstToHandOut(slot));
+                return joined(slot, firstToHandOut(slot));
             }
             var schedule = stream.schedule();
+            var packed = stream.packed();
             if (resume.position() >= schedule.datasetSize())
                 throw new IllegalArgumentException("cannot resume at " + resume + ": the data set has " + schedule.datasetSize() + " samples");
-            var want = schedule.aligned(new ScheduleCursor(resume.epoch(), resume.position()));
+            var saved = new ScheduleCursor(resume.epoch(), resume.position());
+            var want = packed != null ? packed.planner().aligned(saved) : schedule.aligned(saved);
             boolean fresh = !welcomed && noneHandedOut();
             // a fresh service moves to the first state it is given; a running one moves back (a trainer restarted from its last
             // checkpoint, as an elastic restart does with every rank) only while no rank has a trainer connected
-            // a fresh one also takes the trainer's step labels, which a change of rank count would not repeat (audit #32)
-            boolean relabel = fresh && resumeStep >= 0 && schedule.globalStep(want) != resumeStep;
+            // a fresh one also takes the trainer's step labels, which a change of rank count would not repeat (audit #32);
+            // a packed job's label at want is known where the rank is about to take it (else the move relabels anyway)
+            boolean relabel = fresh && resumeStep >= 0 && (packed != null ? want.equals(slot.next) && slot.nextLabel != resumeStep
+                    : schedule.globalStep(want) != resumeStep);
             if ((!want.equals(slot.next) || relabel) && (fresh || (!servable(slot, want) && awaitNoTrainer())))
                 reposition(want, resumeStep);
             if (!reconcile(slot, want)) {
@@ -234,7 +269,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             slot.connection = connection; // only now: a refused hello must not take the rank from a live connection
             setLive(slot, connection);
             welcomed = true;
-            return joined(want);
+            return joined(slot, want);
         }
     }
 
@@ -322,9 +357,11 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
      */
     private void reposition(ScheduleCursor at, long step) {
         var before = stream.schedule();
+        var packedBefore = stream.packed();
         stream.moveTo(at, step);
         for (var s : slots) {
-            long back = naturalStep(before, s.next) - naturalStep(before, at);
+            long back = packedBefore != null ? stepsBetween(packedBefore, at, s.next, s.fromFeeder)
+                    : naturalStep(before, s.next) - naturalStep(before, at);
             if (back > 0) s.fromFeeder = Math.max(0, s.fromFeeder - back); // moved back: --steps counts the steps again
             s.next = at;
             s.tail = CompletableFuture.completedFuture(null);
@@ -333,8 +370,21 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             s.replay.clear();
             s.inFlight.forEach(f -> f.dropOnArrival = true);
         }
+        var packed = stream.packed();
+        if (packed != null) startPacked(packed, at, step);
         java.util.Arrays.fill(accounts, null);
         repositions++;
+    }
+
+    /** A packed job's steps from {@code from} up to {@code to}, walking its plans; at most {@code max} (0 when {@code to} is not after {@code from}). */
+    private static long stepsBetween(PackedSchedule packed, ScheduleCursor from, ScheduleCursor to, long max) {
+        var x = packed.planner().aligned(from);
+        long n = 0;
+        while (n < max && (x.epoch() < to.epoch() || (x.epoch() == to.epoch() && x.position() < to.position()))) {
+            x = packed.planner().plan(x, n).next();
+            n++;
+        }
+        return n;
     }
 
     /** Whether {@code want} is among the rank's held, replayable, in-flight or next batches. */
@@ -384,10 +434,20 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         slot.live = connection;
     }
 
-    private Joined joined(ScheduleCursor c) {
+    /**
+     * What a trainer of {@code slot}'s rank whose next batch is at {@code c} is told. A packed job's label of {@code c} is
+     * the one the ledger walked to (a batch to hand out again, one being made, or the next), and its steps per epoch and
+     * positions per step are 0: a step's positions vary, so a client follows each batch's resume state, not arithmetic.
+     */
+    private Joined joined(RankSlot slot, ScheduleCursor c) {
         var schedule = stream.schedule();
-        return new Joined(schedule.globalStep(c), stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
-                schedule.positionsPerStep());
+        if (stream.packed() == null)
+            return new Joined(schedule.globalStep(c), stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
+                    schedule.positionsPerStep());
+        long label = slot.nextLabel;
+        for (var f : slot.inFlight) if (f.cursor.equals(c) && !f.dropOnArrival) label = f.label;
+        for (var h : slot.replay) if (h.cursor().equals(c)) label = h.meta().globalStep();
+        return new Joined(label, stream.fingerprint(), 0, c, schedule.datasetSize(), 0);
     }
 
     /** Steps from the origin to {@code c}, whatever the labels: how far a move goes. */
@@ -466,8 +526,17 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             if (steps > 0 && slot.fromFeeder >= steps) return CompletableFuture.completedFuture(null);
             slot.fromFeeder++;
             cursor = slot.next;
-            slot.next = stream.schedule().next(cursor);
-            flight = new InFlight(cursor);
+            var packed = stream.packed();
+            if (packed != null) { // the packed step at the cursor, planned once for all ranks (the feed's plan, from its cache)
+                var step = packed.step(cursor, slot.nextLabel);
+                flight = new InFlight(cursor, slot.nextLabel, slot.nextInEpoch);
+                slot.next = step.next();
+                slot.nextInEpoch = step.next().epoch() == cursor.epoch() ? slot.nextInEpoch + 1 : 0;
+                slot.nextLabel++;
+            } else {
+                slot.next = stream.schedule().next(cursor);
+                flight = new InFlight(cursor, -1, -1);
+            }
             slot.inFlight.addLast(flight);
         }
         return stream.next(rank).handle((made, err) -> {
@@ -478,7 +547,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 if (made == null) return null; // the stream ended
                 var h = held(cursor, made);
                 try {
-                    account(rank, cursor, h);
+                    account(rank, flight, h);
                 } catch (IllegalStateException broken) {
                     h.drop();
                     throw new CompletionException(broken);
@@ -516,9 +585,15 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
      * are the cursor's, its sample indices are among the cursor's, delivered + skipped = scheduled;
      * and when the rank enters a new epoch, that the epoch it leaves had every step from where this
      * ledger began it, each once. A violation fails the job: the trainers get the error, the node
-     * exits with it.
+     * exits with it. A packed job's batch is checked against its rank's pack of the step ({@link #accountPacked}).
      */
-    private void account(int rank, ScheduleCursor cursor, Held h) {
+    private void account(int rank, InFlight flight, Held h) {
+        var packed = stream.packed();
+        if (packed != null) {
+            accountPacked(rank, packed, flight, h);
+            return;
+        }
+        var cursor = flight.cursor;
         var schedule = stream.schedule();
         var meta = h.meta();
         long step = cursor.position() / schedule.positionsPerStep();
@@ -532,15 +607,65 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         for (int i : schedule.batchAt(cursor, rank)) expected.merge((long) i, 1, Integer::sum);
         for (long i : h.sampleIndices())
             if (expected.merge(i, -1, Integer::sum) < 0) fail(where + ": sample " + i + " is not one of this batch's, or comes more often");
+        tally(rank, cursor, step, meta, schedule.batchSize(), false, where);
+    }
+
+    /**
+     * {@link #account} for a packed job: the batch is the rank's pack of the step at the cursor, so its scheduled count
+     * is that pack's size ({@code records()[rank].length}, which varies by step and rank) and its samples are among the
+     * pack's records; its label and step within the epoch are those the ledger walked to. At the epoch's end the rank's
+     * delivered + skipped must be the samples of its packs of the steps from where the ledger began the epoch, and its
+     * last step the epoch's last.
+     */
+    private void accountPacked(int rank, PackedSchedule packed, InFlight flight, Held h) {
+        var cursor = flight.cursor;
+        var meta = h.meta();
+        PackedStep step = packed.step(cursor, flight.label);
+        int[] pack = step.records()[rank];
+        String where = "rank " + rank + " epoch " + cursor.epoch() + " step " + flight.inEpoch + " (packed, global step " + flight.label + ")";
+        if (meta.rank() != rank || meta.epoch() != cursor.epoch() || meta.globalStep() != flight.label || meta.step() != flight.inEpoch)
+            fail(where + ": the batch made is rank " + meta.rank() + " epoch " + meta.epoch() + " step " + meta.step() + " global step "
+                    + meta.globalStep());
+        if (meta.batchSize() > meta.scheduled() || meta.scheduled() != pack.length)
+            fail(where + ": " + meta.batchSize() + " delivered of " + meta.scheduled() + " scheduled, the packed schedule gives this rank's pack "
+                    + pack.length + " samples");
+        var expected = new java.util.HashMap<Long, Integer>(); // a multiset: a source of weight > 1 may repeat a record in a step
+        for (int i : pack) expected.merge((long) i, 1, Integer::sum);
+        for (long i : h.sampleIndices())
+            if (expected.merge(i, -1, Integer::sum) < 0) fail(where + ": sample " + i + " is not one of this pack's, or comes more often");
+        tally(rank, cursor, flight.inEpoch, meta, pack.length, step.next().epoch() != cursor.epoch(), where);
+    }
+
+    /**
+     * Adds a checked batch to its rank's tally of the epoch, closing the epoch before when the batch begins another:
+     * {@code planned} is the samples the schedule gives the rank at this step, {@code lastOfEpoch} whether a packed
+     * step is its epoch's last.
+     */
+    private void tally(int rank, ScheduleCursor cursor, long step, BatchLayout.Meta meta, int planned, boolean lastOfEpoch, String where) {
         var a = accounts[rank];
         if (a == null || a.epoch != cursor.epoch()) {
-            if (a != null) closeEpoch(rank, a, schedule);
-            a = accounts[rank] = new EpochAccount(cursor.epoch(), step, cursor.position());
+            if (a != null) closeEpoch(rank, a);
+            a = accounts[rank] = new EpochAccount(cursor.epoch(), step, cursor.position(), stream.packed() != null);
         }
         if (step != a.firstStep + a.steps) fail(where + ": expected step " + (a.firstStep + a.steps) + " of the epoch");
         a.steps++;
         a.delivered += meta.batchSize();
         a.skipped += meta.scheduled() - meta.batchSize();
+        a.planned += planned;
+        a.reachedEnd = lastOfEpoch;
+    }
+
+    private void closeEpoch(int rank, EpochAccount a) {
+        if (!a.packed) {
+            closeEpoch(rank, a, stream.schedule());
+            return;
+        }
+        // a packed job: the steps the ledger walked from where it began the epoch, each rank's pack of them
+        if (!a.reachedEnd || a.delivered + a.skipped != a.planned)
+            fail("rank " + rank + " epoch " + a.epoch + ": " + a.delivered + " delivered + " + a.skipped + " skipped in " + a.steps
+                    + " packed steps from step " + a.firstStep + ", but the packed schedule has " + a.planned + " samples in this rank's packs"
+                    + " of those steps" + (a.reachedEnd ? "" : ", and the epoch did not end with the last of them"));
+        epochsChecked++;
     }
 
     private void closeEpoch(int rank, EpochAccount a, SampleSchedule schedule) {
@@ -564,12 +689,16 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     /** One rank's tally of the epoch it is in, from the step this ledger began it at. */
     private static final class EpochAccount {
         final long epoch, firstStep, firstPosition;
+        final boolean packed;  // a packed job's: checked against its packs (planned) rather than steps × batch size
         long steps, delivered, skipped;
+        long planned;          // samples the schedule gave the rank in those steps
+        boolean reachedEnd;    // a packed job's: the last step tallied is its epoch's last
 
-        EpochAccount(long epoch, long firstStep, long firstPosition) {
+        EpochAccount(long epoch, long firstStep, long firstPosition, boolean packed) {
             this.epoch = epoch;
             this.firstStep = firstStep;
             this.firstPosition = firstPosition;
+            this.packed = packed;
         }
     }
 

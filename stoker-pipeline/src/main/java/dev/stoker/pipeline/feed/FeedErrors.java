@@ -5,7 +5,12 @@ import dev.stoker.core.SampleException;
 import dev.stoker.core.SampleException.Kind;
 import dev.stoker.pipeline.batch.FeedBatch;
 import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.pipeline.pack.PackPlanner;
+import dev.stoker.pipeline.pack.PackedSchedule;
+import dev.stoker.pipeline.pack.PackedStep;
+import dev.stoker.pipeline.pack.SampleShape;
 import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.pipeline.schedule.ScheduledBatch;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -23,6 +28,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
+import java.util.function.IntFunction;
 
 /**
  * The samples a feed skipped, and its bad-input policy ({@link ErrorPolicy}): every skipped sample
@@ -48,6 +54,12 @@ import java.util.function.Consumer;
  * or filtered) ends the judgement. Counting by position makes it independent of thread timing. Both the
  * rate and the early judgement are off with a rate limit of 1. Once failed, the failure is final: every
  * later call returns it, and the listeners (the feeder, which fails every rank) were told once.
+ *
+ * <p>A packed job ({@link #open(FeedConfig, PackedSchedule, List)}): a rank's batch is its pack, whose size varies by
+ * step and rank, so the early judgement places the first samples from the packed schedule's first steps (each pack's
+ * segments, step by step, local rank by local rank) instead of by batch size; and the samples the planner leaves out of
+ * every pack (over a budget alone, or marked by the shape index) reach no rank's batch, so the feed hands each step's
+ * to {@link #packSkipped} once, which records and counts them as filtered.
  *
  * <p>Threading: thread-safe; writers are pipeline threads and consumer threads, readers anyone.
  * The file is written under the lock; bad samples are rare, so this costs nothing on good batches.
@@ -166,7 +178,7 @@ public final class FeedErrors implements AutoCloseable {
     private BadInputException failure;
 
     private FeedErrors(ErrorPolicy policy, double maxErrorRate, List<String> sources, Path file, BufferedWriter out, SampleSchedule schedule,
-                       dev.stoker.core.ScheduleCursor start, RankRange local) {
+                       PackedSchedule packed, dev.stoker.core.ScheduleCursor start, long startLabel, RankRange local) {
         this.policy = policy;
         this.local = schedule == null ? null : local;
         this.maxErrorRate = maxErrorRate;
@@ -175,7 +187,9 @@ public final class FeedErrors implements AutoCloseable {
         this.file = file;
         this.out = out;
         this.schedule = schedule;
-        this.startStep = schedule == null ? 0 : start.epoch() * schedule.stepsPerEpoch() + start.position() / schedule.positionsPerStep();
+        this.packed = packed;
+        this.startStep = schedule == null || packed != null ? 0
+                : start.epoch() * schedule.stepsPerEpoch() + start.position() / schedule.positionsPerStep();
         this.earlyJudged = schedule == null || policy != ErrorPolicy.SKIP || maxErrorRate >= 1;
         if (earlyJudged) earlyOver.complete(null);
         int n = schedule != null && schedule.mix() != null ? schedule.mix().sources() : 1;
@@ -183,7 +197,65 @@ public final class FeedErrors implements AutoCloseable {
         this.earlyFailedCount = new int[n];
         this.earlyDone = new boolean[n];
         this.earlySourcesLeft = n;
-        this.earlyPlaces = earlyJudged || schedule.mix() == null ? null : earlyPlaces(schedule, start, startStep, local);
+        this.earlyPlaces = earlyJudged || packed != null || schedule.mix() == null ? null : earlyPlaces(schedule, start, startStep, local);
+        this.earlyPacks = earlyJudged || packed == null ? null : earlyPacks(packed, start, Math.max(0, startLabel), local);
+    }
+
+    /** A packed job's schedule (null: unpacked): its steps place the early judgement's samples and name the planner's skips. */
+    private final PackedSchedule packed;
+
+    /**
+     * A packed job's first steps from the feed's start, per (epoch, step in the epoch, rank) of a local rank: the pack's
+     * records and, per position, its source and its ordinal among that source's first {@link #EARLY_SAMPLES} samples (−1:
+     * not among them); only the packs holding such a position. Null for an unpacked job.
+     */
+    private final Map<StepRank, EarlyPack> earlyPacks;
+
+    private record StepRank(long epoch, long step, int rank) { }
+
+    private record EarlyPack(int[] records, int[] source, int[] ordinal) { }
+
+    /**
+     * Positions scanned at most, in a packed job, to find every source's first samples: each step is planned to be
+     * scanned (about 1.3 µs a sample), so the scan stops sooner than an unpacked job's {@link #EARLY_SCAN_LIMIT}; a source
+     * of a share below 32 in 65,536 is judged by the rate.
+     */
+    static final long EARLY_PACK_SCAN_LIMIT = 1L << 16;
+
+    /**
+     * Each source's first {@link #EARLY_SAMPLES} samples of a packed job from {@code start}, in the order {@link #judgeEarly}
+     * counts them: step by step, over the local ranks in order, each pack's segments in order. The steps are those the
+     * feed's rank iterators yield ({@link PackedSchedule#iterator}), so their (epoch, step, rank) are the batches'.
+     */
+    private static Map<StepRank, EarlyPack> earlyPacks(PackedSchedule packed, dev.stoker.core.ScheduleCursor start, long startLabel,
+                                                       RankRange local) {
+        var mix = packed.planner().order().mix();
+        int sources = mix == null ? 1 : mix.sources();
+        var places = new HashMap<StepRank, EarlyPack>();
+        var ranks = new ArrayList<java.util.Iterator<dev.stoker.pipeline.schedule.ScheduledBatch>>(local.count());
+        for (int r = local.first(); r <= local.last(); r++) ranks.add(packed.iterator(start, startLabel, r));
+        int[] seen = new int[sources];
+        int left = sources;
+        for (long scanned = 0; left > 0 && scanned < EARLY_PACK_SCAN_LIMIT; ) {
+            for (int i = 0; i < ranks.size(); i++) {
+                var b = ranks.get(i).next();
+                int[] records = b.indices();
+                int[] source = new int[records.length], ordinal = new int[records.length];
+                boolean any = false;
+                for (int p = 0; p < records.length; p++) {
+                    int src = mix == null ? 0 : mix.sourceOfRecord(records[p]);
+                    source[p] = src;
+                    ordinal[p] = -1;
+                    if (seen[src] >= EARLY_SAMPLES) continue;
+                    ordinal[p] = seen[src];
+                    any = true;
+                    if (++seen[src] == EARLY_SAMPLES) left--;
+                }
+                scanned += records.length;
+                if (any) places.put(new StepRank(b.epoch(), b.step(), b.rank()), new EarlyPack(records, source, ordinal));
+            }
+        }
+        return places;
     }
 
     /**
@@ -192,7 +264,7 @@ public final class FeedErrors implements AutoCloseable {
      */
     private final RankRange local;
 
-    /** Positions one step has of the ranks this feed serves. */
+    /** Positions one step has of the ranks this feed serves (an unpacked job's). */
     private long localPositionsPerStep() { return (long) local.count() * schedule.batchSize(); }
 
     /** Positions scanned at most to find every source's first samples: a source of a smaller share is judged by the rate. */
@@ -243,15 +315,31 @@ public final class FeedErrors implements AutoCloseable {
 
     /** {@link #open(FeedConfig, SampleSchedule, String)} over several sources mixed by {@code schedule}, named in its order: each judged early on its own. */
     static FeedErrors open(FeedConfig config, SampleSchedule schedule, List<String> source) throws IOException {
+        return open(config, schedule, null, source);
+    }
+
+    /**
+     * {@link #open(FeedConfig, SampleSchedule, List)} for a packed job: {@code packed}'s steps, from {@code config.start()},
+     * place the early judgement's samples (its order, {@code packed.planner().order()}, is the schedule), and
+     * {@link #packSkipped} names the samples its planner leaves out of every pack. {@code config.startLabel()} labels the
+     * first step as the feed's rank iterators do (a label below 0 is taken as 0: labels do not change a plan, they only
+     * let this share the steps the feed plans).
+     */
+    static FeedErrors open(FeedConfig config, PackedSchedule packed, List<String> source) throws IOException {
+        java.util.Objects.requireNonNull(packed, "packed");
+        return open(config, packed.planner().order(), packed, source);
+    }
+
+    private static FeedErrors open(FeedConfig config, SampleSchedule schedule, PackedSchedule packed, List<String> source) throws IOException {
         Path file = config.errorsFile();
-        if (file == null) return new FeedErrors(config.onError(), config.maxErrorRate(), source, null, null, schedule, config.start(),
-                config.localRanks());
+        if (file == null) return new FeedErrors(config.onError(), config.maxErrorRate(), source, null, null, schedule, packed, config.start(),
+                config.startLabel(), config.localRanks());
         Path parent = file.toAbsolutePath().getParent();
         if (parent != null) Files.createDirectories(parent);
         var listed = listed(file);
         var out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
-        var opened = new FeedErrors(config.onError(), config.maxErrorRate(), source, file, out, schedule, config.start(),
-                config.localRanks());
+        var opened = new FeedErrors(config.onError(), config.maxErrorRate(), source, file, out, schedule, packed, config.start(),
+                config.startLabel(), config.localRanks());
         opened.written.addAll(listed.keySet());
         if (schedule != null) opened.countBefore(schedule, config.start(), listed);
         return opened;
@@ -259,10 +347,13 @@ public final class FeedErrors implements AutoCloseable {
 
     /** The job's samples before {@code start}, and the listed errors among them, go into the error rate. */
     private void countBefore(SampleSchedule schedule, dev.stoker.core.ScheduleCursor start, Map<Long, Boolean> listed) {
-        long perEpoch = schedule.stepsPerEpoch() * schedule.positionsPerStep();
+        // a packed job's steps consume every position of an epoch but its dropped rest (fewer than R samples within the
+        // budgets; not known without planning the epoch): its positions are counted, packed, filtered or skipped alike
+        long perEpoch = packed != null ? schedule.datasetSize() : schedule.stepsPerEpoch() * schedule.positionsPerStep();
         // the local ranks' share of the positions before the start: a node's errors file lists its own ranks' samples only
         long before = start.epoch() * perEpoch + start.position();
-        priorScheduled = local.count() == schedule.ranks() ? before : before * local.count() / schedule.ranks();
+        int ranks = packed != null ? packed.ranks() : schedule.ranks(); // a packed job's order has no ranks of its own
+        priorScheduled = local.count() == ranks ? before : before * local.count() / ranks;
         int[] positionOf = null;
         for (var entry : listed.entrySet()) {
             if (!entry.getValue()) continue; // filtered: not an error
@@ -397,7 +488,14 @@ public final class FeedErrors implements AutoCloseable {
     /** The early judgement over a batch made of rank {@code rank}'s share of (epoch, step): each position's outcome. Under the lock. */
     private BadInputException judgeEarly(long epoch, long step, int rank, List<SkippedSample> skipped) {
         if (earlyJudged) return null;
-        int[] indices = schedule.batchFor(epoch, step, rank);
+        int[] indices;
+        if (earlyPacks != null) {
+            var early = earlyPacks.get(new StepRank(epoch, step, rank));
+            if (early == null) return null; // no sample of this pack is among its source's first
+            indices = early.records();
+        } else {
+            indices = schedule.batchFor(epoch, step, rank);
+        }
         var byIndex = new HashMap<Integer, SkippedSample>(skipped.size() * 2);
         for (var s : skipped) byIndex.put(s.datasetIndex(), s);
         BadInputException stop = null;
@@ -416,9 +514,14 @@ public final class FeedErrors implements AutoCloseable {
      */
     private BadInputException judgeEarly(long epoch, long step, int rank, int position, FeedError failed) {
         if (earlyJudged) return null;
+        int src, ordinal;
+        if (earlyPacks != null) { // a packed job: the pack's positions, placed from its steps
+            var early = earlyPacks.get(new StepRank(epoch, step, rank));
+            if (early == null || position < 0 || position >= early.ordinal().length || early.ordinal()[position] < 0) return null;
+            return judgeEarly(early.source()[position], early.ordinal()[position], failed);
+        }
         long at = (epoch * schedule.stepsPerEpoch() + step - startStep) * localPositionsPerStep()
                 + (long) (rank - local.first()) * schedule.batchSize() + position;
-        int src, ordinal;
         if (earlyPlaces == null) {
             if (at < 0 || at >= EARLY_SAMPLES) return null; // before the start (a trainer moved the feed back) or after the first samples
             src = 0;
@@ -429,6 +532,11 @@ public final class FeedErrors implements AutoCloseable {
             src = place[0];
             ordinal = place[1];
         }
+        return judgeEarly(src, ordinal, failed);
+    }
+
+    /** The early judgement of the {@code ordinal}-th sample of source {@code src} from the feed's start. Under the lock. */
+    private BadInputException judgeEarly(int src, int ordinal, FeedError failed) {
         if (earlyDone[src]) return null;
         if (failed == null) {
             earlyDone[src] = true;
@@ -504,6 +612,87 @@ public final class FeedErrors implements AutoCloseable {
         }
         flush();
         return recorded;
+    }
+
+    /** Steps whose planner skips were recorded, most recent {@link #PACK_STEPS_KEPT}; older ones are at or below {@link #packFloor}. */
+    private final java.util.TreeSet<dev.stoker.core.ScheduleCursor> packStepsRecorded = new java.util.TreeSet<>(STEP_ORDER);
+    /** The latest step forgotten from {@link #packStepsRecorded}: a step at or before it counts as recorded. Null: none forgotten. */
+    private dev.stoker.core.ScheduleCursor packFloor;
+    /** Recorded steps remembered one by one; the feed's ranks are far fewer steps apart (their prefetch is a few batches). */
+    static final int PACK_STEPS_KEPT = 4096;
+    private static final Comparator<dev.stoker.core.ScheduleCursor> STEP_ORDER =
+            Comparator.comparingLong(dev.stoker.core.ScheduleCursor::epoch).thenComparingLong(dev.stoker.core.ScheduleCursor::position);
+
+    /**
+     * A packed job's step, {@code batch} (any rank's: {@link ScheduledBatch#pack()} is the whole step's plan), is being
+     * taken: records the samples its planner left out of every pack — {@link PackedStep#filtered()}, over a budget alone
+     * ({@code N tokens > --pack-tokens T}, {@code P patches > --pack-patches Q}, or a text-only sample that would not fit
+     * beside the dummy image), and {@link PackedStep#skipped()}, which the shape index marks an error or filtered — as
+     * {@link Kind#FILTERED} samples of stage {@code manifest} (decided from the shape index, before any fetch), named by
+     * {@code sampleId} (the feed passes {@code records::id}, the id a sample has until its line is read, as the pipeline
+     * names a sample it could not read), in the errors file with rank −1 (no rank got them), and counted among the
+     * scheduled samples of the error rate (they are positions of the job, as an unpacked job's filtered samples are). The
+     * shape index's errors count as filtered too: {@code stoker validate} found and reported them, and the feed never
+     * reads them, so they say nothing about whether its inputs can be read (the early judgement and the rate judge what
+     * the feed reads).
+     *
+     * <p>Exactly once per step. Who calls: the feed, from the rank iterator of its <em>first local rank</em>
+     * ({@code config.localRanks().first()}) as that rank's stream takes each step (in {@code Feeder.start}, beside the
+     * iterator wrapper that records the step's {@code PackStats}); every step reaches every local rank, so one rank's
+     * iterator sees them all. A step already recorded (by its cursor: one of the last {@value #PACK_STEPS_KEPT} recorded,
+     * or older than all of them) is ignored, so further callers for the same step (other ranks' iterators) record
+     * nothing. Unlike a batch's skipped samples, these are recorded when the step is taken, not when a batch is
+     * delivered: they belong to no rank's batch. A feed moved back is a new feed (and a new {@code FeedErrors}).
+     *
+     * @return the samples recorded now (0 for a step recorded already, or one whose packs hold every position)
+     * @throws IllegalArgumentException when {@code batch} is not a packed job's, or this is not a packed job's
+     */
+    int packSkipped(ScheduledBatch batch, IntFunction<String> sampleId) {
+        PackedStep step = batch.pack();
+        if (step == null) throw new IllegalArgumentException("rank " + batch.rank() + "'s batch of epoch " + batch.epoch() + " step "
+                + batch.step() + " is not a packed job's: it has no pack plan");
+        if (packed == null) throw new IllegalArgumentException("the planner's skips are recorded for a packed job only: open this "
+                + "FeedErrors with its PackedSchedule");
+        synchronized (this) {
+            var at = step.cursor();
+            if (packFloor != null && STEP_ORDER.compare(at, packFloor) <= 0) return 0;
+            if (step.filtered().length + step.skipped().length == 0 || !packStepsRecorded.add(at)) return 0;
+            if (packStepsRecorded.size() > PACK_STEPS_KEPT) packFloor = packStepsRecorded.pollFirst();
+            var planner = packed.planner();
+            int n = 0;
+            for (int record : step.filtered()) {
+                String cause = overBudget(planner, record);
+                record(new FeedError(idOf(sampleId, record), record, batch.epoch(), batch.step(), -1, SampleException.Stage.MANIFEST,
+                        cause, Kind.FILTERED, cause.contains("> --pack-patches") ? "over --pack-patches" : "over --pack-tokens"));
+                n++;
+            }
+            for (int record : step.skipped()) {
+                var kind = planner.shapes().shape(record).kind();
+                record(new FeedError(idOf(sampleId, record), record, batch.epoch(), batch.step(), -1, SampleException.Stage.MANIFEST,
+                        kind == SampleShape.Kind.ERROR ? "marked an error by the shape index" : "marked filtered by the shape index",
+                        Kind.FILTERED, "marked by the shape index"));
+                n++;
+            }
+            scheduled += n;
+            flush();
+            return n;
+        }
+    }
+
+    /** The id {@code sampleId} gives {@code record}, or {@code record N} when it gives none. */
+    private static String idOf(IntFunction<String> sampleId, int record) {
+        String id = sampleId == null ? null : sampleId.apply(record);
+        return id == null || id.isBlank() ? "record " + record : id;
+    }
+
+    /** Why the planner filtered {@code record}: the budget it is over alone, with both numbers. */
+    private static String overBudget(PackPlanner planner, int record) {
+        SampleShape s = planner.shapes().shape(record);
+        if (s.tokens() > planner.tokenBudget()) return s.tokens() + " tokens > --pack-tokens " + planner.tokenBudget();
+        if (planner.patchBudget() > 0 && s.patches() > planner.patchBudget())
+            return s.patches() + " patches > --pack-patches " + planner.patchBudget();
+        return s.tokens() + " tokens + the dummy image's " + planner.dummy().tokens() + " > --pack-tokens " + planner.tokenBudget()
+                + " (text only: in a step with images its pack gets the dummy image beside it)";
     }
 
     private void record(FeedError e) {

@@ -4,10 +4,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 
-/** Synthetic shape indexes for the planner's tests. */
-final class Shapes {
+/** Synthetic shape indexes for the planner's tests (and the feed's accounting of packed steps, in other packages). */
+public final class Shapes {
     /** The dummy image of a Qwen2-VL job: a 56×56 image, 16 patches, its 4 merged tokens between two markers. */
-    static final SampleShape DUMMY = SampleShape.of(6, 16);
+    public static final SampleShape DUMMY = SampleShape.of(6, 16);
 
     private Shapes() { }
 
@@ -15,7 +15,7 @@ final class Shapes {
      * Like the reference data set (make_dataset.py, max_pixels 451584): tokens 100 … 1400, of them an image of 64 …
      * 2304 patches (its patches/4 tokens plus two markers); {@code textOnlyPercent} of the samples have no image.
      */
-    static ShapeIndex referenceLike(int n, long seed, int textOnlyPercent) {
+    public static ShapeIndex referenceLike(int n, long seed, int textOnlyPercent) {
         var rnd = new SplittableRandom(seed);
         List<SampleShape> shapes = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
@@ -32,7 +32,7 @@ final class Shapes {
     }
 
     /** {@code n} copies of one shape. */
-    static ShapeIndex same(int n, SampleShape shape) {
+    public static ShapeIndex same(int n, SampleShape shape) {
         List<SampleShape> shapes = new ArrayList<>(n);
         for (int i = 0; i < n; i++) shapes.add(shape);
         return ShapeIndex.of(shapes);
