@@ -201,6 +201,8 @@ public final class Feeder implements AutoCloseable {
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(local.count());
         var metrics = new FeedMetrics();
         FeedErrors errors;
+        // opened once the order is fixed, after the rank iterators are made (their streams start later, with the pipeline)
+        var stepErrors = new java.util.concurrent.atomic.AtomicReference<FeedErrors>();
         try {
             records = source.records();
             if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
@@ -219,8 +221,10 @@ public final class Feeder implements AutoCloseable {
                 long label = PackedFeed.labelAt(packed, at, startStep >= 0 ? startStep : config.startLabel());
                 config = config.withStart(at, label);
                 var planner = packed.planner();
+                var recordsRead = records;
                 for (int r = local.first(); r <= local.last(); r++) {
                     var steps = packed.iterator(at, label, r);
+                    boolean first = r == local.first();
                     // each step's predicted costs, imbalance and padding, once per step whichever local rank takes it first
                     iterators.add(new Iterator<>() {
                         @Override
@@ -230,6 +234,9 @@ public final class Feeder implements AutoCloseable {
                         public ScheduledBatch next() {
                             var b = steps.next();
                             metrics.pack().record(b.pack(), planner.tokenBudget(), planner.balance());
+                            // the planner's filtered and skipped records belong to no rank: the first local rank's stream
+                            // records them as it takes the step (FeedErrors records each step once)
+                            if (first) stepErrors.get().packSkipped(b, recordsRead::id);
                             return b;
                         }
                     });
@@ -240,8 +247,10 @@ public final class Feeder implements AutoCloseable {
                 for (int r = local.first(); r <= local.last(); r++) iterators.add(schedule.iterator(config.start(), r));
             }
             nameSources(metrics, records, config.seed());
-            errors = FeedErrors.open(config, schedule, records instanceof MixedSource.Records mixed
-                    ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName()));
+            var sourceNames = records instanceof MixedSource.Records mixed
+                    ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName());
+            errors = packed != null ? FeedErrors.open(config, packed, sourceNames) : FeedErrors.open(config, schedule, sourceNames);
+            stepErrors.set(errors);
         } catch (IOException | RuntimeException e) {
             pekko.handle((sys, err) -> {
                 if (sys != null) sys.terminate();

@@ -213,4 +213,34 @@ class PackedFeederTest {
             }
         }
     }
+
+    /** A sample longer than N is filtered, named in the errors file with its cause, counted once, and never delivered. */
+    @Test
+    void aSampleOverTheTokenBudgetIsFilteredNamedAndCountedOnce() throws Exception {
+        Path manifest = TestDatasets.write(tmp, SAMPLES, Set.of());
+        try (var source = new LocalFeedSource(manifest, 0)) {
+            var shapes = shapes(source);
+            int longest = 0, longCount = 0;
+            for (int i = 0; i < shapes.size(); i++) longest = Math.max(longest, shapes.shape(i).tokens());
+            int n = longest - 1;
+            var over = new HashSet<Long>();
+            for (int i = 0; i < shapes.size(); i++) if (shapes.shape(i).tokens() > n) over.add((long) i);
+            longCount = over.size();
+            assertTrue(longCount > 0 && longCount < SAMPLES);
+            Path errorsFile = tmp.resolve("errors.jsonl");
+            var config = FeederTest.config(FeedMode.PREFETCH, RANKS, 1, 2).withErrorsFile(errorsFile).withPacking(
+                    new FeedConfig.Packing(n, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, dev.stoker.pipeline.pack.PackCost.QWEN2_5_VL_3B));
+            var plan = epoch0(config, source, shapes);
+            try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
+                for (int s = 0; s < plan.size(); s++)
+                    for (int r = 0; r < RANKS; r++)
+                        for (long rec : feeder.rank(r).next().get(60, TimeUnit.SECONDS).sampleIndex())
+                            assertTrue(!over.contains(rec), "sample " + rec + " over the budget was delivered");
+            }
+            var lines = java.nio.file.Files.readAllLines(errorsFile).stream()
+                    .filter(l -> l.contains("--pack-tokens " + n) && l.contains("\"epoch\":0,")).toList(); // the streams run ahead into epoch 1
+            assertEquals(longCount, lines.size(), "each sample over the budget recorded once in epoch 0: " + lines);
+            for (String l : lines) assertTrue(l.contains("tokens > --pack-tokens " + n), l);
+        }
+    }
 }
