@@ -16,12 +16,13 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code stoker bench packing}: one epoch of a data set planned into packed steps, balanced by cost and by count, and
- * the same samples batched padded ({@link PackingBench}); nothing is decoded: the shapes come from {@code stoker
- * validate}'s length index, or are measured from image headers first.
+ * {@code stoker bench packing}: the steps that start in a data set's first epochs (one by default) planned into packed
+ * steps, balanced by cost and by count, and the same samples batched padded ({@link PackingBench}); nothing is decoded:
+ * the shapes come from {@code stoker validate}'s length index, or are measured from image headers first.
  */
 @Command(name = "packing", mixinStandardHelpOptions = true, sortOptions = false,
-        description = {"Plan one epoch into packed steps of --ranks packs of at most --pack-tokens tokens (and --pack-patches patches),",
+        description = {"Plan the steps that start in the first --epochs epochs (the last runs into the next epoch's head: steps run across",
+                "epoch ends) into --ranks packs of at most --pack-tokens tokens (and --pack-patches patches),",
                 "balanced by cost and by count; print the padding fraction, tokens per step, the imbalance (mean over steps of max / mean",
                 "predicted rank cost) for each, the same samples' padding when batched padded, and the planner's µs per sample.",
                 "The last stdout line is JSON {\"padding_fraction\", \"padded_padding_fraction\", \"imbalance\": {\"count\", \"cost\"},",
@@ -34,8 +35,12 @@ final class PackingCommand implements Callable<Integer>, NodeOptions.Configured 
     Path lengthsDir;
 
     @Option(names = "--rounds", defaultValue = "7", paramLabel = "N",
-            description = "Timed plannings of the epoch; the planner's cost is their median (default: ${DEFAULT-VALUE}).")
+            description = "Timed plannings of the steps; the planner's cost is their median (default: ${DEFAULT-VALUE}).")
     int rounds;
+
+    @Option(names = "--epochs", defaultValue = "1", paramLabel = "E",
+            description = "Measure the steps that start in epochs 0 … E-1 (default: ${DEFAULT-VALUE}).")
+    int epochs;
 
     @Override
     public List<ConfigKey<?>> settings() {
@@ -49,6 +54,8 @@ final class PackingCommand implements Callable<Integer>, NodeOptions.Configured 
         if (config.sources().isEmpty()) throw new ConfigException("--data is required: the data set's train.jsonl");
         if (!config.packed()) throw new ConfigException("--pack-tokens N is required: the tokens per pack");
         if (rounds < 1) throw new ConfigException("--rounds must be >= 1, got " + rounds);
+        if (epochs < 1 || epochs > PackingBench.MAX_EPOCHS)
+            throw new ConfigException("--epochs must be in [1, " + PackingBench.MAX_EPOCHS + "], got " + epochs);
         var out = spec.commandLine().getOut();
         try (var sources = DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
              var tokenizer = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
@@ -59,7 +66,7 @@ final class PackingCommand implements Callable<Integer>, NodeOptions.Configured 
             var planner = NodeFeeds.packPlanner(config, records, shapes);
             var packing = config.packing();
             PackingBench.run(new PackingBench.Settings(planner.order(), shapes, config.ranks(), packing.tokens(), packing.patches(),
-                    packing.balance(), planner.cost(), planner.dummy(), rounds), out);
+                    packing.balance(), planner.cost(), planner.dummy(), rounds, epochs), out);
         }
         return 0;
     }

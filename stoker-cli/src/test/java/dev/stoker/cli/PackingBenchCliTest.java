@@ -35,7 +35,10 @@ class PackingBenchCliTest {
         assertTrue(json.get("imbalance").get("count").asDouble() >= 1 && json.get("imbalance").get("cost").asDouble() >= 1, json.toString());
         assertTrue(json.get("planner_us_per_sample").asDouble() > 0, json.toString());
         int samples = json.get("samples").asInt(), packs = json.get("packs").asInt();
-        assertTrue(samples > 60 && samples <= 80, "nearly every sample of the epoch packed: " + samples);
+        // the steps that start in epoch 0: every sample of it packed (a few may be over a budget), the last step running into
+        // epoch 1's head (at most one step's worth more)
+        assertTrue(samples > 60 && samples < 160, "every sample of the epoch packed, and some of epoch 1's head: " + samples);
+        assertTrue(r.out().contains("runs across the end of epoch 0"), r.out());
         assertTrue(packs > 0 && packs % 2 == 0 && packs <= samples, "whole steps of 2 packs: " + packs);
         assertTrue(r.out().contains("measured from image headers"), r.out());
         assertTrue(r.out().contains("imbalance") && r.out().contains("µs per sample"), r.out());

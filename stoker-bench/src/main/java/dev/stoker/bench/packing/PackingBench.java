@@ -17,11 +17,17 @@ import java.util.Locale;
 import java.util.Map;
 
 /**
- * {@code stoker bench packing}: what packing and balance give on a data set, without decoding anything. One epoch of
- * the global order is planned into packed steps of R packs of at most N tokens (and P patches), once balanced by
- * predicted cost and once by sample count, and compared with the same samples batched the unpacked way.
+ * {@code stoker bench packing}: what packing and balance give on a data set, without decoding anything. The global
+ * order is planned into packed steps of R packs of at most N tokens (and P patches), once balanced by predicted cost
+ * and once by sample count, and compared with the same samples batched the unpacked way.
  *
- * <p>Figures, over the epoch's steps:
+ * <p>What is measured: the steps that start in the first {@link Settings#epochs} epochs, walked from the origin. Steps
+ * run across epoch ends, so the last of them ends in epoch E's head, and each epoch end is inside one step (the step
+ * across it holds the epoch's tail and the next epoch's head, up to its budget or to the first record it already holds
+ * from the tail): the figures are what a job running for E epochs gets, every sample of those epochs packed once
+ * (and a few of epoch E's).
+ *
+ * <p>Figures, over those steps:
  * <ul>
  *   <li>{@code padding_fraction}: 1 − real tokens / (steps·R·N), balanced by cost: the share of the ranks' rows the
  *       GPU would compute with nothing in it. Real tokens are the samples' own; the dummy image's segment (a pack
@@ -32,14 +38,14 @@ import java.util.Map;
  *   <li>{@code imbalance}: the mean over steps of max / mean predicted rank cost ({@link PackedStep#imbalance}), for
  *       {@code count} and {@code cost}: what the straggler costs the others at each all-reduce.</li>
  *   <li>{@code planner_us_per_sample}: the planner's own cost, with the balance asked for: the median of
- *       {@link Settings#rounds} timed plannings of the whole epoch, after {@value #WARM_UP_ROUNDS} untimed ones (the
+ *       {@link Settings#rounds} timed plannings of those steps, after {@value #WARM_UP_ROUNDS} untimed ones (the
  *       JIT), divided by the samples packed.</li>
  * </ul>
  * The last stdout line is JSON {@code {"padding_fraction", "padded_padding_fraction", "imbalance": {"count", "cost"},
- * "planner_us_per_sample", "samples", "packs"}} ({@code samples} and {@code packs} of the cost-balanced epoch).
+ * "planner_us_per_sample", "samples", "packs"}} ({@code samples} and {@code packs} of the cost-balanced steps).
  */
 public final class PackingBench {
-    /** Untimed plannings of the epoch before the timed ones. */
+    /** Untimed plannings of the steps before the timed ones. */
     static final int WARM_UP_ROUNDS = 2;
 
     /**
@@ -51,16 +57,21 @@ public final class PackingBench {
      * @param balance the balance whose planner is timed
      * @param cost    the cost model
      * @param dummy   the dummy image's segment
-     * @param rounds  timed plannings of the epoch (at least 1; the figure is their median)
+     * @param rounds  timed plannings of the steps (at least 1; the figure is their median)
+     * @param epochs  E: the steps that start in epochs 0 … E−1 are measured (1 … {@value #MAX_EPOCHS})
      */
     public record Settings(SampleSchedule order, ShapeIndex shapes, int ranks, int tokens, int patches, PackPlanner.Balance balance,
-                           PackCost cost, SampleShape dummy, int rounds) {
+                           PackCost cost, SampleShape dummy, int rounds, int epochs) {
         public Settings {
             if (rounds < 1) throw new IllegalArgumentException("--rounds must be >= 1, got " + rounds);
+            if (epochs < 1 || epochs > MAX_EPOCHS) throw new IllegalArgumentException("--epochs must be in [1, " + MAX_EPOCHS + "], got " + epochs);
         }
     }
 
-    /** What one epoch planned with one balance gave. */
+    /** Most epochs measured. */
+    public static final int MAX_EPOCHS = 1000;
+
+    /** What the steps that start in the first epochs, planned with one balance, gave. */
     record Epoch(List<PackedStep> steps, long realTokens, long dummyTokens, int samples, double imbalance, int skipped, int filtered) {
         int packs() { return steps.isEmpty() ? 0 : steps.size() * steps.getFirst().ranks(); }
     }
@@ -69,9 +80,9 @@ public final class PackingBench {
 
     /** Runs the benchmark, printing to {@code out}; returns the last line's figures. */
     public static Map<String, Object> run(Settings s, PrintWriter out) throws Exception {
-        var cost = epoch(planner(s, PackPlanner.Balance.COST), s.dummy());
-        var count = epoch(planner(s, PackPlanner.Balance.COUNT), s.dummy());
-        if (cost.steps().isEmpty()) throw new IllegalStateException("the epoch gave no packed step");
+        var cost = epochs(planner(s, PackPlanner.Balance.COST), s.dummy(), s.epochs());
+        var count = epochs(planner(s, PackPlanner.Balance.COUNT), s.dummy(), s.epochs());
+        if (cost.steps().isEmpty()) throw new IllegalStateException("the epochs gave no packed step");
         double capacity = (double) cost.steps().size() * s.ranks() * s.tokens();
         double padding = 1 - cost.realTokens() / capacity;
         double countPadding = 1 - count.realTokens() / ((double) count.steps().size() * s.ranks() * s.tokens());
@@ -79,9 +90,13 @@ public final class PackingBench {
         double padded = paddedFraction(s, cost, batch);
         double usPerSample = time(s);
 
-        out.printf(Locale.ROOT, "epoch: %d samples in %d steps of %d packs (N = %d tokens%s), %d skipped (errors, filtered by a limit), "
-                        + "%d over a budget%n", cost.samples(), cost.steps().size(), s.ranks(), s.tokens(),
-                s.patches() > 0 ? ", P = " + s.patches() + " patches" : "", cost.skipped(), cost.filtered());
+        int ofLast = 0; // samples of epoch E's head in the last step
+        var lastStep = cost.steps().getLast();
+        if (lastStep.next().position() > 0) ofLast = (int) Math.min(lastStep.next().position(), lastStep.positions());
+        out.printf(Locale.ROOT, "the steps that start in epoch%s: %d samples (%d positions of epoch %d's head among them) in %d steps of "
+                        + "%d packs (N = %d tokens%s), %d skipped (errors, filtered by a limit), %d over a budget%n",
+                s.epochs() == 1 ? " 0" : "s 0-" + (s.epochs() - 1), cost.samples(), ofLast, s.epochs(), cost.steps().size(), s.ranks(),
+                s.tokens(), s.patches() > 0 ? ", P = " + s.patches() + " patches" : "", cost.skipped(), cost.filtered());
         out.printf(Locale.ROOT, "%-8s %10s %14s %12s %12s %14s%n", "balance", "padding", "tokens/step", "samples/pack", "imbalance",
                 "dummy tokens");
         for (var e : List.of(Map.entry("count", count), Map.entry("cost", cost))) {
@@ -91,19 +106,28 @@ public final class PackingBench {
                     ep.realTokens() / (double) ep.steps().size(), ep.samples() / (double) ep.packs(), ep.imbalance(),
                     100 * ep.dummyTokens() / cap);
         }
-        // what an epoch's own size allows: its tokens need at least ceil(tokens / (R·N)) steps, and a step never spans two epochs
-        long fewest = (cost.realTokens() + (long) s.ranks() * s.tokens() - 1) / ((long) s.ranks() * s.tokens());
-        var last = cost.steps().getLast();
-        long lastTokens = 0;
-        for (int t : last.tokens()) lastTokens += t;
-        double fullSteps = cost.steps().size() < 2 ? padding
-                : 1 - (cost.realTokens() - lastTokens + dummyTokens(last, s.dummy())) / ((cost.steps().size() - 1.0) * s.ranks() * s.tokens());
-        out.printf(Locale.ROOT, "the epoch's %d tokens need at least %d steps: padding >= %.2f%% at any packing; its steps but the last "
-                        + "(the epoch's remainder, %.0f%% full): padding %.2f%%%n", cost.realTokens(), fewest,
-                100 * (1 - cost.realTokens() / ((double) fewest * s.ranks() * s.tokens())),
-                100.0 * lastTokens / ((double) s.ranks() * s.tokens()), 100 * fullSteps);
+        // the steps across an epoch's end: how full each is, and what ended it
+        double stepCapacity = (double) s.ranks() * s.tokens();
+        long acrossTokens = 0;
+        int across = 0;
+        for (var step : cost.steps()) {
+            if (step.next().epoch() == step.cursor().epoch()) continue;
+            long real = realTokens(step, s.dummy());
+            acrossTokens += real;
+            across++;
+            int repeat = repeatAt(s.order(), step);
+            out.printf(Locale.ROOT, "step %d runs across the end of epoch %d: %d positions of its tail, %d of epoch %d's head, %.0f%% full; "
+                            + "ended by %s%n", step.globalStep(), step.cursor().epoch(), s.order().datasetSize() - step.cursor().position(),
+                    step.next().position(), step.next().epoch(), 100 * real / stepCapacity,
+                    repeat == step.next().position() ? "a record it held from the tail, again at epoch " + step.next().epoch()
+                            + "'s position " + repeat : repeat < 0 ? "its budget" : "its budget (the first repeat is at position " + repeat + ")");
+        }
+        if (across > 0 && cost.steps().size() > across)
+            out.printf(Locale.ROOT, "padding of the steps inside an epoch: %.2f%%; of the %d step(s) across an end: %.2f%%%n",
+                    100 * (1 - (cost.realTokens() - acrossTokens) / ((cost.steps().size() - across) * stepCapacity)), across,
+                    100 * (1 - acrossTokens / (across * stepCapacity)));
         out.printf(Locale.ROOT, "unpacked, B = %d samples per rank padded to the longest: padding %.2f%%%n", batch, 100 * padded);
-        out.printf(Locale.ROOT, "planner (%s): %.2f µs per sample (median of %d plannings of the epoch)%n",
+        out.printf(Locale.ROOT, "planner (%s): %.2f µs per sample (median of %d plannings of the steps)%n",
                 s.balance().name().toLowerCase(Locale.ROOT), usPerSample, s.rounds());
 
         var result = new LinkedHashMap<String, Object>();
@@ -122,27 +146,40 @@ public final class PackingBench {
         return result;
     }
 
-    /** The dummy images' tokens in {@code step}. */
-    private static long dummyTokens(PackedStep step, SampleShape dummy) {
+    /** The samples' own tokens in {@code step} (its dummy images' left out). */
+    private static long realTokens(PackedStep step, SampleShape dummy) {
         long n = 0;
-        for (boolean d : step.dummyImage()) if (d) n += dummy.tokens();
+        for (int r = 0; r < step.ranks(); r++) n += step.tokens()[r] - (step.dummyImage()[r] ? dummy.tokens() : 0);
         return n;
+    }
+
+    /**
+     * For a step across an epoch's end: the first position of the next epoch whose record the step holds from its
+     * epoch's tail (where the planner ends such a step at the latest), or −1 when there is none in that epoch.
+     */
+    private static int repeatAt(SampleSchedule order, PackedStep step) {
+        var tail = new java.util.HashSet<Integer>();
+        int from = (int) step.cursor().position(), size = order.datasetSize();
+        int[] records = new int[size - from];
+        order.recordsAt(step.cursor().epoch(), from, records.length, records);
+        for (int r : records) tail.add(r);
+        for (int q = 0; q < size; q++) if (tail.contains(order.recordAt(step.next().epoch(), q))) return q;
+        return -1;
     }
 
     private static PackPlanner planner(Settings s, PackPlanner.Balance balance) {
         return new PackPlanner(s.order(), s.shapes(), s.ranks(), s.tokens(), s.patches(), balance, s.cost(), s.dummy());
     }
 
-    /** Epoch 0 planned step by step from its start; the steps, and what they hold. */
-    static Epoch epoch(PackPlanner planner, SampleShape dummy) {
+    /** The steps that start in epochs 0 … {@code epochs}−1, planned one by one from the origin, and what they hold. */
+    static Epoch epochs(PackPlanner planner, SampleShape dummy, int epochs) {
         var steps = new ArrayList<PackedStep>();
         long real = 0, dummies = 0, label = 0;
         int samples = 0, skipped = 0, filtered = 0;
         double imbalance = 0;
         var c = ScheduleCursor.START;
-        while (c.epoch() == 0) {
+        while (c.epoch() < epochs) {
             var step = planner.plan(c, label++);
-            if (step.cursor().epoch() != 0) break; // the rest of epoch 0 could not fill a step
             steps.add(step);
             for (int r = 0; r < step.ranks(); r++) {
                 int d = step.dummyImage()[r] ? dummy.tokens() : 0;
@@ -180,8 +217,9 @@ public final class PackingBench {
     }
 
     /**
-     * The samples the epoch's packs hold, in the global order: each step's window is the run of positions from its
-     * cursor, and of those positions the ones whose record went into a pack (not skipped, not over a budget).
+     * The samples the steps' packs hold, in the global order: each step's window is the run of positions from its
+     * cursor to its {@code next} (across an epoch's end for the step that runs across it), and of those positions the
+     * ones whose record went into a pack (not skipped, not over a budget).
      */
     static int[] inOrder(SampleSchedule order, Epoch e) {
         var out = new int[e.samples()];
@@ -191,7 +229,13 @@ public final class PackingBench {
             for (int[] pack : step.records()) for (int record : pack) inPacks.merge(record, 1, Integer::sum);
             int from = (int) step.cursor().position();
             int[] window = new int[step.positions()];
-            order.recordsAt(step.cursor().epoch(), from, window.length, window);
+            int inFirst = (int) Math.min(window.length, order.datasetSize() - from);
+            order.recordsAt(step.cursor().epoch(), from, inFirst, window);
+            if (inFirst < window.length) { // the head of the next epoch
+                int[] head = new int[window.length - inFirst];
+                order.recordsAt(step.cursor().epoch() + 1, 0, head.length, head);
+                System.arraycopy(head, 0, window, inFirst, head.length);
+            }
             for (int record : window) {
                 Integer left = inPacks.get(record);
                 if (left == null) continue;
@@ -202,18 +246,18 @@ public final class PackingBench {
             if (!inPacks.isEmpty())
                 throw new IllegalStateException("step " + step.globalStep() + ": packed records " + inPacks.keySet() + " are not in its window");
         }
-        if (k != out.length) throw new IllegalStateException("the epoch's windows hold " + k + " packed samples, its packs " + out.length);
+        if (k != out.length) throw new IllegalStateException("the steps' windows hold " + k + " packed samples, their packs " + out.length);
         return out;
     }
 
-    /** Median µs per packed sample of planning the whole epoch with the balance asked for. */
+    /** Median µs per packed sample of planning the measured steps with the balance asked for. */
     private static double time(Settings s) {
         var planner = planner(s, s.balance());
-        for (int i = 0; i < WARM_UP_ROUNDS; i++) epoch(planner, s.dummy());
+        for (int i = 0; i < WARM_UP_ROUNDS; i++) epochs(planner, s.dummy(), s.epochs());
         double[] us = new double[s.rounds()];
         for (int i = 0; i < us.length; i++) {
             long t0 = System.nanoTime();
-            var e = epoch(planner, s.dummy());
+            var e = epochs(planner, s.dummy(), s.epochs());
             us[i] = (System.nanoTime() - t0) / 1e3 / Math.max(1, e.samples());
         }
         return Stats.median(us);

@@ -51,24 +51,13 @@ public final class PackedFeed {
     }
 
     /**
-     * The label of the step at {@code c}: {@code label} when it is given (≥ 0, from a resume state), else the steps from
-     * the origin (epoch 0, position 0) to {@code c}, walked epoch by epoch.
+     * The label of the step at {@code c}: {@code label} when it is given (≥ 0, from a resume state), else the steps of the
+     * origin walk that start before {@code c} ({@link PackedSchedule#stepsBefore}: steps run across epoch ends, so
+     * epochs are not counted apart; a cursor that is no step boundary, saved with another rank count, counts the steps
+     * that start before it).
      */
     public static long labelAt(PackedSchedule schedule, ScheduleCursor c, long label) {
-        if (label >= 0) return label;
-        long steps = 0;
-        for (long e = 0; e < c.epoch(); e++) steps += stepsIn(schedule, e);
-        return steps + schedule.stepInEpoch(c);
-    }
-
-    private static long stepsIn(PackedSchedule schedule, long epoch) {
-        var c = new ScheduleCursor(epoch, 0);
-        long n = 0;
-        while (c.epoch() == epoch) {
-            c = schedule.planner().plan(c, n).next();
-            n++;
-        }
-        return n;
+        return label >= 0 ? label : schedule.stepsBefore(c);
     }
 
     /**

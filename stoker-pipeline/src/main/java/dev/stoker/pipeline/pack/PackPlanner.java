@@ -38,16 +38,24 @@ import java.util.Arrays;
  * computed the same way every time (Java's floating point is strict), so ties are exact and break the same way.
  *
  * <p><b>Dummy image</b>: when a pack of the step holds an image, every pack without one gets {@code dummyImage} (its
- * tokens, patches and cost counted in the pack's). <b>Epoch end</b>: a step never spans two epochs; when the rest of
- * an epoch after a step cannot give every rank one sample (fewer than R samples that fit), it is dropped
- * ({@link #dropped}) and the next step starts at the next epoch's position 0. A cursor from which the rest of its
- * epoch cannot fill a step (saved with another rank count) is {@linkplain #aligned aligned} the same way.
+ * tokens, patches and cost counted in the pack's). <b>Epoch end</b>: the global order is epoch after epoch, and a
+ * window that reaches the end of epoch e goes on with epoch e+1's permutation from its position 0, so a step can run
+ * across an epoch's end (at most one: the walk stops at the end of e+1) and nothing is dropped there — every position
+ * of every epoch is in exactly one pack, filtered or skipped. A record of e+1 that the window already holds from e (the
+ * same record, shuffled back to the head of the next epoch) ends the window before it: the step is a little shorter
+ * and that record starts the next step, so no record is twice in one step across an epoch end. The one exception:
+ * while the window holds fewer than R samples it must go on (every rank needs one), so a repeat met then joins it —
+ * that needs an epoch's tail of fewer than R samples, from a step's cursor or one saved with another rank count,
+ * and one of them again among the next epoch's first few (a probability of about k·(R − k)/D for k left of D).
+ * (A mix of sources that repeats a record within one epoch, a weight above 1, may hold it twice in a step, as it
+ * always could.) A cursor is valid anywhere in its epoch; one at or past the epoch's end is {@linkplain #aligned
+ * aligned} to the next epoch's start.
  *
  * <p>Speed: no boxing and no allocation in the loops beyond the step's own arrays: the window lives in scratch arrays
  * reused from step to step, sorted by a stable merge sort on primitive indices; the assignment is O(window · R).
  *
- * <p>Threading: {@link #plan} and {@link #aligned} are synchronized (they share the scratch arrays); the planner is
- * otherwise immutable and safe to share.
+ * <p>Threading: {@link #plan} is synchronized (it shares the scratch arrays); the planner is otherwise immutable and safe
+ * to share.
  */
 public final class PackPlanner {
     /** How the planner shares a step's samples between the ranks. */
@@ -82,12 +90,19 @@ public final class PackPlanner {
     private final int epochSize;
 
     // Scratch, guarded by this. Window sample i (in position order): its record, position, tokens, patches, cost, image.
-    private int[] wRecord = new int[256], wPos = new int[256], wTokens = new int[256], wPatches = new int[256];
+    // Positions are counted from the start of the step's epoch e: epoch e+1's position p is epochSize + p.
+    private int[] wRecord = new int[256], wTokens = new int[256], wPatches = new int[256];
+    private long[] wPos = new long[256];
     private double[] wCost = new double[256], wKey = new double[256];
     private boolean[] wImage = new boolean[256];
     private int[] wRank = new int[256], sorted = new int[256], sortTmp = new int[256];
-    private int[] fRecord = new int[16], fPos = new int[16], sRecord = new int[16], sPos = new int[16];
+    private int[] fRecord = new int[16], sRecord = new int[16];
+    private long[] fPos = new long[16], sPos = new long[16];
     private int nf, ns;
+    // The records the window took from epoch e, as an open-addressing set (−1: empty), built when it reaches e+1.
+    private int[] tail = new int[64];
+    // Records of the shape index that fit the budgets (OK, not over a budget alone); −1 until counted.
+    private long fitting = -1;
     private final double[] rCost;
     private final int[] rTokens, rPatches, rCount;
     private final int[] rImages; // samples with an image per rank
@@ -164,23 +179,33 @@ public final class PackPlanner {
     public int epochSize() { return epochSize; }
 
     /**
-     * The step starting at {@code c} (or at {@link #aligned aligned(c)}, when the rest of its epoch cannot fill a step),
+     * The step starting at {@code c} (or at {@link #aligned aligned(c)}, when {@code c} is at or past its epoch's end),
      * labelled {@code label}.
+     *
+     * @throws IllegalStateException when the shape index holds fewer than R samples that fit the budgets, or when the
+     *                               rest of the cursor's epoch and the whole next one do (a mix whose epochs differ)
      */
     public synchronized PackedStep plan(ScheduleCursor c, long label) {
-        ScheduleCursor start = alignedLocked(c);
+        ScheduleCursor start = aligned(c);
+        requireFitting();
         long epoch = start.epoch();
-        int from = (int) start.position();
+        long from = start.position();
+        long limit = 2L * epochSize; // the end of epoch e+1: a step crosses one epoch end at most
         int n = 0;
         nf = 0;
         ns = 0;
         long windowTokens = 0, windowPatches = 0;
         int imageSamples = 0;
         long tokenRoom = (long) ranks * tokenBudget, patchRoom = (long) ranks * patchBudget;
-        int pos = from;
-        for (; pos < epochSize; pos++) {
-            int record = record(epoch, pos);
-            SampleShape s = shape(record, epoch, pos);
+        long pos = from;
+        for (; pos < limit; pos++) {
+            boolean next = pos >= epochSize;
+            long e = next ? epoch + 1 : epoch;
+            int p = (int) (next ? pos - epochSize : pos);
+            if (pos == epochSize) collectTail(n);
+            int record = record(e, p);
+            SampleShape s = shape(record, e, p);
+            if (next && n >= ranks && inTail(record)) break; // already in the window (from epoch e): starts the next step
             if (s.kind() != SampleShape.Kind.OK) {
                 addSkipped(record, pos);
                 continue;
@@ -210,43 +235,72 @@ public final class PackPlanner {
             if (image) imageSamples++;
             n++;
         }
+        if (n < ranks)
+            throw new IllegalStateException("from " + start + " to the end of epoch " + (epoch + 1) + " the order holds " + n
+                    + " samples within the budgets (--pack-tokens " + tokenBudget + ", --pack-patches " + patchBudget + "), fewer than "
+                    + ranks + ": no packed step can give every rank a sample");
         int kept = balance == Balance.COST ? assignByCost(n) : assignByCount(n);
-        int end = kept == n ? pos : wPos[kept];
+        long end = kept == n ? pos : wPos[kept];
         return build(start, epoch, end, kept, label);
     }
 
     /**
-     * {@code c} when the rest of its epoch can give every rank a sample, else the next epoch's start (the rest is
-     * dropped): where a cursor saved after an epoch's last step, or with another rank count, continues.
-     *
-     * @throws IllegalStateException when a whole epoch holds fewer than R samples that fit the budgets
+     * {@code c} itself when it is inside its epoch, else the next epoch's start: a step may start anywhere in an epoch
+     * (steps run across epoch ends, so no rest is dropped); a position at or past the epoch's end (the end itself, as
+     * another schedule may write the cursor after an epoch's last step) continues with the next epoch.
      */
-    public synchronized ScheduleCursor aligned(ScheduleCursor c) { return alignedLocked(c); }
-
-    /** Positions at the end of {@code step}'s epoch that were never scheduled (drop_last): 0 unless it was the epoch's last step. */
-    public int dropped(PackedStep step) {
-        if (step.next().epoch() == step.cursor().epoch()) return 0;
-        return epochSize - (int) step.cursor().position() - step.positions();
+    public ScheduleCursor aligned(ScheduleCursor c) {
+        return c.position() < epochSize ? c : new ScheduleCursor(c.epoch() + 1, 0);
     }
 
-    private ScheduleCursor alignedLocked(ScheduleCursor c) {
-        if (c.position() < epochSize && canFill(c.epoch(), (int) c.position())) return c;
-        if (!canFill(c.epoch() + 1, 0))
-            throw new IllegalStateException("epoch " + (c.epoch() + 1) + " of the order holds fewer than " + ranks
-                    + " samples within the budgets (--pack-tokens " + tokenBudget + ", --pack-patches " + patchBudget
-                    + "): no packed step can give every rank a sample");
-        return new ScheduleCursor(c.epoch() + 1, 0);
-    }
-
-    /** Whether positions {@code [from, epoch end)} hold at least R samples that fit the budgets. */
-    private boolean canFill(long epoch, int from) {
-        int found = 0;
-        for (int pos = from; pos < epochSize && found < ranks; pos++) {
-            int record = record(epoch, pos);
-            SampleShape s = shape(record, epoch, pos);
-            if (s.kind() == SampleShape.Kind.OK && !overBudget(s.tokens(), s.patches(), s.hasImage())) found++;
+    /** Counts, once, the records of the shape index within the budgets; fewer than R: no step can ever be planned. */
+    private void requireFitting() {
+        if (fitting < 0) {
+            long n = 0;
+            for (int i = 0, size = shapes.size(); i < size; i++) {
+                SampleShape s = shapes.shape(i);
+                if (s != null && s.kind() == SampleShape.Kind.OK && !overBudget(s.tokens(), s.patches(), s.hasImage())) n++;
+            }
+            fitting = n;
         }
-        return found >= ranks;
+        if (fitting < ranks)
+            throw new IllegalStateException("the data set holds " + fitting + " samples within the budgets (--pack-tokens " + tokenBudget
+                    + ", --pack-patches " + patchBudget + "), fewer than " + ranks + " samples: no packed step can give every rank a sample"
+                    + " without repeating one");
+    }
+
+    /** The window's records from epoch e (its first {@code n} samples, its filtered and skipped ones), into {@link #tail}. */
+    private void collectTail(int n) {
+        int want = Integer.highestOneBit(Math.max(16, (n + nf + ns) * 2)) << 1; // load at most 1/2
+        if (tail.length != want && (tail.length < want || tail.length > 4 * want)) tail = new int[want];
+        Arrays.fill(tail, -1);
+        for (int i = 0; i < n; i++) addTail(wRecord[i]);
+        for (int i = 0; i < nf; i++) addTail(fRecord[i]);
+        for (int i = 0; i < ns; i++) addTail(sRecord[i]);
+    }
+
+    private void addTail(int record) {
+        int mask = tail.length - 1;
+        for (int h = mixHash(record) & mask; ; h = (h + 1) & mask) {
+            if (tail[h] == record) return;
+            if (tail[h] < 0) {
+                tail[h] = record;
+                return;
+            }
+        }
+    }
+
+    private boolean inTail(int record) {
+        int mask = tail.length - 1;
+        for (int h = mixHash(record) & mask; ; h = (h + 1) & mask) {
+            if (tail[h] == record) return true;
+            if (tail[h] < 0) return false;
+        }
+    }
+
+    private static int mixHash(int x) {
+        int h = x * 0x9E3779B9;
+        return h ^ (h >>> 16);
     }
 
     private boolean overBudget(int tokens, int patches, boolean image) {
@@ -441,7 +495,7 @@ public final class PackPlanner {
         if (wImage[i]) rImages[r]++;
     }
 
-    private PackedStep build(ScheduleCursor start, long epoch, int end, int kept, long label) {
+    private PackedStep build(ScheduleCursor start, long epoch, long end, int kept, long label) {
         boolean stepImage = false;
         for (int r = 0; r < ranks; r++) stepImage |= rImages[r] > 0;
         int[][] records = new int[ranks][];
@@ -464,11 +518,12 @@ public final class PackPlanner {
             }
         }
         int[] filtered = below(fRecord, fPos, nf, end), skipped = below(sRecord, sPos, ns, end);
-        ScheduleCursor next = end < epochSize && canFill(epoch, end) ? new ScheduleCursor(epoch, end) : new ScheduleCursor(epoch + 1, 0);
+        ScheduleCursor next = end < epochSize ? new ScheduleCursor(epoch, end)
+                : end < 2L * epochSize ? new ScheduleCursor(epoch + 1, end - epochSize) : new ScheduleCursor(epoch + 2, 0);
         return new PackedStep(start, next, label, records, costs, tokens, patches, dummyImage, filtered, skipped);
     }
 
-    private static int[] below(int[] records, int[] positions, int count, int end) {
+    private static int[] below(int[] records, long[] positions, int count, long end) {
         int n = 0;
         while (n < count && positions[n] < end) n++;
         return Arrays.copyOf(records, n);
@@ -511,7 +566,7 @@ public final class PackPlanner {
         return s;
     }
 
-    private void addSkipped(int record, int pos) {
+    private void addSkipped(int record, long pos) {
         if (ns == sRecord.length) {
             sRecord = Arrays.copyOf(sRecord, ns * 2);
             sPos = Arrays.copyOf(sPos, ns * 2);
@@ -520,7 +575,7 @@ public final class PackPlanner {
         sPos[ns++] = pos;
     }
 
-    private void addFiltered(int record, int pos) {
+    private void addFiltered(int record, long pos) {
         if (nf == fRecord.length) {
             fRecord = Arrays.copyOf(fRecord, nf * 2);
             fPos = Arrays.copyOf(fPos, nf * 2);

@@ -6,11 +6,12 @@ import dev.stoker.core.ScheduleCursor;
  * What the pack planner decided for one global step, shared by all ranks of the step: which records go into each
  * rank's pack (one row of whole samples within the token and patch budgets), what each pack is predicted to cost,
  * and which records of the step's window were skipped. A step consumes the positions {@code [cursor, next)} of the
- * global order; each of them is in exactly one pack, in {@code filtered} or in {@code skipped}.
+ * global order (epoch after epoch: a step can run from the end of its epoch into the next one's head); each of them
+ * is in exactly one pack, in {@code filtered} or in {@code skipped}.
  *
- * @param cursor     where the step starts in the global order
- * @param next       where the step after it starts (the same epoch, or the next epoch's start when the rest of the
- *                   epoch was dropped)
+ * @param cursor     where the step starts in the global order (its epoch is the step's epoch)
+ * @param next       where the step after it starts: in the same epoch, or in the next one when the step ran across
+ *                   the epoch's end (its position there the positions it took of that epoch)
  * @param globalStep the step's label
  * @param records    per rank: the pack's records (numbered across sources), in segment order (ascending global
  *                   position)

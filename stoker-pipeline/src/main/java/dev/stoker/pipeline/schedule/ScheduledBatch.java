@@ -6,7 +6,8 @@ import dev.stoker.core.ScheduleCursor;
  * One rank's share of one global step: which dataset indices it gets, in order.
  *
  * @param cursor      where the global step starts (epoch, position in the epoch's permutation)
- * @param step        step within the epoch ({@code position / (ranks·batchSize)})
+ * @param step        step within the epoch ({@code position / (ranks·batchSize)}; a packed job: the steps of its
+ *                    origin walk that start in the epoch before this one, {@link dev.stoker.pipeline.pack.PackedSchedule})
  * @param globalStep  the step's label: steps since the schedule's origin (epoch 0, position 0), or since the cursor it
  *                    is labelled at ({@link SampleSchedule#labelled})
  * @param rank        the rank this share belongs to

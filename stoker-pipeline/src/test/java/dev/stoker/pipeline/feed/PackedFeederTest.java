@@ -30,8 +30,9 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A packed feed ({@code --pack-tokens N}) hands each rank, per step, the pack the planner gave it: one row of its samples, in
- * segment order, on the heap and written in place into shared memory alike; over an epoch every sample is in exactly one pack
- * (or filtered, or the dropped rest); a feed started at a step's cursor continues with the same packs.
+ * segment order, on the heap and written in place into shared memory alike; the steps that start in an epoch hold every sample
+ * of it in exactly one pack (or filtered), the last of them running into the next epoch's head; a feed started at a step's
+ * cursor continues with the same packs.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class PackedFeederTest {
@@ -57,7 +58,7 @@ class PackedFeederTest {
         return ShapeIndexes.measure(source.records(), source, FeederTest.tokenizer, FeederTest.OPTIONS, 2);
     }
 
-    /** The planner's steps of epoch 0, walked on a schedule of its own. */
+    /** The planner's steps that start in epoch 0 (the last runs into epoch 1), walked on a schedule of its own. */
     static List<PackedStep> epoch0(FeedConfig config, FeedSource source, ShapeIndex shapes) throws Exception {
         PackedSchedule schedule = PackedFeed.schedule(config, Feeder.schedule(config, source.records()), shapes);
         var steps = new ArrayList<PackedStep>();
@@ -69,6 +70,33 @@ class PackedFeederTest {
         return steps;
     }
 
+    /** The records at positions {@code [from, to)} of {@code config}'s global order, epoch after epoch, sorted. */
+    static List<Integer> recordsBetween(FeedConfig config, FeedSource source, ScheduleCursor from, ScheduleCursor to) throws Exception {
+        var order = Feeder.schedule(config, source.records());
+        var out = new ArrayList<Integer>();
+        for (long e = from.epoch(), pos = from.position(); e < to.epoch() || (e == to.epoch() && pos < to.position()); ) {
+            out.add(order.recordAt(e, (int) pos));
+            if (++pos == order.datasetSize()) {
+                e++;
+                pos = 0;
+            }
+        }
+        out.sort(null);
+        return out;
+    }
+
+    /** The records of {@code steps} (their packs', filtered and skipped ones), sorted. */
+    static List<Integer> stepRecords(List<PackedStep> steps) {
+        var out = new ArrayList<Integer>();
+        for (var step : steps) {
+            for (int[] pack : step.records()) for (int rec : pack) out.add(rec);
+            for (int rec : step.filtered()) out.add(rec);
+            for (int rec : step.skipped()) out.add(rec);
+        }
+        out.sort(null);
+        return out;
+    }
+
     @Test
     void eachRankGetsItsPlannedPackAndAnEpochHoldsEverySampleOnce() throws Exception {
         Path manifest = TestDatasets.write(tmp, SAMPLES, Set.of());
@@ -77,7 +105,8 @@ class PackedFeederTest {
             var config = packed(FeedMode.PREFETCH, shapes, 1);
             var plan = epoch0(config, source, shapes);
             assertTrue(plan.size() >= 2, "the epoch takes several steps: " + plan.size());
-            var seen = new HashSet<Long>();
+            var last = plan.getLast();
+            assertEquals(1, last.next().epoch(), "the epoch's last step runs into epoch 1: " + last.next());
             try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
                 assertNotNull(feeder.packedSchedule());
                 for (int s = 0; s < plan.size(); s++) {
@@ -98,7 +127,6 @@ class PackedFeederTest {
                         assertEquals(tokens + dummyTokens, cu[cu.length - 1], at + ": the shapes' tokens are the pack's");
                         assertEquals(step.tokens()[r], cu[cu.length - 1], at + ": the planner's tokens are the pack's");
                         assertEquals(cu[cu.length - 1], b.inputIds().length, at + ": one row, no pad");
-                        for (int rec : want) assertTrue(seen.add((long) rec), "sample " + rec + " in two packs");
                         assertNotNull(b.after(), at);
                         assertEquals(step.next().epoch(), b.after().epoch(), at);
                         assertEquals(step.next().position(), b.after().position(), at);
@@ -115,14 +143,11 @@ class PackedFeederTest {
                 assertEquals(RANKS, pack.lastCosts().length);
                 if (pack.steps() == plan.size()) assertEquals(sum / plan.size(), pack.meanImbalance(), 1e-9);
             }
-            var accounted = new HashSet<>(seen);
-            for (var step : plan) {
-                for (int f : step.filtered()) assertTrue(accounted.add((long) f));
-                for (int f : step.skipped()) assertTrue(accounted.add((long) f));
-            }
-            var planner = PackedFeed.schedule(config, Feeder.schedule(config, source.records()), shapes).planner();
-            assertEquals(SAMPLES - accounted.size(), planner.dropped(plan.getLast()),
-                    "every sample of the epoch packed once, filtered, skipped or in the dropped rest");
+            // the steps hold exactly the records of their positions: every sample of epoch 0 once (packed, filtered or
+            // skipped), nothing dropped, and the head of epoch 1 the last step took
+            assertEquals(recordsBetween(config, source, ScheduleCursor.START, last.next()), stepRecords(plan));
+            var inLast = stepRecords(List.of(last));
+            for (int i = 1; i < inLast.size(); i++) assertTrue(!inLast.get(i).equals(inLast.get(i - 1)), "sample " + inLast.get(i) + " twice in a step");
         }
     }
 
@@ -187,30 +212,24 @@ class PackedFeederTest {
             // two ranks from the same cursor: the rest of the order, each sample once
             var two = FeedConfig.of(FeedMode.PREFETCH, FeederTest.OPTIONS, 2, 1).withSeed(FeederTest.SEED).withCpuThreads(2)
                     .withFetchConcurrency(4).withWarmUp(0).withPacking(config.packing()).withStart(resumeAt, 1);
-            var before = new HashSet<Long>();
-            for (int r = 0; r < RANKS; r++) for (int rec : plan.get(0).records()[r]) before.add((long) rec);
-            var after = new HashSet<Long>();
-            var perm = Feeder.schedule(config, source.records()).permutationCopy(0);
+            var resized = new ArrayList<PackedStep>();
+            ScheduleCursor c = resumeAt;
             try (var feeder = Feeder.start(two, source, FeederTest.tokenizer)) {
                 var packed2 = feeder.packedSchedule();
-                for (ScheduleCursor c = packed2.planner().aligned(resumeAt); c.epoch() == 0; ) {
+                for (c = packed2.planner().aligned(resumeAt); c.epoch() == 0; ) {
                     var step = packed2.step(c, 0);
                     for (int r = 0; r < 2; r++) {
                         Batch b = feeder.rank(r).next().get(60, TimeUnit.SECONDS);
-                        for (int rec : b.datasetIndices()) {
-                            assertTrue(!before.contains((long) rec), "sample " + rec + " was trained before the resize");
-                            assertTrue(after.add((long) rec), "sample " + rec + " twice after the resize");
-                        }
+                        assertArrayEquals(step.records()[r], b.datasetIndices(), "two ranks, step at " + c + " rank " + r);
                     }
+                    resized.add(step);
                     c = step.next();
                 }
             }
-            assertTrue(after.size() > 0);
-            for (long rec : after) {
-                int pos = 0;
-                while (perm[pos] != rec) pos++;
-                assertTrue(pos >= resumeAt.position(), "sample " + rec + " at position " + pos + " is after the resume cursor");
-            }
+            assertTrue(resized.size() > 0);
+            // the two-rank steps hold the records of the positions from the resume cursor on, across the epoch's end: the
+            // rest of epoch 0 once, nothing trained before the resize (the positions before the cursor), nothing dropped
+            assertEquals(recordsBetween(config, source, resumeAt, c), stepRecords(resized));
         }
     }
 

@@ -18,7 +18,10 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
-/** The planner's rules: budgets, coverage of the order, determinism, resume, resize, tie-breaks, dummy images, epoch ends. */
+/**
+ * The planner's rules: budgets, coverage of the order, determinism, resume, resize, tie-breaks, dummy images, steps that
+ * run across an epoch's end (the tail of one epoch and the head of the next, no record twice, nothing dropped).
+ */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class PackPlannerTest {
     static final int N = 16384;
@@ -41,7 +44,7 @@ class PackPlannerTest {
         return ShapeIndex.of(shapes);
     }
 
-    /** The steps from {@code c} to the end of its epoch. */
+    /** The steps from {@code c} that start in its epoch (the last of them runs into the next epoch). */
     static List<PackedStep> epochSteps(PackPlanner p, ScheduleCursor c) {
         var steps = new ArrayList<PackedStep>();
         long epoch = p.aligned(c).epoch();
@@ -51,6 +54,55 @@ class PackPlannerTest {
             c = s.next();
         }
         return steps;
+    }
+
+    /** The steps from {@code c} while they start before epoch {@code untilEpoch}. */
+    static List<PackedStep> stepsUntil(PackPlanner p, ScheduleCursor c, long untilEpoch) {
+        var steps = new ArrayList<PackedStep>();
+        while (c.epoch() < untilEpoch) {
+            PackedStep s = p.plan(c, steps.size());
+            steps.add(s);
+            c = s.next();
+        }
+        return steps;
+    }
+
+    /** The records at the positions {@code [from, to)} of the global order, epoch after epoch, sorted. */
+    static int[] recordsBetween(SampleSchedule order, ScheduleCursor from, ScheduleCursor to) {
+        var out = new ArrayList<Integer>();
+        long e = from.epoch(), pos = from.position();
+        while (e < to.epoch() || (e == to.epoch() && pos < to.position())) {
+            out.add(order.recordAt(e, (int) pos));
+            if (++pos == order.datasetSize()) {
+                e++;
+                pos = 0;
+            }
+        }
+        return out.stream().mapToInt(Integer::intValue).sorted().toArray();
+    }
+
+    /** A step's records: its packs', its filtered and its skipped ones, sorted. */
+    static int[] stepRecords(PackedStep s) {
+        int[] out = new int[0];
+        for (int[] pack : s.records()) out = concat(out, pack);
+        out = concat(concat(out, s.filtered()), s.skipped());
+        Arrays.sort(out);
+        return out;
+    }
+
+    /**
+     * The steps follow each other, and each holds exactly the records at its positions {@code [cursor, next)} (so the
+     * steps together cover those positions once, across epoch ends), none of them twice (one source: every record is
+     * once in an epoch).
+     */
+    static void assertCoverTheirPositions(SampleSchedule order, List<PackedStep> steps) {
+        for (int k = 0; k < steps.size(); k++) {
+            PackedStep s = steps.get(k);
+            if (k > 0) assertEquals(steps.get(k - 1).next(), s.cursor(), "step " + k + " follows the one before");
+            int[] records = stepRecords(s);
+            assertArrayEquals(recordsBetween(order, s.cursor(), s.next()), records, "step " + k + " holds its positions' records");
+            for (int i = 1; i < records.length; i++) assertTrue(records[i] != records[i - 1], "record " + records[i] + " twice in step " + k);
+        }
     }
 
     @ParameterizedTest
@@ -91,35 +143,105 @@ class PackPlannerTest {
 
     @ParameterizedTest
     @EnumSource(Balance.class)
-    void everyPositionOfAnEpochIsPackedFilteredSkippedOrDroppedOnce(Balance balance) {
+    void everyPositionOfEveryEpochIsPackedFilteredOrSkippedOnceAcrossEpochEnds(Balance balance) {
         ShapeIndex shapes = mixedShapes(5000, 5);
         PackPlanner p = planner(shapes, 13, 8, N, 0, balance);
-        for (long epoch = 0; epoch < 2; epoch++) {
-            int[] seen = new int[shapes.size()];
-            ScheduleCursor c = new ScheduleCursor(epoch, 0);
-            List<PackedStep> steps = epochSteps(p, c);
-            int dropped = 0;
-            for (PackedStep s : steps) {
-                assertEquals(c, s.cursor(), "steps follow each other");
-                for (int[] pack : s.records()) for (int rec : pack) seen[rec]++;
-                for (int rec : s.filtered()) {
-                    seen[rec]++;
-                    SampleShape sh = shapes.shape(rec);
-                    assertTrue(sh.tokens() > N || (!sh.hasImage() && sh.tokens() + Shapes.DUMMY.tokens() > N), "filtered " + sh);
-                }
-                for (int rec : s.skipped()) {
-                    seen[rec]++;
-                    assertTrue(shapes.shape(rec).kind() != SampleShape.Kind.OK);
-                }
-                dropped += p.dropped(s);
-                c = s.next();
+        List<PackedStep> steps = stepsUntil(p, ScheduleCursor.START, 4);
+        assertCoverTheirPositions(p.order(), steps);
+        int[][] seen = new int[5][shapes.size()];
+        int crossings = 0;
+        for (PackedStep s : steps) {
+            for (int rec : s.filtered()) {
+                SampleShape sh = shapes.shape(rec);
+                assertTrue(sh.tokens() > N || (!sh.hasImage() && sh.tokens() + Shapes.DUMMY.tokens() > N), "filtered " + sh);
             }
-            PackedStep last = steps.getLast();
-            int end = (int) last.cursor().position() + last.positions();
-            assertEquals(shapes.size() - end, dropped);
-            for (int pos = end; pos < shapes.size(); pos++) seen[p.order().recordAt(epoch, pos)]++;
-            for (int rec = 0; rec < seen.length; rec++) assertEquals(1, seen[rec], "record " + rec + " of epoch " + epoch);
+            for (int rec : s.skipped()) assertTrue(shapes.shape(rec).kind() != SampleShape.Kind.OK);
+            long e = s.cursor().epoch();
+            if (s.next().epoch() != e) {
+                crossings++;
+                assertEquals(e + 1, s.next().epoch(), "one epoch end at most");
+            }
+            for (long pos = s.cursor().position(), end = s.next().epoch() == e ? s.next().position() : shapes.size(); pos < end; pos++)
+                seen[(int) e][p.order().recordAt(e, (int) pos)]++;
+            if (s.next().epoch() != e) for (long pos = 0; pos < s.next().position(); pos++) seen[(int) e + 1][p.order().recordAt(e + 1, (int) pos)]++;
         }
+        assertEquals(4, crossings, "a step across each of the four epoch ends");
+        for (int epoch = 0; epoch < 4; epoch++)
+            for (int rec = 0; rec < shapes.size(); rec++) assertEquals(1, seen[epoch][rec], "record " + rec + " of epoch " + epoch);
+    }
+
+    @ParameterizedTest
+    @EnumSource(Balance.class)
+    void aStepAcrossAnEpochsEndHoldsItsTailAndTheNextEpochsHead(Balance balance) {
+        ShapeIndex shapes = mixedShapes(3000, 6);
+        PackPlanner p = planner(shapes, 19, 8, N, 0, balance);
+        List<PackedStep> steps = epochSteps(p, ScheduleCursor.START);
+        PackedStep last = steps.getLast();
+        assertEquals(1, last.next().epoch(), "the epoch's last step ends in the next epoch");
+        assertTrue(last.next().position() > 0, "it took some of epoch 1's head: " + last.next());
+        assertArrayEquals(recordsBetween(p.order(), last.cursor(), last.next()), stepRecords(last));
+        // it went on into epoch 1 until its budget or the first record it already held from epoch 0, whichever came first
+        var tail = new java.util.HashSet<Integer>();
+        for (long pos = last.cursor().position(); pos < shapes.size(); pos++) tail.add(p.order().recordAt(0, (int) pos));
+        int repeat = 0;
+        while (!tail.contains(p.order().recordAt(1, repeat))) repeat++;
+        assertTrue(last.next().position() <= repeat, "stopped at " + last.next() + ", epoch 1's first repeat at " + repeat);
+        PackedStep first = p.plan(last.next(), steps.size());
+        assertEquals(last.next(), first.cursor(), "epoch 1's first step starts where the step across the end stopped");
+    }
+
+    @ParameterizedTest
+    @EnumSource(Balance.class)
+    void aRecordOfTheNextEpochsHeadAlreadyInTheWindowEndsIt(Balance balance) {
+        // 10 samples of 1000 tokens, 2 ranks, N = 4000: a window of 8. The step at (0, 8) holds the epoch's last two
+        // records; epoch 1's head joins it up to 8 samples, or up to the first of those two records it meets.
+        ShapeIndex shapes = Shapes.same(10, SampleShape.of(1000));
+        int shorter = 0;
+        for (long seed = 1; seed <= 40; seed++) {
+            PackPlanner p = planner(shapes, seed, 2, 4000, 0, balance);
+            var order = p.order();
+            int a = order.recordAt(0, 8), b = order.recordAt(0, 9);
+            int q = 0;
+            while (q < 6 && order.recordAt(1, q) != a && order.recordAt(1, q) != b) q++;
+            PackedStep s = p.plan(new ScheduleCursor(0, 8), 1);
+            int kept = balance == Balance.COUNT ? (2 + q) / 2 * 2 : 2 + q; // COUNT keeps a multiple of R
+            assertEquals(new ScheduleCursor(1, kept - 2), s.next(), "seed " + seed);
+            assertEquals(kept, s.samples(), "seed " + seed);
+            int[] records = stepRecords(s);
+            for (int i = 1; i < records.length; i++) assertTrue(records[i] != records[i - 1], "seed " + seed + ": record twice");
+            if (q < 6) {
+                shorter++;
+                PackedStep after = p.plan(s.next(), 2);
+                assertTrue(contains(after.records()[0], order.recordAt(1, q)) || contains(after.records()[1], order.recordAt(1, q)),
+                        "seed " + seed + ": the repeated record starts the next step");
+            }
+        }
+        assertTrue(shorter > 0 && shorter < 40, "some seeds repeat a record at epoch 1's head, some do not: " + shorter);
+    }
+
+    @Test
+    void aRepeatMetBeforeEveryRankHasASampleJoinsTheWindow() {
+        // 4 ranks from (0, 9): one sample left in epoch 0, so the window must take at least three of epoch 1's; when
+        // the record at (0, 9) is among them it joins (every rank needs a sample) — the one case of a record twice.
+        ShapeIndex shapes = Shapes.same(10, SampleShape.of(1000));
+        int repeated = 0;
+        for (long seed = 1; seed <= 60; seed++) {
+            PackPlanner p = planner(shapes, seed, 4, 2000, 0, Balance.COST);
+            int a = p.order().recordAt(0, 9);
+            PackedStep s = p.plan(new ScheduleCursor(0, 9), 0);
+            int q = 0;
+            while (q < 7 && p.order().recordAt(1, q) != a) q++;
+            int times = 0;
+            for (int[] pack : s.records()) for (int rec : pack) if (rec == a) times++;
+            if (q < 3) {
+                repeated++;
+                assertEquals(2, times, "seed " + seed + ": the repeat at epoch 1's position " + q + " joins");
+            } else {
+                assertEquals(1, times, "seed " + seed);
+                assertEquals(new ScheduleCursor(1, Math.min(q, 7)), s.next(), "seed " + seed + ": ends before the repeat, or full");
+            }
+        }
+        assertTrue(repeated > 0, "some seed puts the record at epoch 1's head");
     }
 
     @Test
@@ -139,7 +261,10 @@ class PackPlannerTest {
         PackPlanner p = planner(shapes, 5, 8, N, 0, Balance.COST);
         List<PackedStep> steps = new ArrayList<>(epochSteps(p, ScheduleCursor.START));
         steps.addAll(epochSteps(p, steps.getLast().next()));
-        for (int k = 0; k + 3 < steps.size(); k += 7) {
+        int crossing = epochSteps(p, ScheduleCursor.START).size() - 1;
+        var from = new ArrayList<Integer>(List.of(crossing - 1, crossing));
+        for (int k = 0; k + 3 < steps.size(); k += 7) from.add(k);
+        for (int k : from) {
             PackPlanner fresh = planner(shapes, 5, 8, N, 0, Balance.COST);
             ScheduleCursor c = steps.get(k).next();
             for (int j = k + 1; j <= k + 3; j++) {
@@ -161,13 +286,36 @@ class PackPlannerTest {
             int[] copy = seen.clone();
             PackPlanner resized = eight.withRanks(newRanks);
             List<PackedStep> after = epochSteps(resized, before.getLast().next());
+            assertCoverTheirPositions(eight.order(), after);
+            PackedStep last = after.getLast();
             for (PackedStep s : after) {
                 assertEquals(newRanks, s.ranks());
-                mark(s, copy);
+                if (s != last) mark(s, copy);
             }
-            PackedStep last = after.getLast();
-            for (int pos = (int) last.cursor().position() + last.positions(); pos < shapes.size(); pos++) copy[eight.order().recordAt(0, pos)]++;
+            for (long pos = last.cursor().position(); pos < shapes.size(); pos++) copy[eight.order().recordAt(0, (int) pos)]++;
             for (int rec = 0; rec < copy.length; rec++) assertEquals(1, copy[rec], "record " + rec + " resized to " + newRanks);
+        }
+    }
+
+    @Test
+    void aJobResizedAtAnEpochsEndCoversTheOrderAcrossItOnce() {
+        ShapeIndex shapes = mixedShapes(4000, 10);
+        PackPlanner eight = planner(shapes, 23, 8, N, 0, Balance.COST);
+        PackedStep crossing = epochSteps(eight, ScheduleCursor.START).getLast();
+        // from the crossing step's cursor (the tail of epoch 0) and from a few positions later (a cursor no step of these
+        // rank counts starts at), on to the end of epoch 1
+        long tail = shapes.size() - crossing.cursor().position();
+        for (ScheduleCursor from : List.of(crossing.cursor(), new ScheduleCursor(0, crossing.cursor().position() + tail / 2))) {
+            for (int newRanks : new int[] {3, 16}) {
+                PackPlanner resized = eight.withRanks(newRanks);
+                List<PackedStep> after = stepsUntil(resized, from, 2);
+                assertEquals(from, after.getFirst().cursor());
+                assertCoverTheirPositions(eight.order(), after);
+                int crossings = 0;
+                for (PackedStep s : after) if (s.next().epoch() != s.cursor().epoch()) crossings++;
+                assertEquals(2, crossings, newRanks + " ranks from " + from + ": across the ends of epochs 0 and 1");
+                assertEquals(2, after.getLast().next().epoch());
+            }
         }
     }
 
@@ -276,19 +424,25 @@ class PackPlannerTest {
     }
 
     @Test
-    void theRestOfAnEpochTooShortForEveryRankIsDroppedAndTheNextStepStartsTheNextEpoch() {
-        // 10 samples of 1000 tokens, 4 ranks, N = 2000: steps of 8 (2 per rank), then 2 left < 4 ranks: dropped.
+    void theRestOfAnEpochTooShortForEveryRankRunsIntoTheNextEpoch() {
+        // 10 samples of 1000 tokens, 4 ranks, N = 2000: a step of 8 (2 per rank), then 2 left < 4 ranks: the next step
+        // takes them and the head of epoch 1 (nothing dropped).
         ShapeIndex shapes = Shapes.same(10, SampleShape.of(1000));
         PackPlanner p = planner(shapes, 1, 4, 2000, 0, Balance.COST);
         PackedStep s = p.plan(ScheduleCursor.START, 0);
         assertEquals(8, s.samples());
-        assertEquals(new ScheduleCursor(1, 0), s.next());
-        assertEquals(2, p.dropped(s));
-        assertEquals(new ScheduleCursor(1, 0), p.aligned(new ScheduleCursor(0, 7)), "7: 3 left for 4 ranks");
-        assertEquals(new ScheduleCursor(0, 6), p.aligned(new ScheduleCursor(0, 6)));
-        PackedStep fromMisaligned = p.plan(new ScheduleCursor(0, 9), 5);
-        assertEquals(new ScheduleCursor(1, 0), fromMisaligned.cursor());
-        assertEquals(5, fromMisaligned.globalStep());
+        assertEquals(new ScheduleCursor(0, 8), s.next());
+        PackedStep across = p.plan(s.next(), 1);
+        assertEquals(1, across.next().epoch());
+        assertTrue(across.samples() >= 4, "every rank gets a sample");
+        assertEquals(across.samples(), 2 + across.next().position());
+        assertEquals(new ScheduleCursor(0, 7), p.aligned(new ScheduleCursor(0, 7)), "a cursor is valid anywhere in its epoch");
+        assertEquals(new ScheduleCursor(0, 9), p.aligned(new ScheduleCursor(0, 9)));
+        assertEquals(new ScheduleCursor(1, 0), p.aligned(new ScheduleCursor(0, 10)), "the epoch's end is the next one's start");
+        assertEquals(new ScheduleCursor(1, 0), p.aligned(new ScheduleCursor(0, 12)));
+        PackedStep fromPastTheEnd = p.plan(new ScheduleCursor(0, 10), 5);
+        assertEquals(new ScheduleCursor(1, 0), fromPastTheEnd.cursor());
+        assertEquals(5, fromPastTheEnd.globalStep());
     }
 
     @Test
