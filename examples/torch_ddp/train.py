@@ -73,7 +73,8 @@ class TinyVisionLanguageModel(nn.Module):
         self.mix = nn.Linear(2 * dim, dim)
         self.head = nn.Linear(dim, buckets)
 
-    def forward(self, input_ids, labels, attention_mask, pixel_values=None, image_grid_thw=None, **_other_inputs):
+    def forward(self, input_ids, labels, attention_mask=None, pixel_values=None, image_grid_thw=None, seg_ids=None,
+                **_other_inputs):
         x = self.embed(input_ids % self.buckets)
         image_slots = input_ids == IMAGE_PAD_ID
         if pixel_values is not None and pixel_values.shape[0] > 0:
@@ -88,8 +89,13 @@ class TinyVisionLanguageModel(nn.Module):
             # A batch without images (--text-only allow): the vision weights still take part, with a zero
             # gradient, so that every rank's DDP all-reduce covers the same parameters.
             x = x + 0.0 * sum(p.sum() for p in self.vision.parameters())
-        seen = attention_mask.unsqueeze(-1).to(x.dtype)
-        context = (x * seen).cumsum(1) / seen.cumsum(1).clamp(min=1.0)
+        if attention_mask is not None:  # a padded batch: one sample per row, padding not attended
+            seen = attention_mask.unsqueeze(-1).to(x.dtype)
+            context = (x * seen).cumsum(1) / seen.cumsum(1).clamp(min=1.0)
+        elif seg_ids is not None:  # a pack (--pack-tokens): one row of samples, each attending to itself only
+            context = segment_running_mean(x, seg_ids)
+        else:
+            raise ValueError("a pack has no attention_mask: pass its seg_ids (loader.last_meta.metadata['seg_ids'])")
         h = torch.tanh(self.mix(torch.cat([x, context], dim=-1)))
         logits = self.head(h[:, :-1])
         target = labels[:, 1:]  # Qwen-VL's labels are unshifted: position t predicts token t + 1
@@ -97,6 +103,23 @@ class TinyVisionLanguageModel(nn.Module):
         if not bool(scored.any()):
             return logits.sum() * 0.0
         return F.cross_entropy(logits[scored], target[scored] % self.buckets)
+
+
+def segment_running_mean(x, seg_ids):
+    """The causal running mean of ``x`` (1, T, D) restarted at each segment of ``seg_ids`` (1, T): 1..n per sample,
+    0 for the tail pad (attends to nothing, as nothing attends to it)."""
+    seg = seg_ids.to(torch.int64)
+    seen = (seg != 0).unsqueeze(-1).to(x.dtype)
+    total, count = (x * seen).cumsum(1), seen.cumsum(1)
+    positions = torch.arange(seg.shape[1]).unsqueeze(0)
+    starts = torch.ones_like(seg, dtype=torch.bool)
+    starts[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    first = torch.cummax(torch.where(starts, positions, torch.zeros_like(positions)), dim=1).values  # each token's segment start
+    before = (first - 1).clamp(min=0)
+    has_before = (first > 0).unsqueeze(-1).to(x.dtype)
+    total = total - has_before * total.gather(1, before.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+    count = count - has_before * count.gather(1, before.unsqueeze(-1))
+    return total / count.clamp(min=1.0)
 
 
 def make_loader(state, connect_timeout_s: float, read_timeout_s: float) -> Loader:
@@ -211,6 +234,8 @@ def main(argv=None) -> int:
                 # else some rank holds a batch it will not train on: its cursor is past the step; the last checkpoint stays
                 break
             sample_index = [int(i) for i in loader.last_meta.sample_index]
+            if "attention_mask" not in batch:  # a pack: the model isolates its samples with their segment ids
+                batch = dict(batch, seg_ids=torch.from_numpy(loader.last_meta.metadata["seg_ids"]))
             loss = ddp(**batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -59,6 +59,8 @@ class TorchTrainingTest {
     /** The killed run sleeps this long after each step, so that the test can stop it between its checkpoint at K and the end. */
     static final int PAUSE_MS = 400;
     static final long MAX_PIXELS = 12544, TORCHRUN_SECONDS = 150;
+    /** The packed job's budget: a handful of this data set's samples per pack. */
+    static final int PACK_TOKENS = 1024;
     static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir static Path tmp;
@@ -324,6 +326,54 @@ class TorchTrainingTest {
         }
     }
 
+    /**
+     * A packed job ({@code --pack-tokens}): each rank trains on one row of whole samples per step (the model isolates them
+     * with the pack's seg_ids), exactly the packs {@code stoker plan --pack-tokens} gives; stopped at its checkpoint and
+     * relaunched, it continues with the uninterrupted packed run's losses and samples, bit for bit.
+     */
+    @Test
+    @Order(6)
+    void aPackedJobTrainsOnThePlannedPacksAndResumesBitForBit() throws Exception {
+        int steps = 6, half = 3;
+        var packing = List.of("--pack-tokens", "" + PACK_TOKENS, "--shm-budget", "512M");
+        Path fullLog = tmp.resolve("log-packed"), halfLog = tmp.resolve("log-packed-half"), resumedLog = tmp.resolve("log-packed-resumed");
+        finish(startJob("packed", RANKS, packing, tmp.resolve("ckpt-packed"), fullLog, steps, List.of()));
+        Path ckpt = tmp.resolve("ckpt-packed-half");
+        finish(startJob("packed-half", RANKS, packing, ckpt, halfLog, half, List.of()));
+        Job resumed = startJob("packed-resumed", RANKS, packing, ckpt, resumedLog, steps, List.of());
+        finish(resumed);
+        assertTrue(resumed.output().contains("resuming at step " + half), resumed.output());
+        Logs full = Logs.read(fullLog, RANKS), first = Logs.read(halfLog, RANKS), rest = Logs.read(resumedLog, RANKS);
+        var planned = packedPlan(RANKS, steps);
+        for (int rank = 0; rank < RANKS; rank++) {
+            assertEquals(steps, full.lines().get(rank).size(), "rank " + rank);
+            for (int step = 0; step < steps; step++) {
+                var got = new ArrayList<Long>();
+                full.at(rank, step).get("sample_index").forEach(x -> got.add(x.asLong()));
+                assertEquals(planned.get(step + "/" + rank), got, "step " + step + " rank " + rank + ": the planned pack");
+                assertTrue(Float.isFinite((float) full.at(rank, step).get("loss").asDouble()));
+                JsonNode want = full.at(rank, step);
+                if (step < half) assertEquals(full.line(rank, step), first.line(rank, step), "the first half, bit for bit");
+                else assertEquals(full.line(rank, step), rest.line(rank, step - half), "rank " + rank + " step " + step
+                        + " after the resume: " + want);
+            }
+        }
+    }
+
+    /** {@code stoker plan --pack-tokens}'s packs: "step/rank" → the samples in segment order (−1: the dummy image's segment). */
+    static java.util.Map<String, List<Long>> packedPlan(int ranks, int steps) throws IOException {
+        var r = CliRunner.run("plan", "--data", manifest.toString(), "--ranks", "" + ranks, "--pack-tokens", "" + PACK_TOKENS,
+                "--max-pixels", "" + MAX_PIXELS, "--max-images", "2", "--steps", "" + steps);
+        assertEquals(0, r.status(), r.err());
+        var out = new java.util.HashMap<String, List<Long>>();
+        for (String line : r.out().strip().split("\n")) {
+            JsonNode n = JSON.readTree(line);
+            if (n.has("segment"))
+                out.computeIfAbsent(n.get("step").asInt() + "/" + n.get("rank").asInt(), k -> new ArrayList<>()).add(n.get("sample").asLong());
+        }
+        return out;
+    }
+
     // ------------------------------------------------------------------ the runs
 
     /** The 2-rank run of STEPS steps, never interrupted (made once). */
@@ -456,8 +506,10 @@ class TorchTrainingTest {
             Path socket = tmp.resolve(id + ".sock"), log = tmp.resolve(id + "-launch.log");
             Path shm = Files.createDirectories(tmp.resolve("shm-" + id));
             var args = new ArrayList<>(List.of("launch", "--nnodes", "" + nnodes, "--node-rank", "" + node, "--nproc-per-node", "" + perNode,
-                    "--data", manifest.toString(), "--job", JOB, "--batch", "" + BATCH, "--max-pixels", "" + MAX_PIXELS, "--max-images", "2",
-                    "--threads", "2", "--warm-up-ms", "200", "--socket", socket.toString(), "--shm-dir", shm.toString(), "--shm-budget", "64M"));
+                    "--data", manifest.toString(), "--job", JOB, "--max-pixels", "" + MAX_PIXELS, "--max-images", "2",
+                    "--threads", "2", "--warm-up-ms", "200", "--socket", socket.toString(), "--shm-dir", shm.toString()));
+            if (!serveArgs.contains("--pack-tokens")) args.addAll(List.of("--batch", "" + BATCH)); // a packed job has no batch size
+            if (!serveArgs.contains("--shm-budget")) args.addAll(List.of("--shm-budget", "64M"));
             args.addAll(serveArgs);
             args.addAll(List.of("--", PYTHON, "-m", "torch.distributed.run", "--nnodes", "" + nnodes, "--node_rank", "" + node,
                     "--nproc_per_node", "" + perNode, "--master_addr", "127.0.0.1", "--master_port", "" + masterPort, "--redirects", "2",
