@@ -81,8 +81,33 @@ public final class Demo {
                     .set(NodeConfig.FETCH_LATENCY_MS, 30L).set(NodeConfig.MAX_PIXELS, s.maxPixels()).build();
             LadderBench.run(new LadderBench.Settings(config, 250, s.ladderSteps(), LadderBench.MODES, "java", target.resolve("ladder")), out);
         }
-        out.printf("Full-size runs: ./stoker bench preprocess|ladder --data %s (see docs/benchmarks.md).%n", manifestFile);
+        packing(manifestFile, preset, s.maxPixels(), out);
+        out.printf("Full-size runs: ./stoker bench preprocess|ladder|packing --data %s (see docs/benchmarks.md).%n", manifestFile);
         out.flush();
+    }
+
+    /**
+     * The demo data set planned into packs for 2 ranks of 4096 tokens, without decoding (shapes from image headers):
+     * padding and imbalance balanced by predicted cost and by count, beside today's padded batches ({@code bench packing}).
+     */
+    private static void packing(Path manifestFile, ProcessorPreset preset, long maxPixels, PrintWriter out) throws IOException {
+        out.printf("5. packing      2 ranks, packs of at most 4096 tokens (--pack-tokens 4096), planned from image headers:%n");
+        out.flush();
+        var config = NodeConfig.builder().data(manifestFile.toString()).ranks(2).processor(preset)
+                .set(NodeConfig.PACK_TOKENS, 4096).set(NodeConfig.MAX_PIXELS, maxPixels).build();
+        try (var sources = dev.stoker.pipeline.feed.DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
+             var tokenizer = QwenTokenizer.bundled()) {
+            var source = sources.feedSource();
+            var records = source.records();
+            var shapes = dev.stoker.node.NodeFeeds.shapes(config, source, records, tokenizer, null, line -> { });
+            var planner = dev.stoker.node.NodeFeeds.packPlanner(config, records, shapes);
+            dev.stoker.bench.packing.PackingBench.run(new dev.stoker.bench.packing.PackingBench.Settings(planner.order(), shapes,
+                    config.ranks(), 4096, 0, planner.balance(), planner.cost(), planner.dummy(), 3, 1), out);
+        } catch (IOException | RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IOException("packing the demo data set: " + e, e);
+        }
     }
 
     private static int supervised(long[] labels) {
