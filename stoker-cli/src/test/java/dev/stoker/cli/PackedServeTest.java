@@ -24,7 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
  * A packed job end to end: {@code stoker serve --pack-tokens N} (zero-copy, shared memory) read by the real Python client,
  * each rank's pack per step what {@code stoker plan --pack-tokens N} says; the pack's metadata (cu_seqlens, seg_ids,
  * max_seqlen, sample_index) in {@code last_meta}, the model inputs without attention_mask and with four position rows,
- * and {@code stoker.packing}'s FA2 adapter taking it as is.
+ * and {@code stoker.packing}'s FA2 adapter taking it as is; the next pack of a rank over Arrow Flight is the planned one too.
  */
 @Tag("slow")
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
@@ -41,7 +41,7 @@ class PackedServeTest {
                 "--seed", "7", "--threads", "2"};
         var planArgs = new ArrayList<>(List.of("plan"));
         planArgs.addAll(List.of(common));
-        planArgs.addAll(List.of("--steps", "" + STEPS));
+        planArgs.addAll(List.of("--steps", "" + (STEPS + 1)));
         var plan = CliRunner.run(planArgs.toArray(String[]::new));
         assertEquals(0, plan.status(), plan.err());
         var json = new ObjectMapper();
@@ -55,7 +55,7 @@ class PackedServeTest {
         Path socket = tmp.resolve("packed.sock"), log = tmp.resolve("serve.log");
         var serveArgs = new ArrayList<>(List.of(common));
         serveArgs.addAll(List.of("--socket", socket.toString(), "--shm-dir", Files.createDirectories(tmp.resolve("shm")).toString(),
-                "--shm-budget", "1G", "--warm-up-ms", "0"));
+                "--shm-budget", "1G", "--warm-up-ms", "0", "--flight", "127.0.0.1:0"));
         Process serve = ServeProcess.start(log, "512m", serveArgs);
         try {
             ServeProcess.awaitListening(serve, log);
@@ -103,6 +103,21 @@ class PackedServeTest {
                 batches++;
             }
             assertEquals(RANKS * STEPS, batches, out);
+
+            // the next step's pack of rank 0 over Arrow Flight (the socket trainers said BYE): the planned one, with its metadata
+            var m = java.util.regex.Pattern.compile("flight on grpc://127\\.0\\.0\\.1:(\\d+)").matcher(Files.readString(log));
+            assertTrue(m.find(), Files.readString(log));
+            try (var flight = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", Integer.parseInt(m.group(1)))) {
+                var batch = flight.next(0, RANKS, "default");
+                assertTrue(batch != null);
+                var got = new ArrayList<Long>();
+                for (long i : batch.tensor("sample_index").toLongs()) got.add(i);
+                assertEquals(planned.get(STEPS + "/0"), got, "step " + STEPS + " rank 0 over Flight: the planned pack");
+                int[] cu = batch.tensor("cu_seqlens").toInts();
+                assertEquals(got.size() + 1, cu.length);
+                assertEquals(4, batch.tensor("position_ids").shape()[0], "four position rows");
+                assertEquals(1, batch.tensor("input_ids").shape()[0], "one row");
+            }
         } finally {
             serve.destroy();
             assertTrue(serve.waitFor(30, TimeUnit.SECONDS));
