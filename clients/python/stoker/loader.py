@@ -30,6 +30,10 @@ CONNECT_TIMEOUT = 10.0
 #: Seconds ``Loader.from_env`` keeps trying, unless STOKER_CONNECT_TIMEOUT says otherwise: a job's trainers
 #: may start before its service is up.
 ENV_CONNECT_TIMEOUT = 120.0
+#: Seconds each request may take end to end unless ``timeout`` says otherwise (the HELLO until its WELCOME,
+#: each ``next()`` until its batch has arrived): a wedged service fails the trainer with an error that says
+#: so, not a silent hang until the collectives time out. NCCL's own default is 10 minutes.
+DEFAULT_TIMEOUT = 600.0
 #: Free copy-delivery buffers kept for reuse.
 _POOL_KEEP = 4
 _POOL_ROUND = 1 << 20
@@ -123,7 +127,7 @@ class Loader:
     """Iterates over one rank's batches from a Stoker service over its Unix socket.
 
     ``Loader(address, rank, world_size, *, job="default", as_torch=False, pin_memory=False,
-    copy=False, timeout=None, shared_memory=True, connect_timeout=10, keep_timings=10000, local_rank=0)``;
+    copy=False, timeout=600, shared_memory=True, connect_timeout=10, keep_timings=10000, local_rank=0)``;
     :meth:`from_env` takes them from a launcher's environment (torchrun's RANK, WORLD_SIZE, LOCAL_RANK).
 
     * ``address``: the service's socket path (str or Path); None means :func:`default_address`.
@@ -148,8 +152,13 @@ class Loader:
       released at once. Without CUDA, it warns once and returns unpinned tensors.
     * ``copy``: owned copies, lease released at once (copy delivery already gives private memory,
       so there it changes nothing).
-    * ``timeout``: seconds for each connection attempt and each socket read (None: wait forever; the
-      service may hold WELCOME back until its pipeline is up).
+    * ``timeout``: the deadline of each request, end to end, in seconds (600 by default): the HELLO
+      until the service's WELCOME (connecting has ``connect_timeout``), and each ``next()`` from its request until the whole batch
+      has arrived (not per socket read: a service that trickles bytes cannot stretch it). Past it,
+      :class:`StokerError` says ``timed out after T s waiting for the Stoker service`` and the
+      connection is dropped (``load_state_dict(loader.state_dict())`` resumes on a new one). None waits
+      forever. The first ``next()`` waits for the service's cold start, and every one for a batch a
+      slow pipeline makes: keep it above the longest step the service may need.
     * ``connect_timeout``: seconds to keep retrying while the socket does not exist or nobody listens on
       it (a service still starting, or restarting), 10 by default; then :class:`StokerError` names the
       deadline, the socket and the last cause. 0 tries once. Other errors (permissions) fail at once.
@@ -181,7 +190,7 @@ class Loader:
 
     def __init__(self, address=None, rank: int = 0, world_size: int = 1, *, job: str = "default",
                  as_torch: bool = False, pin_memory: bool = False, copy: bool = False,
-                 timeout: Optional[float] = None, shared_memory: bool = True, to_pixel_values: bool = False,
+                 timeout: Optional[float] = DEFAULT_TIMEOUT, shared_memory: bool = True, to_pixel_values: bool = False,
                  pixel_device=None, connect_timeout: Optional[float] = CONNECT_TIMEOUT, keep_timings: int = KEEP_TIMINGS,
                  local_rank: int = 0):
         for label, v in (("rank", rank), ("world_size", world_size)):
@@ -191,6 +200,8 @@ class Loader:
             raise ValueError("pin_memory=True needs as_torch=True")
         if pixel_device is not None and not (as_torch and to_pixel_values):
             raise ValueError("pixel_device needs as_torch=True and to_pixel_values=True")
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"timeout must be > 0 seconds or None, got {timeout!r}")
         if connect_timeout is not None and not connect_timeout >= 0:
             raise ValueError(f"connect_timeout must be >= 0 seconds, got {connect_timeout!r}")
         if not isinstance(keep_timings, int) or keep_timings < 0:
@@ -201,7 +212,8 @@ class Loader:
         self.job = job
         self.as_torch = as_torch
         self.copy = copy
-        self.timeout = timeout
+        self.timeout = None if timeout is None else float(timeout)
+        self._deadline: Optional[float] = None  # time.monotonic() by which the request under way must be answered
         self.shared_memory = shared_memory
         self.pin_memory = pin_memory
         self.to_pixel_values = to_pixel_values
@@ -249,7 +261,8 @@ class Loader:
             raise StokerError("the Loader is closed")
         if self._conn is not None:
             return self._conn.welcome
-        sock = self._connect_socket()
+        sock = self._connect_socket()  # retried within connect_timeout; the deadline starts once connected
+        self._start_request()
         try:
             flags = P.FLAG_SHARED_MEMORY if self.shared_memory else 0
             epoch, position, fingerprint, step = 0, 0, 0, 0
@@ -485,6 +498,7 @@ class Loader:
             self.connect()
         conn = self._conn
         try:
+            self._start_request()
             self._sendall(conn.sock, P.release(self._drain(conn.pending)) + P.next_request(timing))
             type_, n = self._read_frame_header(conn.sock)
             if type_ == P.BATCH:
@@ -633,13 +647,27 @@ class Loader:
             except IndexError:
                 return ids
 
+    def _start_request(self) -> None:
+        """Starts the deadline of a request (``timeout`` from now; none when ``timeout`` is None)."""
+        self._deadline = None if self.timeout is None else time.monotonic() + self.timeout
+
+    def _arm(self, sock: socket.socket) -> None:
+        """Gives the next socket call what is left of the request's deadline; past it, the request times out."""
+        if self._deadline is None:
+            return
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise StokerError(f"timed out after {self.timeout:g} s waiting for the Stoker service")
+        sock.settimeout(left)
+
     def _sendall(self, sock: socket.socket, data: bytes) -> None:
         if not data:
             return
         try:
+            self._arm(sock)
             sock.sendall(data)
         except socket.timeout as e:
-            raise StokerError(f"timed out sending to the Stoker service after {self.timeout} s") from e
+            raise StokerError(f"timed out sending to the Stoker service after {self.timeout:g} s") from e
         except OSError as e:
             raise StokerError(f"lost the connection to the Stoker service: {e}") from e
 
@@ -647,21 +675,23 @@ class Loader:
         got, n = 0, view.nbytes
         try:
             while got < n:
+                self._arm(sock)
                 k = sock.recv_into(view[got:], n - got)
                 if k == 0:
                     raise StokerError(f"the Stoker service closed the connection in the middle of a frame "
                                       f"({got} of {n} bytes)")
                 got += k
         except socket.timeout as e:
-            raise StokerError(f"timed out after {self.timeout} s waiting for the Stoker service") from e
+            raise StokerError(f"timed out after {self.timeout:g} s waiting for the Stoker service") from e
         except OSError as e:
             raise StokerError(f"lost the connection to the Stoker service: {e}") from e
 
     def _read_frame_header(self, sock: socket.socket) -> Tuple[int, int]:
         try:
+            self._arm(sock)
             k = sock.recv_into(self._header)
         except socket.timeout as e:
-            raise StokerError(f"timed out after {self.timeout} s waiting for the Stoker service") from e
+            raise StokerError(f"timed out after {self.timeout:g} s waiting for the Stoker service") from e
         except OSError as e:
             raise StokerError(f"lost the connection to the Stoker service: {e}") from e
         if k == 0:

@@ -101,7 +101,7 @@ class FakeService:
     def __init__(self, tmpdir, batches, *, delivery="copy", version=5, fingerprint=0xF00D,
                  steps_per_epoch=None, expected_batch_bytes=0, hello_error=None, welcome_version=None,
                  segment_for=None, segment_bytes=1 << 18, corrupt=None, error_after=None,
-                 drop_after=None):
+                 drop_after=None, stall_after=None, trickle_after=None):
         self.tmpdir = str(tmpdir)
         self.path = os.path.join(self.tmpdir, "feed.sock")
         self.shm_dir = os.path.join(self.tmpdir, "shm")
@@ -119,6 +119,8 @@ class FakeService:
         self.corrupt = corrupt  # fn(step, bytes) -> bytes applied to the STKB bytes/REF header sent
         self.error_after = error_after  # (n, message): ERROR instead of batch n
         self.drop_after = drop_after  # close the socket instead of answering batch n
+        self.stall_after = stall_after  # (n, seconds): a wedged pipeline, batch n answered only after that long
+        self.trickle_after = trickle_after  # (n, pause): batch n sent 64 bytes at a time, a pause between (a slow peer)
         self.events = []  # (connection number, kind, detail)
         self.hellos = []
         self.positions = {}  # rank -> next step
@@ -280,6 +282,8 @@ class FakeService:
                     if self.drop_after is not None and step >= self.drop_after:
                         s.shutdown(socket.SHUT_RDWR)
                         return
+                    if self.stall_after is not None and step >= self.stall_after[0]:
+                        time.sleep(self.stall_after[1])
                     if self.error_after is not None and step >= self.error_after[0]:
                         self._error(s, c, self.error_after[1])
                         return
@@ -295,6 +299,12 @@ class FakeService:
                     else:
                         if self.corrupt:
                             data = self.corrupt(step, data)
+                        if self.trickle_after is not None and step >= self.trickle_after[0]:
+                            frame = struct.pack("<IQ", BATCH, len(data)) + data
+                            for i in range(0, len(frame), 64):
+                                s.sendall(frame[i:i + 64])
+                                time.sleep(self.trickle_after[1])
+                            continue
                         self._send(s, BATCH, data)
         except (EOFError, OSError):
             self.events.append((c, "EOF", None))

@@ -441,6 +441,51 @@ class HandshakeTest(ServiceTest):
         finally:
             srv.close()
 
+    def test_requests_have_a_deadline_by_default(self):
+        """Audit #27: without a word from the user, a wedged service fails the trainer with an error that
+        says so (after DEFAULT_TIMEOUT s), rather than hanging it until the collectives time out."""
+        from stoker.loader import DEFAULT_TIMEOUT
+        self.assertEqual(DEFAULT_TIMEOUT, 600.0)
+        svc = self.service(make_batches(3))
+        self.assertEqual(Loader(svc.path, 0, 1).timeout, DEFAULT_TIMEOUT)
+        self.assertEqual(Loader.from_env(address=svc.path).timeout, DEFAULT_TIMEOUT)
+        self.assertIsNone(Loader(svc.path, 0, 1, timeout=None).timeout)
+
+    def test_a_wedged_service_times_the_request_out_and_a_resume_gets_everything(self):
+        batches = make_batches(4)
+        svc = self.service(batches, stall_after=(2, 1.5))
+        loader = Loader(svc.path, 0, 1, timeout=0.5)
+        for i in range(2):
+            np.testing.assert_array_equal(next(loader)["input_ids"], batches[i]["input_ids"])
+        state = loader.state_dict()
+        with self.assertRaises(StokerError) as cm:
+            next(loader)
+        self.assertEqual("timed out after 0.5 s waiting for the Stoker service", str(cm.exception))
+        loader.close()
+        self.assertTrue(svc.wait_done(1, timeout=10))  # the stalled answer went nowhere
+        with Loader(svc.path, 0, 1, timeout=10) as again:  # resumed from the state: nothing skipped
+            again.load_state_dict(state)
+            got = [b["input_ids"] for b in again]
+        self.assertEqual(2, len(got))
+        np.testing.assert_array_equal(got[0], batches[2]["input_ids"])
+
+    def test_the_deadline_is_end_to_end_not_per_read(self):
+        """A service that sends a batch a few bytes at a time, each read well within the timeout, still
+        cannot make a request last longer than it."""
+        svc = self.service(make_batches(2), trickle_after=(0, 0.02))
+        with Loader(svc.path, 0, 1, timeout=0.5) as loader:
+            t0 = time.monotonic()
+            with self.assertRaises(StokerError) as cm:
+                next(loader)
+            self.assertIn("timed out after 0.5 s", str(cm.exception))
+            self.assertLess(time.monotonic() - t0, 30.0)  # a hang guard, not a speed check
+
+    def test_timeout_none_waits_for_a_slow_service(self):
+        batches = make_batches(2)
+        svc = self.service(batches, stall_after=(0, 0.6))
+        with Loader(svc.path, 0, 1, timeout=None) as loader:
+            np.testing.assert_array_equal(next(loader)["input_ids"], batches[0]["input_ids"])
+
     def test_bad_arguments(self):
         with self.assertRaises(ValueError):
             Loader("x", -1, 1)

@@ -312,6 +312,16 @@ public final class NodeConfig {
     public static final ConfigKey<Path> SOCKET = key("socket", MEMBER, "PATH", TEXT, ConfigKey.path(), Path::toString, null,
             "$XDG_RUNTIME_DIR/stoker/<job>.sock, else /tmp/stoker-<uid>/<job>.sock (node: node.sock)",
             "Unix socket the node's trainer ranks connect to.");
+    public static final ConfigKey<Integer> MAX_TRAINER_CONNECTIONS = key("max-trainer-connections", MEMBER, "N", NUMBER,
+            ConfigKey.integer(1, 1 << 16), String::valueOf, dev.stoker.transport.FeedServer.Limits.MAX_CONNECTIONS_DEFAULT, null,
+            "Trainer socket connections open at once; more are refused with an ERROR that says so (each holds a thread and buffers).");
+    public static final ConfigKey<Long> HELLO_TIMEOUT_MS = key("hello-timeout-ms", MEMBER, "MS", NUMBER, ConfigKey.longInt(1, 3_600_000),
+            String::valueOf, dev.stoker.transport.FeedServer.Limits.HELLO_TIMEOUT_MILLIS_DEFAULT, null,
+            "A connection to the trainer socket that has not sent its whole HELLO this long after connecting is closed with an ERROR.");
+    public static final ConfigKey<Long> COPY_BUFFER_BUDGET = key("copy-buffer-budget", MEMBER, "BYTES", NUMBER, ConfigKey.bytes(0),
+            String::valueOf, dev.stoker.transport.FeedServer.Limits.COPY_BUFFER_BUDGET_BYTES_DEFAULT, null,
+            "Bytes of copy-delivery buffers the service allocates ahead when trainers say hello, over all connections; beyond it a "
+                    + "trainer's buffer is allocated at its first batch, once it holds its rank.");
     public static final ConfigKey<Path> METRICS_FILE = key("metrics-file", MEMBER, "FILE", TEXT, ConfigKey.path(), Path::toString, null, null,
             "On shutdown, write the node's counters (pipeline, store and server; a cluster job's per-rank and per-node counters) to "
                     + "this file as JSON.");

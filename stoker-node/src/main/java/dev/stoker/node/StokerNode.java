@@ -101,7 +101,8 @@ public final class StokerNode implements AutoCloseable {
         FlightBatchServer flight = null;
         PrometheusEndpoint metrics = null;
         try {
-            server = new FeedServer(sock, feed.provider(), false);
+            server = new FeedServer(sock, feed.provider(), false, new FeedServer.Limits(config.get(NodeConfig.HELLO_TIMEOUT_MS),
+                    config.get(NodeConfig.MAX_TRAINER_CONNECTIONS), config.get(NodeConfig.COPY_BUFFER_BUDGET)));
             SocketDir.restrict(sock);
             if (flightAccess != null) {
                 flight = FlightBatchServer.start(flightAccess.location(), feed.provider(), null, null, flightAccess.security());

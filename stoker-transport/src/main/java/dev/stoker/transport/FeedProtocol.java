@@ -65,21 +65,21 @@ public final class FeedProtocol {
 
         /** Decodes a HELLO payload; only the version is read when it is not ours. */
         static Hello decode(ByteBuffer p) throws java.io.IOException {
-            if (p.remaining() < 4) throw new java.io.IOException("HELLO of " + p.remaining() + " bytes");
+            if (p.remaining() < 4) throw new ProtocolException("HELLO of " + p.remaining() + " bytes");
             int version = p.getInt();
             if (version != VERSION) return new Hello(version, -1, -1, 0, null, 0, "");
-            if (p.remaining() < 44) throw new java.io.IOException("HELLO of " + (p.remaining() + 4) + " bytes; version " + VERSION + " needs at least 48");
+            if (p.remaining() < 44) throw new ProtocolException("HELLO of " + (p.remaining() + 4) + " bytes; version " + VERSION + " needs at least 48");
             int rank = p.getInt(), world = p.getInt(), flags = p.getInt();
             long epoch = p.getLong(), position = p.getLong(), fingerprint = p.getLong(), step = p.getLong();
             ScheduleCursor resume = null;
             if ((flags & FLAG_RESUME) != 0) {
-                if (epoch < 0 || position < 0) throw new java.io.IOException("HELLO resumes at a negative cursor");
+                if (epoch < 0 || position < 0) throw new ProtocolException("HELLO resumes at a negative cursor");
                 resume = new ScheduleCursor(epoch, position);
             }
             long resumeStep = -1;
             if ((flags & FLAG_RESUME_STEP) != 0) {
-                if (resume == null) throw new java.io.IOException("HELLO gives a resume step without a resume cursor");
-                if (step < 0) throw new java.io.IOException("HELLO resumes at a negative step");
+                if (resume == null) throw new ProtocolException("HELLO gives a resume step without a resume cursor");
+                if (step < 0) throw new ProtocolException("HELLO resumes at a negative step");
                 resumeStep = step;
             }
             return new Hello(version, rank, world, flags, resume, fingerprint, utf8(p), resumeStep);
@@ -160,16 +160,54 @@ public final class FeedProtocol {
 
         /** Decodes a NEXT payload of {@link #BYTES} bytes; refuses a value over 2^63 − 1 ns (292 years: not a measurement). */
         static Timing decode(ByteBuffer p) throws IOException {
-            if (p.remaining() != BYTES) throw new IOException("NEXT payload of " + p.remaining() + " bytes; version " + VERSION
+            if (p.remaining() != BYTES) throw new ProtocolException("NEXT payload of " + p.remaining() + " bytes; version " + VERSION
                     + " sends 0 or " + BYTES + " (wait_ns u64, step_ns u64)");
             long wait = p.getLong(), step = p.getLong();
-            if (wait < 0 || step < 0) throw new IOException("NEXT timing out of range: wait_ns " + Long.toUnsignedString(wait)
+            if (wait < 0 || step < 0) throw new ProtocolException("NEXT timing out of range: wait_ns " + Long.toUnsignedString(wait)
                     + ", step_ns " + Long.toUnsignedString(step));
             return new Timing(wait, step);
         }
     }
 
     static final int FRAME_HEADER_BYTES = 12;
+
+    /** The most payload bytes of a frame a trainer sends (every type: HELLO, NEXT, BYE, RELEASE). */
+    public static final int MAX_TRAINER_FRAME_BYTES = 1 << 20;
+
+    /** The most lease ids one RELEASE carries: a frame of {@link #MAX_TRAINER_FRAME_BYTES}. */
+    public static final int MAX_RELEASES_PER_FRAME = MAX_TRAINER_FRAME_BYTES / 8;
+
+    /**
+     * A peer's bytes broke the protocol (a length or count out of bounds, a payload that does not
+     * parse): the service answers ERROR with this message and closes that connection only; unlike
+     * other IOExceptions it does not mean the peer went away.
+     */
+    public static final class ProtocolException extends IOException {
+        public ProtocolException(String message) { super(message); }
+    }
+
+    /** "type 1, HELLO", or "type 99" for a type the protocol does not have. */
+    static String describe(int type) {
+        String name = typeName(type);
+        return name.startsWith("type ") ? name : "type " + type + ", " + name;
+    }
+
+    /** A frame type's name for messages ("type 1, HELLO"; unknown types by number only). */
+    static String typeName(int type) {
+        String name = switch (type) {
+            case HELLO -> "HELLO";
+            case NEXT -> "NEXT";
+            case BYE -> "BYE";
+            case RELEASE -> "RELEASE";
+            case WELCOME -> "WELCOME";
+            case BATCH -> "BATCH";
+            case END -> "END";
+            case ERROR -> "ERROR";
+            case REF -> "REF";
+            default -> null;
+        };
+        return name == null ? "type " + Integer.toUnsignedString(type) : name;
+    }
 
     /** A received frame header. */
     public record Frame(int type, long length) {}
@@ -186,7 +224,7 @@ public final class FeedProtocol {
             return;
         }
         var both = new ByteBuffer[] {header, payload};
-        while (payload.hasRemaining()) g.write(both);
+        while (header.hasRemaining() || payload.hasRemaining()) g.write(both); // an empty payload still sends its header (#24)
     }
 
     /** Appends a frame to {@code out} (for several small frames sent in one write). */
@@ -297,18 +335,23 @@ public final class FeedProtocol {
             }
         }
 
-        /** The next frame's header. */
+        /** The next frame's header; a length over 2^63 − 1 is a {@link ProtocolException}. */
         public Frame next() throws IOException {
             ensure(FRAME_HEADER_BYTES);
             int type = buf.getInt();
             long length = buf.getLong();
-            if (length < 0) throw new IOException("bad frame length " + length);
+            if (length < 0) throw new ProtocolException("bad frame length " + Long.toUnsignedString(length) + " (" + describe(type)
+                    + "): frames a trainer sends are at most " + MAX_TRAINER_FRAME_BYTES + " bytes");
             return new Frame(type, length);
         }
 
-        /** The payload of a small frame (≤ 1 MiB), in a buffer of its own. */
+        /**
+         * The payload of a small frame (at most {@link #MAX_TRAINER_FRAME_BYTES}), in a buffer of its
+         * own; a longer one is a {@link ProtocolException}, refused before anything is allocated or read.
+         */
         public ByteBuffer small(Frame f) throws IOException {
-            if (f.length() > (1 << 20)) throw new IOException("frame of " + f.length() + " bytes is too large for type " + f.type());
+            if (f.length() > MAX_TRAINER_FRAME_BYTES) throw new ProtocolException(typeName(f.type()) + " frame of " + f.length()
+                    + " bytes: frames a trainer sends are at most " + MAX_TRAINER_FRAME_BYTES + " bytes");
             var out = ByteBuffer.allocate((int) f.length()).order(ByteOrder.LITTLE_ENDIAN);
             into(out);
             return out.flip();

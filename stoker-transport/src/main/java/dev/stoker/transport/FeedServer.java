@@ -35,8 +35,20 @@ import java.util.concurrent.atomic.AtomicLong;
  * when a connection closes for any reason, every lease it still holds is released, so a trainer
  * that dies cannot pin shared memory.
  *
- * <p>Threading: one virtual thread accepts, one platform thread per connection; {@link BatchProvider}
- * futures are awaited on those threads; a connection's leases are touched only by its thread.
+ * <p>Hostile or buggy peers ({@link Limits}): a connection must send its whole HELLO within
+ * {@link Limits#helloTimeoutMillis()} or is closed with ERROR; at most {@link Limits#maxConnections()}
+ * are open at once, and the acceptor refuses more with an ERROR that says so; copy-delivery buffers
+ * allocated when trainers say hello stay within {@link Limits#copyBufferBudgetBytes()} (beyond it a
+ * trainer's buffer is allocated at its first batch, once it holds its rank, of which there is one per
+ * rank). Every length a peer sends is checked before it is used (frames at most
+ * {@link FeedProtocol#MAX_TRAINER_FRAME_BYTES}; RELEASE 1 to 131,072 lease ids of 8 bytes; NEXT empty or
+ * a 16-byte timing; BYE's payload read to its end). A protocol error gets ERROR naming it and closes
+ * that connection only; the acceptor survives any error (logged, then a short pause).
+ *
+ * <p>Threading: one virtual thread accepts; connections are served on a pool of platform threads
+ * bounded by the connection limit (platform, not virtual: a blocked read wakes its own thread, with
+ * no poller hop on the hand-off path); one timer thread enforces HELLO deadlines. {@link BatchProvider}
+ * futures are awaited on the connection threads; a connection's leases are touched only by its thread.
  */
 public final class FeedServer implements AutoCloseable {
     /** How often a connection whose batch is being made checks that its trainer is still there. */
@@ -56,6 +68,13 @@ public final class FeedServer implements AutoCloseable {
     private final AtomicLong leasesReleasedOnDisconnect = new AtomicLong();
     private final AtomicLong timingsReceived = new AtomicLong();
     private final Thread acceptor;
+    private final Limits limits;
+    private final java.util.concurrent.ThreadPoolExecutor connectionThreads;
+    private final java.util.concurrent.ScheduledThreadPoolExecutor helloTimer;
+    private final AtomicInteger connectionsOpen = new AtomicInteger();
+    private final AtomicLong connectionsRefused = new AtomicLong();
+    private final AtomicLong copyBufferBytes = new AtomicLong();
+    private final AtomicLong copyBufferBytesHighWater = new AtomicLong();
     private final Object socketFile; // the socket this server created (device and inode), the only one it deletes
     private volatile boolean closed;
 
@@ -64,6 +83,24 @@ public final class FeedServer implements AutoCloseable {
      * {@link #open()}, so that their first request measures the pipeline's cold start.
      */
     public FeedServer(Path socketPath, BatchProvider provider, boolean gated) throws IOException {
+        this(socketPath, provider, gated, Limits.DEFAULT);
+    }
+
+    /** {@link #FeedServer(Path, BatchProvider, boolean)} with the limits a peer is held to. */
+    public FeedServer(Path socketPath, BatchProvider provider, boolean gated, Limits limits) throws IOException {
+        this(socketPath, provider, gated, limits, Thread.ofPlatform().daemon().name("stoker-feed-conn").factory());
+    }
+
+    /** With the factory of connection threads (tests make it fail). */
+    FeedServer(Path socketPath, BatchProvider provider, boolean gated, Limits limits, java.util.concurrent.ThreadFactory connectionThreads)
+            throws IOException {
+        this.limits = limits;
+        // bounded by the connection limit; a few spare threads absorb connections whose thread is still on its way back
+        this.connectionThreads = new java.util.concurrent.ThreadPoolExecutor(0, limits.maxConnections() + 8, 30, TimeUnit.SECONDS,
+                new java.util.concurrent.SynchronousQueue<>(), connectionThreads);
+        this.helloTimer = new java.util.concurrent.ScheduledThreadPoolExecutor(1,
+                Thread.ofPlatform().daemon().name("stoker-feed-hello-deadline").factory());
+        helloTimer.setRemoveOnCancelPolicy(true);
         this.socketPath = socketPath;
         this.provider = provider;
         this.gate = new CountDownLatch(gated ? 1 : 0);
@@ -124,16 +161,138 @@ public final class FeedServer implements AutoCloseable {
     /** Leases released because their trainer's connection closed while holding them. */
     public long leasesReleasedOnDisconnect() { return leasesReleasedOnDisconnect.get(); }
 
+    /** Trainer connections open now (accepted and not closed). */
+    public int connectionsOpen() { return connectionsOpen.get(); }
+
+    /** Connections refused because {@link Limits#maxConnections()} were open. */
+    public long connectionsRefused() { return connectionsRefused.get(); }
+
+    /** The most bytes of copy-delivery buffers the connections held at once. */
+    public long copyBufferBytesHighWater() { return copyBufferBytesHighWater.get(); }
+
+    /**
+     * What a peer is held to: {@code helloTimeoutMillis} to send its whole HELLO after connecting;
+     * {@code maxConnections} open at once (more are refused with ERROR); {@code copyBufferBudgetBytes}
+     * of copy-delivery buffers allocated when trainers say hello, over all connections.
+     */
+    public record Limits(long helloTimeoutMillis, int maxConnections, long copyBufferBudgetBytes) {
+        public static final long HELLO_TIMEOUT_MILLIS_DEFAULT = 10_000;
+        public static final int MAX_CONNECTIONS_DEFAULT = 256;
+        public static final long COPY_BUFFER_BUDGET_BYTES_DEFAULT = 4L << 30;
+        public static final Limits DEFAULT = new Limits(HELLO_TIMEOUT_MILLIS_DEFAULT, MAX_CONNECTIONS_DEFAULT, COPY_BUFFER_BUDGET_BYTES_DEFAULT);
+
+        public Limits {
+            if (helloTimeoutMillis <= 0) throw new IllegalArgumentException("HELLO timeout must be > 0 ms, got " + helloTimeoutMillis);
+            if (maxConnections <= 0) throw new IllegalArgumentException("trainer connection limit must be > 0, got " + maxConnections);
+            if (copyBufferBudgetBytes < 0) throw new IllegalArgumentException("copy-buffer budget must be >= 0 bytes, got " + copyBufferBudgetBytes);
+        }
+    }
+
+    /** How long the acceptor pauses after an unexpected error (out of memory or threads), so that it does not spin. */
+    private static final long ACCEPT_BACKOFF_MILLIS = 100;
+
     private void acceptLoop() {
         while (!closed) {
+            SocketChannel ch = null;
+            boolean counted = false;
             try {
-                SocketChannel ch = server.accept();
+                ch = server.accept();
+                if (connectionsOpen.get() >= limits.maxConnections()) {
+                    refuse(ch);
+                    continue;
+                }
+                connectionsOpen.incrementAndGet();
+                counted = true;
                 clients.add(ch);
-                Thread.ofPlatform().daemon().name("stoker-feed-conn").start(() -> serve(ch));
+                SocketChannel accepted = ch;
+                try {
+                    connectionThreads.execute(() -> serve(accepted));
+                } catch (java.util.concurrent.RejectedExecutionException full) { // every pool thread busy: as good as the limit
+                    clients.remove(ch);
+                    connectionsOpen.decrementAndGet();
+                    counted = false;
+                    if (!closed) refuse(ch);
+                }
             } catch (ClosedChannelException e) {
                 return;
-            } catch (IOException e) {
-                if (!closed) System.getLogger(FeedServer.class.getName()).log(System.Logger.Level.WARNING, "accept failed", e);
+            } catch (Throwable t) { // out of memory or threads, an I/O error: this connection is lost, the service is not
+                if (closed) return;
+                if (counted) {
+                    clients.remove(ch);
+                    connectionsOpen.decrementAndGet();
+                }
+                closeQuietly(ch);
+                System.getLogger(FeedServer.class.getName()).log(System.Logger.Level.WARNING,
+                        "accepting a trainer connection failed; the service goes on accepting", t);
+                try {
+                    Thread.sleep(ACCEPT_BACKOFF_MILLIS);
+                } catch (InterruptedException stop) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /** Tells a connection over the limit why it is closed (one non-blocking write of a fresh socket), and closes it. */
+    private void refuse(SocketChannel ch) {
+        try (ch) {
+            ch.configureBlocking(false);
+            var frame = FeedProtocol.appendFrame(ByteBuffer.allocate(512), FeedProtocol.ERROR, FeedProtocol.utf8("this service has "
+                    + limits.maxConnections() + " trainer connections open, its limit: connection refused (close idle ones, or raise "
+                    + "--max-trainer-connections)")).flip();
+            ch.write(frame);
+        } catch (IOException | RuntimeException gone) {
+            // the peer left already
+        }
+        connectionsRefused.incrementAndGet();
+    }
+
+    private static void closeQuietly(SocketChannel ch) {
+        if (ch == null) return;
+        try {
+            ch.close();
+        } catch (IOException ignored) {
+            // nothing to tell
+        }
+    }
+
+    /**
+     * The HELLO deadline of one connection: whichever comes first, the whole HELLO ({@link #met()}) or
+     * the timer (ERROR, then the channel closed), wins; the loser does nothing.
+     */
+    private final class HelloDeadline {
+        private final java.util.concurrent.atomic.AtomicBoolean decided = new java.util.concurrent.atomic.AtomicBoolean();
+        private final java.util.concurrent.ScheduledFuture<?> timer;
+
+        HelloDeadline(SocketChannel ch) {
+            timer = helloTimer.schedule(() -> {
+                if (!decided.compareAndSet(false, true)) return;
+                try {
+                    error(ch, "no HELLO within " + limits.helloTimeoutMillis() + " ms of connecting: closing the connection");
+                } catch (IOException | RuntimeException gone) {
+                    // the peer left already
+                } finally {
+                    closeQuietly(ch); // its connection thread's read ends, and it cleans up
+                }
+            }, limits.helloTimeoutMillis(), TimeUnit.MILLISECONDS);
+        }
+
+        /** True when the HELLO came in time; false when the deadline has answered (and closed the channel) already. */
+        boolean met() {
+            if (!decided.compareAndSet(false, true)) return false;
+            timer.cancel(false);
+            return true;
+        }
+    }
+
+    /** Reserves {@code bytes} of the copy-buffer budget; false when they do not fit. */
+    private boolean reserveCopyBuffer(long bytes) {
+        while (true) {
+            long now = copyBufferBytes.get();
+            if (now + bytes > limits.copyBufferBudgetBytes()) return false;
+            if (copyBufferBytes.compareAndSet(now, now + bytes)) {
+                copyBufferBytesHighWater.accumulateAndGet(now + bytes, Math::max);
+                return true;
             }
         }
     }
@@ -143,15 +302,26 @@ public final class FeedServer implements AutoCloseable {
         Arena arena = Arena.ofConfined();
         MemorySegment buffer = null;
         var leases = new HashMap<Long, Runnable>();
+        long bufferBytes = 0; // copy buffers this connection allocated, counted in copyBufferBytes
         int joinedRank = -1;
+        var deadline = new HelloDeadline(ch);
         try (arena) { // ch is closed last, in finally: the catch below must still be able to send the ERROR
             var in = new FeedProtocol.FrameReader(ch);
-            var helloFrame = in.next();
-            if (helloFrame.type() != FeedProtocol.HELLO) {
-                error(ch, "expected HELLO, got frame type " + helloFrame.type());
+            FeedProtocol.Frame helloFrame;
+            ByteBuffer helloBytes = null;
+            try {
+                helloFrame = in.next();
+                if (helloFrame.type() == FeedProtocol.HELLO) helloBytes = in.small(helloFrame);
+            } catch (FeedProtocol.ProtocolException bad) {
+                if (deadline.met()) error(ch, bad.getMessage());
                 return;
             }
-            var hello = FeedProtocol.Hello.decode(in.small(helloFrame));
+            if (!deadline.met()) return; // too late: the deadline has answered and closed the connection
+            if (helloFrame.type() != FeedProtocol.HELLO) {
+                error(ch, "expected HELLO, got frame type " + Integer.toUnsignedString(helloFrame.type()));
+                return;
+            }
+            var hello = FeedProtocol.Hello.decode(helloBytes);
             if (hello.version() != FeedProtocol.VERSION) {
                 error(ch, "protocol version " + hello.version() + " is not supported; this service speaks version " + FeedProtocol.VERSION);
                 return;
@@ -165,7 +335,10 @@ public final class FeedServer implements AutoCloseable {
             }
             boolean shared = hello.sharedMemory() && provider.sharedMemory();
             long expected = provider.expectedBatchBytes();
-            if (expected > 0 && !shared) buffer = arena.allocate(expected, 64); // zeroed, so its pages are touched now
+            if (expected > 0 && !shared && reserveCopyBuffer(expected)) { // else allocated at the first batch, once the rank is held
+                bufferBytes = expected;
+                buffer = arena.allocate(expected, 64); // zeroed, so its pages are touched now
+            }
             hellos.incrementAndGet(); // a gated trainer counts once its buffer is ready: the pipeline gets no head start
             gate.await();
             BatchProvider.Joined joined;
@@ -184,8 +357,16 @@ public final class FeedServer implements AutoCloseable {
             while (true) {
                 var f = in.next();
                 switch (f.type()) {
-                    case FeedProtocol.BYE -> { return; }
+                    case FeedProtocol.BYE -> {
+                        in.small(f); // empty in this version; read to its end, so that the close is clean
+                        return;
+                    }
                     case FeedProtocol.RELEASE -> {
+                        if (f.length() == 0 || f.length() % 8 != 0 || f.length() > FeedProtocol.MAX_TRAINER_FRAME_BYTES) {
+                            error(ch, "RELEASE payload of " + f.length() + " bytes; it carries lease ids of 8 bytes each, 1 to "
+                                    + FeedProtocol.MAX_RELEASES_PER_FRAME + " of them");
+                            return;
+                        }
                         ByteBuffer ids = in.small(f);
                         while (ids.remaining() >= 8) {
                             long id = ids.getLong();
@@ -228,8 +409,12 @@ public final class FeedServer implements AutoCloseable {
                             case null -> FeedProtocol.writeFrame(ch, FeedProtocol.END, null);
                             case BatchProvider.Prepared batch -> {
                                 long size = BatchLayout.sizeOf(batch.tensors());
-                                if (buffer == null || buffer.byteSize() < size)
-                                    buffer = arena.allocate(Math.max(size, buffer == null ? 0 : buffer.byteSize() * 2), 64);
+                                if (buffer == null || buffer.byteSize() < size) { // the service's batch size: one connection per held rank
+                                    long grown = Math.max(size, buffer == null ? 0 : buffer.byteSize() * 2);
+                                    buffer = arena.allocate(grown, 64);
+                                    bufferBytes += grown;
+                                    copyBufferBytesHighWater.accumulateAndGet(copyBufferBytes.addAndGet(grown), Math::max);
+                                }
                                 BatchLayout.write(batch.meta(), batch.tensors(), buffer);
                                 FeedProtocol.writeFrame(ch, FeedProtocol.BATCH, buffer.asSlice(0, size).asByteBuffer());
                                 batchesSent.incrementAndGet();
@@ -256,13 +441,25 @@ public final class FeedServer implements AutoCloseable {
                         }
                     }
                     default -> {
-                        error(ch, "unexpected frame type " + f.type());
+                        error(ch, "unexpected frame type " + Integer.toUnsignedString(f.type()));
                         return;
                     }
                 }
             }
+        } catch (FeedProtocol.ProtocolException bad) { // a length or payload out of bounds: this connection only
+            try {
+                error(ch, bad.getMessage());
+            } catch (IOException ignored) {
+                // connection already gone
+            }
         } catch (IOException | InterruptedException e) {
             // The trainer went away; its leases are released below and its feed stays where it was.
+        } catch (OutOfMemoryError e) { // a buffer this connection needed: it fails, the service goes on
+            try {
+                error(ch, "the service ran out of memory serving this connection: " + e.getMessage());
+            } catch (IOException ignored) {
+                // connection already gone
+            }
         } catch (RuntimeException e) {
             try {
                 Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
@@ -280,6 +477,9 @@ public final class FeedServer implements AutoCloseable {
                 // nothing left to tell the trainer
             }
             if (joinedRank >= 0) provider.leave(joinedRank, connection); // last: the rank is free once this one is closed
+            deadline.met(); // a connection that ended before its HELLO needs no timer
+            copyBufferBytes.addAndGet(-bufferBytes);
+            connectionsOpen.decrementAndGet();
         }
     }
 
@@ -297,6 +497,8 @@ public final class FeedServer implements AutoCloseable {
         closed = true;
         gate.countDown();
         server.close();
+        helloTimer.shutdownNow();
+        connectionThreads.shutdown(); // the connections' threads end as their channels close, below
         for (SocketChannel c : clients) c.close();
         try { // only the socket this server made: a later service's at the same path is not ours to delete
             var now = Files.readAttributes(socketPath, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();

@@ -295,14 +295,17 @@ public final class TrainerClient implements AutoCloseable {
         FeedProtocol.writeFully(channel, out.flip());
     }
 
-    private static final int MAX_RELEASES_PER_FRAME = 1 << 17;
+    private static final int MAX_RELEASES_PER_FRAME = FeedProtocol.MAX_RELEASES_PER_FRAME;
 
+    /** Sends every pending release, in frames of at most {@link #MAX_RELEASES_PER_FRAME} ids (a service refuses larger ones). */
     private void flushReleases() throws IOException {
-        if (pendingReleases.isEmpty()) return;
-        var ids = ByteBuffer.allocate(8 * pendingReleases.size()).order(ByteOrder.LITTLE_ENDIAN);
-        for (long id : pendingReleases) ids.putLong(id);
-        pendingReleases.clear();
-        FeedProtocol.writeFrame(channel, FeedProtocol.RELEASE, ids.flip());
+        while (!pendingReleases.isEmpty()) {
+            int n = Math.min(pendingReleases.size(), MAX_RELEASES_PER_FRAME);
+            var ids = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+            for (int i = 0; i < n; i++) ids.putLong(pendingReleases.get(i));
+            pendingReleases.subList(0, n).clear();
+            FeedProtocol.writeFrame(channel, FeedProtocol.RELEASE, ids.flip());
+        }
     }
 
     /** Bytes of batches copied to this client (0 for batches received by reference). */

@@ -448,4 +448,73 @@ class FeedServerTest {
         }
         assertTrue(Files.notExists(sock));
     }
+
+    /**
+     * The acceptor survives any error (audit #11): connection threads that cannot be made (an
+     * OutOfMemoryError, as when a host runs out of threads) lose those connections only; the
+     * service goes on accepting, and a trainer after them is served.
+     */
+    @Test
+    void theAcceptorSurvivesAThreadThatCannotBeMade() throws Exception {
+        Path sock = tmp.resolve("feed.sock");
+        var failures = new AtomicInteger(3);
+        java.util.concurrent.ThreadFactory flaky = r -> {
+            if (failures.getAndDecrement() > 0) throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
+            return Thread.ofPlatform().daemon().unstarted(r);
+        };
+        var provider = new Synthetic(1, 3);
+        try (var server = new FeedServer(sock, provider, false, FeedServer.Limits.DEFAULT, flaky)) {
+            for (int i = 0; i < 3; i++) {
+                try (var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+                    ch.connect(UnixDomainSocketAddress.of(sock));
+                    assertEquals(-1, ch.read(ByteBuffer.allocate(16)), "a connection without a thread is closed");
+                }
+            }
+            var served = CompletableFuture.supplyAsync(() -> {
+                try (var client = TrainerClient.connect(sock, 0, 1, "test")) {
+                    for (int step = 0; step < 3; step++) assertEquals(step, client.next().batch().meta().step());
+                    assertNull(client.next());
+                    return true;
+                } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            assertTrue(served.get(20, java.util.concurrent.TimeUnit.SECONDS), "a trainer after the failures is served");
+            assertEquals(3, provider.served[0].get() - 1, "every batch went to it, then END");
+            assertEquals(0, server.connectionsRefused());
+        }
+    }
+
+    /** An ERROR with an empty message still sends its header (audit #24): the trainer sees frame type 14, not a bare end of stream. */
+    @Test
+    void anEmptyFrameStillSendsItsHeader() throws Exception {
+        Path sock = tmp.resolve("pair.sock");
+        try (var listener = java.nio.channels.ServerSocketChannel.open(StandardProtocolFamily.UNIX)) {
+            listener.bind(UnixDomainSocketAddress.of(sock));
+            try (var a = SocketChannel.open(UnixDomainSocketAddress.of(sock)); var b = listener.accept()) {
+                FeedProtocol.writeFrame(b, FeedProtocol.ERROR, FeedProtocol.utf8("")); // a gathering channel, an empty payload
+                b.close();
+                var in = new FeedProtocol.FrameReader(a);
+                var f = in.next();
+                assertEquals(FeedProtocol.ERROR, f.type());
+                assertEquals(0, f.length());
+            }
+        }
+    }
+
+    /** A provider that fails with an empty message: the trainer gets an ERROR (empty), not an end of stream. */
+    @Test
+    void aFailureWithoutAMessageReachesTheTrainerAsAnError() throws Exception {
+        var provider = new Simple() {
+            @Override public void validate(int rank, int world) {}
+
+            @Override
+            public CompletableFuture<Prepared> next(int rank) { return CompletableFuture.failedFuture(new IllegalStateException("")); }
+        };
+        Path sock = tmp.resolve("feed.sock");
+        try (var server = new FeedServer(sock, provider, false); var client = TrainerClient.connect(sock, 0, 1, "test")) {
+            var e = assertThrows(IOException.class, client::next);
+            assertEquals("service error: ", e.getMessage());
+        }
+    }
 }
