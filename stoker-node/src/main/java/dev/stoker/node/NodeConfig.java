@@ -112,6 +112,10 @@ public final class NodeConfig {
     public static final ConfigKey<Long> MAX_SOURCE_PIXELS = key("max-source-pixels", PROCESSOR, "N", NUMBER,
             ConfigKey.longInt(1, Long.MAX_VALUE), String::valueOf, EncodeOptions.DEFAULT_MAX_SOURCE_PIXELS, null,
             "Refuse images whose header claims more pixels, before decoding (Pillow's bomb limit).");
+    public static final ConfigKey<Long> DECODE_MEMORY = key("decode-memory", PROCESSOR, "BYTES", NUMBER, ConfigKey.bytes(1),
+            String::valueOf, null, "half the heap divided by --threads",
+            "Most memory decoding one image may take on one CPU thread; an image whose header says it needs more is that "
+                    + "sample's error, refused before decoding. Suffixes K, M, G allowed.");
     public static final ConfigKey<Integer> MAX_SEQ_LEN = key("max-seq-len", PROCESSOR, "N", NUMBER, ConfigKey.integer(0, Integer.MAX_VALUE),
             String::valueOf, EncodeOptions.DEFAULT_MAX_SEQUENCE_LENGTH, null, "Token limit per sample, 0 for none.");
     public static final ConfigKey<Integer> MAX_IMAGES = key("max-images", PROCESSOR, "N", NUMBER, ConfigKey.integer(0, Integer.MAX_VALUE),
@@ -539,6 +543,7 @@ public final class NodeConfig {
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
             return base.withPixels(min, max).withExif(get(EXIF))
                     .withDecodeScale(get(DECODE_SCALE)).withMaxSourcePixels(get(MAX_SOURCE_PIXELS))
+                    .withDecodeMemory(get(DECODE_MEMORY) != null ? get(DECODE_MEMORY) : 0) // 0: shared among the CPU pool's threads (CpuPool)
                     .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT)).withMaxImages(get(MAX_IMAGES))
                     .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)));
         } catch (IllegalArgumentException e) {

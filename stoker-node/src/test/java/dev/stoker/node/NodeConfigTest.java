@@ -60,6 +60,11 @@ class NodeConfigTest {
         assertEquals(List.of(), config.join());
         assertFalse(config.isGiven(NodeConfig.SEED));
         assertTrue(config.isGiven(NodeConfig.DATA_KEY));
+        // the decode memory budget: shared among the CPU pool's threads unless given (suffixes as other byte sizes)
+        assertEquals(0, config.encodeOptions().decodeMemoryBytes());
+        assertEquals(256L << 20, NodeConfig.builder().data("ds/train.jsonl").set("decode-memory", "256M").build()
+                .encodeOptions().decodeMemoryBytes());
+        assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d").set("decode-memory", "0").build());
     }
 
     @Test

@@ -40,10 +40,18 @@ public final class ImagePreprocessor {
         this.options = options;
         this.decoder = decoder;
         this.transform = new QwenVlImageTransform(options.vision());
-        this.decodeOptions = new DecodeOptions(options.exif(), options.maxSourcePixels(), 1);
+        this.decodeOptions = new DecodeOptions(options.exif(), options.maxSourcePixels(), 1,
+                options.decodeMemoryBytes(Runtime.getRuntime().availableProcessors()));
     }
 
-    /** Header, pixel limit and smart_resize: a SampleException names {@code name} and the cause. */
+    /** The decode memory budget of this thread's images ({@link EncodeOptions#decodeMemoryBytes()}, resolved). */
+    public long decodeMemoryBytes() { return decodeOptions.maxDecodeBytes(); }
+
+    /**
+     * Header, pixel limit, smart_resize and the decode memory budget (what decoding would take, from the header): a
+     * SampleException names {@code name} and the cause. Refusing here, before the sample's tokens and its batch's
+     * memory, keeps the budget's verdict the same in every mode and in {@code validate}.
+     */
     public Planned plan(byte[] bytes, String name) {
         ImageInfo info = decoder.probe(bytes, name);
         if (info.pixelCount() > options.maxSourcePixels())
@@ -52,11 +60,18 @@ public final class ImagePreprocessor {
         boolean rotate = options.exif() == ExifPolicy.APPLY;
         int h = rotate ? info.orientedHeight() : info.height();
         int w = rotate ? info.orientedWidth() : info.width();
+        Planned planned;
         try {
-            return new Planned(name, bytes, info, transform.plan(h, w));
+            planned = new Planned(name, bytes, info, transform.plan(h, w));
         } catch (SampleException e) {
             throw e.withSampleId(name);
         }
+        long need = decoder.decodeBytes(bytes, name, decodeOptions.withScale(scaleFor(planned)));
+        if (need > decodeOptions.maxDecodeBytes())
+            throw new SampleException(name, SampleException.Stage.DECODE, "over the decode memory budget: " + info.format() + " of "
+                    + info.width() + "x" + info.height() + " needs about " + need + " bytes to decode, more than the "
+                    + decodeOptions.maxDecodeBytes() + " bytes allowed per thread (--decode-memory)");
+        return planned;
     }
 
     public ImageFeatures process(Planned img) {
@@ -65,6 +80,8 @@ public final class ImagePreprocessor {
             return transform.apply(rgb, img.plan());
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
+        } catch (OutOfMemoryError e) {
+            throw outOfMemory(img, e);
         }
     }
 
@@ -78,9 +95,16 @@ public final class ImagePreprocessor {
             transform.writePixelValues(rgb, img.plan(), dst, offset);
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
+        } catch (OutOfMemoryError e) {
+            throw outOfMemory(img, e);
         } finally {
             transformNanos += System.nanoTime() - t1;
         }
+    }
+
+    /** An OutOfMemoryError while resizing or patchifying one image: that image's error, not the thread's end. */
+    private static SampleException outOfMemory(Planned img, OutOfMemoryError e) {
+        return new SampleException(img.name(), SampleException.Stage.TRANSFORM, "out of memory: " + e.getMessage(), e);
     }
 
     public long decodeNanos() { return decodeNanos; }
@@ -102,6 +126,8 @@ public final class ImagePreprocessor {
             transform.writePixelValues(rgb, img.plan(), dst, offsetBytes);
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
+        } catch (OutOfMemoryError e) {
+            throw outOfMemory(img, e);
         } finally {
             transformNanos += System.nanoTime() - t1;
         }
@@ -120,6 +146,8 @@ public final class ImagePreprocessor {
             transform.writeResized(rgb, img.plan(), dst, offsetBytes);
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
+        } catch (OutOfMemoryError e) {
+            throw outOfMemory(img, e);
         } finally {
             transformNanos += System.nanoTime() - t1;
         }
@@ -135,6 +163,8 @@ public final class ImagePreprocessor {
             transform.writeResized(rgb, img.plan(), dst, offset);
         } catch (SampleException e) {
             throw e.withSampleId(img.name());
+        } catch (OutOfMemoryError e) {
+            throw outOfMemory(img, e);
         } finally {
             transformNanos += System.nanoTime() - t1;
         }

@@ -24,7 +24,7 @@ final class HeaderReader {
 
     private static Header jpeg(byte[] d) {
         int pos = 2, orientation = 1, width = -1, height = -1, components = 0;
-        boolean exifSeen = false;
+        boolean exifSeen = false, progressive = false;
         while (true) {
             while (pos < d.length && u8(d, pos) != 0xFF) pos++;
             while (pos < d.length && u8(d, pos) == 0xFF) pos++;
@@ -46,13 +46,14 @@ final class HeaderReader {
                 height = u16be(d, body + 1);
                 width = u16be(d, body + 3);
                 components = u8(d, body + 5);
+                progressive = marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE;
             }
             pos += length;
         }
         if (width < 0) throw new BadImageException("JPEG has no frame header (SOF) before its first scan");
         if (components != 1 && components != 3 && components != 4)
             throw new BadImageException("JPEG with " + components + " components is not supported");
-        return new Header(info(ImageFormat.JPEG, width, height, orientation), components, null);
+        return new Header(info(ImageFormat.JPEG, width, height, orientation), components, null, progressive);
     }
 
     private static boolean isSof(int m) {

@@ -8,7 +8,9 @@ import dev.stoker.image.RgbImage;
  * (optionally followed by {@code ImageOps.exif_transpose}).
  *
  * <p>Every failure, whatever the input, is a {@link SampleException} with stage {@code DECODE} naming {@code name};
- * the decoder stays usable for the next image.
+ * the decoder stays usable for the next image. That includes an image that would take more memory than
+ * {@link DecodeOptions#maxDecodeBytes()} (refused from its header, before any pixel memory is allocated) and an
+ * {@link OutOfMemoryError} while decoding (cause {@code out of memory: …}).
  *
  * <p>Threading: an instance from {@link ImageDecoders#forCurrentThread()} holds native state of its thread and must
  * only be used there; {@link ImageDecoders#imageIo()} is safe on any thread.
@@ -16,6 +18,13 @@ import dev.stoker.image.RgbImage;
 public interface ImageDecoder {
     /** Reads the header only: format (from magic bytes), stored size and EXIF orientation. */
     ImageInfo probe(byte[] data, String name);
+
+    /**
+     * About how many bytes (heap and native) decoding {@code data} with {@code opts} would take on this decoder, from
+     * its header alone; {@link #decode} refuses an image over {@code opts.maxDecodeBytes()}. Fails as {@link #probe} on
+     * a bad header.
+     */
+    long decodeBytes(byte[] data, String name, DecodeOptions opts);
 
     /**
      * Decodes {@code data} to RGB.

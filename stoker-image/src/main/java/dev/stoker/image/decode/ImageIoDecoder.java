@@ -41,15 +41,36 @@ final class ImageIoDecoder implements ImageDecoder {
     }
 
     @Override
+    public long decodeBytes(byte[] data, String name, DecodeOptions opts) {
+        try {
+            return DecodeCost.bytes(HeaderReader.read(data), data, opts, false, false);
+        } catch (BadImageException e) {
+            throw new SampleException(name, SampleException.Stage.DECODE, e.getMessage(), e);
+        }
+    }
+
+    @Override
     public RgbImage decode(byte[] data, String name, DecodeOptions opts) {
         try {
             Header header = HeaderReader.read(data);
             checkSize(header.info(), opts);
+            DecodeCost.check(header, data, opts, false, false);
             RgbImage img = decodePixels(data, header);
             return opts.exif() == ExifPolicy.APPLY ? Orientation.apply(img, header.info().exifOrientation()) : img;
         } catch (IOException | RuntimeException e) {
             throw new SampleException(name, SampleException.Stage.DECODE, describe(e), e);
+        } catch (OutOfMemoryError e) {
+            throw outOfMemory(name, e);
         }
+    }
+
+    /**
+     * An OutOfMemoryError while decoding one image, as that image's error: what failed to allocate is garbage as soon
+     * as this frame is left, so the thread goes on with the next image (audit #10: it used to fail the rank's stream).
+     */
+    static SampleException outOfMemory(String name, OutOfMemoryError e) {
+        return new SampleException(name, SampleException.Stage.DECODE, "out of memory: " + e.getMessage()
+                + " (decoding one image; --decode-memory bounds what one image may take)", e);
     }
 
     static void checkSize(ImageInfo info, DecodeOptions opts) {

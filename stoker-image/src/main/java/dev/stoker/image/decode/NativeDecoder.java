@@ -43,12 +43,22 @@ final class NativeDecoder implements ImageDecoder {
     }
 
     @Override
+    public long decodeBytes(byte[] data, String name, DecodeOptions opts) {
+        try {
+            return DecodeCost.bytes(HeaderReader.read(data), data, opts, jpeg != null, webp != null);
+        } catch (BadImageException e) {
+            throw new SampleException(name, SampleException.Stage.DECODE, e.getMessage(), e);
+        }
+    }
+
+    @Override
     public RgbImage decode(byte[] data, String name, DecodeOptions opts) {
         if (Thread.currentThread() != owner)
             throw new IllegalStateException("native decoder of " + owner + " used from " + Thread.currentThread());
         try {
             Header header = HeaderReader.read(data);
             ImageIoDecoder.checkSize(header.info(), opts);
+            DecodeCost.check(header, data, opts, jpeg != null, webp != null);
             ImageFormat format = header.info().format();
             RgbImage img;
             if (format == ImageFormat.JPEG && jpeg != null) img = decodeJpeg(data, opts.scaleDenominator());
@@ -57,6 +67,8 @@ final class NativeDecoder implements ImageDecoder {
             return opts.exif() == ExifPolicy.APPLY ? Orientation.apply(img, header.info().exifOrientation()) : img;
         } catch (IOException | RuntimeException e) {
             throw new SampleException(name, SampleException.Stage.DECODE, ImageIoDecoder.describe(e), e);
+        } catch (OutOfMemoryError e) {
+            throw ImageIoDecoder.outOfMemory(name, e);
         }
     }
 
@@ -96,7 +108,7 @@ final class NativeDecoder implements ImageDecoder {
     /** The reusable pixel buffer, at least {@code bytes} long; what it held before (the previous image) is lost. */
     private byte[] pixelBuffer(int bytes) {
         if (rgbBuffer.length < bytes) {
-            rgbBuffer = null; // let the old buffer go before allocating the larger one
+            rgbBuffer = new byte[0]; // let the old buffer go before allocating the larger one (and stay usable if that fails)
             rgbBuffer = new byte[(int) Math.min(Integer.MAX_VALUE - 8, bytes + (long) (bytes >> 3))];
         }
         return rgbBuffer;

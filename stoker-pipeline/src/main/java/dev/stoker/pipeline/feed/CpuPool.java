@@ -27,8 +27,10 @@ final class CpuPool implements AutoCloseable {
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
         var counter = new AtomicInteger();
+        // the default decode budget is the heap's half shared among this pool's threads, which all decode at once
+        EncodeOptions perThread = options.withDecodeMemory(options.decodeMemoryBytes(threads));
         this.executor = new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(capacity),
-                r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), options, tokenizer),
+                r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), perThread, tokenizer),
                 new ThreadPoolExecutor.AbortPolicy());
     }
 

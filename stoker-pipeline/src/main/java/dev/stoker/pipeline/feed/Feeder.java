@@ -459,7 +459,9 @@ public final class Feeder implements AutoCloseable {
      * (QWEN_VL_FINETUNE, the tensors every job had before {@code --transformers} existed) is left out, another is part
      * of the text (its batches carry other tensors). A model folder's part
      * ({@link dev.stoker.pipeline.EncodeOptions#model()}: its tokenizer, its template) is appended when there is one; a
-     * job without one keeps its fingerprint.
+     * job without one keeps its fingerprint. The decode memory budget ({@code --decode-memory}) is left out: its default
+     * follows the machine (heap, threads), a job must resume on another one, and what it refuses is an error (recorded in
+     * the errors file), not a sample a limit filters.
      */
     static String encodingText(dev.stoker.pipeline.EncodeOptions e) {
         var text = new StringBuilder("EncodeOptions[preset=").append(e.preset()).append(", vision=").append(e.vision())

@@ -261,6 +261,8 @@ final class SamplePipeline {
                 return failed(f.slot(), f.sample().id(), e, causeOf(e, f.sample().id()), metrics.encodeFailed);
             } catch (RuntimeException e) {
                 return failed(f.slot(), f.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
+            } catch (OutOfMemoryError e) { // the decoders name the image; this is the rest of the sample's work (tokens)
+                return failed(f.slot(), f.sample().id(), SampleException.Stage.DECODE, outOfMemory(e), metrics.encodeFailed);
             } finally {
                 long took = System.nanoTime() - t0;
                 metrics.encodeNanos.add(took);
@@ -337,6 +339,16 @@ final class SamplePipeline {
     static Failed failed(Slot slot, String id, SampleException e, String cause, LongAdder counter) {
         counter.increment();
         return new Failed(slot, id, e.stage(), cause, e.kind(), e.reason());
+    }
+
+    /**
+     * The cause of a sample whose work ran out of heap. What failed to allocate was this sample's, and is garbage once
+     * its task returns, so the CPU thread goes on with the next sample: the sample is an error, not the rank's stream
+     * (audit #10).
+     */
+    static String outOfMemory(OutOfMemoryError e) {
+        LOG.log(System.Logger.Level.WARNING, "a sample's work ran out of memory (the sample is skipped as an error): " + e);
+        return "out of memory: " + e.getMessage();
     }
 
     /** The message, prefixed with what the exception names when that is more than the sample (an image). */

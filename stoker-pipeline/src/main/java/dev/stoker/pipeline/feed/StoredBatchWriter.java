@@ -29,7 +29,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * and the object sealed. In the compact wire format the pixel tensor is each image's resized u8 RGB
  * pixels ({@code pixel_values_u8}), written the same way, once, in place.
  *
- * <p>A sample that fails while its pixels are being written (a JPEG truncated after a valid header)
+ * <p>A sample that fails while its pixels are being written (a JPEG truncated after a valid header, an
+ * OutOfMemoryError in its decode or resize)
  * is skipped like any other: the rows of the samples behind it are moved down to close the gap
  * (the only copy on this path, counted in {@code copiedBytes}) and the batch is re-planned.
  *
@@ -199,6 +200,9 @@ final class StoredBatchWriter implements AutoCloseable {
             return SamplePipeline.failed(r.slot(), r.sample().id(), e, SamplePipeline.causeOf(e, r.sample().id()), metrics.encodeFailed);
         } catch (RuntimeException e) {
             return SamplePipeline.failed(r.slot(), r.sample().id(), SampleException.Stage.DECODE, e.toString(), metrics.encodeFailed);
+        } catch (OutOfMemoryError e) { // an image's decode or resize names the image itself (a SampleException)
+            return SamplePipeline.failed(r.slot(), r.sample().id(), SampleException.Stage.DECODE, SamplePipeline.outOfMemory(e),
+                    metrics.encodeFailed);
         } finally {
             long took = System.nanoTime() - t0;
             metrics.encodeNanos.add(took);

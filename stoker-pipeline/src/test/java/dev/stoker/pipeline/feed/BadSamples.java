@@ -35,6 +35,13 @@ final class BadSamples {
         TIFF(Stage.DECODE, "unsupported format: tiff"),
         EMPTY_FILE(Stage.DECODE, "empty file"),
         DECOMPRESSION_BOMB(Stage.DECODE, "exceeds the limit"),
+        /** A real, valid 13000x13000 PNG of 0.5 MB: under the pixel limit, about 1 GB to decode (audit #10). */
+        MEMORY_BOMB(Stage.DECODE, "over the decode memory budget"),
+        /**
+         * A small BMP whose decoding throws OutOfMemoryError: only with {@link OutOfMemoryBmpReader} installed (not in
+         * {@code everyKind}).
+         */
+        OUT_OF_MEMORY(Stage.DECODE, "out of memory"),
         TOO_ELONGATED(Stage.TRANSFORM, "aspect ratio must be smaller than 200"),
         BAD_JSON(Stage.MANIFEST, "malformed json"),
         MISSING_CONVERSATIONS(Stage.MANIFEST, "missing field 'conversations'"),
@@ -70,6 +77,14 @@ final class BadSamples {
 
     private BadSamples() {}
 
+    private static byte[] memoryBomb;
+
+    /** The MEMORY_BOMB image, made once (deflating its 507 MB of rows takes a few seconds). */
+    static synchronized byte[] memoryBomb() {
+        if (memoryBomb == null) memoryBomb = dev.stoker.testkit.Bombs.blackPng(13_000, 13_000);
+        return memoryBomb;
+    }
+
     /** The id the feed reports for sample {@code index} when it is of {@code kind}. */
     static String expectedId(int index, Kind kind) {
         return kind.unparsed() ? "train.jsonl:" + (index + 1) : "s" + index;
@@ -94,6 +109,9 @@ final class BadSamples {
         Files.copy(fixtures.resolve("bad_corrupt_idat.png"), images.resolve("corrupt.png"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         Files.copy(fixtures.resolve("bad_unsupported.tif"), images.resolve("scan.tif"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         Files.copy(fixtures.resolve("bad_huge_header.png"), images.resolve("bomb.png"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        if (bad.containsValue(Kind.MEMORY_BOMB)) Files.write(images.resolve("membomb.png"), memoryBomb());
+        if (bad.containsValue(Kind.OUT_OF_MEMORY))
+            Files.copy(fixtures.resolve("bmp_rgb24.bmp"), images.resolve("oom.bmp"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         Files.writeString(images.resolve("notes.jpg"), "this is not an image\n");
         Files.write(images.resolve("empty.jpg"), new byte[0]);
         Files.write(images.resolve("strip.png"), png(6000, 29));
@@ -131,6 +149,8 @@ final class BadSamples {
             case TIFF -> image(id, "images/scan.tif", ask, answer);
             case EMPTY_FILE -> image(id, "images/empty.jpg", ask, answer);
             case DECOMPRESSION_BOMB -> image(id, "images/bomb.png", ask, answer);
+            case MEMORY_BOMB -> image(id, "images/membomb.png", ask, answer);
+            case OUT_OF_MEMORY -> image(id, "images/oom.bmp", ask, answer);
             case TOO_ELONGATED -> image(id, "images/strip.png", ask, answer);
             case BAD_JSON -> ("{" + id + "\"conversations\": [{\"from\": \"human\", \"value\": \"" + ask + "\"}").getBytes(StandardCharsets.UTF_8);
             case MISSING_CONVERSATIONS -> ("{" + id + "\"image\": \"images/p08_exact_448x448.png\"}").getBytes(StandardCharsets.UTF_8);
