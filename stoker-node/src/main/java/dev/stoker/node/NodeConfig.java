@@ -205,6 +205,14 @@ public final class NodeConfig {
     public static final ConfigKey<Long> FETCH_LATENCY_MS = key("fetch-latency-ms", DATA, "MS", NUMBER, ConfigKey.longInt(0, 3_600_000),
             String::valueOf, SourceConfig.FETCH_LATENCY_MILLIS_DEFAULT, null,
             "Added first-byte delay per object, to model object storage on a local disk.");
+    public static final ConfigKey<Long> LOCAL_READ_TIMEOUT_MS = key("local-read-timeout-ms", DATA, "MS", NUMBER,
+            ConfigKey.longInt(1, 3_600_000), String::valueOf, SourceConfig.LOCAL_READ_TIMEOUT_MILLIS_DEFAULT, null,
+            "A local read (an image, a record, a shard's member) not done in this time fails its sample (a hung network "
+                    + "file system); its thread is interrupted, and replaced while it does not return.");
+    public static final ConfigKey<Boolean> ALLOW_REFS_OUTSIDE_ROOT = key("allow-refs-outside-root", DATA, null, FLAG, ConfigKey.flag(),
+            String::valueOf, false, null, "Let a manifest's file:// references name files outside its data set's folder and its "
+                    + "s3:// references objects of other buckets. Without it they are refused per sample, so that a manifest "
+                    + "from elsewhere reads only its own data set; with it, trust the manifest as you trust the command line.");
     public static final ConfigKey<Integer> PREFETCH_BATCHES = key("prefetch-batches", DATA, "N", NUMBER, ConfigKey.integer(1, 1 << 16),
             String::valueOf, FeedConfig.PREFETCH_BATCHES_DEFAULT, null, "Prefetch buffer per rank, in batches.");
     public static final ConfigKey<Long> PREFETCH_BYTES = key("prefetch-bytes", DATA, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf,
@@ -554,7 +562,8 @@ public final class NodeConfig {
     /** How objects are fetched, from the DATA settings. */
     public SourceConfig sourceConfig() {
         var b = SourceConfig.builder().region(get(S3_REGION)).pathStyle(get(S3_PATH_STYLE)).fetchLatencyMillis(get(FETCH_LATENCY_MS))
-                .maxInFlight(get(FETCH_CONCURRENCY));
+                .maxInFlight(get(FETCH_CONCURRENCY)).localReadTimeoutMillis(get(LOCAL_READ_TIMEOUT_MS))
+                .refsOutsideRoot(get(ALLOW_REFS_OUTSIDE_ROOT));
         if (get(S3_ENDPOINT) != null) b.endpointOverride(get(S3_ENDPOINT));
         try {
             return b.build();

@@ -91,6 +91,20 @@ class NodeConfigTest {
         assertTrue(help.contains("filtered samples are not counted"), help);
     }
 
+    /** Audits #22 and #23: the local read timeout and the confinement of a manifest's URIs reach the source, confined by default. */
+    @Test
+    void localReadTimeoutAndUriConfinementReachTheSource() {
+        var defaults = NodeConfig.builder().data("ds/train.jsonl").build().sourceConfig();
+        assertEquals(30_000, defaults.localReadTimeoutMillis());
+        assertFalse(defaults.refsOutsideRoot());
+        var given = NodeConfig.builder().data("ds/train.jsonl").set(NodeConfig.LOCAL_READ_TIMEOUT_MS, 1234L)
+                .set(NodeConfig.ALLOW_REFS_OUTSIDE_ROOT, true).build().sourceConfig();
+        assertEquals(1234, given.localReadTimeoutMillis());
+        assertTrue(given.refsOutsideRoot());
+        assertEquals(NodeConfig.ALLOW_REFS_OUTSIDE_ROOT, NodeConfig.key("allow-refs-outside-root"));
+        assertEquals(NodeConfig.LOCAL_READ_TIMEOUT_MS, NodeConfig.key("local-read-timeout-ms"));
+    }
+
     static NodeConfig sample() {
         return NodeConfig.builder().data("s3://bucket/ds/train.jsonl").processor(ProcessorPreset.QWEN3_VL).pixels(4096, 200704).ranks(8)
                 .batch(4).seed(99).threads(3).pixelFormat(PixelFormat.UINT8).mode(FeedMode.PREFETCH).shmBudgetBytes(3L << 30)

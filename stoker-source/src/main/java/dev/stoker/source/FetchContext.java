@@ -49,11 +49,14 @@ final class FetchContext implements AutoCloseable {
         return s3;
     }
 
-    /** Resolves {@code reference} against {@code location} and reads it; refusals fail the future. */
+    /**
+     * Resolves a manifest's {@code reference} against {@code location}, confined unless {@link SourceConfig#refsOutsideRoot()},
+     * and reads it; refusals fail the future.
+     */
     CompletableFuture<byte[]> fetchReference(String sampleId, String reference, DatasetLocation location, Path realRoot) {
         References.Target target;
         try {
-            target = References.resolve(sampleId, reference, location);
+            target = References.resolve(sampleId, reference, location, config.refsOutsideRoot());
         } catch (SampleException e) {
             return refused(e);
         }
@@ -72,12 +75,15 @@ final class FetchContext implements AutoCloseable {
         }
     }
 
-    /** {@code length} bytes at {@code offset} of what {@code reference} names (a record's bytes); errors at stage MANIFEST, labelled with the reference. */
+    /**
+     * {@code length} bytes at {@code offset} of what {@code reference} names (a record's bytes); errors at stage MANIFEST,
+     * labelled with the reference. The reference is a data file the command line named (a shard), so URIs are taken as given.
+     */
     CompletableFuture<byte[]> fetchRange(String reference, DatasetLocation location, Path realRoot, long offset, int length) {
         var stage = SampleException.Stage.MANIFEST;
         References.Target target;
         try {
-            target = References.resolve(reference, reference, location);
+            target = References.resolve(reference, reference, location, true);
         } catch (SampleException e) {
             return refused(new SampleException(reference, stage, e.getMessage(), e));
         }
@@ -126,7 +132,7 @@ final class FetchContext implements AutoCloseable {
     private static References.Target resolveForIo(String reference, DatasetLocation location, Path realRoot) throws java.io.IOException {
         References.Target target;
         try {
-            target = References.resolve(reference, reference, location);
+            target = References.resolve(reference, reference, location, true);
         } catch (SampleException e) {
             throw new java.io.IOException(e.getMessage(), e);
         }

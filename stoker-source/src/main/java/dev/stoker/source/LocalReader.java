@@ -8,36 +8,67 @@ import java.nio.file.AccessDeniedException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.LinkOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.concurrent.FutureTask;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Reads whole local files on a small pool of daemon threads (file reads block), inside the shared
- * in-flight bound.
+ * Reads whole local files, and ranges of them, on a small pool of daemon threads (file reads block), inside the shared
+ * in-flight bound; only regular files, each read within {@link SourceConfig#localReadTimeoutMillis()}.
  *
- * <p>Threading: thread-safe; the pool has min(maxInFlight, max(2, cores)) threads and its queue
- * never holds more than maxInFlight reads (the limiter admits no more).
+ * <p>Hostile files (audit #22): a manifest may name a FIFO, a device ({@code /dev/stdin}, {@code /dev/zero}), a
+ * directory or a socket, directly or through a symlink. Before a file is opened its real path is found (symlinks
+ * resolved, nothing opened) and its type read without following a link; anything but a regular file is refused as the
+ * sample's error, naming the path and what it is. The real path is then opened with {@code O_NOFOLLOW}, so a link
+ * swapped in after the check is not followed. What is left (the file replaced by a FIFO between the check and the
+ * open, a read that blocks on a hung network file system) is bounded by the timeout: the sample fails with a clear
+ * cause, its in-flight slot is freed and its thread interrupted, which ends a blocked read of a pipe or device. A thread
+ * that does not return (a read the kernel will not interrupt, such as a hard NFS mount) is replaced by a new one, so the
+ * pool keeps its width; at most {@code maxInFlight} such threads are added.
+ *
+ * <p>Threading: thread-safe; the pool has min(maxInFlight, max(2, cores)) threads, plus one per hung read, and its
+ * queue never holds more than maxInFlight reads (the limiter admits no more).
  */
 final class LocalReader implements AutoCloseable {
-    private final FetchContext ctx;
-    private final ExecutorService pool;
+    /** Opens a checked regular file for reading; a seam only so that a test can make a read block in the kernel. */
+    @FunctionalInterface
+    interface Opener {
+        FileChannel open(Path realFile) throws IOException;
+    }
 
-    LocalReader(FetchContext ctx) {
+    /** Opens the file read-only, refusing a symlink in its last component ({@code O_NOFOLLOW}). */
+    static final Opener NO_FOLLOW = f -> FileChannel.open(f, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+
+    private final FetchContext ctx;
+    private final ThreadPoolExecutor pool;
+    private final int threads;
+    private final Opener opener;
+    /** Threads whose read timed out and has not returned yet. */
+    private final AtomicInteger hung = new AtomicInteger();
+
+    LocalReader(FetchContext ctx) { this(ctx, NO_FOLLOW); }
+
+    LocalReader(FetchContext ctx, Opener opener) {
         this.ctx = ctx;
-        int threads = Math.min(ctx.config.maxInFlight(), Math.max(2, Runtime.getRuntime().availableProcessors()));
+        this.opener = opener;
+        this.threads = Math.min(ctx.config.maxInFlight(), Math.max(2, Runtime.getRuntime().availableProcessors()));
         var n = new AtomicInteger();
-        this.pool = Executors.newFixedThreadPool(threads,
+        this.pool = new ThreadPoolExecutor(threads, threads, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
                 r -> Thread.ofPlatform().daemon().name("stoker-local-read-" + n.incrementAndGet()).unstarted(r));
     }
 
     /** Reads {@code file}; when {@code realRoot} is given, a file whose real path leaves it is refused. */
     CompletableFuture<byte[]> read(String sampleId, Path file, Path realRoot, SampleException.Stage stage) {
-        return ctx.submit(sampleId, stage, startNanos -> CompletableFuture.supplyAsync(
-                () -> readFile(sampleId, file, realRoot, stage, startNanos), pool));
+        return ctx.submit(sampleId, stage, startNanos -> timed(sampleId, stage, file, null,
+                () -> readFile(sampleId, file, realRoot, stage, startNanos)));
     }
 
     /**
@@ -58,7 +89,7 @@ final class LocalReader implements AutoCloseable {
         if (length > ctx.config.maxObjectBytes())
             return ctx.refused(new SampleException(sampleId, stage, "record of " + length + " bytes, over maxObjectBytes "
                     + ctx.config.maxObjectBytes()));
-        return ctx.submit(sampleId, stage, startNanos -> CompletableFuture.supplyAsync(() -> {
+        return ctx.submit(sampleId, stage, startNanos -> timed(sampleId, stage, file, channels::remove, () -> {
             try {
                 FileChannel ch = channel(file, realRoot, sampleId, stage);
                 byte[] bytes = new byte[length];
@@ -79,20 +110,88 @@ final class LocalReader implements AutoCloseable {
             } catch (IOException e) {
                 throw new SampleException(sampleId, stage, "cannot read " + file + " at " + offset + ": " + e, e);
             }
-        }, pool));
+        }));
     }
+
+    private static final int QUEUED = 0, RUNNING = 1, HUNG = 2, DONE = 3;
+
+    /** One blocking read, run on the pool. */
+    @FunctionalInterface
+    private interface Body {
+        byte[] run();
+    }
+
+    /**
+     * Runs {@code body} on the pool and fails the result after the read timeout: the thread is then interrupted (which
+     * closes its channel; {@code onTimeout} drops a cached one) and, while it does not return, replaced.
+     */
+    private CompletableFuture<byte[]> timed(String sampleId, SampleException.Stage stage, Path file,
+                                            java.util.function.Consumer<Path> onTimeout, Body body) {
+        var result = new CompletableFuture<byte[]>();
+        var state = new AtomicInteger(QUEUED);
+        var task = new FutureTask<Void>(() -> {
+            if (!state.compareAndSet(QUEUED, RUNNING)) return null;
+            try {
+                result.complete(body.run());
+            } catch (Throwable t) {
+                result.completeExceptionally(t);
+            } finally {
+                if (state.getAndSet(DONE) == HUNG) resize(-1);
+            }
+            return null;
+        });
+        long timeout = ctx.config.localReadTimeoutMillis();
+        try {
+            pool.execute(task);
+            var timer = ctx.timer.schedule(() -> {
+                if (!result.completeExceptionally(new SampleException(sampleId, stage, "local read timed out after " + timeout
+                        + " ms: " + file + " (a hung network file system or a device that never ends? --local-read-timeout-ms)")))
+                    return;
+                if (onTimeout != null) onTimeout.accept(file);
+                boolean running = state.compareAndSet(RUNNING, HUNG);
+                state.compareAndSet(QUEUED, DONE); // never started: it will not run
+                task.cancel(true);
+                if (running) resize(+1);
+            }, timeout, TimeUnit.MILLISECONDS);
+            result.whenComplete((b, e) -> timer.cancel(false));
+        } catch (RejectedExecutionException e) {
+            task.cancel(false);
+            result.completeExceptionally(new SampleException(sampleId, stage, "source is closed", e));
+        }
+        return result;
+    }
+
+    /**
+     * Adds ({@code +1}) or removes ({@code -1}) a thread for a hung read, so that the pool keeps {@link #threads} threads
+     * that are not hung; at most maxInFlight are added.
+     */
+    private synchronized void resize(int delta) {
+        int h = delta > 0 ? hung.incrementAndGet() : hung.decrementAndGet();
+        int size = threads + Math.min(Math.max(h, 0), ctx.config.maxInFlight());
+        if (pool.isShutdown() || size == pool.getMaximumPoolSize()) return;
+        if (size > pool.getMaximumPoolSize()) {
+            pool.setMaximumPoolSize(size);
+            pool.setCorePoolSize(size);
+        } else {
+            pool.setCorePoolSize(size);
+            pool.setMaximumPoolSize(size);
+        }
+    }
+
+    /** Threads of the pool now (those of hung reads included); for tests. */
+    int poolSize() { return pool.getPoolSize(); }
 
     private final java.util.Map<Path, FileChannel> channels = new java.util.concurrent.ConcurrentHashMap<>();
 
     private FileChannel channel(Path file, Path realRoot, String sampleId, SampleException.Stage stage) throws IOException {
         FileChannel open = channels.get(file);
-        if (open != null) return open;
-        if (realRoot != null && Files.exists(file) && !file.toRealPath().startsWith(realRoot))
-            throw new SampleException(sampleId, stage, "path " + file + " leads out of the data set root " + realRoot + " through a symlink");
+        if (open != null && open.isOpen()) return open;
+        Path real = checkedRealPath(sampleId, file, realRoot, stage);
         try {
-            return channels.computeIfAbsent(file, f -> {
+            return channels.compute(file, (f, cached) -> {
+                if (cached != null && cached.isOpen()) return cached;
                 try {
-                    return FileChannel.open(f, StandardOpenOption.READ);
+                    return opener.open(real);
                 } catch (IOException e) {
                     throw new java.io.UncheckedIOException(e);
                 }
@@ -102,11 +201,64 @@ final class LocalReader implements AutoCloseable {
         }
     }
 
+    /**
+     * The real path of {@code file}, refused (as {@code sampleId}'s error) when it leaves {@code realRoot} (if given) or is
+     * not a regular file; nothing is opened, so a FIFO or a device is judged without blocking.
+     */
+    private static Path checkedRealPath(String sampleId, Path file, Path realRoot, SampleException.Stage stage) throws IOException {
+        Path real;
+        try {
+            real = file.toRealPath();
+        } catch (NoSuchFileException e) {
+            // a link the kernel follows to something with no path (/dev/stdin → /proc/self/fd/0 → pipe:[…]), or nothing
+            String kind;
+            try {
+                kind = kindOf(file, true);
+            } catch (IOException gone) {
+                throw e;
+            }
+            throw new SampleException(sampleId, stage, (kind == null ? "a file with no path" : kind) + ", not a regular file: " + file
+                    + " (a link to something with no path); only regular files are read");
+        }
+        if (realRoot != null && !real.startsWith(realRoot))
+            throw new SampleException(sampleId, stage, "path " + file + " leads out of the data set root " + realRoot + " through a symlink");
+        String kind = notRegular(real);
+        if (kind != null)
+            throw new SampleException(sampleId, stage, kind + ", not a regular file: " + file
+                    + (real.equals(file) ? "" : " (a link to " + real + ")") + "; only regular files are read");
+        return real;
+    }
+
+    /** What {@code path} is when it is not a regular file (a link is not followed), else null. */
+    static String notRegular(Path path) throws IOException { return kindOf(path, false); }
+
+    /** What {@code path} is when it is not a regular file, else null; a link is followed only when {@code follow}. */
+    private static String kindOf(Path path, boolean follow) throws IOException {
+        LinkOption[] options = follow ? new LinkOption[0] : new LinkOption[] {LinkOption.NOFOLLOW_LINKS};
+        int mode;
+        try {
+            mode = (Integer) Files.getAttribute(path, "unix:mode", options);
+        } catch (UnsupportedOperationException | IllegalArgumentException e) {
+            var a = Files.readAttributes(path, BasicFileAttributes.class, options);
+            if (a.isRegularFile()) return null;
+            return a.isDirectory() ? "a directory" : a.isSymbolicLink() ? "a symbolic link" : "a device, FIFO or socket";
+        }
+        return switch (mode & 0170000) {
+            case 0100000 -> null;
+            case 0010000 -> "a FIFO (named pipe)";
+            case 0020000 -> "a character device";
+            case 0040000 -> "a directory";
+            case 0060000 -> "a block device";
+            case 0140000 -> "a socket";
+            case 0120000 -> "a symbolic link";
+            default -> "a file of type 0" + Integer.toOctalString(mode & 0170000);
+        };
+    }
+
     private byte[] readFile(String sampleId, Path file, Path realRoot, SampleException.Stage stage, long startNanos) {
         try {
-            if (realRoot != null && Files.exists(file) && !file.toRealPath().startsWith(realRoot))
-                throw new SampleException(sampleId, stage, "image path " + file + " leads out of the data set root " + realRoot + " through a symlink");
-            try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            Path real = checkedRealPath(sampleId, file, realRoot, stage);
+            try (FileChannel ch = opener.open(real)) {
                 long size = ch.size();
                 if (size > ctx.config.maxObjectBytes())
                     throw new SampleException(sampleId, stage, "file " + file + " has " + size + " bytes, over maxObjectBytes " + ctx.config.maxObjectBytes());

@@ -8,7 +8,11 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
-/** Turns a manifest's image reference into the object to read, refusing relative references that leave the root. */
+/**
+ * Turns a manifest's image reference into the object to read, refusing references that leave the data set: relative
+ * and absolute paths outside the root, {@code file://} URIs outside it and {@code s3://} URIs of other buckets (unless
+ * allowed, {@link SourceConfig#refsOutsideRoot()}).
+ */
 final class References {
     private References() { }
 
@@ -26,12 +30,33 @@ final class References {
         public String toString() { return "s3://" + bucket + "/" + key; }
     }
 
-    /** Resolves {@code reference} against {@code root}; throws SampleException(FETCH) when malformed or escaping. */
+    /**
+     * Resolves a manifest's {@code reference} against {@code root}, confined (a {@code file://} URI inside the root, an
+     * {@code s3://} URI in the root's bucket): {@code resolve(sampleId, reference, root, false)}.
+     */
     static Target resolve(String sampleId, String reference, DatasetLocation root) {
+        return resolve(sampleId, reference, root, false);
+    }
+
+    /**
+     * Resolves {@code reference} against {@code root}; throws SampleException(FETCH) when malformed or escaping.
+     * Relative and plain absolute paths must stay inside the root whatever {@code urisAnywhere} says. A {@code file://}
+     * URI must name a file inside a local root (and its real path stay inside it, checked when read) and an
+     * {@code s3://} URI an object of an S3 root's bucket with no {@code .} or {@code ..} segment (a server that
+     * normalises paths could take {@code s3://b/../other/k} to another bucket), unless {@code urisAnywhere}: then both
+     * are taken as given (for the data URIs of the command line, and for manifests trusted like it).
+     */
+    static Target resolve(String sampleId, String reference, DatasetLocation root, boolean urisAnywhere) {
         if (reference == null || reference.isBlank()) throw refuse(sampleId, "empty image reference");
         try {
-            if (reference.startsWith("s3://")) return parseS3Target(reference);
-            if (reference.startsWith("file:")) return new FileTarget(fileUriToPath(reference), false);
+            if (reference.startsWith("s3://")) {
+                S3Target target = parseS3Target(reference);
+                return urisAnywhere ? target : confineS3(sampleId, reference, target, root);
+            }
+            if (reference.startsWith("file:")) {
+                Path path = fileUriToPath(reference);
+                return urisAnywhere ? new FileTarget(path, false) : confineFile(sampleId, reference, path, root);
+            }
         } catch (IllegalArgumentException e) {
             throw new SampleException(sampleId, SampleException.Stage.FETCH, e.getMessage(), e);
         }
@@ -41,6 +66,29 @@ final class References {
             case DatasetLocation.Local local -> resolveLocal(sampleId, reference, local.rootDir());
             case DatasetLocation.S3 s3 -> resolveS3(sampleId, reference, s3);
         };
+    }
+
+    /** What the refusal of a reference outside the root tells the user to do. */
+    static final String ALLOW_HINT = "(a manifest's file:// and s3:// references must stay in its data set; --allow-refs-outside-root lifts that)";
+
+    private static FileTarget confineFile(String sampleId, String reference, Path path, DatasetLocation root) {
+        if (!(root instanceof DatasetLocation.Local local))
+            throw refuse(sampleId, "file URI '" + reference + "' in a data set on S3 (" + root.root() + ") " + ALLOW_HINT);
+        Path dir = local.rootDir();
+        if (!path.startsWith(dir) || path.equals(dir))
+            throw refuse(sampleId, "file URI '" + reference + "' escapes the data set root " + dir + " " + ALLOW_HINT);
+        return new FileTarget(path, true);
+    }
+
+    private static S3Target confineS3(String sampleId, String reference, S3Target target, DatasetLocation root) {
+        if (!(root instanceof DatasetLocation.S3 s3))
+            throw refuse(sampleId, "s3 URI '" + reference + "' in a local data set (" + root.root() + ") " + ALLOW_HINT);
+        if (!target.bucket().equals(s3.bucket()))
+            throw refuse(sampleId, "s3 URI '" + reference + "' leaves the data set's bucket " + s3.bucket() + " " + ALLOW_HINT);
+        for (String segment : target.key().split("/", -1))
+            if (segment.equals("..") || segment.equals("."))
+                throw refuse(sampleId, "s3 URI '" + reference + "' has a '" + segment + "' segment " + ALLOW_HINT);
+        return target;
     }
 
     private static FileTarget resolveLocal(String sampleId, String reference, Path root) {

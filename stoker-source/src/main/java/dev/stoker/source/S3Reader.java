@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
@@ -240,8 +241,14 @@ final class S3Reader implements AutoCloseable {
         return cap == 0 ? 0 : ThreadLocalRandom.current().nextLong(cap + 1);
     }
 
+    /** The SampleException in {@code t}'s causes (one this reader raised, which the SDK may wrap), else null. */
+    private static SampleException ownRefusal(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) if (c instanceof SampleException se) return se;
+        return null;
+    }
+
     static boolean retryable(Throwable t) {
-        if (t instanceof SampleException) return false;
+        if (ownRefusal(t) != null) return false;
         if (t instanceof AwsServiceException e) {
             int status = e.statusCode();
             if (status >= 500 || status == 429 || e.isThrottlingException()) return true;
@@ -256,7 +263,8 @@ final class S3Reader implements AutoCloseable {
     }
 
     private static SampleException failure(Call call, Throwable cause, int retries) {
-        if (cause instanceof SampleException se) return se;
+        SampleException own = ownRefusal(cause);
+        if (own != null) return own;
         if (cause instanceof AwsServiceException e && e.statusCode() == 404)
             return new SampleException(call.sampleId, call.stage, "object not found: " + call.uri() + " (" + describe(e) + ")", e);
         if (cause instanceof AwsServiceException e && e.statusCode() == 403)
@@ -281,44 +289,102 @@ final class S3Reader implements AutoCloseable {
         eventLoops.eventLoopGroup().shutdownGracefully(100, 2000, TimeUnit.MILLISECONDS);
     }
 
-    /** Buffers the body like {@code toBytes()}, notes the first byte and refuses objects over the size limit before buffering them. */
+    /**
+     * Buffers the body, notes the first byte and bounds it by {@link SourceConfig#maxObjectBytes()}: an object whose
+     * Content-Length is over the limit is refused before a byte of it is read, and a body without one (chunked transfer
+     * encoding; audit #26) or longer than it said is counted as it arrives and refused, its stream cancelled, as soon as
+     * it passes the limit, so that no more than the limit is ever held for it.
+     */
     private final class BoundedBytes implements AsyncResponseTransformer<GetObjectResponse, ResponseBytes<GetObjectResponse>> {
         private final Call call;
-        private final AsyncResponseTransformer<GetObjectResponse, ResponseBytes<GetObjectResponse>> delegate = AsyncResponseTransformer.toBytes();
+        private volatile CompletableFuture<ResponseBytes<GetObjectResponse>> future;
+        private volatile GetObjectResponse response;
         private volatile SampleException tooLarge;
 
         BoundedBytes(Call call) { this.call = call; }
 
         @Override
-        public CompletableFuture<ResponseBytes<GetObjectResponse>> prepare() { return delegate.prepare(); }
+        public CompletableFuture<ResponseBytes<GetObjectResponse>> prepare() {
+            future = new CompletableFuture<>();
+            return future;
+        }
 
         @Override
         public void onResponse(GetObjectResponse response) {
             if (call.firstByteSeen.compareAndSet(false, true)) ctx.metrics.onFirstByte(System.nanoTime() - call.startNanos);
+            this.response = response;
             Long length = response.contentLength();
             if (length != null && length > ctx.config.maxObjectBytes())
                 tooLarge = new SampleException(call.sampleId, call.stage,
                         call.uri() + " has " + length + " bytes, over maxObjectBytes " + ctx.config.maxObjectBytes());
-            delegate.onResponse(response);
         }
 
         @Override
         public void onStream(SdkPublisher<ByteBuffer> publisher) {
             SampleException refused = tooLarge;
-            if (refused == null) {
-                delegate.onStream(publisher);
-                return;
-            }
+            Long declared = response == null ? null : response.contentLength();
+            long limit = ctx.config.maxObjectBytes();
+            var target = future;
             publisher.subscribe(new Subscriber<ByteBuffer>() {
-                @Override public void onSubscribe(Subscription s) { s.cancel(); }
-                @Override public void onNext(ByteBuffer b) { }
-                @Override public void onError(Throwable t) { }
-                @Override public void onComplete() { }
+                private Subscription subscription;
+                private byte[] bytes = new byte[(int) Math.min(limit, declared != null && declared >= 0 ? declared : 64 << 10)];
+                private int size;
+                private boolean done;
+
+                @Override
+                public void onSubscribe(Subscription s) {
+                    subscription = s;
+                    if (refused != null) {
+                        done = true;
+                        s.cancel();
+                        target.completeExceptionally(refused);
+                        return;
+                    }
+                    s.request(Long.MAX_VALUE);
+                }
+
+                @Override
+                public void onNext(ByteBuffer b) {
+                    if (done) return;
+                    int n = b.remaining();
+                    if ((long) size + n > limit) {
+                        done = true;
+                        subscription.cancel();
+                        bytes = null;
+                        target.completeExceptionally(new SampleException(call.sampleId, call.stage, call.uri() + " has more than " + limit
+                                + " bytes, over maxObjectBytes " + limit + " (" + (declared == null ? "no Content-Length: the body was read up to the "
+                                + "limit and dropped" : "Content-Length " + declared + " was short") + ")"));
+                        return;
+                    }
+                    if (size + n > bytes.length)
+                        bytes = Arrays.copyOf(bytes, (int) Math.min(limit, Math.max((long) size + n, 2L * bytes.length)));
+                    b.get(bytes, size, n);
+                    size += n;
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                    if (done) return;
+                    done = true;
+                    bytes = null;
+                    target.completeExceptionally(t);
+                }
+
+                @Override
+                public void onComplete() {
+                    if (done) return;
+                    done = true;
+                    byte[] body = size == bytes.length ? bytes : Arrays.copyOf(bytes, size);
+                    bytes = null;
+                    target.complete(ResponseBytes.fromByteArrayUnsafe(response, body));
+                }
             });
-            delegate.exceptionOccurred(refused);
         }
 
         @Override
-        public void exceptionOccurred(Throwable error) { delegate.exceptionOccurred(error); }
+        public void exceptionOccurred(Throwable error) {
+            var f = future;
+            if (f != null) f.completeExceptionally(error);
+        }
     }
 }

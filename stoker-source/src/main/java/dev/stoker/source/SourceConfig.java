@@ -14,7 +14,8 @@ import java.net.URI;
  * {@value #MAX_RETRIES_DEFAULT} retries with exponential backoff from
  * {@value #BASE_BACKOFF_MILLIS_DEFAULT} ms (full jitter, capped at
  * {@value #MAX_BACKOFF_MILLIS_DEFAULT} ms), objects up to {@value #MAX_OBJECT_BYTES_DEFAULT} bytes,
- * no added latency.
+ * no added latency, local reads given up after {@value #LOCAL_READ_TIMEOUT_MILLIS_DEFAULT} ms, and a manifest's
+ * {@code file://} and {@code s3://} references confined to its data root (files) and bucket (objects).
  *
  * <p>Credentials never reach a log or a message: {@link #toString()} shows neither the secret key nor
  * more than the last four characters of the key id (as {@code aws configure list} does), and an
@@ -33,6 +34,11 @@ import java.net.URI;
  * @param maxBackoffMillis   cap on the backoff
  * @param maxObjectBytes     larger objects fail instead of being buffered
  * @param fetchLatencyMillis added delay before each object's first byte, holding its in-flight slot but no thread
+ * @param localReadTimeoutMillis limit on one local read (a file or a record's range), from opening it to its last byte;
+ *                           past it the sample fails and its reader thread is interrupted (a hung network file system)
+ * @param refsOutsideRoot    let a manifest's {@code file://} references name files outside its data root and its
+ *                           {@code s3://} references objects of other buckets (the manifest is then trusted like the
+ *                           command line); relative and plain absolute paths stay confined either way
  */
 public record SourceConfig(
         URI endpointOverride,
@@ -46,7 +52,9 @@ public record SourceConfig(
         long baseBackoffMillis,
         long maxBackoffMillis,
         long maxObjectBytes,
-        long fetchLatencyMillis) {
+        long fetchLatencyMillis,
+        long localReadTimeoutMillis,
+        boolean refsOutsideRoot) {
 
     public static final String REGION_DEFAULT = "us-east-1";
     public static final int MAX_IN_FLIGHT_DEFAULT = 64;
@@ -57,6 +65,11 @@ public record SourceConfig(
     public static final long MAX_BACKOFF_MILLIS_DEFAULT = 5_000;
     public static final long MAX_OBJECT_BYTES_DEFAULT = 256L << 20;
     public static final long FETCH_LATENCY_MILLIS_DEFAULT = 0;
+    /**
+     * 30 s: a local file (a few MB at most) reads in milliseconds even from a busy network file system, so a read this
+     * slow is hung (an NFS server gone, a device that never ends) and waiting longer only stalls the feed.
+     */
+    public static final long LOCAL_READ_TIMEOUT_MILLIS_DEFAULT = 30_000;
 
     public SourceConfig {
         if (endpointOverride != null) {
@@ -83,6 +96,7 @@ public record SourceConfig(
         if (maxObjectBytes < 1 || maxObjectBytes > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("maxObjectBytes must be in [1, 2^31 - 9]: " + maxObjectBytes);
         if (fetchLatencyMillis < 0) throw new IllegalArgumentException("fetchLatencyMillis must be >= 0: " + fetchLatencyMillis);
+        if (localReadTimeoutMillis < 1) throw new IllegalArgumentException("localReadTimeoutMillis must be positive: " + localReadTimeoutMillis);
     }
 
     /** Every default. */
@@ -104,6 +118,8 @@ public record SourceConfig(
         b.maxBackoffMillis = maxBackoffMillis;
         b.maxObjectBytes = maxObjectBytes;
         b.fetchLatencyMillis = fetchLatencyMillis;
+        b.localReadTimeoutMillis = localReadTimeoutMillis;
+        b.refsOutsideRoot = refsOutsideRoot;
         return b;
     }
 
@@ -116,7 +132,8 @@ public record SourceConfig(
                 + ", credentials=" + (hasStaticCredentials() ? "static(key id " + masked(accessKeyId) + ", secret ****)" : "default-chain")
                 + ", maxInFlight=" + maxInFlight + ", requestTimeoutMillis=" + requestTimeoutMillis + ", maxRetries=" + maxRetries
                 + ", baseBackoffMillis=" + baseBackoffMillis + ", maxBackoffMillis=" + maxBackoffMillis
-                + ", maxObjectBytes=" + maxObjectBytes + ", fetchLatencyMillis=" + fetchLatencyMillis + "]";
+                + ", maxObjectBytes=" + maxObjectBytes + ", fetchLatencyMillis=" + fetchLatencyMillis
+                + ", localReadTimeoutMillis=" + localReadTimeoutMillis + ", refsOutsideRoot=" + refsOutsideRoot + "]";
     }
 
     /** {@code ****} and the last four characters (none of a key id shorter than 12). */
@@ -138,6 +155,8 @@ public record SourceConfig(
         private long maxBackoffMillis = MAX_BACKOFF_MILLIS_DEFAULT;
         private long maxObjectBytes = MAX_OBJECT_BYTES_DEFAULT;
         private long fetchLatencyMillis = FETCH_LATENCY_MILLIS_DEFAULT;
+        private long localReadTimeoutMillis = LOCAL_READ_TIMEOUT_MILLIS_DEFAULT;
+        private boolean refsOutsideRoot;
 
         private Builder() { }
 
@@ -168,9 +187,14 @@ public record SourceConfig(
 
         public Builder fetchLatencyMillis(long millis) { this.fetchLatencyMillis = millis; return this; }
 
+        public Builder localReadTimeoutMillis(long millis) { this.localReadTimeoutMillis = millis; return this; }
+
+        public Builder refsOutsideRoot(boolean allowed) { this.refsOutsideRoot = allowed; return this; }
+
         public SourceConfig build() {
             return new SourceConfig(endpointOverride, region, pathStyle, accessKeyId, secretAccessKey, maxInFlight,
-                    requestTimeoutMillis, maxRetries, baseBackoffMillis, maxBackoffMillis, maxObjectBytes, fetchLatencyMillis);
+                    requestTimeoutMillis, maxRetries, baseBackoffMillis, maxBackoffMillis, maxObjectBytes, fetchLatencyMillis,
+                    localReadTimeoutMillis, refsOutsideRoot);
         }
     }
 }

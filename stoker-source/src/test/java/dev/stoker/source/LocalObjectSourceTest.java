@@ -79,9 +79,17 @@ class LocalObjectSourceTest {
         }
     }
 
+    /** Audit #23: a file:// URI is read inside the data set; outside it (or through a symlink out of it) only when allowed. */
     @Test
-    void absoluteFileUriIsAllowedAnywhere() {
+    void absoluteFileUriIsConfinedToTheRootUnlessAllowed() {
         try (var source = open(SourceConfig.defaults())) {
+            assertArrayEquals(image(names.get(1)), get(source.fetch("s", dir.resolve("ds/images").resolve(names.get(1)).toUri().toString())));
+            assertFetchRefused(source, outside.toUri().toString(), "escapes the data set root " + dir.resolve("ds"));
+            assertFetchRefused(source, "file:///etc/passwd", "--allow-refs-outside-root");
+            assertFetchRefused(source, dir.resolve("ds/images/link.jpg").toUri().toString(), "through a symlink");
+            assertEquals(3, source.metrics().failures());
+        }
+        try (var source = open(SourceConfig.builder().refsOutsideRoot(true).build())) {
             assertArrayEquals(image(names.get(0)), get(source.fetch("s", outside.toUri().toString())));
         }
     }

@@ -34,6 +34,8 @@ class S3ObjectSourceTest {
         assertEquals(names.size(), s3.putDirectory(BUCKET, "ds/v1/images", TestData.IMAGES));
         s3.putObject(BUCKET, "ds/v1/train.jsonl", TestData.manifest());
         s3.putObject(BUCKET, "ds/other/x.jpg", image(names.get(2)));
+        s3.createBucket(BUCKET + "-other");
+        s3.putObject(BUCKET + "-other", "x.jpg", image(names.get(3)));
     }
 
     static SourceConfig.Builder config() {
@@ -62,12 +64,25 @@ class S3ObjectSourceTest {
         }
     }
 
+    /**
+     * Audit #23: an s3:// URI of the data set's bucket is fetched; another bucket's object or a local file only when
+     * allowed, and the refused ones never reach the server.
+     */
     @Test
-    void absoluteUrisOfEitherSchemeAreFetched() {
+    void absoluteUrisAreConfinedToTheBucketUnlessAllowed() {
+        String otherBucket = "s3://" + BUCKET + "-other/x.jpg";
+        String localFile = TestData.IMAGES.resolve(names.get(1)).toUri().toString();
         try (var source = ObjectSources.open(MANIFEST, config().build())) {
             assertArrayEquals(image(names.get(2)), get(source.fetch("s", "s3://" + BUCKET + "/ds/other/x.jpg")));
-            assertArrayEquals(image(names.get(1)), get(source.fetch("s", TestData.IMAGES.resolve(names.get(1)).toUri().toString())));
             assertArrayEquals(image(names.get(0)), get(source.fetch("s", "./images/../images//" + names.get(0))));
+            assertFetchRefused(source, otherBucket, "leaves the data set's bucket " + BUCKET);
+            assertFetchRefused(source, localFile, "in a data set on S3");
+            assertEquals(2, source.metrics().failures());
+            assertEquals(2, source.metrics().firstByteLatency().count(), "the refused ones were never asked for");
+        }
+        try (var source = ObjectSources.open(MANIFEST, config().refsOutsideRoot(true).build())) {
+            assertArrayEquals(image(names.get(3)), get(source.fetch("s", otherBucket)));
+            assertArrayEquals(image(names.get(1)), get(source.fetch("s", localFile)));
         }
     }
 

@@ -17,7 +17,9 @@ final class HeaderReader {
         if (startsWith(d, 0, 'R', 'I', 'F', 'F') && startsWith(d, 8, 'W', 'E', 'B', 'P')) return webp(d);
         if (startsWith(d, 0, 'I', 'I', 42, 0) || startsWith(d, 0, 'M', 'M', 0, 42))
             throw new BadImageException("unsupported format: TIFF");
-        throw new BadImageException("unknown image format (magic bytes " + hex(d, 8) + ")");
+        // no byte of the file in the message: it goes to the errors file and the logs, and the file may be any file the
+        // service can read (audit #23)
+        throw new BadImageException("unknown image format (" + d.length + " bytes, not JPEG, PNG, GIF, BMP or WebP)");
     }
 
     // ---- JPEG: markers up to the first SOS; size from the first SOFn, orientation from the first Exif APP1.

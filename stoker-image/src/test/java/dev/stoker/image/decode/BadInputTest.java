@@ -56,6 +56,23 @@ class BadInputTest {
         assertEquals(10_000_000_000L, info.pixelCount());
     }
 
+    /**
+     * Audit #23: the "unknown format" error goes to the errors file, so it carries none of the file's bytes (a manifest
+     * could name any file the service can read, such as a private key), only its size; in both decoders.
+     */
+    @Test
+    void anUnknownFormatIsNamedWithoutAnyOfTheFilesBytes() {
+        byte[] secret = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        for (var decoder : List.of(ImageDecoders.forCurrentThread(), ImageDecoders.imageIo())) {
+            var e = assertThrows(SampleException.class, () -> decoder.decode(secret, "id_ed25519"));
+            assertEquals("unknown image format (" + secret.length + " bytes, not JPEG, PNG, GIF, BMP or WebP)",
+                    e.getMessage().substring(e.getMessage().indexOf("unknown image format")), e.getMessage());
+            String hex = java.util.HexFormat.of().formatHex(secret, 0, 8);
+            for (String leak : List.of("BEGIN", "-----", hex, hex.toUpperCase(java.util.Locale.ROOT), "2d 2d", "2D 2D"))
+                assertTrue(!e.getMessage().contains(leak), "leaks '" + leak + "': " + e.getMessage());
+        }
+    }
+
     @Test
     void truncatedJpegSaysWhy() {
         var e = assertThrows(SampleException.class,
