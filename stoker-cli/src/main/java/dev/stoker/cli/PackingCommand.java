@@ -4,8 +4,6 @@ import dev.stoker.bench.packing.PackingBench;
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
-import dev.stoker.node.NodeFeeds;
-import dev.stoker.pipeline.feed.DataSources;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -57,17 +55,7 @@ final class PackingCommand implements Callable<Integer>, NodeOptions.Configured 
         if (epochs < 1 || epochs > PackingBench.MAX_EPOCHS)
             throw new ConfigException("--epochs must be in [1, " + PackingBench.MAX_EPOCHS + "], got " + epochs);
         var out = spec.commandLine().getOut();
-        try (var sources = DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
-             var tokenizer = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
-            var source = sources.feedSource();
-            var records = source.records();
-            if (records.size() == 0) throw new ConfigException("--data " + config.data() + " holds no samples");
-            var shapes = NodeFeeds.shapes(config, source, records, tokenizer, lengthsDir, out::println);
-            var planner = NodeFeeds.packPlanner(config, records, shapes);
-            var packing = config.packing();
-            PackingBench.run(new PackingBench.Settings(planner.order(), shapes, config.ranks(), packing.tokens(), packing.patches(),
-                    packing.balance(), planner.cost(), planner.dummy(), rounds, epochs), out);
-        }
+        PackingBench.run(config, lengthsDir, rounds, epochs, out, out::println);
         return 0;
     }
 }

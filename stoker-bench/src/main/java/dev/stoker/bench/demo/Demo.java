@@ -95,14 +95,8 @@ public final class Demo {
         out.flush();
         var config = NodeConfig.builder().data(manifestFile.toString()).ranks(2).processor(preset)
                 .set(NodeConfig.PACK_TOKENS, 4096).set(NodeConfig.MAX_PIXELS, maxPixels).build();
-        try (var sources = dev.stoker.pipeline.feed.DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
-             var tokenizer = QwenTokenizer.bundled()) {
-            var source = sources.feedSource();
-            var records = source.records();
-            var shapes = dev.stoker.node.NodeFeeds.shapes(config, source, records, tokenizer, null, line -> { });
-            var planner = dev.stoker.node.NodeFeeds.packPlanner(config, records, shapes);
-            dev.stoker.bench.packing.PackingBench.run(new dev.stoker.bench.packing.PackingBench.Settings(planner.order(), shapes,
-                    config.ranks(), 4096, 0, planner.balance(), planner.cost(), planner.dummy(), 3, 1), out);
+        try {
+            dev.stoker.bench.packing.PackingBench.run(config, null, 3, 1, out, line -> { });
         } catch (IOException | RuntimeException e) {
             throw e;
         } catch (Exception e) {

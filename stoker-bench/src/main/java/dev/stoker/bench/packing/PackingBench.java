@@ -78,6 +78,25 @@ public final class PackingBench {
 
     private PackingBench() {}
 
+    /**
+     * The benchmark of a job's configuration ({@code --data}, {@code --ranks}, {@code --pack-tokens}, the processor): its
+     * sources opened, the shapes read from {@code stoker validate}'s length index in {@code lengthsDir} (null: the index
+     * cache) or measured from image headers ({@code say} is told which), then {@link #run(Settings, PrintWriter)}.
+     */
+    public static Map<String, Object> run(dev.stoker.node.NodeConfig config, java.nio.file.Path lengthsDir, int rounds, int epochs,
+                                          PrintWriter out, java.util.function.Consumer<String> say) throws Exception {
+        try (var sources = dev.stoker.pipeline.feed.DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
+             var tokenizer = dev.stoker.node.NodeFeeds.tokenizer(config.get(dev.stoker.node.NodeConfig.TOKENIZER))) {
+            var source = sources.feedSource();
+            var records = source.records();
+            if (records.size() == 0) throw new dev.stoker.node.ConfigException("--data " + config.data() + " holds no samples");
+            var shapes = dev.stoker.node.NodeFeeds.shapes(config, source, records, tokenizer, lengthsDir, say);
+            var planner = dev.stoker.node.NodeFeeds.packPlanner(config, records, shapes);
+            return run(new Settings(planner.order(), shapes, config.ranks(), planner.tokenBudget(), planner.patchBudget(),
+                    planner.balance(), planner.cost(), planner.dummy(), rounds, epochs), out);
+        }
+    }
+
     /** Runs the benchmark, printing to {@code out}; returns the last line's figures. */
     public static Map<String, Object> run(Settings s, PrintWriter out) throws Exception {
         var cost = epochs(planner(s, PackPlanner.Balance.COST), s.dummy(), s.epochs());

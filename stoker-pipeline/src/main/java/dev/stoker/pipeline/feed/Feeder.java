@@ -438,7 +438,7 @@ public final class Feeder implements AutoCloseable {
             // a packed job's steps are decided by its budgets, balance, pad and cost model as a padded job's by its batch size
             var p = config.packing();
             String steps = !p.on() ? "batch=" + config.batchSize()
-                    : "pack=" + p.tokens() + "," + p.patches() + "," + p.balance() + "," + p.padTo() + "," + PackedFeed.cost(config);
+                    : "pack=" + p.tokens() + "," + p.patches() + "," + p.balance() + "," + p.padTo() + "," + p.cost();
             md.update(("seed=" + config.seed() + ";" + steps + ";encode=" + encodingText(config.encode()))
                     .getBytes(java.nio.charset.StandardCharsets.UTF_8));
             long v = java.nio.ByteBuffer.wrap(md.digest()).getLong();

@@ -2,7 +2,6 @@ package dev.stoker.pipeline.feed;
 
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.pipeline.batch.DummyImage;
-import dev.stoker.pipeline.pack.PackCost;
 import dev.stoker.pipeline.pack.PackPlanner;
 import dev.stoker.pipeline.pack.PackedSchedule;
 import dev.stoker.pipeline.pack.SampleShape;
@@ -11,9 +10,8 @@ import dev.stoker.pipeline.schedule.SampleSchedule;
 import java.io.IOException;
 
 /**
- * What a packed feed ({@code --pack-tokens N}) plans with, made from its configuration: the cost model, the dummy
- * image's shape, the {@link PackedSchedule} over the job's global order, where a job starts and how its first step is
- * labelled, and the most samples a pack can hold (which bounds the CPU pool's queue).
+ * What a packed feed ({@code --pack-tokens N}) plans with, made from its configuration: the planner with its dummy
+ * image's shape, the {@link PackedSchedule} over the job's global order, and how the step at a cursor is labelled.
  *
  * <p>Threading: static functions.
  */
@@ -26,9 +24,6 @@ public final class PackedFeed {
         /** The shapes of {@code records}, read through {@code source} (the feed's own) where they must be measured. */
         ShapeIndex shapes(dev.stoker.source.SampleRecords records, FeedSource source) throws IOException, InterruptedException;
     }
-
-    /** The cost model of {@code config}: the one its packing names (resolved by the configuration: the model's, the family's, --cost-*). */
-    public static PackCost cost(FeedConfig config) { return config.packing().cost(); }
 
     /** The dummy image's segment as the planner reserves it: its tokens and its one image's patch rows. */
     public static SampleShape dummyShape(FeedConfig config) {
@@ -47,7 +42,7 @@ public final class PackedFeed {
         if (!p.on()) throw new IllegalArgumentException("not a packed feed");
         if (shapes.size() != order.datasetSize())
             throw new IllegalArgumentException("the shape index holds " + shapes.size() + " records, the data set " + order.datasetSize());
-        return new PackPlanner(order, shapes, config.ranks(), p.tokens(), p.patches(), p.balance(), cost(config), dummyShape(config));
+        return new PackPlanner(order, shapes, config.ranks(), p.tokens(), p.patches(), p.balance(), p.cost(), dummyShape(config));
     }
 
     /**
@@ -58,19 +53,5 @@ public final class PackedFeed {
      */
     public static long labelAt(PackedSchedule schedule, ScheduleCursor c, long label) {
         return label >= 0 ? label : schedule.stepsBefore(c);
-    }
-
-    /**
-     * The most samples one pack can hold: N divided by the fewest tokens of any sample the shapes say is kept, at most the
-     * data set; the CPU pool's queue is sized for as many pixel tasks per batch being filled.
-     */
-    public static int maxPackSamples(FeedConfig config, ShapeIndex shapes) {
-        int fewest = Integer.MAX_VALUE;
-        for (int i = 0; i < shapes.size(); i++) {
-            var s = shapes.shape(i);
-            if (s.kind() == SampleShape.Kind.OK && s.tokens() > 0) fewest = Math.min(fewest, s.tokens());
-        }
-        if (fewest == Integer.MAX_VALUE) fewest = 1;
-        return (int) Math.max(1, Math.min(shapes.size(), config.packing().tokens() / fewest));
     }
 }
