@@ -114,6 +114,11 @@ public final class FlightTokenFile {
         return new Token(read(path, file != null ? "the token file" : "the Flight token file"), path, false);
     }
 
+    /** Plaintext client options with the token {@link #forClient} finds (no file given): for a service of this user on this host. */
+    public static dev.stoker.flight.FlightBatchClient.Options clientOptions(Map<String, String> env) {
+        return new dev.stoker.flight.FlightBatchClient.Options(forClient(null, env).value(), false, null);
+    }
+
     /**
      * The token in {@code file}: a regular file (not a link), this user's, that group and others can
      * neither read nor write, at most {@value #MAX_FILE_BYTES} bytes; errors name {@code what}.
