@@ -81,8 +81,8 @@ class CompactWireTest {
             }
 
             // rank 2 over Arrow Flight, Java: CompactPixels from the batch alone gives the float32 service's pixel_values
-            try (var ff = FlightBatchClient.connect("127.0.0.1", flightPort(logF));
-                 var uf = FlightBatchClient.connect("127.0.0.1", flightPort(logU))) {
+            try (var ff = FlightBatchClient.connect("127.0.0.1", flightPort(logF), dev.stoker.node.FlightTokenFile.clientOptions(System.getenv()), null);
+                 var uf = FlightBatchClient.connect("127.0.0.1", flightPort(logU), dev.stoker.node.FlightTokenFile.clientOptions(System.getenv()), null)) {
                 for (int s = 0; s < STEPS; s++) {
                     BatchLayout.Batch fb = ff.next(2, RANKS, "test");
                     assertNotNull(fb, "step " + s);

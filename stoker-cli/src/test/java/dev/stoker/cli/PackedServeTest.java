@@ -107,7 +107,8 @@ class PackedServeTest {
             // the next step's pack of rank 0 over Arrow Flight (the socket trainers said BYE): the planned one, with its metadata
             var m = java.util.regex.Pattern.compile("flight on grpc://127\\.0\\.0\\.1:(\\d+)").matcher(Files.readString(log));
             assertTrue(m.find(), Files.readString(log));
-            try (var flight = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", Integer.parseInt(m.group(1)))) {
+            try (var flight = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", Integer.parseInt(m.group(1)),
+                    dev.stoker.node.FlightTokenFile.clientOptions(System.getenv()), null)) {
                 var batch = flight.next(0, RANKS, "default");
                 assertTrue(batch != null);
                 var got = new ArrayList<Long>();

@@ -156,7 +156,8 @@ class TensorOrderTest {
                     seen.put(mode + " socket (copy)", names(mode + " socket (copy)", b.batch(), run));
                 }
                 int port = Integer.parseInt(node.flightUrl().substring(node.flightUrl().lastIndexOf(':') + 1));
-                try (var alloc = new RootAllocator(); var client = FlightBatchClient.connect("127.0.0.1", port, alloc)) {
+                try (var alloc = new RootAllocator();
+                     var client = FlightBatchClient.connect("127.0.0.1", port, dev.stoker.node.FlightTokenFile.clientOptions(System.getenv()), alloc)) {
                     for (int s = 0; s < 2; s++) seen.put(mode + " flight step " + s, names(mode + " flight", client.next(1, RANKS, name), run));
                 }
             }

@@ -19,9 +19,9 @@ import java.io.ByteArrayInputStream;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -37,18 +37,8 @@ import org.apache.arrow.flight.CallStatus;
 import org.apache.arrow.flight.FlightRuntimeException;
 import org.apache.arrow.flight.auth2.Auth2Constants;
 import org.apache.arrow.flight.grpc.StatusUtils;
-import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.ForeignAllocation;
 import org.apache.arrow.memory.RootAllocator;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.LargeVarBinaryVector;
-import org.apache.arrow.vector.VarCharVector;
-import org.apache.arrow.vector.VectorLoader;
-import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.complex.ListVector;
-import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.ipc.message.MessageSerializer;
 import org.apache.arrow.vector.types.pojo.Schema;
 
@@ -64,11 +54,20 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * heap array of the body's size before copying it into an Arrow buffer: two copies and a fresh
  * allocation per batch, the slowest part of a transfer. This client speaks DoGet on gRPC directly
  * and copies the body once, from gRPC's network buffers into its receive buffer, whose pages stay
- * touched; Arrow's IPC reader then lays the record batch over that buffer without copying. The
+ * touched; the record batch's buffers are then read in place, once checked, without copying. The
  * wire is unchanged (docs/protocol.md, section 3), so any Flight client can read the same server.
  *
  * <p>Access ({@link Options}): a token, sent as {@code authorization: Bearer <token>} on every call,
  * and TLS, trusting given certificates or the JDK's default ones.
+ *
+ * <p>A peer is not trusted (audit #17): every length, count and offset the server sends — protobuf
+ * field lengths, the record batch's row and value counts, its buffer descriptors, and the offsets
+ * inside the name, dtype, shape and data columns — is checked against what was actually received
+ * before anything is read or a view is made, and tensor views are slices of the receive buffer
+ * (bounds-checked), never raw addresses. A batch that breaks a rule fails that {@link #next} with
+ * INTERNAL, naming the server and the field ({@code bad Flight batch from grpc://host:port: field
+ * 'data': …}); the client stays usable. The format asks for no alignment: the server packs tensors
+ * back to back, and tensor readers use unaligned access.
  *
  * <p>Threading: one caller at a time. gRPC decodes on its event-loop thread (direct executor: no
  * hand-off per message) while {@code next} waits. The views may be read from any thread while they
@@ -84,6 +83,20 @@ public final class FlightBatchClient implements AutoCloseable {
     /** FlightData fields (Flight.proto): data_header = 2, app_metadata = 3, data_body = 1000. */
     private static final int DATA_HEADER = 2, APP_METADATA = 3, DATA_BODY = 1000;
     private static final int MIN_BODY_BYTES = 1 << 20;
+    /** Most tensors (rows) a batch may have: far above any model's inputs, low enough that the per-row work is trivial. */
+    static final int MAX_TENSORS = 4096;
+    /** Longest dtype name ({@code float32}, {@code bfloat16}, …). */
+    static final int MAX_DTYPE_BYTES = 16;
+    /** Longest IPC header or app_metadata a message may have (the batch's bytes travel in the body). */
+    static final int MAX_HEADER_BYTES = 16 << 20;
+    /** The stream's field nodes in IPC order (the shape list's child has its own node). */
+    private static final String[] NODES = {FlightWire.NAME, FlightWire.DTYPE, FlightWire.SHAPE, FlightWire.SHAPE + ".item", FlightWire.DATA,
+            FlightWire.METADATA};
+    /** Buffers of those nodes: utf8 and large binary 3 each (validity, offsets, values), list 2, int64 2, bool 2. */
+    private static final int BUFFERS = 15;
+
+    /** The server, as errors name it. */
+    private final String peer;
 
     private final BufferAllocator ownedRoot;
     private final BufferAllocator allocator;
@@ -121,6 +134,7 @@ public final class FlightBatchClient implements AutoCloseable {
 
     private FlightBatchClient(String host, int port, Options options, BufferAllocator parent) {
         NettyChannelBuilder builder = channelBuilder(host, port, options); // before anything needs closing
+        peer = (options.tls() ? "grpc+tls://" : "grpc://") + (host.contains(":") ? "[" + host + "]" : host) + ":" + port;
         ownedRoot = parent == null ? new RootAllocator() : null;
         allocator = (parent == null ? ownedRoot : parent).newChildAllocator("stoker-flight-client", 0, Long.MAX_VALUE);
         try {
@@ -340,7 +354,12 @@ public final class FlightBatchClient implements AutoCloseable {
             return batch;
         } catch (StatusRuntimeException e) {
             releaseViews();
+            for (Throwable c = e.getCause(); c != null; c = c.getCause())
+                if (c instanceof BadStream bad) throw bad(bad.getMessage()); // the frame parser refused what the peer sent
             throw StatusUtils.fromGrpcRuntimeException(e);
+        } catch (IllegalArgumentException | IndexOutOfBoundsException | IllegalStateException e) {
+            releaseViews(); // the peer's metadata or a tensor it describes is malformed
+            throw bad(String.valueOf(e.getMessage()));
         } catch (RuntimeException e) {
             releaseViews();
             throw e;
@@ -364,6 +383,52 @@ public final class FlightBatchClient implements AutoCloseable {
         return CallStatus.INTERNAL.withDescription("bad Flight batch stream: " + what).toRuntimeException();
     }
 
+    /** What the peer sent breaks the format: INTERNAL, naming the peer. */
+    private FlightRuntimeException bad(String what) {
+        return CallStatus.INTERNAL.withDescription("bad Flight batch from " + peer + ": " + what).toRuntimeException();
+    }
+
+    private FlightRuntimeException bad(String field, String what) { return bad("field '" + field + "': " + what); }
+
+    /** Thrown by the frame parser on gRPC's thread; {@link #next} finds it as the failed call's cause. */
+    private static final class BadStream extends RuntimeException {
+        BadStream(String message) { super(message, null, false, false); }
+    }
+
+    /**
+     * Checks the record batch's counts and buffer descriptors before Arrow lays vectors over the body:
+     * 0 to {@link #MAX_TENSORS} rows, the field nodes of this schema with those counts and no nulls,
+     * and every buffer inside the {@code bodyBytes} received (no overflow: lengths are compared with what is left).
+     * Returns the buffers as slices of the receive buffer, in IPC order.
+     */
+    private MemorySegment[] checkLayout(RecordBatch batch, long bodyBytes) {
+        long n = batch.length();
+        if (n < 0 || n > MAX_TENSORS) throw bad("the record batch has " + n + " rows; a batch has 0 to " + MAX_TENSORS + " tensors");
+        if (batch.nodesLength() != NODES.length)
+            throw bad("the record batch has " + batch.nodesLength() + " field nodes; this schema has " + NODES.length);
+        var node = new org.apache.arrow.flatbuf.FieldNode();
+        for (int i = 0; i < NODES.length; i++) {
+            batch.nodes(node, i);
+            boolean dims = i == 3;
+            long length = node.length(), most = dims ? n * BatchLayout.MAX_DIMS : n;
+            if (dims ? length < 0 || length > most : length != n)
+                throw bad(NODES[i], length + " values; expected " + (dims ? "0 to " + most + " dimensions in all" : n + ", one per row"));
+            if (node.nullCount() != 0) throw bad(NODES[i], node.nullCount() + " nulls in a column without nulls");
+        }
+        if (batch.buffersLength() != BUFFERS) throw bad("the record batch has " + batch.buffersLength() + " buffers; this schema has " + BUFFERS);
+        var buffer = new org.apache.arrow.flatbuf.Buffer();
+        var slices = new MemorySegment[BUFFERS];
+        for (int i = 0; i < BUFFERS; i++) {
+            batch.buffers(buffer, i);
+            long offset = buffer.offset(), length = buffer.length();
+            if (offset < 0 || length < 0 || offset > bodyBytes || length > bodyBytes - offset)
+                throw bad("buffer " + i + " of the record batch (offset " + offset + ", " + length + " bytes) lies outside the " + bodyBytes
+                        + "-byte body received");
+            slices[i] = body.asSlice(offset, length);
+        }
+        return slices;
+    }
+
     /** Lays the record batch over the receive buffer (no copy) and takes views of its tensors. */
     private BatchLayout.Batch decode(Schema schema, Message message, Frame frame) {
         var recordBatch = (RecordBatch) message.header(new RecordBatch());
@@ -371,57 +436,92 @@ public final class FlightBatchClient implements AutoCloseable {
         String json = frame.appMetadata() != null ? new String(frame.appMetadata(), StandardCharsets.UTF_8) : schema.getCustomMetadata().get(FlightWire.META_BATCH);
         if (json == null) throw protocolError("batch without " + FlightWire.META_BATCH + " metadata");
         BatchLayout.Meta meta = FlightWire.parseMeta(json);
+        MemorySegment[] buffers = checkLayout(recordBatch, frame.bodyBytes());
         Arena arena = Arena.ofShared();
         boolean lent = false;
         try {
-            BatchLayout.Batch batch;
-            ArrowBuf bodyBuf = allocator.wrapForeignAllocation(new Unowned(body, frame.bodyBytes()));
-            ArrowRecordBatch arrow;
-            try {
-                arrow = MessageSerializer.deserializeRecordBatch(recordBatch, bodyBuf); // takes over our reference
-            } catch (IOException | RuntimeException e) {
-                bodyBuf.close();
-                throw e;
-            }
-            try (arrow; VectorSchemaRoot root = VectorSchemaRoot.create(schema, allocator)) {
-                new VectorLoader(root).load(arrow);
-                List<Tensor> tensors = List.copyOf(tensors(root, arena));
-                batch = new BatchLayout.Batch(meta, tensors, BatchLayout.sizeOf(tensors));
-            }
+            List<Tensor> tensors = tensors((int) recordBatch.length(), recordBatch.length() == 0 ? 0 : nodeLength(recordBatch, 3), buffers, arena);
+            var batch = new BatchLayout.Batch(meta, tensors, BatchLayout.sizeOf(tensors));
             views = arena;
             lent = true;
             return batch;
-        } catch (IOException e) {
-            throw protocolError("unreadable record batch: " + e.getMessage());
         } finally {
             if (!lent) arena.close();
         }
     }
 
-    @SuppressWarnings("restricted") // views of the received Arrow buffers, bounded by their offsets
-    private static List<Tensor> tensors(VectorSchemaRoot root, Arena arena) {
-        var names = (VarCharVector) root.getVector(FlightWire.NAME);
-        var dtypes = (VarCharVector) root.getVector(FlightWire.DTYPE);
-        var shapes = (ListVector) root.getVector(FlightWire.SHAPE);
-        var dims = (BigIntVector) shapes.getDataVector();
-        var data = (LargeVarBinaryVector) root.getVector(FlightWire.DATA);
-        var metadata = (BitVector) root.getVector(FlightWire.METADATA);
-        int n = root.getRowCount();
-        ArrowBuf offsets = data.getOffsetBuffer();
-        long base = data.getDataBuffer().memoryAddress();
+    private static long nodeLength(RecordBatch batch, int i) { return batch.nodes(new org.apache.arrow.flatbuf.FieldNode(), i).length(); }
+
+    /**
+     * The batch's tensors, read from the record batch's buffers in the receive buffer (Arrow's vectors
+     * are not used: their loaders and getters trust the offsets they are given). Every offset is checked
+     * against the buffer it indexes first ({@link #checkOffsets}), each shape against its bytes; the views
+     * are slices of the checked buffers, scoped to this batch.
+     */
+    @SuppressWarnings("restricted") // scopes a bounds-checked slice of the receive buffer to this batch's arena (no size change)
+    private List<Tensor> tensors(int n, long dimCount, MemorySegment[] buffers, Arena arena) {
+        if (n == 0) return List.of();
+        MemorySegment dimValues = buffers[9], values = buffers[12], flags = buffers[14];
+        if (dimValues.byteSize() < dimCount * Long.BYTES)
+            throw bad(NODES[3], dimCount + " dimensions in a buffer of " + dimValues.byteSize() + " bytes");
+        if (flags.byteSize() < (n + 7) / 8) throw bad(FlightWire.METADATA, n + " rows in a buffer of " + flags.byteSize() + " bytes");
+        long[] nameAt = checkOffsets(buffers[1], Integer.BYTES, n, buffers[2].byteSize(), BatchLayout.NAME_BYTES - 1, FlightWire.NAME);
+        long[] dtypeAt = checkOffsets(buffers[4], Integer.BYTES, n, buffers[5].byteSize(), MAX_DTYPE_BYTES, FlightWire.DTYPE);
+        long[] shapeAt = checkOffsets(buffers[7], Integer.BYTES, n, dimCount, BatchLayout.MAX_DIMS, FlightWire.SHAPE);
+        long[] dataAt = checkOffsets(buffers[11], Long.BYTES, n, values.byteSize(), Long.MAX_VALUE, FlightWire.DATA);
         var tensors = new ArrayList<Tensor>(n);
         for (int i = 0; i < n; i++) {
-            String name = new String(names.get(i), StandardCharsets.UTF_8);
-            var dtype = Tensor.DType.valueOf(new String(dtypes.get(i), StandardCharsets.UTF_8).toUpperCase(Locale.ROOT));
-            int first = shapes.getElementStartIndex(i);
-            long[] shape = new long[shapes.getElementEndIndex(i) - first];
-            for (int k = 0; k < shape.length; k++) shape[k] = dims.get(first + k);
-            long start = offsets.getLong((long) i * LargeVarBinaryVector.OFFSET_WIDTH);
-            long end = offsets.getLong((long) (i + 1) * LargeVarBinaryVector.OFFSET_WIDTH);
-            tensors.add(new Tensor(name, dtype, shape, MemorySegment.ofAddress(base + start).reinterpret(end - start, arena, null),
-                    metadata.get(i) != 0));
+            String name = string(buffers[2], nameAt[i], nameAt[i + 1]);
+            String dtypeName = string(buffers[5], dtypeAt[i], dtypeAt[i + 1]);
+            Tensor.DType dtype;
+            try {
+                dtype = Tensor.DType.valueOf(dtypeName.toUpperCase(Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw bad(FlightWire.DTYPE, "row " + i + " (" + name + "): unknown dtype '" + dtypeName + "'");
+            }
+            long[] shape = new long[(int) (shapeAt[i + 1] - shapeAt[i])];
+            long bytes = dtype.byteSize();
+            for (int k = 0; k < shape.length; k++) {
+                shape[k] = dimValues.get(BatchLayout.LONG_LE, (shapeAt[i] + k) * Long.BYTES);
+                if (shape[k] < 0) throw bad(FlightWire.SHAPE, "row " + i + " (" + name + "): negative dimension " + shape[k]);
+                try {
+                    bytes = Math.multiplyExact(bytes, shape[k]);
+                } catch (ArithmeticException e) {
+                    throw bad(FlightWire.SHAPE, "row " + i + " (" + name + "): shape " + java.util.Arrays.toString(shape) + " overflows");
+                }
+            }
+            long length = dataAt[i + 1] - dataAt[i];
+            if (bytes != length)
+                throw bad(FlightWire.DATA, "row " + i + " (" + name + ") has " + length + " bytes; its shape and dtype need " + bytes);
+            boolean isMetadata = (flags.get(ValueLayout.JAVA_BYTE, i >> 3) >> (i & 7) & 1) != 0;
+            tensors.add(new Tensor(name, dtype, shape, values.asSlice(dataAt[i], length).reinterpret(arena, null), isMetadata));
         }
-        return tensors;
+        return List.copyOf(tensors);
+    }
+
+    /**
+     * Reads and checks the {@code n + 1} offsets of a variable-width column: the buffer holds them, the
+     * first is at least 0, none is below the one before (no negative length), no row is longer than
+     * {@code mostPerRow}, and the last is at most {@code end} (the size of what they index). Returns them.
+     */
+    private long[] checkOffsets(MemorySegment offsets, int width, int n, long end, long mostPerRow, String field) {
+        if (offsets.byteSize() < (long) (n + 1) * width)
+            throw bad(field, n + " rows need " + (long) (n + 1) * width + " bytes of offsets; the buffer has " + offsets.byteSize());
+        var at = new long[n + 1];
+        for (int i = 0; i <= n; i++) {
+            at[i] = width == Integer.BYTES ? offsets.get(BatchLayout.INT_LE, (long) i * width) : offsets.get(BatchLayout.LONG_LE, (long) i * width);
+            if (i == 0 ? at[0] < 0 : at[i] < at[i - 1])
+                throw bad(field, i == 0 ? "first offset " + at[0] + " is negative" : "row " + (i - 1) + " has a negative length (offsets "
+                        + at[i - 1] + " to " + at[i] + ")");
+            if (i > 0 && at[i] - at[i - 1] > mostPerRow)
+                throw bad(field, "row " + (i - 1) + " has " + (at[i] - at[i - 1]) + " values; at most " + mostPerRow + " are allowed");
+            if (at[i] > end) throw bad(field, "row " + Math.max(0, i - 1) + " ends at " + at[i] + ", past the " + end + " values of the column");
+        }
+        return at;
+    }
+
+    private static String string(MemorySegment buffer, long from, long to) {
+        return new String(buffer.asSlice(from, to - from).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
     }
 
     /** The receive buffer, grown (to twice the old size at least) when a body does not fit. */
@@ -456,14 +556,6 @@ public final class FlightBatchClient implements AutoCloseable {
             allocator.close();
             if (ownedRoot != null) ownedRoot.close();
         }
-    }
-
-    /** The first {@code bytes} of the receive buffer seen by Arrow: memory the client owns, so Arrow frees nothing. */
-    private static final class Unowned extends ForeignAllocation {
-        Unowned(MemorySegment segment, long bytes) { super(Math.max(1, Math.min(bytes, segment.byteSize())), segment.address()); }
-
-        @Override
-        protected void release0() {}
     }
 
     /** One FlightData message; its data_body ({@code bodyBytes}) lies in the receive buffer. */
@@ -506,9 +598,14 @@ public final class FlightBatchClient implements AutoCloseable {
                         case 5 -> in.skipNBytes(4);
                         case 2 -> {
                             long length = readVarint(in, false);
+                            int left = in.available(); // gRPC hands over a whole message: what is left of it
+                            if (length < 0 || length > left)
+                                throw new BadStream("FlightData field " + field + " claims " + length + " bytes; the message has " + left + " left");
+                            if ((field == DATA_HEADER || field == APP_METADATA) && length > MAX_HEADER_BYTES)
+                                throw new BadStream("FlightData field " + field + " of " + length + " bytes; at most " + MAX_HEADER_BYTES);
                             switch (field) {
-                                case DATA_HEADER -> header = in.readNBytes(Math.toIntExact(length));
-                                case APP_METADATA -> appMetadata = in.readNBytes(Math.toIntExact(length));
+                                case DATA_HEADER -> header = in.readNBytes((int) length);
+                                case APP_METADATA -> appMetadata = in.readNBytes((int) length);
                                 case DATA_BODY -> {
                                     readInto(in, body(length), length);
                                     bodyBytes = length;
@@ -516,12 +613,12 @@ public final class FlightBatchClient implements AutoCloseable {
                                 default -> in.skipNBytes(length);
                             }
                         }
-                        default -> throw new IOException("bad protobuf wire type " + wireType);
+                        default -> throw new BadStream("bad protobuf wire type " + wireType + " in FlightData");
                     }
                 }
                 return new Frame(header, appMetadata, bodyBytes);
             } catch (IOException e) {
-                throw new UncheckedIOException("cannot read FlightData", e);
+                throw new BadStream("cannot read FlightData: " + e.getMessage());
             }
         }
 

@@ -73,8 +73,10 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * <p>Access ({@link Security}): with a token, every Flight call (DoGet, and the calls this server
  * leaves unimplemented) must carry {@code authorization: Bearer <token>}; Flight's header
  * middleware checks it before the call reaches the producer, so a refused caller takes no batch.
- * With a certificate chain and key the server speaks TLS. Without either it trusts whoever can
- * reach the port, which is why {@code stoker serve} binds loopback unless given a token.
+ * With a certificate chain and key the server speaks TLS. Without a token it trusts whoever can
+ * reach the port ({@link Security#NONE}: tests only); every endpoint Stoker itself opens has one
+ * ({@code FlightAccess} in stoker-node: the service's per-user token even on loopback; the benchmarks'
+ * a random one, {@link #newToken}).
  */
 public final class FlightBatchServer implements AutoCloseable {
     /** Bytes of data-column blocks kept for reuse ({@link BlockPool}). */
@@ -113,7 +115,7 @@ public final class FlightBatchServer implements AutoCloseable {
      * @param privateKey PEM private key (PKCS#8) of the chain's first certificate
      */
     public record Security(String token, Path certChain, Path privateKey) {
-        /** No token, plaintext: for endpoints only this host can reach. */
+        /** No token, plaintext: anyone who can reach the port is served; for tests, never an endpoint Stoker opens. */
         public static final Security NONE = new Security(null, null, null);
 
         public Security {
@@ -129,6 +131,13 @@ public final class FlightBatchServer implements AutoCloseable {
         public String toString() {
             return "Security[token=" + (token == null ? "none" : "****") + ", tls=" + (tls() ? certChain : "off") + "]";
         }
+    }
+
+    /** A new random token: 32 bytes from {@link java.security.SecureRandom}, as 64 hex characters. */
+    public static String newToken() {
+        byte[] b = new byte[32];
+        new java.security.SecureRandom().nextBytes(b);
+        return java.util.HexFormat.of().formatHex(b);
     }
 
     /**

@@ -22,10 +22,13 @@ import org.apache.arrow.flight.Location;
  * endpoint costs nothing. One rule for the local service's {@code --flight} and for a cluster
  * node's endpoint; embedders launching a {@link StokerNode} get it too.
  *
- * <p>Policy: an endpoint only this host can reach (every address of HOST a loopback one; {@code
- * --flight PORT} means 127.0.0.1) is open to any local process, like the Unix socket. Any other
- * address, the wildcards {@code 0.0.0.0} and {@code ::} included, needs a token, read from a file or
- * the environment and never from the command line, where {@code ps} would show it. The token file
+ * <p>Policy: every endpoint needs a token (audit #9: a loopback endpoint without one let any local
+ * user take a rank's batches), read from a file or the environment and never from the command line,
+ * where {@code ps} would show it. An endpoint only this host can reach (every address of HOST a
+ * loopback one; {@code --flight PORT} means 127.0.0.1) given none uses this user's default token
+ * file, made on first use ({@link FlightTokenFile}: 0600 in the user's 0700 runtime folder), which
+ * this user's clients on this host find by themselves. Any other address, the wildcards {@code
+ * 0.0.0.0} and {@code ::} included, needs the token given, since its clients are elsewhere. The token file
  * must not be readable or writable by group or others (refused, as ssh refuses such a key: a token
  * others can read is no token). TLS is optional; a token sent over a network in plaintext draws a
  * warning but is allowed (e.g. inside a private cluster network).
@@ -33,10 +36,12 @@ import org.apache.arrow.flight.Location;
  * @param host     the address to bind, as given (or 127.0.0.1)
  * @param port     the port; 0 picks a free one
  * @param loopback whether only this host can reach it
- * @param security the token and TLS files; its toString hides the token
- * @param warnings lines for the log
+ * @param security  the token and TLS files; its toString hides the token
+ * @param tokenFile where the token came from: the default file (or the file given); null from the environment
+ * @param warnings  lines for the log
  */
-public record FlightAccess(String host, int port, boolean loopback, FlightBatchServer.Security security, List<String> warnings) {
+public record FlightAccess(String host, int port, boolean loopback, FlightBatchServer.Security security, Path tokenFile,
+                           List<String> warnings) {
     /** The environment variable that can hold the local service's Flight token instead of a file. */
     public static final String TOKEN_ENV = "STOKER_FLIGHT_TOKEN";
     /** The environment variable that can hold the cluster's token instead of {@code --cluster-token-file}. */
@@ -96,7 +101,13 @@ public record FlightAccess(String host, int port, boolean loopback, FlightBatchS
             throw new ConfigException("--flight: " + e.getMessage());
         }
         boolean loopback = isLoopback(a.host(), "--flight");
-        String token = token(config.get(NodeConfig.FLIGHT_TOKEN_FILE), "--flight-token-file", env, TOKEN_ENV);
+        Path tokenFile = config.get(NodeConfig.FLIGHT_TOKEN_FILE);
+        String token = token(tokenFile, "--flight-token-file", env, TOKEN_ENV);
+        if (loopback && token == null) { // this user's default token (audit #9: no endpoint without one)
+            var made = FlightTokenFile.ensure(FlightTokenFile.defaultPath(env));
+            token = made.value();
+            tokenFile = made.file();
+        }
         if (!loopback && token == null)
             throw new ConfigException("--flight " + spec + " can be reached from other hosts, so it needs a token: pass "
                     + "--flight-token-file FILE (mode 0600; e.g. openssl rand -hex 32 > FILE) or set $" + TOKEN_ENV
@@ -109,7 +120,7 @@ public record FlightAccess(String host, int port, boolean loopback, FlightBatchS
         if (!loopback && cert == null)
             warnings.add("warning: --flight " + spec + " is plaintext: the token and the batches cross the network unencrypted; "
                     + "pass --flight-tls-cert and --flight-tls-key to encrypt them");
-        return new FlightAccess(a.host(), a.port(), loopback, new FlightBatchServer.Security(token, cert, key), List.copyOf(warnings));
+        return new FlightAccess(a.host(), a.port(), loopback, new FlightBatchServer.Security(token, cert, key), tokenFile, List.copyOf(warnings));
     }
 
     /**

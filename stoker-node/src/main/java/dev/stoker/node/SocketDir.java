@@ -18,10 +18,13 @@ public final class SocketDir {
     private SocketDir() {}
 
     /** Where the Python client looks by default for job {@code job}: $XDG_RUNTIME_DIR/stoker/JOB.sock, else /tmp/stoker-UID/JOB.sock. */
-    public static Path defaultSocket(String job) throws IOException {
-        String xdg = System.getenv("XDG_RUNTIME_DIR");
-        if (xdg != null && !xdg.isEmpty()) return Path.of(xdg, "stoker", job + ".sock");
-        return Path.of("/tmp", "stoker-" + uid(), job + ".sock");
+    public static Path defaultSocket(String job) throws IOException { return defaultDir(System.getenv()).resolve(job + ".sock"); }
+
+    /** This user's runtime folder for Stoker by {@code env}: $XDG_RUNTIME_DIR/stoker, else /tmp/stoker-UID (also the Flight token's, {@link FlightTokenFile}). */
+    static Path defaultDir(java.util.Map<String, String> env) throws IOException {
+        String xdg = env.get("XDG_RUNTIME_DIR");
+        if (xdg != null && !xdg.isEmpty()) return Path.of(xdg, "stoker");
+        return Path.of("/tmp", "stoker-" + uid());
     }
 
     /**
@@ -53,5 +56,5 @@ public final class SocketDir {
         Files.setPosixFilePermissions(socket, PosixFilePermissions.fromString("rw-------"));
     }
 
-    private static Object uid() throws IOException { return Files.getAttribute(Path.of("/proc/self"), "unix:uid"); }
+    static Object uid() throws IOException { return Files.getAttribute(Path.of("/proc/self"), "unix:uid"); }
 }

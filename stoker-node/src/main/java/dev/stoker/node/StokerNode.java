@@ -107,7 +107,8 @@ public final class StokerNode implements AutoCloseable {
             if (flightAccess != null) {
                 flight = FlightBatchServer.start(flightAccess.location(), feed.provider(), null, null, flightAccess.security());
                 flightAccess.warnings().forEach(log);
-                log.accept("flight on " + flightAccess.url(flight.port()) + (flightAccess.security().token() != null ? " (token required)" : ""));
+                log.accept("flight on " + flightAccess.url(flight.port()) + " (token required)");
+                if (flightAccess.tokenFile() != null) log.accept("flight token in " + flightAccess.tokenFile() + " (only this user can read it)");
             }
             if (metricsAddress != null) {
                 if (feed.ledger() == null) throw new ConfigException("--metrics-port is served for a local job only");

@@ -2,7 +2,6 @@ package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -16,8 +15,9 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The Flight access policy: loopback is open, anything else needs a token that never appears in a
- * message. No socket is opened here.
+ * The Flight access policy: every endpoint has a token (loopback: this user's default token file, in
+ * a temporary $XDG_RUNTIME_DIR here; anything else: a token given), which never appears in a message.
+ * No socket is opened here ({@link FlightTokenTest} serves with real ones).
  */
 @Timeout(30)
 class FlightAccessTest {
@@ -31,7 +31,7 @@ class FlightAccessTest {
         return f;
     }
 
-    private static FlightAccess plan(String spec) { return plan(spec, null, null, null, Map.of()); }
+    private FlightAccess plan(String spec) { return plan(spec, null, null, null, Map.of("XDG_RUNTIME_DIR", tmp.toString())); }
 
     /** The policy applied to a configuration with these Flight settings. */
     private static FlightAccess plan(String spec, Path tokenFile, Path cert, Path key, Map<String, String> env) {
@@ -47,12 +47,13 @@ class FlightAccessTest {
     }
 
     @Test
-    void loopbackNeedsNoToken() {
+    void loopbackTakesThisUsersDefaultToken() {
         var port = plan("8815");
         assertEquals("127.0.0.1", port.host(), "a bare port binds loopback");
         assertEquals(8815, port.port());
         assertTrue(port.loopback());
-        assertNull(port.security().token());
+        assertEquals(tmp.resolve("stoker").resolve(FlightTokenFile.NAME), port.tokenFile());
+        assertEquals(64, port.security().token().length(), "audit #9: a token on loopback too");
         assertEquals(List.of(), port.warnings());
         assertEquals("grpc+tcp://127.0.0.1:8815", port.location().getUri().toString());
         for (String spec : List.of("127.0.0.1:0", "localhost:0", "[::1]:0", "127.0.0.2:0")) assertTrue(plan(spec).loopback(), spec);

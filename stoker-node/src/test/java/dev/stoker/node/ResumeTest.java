@@ -289,7 +289,7 @@ class ResumeTest {
         Process first = serve(shm, socket, "flight-first", "127.0.0.1:" + port);
         try {
             NodeProcess.awaitListening(first, tmp.resolve("flight-first.log"));
-            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port)) {
+            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port, FlightTokenFile.clientOptions(System.getenv()), null)) {
                 for (int r = 0; r < RANKS; r++) {
                     var s = client.open(r, RANKS, "t", null, 0);
                     var got = new ArrayList<String>();
@@ -306,7 +306,7 @@ class ResumeTest {
         Process second = serve(shm, socket, "flight-second", "127.0.0.1:" + port);
         try {
             NodeProcess.awaitListening(second, tmp.resolve("flight-second.log"));
-            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port)) {
+            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port, FlightTokenFile.clientOptions(System.getenv()), null)) {
                 for (int r = 0; r < RANKS; r++) {
                     var s = client.open(r, RANKS, "t", saved.get(r), fingerprint);
                     var got = new ArrayList<String>();

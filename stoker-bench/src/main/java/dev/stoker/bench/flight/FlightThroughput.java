@@ -128,8 +128,10 @@ public final class FlightThroughput {
         FlightBench(MemorySegment batch) throws IOException {
             batchBytes = batch.byteSize();
             var source = new ReadyBatches(() -> new BatchProvider.Stored(null, 0, batch.byteSize(), batch, () -> {}), false, 0);
-            server = FlightBatchServer.start(Location.forGrpcInsecure("127.0.0.1", 0), source, null, allocator, FlightBatchServer.Security.NONE);
-            client = FlightBatchClient.connect("127.0.0.1", server.port(), allocator);
+            String token = FlightBatchServer.newToken(); // no endpoint without a token, even a benchmark's on loopback
+            server = FlightBatchServer.start(Location.forGrpcInsecure("127.0.0.1", 0), source, null, allocator,
+                    new FlightBatchServer.Security(token, null, null));
+            client = FlightBatchClient.connect("127.0.0.1", server.port(), new FlightBatchClient.Options(token, false, null), allocator);
         }
 
         double pull(int batches) {

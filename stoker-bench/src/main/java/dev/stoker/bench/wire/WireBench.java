@@ -299,9 +299,12 @@ public final class WireBench {
             return new BatchProvider.Stored(null, 0, seg.byteSize(), seg, () -> {});
         }, false, 0);
         int steps = s.steps();
+        String token = FlightBatchServer.newToken();
         try (var allocator = new RootAllocator();
-             var server = FlightBatchServer.start(Location.forGrpcInsecure("127.0.0.1", 0), source, null, allocator, FlightBatchServer.Security.NONE);
-             var client = FlightBatchClient.connect("127.0.0.1", server.port(), allocator)) {
+             // no endpoint without a token, even a benchmark's on loopback
+             var server = FlightBatchServer.start(Location.forGrpcInsecure("127.0.0.1", 0), source, null, allocator,
+                     new FlightBatchServer.Security(token, null, null));
+             var client = FlightBatchClient.connect("127.0.0.1", server.port(), new FlightBatchClient.Options(token, false, null), allocator)) {
             double[] wait = new double[steps - SKIP], bytes = new double[steps - SKIP];
             long t0 = 0;
             for (int i = 0; i < steps; i++) {
