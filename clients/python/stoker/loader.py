@@ -7,6 +7,7 @@ import dataclasses
 import mmap
 import os
 import socket
+import stat
 import time
 import warnings
 import weakref
@@ -45,6 +46,67 @@ def default_address(job: str = "default") -> str:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     base = os.path.join(xdg, "stoker") if xdg else f"/tmp/stoker-{os.getuid()}"
     return os.path.join(base, f"{job}.sock")
+
+
+def _refused(what: str, path: str, cause: str) -> StokerError:
+    hint = ("; serve the job from a folder of your own, mode 0700 (stoker serve --socket, or set XDG_RUNTIME_DIR)"
+            if what.startswith("socket") else "")
+    return StokerError(f"refusing the Stoker {what} {path}: {cause}{hint}")
+
+
+def _who_may_write(mode: int) -> str:
+    g, o = bool(mode & stat.S_IWGRP), bool(mode & stat.S_IWOTH)
+    return "its group and others" if g and o else "its group" if g else "others"
+
+
+def check_socket(path: str) -> None:
+    """Refuses (StokerError naming the path and the cause) a service socket this user cannot trust
+    (audit #19): its folder must be a real folder (not a link) owned by this user and writable by no
+    group or other, and the socket, once there, this user's. Under ``/tmp`` (XDG_RUNTIME_DIR unset) the
+    default folder's name is predictable: another user who makes it first, or who may write into the
+    folder, could put their own service there and feed the trainer. ``stoker serve`` holds its default
+    folder to the same rule; a client holds every socket to it, since it cannot tell a default from a
+    given one. A folder that does not exist yet is left to connecting (which retries)."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    me = os.getuid()
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _refused("socket folder", folder, f"it is a symbolic link (to {os.readlink(folder)})")
+    if not stat.S_ISDIR(st.st_mode):
+        raise _refused("socket folder", folder, "it is not a folder")
+    if st.st_uid != me:
+        raise _refused("socket folder", folder, f"it belongs to uid {st.st_uid}, not to this user (uid {me})")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _refused("socket folder", folder, f"it is writable by {_who_may_write(st.st_mode)} (mode "
+                       f"{stat.filemode(st.st_mode)[1:]}), who could put their own service in its place")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _refused("socket", path, "it is a symbolic link")
+    if st.st_uid != me:
+        raise _refused("socket", path, f"it belongs to uid {st.st_uid}, not to this user (uid {me})")
+
+
+def check_segment(path: str, st: os.stat_result) -> None:
+    """Refuses a shared-memory file the service named (``st``: its ``lstat``) unless it is a regular
+    file, not a link, of this user (who runs the service), writable by no group or other (audit #19)."""
+    if stat.S_ISLNK(st.st_mode):
+        raise _refused("shared-memory segment", path, f"it is a symbolic link (to {os.readlink(path)}), "
+                       f"not the service's own file")
+    if not stat.S_ISREG(st.st_mode):
+        raise _refused("shared-memory segment", path, "it is not a regular file")
+    if st.st_uid != os.getuid():
+        raise _refused("shared-memory segment", path, f"it belongs to uid {st.st_uid}, not to this user "
+                       f"(uid {os.getuid()}) who runs the service")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _refused("shared-memory segment", path, f"it is writable by {_who_may_write(st.st_mode)} "
+                       f"(mode {stat.filemode(st.st_mode)[1:]})")
 
 
 def check_state(state: dict, job: str) -> Tuple[int, int, int]:
@@ -314,6 +376,7 @@ class Loader:
             except OSError as e:
                 raise StokerError(f"cannot create a Unix socket: {e}") from e
             try:
+                check_socket(self.address)  # each attempt: the folder may appear while we wait
                 sock.settimeout(self.timeout)
                 sock.connect(self.address)
                 return sock
@@ -332,6 +395,9 @@ class Loader:
             except OSError as e:
                 sock.close()
                 raise StokerError(f"cannot connect to the Stoker service at {self.address}: {e}") from e
+            except StokerError:
+                sock.close()
+                raise
 
     @classmethod
     def from_env(cls, **kwargs) -> "Loader":
@@ -508,6 +574,7 @@ class Loader:
             elif type_ == P.END:
                 if n:
                     self._read_small(conn.sock, n, type_)
+                self._prune_maps(None)  # the feed is over: segments the service deleted go now
                 self._state = "ended"
                 raise StopIteration
             elif type_ == P.ERROR:
@@ -601,18 +668,22 @@ class Loader:
 
     def _mapping(self, path: str, end: int) -> _Mapping:
         try:
-            st = os.stat(path)
+            st = os.lstat(path)  # the file itself, not what a link points to
         except OSError as e:
             raise StokerError(f"cannot open shared-memory segment {path}: {e}") from e
+        check_segment(path, st)
         ident = (st.st_dev, st.st_ino)
         m = self._maps.get(path)
         if m is None or m.ident != ident or (m.size < end and st.st_size != m.size):
             # New, replaced (other inode) or grown: map it (again). A replaced mapping lives on
             # as long as arrays view it.
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # a link swapped in meanwhile is refused
                 try:
-                    size = os.fstat(fd).st_size
+                    fst = os.fstat(fd)
+                    if (fst.st_dev, fst.st_ino) != ident:
+                        raise StokerError(f"the shared-memory segment {path} changed while it was being opened")
+                    size = fst.st_size
                     mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
                 finally:
                     os.close(fd)
@@ -627,10 +698,28 @@ class Loader:
             raise ProtocolError(f"REF outside segment {path}: batch ends at byte {end}, "
                                 f"the segment has {m.size}")
         m.last_ref = self.refs
-        if len(self._maps) > 1:
-            for p in [p for p, x in self._maps.items() if self.refs - x.last_ref > MAPPING_IDLE_REFS]:
-                del self._maps[p]  # unmapped once no array views it
+        self._prune_maps(m)
         return m
+
+    def _prune_maps(self, current: Optional[_Mapping]) -> None:
+        """Drops our reference to each mapping but ``current`` whose file the service deleted or replaced
+        (audit #20: a deleted segment's memory is freed only when its last mapping goes, and the service's
+        ``--shm-budget`` no longer counts it), or that was not referenced in the last MAPPING_IDLE_REFS REFs.
+        A mapping is unmapped once no array views it either: so a trainer keeps a deleted segment mapped
+        only while it holds a batch in it, or until its next batch arrives."""
+        for p, x in list(self._maps.items()):
+            if x is current:
+                continue
+            if self.refs - x.last_ref > MAPPING_IDLE_REFS:
+                del self._maps[p]
+                continue
+            try:
+                st = os.lstat(p)
+                gone = (st.st_dev, st.st_ino) != x.ident
+            except OSError:
+                gone = True
+            if gone:
+                del self._maps[p]
 
     def mapped_segments(self) -> List[Tuple[str, int, int]]:
         """``(path, address, size)`` of each segment this loader keeps mapped."""

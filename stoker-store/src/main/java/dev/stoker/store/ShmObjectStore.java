@@ -14,7 +14,6 @@ import java.nio.channels.FileChannel;
 import java.nio.channels.FileChannel.MapMode;
 import java.nio.channels.FileLock;
 import java.nio.channels.OverlappingFileLockException;
-import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.FileSystemException;
 import java.nio.file.FileVisitResult;
@@ -40,7 +39,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.regex.Pattern;
 
 /**
  * The node-local shared-memory object store: finished batches are written once into segment files
@@ -55,7 +53,8 @@ import java.util.regex.Pattern;
  * {@code arena.lock}, on which the store holds an exclusive {@link FileLock} for its whole life. The
  * kernel drops that lock when the process dies, even by {@code kill -9}, so a lock that can be taken
  * marks the arena of a dead process: {@link #open} removes such arenas (matching its own instance
- * name, nothing else) before creating its own. A lock held in this JVM shows up as
+ * name, real folders of this user only, through open directory handles that never follow a link:
+ * {@link StaleArenas}) before creating its own. A lock held in this JVM shows up as
  * {@link OverlappingFileLockException} and a lock held by another live process as a failed
  * {@code tryLock}; both arenas are left alone. A new arena is created, then its lock file, then
  * locked; if another store's cleanup got to the lock first (the lock file is gone after locking, or
@@ -178,7 +177,7 @@ public final class ShmObjectStore implements AutoCloseable {
      * this store's arena.
      */
     public static ShmObjectStore open(StoreConfig config) throws IOException {
-        long stale = removeStaleArenas(config);
+        long stale = StaleArenas.remove(config.directory(), config.instanceName());
         for (int attempt = 0; attempt < ARENA_ATTEMPTS; attempt++) {
             String name = config.instanceName() + "-" + ProcessHandle.current().pid() + "-" + HexFormat.of().toHexDigits(RANDOM.nextInt());
             Path dir = config.directory().resolve(name);
@@ -653,40 +652,6 @@ public final class ShmObjectStore implements AutoCloseable {
         if (e instanceof FileSystemException fse && fse.getReason() != null) return fse.getReason();
         if (e.getMessage() != null) return e.getMessage();
         return e.getClass().getSimpleName();
-    }
-
-    /**
-     * Deletes the arenas named {@code <instanceName>-<pid>-<hex>} under the store directory whose
-     * {@code arena.lock} can be locked, i.e. whose owner is dead; returns how many.
-     */
-    private static long removeStaleArenas(StoreConfig config) {
-        Pattern arenaName = Pattern.compile(Pattern.quote(config.instanceName()) + "-\\d+-[0-9a-f]+");
-        long removed = 0;
-        try (DirectoryStream<Path> entries = Files.newDirectoryStream(config.directory())) {
-            for (Path dir : entries) {
-                if (!arenaName.matcher(dir.getFileName().toString()).matches() || !Files.isDirectory(dir, NOFOLLOW_LINKS)) continue;
-                Path lockFile = dir.resolve(LOCK_FILE);
-                if (!Files.isRegularFile(lockFile, NOFOLLOW_LINKS)) continue;
-                try (FileChannel channel = FileChannel.open(lockFile, WRITE, NOFOLLOW_LINKS)) {
-                    FileLock held;
-                    try {
-                        held = channel.tryLock();
-                    } catch (OverlappingFileLockException e) {
-                        continue; // a live store of this JVM
-                    }
-                    if (held == null) continue; // a live store of another process
-                    if (deleteRecursively(dir)) {
-                        removed++;
-                        LOG.log(System.Logger.Level.INFO, "removed the stale store arena " + dir + " (its owner is gone)");
-                    }
-                } catch (IOException e) {
-                    LOG.log(System.Logger.Level.DEBUG, "cannot inspect " + dir + ", left alone", e);
-                }
-            }
-        } catch (IOException e) {
-            LOG.log(System.Logger.Level.WARNING, "cannot scan " + config.directory() + " for stale store arenas", e);
-        }
-        return removed;
     }
 
     /** Deletes {@code dir} and what is inside it, without following links; true when it is gone. */

@@ -6,12 +6,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -95,5 +98,58 @@ class StaleArenaTest {
             assertTrue(Files.exists(o.file()), "and its close");
             o.release();
         }
+    }
+
+    /**
+     * Audit #30: a folder that looks like a stale arena but another user planted (here: owned by
+     * nobody, uid 65534, which a service running as root could delete) is left alone with all it
+     * holds; an arena of this user whose entries are links to a victim's file and folder outside has
+     * the links removed, never what they point to; this user's plain stale arena is cleaned.
+     */
+    @Test
+    void foreignArenasAreLeftAloneAndLinksAreNeverFollowed() throws Exception {
+        Path victims = Files.createDirectory(dir.resolve("victims"));
+        Path victimFile = Files.writeString(victims.resolve("id_ed25519"), "secret");
+        Path victimDir = Files.createDirectory(victims.resolve("home"));
+        Path victimInner = Files.writeString(victimDir.resolve("thesis.tex"), "years of work");
+        Path shm = Files.createDirectory(dir.resolve("shm"));
+        Files.setPosixFilePermissions(shm, PosixFilePermissions.fromString("rwxrwxrwx")); // as /dev/shm (less the sticky bit)
+
+        Path mine = Files.createDirectory(shm.resolve("stoker-999999-1a2b"));
+        Files.createFile(mine.resolve("arena.lock"));
+        Files.write(mine.resolve("seg-0"), new byte[4096]);
+
+        Path links = Files.createDirectory(shm.resolve("stoker-999998-3c4d"));
+        Files.createFile(links.resolve("arena.lock"));
+        Files.createSymbolicLink(links.resolve("seg-0"), victimFile);
+        Files.createSymbolicLink(links.resolve("seg-1"), victimDir);
+        Path nested = Files.createDirectory(links.resolve("sub"));
+        Files.createSymbolicLink(nested.resolve("x"), victimDir);
+
+        boolean root = "0".equals(String.valueOf(Files.getAttribute(Path.of("/proc/self"), "unix:uid")));
+        Path foreign = null;
+        if (root) {
+            foreign = Files.createDirectory(shm.resolve("stoker-999997-5e6f"));
+            Files.createFile(foreign.resolve("arena.lock"));
+            Files.write(foreign.resolve("seg-0"), new byte[4096]);
+            for (Path p : new Path[] {foreign.resolve("arena.lock"), foreign.resolve("seg-0"), foreign})
+                Files.setAttribute(p, "unix:uid", 65534, LinkOption.NOFOLLOW_LINKS);
+        }
+
+        try (var store = ShmObjectStore.open(config(shm, 4 * MIB))) {
+            assertFalse(Files.exists(mine, LinkOption.NOFOLLOW_LINKS), "this user's stale arena is removed");
+            assertFalse(Files.exists(links, LinkOption.NOFOLLOW_LINKS), "the arena holding links is removed too");
+            assertEquals("secret", Files.readString(victimFile), "a link's target survives");
+            assertEquals("years of work", Files.readString(victimInner), "a linked folder's contents survive");
+            assertEquals(2, store.metrics().staleArenasRemoved());
+            if (foreign != null) {
+                assertTrue(Files.exists(foreign.resolve("seg-0")), "another user's folder is left alone");
+                assertTrue(Files.exists(foreign.resolve("arena.lock")));
+            }
+            StoredObject o = store.allocate(MIB).get().seal(); // the store works as ever
+            assertTrue(Files.exists(o.file()));
+            o.release();
+        }
+        assumeTrue(root, "chown to another user needs root: the foreign-folder half was not run");
     }
 }

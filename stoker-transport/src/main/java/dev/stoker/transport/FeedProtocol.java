@@ -250,6 +250,8 @@ public final class FeedProtocol {
         private final ByteBuffer buf = ByteBuffer.allocateDirect(BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         private final java.nio.channels.Selector selector;
         private final long spinNanos;
+        private boolean hasDeadline;
+        private long deadlineNanos; // System.nanoTime() past which a read fails, when hasDeadline
 
         /** Reads a blocking channel. */
         public FrameReader(ReadableByteChannel ch) {
@@ -274,6 +276,20 @@ public final class FeedProtocol {
             buf.limit(0);
         }
 
+        /**
+         * Makes every read of a non-blocking reader fail with {@link java.net.SocketTimeoutException}
+         * once {@link System#nanoTime()} passes {@code deadlineNanos}: one deadline for a whole request,
+         * however the peer trickles its bytes. A blocking reader has no deadline (use the socket's own).
+         */
+        public void deadline(long deadlineNanos) {
+            if (selector == null) throw new IllegalStateException("a blocking reader has no deadline");
+            this.hasDeadline = true;
+            this.deadlineNanos = deadlineNanos;
+        }
+
+        /** Reads wait as long as it takes (the default). */
+        public void noDeadline() { hasDeadline = false; }
+
         /** Closes the selector of a non-blocking reader. */
         public void close() throws IOException {
             if (selector != null) selector.close();
@@ -294,7 +310,15 @@ public final class FeedProtocol {
                 if (n > 0) return n;
             }
             while (true) {
-                selector.select();
+                if (hasDeadline) {
+                    long left = deadlineNanos - System.nanoTime();
+                    if (left <= 0) throw new java.net.SocketTimeoutException("no answer within the deadline");
+                    selector.select(Math.max(1, Math.ceilDiv(left, 1_000_000)));
+                } else {
+                    selector.select();
+                }
+                // an interrupted thread's select returns at once: end the wait instead of spinning
+                if (Thread.currentThread().isInterrupted()) throw new java.io.InterruptedIOException("interrupted while waiting for the peer");
                 selector.selectedKeys().clear();
                 n = ch.read(dst);
                 if (n < 0) throw new EOFException("peer closed the connection");

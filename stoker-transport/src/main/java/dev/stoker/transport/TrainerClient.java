@@ -12,13 +12,18 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.PosixFileAttributes;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 
 /**
  * The Java trainer side of {@link FeedProtocol}: connects as one rank and receives batches, either
@@ -29,9 +34,25 @@ import java.util.Map;
  * {@link BatchLayout.Batch#metadata() metadata()} the rest ({@code sampleIndex()}, and in the compact
  * format {@code pixelNorm()} and {@code pixelPatch()}).
  *
- * <p>Mappings: each segment file is mapped once and reused for every later reference to it; a
- * mapping not referenced in the last {@link #MAPPING_IDLE_REFS} references and not in use is
- * unmapped (the service may have deleted the file, and a mapping keeps its memory alive).
+ * <p>Trust (audit #19): before connecting, the socket and its folder must be this user's alone, and
+ * before mapping a segment file the service names, that file must be a regular file of this user
+ * that no one else may write, opened without following a link ({@link LocalTrust}); anything else
+ * is refused with an {@link IOException} naming the path and the cause.
+ *
+ * <p>Mappings: each segment file is mapped once and reused for every later reference to it while it
+ * is the same file: its identity (device, inode: {@code fileKey}) and size are checked on every
+ * reference, and a file replaced at the same path is mapped afresh (audit #31). A mapping not in use
+ * is unmapped as soon as a reference arrives after the service deleted or replaced its file (audit
+ * #20: a deleted segment's memory is freed only when its last mapping goes, and the service's
+ * {@code --shm-budget} no longer counts it), and in any case once it was not referenced in the last
+ * {@link #MAPPING_IDLE_REFS} references. So this trainer keeps a deleted segment mapped only while it
+ * holds a batch in it, or until its next batch arrives.
+ *
+ * <p>Deadline (audit #27): each request has an end-to-end deadline, {@link Options#timeout()}
+ * ({@link #DEFAULT_TIMEOUT} unless told otherwise): the HELLO until its WELCOME, each {@link #next()}
+ * until its whole batch or reference has arrived, however the service trickles its bytes. Past it
+ * the call throws {@link java.net.SocketTimeoutException} and the connection is closed (a resume
+ * from {@link #state()} continues on a new one).
  *
  * <p>Measurement: each request after a batch carries the trainer's timing of it (docs/protocol.md, NEXT):
  * how long {@link #next()} blocked for it, and the time from its return to the next call (the
@@ -42,25 +63,41 @@ import java.util.Map;
  */
 public final class TrainerClient implements AutoCloseable {
     public static final int MAPPING_IDLE_REFS = 64;
+    /** A request's deadline unless {@link Options#timeout()} says otherwise: NCCL's own default watchdog, 10 minutes. */
+    public static final java.time.Duration DEFAULT_TIMEOUT = java.time.Duration.ofSeconds(600);
     /** How long a waiting trainer polls its socket before it sleeps (see {@link FeedProtocol.FrameReader}). */
     public static final long SPIN_NANOS = Long.getLong("stoker.client.spinNanos", 100_000);
 
     /**
      * How to join: shared-memory delivery wanted, a cursor to resume at (null: none) with the saved
      * fingerprint (0: none), the bytes of receive buffer to allocate and touch before saying
-     * hello (0: after WELCOME, at the size the service suggests), and the step label saved with the
-     * cursor (−1: none).
+     * hello (0: after WELCOME, at the size the service suggests), the step label saved with the
+     * cursor (−1: none), and each request's end-to-end deadline (null: none, wait forever).
      */
     public record Options(boolean sharedMemory, dev.stoker.core.ScheduleCursor resume, long fingerprint, long receiveBufferBytes,
-                          long resumeStep) {
+                          long resumeStep, java.time.Duration timeout) {
         public static final Options COPY = new Options(false, null, 0, 0, -1);
         public static final Options SHARED_MEMORY = new Options(true, null, 0, 0, -1);
 
-        public Options withReceiveBuffer(long bytes) { return new Options(sharedMemory, resume, fingerprint, bytes, resumeStep); }
+        public Options {
+            if (timeout != null && (timeout.isNegative() || timeout.isZero()))
+                throw new IllegalArgumentException("timeout must be > 0 or null (none), got " + timeout);
+        }
+
+        /** With the {@link #DEFAULT_TIMEOUT}. */
+        public Options(boolean sharedMemory, dev.stoker.core.ScheduleCursor resume, long fingerprint, long receiveBufferBytes,
+                       long resumeStep) {
+            this(sharedMemory, resume, fingerprint, receiveBufferBytes, resumeStep, DEFAULT_TIMEOUT);
+        }
+
+        public Options withReceiveBuffer(long bytes) { return new Options(sharedMemory, resume, fingerprint, bytes, resumeStep, timeout); }
+
+        /** With {@code t} as each request's deadline; null waits forever. */
+        public Options withTimeout(java.time.Duration t) { return new Options(sharedMemory, resume, fingerprint, receiveBufferBytes, resumeStep, t); }
 
         /** Resuming from {@code state} (of any rank of the job, with any rank count: the cursor is global). */
         public Options resumingFrom(State state) {
-            return new Options(sharedMemory, state.cursor(), state.fingerprint(), receiveBufferBytes, state.nextStep());
+            return new Options(sharedMemory, state.cursor(), state.fingerprint(), receiveBufferBytes, state.nextStep(), timeout);
         }
     }
 
@@ -102,22 +139,41 @@ public final class TrainerClient implements AutoCloseable {
             closed = true;
             mapping.inUse--;
             pendingReleases.add(lease);
+            if (mapping.retired && mapping.inUse == 0) {
+                retired.remove(mapping);
+                mapping.arena.close(); // its file was deleted or replaced: its memory goes with this last view
+            }
         }
     }
 
+    /** One mapped segment file, with the identity and size it had when mapped. */
     private static final class Mapping {
         final Arena arena = Arena.ofShared();
         final MemorySegment segment;
+        final Path file;
+        final Object fileKey;
         long lastUsedRef;
         int inUse;
+        boolean retired; // no longer in the cache: closed when its last Received is
 
-        Mapping(Path file) throws IOException {
-            try (var fc = FileChannel.open(file, StandardOpenOption.READ)) {
-                segment = fc.map(FileChannel.MapMode.READ_ONLY, 0, fc.size(), arena);
+        /** Maps {@code file}, checked by {@link LocalTrust#checkSegment} ({@code checked}), opened without following a link. */
+        Mapping(Path file, PosixFileAttributes checked) throws IOException {
+            this.file = file;
+            this.fileKey = checked.fileKey();
+            try (var fc = FileChannel.open(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+                long size = fc.size();
+                if (size != checked.size() || !Objects.equals(fileKey, LocalTrust.checkSegment(file).fileKey()))
+                    throw new IOException("the shared-memory segment " + file + " changed while it was being opened");
+                segment = fc.map(FileChannel.MapMode.READ_ONLY, 0, size, arena);
             } catch (IOException | RuntimeException e) {
                 arena.close();
                 throw e;
             }
+        }
+
+        /** Whether {@code now} (attributes read without following a link; null: no file) is still the file mapped. */
+        boolean sameFile(BasicFileAttributes now) {
+            return now != null && Objects.equals(fileKey, now.fileKey()) && now.size() == segment.byteSize();
         }
     }
 
@@ -126,6 +182,8 @@ public final class TrainerClient implements AutoCloseable {
     private final Arena arena;
     private final FeedProtocol.Welcome welcome;
     private final Map<String, Mapping> mappings = new HashMap<>();
+    private final List<Mapping> retired = new ArrayList<>(); // out of the cache, still viewed by a Received
+    private final java.time.Duration timeout;
     private final List<Long> pendingReleases = new ArrayList<>();
     private MemorySegment buffer;
     private long bytesReceived;
@@ -143,7 +201,8 @@ public final class TrainerClient implements AutoCloseable {
     private BatchLayout.Resume lastResume;
 
     private TrainerClient(SocketChannel channel, FeedProtocol.FrameReader in, FeedProtocol.Welcome welcome, Arena arena,
-                          int rank, int world, String job) {
+                          int rank, int world, String job, java.time.Duration timeout) {
+        this.timeout = timeout;
         this.rank = rank;
         this.world = world;
         this.job = job;
@@ -158,8 +217,13 @@ public final class TrainerClient implements AutoCloseable {
         return connect(socket, rank, world, job, Options.COPY);
     }
 
-    /** Connects and says hello with {@code options}; blocks until the service lets the trainer in. */
+    /**
+     * Connects and says hello with {@code options}; blocks until the service lets the trainer in, at
+     * most {@link Options#timeout()}. Refuses a socket or socket folder that is not this user's alone
+     * ({@link LocalTrust}).
+     */
     public static TrainerClient connect(Path socket, int rank, int world, String job, Options options) throws IOException {
+        LocalTrust.checkSocket(socket);
         Arena arena = Arena.ofShared();
         MemorySegment buffer = options.receiveBufferBytes() > 0 ? arena.allocate(options.receiveBufferBytes(), 64) : null;
         var ch = SocketChannel.open(StandardProtocolFamily.UNIX);
@@ -171,12 +235,19 @@ public final class TrainerClient implements AutoCloseable {
                     options.resumeStep());
             FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
             in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
-            var f = in.next();
-            if (f.type() == FeedProtocol.ERROR)
-                throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(in.small(f)));
-            if (f.type() != FeedProtocol.WELCOME) throw new IOException("expected WELCOME, got frame type " + f.type());
-            var welcome = FeedProtocol.Welcome.decode(in.small(f));
-            var client = new TrainerClient(ch, in, welcome, arena, rank, world, job);
+            if (options.timeout() != null) in.deadline(System.nanoTime() + options.timeout().toNanos());
+            FeedProtocol.Frame f;
+            FeedProtocol.Welcome welcome;
+            try {
+                f = in.next();
+                if (f.type() == FeedProtocol.ERROR)
+                    throw new IOException("service refused rank " + rank + ": " + FeedProtocol.utf8(in.small(f)));
+                if (f.type() != FeedProtocol.WELCOME) throw new IOException("expected WELCOME, got frame type " + f.type());
+                welcome = FeedProtocol.Welcome.decode(in.small(f));
+            } catch (java.net.SocketTimeoutException e) {
+                throw timedOut(options.timeout(), socket, "its WELCOME");
+            }
+            var client = new TrainerClient(ch, in, welcome, arena, rank, world, job, options.timeout());
             client.buffer = buffer;
             if (buffer == null && welcome.expectedBatchBytes() > 0 && welcome.delivery() == FeedProtocol.DELIVERY_COPY)
                 client.buffer = arena.allocate(welcome.expectedBatchBytes(), 64); // touched now, not on the first step
@@ -211,6 +282,22 @@ public final class TrainerClient implements AutoCloseable {
      */
     public Received next() throws IOException {
         long start = System.nanoTime();
+        if (timeout != null) in.deadline(start + timeout.toNanos());
+        try {
+            return receive(start);
+        } catch (java.net.SocketTimeoutException e) {
+            channel.close(); // the stream may have stopped inside a frame: nothing more can be read from it
+            throw timedOut(timeout, null, "batch " + consumed + " of rank " + rank);
+        }
+    }
+
+    private static java.net.SocketTimeoutException timedOut(java.time.Duration timeout, Path socket, String what) {
+        return new java.net.SocketTimeoutException("timed out after " + timeout.toMillis() / 1000.0 + " s waiting for the Stoker service"
+                + (socket == null ? "" : " at " + socket) + " to send " + what + " (TrainerClient.Options.withTimeout; the connection is closed, "
+                + "resume from state() on a new one)");
+    }
+
+    private Received receive(long start) throws IOException {
         // the step before: how long next() blocked for its batch, then the trainer's compute until now
         var timing = timingPending ? new FeedProtocol.Timing(lastWaitNanos, start - lastReturnNanos) : null;
         timingPending = false;
@@ -218,7 +305,10 @@ public final class TrainerClient implements AutoCloseable {
         var f = in.next();
         lastFrameHeaderNanos = System.nanoTime();
         switch (f.type()) {
-            case FeedProtocol.END -> { return null; }
+            case FeedProtocol.END -> {
+                evictMappings(null); // the feed is over: what the service deleted goes now, not at close
+                return null;
+            }
             case FeedProtocol.ERROR -> throw new IOException("service error: " + FeedProtocol.utf8(in.small(f)));
             case FeedProtocol.BATCH -> {
                 if (buffer == null || buffer.byteSize() < f.length())
@@ -239,7 +329,7 @@ public final class TrainerClient implements AutoCloseable {
                     throw new IOException("REF outside segment " + ref.path() + ": offset " + ref.offset() + ", length " + ref.length()
                             + ", segment of " + m.segment.byteSize() + " bytes");
                 m.inUse++;
-                evictIdleMappings();
+                evictMappings(m);
                 consumed++;
                 var batch = BatchLayout.read(m.segment.asSlice(ref.offset(), ref.length()));
                 lastResume = batch.meta().resume();
@@ -260,23 +350,58 @@ public final class TrainerClient implements AutoCloseable {
     /** Nanoseconds the last {@link #next()} that returned a batch was blocked (what the next request reports as wait_ns). */
     public long lastWaitNanos() { return lastWaitNanos; }
 
+    /**
+     * The mapping of {@code path}: the cached one while the file there is still the one mapped (same
+     * {@code fileKey} and size), else a new one of the file there now, after {@link LocalTrust#checkSegment}.
+     */
     private Mapping mapping(String path) throws IOException {
+        var file = Path.of(path);
+        var attrs = LocalTrust.checkSegment(file);
         Mapping m = mappings.get(path);
+        if (m != null && !m.sameFile(attrs)) { // replaced at the same path (#31): map what is there now
+            mappings.remove(path);
+            retire(m);
+            m = null;
+        }
         if (m == null) {
-            m = new Mapping(Path.of(path));
+            m = new Mapping(file, attrs);
             mappings.put(path, m);
         }
         m.lastUsedRef = refsReceived;
         return m;
     }
 
-    private void evictIdleMappings() {
+    /**
+     * Unmaps the mappings not in use whose file the service deleted or replaced (#20: their memory
+     * is freed only when the last mapping goes), or that were not referenced in the last
+     * {@link #MAPPING_IDLE_REFS} references. {@code current} was just checked.
+     */
+    private void evictMappings(Mapping current) {
         for (Iterator<Mapping> it = mappings.values().iterator(); it.hasNext(); ) {
             Mapping m = it.next();
-            if (m.inUse == 0 && refsReceived - m.lastUsedRef > MAPPING_IDLE_REFS) {
+            if (m == current || m.inUse > 0) continue;
+            if (refsReceived - m.lastUsedRef > MAPPING_IDLE_REFS || !m.sameFile(attributesOrNull(m.file))) {
                 it.remove();
                 m.arena.close();
             }
+        }
+    }
+
+    private static BasicFileAttributes attributesOrNull(Path file) {
+        try {
+            return Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        } catch (IOException e) {
+            return null; // deleted (or unreadable): not the file mapped any more
+        }
+    }
+
+    /** Drops {@code m} from use: unmapped now when nothing views it, else when its last {@link Received} closes. */
+    private void retire(Mapping m) {
+        if (m.inUse == 0) {
+            m.arena.close();
+        } else {
+            m.retired = true;
+            retired.add(m);
         }
     }
 
@@ -313,8 +438,16 @@ public final class TrainerClient implements AutoCloseable {
 
     public long refsReceived() { return refsReceived; }
 
-    /** Segment files mapped now. */
-    public int mappedSegments() { return mappings.size(); }
+    /** Segment files mapped now (including replaced ones a {@link Received} still views). */
+    public int mappedSegments() { return mappings.size() + retired.size(); }
+
+    /** Bytes of segment files mapped now (including replaced ones a {@link Received} still views). */
+    public long mappedBytes() {
+        long n = 0;
+        for (Mapping m : mappings.values()) n += m.segment.byteSize();
+        for (Mapping m : retired) n += m.segment.byteSize();
+        return n;
+    }
 
     /** When the last reply's frame header arrived ({@link System#nanoTime()}): splits a wait into queueing and transfer. */
     public long lastFrameHeaderNanos() { return lastFrameHeaderNanos; }
@@ -334,6 +467,8 @@ public final class TrainerClient implements AutoCloseable {
             channel.close();
             for (Mapping m : mappings.values()) m.arena.close();
             mappings.clear();
+            for (Mapping m : retired) m.arena.close();
+            retired.clear();
             arena.close();
         }
     }
