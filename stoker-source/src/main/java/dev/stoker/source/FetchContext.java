@@ -115,16 +115,13 @@ final class FetchContext implements AutoCloseable {
         };
     }
 
-    /** What {@code reference} names, as a stream from its start. */
+    /**
+     * What {@code reference} names, as a stream from its start; a local one only if it is a regular file, opened and read
+     * within the local read timeout ({@link LocalReader#stream}).
+     */
     java.io.InputStream open(String reference, DatasetLocation location, Path realRoot) throws java.io.IOException {
         return switch (resolveForIo(reference, location, realRoot)) {
-            case References.FileTarget f -> {
-                try {
-                    yield java.nio.file.Files.newInputStream(f.path());
-                } catch (java.nio.file.NoSuchFileException e) {
-                    throw new java.io.IOException("file not found: " + f.path(), e);
-                }
-            }
+            case References.FileTarget f -> local().stream(reference, f.path(), f.confined() ? realRoot : null);
             case References.S3Target o -> s3().stream(o.toString(), o.bucket(), o.key());
         };
     }

@@ -46,7 +46,8 @@ final class LocalObjectSource implements ObjectSource {
 
     @Override
     public java.io.InputStream openManifest() throws java.io.IOException {
-        return java.nio.file.Files.newInputStream(location.manifest());
+        // only a regular file, opened and read within the local read timeout (a FIFO named as the manifest hung the start)
+        return ctx.local().stream(location.manifestUri(), location.manifest(), null);
     }
 
     @Override

@@ -115,24 +115,26 @@ final class LocalReader implements AutoCloseable {
 
     private static final int QUEUED = 0, RUNNING = 1, HUNG = 2, DONE = 3;
 
-    /** One blocking read, run on the pool. */
+    /** One blocking read (or open), run on the pool. */
     @FunctionalInterface
-    private interface Body {
-        byte[] run();
+    private interface Body<T> {
+        T run();
     }
 
     /**
      * Runs {@code body} on the pool and fails the result after the read timeout: the thread is then interrupted (which
      * closes its channel; {@code onTimeout} drops a cached one) and, while it does not return, replaced.
      */
-    private CompletableFuture<byte[]> timed(String sampleId, SampleException.Stage stage, Path file,
-                                            java.util.function.Consumer<Path> onTimeout, Body body) {
-        var result = new CompletableFuture<byte[]>();
+    private <T> CompletableFuture<T> timed(String sampleId, SampleException.Stage stage, Path file,
+                                           java.util.function.Consumer<Path> onTimeout, Body<T> body) {
+        var result = new CompletableFuture<T>();
         var state = new AtomicInteger(QUEUED);
         var task = new FutureTask<Void>(() -> {
             if (!state.compareAndSet(QUEUED, RUNNING)) return null;
             try {
-                result.complete(body.run());
+                T value = body.run();
+                // an open that returns after its timeout: nobody will read or close what it opened
+                if (!result.complete(value) && value instanceof AutoCloseable late) late.close();
             } catch (Throwable t) {
                 result.completeExceptionally(t);
             } finally {
@@ -159,6 +161,123 @@ final class LocalReader implements AutoCloseable {
             result.completeExceptionally(new SampleException(sampleId, stage, "source is closed", e));
         }
         return result;
+    }
+
+    /** What one refill of a {@link #stream} reads: large enough that the hand-off to the pool costs nothing next to it. */
+    static final int STREAM_CHUNK = 256 * 1024;
+
+    /**
+     * {@code file} as a stream from its start: a manifest or a shard, read once to index it. As for {@link #read}, only a
+     * regular file is opened (its real path checked, inside {@code realRoot} when given; then {@code O_NOFOLLOW}), and
+     * the open and each refill of {@link #STREAM_CHUNK} bytes run on the pool, each within the read timeout (per refill,
+     * not for the whole stream: a manifest may be many gigabytes). Past it the caller gets an IOException naming the file
+     * and the timeout and the stuck thread is handled as a hung read's; a refused file is an IOException at once. Without
+     * this a FIFO, a device or a file on a hung network file system named as a manifest or shard blocked the caller, and
+     * with it the service's start, for good.
+     *
+     * @param label the manifest's or shard's name in errors
+     */
+    java.io.InputStream stream(String label, Path file, Path realRoot) throws IOException {
+        var stage = SampleException.Stage.MANIFEST;
+        FileChannel ch = await(timed(label, stage, file, null, () -> {
+            try {
+                return opener.open(checkedRealPath(label, file, realRoot, stage));
+            } catch (NoSuchFileException e) {
+                throw new SampleException(label, stage, "file not found: " + file, e);
+            } catch (AccessDeniedException e) {
+                throw new SampleException(label, stage, "permission denied: " + file, e);
+            } catch (IOException e) {
+                throw new SampleException(label, stage, "cannot open " + file + ": " + e, e);
+            }
+        }));
+        return new TimedStream(label, file, ch);
+    }
+
+    /** Waits for a timed open or refill (it ends by the read timeout at the latest); its failure as an IOException. */
+    private static <T> T await(CompletableFuture<T> f) throws IOException {
+        try {
+            return f.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new java.io.InterruptedIOException("interrupted while reading a local file");
+        } catch (java.util.concurrent.ExecutionException e) {
+            Throwable cause = FetchContext.unwrap(e);
+            if (cause instanceof SampleException s) throw new IOException(s.getMessage(), s);
+            if (cause instanceof RuntimeException r) throw r;
+            if (cause instanceof Error err) throw err;
+            throw new IOException(cause.getMessage(), cause);
+        }
+    }
+
+    /**
+     * A stream whose refills run on the pool within the read timeout. Once a refill fails (a timeout, a read error) the
+     * stream stays failed: a thread that may still be reading owns the buffer.
+     */
+    private final class TimedStream extends java.io.InputStream {
+        private final String label;
+        private final Path file;
+        private final FileChannel channel;
+        private byte[] buf = new byte[STREAM_CHUNK];
+        private int pos, end;
+        private boolean eof;
+        private IOException failed;
+
+        TimedStream(String label, Path file, FileChannel channel) {
+            this.label = label;
+            this.file = file;
+            this.channel = channel;
+        }
+
+        @Override
+        public int read() throws IOException {
+            if (pos == end && !fill()) return -1;
+            return buf[pos++] & 0xff;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            java.util.Objects.checkFromIndexSize(off, len, b.length);
+            if (len == 0) return 0;
+            if (pos == end && !fill()) return -1;
+            int n = Math.min(len, end - pos);
+            System.arraycopy(buf, pos, b, off, n);
+            pos += n;
+            return n;
+        }
+
+        @Override
+        public int available() { return end - pos; }
+
+        private boolean fill() throws IOException {
+            if (failed != null) throw new IOException(failed.getMessage(), failed);
+            if (eof) return false;
+            byte[] into = buf;
+            int n;
+            try {
+                n = await(timed(label, SampleException.Stage.MANIFEST, file, null, () -> {
+                    try {
+                        return channel.read(ByteBuffer.wrap(into));
+                    } catch (IOException e) {
+                        throw new SampleException(label, SampleException.Stage.MANIFEST, "cannot read " + file + ": " + e, e);
+                    }
+                }));
+            } catch (IOException | RuntimeException e) {
+                failed = e instanceof IOException io ? io : new IOException(e.getMessage(), e);
+                buf = new byte[0]; // the stuck thread may still write into the old one
+                pos = end = 0;
+                throw failed;
+            }
+            if (n < 0) {
+                eof = true;
+                return false;
+            }
+            pos = 0;
+            end = n;
+            return n > 0 || fill();
+        }
+
+        @Override
+        public void close() throws IOException { channel.close(); }
     }
 
     /**

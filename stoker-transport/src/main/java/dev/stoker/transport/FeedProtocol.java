@@ -111,18 +111,20 @@ public final class FeedProtocol {
         /** The cursor where this trainer starts. */
         public ScheduleCursor cursor() { return new ScheduleCursor(epoch, position); }
 
-        /** The cursor {@code steps} batches after {@code c}, by the schedule's rule (drop_last at the end of each epoch). */
+        /**
+         * The cursor {@code steps} batches after {@code c}, by the schedule's rule (drop_last at the end of each epoch).
+         * Arithmetic, not a walk (audit #28: a client's state after 10^7 batches walked 10^7 steps); the same
+         * result as taking one step at a time. Steps ≤ 0, and a schedule without steps, leave the cursor.
+         */
         public ScheduleCursor advance(ScheduleCursor c, long steps) {
-            long e = c.epoch(), pos = c.position();
-            if (positionsPerStep <= 0 || datasetSize <= 0) return c;
-            for (long i = 0; i < steps; i++) {
-                pos += positionsPerStep;
-                if (pos + positionsPerStep > datasetSize) {
-                    e++;
-                    pos = 0;
-                }
-            }
-            return new ScheduleCursor(e, pos);
+            long pps = positionsPerStep, n = datasetSize, pos = c.position();
+            if (pps <= 0 || n <= 0 || steps <= 0) return c;
+            // steps until this epoch ends: the first k ≥ 1 with pos + k·pps + pps > n
+            long toEnd = pos > n - pps ? 1 : (n - pps - pos) / pps + 1;
+            if (steps < toEnd) return new ScheduleCursor(c.epoch(), pos + steps * pps);
+            // from the next epoch's start an epoch is max(1, n / pps) steps (one when a step is larger than it)
+            long rest = steps - toEnd, perEpoch = Math.max(1, n / pps);
+            return new ScheduleCursor(Math.addExact(c.epoch(), 1 + rest / perEpoch), rest % perEpoch * pps);
         }
     }
 
