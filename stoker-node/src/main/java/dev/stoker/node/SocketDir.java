@@ -29,14 +29,14 @@ public final class SocketDir {
 
     /**
      * The socket path to serve on: {@code given}, or the default for {@code job}; its folder is made
-     * (mode 0700) when missing, and a default folder is checked ({@link #checkPrivate}).
+     * (mode 0700) when missing, and checked ({@link #checkPrivate}): the clients trust no other.
      */
     public static Path prepare(Path given, String job) throws IOException {
         Path sock = given != null ? given : defaultSocket(job);
         Path dir = sock.toAbsolutePath().getParent();
         if (!Files.isDirectory(dir))
             Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
-        if (given == null) checkPrivate(dir);
+        checkPrivate(dir); // a given folder too: the trainers refuse any other (LocalTrust, check_socket), so fail here, at start
         return sock;
     }
 
@@ -48,7 +48,8 @@ public final class SocketDir {
         if (Files.isSymbolicLink(dir) || !owner.equals(uid()) || mode.contains(PosixFilePermission.GROUP_WRITE)
                 || mode.contains(PosixFilePermission.OTHERS_WRITE))
             throw new ConfigException("the socket folder " + dir + " is a link, another user's, or writable by others (mode "
-                    + PosixFilePermissions.toString(mode) + "); remove it or pass --socket");
+                    + PosixFilePermissions.toString(mode) + "): its trainers would refuse it; serve from a folder of your own (mode 0700, "
+                    + "--socket DIR/NAME.sock or XDG_RUNTIME_DIR)");
     }
 
     /** Makes {@code socket} this user's trainers' only. */

@@ -1,6 +1,7 @@
 package dev.stoker.node;
 
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -30,9 +31,21 @@ class SocketDirTest {
         for (String mode : new String[] {"rwxrwxrwx", "rwxrwx---", "rwx----wx"}) {
             Path open = dir("open-" + mode, mode);
             var e = assertThrows(ConfigException.class, () -> SocketDir.checkPrivate(open));
-            assertTrue(e.getMessage().contains("(mode " + mode + ")") && e.getMessage().contains("pass --socket"), e.getMessage());
+            assertTrue(e.getMessage().contains("(mode " + mode + ")") && e.getMessage().contains("a folder of your own"), e.getMessage());
         }
         Path link = Files.createSymbolicLink(tmp.resolve("link"), mine);
         assertThrows(ConfigException.class, () -> SocketDir.checkPrivate(link), "a link could point anywhere");
+    }
+
+    @Test
+    void aGivenSocketIsHeldToTheRuleItsTrainersApply() throws Exception {
+        Path mine = dir("given", "rwx------");
+        assertEquals(mine.resolve("j.sock"), SocketDir.prepare(mine.resolve("j.sock"), "j"));
+        Path made = tmp.resolve("new/sub/j.sock");
+        assertEquals(made, SocketDir.prepare(made, "j"), "a missing folder is made 0700");
+        assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(made.getParent())));
+        Path open = dir("shared", "rwxrwxrwx"); // like /tmp (less its sticky bit)
+        var e = assertThrows(ConfigException.class, () -> SocketDir.prepare(open.resolve("j.sock"), "j"));
+        assertTrue(e.getMessage().contains(open.toString()) && e.getMessage().contains("trainers would refuse"), e.getMessage());
     }
 }

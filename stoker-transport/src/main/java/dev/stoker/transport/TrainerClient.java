@@ -180,6 +180,7 @@ public final class TrainerClient implements AutoCloseable {
     private final SocketChannel channel;
     private final FeedProtocol.FrameReader in;
     private final Arena arena;
+    private boolean closed; // close() ran: a second call does nothing
     private final FeedProtocol.Welcome welcome;
     private final Map<String, Mapping> mappings = new HashMap<>();
     private final List<Mapping> retired = new ArrayList<>(); // out of the cache, still viewed by a Received
@@ -452,9 +453,15 @@ public final class TrainerClient implements AutoCloseable {
     /** When the last reply's frame header arrived ({@link System#nanoTime()}): splits a wait into queueing and transfer. */
     public long lastFrameHeaderNanos() { return lastFrameHeaderNanos; }
 
-    /** Sends pending releases and BYE, closes the socket and unmaps every segment (views become invalid). */
+    /**
+     * Sends pending releases and BYE, closes the socket and unmaps every segment (views become
+     * invalid). A second call does nothing, as {@link java.io.Closeable} asks (e.g. a close inside
+     * try-with-resources).
+     */
     @Override
     public void close() throws IOException {
+        if (closed) return;
+        closed = true;
         try {
             if (channel.isOpen()) {
                 flushReleases();

@@ -3,6 +3,7 @@ package dev.stoker.transport;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -105,6 +106,18 @@ class TrainerClientDeadlineTest {
         });
         try (var client = TrainerClient.connect(sock, 0, 1, "t", SHORT)) {
             assertThrows(SocketTimeoutException.class, client::next);
+        }
+        goodTrainerServed();
+    }
+
+    @Test
+    void aSecondCloseDoesNothing() throws Exception {
+        Path sock = tmp.resolve("close.sock");
+        try (var server = new FeedServer(sock, new FeedServerTest.Synthetic(1, 3), false);
+             var client = TrainerClient.connect(sock, 0, 1, "t")) {
+            assertNotNull(client.next());
+            client.close();
+            client.close(); // Closeable: a second close has no effect (try-with-resources closes a third time)
         }
         goodTrainerServed();
     }
