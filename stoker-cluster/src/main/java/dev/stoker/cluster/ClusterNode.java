@@ -35,6 +35,13 @@ import org.apache.pekko.cluster.typed.Cluster;
  */
 public final class ClusterNode implements AutoCloseable {
     public static final String SYSTEM_NAME = "stoker";
+    /**
+     * Artery's untrusted mode: inbound actor selections are dropped except to the cluster's own three paths (the core
+     * daemon: join and gossip; the heartbeat receiver; the receptionist's replicator), and PossiblyHarmful messages and
+     * remote deployment are refused. Without those paths joining breaks (measured: a member with the key never got Up,
+     * its InitJoin by selection to /system/cluster/core/daemon dropped); docs/security.md has the details.
+     */
+    static final boolean UNTRUSTED_MODE = true;
 
     /**
      * How to run a node.
@@ -161,7 +168,7 @@ public final class ClusterNode implements AutoCloseable {
         var holder = new CompletableFuture<ClusterNode>();
         ActorSystem<NodeProtocol.Command> system;
         try {
-            system = ActorSystem.create(agent(runtime, holder), SYSTEM_NAME, config(options, tls, false));
+            system = ActorSystem.create(agent(runtime, holder), SYSTEM_NAME, config(options, tls, UNTRUSTED_MODE));
         } catch (RuntimeException e) {
             flight.close();
             allocator.close();
@@ -178,7 +185,7 @@ public final class ClusterNode implements AutoCloseable {
      * The member's Pekko configuration: Artery over TLS ({@code tls-tcp}) with the cluster key as key store and trust store
      * and mutual authentication, so that only holders of the key complete a handshake with a member; hostname
      * verification is off (every member presents the one self-signed certificate). {@code untrusted} turns on Artery's
-     * untrusted mode (off in use: docs/security.md says why).
+     * untrusted mode, with the selection paths the cluster itself needs trusted ({@link #UNTRUSTED_MODE}).
      */
     static Config config(Options o, ClusterKey.TlsFiles tls, boolean untrusted) {
         var seeds = new StringBuilder();
@@ -211,6 +218,8 @@ public final class ClusterNode implements AutoCloseable {
                     canonical.hostname = "%s"
                     canonical.port = %d
                     untrusted-mode = %s
+                    trusted-selection-paths = ["/system/cluster/core/daemon", "/system/cluster/heartbeatReceiver",
+                                               "/system/clusterReceptionist/replicator"]
                     ssl {
                       ssl-engine-provider = org.apache.pekko.remote.artery.tcp.ConfigSSLEngineProvider
                       config-ssl-engine {
