@@ -14,7 +14,7 @@ import picocli.CommandLine.Command;
 @Command(name = "stoker", mixinStandardHelpOptions = true, versionProvider = VersionProvider.class,
         description = "Keeps GPU trainers fed with multimodal (image + text) training data.",
         subcommands = {PreprocessCommand.class, EncodeCommand.class, BenchCommand.class, DemoCommand.class, ServeCommand.class,
-                NodeCommand.class, LaunchCommand.class, TrainerCommand.class, ReportCommand.class, PlanCommand.class, ValidateCommand.class,
+                NodeCommand.class, ClusterKeyCommand.class, LaunchCommand.class, TrainerCommand.class, ReportCommand.class, PlanCommand.class, ValidateCommand.class,
                 CommandLine.HelpCommand.class})
 public final class Main {
     public static final int EXIT_INVALID_INPUT = 2;

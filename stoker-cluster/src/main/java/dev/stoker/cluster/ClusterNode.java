@@ -2,7 +2,9 @@ package dev.stoker.cluster;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.flight.FlightBatchServer;
+import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.store.ShmObjectStore;
 import java.io.IOException;
@@ -33,6 +35,13 @@ import org.apache.pekko.cluster.typed.Cluster;
  */
 public final class ClusterNode implements AutoCloseable {
     public static final String SYSTEM_NAME = "stoker";
+    /**
+     * Artery's untrusted mode: inbound actor selections are dropped except to the cluster's own three paths (the core
+     * daemon: join and gossip; the heartbeat receiver; the receptionist's replicator), and PossiblyHarmful messages and
+     * remote deployment are refused. Without those paths joining breaks (measured: a member with the key never got Up,
+     * its InitJoin by selection to /system/cluster/core/daemon dropped); docs/security.md has the details.
+     */
+    static final boolean UNTRUSTED_MODE = true;
 
     /**
      * How to run a node.
@@ -48,9 +57,11 @@ public final class ClusterNode implements AutoCloseable {
      * @param flightToken the token every node's Flight endpoint asks for and every node sends (the same on all nodes);
      *                    null: none (loopback only, by the CLI's policy)
      * @param pullAhead   batches a local rank's node pulls ahead of its trainer ({@link ClusterRankFeed})
+     * @param clusterKey  the key the members authenticate each other with ({@link ClusterKey}); null: this user's own
+     *                    ({@link ClusterKey#userDefault}), allowed only when this member and every seed are on loopback
      */
     public record Options(String host, int port, List<String> seeds, int slots, int flightPort, List<String> roles,
-                          Duration downAfter, Duration heartbeatPause, String flightToken, int pullAhead) {
+                          Duration downAfter, Duration heartbeatPause, String flightToken, int pullAhead, ClusterKey clusterKey) {
         public Options {
             Objects.requireNonNull(host, "host");
             seeds = List.copyOf(seeds);
@@ -62,27 +73,38 @@ public final class ClusterNode implements AutoCloseable {
 
         public static Options of(String host, int port, List<String> seeds, int slots) {
             return new Options(host, port, seeds, slots, 0, List.of("worker"), Duration.ofSeconds(3), Duration.ofSeconds(4), null,
-                    ClusterRankFeed.PULL_AHEAD_DEFAULT);
+                    ClusterRankFeed.PULL_AHEAD_DEFAULT, null);
         }
 
         public Options withTimings(Duration down, Duration pause) {
-            return new Options(host, port, seeds, slots, flightPort, roles, down, pause, flightToken, pullAhead);
+            return new Options(host, port, seeds, slots, flightPort, roles, down, pause, flightToken, pullAhead, clusterKey);
         }
 
-        public Options withFlightPort(int p) { return new Options(host, port, seeds, slots, p, roles, downAfter, heartbeatPause, flightToken, pullAhead); }
+        public Options withFlightPort(int p) { return new Options(host, port, seeds, slots, p, roles, downAfter, heartbeatPause, flightToken, pullAhead, clusterKey); }
 
         public Options withFlightToken(String token) {
-            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, token, pullAhead);
+            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, token, pullAhead, clusterKey);
         }
 
         public Options withPullAhead(int n) {
-            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, flightToken, n);
+            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, flightToken, n, clusterKey);
+        }
+
+        public Options withClusterKey(ClusterKey key) {
+            return new Options(host, port, seeds, slots, flightPort, roles, downAfter, heartbeatPause, flightToken, pullAhead, key);
+        }
+
+        /** Whether this member and every seed are on loopback addresses (so no other host takes part). */
+        public boolean loopbackOnly() {
+            if (!dev.stoker.node.FlightAccess.isLoopback(host, "--bind")) return false;
+            for (String s : seeds) if (!dev.stoker.node.FlightAccess.isLoopback(ConfigKey.HostPort.parse(s).host(), "--join")) return false;
+            return true;
         }
 
         @Override
         public String toString() { // never the token
             return "Options[" + host + ":" + port + " seeds " + seeds + ", " + slots + " slots, flight port " + flightPort
-                    + (flightToken != null ? ", token set" : "") + "]";
+                    + (flightToken != null ? ", token set" : "") + (clusterKey != null ? ", key " + clusterKey.file() : "") + "]";
         }
     }
 
@@ -91,47 +113,81 @@ public final class ClusterNode implements AutoCloseable {
     private final FlightBatchServer flight;
     private final RootAllocator allocator;
     private final Options options;
+    private final ClusterKey key;
+    private final ClusterKey.TlsFiles tls;
+    private final FlightBatchClient.Options pullOptions;
     private final List<ClusterRankFeed> feeds = new java.util.concurrent.CopyOnWriteArrayList<>();
 
     private ClusterNode(ActorSystem<NodeProtocol.Command> system, NodeRuntime runtime, FlightBatchServer flight, RootAllocator allocator,
-                        Options options) {
+                        Options options, ClusterKey key, ClusterKey.TlsFiles tls, FlightBatchClient.Options pullOptions) {
         this.system = system;
         this.runtime = runtime;
         this.flight = flight;
         this.allocator = allocator;
         this.options = options;
+        this.key = key;
+        this.tls = tls;
+        this.pullOptions = pullOptions;
     }
 
     /**
-     * Starts the node: its Flight server, then its cluster member, which joins through the seeds.
-     * {@code store} is the node's object store (closed by the caller after the node).
+     * The key {@code options} name, or this user's own when none is named and the member and its seeds are all on
+     * loopback; refused otherwise (a key made here could not be on the other hosts).
+     */
+    static ClusterKey keyFor(Options options) {
+        if (options.clusterKey() != null) return options.clusterKey();
+        if (!options.loopbackOnly())
+            throw new ConfigException("this member binds " + options.host() + " or joins " + options.seeds() + ", beyond loopback, so it "
+                    + "needs the cluster's key: make one with `stoker cluster-key FILE`, copy it to every member (mode 0600) and pass "
+                    + "--cluster-key FILE");
+        return ClusterKey.userDefault(System.getenv());
+    }
+
+    /**
+     * Starts the node: its Flight server (TLS with the cluster key's certificate; the token given, else one derived from
+     * the key), then its cluster member (Artery over TLS, mutual authentication with the key), which joins through the
+     * seeds. {@code store} is the node's object store (closed by the caller after the node).
+     *
+     * @throws ConfigException when there is no key to use, or it cannot be read
      */
     public static ClusterNode start(Options options, ShmObjectStore store) throws IOException {
+        var key = keyFor(options);
+        var tls = key.materialize();
+        String token = options.flightToken() != null ? options.flightToken() : key.flightToken();
         var runtime = new NodeRuntime(store, options.slots());
         var allocator = new RootAllocator();
         FlightBatchServer flight;
         try {
-            flight = FlightBatchServer.start(Location.forGrpcInsecure(options.host(), options.flightPort()), null, runtime, allocator,
-                    new FlightBatchServer.Security(options.flightToken(), null, null));
+            flight = FlightBatchServer.start(Location.forGrpcTls(options.host(), options.flightPort()), null, runtime, allocator,
+                    new FlightBatchServer.Security(token, tls.certificatePem(), tls.privateKeyPem()));
         } catch (IOException | RuntimeException e) {
             allocator.close();
+            tls.close();
             throw e;
         }
         var holder = new CompletableFuture<ClusterNode>();
         ActorSystem<NodeProtocol.Command> system;
         try {
-            system = ActorSystem.create(agent(runtime, holder), SYSTEM_NAME, config(options));
+            system = ActorSystem.create(agent(runtime, holder), SYSTEM_NAME, config(options, tls, UNTRUSTED_MODE));
         } catch (RuntimeException e) {
             flight.close();
             allocator.close();
+            tls.close();
             throw e;
         }
-        var node = new ClusterNode(system, runtime, flight, allocator, options);
+        var pull = new FlightBatchClient.Options(token, true, tls.certificatePem(), ClusterKey.NAME);
+        var node = new ClusterNode(system, runtime, flight, allocator, options, key, tls, pull);
         holder.complete(node);
         return node;
     }
 
-    static Config config(Options o) {
+    /**
+     * The member's Pekko configuration: Artery over TLS ({@code tls-tcp}) with the cluster key as key store and trust store
+     * and mutual authentication, so that only holders of the key complete a handshake with a member; hostname
+     * verification is off (every member presents the one self-signed certificate). {@code untrusted} turns on Artery's
+     * untrusted mode, with the selection paths the cluster itself needs trusted ({@link #UNTRUSTED_MODE}).
+     */
+    static Config config(Options o, ClusterKey.TlsFiles tls, boolean untrusted) {
         var seeds = new StringBuilder();
         for (String s : o.seeds()) {
             if (!seeds.isEmpty()) seeds.append(", ");
@@ -158,9 +214,26 @@ public final class ClusterNode implements AutoCloseable {
                     serialization-bindings { "dev.stoker.cluster.ClusterMessage" = jackson-cbor }
                   }
                   remote.artery {
-                    transport = tcp
+                    transport = tls-tcp
                     canonical.hostname = "%s"
                     canonical.port = %d
+                    untrusted-mode = %s
+                    trusted-selection-paths = ["/system/cluster/core/daemon", "/system/cluster/heartbeatReceiver",
+                                               "/system/clusterReceptionist/replicator"]
+                    ssl {
+                      ssl-engine-provider = org.apache.pekko.remote.artery.tcp.ConfigSSLEngineProvider
+                      config-ssl-engine {
+                        key-store = "%s"
+                        key-store-password = "%s"
+                        key-password = "%s"
+                        trust-store = "%s"
+                        trust-store-password = "%s"
+                        protocol = "TLSv1.3"
+                        enabled-algorithms = ["TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384"]
+                        require-mutual-authentication = on
+                        hostname-verification = off
+                      }
+                    }
                   }
                   cluster {
                     seed-nodes = [%s]
@@ -179,7 +252,8 @@ public final class ClusterNode implements AutoCloseable {
                     shutdown-after-unsuccessful-join-seed-nodes = off
                   }
                 }
-                """.formatted(o.host(), o.port(), seeds, roles, o.downAfter().toMillis(), o.heartbeatPause().toMillis());
+                """.formatted(o.host(), o.port(), untrusted ? "on" : "off", tls.keyStore(), tls.password(),
+                tls.password(), tls.trustStore(), tls.password(), seeds, roles, o.downAfter().toMillis(), o.heartbeatPause().toMillis());
         return ConfigFactory.parseString(text).withFallback(ConfigFactory.defaultReference(ClusterNode.class.getClassLoader())).resolve();
     }
 
@@ -287,6 +361,12 @@ public final class ClusterNode implements AutoCloseable {
 
     public int flightPort() { return flight.port(); }
 
+    /** The key this member authenticates with. */
+    public ClusterKey clusterKey() { return key; }
+
+    /** How this node's pullers reach the other nodes' Flight endpoints: TLS trusting only the cluster key, with the token. */
+    public FlightBatchClient.Options flightClientOptions() { return pullOptions; }
+
     public Options options() { return options; }
 
     /** Waits until this member is Up in the cluster (it has joined through a seed); false on timeout. */
@@ -311,7 +391,7 @@ public final class ClusterNode implements AutoCloseable {
 
     /** The trainer-facing side of the job currently running on this node, for a {@code FeedServer}. */
     public ClusterRankFeed trainerFeed(Duration waitForJob) {
-        var feed = new ClusterRankFeed(system, runtime, waitForJob, allocator, options.flightToken(), options.pullAhead());
+        var feed = new ClusterRankFeed(system, runtime, waitForJob, allocator, pullOptions, options.pullAhead());
         feeds.add(feed);
         return feed;
     }
@@ -334,5 +414,6 @@ public final class ClusterNode implements AutoCloseable {
         }
         flight.close();
         allocator.close();
+        tls.close();
     }
 }

@@ -86,11 +86,11 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
     private final FlightBatchClient.Options flightOptions;
 
-    ClusterRankFeed(ActorSystem<?> system, NodeRuntime runtime, Duration waitForJob, BufferAllocator allocator, String flightToken,
-                    int pullAhead) {
+    ClusterRankFeed(ActorSystem<?> system, NodeRuntime runtime, Duration waitForJob, BufferAllocator allocator,
+                    FlightBatchClient.Options flightOptions, int pullAhead) {
         if (pullAhead < 0) throw new IllegalArgumentException("pull-ahead must be >= 0, got " + pullAhead);
         this.pullAhead = pullAhead;
-        this.flightOptions = new FlightBatchClient.Options(flightToken, false, null);
+        this.flightOptions = flightOptions;
         this.system = system;
         this.runtime = runtime;
         this.waitForJob = waitForJob;

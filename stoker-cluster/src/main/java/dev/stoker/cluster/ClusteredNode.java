@@ -9,6 +9,7 @@ import dev.stoker.node.StokerNode;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.store.ShmObjectStore;
 import java.io.IOException;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Locale;
@@ -62,15 +63,25 @@ public final class ClusteredNode {
         NodeShares.checkPulled(config, config.get(NodeConfig.NODE_SHM_BUDGET)); // this node serves trainers of the job too
     }
 
-    /** The cluster member's options by {@code config}: its address, seeds, slots, timings, token. */
+    /**
+     * The cluster member's options by {@code config}: its address, seeds, slots, timings, token and key ({@code --cluster-key},
+     * read and checked here; none: this user's own, made on first use, allowed on loopback only).
+     */
     static ClusterNode.Options memberOptions(NodeConfig config) {
         if (config.join().isEmpty()) throw new ConfigException("--join is required: the cluster member(s) HOST:PORT to join through "
                 + "(the first node names its own --bind)");
         var hp = ConfigKey.HostPort.parse(config.get(NodeConfig.BIND));
-        return ClusterNode.Options.of(hp.host(), hp.port(), config.join(), config.get(NodeConfig.SLOTS))
+        var options = ClusterNode.Options.of(hp.host(), hp.port(), config.join(), config.get(NodeConfig.SLOTS))
                 .withTimings(Duration.ofMillis(config.get(NodeConfig.DOWN_AFTER_MS)), Duration.ofMillis(config.get(NodeConfig.HEARTBEAT_PAUSE_MS)))
                 .withFlightPort(config.get(NodeConfig.FLIGHT_PORT)).withFlightToken(FlightAccess.clusterToken(config, hp.host(), System.getenv()))
                 .withPullAhead(config.get(NodeConfig.PULL_AHEAD));
+        Path keyFile = config.get(NodeConfig.CLUSTER_KEY);
+        if (keyFile != null) return options.withClusterKey(ClusterKey.load(keyFile));
+        if (!options.loopbackOnly())
+            throw new ConfigException("--bind " + config.get(NodeConfig.BIND) + " / --join " + String.join(",", config.join()) + " reach "
+                    + "beyond loopback, so the members need the cluster's key: make one with `stoker cluster-key FILE`, copy it to "
+                    + "every member (scp -p; mode 0600) and pass --cluster-key FILE");
+        return options;
     }
 
     /** The member's store and cluster node, Up in the cluster; everything closed again when joining fails. */

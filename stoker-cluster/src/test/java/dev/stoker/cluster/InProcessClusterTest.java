@@ -90,7 +90,7 @@ class InProcessClusterTest {
     @Test
     void aRefetchReleasesTheSupersededAttemptOnItsLiveOwner() throws Exception {
         try (var one = OneNode.start(tmp); var alloc = new RootAllocator();
-             var client = FlightBatchClient.connect("127.0.0.1", one.node().flightPort(), alloc)) {
+             var client = FlightBatchClient.connect("127.0.0.1", one.node().flightPort(), one.node().flightClientOptions(), alloc)) {
             var first = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, r));
             assertNull(first.error(), first.error());
             assertNotNull(client.next(0, 1, "j/" + first.key()), "the owner serves the rank's batch");

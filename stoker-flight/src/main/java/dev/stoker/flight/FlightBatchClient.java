@@ -115,20 +115,27 @@ public final class FlightBatchClient implements AutoCloseable {
      * @param token               sent as {@code authorization: Bearer <token>} on every call; null sends none
      * @param tls                 connect with TLS ({@code grpc+tls}) instead of plaintext
      * @param trustedCertificates PEM certificates to trust (e.g. a self-signed server's own); null trusts the JDK's defaults
+     * @param serverName          the name the server's certificate must carry, instead of the host connected to (a cluster's
+     *                            nodes all present one certificate, named for the cluster); null: the host
      */
-    public record Options(String token, boolean tls, Path trustedCertificates) {
+    public record Options(String token, boolean tls, Path trustedCertificates, String serverName) {
         /** No token, plaintext: a server on this host. */
         public static final Options PLAINTEXT = new Options(null, false, null);
 
         public Options {
             if (trustedCertificates != null && !tls) throw new IllegalArgumentException("trusted certificates are for TLS connections");
+            if (serverName != null && !tls) throw new IllegalArgumentException("a server name is checked on TLS connections only");
         }
+
+        /** The server's certificate carries the host connected to. */
+        public Options(String token, boolean tls, Path trustedCertificates) { this(token, tls, trustedCertificates, null); }
 
         /** Never shows the token. */
         @Override
         public String toString() {
             return "Options[token=" + (token == null ? "none" : "****") + ", tls=" + tls
-                    + (trustedCertificates == null ? "" : ", trusted=" + trustedCertificates) + "]";
+                    + (trustedCertificates == null ? "" : ", trusted=" + trustedCertificates)
+                    + (serverName == null ? "" : ", server name " + serverName) + "]";
         }
     }
 
@@ -167,6 +174,7 @@ public final class FlightBatchClient implements AutoCloseable {
         } else {
             var ssl = GrpcSslContexts.forClient();
             if (options.trustedCertificates() != null) ssl.trustManager(options.trustedCertificates().toFile());
+            if (options.serverName() != null) builder.overrideAuthority(options.serverName()); // the name TLS checks
             try {
                 builder.useTransportSecurity().sslContext(ssl.build());
             } catch (javax.net.ssl.SSLException e) {

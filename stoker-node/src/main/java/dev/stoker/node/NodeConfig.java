@@ -321,6 +321,10 @@ public final class NodeConfig {
     public static final ConfigKey<Path> CLUSTER_TOKEN_FILE = key("cluster-token-file", MEMBER, "FILE", TEXT, ConfigKey.path(),
             Path::toString, null, null, "File (mode 0600) holding the token the nodes' Flight endpoints ask for and send, the same on "
                     + "every node; or set $" + FlightAccess.CLUSTER_TOKEN_ENV + ". Required when --bind is not a loopback address.");
+    public static final ConfigKey<Path> CLUSTER_KEY = key("cluster-key", MEMBER, "FILE", TEXT, ConfigKey.path(), Path::toString, null,
+            "$XDG_CONFIG_HOME/stoker/cluster.key (made on first use; loopback only)", "The cluster's key (mode 0600, the same file on "
+                    + "every member; make one with stoker cluster-key FILE): members authenticate each other with it (TLS) and the "
+                    + "nodes' Flight endpoints use its certificate. Required when --bind or --join is not a loopback address.");
     public static final ConfigKey<Path> SOCKET = key("socket", MEMBER, "PATH", TEXT, ConfigKey.path(), Path::toString, null,
             "$XDG_RUNTIME_DIR/stoker/<job>.sock, else /tmp/stoker-<uid>/<job>.sock (node: node.sock)",
             "Unix socket the node's trainer ranks connect to.");

@@ -124,9 +124,10 @@ public final class ClusterBench {
 
             var members = new ArrayList<Members.Member>();
             Path tokenFile = writeToken(dir);
+            Path keyFile = dev.stoker.cluster.ClusterKey.create(dir.resolve("cluster.key")).file(); // one for this run, 0600
             for (int i = 0; i < nodes; i++) { // node 0 first: it is the seed
                 Path file = dir.resolve("node" + i + ".yaml");
-                Files.writeString(file, memberConfig(s, i, host[i] + ":" + ports[i], host[0] + ":" + ports[0], tokenFile, dir)
+                Files.writeString(file, memberConfig(s, i, host[i] + ":" + ports[i], host[0] + ":" + ports[0], tokenFile, keyFile, dir)
                         .toYaml(i == 0 ? NodeConfig.keys() : NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.MEMBER))));
                 var jvm = new ArrayList<>(List.of("-Xmx" + s.nodeHeap()));
                 jvm.addAll(ChildJvm.envOptions("STOKER_JAVA_OPTS"));
@@ -208,9 +209,9 @@ public final class ClusterBench {
     /**
      * Node {@code i}'s configuration: node 0 runs the job ({@code serve --join}: the job's settings, the cluster's, its steps and
      * metrics file), the others are members ({@code node --join}); every one binds {@code bind}, offers a slot per worker, and
-     * has its socket, store budget, token file and pull-ahead.
+     * has its socket, store budget, token file, cluster key and pull-ahead.
      */
-    private static NodeConfig memberConfig(Settings s, int i, String bind, String seed, Path tokenFile, Path dir) {
+    private static NodeConfig memberConfig(Settings s, int i, String bind, String seed, Path tokenFile, Path keyFile, Path dir) {
         var c = s.config();
         var b = i == 0 ? c.toBuilder().set(NodeConfig.RANKS, c.ranks()).set(NodeConfig.BATCH, c.batch())
                 .set(NodeConfig.NODES, c.get(NodeConfig.NODES)).set(NodeConfig.PLACEMENT, c.get(NodeConfig.PLACEMENT))
@@ -219,7 +220,7 @@ public final class ClusterBench {
                 : NodeConfig.builder().set(NodeConfig.METRICS_FILE, statsFile(dir, i));
         return b.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, bind).set(NodeConfig.SLOTS, c.workers())
                 .set(NodeConfig.SOCKET, socket(dir, i)).set(NodeConfig.NODE_SHM_BUDGET, c.get(NodeConfig.NODE_SHM_BUDGET))
-                .set(NodeConfig.CLUSTER_TOKEN_FILE, tokenFile).set(NodeConfig.PULL_AHEAD, c.get(NodeConfig.PULL_AHEAD)).build();
+                .set(NodeConfig.CLUSTER_TOKEN_FILE, tokenFile).set(NodeConfig.CLUSTER_KEY, keyFile).set(NodeConfig.PULL_AHEAD, c.get(NodeConfig.PULL_AHEAD)).build();
     }
 
     /** The job's feed settings as options: those given, and the ranks and batch always (the settings JSON's job_args). */
