@@ -38,8 +38,9 @@ class BatchLayoutFuzzTest {
         }
         assertTrue(batch.totalBytes() >= BatchLayout.HEADER_BYTES && batch.totalBytes() <= data.length, "total " + batch.totalBytes());
         for (Tensor t : batch.tensors()) {
-            long elements = 1;
-            for (long d : t.shape()) elements = Math.multiplyExact(elements, d); // a shape whose count overflows is a bug
+            // a shape with a zero is empty, whatever its other dimensions; any other whose count overflows is a bug
+            long elements = java.util.Arrays.stream(t.shape()).anyMatch(d -> d == 0) ? 0 : 1;
+            for (long d : t.shape()) if (elements != 0) elements = Math.multiplyExact(elements, d);
             assertEquals(Math.multiplyExact(elements, t.dtype().byteSize()), t.data().byteSize(),
                     t.name() + ": bytes must be exactly its shape's elements");
             long offset = t.data().address() - src.address();
