@@ -83,10 +83,23 @@ class FeedServerFuzzTest {
         long handedOutBefore = s.provider().storedHandedOut.get();
         byte[] reply = exchange(s.socket(), stream);
         checkReply(reply);
-        // every Stored batch of this connection was released: by its BATCH write, by RELEASE or when the connection ended
+        // every Stored batch was released: by its BATCH write, by RELEASE or when its connection ended, before the
+        // server counts that connection closed (the trainer may see the end of its stream a moment before that)
+        awaitNoConnection(s.server());
         assertEquals(s.provider().storedHandedOut.get(), s.provider().storedReleased.get(),
                 "stored batches handed out on this connection (" + (s.provider().storedHandedOut.get() - handedOutBefore) + ") not all released");
-        if (++inputs % 200 == 0) goodTrainerIsServed(s.socket());
+        if (++inputs % 200 == 0) {
+            goodTrainerIsServed(s.socket());
+            awaitNoConnection(s.server());
+        }
+    }
+
+    private static void awaitNoConnection(FeedServer server) throws InterruptedException {
+        long deadline = System.nanoTime() + EXCHANGE_DEADLINE_NANOS;
+        while (server.connectionsOpen() > 0) {
+            if (System.nanoTime() > deadline) fail(server.connectionsOpen() + " connections still open 5 s after their trainers closed");
+            Thread.sleep(1);
+        }
     }
 
     /** Sends {@code stream}, half-closes, and reads the service's answer to its end, within a deadline. */
