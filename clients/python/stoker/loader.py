@@ -24,6 +24,8 @@ from .layout import BatchMeta, build_views, inputs, parse_header, with_metadata
 MAPPING_IDLE_REFS = 64
 #: Largest non-BATCH frame accepted from the service (REF, WELCOME, ERROR are small).
 MAX_SMALL_FRAME = 64 << 20
+#: Largest BATCH frame accepted (1 TiB): a length beyond any batch is a broken stream, not an allocation to try.
+MAX_BATCH_FRAME = 1 << 40
 #: Steps whose (wait_ns, step_ns) a Loader keeps for ``timings()`` unless told otherwise.
 KEEP_TIMINGS = 10_000
 #: Seconds a plain ``Loader`` keeps trying to connect while the socket is missing or refuses (the service starting).
@@ -338,7 +340,7 @@ class Loader:
                                         resume_step=step))
             type_, n = self._read_frame_header(sock)
             if type_ == P.ERROR:
-                raise StokerError(P.decode_text(self._read_small(sock, n, type_)))
+                raise _service_error(self._read_small(sock, n, type_))
             if type_ != P.WELCOME:
                 raise ProtocolError(f"expected WELCOME, got {P.FRAME_NAMES.get(type_, type_)} (frame type {type_})")
             w = P.decode_welcome(self._read_small(sock, n, type_))
@@ -578,8 +580,7 @@ class Loader:
                 self._state = "ended"
                 raise StopIteration
             elif type_ == P.ERROR:
-                message = P.decode_text(self._read_small(conn.sock, n, type_))
-                raise StokerError(message)
+                raise _service_error(self._read_small(conn.sock, n, type_))
             else:
                 raise ProtocolError(f"unexpected {P.FRAME_NAMES.get(type_, 'frame')} (type {type_}) after NEXT")
         except StopIteration:
@@ -617,7 +618,14 @@ class Loader:
         return self._torch.from_numpy(root) if self.as_torch else root
 
     def _receive_batch(self, conn: _Connection, n: int) -> dict:
-        raw = self._pool.take(n)
+        # A length from a broken or hostile service must end in StokerError, not in NumPy's MemoryError or
+        # ValueError (the property tests' finding: BATCH headers of 2^40 and 2^63 bytes).
+        if n > MAX_BATCH_FRAME:
+            raise ProtocolError(f"BATCH frame of {n} bytes is implausibly large (at most {MAX_BATCH_FRAME})")
+        try:
+            raw = self._pool.take(n)
+        except MemoryError as e:
+            raise StokerError(f"cannot allocate {n} bytes for a BATCH from the Stoker service: {e}") from e
         align = (-raw.__array_interface__["data"][0]) % 64
         # The root's base is a memoryview, so every view of it has `.base is root`: the buffer goes
         # back to the pool exactly when the last array or tensor of this batch dies.
@@ -795,6 +803,11 @@ class Loader:
         buf = bytearray(n)
         self._recv_exact(sock, memoryview(buf))
         return buf
+
+
+def _service_error(payload) -> StokerError:
+    """The service's ERROR as an exception; an empty one still says where it came from (a property test's finding)."""
+    return StokerError(P.decode_text(payload) or "the Stoker service sent an ERROR without a message")
 
 
 def _address_range(obj) -> Tuple[int, int]:

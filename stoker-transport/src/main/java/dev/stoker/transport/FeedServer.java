@@ -387,13 +387,9 @@ public final class FeedServer implements AutoCloseable {
                             return;
                         }
                         if (f.length() > 0) {
-                            FeedProtocol.Timing t;
-                            try {
-                                t = FeedProtocol.Timing.decode(in.small(f));
-                            } catch (IOException bad) {
-                                error(ch, bad.getMessage());
-                                return;
-                            }
+                            // a bad timing is a ProtocolException (ERROR, below); a trainer gone mid-payload is not told
+                            // "peer closed the connection" as if it were one (a fuzzer's finding)
+                            FeedProtocol.Timing t = FeedProtocol.Timing.decode(in.small(f));
                             provider.report(rank, connection, t.waitNanos(), t.stepNanos()); // the connection's own rank
                             timingsReceived.incrementAndGet();
                         }

@@ -357,7 +357,9 @@ public final class BatchLayout {
             for (int k = 0; k < ndim; k++) shape[k] = src.get(LONG_LE, d + D_SHAPE + 8L * k);
             long offset = src.get(LONG_LE, d + D_OFFSET);
             long len = src.get(LONG_LE, d + D_LENGTH);
-            if (offset < 0 || len < 0 || offset + len > total) throw new IllegalArgumentException(name + ": data outside the batch");
+            // offset + len can overflow to a negative sum: compare without adding (a fuzzer's finding)
+            if (offset < 0 || len < 0 || offset > total || len > total - offset)
+                throw new IllegalArgumentException(name + ": data outside the batch");
             int flags = src.get(INT_LE, d + D_FLAGS);
             if ((flags & ~FLAG_METADATA) != 0) throw new IllegalArgumentException(name + ": unknown descriptor flags 0x" + Integer.toHexString(flags));
             tensors.add(new Tensor(name, dtype, shape, src.asSlice(offset, len), (flags & FLAG_METADATA) != 0));

@@ -46,9 +46,17 @@ public record Tensor(String name, DType dtype, long[] shape, MemorySegment data,
         if (name.isEmpty() || name.length() > BatchLayout.NAME_BYTES - 1) throw new IllegalArgumentException("bad tensor name '" + name + "'");
         if (shape.length > BatchLayout.MAX_DIMS) throw new IllegalArgumentException(name + ": more than " + BatchLayout.MAX_DIMS + " dimensions");
         shape = shape.clone();
-        long n = 1;
+        boolean empty = false;
         for (long d : shape) {
             if (d < 0) throw new IllegalArgumentException(name + ": negative dimension");
+            empty |= d == 0;
+        }
+        long n = empty ? 0 : 1;
+        // a shape whose byte count overflows would wrap around, to 0 bytes for (2^61, 8) of int64: refused
+        for (long d : shape) {
+            if (empty) break;
+            if (n > Long.MAX_VALUE / dtype.byteSize / d)
+                throw new IllegalArgumentException(name + ": shape " + Arrays.toString(shape) + " of " + dtype + " is over 2^63 bytes");
             n *= d;
         }
         if (n * dtype.byteSize != data.byteSize())

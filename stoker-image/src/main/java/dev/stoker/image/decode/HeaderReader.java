@@ -148,13 +148,17 @@ final class HeaderReader {
             width = u24le(d, 24) + 1;
             height = u24le(d, 27) + 1;
             long pos = 12;
-            while (pos + 8 <= d.length) {
+            boolean exifSeen = false, frameSeen = false;
+            while (pos + 8 <= d.length && !(exifSeen && frameSeen)) {
                 long size = u32le(d, (int) pos + 4);
-                if (startsWith(d, (int) pos, 'E', 'X', 'I', 'F') && pos + 8 + size <= d.length) {
+                if (!exifSeen && startsWith(d, (int) pos, 'E', 'X', 'I', 'F') && pos + 8 + size <= d.length) {
                     int start = (int) pos + 8;
                     if (size >= 6 && startsWith(d, start, 'E', 'x', 'i', 'f', 0, 0)) start += 6;
                     orientation = exifOrientation(d, start, (int) (pos + 8 + size));
-                    break;
+                    exifSeen = true;
+                } else if (!frameSeen && (startsWith(d, (int) pos, 'V', 'P', '8', ' ') || startsWith(d, (int) pos, 'V', 'P', '8', 'L'))) {
+                    checkFrameFitsCanvas(d, (int) pos, width, height);
+                    frameSeen = true;
                 }
                 pos += 8 + size + (size & 1);
             }
@@ -162,6 +166,31 @@ final class HeaderReader {
             throw new BadImageException("WebP with unknown first chunk " + hex(d, 16).substring(24));
         }
         return new Header(info(ImageFormat.WEBP, width, height, orientation), 0, null);
+    }
+
+    /**
+     * The image frame of a still VP8X file (its first top-level VP8 or VP8L chunk, at {@code chunk}) must have the
+     * canvas's size, as libwebp requires. ImageIO's WebP reader would otherwise decode the frame at the size its own
+     * header claims: a 37x23 canvas holding a 16383x16383 frame took it 10 s of CPU and the memory of the large size,
+     * past the decode budget that the canvas was checked against (the image fuzzer's finding). An animation's frames
+     * are in ANMF chunks, not here.
+     */
+    private static void checkFrameFitsCanvas(byte[] d, int chunk, int canvasWidth, int canvasHeight) {
+        int payload = chunk + 8, frameWidth, frameHeight;
+        if (startsWith(d, chunk, 'V', 'P', '8', ' ')) {
+            if (payload + 10 > d.length || !startsWith(d, payload + 3, 0x9D, 0x01, 0x2A))
+                throw new BadImageException("WebP VP8 frame without a start code");
+            frameWidth = u16le(d, payload + 6) & 0x3FFF;
+            frameHeight = u16le(d, payload + 8) & 0x3FFF;
+        } else {
+            if (payload + 5 > d.length || u8(d, payload) != 0x2F) throw new BadImageException("WebP VP8L stream without its signature");
+            long bits = u32le(d, payload + 1);
+            frameWidth = (int) (bits & 0x3FFF) + 1;
+            frameHeight = (int) ((bits >>> 14) & 0x3FFF) + 1;
+        }
+        if (frameWidth != canvasWidth || frameHeight != canvasHeight)
+            throw new BadImageException("WebP frame of " + frameWidth + "x" + frameHeight + " differs from its canvas of "
+                    + canvasWidth + "x" + canvasHeight);
     }
 
     /**
