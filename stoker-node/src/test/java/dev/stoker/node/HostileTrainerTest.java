@@ -285,6 +285,34 @@ class HostileTrainerTest {
     }
 
     @Test
+    void aPeerReconnectingInALoopLeavesNoReadBufferBehind() throws Exception {
+        var direct = java.lang.management.ManagementFactory.getPlatformMXBeans(java.lang.management.BufferPoolMXBean.class).stream()
+                .filter(p -> p.getName().equals("direct")).findFirst().orElseThrow();
+        int rounds = 300;
+        try (var ledger = ledger(0); var server = new FeedServer(tmp.resolve("r.sock"), ledger, false)) {
+            try (var warm = new Peer(server.socketPath())) { // the server's threads and their cached temporary buffers exist
+                warm.frame(0x7777, 0, new byte[0]);
+                assertNotNull(warm.error(10_000));
+            }
+            long before = direct.getMemoryUsed();
+            for (int i = 0; i < rounds; i++) {
+                try (var peer = new Peer(server.socketPath())) {
+                    peer.frame(0x7777, 0, new byte[0]); // not a HELLO: an ERROR, and the connection goes
+                    assertNotNull(peer.error(10_000));
+                    peer.closed(10_000);
+                }
+            }
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (server.connectionsOpen() > 0 && System.nanoTime() < deadline) Thread.sleep(5);
+            long grown = direct.getMemoryUsed() - before;
+            // a 64 KiB direct read buffer per connection, left for a garbage collection, would be ~19 MiB here
+            assertTrue(grown < 16L * FeedProtocol.FrameReader.BUFFER_BYTES,
+                    "direct memory grew by " + grown + " bytes over " + rounds + " closed connections");
+            aGoodTrainerIsServedInOrder(server, ledger, 0);
+        }
+    }
+
+    @Test
     void nextAndByeWithPayloadsAreParsedAsTheProtocolDefines() throws Exception {
         try (var ledger = ledger(0); var server = new FeedServer(tmp.resolve("n.sock"), ledger, false)) {
             try (var peer = new Peer(server.socketPath())) {

@@ -247,17 +247,29 @@ public final class FeedProtocol {
      * <p>Threading: one reader per connection, used by one thread at a time.
      */
     public static final class FrameReader {
-        private static final int BUFFER_BYTES = 64 << 10;
+        /** The size of the read buffer. */
+        public static final int BUFFER_BYTES = 64 << 10;
         private final ReadableByteChannel ch;
-        private final ByteBuffer buf = ByteBuffer.allocateDirect(BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        private final ByteBuffer buf;
         private final java.nio.channels.Selector selector;
         private final long spinNanos;
         private boolean hasDeadline;
         private long deadlineNanos; // System.nanoTime() past which a read fails, when hasDeadline
 
-        /** Reads a blocking channel. */
+        /** Reads a blocking channel, through a direct buffer of its own (freed by the garbage collector). */
         public FrameReader(ReadableByteChannel ch) {
+            this(ch, ByteBuffer.allocateDirect(BUFFER_BYTES));
+        }
+
+        /**
+         * Reads a blocking channel through {@code buffer} ({@link #BUFFER_BYTES} or more), which the
+         * caller owns: a server frees it with the connection (a peer reconnecting in a loop must not
+         * leave 64 KiB per connection waiting for a garbage collection).
+         */
+        public FrameReader(ReadableByteChannel ch, ByteBuffer buffer) {
+            if (buffer.capacity() < BUFFER_BYTES) throw new IllegalArgumentException("a read buffer needs " + BUFFER_BYTES + " bytes");
             this.ch = ch;
+            this.buf = buffer.clear().order(ByteOrder.LITTLE_ENDIAN);
             this.selector = null;
             this.spinNanos = 0;
             buf.limit(0);
@@ -272,6 +284,7 @@ public final class FeedProtocol {
         public FrameReader(java.nio.channels.SocketChannel ch, long spinNanos) throws IOException {
             ch.configureBlocking(false);
             this.ch = ch;
+            this.buf = ByteBuffer.allocateDirect(BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
             this.selector = java.nio.channels.Selector.open();
             ch.register(selector, java.nio.channels.SelectionKey.OP_READ);
             this.spinNanos = spinNanos;

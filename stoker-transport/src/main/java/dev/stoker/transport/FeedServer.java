@@ -306,7 +306,8 @@ public final class FeedServer implements AutoCloseable {
         int joinedRank = -1;
         var deadline = new HelloDeadline(ch);
         try (arena) { // ch is closed last, in finally: the catch below must still be able to send the ERROR
-            var in = new FeedProtocol.FrameReader(ch);
+            // the read buffer goes with the connection's arena, not at some later garbage collection
+            var in = new FeedProtocol.FrameReader(ch, arena.allocate(FeedProtocol.FrameReader.BUFFER_BYTES).asByteBuffer());
             FeedProtocol.Frame helloFrame;
             ByteBuffer helloBytes = null;
             try {
