@@ -124,7 +124,9 @@ public final class ClusterBench {
 
             var members = new ArrayList<Members.Member>();
             Path tokenFile = writeToken(dir);
-            Path keyFile = dev.stoker.cluster.ClusterKey.create(dir.resolve("cluster.key")).file(); // one for this run, 0600
+            Path keyFile = dir.resolve("cluster.key"); // the work dir's own, 0600: made on its first run, kept for the next
+            keyFile = (Files.exists(keyFile, java.nio.file.LinkOption.NOFOLLOW_LINKS) ? dev.stoker.cluster.ClusterKey.load(keyFile)
+                    : dev.stoker.cluster.ClusterKey.create(keyFile)).file();
             for (int i = 0; i < nodes; i++) { // node 0 first: it is the seed
                 Path file = dir.resolve("node" + i + ".yaml");
                 Files.writeString(file, memberConfig(s, i, host[i] + ":" + ports[i], host[0] + ":" + ports[0], tokenFile, keyFile, dir)
