@@ -79,6 +79,13 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * a random one, {@link #newToken}).
  */
 public final class FlightBatchServer implements AutoCloseable {
+    /**
+     * The largest message a caller may send (gRPC refuses a larger one with RESOURCE_EXHAUSTED before
+     * buffering it): callers send only tickets and session actions, a few hundred bytes, and Arrow's
+     * own default (2 GiB) would let any caller make the service hold that much.
+     */
+    public static final int MAX_INBOUND_MESSAGE_BYTES = 1 << 20;
+
     /** Bytes of data-column blocks kept for reuse ({@link BlockPool}). */
     static final long POOL_KEEP_BYTES = 512L << 20;
     /** Shortest token accepted: 16 characters (64 bits as hex), short enough to paste, too long to guess. */
@@ -196,7 +203,8 @@ public final class FlightBatchServer implements AutoCloseable {
         this.ownedRoot = parent == null ? new RootAllocator() : null;
         this.allocator = (parent == null ? ownedRoot : parent).newChildAllocator("stoker-flight-server", 0, Long.MAX_VALUE);
         try {
-            var builder = FlightServer.builder(allocator, location, new Producer()).executor(grpcExecutor);
+            var builder = FlightServer.builder(allocator, location, new Producer()).executor(grpcExecutor)
+                    .maxInboundMessageSize(MAX_INBOUND_MESSAGE_BYTES);
             if (security.token() != null) builder.headerAuthenticator(new BearerToken(security.token()));
             if (security.tls()) builder.useTls(security.certChain().toFile(), security.privateKey().toFile());
             server = builder.build().start();

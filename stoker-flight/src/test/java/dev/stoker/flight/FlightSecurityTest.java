@@ -119,6 +119,27 @@ class FlightSecurityTest {
     }
 
     @Test
+    void aMessageLargerThanAnyCallNeedsIsRefusedBeforeItIsHeld() throws Exception {
+        try (var alloc = new RootAllocator()) {
+            List<byte[][]> expected = plainBatches(alloc);
+            try (var source = new Synthetic(1, STEPS);
+                 var server = FlightBatchServer.start(ANY_PORT, source, null, alloc, TOKEN_ONLY);
+                 var raw = FlightClient.builder(alloc, Location.forGrpcInsecure("127.0.0.1", server.port())).build()) {
+                var headers = new FlightCallHeaders();
+                headers.insert("authorization", "Bearer " + TOKEN);
+                byte[] big = new byte[8 << 20]; // a caller with the token, sending an 8 MiB action body
+                var e = assertThrows(FlightRuntimeException.class,
+                        () -> raw.doAction(new Action("stoker.session.open", big), new HeaderCallOption(headers)).hasNext());
+                assertEquals(FlightStatusCode.RESOURCE_EXHAUSTED, e.status().code(), e.toString());
+                assertEquals(0, source.served[0].get(), "it took no batch");
+                try (var good = FlightBatchClient.connect("127.0.0.1", server.port(), new FlightBatchClient.Options(TOKEN, false, null), alloc)) {
+                    assertSameBatches(expected, drain(good));
+                }
+            }
+        }
+    }
+
+    @Test
     void arrowsOwnClientSendsTheTokenAsACallHeader() throws Exception {
         try (var alloc = new RootAllocator();
              var source = new Synthetic(1, 1);
