@@ -9,7 +9,6 @@ import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.GeneralSecurityException;
 import java.security.KeyStore;
@@ -18,11 +17,8 @@ import java.security.PrivateKey;
 import java.security.SecureRandom;
 import java.security.cert.X509Certificate;
 import java.util.Base64;
-import java.util.Collections;
-import java.util.EnumSet;
 import java.util.HexFormat;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -61,10 +57,6 @@ public final class ClusterKey {
     static final int MAX_FILE_BYTES = 64 << 10;
     private static final String ALIAS = "stoker-cluster";
     private static final String MAGIC = "stoker-cluster-key: 1";
-    private static final Set<PosixFilePermission> OTHERS = Collections.unmodifiableSet(EnumSet.of(PosixFilePermission.GROUP_READ,
-            PosixFilePermission.GROUP_WRITE, PosixFilePermission.GROUP_EXECUTE, PosixFilePermission.OTHERS_READ,
-            PosixFilePermission.OTHERS_WRITE, PosixFilePermission.OTHERS_EXECUTE));
-    private static final Set<PosixFilePermission> OTHERS_WRITE = Set.of(PosixFilePermission.GROUP_WRITE, PosixFilePermission.OTHERS_WRITE);
 
     private final Path file;
     private final String password;
@@ -122,26 +114,7 @@ public final class ClusterKey {
      * @throws ConfigException naming the file and what is wrong; never holding the password
      */
     public static ClusterKey load(Path file) {
-        if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS))
-            throw new ConfigException("cluster key " + file + " is not a regular file (make one with stoker cluster-key FILE)");
-        String text;
-        try {
-            int uid = (Integer) Files.getAttribute(file, "unix:uid", LinkOption.NOFOLLOW_LINKS);
-            if (uid != myUid())
-                throw new ConfigException("cluster key " + file + " belongs to uid " + uid + ", not to this user (uid " + myUid()
-                        + "): a key another user controls is no key; copy it and chown it to yourself");
-            Set<PosixFilePermission> mode = Files.getPosixFilePermissions(file, LinkOption.NOFOLLOW_LINKS);
-            if (!Collections.disjoint(mode, OTHERS))
-                throw new ConfigException("cluster key " + file + " is open to other users (mode " + PosixFilePermissions.toString(mode)
-                        + "); run chmod 600 " + file);
-            if (Files.size(file) > MAX_FILE_BYTES)
-                throw new ConfigException("cluster key " + file + " has " + Files.size(file) + " bytes, more than a key's " + MAX_FILE_BYTES);
-            text = Files.readString(file, StandardCharsets.UTF_8);
-        } catch (UnsupportedOperationException | IllegalArgumentException e) {
-            throw new ConfigException("cluster key " + file + ": its owner and permissions cannot be checked on this file system");
-        } catch (IOException e) {
-            throw new ConfigException("cannot read the cluster key " + file + ": " + e.getMessage());
-        }
+        String text = dev.stoker.node.PrivateFile.read(file, "cluster key", MAX_FILE_BYTES, "");
         String password = null, pkcs12 = null;
         boolean magic = false;
         for (String line : text.split("\n")) {
@@ -188,12 +161,8 @@ public final class ClusterKey {
                     // another member made it: checked below
                 }
             }
-            if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)) throw new ConfigException(dir + " is not a folder (for the per-user cluster key)");
-            int uid = (Integer) Files.getAttribute(dir, "unix:uid", LinkOption.NOFOLLOW_LINKS);
-            var mode = Files.getPosixFilePermissions(dir, LinkOption.NOFOLLOW_LINKS);
-            if (uid != myUid() || !Collections.disjoint(mode, OTHERS_WRITE))
-                throw new ConfigException(dir + " (the per-user cluster key's folder) is not this user's alone (uid " + uid + ", mode "
-                        + PosixFilePermissions.toString(mode) + "); run chmod 700 " + dir + ", or pass --cluster-key FILE");
+            dev.stoker.node.PrivateFile.checkFolder(dir, dev.stoker.node.PrivateFile.OTHERS_WRITE, "the per-user cluster key's folder",
+                    ", or pass --cluster-key FILE");
             if (!Files.exists(file, LinkOption.NOFOLLOW_LINKS)) {
                 Path aside = dir.resolve(USER_FILE + "." + ProcessHandle.current().pid() + ".new");
                 Files.deleteIfExists(aside);
@@ -255,13 +224,6 @@ public final class ClusterKey {
         return b;
     }
 
-    static int myUid() {
-        try {
-            return (Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid");
-        } catch (IOException | UnsupportedOperationException e) {
-            throw new ConfigException("cannot tell this process's user id (/proc/self): " + e.getMessage());
-        }
-    }
 
     static void deleteTree(Path dir) {
         try (var files = Files.walk(dir)) {

@@ -83,7 +83,7 @@ class ClusterKeyTest {
         }
         Files.setPosixFilePermissions(expected.getParent(), PosixFilePermissions.fromString("rwxrwxrwx"));
         var e = assertThrows(ConfigException.class, () -> ClusterKey.userDefault(env));
-        assertTrue(e.getMessage().contains("not this user's alone"), e.getMessage());
+        assertTrue(e.getMessage().contains("is open to other users (mode rwxrwxrwx); run chmod 700"), e.getMessage());
     }
 
     @Test

@@ -1,20 +1,13 @@
 package dev.stoker.node;
 
 import dev.stoker.flight.FlightBatchServer;
-import java.io.IOException;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermission;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import org.apache.arrow.flight.Location;
 
 /**
@@ -46,9 +39,6 @@ public record FlightAccess(String host, int port, boolean loopback, FlightBatchS
     public static final String TOKEN_ENV = "STOKER_FLIGHT_TOKEN";
     /** The environment variable that can hold the cluster's token instead of {@code --cluster-token-file}. */
     public static final String CLUSTER_TOKEN_ENV = "STOKER_CLUSTER_TOKEN";
-    private static final Set<PosixFilePermission> OTHERS = Collections.unmodifiableSet(EnumSet.of(PosixFilePermission.GROUP_READ,
-            PosixFilePermission.GROUP_WRITE, PosixFilePermission.GROUP_EXECUTE, PosixFilePermission.OTHERS_READ,
-            PosixFilePermission.OTHERS_WRITE, PosixFilePermission.OTHERS_EXECUTE));
 
     /** The host and port of {@code --flight}: PORT, HOST:PORT or [IPv6]:PORT. */
     record Address(String host, int port) {}
@@ -164,29 +154,8 @@ public record FlightAccess(String host, int port, boolean loopback, FlightBatchS
         return file != null ? readToken(file, option) : fromEnv != null ? checked(fromEnv.strip(), "$" + envName) : null;
     }
 
-    /** The token in {@code file}, which must be this user's alone; errors name {@code option}. */
-    public static String readToken(Path file, String option) {
-        if (!Files.isRegularFile(file)) throw new ConfigException(option + " " + file + " is not a file");
-        try {
-            Set<PosixFilePermission> mode = Files.getPosixFilePermissions(file);
-            if (!Collections.disjoint(mode, OTHERS))
-                throw new ConfigException(option + " " + file + " is open to other users (mode " + PosixFilePermissions.toString(mode)
-                        + "); run chmod 600 " + file);
-            return checked(Files.readString(file, StandardCharsets.UTF_8).strip(), option + " " + file);
-        } catch (UnsupportedOperationException e) {
-            throw new ConfigException(option + " " + file + ": its permissions cannot be checked on this file system");
-        } catch (IOException e) {
-            throw new ConfigException("cannot read " + option + " " + file + ": " + e.getMessage());
-        }
-    }
+    /** The token in {@code file}, which must be this user's alone ({@link PrivateFile}); errors name {@code option}. */
+    public static String readToken(Path file, String option) { return FlightTokenFile.read(file, option, ""); }
 
-    private static String checked(String token, String from) {
-        if (token.isEmpty()) throw new ConfigException(from + " is empty");
-        try {
-            FlightBatchServer.checkToken(token);
-        } catch (IllegalArgumentException e) {
-            throw new ConfigException(from + ": " + e.getMessage()); // the message never holds the token
-        }
-        return token;
-    }
+    private static String checked(String token, String from) { return FlightTokenFile.checkToken(token, from); }
 }

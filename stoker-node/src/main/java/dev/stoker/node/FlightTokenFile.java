@@ -6,15 +6,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.attribute.BasicFileAttributes;
-import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.util.Collections;
-import java.util.EnumSet;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * The per-user Flight token, so that every Flight endpoint needs a token, loopback included (audit
@@ -37,9 +31,6 @@ public final class FlightTokenFile {
     public static final String NAME = "flight.token";
     /** Longest token file read (a token is at most a few hundred characters). */
     static final int MAX_FILE_BYTES = 4096;
-    private static final Set<PosixFilePermission> OTHERS = Collections.unmodifiableSet(EnumSet.of(PosixFilePermission.GROUP_READ,
-            PosixFilePermission.GROUP_WRITE, PosixFilePermission.GROUP_EXECUTE, PosixFilePermission.OTHERS_READ,
-            PosixFilePermission.OTHERS_WRITE, PosixFilePermission.OTHERS_EXECUTE));
 
     private FlightTokenFile() {}
 
@@ -123,51 +114,27 @@ public final class FlightTokenFile {
      * The token in {@code file}: a regular file (not a link), this user's, that group and others can
      * neither read nor write, at most {@value #MAX_FILE_BYTES} bytes; errors name {@code what}.
      */
-    static String read(Path file, String what) {
-        try {
-            var attrs = Files.readAttributes(file, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
-            if (!attrs.isRegularFile()) throw new ConfigException(what + " " + file + " is not a regular file (a link or a folder?)");
-            Object owner = Files.getAttribute(file, "unix:uid", LinkOption.NOFOLLOW_LINKS);
-            if (!owner.equals(SocketDir.uid())) throw new ConfigException(what + " " + file + " belongs to another user (uid " + owner + ")");
-            Set<PosixFilePermission> mode = Files.getPosixFilePermissions(file, LinkOption.NOFOLLOW_LINKS);
-            if (!Collections.disjoint(mode, OTHERS))
-                throw new ConfigException(what + " " + file + " is open to other users (mode " + PosixFilePermissions.toString(mode) + "); run chmod 600 "
-                        + file + ", or remove it to have a new one made");
-            if (attrs.size() > MAX_FILE_BYTES) throw new ConfigException(what + " " + file + " has " + attrs.size() + " bytes; a token has at most " + MAX_FILE_BYTES);
-            String token = Files.readString(file, StandardCharsets.UTF_8).strip();
-            checkToken(token, what + " " + file);
-            return token;
-        } catch (NoSuchFileException e) {
-            throw new ConfigException(what + " " + file + " does not exist");
-        } catch (UnsupportedOperationException e) {
-            throw new ConfigException(what + " " + file + ": its owner and permissions cannot be checked on this file system");
-        } catch (IOException e) {
-            throw new ConfigException("cannot read " + what + " " + file + ": " + e.getMessage());
-        }
+    static String read(Path file, String what) { return read(file, what, ", or remove it to have a new one made"); }
+
+    /** As {@link #read(Path, String)}, the advice for a file open to others ending with {@code fix}. */
+    static String read(Path file, String what, String fix) {
+        String token = PrivateFile.read(file, what, MAX_FILE_BYTES, fix).strip();
+        checkToken(token, what + " " + file);
+        return token;
     }
 
     /** Refuses a folder that is a link, another user's, or open to group or others in any way. */
     static void checkFolder(Path dir) {
-        try {
-            if (Files.isSymbolicLink(dir) || !Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS))
-                throw new ConfigException("the Flight token's folder " + dir + " is not a folder (a link?); remove it or pass --flight-token-file");
-            Object owner = Files.getAttribute(dir, "unix:uid", LinkOption.NOFOLLOW_LINKS);
-            var mode = Files.getPosixFilePermissions(dir, LinkOption.NOFOLLOW_LINKS);
-            if (!owner.equals(SocketDir.uid()) || !Collections.disjoint(mode, OTHERS))
-                throw new ConfigException("the Flight token's folder " + dir + " is " + (owner.equals(SocketDir.uid()) ? "open to other users (mode "
-                        + PosixFilePermissions.toString(mode) + "); run chmod 700 " + dir : "another user's (uid " + owner + "); remove it")
-                        + ", or pass --flight-token-file");
-        } catch (IOException e) {
-            throw new ConfigException("cannot check the Flight token's folder " + dir + ": " + e.getMessage());
-        }
+        PrivateFile.checkFolder(dir, PrivateFile.OTHERS, "the Flight token's folder", ", or pass --flight-token-file");
     }
 
-    private static void checkToken(String token, String from) {
+    static String checkToken(String token, String from) {
         if (token.isEmpty()) throw new ConfigException(from + " is empty");
         try {
             FlightBatchServer.checkToken(token);
         } catch (IllegalArgumentException e) {
             throw new ConfigException(from + ": " + e.getMessage()); // the message never holds the token
         }
+        return token;
     }
 }

@@ -2,9 +2,7 @@ package dev.stoker.node;
 
 import java.io.IOException;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 
 /**
@@ -24,7 +22,7 @@ public final class SocketDir {
     static Path defaultDir(java.util.Map<String, String> env) throws IOException {
         String xdg = env.get("XDG_RUNTIME_DIR");
         if (xdg != null && !xdg.isEmpty()) return Path.of(xdg, "stoker");
-        return Path.of("/tmp", "stoker-" + uid());
+        return Path.of("/tmp", "stoker-" + PrivateFile.uid());
     }
 
     /**
@@ -41,15 +39,9 @@ public final class SocketDir {
     }
 
     /** Refuses a folder that is a link, another user's, or writable by group or others. */
-    public static void checkPrivate(Path dir) throws IOException {
-        var noFollow = LinkOption.NOFOLLOW_LINKS;
-        Object owner = Files.getAttribute(dir, "unix:uid", noFollow);
-        var mode = Files.getPosixFilePermissions(dir, noFollow);
-        if (Files.isSymbolicLink(dir) || !owner.equals(uid()) || mode.contains(PosixFilePermission.GROUP_WRITE)
-                || mode.contains(PosixFilePermission.OTHERS_WRITE))
-            throw new ConfigException("the socket folder " + dir + " is a link, another user's, or writable by others (mode "
-                    + PosixFilePermissions.toString(mode) + "): its trainers would refuse it; serve from a folder of your own (mode 0700, "
-                    + "--socket DIR/NAME.sock or XDG_RUNTIME_DIR)");
+    public static void checkPrivate(Path dir) {
+        PrivateFile.checkFolder(dir, PrivateFile.OTHERS_WRITE, "the socket folder",
+                ": its trainers would refuse it; serve from a folder of your own (mode 0700, --socket DIR/NAME.sock or XDG_RUNTIME_DIR)");
     }
 
     /** Makes {@code socket} this user's trainers' only. */
@@ -57,5 +49,4 @@ public final class SocketDir {
         Files.setPosixFilePermissions(socket, PosixFilePermissions.fromString("rw-------"));
     }
 
-    static Object uid() throws IOException { return Files.getAttribute(Path.of("/proc/self"), "unix:uid"); }
 }

@@ -119,7 +119,7 @@ class FlightAccessTest {
         assertTrue(refusal(() -> plan("0.0.0.0:0", empty, null, null, Map.of())).contains("is empty"));
         Path spaced = tokenFile("r--------", "0123456789 abcdef0123");
         assertTrue(refusal(() -> plan("0.0.0.0:0", spaced, null, null, Map.of())).contains("printable ASCII"));
-        assertTrue(refusal(() -> plan("0.0.0.0:0", tmp, null, null, Map.of())).contains("is not a file"));
+        assertTrue(refusal(() -> plan("0.0.0.0:0", tmp, null, null, Map.of())).contains("is not a regular file"));
     }
 
     @Test

@@ -19,8 +19,8 @@ import java.util.Set;
  * local user who makes that folder first, or who may write into the socket's folder, can put their
  * own service there and feed the trainer batches of their choosing; a service that names a file
  * another user owns or may write, or a link, hands the trainer memory someone else controls.
- * {@code serve} already refuses such a default folder ({@code SocketDir.checkPrivate}); the client
- * holds every socket, given or default, to the same rule, since it cannot tell which it was given.
+ * {@code serve} refuses such a folder at start ({@code SocketDir.checkPrivate}); the client holds
+ * every socket, given or default, to the same rule, since it cannot tell which service made it.
  *
  * <p>The rule: the socket's folder is a real folder (not a link) owned by this process's user and
  * writable by no group or other; the socket is a socket owned by that user. A segment file is a
