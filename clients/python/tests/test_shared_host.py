@@ -3,10 +3,8 @@ socket, socket folder and shared-memory files of its own user that no one else m
 segments the service deleted at its next batch. Each refusal names the path and the cause, and each
 test ends with a trainer served from a proper folder."""
 
-import gc
 import os
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -14,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from stoker import Loader, StokerError  # noqa: E402
 from fake_service import FakeService, make_batches  # noqa: E402
+from test_loader import ServiceTest  # noqa: E402
 
 NOBODY = 65534
 ROOT = os.getuid() == 0
@@ -31,19 +30,9 @@ def deleted_mapped_bytes(folder: str) -> int:
     return n
 
 
-class SharedHostTest(unittest.TestCase):
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-        self.services = []
-
-    def tearDown(self):
-        for s in self.services:
-            s.close()
-        gc.collect()
-        self._tmp.cleanup()
-
-    def service(self, name, batches, **kw):
+class SharedHostTest(ServiceTest):
+    def service_in(self, name, batches, **kw):
+        """A fake service in its own folder ``name`` (0700) under the test's temporary folder."""
         folder = os.path.join(self.tmp, name)
         os.mkdir(folder, 0o700)
         s = FakeService(folder, batches, **kw)
@@ -60,7 +49,7 @@ class SharedHostTest(unittest.TestCase):
 
     def served(self, **kw):
         batches = make_batches(3)
-        svc = self.service(f"good-{len(self.services)}", batches, **kw)
+        svc = self.service_in(f"good-{len(self.services)}", batches, **kw)
         with Loader(svc.path, 0, 1) as loader:
             got = list(loader)
         self.assertEqual(len(got), 3)
@@ -70,7 +59,7 @@ class SharedHostTest(unittest.TestCase):
         del got
 
     def test_a_socket_folder_others_may_write_is_refused_before_connecting(self):
-        svc = self.service("run", make_batches(2))
+        svc = self.service_in("run", make_batches(2))
         os.chmod(svc.tmpdir, 0o777)  # as a /tmp/stoker-<uid> another user made first
         self.refused(svc.path, svc.tmpdir, "writable by its group and others (mode rwxrwxrwx)")
         os.chmod(svc.tmpdir, 0o770)
@@ -81,7 +70,7 @@ class SharedHostTest(unittest.TestCase):
             self.assertEqual(len(list(loader)), 2)
 
     def test_a_socket_folder_that_is_a_link_is_refused(self):
-        svc = self.service("real", make_batches(1))
+        svc = self.service_in("real", make_batches(1))
         link = os.path.join(self.tmp, "link")
         os.symlink(svc.tmpdir, link)
         self.refused(os.path.join(link, "feed.sock"), link, "symbolic link")
@@ -89,7 +78,7 @@ class SharedHostTest(unittest.TestCase):
 
     @unittest.skipUnless(ROOT, "making a folder another user owns needs root (chown)")
     def test_another_users_socket_folder_or_socket_is_refused(self):
-        svc = self.service("theirs", make_batches(2))
+        svc = self.service_in("theirs", make_batches(2))
         os.chown(svc.tmpdir, NOBODY, -1)
         self.refused(svc.path, svc.tmpdir, f"belongs to uid {NOBODY}")
         os.chown(svc.tmpdir, 0, -1)
@@ -101,7 +90,7 @@ class SharedHostTest(unittest.TestCase):
             self.assertEqual(len(list(loader)), 2)
 
     def test_a_segment_that_is_a_link_is_refused_and_nothing_is_mapped(self):
-        svc = self.service("run", make_batches(2), delivery="shm", segment_for=lambda i: ("link", 0))
+        svc = self.service_in("run", make_batches(2), delivery="shm", segment_for=lambda i: ("link", 0))
         victim = os.path.join(self.tmp, "victim")
         with open(victim, "wb") as f:
             f.truncate(1 << 18)
@@ -120,7 +109,7 @@ class SharedHostTest(unittest.TestCase):
         if ROOT:
             cases.append(("owner", lambda p: os.chown(p, NOBODY, -1), f"belongs to uid {NOBODY}"))
         for name, tamper, cause in cases:
-            svc = self.service(name, make_batches(2), delivery="shm", segment_for=lambda i: ("seg", 0))
+            svc = self.service_in(name, make_batches(2), delivery="shm", segment_for=lambda i: ("seg", 0))
             path = os.path.join(svc.shm_dir, "seg")
             with open(path, "wb") as f:
                 f.truncate(1 << 18)
@@ -138,7 +127,7 @@ class SharedHostTest(unittest.TestCase):
         Before the fix the trainer kept every deleted file mapped for 64 REFs; now at most until its next batch."""
         steps = 12
         batches = make_batches(steps)
-        svc = self.service("run", batches, delivery="shm", segment_for=lambda i: (f"seg-{i}", 0), segment_bytes=1 << 20)
+        svc = self.service_in("run", batches, delivery="shm", segment_for=lambda i: (f"seg-{i}", 0), segment_bytes=1 << 20)
         send_ref = svc._send_ref
 
         def deleting_send_ref(s, c, step, data):  # frees the released segments before making the next
