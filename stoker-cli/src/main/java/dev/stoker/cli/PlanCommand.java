@@ -3,12 +3,12 @@ package dev.stoker.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
-import dev.stoker.pipeline.feed.DataSources;
+import dev.stoker.source.mix.DataSources;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.pipeline.pack.PackedSchedule;
-import dev.stoker.pipeline.pack.SampleShape;
+import dev.stoker.plan.pack.PackedSchedule;
+import dev.stoker.plan.pack.SampleShape;
 import java.io.PrintWriter;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -92,10 +92,10 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
     java.nio.file.Path lengthsDir;
 
     /** The packed plan: each segment of each rank's pack, then the step's costs, imbalance, tokens and filtered records. */
-    private void packed(NodeConfig config, dev.stoker.pipeline.feed.FeedSource source, dev.stoker.source.SampleRecords records, long from,
+    private void packed(NodeConfig config, dev.stoker.source.mix.FeedSource source, dev.stoker.source.SampleRecords records, long from,
                         long steps, PrintWriter out) throws Exception {
         var err = spec.commandLine().getErr();
-        dev.stoker.pipeline.pack.ShapeIndex shapes;
+        dev.stoker.plan.pack.ShapeIndex shapes;
         try (var tokenizer = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
             shapes = NodeFeeds.shapes(config, source, records, tokenizer, lengthsDir, line -> {
                 err.println(line);

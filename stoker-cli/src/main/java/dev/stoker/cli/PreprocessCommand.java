@@ -4,7 +4,7 @@ import dev.stoker.core.Npy;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.image.qwenvl.ImageFeatures;
-import dev.stoker.pipeline.ImagePreprocessor;
+import dev.stoker.encode.ImagePreprocessor;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;

@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.TrainerClient;
 import java.io.IOException;

@@ -159,7 +159,7 @@ class LaunchTest {
         assertTrue(p.waitFor(240, TimeUnit.SECONDS), log(dir));
         String log = log(dir);
         assertEquals(0, p.exitValue(), log);
-        var schedule = new dev.stoker.pipeline.schedule.SampleSchedule(dev.stoker.pipeline.feed.FeedConfig.SEED_DEFAULT, SAMPLES, 2, BATCH);
+        var schedule = new dev.stoker.plan.schedule.SampleSchedule(dev.stoker.pipeline.feed.FeedConfig.SEED_DEFAULT, SAMPLES, 2, BATCH);
         for (int r = 0; r < 2; r++) {
             var steps = Files.readAllLines(dir.resolve("rank" + r + ".txt"));
             assertEquals(2, steps.size(), "rank " + r + ": " + log);

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -115,7 +115,7 @@ class PlanCliTest {
         var validate = CliRunner.run("validate", "--data", data.toString(), "--max-pixels", "50176", "--threads", "1", "--lengths-dir",
                 lengths.toString());
         assertEquals(0, validate.status(), validate.err());
-        var index = dev.stoker.pipeline.validate.LengthIndex.read(Path.of(new ObjectMapper().readTree(validate.lastStdoutLine())
+        var index = dev.stoker.encode.validate.LengthIndex.read(Path.of(new ObjectMapper().readTree(validate.lastStdoutLine())
                 .get("length_index").asText()));
         var loaded = CliRunner.run(concat(job, "--steps", "6"));
         assertEquals(0, loaded.status(), loaded.err());

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.stoker.pipeline.validate.LengthIndex;
+import dev.stoker.encode.validate.LengthIndex;
 import dev.stoker.testkit.SmallJpegDataset;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,6 +1,6 @@
 package dev.stoker.cluster;
 
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.core.ScheduleCursor;
 import java.io.IOException;
 import java.time.Duration;

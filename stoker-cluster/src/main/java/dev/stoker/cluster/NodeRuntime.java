@@ -4,7 +4,7 @@ import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.flight.FlightBatchServer;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.store.ShmObjectStore;
 import java.util.ArrayList;

@@ -2,7 +2,7 @@ package dev.stoker.node;
 
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchProvider;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.store.Lease;
 import dev.stoker.store.StoredObject;
 import java.util.concurrent.CompletableFuture;
@@ -40,7 +40,7 @@ public interface BatchStream extends AutoCloseable {
      * and rank); null for an unpacked job, whose steps are {@link #schedule()}'s. After a {@link #moveTo} it is the new
      * pipeline's.
      */
-    default dev.stoker.pipeline.pack.PackedSchedule packed() { return null; }
+    default dev.stoker.plan.pack.PackedSchedule packed() { return null; }
 
     /**
      * A packed job's label of the step at {@link #start()} (the global step its batches carry), or −1: the steps from the

@@ -1,10 +1,10 @@
 package dev.stoker.node;
 
 import dev.stoker.core.ScheduleCursor;
-import dev.stoker.pipeline.batch.BatchSchema;
+import dev.stoker.encode.batch.BatchSchema;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.BiFunction;
 
@@ -30,7 +30,7 @@ final class FeederStream implements BatchStream {
 
     @Override public SampleSchedule schedule() { return feeder.schedule(); }
 
-    @Override public dev.stoker.pipeline.pack.PackedSchedule packed() { return feeder.packedSchedule(); }
+    @Override public dev.stoker.plan.pack.PackedSchedule packed() { return feeder.packedSchedule(); }
 
     /** The feed's label of its first step: a packed feed resolves it as it starts (its config's, else walked from the origin). */
     @Override public long startLabel() { return feeder.config().startLabel(); }

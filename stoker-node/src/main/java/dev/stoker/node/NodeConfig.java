@@ -16,21 +16,21 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.image.decode.ExifPolicy;
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.EncodeOptions.DecodeScale;
-import dev.stoker.pipeline.EncodeOptions.PixelFormat;
-import dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy;
-import dev.stoker.pipeline.TransformersVersion;
-import dev.stoker.pipeline.batch.BatchShape;
-import dev.stoker.pipeline.feed.DataSources;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodeOptions.DecodeScale;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
+import dev.stoker.encode.TransformersVersion;
+import dev.stoker.encode.batch.BatchShape;
+import dev.stoker.source.mix.DataSources;
 import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.RankRange;
-import dev.stoker.pipeline.model.ModelFolder;
-import dev.stoker.pipeline.pack.PackCost;
-import dev.stoker.pipeline.pack.PackPlanner;
+import dev.stoker.core.model.ModelFolder;
+import dev.stoker.plan.pack.PackCost;
+import dev.stoker.plan.pack.PackPlanner;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
@@ -660,7 +660,7 @@ public final class NodeConfig {
 
     /**
      * Bytes of the largest batch this configuration can make (a packed job's: the largest pack,
-     * {@link dev.stoker.pipeline.batch.PackAssembler#largestPackBytes}): every sample at the sequence limit and
+     * {@link dev.stoker.encode.batch.PackAssembler#largestPackBytes}): every sample at the sequence limit and
      * carrying the most pixels it may ({@link EncodeOptions#maxPixelsPerSample}); -1 when unbounded
      * (no --max-seq-len). A text-only batch with the dummy image ({@code --text-only dummy-image}) is smaller: its
      * few tokens past the limit weigh far less than the pixels of an image per sample counted here.
@@ -668,7 +668,7 @@ public final class NodeConfig {
     public long largestBatchBytes() {
         var options = encodeOptions();
         if (packed()) // a pack: at most --pack-tokens tokens, as many of them image tokens as --pack-patches allows
-            return dev.stoker.pipeline.batch.PackAssembler.largestPackBytes(options, get(PACK_TOKENS), get(PACK_PATCHES), get(PACK_PAD_TO));
+            return dev.stoker.encode.batch.PackAssembler.largestPackBytes(options, get(PACK_TOKENS), get(PACK_PATCHES), get(PACK_PAD_TO));
         long pixels = options.maxPixelsPerSample();
         int length = get(MAX_SEQ_LEN);
         if (pixels < 0 || length == 0) return -1;

@@ -1,11 +1,11 @@
 package dev.stoker.node;
 
 import dev.stoker.pipeline.feed.FeedMode;
-import dev.stoker.pipeline.feed.FeedSource;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.feed.TaskProducer;
 import dev.stoker.source.DatasetLocation;
-import dev.stoker.pipeline.feed.DataSources;
+import dev.stoker.source.mix.DataSources;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
@@ -64,10 +64,10 @@ public final class NodeFeeds implements AutoCloseable {
      * order ({@link Feeder#schedule}: seed, sources, mix), {@code --ranks} packs per step within {@code --pack-tokens} and
      * {@code --pack-patches}, balanced as {@code --balance} says by the cost model of {@link NodeConfig#packing()}, a pack
      * without an image in a step with one getting the dummy image of the job's processing
-     * ({@link dev.stoker.pipeline.batch.DummyImage}).
+     * ({@link dev.stoker.encode.batch.DummyImage}).
      */
-    public static dev.stoker.pipeline.pack.PackPlanner packPlanner(NodeConfig config, dev.stoker.source.SampleRecords records,
-                                                                  dev.stoker.pipeline.pack.ShapeIndex shapes) {
+    public static dev.stoker.plan.pack.PackPlanner packPlanner(NodeConfig config, dev.stoker.source.SampleRecords records,
+                                                                  dev.stoker.plan.pack.ShapeIndex shapes) {
         var packing = config.packing();
         if (!packing.on()) throw new ConfigException("--pack-tokens N is needed for a packed plan");
         var feedConfig = config.feedConfig(FeedMode.PREFETCH);
@@ -86,20 +86,20 @@ public final class NodeFeeds implements AutoCloseable {
      *
      * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
      */
-    public static dev.stoker.pipeline.pack.ShapeIndex shapes(NodeConfig config, FeedSource source, dev.stoker.source.SampleRecords records,
+    public static dev.stoker.plan.pack.ShapeIndex shapes(NodeConfig config, FeedSource source, dev.stoker.source.SampleRecords records,
                                                             QwenTokenizer tokenizer, Path lengthsDir,
                                                             java.util.function.Consumer<String> say)
             throws IOException, InterruptedException {
         Path dir = lengthsDir != null ? lengthsDir : config.lengthsDir();
         var options = config.encodeOptions();
-        var loaded = dev.stoker.pipeline.pack.ShapeIndexes.load(dir, records, options,
-                dev.stoker.pipeline.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
+        var loaded = dev.stoker.encode.validate.ShapeIndexes.load(dir, records, options,
+                dev.stoker.encode.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
         if (loaded != null) {
             say.accept("shapes: " + records.size() + " records from stoker validate's length index in " + dir);
             return loaded;
         }
         long t0 = System.nanoTime();
-        var measured = dev.stoker.pipeline.pack.ShapeIndexes.measure(records, source, tokenizer, options, config.threads());
+        var measured = dev.stoker.encode.validate.ShapeIndexes.measure(records, source, tokenizer, options, config.threads());
         say.accept(String.format(java.util.Locale.ROOT, "shapes: %d records measured from image headers in %.1f s (no length index for "
                 + "these settings in %s: stoker validate writes one)", records.size(), (System.nanoTime() - t0) / 1e9, dir));
         return measured;

@@ -3,13 +3,13 @@ package dev.stoker.node;
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
-import dev.stoker.pipeline.feed.Bottleneck;
-import dev.stoker.pipeline.feed.BottleneckVerdict;
+import dev.stoker.pipeline.observe.Bottleneck;
+import dev.stoker.pipeline.observe.BottleneckVerdict;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.feed.PackedFeed;
-import dev.stoker.pipeline.pack.PackedSchedule;
-import dev.stoker.pipeline.pack.PackedStep;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.pack.PackedSchedule;
+import dev.stoker.plan.pack.PackedStep;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.store.Lease;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoredObject;
@@ -150,7 +150,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
      */
     private void startPacked(PackedSchedule packed, ScheduleCursor at, long label) {
         var c = packed.planner().aligned(at);
-        long l = label >= 0 ? label : stream.startLabel() >= 0 ? stream.startLabel() : PackedFeed.labelAt(packed, c, -1);
+        long l = label >= 0 ? label : stream.startLabel() >= 0 ? stream.startLabel() : packed.labelAt(c, -1);
         long inEpoch = c.position() == 0 ? 0 : packed.stepInEpoch(c);
         for (var s : slots) {
             s.next = c;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.ProcessorPreset;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import java.nio.charset.StandardCharsets;

@@ -8,7 +8,7 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.transport.FeedServer;
 import dev.stoker.transport.TrainerClient;
 import java.io.IOException;

@@ -30,7 +30,7 @@ class LedgerClaimsTest {
 
         @Override public int ranks() { return batches.ranks(); }
 
-        @Override public dev.stoker.pipeline.schedule.SampleSchedule schedule() { return batches.schedule(); }
+        @Override public dev.stoker.plan.schedule.SampleSchedule schedule() { return batches.schedule(); }
 
         @Override public long fingerprint() { return batches.fingerprint(); }
 

@@ -7,12 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedMode;
-import dev.stoker.pipeline.pack.PackPlanner;
+import dev.stoker.plan.pack.PackPlanner;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -29,11 +29,11 @@ class NodeConfigTest {
     @Test
     void sourcesWeightsImageRootsAndTheIndexCache() {
         var one = NodeConfig.builder().data("a.jsonl").build();
-        assertEquals(List.of(new dev.stoker.pipeline.feed.DataSources.Spec("a.jsonl", 1, null)), one.sources());
+        assertEquals(List.of(new dev.stoker.source.mix.DataSources.Spec("a.jsonl", 1, null)), one.sources());
         var mix = NodeConfig.builder().set(NodeConfig.SOURCES, "[{\"data\": \"a.jsonl\"}, {\"data\": \"b.tar\", \"weight\": 0.5, \"image-root\": \"/img\"}]")
                 .set(NodeConfig.IMAGE_ROOT, "/all").build();
-        assertEquals(List.of(new dev.stoker.pipeline.feed.DataSources.Spec("a.jsonl", 1, "/all"),
-                new dev.stoker.pipeline.feed.DataSources.Spec("b.tar", 0.5, "/img")), mix.sources());
+        assertEquals(List.of(new dev.stoker.source.mix.DataSources.Spec("a.jsonl", 1, "/all"),
+                new dev.stoker.source.mix.DataSources.Spec("b.tar", 0.5, "/img")), mix.sources());
         assertEquals("a.jsonl + b.tar", mix.data());
         var both = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("a").set(NodeConfig.SOURCES, "[{\"data\": \"b\"}]").build());
         assertTrue(both.getMessage().contains("give one"), both.getMessage());
@@ -383,19 +383,19 @@ class NodeConfigTest {
                 .set("cost-llm-layers", "36").set("cost-vit-params", "650000000").set("cost-vision-trained", "false").build();
         var packing = config.feedConfig(FeedMode.ZERO_COPY).packing();
         assertTrue(config.feedConfig(FeedMode.ZERO_COPY).packed());
-        var family = dev.stoker.pipeline.pack.PackCost.QWEN2_5_VL_3B;
-        assertEquals(new FeedConfig.Packing(16384, 20000, PackPlanner.Balance.COUNT, 64, new dev.stoker.pipeline.pack.PackCost(3.1e9, 36,
+        var family = dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B;
+        assertEquals(new FeedConfig.Packing(16384, 20000, PackPlanner.Balance.COUNT, 64, new dev.stoker.plan.pack.PackCost(3.1e9, 36,
                 family.llmAttentionWidth(), 6.5e8, family.vitAttentionLayers(), family.vitHidden(), false)), packing,
                 "the constants given in the family's cost model, the others its own");
         assertEquals(family, NodeConfig.builder().data("d").packTokens(64).build().packing().cost(), "qwen2.5-vl: Qwen2.5-VL-3B's");
-        assertEquals(dev.stoker.pipeline.pack.PackCost.QWEN3_VL_2B,
+        assertEquals(dev.stoker.plan.pack.PackCost.QWEN3_VL_2B,
                 NodeConfig.builder().data("d").packTokens(64).processor(ProcessorPreset.QWEN3_VL).build().packing().cost());
         // a model folder's config.json decides the cost model; one without the fields it needs is refused, unless every --cost-* is given
         Path model = dev.stoker.testkit.ModelFolders.write(tmp.resolve("model"), "qwen2.5-vl", null);
         var config25 = dev.stoker.testkit.ModelFolders.config("qwen2.5-vl").put("hidden_size", 2048).put("num_hidden_layers", 36)
                 .put("num_attention_heads", 16).put("num_key_value_heads", 2).put("intermediate_size", 11008).put("vocab_size", 151936);
         Files.writeString(model.resolve("config.json"), config25.toString());
-        assertEquals(dev.stoker.pipeline.pack.PackCost.fromModelFolder(model),
+        assertEquals(dev.stoker.plan.pack.PackCost.fromModelFolder(model),
                 NodeConfig.builder().data("d").packTokens(64).set(NodeConfig.MODEL, model).build().packing().cost());
         Path trimmed = dev.stoker.testkit.ModelFolders.write(tmp.resolve("trimmed"), "qwen2.5-vl", null);
         var refused = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d").packTokens(64).set(NodeConfig.MODEL, trimmed).build());
@@ -403,7 +403,7 @@ class NodeConfigTest {
         var given = NodeConfig.builder().data("d").packTokens(64).set(NodeConfig.MODEL, trimmed).set("cost-llm-params", "1e9")
                 .set("cost-llm-layers", "2").set("cost-llm-attention-width", "64").set("cost-vit-params", "1e8").set("cost-vit-attention-layers", "1")
                 .set("cost-vit-hidden", "32").build();
-        assertEquals(new dev.stoker.pipeline.pack.PackCost(1e9, 2, 64, 1e8, 1, 32, true), given.packing().cost());
+        assertEquals(new dev.stoker.plan.pack.PackCost(1e9, 2, 64, 1e8, 1, 32, true), given.packing().cost());
         String yaml = config.toYaml(NodeConfig.keys());
         for (String line : List.of("pack-tokens: 16384", "pack-patches: 20000", "balance: count", "pack-pad-to: 64",
                 "cost-llm-params: 3100000000", "cost-llm-layers: 36", "cost-vit-params: 650000000", "cost-vision-trained: \"false\""))

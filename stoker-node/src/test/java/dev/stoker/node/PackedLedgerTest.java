@@ -9,13 +9,13 @@ import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
 import dev.stoker.pipeline.feed.PackedFeed;
-import dev.stoker.pipeline.pack.PackCost;
-import dev.stoker.pipeline.pack.PackPlanner;
-import dev.stoker.pipeline.pack.PackedSchedule;
-import dev.stoker.pipeline.pack.SampleShape;
-import dev.stoker.pipeline.pack.ShapeIndex;
-import dev.stoker.pipeline.schedule.SampleSchedule;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.plan.pack.PackCost;
+import dev.stoker.plan.pack.PackPlanner;
+import dev.stoker.plan.pack.PackedSchedule;
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.pack.ShapeIndex;
+import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
@@ -93,7 +93,7 @@ class PackedLedgerTest {
         public void moveTo(ScheduleCursor at, long step) {
             start = packed.planner().aligned(at);
             ranks.clear();
-            label = PackedFeed.labelAt(packed, start, step);
+            label = packed.labelAt(start, step);
             for (int r = 0; r < RANKS; r++) ranks.add(packed.iterator(start, label, r));
         }
 

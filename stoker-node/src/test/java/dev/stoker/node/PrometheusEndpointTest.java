@@ -100,10 +100,10 @@ class PrometheusEndpointTest {
      */
     @Test
     void packMetersShowTheLastPackedStep() {
-        var stats = new dev.stoker.pipeline.feed.PackStats();
+        var stats = new dev.stoker.pipeline.observe.PackStats();
         var registry = new io.micrometer.prometheusmetrics.PrometheusMeterRegistry(io.micrometer.prometheusmetrics.PrometheusConfig.DEFAULT);
         try {
-            PrometheusEndpoint.packMeters(registry, stats, dev.stoker.pipeline.feed.PackStats::summary, 3);
+            PrometheusEndpoint.packMeters(registry, stats, dev.stoker.pipeline.observe.PackStats::summary, 3);
             assertEquals("NaN", raw(registry.scrape(), "stoker_pack_imbalance"), "no step yet");
             stats.record(packedStep(0, new double[] {1, 1, 1}, new int[] {100, 100, 100}, 2), 128);
             // the last step: costs 6, 3, 3 (mean 4: imbalance 1.5), 300 of 3·128 tokens, 3 samples a pack
@@ -120,10 +120,10 @@ class PrometheusEndpointTest {
         }
     }
 
-    static dev.stoker.pipeline.pack.PackedStep packedStep(long label, double[] costs, int[] tokens, int perPack) {
+    static dev.stoker.plan.pack.PackedStep packedStep(long label, double[] costs, int[] tokens, int perPack) {
         int r = costs.length;
         var records = new int[r][perPack];
-        return new dev.stoker.pipeline.pack.PackedStep(new dev.stoker.core.ScheduleCursor(0, label * 10), new dev.stoker.core.ScheduleCursor(0, label * 10 + 10),
+        return new dev.stoker.plan.pack.PackedStep(new dev.stoker.core.ScheduleCursor(0, label * 10), new dev.stoker.core.ScheduleCursor(0, label * 10 + 10),
                 label, records, costs, tokens, new int[r], new boolean[r], new int[0], new int[0]);
     }
 

@@ -9,7 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.pipeline.feed.FeedMode;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.testkit.BatchDigest;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;

@@ -1,10 +1,12 @@
 package dev.stoker.pipeline;
 
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.TransformersVersion;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.stoker.pipeline.EncodeOptions.InputContract;
+import dev.stoker.encode.EncodeOptions.InputContract;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;

@@ -6,7 +6,7 @@ import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.pipeline.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.report.RunReport;
 import java.io.IOException;

@@ -3,12 +3,12 @@ package dev.stoker.bench.packing;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.bench.Stats;
 import dev.stoker.core.ScheduleCursor;
-import dev.stoker.pipeline.pack.PackCost;
-import dev.stoker.pipeline.pack.PackPlanner;
-import dev.stoker.pipeline.pack.PackedStep;
-import dev.stoker.pipeline.pack.SampleShape;
-import dev.stoker.pipeline.pack.ShapeIndex;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.pack.PackCost;
+import dev.stoker.plan.pack.PackPlanner;
+import dev.stoker.plan.pack.PackedStep;
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.pack.ShapeIndex;
+import dev.stoker.plan.schedule.SampleSchedule;
 import java.io.PrintWriter;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -85,7 +85,7 @@ public final class PackingBench {
      */
     public static Map<String, Object> run(dev.stoker.node.NodeConfig config, java.nio.file.Path lengthsDir, int rounds, int epochs,
                                           PrintWriter out, java.util.function.Consumer<String> say) throws Exception {
-        try (var sources = dev.stoker.pipeline.feed.DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
+        try (var sources = dev.stoker.source.mix.DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
              var tokenizer = dev.stoker.node.NodeFeeds.tokenizer(config.get(dev.stoker.node.NodeConfig.TOKENIZER))) {
             var source = sources.feedSource();
             var records = source.records();

@@ -1,7 +1,7 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
 import java.util.ArrayList;
 import java.util.concurrent.LinkedBlockingQueue;

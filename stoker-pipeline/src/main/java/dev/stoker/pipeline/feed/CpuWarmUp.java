@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.encode.SampleEncoder;
 import dev.stoker.text.ChatSample;
 import dev.stoker.text.SampleParser;
 import java.awt.image.BufferedImage;

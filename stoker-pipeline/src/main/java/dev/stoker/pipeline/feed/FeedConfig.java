@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.core.ScheduleCursor;
 import java.nio.file.Path;
 import java.util.Objects;
@@ -31,7 +31,7 @@ import java.util.Objects;
  *                             default; 1: no limit, not even the early one
  * @param errorsFile           JSON Lines file every bad sample is appended to ({@code docs/run-data.md}); null: none
  * @param startLabel           the global-step label of the step at {@code start} (a trainer's own count, kept across a
- *                             change of rank count: {@link dev.stoker.pipeline.schedule.SampleSchedule#labelled}); −1: steps
+ *                             change of rank count: {@link dev.stoker.plan.schedule.SampleSchedule#labelled}); −1: steps
  *                             are counted from the schedule's origin
  * @param localRanks           the ranks this feed builds rank feeds for (a node of a multi-node job serves its own); the
  *                             schedule is {@code ranks}' all the same, so rank r gets the same batches on any node
@@ -156,7 +156,7 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     /**
      * Packing and balance ({@code --pack-tokens N}, {@code --pack-patches P}, {@code --balance}, {@code --pack-pad-to M}) and
      * the cost model the planner balances ({@code --cost-*}; docs/packing.md): per global step the planner
-     * ({@link dev.stoker.pipeline.pack.PackPlanner}) takes the next samples of the global order and forms one pack per
+     * ({@link dev.stoker.plan.pack.PackPlanner}) takes the next samples of the global order and forms one pack per
      * rank, a row of whole samples of at most {@code tokens} tokens and {@code patches} vision patches, choosing which
      * sample goes to which rank so that the predicted cost per rank is even ({@code COST}) or only the sample counts are
      * ({@code COUNT}).
@@ -168,10 +168,10 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
      * @param cost    the cost model (the model folder's, else the family's smallest published model, each constant
      *                replaced where {@code --cost-*} gives it); null when packing is off
      */
-    public record Packing(int tokens, int patches, dev.stoker.pipeline.pack.PackPlanner.Balance balance, int padTo,
-                          dev.stoker.pipeline.pack.PackCost cost) {
+    public record Packing(int tokens, int patches, dev.stoker.plan.pack.PackPlanner.Balance balance, int padTo,
+                          dev.stoker.plan.pack.PackCost cost) {
         /** Not packed: batches of {@code batchSize} samples per rank, padded to the longest. */
-        public static final Packing OFF = new Packing(0, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, null);
+        public static final Packing OFF = new Packing(0, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, null);
 
         public Packing {
             Objects.requireNonNull(balance, "balance");
@@ -185,8 +185,8 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
         }
 
         /** Packs of at most {@code tokens} tokens balanced by {@code cost}, no patch limit, no tail pad. */
-        public static Packing of(int tokens, dev.stoker.pipeline.pack.PackCost cost) {
-            return new Packing(tokens, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, cost);
+        public static Packing of(int tokens, dev.stoker.plan.pack.PackCost cost) {
+            return new Packing(tokens, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, cost);
         }
 
         /** Whether steps are packed. */

@@ -1,16 +1,17 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.observe.PackStats;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException;
 import dev.stoker.core.SampleException.Kind;
-import dev.stoker.pipeline.batch.FeedBatch;
-import dev.stoker.pipeline.batch.SkippedSample;
-import dev.stoker.pipeline.pack.PackPlanner;
-import dev.stoker.pipeline.pack.PackedSchedule;
-import dev.stoker.pipeline.pack.PackedStep;
-import dev.stoker.pipeline.pack.SampleShape;
-import dev.stoker.pipeline.schedule.SampleSchedule;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.encode.batch.FeedBatch;
+import dev.stoker.encode.batch.SkippedSample;
+import dev.stoker.plan.pack.PackPlanner;
+import dev.stoker.plan.pack.PackedSchedule;
+import dev.stoker.plan.pack.PackedStep;
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -232,7 +233,7 @@ public final class FeedErrors implements AutoCloseable {
         var mix = packed.planner().order().mix();
         int sources = mix == null ? 1 : mix.sources();
         var places = new HashMap<StepRank, EarlyPack>();
-        var ranks = new ArrayList<java.util.Iterator<dev.stoker.pipeline.schedule.ScheduledBatch>>(local.count());
+        var ranks = new ArrayList<java.util.Iterator<dev.stoker.plan.schedule.ScheduledBatch>>(local.count());
         for (int r = local.first(); r <= local.last(); r++) ranks.add(packed.iterator(start, startLabel, r));
         int[] seen = new int[sources];
         int left = sources;

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.observe.PackStats;
 import dev.stoker.source.LatencyHistogram;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -61,7 +62,7 @@ public final class FeedMetrics {
     FeedMetrics() {}
 
     /** Records the encoder's per-stage times of the call that just ended (those it spent any time in). */
-    void recordStages(dev.stoker.pipeline.SampleEncoder encoder) {
+    void recordStages(dev.stoker.encode.SampleEncoder encoder) {
         if (encoder.decodeNanos() > 0) decodeLatency.record(encoder.decodeNanos());
         if (encoder.transformNanos() > 0) transformLatency.record(encoder.transformNanos());
         if (encoder.tokenizeNanos() > 0) tokenizeLatency.record(encoder.tokenizeNanos());
@@ -193,7 +194,7 @@ public final class FeedMetrics {
     }
 
     /** Counts a delivered batch's samples and skipped samples against their sources. */
-    void countSources(dev.stoker.pipeline.batch.FeedBatch b) {
+    void countSources(dev.stoker.encode.batch.FeedBatch b) {
         var s = sources;
         if (s == null) return;
         for (int index : b.datasetIndices()) s.delivered[s.sourceOf(index)].increment();

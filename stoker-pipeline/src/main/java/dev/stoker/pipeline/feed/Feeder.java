@@ -1,11 +1,20 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.observe.Bottleneck;
+import dev.stoker.pipeline.observe.BottleneckVerdict;
+import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.pipeline.observe.FeedSampler;
+import dev.stoker.pipeline.observe.StallWatchdog;
+import dev.stoker.source.mix.DataSources;
+import dev.stoker.source.mix.FeedSource;
+import dev.stoker.source.mix.MixedSource;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.store.ShmObjectStore;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SourceMix;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.ObjectSource;
 import dev.stoker.source.ObjectSources;
@@ -13,7 +22,7 @@ import dev.stoker.source.SourceConfig;
 import dev.stoker.source.SourceMetrics;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -42,7 +51,7 @@ import org.apache.pekko.stream.Materializer;
  * feeder is then safe to use from any thread. It owns the source only when it opened it ({@link #open}).
  */
 public final class Feeder implements AutoCloseable {
-    public static final long MANIFEST_TIMEOUT_SECONDS = 300;
+    public static final long MANIFEST_TIMEOUT_SECONDS = FeedSource.MANIFEST_TIMEOUT_SECONDS;
     public static final long CLOSE_TIMEOUT_SECONDS = 10;
 
     private static final String PEKKO_CONFIG = """
@@ -66,7 +75,7 @@ public final class Feeder implements AutoCloseable {
     private final FeedConfig config;
     private final SampleSchedule schedule;
     /** A packed job's schedule (its steps cut from {@link #schedule}'s order by the planner); null when not packed. */
-    private final dev.stoker.pipeline.pack.PackedSchedule packed;
+    private final dev.stoker.plan.pack.PackedSchedule packed;
     private final FeedMetrics metrics;
     private final FeedErrors errors;
     private final CpuPool cpu;
@@ -80,7 +89,7 @@ public final class Feeder implements AutoCloseable {
 
     private Feeder(FeedConfig config, SampleSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
                    ActorSystem system, List<RankFeed<?>> ranks, DataSources ownedSource, StoredBatchWriter writer, long fingerprint,
-                   ShmObjectStore store, long startNanos, dev.stoker.pipeline.pack.PackedSchedule packed) {
+                   ShmObjectStore store, long startNanos, dev.stoker.plan.pack.PackedSchedule packed) {
         this.packed = packed;
         this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
                 new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.localRanks().count(), config.cpuThreads(),
@@ -197,7 +206,7 @@ public final class Feeder implements AutoCloseable {
         var started = warmed.thenCombine(pekko, (ignored, sys) -> sys);
         dev.stoker.source.SampleRecords records;
         SampleSchedule schedule;
-        dev.stoker.pipeline.pack.PackedSchedule packed = null;
+        dev.stoker.plan.pack.PackedSchedule packed = null;
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(local.count());
         var metrics = new FeedMetrics();
         FeedErrors errors;
@@ -208,17 +217,17 @@ public final class Feeder implements AutoCloseable {
             if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
             schedule = Feeder.schedule(config, records);
             if (config.packing().on()) {
-                dev.stoker.pipeline.pack.ShapeIndex shapeIndex;
+                dev.stoker.plan.pack.ShapeIndex shapeIndex;
                 try {
                     shapeIndex = shapes != null ? shapes.shapes(records, source)
-                            : dev.stoker.pipeline.pack.ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads);
+                            : dev.stoker.encode.validate.ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                     throw new IOException("interrupted while measuring the samples' shapes", e);
                 }
                 packed = PackedFeed.schedule(config, schedule, shapeIndex);
                 var at = startStep >= 0 ? packed.cursorAt(startStep) : packed.planner().aligned(config.start());
-                long label = PackedFeed.labelAt(packed, at, startStep >= 0 ? startStep : config.startLabel());
+                long label = packed.labelAt(at, startStep >= 0 ? startStep : config.startLabel());
                 config = config.withStart(at, label);
                 var planner = packed.planner();
                 var recordsRead = records;
@@ -375,19 +384,6 @@ public final class Feeder implements AutoCloseable {
     /** The pipeline-side verdict now ({@link Bottleneck#classify} without the trainers' figures). */
     public BottleneckVerdict verdict() { return Bottleneck.classify(bottleneckInputs()); }
 
-    static byte[] readManifest(FeedSource source) throws IOException {
-        try {
-            return source.fetchManifest().get(MANIFEST_TIMEOUT_SECONDS, TimeUnit.SECONDS);
-        } catch (ExecutionException e) {
-            throw new IOException("cannot read manifest " + source.manifestName() + ": " + e.getCause(), e.getCause());
-        } catch (TimeoutException e) {
-            throw new IOException("manifest " + source.manifestName() + " not read within " + MANIFEST_TIMEOUT_SECONDS + " s", e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException("interrupted while reading manifest " + source.manifestName(), e);
-        }
-    }
-
     static Config pekkoConfig() {
         return ConfigFactory.parseString(PEKKO_CONFIG).withFallback(ConfigFactory.defaultReference(Feeder.class.getClassLoader())).resolve();
     }
@@ -404,7 +400,7 @@ public final class Feeder implements AutoCloseable {
     /** Has {@code metrics} count per source of {@code records}: each of a mix, or the one. */
     static void nameSources(FeedMetrics metrics, dev.stoker.source.SampleRecords records, long seed) {
         if (records instanceof MixedSource.Records mixed) {
-            var mix = mixed.mix(seed);
+            var mix = new SourceMix(seed, mixed.sizes(), mixed.weights());
             var names = new ArrayList<String>();
             var weights = new double[mix.sources()];
             var places = new int[mix.sources()];
@@ -426,7 +422,7 @@ public final class Feeder implements AutoCloseable {
         // a packed job takes its order from this schedule and its steps from the planner: its batch size plays no part
         int batch = config.packing().on() ? 1 : config.batchSize();
         if (records instanceof MixedSource.Records mixed)
-            return new SampleSchedule(config.seed(), mixed.mix(config.seed()), config.ranks(), batch);
+            return new SampleSchedule(config.seed(), new SourceMix(config.seed(), mixed.sizes(), mixed.weights()), config.ranks(), batch);
         return new SampleSchedule(config.seed(), records.size(), config.ranks(), batch);
     }
 
@@ -458,22 +454,22 @@ public final class Feeder implements AutoCloseable {
      * ALLOW does not resume under it (nor the other way round). The input contract likewise: the default
      * (QWEN_VL_FINETUNE, the tensors every job had before {@code --transformers} existed) is left out, another is part
      * of the text (its batches carry other tensors). A model folder's part
-     * ({@link dev.stoker.pipeline.EncodeOptions#model()}: its tokenizer, its template) is appended when there is one; a
+     * ({@link dev.stoker.encode.EncodeOptions#model()}: its tokenizer, its template) is appended when there is one; a
      * job without one keeps its fingerprint. The decode memory budget ({@code --decode-memory}) is left out: its default
      * follows the machine (heap, threads), a job must resume on another one, and what it refuses is an error (recorded in
      * the errors file), not a sample a limit filters.
      */
-    static String encodingText(dev.stoker.pipeline.EncodeOptions e) {
+    static String encodingText(dev.stoker.encode.EncodeOptions e) {
         var text = new StringBuilder("EncodeOptions[preset=").append(e.preset()).append(", vision=").append(e.vision())
                 .append(", exif=").append(e.exif()).append(", decodeScale=").append(e.decodeScale()).append(", maxSourcePixels=")
                 .append(e.maxSourcePixels()).append(", maxSequenceLength=").append(e.maxSequenceLength()).append(", truncation=")
                 .append(e.truncation());
         // each setting added later is written only where it differs from what every job had before it existed
-        if (e.pixelFormat() != dev.stoker.pipeline.EncodeOptions.PixelFormat.FLOAT32 || e.maxImages() != 0)
+        if (e.pixelFormat() != dev.stoker.encode.EncodeOptions.PixelFormat.FLOAT32 || e.maxImages() != 0)
             text.append(", pixelFormat=").append(e.pixelFormat());
         if (e.maxImages() != 0) text.append(", maxImages=").append(e.maxImages());
-        if (e.textOnly() != dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy.ALLOW) text.append(", textOnly=").append(e.textOnly());
-        if (e.inputContract() != dev.stoker.pipeline.EncodeOptions.DEFAULT_INPUT_CONTRACT)
+        if (e.textOnly() != dev.stoker.encode.EncodeOptions.TextOnlyPolicy.ALLOW) text.append(", textOnly=").append(e.textOnly());
+        if (e.inputContract() != dev.stoker.encode.EncodeOptions.DEFAULT_INPUT_CONTRACT)
             text.append(", inputContract=").append(e.inputContract());
         text.append(']');
         if (e.model() != null) text.append(";model=").append(e.model());
@@ -484,7 +480,7 @@ public final class Feeder implements AutoCloseable {
     public SampleSchedule schedule() { return schedule; }
 
     /** A packed job's schedule ({@code --pack-tokens}): its steps and each rank's pack; null when the job is not packed. */
-    public dev.stoker.pipeline.pack.PackedSchedule packedSchedule() { return packed; }
+    public dev.stoker.plan.pack.PackedSchedule packedSchedule() { return packed; }
 
     /** Samples in the manifest (non-blank lines). */
     public int datasetSize() { return schedule.datasetSize(); }

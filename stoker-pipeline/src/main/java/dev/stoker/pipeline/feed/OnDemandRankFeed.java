@@ -1,7 +1,8 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.Iterator;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;

@@ -1,12 +1,13 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.core.ScheduleCursor;
-import dev.stoker.pipeline.batch.DummyImage;
-import dev.stoker.pipeline.pack.PackPlanner;
-import dev.stoker.pipeline.pack.PackedSchedule;
-import dev.stoker.pipeline.pack.SampleShape;
-import dev.stoker.pipeline.pack.ShapeIndex;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.encode.batch.DummyImage;
+import dev.stoker.plan.pack.PackPlanner;
+import dev.stoker.plan.pack.PackedSchedule;
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.pack.ShapeIndex;
+import dev.stoker.plan.schedule.SampleSchedule;
 import java.io.IOException;
 
 /**
@@ -43,15 +44,5 @@ public final class PackedFeed {
         if (shapes.size() != order.datasetSize())
             throw new IllegalArgumentException("the shape index holds " + shapes.size() + " records, the data set " + order.datasetSize());
         return new PackPlanner(order, shapes, config.ranks(), p.tokens(), p.patches(), p.balance(), p.cost(), dummyShape(config));
-    }
-
-    /**
-     * The label of the step at {@code c}: {@code label} when it is given (≥ 0, from a resume state), else the steps of the
-     * origin walk that start before {@code c} ({@link PackedSchedule#stepsBefore}: steps run across epoch ends, so
-     * epochs are not counted apart; a cursor that is no step boundary, saved with another rank count, counts the steps
-     * that start before it).
-     */
-    public static long labelAt(PackedSchedule schedule, ScheduleCursor c, long label) {
-        return label >= 0 ? label : schedule.stepsBefore(c);
     }
 }

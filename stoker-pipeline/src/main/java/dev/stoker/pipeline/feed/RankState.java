@@ -1,6 +1,7 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.batch.FeedBatch;
+import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.encode.batch.FeedBatch;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicLong;

@@ -1,13 +1,15 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.EncodedSample;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.batch.BatchAssembler;
-import dev.stoker.pipeline.batch.SkippedSample;
-import dev.stoker.pipeline.batch.StoredBatch;
-import dev.stoker.pipeline.SampleEncoder;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.encode.EncodedSample;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.encode.batch.BatchAssembler;
+import dev.stoker.encode.batch.SkippedSample;
+import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.encode.SampleEncoder;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.text.ChatSample;
 import dev.stoker.text.SampleParser;
 import java.util.ArrayList;
@@ -68,19 +70,19 @@ final class SamplePipeline {
     private final SampleParser parser = new SampleParser();
     private final BatchAssembler assembler;
     /** Assembles the batches of a packed job: one row of whole samples per rank (docs/protocol.md, the canonical pack). */
-    private final dev.stoker.pipeline.batch.PackAssembler packAssembler;
+    private final dev.stoker.encode.batch.PackAssembler packAssembler;
     private volatile java.util.function.Consumer<Outcome> observer = o -> {};
 
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
-                   dev.stoker.pipeline.EncodeOptions encode) {
+                   dev.stoker.encode.EncodeOptions encode) {
         this(records, source, cpu, metrics, encode, 1);
     }
 
     /** A pipeline whose packed batches ({@link ScheduledBatch#pack()} set) have their row padded to a multiple of {@code packPadTo}. */
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
-                   dev.stoker.pipeline.EncodeOptions encode, int packPadTo) {
+                   dev.stoker.encode.EncodeOptions encode, int packPadTo) {
         this.assembler = new BatchAssembler(encode);
-        this.packAssembler = new dev.stoker.pipeline.batch.PackAssembler(encode, packPadTo);
+        this.packAssembler = new dev.stoker.encode.batch.PackAssembler(encode, packPadTo);
         this.records = records;
         this.source = source;
         this.cpu = cpu;

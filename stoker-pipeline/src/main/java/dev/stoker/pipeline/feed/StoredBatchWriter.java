@@ -1,14 +1,15 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.feed.FeedMetrics;
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.SampleEncoder;
-import dev.stoker.pipeline.batch.BatchAssembler;
-import dev.stoker.pipeline.batch.BatchSchema;
-import dev.stoker.pipeline.batch.BatchShape;
-import dev.stoker.pipeline.batch.DummyImage;
-import dev.stoker.pipeline.batch.PackAssembler;
-import dev.stoker.pipeline.batch.StoredBatch;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.encode.SampleEncoder;
+import dev.stoker.encode.batch.BatchAssembler;
+import dev.stoker.encode.batch.BatchSchema;
+import dev.stoker.encode.batch.BatchShape;
+import dev.stoker.encode.batch.DummyImage;
+import dev.stoker.encode.batch.PackAssembler;
+import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.store.Allocation;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.core.batch.BatchLayout;
@@ -81,9 +82,9 @@ final class StoredBatchWriter implements AutoCloseable {
     private final boolean compact;
     /** The name of the pixel tensor: pixel_values, or pixel_values_u8 in the compact wire format. */
     private final String pixelTensor;
-    private final dev.stoker.pipeline.EncodeOptions.PixelFormat pixelFormat;
+    private final dev.stoker.encode.EncodeOptions.PixelFormat pixelFormat;
     /** Which model inputs a batch carries and how it is padded. */
-    private final dev.stoker.pipeline.EncodeOptions.InputContract contract;
+    private final dev.stoker.encode.EncodeOptions.InputContract contract;
     private final float[] pixelNorm;
     private final long[] pixelPatch;
     /** What a batch without images gets; null: nothing (ALLOW). */
@@ -97,7 +98,7 @@ final class StoredBatchWriter implements AutoCloseable {
             new java.util.concurrent.ConcurrentHashMap<>();
     private volatile boolean closed;
 
-    StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, dev.stoker.pipeline.EncodeOptions encode) {
+    StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, dev.stoker.encode.EncodeOptions encode) {
         this(store, cpu, metrics, world, 0, encode);
     }
 
@@ -106,7 +107,7 @@ final class StoredBatchWriter implements AutoCloseable {
      * allocations count against the store's share {@code r - firstRank}.
      */
     StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int firstRank,
-                      dev.stoker.pipeline.EncodeOptions encode) {
+                      dev.stoker.encode.EncodeOptions encode) {
         this(store, cpu, metrics, world, firstRank, encode, 0);
     }
 
@@ -115,7 +116,7 @@ final class StoredBatchWriter implements AutoCloseable {
      * padded at its tail to a multiple of {@code packPadTo} tokens (1: none; the job's {@code --pack-pad-to}).
      */
     StoredBatchWriter(ShmObjectStore store, CpuPool cpu, FeedMetrics metrics, int world, int firstRank,
-                      dev.stoker.pipeline.EncodeOptions encode, int packPadTo) {
+                      dev.stoker.encode.EncodeOptions encode, int packPadTo) {
         if (packPadTo < 0) throw new IllegalArgumentException("packPadTo must be 0 (unpacked) or the pack's pad multiple: " + packPadTo);
         this.packer = packPadTo == 0 ? null : new PackAssembler(encode, packPadTo);
         this.store = store;
@@ -124,7 +125,7 @@ final class StoredBatchWriter implements AutoCloseable {
         this.metrics = metrics;
         this.world = world;
         this.rowLength = encode.vision().rowLength();
-        this.compact = encode.pixelFormat() == dev.stoker.pipeline.EncodeOptions.PixelFormat.UINT8;
+        this.compact = encode.pixelFormat() == dev.stoker.encode.EncodeOptions.PixelFormat.UINT8;
         this.pixelFormat = encode.pixelFormat();
         this.pixelTensor = BatchSchema.pixelTensor(pixelFormat);
         this.contract = encode.inputContract();

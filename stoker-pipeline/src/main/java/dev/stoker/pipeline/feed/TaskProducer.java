@@ -1,9 +1,11 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.batch.StoredBatch;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.source.mix.FeedSource;
+import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.core.ScheduleCursor;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;

@@ -3,9 +3,9 @@ package dev.stoker.pipeline.feed;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
-import dev.stoker.pipeline.batch.FeedBatch;
+import dev.stoker.encode.batch.FeedBatch;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -10,12 +11,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException.Stage;
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.batch.FeedBatch;
-import dev.stoker.pipeline.batch.SkippedSample;
-import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.batch.FeedBatch;
+import dev.stoker.encode.batch.SkippedSample;
+import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.text.TruncationPolicy;

@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.testkit.s3.S3MockExtension;

@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 
 import dev.stoker.core.SampleException;
 import dev.stoker.core.ScheduleCursor;
-import dev.stoker.pipeline.schedule.ScheduledBatch;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;

@@ -9,10 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
 import dev.stoker.image.qwenvl.CompactPixels;
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.EncodeOptions.PixelFormat;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.core.batch.BatchLayout;
@@ -110,7 +110,7 @@ class CompactFeedTest {
         var cfg = CompactPixels.config(b.tensor("pixel_norm").toFloats(), b.tensor("pixel_patch").toLongs());
         long rows = 0;
         for (int i = 0; i < grid.length; i += 3) rows += grid[i] * grid[i + 1] * grid[i + 2];
-        var layout = new dev.stoker.pipeline.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
+        var layout = new dev.stoker.encode.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
                 rows == 0 ? 0 : cfg.rowLength(), grid.length / 3, PixelFormat.UINT8, u8.data().byteSize(), ZeroCopyFeederTest.contractOf(b));
         var heap = new Batch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.scheduled(), s.sampleIds(), s.datasetIndices(),
                 s.skippedSamples(), layout, b.tensor("input_ids").toLongs(), b.tensor("labels").toLongs(),

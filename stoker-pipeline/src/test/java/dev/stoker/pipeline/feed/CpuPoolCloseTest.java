@@ -3,7 +3,7 @@ package dev.stoker.pipeline.feed;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
-import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.text.QwenTokenizer;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;

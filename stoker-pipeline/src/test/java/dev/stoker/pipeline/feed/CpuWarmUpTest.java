@@ -3,7 +3,7 @@ package dev.stoker.pipeline.feed;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.encode.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Path;
 import java.util.Set;

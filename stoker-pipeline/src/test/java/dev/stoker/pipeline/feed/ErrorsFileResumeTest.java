@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.batch.SkippedSample;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -51,7 +51,7 @@ class ErrorsFileResumeTest {
     @Test
     void aRestartedServiceJudgesItsErrorRateOverTheJobSoFar() throws Exception {
         Path file = tmp.resolve("rate.jsonl");
-        var schedule = new dev.stoker.pipeline.schedule.SampleSchedule(1234, 400, 2, 2);
+        var schedule = new dev.stoker.plan.schedule.SampleSchedule(1234, 400, 2, 2);
         var config = FeedConfig.of(FeedMode.PREFETCH, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), 2, 2).withErrorsFile(file)
                 .withErrorPolicy(ErrorPolicy.SKIP, 0.05);
         int[] order = schedule.permutationCopy(0);
@@ -80,7 +80,7 @@ class ErrorsFileResumeTest {
     @Test
     void aRestartedServiceCountsOnlyTheErrorsOfTheFileNotItsFilteredSamples() throws Exception {
         Path file = tmp.resolve("kinds.jsonl");
-        var schedule = new dev.stoker.pipeline.schedule.SampleSchedule(1234, 400, 2, 2);
+        var schedule = new dev.stoker.plan.schedule.SampleSchedule(1234, 400, 2, 2);
         var config = FeedConfig.of(FeedMode.PREFETCH, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), 2, 2).withErrorsFile(file)
                 .withErrorPolicy(ErrorPolicy.SKIP, 0.05);
         int[] order = schedule.permutationCopy(0);

@@ -4,8 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.SourceMetrics;

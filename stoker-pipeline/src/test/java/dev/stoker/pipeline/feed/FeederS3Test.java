@@ -4,8 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.testkit.s3.S3MockExtension;

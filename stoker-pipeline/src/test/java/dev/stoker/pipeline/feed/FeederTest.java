@@ -1,5 +1,7 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.observe.StallWatchdog;
+import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -7,9 +9,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Files;
 import java.nio.file.Path;

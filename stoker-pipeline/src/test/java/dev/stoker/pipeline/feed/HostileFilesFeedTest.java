@@ -5,10 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException.Stage;
-import dev.stoker.pipeline.batch.FeedBatch;
-import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.encode.batch.FeedBatch;
+import dev.stoker.encode.batch.SkippedSample;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
-import dev.stoker.pipeline.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.SampleSchedule;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.channels.ServerSocketChannel;

@@ -1,6 +1,7 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.source.mix.FeedSource;
+import dev.stoker.encode.SampleEncoder;
 import dev.stoker.source.ObjectSource;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;

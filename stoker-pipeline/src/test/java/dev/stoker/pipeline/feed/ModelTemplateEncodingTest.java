@@ -3,7 +3,7 @@ package dev.stoker.pipeline.feed;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import dev.stoker.pipeline.SampleEncoder;
+import dev.stoker.encode.SampleEncoder;
 import dev.stoker.text.JinjaChatRenderer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -8,12 +9,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.batch.StoredBatch;
-import dev.stoker.pipeline.pack.PackedSchedule;
-import dev.stoker.pipeline.pack.PackedStep;
-import dev.stoker.pipeline.pack.ShapeIndex;
-import dev.stoker.pipeline.pack.ShapeIndexes;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.plan.pack.PackedSchedule;
+import dev.stoker.plan.pack.PackedStep;
+import dev.stoker.plan.pack.ShapeIndex;
+import dev.stoker.encode.validate.ShapeIndexes;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import java.nio.file.Path;
@@ -51,7 +52,7 @@ class PackedFeederTest {
         int longest = 0;
         for (int i = 0; i < shapes.size(); i++) longest = Math.max(longest, shapes.shape(i).tokens());
         int n = (3 * longest + padTo - 1) / padTo * padTo;
-        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new FeedConfig.Packing(n, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, padTo, dev.stoker.pipeline.pack.PackCost.QWEN2_5_VL_3B));
+        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new FeedConfig.Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, padTo, dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
     }
 
     static ShapeIndex shapes(FeedSource source) throws Exception {
@@ -248,7 +249,7 @@ class PackedFeederTest {
             assertTrue(longCount > 0 && longCount < SAMPLES);
             Path errorsFile = tmp.resolve("errors.jsonl");
             var config = FeederTest.config(FeedMode.PREFETCH, RANKS, 1, 2).withErrorsFile(errorsFile).withPacking(
-                    new FeedConfig.Packing(n, 0, dev.stoker.pipeline.pack.PackPlanner.Balance.COST, 1, dev.stoker.pipeline.pack.PackCost.QWEN2_5_VL_3B));
+                    new FeedConfig.Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
             var plan = epoch0(config, source, shapes);
             try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
                 for (int s = 0; s < plan.size(); s++)

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.mix.FeedSource;
 import static dev.stoker.parquet.HfParquet.image;
 import static dev.stoker.parquet.HfParquet.map;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -10,7 +11,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.stoker.parquet.HfParquet;
 import dev.stoker.parquet.ParquetRecords;
-import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.encode.batch.Batch;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.text.QwenTokenizer;

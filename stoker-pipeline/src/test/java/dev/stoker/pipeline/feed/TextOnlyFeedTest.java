@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -8,13 +9,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.SampleException;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.Tensor;
-import dev.stoker.pipeline.EncodeOptions;
-import dev.stoker.pipeline.EncodeOptions.PixelFormat;
-import dev.stoker.pipeline.EncodeOptions.TextOnlyPolicy;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.batch.BatchSchema;
-import dev.stoker.pipeline.batch.StoredBatch;
-import dev.stoker.pipeline.batch.TextOnlyBatches;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.encode.batch.BatchSchema;
+import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.encode.batch.TextOnlyBatches;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.testkit.Vectors;

@@ -1,12 +1,13 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import dev.stoker.pipeline.batch.FeedBatch;
-import dev.stoker.pipeline.batch.SkippedSample;
+import dev.stoker.encode.batch.FeedBatch;
+import dev.stoker.encode.batch.SkippedSample;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
-import dev.stoker.pipeline.validate.DatasetValidator;
-import dev.stoker.pipeline.validate.ValidationReport;
+import dev.stoker.encode.validate.DatasetValidator;
+import dev.stoker.encode.validate.ValidationReport;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import java.nio.file.Path;

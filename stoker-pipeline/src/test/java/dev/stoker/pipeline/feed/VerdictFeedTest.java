@@ -1,10 +1,12 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.observe.BottleneckVerdict;
+import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
-import dev.stoker.pipeline.EncodeOptions;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Path;
 import java.util.Set;

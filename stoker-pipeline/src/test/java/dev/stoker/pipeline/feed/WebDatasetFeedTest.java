@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.source.mix.FeedSource;
 import static dev.stoker.pipeline.feed.FeederTest.assertSameBatches;
 import static dev.stoker.pipeline.feed.FeederTest.config;
 import static dev.stoker.pipeline.feed.FeederTest.run;
@@ -9,7 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.batch.Batch;
+import dev.stoker.encode.batch.Batch;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.WebDatasetRecords;
@@ -128,7 +129,7 @@ class WebDatasetFeedTest {
             assertEquals(7, b.samples(), "every sample but the broken ones: " + b.sampleIds());
             assertTrue(b.sampleIds().contains("kept"), b.sampleIds().toString());
             assertEquals(2, b.skippedSamples().size(), b.skippedSamples().toString());
-            var byId = new java.util.TreeMap<String, dev.stoker.pipeline.batch.SkippedSample>();
+            var byId = new java.util.TreeMap<String, dev.stoker.encode.batch.SkippedSample>();
             for (var s : b.skippedSamples()) byId.put(s.sampleId(), s);
             assertEquals(Set.of("shard-001.tar:lost", "shard-001.tar:bad"), byId.keySet());
             for (var s : byId.values()) assertEquals(SampleException.Stage.MANIFEST, s.stage(), s.toString());

@@ -1,15 +1,17 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
-import dev.stoker.pipeline.EncodeOptions.InputContract;
-import dev.stoker.pipeline.EncodeOptions.PixelFormat;
-import dev.stoker.pipeline.batch.Batch;
-import dev.stoker.pipeline.batch.BatchAssembler;
-import dev.stoker.pipeline.batch.StoredBatch;
+import dev.stoker.encode.EncodeOptions.InputContract;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.batch.Batch;
+import dev.stoker.encode.batch.BatchAssembler;
+import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.core.batch.BatchLayout;
@@ -46,7 +48,7 @@ class ZeroCopyFeederTest {
         assertEquals(s.globalStep(), b.meta().globalStep());
         var pixels = b.tensor("pixel_values");
         long rows = pixels.shape()[0];
-        var layout = new dev.stoker.pipeline.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
+        var layout = new dev.stoker.encode.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
                 rows == 0 ? 0 : (int) pixels.shape()[1], (int) b.tensor("image_grid_thw").shape()[0], PixelFormat.FLOAT32, 0, contractOf(b));
         return new Batch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.scheduled(), s.sampleIds(), s.datasetIndices(),
                 s.skippedSamples(), layout, b.tensor("input_ids").toLongs(), b.tensor("labels").toLongs(),
@@ -56,7 +58,7 @@ class ZeroCopyFeederTest {
 
     /**
      * The input contract a batch read back was written under: the one that carries {@code mm_token_type_ids} when it has
-     * them, which must then be what {@link dev.stoker.pipeline.batch.BatchAssembler#mmTokenTypeIds} makes of its input_ids.
+     * them, which must then be what {@link dev.stoker.encode.batch.BatchAssembler#mmTokenTypeIds} makes of its input_ids.
      */
     static InputContract contractOf(BatchLayout.Batch b) {
         if (b.tensors().stream().noneMatch(t -> t.name().equals("mm_token_type_ids"))) return InputContract.QWEN_VL_FINETUNE;

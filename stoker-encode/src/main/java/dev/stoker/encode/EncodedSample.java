@@ -1,0 +1,46 @@
+package dev.stoker.encode;
+
+/**
+ * One sample's model inputs, as the HF Qwen-VL processor and the official SFT code produce them
+ * (unpadded): token arrays of length L, 3×L M-RoPE positions (row-major), and the rows of
+ * {@code pixel_values} for all of its images in order with one {@code image_grid_thw} row each.
+ *
+ * <p>{@code pixelValues} holds {@link #pixelFloats()} floats from index 0; it is longer only when
+ * the encoder was given a reused buffer ({@link SampleEncoder.PixelBuffers}).
+ *
+ * <p>In the compact wire format ({@link EncodeOptions.PixelFormat#UINT8}) the images are carried as
+ * {@code pixelsU8} instead, each image's resized RGB pixels (HWC) in order, exactly
+ * {@link #pixelU8Bytes()} long; {@code pixelValues} is then empty. {@code pixelsU8} is null in FLOAT32.
+ *
+ * @param pixelRowLength  floats per pixel_values row (3·t·p²), in either format
+ * @param sourcePixels    pixels of the source images as stored (before any DCT scaling), for throughput
+ */
+public record EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                            float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8) {
+
+    /** A FLOAT32 sample. */
+    public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                         float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels) {
+        this(id, inputIds, labels, attentionMask, positionIds, pixelValues, pixelRowLength, imageGridThw, sourcePixels, null);
+    }
+
+    /** Whether the images are carried as resized u8 pixels (the compact wire format). */
+    public boolean compact() { return pixelsU8 != null; }
+
+    /** Bytes of {@code pixelsU8} (0 in FLOAT32). */
+    public int pixelU8Bytes() { return pixelsU8 == null ? 0 : pixelsU8.length; }
+
+    public int length() { return inputIds.length; }
+
+    public int images() { return imageGridThw.length / 3; }
+
+    /** Rows of pixel_values: Σ t·h·w over the images. */
+    public int pixelRows() {
+        long rows = 0;
+        for (int i = 0; i < imageGridThw.length; i += 3) rows += imageGridThw[i] * imageGridThw[i + 1] * imageGridThw[i + 2];
+        return (int) rows;
+    }
+
+    /** Floats of pixel_values in use: rows · row length. */
+    public int pixelFloats() { return pixelRows() * pixelRowLength; }
+}

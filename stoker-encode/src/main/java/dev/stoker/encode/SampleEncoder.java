@@ -1,0 +1,307 @@
+package dev.stoker.encode;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.text.ChatRenderer;
+import dev.stoker.text.ChatSample;
+import dev.stoker.text.ChatTemplate;
+import dev.stoker.text.QwenTokenizer;
+import dev.stoker.text.SampleParser;
+import dev.stoker.text.TextFeatures;
+import dev.stoker.text.TokenSequenceBuilder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Turns one SFT record into its model inputs: parse → per image read, probe and plan the resize →
+ * tokens (an over-long sample is refused here, before any pixel is decoded) → decode, resize,
+ * normalize and patchify the images whose tokens survived.
+ *
+ * <p>Threading: one instance per thread; it holds that thread's decoder and resize buffers. The
+ * tokenizer may be shared.
+ */
+public final class SampleEncoder {
+    /** Where image bytes come from (local files now, object stores later). */
+    @FunctionalInterface
+    public interface ImageSource {
+        byte[] read(String sampleId, String reference);
+
+        /** Reads through {@code source}, waiting for each fetch (for one-off commands and benchmarks of the CPU half). */
+        static ImageSource blocking(dev.stoker.source.ObjectSource source) {
+            return (sampleId, reference) -> {
+                try {
+                    return source.fetch(sampleId, reference).join();
+                } catch (java.util.concurrent.CompletionException e) {
+                    if (e.getCause() instanceof SampleException se) throw se;
+                    throw new SampleException(sampleId, SampleException.Stage.FETCH, String.valueOf(e.getCause()), e.getCause());
+                }
+            };
+        }
+    }
+
+    /**
+     * Supplies the array a sample's pixel_values are written into, at least {@code floats} long.
+     * {@link #FRESH} allocates an exact array per sample; a caller that consumes the rows before
+     * encoding the next sample may hand out one reused array and spare the allocation.
+     */
+    @FunctionalInterface
+    public interface PixelBuffers {
+        PixelBuffers FRESH = float[]::new;
+
+        float[] get(int floats);
+    }
+
+    private final EncodeOptions options;
+    private final SampleParser parser = new SampleParser();
+    private final TokenSequenceBuilder tokens;
+    private final ImagePreprocessor images;
+
+    /**
+     * An encoder that renders chats with the options' chat template: the built-in template of the preset's family, or
+     * the model's own ({@link EncodeOptions#chatTemplate()}, compiled here).
+     *
+     * @throws dev.stoker.text.ChatTemplateException when the model's template does not compile
+     */
+    public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer) {
+        this(options, tokenizer, options.chatTemplate() == null ? new ChatTemplate(options.preset().chatFamily())
+                : dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()));
+    }
+
+    /**
+     * An encoder that renders chats with {@code template}, for example the model's own ({@link dev.stoker.text.JinjaChatRenderer},
+     * after {@link dev.stoker.text.TemplateCheck} found that it differs from the built-in one); labels follow the official rule.
+     */
+    public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template) {
+        this.options = options;
+        int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
+        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
+        this.images = new ImagePreprocessor(options);
+    }
+
+    public EncodeOptions options() { return options; }
+
+    /** Per-stage time of the calls since {@link #resetTimes()}: decode, transform (resize + patchify), tokenize. */
+    public long decodeNanos() { return images.decodeNanos(); }
+
+    public long transformNanos() { return images.transformNanos(); }
+
+    public long tokenizeNanos() { return tokenizeNanos; }
+
+    public void resetTimes() {
+        images.resetTimes();
+        tokenizeNanos = 0;
+    }
+
+    private long tokenizeNanos;
+
+
+
+    /** Encodes one JSONL line (raw bytes, UTF-8 validated); images are read through {@code source}. */
+    public EncodedSample encodeLine(byte[] line, String fallbackId, ImageSource source) {
+        return encode(parser.parseLine(line, fallbackId), source);
+    }
+
+    /** {@link #encodeLine(byte[], String, ImageSource)} writing pixel_values into an array from {@code buffers}. */
+    public EncodedSample encodeLine(byte[] line, String fallbackId, ImageSource source, PixelBuffers buffers) {
+        return encode(parser.parseLine(line, fallbackId), source, buffers);
+    }
+
+    /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */
+    public EncodedSample encode(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return encode(sample, fetched(imagesByReference));
+    }
+
+    public EncodedSample encode(ChatSample sample, ImageSource source) {
+        return encode(sample, source, PixelBuffers.FRESH);
+    }
+
+    /**
+     * A sample ready for its pixels: images probed and planned, tokens built (so its token count,
+     * pixel rows and grids are known), nothing decoded yet. Holds the fetched image bytes.
+     */
+    public record Prepared(String id, TextFeatures text, List<ImagePreprocessor.Planned> images, int rowLength,
+                           EncodeOptions.PixelFormat pixelFormat) {
+        /** Rows of pixel_values of the images kept. */
+        public long pixelRows() {
+            long rows = 0;
+            for (var p : images) rows += p.plan().rows();
+            return rows;
+        }
+
+        /** Bytes of this sample's pixel tensor in its format: float32 pixel_values rows, or the resized u8 pixels. */
+        public long pixelBytes() {
+            if (pixelFormat == EncodeOptions.PixelFormat.FLOAT32) return pixelRows() * rowLength * Float.BYTES;
+            long bytes = 0;
+            for (var p : images) bytes += p.plan().resizedByteSize();
+            return bytes;
+        }
+
+        /** Bytes of image {@code img}'s pixels in this sample's format. */
+        static long imageBytes(ImagePreprocessor.Planned img, EncodeOptions.PixelFormat format) {
+            return format == EncodeOptions.PixelFormat.FLOAT32 ? img.plan().byteSize() : img.plan().resizedByteSize();
+        }
+
+        public int length() { return text.length(); }
+
+        public long[] gridThw() {
+            long[] grid = new long[images.size() * 3];
+            for (int k = 0; k < images.size(); k++) System.arraycopy(images.get(k).gridThw(), 0, grid, 3 * k, 3);
+            return grid;
+        }
+    }
+
+    /**
+     * The cheap first half of {@link #encode}: reads every image's header, plans its resize and
+     * builds the tokens (an over-long sample is refused here, before any pixel is decoded).
+     */
+    public Prepared prepare(ChatSample sample, ImageSource source) {
+        String id = sample.id();
+        List<String> refs = sample.imagePaths();
+        var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
+        var grids = plan(sample, source, planned);
+        long t0 = System.nanoTime();
+        TextFeatures text = tokens.build(sample, grids);
+        tokenizeNanos += System.nanoTime() - t0;
+        return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
+                options.pixelFormat());
+    }
+
+    /**
+     * The image limit, then each image's header and resize plan into {@code planned}; returns their grids. A failure
+     * names the sample and the image.
+     */
+    private List<long[]> plan(ChatSample sample, ImageSource source, List<ImagePreprocessor.Planned> planned) {
+        String id = sample.id();
+        List<String> refs = sample.imagePaths();
+        if (options.maxImages() > 0 && refs.size() > options.maxImages())
+            throw SampleException.filtered(id, SampleException.Stage.MANIFEST, "over --max-images", "has " + refs.size() + " images, more than --max-images "
+                    + options.maxImages() + " (the limit the shared-memory budget was sized for)");
+        var grids = new ArrayList<long[]>(refs.size());
+        for (String ref : refs) {
+            try {
+                var p = images.plan(source.read(id, ref), ref);
+                planned.add(p);
+                grids.add(p.gridThw());
+            } catch (SampleException e) {
+                throw inSample(id, ref, e);
+            }
+        }
+        return grids;
+    }
+
+    /**
+     * The length of the {@code input_ids} {@link #prepare} would build for {@code sample}, refusing what it refuses with
+     * the same exceptions (limits, image headers, smart_resize, template, tokenizer), without building labels or
+     * positions: for checking a whole data set. Reads only image headers.
+     */
+    public int measure(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        var grids = plan(sample, fetched(imagesByReference), new ArrayList<>(sample.imagePaths().size()));
+        long t0 = System.nanoTime();
+        int length = tokens.measure(sample, grids).length();
+        tokenizeNanos += System.nanoTime() - t0;
+        return length;
+    }
+
+    /**
+     * The sample's size as the pack planner needs it, known before decoding: its {@code input_ids} length (as
+     * {@link #measure}) and, per image kept (all of them but under {@code --truncation truncate}), its patch count
+     * {@code t·h·w}, the rows of its {@code pixel_values}. Refuses exactly what {@link #measure} refuses, with the same
+     * exceptions; reads only image headers.
+     */
+    public dev.stoker.plan.pack.SampleShape shape(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        var planned = new ArrayList<ImagePreprocessor.Planned>(sample.imagePaths().size());
+        var grids = plan(sample, fetched(imagesByReference), planned);
+        long t0 = System.nanoTime();
+        var measured = tokens.measure(sample, grids);
+        tokenizeNanos += System.nanoTime() - t0;
+        int[] patches = new int[measured.imagesKept()];
+        for (int k = 0; k < patches.length; k++) patches[k] = planned.get(k).plan().rows();
+        return dev.stoker.plan.pack.SampleShape.of(measured.length(), patches);
+    }
+
+    /** {@link #prepare(ChatSample, ImageSource)} over image bytes fetched beforehand, keyed by reference. */
+    public Prepared prepare(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return prepare(sample, fetched(imagesByReference));
+    }
+
+    /**
+     * The expensive second half: decodes, resizes, normalizes and patchifies the prepared images,
+     * writing their pixel_values rows ({@link Prepared#pixelBytes()} bytes, little-endian float32)
+     * into {@code dst} from byte {@code offsetBytes} — the batch's shared-memory segment, so that
+     * nothing is copied after the transform. In the compact wire format it stops after the resize and
+     * writes each image's u8 RGB pixels there instead.
+     */
+    public void writePixels(Prepared p, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        boolean compact = p.pixelFormat() == EncodeOptions.PixelFormat.UINT8;
+        long offset = offsetBytes;
+        for (var img : p.images()) {
+            try {
+                if (compact) images.processResizedInto(img, dst, offset);
+                else images.processInto(img, dst, offset);
+            } catch (SampleException e) {
+                throw inSample(p.id(), img.name(), e);
+            }
+            offset += Prepared.imageBytes(img, p.pixelFormat());
+        }
+    }
+
+    /** Encodes a sample writing pixel_values into an array from {@code buffers}. */
+    public EncodedSample encode(ChatSample sample, ImageSource source, PixelBuffers buffers) {
+        Prepared p = prepare(sample, source);
+        if (p.pixelFormat() == EncodeOptions.PixelFormat.UINT8) return encodeCompact(p);
+        long rows = p.pixelRows();
+        int rowLength = p.rowLength();
+        if (rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(p.id(), SampleException.Stage.TRANSFORM, "pixel_values of " + rows + " rows is too large for one sample");
+        float[] pixels = buffers.get((int) (rows * rowLength));
+        long sourcePixels = 0;
+        int offset = 0;
+        for (var img : p.images()) {
+            try {
+                images.processInto(img, pixels, offset);
+            } catch (SampleException e) {
+                throw inSample(p.id(), img.name(), e);
+            }
+            offset += img.plan().rows() * rowLength;
+            sourcePixels += img.info().pixelCount();
+        }
+        var text = p.text();
+        return new EncodedSample(p.id(), text.inputIds(), text.labels(), text.attentionMask(), text.positionIds(),
+                pixels, rowLength, p.gridThw(), sourcePixels);
+    }
+
+    /** The compact wire format's half of {@link #encode}: each image's resized u8 pixels into one exact array. */
+    private EncodedSample encodeCompact(Prepared p) {
+        long bytes = p.pixelBytes();
+        if (bytes > Integer.MAX_VALUE - 8)
+            throw new SampleException(p.id(), SampleException.Stage.TRANSFORM, "pixels of " + bytes + " bytes are too large for one sample");
+        byte[] pixels = new byte[(int) bytes];
+        long sourcePixels = 0;
+        int offset = 0;
+        for (var img : p.images()) {
+            try {
+                images.processResizedInto(img, pixels, offset);
+            } catch (SampleException e) {
+                throw inSample(p.id(), img.name(), e);
+            }
+            offset += (int) img.plan().resizedByteSize();
+            sourcePixels += img.info().pixelCount();
+        }
+        var text = p.text();
+        return new EncodedSample(p.id(), text.inputIds(), text.labels(), text.attentionMask(), text.positionIds(),
+                new float[0], p.rowLength(), p.gridThw(), sourcePixels, pixels);
+    }
+
+    private static ImageSource fetched(Map<String, byte[]> imagesByReference) {
+        return (id, ref) -> {
+            byte[] bytes = imagesByReference.get(ref);
+            if (bytes == null) throw new SampleException(id, SampleException.Stage.FETCH, "image '" + ref + "' was not fetched");
+            return bytes;
+        };
+    }
+
+    /** The error re-labelled {@code sample (image)}, so a report names both. */
+    private static SampleException inSample(String sampleId, String ref, SampleException e) {
+        return e.withSampleId(sampleId + " (" + ref + ")");
+    }
+}

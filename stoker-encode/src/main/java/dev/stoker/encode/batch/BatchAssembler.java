@@ -1,0 +1,155 @@
+package dev.stoker.encode.batch;
+
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodedSample;
+import dev.stoker.plan.schedule.ScheduledBatch;
+import dev.stoker.text.QwenTokenIds;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * Padding collation as in the official Qwen-VL SFT collator: right-pad {@code input_ids} with
+ * 151643 and {@code labels} with −100 to the batch's longest sample, {@code attention_mask =
+ * (input_ids != 151643)} (so a literal {@code <|endoftext|>} inside a sample is masked too, as
+ * there), {@code position_ids} right-padded with 1 to (3, B, L), {@code pixel_values} and
+ * {@code image_grid_thw} concatenated in batch order. No truncation: over-long samples were
+ * refused by the encoder.
+ *
+ * <p>Under the input contract of transformers 5.3 and later ({@link EncodeOptions.InputContract#TRANSFORMERS_5_3})
+ * {@code position_ids} are padded with 0, as 5.x's {@code get_rope_index} leaves them, and the batch carries
+ * {@code mm_token_type_ids} ({@link #mmTokenTypeIds}).
+ *
+ * In the compact wire format the samples' u8 pixels are concatenated instead of pixel_values rows.
+ *
+ * <p>Under {@link EncodeOptions.TextOnlyPolicy#DUMMY_IMAGE} a batch of samples none of which has an image gets the
+ * {@link DummyImage}: its tokens after the first sample's (label −100, attention 0, the padding's position), its pixels
+ * and grid as the batch's only image.
+ *
+ * <p>Threading: stateless; safe to share.
+ */
+public final class BatchAssembler {
+    public static final long PAD_TOKEN_ID = QwenTokenIds.ENDOFTEXT;
+    public static final long IGNORE_INDEX = -100;
+    /** The {@code position_ids} padding of the default input contract (the official collator's); see {@link EncodeOptions.InputContract#positionPad()}. */
+    public static final long POSITION_PAD = 1;
+    /** {@code mm_token_type_ids} of a text token, an image pad and a video pad ({@code ProcessorMixin.create_mm_token_type_ids}). */
+    public static final long MM_TEXT = 0, MM_IMAGE = 1, MM_VIDEO = 2;
+
+    private final EncodeOptions.PixelFormat pixelFormat;
+    private final EncodeOptions.InputContract contract;
+    /** What a batch without images gets; null: nothing (ALLOW). */
+    private final DummyImage dummy;
+
+    /** An assembler of FLOAT32 batches that adds nothing to batches without images (ALLOW). */
+    public BatchAssembler() {
+        this.pixelFormat = EncodeOptions.PixelFormat.FLOAT32;
+        this.contract = EncodeOptions.DEFAULT_INPUT_CONTRACT;
+        this.dummy = null;
+    }
+
+    /** An assembler of batches of samples encoded with {@code options}: its pixel format, input contract and text-only policy. */
+    public BatchAssembler(EncodeOptions options) {
+        this.pixelFormat = options.pixelFormat();
+        this.contract = options.inputContract();
+        this.dummy = DummyImage.forPolicy(options.textOnly(), options.vision());
+    }
+
+    /**
+     * Collates {@code samples} (those of {@code scheduled} that encoded, in schedule order) whose
+     * dataset indices are {@code datasetIndices}; {@code skipped} are the others.
+     */
+    public Batch assemble(ScheduledBatch scheduled, int[] datasetIndices, List<EncodedSample> samples, List<SkippedSample> skipped) {
+        if (datasetIndices.length != samples.size())
+            throw new IllegalArgumentException(datasetIndices.length + " dataset indices for " + samples.size() + " samples");
+        if (samples.size() + skipped.size() != scheduled.size())
+            throw new IllegalArgumentException(samples.size() + " samples + " + skipped.size() + " skipped for a batch of " + scheduled.size());
+        var layout = BatchShape.of(samples, pixelFormat, contract);
+        boolean withDummy = DummyImage.needed(dummy, layout.samples(), layout.images());
+        if (withDummy) layout = dummy.addTo(layout, samples.get(0).length());
+        boolean compact = pixelFormat == EncodeOptions.PixelFormat.UINT8;
+        if ((compact ? layout.pixelU8Bytes() : layout.pixelFloats()) > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
+            throw new IllegalArgumentException("batch too large for heap arrays: " + layout);
+        int b = layout.samples();
+        var tokens = collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList(),
+                withDummy ? dummy.tokens() : null, contract.positionPad());
+        float[] pixels = new float[compact ? 0 : (int) layout.pixelFloats()];
+        byte[] pixelsU8 = compact ? new byte[(int) layout.pixelU8Bytes()] : null;
+        long[] grid = new long[3 * layout.images()];
+        var sampleIds = new ArrayList<String>(b);
+        int pixelOffset = 0, gridOffset = 0;
+        for (int i = 0; i < b; i++) {
+            var s = samples.get(i);
+            if (compact) {
+                System.arraycopy(s.pixelsU8(), 0, pixelsU8, pixelOffset, s.pixelU8Bytes());
+                pixelOffset += s.pixelU8Bytes();
+            } else {
+                System.arraycopy(s.pixelValues(), 0, pixels, pixelOffset, s.pixelFloats());
+                pixelOffset += s.pixelFloats();
+            }
+            System.arraycopy(s.imageGridThw(), 0, grid, gridOffset, s.imageGridThw().length);
+            gridOffset += s.imageGridThw().length;
+            sampleIds.add(s.id());
+        }
+        if (withDummy) { // the batch's only image
+            if (compact) System.arraycopy(dummy.pixelsU8(), 0, pixelsU8, 0, pixelsU8.length);
+            else System.arraycopy(dummy.pixelValues(), 0, pixels, 0, pixels.length);
+            System.arraycopy(dummy.gridThw(), 0, grid, 0, 3);
+        }
+        return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
+                sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
+                tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after());
+    }
+
+    /** The padded token tensors of a batch, flat and row-major: (B, L) ×3 and (3, B, L). */
+    public record Tokens(int samples, int length, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds) {}
+
+    /** Pads and stacks each sample's {input_ids, labels, position_ids (3·n)} as the official collator does. */
+    public static Tokens collate(List<long[][]> samples) { return collate(samples, null, POSITION_PAD); }
+
+    /**
+     * {@link #collate(List)} with {@code position_ids} padded with {@code positionPad}, and {@code dummyTokens} (when not
+     * null and there is a sample) appended after the first sample's last token: label −100, attention 0, the padding's
+     * position, so that no other token changes.
+     */
+    public static Tokens collate(List<long[][]> samples, long[] dummyTokens, long positionPad) {
+        int b = samples.size(), len = 0;
+        int dummy = dummyTokens == null || b == 0 ? 0 : dummyTokens.length;
+        for (long[][] s : samples) len = Math.max(len, s[0].length);
+        if (dummy > 0) len = Math.max(len, samples.get(0)[0].length + dummy);
+        if (3L * b * len > Integer.MAX_VALUE - 8) throw new IllegalArgumentException("batch of " + b + " x " + len + " tokens is too large");
+        long[] ids = new long[b * len];
+        long[] labels = new long[b * len];
+        long[] mask = new long[b * len];
+        long[] positions = new long[3 * b * len];
+        Arrays.fill(ids, PAD_TOKEN_ID);
+        Arrays.fill(labels, IGNORE_INDEX);
+        Arrays.fill(positions, positionPad);
+        for (int i = 0; i < b; i++) {
+            long[][] s = samples.get(i);
+            int n = s[0].length;
+            System.arraycopy(s[0], 0, ids, i * len, n);
+            System.arraycopy(s[1], 0, labels, i * len, n);
+            for (int c = 0; c < 3; c++) System.arraycopy(s[2], c * n, positions, (c * b + i) * len, n);
+        }
+        for (int k = 0; k < ids.length; k++) mask[k] = ids[k] != PAD_TOKEN_ID ? 1 : 0;
+        if (dummy > 0) { // labels and positions stay the padding's
+            int at = samples.get(0)[0].length;
+            System.arraycopy(dummyTokens, 0, ids, at, dummy);
+            Arrays.fill(mask, at, at + dummy, 0);
+        }
+        return new Tokens(b, len, ids, labels, mask, positions);
+    }
+
+    /**
+     * The {@code mm_token_type_ids} of padded {@code inputIds}, as transformers 5.x's {@code ProcessorMixin.create_mm_token_type_ids}
+     * builds them: {@value #MM_IMAGE} where the token is the image pad 151655, {@value #MM_VIDEO} where it is the video pad
+     * 151656, {@value #MM_TEXT} elsewhere (text, vision start and end, padding).
+     */
+    public static long[] mmTokenTypeIds(long[] inputIds) {
+        long[] types = new long[inputIds.length];
+        for (int k = 0; k < inputIds.length; k++)
+            types[k] = inputIds[k] == QwenTokenIds.IMAGE_PAD ? MM_IMAGE : inputIds[k] == QwenTokenIds.VIDEO_PAD ? MM_VIDEO : MM_TEXT;
+        return types;
+    }
+}

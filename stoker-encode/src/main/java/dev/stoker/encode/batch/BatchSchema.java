@@ -1,0 +1,255 @@
+package dev.stoker.encode.batch;
+
+import dev.stoker.core.VisionConfig;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.batch.Tensor;
+import dev.stoker.image.qwenvl.CompactPixels;
+import dev.stoker.encode.EncodeOptions.InputContract;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The tensor table of a batch: every tensor's name, dtype and shape, in the one order that every
+ * writer uses (heap batches copied through the socket, batches written in place into shared
+ * memory, Arrow Flight, the cluster's pulls) and that trainers receive (the Python client's dict
+ * keeps it). The model inputs come first, in the official Qwen-VL collator's order, then the
+ * batch's metadata (flagged so in the layout, {@link Tensor#metadata()}: clients keep it out of the
+ * dict a trainer hands to {@code forward} and expose it as the batch's metadata):
+ *
+ * <pre>
+ *  input_ids          int64   (B, L)                                                      model inputs
+ *  labels             int64   (B, L)
+ *  attention_mask     int64   (B, L)
+ *  position_ids       int64   (3, B, L)
+ *  mm_token_type_ids  int64   (B, L)          transformers 5.3 and later only (InputContract)
+ *  pixel_values       float32 (rows, rowLength)  or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
+ *  image_grid_thw     int64   (images, 3)
+ *  sample_index       int64   (B)             each sample's line in the manifest           metadata
+ *  pixel_norm         float32 (2, 3)          compact format only: mean and std per channel
+ *  pixel_patch        int64   (3)             compact format only: patch, temporal patch, merge size
+ * </pre>
+ *
+ * The row length of {@code pixel_values} is the model's ({@link VisionConfig#rowLength()}) even when
+ * a batch has no image, so that every batch of a job has the same tensors, in the same order, with
+ * the same second dimension. A batch without any image (possible under {@code --text-only allow})
+ * flags its empty pixel tensor and {@code image_grid_thw} as metadata, where they are: Hugging Face's
+ * vision tower fails on {@code pixel_values} (0, R) with {@code image_grid_thw} (0, 3) in every
+ * release (docs/model-inputs.md §4), and leaves the tower out when they are absent, so clients hand
+ * such a batch to {@code forward} without them.
+ *
+ * <p>A pack ({@link BatchShape#packed()}, {@link PackAssembler}; docs/protocol.md "The canonical pack") has its own
+ * table, n its segments and T its row's tokens:
+ *
+ * <pre>
+ *  input_ids          int64   (1, T)                                                      model inputs
+ *  labels             int64   (1, T)          unshifted; every segment's first label −100
+ *  position_ids       int64   (4, 1, T)       row 0 each segment's 0..L_i−1, rows 1–3 its M-RoPE computed alone
+ *  mm_token_type_ids  int64   (1, T)          transformers 5.3 and later only (InputContract)
+ *  pixel_values       float32 (rows, rowLength)  or pixel_values_u8 uint8 (Σ H·W, 3): segment order
+ *  image_grid_thw     int64   (images, 3)
+ *  sample_index       int64   (n)             each segment's data set index, −1 for the dummy image's   metadata
+ *  cu_seqlens         int32   (n + 1)         0, L_1, L_1+L_2, …, Σ L_i (the tail pad is no segment)
+ *  max_seqlen         int32   (1)             max L_i
+ *  seg_ids            int32   (1, T)          1..n per token, 0 on the tail pad
+ *  pixel_norm         float32 (2, 3)          compact format only
+ *  pixel_patch        int64   (3)             compact format only
+ * </pre>
+ *
+ * No {@code attention_mask}: Hugging Face's flash-attention path must get {@code attention_mask=None} for a pack (a 2-D
+ * mask would rebuild the boundaries from itself); the client adapters build what each consumer takes from the metadata.
+ */
+public final class BatchSchema {
+    public static final String INPUT_IDS = "input_ids";
+    public static final String LABELS = "labels";
+    public static final String ATTENTION_MASK = "attention_mask";
+    public static final String POSITION_IDS = "position_ids";
+    public static final String MM_TOKEN_TYPE_IDS = "mm_token_type_ids";
+    public static final String PIXEL_VALUES = "pixel_values";
+    public static final String PIXEL_VALUES_U8 = "pixel_values_u8";
+    public static final String IMAGE_GRID_THW = "image_grid_thw";
+    public static final String SAMPLE_INDEX = BatchLayout.SAMPLE_INDEX;
+    public static final String PIXEL_NORM = BatchLayout.PIXEL_NORM;
+    public static final String PIXEL_PATCH = BatchLayout.PIXEL_PATCH;
+    /** A pack's segment boundaries (int32, n + 1), longest segment (int32, 1) and per-token segment numbers (int32, (1, T)). */
+    public static final String CU_SEQLENS = "cu_seqlens", MAX_SEQLEN = "max_seqlen", SEG_IDS = "seg_ids";
+
+    private BatchSchema() {}
+
+    /**
+     * The names of the model inputs of a batch with images in {@code format} under {@code contract}, in order: the keys of
+     * the trainer's dict.
+     */
+    public static List<String> inputNames(PixelFormat format, InputContract contract) {
+        var names = new ArrayList<>(List.of(INPUT_IDS, LABELS, ATTENTION_MASK, POSITION_IDS));
+        if (contract.mmTokenTypeIds()) names.add(MM_TOKEN_TYPE_IDS);
+        names.addAll(List.of(pixelTensor(format), IMAGE_GRID_THW));
+        return List.copyOf(names);
+    }
+
+    /** The names of the model inputs of a batch of {@code images} images: without any, its vision tensors are metadata. */
+    public static List<String> inputNames(PixelFormat format, InputContract contract, int images) {
+        return names(format, contract).stream().filter(n -> !isMetadata(n, images)).toList();
+    }
+
+    /** The names of the metadata tensors of a batch of {@code images} images in {@code format}, in the layout's order. */
+    public static List<String> metadataNames(PixelFormat format, InputContract contract, int images) {
+        return names(format, contract).stream().filter(n -> isMetadata(n, images)).toList();
+    }
+
+    /** The names of the tensors that are a batch's metadata whatever it holds, in order. */
+    private static List<String> alwaysMetadata(PixelFormat format) {
+        return format == PixelFormat.UINT8 ? List.of(SAMPLE_INDEX, PIXEL_NORM, PIXEL_PATCH) : List.of(SAMPLE_INDEX);
+    }
+
+    /** The names of a pack's model inputs with images in {@code format} under {@code contract}, in order: no attention_mask. */
+    public static List<String> packedInputNames(PixelFormat format, InputContract contract) {
+        var names = new ArrayList<>(List.of(INPUT_IDS, LABELS, POSITION_IDS));
+        if (contract.mmTokenTypeIds()) names.add(MM_TOKEN_TYPE_IDS);
+        names.addAll(List.of(pixelTensor(format), IMAGE_GRID_THW));
+        return List.copyOf(names);
+    }
+
+    /** The names of a pack's model inputs when it holds {@code images} images: without any, its vision tensors are metadata. */
+    public static List<String> packedInputNames(PixelFormat format, InputContract contract, int images) {
+        return packedNames(format, contract).stream().filter(n -> !isMetadata(n, images)).toList();
+    }
+
+    /** The names of a pack's metadata tensors when it holds {@code images} images, in the layout's order. */
+    public static List<String> packedMetadataNames(PixelFormat format, InputContract contract, int images) {
+        return packedNames(format, contract).stream().filter(n -> isMetadata(n, images)).toList();
+    }
+
+    /**
+     * Every tensor name of a pack in {@code format} under {@code contract} as laid out: the inputs, then {@code sample_index},
+     * {@code cu_seqlens}, {@code max_seqlen}, {@code seg_ids} and the compact format's {@code pixel_norm}, {@code pixel_patch}.
+     */
+    public static List<String> packedNames(PixelFormat format, InputContract contract) {
+        var names = new ArrayList<>(packedInputNames(format, contract));
+        names.addAll(List.of(SAMPLE_INDEX, CU_SEQLENS, MAX_SEQLEN, SEG_IDS));
+        if (format == PixelFormat.UINT8) names.addAll(List.of(PIXEL_NORM, PIXEL_PATCH));
+        return List.copyOf(names);
+    }
+
+    /** Every tensor name of a batch of {@code shape}, padded or packed, as laid out. */
+    public static List<String> names(BatchShape shape) {
+        return shape.packed() ? packedNames(shape.pixelFormat(), shape.inputContract()) : names(shape.pixelFormat(), shape.inputContract());
+    }
+
+    /**
+     * Whether tensor {@code name} is flagged as metadata in a batch of {@code images} images: the batch's facts always,
+     * and its empty vision inputs ({@code pixel_values} or {@code pixel_values_u8}, {@code image_grid_thw}) when it has no
+     * image, so that no client hands them to {@code forward}.
+     */
+    public static boolean isMetadata(String name, int images) {
+        return name.equals(SAMPLE_INDEX) || name.equals(PIXEL_NORM) || name.equals(PIXEL_PATCH)
+                || name.equals(CU_SEQLENS) || name.equals(MAX_SEQLEN) || name.equals(SEG_IDS)
+                || images == 0 && (name.equals(PIXEL_VALUES) || name.equals(PIXEL_VALUES_U8) || name.equals(IMAGE_GRID_THW));
+    }
+
+    /**
+     * Every tensor name of a batch in {@code format} under {@code contract} as laid out: the inputs, then the metadata
+     * (which, in a batch without images, also takes in the vision inputs where they are: {@link #isMetadata}).
+     */
+    public static List<String> names(PixelFormat format, InputContract contract) {
+        var names = new ArrayList<>(inputNames(format, contract));
+        names.addAll(alwaysMetadata(format));
+        return List.copyOf(names);
+    }
+
+    /** The name of the tensor that holds a batch's pixels in {@code format}. */
+    public static String pixelTensor(PixelFormat format) { return format == PixelFormat.UINT8 ? PIXEL_VALUES_U8 : PIXEL_VALUES; }
+
+    /** Every tensor of a batch of {@code shape}, in order; {@code rowLength} is the model's pixel_values row. */
+    public static List<BatchLayout.Spec> specs(BatchShape shape, int rowLength) {
+        if (shape.packed()) return packedSpecs(shape, rowLength);
+        long b = shape.samples(), len = shape.length();
+        int images = shape.images();
+        var specs = new ArrayList<BatchLayout.Spec>(10);
+        for (String name : names(shape.pixelFormat(), shape.inputContract())) {
+            specs.add(switch (name) {
+                case INPUT_IDS, LABELS, ATTENTION_MASK, MM_TOKEN_TYPE_IDS -> spec(name, images, Tensor.DType.INT64, b, len);
+                case POSITION_IDS -> spec(name, images, Tensor.DType.INT64, 3, b, len);
+                case PIXEL_VALUES -> spec(name, images, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
+                case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
+                case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
+                case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, b);
+                case PIXEL_NORM -> spec(name, images, Tensor.DType.FLOAT32, 2, 3);
+                case PIXEL_PATCH -> spec(name, images, Tensor.DType.INT64, 3);
+                default -> throw new IllegalStateException("no spec for " + name);
+            });
+        }
+        return specs;
+    }
+
+    /** Every tensor of a pack of {@code shape} ({@link BatchShape#packed()}), in order. */
+    private static List<BatchLayout.Spec> packedSpecs(BatchShape shape, int rowLength) {
+        long t = shape.length(), n = shape.segments();
+        int images = shape.images();
+        var specs = new ArrayList<BatchLayout.Spec>(12);
+        for (String name : packedNames(shape.pixelFormat(), shape.inputContract())) {
+            specs.add(switch (name) {
+                case INPUT_IDS, LABELS, MM_TOKEN_TYPE_IDS -> spec(name, images, Tensor.DType.INT64, 1, t);
+                case POSITION_IDS -> spec(name, images, Tensor.DType.INT64, 4, 1, t);
+                case PIXEL_VALUES -> spec(name, images, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
+                case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
+                case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
+                case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, n);
+                case CU_SEQLENS -> spec(name, images, Tensor.DType.INT32, n + 1);
+                case MAX_SEQLEN -> spec(name, images, Tensor.DType.INT32, 1);
+                case SEG_IDS -> spec(name, images, Tensor.DType.INT32, 1, t);
+                case PIXEL_NORM -> spec(name, images, Tensor.DType.FLOAT32, 2, 3);
+                case PIXEL_PATCH -> spec(name, images, Tensor.DType.INT64, 3);
+                default -> throw new IllegalStateException("no spec for " + name);
+            });
+        }
+        return specs;
+    }
+
+    /** Where each tensor of a batch of {@code shape} goes in the {@code STKB} layout. */
+    public static BatchLayout.Plan plan(BatchShape shape, int rowLength) { return BatchLayout.plan(specs(shape, rowLength)); }
+
+    /**
+     * A heap batch as the tensors a trainer receives, in order, with its metadata for a world of {@code world} ranks; a
+     * pack as the canonical pack's tensors (its header's sample count is its real samples, the dummy segment not one).
+     */
+    public static BatchProvider.Prepared tensors(Batch b, int world, VisionConfig vision) {
+        var specs = specs(b.shape(), vision.rowLength());
+        var tensors = new ArrayList<Tensor>(specs.size());
+        for (var spec : specs) {
+            long[] shape = spec.shape();
+            var t = switch (spec.name()) {
+                case INPUT_IDS -> Tensor.of(INPUT_IDS, b.inputIds(), shape);
+                case LABELS -> Tensor.of(LABELS, b.labels(), shape);
+                case ATTENTION_MASK -> Tensor.of(ATTENTION_MASK, b.attentionMask(), shape); // padded batches only
+                case POSITION_IDS -> Tensor.of(POSITION_IDS, b.positionIds(), shape);
+                case MM_TOKEN_TYPE_IDS -> Tensor.of(MM_TOKEN_TYPE_IDS, b.mmTokenTypeIds(), shape);
+                case PIXEL_VALUES -> Tensor.of(PIXEL_VALUES, b.pixelValues(), shape);
+                case PIXEL_VALUES_U8 -> Tensor.of(PIXEL_VALUES_U8, b.pixelsU8(), shape);
+                case IMAGE_GRID_THW -> Tensor.of(IMAGE_GRID_THW, b.imageGridThw(), shape);
+                case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, b.sampleIndex(), shape);
+                case CU_SEQLENS -> Tensor.of(CU_SEQLENS, b.cuSeqlens(), shape);
+                case MAX_SEQLEN -> Tensor.of(MAX_SEQLEN, new int[] {b.maxSeqlen()}, shape);
+                case SEG_IDS -> Tensor.of(SEG_IDS, b.segIds(), shape);
+                case PIXEL_NORM -> Tensor.of(PIXEL_NORM, CompactPixels.norm(vision), shape);
+                case PIXEL_PATCH -> Tensor.of(PIXEL_PATCH, CompactPixels.patch(vision), shape);
+                default -> throw new IllegalStateException("no tensor for " + spec.name());
+            };
+            tensors.add(spec.metadata() ? t.asMetadata() : t);
+        }
+        var meta = new BatchLayout.Meta(b.epoch(), b.step(), b.rank(), world, b.samples(), b.scheduled(), b.globalStep(), b.after());
+        return new BatchProvider.Prepared(meta, List.copyOf(tensors));
+    }
+
+    /** The {@code sample_index} tensor's values: each sample's manifest line. */
+    public static long[] sampleIndex(int[] datasetIndices) {
+        long[] index = new long[datasetIndices.length];
+        for (int i = 0; i < index.length; i++) index[i] = datasetIndices[i];
+        return index;
+    }
+
+    private static BatchLayout.Spec spec(String name, int images, Tensor.DType dtype, long... shape) {
+        return new BatchLayout.Spec(name, dtype, shape, isMetadata(name, images));
+    }
+}

@@ -1,0 +1,107 @@
+package dev.stoker.encode.batch;
+
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodeOptions.InputContract;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodedSample;
+import java.util.List;
+
+/**
+ * The shape of a padded batch or of a pack, known before any array is filled, so a destination (heap arrays or
+ * a shared-memory object) can be sized first and written once; {@link BatchSchema} turns it into tensors.
+ *
+ * <p>A pack ({@code packed}, {@link PackAssembler}) is one row of whole samples without padding between them:
+ * {@code length} is then T, the row's tokens (its tail pad included), and {@code segments} the pack's segments — its
+ * samples and the dummy-image segment when it has one — which size {@code sample_index} and {@code cu_seqlens}.
+ * A padded batch has {@code segments == samples}.
+ *
+ * @param samples         B, the samples in the batch (a pack's real samples: the dummy segment is not one)
+ * @param length          L, the longest sample's token count (0 for an empty batch); a pack's T
+ * @param pixelRows       rows of {@code pixel_values}, all images of all samples (in either pixel format)
+ * @param pixelRowLength  floats per row (3·temporal·patch²; 0 when no sample has an image)
+ * @param images          rows of {@code image_grid_thw}
+ * @param pixelFormat     FLOAT32: {@code pixel_values}; UINT8: {@code pixel_values_u8} of {@code pixelU8Bytes}
+ * @param pixelU8Bytes    bytes of the resized u8 pixels of all images (0 in FLOAT32)
+ * @param inputContract   which model inputs the batch carries ({@code mm_token_type_ids} or not) and how it is padded
+ */
+public record BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
+                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed) {
+    public BatchShape {
+        java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
+        java.util.Objects.requireNonNull(inputContract, "inputContract");
+        if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)
+            throw new IllegalArgumentException("negative batch shape: " + samples + " samples, " + length + " tokens, " + pixelRows
+                    + " pixel rows, " + images + " images, " + pixelU8Bytes + " u8 bytes");
+        if (packed ? segments < samples || segments > samples + 1 : segments != samples)
+            throw new IllegalArgumentException((packed ? "a pack of " : "a padded batch of ") + samples + " samples has " + segments
+                    + " segments");
+    }
+
+    /** A padded batch's shape: one segment per sample. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
+                      long pixelU8Bytes, InputContract inputContract) {
+        this(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, samples, false);
+    }
+
+    /**
+     * A pack's shape: {@code samples} real samples in {@code segments} segments (one more with the dummy image), a row of
+     * {@code length} tokens (T, the tail pad included).
+     */
+    public static BatchShape packed(int samples, int segments, int length, long pixelRows, int pixelRowLength, int images,
+                                    PixelFormat pixelFormat, long pixelU8Bytes, InputContract inputContract) {
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, true);
+    }
+
+    /** A FLOAT32 layout of the default input contract. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images) {
+        this(samples, length, pixelRows, pixelRowLength, images, PixelFormat.FLOAT32, 0);
+    }
+
+    /** A layout of the default input contract. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat, long pixelU8Bytes) {
+        this(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, EncodeOptions.DEFAULT_INPUT_CONTRACT);
+    }
+
+    /** The layout of a FLOAT32 batch of {@code batch}. */
+    public static BatchShape of(List<EncodedSample> batch) { return of(batch, PixelFormat.FLOAT32); }
+
+    /** The layout of a batch of {@code batch} in {@code format}, of the default input contract. */
+    public static BatchShape of(List<EncodedSample> batch, PixelFormat format) { return of(batch, format, EncodeOptions.DEFAULT_INPUT_CONTRACT); }
+
+    /** The layout of a batch of {@code batch} in {@code format} under {@code contract}; every sample must have been encoded in the format. */
+    public static BatchShape of(List<EncodedSample> batch, PixelFormat format, InputContract contract) {
+        int length = 0, rowLength = 0, images = 0;
+        long rows = 0, u8 = 0;
+        for (var s : batch) {
+            if (s.compact() != (format == PixelFormat.UINT8))
+                throw new IllegalArgumentException("sample " + s.id() + " was encoded " + (s.compact() ? "as UINT8" : "as FLOAT32")
+                        + ", the batch is " + format);
+            length = Math.max(length, s.length());
+            rows += s.pixelRows();
+            u8 += s.pixelU8Bytes();
+            images += s.images();
+            if (s.pixelRows() > 0) {
+                if (rowLength != 0 && rowLength != s.pixelRowLength())
+                    throw new IllegalArgumentException("sample " + s.id() + " has pixel rows of " + s.pixelRowLength()
+                            + " floats, the batch has " + rowLength);
+                rowLength = s.pixelRowLength();
+            }
+        }
+        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract);
+    }
+
+    /** This shape with {@code length} tokens per sample and the one image of {@code rows} rows and {@code u8Bytes} compact bytes. */
+    BatchShape withOneImage(int length, long rows, int rowLength, long u8Bytes) {
+        if (packed) throw new IllegalStateException("a pack gets the dummy image as a segment of its own (PackAssembler)");
+        return new BatchShape(samples, length, rows, rowLength, 1, pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, inputContract);
+    }
+
+    /** B·L, the elements of input_ids, labels and attention_mask; a pack's T. */
+    public long tokens() { return packed ? length : (long) samples * length; }
+
+    /** Floats of pixel_values in FLOAT32 (what the trainer's conversion yields in UINT8). */
+    public long pixelFloats() { return pixelRows * pixelRowLength; }
+
+    /** Bytes of the batch in the {@code STKB} layout of {@link BatchSchema}: header, descriptors, tensors and alignment. */
+    public long sizeBytes() { return BatchSchema.plan(this, pixelRowLength).totalBytes(); }
+}

@@ -1,0 +1,254 @@
+package dev.stoker.encode.validate;
+
+import dev.stoker.core.SampleException;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.SampleEncoder;
+import dev.stoker.source.mix.FeedSource;
+import dev.stoker.source.SampleRecords;
+import dev.stoker.text.ChatSample;
+import dev.stoker.text.QwenTokenizer;
+import dev.stoker.text.SampleParser;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Reads every record of a source and the headers of its images, never their pixels, and says what a feed would make
+ * of each: its token length ({@code input_ids}), or why it would skip it, an error or a filtered sample, with the
+ * stage, kind, reason and wording the feed uses: the same parse and fetches as {@code SamplePipeline}, then
+ * {@link SampleEncoder#shape}, the checks of {@link SampleEncoder#prepare} (limits, image headers, smart_resize
+ * grids, template, tokenizer) without building labels or positions, which also gives each kept image's patch count. What it cannot see: an image whose header is
+ * sound but whose pixel data is broken (a JPEG cut inside its scan) fails only when the feed decodes it.
+ *
+ * <p>Threading: {@link #validate} runs the records on a pool of {@link Settings#threads()} threads, each with its own
+ * {@link SampleEncoder}; fetches run on the source's threads; at most {@link Settings#inFlight()} records are between
+ * their read and their verdict at once. The call blocks until every record has one.
+ */
+public final class DatasetValidator {
+    /**
+     * @param options          how samples are encoded (processor, pixel bounds, EXIF, limits): what decides lengths and filters
+     * @param threads          CPU threads (parse, header, smart_resize, template, tokenizer)
+     * @param inFlight         records read and not yet judged, at most
+     * @param examplesPerCause examples kept per cause (the lowest record indices)
+     */
+    public record Settings(EncodeOptions options, int threads, int inFlight, int examplesPerCause) {
+        public Settings {
+            if (threads < 1) throw new IllegalArgumentException("threads must be >= 1, got " + threads);
+            if (inFlight < 1) throw new IllegalArgumentException("in-flight records must be >= 1, got " + inFlight);
+            if (examplesPerCause < 0) throw new IllegalArgumentException("examples per cause must be >= 0, got " + examplesPerCause);
+        }
+
+        /** {@code threads} threads, 64 records in flight per thread, 3 examples per cause. */
+        public static Settings of(EncodeOptions options, int threads) { return new Settings(options, threads, 64 * threads, 3); }
+    }
+
+    private final SampleRecords records;
+    private final FeedSource source;
+    private final QwenTokenizer tokenizer;
+    private final Settings settings;
+    private final SampleParser parser = new SampleParser(); // stateless and thread-safe, as the feed shares it
+
+    private final int[] lengths;
+    /** Per record kept: its kept images' patch counts (null for an error, a filtered record or one without images). */
+    private final int[][] imagePatches;
+    private final LongAdder images = new LongAdder();
+    private final LongAdder[] imagesPerSample = new LongAdder[ValidationReport.IMAGE_COUNT_BUCKETS];
+    private final ConcurrentHashMap<ValidationReport.CauseKey, ValidationReport.CauseCounter> causes = new ConcurrentHashMap<>();
+
+    private DatasetValidator(SampleRecords records, FeedSource source, QwenTokenizer tokenizer, Settings settings) {
+        this.records = records;
+        this.source = source;
+        this.tokenizer = tokenizer;
+        this.settings = settings;
+        this.lengths = new int[records.size()];
+        this.imagePatches = new int[records.size()][];
+        for (int i = 0; i < imagesPerSample.length; i++) imagesPerSample[i] = new LongAdder();
+    }
+
+    /**
+     * Judges every record of {@code records}, fetching the images they name through {@code source} (the one
+     * {@code records} came from: {@link FeedSource#records()}).
+     */
+    public static ValidationReport validate(SampleRecords records, FeedSource source, QwenTokenizer tokenizer, Settings settings)
+            throws InterruptedException {
+        return new DatasetValidator(records, source, tokenizer, settings).run();
+    }
+
+    private ValidationReport run() throws InterruptedException {
+        var threadEncoders = new ThreadLocal<SampleEncoder>();
+        var counter = new AtomicInteger();
+        var pool = new ThreadPoolExecutor(settings.threads(), settings.threads(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
+                r -> Thread.ofPlatform().daemon().name("stoker-validate-" + counter.incrementAndGet()).unstarted(r));
+        try {
+            prestart(pool, threadEncoders);
+            var permits = new Semaphore(settings.inFlight());
+            var failure = new AtomicReference<Throwable>();
+            long t0 = System.nanoTime();
+            for (int i = 0; i < lengths.length && failure.get() == null; i++) {
+                permits.acquire();
+                int index = i;
+                judge(index, pool, threadEncoders).whenComplete((ignored, err) -> {
+                    if (err != null) failure.compareAndSet(null, err); // a bug of this class, not a bad record
+                    permits.release();
+                });
+            }
+            permits.acquire(settings.inFlight());
+            long scanNanos = System.nanoTime() - t0;
+            if (failure.get() != null) throw new IllegalStateException("validating " + records.name() + " failed: " + failure.get(), failure.get());
+            long[] perSample = new long[imagesPerSample.length];
+            for (int k = 0; k < perSample.length; k++) perSample[k] = imagesPerSample[k].sum();
+            return ValidationReport.of(records.name(), records.digest(), lengths, imagePatches, images.sum(), perSample, causes.values(),
+                    scanNanos);
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /**
+     * Starts every thread and builds its encoder (native decoder handle, template) before the scan's clock starts; an
+     * encoder that cannot be built (bad options) fails the call.
+     */
+    private void prestart(ThreadPoolExecutor pool, ThreadLocal<SampleEncoder> encoders) throws InterruptedException {
+        var ready = new CountDownLatch(settings.threads());
+        var release = new CountDownLatch(1);
+        var failed = new AtomicReference<RuntimeException>();
+        for (int t = 0; t < settings.threads(); t++)
+            pool.execute(() -> {
+                try {
+                    encoder(encoders);
+                } catch (RuntimeException e) {
+                    failed.compareAndSet(null, e);
+                } finally {
+                    ready.countDown();
+                }
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+        ready.await();
+        release.countDown();
+        if (failed.get() != null) throw failed.get();
+    }
+
+    private SampleEncoder encoder(ThreadLocal<SampleEncoder> encoders) {
+        var e = encoders.get();
+        if (e == null) encoders.set(e = new SampleEncoder(settings.options(), tokenizer));
+        return e;
+    }
+
+    /** Reads record {@code i}, parses it, fetches its images and prepares it; completes when its verdict is recorded. */
+    private CompletableFuture<Void> judge(int i, Executor cpu, ThreadLocal<SampleEncoder> encoders) {
+        String recordId = records.id(i);
+        CompletableFuture<SampleRecords.Record> read;
+        try {
+            read = records.record(i);
+        } catch (RuntimeException e) {
+            read = CompletableFuture.failedFuture(e);
+        }
+        return read.handleAsync((record, err) -> {
+            if (err != null) {
+                Throwable cause = unwrap(err);
+                if (cause instanceof SampleException se) fail(i, recordId, se, se.getMessage());
+                else fail(i, recordId, SampleException.Stage.MANIFEST, "cannot read the record: " + cause);
+                return CompletableFuture.<Void>completedFuture(null);
+            }
+            return fetchAndPrepare(i, recordId, record, cpu, encoders);
+        }, cpu).thenCompose(f -> f);
+    }
+
+    private CompletableFuture<Void> fetchAndPrepare(int i, String recordId, SampleRecords.Record record, Executor cpu,
+                                                    ThreadLocal<SampleEncoder> encoders) {
+        ChatSample sample;
+        var embedded = record.images();
+        try {
+            if (embedded.isEmpty()) {
+                sample = parser.parseLine(record.json(), recordId);
+            } else {
+                var names = new ArrayList<String>(embedded.size());
+                for (var e : embedded) names.add(e.name());
+                sample = parser.parseRecord(record.json(), recordId, names);
+            }
+        } catch (SampleException e) {
+            fail(i, e.sampleId() != null ? e.sampleId() : recordId, e, e.getMessage());
+            return CompletableFuture.completedFuture(null);
+        } catch (RuntimeException e) {
+            fail(i, recordId, SampleException.Stage.MANIFEST, e.toString());
+            return CompletableFuture.completedFuture(null);
+        }
+        List<String> refs = sample.imagePaths();
+        images.add(refs.size());
+        imagesPerSample[Math.min(refs.size(), imagesPerSample.length - 1)].increment();
+        var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
+        for (int k = 0; k < refs.size(); k++) {
+            if (!embedded.isEmpty()) { // the source carried them, in the order the parser placed them
+                futures.add(CompletableFuture.completedFuture(embedded.get(k).bytes()));
+                continue;
+            }
+            try {
+                futures.add(source.fetch(i, sample.id(), refs.get(k)));
+            } catch (RuntimeException e) {
+                futures.add(CompletableFuture.failedFuture(e));
+            }
+        }
+        return CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).handleAsync((ignored, err) -> {
+            if (err != null) {
+                Throwable cause = unwrap(err);
+                if (cause instanceof SampleException se) fail(i, sample.id(), se, causeOf(se, sample.id()));
+                else fail(i, sample.id(), SampleException.Stage.FETCH, String.valueOf(cause));
+                return null;
+            }
+            var bytes = new HashMap<String, byte[]>(refs.size() * 2);
+            for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), futures.get(k).join());
+            try {
+                var shape = encoder(encoders).shape(sample, bytes);
+                lengths[i] = shape.tokens();
+                if (shape.hasImage()) imagePatches[i] = shape.imagePatches();
+            } catch (SampleException e) {
+                fail(i, sample.id(), e, causeOf(e, sample.id()));
+            } catch (RuntimeException e) {
+                fail(i, sample.id(), SampleException.Stage.DECODE, e.toString());
+            }
+            return null;
+        }, cpu);
+    }
+
+    /** A record {@code e} refused: of its stage, kind and reason, {@code message} its one line (as the feed's). */
+    private void fail(int i, String id, SampleException e, String message) {
+        record(i, new ValidationReport.CauseKey(e.kind(), e.stage(), e.reason()), id, message);
+    }
+
+    /** A record refused by something other than a {@link SampleException}: an error, classed by its message. */
+    private void fail(int i, String id, SampleException.Stage stage, String message) {
+        record(i, new ValidationReport.CauseKey(SampleException.Kind.ERROR, stage, SampleException.reasonOf(message)), id, message);
+    }
+
+    private void record(int i, ValidationReport.CauseKey key, String id, String message) {
+        lengths[i] = key.kind() == SampleException.Kind.FILTERED ? LengthIndex.FILTERED : LengthIndex.ERROR;
+        causes.computeIfAbsent(key, k -> new ValidationReport.CauseCounter(k, settings.examplesPerCause())).add(i, id, message);
+    }
+
+    /** The message, prefixed with what the exception names when that is more than the sample (an image): the feed's wording. */
+    static String causeOf(SampleException e, String sampleId) {
+        return e.sampleId() == null || e.sampleId().equals(sampleId) ? e.getMessage() : e.sampleId() + ": " + e.getMessage();
+    }
+
+    private static Throwable unwrap(Throwable t) {
+        while ((t instanceof CompletionException || t instanceof ExecutionException) && t.getCause() != null) t = t.getCause();
+        return t;
+    }
+}

@@ -1,0 +1,298 @@
+package dev.stoker.encode.validate;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.encode.EncodeOptions;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * The shape of every record of a source under one set of processor settings, for packing: its token length and each
+ * image's patch count, as the feed would make them, known without decoding a pixel. Written by {@code stoker validate},
+ * read by the pack planner ({@code dev.stoker.encode.validate.ShapeIndexes}).
+ *
+ * <p>File {@code lengths-<key>.bin}, {@code key} the first 16 bytes (hex) of SHA-256 over the manifest's digest and
+ * the settings that decide a length ({@link #settings}). Little-endian, format 2:
+ * <pre>
+ *   8 bytes   magic "STKLEN02"
+ *   u32       H, the header's length in bytes
+ *   H bytes   UTF-8 JSON {"key", "source", "digest", "records", "images", "settings": {...}}, padded with spaces so that
+ *             the table starts at a multiple of 8 bytes
+ *   records × 3 × i32   per record, in the source's order: its input_ids length when the feed keeps it ({@value #ERROR}
+ *                       when it is an error, {@value #FILTERED} when a limit filters it), the number of its images the
+ *                       feed keeps (0 for an error or a filtered record) and their patches together (Σ t·h·w)
+ *   images × i32        per image kept, records in order and each record's images in the sample's order: its patch count
+ *                       t·h·w, the rows of its pixel_values
+ * </pre>
+ * With NumPy: {@code rec = np.fromfile(f, "<i4", count=3 * records, offset=12 + H).reshape(-1, 3)} (columns tokens,
+ * images, patches) and {@code per_image = np.fromfile(f, "<i4", offset=12 + H + 12 * records)}, record i's images at
+ * {@code per_image[s[i]:s[i + 1]]} with {@code s = np.concatenate([[0], np.cumsum(rec[:, 1])])}. Format 1
+ * ({@code STKLEN01}: lengths only) is refused with a request to re-run {@code stoker validate}.
+ *
+ * @param key          the settings' and manifest's hash, as in the file's name
+ * @param source       the source's short name
+ * @param digest       the source's digest (hex)
+ * @param settings     what decided the lengths (processor, pixel bounds, EXIF, limits, tokenizer)
+ * @param lengths      one entry per record
+ * @param imageStart   records + 1 offsets into {@code imagePatches}: record i's images are
+ *                     {@code [imageStart[i], imageStart[i + 1])}
+ * @param imagePatches every kept image's patch count, records in order
+ */
+public record LengthIndex(String key, String source, String digest, Map<String, Object> settings, int[] lengths, int[] imageStart,
+                          int[] imagePatches) {
+    public static final byte[] MAGIC = "STKLEN02".getBytes(StandardCharsets.US_ASCII);
+    /** The magic of format 1 (lengths only), recognised to be refused with advice. */
+    static final byte[] MAGIC_V1 = "STKLEN01".getBytes(StandardCharsets.US_ASCII);
+    /** The entry of a record the feed skips as an error. */
+    public static final int ERROR = 0;
+    /** The entry of a record a limit the user set filters (over --max-seq-len, over --max-images). */
+    public static final int FILTERED = -1;
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final int[] NO_IMAGES = new int[0];
+
+    public LengthIndex {
+        settings = java.util.Collections.unmodifiableMap(new LinkedHashMap<>(settings));
+        if (imageStart.length != lengths.length + 1 || imageStart[0] != 0 || imageStart[lengths.length] != imagePatches.length)
+            throw new IllegalArgumentException("length index: " + imageStart.length + " image offsets for " + lengths.length
+                    + " records and " + imagePatches.length + " images");
+        for (int i = 0; i < lengths.length; i++)
+            if (imageStart[i + 1] < imageStart[i]) throw new IllegalArgumentException("length index: record " + i + "'s image offsets descend");
+    }
+
+    /** Images of record {@code i} the feed keeps (0 for an error or a filtered record). */
+    public int images(int i) { return imageStart[i + 1] - imageStart[i]; }
+
+    /** The patch counts of record {@code i}'s images, in the sample's order (a copy). */
+    public int[] imagePatches(int i) {
+        int n = images(i);
+        return n == 0 ? NO_IMAGES : java.util.Arrays.copyOfRange(imagePatches, imageStart[i], imageStart[i + 1]);
+    }
+
+    /** Σ of record {@code i}'s image patch counts: its pixel_values rows. */
+    public long patches(int i) {
+        long sum = 0;
+        for (int k = imageStart[i]; k < imageStart[i + 1]; k++) sum += imagePatches[k];
+        return sum;
+    }
+
+    /**
+     * What decides a record's length or verdict: the processor, its pixel bounds, the EXIF policy, the source-pixel,
+     * sequence and image limits, the truncation policy, the tokenizer ({@code tokenizer}: "bundled" or its file's digest) and,
+     * where the model's own renders, the chat template's digest.
+     */
+    public static Map<String, Object> settings(EncodeOptions o, String tokenizer) {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("processor", o.preset().cliName());
+        m.put("min_pixels", o.vision().minPixels());
+        m.put("max_pixels", o.vision().maxPixels());
+        m.put("exif", o.exif().name().toLowerCase(java.util.Locale.ROOT));
+        m.put("max_source_pixels", o.maxSourcePixels());
+        m.put("max_seq_len", o.maxSequenceLength());
+        m.put("truncation", o.truncation().name().toLowerCase(java.util.Locale.ROOT));
+        m.put("max_images", o.maxImages());
+        m.put("tokenizer", tokenizer);
+        if (o.chatTemplate() != null) m.put("chat_template", o.chatTemplateSha256()); // the model's own; the built-in one leaves the key as it was
+        return m;
+    }
+
+    /**
+     * How the tokenizer is named in {@link #settings}: "bundled" (null: the bundled Qwen2 tokenizer), or the SHA-256 of
+     * its file ({@code sha256:…}), since another tokenizer gives other lengths.
+     */
+    public static String tokenizerId(Path file) throws IOException {
+        if (file == null) return "bundled";
+        try (var in = new java.security.DigestInputStream(Files.newInputStream(file), MessageDigest.getInstance("SHA-256"))) {
+            in.transferTo(java.io.OutputStream.nullOutputStream());
+            return "sha256:" + HexFormat.of().formatHex(in.getMessageDigest().digest());
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** The key of {@code digest} (the source's, hex) under {@code settings}: 32 hex digits. */
+    public static String key(String digest, Map<String, Object> settings) {
+        try {
+            var sha = MessageDigest.getInstance("SHA-256");
+            sha.update(digest.getBytes(StandardCharsets.UTF_8));
+            sha.update((byte) '\n');
+            sha.update(JSON.writeValueAsBytes(settings));
+            return HexFormat.of().formatHex(sha.digest(), 0, 16);
+        } catch (NoSuchAlgorithmException | IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** The file an index of {@code digest} under {@code settings} is kept in, in {@code dir}. */
+    public static Path fileFor(Path dir, String digest, Map<String, Object> settings) {
+        return dir.resolve("lengths-" + key(digest, settings) + ".bin");
+    }
+
+    /**
+     * An index keyed by {@code digest} and {@code settings} of {@code lengths} and, per record, its kept images' patch
+     * counts ({@code imagePatches[i]}; null or empty for a record without images, an error or a filtered one).
+     */
+    public static LengthIndex of(String source, String digest, Map<String, Object> settings, int[] lengths, int[][] imagePatches) {
+        if (imagePatches.length != lengths.length)
+            throw new IllegalArgumentException("length index: " + imagePatches.length + " image lists for " + lengths.length + " records");
+        int[] start = new int[lengths.length + 1];
+        long total = 0;
+        for (int i = 0; i < lengths.length; i++) {
+            total += imagePatches[i] == null ? 0 : imagePatches[i].length;
+            if (total > Integer.MAX_VALUE - 8) throw new IllegalArgumentException("length index: more than " + (Integer.MAX_VALUE - 8) + " images");
+            start[i + 1] = (int) total;
+        }
+        int[] flat = new int[(int) total];
+        for (int i = 0; i < lengths.length; i++)
+            if (imagePatches[i] != null) System.arraycopy(imagePatches[i], 0, flat, start[i], imagePatches[i].length);
+        return new LengthIndex(key(digest, settings), source, digest, settings, lengths, start, flat);
+    }
+
+    /** Writes this index as {@code dir/lengths-<key>.bin} (atomically: a temporary file moved into place); returns the file. */
+    public Path write(Path dir) throws IOException {
+        Files.createDirectories(dir);
+        Path file = dir.resolve("lengths-" + key + ".bin");
+        var header = new LinkedHashMap<String, Object>();
+        header.put("key", key);
+        header.put("source", source);
+        header.put("digest", digest);
+        header.put("records", lengths.length);
+        header.put("images", imagePatches.length);
+        header.put("settings", settings);
+        byte[] json = JSON.writeValueAsBytes(header);
+        int padded = json.length + (8 - (MAGIC.length + 4 + json.length) % 8) % 8;
+        var head = ByteBuffer.allocate(MAGIC.length + 4 + padded).order(ByteOrder.LITTLE_ENDIAN);
+        head.put(MAGIC).putInt(padded).put(json);
+        while (head.hasRemaining()) head.put((byte) ' ');
+        Path tmp = Files.createTempFile(dir, "lengths-", ".tmp");
+        try {
+            try (var ch = FileChannel.open(tmp, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
+                writeFully(ch, head.flip());
+                var chunk = ByteBuffer.allocate(CHUNK_INTS * 4).order(ByteOrder.LITTLE_ENDIAN);
+                for (int i = 0; i < lengths.length; i++) {
+                    if (chunk.remaining() < 12) flush(ch, chunk);
+                    chunk.putInt(lengths[i]).putInt(images(i)).putInt((int) Math.min(Integer.MAX_VALUE, patches(i)));
+                }
+                for (int p : imagePatches) {
+                    if (chunk.remaining() < 4) flush(ch, chunk);
+                    chunk.putInt(p);
+                }
+                flush(ch, chunk);
+            }
+            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
+        return file;
+    }
+
+    /** Ints per read or write of the tables: the file is streamed, never held whole as bytes. */
+    private static final int CHUNK_INTS = 1 << 16;
+
+    /**
+     * Reads an index written by {@link #write}; a file that is not one, is cut short or whose tables disagree is refused,
+     * and a format 1 file ({@code STKLEN01}, lengths only) with a request to re-run {@code stoker validate}.
+     */
+    public static LengthIndex read(Path file) throws IOException {
+        try (var ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            long size = ch.size();
+            if (size < MAGIC.length + 4) throw new IOException(file + ": not a length index (" + size + " bytes)");
+            var head = ByteBuffer.allocate(MAGIC.length + 4).order(ByteOrder.LITTLE_ENDIAN);
+            readFully(ch, head, 0);
+            byte[] magic = new byte[MAGIC.length];
+            head.flip().get(magic);
+            if (java.util.Arrays.equals(magic, MAGIC_V1))
+                throw new IOException(file + ": a length index of format 1 (STKLEN01, token lengths only); packing needs each image's "
+                        + "patches too (format 2): re-run stoker validate");
+            if (!java.util.Arrays.equals(magic, MAGIC)) throw new IOException(file + ": not a length index (bad magic)");
+            int h = head.getInt();
+            if (h < 2 || MAGIC.length + 4L + h > size || h > 1 << 20) throw new IOException(file + ": length index header of " + h + " bytes is corrupt");
+            var json = ByteBuffer.allocate(h);
+            readFully(ch, json, MAGIC.length + 4);
+            JsonNode header = JSON.readTree(new String(json.array(), StandardCharsets.UTF_8));
+            long records = header.path("records").asLong(-1);
+            long images = header.path("images").asLong(-1);
+            long start = MAGIC.length + 4L + h;
+            if (records < 0 || images < 0 || records > Integer.MAX_VALUE - 8 || images > Integer.MAX_VALUE - 8
+                    || start + 12 * records + 4 * images != size)
+                throw new IOException(file + ": length index says " + records + " records and " + images + " images but holds "
+                        + (size - start) + " bytes of tables");
+            int n = (int) records;
+            int[] lengths = new int[n];
+            int[] imageStart = new int[n + 1];
+            long[] patchSums = new long[n];
+            int[] table = new int[3 * CHUNK_INTS];
+            long at = start;
+            for (int i = 0; i < n; ) {
+                int rows = Math.min(CHUNK_INTS, n - i);
+                readInts(ch, at, table, 3 * rows);
+                at += 12L * rows;
+                for (int r = 0; r < rows; r++, i++) {
+                    int count = table[3 * r + 1];
+                    if (count < 0 || imageStart[i] + (long) count > images)
+                        throw new IOException(file + ": record " + i + " claims " + count + " images, past the " + images + " the index holds");
+                    lengths[i] = table[3 * r];
+                    imageStart[i + 1] = imageStart[i] + count;
+                    patchSums[i] = table[3 * r + 2];
+                }
+            }
+            if (imageStart[n] != images)
+                throw new IOException(file + ": the records claim " + imageStart[n] + " images but the index holds " + images);
+            int[] patches = new int[(int) images];
+            for (int k = 0; k < patches.length; ) {
+                int m = Math.min(table.length, patches.length - k);
+                readInts(ch, at, table, m);
+                at += 4L * m;
+                System.arraycopy(table, 0, patches, k, m);
+                k += m;
+            }
+            @SuppressWarnings("unchecked")
+            Map<String, Object> settings = JSON.convertValue(header.path("settings"), LinkedHashMap.class);
+            var index = new LengthIndex(header.path("key").asText(), header.path("source").asText(), header.path("digest").asText(),
+                    settings, lengths, imageStart, patches);
+            for (int i = 0; i < n; i++) {
+                if (lengths[i] < FILTERED) throw new IOException(file + ": record " + i + " has length " + lengths[i]);
+                if (index.patches(i) != patchSums[i] && patchSums[i] != Integer.MAX_VALUE)
+                    throw new IOException(file + ": record " + i + "'s patches " + patchSums[i] + " are not the sum of its images' " + index.patches(i));
+                for (int k = imageStart[i]; k < imageStart[i + 1]; k++)
+                    if (patches[k] <= 0) throw new IOException(file + ": record " + i + " has an image of " + patches[k] + " patches");
+            }
+            return index;
+        }
+    }
+
+    private static void readInts(FileChannel ch, long at, int[] into, int count) throws IOException {
+        var buf = ByteBuffer.allocate(4 * count).order(ByteOrder.LITTLE_ENDIAN);
+        readFully(ch, buf, at);
+        buf.flip().asIntBuffer().get(into, 0, count);
+    }
+
+    private static void writeFully(FileChannel ch, ByteBuffer buf) throws IOException {
+        while (buf.hasRemaining()) ch.write(buf);
+    }
+
+    /** Writes what {@code buf} holds and empties it. */
+    private static void flush(FileChannel ch, ByteBuffer buf) throws IOException {
+        writeFully(ch, buf.flip());
+        buf.clear();
+    }
+
+    private static void readFully(FileChannel ch, ByteBuffer buf, long at) throws IOException {
+        while (buf.hasRemaining()) {
+            int n = ch.read(buf, at + buf.position());
+            if (n < 0) throw new IOException("length index cut short");
+        }
+    }
+}

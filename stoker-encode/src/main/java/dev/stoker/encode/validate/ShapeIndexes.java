@@ -1,0 +1,133 @@
+package dev.stoker.encode.validate;
+
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.pack.ShapeIndex;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.source.mix.FeedSource;
+import dev.stoker.source.mix.MixedSource;
+import dev.stoker.encode.validate.DatasetValidator;
+import dev.stoker.encode.validate.LengthIndex;
+import dev.stoker.encode.validate.ValidationReport;
+import dev.stoker.source.SampleRecords;
+import dev.stoker.text.QwenTokenizer;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+
+/**
+ * Where the pack planner's {@link ShapeIndex} comes from, without decoding a pixel: the length index
+ * {@code stoker validate} wrote ({@link #load}), or the same scan run in-process ({@link #measure}: every record parsed,
+ * its images' headers read and its tokens counted on a thread pool, as validate does). Both give, per record, the
+ * {@code input_ids} length the feed makes and each kept image's patch count {@code t·h·w}; records the feed would skip
+ * are {@link SampleShape.Kind#ERROR} or {@link SampleShape.Kind#FILTERED}.
+ *
+ * <p>Several sources mixed ({@link MixedSource.Records}, records numbered across the sources in the order given):
+ * {@link #load} takes validate's index of the same mix (validate run with the same {@code --data} list and weights),
+ * else each source's own index, concatenated; {@link #measure} scans the mix as one.
+ *
+ * <p>Threading: static and stateless; an index it returns is immutable and may be read from any thread.
+ */
+public final class ShapeIndexes {
+    private ShapeIndexes() {}
+
+    /** The shapes held by a length index, record {@code i} the index's record {@code i}. */
+    public static ShapeIndex of(LengthIndex index) { return new Compact(index.lengths(), index.imageStart(), index.imagePatches()); }
+
+    /** The shapes a validation found (the same as the index it writes). */
+    public static ShapeIndex of(ValidationReport report) {
+        var index = LengthIndex.of(report.source(), report.digest(), java.util.Map.of(), report.lengths(), report.imagePatches());
+        return of(index);
+    }
+
+    /**
+     * The shapes of {@code records} under {@code options} and the tokenizer {@code tokenizerId}
+     * ({@link LengthIndex#tokenizerId}) from the length index {@code stoker validate} wrote into {@code dir}; null when
+     * there is none for these records and settings (then {@link #measure}). An index whose record count differs from
+     * the source's is refused (the file and the source disagree: re-run validate).
+     *
+     * @throws IOException when an index is there but cannot be read (corrupt, or of format 1: re-run validate)
+     */
+    public static ShapeIndex load(Path dir, SampleRecords records, EncodeOptions options, String tokenizerId) throws IOException {
+        var settings = LengthIndex.settings(options, tokenizerId);
+        var whole = read(dir, records, settings);
+        if (whole != null) return of(whole);
+        if (!(records instanceof MixedSource.Records mix)) return null;
+        var parts = new ArrayList<LengthIndex>();
+        for (var source : mix.sources()) {
+            var part = read(dir, source, settings);
+            if (part == null) return null;
+            parts.add(part);
+        }
+        return concat(parts);
+    }
+
+    /** The index of {@code records} in {@code dir}, checked against them; null when there is none. */
+    private static LengthIndex read(Path dir, SampleRecords records, java.util.Map<String, Object> settings) throws IOException {
+        Path file = LengthIndex.fileFor(dir, HexFormat.of().formatHex(records.digest()), settings);
+        if (!Files.isRegularFile(file)) return null;
+        var index = LengthIndex.read(file);
+        if (index.lengths().length != records.size())
+            throw new IOException(file + ": the length index holds " + index.lengths().length + " records but " + records.name() + " has "
+                    + records.size() + ": re-run stoker validate");
+        return index;
+    }
+
+    private static ShapeIndex concat(List<LengthIndex> parts) {
+        long records = 0, images = 0;
+        for (var p : parts) {
+            records += p.lengths().length;
+            images += p.imagePatches().length;
+        }
+        if (records > Integer.MAX_VALUE - 8 || images > Integer.MAX_VALUE - 8)
+            throw new IllegalArgumentException("the sources hold " + records + " records and " + images + " images together: too many to index");
+        int[] lengths = new int[(int) records];
+        int[] start = new int[(int) records + 1];
+        int[] patches = new int[(int) images];
+        int r = 0, k = 0;
+        for (var p : parts) {
+            int n = p.lengths().length;
+            System.arraycopy(p.lengths(), 0, lengths, r, n);
+            for (int i = 0; i < n; i++) start[r + i + 1] = k + p.imageStart()[i + 1];
+            System.arraycopy(p.imagePatches(), 0, patches, k, p.imagePatches().length);
+            r += n;
+            k += p.imagePatches().length;
+        }
+        return new Compact(lengths, start, patches);
+    }
+
+    /**
+     * Measures the shapes of every record of {@code records} in-process, for data without a validate file: the scan of
+     * {@code stoker validate} ({@link DatasetValidator}) on {@code threads} threads, images fetched through
+     * {@code source} (the one {@code records} came from), only their headers read. Takes about as long as validate.
+     */
+    public static ShapeIndex measure(SampleRecords records, FeedSource source, QwenTokenizer tokenizer, EncodeOptions options, int threads)
+            throws InterruptedException {
+        var report = DatasetValidator.validate(records, source, tokenizer, new DatasetValidator.Settings(options, threads, 64 * threads, 0));
+        return of(report);
+    }
+
+    /**
+     * Shapes in three flat arrays (as the length index holds them), each {@link SampleShape} made when asked for: a
+     * record costs 12 bytes and 4 per image, not an object.
+     */
+    private record Compact(int[] lengths, int[] imageStart, int[] patches) implements ShapeIndex {
+        private static final SampleShape ERROR = new SampleShape(SampleShape.Kind.ERROR, 0, null);
+        private static final SampleShape FILTERED = new SampleShape(SampleShape.Kind.FILTERED, 0, null);
+
+        @Override
+        public int size() { return lengths.length; }
+
+        @Override
+        public SampleShape shape(int record) {
+            if (record < 0 || record >= lengths.length)
+                throw new IllegalArgumentException("record " + record + " outside the shape index [0, " + lengths.length + ")");
+            int tokens = lengths[record];
+            if (tokens == LengthIndex.ERROR) return ERROR;
+            if (tokens == LengthIndex.FILTERED) return FILTERED;
+            return new SampleShape(SampleShape.Kind.OK, tokens, java.util.Arrays.copyOfRange(patches, imageStart[record], imageStart[record + 1]));
+        }
+    }
+}
