@@ -1,7 +1,5 @@
-package dev.stoker.pipeline;
+package dev.stoker.encode;
 
-import dev.stoker.encode.EncodeOptions;
-import dev.stoker.encode.TransformersVersion;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
