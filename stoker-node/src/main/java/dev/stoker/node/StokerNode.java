@@ -1,6 +1,7 @@
 package dev.stoker.node;
 
 import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.io.AtomicFiles;
 import dev.stoker.flight.FlightBatchServer;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.transport.FeedServer;
@@ -277,7 +278,7 @@ public final class StokerNode implements AutoCloseable {
             try {
                 if (reports != null) reports.close();
             } finally {
-                if (file != null) RunFiles.writeJson(file, metrics());
+                if (file != null) AtomicFiles.writeJson(file, metrics());
             }
         } finally {
             closeQuietly(metrics, flight, server, feed);
