@@ -36,7 +36,7 @@ import java.util.Set;
  * default and help are defined once; this class holds their values and what follows from them: the
  * encoding, the sources, the feed's and the store's configurations.
  *
- * <p>What {@link #build()} concludes, once: every default filled in, the model folder's settings adopted
+ * <p>What {@link Builder#build()} concludes, once: every default filled in, the model folder's settings adopted
  * or refused ({@link ModelDefaults}), and the settings checked together (pixel bounds, sources, packing,
  * Flight, local ranks, the mode a node serves). A derived value is read from what it derives
  * ({@link #encodeOptions()}, {@link #shm()}), never from its key, whose value is null where the default
@@ -52,12 +52,12 @@ public final class NodeConfig extends NodeSettings {
     private final Map<ConfigKey<?>, Object> values;
     private final Set<ConfigKey<?>> given;
     /** What the model folder (--model) gave: the folder, the settings taken from it, the warnings, its identity. */
-    private final ModelDefaults.Adopted model;
+    private final ModelDefaults.Adopted adopted;
 
-    private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, ModelDefaults.Adopted model) {
+    private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, ModelDefaults.Adopted adopted) {
         this.values = Collections.unmodifiableMap(values);
         this.given = Collections.unmodifiableSet(given);
-        this.model = model;
+        this.adopted = adopted;
     }
 
     public static Builder builder() { return new Builder(); }
@@ -88,13 +88,13 @@ public final class NodeConfig extends NodeSettings {
     public ProcessorPreset processor() { return get(PROCESSOR_KEY); }
 
     /** The model folder (--model), read and checked; null when none was given. */
-    public ModelFolder model() { return model.model(); }
+    public ModelFolder model() { return adopted.model(); }
 
     /** Whether {@code key}'s value came from the model folder. */
-    public boolean isFromModel(ConfigKey<?> key) { return model.fromModel().contains(key); }
+    public boolean isFromModel(ConfigKey<?> key) { return adopted.fromModel().contains(key); }
 
     /** Differences from the model folder that --override-model let through: warn about each once. */
-    public List<String> warnings() { return model.warnings(); }
+    public List<String> warnings() { return adopted.warnings(); }
 
     public String data() {
         if (get(DATA_KEY) != null) return get(DATA_KEY);
@@ -211,8 +211,8 @@ public final class NodeConfig extends NodeSettings {
             var base = EncodeOptions.defaults(preset);
             // the model's geometry, mean and std, unless --override-model chose another family
             var folder = model();
-            if (folder != null && folder.family() == preset) base = base.withVision(folder.vision()).withModel(model.identity());
-            else if (folder != null) base = base.withModel(model.identity());
+            if (folder != null && folder.family() == preset) base = base.withVision(folder.vision()).withModel(adopted.identity());
+            else if (folder != null) base = base.withModel(adopted.identity());
             if (folder != null && get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(folder.chatTemplate());
             long min = get(MIN_PIXELS) != null ? get(MIN_PIXELS) : base.vision().minPixels();
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
