@@ -15,6 +15,7 @@ import dev.stoker.source.mix.FeedSource;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.nio.file.NoSuchFileException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -64,7 +65,7 @@ public final class PreprocessBench {
             try {
                 records = source.records();
             } catch (IOException | RuntimeException e) {
-                throw new ConfigException("cannot read --data " + config.data() + ": " + (e.getMessage() != null ? e.getMessage() : e));
+                throw new ConfigException("cannot read --data " + config.data() + ": " + describe(e));
             }
             int count = s.limit() > 0 ? Math.min(s.limit(), records.size()) : records.size();
             int warm = Math.min(s.warmup(), count);
@@ -95,6 +96,11 @@ public final class PreprocessBench {
             out.flush();
             return json;
         }
+    }
+
+    private static String describe(Exception e) {
+        if (e instanceof NoSuchFileException n) return "file not found: " + n.getFile();
+        return e.getMessage() != null ? e.getMessage() : e.toString();
     }
 
     private static DataSources open(NodeConfig config) {

@@ -73,6 +73,6 @@ class PreprocessBenchTest {
     void dataThatCannotBeReadIsRefusedNamingIt() {
         String missing = tmp.resolve("none/train.jsonl").toString();
         var e = assertThrows(ConfigException.class, () -> run(missing, new StringWriter()));
-        assertTrue(e.getMessage().startsWith("cannot read --data " + missing + ": "), e.getMessage());
+        assertEquals("cannot read --data " + missing + ": file not found: " + missing, e.getMessage());
     }
 }
