@@ -43,7 +43,10 @@ final class BenchCommand {
 
         @Override
         public List<ConfigKey<?>> settings() {
-            var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.THREADS));
+            // the data set read as serve and validate read it: its formats, image root, index cache and object store
+            var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.WEIGHT, NodeConfig.IMAGE_ROOT,
+                    NodeConfig.INDEX_CACHE, NodeConfig.ALLOW_REFS_OUTSIDE_ROOT, NodeConfig.S3_ENDPOINT, NodeConfig.S3_REGION,
+                    NodeConfig.S3_PATH_STYLE, NodeConfig.THREADS));
             keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
             return keys;
         }
@@ -54,9 +57,8 @@ final class BenchCommand {
         @Override
         public Integer call() throws Exception {
             var config = NodeOptions.config(spec, settings());
-            if (config.data() == null) throw new ConfigException("--data is required: the data set's train.jsonl");
-            PreprocessBench.run(new PreprocessBench.Settings(Path.of(config.data()), config.encodeOptions(), config.threads(), limit, warmup,
-                    config.get(NodeConfig.TOKENIZER)), spec.commandLine().getOut());
+            if (config.data() == null) throw new ConfigException("--data is required: the data set (a manifest, tar shards or Parquet)");
+            PreprocessBench.run(new PreprocessBench.Settings(config, limit, warmup), spec.commandLine().getOut());
             return 0;
         }
     }

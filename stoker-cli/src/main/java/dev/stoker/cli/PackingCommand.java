@@ -4,11 +4,11 @@ import dev.stoker.bench.packing.PackingBench;
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -28,9 +28,7 @@ import picocli.CommandLine.Spec;
 final class PackingCommand implements Callable<Integer>, NodeOptions.Configured {
     @Spec CommandSpec spec;
 
-    @Option(names = "--lengths-dir", paramLabel = "DIR",
-            description = "Where stoker validate wrote the length index (default: the index cache, as validate's).")
-    Path lengthsDir;
+    @Mixin LengthsDir lengths;
 
     @Option(names = "--rounds", defaultValue = "7", paramLabel = "N",
             description = "Timed plannings of the steps; the planner's cost is their median (default: ${DEFAULT-VALUE}).")
@@ -55,7 +53,7 @@ final class PackingCommand implements Callable<Integer>, NodeOptions.Configured 
         if (epochs < 1 || epochs > PackingBench.MAX_EPOCHS)
             throw new ConfigException("--epochs must be in [1, " + PackingBench.MAX_EPOCHS + "], got " + epochs);
         var out = spec.commandLine().getOut();
-        PackingBench.run(config, lengthsDir, rounds, epochs, out, out::println);
+        PackingBench.run(config, lengths.resolve(config), rounds, epochs, out, out::println);
         return 0;
     }
 }

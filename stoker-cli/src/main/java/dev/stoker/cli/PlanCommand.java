@@ -15,8 +15,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
-import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
@@ -87,9 +87,7 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
         return 0;
     }
 
-    @Option(names = "--lengths-dir", paramLabel = "DIR",
-            description = "With --pack-tokens: where stoker validate wrote the length index (default: the index cache, as validate's).")
-    java.nio.file.Path lengthsDir;
+    @Mixin LengthsDir lengths;
 
     /** The packed plan: each segment of each rank's pack, then the step's costs, imbalance, tokens and filtered records. */
     private void packed(NodeConfig config, dev.stoker.source.mix.FeedSource source, dev.stoker.source.SampleRecords records, long from,
@@ -97,7 +95,7 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
         var err = spec.commandLine().getErr();
         dev.stoker.plan.pack.ShapeIndex shapes;
         try (var tokenizer = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
-            shapes = NodeFeeds.shapes(config, source, records, tokenizer, lengthsDir, line -> {
+            shapes = NodeFeeds.shapes(config, source, records, tokenizer, lengths.resolve(config), line -> {
                 err.println(line);
                 err.flush();
             });

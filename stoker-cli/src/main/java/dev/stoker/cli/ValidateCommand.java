@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -32,9 +33,7 @@ import picocli.CommandLine.Spec;
 final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured {
     @Spec CommandSpec spec;
 
-    @Option(names = "--lengths-dir", paramLabel = "DIR",
-            description = "Where the length index is written (default: the index cache, $STOKER_INDEX_CACHE or ~/.cache/stoker/index).")
-    Path lengthsDir;
+    @Mixin LengthsDir lengths;
 
     @Option(names = "--examples", paramLabel = "N", defaultValue = "3",
             description = "Examples shown per cause (default: ${DEFAULT-VALUE}).")
@@ -54,7 +53,7 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         PrintWriter out = spec.commandLine().getOut();
         var options = config.encodeOptions();
         Path tokenizerFile = config.get(NodeConfig.TOKENIZER);
-        Path dir = lengthsDir != null ? lengthsDir : defaultLengthsDir(config);
+        Path dir = lengths.resolve(config);
         try (var tokenizer = NodeFeeds.tokenizer(tokenizerFile);
              var sources = open(config)) {
             var source = sources.feedSource();
@@ -89,9 +88,6 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
         if (e instanceof NoSuchFileException n) return "file not found: " + n.getFile();
         return e.getMessage() != null ? e.getMessage() : e.toString();
     }
-
-    /** The index cache's folder: the length index lives beside the record indexes ({@link NodeConfig#lengthsDir()}). */
-    private static Path defaultLengthsDir(NodeConfig config) { return config.lengthsDir(); }
 
     /** "bundled", or the SHA-256 of the tokenizer file: a different tokenizer gives other lengths ({@link LengthIndex#tokenizerId}). */
     static String tokenizerId(Path file) throws IOException { return LengthIndex.tokenizerId(file); }

@@ -1,8 +1,11 @@
 package dev.stoker.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.testkit.Vectors;
 import java.awt.image.BufferedImage;
 import java.io.ByteArrayOutputStream;
@@ -208,6 +211,25 @@ class BadInputCliTest {
                 "--shm-budget", "16M", "--shm-dir", tmp.toString(), "--socket", tmp.resolve("s.sock").toString());
         assertInvalid(r, "--shm-budget 16777216 gives each of the 1 ranks 16777216 bytes, and a rank needs",
                 "its trainer may hold 2 batches while the next is filled");
+        assertTrue(Files.notExists(tmp.resolve("s.sock")), "nothing started");
+    }
+
+    /**
+     * Without --max-pixels the cap in force is the processor's, and the refusal says so: it names the effective values
+     * (the command of issue 28, which once said "at --max-pixels null").
+     */
+    @Test
+    void theShmRefusalNamesTheValuesInForceWhereNoneWereGiven() throws IOException {
+        Path manifest = Files.writeString(tmp.resolve("train.jsonl"), "{\"id\":\"s0\",\"image\":\"photo.jpg\",\"conversations\":"
+                + "[{\"from\":\"human\",\"value\":\"<image>\\nHi\"},{\"from\":\"gpt\",\"value\":\"Hello.\"}]}\n");
+        var r = CliRunner.run("serve", "--data", manifest.toString(), "--ranks", "1", "--batch", "4", "--shm-budget", "1M",
+                "--shm-dir", tmp.toString(), "--socket", tmp.resolve("s.sock").toString());
+        assertInvalid(r, "--shm-budget 1048576 gives each of the 1 ranks 1048576 bytes, and a rank needs",
+                "its trainer may hold 2 batches while the next is filled");
+        long cap = ProcessorPreset.QWEN2_5_VL.vision().maxPixels();
+        assertTrue(r.err().contains("(--batch 4, each sample at --max-seq-len " + EncodeOptions.DEFAULT_MAX_SEQUENCE_LENGTH
+                + " with as many images as it has tokens for at --max-pixels " + cap + " (the processor's), float32)"), r.err());
+        assertFalse((r.out() + r.err()).contains("null"), r.out() + r.err());
         assertTrue(Files.notExists(tmp.resolve("s.sock")), "nothing started");
     }
 }

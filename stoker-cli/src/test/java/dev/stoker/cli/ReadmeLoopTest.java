@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.node.NodeConfig;
+import dev.stoker.node.ShmBudget;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
@@ -32,7 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * README loop with a minimal budget either runs or is refused at start"). {@code for batch in loader:}
  * holds the previous batch while it asks for the next, so each rank's share of {@code --shm-budget}
  * must hold the batches its trainer keeps and the one being filled, each the largest the
- * configuration can make ({@link NodeConfig#rankNeedBytes()}). One byte less is refused at start with
+ * configuration can make ({@link ShmBudget#rankNeedBytes()}). One byte less is refused at start with
  * the numbers; exactly that much runs the loop ({@code clients/python/tests/integration/readme_loop.py},
  * no {@code del}, a tensor touched each step) to the end of the feed.
  *
@@ -97,16 +98,16 @@ class ReadmeLoopTest {
         return b.build();
     }
 
-    static long largest() { return config().largestBatchBytes(); }
+    static long largest() { return config().shm().largestBatchBytes(); }
 
-    /** What one rank needs ({@link NodeConfig#rankNeedBytes()}). */
+    /** What one rank needs ({@link ShmBudget#rankNeedBytes()}). */
     static long need() {
         NodeConfig config = config();
         assertEquals(RANKS, config.ranks());
         assertEquals(BATCH, config.batch());
-        long largest = config.largestBatchBytes(), need = config.rankNeedBytes();
+        long largest = config.shm().largestBatchBytes(), need = config.shm().rankNeedBytes();
         assertTrue(largest > 0, "bounded by --max-seq-len and --max-images: " + largest);
-        assertEquals(ShmObjectStore.sizeClass(largest) * (NodeConfig.LEASES_PER_TRAINER + 1), need,
+        assertEquals(ShmObjectStore.sizeClass(largest) * (ShmBudget.LEASES_PER_TRAINER + 1), need,
                 "the batches a trainer keeps and the one being filled, each in the largest batch's segment size");
         return need;
     }

@@ -2,6 +2,7 @@ package dev.stoker.cluster;
 
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.NodeConfig;
+import dev.stoker.node.ShmBudget;
 import dev.stoker.store.ShmObjectStore;
 
 /**
@@ -10,7 +11,7 @@ import dev.stoker.store.ShmObjectStore;
  * trainers (owner R + r). A rank then waits only on its own releases: batches made ahead for one
  * rank, or pulled ahead for another, can never take the space the current step of a rank needs,
  * which across nodes was a deadlock (audit #15). Each share must hold what its owner needs at
- * once, each batch the largest the job can make ({@link NodeConfig#largestBatchBytes}): two made
+ * once, each batch the largest the job can make ({@link ShmBudget#largestBatchBytes}): two made
  * batches (the one handed out and the next), and a trainer's leases with the one being pulled.
  */
 final class NodeShares {
@@ -28,12 +29,12 @@ final class NodeShares {
 
     /** Refuses a store whose shares cannot hold what one of this node's trainers holds and pulls. */
     static void checkPulled(NodeConfig job, long budget) {
-        check(job, budget, NodeConfig.LEASES_PER_TRAINER + 1, "pulled here for a trainer (the " + NodeConfig.LEASES_PER_TRAINER
+        check(job, budget, ShmBudget.LEASES_PER_TRAINER + 1, "pulled here for a trainer (the " + ShmBudget.LEASES_PER_TRAINER
                 + " batches it may hold and the next)");
     }
 
     private static void check(NodeConfig job, long budget, int batches, String what) {
-        long largest = job.largestBatchBytes();
+        long largest = job.shm().largestBatchBytes();
         if (largest < 0)
             throw new ConfigException("--max-seq-len 0 leaves a batch's size unbounded, so no --node-shm-budget can be known to suffice");
         long need = batches * ShmObjectStore.sizeClass(largest), share = share(budget, job.ranks());

@@ -77,7 +77,7 @@ class NodeSharesTest {
     @Test
     void sharesTooSmallForTheLargestBatchAreRefusedWithTheNumbers() {
         var job = NodeConfig.builder().data("x.jsonl").ranks(2).batch(2).pixels(3136, 50176).set(NodeConfig.MAX_IMAGES, 1).build();
-        long largest = ShmObjectStore.sizeClass(job.largestBatchBytes());
+        long largest = ShmObjectStore.sizeClass(job.shm().largestBatchBytes());
         long enough = 3 * largest * NodeShares.owners(2);
         NodeShares.checkMade(job, enough);
         NodeShares.checkPulled(job, enough);

@@ -1,6 +1,7 @@
 package dev.stoker.encode;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.source.SampleRecords;
 import dev.stoker.text.ChatRenderer;
 import dev.stoker.text.ChatSample;
 import dev.stoker.text.ChatTemplate;
@@ -9,6 +10,7 @@ import dev.stoker.text.SampleParser;
 import dev.stoker.text.TextFeatures;
 import dev.stoker.text.TokenSequenceBuilder;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -104,6 +106,23 @@ public final class SampleEncoder {
     /** {@link #encodeLine(byte[], String, ImageSource)} writing pixel_values into an array from {@code buffers}. */
     public EncodedSample encodeLine(byte[] line, String fallbackId, ImageSource source, PixelBuffers buffers) {
         return encode(parser.parseLine(line, fallbackId), source, buffers);
+    }
+
+    /**
+     * Encodes record {@code record} of a source, whatever its format: its images are those the source carries (a tar's
+     * members, a Parquet column), each taking the place of the record's k-th image in order, or else read through
+     * {@code source} by the references the record names (a manifest's).
+     */
+    public EncodedSample encodeRecord(SampleRecords.Record record, String fallbackId, ImageSource source, PixelBuffers buffers) {
+        var embedded = record.images();
+        if (embedded.isEmpty()) return encodeLine(record.json(), fallbackId, source, buffers);
+        var names = new ArrayList<String>(embedded.size());
+        for (var e : embedded) names.add(e.name());
+        ChatSample sample = parser.parseRecord(record.json(), fallbackId, names);
+        List<String> refs = sample.imagePaths();
+        var bytes = new HashMap<String, byte[]>(refs.size() * 2);
+        for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), embedded.get(k).bytes());
+        return encode(sample, fetched(bytes), buffers);
     }
 
     /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */

@@ -1,5 +1,6 @@
 package dev.stoker.node;
 
+import dev.stoker.core.io.AtomicFiles;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Map;
@@ -16,7 +17,7 @@ import java.util.function.Supplier;
  * {@code --metrics-file} holds). The mode is named {@value #MODE}.
  *
  * <p>The files are rewritten every {@code intervalMillis} and once more on {@link #close()}, each
- * atomically ({@link RunFiles#writeJson}), so that a job that is killed leaves its data up to the
+ * atomically ({@link AtomicFiles#writeJson}), so that a job that is killed leaves its data up to the
  * last write and a reader never sees half a file.
  *
  * <p>Threading: one daemon thread writes; {@link #close()} waits for it, then writes the last time.
@@ -72,8 +73,8 @@ public final class ReportDir implements AutoCloseable {
     public synchronized void write() throws IOException {
         boolean shared = ledger.sharedMemory();
         for (var r : ledger.timings().ranks())
-            RunFiles.writeJson(dir.resolve(MODE + "-rank" + r.rank() + ".json"), ledger.timings().rankFile(r.rank(), ledger.ranks(), shared));
-        RunFiles.writeJson(dir.resolve(MODE + "-pipeline.json"), pipeline.get());
+            AtomicFiles.writeJson(dir.resolve(MODE + "-rank" + r.rank() + ".json"), ledger.timings().rankFile(r.rank(), ledger.ranks(), shared));
+        AtomicFiles.writeJson(dir.resolve(MODE + "-pipeline.json"), pipeline.get());
     }
 
     /** Stops the periodic writes and writes the files a last time. */

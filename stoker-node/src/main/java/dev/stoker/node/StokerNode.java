@@ -1,6 +1,7 @@
 package dev.stoker.node;
 
 import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.io.AtomicFiles;
 import dev.stoker.flight.FlightBatchServer;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.transport.FeedServer;
@@ -132,10 +133,8 @@ public final class StokerNode implements AutoCloseable {
 
     /** The local job: its pipeline (and store) behind a ledger. */
     private static Feed localFeed(NodeConfig config, Consumer<String> log) throws IOException {
-        FeedMode mode = config.mode();
-        if (mode != FeedMode.ZERO_COPY && mode != FeedMode.PREFETCH)
-            throw new ConfigException("--mode must be zero-copy or prefetch, got " + ConfigKey.cliName(mode));
-        if (mode == FeedMode.ZERO_COPY) checkBudget(config);
+        FeedMode mode = config.mode(); // zero-copy or prefetch: NodeConfig refuses the other rungs
+        if (mode == FeedMode.ZERO_COPY) config.shm().check();
         var feeds = NodeFeeds.open(config);
         RankLedger ledger;
         try {
@@ -184,37 +183,6 @@ public final class StokerNode implements AutoCloseable {
                 }
             }
         };
-    }
-
-    /**
-     * Refuses a shared-memory budget under which a rank could wait on itself: each rank's share
-     * must hold the leases its trainer may keep and the batch being filled, each the largest the
-     * configuration can make.
-     */
-    static void checkBudget(NodeConfig config) {
-        long largest = config.largestBatchBytes();
-        if (largest < 0)
-            throw new ConfigException("--max-seq-len 0 leaves a batch's size unbounded, so no --shm-budget can be known to suffice; "
-                    + "set --max-seq-len (and --max-images) for zero-copy");
-        int ranks = config.localRanks().count(); // the store holds this node's ranks' batches only
-        long need = config.rankNeedBytes(), budget = config.shmBudgetBytes(), share = budget / ranks;
-        if (share < need && config.packed())
-            throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks%s %d bytes, and a rank needs "
-                    + "%d: its trainer may hold %d packs while the next is filled, and the largest pack this configuration can make is "
-                    + "%d bytes (--pack-tokens %d, %s). Raise --shm-budget to %d, or lower --pack-tokens or set --pack-patches",
-                    budget, ranks, ranks == config.ranks() ? "" : " this node serves (--local-ranks " + config.localRanks() + ")", share,
-                    need, NodeConfig.LEASES_PER_TRAINER, largest, config.get(NodeConfig.PACK_TOKENS),
-                    config.get(NodeConfig.PACK_PATCHES) > 0 ? "--pack-patches " + config.get(NodeConfig.PACK_PATCHES)
-                            : "every token an image token", need * ranks));
-        if (share < need)
-            throw new ConfigException(String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks%s %d bytes, and a rank needs "
-                    + "%d: its trainer may hold %d batches while the next is filled, and the largest batch this configuration can make "
-                    + "is %d bytes (--batch %d, each sample at --max-seq-len %d with %s at --max-pixels %d, %s). Raise --shm-budget "
-                    + "to %d, or lower --batch, --max-pixels, --max-seq-len or --max-images", budget, ranks,
-                    ranks == config.ranks() ? "" : " this node serves (--local-ranks " + config.localRanks() + ")", share, need,
-                    NodeConfig.LEASES_PER_TRAINER, largest, config.batch(), config.get(NodeConfig.MAX_SEQ_LEN),
-                    config.get(NodeConfig.MAX_IMAGES) > 0 ? "up to " + config.get(NodeConfig.MAX_IMAGES) + " images" : "as many images as it has tokens for",
-                    config.get(NodeConfig.MAX_PIXELS), ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT)), need * ranks));
     }
 
     private static InetAddress metricsAddress(NodeConfig config) {
@@ -277,7 +245,7 @@ public final class StokerNode implements AutoCloseable {
             try {
                 if (reports != null) reports.close();
             } finally {
-                if (file != null) RunFiles.writeJson(file, metrics());
+                if (file != null) AtomicFiles.writeJson(file, metrics());
             }
         } finally {
             closeQuietly(metrics, flight, server, feed);

@@ -47,7 +47,7 @@ class LocalRanksTest {
         var whole = config(manifest, "whole").shmBudgetBytes(256L << 20).build();
         var probe = config(manifest, "part").set(NodeConfig.LOCAL_RANKS, new RankRange(2, 3)).build();
         // a budget enough for two ranks and not for four: the node must count only its own
-        long budget = 2 * probe.rankNeedBytes();
+        long budget = 2 * probe.shm().rankNeedBytes();
         var part = config(manifest, "part").set(NodeConfig.LOCAL_RANKS, new RankRange(2, 3)).shmBudgetBytes(budget).build();
         // and a node of rank 3 alone handing out copies (--mode prefetch): the same batches, byte for byte
         var copies = config(manifest, "copies").set(NodeConfig.LOCAL_RANKS, RankRange.parse("3"))
@@ -102,18 +102,18 @@ class LocalRanksTest {
     void theZeroCopyBudgetCountsOnlyTheLocalRanks() {
         var b = NodeConfig.builder().ranks(WORLD).batch(BATCH).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176)
                 .set(NodeConfig.MAX_IMAGES, 1).set(NodeConfig.MAX_SEQ_LEN, 2048);
-        long need = b.build().rankNeedBytes();
+        long need = b.build().shm().rankNeedBytes();
         assertTrue(need > 0);
         var local = b.set(NodeConfig.LOCAL_RANKS, RankRange.parse("2-3")).shmBudgetBytes(2 * need).build();
-        StokerNode.checkBudget(local); // two ranks' needs: enough
+        local.shm().check(); // two ranks' needs: enough
         var single = NodeConfig.builder().ranks(WORLD).batch(BATCH).processor(ProcessorPreset.QWEN2_VL).pixels(3136, 50176)
                 .set(NodeConfig.MAX_IMAGES, 1).set(NodeConfig.MAX_SEQ_LEN, 2048).set("local-ranks", "1").shmBudgetBytes(need).build();
-        StokerNode.checkBudget(single);
+        single.shm().check();
         var world = b.set(NodeConfig.LOCAL_RANKS, null).build(); // the same budget for all four ranks is not
-        var e = assertThrows(ConfigException.class, () -> StokerNode.checkBudget(world));
+        var e = assertThrows(ConfigException.class, () -> world.shm().check());
         assertTrue(e.getMessage().contains("gives each of the 4 ranks"), e.getMessage());
         var three = b.set("local-ranks", "0-2").build();
-        e = assertThrows(ConfigException.class, () -> StokerNode.checkBudget(three));
+        e = assertThrows(ConfigException.class, () -> three.shm().check());
         assertTrue(e.getMessage().contains("each of the 3 ranks this node serves (--local-ranks 0-2)"), e.getMessage());
     }
 

@@ -416,4 +416,20 @@ class NodeConfigTest {
         assertEquals(config, NodeConfig.fromJson(config.toJson()));
         assertEquals(3.1e9, NodeConfig.builder().data("d").packTokens(64).set("cost-llm-params", "3100000000").build().get(NodeConfig.COST_LLM_PARAMS));
     }
+
+    /**
+     * A node serves two rungs of the ladder, zero-copy and prefetch; the others run only in bench ladder's own feed, which
+     * takes its modes apart from the configuration. A node's configuration asking for them is refused as it is built.
+     */
+    @Test
+    void aNodeServesTheZeroCopyAndPrefetchRungsOnly() {
+        for (var mode : List.of(FeedMode.ZERO_COPY, FeedMode.PREFETCH))
+            assertEquals(mode, NodeConfig.builder().data("d").mode(mode).build().mode());
+        assertEquals("--mode must be zero-copy or prefetch, got serial",
+                assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d").set("mode", "serial").build()).getMessage());
+        assertEquals("--mode must be zero-copy or prefetch, got concurrent",
+                assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d").mode(FeedMode.CONCURRENT).build()).getMessage());
+        var ladder = NodeConfig.builder().data("d").build();
+        assertEquals(FeedMode.SERIAL, ladder.feedConfig(FeedMode.SERIAL).mode(), "a feed of its own runs any rung");
+    }
 }

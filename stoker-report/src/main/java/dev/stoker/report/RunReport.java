@@ -1,15 +1,14 @@
 package dev.stoker.report;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.stoker.core.io.AtomicFiles;
 import dev.stoker.report.RunData.Mode;
 import dev.stoker.report.RunData.Rank;
 import dev.stoker.report.RunData.Step;
 import dev.stoker.report.RunData.Summary;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -48,11 +47,7 @@ public final class RunReport {
     /** Reads {@code runDir} and writes {@code runDir/report.html}; returns its path. */
     public static Path write(Path runDir) throws IOException {
         String html = render(RunData.load(runDir));
-        Path out = runDir.resolve(FILE_NAME);
-        Path tmp = runDir.resolve(FILE_NAME + ".tmp");
-        Files.writeString(tmp, html, StandardCharsets.UTF_8);
-        Files.move(tmp, out, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        return out;
+        return AtomicFiles.writeString(runDir.resolve(FILE_NAME), html);
     }
 
     /** The report's HTML for a loaded run. */

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParseException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import dev.stoker.core.io.AtomicFiles;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.foreign.Arena;
@@ -214,19 +215,20 @@ public final class RecordIndex {
     /** Saves the index to {@code file} (written beside it, then moved over it). */
     public void write(Path file, String key) throws IOException {
         byte[] keyBytes = key.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        Path tmp = file.resolveSibling(file.getFileName() + ".tmp-" + ProcessHandle.current().pid());
-        try (var ch = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
-            var head = ByteBuffer.allocate(HEADER_BYTES + 4 + keyBytes.length).order(ByteOrder.LITTLE_ENDIAN);
-            head.putInt(MAGIC).putInt(FILE_VERSION).putInt(format.ordinal() | (lines != null ? 0x100 : 0)).putInt(size()).putLong(bytes).put(digest)
-                    .putInt(keyBytes.length).put(keyBytes).flip();
-            writeAll(ch, head);
-            var block = ByteBuffer.allocate(1 << 20).order(ByteOrder.LITTLE_ENDIAN);
-            for (int i = 0; i < size; i++) { if (block.remaining() < 8) flush(ch, block); block.putLong(offsets.getAtIndex(LONG, i)); }
-            for (int i = 0; i < size; i++) { if (block.remaining() < 4) flush(ch, block); block.putInt(lengths.getAtIndex(INT, i)); }
-            if (lines != null) for (int i = 0; i < size; i++) { if (block.remaining() < 4) flush(ch, block); block.putInt(lines.getAtIndex(INT, i)); }
-            flush(ch, block);
-        }
-        Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        AtomicFiles.write(file, tmp -> {
+            try (var ch = FileChannel.open(tmp, StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
+                var head = ByteBuffer.allocate(HEADER_BYTES + 4 + keyBytes.length).order(ByteOrder.LITTLE_ENDIAN);
+                head.putInt(MAGIC).putInt(FILE_VERSION).putInt(format.ordinal() | (lines != null ? 0x100 : 0)).putInt(size())
+                        .putLong(bytes).put(digest).putInt(keyBytes.length).put(keyBytes).flip();
+                writeAll(ch, head);
+                var block = ByteBuffer.allocate(1 << 20).order(ByteOrder.LITTLE_ENDIAN);
+                for (int i = 0; i < size; i++) { if (block.remaining() < 8) flush(ch, block); block.putLong(offsets.getAtIndex(LONG, i)); }
+                for (int i = 0; i < size; i++) { if (block.remaining() < 4) flush(ch, block); block.putInt(lengths.getAtIndex(INT, i)); }
+                if (lines != null)
+                    for (int i = 0; i < size; i++) { if (block.remaining() < 4) flush(ch, block); block.putInt(lines.getAtIndex(INT, i)); }
+                flush(ch, block);
+            }
+        });
     }
 
     private static void flush(FileChannel ch, ByteBuffer b) throws IOException {

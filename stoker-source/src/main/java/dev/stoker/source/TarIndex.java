@@ -1,5 +1,6 @@
 package dev.stoker.source;
 
+import dev.stoker.core.io.AtomicFiles;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
@@ -373,27 +374,27 @@ final class TarIndex {
 
     /** Saves the index to {@code file} for {@code key} (written beside it, then moved over it). */
     void write(Path file, String key) throws IOException {
-        Path tmp = file.resolveSibling(file.getFileName() + ".tmp-" + ProcessHandle.current().pid());
-        try (var out = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 20))) {
-            out.writeInt(MAGIC);
-            out.writeInt(FILE_VERSION);
-            writeString(out, key);
-            out.writeInt(shards.length);
-            out.writeInt(size());
-            out.writeInt(offsets.length);
-            out.writeInt(names.length);
-            out.writeInt(problems.length);
-            for (String s : shards) writeString(out, s);
-            for (int v : shardStart) out.writeInt(v);
-            for (int v : firstMember) out.writeInt(v);
-            for (long v : offsets) out.writeLong(v);
-            for (int v : lengths) out.writeInt(v);
-            for (int v : nameStart) out.writeInt(v);
-            out.write(names);
-            for (int v : problemSamples) out.writeInt(v);
-            for (String p : problems) writeString(out, p);
-        }
-        Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        AtomicFiles.write(file, tmp -> {
+            try (var out = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 20))) {
+                out.writeInt(MAGIC);
+                out.writeInt(FILE_VERSION);
+                writeString(out, key);
+                out.writeInt(shards.length);
+                out.writeInt(size());
+                out.writeInt(offsets.length);
+                out.writeInt(names.length);
+                out.writeInt(problems.length);
+                for (String s : shards) writeString(out, s);
+                for (int v : shardStart) out.writeInt(v);
+                for (int v : firstMember) out.writeInt(v);
+                for (long v : offsets) out.writeLong(v);
+                for (int v : lengths) out.writeInt(v);
+                for (int v : nameStart) out.writeInt(v);
+                out.write(names);
+                for (int v : problemSamples) out.writeInt(v);
+                for (String p : problems) writeString(out, p);
+            }
+        });
     }
 
     private static void writeString(DataOutputStream out, String s) throws IOException {

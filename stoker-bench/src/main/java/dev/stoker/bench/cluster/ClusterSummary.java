@@ -198,6 +198,12 @@ final class ClusterSummary {
         json.put("netns", f.netns());
         json.put("dead_nodes", metrics.path("dead_nodes").size());
         json.put("redone", metrics.path("redone").asLong() + metrics.path("refetched").asLong());
+        json.put("settings", settings(s, f));
+        return json;
+    }
+
+    /** The run's settings as the JSON line records them: each value the one in force, never a key's unset default. */
+    static Map<String, Object> settings(ClusterBench.Settings s, Facts f) {
         var settings = new LinkedHashMap<String, Object>();
         settings.put("ranks", f.ranks());
         settings.put("batch", s.config().batch());
@@ -205,15 +211,14 @@ final class ClusterSummary {
         settings.put("steps", s.steps());
         settings.put("workers", f.workers());
         settings.put("slots_per_node", f.workers());
-        settings.put("max_pixels", s.config().get(NodeConfig.MAX_PIXELS));
+        settings.put("max_pixels", s.config().encodeOptions().vision().maxPixels()); // in force: given, the model's or the processor's
         settings.put("fetch_latency_ms", s.config().get(NodeConfig.FETCH_LATENCY_MS));
         settings.put("data", s.config().data());
         settings.put("job_args", f.jobArgs());
         settings.put("node_heap", s.nodeHeap());
         settings.put("cores", Runtime.getRuntime().availableProcessors());
-        settings.put("work_dir", dir.toString());
-        json.put("settings", settings);
-        return json;
+        settings.put("work_dir", f.dir().toString());
+        return settings;
     }
 
     @SuppressWarnings("unchecked")

@@ -8,9 +8,8 @@ import dev.stoker.node.ConfigException;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodedSample;
-import dev.stoker.bench.preprocess.JsonlManifest;
 import dev.stoker.encode.SampleEncoder;
-import dev.stoker.source.ObjectSources;
+import dev.stoker.source.mix.DataSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.text.QwenTokenizer;
@@ -19,6 +18,7 @@ import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.List;
 
 /**
  * {@code stoker demo}: the most complete job Stoker can run, on embedded defaults. Builds a data set
@@ -53,22 +53,21 @@ public final class Demo {
         Path manifestFile = new DemoDatasetBuilder().build(photos, target, s.samples(), 42);
         out.printf("1. data set     %s: %d samples from %s (%.1f s)%n", manifestFile, s.samples(), photos, (System.nanoTime() - t0) / 1e9);
 
-        var manifest = JsonlManifest.read(manifestFile);
         var options = EncodeOptions.defaults(preset).withPixels(preset.vision().minPixels(), s.maxPixels());
-        try (QwenTokenizer tok = QwenTokenizer.bundled()) {
-            var first = manifest.lines().get(0);
-            EncodedSample e;
-            try (var images = ObjectSources.open(manifestFile.toAbsolutePath().toString(), SourceConfig.defaults())) {
-                e = new SampleEncoder(options, tok).encodeLine(first.bytes(), first.id(), SampleEncoder.ImageSource.blocking(images));
-            }
+        try (QwenTokenizer tok = QwenTokenizer.bundled();
+             var sources = DataSources.open(List.of(new DataSources.Spec(manifestFile.toString())), SourceConfig.defaults(), null)) {
+            var source = sources.feedSource();
+            var records = source.records();
+            EncodedSample e = PreprocessBench.encode(new SampleEncoder(options, tok), source, records, 0);
             out.printf("2. one sample   %s: input_ids (%d), labels (%d, %d supervised), position_ids (3, %d), "
                             + "pixel_values (%d, %d), image_grid_thw %s%n",
                     e.id(), e.length(), e.length(), supervised(e.labels()), e.length(), e.pixelRows(), e.pixelRowLength(),
                     Arrays.toString(e.imageGridThw()));
-            int warm = Math.min(100, manifest.size());
-            PreprocessBench.measure(manifest, manifest.lines().subList(0, warm), threads, options, tok);
-            var exact = PreprocessBench.measure(manifest, manifest.lines(), threads, options, tok);
-            var fast = PreprocessBench.measure(manifest, manifest.lines(), threads, options.withDecodeScale(EncodeOptions.DecodeScale.AUTO), tok);
+            int n = records.size(), warm = Math.min(100, n);
+            PreprocessBench.measure(source, records, warm, threads, options, tok);
+            var exact = PreprocessBench.measure(source, records, n, threads, options, tok);
+            var fast = PreprocessBench.measure(source, records, n, threads, options.withDecodeScale(EncodeOptions.DecodeScale.AUTO),
+                    tok);
             out.printf("3. preprocess   exact (bit-exact with HF): %7.1f samples/s  %6.1f source MP/s  (%d samples, %d errors, %.2f s)%n",
                     exact.samplesPerSecond(), exact.megapixelsPerSecond(), exact.samples(), exact.errors(), exact.seconds());
             out.printf("                fast (DCT-scaled decode):  %7.1f samples/s  %6.1f source MP/s  (%d samples, %d errors, %.2f s)%n",

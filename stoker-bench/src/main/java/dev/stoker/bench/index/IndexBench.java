@@ -1,6 +1,7 @@
 package dev.stoker.bench.index;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.core.io.AtomicFiles;
 import dev.stoker.source.ManifestRecords;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.RecordIndex;
@@ -93,20 +94,19 @@ public final class IndexBench {
     static Path manifest(Path dir, int n, boolean array) throws IOException {
         Path file = dir.resolve("train-" + n + (array ? ".json" : ".jsonl"));
         if (Files.isRegularFile(file) && Files.size(file) > 0) return file;
-        Path tmp = dir.resolve(file.getFileName() + ".tmp");
-        try (BufferedWriter w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
-            if (array) w.write("[\n");
-            for (int i = 0; i < n; i++) {
-                if (array) w.write(i == 0 ? "  " : ",\n  ");
-                w.write("{\"id\": \"s" + i + "\", \"image\": \"images/" + (i % 1000) + ".jpg\", \"conversations\": [{\"from\": \"human\", "
-                        + "\"value\": \"<image>\\nWhat is shown in this picture? Answer briefly.\"}, {\"from\": \"gpt\", \"value\": \"A photo, number "
-                        + i + ", of something worth describing.\"}]}");
-                if (!array) w.write('\n');
+        return AtomicFiles.write(file, tmp -> {
+            try (BufferedWriter w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
+                if (array) w.write("[\n");
+                for (int i = 0; i < n; i++) {
+                    if (array) w.write(i == 0 ? "  " : ",\n  ");
+                    w.write("{\"id\": \"s" + i + "\", \"image\": \"images/" + (i % 1000) + ".jpg\", \"conversations\": "
+                            + "[{\"from\": \"human\", \"value\": \"<image>\\nWhat is shown in this picture? Answer briefly.\"}, "
+                            + "{\"from\": \"gpt\", \"value\": \"A photo, number " + i + ", of something worth describing.\"}]}");
+                    if (!array) w.write('\n');
+                }
+                if (array) w.write("\n]\n");
             }
-            if (array) w.write("\n]\n");
-        }
-        Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
-        return file;
+        });
     }
 
     /** Reads the file once, so that the timed pass reads from the page cache (the "warm" start of the targets). */

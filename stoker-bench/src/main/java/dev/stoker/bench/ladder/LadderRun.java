@@ -4,8 +4,8 @@ import dev.stoker.bench.trainer.SimulatedTrainer;
 import dev.stoker.bench.trainer.TrainerProcesses;
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.core.io.AtomicFiles;
 import dev.stoker.node.RankLedger;
-import dev.stoker.node.RunFiles;
 import dev.stoker.node.StatusLine;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.report.RunData;
@@ -97,7 +97,7 @@ public final class LadderRun {
                 metrics.put("verdict", feed.verdict(trainers.steadyWaitRatio(), trainers.steadyTransferShare()).toJson());
                 metrics.put("server", Map.of("batches_sent", server.batchesSent(), "bytes_sent", server.bytesSent(),
                         "refs_sent", server.refsSent(), "leases_held", server.leasesHeld()));
-                RunFiles.writeJson(workDir.resolve(name + "-pipeline.json"), metrics);
+                AtomicFiles.writeJson(workDir.resolve(name + "-pipeline.json"), metrics);
             }
         } finally {
             for (Process p : processes) p.destroyForcibly();

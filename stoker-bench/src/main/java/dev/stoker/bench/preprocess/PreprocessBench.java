@@ -2,25 +2,26 @@ package dev.stoker.bench.preprocess;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException;
-import dev.stoker.image.decode.ImageDecoders;
-import dev.stoker.node.ConfigException;
-import dev.stoker.node.NodeFeeds;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodedSample;
-import dev.stoker.bench.preprocess.JsonlManifest;
 import dev.stoker.encode.SampleEncoder;
-import dev.stoker.source.ObjectSources;
-import dev.stoker.source.SourceConfig;
+import dev.stoker.image.decode.ImageDecoders;
+import dev.stoker.node.ConfigException;
+import dev.stoker.node.NodeConfig;
+import dev.stoker.node.NodeFeeds;
+import dev.stoker.source.SampleRecords;
+import dev.stoker.source.mix.DataSources;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.io.PrintWriter;
-import java.nio.file.Files;
-import java.nio.file.Path;
+import java.nio.file.NoSuchFileException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -29,15 +30,19 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code stoker bench preprocess}: encodes a data set's samples on N threads (each with its own
  * encoder) and measures throughput: decode + transform + tokenize, the CPU half of what a trainer
  * waits for. The last line printed is JSON {@code {"samples_per_s", "mpix_per_s", "threads", …}}.
+ *
+ * <p>The data set is read as {@code serve} and {@code validate} read it ({@link DataSources}): a JSON Lines or JSON
+ * manifest, WebDataset tar shards or Parquet, local or on S3, one source or a mix. Each timed pass reads its records
+ * and images as it encodes them, as the feed does.
  */
 public final class PreprocessBench {
     /**
-     * @param data      the data set's train.jsonl (images relative to its folder)
+     * @param config    the data set ({@code --data}, its image root and object store settings), the encoding, the
+     *                  threads and the tokenizer, as the command was given them
      * @param limit     samples to time, 0 for all
      * @param warmup    samples encoded before timing starts, to let the JIT compile the hot paths
-     * @param tokenizer tokenizer.json, or null for the bundled one
      */
-    public record Settings(Path data, EncodeOptions options, int threads, int limit, int warmup, Path tokenizer) {}
+    public record Settings(NodeConfig config, int limit, int warmup) {}
 
     /** What one timed pass did. {@code sourcePixels} counts pixels as stored, before any DCT scaling. */
     public record Result(int samples, int errors, long images, long sourcePixels, long tokens, double seconds, int threads,
@@ -51,17 +56,22 @@ public final class PreprocessBench {
 
     /** Runs the benchmark, prints its figures and the JSON line; returns the JSON's content. */
     public static Map<String, Object> run(Settings s, PrintWriter out) throws IOException, InterruptedException {
-        var options = s.options();
-        if (!Files.isRegularFile(s.data())) throw new ConfigException(s.data() + ": no such manifest");
-        var manifest = JsonlManifest.read(s.data());
-        var lines = manifest.lines();
-        if (s.limit() > 0 && s.limit() < lines.size()) lines = lines.subList(0, s.limit());
-        int n = s.threads();
-        try (QwenTokenizer tok = NodeFeeds.tokenizer(s.tokenizer())) {
-            int warm = Math.min(s.warmup(), lines.size());
-            if (warm > 0) measure(manifest, lines.subList(0, warm), n, options, tok);
-            var r = measure(manifest, lines, n, options, tok);
-            out.printf("data          %s (%d samples timed, %d warm-up)%n", s.data(), lines.size(), warm);
+        var config = s.config();
+        var options = config.encodeOptions();
+        int n = config.threads();
+        try (var sources = open(config); QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
+            var source = sources.feedSource();
+            SampleRecords records;
+            try {
+                records = source.records();
+            } catch (IOException | RuntimeException e) {
+                throw new ConfigException("cannot read --data " + config.data() + ": " + describe(e));
+            }
+            int count = s.limit() > 0 ? Math.min(s.limit(), records.size()) : records.size();
+            int warm = Math.min(s.warmup(), count);
+            if (warm > 0) measure(source, records, warm, n, options, tok);
+            var r = measure(source, records, count, n, options, tok);
+            out.printf("data          %s (%d samples timed, %d warm-up)%n", config.data(), count, warm);
             out.printf("processor     %s, pixels %d..%d, exif %s, decode-scale %s, jpeg %s%n", options.preset(),
                     options.vision().minPixels(), options.vision().maxPixels(), options.exif().name().toLowerCase(Locale.ROOT),
                     options.decodeScale().name().toLowerCase(Locale.ROOT), ImageDecoders.turboJpegAvailable() ? "libjpeg-turbo (FFM)" : "ImageIO");
@@ -88,11 +98,25 @@ public final class PreprocessBench {
         }
     }
 
-    /** One timed pass over {@code lines} of {@code manifest} on {@code threads} threads. */
-    public static Result measure(JsonlManifest manifest, List<JsonlManifest.Line> lines, int threads, EncodeOptions options,
+    private static String describe(Exception e) {
+        if (e instanceof NoSuchFileException n) return "file not found: " + n.getFile();
+        return e.getMessage() != null ? e.getMessage() : e.toString();
+    }
+
+    private static DataSources open(NodeConfig config) {
+        try {
+            return DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException("--data " + config.data() + ": " + e.getMessage());
+        }
+    }
+
+    /**
+     * One timed pass over the first {@code count} records of {@code records} on {@code threads} threads: each record read,
+     * its images taken from it or fetched from {@code source}, and encoded.
+     */
+    public static Result measure(FeedSource source, SampleRecords records, int count, int threads, EncodeOptions options,
                                  QwenTokenizer tokenizer) throws InterruptedException {
-        var source = ObjectSources.open(manifest.file().toAbsolutePath().toString(), SourceConfig.defaults());
-        var imageSource = SampleEncoder.ImageSource.blocking(source);
         var next = new AtomicInteger();
         var ok = new AtomicInteger();
         var errors = new AtomicInteger();
@@ -108,10 +132,9 @@ public final class PreprocessBench {
                 // The pipeline writes each sample's rows into a reused batch segment; so does the benchmark.
                 float[][] reused = {new float[0]};
                 SampleEncoder.PixelBuffers buffers = n -> reused[0].length >= n ? reused[0] : (reused[0] = new float[n + n / 4]);
-                for (int i; (i = next.getAndIncrement()) < lines.size(); ) {
-                    var line = lines.get(i);
+                for (int i; (i = next.getAndIncrement()) < count; ) {
                     try {
-                        EncodedSample s = encoder.encodeLine(line.bytes(), line.id(), imageSource, buffers);
+                        EncodedSample s = encode(encoder, source, records, i, buffers);
                         ok.incrementAndGet();
                         images.addAndGet(s.images());
                         pixels.addAndGet(s.sourcePixels());
@@ -123,13 +146,45 @@ public final class PreprocessBench {
                 }
             }));
         }
-        try {
-            for (Thread w : workers) w.join();
-        } finally {
-            source.close();
-        }
+        for (Thread w : workers) w.join();
         double seconds = (System.nanoTime() - start) / 1e9;
         return new Result(ok.get(), errors.get(), images.get(), pixels.get(), tokens.get(), seconds, threads, List.copyOf(firstErrors));
+    }
+
+    /** Record {@code i} of {@code records} read, its images taken from it or fetched from {@code source}, and encoded. */
+    public static EncodedSample encode(SampleEncoder encoder, FeedSource source, SampleRecords records, int i) {
+        return encode(encoder, source, records, i, SampleEncoder.PixelBuffers.FRESH);
+    }
+
+    private static EncodedSample encode(SampleEncoder encoder, FeedSource source, SampleRecords records, int i,
+                                        SampleEncoder.PixelBuffers buffers) {
+        String id = records.id(i);
+        return encoder.encodeRecord(read(records, i, id), id, images(source, i), buffers);
+    }
+
+    /** Record {@code i}, waited for; a failure to read it is that sample's error. */
+    private static SampleRecords.Record read(SampleRecords records, int i, String id) {
+        try {
+            return records.record(i).join();
+        } catch (CompletionException e) {
+            throw sampleError(id, SampleException.Stage.MANIFEST, e.getCause());
+        }
+    }
+
+    /** The images record {@code i} names by reference, each fetched from {@code source} and waited for (a mix: from its own source). */
+    private static SampleEncoder.ImageSource images(FeedSource source, int i) {
+        return (sampleId, reference) -> {
+            try {
+                return source.fetch(i, sampleId, reference).join();
+            } catch (CompletionException e) {
+                throw sampleError(sampleId, SampleException.Stage.FETCH, e.getCause());
+            }
+        };
+    }
+
+    private static SampleException sampleError(String id, SampleException.Stage stage, Throwable cause) {
+        if (cause instanceof SampleException se) return se;
+        return new SampleException(id, stage, String.valueOf(cause), cause);
     }
 
     static double round(double v) { return Math.round(v * 100) / 100.0; }

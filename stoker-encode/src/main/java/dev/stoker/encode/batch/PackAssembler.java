@@ -283,7 +283,7 @@ public final class PackAssembler {
     /**
      * Bytes of the largest pack a job of {@code options} can make with at most {@code packTokens} tokens per pack (N) and,
      * when {@code packPatches} > 0, at most that many vision patches (P), padded to {@code padTo}: for sizing shared
-     * memory as {@code NodeConfig.largestBatchBytes} does for padded batches. Every sample has at least one token, so a
+     * memory as {@code ShmBudget.largestBatchBytes} (stoker-node) does for padded batches. Every sample has at least one token, so a
      * pack has at most N segments; every image token stands for merge² patches, so it has at most N·merge² pixel rows (P
      * when smaller) and at most N images; the dummy segment is counted on top (its tokens, rows and image), whatever the
      * planner reserved for it.

@@ -2,6 +2,7 @@ package dev.stoker.encode.validate;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.core.io.AtomicFiles;
 import dev.stoker.encode.EncodeOptions;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -10,7 +11,6 @@ import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -176,8 +176,7 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
         var head = ByteBuffer.allocate(MAGIC.length + 4 + padded).order(ByteOrder.LITTLE_ENDIAN);
         head.put(MAGIC).putInt(padded).put(json);
         while (head.hasRemaining()) head.put((byte) ' ');
-        Path tmp = Files.createTempFile(dir, "lengths-", ".tmp");
-        try {
+        return AtomicFiles.write(file, tmp -> {
             try (var ch = FileChannel.open(tmp, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
                 writeFully(ch, head.flip());
                 var chunk = ByteBuffer.allocate(CHUNK_INTS * 4).order(ByteOrder.LITTLE_ENDIAN);
@@ -191,11 +190,7 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                 }
                 flush(ch, chunk);
             }
-            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        } finally {
-            Files.deleteIfExists(tmp);
-        }
-        return file;
+        });
     }
 
     /** Ints per read or write of the tables: the file is streamed, never held whole as bytes. */
