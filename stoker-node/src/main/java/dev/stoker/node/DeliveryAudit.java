@@ -3,6 +3,7 @@ package dev.stoker.node;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.plan.schedule.StepSchedule;
+import java.util.Arrays;
 import java.util.HashMap;
 
 /**
@@ -48,7 +49,7 @@ final class DeliveryAudit {
     /** The stream moved (a trainer's resume): its batches follow {@code now}, and every rank's epoch is begun afresh. */
     void moved(StepSchedule now) {
         schedule = now;
-        java.util.Arrays.fill(accounts, null);
+        Arrays.fill(accounts, null);
     }
 
     /**

@@ -74,7 +74,8 @@ class DeliveryAuditTest {
             var fewer = new BatchLayout.Meta(0, second.step(), 1, s.ranks(), delivered(second).length, second.size() - 1,
                     second.globalStep());
             e = assertThrows(IllegalStateException.class, () -> audit.check(second, fewer, delivered(second)));
-            assertTrue(e.getMessage().contains(s.name() + " gives this rank's " + s.unit() + " " + second.size() + " samples"), e.getMessage());
+            String gives = s.name() + " gives this rank's " + s.unit() + " " + second.size() + " samples";
+            assertTrue(e.getMessage().contains(gives), e.getMessage());
         }
     }
 
@@ -87,7 +88,8 @@ class DeliveryAuditTest {
         audit.check(steps.get(1), meta(steps.get(1), 2), delivered(steps.get(1)));
         var next = steps.get(3);
         var e = assertThrows(IllegalStateException.class, () -> audit.check(next, meta(next, 2), delivered(next)));
-        assertTrue(e.getMessage().contains("rank 0 epoch 0: ") && e.getMessage().contains("did not end with the last of them"), e.getMessage());
+        assertTrue(e.getMessage().contains("rank 0 epoch 0: ") && e.getMessage().contains("did not end with the last of them"),
+                e.getMessage());
     }
 
     /** A step skipped within an epoch: the tally expects the steps one after another. */

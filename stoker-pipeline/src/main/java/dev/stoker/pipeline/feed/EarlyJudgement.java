@@ -191,13 +191,15 @@ final class EarlyJudgement {
     /** {@code most common cause: stage: reason, n of m (e.g. …); then …} over {@code failed}. */
     private static String mostCommon(List<FeedError> failed) {
         var byCause = new LinkedHashMap<String, List<FeedError>>();
-        for (var e : failed) byCause.computeIfAbsent(e.stage().name().toLowerCase(Locale.ROOT) + ": " + e.reason(), k -> new ArrayList<>()).add(e);
-        var ranked = byCause.entrySet().stream().sorted(Comparator.comparingInt(c -> -c.getValue().size())).limit(FeedErrors.TOP_CAUSES).toList();
+        for (var e : failed)
+            byCause.computeIfAbsent(e.stage().name().toLowerCase(Locale.ROOT) + ": " + e.reason(), k -> new ArrayList<>()).add(e);
+        var ranked = byCause.entrySet().stream().sorted(Comparator.comparingInt(c -> -c.getValue().size())).limit(FeedErrors.TOP_CAUSES)
+                .toList();
         var sb = new StringBuilder(ranked.size() > 1 ? "most common causes: " : "most common cause: ");
         for (int i = 0; i < ranked.size(); i++) {
             var c = ranked.get(i);
-            sb.append(i == 0 ? "" : "; then ").append(c.getKey()).append(", ").append(c.getValue().size()).append(" of ").append(failed.size())
-                    .append(" (e.g. ").append(c.getValue().getFirst().describe()).append(')');
+            sb.append(i == 0 ? "" : "; then ").append(c.getKey()).append(", ").append(c.getValue().size()).append(" of ")
+                    .append(failed.size()).append(" (e.g. ").append(c.getValue().getFirst().describe()).append(')');
         }
         return sb.toString();
     }

@@ -56,7 +56,10 @@ final class ErrorsFile implements AutoCloseable {
 
     private static long key(long epoch, int datasetIndex) { return epoch << 32 | (datasetIndex & 0xffffffffL); }
 
-    /** The samples {@code file} lists: (epoch, index) key → whether an error (true) or filtered; lines before kinds existed are errors. */
+    /**
+     * The samples {@code file} lists: (epoch, index) key → whether an error (true) or filtered; lines written before kinds
+     * existed are errors.
+     */
     private static Map<Long, Boolean> read(Path file) throws IOException {
         var listed = new HashMap<Long, Boolean>();
         if (!Files.exists(file)) return listed;
@@ -136,7 +139,8 @@ final class ErrorsFile implements AutoCloseable {
 
     /** A full disk must not stop training over its error log: warn once, keep counting, write no more. */
     private void failed(IOException ex) {
-        LOG.log(System.Logger.Level.WARNING, "cannot write the errors file " + file + ", skipped samples are only counted from now on: " + ex);
+        LOG.log(System.Logger.Level.WARNING, "cannot write the errors file " + file + ", skipped samples are only counted from now on: "
+                + ex);
         try {
             out.close();
         } catch (IOException ignored) {

@@ -274,7 +274,7 @@ public final class FeedErrors implements AutoCloseable {
         return recorded;
     }
 
-    /** Steps whose left-out samples were recorded, most recent {@link #LEFT_OUT_STEPS_KEPT}; older ones are at or below {@link #leftOutFloor}. */
+    /** Steps whose left-out samples were recorded, the latest {@link #LEFT_OUT_STEPS_KEPT}; older: at or below {@link #leftOutFloor}. */
     private final TreeSet<ScheduleCursor> leftOutRecorded = new TreeSet<>(STEP_ORDER);
     /** The latest step forgotten from {@link #leftOutRecorded}: a step at or before it counts as recorded. Null: none forgotten. */
     private ScheduleCursor leftOutFloor;
@@ -315,8 +315,8 @@ public final class FeedErrors implements AutoCloseable {
             if (!leftOutRecorded.add(at)) return 0;
             if (leftOutRecorded.size() > LEFT_OUT_STEPS_KEPT) leftOutFloor = leftOutRecorded.pollFirst();
             for (var l : left)
-                record(new FeedError(idOf(sampleId, l.record()), l.record(), batch.epoch(), batch.step(), -1, SampleException.Stage.MANIFEST,
-                        l.cause(), Kind.FILTERED, l.reason()));
+                record(new FeedError(idOf(sampleId, l.record()), l.record(), batch.epoch(), batch.step(), -1,
+                        SampleException.Stage.MANIFEST, l.cause(), Kind.FILTERED, l.reason()));
             scheduled += left.size();
             flush();
             return left.size();

@@ -61,7 +61,7 @@ final class SkipCounts {
         if (records.size() < FeedErrors.MAX_RECORDS) records.add(e);
     }
 
-    /** Counts {@code e} under its cause; past {@link FeedErrors#MAX_CAUSES} causes, a new one is counted as its kind and stage's "other". */
+    /** Counts {@code e} under its cause; past {@link FeedErrors#MAX_CAUSES} causes, a new one counts as its kind and stage's "other". */
     private void count(FeedError e) {
         String reason = e.reason();
         String key = e.kind() + "\u0000" + e.stage() + "\u0000" + reason;

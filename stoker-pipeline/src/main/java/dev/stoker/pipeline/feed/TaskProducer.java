@@ -125,7 +125,8 @@ public final class TaskProducer implements AutoCloseable {
         if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
         StepSchedule schedule;
         try {
-            schedule = Feeder.steps(config, records, () -> ShapeIndexes.measure(records, source, tokenizer, config.encode(), config.cpuThreads()));
+            schedule = Feeder.steps(config, records,
+                    () -> ShapeIndexes.measure(records, source, tokenizer, config.encode(), config.cpuThreads()));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IOException("interrupted while measuring the samples' shapes", e);

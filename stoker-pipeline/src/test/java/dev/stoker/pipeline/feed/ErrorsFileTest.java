@@ -44,8 +44,10 @@ class ErrorsFileTest {
         }
         var lines = Files.readAllLines(file);
         assertEquals(3, lines.size(), String.join("\n", lines));
-        assertTrue(lines.getLast().contains("\"kind\":\"filtered\"") && lines.getLast().contains("\"stage\":\"tokenize\""), lines.getLast());
-        assertTrue(lines.getFirst().startsWith("{\"id\":\"s5\",\"index\":5,\"epoch\":0,\"step\":0,\"rank\":0,\"kind\":\"error\""), lines.getFirst());
+        assertTrue(lines.getLast().contains("\"kind\":\"filtered\"") && lines.getLast().contains("\"stage\":\"tokenize\""),
+                lines.getLast());
+        assertTrue(lines.getFirst().startsWith("{\"id\":\"s5\",\"index\":5,\"epoch\":0,\"step\":0,\"rank\":0,\"kind\":\"error\""),
+                lines.getFirst());
     }
 
     /** The errors listed before a start: earlier epochs', and those at an earlier position of its own; not filtered ones. */

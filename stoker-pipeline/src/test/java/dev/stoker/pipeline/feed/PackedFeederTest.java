@@ -54,7 +54,8 @@ class PackedFeederTest {
         int longest = 0;
         for (int i = 0; i < shapes.size(); i++) longest = Math.max(longest, shapes.shape(i).tokens());
         int n = (3 * longest + padTo - 1) / padTo * padTo;
-        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, padTo, dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
+        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, padTo,
+                dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
     }
 
     static ShapeIndex shapes(FeedSource source) throws Exception {

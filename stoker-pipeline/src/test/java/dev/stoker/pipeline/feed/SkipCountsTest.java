@@ -23,9 +23,11 @@ class SkipCountsTest {
         assertEquals(8, c.total());
         assertEquals(7, c.errors());
         assertEquals(1, c.filtered());
-        assertEquals(Map.of(SampleException.Stage.FETCH, 5L, SampleException.Stage.DECODE, 2L, SampleException.Stage.TOKENIZE, 1L), c.byStage());
+        assertEquals(Map.of(SampleException.Stage.FETCH, 5L, SampleException.Stage.DECODE, 2L, SampleException.Stage.TOKENIZE, 1L),
+                c.byStage());
         var counts = c.counts();
-        assertEquals(new FeedErrors.Cause("error", "fetch", "file not found", 5, "s0"), counts.causes().getFirst(), "the most common first");
+        assertEquals(new FeedErrors.Cause("error", "fetch", "file not found", 5, "s0"), counts.causes().getFirst(),
+                "the most common first");
         assertEquals(1, counts.top(Kind.FILTERED, 3).size());
         assertEquals(3, c.lastErrors().size());
         assertEquals("s6", c.lastErrors().getLast().sampleId(), "the last errors, not the filtered one");

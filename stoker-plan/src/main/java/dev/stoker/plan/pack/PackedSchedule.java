@@ -170,7 +170,8 @@ public final class PackedSchedule implements StepSchedule {
      */
     @Override
     public ScheduledBatch step(ScheduleCursor at, long label, int rank) {
-        if (rank < 0 || rank >= planner.ranks()) throw new IllegalArgumentException("rank " + rank + " outside [0, " + planner.ranks() + ")");
+        if (rank < 0 || rank >= planner.ranks())
+            throw new IllegalArgumentException("rank " + rank + " outside [0, " + planner.ranks() + ")");
         Planned e = entry(at, label);
         PackedStep s = e.step();
         return new ScheduledBatch(s.cursor(), stepInEpoch(s.cursor()), s.globalStep(), rank, s.records()[rank].clone(), e.after(), s);
