@@ -47,7 +47,8 @@ import org.apache.pekko.stream.Materializer;
  *
  * <p>Design: the three modes differ only in how far work may run ahead; they share one
  * {@link SamplePipeline} (parse + fetch, encode, assemble) and one Pekko stream shape, so that they
- * yield identical batches. The sample order comes from the {@link SampleSchedule}, and each
+ * yield identical batches. What each rank takes at each step comes from the job's {@link StepSchedule} (batches of
+ * its order, or packs planned from it: {@link StepSchedules#of} decides, the feed only walks it), and each
  * stream preserves order (mapAsync, never mapAsyncUnordered), so thread timing never changes a batch.
  * PREFETCH runs one stream per rank rather than one shared graph fanned out: with a fan-out, one
  * rank that stops reading would back-pressure the shared upstream and stall every other rank; with
