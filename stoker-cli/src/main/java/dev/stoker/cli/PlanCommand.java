@@ -3,15 +3,12 @@ package dev.stoker.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
-import dev.stoker.source.mix.DataSources;
-import dev.stoker.pipeline.feed.FeedMode;
-import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.plan.pack.PackedSchedule;
-import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.schedule.ScheduledBatch;
+import dev.stoker.source.mix.DataSources;
 import java.io.PrintWriter;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -26,7 +23,8 @@ import picocli.CommandLine.Spec;
  * from {@code --start-step}: {@code {"step", "rank", "source", "sample"}} ({@code source}: the source's
  * 0-based position in the order given; {@code sample}: the record's 0-based position in it).
  *
- * <p>A packed job ({@code --pack-tokens N}) prints each sample's pack: per segment of each rank's pack, in order,
+ * <p>Both come from the job's one {@link dev.stoker.plan.schedule.StepSchedule}, which says how a rank's share of a step
+ * is printed. A packed job ({@code --pack-tokens N}) prints each sample's pack: per segment of each rank's pack, in order,
  * {@code {"step", "rank", "segment", "source", "sample", "tokens", "patches", "cost"}} (the dummy image's segment:
  * source and sample −1), then per step {@code {"step", "costs", "imbalance", "tokens", "filtered"}} (per rank its pack's
  * predicted cost and tokens, the dummy's included; {@code filtered}: the records over a budget the step skipped,
@@ -60,27 +58,26 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
         var json = new ObjectMapper();
         var specs = config.sources();
         if (specs.isEmpty()) throw new ParameterException(spec.commandLine(), "--data is required: the manifest (a path, file://… or s3://…)");
+        var err = spec.commandLine().getErr();
         try (var sources = DataSources.open(specs, config.sourceConfig(), config.indexCache())) {
-            var records = sources.feedSource().records();
+            var source = sources.feedSource();
+            var records = source.records();
             if (records.size() == 0) throw new ParameterException(spec.commandLine(), "manifest " + config.data() + " holds no samples");
-            if (config.packed()) {
-                packed(config, sources.feedSource(), records, from, steps, out);
-                return 0;
-            }
-            var schedule = Feeder.schedule(config.feedConfig(FeedMode.PREFETCH), records);
-            var mix = schedule.mix();
-            var line = new LinkedHashMap<String, Object>();
+            var plan = NodeFeeds.schedule(config, source, records, lengths.resolve(config), line -> {
+                err.println(line);
+                err.flush();
+            });
+            var at = plan.cursorAt(from);
+            var schedule = plan.labelled(at, from);
+            var ranks = new ArrayList<Iterator<ScheduledBatch>>(config.ranks());
+            for (int r = 0; r < config.ranks(); r++) ranks.add(schedule.iterator(at, r));
             for (long g = from; g < from + steps; g++) {
-                var cursor = schedule.cursorAt(g);
-                for (int r = 0; r < config.ranks(); r++)
-                    for (int record : schedule.batchAt(cursor, r)) {
-                        int source = mix == null ? 0 : mix.sourceOfRecord(record);
-                        line.put("step", g);
-                        line.put("rank", r);
-                        line.put("source", source);
-                        line.put("sample", mix == null ? record : record - mix.base(source));
-                        out.println(json.writeValueAsString(line));
-                    }
+                ScheduledBatch last = null;
+                for (var rank : ranks) {
+                    last = rank.next();
+                    for (var line : schedule.describe(last)) out.println(json.writeValueAsString(line));
+                }
+                for (var line : schedule.describeStep(last)) out.println(json.writeValueAsString(line));
             }
         }
         out.flush();
@@ -88,61 +85,4 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
     }
 
     @Mixin LengthsDir lengths;
-
-    /** The packed plan: each segment of each rank's pack, then the step's costs, imbalance, tokens and filtered records. */
-    private void packed(NodeConfig config, dev.stoker.source.mix.FeedSource source, dev.stoker.source.SampleRecords records, long from,
-                        long steps, PrintWriter out) throws Exception {
-        var err = spec.commandLine().getErr();
-        dev.stoker.plan.pack.ShapeIndex shapes;
-        try (var tokenizer = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
-            shapes = NodeFeeds.shapes(config, source, records, tokenizer, lengths.resolve(config), line -> {
-                err.println(line);
-                err.flush();
-            });
-        }
-        var planner = NodeFeeds.packPlanner(config, records, shapes);
-        var schedule = new PackedSchedule(planner);
-        var mix = planner.order().mix();
-        var dummy = planner.dummy();
-        var cost = planner.cost();
-        var json = new ObjectMapper();
-        var c = schedule.cursorAt(from);
-        for (long g = from; g < from + steps; g++) {
-            var step = schedule.step(c, g);
-            for (int r = 0; r < step.ranks(); r++) {
-                int[] pack = step.records()[r];
-                int segments = pack.length + (step.dummyImage()[r] ? 1 : 0);
-                for (int k = 0; k < segments; k++) {
-                    var line = new LinkedHashMap<String, Object>();
-                    line.put("step", g);
-                    line.put("rank", r);
-                    line.put("segment", k);
-                    SampleShape shape;
-                    if (k < pack.length) {
-                        int record = pack[k];
-                        int src = mix == null ? 0 : mix.sourceOfRecord(record);
-                        line.put("source", src);
-                        line.put("sample", mix == null ? record : record - mix.base(src));
-                        shape = shapes.shape(record);
-                    } else { // the dummy image's segment, as the metadata's sample_index lists it
-                        line.put("source", -1);
-                        line.put("sample", -1);
-                        shape = dummy;
-                    }
-                    line.put("tokens", shape.tokens());
-                    line.put("patches", shape.patches());
-                    line.put("cost", cost.flops(shape));
-                    out.println(json.writeValueAsString(line));
-                }
-            }
-            var summary = new LinkedHashMap<String, Object>();
-            summary.put("step", g);
-            summary.put("costs", step.costs());
-            summary.put("imbalance", step.imbalance());
-            summary.put("tokens", step.tokens());
-            summary.put("filtered", step.filtered());
-            out.println(json.writeValueAsString(summary));
-            c = step.next();
-        }
-    }
 }

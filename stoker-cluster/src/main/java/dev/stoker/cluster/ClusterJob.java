@@ -1,6 +1,8 @@
 package dev.stoker.cluster;
 
 import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.ScheduledBatch;
+import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.core.ScheduleCursor;
 import java.io.IOException;
 import java.time.Duration;
@@ -8,6 +10,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -109,7 +112,7 @@ public final class ClusterJob implements AutoCloseable {
     }
 
     private static final class RankState {
-        ScheduleCursor next;
+        Iterator<ScheduledBatch> steps; // the rank's steps from the job's start: the next one is issued next
         long issued;
         final ArrayDeque<Task> window = new ArrayDeque<>();
         Task out; // handed out, not yet confirmed by the rank's next request
@@ -125,7 +128,7 @@ public final class ClusterJob implements AutoCloseable {
     private final CompletableFuture<Void> opened = new CompletableFuture<>();
     private List<String> order = List.of(); // nodes in placement order
     private String[] workerNode;
-    private volatile SampleSchedule schedule;
+    private volatile StepSchedule schedule;
     private ScheduleCursor start = ScheduleCursor.START; // where every rank's sequence begins
     private long fingerprint;
     private int depth;
@@ -277,13 +280,14 @@ public final class ClusterJob implements AutoCloseable {
                         + ", " + s.datasetSize() + " vs " + first.datasetSize() + " samples): every node must see the same manifest and options");
         }
         synchronized (this) {
+            // the nodes' batch schedule (a packed job is refused before it gets here: ClusteredNode.checkCoordinator)
             schedule = new SampleSchedule(first.seed(), first.datasetSize(), first.ranks(), first.batchSize());
             fingerprint = first.fingerprint();
             depth = spec.depth() > 0 ? spec.depth() : Math.max(1, first.prefetchBatches());
             ranks = new RankState[first.ranks()];
             for (int r = 0; r < ranks.length; r++) {
                 ranks[r] = new RankState();
-                ranks[r].next = ScheduleCursor.START;
+                ranks[r].steps = schedule.iterator(ScheduleCursor.START, r);
             }
             for (int r = 0; r < ranks.length; r++) topUp(r);
         }
@@ -312,10 +316,9 @@ public final class ClusterJob implements AutoCloseable {
     private void topUp(int r) {
         var st = ranks[r];
         while (st.window.size() < depth && (spec.steps() == 0 || st.issued < spec.steps())) {
-            var c = st.next;
-            long globalStep = schedule.globalStep(c);
-            var t = new Task(nextTaskId++, r, c, globalStep);
-            st.next = schedule.next(c);
+            var step = st.steps.next();
+            long globalStep = step.globalStep();
+            var t = new Task(nextTaskId++, r, step.cursor(), globalStep);
             st.issued++;
             // rank r's step s goes to worker (r + s) mod W: at every step the ranks' batches come from different workers, so
             // under spread each node's card sends about one batch per step instead of several at once
@@ -492,7 +495,8 @@ public final class ClusterJob implements AutoCloseable {
      */
     private synchronized void restart(ScheduleCursor want, long step) {
         schedule = schedule.labelled(want, step);
-        for (var st : ranks) {
+        for (int r = 0; r < ranks.length; r++) {
+            var st = ranks[r];
             confirm(st);
             for (var t : st.window) {
                 var made = t.done.getNow(null);
@@ -503,7 +507,7 @@ public final class ClusterJob implements AutoCloseable {
                 }
             }
             st.window.clear();
-            st.next = want;
+            st.steps = schedule.iterator(want, r);
             st.issued = 0;
             st.batches = 0;
         }
@@ -595,7 +599,7 @@ public final class ClusterJob implements AutoCloseable {
     /** The job's fingerprint (every node's). */
     public synchronized long fingerprint() { return fingerprint; }
 
-    public synchronized SampleSchedule schedule() { return schedule; }
+    public synchronized StepSchedule schedule() { return schedule; }
 
     /** The coordinator's actor, which ranks ask for references. */
     public ActorRef<CoordinatorProtocol.Command> coordinator() { return self; }

@@ -7,6 +7,7 @@ import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.node.BatchStream;
 import dev.stoker.node.RankLedger;
 import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.store.ShmObjectStore;
 import java.time.Duration;
 import java.util.ArrayDeque;
@@ -204,19 +205,19 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     /** One job's batches for this node's ranks, pulled in each rank's order. */
     private final class JobStream implements BatchStream {
         private final NodeRuntime.NodeJob job;
-        private volatile SampleSchedule schedule;
+        private volatile StepSchedule schedule;
         private final Map<Integer, Ahead> ahead = new ConcurrentHashMap<>();
 
         JobStream(NodeRuntime.NodeJob job) {
             this.job = job;
             var s = job.started;
-            this.schedule = new SampleSchedule(s.seed(), (int) s.datasetSize(), s.ranks(), s.batchSize());
+            this.schedule = new SampleSchedule(s.seed(), (int) s.datasetSize(), s.ranks(), s.batchSize()); // the job's batches
             streams.add(this);
         }
 
         @Override public int ranks() { return job.started.ranks(); }
 
-        @Override public SampleSchedule schedule() { return schedule; }
+        @Override public StepSchedule schedule() { return schedule; }
 
         @Override public long fingerprint() { return job.started.fingerprint(); }
 

@@ -1,5 +1,6 @@
 package dev.stoker.cluster;
 
+import dev.stoker.plan.schedule.StepSchedule;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorRef;
 
@@ -31,7 +32,7 @@ public final class CoordinatorProtocol {
     public record Moved(String error, long labelEpoch, long labelPosition, long labelStep) implements ClusterMessage {
         static Moved failed(String error) { return new Moved(error, 0, 0, -1); }
 
-        static Moved labelledAs(dev.stoker.plan.schedule.SampleSchedule s) {
+        static Moved labelledAs(StepSchedule s) {
             var at = s.labelAt();
             return at == null ? new Moved(null, 0, 0, -1) : new Moved(null, at.epoch(), at.position(), s.labelStep());
         }

@@ -150,7 +150,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             try {
                 var opened = open(s.config());
                 var p = opened.producer();
-                var sch = p.schedule();
+                var sch = p.schedule().order(); // a cluster job's steps are its order's batches
                 job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
                         sch.seed(), p.config().prefetchBatches(), null);
                 job.opened.complete(opened);

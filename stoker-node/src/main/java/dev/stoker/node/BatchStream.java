@@ -2,7 +2,8 @@ package dev.stoker.node;
 
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchProvider;
-import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.pipeline.feed.RankRange;
+import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.store.Lease;
 import dev.stoker.store.StoredObject;
 import java.util.concurrent.CompletableFuture;
@@ -30,24 +31,14 @@ public interface BatchStream extends AutoCloseable {
     int ranks();
 
     /** The ranks this stream makes batches for (a node of a multi-node job: its own); every rank by default. */
-    default dev.stoker.pipeline.feed.RankRange localRanks() { return dev.stoker.pipeline.feed.RankRange.all(ranks()); }
-
-    /** The schedule the stream follows (its cursor arithmetic and sizes); a packed job's: the order its packs are cut from. */
-    SampleSchedule schedule();
+    default RankRange localRanks() { return RankRange.all(ranks()); }
 
     /**
-     * A packed job's schedule, whose steps the batches follow (each rank's batch its pack, of a size that varies by step
-     * and rank); null for an unpacked job, whose steps are {@link #schedule()}'s. After a {@link #moveTo} it is the new
-     * pipeline's.
+     * The steps the batches follow, labelled as the batches are (batches of B samples, or packs whose sizes vary by step
+     * and rank: the ledger checks each batch against its rank's share of the step). After a {@link #moveTo} it is the
+     * new pipeline's.
      */
-    default dev.stoker.plan.pack.PackedSchedule packed() { return null; }
-
-    /**
-     * A packed job's label of the step at {@link #start()} (the global step its batches carry), or −1: the steps from the
-     * origin to it ({@link dev.stoker.pipeline.feed.PackedFeed#labelAt}). After a {@link #moveTo} it is the new pipeline's.
-     * Unused for an unpacked job, whose labels are {@link #schedule()}'s.
-     */
-    default long startLabel() { return -1; }
+    StepSchedule schedule();
 
     long fingerprint();
 

@@ -4,7 +4,8 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.encode.batch.BatchSchema;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
-import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.pipeline.feed.RankRange;
+import dev.stoker.plan.schedule.StepSchedule;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.BiFunction;
 
@@ -26,14 +27,9 @@ final class FeederStream implements BatchStream {
 
     @Override public int ranks() { return feeder.config().ranks(); }
 
-    @Override public dev.stoker.pipeline.feed.RankRange localRanks() { return feeder.config().localRanks(); }
+    @Override public RankRange localRanks() { return feeder.config().localRanks(); }
 
-    @Override public SampleSchedule schedule() { return feeder.schedule(); }
-
-    @Override public dev.stoker.plan.pack.PackedSchedule packed() { return feeder.packedSchedule(); }
-
-    /** The feed's label of its first step: a packed feed resolves it as it starts (its config's, else walked from the origin). */
-    @Override public long startLabel() { return feeder.config().startLabel(); }
+    @Override public StepSchedule schedule() { return feeder.schedule(); }
 
     @Override public long fingerprint() { return feeder.fingerprint(); }
 

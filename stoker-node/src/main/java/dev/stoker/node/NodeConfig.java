@@ -12,6 +12,7 @@ import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.RankRange;
 import dev.stoker.plan.pack.PackCost;
+import dev.stoker.plan.pack.Packing;
 import dev.stoker.plan.pack.PackPlanner;
 import dev.stoker.source.ManifestRecords;
 import dev.stoker.source.SourceConfig;
@@ -252,13 +253,13 @@ public final class NodeConfig extends NodeSettings {
     public boolean packed() { return get(PACK_TOKENS) > 0; }
 
     /**
-     * Packing and balance as configured ({@link FeedConfig.Packing#OFF} without {@code --pack-tokens}), with the cost model
+     * Packing and balance as configured ({@link Packing#OFF} without {@code --pack-tokens}), with the cost model
      * ({@link #packCost()}).
      */
-    public FeedConfig.Packing packing() {
-        if (!packed()) return FeedConfig.Packing.OFF;
+    public Packing packing() {
+        if (!packed()) return Packing.OFF;
         try {
-            return new FeedConfig.Packing(get(PACK_TOKENS), get(PACK_PATCHES), get(BALANCE), get(PACK_PAD_TO), packCost());
+            return new Packing(get(PACK_TOKENS), get(PACK_PATCHES), get(BALANCE), get(PACK_PAD_TO), packCost());
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--pack-tokens/--pack-pad-to: " + e.getMessage());
         }

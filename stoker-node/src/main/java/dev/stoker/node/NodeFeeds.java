@@ -1,11 +1,16 @@
 package dev.stoker.node;
 
 import dev.stoker.pipeline.feed.FeedMode;
-import dev.stoker.source.mix.FeedSource;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.feed.TaskProducer;
+import dev.stoker.plan.StepSchedules;
+import dev.stoker.plan.pack.PackPlanner;
+import dev.stoker.plan.pack.ShapeIndex;
+import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.source.DatasetLocation;
+import dev.stoker.source.SampleRecords;
 import dev.stoker.source.mix.DataSources;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
@@ -13,6 +18,7 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.function.Consumer;
 
 /**
  * The pipelines a {@link NodeConfig} describes: a local job's feed in any mode ({@link #start}), or a
@@ -64,15 +70,32 @@ public final class NodeFeeds implements AutoCloseable {
      * order ({@link Feeder#schedule}: seed, sources, mix), {@code --ranks} packs per step within {@code --pack-tokens} and
      * {@code --pack-patches}, balanced as {@code --balance} says by the cost model of {@link NodeConfig#packing()}, a pack
      * without an image in a step with one getting the dummy image of the job's processing
-     * ({@link dev.stoker.encode.batch.DummyImage}).
+     * ({@link dev.stoker.encode.batch.DummyImage}). For the packing benchmark, which compares plannings; a job walks its
+     * {@link #schedule}.
      */
-    public static dev.stoker.plan.pack.PackPlanner packPlanner(NodeConfig config, dev.stoker.source.SampleRecords records,
-                                                                  dev.stoker.plan.pack.ShapeIndex shapes) {
-        var packing = config.packing();
-        if (!packing.on()) throw new ConfigException("--pack-tokens N is needed for a packed plan");
+    public static PackPlanner packPlanner(NodeConfig config, SampleRecords records, ShapeIndex shapes) {
         var feedConfig = config.feedConfig(FeedMode.PREFETCH);
         try {
-            return dev.stoker.pipeline.feed.PackedFeed.planner(feedConfig, Feeder.schedule(feedConfig, records), shapes);
+            return StepSchedules.planner(Feeder.schedule(feedConfig, records), feedConfig.packing(), shapes, Feeder.dummyShape(feedConfig));
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(e.getMessage());
+        }
+    }
+
+    /**
+     * The steps of {@code config}'s job over {@code records} (read through {@code source}), unlabelled: batches of its order,
+     * or packs planned from it with the shapes {@link #shapes} finds (validate's length index in {@code lengthsDir}, else
+     * measured; {@code say} is told which). What {@code stoker plan} prints.
+     */
+    public static StepSchedule schedule(NodeConfig config, FeedSource source, SampleRecords records, Path lengthsDir,
+                                        Consumer<String> say) throws IOException, InterruptedException {
+        var feedConfig = config.feedConfig(FeedMode.PREFETCH);
+        try {
+            return Feeder.steps(feedConfig, records, () -> {
+                try (var tokenizer = tokenizer(config.get(NodeConfig.TOKENIZER))) {
+                    return shapes(config, source, records, tokenizer, lengthsDir, say);
+                }
+            });
         } catch (IllegalArgumentException e) {
             throw new ConfigException(e.getMessage());
         }
@@ -86,9 +109,8 @@ public final class NodeFeeds implements AutoCloseable {
      *
      * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
      */
-    public static dev.stoker.plan.pack.ShapeIndex shapes(NodeConfig config, FeedSource source, dev.stoker.source.SampleRecords records,
-                                                            QwenTokenizer tokenizer, Path lengthsDir,
-                                                            java.util.function.Consumer<String> say)
+    public static ShapeIndex shapes(NodeConfig config, FeedSource source, SampleRecords records, QwenTokenizer tokenizer, Path lengthsDir,
+                                    Consumer<String> say)
             throws IOException, InterruptedException {
         Path dir = lengthsDir != null ? lengthsDir : config.lengthsDir();
         var options = config.encodeOptions();
@@ -127,9 +149,10 @@ public final class NodeFeeds implements AutoCloseable {
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
                 store.prewarm(expected, config.localRanks().count() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
             }
-            // a packed job's shapes: validate's length index when there is one for these settings, else measured at start
-            dev.stoker.pipeline.feed.PackedFeed.ShapeSource shapes = !config.packed() ? null
-                    : (records, source) -> shapes(config, source, records, tokenizer, null, line -> System.err.println("stoker: " + line));
+            // a packed job's shapes (asked for only then): validate's length index when there is one for these settings, else
+            // measured at start
+            Feeder.ShapeSource shapes = (records, source) -> shapes(config, source, records, tokenizer, null,
+                    line -> System.err.println("stoker: " + line));
             var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep(), shapes);
             var reopenStore = store;
             return new RankLedger(feeder, store, expected, config.steps(), (at, step) -> {

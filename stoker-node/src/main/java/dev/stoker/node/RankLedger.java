@@ -1,25 +1,27 @@
 package dev.stoker.node;
 
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.core.Ticker;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
+import dev.stoker.pipeline.feed.Feeder;
+import dev.stoker.pipeline.feed.RankRange;
 import dev.stoker.pipeline.observe.Bottleneck;
 import dev.stoker.pipeline.observe.BottleneckVerdict;
-import dev.stoker.pipeline.feed.Feeder;
-import dev.stoker.pipeline.feed.PackedFeed;
-import dev.stoker.plan.pack.PackedSchedule;
-import dev.stoker.plan.pack.PackedStep;
-import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.ScheduledBatch;
+import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.store.Lease;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoredObject;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.OptionalDouble;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
 import java.util.function.BiFunction;
 
 /**
@@ -46,6 +48,13 @@ import java.util.function.BiFunction;
  * when no rank has a trainer connected: what the old timeline held is dropped, and every rank then
  * resumes from the same checkpoint.
  *
+ * <p>Each rank walks the stream's {@link StepSchedule} (whichever kind it is) from where the stream starts: the walk says
+ * which step, label and samples the rank's next batch is, and every batch the stream makes is checked against it
+ * ({@link DeliveryAudit}) before anyone gets it.
+ *
+ * <p>Time: the grace a claim waits for an old connection to close is measured by a {@link Ticker} (the real clock unless
+ * a test passes its own).
+ *
  * <p>Threading: safe from the server's connection threads. Each rank's requests are chained, so
  * they complete in order even across connections; the bookkeeping is guarded by {@code lock}.
  */
@@ -55,16 +64,19 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     private final long expectedBatchBytes;
     private final long steps;
     /** How long a trainer claiming a rank waits for the rank's old connection to be seen closing. */
-    private static final long LIVE_GRACE_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+    static final long LIVE_GRACE_NANOS = TimeUnit.SECONDS.toNanos(2);
+    /** How often a waiting claim looks at the ticker again when nothing wakes it. */
+    static final long GRACE_POLL_MILLIS = 20;
+    private final Ticker ticker;
     private final Object lock = new Object();
     private final RankSlot[] slots;
     private final long[] handed, confirmed, replayed; // per rank: batches taken from the stream, proven arrived, handed out again
-    private final EpochAccount[] accounts;
+    private final DeliveryAudit audit;
     private final CompletableFuture<RuntimeException> failure = new CompletableFuture<>();
     private volatile IllegalStateException violation;
     private boolean welcomed;
     private final TrainerTimings timings = new TrainerTimings();
-    private long repositions, epochsChecked;
+    private long repositions;
 
     /** One hand-out's bytes, kept until the trainer proves it has them: heap tensors or a lease of our own. */
     private record Held(ScheduleCursor cursor, Prepared prepared, StoredObject object, long bytes, Lease hold) {
@@ -90,25 +102,37 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         }
     }
 
-    /**
-     * A batch being produced; a reconnect that resumes past it has it dropped when it arrives. A packed job's carries its
-     * step's label and its step within the epoch (the ledger walks the packed steps: no arithmetic gives them); −1 unpacked.
-     */
+    /** A batch being produced for the rank's share {@code step}; a reconnect that resumes past it has it dropped when it arrives. */
     private static final class InFlight {
-        final ScheduleCursor cursor;
-        final long label, inEpoch;
+        final ScheduledBatch step;
         boolean dropOnArrival;
 
-        InFlight(ScheduleCursor cursor, long label, long inEpoch) {
-            this.cursor = cursor;
-            this.label = label;
-            this.inEpoch = inEpoch;
+        InFlight(ScheduledBatch step) { this.step = step; }
+
+        ScheduleCursor cursor() { return step.cursor(); }
+    }
+
+    /** A rank's walk over the schedule: the share of the step the stream yields next for it, taken one at a time. */
+    private static final class Walk {
+        private final Iterator<ScheduledBatch> steps;
+        private ScheduledBatch next;
+
+        Walk(Iterator<ScheduledBatch> steps) { this.steps = steps; }
+
+        ScheduledBatch peek() {
+            if (next == null) next = steps.next();
+            return next;
+        }
+
+        ScheduledBatch take() {
+            var b = peek();
+            next = null;
+            return b;
         }
     }
 
     private static final class RankSlot {
-        ScheduleCursor next;                                 // cursor of the next batch the stream yields for this rank
-        long nextLabel, nextInEpoch;                         // a packed job's: that step's label and step within its epoch
+        Walk walk;                                           // from the next batch the stream yields for this rank
         long fromFeeder;                                     // batches taken from the stream (for --steps)
         final ArrayDeque<Held> held = new ArrayDeque<>();    // handed out, not yet confirmed
         final ArrayDeque<Held> replay = new ArrayDeque<>();  // to hand out again before anything new
@@ -117,6 +141,9 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         long live = -1;                                      // that connection while it is open, else -1
         int plain;                                           // requests without a connection not yet answered (0 or 1)
         CompletableFuture<?> tail = CompletableFuture.completedFuture(null);
+
+        /** The cursor of the next batch the stream yields for this rank. */
+        ScheduleCursor next() { return walk.peek().cursor(); }
     }
 
     /**
@@ -124,39 +151,31 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
      * Each rank's feed ends after {@code steps} steps (0: at the stream's end).
      */
     public RankLedger(BatchStream stream, ShmObjectStore store, long expectedBatchBytes, long steps) {
+        this(stream, store, expectedBatchBytes, steps, Ticker.system());
+    }
+
+    /** {@link #RankLedger(BatchStream, ShmObjectStore, long, long)} with a claim's grace measured by {@code ticker}. */
+    public RankLedger(BatchStream stream, ShmObjectStore store, long expectedBatchBytes, long steps, Ticker ticker) {
         this.stream = stream;
         this.store = store;
         this.expectedBatchBytes = expectedBatchBytes;
         this.steps = steps;
+        this.ticker = ticker;
         int ranks = stream.ranks();
         this.slots = new RankSlot[ranks];
         this.handed = new long[ranks];
         this.confirmed = new long[ranks];
         this.replayed = new long[ranks];
-        this.accounts = new EpochAccount[ranks];
-        for (int r = 0; r < ranks; r++) {
-            slots[r] = new RankSlot();
-            slots[r].next = stream.start();
-        }
-        var packed = stream.packed();
-        if (packed != null) startPacked(packed, stream.start(), -1);
+        var schedule = stream.schedule();
+        this.audit = new DeliveryAudit(ranks, schedule);
+        for (int r = 0; r < ranks; r++) slots[r] = new RankSlot();
+        walkFrom(schedule, stream.start());
     }
 
-    /**
-     * A packed job's every rank takes next the step at {@code at} (as the planner aligns it), labelled {@code label} (−1: as
-     * the stream labels its start, {@link BatchStream#startLabel()}, or else by the steps from the origin), numbered within
-     * its epoch as the packed schedule numbers it. Walking from the origin plans every step before {@code at}: only at a
-     * start or a move, and only when nobody gave a label.
-     */
-    private void startPacked(PackedSchedule packed, ScheduleCursor at, long label) {
-        var c = packed.planner().aligned(at);
-        long l = label >= 0 ? label : stream.startLabel() >= 0 ? stream.startLabel() : packed.labelAt(c, -1);
-        long inEpoch = c.position() == 0 ? 0 : packed.stepInEpoch(c);
-        for (var s : slots) {
-            s.next = c;
-            s.nextLabel = l;
-            s.nextInEpoch = inEpoch;
-        }
+    /** Every rank walks {@code schedule} from {@code at} (aligned), labelled as the schedule labels the step there. */
+    private void walkFrom(StepSchedule schedule, ScheduleCursor at) {
+        var c = schedule.aligned(at);
+        for (int r = 0; r < slots.length; r++) slots[r].walk = new Walk(schedule.iterator(c, r));
     }
 
     /**
@@ -186,7 +205,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     public int ranks() { return slots.length; }
 
     /** The ranks this node serves (a node of a multi-node job: its own; else every rank). */
-    public dev.stoker.pipeline.feed.RankRange localRanks() { return stream.localRanks(); }
+    public RankRange localRanks() { return stream.localRanks(); }
 
     /** Steps each rank is fed before its END (0: no end). */
     public long steps() { return steps; }
@@ -243,25 +262,23 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 return joined(slot, firstToHandOut(slot));
             }
             var schedule = stream.schedule();
-            var packed = stream.packed();
             if (resume.position() >= schedule.datasetSize())
                 throw new IllegalArgumentException("cannot resume at " + resume + ": the data set has " + schedule.datasetSize() + " samples");
-            var saved = new ScheduleCursor(resume.epoch(), resume.position());
-            var want = packed != null ? packed.planner().aligned(saved) : schedule.aligned(saved);
+            var want = schedule.aligned(new ScheduleCursor(resume.epoch(), resume.position()));
             boolean fresh = !welcomed && noneHandedOut();
             // a fresh service moves to the first state it is given; a running one moves back (a trainer restarted from its last
             // checkpoint, as an elastic restart does with every rank) only while no rank has a trainer connected
             // a fresh one also takes the trainer's step labels, which a change of rank count would not repeat (audit #32);
-            // a packed job's label at want is known where the rank is about to take it (else the move relabels anyway)
-            boolean relabel = fresh && resumeStep >= 0 && (packed != null ? want.equals(slot.next) && slot.nextLabel != resumeStep
-                    : schedule.globalStep(want) != resumeStep);
-            if ((!want.equals(slot.next) || relabel) && (fresh || (!servable(slot, want) && awaitNoTrainer())))
+            // the label at want is known where the rank is about to take it (elsewhere the move relabels anyway)
+            var upcoming = slot.walk.peek();
+            boolean relabel = fresh && resumeStep >= 0 && want.equals(upcoming.cursor()) && upcoming.globalStep() != resumeStep;
+            if ((!want.equals(upcoming.cursor()) || relabel) && (fresh || (!servable(slot, want) && awaitNoTrainer())))
                 reposition(want, resumeStep);
             if (!reconcile(slot, want)) {
                 var at = new ArrayList<String>();
                 slot.held.forEach(h -> at.add(label(h.cursor())));
                 slot.replay.forEach(h -> at.add(label(h.cursor())));
-                at.add(label(slot.next));
+                at.add(label(slot.next()));
                 throw new IllegalArgumentException("rank " + rank + " asks to resume at " + label(want) + " but this service can serve it from "
                         + String.join(" or ", at) + (welcomed ? " (a trainer of another rank is connected, so the pipeline cannot move;"
                         + " stop every rank and resume each from the same saved state)" : ""));
@@ -282,9 +299,9 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
      */
     private void awaitNotClaimed(int rank, RankSlot slot, long connection) {
         if (connection == NO_CONNECTION) return;
-        long deadline = System.nanoTime() + LIVE_GRACE_NANOS;
+        long deadline = ticker.read() + LIVE_GRACE_NANOS;
         while ((slot.live >= 0 && slot.live != connection) || slot.plain > 0) {
-            long left = deadline - System.nanoTime();
+            long left = deadline - ticker.read();
             if (left <= 0 && slot.live >= 0 && slot.live != connection)
                 throw new IllegalArgumentException("rank " + rank + " is already being fed to a trainer on another, open connection; "
                         + "two trainers on one rank would each get part of its batches. Check the launcher's RANK/LOCAL_RANK, or stop "
@@ -293,7 +310,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 throw new IllegalArgumentException("rank " + rank + "'s next batch is being taken by a request without a session "
                         + "(a Flight ticket without one); stop that client, or try again once its batch has gone");
             try {
-                lock.wait(Math.max(1, left / 1_000_000));
+                lock.wait(pollMillis(left));
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new IllegalArgumentException("interrupted while rank " + rank + "'s open connection was closing");
@@ -315,8 +332,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     /** The cursor of the first batch a fresh trainer will get: one to hand out again, then one still being made, then the next. */
     private static ScheduleCursor firstToHandOut(RankSlot slot) {
         if (!slot.replay.isEmpty()) return slot.replay.peekFirst().cursor();
-        for (var f : slot.inFlight) if (!f.dropOnArrival) return f.cursor;
-        return slot.next;
+        for (var f : slot.inFlight) if (!f.dropOnArrival) return f.cursor();
+        return slot.next();
     }
 
     /**
@@ -330,8 +347,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         int at = -1, flight = -1;
         for (int i = 0; i < line.size(); i++) if (line.get(i).cursor().equals(want)) at = i;
         var flights = new ArrayList<>(slot.inFlight);
-        for (int i = 0; i < flights.size(); i++) if (flights.get(i).cursor.equals(want)) flight = i;
-        if (at < 0 && flight < 0 && !want.equals(slot.next)) return false;
+        for (int i = 0; i < flights.size(); i++) if (flights.get(i).cursor().equals(want)) flight = i;
+        if (at < 0 && flight < 0 && !want.equals(slot.next())) return false;
         int keepFrom = at >= 0 ? at : line.size();
         slot.held.clear();
         slot.replay.clear();
@@ -353,46 +370,32 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /**
      * Restarts the stream at {@code at}, labelled {@code step} (−1: from the origin): nothing handed out
-     * yet, or no trainer connected.
+     * yet, or no trainer connected. Every rank then walks the moved stream's schedule from there.
      */
     private void reposition(ScheduleCursor at, long step) {
         var before = stream.schedule();
-        var packedBefore = stream.packed();
         stream.moveTo(at, step);
         for (var s : slots) {
-            long back = packedBefore != null ? stepsBetween(packedBefore, at, s.next, s.fromFeeder)
-                    : naturalStep(before, s.next) - naturalStep(before, at);
-            if (back > 0) s.fromFeeder = Math.max(0, s.fromFeeder - back); // moved back: --steps counts the steps again
-            s.next = at;
+            // moved back: --steps counts the steps again
+            if (s.fromFeeder > 0) s.fromFeeder -= before.stepsBetween(at, s.next(), s.fromFeeder);
             s.tail = CompletableFuture.completedFuture(null);
             dropHeld(s); // batches of the old timeline: nobody gets them now
             s.replay.forEach(Held::drop);
             s.replay.clear();
             s.inFlight.forEach(f -> f.dropOnArrival = true);
         }
-        var packed = stream.packed();
-        if (packed != null) startPacked(packed, at, step);
-        java.util.Arrays.fill(accounts, null);
+        var schedule = stream.schedule();
+        walkFrom(schedule, at);
+        audit.moved(schedule);
         repositions++;
-    }
-
-    /** A packed job's steps from {@code from} up to {@code to}, walking its plans; at most {@code max} (0 when {@code to} is not after {@code from}). */
-    private static long stepsBetween(PackedSchedule packed, ScheduleCursor from, ScheduleCursor to, long max) {
-        var x = packed.planner().aligned(from);
-        long n = 0;
-        while (n < max && (x.epoch() < to.epoch() || (x.epoch() == to.epoch() && x.position() < to.position()))) {
-            x = packed.planner().plan(x, n).next();
-            n++;
-        }
-        return n;
     }
 
     /** Whether {@code want} is among the rank's held, replayable, in-flight or next batches. */
     private static boolean servable(RankSlot slot, ScheduleCursor want) {
-        if (want.equals(slot.next)) return true;
+        if (want.equals(slot.next())) return true;
         for (var h : slot.held) if (h.cursor().equals(want)) return true;
         for (var h : slot.replay) if (h.cursor().equals(want)) return true;
-        for (var f : slot.inFlight) if (f.cursor.equals(want)) return true;
+        for (var f : slot.inFlight) if (f.cursor().equals(want)) return true;
         return false;
     }
 
@@ -402,12 +405,12 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
      * trainer's hello before an old one's end. Called with the lock held; the wait releases it.
      */
     private boolean awaitNoTrainer() {
-        long deadline = System.nanoTime() + LIVE_GRACE_NANOS;
+        long deadline = ticker.read() + LIVE_GRACE_NANOS;
         while (!noTrainerConnected()) {
-            long left = deadline - System.nanoTime();
+            long left = deadline - ticker.read();
             if (left <= 0) return false;
             try {
-                lock.wait(Math.max(1, left / 1_000_000));
+                lock.wait(pollMillis(left));
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 return false;
@@ -415,6 +418,13 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         }
         return true;
     }
+
+    /**
+     * How long a grace's wait sleeps before it looks at the ticker again: what is {@code left} of the grace, at most
+     * {@link #GRACE_POLL_MILLIS}, so that a ticker a test moves by hand is seen within moments. A connection's close wakes
+     * the wait at once.
+     */
+    private static long pollMillis(long leftNanos) { return Math.max(1, Math.min(leftNanos / 1_000_000, GRACE_POLL_MILLIS)); }
 
     private boolean noTrainerConnected() {
         for (var s : slots) if (s.live >= 0) return false;
@@ -435,24 +445,16 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     }
 
     /**
-     * What a trainer of {@code slot}'s rank whose next batch is at {@code c} is told. A packed job's label of {@code c} is
-     * the one the ledger walked to (a batch to hand out again, one being made, or the next), and its steps per epoch and
-     * positions per step are 0: a step's positions vary, so a client follows each batch's resume state, not arithmetic.
+     * What a trainer of {@code slot}'s rank whose next batch is at {@code c} is told: the label the ledger walked to there
+     * (a batch to hand out again, one being made, or the next), and the schedule's steps per epoch and positions per step
+     * (0 where a step's positions vary: a client then follows each batch's resume state, not arithmetic).
      */
     private Joined joined(RankSlot slot, ScheduleCursor c) {
         var schedule = stream.schedule();
-        if (stream.packed() == null)
-            return new Joined(schedule.globalStep(c), stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(),
-                    schedule.positionsPerStep());
-        long label = slot.nextLabel;
-        for (var f : slot.inFlight) if (f.cursor.equals(c) && !f.dropOnArrival) label = f.label;
+        long label = slot.walk.peek().globalStep();
+        for (var f : slot.inFlight) if (f.cursor().equals(c) && !f.dropOnArrival) label = f.step.globalStep();
         for (var h : slot.replay) if (h.cursor().equals(c)) label = h.meta().globalStep();
-        return new Joined(label, stream.fingerprint(), 0, c, schedule.datasetSize(), 0);
-    }
-
-    /** Steps from the origin to {@code c}, whatever the labels: how far a move goes. */
-    private static long naturalStep(SampleSchedule schedule, ScheduleCursor c) {
-        return c.epoch() * schedule.stepsPerEpoch() + c.position() / schedule.positionsPerStep();
+        return new Joined(label, stream.fingerprint(), schedule.stepsPerEpoch(), c, schedule.datasetSize(), schedule.positionsPerStep());
     }
 
     private String label(ScheduleCursor c) { return "epoch " + c.epoch() + " position " + c.position(); }
@@ -510,7 +512,6 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /** The rank's next hand-out, once the request before it has completed. */
     private CompletableFuture<Delivery> produce(int rank, long connection) {
-        ScheduleCursor cursor;
         InFlight flight;
         synchronized (lock) {
             if (violation != null) return CompletableFuture.failedFuture(violation);
@@ -525,18 +526,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             }
             if (steps > 0 && slot.fromFeeder >= steps) return CompletableFuture.completedFuture(null);
             slot.fromFeeder++;
-            cursor = slot.next;
-            var packed = stream.packed();
-            if (packed != null) { // the packed step at the cursor, planned once for all ranks (the feed's plan, from its cache)
-                var step = packed.step(cursor, slot.nextLabel);
-                flight = new InFlight(cursor, slot.nextLabel, slot.nextInEpoch);
-                slot.next = step.next();
-                slot.nextInEpoch = step.next().epoch() == cursor.epoch() ? slot.nextInEpoch + 1 : 0;
-                slot.nextLabel++;
-            } else {
-                slot.next = stream.schedule().next(cursor);
-                flight = new InFlight(cursor, -1, -1);
-            }
+            flight = new InFlight(slot.walk.take());
             slot.inFlight.addLast(flight);
         }
         return stream.next(rank).handle((made, err) -> {
@@ -545,10 +535,11 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 slot.inFlight.remove(flight);
                 if (err != null) throw err instanceof CompletionException ce ? ce : new CompletionException(err);
                 if (made == null) return null; // the stream ended
-                var h = held(cursor, made);
+                var h = held(flight.cursor(), made);
                 try {
-                    account(rank, flight, h);
+                    audit.check(flight.step, h.meta(), h.sampleIndices());
                 } catch (IllegalStateException broken) {
+                    violated(broken);
                     h.drop();
                     throw new CompletionException(broken);
                 }
@@ -580,125 +571,11 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         dropHeld(slot);
     }
 
-    /**
-     * Checks a batch the stream made against the schedule before anyone gets it: its rank and step
-     * are the cursor's, its sample indices are among the cursor's, delivered + skipped = scheduled;
-     * and when the rank enters a new epoch, that the epoch it leaves had every step from where this
-     * ledger began it, each once. A violation fails the job: the trainers get the error, the node
-     * exits with it. A packed job's batch is checked against its rank's pack of the step ({@link #accountPacked}).
-     */
-    private void account(int rank, InFlight flight, Held h) {
-        var packed = stream.packed();
-        if (packed != null) {
-            accountPacked(rank, packed, flight, h);
-            return;
-        }
-        var cursor = flight.cursor;
-        var schedule = stream.schedule();
-        var meta = h.meta();
-        long step = cursor.position() / schedule.positionsPerStep();
-        String where = "rank " + rank + " epoch " + cursor.epoch() + " step " + step;
-        if (meta.rank() != rank || meta.epoch() != cursor.epoch() || meta.globalStep() != schedule.globalStep(cursor))
-            fail(where + ": the batch made is rank " + meta.rank() + " epoch " + meta.epoch() + " global step " + meta.globalStep());
-        if (meta.batchSize() > meta.scheduled() || meta.scheduled() != schedule.batchSize())
-            fail(where + ": " + meta.batchSize() + " delivered of " + meta.scheduled() + " scheduled, the schedule has "
-                    + schedule.batchSize() + " per batch");
-        var expected = new java.util.HashMap<Long, Integer>(); // a multiset: a source of weight > 1 may repeat a record in a batch
-        for (int i : schedule.batchAt(cursor, rank)) expected.merge((long) i, 1, Integer::sum);
-        for (long i : h.sampleIndices())
-            if (expected.merge(i, -1, Integer::sum) < 0) fail(where + ": sample " + i + " is not one of this batch's, or comes more often");
-        tally(rank, cursor, step, meta, schedule.batchSize(), false, where);
-    }
-
-    /**
-     * {@link #account} for a packed job: the batch is the rank's pack of the step at the cursor, so its scheduled count
-     * is that pack's size ({@code records()[rank].length}, which varies by step and rank) and its samples are among the
-     * pack's records; its label and step within the epoch are those the ledger walked to. At the epoch's end the rank's
-     * delivered + skipped must be the samples of its packs of the steps from where the ledger began the epoch, and its
-     * last step the epoch's last.
-     */
-    private void accountPacked(int rank, PackedSchedule packed, InFlight flight, Held h) {
-        var cursor = flight.cursor;
-        var meta = h.meta();
-        PackedStep step = packed.step(cursor, flight.label);
-        int[] pack = step.records()[rank];
-        String where = "rank " + rank + " epoch " + cursor.epoch() + " step " + flight.inEpoch + " (packed, global step " + flight.label + ")";
-        if (meta.rank() != rank || meta.epoch() != cursor.epoch() || meta.globalStep() != flight.label || meta.step() != flight.inEpoch)
-            fail(where + ": the batch made is rank " + meta.rank() + " epoch " + meta.epoch() + " step " + meta.step() + " global step "
-                    + meta.globalStep());
-        if (meta.batchSize() > meta.scheduled() || meta.scheduled() != pack.length)
-            fail(where + ": " + meta.batchSize() + " delivered of " + meta.scheduled() + " scheduled, the packed schedule gives this rank's pack "
-                    + pack.length + " samples");
-        var expected = new java.util.HashMap<Long, Integer>(); // a multiset: a source of weight > 1 may repeat a record in a step
-        for (int i : pack) expected.merge((long) i, 1, Integer::sum);
-        for (long i : h.sampleIndices())
-            if (expected.merge(i, -1, Integer::sum) < 0) fail(where + ": sample " + i + " is not one of this pack's, or comes more often");
-        tally(rank, cursor, flight.inEpoch, meta, pack.length, step.next().epoch() != cursor.epoch(), where);
-    }
-
-    /**
-     * Adds a checked batch to its rank's tally of the epoch, closing the epoch before when the batch begins another:
-     * {@code planned} is the samples the schedule gives the rank at this step, {@code lastOfEpoch} whether a packed
-     * step is its epoch's last.
-     */
-    private void tally(int rank, ScheduleCursor cursor, long step, BatchLayout.Meta meta, int planned, boolean lastOfEpoch, String where) {
-        var a = accounts[rank];
-        if (a == null || a.epoch != cursor.epoch()) {
-            if (a != null) closeEpoch(rank, a);
-            a = accounts[rank] = new EpochAccount(cursor.epoch(), step, cursor.position(), stream.packed() != null);
-        }
-        if (step != a.firstStep + a.steps) fail(where + ": expected step " + (a.firstStep + a.steps) + " of the epoch");
-        a.steps++;
-        a.delivered += meta.batchSize();
-        a.skipped += meta.scheduled() - meta.batchSize();
-        a.planned += planned;
-        a.reachedEnd = lastOfEpoch;
-    }
-
-    private void closeEpoch(int rank, EpochAccount a) {
-        if (!a.packed) {
-            closeEpoch(rank, a, stream.schedule());
-            return;
-        }
-        // a packed job: the steps the ledger walked from where it began the epoch, each rank's pack of them
-        if (!a.reachedEnd || a.delivered + a.skipped != a.planned)
-            fail("rank " + rank + " epoch " + a.epoch + ": " + a.delivered + " delivered + " + a.skipped + " skipped in " + a.steps
-                    + " packed steps from step " + a.firstStep + ", but the packed schedule has " + a.planned + " samples in this rank's packs"
-                    + " of those steps" + (a.reachedEnd ? "" : ", and the epoch did not end with the last of them"));
-        epochsChecked++;
-    }
-
-    private void closeEpoch(int rank, EpochAccount a, SampleSchedule schedule) {
-        // the whole steps from where the ledger began the epoch: a job resized there began it at a position no multiple of its step
-        long want = (schedule.datasetSize() - a.firstPosition) / schedule.positionsPerStep();
-        if (a.steps != want || a.delivered + a.skipped != a.steps * schedule.batchSize())
-            fail("rank " + rank + " epoch " + a.epoch + ": " + a.delivered + " delivered + " + a.skipped + " skipped in " + a.steps
-                    + " steps, but the schedule has " + want * schedule.batchSize() + " samples in " + want + " steps from step " + a.firstStep);
-        epochsChecked++;
-    }
-
-    private void fail(String why) {
-        var e = new IllegalStateException("delivery accounting broken: " + why);
+    /** The audit found the accounting broken: the job fails with it (the trainers get the error, the node exits with it). */
+    private void violated(IllegalStateException e) {
         if (violation == null) {
             violation = e;
             failure.complete(e);
-        }
-        throw e;
-    }
-
-    /** One rank's tally of the epoch it is in, from the step this ledger began it at. */
-    private static final class EpochAccount {
-        final long epoch, firstStep, firstPosition;
-        final boolean packed;  // a packed job's: checked against its packs (planned) rather than steps × batch size
-        long steps, delivered, skipped;
-        long planned;          // samples the schedule gave the rank in those steps
-        boolean reachedEnd;    // a packed job's: the last step tallied is its epoch's last
-
-        EpochAccount(long epoch, long firstStep, long firstPosition, boolean packed) {
-            this.epoch = epoch;
-            this.firstStep = firstStep;
-            this.firstPosition = firstPosition;
-            this.packed = packed;
         }
     }
 
@@ -749,7 +626,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             m.put("stages", stages);
             m.put("timeline", feeder.timeline().toJson());
             var local = localRanks(); // the timeline's per-rank columns are these ranks', in order
-            if (!local.isAll(ranks())) m.put("local_ranks", java.util.Map.of("first", local.first(), "last", local.last(), "world", ranks()));
+            if (!local.isAll(ranks())) m.put("local_ranks", Map.of("first", local.first(), "last", local.last(), "world", ranks()));
             m.put("verdict", verdict().toJson());
         }
         return m;
@@ -767,14 +644,14 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
                 x.put("handed", handed[r]);
                 x.put("confirmed", confirmed[r]);
                 x.put("replayed", replayed[r]);
-                var a = accounts[r];
-                x.put("epoch", a == null ? null : a.epoch);
-                x.put("epoch_delivered", a == null ? 0 : a.delivered);
-                x.put("epoch_skipped", a == null ? 0 : a.skipped);
+                var a = audit.tally(r);
+                x.put("epoch", a == null ? null : a.epoch());
+                x.put("epoch_delivered", a == null ? 0 : a.delivered());
+                x.put("epoch_skipped", a == null ? 0 : a.skipped());
                 ranks.add(x);
             }
             m.put("ranks", ranks);
-            m.put("epochs_checked", epochsChecked);
+            m.put("epochs_checked", audit.epochsChecked());
             m.put("repositions", repositions);
             m.put("violation", violation == null ? null : violation.getMessage());
             return m;
@@ -784,7 +661,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
     /** Epoch ends checked (per rank), and whether a check failed. */
     public long epochsChecked() {
         synchronized (lock) {
-            return epochsChecked;
+            return audit.epochsChecked();
         }
     }
 

@@ -159,9 +159,9 @@ public final class StokerNode implements AutoCloseable {
                 encode.vision().minPixels(), encode.vision().maxPixels(), encode.vision().patchSize(),
                 config.model() == null ? "" : ", model " + config.model().describe(), ConfigKey.cliName(encode.inputContract()),
                 transformers == null ? "no --transformers" : "transformers " + transformers));
+        long stepsPerEpoch = feeder.schedule().stepsPerEpoch(); // 0: a step's samples vary (packs)
         log.accept(String.format(Locale.ROOT, "data %s (%d samples, %s), fingerprint %016x", config.data(), feeder.datasetSize(),
-                packing.on() ? "a variable number per packed step" : feeder.schedule().stepsPerEpoch() + " steps per epoch",
-                feeder.fingerprint()));
+                stepsPerEpoch > 0 ? stepsPerEpoch + " steps per epoch" : "a variable number of samples per step", feeder.fingerprint()));
         var failure = new CompletableFuture<RuntimeException>();
         feeder.errors().onFailure(failure::complete);
         ledger.failure().thenAccept(failure::complete);

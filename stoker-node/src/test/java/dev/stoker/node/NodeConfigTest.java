@@ -13,6 +13,7 @@ import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.plan.pack.PackPlanner;
+import dev.stoker.plan.pack.Packing;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -375,7 +376,7 @@ class NodeConfigTest {
 
         var off = NodeConfig.builder().data("d.jsonl").build();
         assertFalse(off.packed());
-        assertEquals(FeedConfig.Packing.OFF, off.feedConfig(FeedMode.ZERO_COPY).packing());
+        assertEquals(Packing.OFF, off.feedConfig(FeedMode.ZERO_COPY).packing());
         assertEquals(8, off.feedConfig(FeedMode.ZERO_COPY).batchSize(), "unpacked: --batch as before");
 
         var config = NodeConfig.builder().data("d.jsonl").ranks(8).packTokens(16384).packPatches(20000)
@@ -384,7 +385,7 @@ class NodeConfigTest {
         var packing = config.feedConfig(FeedMode.ZERO_COPY).packing();
         assertTrue(config.feedConfig(FeedMode.ZERO_COPY).packed());
         var family = dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B;
-        assertEquals(new FeedConfig.Packing(16384, 20000, PackPlanner.Balance.COUNT, 64, new dev.stoker.plan.pack.PackCost(3.1e9, 36,
+        assertEquals(new Packing(16384, 20000, PackPlanner.Balance.COUNT, 64, new dev.stoker.plan.pack.PackCost(3.1e9, 36,
                 family.llmAttentionWidth(), 6.5e8, family.vitAttentionLayers(), family.vitHidden(), false)), packing,
                 "the constants given in the family's cost model, the others its own");
         assertEquals(family, NodeConfig.builder().data("d").packTokens(64).build().packing().cost(), "qwen2.5-vl: Qwen2.5-VL-3B's");

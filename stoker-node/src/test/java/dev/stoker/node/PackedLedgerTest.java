@@ -8,7 +8,6 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
-import dev.stoker.pipeline.feed.PackedFeed;
 import dev.stoker.plan.pack.PackCost;
 import dev.stoker.plan.pack.PackPlanner;
 import dev.stoker.plan.pack.PackedSchedule;
@@ -61,7 +60,7 @@ class PackedLedgerTest {
         private final java.util.function.Function<ScheduledBatch, Shaped> make;
         private final List<Iterator<ScheduledBatch>> ranks = new ArrayList<>();
         private ScheduleCursor start = ScheduleCursor.START;
-        private long label;
+        private PackedSchedule labelled = packed;
 
         PackedStream(java.util.function.Function<ScheduledBatch, Shaped> make) {
             this.make = make;
@@ -70,9 +69,7 @@ class PackedLedgerTest {
 
         @Override public int ranks() { return RANKS; }
 
-        @Override public SampleSchedule schedule() { return packed.planner().order(); }
-
-        @Override public PackedSchedule packed() { return packed; }
+        @Override public PackedSchedule schedule() { return labelled; }
 
         @Override public long fingerprint() { return 42; }
 
@@ -93,11 +90,10 @@ class PackedLedgerTest {
         public void moveTo(ScheduleCursor at, long step) {
             start = packed.planner().aligned(at);
             ranks.clear();
-            label = packed.labelAt(start, step);
+            long label = packed.labelAt(start, step);
+            labelled = packed.labelled(start, label);
             for (int r = 0; r < RANKS; r++) ranks.add(packed.iterator(start, label, r));
         }
-
-        @Override public long startLabel() { return label; }
 
         @Override public void close() {}
     }

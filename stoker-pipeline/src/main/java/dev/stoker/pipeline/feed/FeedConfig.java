@@ -2,6 +2,7 @@ package dev.stoker.pipeline.feed;
 
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.plan.pack.Packing;
 import java.nio.file.Path;
 import java.util.Objects;
 
@@ -152,44 +153,4 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
 
     /** Whether steps are packed ({@code --pack-tokens N}, N > 0); then {@link #batchSize} does not apply. */
     public boolean packed() { return packing.on(); }
-
-    /**
-     * Packing and balance ({@code --pack-tokens N}, {@code --pack-patches P}, {@code --balance}, {@code --pack-pad-to M}) and
-     * the cost model the planner balances ({@code --cost-*}; docs/packing.md): per global step the planner
-     * ({@link dev.stoker.plan.pack.PackPlanner}) takes the next samples of the global order and forms one pack per
-     * rank, a row of whole samples of at most {@code tokens} tokens and {@code patches} vision patches, choosing which
-     * sample goes to which rank so that the predicted cost per rank is even ({@code COST}) or only the sample counts are
-     * ({@code COUNT}).
-     *
-     * @param tokens  N, tokens per pack (input_ids of a rank's row, a tail pad included); 0: packing off
-     * @param patches P, vision patches (pixel_values rows) per pack; 0: no limit but what N implies
-     * @param balance what the planner evens out across ranks
-     * @param padTo   M, the row padded at its tail to a multiple of M (1: no pad); N is a multiple of M
-     * @param cost    the cost model (the model folder's, else the family's smallest published model, each constant
-     *                replaced where {@code --cost-*} gives it); null when packing is off
-     */
-    public record Packing(int tokens, int patches, dev.stoker.plan.pack.PackPlanner.Balance balance, int padTo,
-                          dev.stoker.plan.pack.PackCost cost) {
-        /** Not packed: batches of {@code batchSize} samples per rank, padded to the longest. */
-        public static final Packing OFF = new Packing(0, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, null);
-
-        public Packing {
-            Objects.requireNonNull(balance, "balance");
-            if (tokens < 0) throw new IllegalArgumentException("pack tokens must be >= 0 (0: off), got " + tokens);
-            if (patches < 0) throw new IllegalArgumentException("pack patches must be >= 0 (0: no limit), got " + patches);
-            if (padTo < 1) throw new IllegalArgumentException("pack pad-to must be >= 1, got " + padTo);
-            if (tokens > 0 && tokens % padTo != 0)
-                throw new IllegalArgumentException("pack tokens " + tokens + " must be a multiple of pad-to " + padTo
-                        + ", so that a row padded at its tail stays within it");
-            if (tokens > 0 && cost == null) throw new IllegalArgumentException("a packed job needs its cost model");
-        }
-
-        /** Packs of at most {@code tokens} tokens balanced by {@code cost}, no patch limit, no tail pad. */
-        public static Packing of(int tokens, dev.stoker.plan.pack.PackCost cost) {
-            return new Packing(tokens, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, cost);
-        }
-
-        /** Whether steps are packed. */
-        public boolean on() { return tokens > 0; }
-    }
 }

@@ -1,6 +1,7 @@
 package dev.stoker.pipeline.feed;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.encode.batch.SkippedSample;
 
 /**
  * One skipped sample: which one, where in the schedule, the stage that refused it and why.
@@ -12,6 +13,11 @@ import dev.stoker.core.SampleException;
  */
 public record FeedError(String sampleId, int datasetIndex, long epoch, long step, int rank,
                         SampleException.Stage stage, String cause, SampleException.Kind kind, String reason) {
+
+    /** {@code s}, skipped from rank {@code rank}'s batch of (epoch, step). */
+    public static FeedError of(long epoch, long step, int rank, SkippedSample s) {
+        return new FeedError(s.sampleId(), s.datasetIndex(), epoch, step, rank, s.stage(), s.cause(), s.kind(), s.reason());
+    }
 
     public String describe() {
         return sampleId + " (index " + datasetIndex + ", epoch " + epoch + " step " + step + " rank " + rank + "): "

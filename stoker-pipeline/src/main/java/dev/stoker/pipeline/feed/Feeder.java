@@ -13,8 +13,14 @@ import com.typesafe.config.ConfigFactory;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.store.ShmObjectStore;
+import dev.stoker.encode.batch.DummyImage;
+import dev.stoker.encode.validate.ShapeIndexes;
+import dev.stoker.plan.StepSchedules;
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.pack.ShapeIndex;
 import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.plan.schedule.SourceMix;
+import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.ObjectSource;
 import dev.stoker.source.ObjectSources;
@@ -31,6 +37,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.ActorSystem;
 import org.apache.pekko.stream.Materializer;
 
@@ -40,7 +47,8 @@ import org.apache.pekko.stream.Materializer;
  *
  * <p>Design: the three modes differ only in how far work may run ahead; they share one
  * {@link SamplePipeline} (parse + fetch, encode, assemble) and one Pekko stream shape, so that they
- * yield identical batches. The sample order comes from the {@link SampleSchedule}, and each
+ * yield identical batches. What each rank takes at each step comes from the job's {@link StepSchedule} (batches of
+ * its order, or packs planned from it: {@link StepSchedules#of} decides, the feed only walks it), and each
  * stream preserves order (mapAsync, never mapAsyncUnordered), so thread timing never changes a batch.
  * PREFETCH runs one stream per rank rather than one shared graph fanned out: with a fan-out, one
  * rank that stops reading would back-pressure the shared upstream and stall every other rank; with
@@ -73,9 +81,8 @@ public final class Feeder implements AutoCloseable {
             """;
 
     private final FeedConfig config;
-    private final SampleSchedule schedule;
-    /** A packed job's schedule (its steps cut from {@link #schedule}'s order by the planner); null when not packed. */
-    private final dev.stoker.plan.pack.PackedSchedule packed;
+    /** The steps the ranks walk, labelled at the feed's start. */
+    private final StepSchedule schedule;
     private final FeedMetrics metrics;
     private final FeedErrors errors;
     private final CpuPool cpu;
@@ -87,10 +94,9 @@ public final class Feeder implements AutoCloseable {
     private final FeedSampler sampler;
     private final StallWatchdog watchdog;
 
-    private Feeder(FeedConfig config, SampleSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
+    private Feeder(FeedConfig config, StepSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
                    ActorSystem system, List<RankFeed<?>> ranks, DataSources ownedSource, StoredBatchWriter writer, long fingerprint,
-                   ShmObjectStore store, long startNanos, dev.stoker.plan.pack.PackedSchedule packed) {
-        this.packed = packed;
+                   ShmObjectStore store, long startNanos) {
         this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
                 new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.localRanks().count(), config.cpuThreads(),
                         config.localRanks().count() * (config.mode() == FeedMode.SERIAL ? 1 : config.fetchConcurrency()), config.prefetchBatches(),
@@ -154,7 +160,7 @@ public final class Feeder implements AutoCloseable {
      * from ({@code shapes}; null: measured from image headers at start).
      */
     public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep,
-                              PackedFeed.ShapeSource shapes) throws IOException {
+                              ShapeSource shapes) throws IOException {
         try {
             return start(config, sources.feedSource(), tokenizer, store, sources, startStep, shapes);
         } catch (IOException | RuntimeException e) {
@@ -183,14 +189,14 @@ public final class Feeder implements AutoCloseable {
      * shapes come from ({@code shapes}; null: measured here from image headers, on the feed's CPU threads).
      */
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
-                                DataSources owned, long startStep, PackedFeed.ShapeSource shapes) throws IOException {
+                                DataSources owned, long startStep, ShapeSource shapes) throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         int threads = config.cpuThreads();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
         // (a pack holds at most N samples of one token each: its bound, whatever the shapes)
-        int samplesPerBatch = config.packing().on() ? config.packing().tokens() : config.batchSize();
+        int samplesPerBatch = config.packing().samplesPerRankAtMost(config.batchSize());
         int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
         var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
         var cpu = new CpuPool(threads, local.count() * perRank + threads, config.encode(), tokenizer);
@@ -205,61 +211,57 @@ public final class Feeder implements AutoCloseable {
                 task -> startThread(task, "stoker-feed-start"));
         var started = warmed.thenCombine(pekko, (ignored, sys) -> sys);
         dev.stoker.source.SampleRecords records;
-        SampleSchedule schedule;
-        dev.stoker.plan.pack.PackedSchedule packed = null;
+        StepSchedule schedule;
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(local.count());
         var metrics = new FeedMetrics();
         FeedErrors errors;
         // opened once the order is fixed, after the rank iterators are made (their streams start later, with the pipeline)
-        var stepErrors = new java.util.concurrent.atomic.AtomicReference<FeedErrors>();
+        var stepErrors = new AtomicReference<FeedErrors>();
         try {
             records = source.records();
             if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-            schedule = Feeder.schedule(config, records);
-            if (config.packing().on()) {
-                dev.stoker.plan.pack.ShapeIndex shapeIndex;
-                try {
-                    shapeIndex = shapes != null ? shapes.shapes(records, source)
-                            : dev.stoker.encode.validate.ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new IOException("interrupted while measuring the samples' shapes", e);
-                }
-                packed = PackedFeed.schedule(config, schedule, shapeIndex);
-                var at = startStep >= 0 ? packed.cursorAt(startStep) : packed.planner().aligned(config.start());
-                long label = packed.labelAt(at, startStep >= 0 ? startStep : config.startLabel());
-                config = config.withStart(at, label);
-                var planner = packed.planner();
-                var recordsRead = records;
-                for (int r = local.first(); r <= local.last(); r++) {
-                    var steps = packed.iterator(at, label, r);
-                    boolean first = r == local.first();
-                    // each step's predicted costs, imbalance and padding, once per step whichever local rank takes it first
-                    iterators.add(new Iterator<>() {
-                        @Override
-                        public boolean hasNext() { return steps.hasNext(); }
+            var recordsRead = records;
+            var encode = config.encode();
+            var plan = steps(config, records, () -> shapes != null ? shapes.shapes(recordsRead, source)
+                    : ShapeIndexes.measure(recordsRead, source, tokenizer, encode, threads));
+            var at = startStep >= 0 ? plan.cursorAt(startStep) : plan.aligned(config.start());
+            long label = startStep >= 0 ? startStep : config.startLabel();
+            schedule = plan.labelled(at, label);
+            config = config.withStart(at, label);
+            var packing = config.packing();
+            for (int r = local.first(); r <= local.last(); r++) {
+                var steps = schedule.iterator(at, r);
+                boolean first = r == local.first();
+                // each step's predicted costs, imbalance and padding, once per step whichever local rank takes it first; the
+                // samples a step leaves out belong to no rank: the first local rank's stream records them as it takes the step
+                // (FeedErrors records each step once)
+                iterators.add(new Iterator<>() {
+                    @Override
+                    public boolean hasNext() { return steps.hasNext(); }
 
-                        @Override
-                        public ScheduledBatch next() {
-                            var b = steps.next();
-                            metrics.pack().record(b.pack(), planner.tokenBudget(), planner.balance());
-                            // the planner's filtered and skipped records belong to no rank: the first local rank's stream
-                            // records them as it takes the step (FeedErrors records each step once)
-                            if (first) stepErrors.get().packSkipped(b, recordsRead::id);
-                            return b;
-                        }
-                    });
-                }
-            } else {
-                if (startStep >= 0) config = config.withStart(schedule.cursorAt(startStep));
-                schedule = schedule.labelled(config.start(), config.startLabel());
-                for (int r = local.first(); r <= local.last(); r++) iterators.add(schedule.iterator(config.start(), r));
+                    @Override
+                    public ScheduledBatch next() {
+                        var b = steps.next();
+                        metrics.pack().record(b, packing);
+                        if (first) stepErrors.get().leftOut(b, recordsRead::id);
+                        return b;
+                    }
+                });
             }
             nameSources(metrics, records, config.seed());
             var sourceNames = records instanceof MixedSource.Records mixed
                     ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName());
-            errors = packed != null ? FeedErrors.open(config, packed, sourceNames) : FeedErrors.open(config, schedule, sourceNames);
+            errors = FeedErrors.open(config, schedule, sourceNames);
             stepErrors.set(errors);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            pekko.handle((sys, err) -> {
+                if (sys != null) sys.terminate();
+                return null;
+            }).join();
+            warmed.handle((ignored, err) -> null).join();
+            cpu.close();
+            throw new IOException("interrupted while measuring the samples' shapes", e);
         } catch (IOException | RuntimeException e) {
             pekko.handle((sys, err) -> {
                 if (sys != null) sys.terminate();
@@ -288,7 +290,7 @@ public final class Feeder implements AutoCloseable {
         var flow = zeroCopy ? null : pipeline.flow(config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(local.count()); // a rank that stops reading pins at most its share of the store
         var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), local.first(), config.encode(),
-                config.packing().on() ? config.packing().padTo() : 0);
+                config.packing().packPadTo());
         var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();
         var feeds = new ArrayList<RankFeed<?>>(local.count());
@@ -311,7 +313,7 @@ public final class Feeder implements AutoCloseable {
             else ((OnDemandRankFeed) f).fail(cause);
         }));
         return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
-                fingerprint(records.digest(), config), store, startNanos, packed);
+                fingerprint(records.digest(), config), store, startNanos);
     }
 
     private static void startThread(Runnable task, String name) {
@@ -419,11 +421,30 @@ public final class Feeder implements AutoCloseable {
 
     /** The job's order over {@code records}: of their mix's places when they are several sources mixed by weight. */
     public static SampleSchedule schedule(FeedConfig config, dev.stoker.source.SampleRecords records) {
-        // a packed job takes its order from this schedule and its steps from the planner: its batch size plays no part
-        int batch = config.packing().on() ? 1 : config.batchSize();
-        if (records instanceof MixedSource.Records mixed)
-            return new SampleSchedule(config.seed(), new SourceMix(config.seed(), mixed.sizes(), mixed.weights()), config.ranks(), batch);
-        return new SampleSchedule(config.seed(), records.size(), config.ranks(), batch);
+        var mix = records instanceof MixedSource.Records mixed ? new SourceMix(config.seed(), mixed.sizes(), mixed.weights()) : null;
+        return StepSchedules.order(config.seed(), mix, records.size(), config.ranks(), config.batchSize(), config.packing());
+    }
+
+    /**
+     * The job's steps over {@code records}, unlabelled ({@link StepSchedules#of}): its order's batches, or packs planned
+     * from the order with the shapes {@code shapes} gives (asked only then) and the dummy image of the job's processing.
+     */
+    public static StepSchedule steps(FeedConfig config, dev.stoker.source.SampleRecords records, StepSchedules.Shapes shapes)
+            throws IOException, InterruptedException {
+        return StepSchedules.of(schedule(config, records), config.packing(), shapes, dummyShape(config));
+    }
+
+    /** Where a packed feed's shapes come from: the length index {@code stoker validate} wrote, or measured from image headers. */
+    @FunctionalInterface
+    public interface ShapeSource {
+        /** The shapes of {@code records}, read through {@code source} (the feed's own) where they must be measured. */
+        ShapeIndex shapes(dev.stoker.source.SampleRecords records, FeedSource source) throws IOException, InterruptedException;
+    }
+
+    /** The dummy image's segment as a packed job's planner reserves it: its tokens and its one image's patch rows. */
+    public static SampleShape dummyShape(FeedConfig config) {
+        var dummy = DummyImage.of(config.encode().vision());
+        return SampleShape.of(dummy.tokenCount(), dummy.rows());
     }
 
     /** From the SHA-256 of the manifest's bytes ({@link dev.stoker.source.ManifestRecords#digest()}) and the configuration. */
@@ -432,9 +453,7 @@ public final class Feeder implements AutoCloseable {
             var md = java.security.MessageDigest.getInstance("SHA-256");
             md.update(manifestDigest);
             // a packed job's steps are decided by its budgets, balance, pad and cost model as a padded job's by its batch size
-            var p = config.packing();
-            String steps = !p.on() ? "batch=" + config.batchSize()
-                    : "pack=" + p.tokens() + "," + p.patches() + "," + p.balance() + "," + p.padTo() + "," + p.cost();
+            String steps = config.packing().stepsText(config.batchSize());
             md.update(("seed=" + config.seed() + ";" + steps + ";encode=" + encodingText(config.encode()))
                     .getBytes(java.nio.charset.StandardCharsets.UTF_8));
             long v = java.nio.ByteBuffer.wrap(md.digest()).getLong();
@@ -477,10 +496,8 @@ public final class Feeder implements AutoCloseable {
         return text.toString();
     }
 
-    public SampleSchedule schedule() { return schedule; }
-
-    /** A packed job's schedule ({@code --pack-tokens}): its steps and each rank's pack; null when the job is not packed. */
-    public dev.stoker.plan.pack.PackedSchedule packedSchedule() { return packed; }
+    /** The steps the feed's ranks walk, labelled as their batches are: batches of the order, or packs planned from it. */
+    public StepSchedule schedule() { return schedule; }
 
     /** Samples in the manifest (non-blank lines). */
     public int datasetSize() { return schedule.datasetSize(); }

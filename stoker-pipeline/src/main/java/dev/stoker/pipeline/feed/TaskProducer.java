@@ -3,9 +3,10 @@ package dev.stoker.pipeline.feed;
 import dev.stoker.pipeline.feed.FeedMetrics;
 import dev.stoker.source.mix.FeedSource;
 import dev.stoker.pipeline.feed.StoredBatch;
-import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.encode.validate.ShapeIndexes;
 import dev.stoker.plan.schedule.ScheduledBatch;
+import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
@@ -43,7 +44,8 @@ public final class TaskProducer implements AutoCloseable {
     public static final int QUEUE_PER_WORKER = 64;
 
     private final FeedConfig config;
-    private final SampleSchedule schedule;
+    /** The job's steps, unlabelled: each request names its step's cursor and the coordinator's label for it. */
+    private final StepSchedule schedule;
     private final long fingerprint;
     private final FeedMetrics metrics;
     private final CpuPool cpu;
@@ -97,7 +99,7 @@ public final class TaskProducer implements AutoCloseable {
         }
     }
 
-    private TaskProducer(FeedConfig config, SampleSchedule schedule, long fingerprint, FeedMetrics metrics, CpuPool cpu,
+    private TaskProducer(FeedConfig config, StepSchedule schedule, long fingerprint, FeedMetrics metrics, CpuPool cpu,
                          ActorSystem system, SamplePipeline pipeline, StoredBatchWriter writer, int maxWorkers) {
         this.config = config;
         this.schedule = schedule;
@@ -121,11 +123,18 @@ public final class TaskProducer implements AutoCloseable {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
         var records = source.records();
         if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-        var schedule = Feeder.schedule(config, records);
+        StepSchedule schedule;
+        try {
+            schedule = Feeder.steps(config, records,
+                    () -> ShapeIndexes.measure(records, source, tokenizer, config.encode(), config.cpuThreads()));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted while measuring the samples' shapes", e);
+        }
         var metrics = new FeedMetrics();
         Feeder.nameSources(metrics, records, config.seed());
         int threads = config.cpuThreads();
-        int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.batchSize() + 1);
+        int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.packing().samplesPerRankAtMost(config.batchSize()) + 1);
         var cpu = new CpuPool(threads, maxWorkers * perWorker + threads, config.encode(), tokenizer);
         ActorSystem system;
         try {
@@ -136,13 +145,14 @@ public final class TaskProducer implements AutoCloseable {
             cpu.close();
             throw e;
         }
-        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode());
-        var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), config.encode());
+        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode(), config.packing().padTo());
+        var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), 0, config.encode(), config.packing().packPadTo());
         return new TaskProducer(config, schedule, Feeder.fingerprint(records.digest(), config), metrics, cpu, system, pipeline, writer,
                 maxWorkers);
     }
 
-    public SampleSchedule schedule() { return schedule; }
+    /** The job's steps, unlabelled. */
+    public StepSchedule schedule() { return schedule; }
 
     public FeedConfig config() { return config; }
 
@@ -154,7 +164,7 @@ public final class TaskProducer implements AutoCloseable {
 
     /**
      * Rank {@code rank}'s batch of the global step at {@code cursor}, labelled {@code globalStep} (the
-     * coordinator's label, which a resized job counts on from its trainers': {@link SampleSchedule#labelled}),
+     * coordinator's label, which a resized job counts on from its trainers': {@link StepSchedule#labelled}),
      * made by worker {@code worker} (made on first use) into the store; the caller owns the result and
      * releases it. Requests to one worker complete in the order they were made.
      */
@@ -164,7 +174,7 @@ public final class TaskProducer implements AutoCloseable {
             return CompletableFuture.failedFuture(new IllegalArgumentException("worker " + worker + " outside [0, " + maxWorkers + ")"));
         ScheduledBatch scheduled;
         try {
-            scheduled = schedule.labelled(cursor, globalStep).scheduled(cursor, rank);
+            scheduled = schedule.step(cursor, globalStep, rank);
         } catch (IllegalArgumentException e) {
             return CompletableFuture.failedFuture(e);
         }

@@ -2,6 +2,8 @@ package dev.stoker.pipeline.observe;
 
 import dev.stoker.plan.pack.PackPlanner;
 import dev.stoker.plan.pack.PackedStep;
+import dev.stoker.plan.pack.Packing;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.HashSet;
 import java.util.Set;
 
@@ -57,6 +59,14 @@ public final class PackStats {
         padding = new double[window];
         tokens = new long[window];
         samples = new int[window];
+    }
+
+    /**
+     * Records the plan of the step {@code b} is a rank's share of, planned as {@code packing} says; a step no planner cut (a
+     * batch of the order: {@link ScheduledBatch#pack()} null) has no packing to record. Returns whether it was recorded now.
+     */
+    public boolean record(ScheduledBatch b, Packing packing) {
+        return b.pack() != null && record(b.pack(), packing.tokens(), packing.balance());
     }
 
     /** {@link #record(PackedStep, int, PackPlanner.Balance)} when the feed does not say how it balances. */

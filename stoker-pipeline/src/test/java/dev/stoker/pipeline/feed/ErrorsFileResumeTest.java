@@ -55,12 +55,12 @@ class ErrorsFileResumeTest {
         var config = FeedConfig.of(FeedMode.PREFETCH, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), 2, 2).withErrorsFile(file)
                 .withErrorPolicy(ErrorPolicy.SKIP, 0.05);
         int[] order = schedule.permutationCopy(0);
-        try (var first = FeedErrors.open(config, schedule)) {
+        try (var first = FeedErrors.open(config, schedule, List.of("the manifest"))) {
             for (int p = 0; p < 6; p++) first.recordAll(0, p / 4, 0, List.of(bad(order[p * 10])));        // positions 0..50: before
             first.recordAll(0, 30, 0, List.of(bad(order[120])));                                        // position 120: after
         }
         var restarted = config.withStart(new dev.stoker.core.ScheduleCursor(0, 100));
-        try (var errors = FeedErrors.open(restarted, schedule)) {
+        try (var errors = FeedErrors.open(restarted, schedule, List.of("the manifest"))) {
             assertEquals(100, errors.priorScheduled());
             assertEquals(6, errors.priorErrors(), "the entry after the restart point is not one of the job's so far");
             var failed = errors.delivered(0, 25, 0, 4, List.of(bad(order[101])));
@@ -68,7 +68,8 @@ class ErrorsFileResumeTest {
             assertTrue(failed.getMessage().contains("7 of 104 scheduled samples failed"), failed.getMessage());
             assertTrue(failed.getMessage().contains("6 of 100 of them before this service started"), failed.getMessage());
         }
-        try (var fromZero = FeedErrors.open(restarted.withErrorsFile(null), schedule)) { // without the file: its own start
+        // without the file: its own start
+        try (var fromZero = FeedErrors.open(restarted.withErrorsFile(null), schedule, List.of("the manifest"))) {
             assertNull(fromZero.delivered(0, 25, 0, 4, List.of(bad(order[101]))));
         }
     }
@@ -84,7 +85,7 @@ class ErrorsFileResumeTest {
         var config = FeedConfig.of(FeedMode.PREFETCH, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), 2, 2).withErrorsFile(file)
                 .withErrorPolicy(ErrorPolicy.SKIP, 0.05);
         int[] order = schedule.permutationCopy(0);
-        try (var first = FeedErrors.open(config, schedule)) {
+        try (var first = FeedErrors.open(config, schedule, List.of("the manifest"))) {
             for (int p = 0; p < 20; p++) first.recordAll(0, p / 4, 0, List.of(filtered(order[p])));   // 20 filtered before position 100
             first.recordAll(0, 10, 0, List.of(bad(order[40])));
         }
@@ -95,7 +96,8 @@ class ErrorsFileResumeTest {
                 ? "error" : "none").toList();
         assertEquals(20, kinds.stream().filter("filtered"::equals).count(), kinds.toString());
         assertEquals(1, kinds.stream().filter("error"::equals).count(), kinds.toString());
-        try (var errors = FeedErrors.open(config.withStart(new dev.stoker.core.ScheduleCursor(0, 100)), schedule)) {
+        var restarted = config.withStart(new dev.stoker.core.ScheduleCursor(0, 100));
+        try (var errors = FeedErrors.open(restarted, schedule, List.of("the manifest"))) {
             assertEquals(100, errors.priorScheduled());
             assertEquals(2, errors.priorErrors(), "the error and the older line, not the 20 filtered samples");
             assertNull(errors.delivered(0, 25, 0, 4, List.of(filtered(order[101]), filtered(order[102]))), "filtered: not counted");

@@ -179,7 +179,7 @@ class PackedFeedErrorsTest {
                 for (int r : step.filtered()) seenAt.computeIfAbsent(r, k -> new ArrayList<>()).add(batches.getFirst());
                 for (int r : step.skipped()) seenAt.computeIfAbsent(r, k -> new ArrayList<>()).add(batches.getFirst());
                 int before = recorded;
-                for (int i = batches.size() - 1; i >= 0; i--) recorded += errors.packSkipped(batches.get(i), r -> "s" + r); // every rank calls
+                for (int i = batches.size() - 1; i >= 0; i--) recorded += errors.leftOut(batches.get(i), r -> "s" + r); // every rank calls
                 assertEquals(step.filtered().length + step.skipped().length, recorded - before, "each of the step's once");
             }
             assertEquals(LEFT_OUT.keySet(), seenAt.keySet(), "the planner left out exactly the records made to be left out");
@@ -202,7 +202,7 @@ class PackedFeedErrorsTest {
             }
             // the steps again, as a late rank's iterator would call for them: nothing new
             var late = iterators(ps, ScheduleCursor.START, 0, new RankRange(3, 3)).getFirst();
-            for (int k = 0; k < 20; k++) assertEquals(0, errors.packSkipped(late.next(), r -> "s" + r));
+            for (int k = 0; k < 20; k++) assertEquals(0, errors.leftOut(late.next(), r -> "s" + r));
             assertEquals(2L * LEFT_OUT.size(), errors.filtered());
         }
         var lines = Files.readAllLines(file);
@@ -227,7 +227,7 @@ class PackedFeedErrorsTest {
         assertEquals(LEFT_OUT.size(), total);
         try (var errors = FeedErrors.open(config(), ps, List.of("the manifest"))) {
             int recorded = 0;
-            for (int k = steps.size() - 1; k >= 0; k--) if (steps.get(k).epoch() == 0) recorded += errors.packSkipped(steps.get(k), r -> null);
+            for (int k = steps.size() - 1; k >= 0; k--) if (steps.get(k).epoch() == 0) recorded += errors.leftOut(steps.get(k), r -> null);
             assertEquals(LEFT_OUT.size(), recorded);
             assertTrue(errors.records().stream().allMatch(e -> e.sampleId().equals("record " + e.datasetIndex())), "named by record without an id");
         }
@@ -237,13 +237,13 @@ class PackedFeedErrorsTest {
     void onlyAPackedJobsFeedTakesThePlannersSkips() throws Exception {
         var ps = packed(withLeftOut(300), 8);
         var b = ps.iterator(ScheduleCursor.START, 0, 0).next();
-        try (var unpacked = FeedErrors.open(config(), new SampleSchedule(1, 300, RANKS, 2))) {
-            var e = assertThrows(IllegalArgumentException.class, () -> unpacked.packSkipped(b, r -> "s" + r));
+        try (var unpacked = FeedErrors.open(config(), new SampleSchedule(1, 300, RANKS, 2), List.of("the manifest"))) {
+            var e = assertThrows(IllegalArgumentException.class, () -> unpacked.leftOut(b, r -> "s" + r));
             assertTrue(e.getMessage().contains("PackedSchedule"), e.getMessage());
         }
         try (var errors = FeedErrors.open(config(), ps, List.of("the manifest"))) {
             var plain = new ScheduledBatch(b.cursor(), b.step(), b.globalStep(), 0, b.indices());
-            var e = assertThrows(IllegalArgumentException.class, () -> errors.packSkipped(plain, r -> "s" + r));
+            var e = assertThrows(IllegalArgumentException.class, () -> errors.leftOut(plain, r -> "s" + r));
             assertTrue(e.getMessage().contains("no pack plan"), e.getMessage());
             assertNull(errors.failure());
             assertNotNull(errors.counts());

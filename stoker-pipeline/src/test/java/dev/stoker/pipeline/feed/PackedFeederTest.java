@@ -11,7 +11,9 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.plan.StepSchedules;
 import dev.stoker.plan.pack.PackedSchedule;
+import dev.stoker.plan.pack.Packing;
 import dev.stoker.plan.pack.PackedStep;
 import dev.stoker.plan.pack.ShapeIndex;
 import dev.stoker.encode.validate.ShapeIndexes;
@@ -52,7 +54,8 @@ class PackedFeederTest {
         int longest = 0;
         for (int i = 0; i < shapes.size(); i++) longest = Math.max(longest, shapes.shape(i).tokens());
         int n = (3 * longest + padTo - 1) / padTo * padTo;
-        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new FeedConfig.Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, padTo, dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
+        return FeederTest.config(mode, RANKS, 1, 2).withPacking(new Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, padTo,
+                dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
     }
 
     static ShapeIndex shapes(FeedSource source) throws Exception {
@@ -61,7 +64,8 @@ class PackedFeederTest {
 
     /** The planner's steps that start in epoch 0 (the last runs into epoch 1), walked on a schedule of its own. */
     static List<PackedStep> epoch0(FeedConfig config, FeedSource source, ShapeIndex shapes) throws Exception {
-        PackedSchedule schedule = PackedFeed.schedule(config, Feeder.schedule(config, source.records()), shapes);
+        var schedule = (PackedSchedule) StepSchedules.of(Feeder.schedule(config, source.records()), config.packing(), () -> shapes,
+                Feeder.dummyShape(config));
         var steps = new ArrayList<PackedStep>();
         for (ScheduleCursor c = ScheduleCursor.START; c.epoch() == 0; ) {
             var s = schedule.step(c, steps.size());
@@ -109,7 +113,7 @@ class PackedFeederTest {
             var last = plan.getLast();
             assertEquals(1, last.next().epoch(), "the epoch's last step runs into epoch 1: " + last.next());
             try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
-                assertNotNull(feeder.packedSchedule());
+                assertTrue(feeder.schedule() instanceof PackedSchedule, "a packed feed walks a packed schedule");
                 for (int s = 0; s < plan.size(); s++) {
                     var step = plan.get(s);
                     for (int r = 0; r < RANKS; r++) {
@@ -124,7 +128,7 @@ class PackedFeederTest {
                         int[] cu = b.cuSeqlens();
                         int real = want.length + (step.dummyImage()[r] ? 1 : 0);
                         assertEquals(real + 1, cu.length, at);
-                        int dummyTokens = step.dummyImage()[r] ? PackedFeed.dummyShape(config).tokens() : 0;
+                        int dummyTokens = step.dummyImage()[r] ? Feeder.dummyShape(config).tokens() : 0;
                         assertEquals(tokens + dummyTokens, cu[cu.length - 1], at + ": the shapes' tokens are the pack's");
                         assertEquals(step.tokens()[r], cu[cu.length - 1], at + ": the planner's tokens are the pack's");
                         assertEquals(cu[cu.length - 1], b.inputIds().length, at + ": one row, no pad");
@@ -216,7 +220,7 @@ class PackedFeederTest {
             var resized = new ArrayList<PackedStep>();
             ScheduleCursor c = resumeAt;
             try (var feeder = Feeder.start(two, source, FeederTest.tokenizer)) {
-                var packed2 = feeder.packedSchedule();
+                var packed2 = (PackedSchedule) feeder.schedule();
                 for (c = packed2.planner().aligned(resumeAt); c.epoch() == 0; ) {
                     var step = packed2.step(c, 0);
                     for (int r = 0; r < 2; r++) {
@@ -249,7 +253,7 @@ class PackedFeederTest {
             assertTrue(longCount > 0 && longCount < SAMPLES);
             Path errorsFile = tmp.resolve("errors.jsonl");
             var config = FeederTest.config(FeedMode.PREFETCH, RANKS, 1, 2).withErrorsFile(errorsFile).withPacking(
-                    new FeedConfig.Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
+                    new Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
             var plan = epoch0(config, source, shapes);
             try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
                 for (int s = 0; s < plan.size(); s++)

@@ -1,7 +1,13 @@
 package dev.stoker.plan.schedule;
 
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.BatchLayout.Resume;
+import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * The sample order of a run, a pure function of (seed, epoch, dataset size, ranks, batch size).
@@ -31,9 +37,15 @@ import java.util.Iterator;
  * places, and each place names a record of one source ({@link SourceMix#record}); the batch holds the
  * records' numbers across sources. One source is the mix of one, whose places are its records.
  *
+ * <p>As a {@link StepSchedule}: each rank's share of a step is its batch of B samples; every step takes the same
+ * positions, so cursors, labels and epochs are arithmetic, and a step leaves no sample out.
+ *
  * <p>Threading: immutable apart from a two-entry cache of permutations; safe to share.
  */
-public final class SampleSchedule {
+public final class SampleSchedule implements StepSchedule {
+    /** Positions {@link #scanLimit()} allows: a batch is arithmetic, so a walk of millions of positions takes moments. */
+    static final long SCAN_LIMIT = 1L << 22;
+
     private static final long GOLDEN_GAMMA = 0x9E3779B97F4A7C15L;
 
     private final long seed;
@@ -80,11 +92,16 @@ public final class SampleSchedule {
     /** The sources mixed, or null for one source taken once per epoch. */
     public SourceMix mix() { return mix; }
 
+    /** The order is this schedule itself: batches are cut from it B by B. */
+    @Override
+    public SampleSchedule order() { return this; }
+
     /**
      * This order with the step at {@code at} labelled {@code step} (and the steps after it counted from
      * there): where a trainer resumed with another rank count continues its labels. A negative
      * {@code step} gives the labels counted from the origin.
      */
+    @Override
     public SampleSchedule labelled(ScheduleCursor at, long step) {
         if (step < 0) return labelAt == null ? this : new SampleSchedule(seed, datasetSize, ranks, batchSize, null, 0, mix);
         requireFits(at);
@@ -92,15 +109,18 @@ public final class SampleSchedule {
     }
 
     /** The cursor this schedule's labels count from ({@link #labelled}); null: the origin. */
+    @Override
     public ScheduleCursor labelAt() { return labelAt; }
 
     /** The label of the step at {@link #labelAt()}; −1 when labels count from the origin. */
+    @Override
     public long labelStep() { return labelAt == null ? -1 : labelStep; }
 
     /**
      * The label of the global step starting at {@code c}: steps since the origin, or since the cursor
      * this schedule is {@link #labelled} at (a cursor before that one is counted from the origin).
      */
+    @Override
     public long globalStep(ScheduleCursor c) {
         long natural = c.epoch() * stepsPerEpoch() + c.position() / positionsPerStep;
         if (labelAt == null || c.epoch() < labelAt.epoch() || (c.epoch() == labelAt.epoch() && c.position() < labelAt.position()))
@@ -114,20 +134,31 @@ public final class SampleSchedule {
 
     public int datasetSize() { return datasetSize; }
 
+    @Override
     public int ranks() { return ranks; }
 
     public int batchSize() { return batchSize; }
 
     /** Samples one global step consumes: ranks × batch size. */
+    @Override
     public int positionsPerStep() { return positionsPerStep; }
 
     /** Whole global steps in an epoch that starts at position 0. */
+    @Override
     public long stepsPerEpoch() { return datasetSize / positionsPerStep; }
+
+    /** The positions of the epoch's whole steps: all but the {@link #droppedPerEpoch()} at its end. */
+    @Override
+    public long positionsPerEpoch() { return stepsPerEpoch() * positionsPerStep; }
+
+    @Override
+    public long scanLimit() { return SCAN_LIMIT; }
 
     /** Samples at the end of each epoch's permutation that are never scheduled (drop_last). */
     public int droppedPerEpoch() { return datasetSize % positionsPerStep; }
 
     /** The cursor at {@code globalStep} steps from the origin, every epoch starting at position 0. */
+    @Override
     public ScheduleCursor cursorAt(long globalStep) {
         if (globalStep < 0) throw new IllegalArgumentException("global step must be >= 0, got " + globalStep);
         long spe = stepsPerEpoch();
@@ -144,6 +175,7 @@ public final class SampleSchedule {
      * The cursor itself when a whole global step fits from it, else the next epoch's start (drop_last):
      * where a cursor saved with another rank count, or after the last step of an epoch, continues.
      */
+    @Override
     public ScheduleCursor aligned(ScheduleCursor c) {
         return c.position() + positionsPerStep <= datasetSize ? c : new ScheduleCursor(c.epoch() + 1, 0);
     }
@@ -173,13 +205,13 @@ public final class SampleSchedule {
     }
 
     /** The state that resumes the job right after the step at {@code c}: the next step's cursor and label, and each source's cursor there. */
-    public dev.stoker.core.batch.BatchLayout.Resume resumeAfter(ScheduleCursor c) {
+    public Resume resumeAfter(ScheduleCursor c) {
         var next = next(c);
         return resumeAt(next);
     }
 
     /** The state of a job about to take the step at {@code c}. */
-    public dev.stoker.core.batch.BatchLayout.Resume resumeAt(ScheduleCursor c) {
+    public Resume resumeAt(ScheduleCursor c) {
         return resumeAt(c, globalStep(c));
     }
 
@@ -188,19 +220,22 @@ public final class SampleSchedule {
      * a variable number of positions, so that the label is not this schedule's position arithmetic
      * ({@link dev.stoker.plan.pack.PackedSchedule}).
      */
-    public dev.stoker.core.batch.BatchLayout.Resume resumeAt(ScheduleCursor c, long step) {
-        if (mix == null) return new dev.stoker.core.batch.BatchLayout.Resume(c.epoch(), c.position(), step, new long[] {c.epoch()}, new long[] {c.position()});
+    public Resume resumeAt(ScheduleCursor c, long step) {
+        return resume(c, step, mix == null || mix.sources() > BatchLayout.MAX_RESUME_SOURCES ? null : sourceDraws(c));
+    }
+
+    /** The resume state at {@code c} labelled {@code step}, from each source's draws before {@code c} (null: not carried). */
+    private Resume resume(ScheduleCursor c, long step, long[] draws) {
+        if (mix == null) return new Resume(c.epoch(), c.position(), step, new long[] {c.epoch()}, new long[] {c.position()});
+        if (draws == null) return new Resume(c.epoch(), c.position(), step, new long[0], new long[0]);
         int n = mix.sources();
-        if (n > dev.stoker.core.batch.BatchLayout.MAX_RESUME_SOURCES)
-            return new dev.stoker.core.batch.BatchLayout.Resume(c.epoch(), c.position(), step, new long[0], new long[0]);
-        long[] draws = sourceDraws(c);
         var epochs = new long[n];
         var positions = new long[n];
         for (int i = 0; i < n; i++) {
             epochs[i] = draws[i] / mix.size(i);
             positions[i] = draws[i] % mix.size(i);
         }
-        return new dev.stoker.core.batch.BatchLayout.Resume(c.epoch(), c.position(), step, epochs, positions);
+        return new Resume(c.epoch(), c.position(), step, epochs, positions);
     }
 
     private static final int CHECKPOINT = 4096;
@@ -239,23 +274,96 @@ public final class SampleSchedule {
         return draws;
     }
 
-    /** Rank {@code rank}'s batches from {@code start} on, endlessly (epoch after epoch). */
+    /**
+     * Rank {@code rank}'s batches from {@code start} on, endlessly (epoch after epoch). Each batch's resume state is
+     * counted on from the one before (the sources' draws over the step's positions), not from its epoch's start.
+     */
+    @Override
     public Iterator<ScheduledBatch> iterator(ScheduleCursor start, int rank) {
         requireFits(start);
+        if (rank < 0 || rank >= ranks) throw new IllegalArgumentException("rank " + rank + " outside [0, " + ranks + ")");
+        boolean carried = mix != null && mix.sources() <= BatchLayout.MAX_RESUME_SOURCES;
         return new Iterator<>() {
             private ScheduleCursor cursor = start;
+            private long[] draws = carried ? sourceDraws(start) : null; // each source's draws before the cursor
 
             @Override
             public boolean hasNext() { return true; }
 
             @Override
             public ScheduledBatch next() {
-                var b = scheduled(cursor, rank);
-                cursor = SampleSchedule.this.next(cursor);
+                var c = cursor;
+                var n = SampleSchedule.this.next(c);
+                long[] after = draws == null ? null : drawsAfter(c, n, draws);
+                var b = new ScheduledBatch(c, c.position() / positionsPerStep, globalStep(c), rank, batchAt(c, rank),
+                        resume(n, globalStep(n), after));
+                cursor = n;
+                draws = after;
                 return b;
             }
         };
     }
+
+    /** Each source's draws before {@code next}, the cursor after the step at {@code c}, from its draws before {@code c}. */
+    private long[] drawsAfter(ScheduleCursor c, ScheduleCursor next, long[] draws) {
+        var out = new long[draws.length];
+        if (next.epoch() != c.epoch()) { // the next epoch's start: every place of the epochs before it
+            for (int i = 0; i < out.length; i++) out[i] = next.epoch() * mix.placesOf(i);
+            return out;
+        }
+        System.arraycopy(draws, 0, out, 0, out.length);
+        int[] perm = permutation(c.epoch());
+        for (long p = c.position(); p < next.position(); p++) out[mix.sourceOfPlace(perm[(int) p])]++;
+        return out;
+    }
+
+    /** Rank {@code rank}'s batch of the step at {@code at}, labelled {@code label} (below 0: counted from the origin). */
+    @Override
+    public ScheduledBatch step(ScheduleCursor at, long label, int rank) { return labelled(at, label).scheduled(at, rank); }
+
+    /** Steps between the two cursors by position arithmetic, as steps from the origin count them. */
+    @Override
+    public long stepsBetween(ScheduleCursor from, ScheduleCursor to, long max) {
+        long n = naturalStep(to) - naturalStep(from);
+        return Math.max(0, Math.min(n, max));
+    }
+
+    /** Steps from the origin to {@code c}, whatever the labels. */
+    private long naturalStep(ScheduleCursor c) { return c.epoch() * stepsPerEpoch() + c.position() / positionsPerStep; }
+
+    /** A batch leaves nothing out: each position of its step is one of its samples. */
+    @Override
+    public List<LeftOut> leftOut(ScheduledBatch b) {
+        if (b.pack() != null)
+            throw new IllegalArgumentException("rank " + b.rank() + "'s batch of epoch " + b.epoch() + " step " + b.step()
+                    + " is a packed step (a PackedSchedule's), not one of this batch schedule's");
+        return List.of();
+    }
+
+    @Override
+    public String name() { return "the schedule"; }
+
+    @Override
+    public String unit() { return "batch"; }
+
+    /** Per sample of the batch: {@code {"step", "rank", "source", "sample"}}. */
+    @Override
+    public List<Map<String, Object>> describe(ScheduledBatch b) {
+        var out = new ArrayList<Map<String, Object>>(b.size());
+        for (int record : b.indices()) {
+            int source = mix == null ? 0 : mix.sourceOfRecord(record);
+            var line = new LinkedHashMap<String, Object>();
+            line.put("step", b.globalStep());
+            line.put("rank", b.rank());
+            line.put("source", source);
+            line.put("sample", mix == null ? record : record - mix.base(source));
+            out.add(line);
+        }
+        return out;
+    }
+
+    @Override
+    public List<Map<String, Object>> describeStep(ScheduledBatch b) { return List.of(); }
 
     /** The permutation of epoch {@code epoch}; the returned array is shared, never modify it. */
     int[] permutation(long epoch) {

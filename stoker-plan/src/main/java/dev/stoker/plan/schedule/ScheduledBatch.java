@@ -33,4 +33,7 @@ public record ScheduledBatch(ScheduleCursor cursor, long step, long globalStep, 
     public long epoch() { return cursor.epoch(); }
 
     public int size() { return indices.length; }
+
+    /** Whether the step after this one starts in another epoch: this is its epoch's last (false where {@code after} is unknown). */
+    public boolean lastOfEpoch() { return after != null && after.epoch() != cursor.epoch(); }
 }
