@@ -6,6 +6,7 @@ import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.flight.FlightBatchServer;
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
+import dev.stoker.pipeline.feed.FeedEngine;
 import dev.stoker.store.ShmObjectStore;
 import java.io.IOException;
 import java.time.Duration;
@@ -15,7 +16,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.arrow.flight.Location;
 import org.apache.arrow.memory.RootAllocator;
-import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
@@ -176,6 +176,7 @@ public final class ClusterNode implements AutoCloseable {
             throw e;
         }
         var pull = new FlightBatchClient.Options(token, true, tls.certificatePem(), ClusterKey.NAME);
+        runtime.runOn(system); // the process's one actor system: its jobs' task producers run their streams on it
         var node = new ClusterNode(system, runtime, flight, allocator, options, key, tls, pull);
         holder.complete(node);
         return node;
@@ -200,18 +201,15 @@ public final class ClusterNode implements AutoCloseable {
         }
         String text = """
                 pekko {
-                  loggers = ["org.apache.pekko.event.slf4j.Slf4jLogger"]
-                  logging-filter = "org.apache.pekko.event.slf4j.Slf4jLoggingFilter"
-                  loglevel = "WARNING"
-                  stdout-loglevel = "OFF"
-                  log-dead-letters = off
-                  log-dead-letters-during-shutdown = off
-                  jvm-shutdown-hooks = off
-                  coordinated-shutdown.run-by-jvm-shutdown-hook = off
+                  daemonic = off
                   coordinated-shutdown.exit-jvm = off
                   actor {
                     provider = cluster
                     serialization-bindings { "dev.stoker.cluster.ClusterMessage" = jackson-cbor }
+                    default-dispatcher.fork-join-executor {
+                      parallelism-min = 8
+                      parallelism-max = 64
+                    }
                   }
                   remote.artery {
                     transport = tls-tcp
@@ -254,7 +252,9 @@ public final class ClusterNode implements AutoCloseable {
                 }
                 """.formatted(o.host(), o.port(), untrusted ? "on" : "off", tls.keyStore(), tls.password(),
                 tls.password(), tls.trustStore(), tls.password(), seeds, roles, o.downAfter().toMillis(), o.heartbeatPause().toMillis());
-        return ConfigFactory.parseString(text).withFallback(ConfigFactory.defaultReference(ClusterNode.class.getClassLoader())).resolve();
+        // over the settings every system of a Stoker process has (logging, shutdown): the member's system is the process's
+        // one, its job's streams run on it too; its own threads and dispatcher stay Pekko's defaults, as before it was shared
+        return ConfigFactory.parseString(text).withFallback(FeedEngine.pekkoConfig()).resolve();
     }
 
     /**

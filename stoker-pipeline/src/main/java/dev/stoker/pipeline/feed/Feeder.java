@@ -1,34 +1,28 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.observe.Bottleneck;
-import dev.stoker.pipeline.observe.BottleneckVerdict;
-import dev.stoker.pipeline.feed.FeedMetrics;
-import dev.stoker.pipeline.observe.FeedSampler;
-import dev.stoker.pipeline.observe.StallWatchdog;
-import dev.stoker.source.mix.DataSources;
-import dev.stoker.source.mix.FeedSource;
-import dev.stoker.source.mix.MixedSource;
-import com.typesafe.config.Config;
-import com.typesafe.config.ConfigFactory;
 import dev.stoker.encode.batch.Batch;
-import dev.stoker.pipeline.feed.StoredBatch;
-import dev.stoker.store.ShmObjectStore;
 import dev.stoker.encode.batch.DummyImage;
 import dev.stoker.encode.validate.ShapeIndexes;
+import dev.stoker.pipeline.observe.Bottleneck;
+import dev.stoker.pipeline.observe.BottleneckVerdict;
+import dev.stoker.pipeline.observe.FeedSampler;
+import dev.stoker.pipeline.observe.StallWatchdog;
 import dev.stoker.plan.StepSchedules;
 import dev.stoker.plan.pack.SampleShape;
 import dev.stoker.plan.pack.ShapeIndex;
 import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.plan.schedule.SourceMix;
 import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.source.DatasetLocation;
-import dev.stoker.source.ObjectSource;
-import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.SourceMetrics;
+import dev.stoker.source.mix.DataSources;
+import dev.stoker.source.mix.FeedSource;
+import dev.stoker.source.mix.MixedSource;
+import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
-import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -38,8 +32,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
-import org.apache.pekko.actor.ActorSystem;
-import org.apache.pekko.stream.Materializer;
+import org.apache.pekko.actor.ClassicActorSystemProvider;
 
 /**
  * One feeding job: reads the manifest once, fixes the schedule, and hands each trainer rank a
@@ -62,31 +55,12 @@ public final class Feeder implements AutoCloseable {
     public static final long MANIFEST_TIMEOUT_SECONDS = FeedSource.MANIFEST_TIMEOUT_SECONDS;
     public static final long CLOSE_TIMEOUT_SECONDS = 10;
 
-    private static final String PEKKO_CONFIG = """
-            pekko {
-              loggers = ["org.apache.pekko.event.slf4j.Slf4jLogger"]
-              logging-filter = "org.apache.pekko.event.slf4j.Slf4jLoggingFilter"
-              loglevel = "WARNING"
-              stdout-loglevel = "OFF"
-              log-dead-letters = off
-              log-dead-letters-during-shutdown = off
-              daemonic = on
-              jvm-shutdown-hooks = off
-              coordinated-shutdown.run-by-jvm-shutdown-hook = off
-              actor.default-dispatcher.fork-join-executor {
-                parallelism-min = 2
-                parallelism-max = 4
-              }
-            }
-            """;
-
     private final FeedConfig config;
     /** The steps the ranks walk, labelled at the feed's start. */
     private final StepSchedule schedule;
+    private final FeedEngine engine;
     private final FeedMetrics metrics;
     private final FeedErrors errors;
-    private final CpuPool cpu;
-    private final ActorSystem system;
     private final List<RankFeed<?>> ranks;
     private final DataSources ownedSource;
     private final StoredBatchWriter writer;
@@ -94,9 +68,10 @@ public final class Feeder implements AutoCloseable {
     private final FeedSampler sampler;
     private final StallWatchdog watchdog;
 
-    private Feeder(FeedConfig config, StepSchedule schedule, FeedMetrics metrics, FeedErrors errors, CpuPool cpu,
-                   ActorSystem system, List<RankFeed<?>> ranks, DataSources ownedSource, StoredBatchWriter writer, long fingerprint,
-                   ShmObjectStore store, long startNanos) {
+    private Feeder(FeedConfig config, StepSchedule schedule, FeedEngine engine, FeedErrors errors, List<RankFeed<?>> ranks,
+                   DataSources ownedSource, StoredBatchWriter writer, ShmObjectStore store, long startNanos) {
+        var metrics = engine.metrics();
+        var cpu = engine.cpu();
         this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
                 new FeedSampler.Timeline(FeedSampler.INTERVAL_MILLIS_DEFAULT, config.localRanks().count(), config.cpuThreads(),
                         config.localRanks().count() * (config.mode() == FeedMode.SERIAL ? 1 : config.fetchConcurrency()), config.prefetchBatches(),
@@ -104,15 +79,14 @@ public final class Feeder implements AutoCloseable {
                 t -> probe(t, metrics, cpu, ranks, store));
         this.watchdog = new StallWatchdog(TimeUnit.SECONDS.toMillis(StallWatchdog.STALL_SECONDS_DEFAULT),
                 t -> stallProbe(t, metrics, cpu, ranks, store));
-        this.fingerprint = fingerprint;
+        this.fingerprint = engine.fingerprint();
+        this.engine = engine;
         this.writer = writer;
         this.ownedSource = ownedSource;
         this.config = config;
         this.schedule = schedule;
         this.metrics = metrics;
         this.errors = errors;
-        this.cpu = cpu;
-        this.system = system;
         this.ranks = ranks;
     }
 
@@ -161,8 +135,17 @@ public final class Feeder implements AutoCloseable {
      */
     public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep,
                               ShapeSource shapes) throws IOException {
+        return open(sources, config, tokenizer, store, startStep, shapes, null);
+    }
+
+    /**
+     * {@link #open(DataSources, FeedConfig, QwenTokenizer, ShmObjectStore, long, ShapeSource)} whose streams run on
+     * {@code system}, the process's one actor system (a node's: {@link FeedEngine}); null: on a system of the feed's own.
+     */
+    public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep,
+                              ShapeSource shapes, ClassicActorSystemProvider system) throws IOException {
         try {
-            return start(config, sources.feedSource(), tokenizer, store, sources, startStep, shapes);
+            return start(config, sources.feedSource(), tokenizer, store, sources, startStep, shapes, system);
         } catch (IOException | RuntimeException e) {
             sources.close();
             throw e;
@@ -190,6 +173,17 @@ public final class Feeder implements AutoCloseable {
      */
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
                                 DataSources owned, long startStep, ShapeSource shapes) throws IOException {
+        return start(config, source, tokenizer, store, owned, startStep, shapes, null);
+    }
+
+    /**
+     * The one assembly every entry point comes to: the engine (records, CPU pool, materializer on {@code system}, or on a
+     * system of the feed's own when it is null), the schedule labelled where the feed starts, the error policy, then
+     * each local rank's stream in the configured mode.
+     */
+    private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
+                                DataSources owned, long startStep, ShapeSource shapes, ClassicActorSystemProvider system)
+            throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         int threads = config.cpuThreads();
@@ -199,31 +193,18 @@ public final class Feeder implements AutoCloseable {
         int samplesPerBatch = config.packing().samplesPerRankAtMost(config.batchSize());
         int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
         var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
-        var cpu = new CpuPool(threads, local.count() * perRank + threads, config.encode(), tokenizer);
-        // the CPU pool warms up, and Pekko starts, each on a thread of its own while the sources are indexed and the
-        // order is fixed: none of the three needs another
-        long warmUpMillis = config.warmUpMillis();
-        var warmed = CompletableFuture.runAsync(() -> {
-            cpu.prestart(TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
-            if (warmUpMillis > 0) cpu.warmUp(zeroCopy, warmUpMillis, TimeUnit.SECONDS.toMillis(MANIFEST_TIMEOUT_SECONDS));
-        }, task -> startThread(task, "stoker-feed-warm-up"));
-        var pekko = CompletableFuture.supplyAsync(() -> ActorSystem.create("stoker-feed", pekkoConfig()),
-                task -> startThread(task, "stoker-feed-start"));
-        var started = warmed.thenCombine(pekko, (ignored, sys) -> sys);
-        dev.stoker.source.SampleRecords records;
+        var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + threads, zeroCopy, system);
+        var records = engine.records();
+        var metrics = engine.metrics();
         StepSchedule schedule;
         var iterators = new ArrayList<Iterator<ScheduledBatch>>(local.count());
-        var metrics = new FeedMetrics();
-        FeedErrors errors;
+        FeedErrors errors = null;
         // opened once the order is fixed, after the rank iterators are made (their streams start later, with the pipeline)
         var stepErrors = new AtomicReference<FeedErrors>();
         try {
-            records = source.records();
-            if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-            var recordsRead = records;
             var encode = config.encode();
-            var plan = steps(config, records, () -> shapes != null ? shapes.shapes(recordsRead, source)
-                    : ShapeIndexes.measure(recordsRead, source, tokenizer, encode, threads));
+            var plan = steps(config, records, () -> shapes != null ? shapes.shapes(records, source)
+                    : ShapeIndexes.measure(records, source, tokenizer, encode, threads));
             var at = startStep >= 0 ? plan.cursorAt(startStep) : plan.aligned(config.start());
             long label = startStep >= 0 ? startStep : config.startLabel();
             schedule = plan.labelled(at, label);
@@ -243,48 +224,25 @@ public final class Feeder implements AutoCloseable {
                     public ScheduledBatch next() {
                         var b = steps.next();
                         metrics.pack().record(b, packing);
-                        if (first) stepErrors.get().leftOut(b, recordsRead::id);
+                        if (first) stepErrors.get().leftOut(b, records::id);
                         return b;
                     }
                 });
             }
-            nameSources(metrics, records, config.seed());
-            var sourceNames = records instanceof MixedSource.Records mixed
-                    ? mixed.sources().stream().map(dev.stoker.source.SampleRecords::name).toList() : List.of(source.manifestName());
-            errors = FeedErrors.open(config, schedule, sourceNames);
+            errors = FeedErrors.open(config, schedule, engine.sourceNames());
             stepErrors.set(errors);
+            engine.awaitReady();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            pekko.handle((sys, err) -> {
-                if (sys != null) sys.terminate();
-                return null;
-            }).join();
-            warmed.handle((ignored, err) -> null).join();
-            cpu.close();
+            engine.close();
             throw new IOException("interrupted while measuring the samples' shapes", e);
         } catch (IOException | RuntimeException e) {
-            pekko.handle((sys, err) -> {
-                if (sys != null) sys.terminate();
-                return null;
-            }).join();
-            warmed.handle((ignored, err) -> null).join();
-            cpu.close();
+            engine.close();
+            if (errors != null) errors.close();
             throw e;
         }
-        ActorSystem system;
-        try {
-            system = started.join();
-        } catch (java.util.concurrent.CompletionException e) {
-            pekko.handle((sys, err) -> {
-                if (sys != null) sys.terminate();
-                return null;
-            }).join();
-            warmed.handle((ignored, err) -> null).join();
-            cpu.close();
-            errors.close();
-            throw e.getCause() instanceof RuntimeException r ? r : e;
-        }
-        var materializer = Materializer.createMaterializer(system);
+        var materializer = engine.materializer();
+        var cpu = engine.cpu();
         var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode(), config.packing().padTo());
         pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
         var flow = zeroCopy ? null : pipeline.flow(config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
@@ -308,12 +266,8 @@ public final class Feeder implements AutoCloseable {
                     : new OnDemandRankFeed(state, iterator, flow, materializer));
         }
         // the bad-input policy failed the feed: every rank fails with its cause and stops its work
-        errors.onFailure(cause -> feeds.forEach(f -> {
-            if (f instanceof PrefetchRankFeed<?> p) p.fail(cause);
-            else ((OnDemandRankFeed) f).fail(cause);
-        }));
-        return new Feeder(config, schedule, metrics, errors, cpu, system, List.copyOf(feeds), owned, writer,
-                fingerprint(records.digest(), config), store, startNanos);
+        errors.onFailure(cause -> feeds.forEach(f -> f.fail(cause)));
+        return new Feeder(config, schedule, engine, errors, List.copyOf(feeds), owned, writer, store, startNanos);
     }
 
     private static void startThread(Runnable task, String name) {
@@ -328,12 +282,10 @@ public final class Feeder implements AutoCloseable {
         long[] batches = new long[r], bytes = new long[r];
         boolean[] full = new boolean[r];
         for (int i = 0; i < r; i++) {
-            if (ranks.get(i) instanceof PrefetchRankFeed<?> p) {
-                long[] s = p.bufferState();
-                batches[i] = s[0];
-                bytes[i] = s[1];
-                full[i] = s[2] != 0;
-            }
+            long[] s = ranks.get(i).bufferState();
+            batches[i] = s[0];
+            bytes[i] = s[1];
+            full[i] = s[2] != 0;
         }
         return new FeedSampler.Tick(tMillis, m.fetchedSamples.sum(), m.encodedSamples.sum(), m.deliveredSamples.sum(), m.fetchInFlight(),
                 Math.max(0, m.cpuBusyNow()), cpu.queued(), store == null ? 0 : store.metrics().inUseBytes(), batches, bytes, full);
@@ -345,8 +297,7 @@ public final class Feeder implements AutoCloseable {
         var t = probe(tMillis, m, cpu, ranks, store);
         long[] delivered = new long[ranks.size()];
         for (int i = 0; i < delivered.length; i++)
-            delivered[i] = (ranks.get(i) instanceof PrefetchRankFeed<?> p ? p.snapshot() : ((OnDemandRankFeed) ranks.get(i)).snapshot())
-                    .deliveredBatches();
+            delivered[i] = ranks.get(i).snapshot().deliveredBatches();
         var sm = store == null ? null : store.metrics();
         return new StallWatchdog.Observation(tMillis, t.fetched(), t.fetchInFlight(), t.encoded(), t.cpuQueued(), t.cpuBusy(),
                 delivered, t.bufferFull(), sm == null ? 0 : sm.inUseBytes(), sm == null ? 0 : sm.budgetBytes(), sm == null ? 0 : sm.leases());
@@ -386,10 +337,6 @@ public final class Feeder implements AutoCloseable {
     /** The pipeline-side verdict now ({@link Bottleneck#classify} without the trainers' figures). */
     public BottleneckVerdict verdict() { return Bottleneck.classify(bottleneckInputs()); }
 
-    static Config pekkoConfig() {
-        return ConfigFactory.parseString(PEKKO_CONFIG).withFallback(ConfigFactory.defaultReference(Feeder.class.getClassLoader())).resolve();
-    }
-
     public FeedConfig config() { return config; }
 
     /**
@@ -398,26 +345,6 @@ public final class Feeder implements AutoCloseable {
      * batches). Never 0.
      */
     public long fingerprint() { return fingerprint; }
-
-    /** Has {@code metrics} count per source of {@code records}: each of a mix, or the one. */
-    static void nameSources(FeedMetrics metrics, dev.stoker.source.SampleRecords records, long seed) {
-        if (records instanceof MixedSource.Records mixed) {
-            var mix = new SourceMix(seed, mixed.sizes(), mixed.weights());
-            var names = new ArrayList<String>();
-            var weights = new double[mix.sources()];
-            var places = new int[mix.sources()];
-            var bases = new int[mix.sources()];
-            for (int i = 0; i < mix.sources(); i++) {
-                names.add(mixed.sources().get(i).name());
-                weights[i] = mix.weight(i);
-                places[i] = mix.placesOf(i);
-                bases[i] = mix.base(i);
-            }
-            metrics.sources(names, weights, places, bases);
-        } else {
-            metrics.sources(List.of(records.name()), new double[] {1}, new int[] {records.size()}, new int[] {0});
-        }
-    }
 
     /** The job's order over {@code records}: of their mix's places when they are several sources mixed by weight. */
     public static SampleSchedule schedule(FeedConfig config, dev.stoker.source.SampleRecords records) {
@@ -542,26 +469,30 @@ public final class Feeder implements AutoCloseable {
 
     public FeedMetrics.Snapshot metrics() {
         var perRank = new ArrayList<FeedMetrics.Rank>(ranks.size());
-        for (var r : ranks)
-            perRank.add(r instanceof PrefetchRankFeed<?> p ? p.snapshot() : ((OnDemandRankFeed) r).snapshot());
+        for (var r : ranks) perRank.add(r.snapshot());
         return metrics.snapshot(perRank, sourceMetrics().map(SourceMetrics::firstByteLatency).orElse(null), errors.counts());
     }
 
-    /** Stops every rank's stream, the Pekko system and the CPU pool, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for each. */
+    /** Stops every rank's stream, then the engine (the streams' materializer, the CPU pool) and the writer, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for the streams. */
     @Override
     public void close() {
         watchdog.close();
         sampler.close();
         for (var r : ranks) r.close();
-        system.terminate();
-        try {
-            system.getWhenTerminated().toCompletableFuture().get(CLOSE_TIMEOUT_SECONDS, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (ExecutionException | TimeoutException e) {
-            // the CPU pool is still shut down below; nothing else holds resources
+        // the ranks' streams stop before what they use: the CPU pool, the store's writer (a process's actor system outlives
+        // this feed, so its end is no sign that they have)
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(CLOSE_TIMEOUT_SECONDS);
+        for (var r : ranks) {
+            try {
+                r.terminated().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            } catch (ExecutionException | TimeoutException e) {
+                // the materializer's shutdown below stops what is left
+            }
         }
-        cpu.close();
+        engine.close(); // the materializer, a system of the feed's own, and the CPU pool, which waits for its samples
         if (writer != null) writer.close(); // after the CPU pool: nothing writes into the store any more
         errors.close();
         if (ownedSource != null) ownedSource.close();

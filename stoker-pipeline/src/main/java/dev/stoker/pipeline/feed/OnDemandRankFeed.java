@@ -76,7 +76,17 @@ final class OnDemandRankFeed implements RankFeed<Batch> {
     public void close() { closed = true; }
 
     /** Fails this and later {@link #next()} calls with {@code cause} (queued ones when their turn comes). */
-    void fail(Throwable cause) { failure = cause; }
+    @Override
+    public void fail(Throwable cause) { failure = cause; }
 
-    FeedMetrics.Rank snapshot() { return state.snapshot(null); }
+    @Override
+    public FeedMetrics.Rank snapshot() { return state.snapshot(null); }
+
+    /** The last request's run: nothing runs between requests, and requests run one after another. */
+    @Override
+    public CompletableFuture<?> terminated() {
+        synchronized (lock) {
+            return tail.handle((ignored, err) -> null);
+        }
+    }
 }

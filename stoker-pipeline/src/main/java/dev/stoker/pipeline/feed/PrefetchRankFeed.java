@@ -34,6 +34,7 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
     private final RankState state;
     private final PrefetchBuffer<B> buffer;
     private final UniqueKillSwitch killSwitch;
+    private final CompletableFuture<?> terminated;
 
     PrefetchRankFeed(RankState state, Iterator<ScheduledBatch> schedule, Flow<ScheduledBatch, B, NotUsed> flow,
                      Materializer materializer, PrefetchBuffer<B> buffer) {
@@ -51,7 +52,7 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
                 .toMat(Sink.ignore(), Keep.both())
                 .run(materializer);
         this.killSwitch = running.first();
-        running.second().whenComplete((done, err) ->
+        this.terminated = running.second().toCompletableFuture().whenComplete((done, err) ->
                 buffer.fail(err != null ? err : new IllegalStateException("rank " + state.rank + " stream ended")));
     }
 
@@ -71,13 +72,18 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
     }
 
     /** Fails waiting and later {@link #next()} calls with {@code cause}, drops the buffered batches and stops the stream. */
-    void fail(Throwable cause) {
+    @Override
+    public void fail(Throwable cause) {
         buffer.fail(cause);
         killSwitch.abort(cause);
     }
 
-    FeedMetrics.Rank snapshot() { return state.snapshot(buffer); }
+    @Override
+    public FeedMetrics.Rank snapshot() { return state.snapshot(buffer); }
 
-    /** {batches, bytes, full 1/0} of this rank's buffer now. */
-    long[] bufferState() { return buffer.state(); }
+    @Override
+    public long[] bufferState() { return buffer.state(); }
+
+    @Override
+    public CompletableFuture<?> terminated() { return terminated; }
 }

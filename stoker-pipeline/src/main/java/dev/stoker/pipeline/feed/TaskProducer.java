@@ -1,12 +1,10 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.feed.FeedMetrics;
-import dev.stoker.source.mix.FeedSource;
-import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.encode.validate.ShapeIndexes;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.plan.schedule.StepSchedule;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
@@ -17,7 +15,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import org.apache.pekko.actor.ActorSystem;
+import org.apache.pekko.actor.ClassicActorSystemProvider;
 import org.apache.pekko.stream.BoundedSourceQueue;
 import org.apache.pekko.stream.Materializer;
 import org.apache.pekko.stream.QueueOfferResult;
@@ -47,9 +45,8 @@ public final class TaskProducer implements AutoCloseable {
     /** The job's steps, unlabelled: each request names its step's cursor and the coordinator's label for it. */
     private final StepSchedule schedule;
     private final long fingerprint;
+    private final FeedEngine engine;
     private final FeedMetrics metrics;
-    private final CpuPool cpu;
-    private final ActorSystem system;
     private final Materializer materializer;
     private final SamplePipeline pipeline;
     private final StoredBatchWriter writer;
@@ -60,17 +57,17 @@ public final class TaskProducer implements AutoCloseable {
     /** One stream and the requests it has not answered yet, oldest first. */
     private final class Worker {
         final BoundedSourceQueue<ScheduledBatch> queue;
+        final CompletableFuture<?> terminated;
         final ArrayDeque<CompletableFuture<StoredBatch>> waiting = new ArrayDeque<>();
 
         Worker() {
             var flow = pipeline.storedFlow(config.fetchConcurrency(), config.cpuThreads(), writer);
-            this.queue = Source.<ScheduledBatch>queue(QUEUE_PER_WORKER).via(flow)
+            var running = Source.<ScheduledBatch>queue(QUEUE_PER_WORKER).via(flow)
                     .toMat(Sink.foreach(this::arrived), Keep.both())
-                    .mapMaterializedValue(p -> {
-                        p.second().whenComplete((done, err) -> failAll(err != null ? err : new IllegalStateException("worker stream ended")));
-                        return p.first();
-                    })
                     .run(materializer);
+            this.queue = running.first();
+            this.terminated = running.second().toCompletableFuture()
+                    .whenComplete((done, err) -> failAll(err != null ? err : new IllegalStateException("worker stream ended")));
         }
 
         void arrived(StoredBatch b) {
@@ -99,56 +96,47 @@ public final class TaskProducer implements AutoCloseable {
         }
     }
 
-    private TaskProducer(FeedConfig config, StepSchedule schedule, long fingerprint, FeedMetrics metrics, CpuPool cpu,
-                         ActorSystem system, SamplePipeline pipeline, StoredBatchWriter writer, int maxWorkers) {
-        this.config = config;
+    private TaskProducer(StepSchedule schedule, FeedEngine engine, SamplePipeline pipeline, StoredBatchWriter writer, int maxWorkers) {
+        this.config = engine.config();
         this.schedule = schedule;
-        this.fingerprint = fingerprint;
-        this.metrics = metrics;
-        this.cpu = cpu;
-        this.system = system;
-        this.materializer = Materializer.createMaterializer(system);
+        this.engine = engine;
+        this.fingerprint = engine.fingerprint();
+        this.metrics = engine.metrics();
+        this.materializer = engine.materializer();
         this.pipeline = pipeline;
         this.writer = writer;
         this.maxWorkers = maxWorkers;
     }
 
     /**
-     * Reads the manifest through {@code source}, fixes the schedule of {@code config} (its mode is
-     * ignored: batches always go into {@code store}) and warms the CPU pool up; at most
-     * {@code maxWorkers} workers may be used. The caller owns {@code source} and {@code store}.
+     * Reads the manifest through {@code source}, fixes the schedule of {@code config} (its mode is ignored: batches always
+     * go into {@code store}) and warms the CPU pool up; at most {@code maxWorkers} workers may be used, their streams on
+     * {@code system} (the node's one actor system; null: one of the producer's own). The caller owns {@code source} and
+     * {@code store}.
      */
-    public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers)
-            throws IOException {
+    public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers,
+                                     ClassicActorSystemProvider system) throws IOException {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
-        var records = source.records();
-        if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
-        StepSchedule schedule;
-        try {
-            schedule = Feeder.steps(config, records,
-                    () -> ShapeIndexes.measure(records, source, tokenizer, config.encode(), config.cpuThreads()));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException("interrupted while measuring the samples' shapes", e);
-        }
-        var metrics = new FeedMetrics();
-        Feeder.nameSources(metrics, records, config.seed());
         int threads = config.cpuThreads();
         int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.packing().samplesPerRankAtMost(config.batchSize()) + 1);
-        var cpu = new CpuPool(threads, maxWorkers * perWorker + threads, config.encode(), tokenizer);
-        ActorSystem system;
+        var engine = FeedEngine.start(config, source, tokenizer, maxWorkers * perWorker + threads, true, system);
+        var records = engine.records();
+        StepSchedule schedule;
         try {
-            cpu.prestart(TimeUnit.SECONDS.toMillis(Feeder.MANIFEST_TIMEOUT_SECONDS));
-            if (config.warmUpMillis() > 0) cpu.warmUp(true, config.warmUpMillis(), TimeUnit.SECONDS.toMillis(Feeder.MANIFEST_TIMEOUT_SECONDS));
-            system = ActorSystem.create("stoker-tasks", Feeder.pekkoConfig());
-        } catch (RuntimeException e) {
-            cpu.close();
+            schedule = Feeder.steps(config, records, () -> ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads));
+            engine.awaitReady();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            engine.close();
+            throw new IOException("interrupted while measuring the samples' shapes", e);
+        } catch (IOException | RuntimeException e) {
+            engine.close();
             throw e;
         }
-        var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode(), config.packing().padTo());
-        var writer = new StoredBatchWriter(store, cpu, metrics, config.ranks(), 0, config.encode(), config.packing().packPadTo());
-        return new TaskProducer(config, schedule, Feeder.fingerprint(records.digest(), config), metrics, cpu, system, pipeline, writer,
-                maxWorkers);
+        var pipeline = new SamplePipeline(records, source, engine.cpu(), engine.metrics(), config.encode(), config.packing().padTo());
+        var writer = new StoredBatchWriter(store, engine.cpu(), engine.metrics(), config.ranks(), 0, config.encode(),
+                config.packing().packPadTo());
+        return new TaskProducer(schedule, engine, pipeline, writer, maxWorkers);
     }
 
     /** The job's steps, unlabelled. */
@@ -194,15 +182,18 @@ public final class TaskProducer implements AutoCloseable {
             w.queue.complete();
             w.failAll(new IllegalStateException("task producer closed"));
         }
-        system.terminate();
-        try {
-            system.getWhenTerminated().toCompletableFuture().get(Feeder.CLOSE_TIMEOUT_SECONDS, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (ExecutionException | TimeoutException e) {
-            // the CPU pool is still shut down below
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(Feeder.CLOSE_TIMEOUT_SECONDS);
+        for (var w : workers.values()) { // the streams stop before what they use: the CPU pool, the writer
+            try {
+                w.terminated.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            } catch (ExecutionException | TimeoutException e) {
+                // the materializer's shutdown stops what is left
+            }
         }
-        cpu.close();
+        engine.close();
         writer.close();
     }
 }
