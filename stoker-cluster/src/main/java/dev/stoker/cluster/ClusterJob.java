@@ -213,6 +213,7 @@ public final class ClusterJob implements AutoCloseable {
             if (!dead.contains(address)) agents.putIfAbsent(address, ref);
         }
         for (var address : List.copyOf(agents.keySet())) if (!seen.contains(address) && schedule != null) nodeDown(address, "deregistered");
+        notifyAll(); // open() waits for the nodes to register
     }
 
     private String addressOf(ActorRef<?> ref) {
@@ -242,7 +243,9 @@ public final class ClusterJob implements AutoCloseable {
             if (System.nanoTime() > deadline)
                 throw new IOException("waited " + timeout.toSeconds() + " s for " + spec.nodes() + " worker nodes; " + workerNodes
                         + " joined (" + infosNow.keySet() + ")");
-            Thread.sleep(200);
+            synchronized (this) {
+                if (agents.keySet().equals(snapshot.keySet())) wait(200); // until the receptionist lists another node
+            }
         }
         List<String> nodes;
         synchronized (this) {
