@@ -3,10 +3,12 @@ package dev.stoker.cli;
 import dev.stoker.cluster.ClusteredNode;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
+import dev.stoker.node.StokerNode;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Spec;
@@ -32,10 +34,30 @@ final class NodeCommand implements Callable<Integer>, NodeOptions.Configured {
         if (config == null) return 0;
         PrintWriter out = spec.commandLine().getOut();
         var stop = new CountDownLatch(1);
-        Signals.onTermination(stop::countDown);
+        // a stop while the node still joins (its seeds may be gone: it would wait out the join timeout) ends the join at once
+        var joining = new AtomicReference<Thread>(Thread.currentThread());
+        Signals.onTermination(() -> {
+            stop.countDown();
+            synchronized (joining) {
+                if (joining.get() != null) joining.get().interrupt();
+            }
+        });
         var log = ServeCommand.log("node", out, spec.commandLine().getErr());
-        try (var node = ClusteredNode.launchMember(config, log)) {
-            var failed = new java.util.concurrent.atomic.AtomicReference<RuntimeException>();
+        StokerNode launched;
+        try {
+            launched = ClusteredNode.launchMember(config, log);
+        } catch (Exception e) {
+            if (stop.getCount() > 0) throw e;
+            log.accept("stopped before it had joined the cluster");
+            return 0;
+        } finally {
+            synchronized (joining) {
+                joining.set(null);
+                Thread.interrupted(); // a stop that came once the node had joined is seen by stop.await() below
+            }
+        }
+        try (var node = launched) {
+            var failed = new AtomicReference<RuntimeException>();
             node.failure().thenAccept(e -> { // removed from the cluster: exit, so that a supervisor restarts it and it rejoins
                 failed.set(e);
                 stop.countDown();

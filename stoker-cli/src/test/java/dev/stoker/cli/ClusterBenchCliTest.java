@@ -92,11 +92,16 @@ class ClusterBenchCliTest {
 
     @Test
     void aNodeThatCannotStartFailsTheRunWithItsLog() throws Exception {
-        // no such manifest: the nodes cannot open the job, serve exits before it listens
-        var r = CliRunner.run("bench", "cluster", "--data", tmp.resolve("missing/train.jsonl").toString(), "--nodes", "2", "--steps", "2",
-                "--no-netns", "--node-heap", "256m", "--work-dir", tmp.resolve("work2").toString());
+        // a node store too small for any batch of the job: serve refuses it at start, before it joins; node 1, still joining
+        // the seed that is gone, stops at once when the run stops it
+        long started = System.nanoTime();
+        var r = CliRunner.run("bench", "cluster", "--data", dataset().toString(), "--nodes", "2", "--steps", "2", "--batch", "2",
+                "--max-pixels", "50176", "--max-images", "2", "--node-shm-budget", "1M", "--no-netns", "--node-heap", "256m",
+                "--work-dir", tmp.resolve("work2").toString());
         assertTrue(r.status() != 0, r.out());
         assertTrue(r.err().contains("node 0 (serve) exited"), r.err());
         assertTrue(r.err().contains("--- last lines of"), r.err());
+        assertTrue(r.err().contains("Raise --node-shm-budget"), "the tail of serve's log says why: " + r.err());
+        System.out.printf("ClusterBenchCliTest: the failed run took %.1f s%n", (System.nanoTime() - started) / 1e9);
     }
 }

@@ -135,6 +135,11 @@ public final class ClusterJob implements AutoCloseable {
     private RankState[] ranks;
     private long nextTaskId;
     private long redone, refetched, lateDropped;
+    /**
+     * Times the job moved back after handing out batches ({@link #moveBack}): an ask made before the last such move is
+     * refused, not served from the new place. (A move before any hand-out has no asks answered before it to guard against.)
+     */
+    private long moves;
     private ActorRef<CoordinatorProtocol.Command> self;
     private volatile boolean closed;
 
@@ -187,7 +192,7 @@ public final class ClusterJob implements AutoCloseable {
                         return Behaviors.same();
                     })
                     .onMessage(CoordinatorProtocol.NextBatch.class, m -> {
-                        next(m.rank(), m.replyTo());
+                        next(m.rank(), m.moves(), m.replyTo());
                         return Behaviors.same();
                     })
                     .onMessage(CoordinatorProtocol.MoveTo.class, m -> {
@@ -195,8 +200,7 @@ public final class ClusterJob implements AutoCloseable {
                         return Behaviors.same();
                     })
                     .onMessage(Restart.class, m -> {
-                        restart(m.at(), m.step());
-                        m.replyTo().tell(movedAnswer());
+                        moveBack(m);
                         return Behaviors.same();
                     })
                     .onMessage(CoordinatorProtocol.Refetch.class, m -> {
@@ -216,6 +220,7 @@ public final class ClusterJob implements AutoCloseable {
             if (!dead.contains(address)) agents.putIfAbsent(address, ref);
         }
         for (var address : List.copyOf(agents.keySet())) if (!seen.contains(address) && schedule != null) nodeDown(address, "deregistered");
+        notifyAll(); // open() waits for the nodes to register
     }
 
     private String addressOf(ActorRef<?> ref) {
@@ -245,7 +250,9 @@ public final class ClusterJob implements AutoCloseable {
             if (System.nanoTime() > deadline)
                 throw new IOException("waited " + timeout.toSeconds() + " s for " + spec.nodes() + " worker nodes; " + workerNodes
                         + " joined (" + infosNow.keySet() + ")");
-            Thread.sleep(200);
+            synchronized (this) {
+                if (agents.keySet().equals(snapshot.keySet())) wait(200); // until the receptionist lists another node
+            }
         }
         List<String> nodes;
         synchronized (this) {
@@ -364,17 +371,27 @@ public final class ClusterJob implements AutoCloseable {
         t.done.completeExceptionally(new IllegalStateException(err != null ? "node " + t.node + " did not answer: " + err : p.error()));
     }
 
-    /** Rank {@code rank}'s next batch reference; confirms (releases) the one before it. */
-    private synchronized void next(int rank, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
+    /**
+     * Rank {@code rank}'s next batch reference; confirms (releases) the one before it. An ask made before the job's last
+     * move ({@code asked} moves seen) is refused: a node's pulls ahead of a trainer that then restarted from an older
+     * checkpoint, answered after the move, would take the moved rank's first batches, and its trainer would miss them.
+     */
+    private synchronized void next(int rank, long asked, ActorRef<CoordinatorProtocol.BatchRef> replyTo) {
         if (ranks == null && !closed) {
             opened.whenComplete((ok, err) -> {
-                if (err == null) next(rank, replyTo);
+                if (err == null) next(rank, asked, replyTo);
                 else replyTo.tell(CoordinatorProtocol.BatchRef.failed(rank, err.getMessage()));
             });
             return;
         }
         if (ranks == null || rank < 0 || rank >= ranks.length) {
             replyTo.tell(CoordinatorProtocol.BatchRef.failed(rank, "rank " + rank + " is not in this job"));
+            return;
+        }
+        if (asked != moves) {
+            replyTo.tell(CoordinatorProtocol.BatchRef.failed(rank, "rank " + rank + " asked for its next batch of job " + spec.job()
+                    + " before the job moved to epoch " + start.epoch() + " position " + start.position() + "; its node asks again "
+                    + "once its trainer resumes there"));
             return;
         }
         var st = ranks[rank];
@@ -472,21 +489,39 @@ public final class ClusterJob implements AutoCloseable {
             }
             var connected = new ArrayList<String>();
             for (var c : counts) if (c.join().connected() > 0) connected.add(c.join().address() + " (" + c.join().connected() + ")");
-            if (!connected.isEmpty()) {
-                replyTo.tell(CoordinatorProtocol.Moved.failed("the job has handed out batches from epoch " + start.epoch() + " position "
-                        + start.position() + " on, and trainers are still connected on " + connected + ", so it cannot move to epoch "
-                        + want.epoch() + " position " + want.position() + ": stop every rank and resume each from the same saved state"));
-                return;
-            }
-            self.tell(new Restart(want, step, replyTo));
+            self.tell(new Restart(want, step, List.copyOf(connected), replyTo));
         });
     }
 
-    /** A local message: every node said no trainer is connected; move the job to {@code at}. */
-    private record Restart(ScheduleCursor at, long step, ActorRef<CoordinatorProtocol.Moved> replyTo) implements CoordinatorProtocol.Command {}
+    /** A local message: every node said how many trainers of the job it has connected; move the job to {@code at} if none. */
+    private record Restart(ScheduleCursor at, long step, List<String> connected, ActorRef<CoordinatorProtocol.Moved> replyTo)
+            implements CoordinatorProtocol.Command {}
+
+    /**
+     * Moves the job back to {@code m.at()} once no node has a trainer of it connected, unless it is there already: the
+     * trainers of several ranks, resuming at once from the same checkpoint, each ask for the move before any has seen it
+     * done, and by the time the second is answered the first rank's trainer is connected and has been given batches at the
+     * new place, which a second restart would take back.
+     */
+    private synchronized void moveBack(Restart m) {
+        var want = m.at();
+        if (want.equals(start) && (m.step() < 0 || schedule.globalStep(want) == m.step())) {
+            m.replyTo().tell(movedAnswer());
+            return;
+        }
+        if (!m.connected().isEmpty()) {
+            m.replyTo().tell(CoordinatorProtocol.Moved.failed("the job has handed out batches from epoch " + start.epoch() + " position "
+                    + start.position() + " on, and trainers are still connected on " + m.connected() + ", so it cannot move to epoch "
+                    + want.epoch() + " position " + want.position() + ": stop every rank and resume each from the same saved state"));
+            return;
+        }
+        moves++;
+        restart(want, m.step());
+        m.replyTo().tell(movedAnswer());
+    }
 
     /** Success, with the labels the job's steps now have. */
-    private synchronized CoordinatorProtocol.Moved movedAnswer() { return CoordinatorProtocol.Moved.labelledAs(schedule); }
+    private synchronized CoordinatorProtocol.Moved movedAnswer() { return CoordinatorProtocol.Moved.labelledAs(schedule, moves); }
 
     /**
      * Starts every rank's sequence afresh at {@code want}: what was handed out and made ahead from

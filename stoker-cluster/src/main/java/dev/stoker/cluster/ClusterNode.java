@@ -18,6 +18,7 @@ import org.apache.arrow.flight.Location;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.receptionist.Receptionist;
 import org.apache.pekko.cluster.MemberStatus;
@@ -326,15 +327,22 @@ public final class ClusterNode implements AutoCloseable {
     private volatile boolean closing;
 
     /**
-     * Completes when this member's actor system ends without {@link #close()}: the cluster removed
+     * Completes when this member leaves the cluster without {@link #close()}: the cluster removed
      * it (the split-brain resolver downed it after it was unreachable). A removed member cannot
      * come back; its process should exit and be started again, and it then joins anew.
+     *
+     * <p>It completes when the member's cluster part stops (Pekko stops it once the member sees
+     * itself down or removed, early in its shutdown), or else when the actor system ends: a removed
+     * node once waited on the actor system's end, whose last shutdown phase timed out, and lingered
+     * past a minute.
      */
     public CompletableFuture<Void> removed() {
         var out = new CompletableFuture<Void>();
-        system.getWhenTerminated().thenRun(() -> {
+        Runnable gone = () -> {
             if (!closing) out.complete(null);
-        });
+        };
+        org.apache.pekko.cluster.Cluster.get(Adapter.toClassic(system)).registerOnMemberRemoved(gone);
+        system.getWhenTerminated().thenRun(gone);
         return out;
     }
 

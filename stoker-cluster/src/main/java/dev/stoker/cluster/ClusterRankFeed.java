@@ -207,6 +207,8 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         private final NodeRuntime.NodeJob job;
         private volatile StepSchedule schedule;
         private final Map<Integer, Ahead> ahead = new ConcurrentHashMap<>();
+        /** The job's moves this node has been told of: a rank's pulls carry the count of when they began. */
+        private long moves;
 
         JobStream(NodeRuntime.NodeJob job) {
             this.job = job;
@@ -227,7 +229,10 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
         @Override
         public CompletableFuture<Made> next(int rank) {
-            var a = ahead.computeIfAbsent(rank, r -> new Ahead());
+            Ahead a;
+            synchronized (this) {
+                a = ahead.computeIfAbsent(rank, r -> new Ahead(moves));
+            }
             synchronized (a) {
                 if (a.ready.isEmpty()) enqueue(job, rank, a);
                 var head = a.ready.pollFirst();
@@ -255,9 +260,13 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
                 throw new IllegalArgumentException("the coordinator of cluster job " + job.id + " did not answer the resume: " + e);
             }
             if (moved.error() != null) throw new IllegalArgumentException(moved.error());
-            schedule = schedule.labelled(new ScheduleCursor(moved.labelEpoch(), moved.labelPosition()), moved.labelStep()); // the job's labels
-            for (var a : ahead.values()) discard(a); // pulled from the old timeline
-            ahead.clear();
+            synchronized (this) {
+                // the job's labels
+                schedule = schedule.labelled(new ScheduleCursor(moved.labelEpoch(), moved.labelPosition()), moved.labelStep());
+                moves = moved.moves(); // the pulls begun before it are refused by the coordinator, and their rank's go on afresh
+                for (var a : ahead.values()) discard(a); // pulled from the old timeline
+                ahead.clear();
+            }
         }
 
         /** Ends a rank's pulls: what was pulled ahead and never asked for goes back to the store. */
@@ -278,7 +287,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
                 if (a.ended || closed) return CompletableFuture.<Made>completedFuture(null);
                 a.stage = "the coordinator's reference to it (its batch is not made yet: a slow or stuck node, or a full store there)";
                 var ask = AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator,
-                        r -> new CoordinatorProtocol.NextBatch(job.id, rank, r), ASK, system.scheduler()).toCompletableFuture();
+                        r -> new CoordinatorProtocol.NextBatch(job.id, rank, a.moves, r), ASK, system.scheduler()).toCompletableFuture();
                 job.gone.whenComplete((v, e) -> ask.completeExceptionally(e)); // a lost coordinator ends the wait now
                 return ask.thenComposeAsync(ref -> pull(job, ref, 1, a), pullers)
                         .whenComplete((d, e) -> {
@@ -299,6 +308,8 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
     /** A rank's pulls in order: those its trainer has not asked for yet, and the tail the next one starts after. */
     private static final class Ahead {
+        /** The job's moves when these pulls began: the coordinator answers them only while the job has not moved since. */
+        final long moves;
         final ArrayDeque<CompletableFuture<BatchStream.Made>> ready = new ArrayDeque<>();
         CompletableFuture<BatchStream.Made> tail = CompletableFuture.completedFuture(null);
         volatile boolean ended;
@@ -307,6 +318,8 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         volatile long askedAt;
         volatile boolean warned;
         volatile String stage = "nothing yet";
+
+        Ahead(long moves) { this.moves = moves; }
     }
 
     /** Takes the referenced batch from its owner; asks for it again when the owner cannot be read. */

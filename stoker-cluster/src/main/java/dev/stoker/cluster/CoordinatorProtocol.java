@@ -11,8 +11,13 @@ public final class CoordinatorProtocol {
     /** Not sealed: the coordinator also takes local messages (membership, receptionist) that never cross nodes. */
     public interface Command extends ClusterMessage {}
 
-    /** Rank {@code rank}'s next batch; asking means the trainer holds the batch before it. */
-    public record NextBatch(String job, int rank, ActorRef<BatchRef> replyTo) implements Command {}
+    /**
+     * Rank {@code rank}'s next batch; asking means the trainer holds the batch before it. {@code moves} is how many
+     * times the job had moved back when the node asked ({@link Moved#moves}): an ask made before the job moved back (a
+     * node pulls ahead while its trainers restart) is refused, so that it cannot take the first batch of the place the job
+     * moved to.
+     */
+    public record NextBatch(String job, int rank, long moves, ActorRef<BatchRef> replyTo) implements Command {}
 
     /** The owner of rank {@code rank}'s batch {@code key} could not be read ({@code reason}): make it again elsewhere. */
     public record Refetch(String job, int rank, String key, String reason, ActorRef<BatchRef> replyTo) implements Command {}
@@ -27,14 +32,15 @@ public final class CoordinatorProtocol {
 
     /**
      * The answer to {@link MoveTo}: {@code error} is null when the job is at the cursor now, and its
-     * steps are labelled from (labelEpoch, labelPosition) = {@code labelStep} on (−1: from the origin).
+     * steps are labelled from (labelEpoch, labelPosition) = {@code labelStep} on (−1: from the origin);
+     * {@code moves}: how many times the job has moved back after handing out batches, which the node's later asks carry.
      */
-    public record Moved(String error, long labelEpoch, long labelPosition, long labelStep) implements ClusterMessage {
-        static Moved failed(String error) { return new Moved(error, 0, 0, -1); }
+    public record Moved(String error, long labelEpoch, long labelPosition, long labelStep, long moves) implements ClusterMessage {
+        static Moved failed(String error) { return new Moved(error, 0, 0, -1, -1); }
 
-        static Moved labelledAs(StepSchedule s) {
+        static Moved labelledAs(StepSchedule s, long moves) {
             var at = s.labelAt();
-            return at == null ? new Moved(null, 0, 0, -1) : new Moved(null, at.epoch(), at.position(), s.labelStep());
+            return at == null ? new Moved(null, 0, 0, -1, moves) : new Moved(null, at.epoch(), at.position(), s.labelStep(), moves);
         }
     }
 
