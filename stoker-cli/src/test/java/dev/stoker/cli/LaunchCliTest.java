@@ -19,7 +19,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@code stoker launch}'s world and its refusals, in-process: options over SLURM's variables, the node's ranks, the
  * conflicts with {@code --ranks}/{@code --local-ranks}, {@code --print-config} and the help text. The processes it
- * runs are {@link LaunchTest}'s.
+ * runs are stoker-system-tests' ({@code LaunchTest}, {@code TorchTrainingTest}).
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class LaunchCliTest {
