@@ -38,7 +38,11 @@ import org.junit.jupiter.api.io.TempDir;
  * every sample still arrives and the batches equal, bit for bit, those of the same data set read
  * from local disk; with objects that always fail, exactly the samples that name them are skipped at
  * FETCH with a cause naming the object and its last error, and every rank still gets every step.
- * Both PREFETCH (heap batches) and ZERO_COPY (batches in the shared-memory store).
+ *
+ * <p>The faulty feeds run in ZERO_COPY (batches written into the shared-memory store), against a
+ * PREFETCH reference from local disk. Fetching, retrying and skipping are the same code in every mode
+ * (the fetch stage and the S3 reader); that the modes give equal batches is {@link ZeroCopyFeederTest}'s
+ * and {@code TensorOrderTest}'s.
  */
 @ExtendWith(S3MockExtension.class)
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
@@ -141,16 +145,8 @@ class FeedFaultsS3Test {
     }
 
     @Test
-    void faultsOnHalfTheRequestsAreRetriedAndTheBatchesEqualALocalRunPrefetch() throws Exception {
-        faultsOnHalfTheRequests(FeedMode.PREFETCH);
-    }
-
-    @Test
-    void faultsOnHalfTheRequestsAreRetriedAndTheBatchesEqualALocalRunZeroCopy() throws Exception {
-        faultsOnHalfTheRequests(FeedMode.ZERO_COPY);
-    }
-
-    private void faultsOnHalfTheRequests(FeedMode mode) throws Exception {
+    void faultsOnHalfTheRequestsAreRetriedAndTheBatchesEqualALocalRun() throws Exception {
+        var mode = FeedMode.ZERO_COPY;
         // at most 3 faults in a row per object, 8 retries: every fetch gets through
         proxy.addRule(FaultProxy.sometimes(0.5, 42, 3, ALL_KINDS));
         var run = runS3(mode, s3Config().maxRetries(8).build(), true);
@@ -168,16 +164,8 @@ class FeedFaultsS3Test {
     }
 
     @Test
-    void objectsThatAlwaysFailSkipTheirSamplesPrefetch() throws Exception {
-        objectsThatAlwaysFail(FeedMode.PREFETCH);
-    }
-
-    @Test
-    void objectsThatAlwaysFailSkipTheirSamplesZeroCopy() throws Exception {
-        objectsThatAlwaysFail(FeedMode.ZERO_COPY);
-    }
-
-    private void objectsThatAlwaysFail(FeedMode mode) throws Exception {
+    void objectsThatAlwaysFailSkipTheirSamples() throws Exception {
+        var mode = FeedMode.ZERO_COPY;
         // object → its fault and the last error its skipped samples must name
         Map<String, FaultProxy.Fault> faults = Map.of(
                 image(1), FaultProxy.slowDown(),
