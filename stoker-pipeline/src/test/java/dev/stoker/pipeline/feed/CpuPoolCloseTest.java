@@ -43,10 +43,7 @@ class CpuPoolCloseTest {
         started.await();
         var closer = Thread.ofPlatform().start(pool::close);
         try {
-            for (int warning = 1; warning <= 2; warning++) { // past the 10 s the pool used to give up after, twice
-                ticker.advance(Duration.ofNanos(CpuPool.CLOSE_WARN_NANOS));
-                awaitWarnings(pool, warning);
-            }
+            awaitWarnings(pool, ticker, 2); // past the 10 s the pool used to give up after, twice
             assertTrue(closer.isAlive(), "close returned while a thread was still encoding");
             assertFalse(finished.get());
         } finally {
@@ -57,11 +54,15 @@ class CpuPoolCloseTest {
         assertTrue(finished.get());
     }
 
-    /** Waits until close has said {@code n} times that it is still waiting. */
-    private static void awaitWarnings(CpuPool pool, int n) throws InterruptedException {
+    /**
+     * Moves the clock on by the warning interval until close has said {@code n} times that it is still waiting: the closer
+     * thread may start its wait (and read the clock) after the first move.
+     */
+    private static void awaitWarnings(CpuPool pool, FakeTicker ticker, int n) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (pool.closeWarnings() < n) {
             assertTrue(System.nanoTime() < deadline, "close said " + pool.closeWarnings() + " times that it waits, not " + n);
+            ticker.advance(Duration.ofNanos(CpuPool.CLOSE_WARN_NANOS));
             Thread.sleep(5);
         }
     }
