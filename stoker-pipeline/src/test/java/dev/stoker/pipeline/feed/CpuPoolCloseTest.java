@@ -5,14 +5,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.testkit.FakeTicker;
-import dev.stoker.text.QwenTokenizer;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * Closing the CPU pool waits for a thread that is still encoding, however long it takes (audit
@@ -20,6 +21,7 @@ import org.junit.jupiter.api.Timeout;
  * still writing pixels into. The pool's clock is moved by hand: twenty seconds pass in no time.
  */
 @Timeout(60)
+@ExtendWith(SharedTokenizer.class)
 class CpuPoolCloseTest {
     @Test
     void closeReturnsOnlyOnceEveryThreadHasFinishedItsSample() throws Exception {
@@ -27,7 +29,7 @@ class CpuPoolCloseTest {
         var finished = new AtomicBoolean();
         var started = new CountDownLatch(1);
         var release = new CountDownLatch(1);
-        var pool = new CpuPool(1, 4, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), QwenTokenizer.bundled(), ticker);
+        var pool = new CpuPool(1, 4, EncodeOptions.defaults(ProcessorPreset.QWEN2_VL), SharedTokenizer.get(), ticker);
         pool.supply(() -> {
             started.countDown();
             while (release.getCount() > 0) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.source.DatasetLocation;
@@ -44,7 +45,7 @@ import org.junit.jupiter.api.io.TempDir;
  * (the fetch stage and the S3 reader); that the modes give equal batches is {@link ZeroCopyFeederTest}'s
  * and {@code TensorOrderTest}'s.
  */
-@ExtendWith(S3MockExtension.class)
+@ExtendWith({S3MockExtension.class, SharedTokenizer.class})
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 @Tag("slow")
 class FeedFaultsS3Test {
@@ -69,7 +70,6 @@ class FeedFaultsS3Test {
 
     @BeforeAll
     static void setUp(S3MockServer s3) throws Exception {
-        FeederTest.loadTokenizer();
         dataset = Files.createDirectories(tmp.resolve("ds"));
         TestDatasets.write(dataset, SAMPLES, Set.of());
         s3.createBucket(BUCKET);
@@ -81,7 +81,6 @@ class FeedFaultsS3Test {
     @AfterAll
     static void tearDown() {
         if (proxy != null) proxy.close();
-        FeederTest.closeTokenizer();
     }
 
     @BeforeEach
@@ -98,7 +97,7 @@ class FeedFaultsS3Test {
     /** The fault-free reference: the data set in {@code dir} read from local disk, PREFETCH. */
     static List<Batch> runLocal(Path dir) throws Exception {
         try (var feeder = Feeder.open(DatasetLocation.parse(dir.resolve("train.jsonl").toString()), SourceConfig.defaults(),
-                config(FeedMode.PREFETCH), FeederTest.tokenizer)) {
+                config(FeedMode.PREFETCH), SharedTokenizer.get())) {
             return take(feeder, FeedMode.PREFETCH);
         }
     }
@@ -129,7 +128,7 @@ class FeedFaultsS3Test {
      */
     Run runS3(FeedMode mode, SourceConfig source, boolean settle) throws Exception {
         ShmObjectStore store = mode == FeedMode.ZERO_COPY ? ShmObjectStore.open(new StoreConfig(shm, 256L << 20, "stoker_test")) : null;
-        try (var feeder = Feeder.open(DatasetLocation.parse(MANIFEST), source, config(mode), FeederTest.tokenizer, store)) {
+        try (var feeder = Feeder.open(DatasetLocation.parse(MANIFEST), source, config(mode), SharedTokenizer.get(), store)) {
             var batches = take(feeder, mode);
             var m = feeder.sourceMetrics().orElseThrow();
             if (settle) {

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import static dev.stoker.pipeline.feed.FeederTest.assertSameBatches;
 import static dev.stoker.pipeline.feed.FeederTest.config;
@@ -14,7 +15,6 @@ import dev.stoker.encode.batch.Batch;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.WebDatasetRecords;
-import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
@@ -26,10 +26,9 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.commons.compress.archivers.tar.TarArchiveEntry;
 import org.apache.commons.compress.archivers.tar.TarArchiveOutputStream;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -38,14 +37,9 @@ import org.junit.jupiter.api.io.TempDir;
  * grids and pixel values bit for bit.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class WebDatasetFeedTest {
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.tokenizer.close(); }
 
     /**
      * Writes the JSONL data set's samples as shards of {@code perShard} samples ({@code shard-000.tar}, …): sample i's
@@ -124,7 +118,8 @@ class WebDatasetFeedTest {
             put(tar, "kept.jpg", Files.readAllBytes(jsonl.resolveSibling("images/" + Files.readString(jsonl).split("images/")[1].split("\"")[0])));
         }
         try (var objects = ObjectSources.open(shardDir.resolve("shard-*.tar").toString(), SourceConfig.defaults());
-             var feeder = Feeder.start(config(FeedMode.SERIAL, 1, 9, 1).withErrorPolicy(ErrorPolicy.SKIP, 1), FeedSource.of(objects, null), FeederTest.tokenizer)) {
+             var feeder = Feeder.start(config(FeedMode.SERIAL, 1, 9, 1).withErrorPolicy(ErrorPolicy.SKIP, 1), FeedSource.of(objects, null),
+                     SharedTokenizer.get())) {
             Batch b = feeder.rank(0).next().get(60, TimeUnit.SECONDS);
             assertEquals(7, b.samples(), "every sample but the broken ones: " + b.sampleIds());
             assertTrue(b.sampleIds().contains("kept"), b.sampleIds().toString());
