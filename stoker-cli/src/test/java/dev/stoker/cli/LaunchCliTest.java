@@ -14,8 +14,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@code stoker launch}'s world and its refusals, in-process: the node's ranks, the conflicts with
  * {@code --ranks}/{@code --local-ranks}, {@code --print-config} and the help text. How the world is read from the options
- * and SLURM's variables is {@code JobWorldTest}'s (stoker-node); the processes launch runs are {@link LaunchTest}'s and
- * {@code JobLauncherTest}'s.
+ * and SLURM's variables is {@code JobWorldTest}'s (stoker-node); the processes launch runs are
+ * {@code JobLauncherTest}'s and stoker-system-tests' ({@code LaunchTest}, {@code TorchTrainingTest}).
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class LaunchCliTest {

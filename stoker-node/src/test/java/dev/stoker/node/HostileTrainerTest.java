@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.testkit.FakeTicker;
 import dev.stoker.transport.FeedProtocol;
 import dev.stoker.transport.FeedServer;
 import dev.stoker.transport.TrainerClient;
@@ -228,13 +229,19 @@ class HostileTrainerTest {
         }
     }
 
+    /**
+     * The deadline on a clock moved by hand: the good trainer is served however slow the machine, and the silent and
+     * truncated peers are closed once the clock passes 300 ms. (HostileTrainerServeTest has it on the real clock.)
+     */
     @Test
     void aSilentOrTruncatedHelloIsClosedAfterTheDeadline() throws Exception {
-        try (var ledger = ledger(0); var server = new FeedServer(tmp.resolve("s.sock"), ledger, false, limits(300, 16, 1 << 30))) {
+        var ticker = new FakeTicker();
+        try (var ledger = ledger(0); var server = new FeedServer(tmp.resolve("s.sock"), ledger, false, limits(300, 16, 1 << 30), ticker)) {
             try (var silent = new Peer(server.socketPath()); var truncated = new Peer(server.socketPath())) {
                 truncated.frame(FeedProtocol.HELLO, 60, new byte[20]); // 20 of 60 bytes, then nothing
                 var trainer = TrainerClient.connect(server.socketPath(), 0, 1, "good"); // served meanwhile
                 assertEquals(0, trainer.next().batch().meta().globalStep());
+                ticker.advanceMillis(300); // accepted before the trainer, their deadlines were running before its HELLO
                 assertEquals("no HELLO within 300 ms of connecting: closing the connection", silent.error(10_000));
                 assertEquals("no HELLO within 300 ms of connecting: closing the connection", truncated.error(10_000));
                 assertEquals(1, trainer.next().batch().meta().globalStep());

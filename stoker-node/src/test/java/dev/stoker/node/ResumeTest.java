@@ -47,6 +47,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * buffers full when it stopped), a resized job (2 → 3 ranks, mid-epoch and across the epoch
  * boundary), and states that must be refused. Every resumed run is compared, batch by batch, with
  * an uninterrupted run of the same settings: the digest of every tensor and the dataset indices.
+ * A service process killed with SIGKILL and restarted is stoker-system-tests' {@code KilledServiceResumeTest}.
  *
  * <p>Data: 40 samples cut from the project's photos; 2 ranks × 3 samples = 6 per global step, so an
  * epoch is 6 steps (36 samples; the last 4 of each permutation are dropped) and 14 steps cross two
@@ -229,98 +230,6 @@ class ResumeTest {
         return out;
     }
 
-    /**
-     * {@code kill -9} of a node process ({@link NodeProcess}) with its buffers full: the next start removes the
-     * dead service's shared-memory arena, and the trainers, reconnecting with their saved states,
-     * get exactly the batches of the uninterrupted run; SIGTERM then leaves no file behind.
-     */
-    @Test
-    void aServiceKilledWithSigkillIsRestartedAndEveryRankResumes() throws Exception {
-        Path shm = Files.createDirectories(tmp.resolve("shm-kill")), socket = tmp.resolve("kill.sock");
-        var states = new ArrayList<TrainerClient.State>();
-        Process first = serve(shm, socket, "first");
-        Path firstArena;
-        try {
-            firstArena = arena(first, tmp.resolve("first.log"));
-            for (int r = 0; r < RANKS; r++) {
-                try (var c = TrainerClient.connect(socket, r, RANKS, "t", TrainerClient.Options.SHARED_MEMORY)) {
-                    assertEquals(reference.get(r).subList(0, 5), take(c, 5));
-                    states.add(c.state());
-                }
-            }
-            Thread.sleep(1500); // let it prefetch ahead
-        } finally {
-            first.destroyForcibly(); // SIGKILL: no clean-up at all
-            first.waitFor(30, TimeUnit.SECONDS);
-        }
-        assertTrue(Files.isDirectory(firstArena), "a killed service leaves its arena behind");
-        Process second = serve(shm, socket, "second");
-        try {
-            Path secondArena = arena(second, tmp.resolve("second.log"));
-            assertTrue(!Files.exists(firstArena), "the next start removed the dead service's arena");
-            try (var left = Files.list(shm)) {
-                assertEquals(List.of(secondArena), left.toList());
-            }
-            for (int r = 0; r < RANKS; r++) {
-                try (var c = TrainerClient.connect(socket, r, RANKS, "t", TrainerClient.Options.SHARED_MEMORY.resumingFrom(states.get(r)))) {
-                    assertEquals(reference.get(r).subList(5, STEPS), take(c, STEPS - 5));
-                }
-            }
-        } finally {
-            second.destroy(); // SIGTERM
-            assertTrue(second.waitFor(30, TimeUnit.SECONDS));
-        }
-        assertEquals(0, second.exitValue(), Files.readString(tmp.resolve("second.log")));
-        try (var left = Files.list(shm)) {
-            assertEquals(List.of(), left.toList(), "SIGTERM leaves no shared-memory file");
-        }
-    }
-
-    /**
-     * Flight trainers across a {@code kill -9} of the service: sessions resumed from their saved
-     * states on the restarted service get exactly the uninterrupted run's batches.
-     */
-    @Test
-    void flightTrainersResumeOnAServiceRestartedAfterSigkill() throws Exception {
-        Path shm = Files.createDirectories(tmp.resolve("shm-flight-kill")), socket = tmp.resolve("flight-kill.sock");
-        int port = freePort();
-        var saved = new ArrayList<ScheduleCursor>();
-        long fingerprint = 0;
-        Process first = serve(shm, socket, "flight-first", "127.0.0.1:" + port);
-        try {
-            NodeProcess.awaitListening(first, tmp.resolve("flight-first.log"));
-            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port, FlightTokenFile.clientOptions(System.getenv()), null)) {
-                for (int r = 0; r < RANKS; r++) {
-                    var s = client.open(r, RANKS, "t", null, 0);
-                    var got = new ArrayList<String>();
-                    for (int i = 0; i < 5; i++) got.add(digest(s.next()));
-                    assertEquals(reference.get(r).subList(0, 5), got);
-                    saved.add(s.cursor());
-                    fingerprint = s.fingerprint();
-                }
-            }
-        } finally {
-            first.destroyForcibly(); // SIGKILL
-            first.waitFor(30, TimeUnit.SECONDS);
-        }
-        Process second = serve(shm, socket, "flight-second", "127.0.0.1:" + port);
-        try {
-            NodeProcess.awaitListening(second, tmp.resolve("flight-second.log"));
-            try (var client = dev.stoker.flight.FlightBatchClient.connect("127.0.0.1", port, FlightTokenFile.clientOptions(System.getenv()), null)) {
-                for (int r = 0; r < RANKS; r++) {
-                    var s = client.open(r, RANKS, "t", saved.get(r), fingerprint);
-                    var got = new ArrayList<String>();
-                    for (int i = 5; i < STEPS; i++) got.add(digest(s.next()));
-                    assertEquals(reference.get(r).subList(5, STEPS), got, "rank " + r + " over Flight, resumed");
-                    s.close();
-                }
-            }
-        } finally {
-            second.destroy();
-            assertTrue(second.waitFor(30, TimeUnit.SECONDS));
-        }
-    }
-
     /** A job resized from 2 to 3 ranks: Flight sessions resumed at the saved cursor get what socket trainers resumed there get. */
     @Test
     void flightTrainersResumeIntoAResizedJobLikeSocketTrainers() throws Exception {
@@ -358,28 +267,6 @@ class ResumeTest {
             }
         }
         assertEquals(bySocket, byFlight);
-    }
-
-    static int freePort() throws IOException {
-        try (var s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        }
-    }
-
-    static Process serve(Path shm, Path socket, String name) throws IOException { return serve(shm, socket, name, null); }
-
-    static Process serve(Path shm, Path socket, String name, String flight) throws IOException {
-        var config = NodeConfig.builder().set(NodeConfig.FLIGHT, flight).data(manifest.toString()).ranks(RANKS).batch(BATCH).processor(ProcessorPreset.QWEN2_VL)
-                .pixels(3136, 50176).socket(socket).shmDir(shm).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1).threads(2).warmUpMillis(0).build();
-        return NodeProcess.start(config, tmp, name, "1g");
-    }
-
-    /** Waits until the service listens; returns its arena directory. */
-    static Path arena(Process p, Path log) throws Exception {
-        String text = NodeProcess.awaitListening(p, log);
-        var m = java.util.regex.Pattern.compile("shared memory (\\S+) \\(budget").matcher(text);
-        assertTrue(m.find(), "no arena in " + text);
-        return Path.of(m.group(1));
     }
 
     /**

@@ -1,5 +1,6 @@
 package dev.stoker.transport;
 
+import dev.stoker.core.Ticker;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
@@ -71,6 +72,7 @@ public final class FeedServer implements AutoCloseable {
     private final Limits limits;
     private final java.util.concurrent.ThreadPoolExecutor connectionThreads;
     private final java.util.concurrent.ScheduledThreadPoolExecutor helloTimer;
+    private final Ticker ticker;
     private final AtomicInteger connectionsOpen = new AtomicInteger();
     private final AtomicLong connectionsRefused = new AtomicLong();
     private final AtomicLong copyBufferBytes = new AtomicLong();
@@ -88,13 +90,28 @@ public final class FeedServer implements AutoCloseable {
 
     /** {@link #FeedServer(Path, BatchProvider, boolean)} with the limits a peer is held to. */
     public FeedServer(Path socketPath, BatchProvider provider, boolean gated, Limits limits) throws IOException {
-        this(socketPath, provider, gated, limits, Thread.ofPlatform().daemon().name("stoker-feed-conn").factory());
+        this(socketPath, provider, gated, limits, Ticker.system());
+    }
+
+    /**
+     * {@link #FeedServer(Path, BatchProvider, boolean, Limits)} with the clock a HELLO's deadline is measured by: a test
+     * moves one by hand, so that no peer's HELLO can miss the deadline on a slow machine and the deadline passes when the
+     * test says.
+     */
+    public FeedServer(Path socketPath, BatchProvider provider, boolean gated, Limits limits, Ticker ticker) throws IOException {
+        this(socketPath, provider, gated, limits, ticker, Thread.ofPlatform().daemon().name("stoker-feed-conn").factory());
     }
 
     /** With the factory of connection threads (tests make it fail). */
     FeedServer(Path socketPath, BatchProvider provider, boolean gated, Limits limits, java.util.concurrent.ThreadFactory connectionThreads)
             throws IOException {
+        this(socketPath, provider, gated, limits, Ticker.system(), connectionThreads);
+    }
+
+    private FeedServer(Path socketPath, BatchProvider provider, boolean gated, Limits limits, Ticker ticker,
+            java.util.concurrent.ThreadFactory connectionThreads) throws IOException {
         this.limits = limits;
+        this.ticker = ticker;
         // bounded by the connection limit; a few spare threads absorb connections whose thread is still on its way back
         this.connectionThreads = new java.util.concurrent.ThreadPoolExecutor(0, limits.maxConnections() + 8, 30, TimeUnit.SECONDS,
                 new java.util.concurrent.SynchronousQueue<>(), connectionThreads);
@@ -194,6 +211,7 @@ public final class FeedServer implements AutoCloseable {
     private void acceptLoop() {
         while (!closed) {
             SocketChannel ch = null;
+            HelloDeadline deadline = null;
             boolean counted = false;
             try {
                 ch = server.accept();
@@ -201,13 +219,16 @@ public final class FeedServer implements AutoCloseable {
                     refuse(ch);
                     continue;
                 }
+                deadline = new HelloDeadline(ch); // from the moment of connecting, however long the connection thread takes to start
                 connectionsOpen.incrementAndGet();
                 counted = true;
                 clients.add(ch);
                 SocketChannel accepted = ch;
+                HelloDeadline acceptedDeadline = deadline;
                 try {
-                    connectionThreads.execute(() -> serve(accepted));
+                    connectionThreads.execute(() -> serve(accepted, acceptedDeadline));
                 } catch (java.util.concurrent.RejectedExecutionException full) { // every pool thread busy: as good as the limit
+                    deadline.met();
                     clients.remove(ch);
                     connectionsOpen.decrementAndGet();
                     counted = false;
@@ -217,6 +238,7 @@ public final class FeedServer implements AutoCloseable {
                 return;
             } catch (Throwable t) { // out of memory or threads, an I/O error: this connection is lost, the service is not
                 if (closed) return;
+                if (deadline != null) deadline.met();
                 if (counted) {
                     clients.remove(ch);
                     connectionsOpen.decrementAndGet();
@@ -258,29 +280,44 @@ public final class FeedServer implements AutoCloseable {
 
     /**
      * The HELLO deadline of one connection: whichever comes first, the whole HELLO ({@link #met()}) or
-     * the timer (ERROR, then the channel closed), wins; the loser does nothing.
+     * the timer (ERROR, then the channel closed), wins; the loser does nothing. The deadline is measured
+     * on the server's {@link Ticker}: when the timer fires before the ticker says it is due (a ticker
+     * moved by hand), it looks again after the time left; on the system clock it is due at the first look.
      */
     private final class HelloDeadline {
         private final java.util.concurrent.atomic.AtomicBoolean decided = new java.util.concurrent.atomic.AtomicBoolean();
-        private final java.util.concurrent.ScheduledFuture<?> timer;
+        private final SocketChannel ch;
+        private final long startNanos, limitNanos;
+        private volatile java.util.concurrent.ScheduledFuture<?> timer;
 
         HelloDeadline(SocketChannel ch) {
-            timer = helloTimer.schedule(() -> {
-                if (!decided.compareAndSet(false, true)) return;
-                try {
-                    error(ch, "no HELLO within " + limits.helloTimeoutMillis() + " ms of connecting: closing the connection");
-                } catch (IOException | RuntimeException gone) {
-                    // the peer left already
-                } finally {
-                    closeQuietly(ch); // its connection thread's read ends, and it cleans up
-                }
-            }, limits.helloTimeoutMillis(), TimeUnit.MILLISECONDS);
+            this.ch = ch;
+            this.startNanos = ticker.read();
+            this.limitNanos = TimeUnit.MILLISECONDS.toNanos(limits.helloTimeoutMillis());
+            timer = helloTimer.schedule(this::due, limitNanos, TimeUnit.NANOSECONDS);
+        }
+
+        private void due() {
+            if (decided.get()) return;
+            long left = limitNanos - (ticker.read() - startNanos);
+            if (left > 0) {
+                timer = helloTimer.schedule(this::due, left, TimeUnit.NANOSECONDS);
+                return;
+            }
+            if (!decided.compareAndSet(false, true)) return;
+            try {
+                error(ch, "no HELLO within " + limits.helloTimeoutMillis() + " ms of connecting: closing the connection");
+            } catch (IOException | RuntimeException gone) {
+                // the peer left already
+            } finally {
+                closeQuietly(ch); // its connection thread's read ends, and it cleans up
+            }
         }
 
         /** True when the HELLO came in time; false when the deadline has answered (and closed the channel) already. */
         boolean met() {
             if (!decided.compareAndSet(false, true)) return false;
-            timer.cancel(false);
+            timer.cancel(false); // a timer set again after this finds the deadline decided
             return true;
         }
     }
@@ -297,14 +334,13 @@ public final class FeedServer implements AutoCloseable {
         }
     }
 
-    private void serve(SocketChannel ch) {
+    private void serve(SocketChannel ch, HelloDeadline deadline) {
         long connection = connections.incrementAndGet();
         Arena arena = Arena.ofConfined();
         MemorySegment buffer = null;
         var leases = new HashMap<Long, Runnable>();
         long bufferBytes = 0; // copy buffers this connection allocated, counted in copyBufferBytes
         int joinedRank = -1;
-        var deadline = new HelloDeadline(ch);
         try (arena) { // ch is closed last, in finally: the catch below must still be able to send the ERROR
             // the read buffer goes with the connection's arena, not at some later garbage collection
             var in = new FeedProtocol.FrameReader(ch, arena.allocate(FeedProtocol.FrameReader.BUFFER_BYTES).asByteBuffer());

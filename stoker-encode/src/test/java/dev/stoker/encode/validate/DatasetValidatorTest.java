@@ -10,11 +10,11 @@ import dev.stoker.core.SampleException.Kind;
 import dev.stoker.core.SampleException.Stage;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SampleEncoder;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.testkit.SmallJpegDataset;
-import dev.stoker.text.QwenTokenizer;
 import dev.stoker.text.SampleParser;
 import dev.stoker.text.TruncationPolicy;
 import java.nio.charset.StandardCharsets;
@@ -24,10 +24,9 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -37,19 +36,13 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code input_ids} length.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class DatasetValidatorTest {
     static final int MAX_SEQ_LEN = 400;
     static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 200704)
             .withSequenceLimit(MAX_SEQ_LEN, TruncationPolicy.REJECT);
-    static QwenTokenizer tokenizer;
 
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void load() { tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void close() { tokenizer.close(); }
 
     /** Index of each kind of record in the manifest {@link #write} makes. */
     static final int SINGLE = 0, MULTI = 1, TURNS = 2, TEXT = 3, MISSING = 4, MALFORMED = 5, LONG = 6, TRUNCATED = 7, SINGLE_PORTRAIT = 8,
@@ -87,7 +80,8 @@ class DatasetValidatorTest {
     ValidationReport validate(Path manifest, EncodeOptions options, int threads) throws Exception {
         try (var objects = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
             var source = FeedSource.of(objects, null);
-            return DatasetValidator.validate(source.records(), source, tokenizer, new DatasetValidator.Settings(options, threads, 3, 2));
+            return DatasetValidator.validate(source.records(), source, SharedTokenizer.get(),
+                    new DatasetValidator.Settings(options, threads, 3, 2));
         }
     }
 
@@ -207,7 +201,7 @@ class DatasetValidatorTest {
                 OPTIONS.withSequenceLimit(120, TruncationPolicy.TRUNCATE))) {
             var report = validate(manifest, options, 2);
             assertTrue(Arrays.equals(report.lengths(), validate(manifest, options, 1).lengths()), "one thread or two");
-            var encoder = new SampleEncoder(options, tokenizer);
+            var encoder = new SampleEncoder(options, SharedTokenizer.get());
             var parser = new SampleParser();
             int checked = 0;
             for (int i : new int[] {SINGLE, MULTI, TURNS, TEXT, SINGLE_PORTRAIT, BIG, LONG}) {

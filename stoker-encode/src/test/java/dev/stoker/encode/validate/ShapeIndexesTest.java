@@ -1,5 +1,6 @@
 package dev.stoker.encode.validate;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.plan.pack.SampleShape;
 import dev.stoker.plan.pack.ShapeIndex;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -15,7 +16,6 @@ import dev.stoker.encode.validate.DatasetValidator;
 import dev.stoker.encode.validate.LengthIndex;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.testkit.SmallJpegDataset;
-import dev.stoker.text.QwenTokenizer;
 import dev.stoker.text.SampleParser;
 import dev.stoker.text.TruncationPolicy;
 import java.io.IOException;
@@ -25,10 +25,9 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -37,17 +36,11 @@ import org.junit.jupiter.api.io.TempDir;
  * gives the same shapes, one source or a mix; a missing file is null, a file of another source's size is refused.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class ShapeIndexesTest {
     static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 100352)
             .withSequenceLimit(300, TruncationPolicy.REJECT);
-    static QwenTokenizer tokenizer;
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void load() { tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void close() { tokenizer.close(); }
 
     /** 40 samples; record 5 names a missing image, record 9 is far over the 300-token limit. */
     private Path dataset(String name, int n, long seed) throws IOException {
@@ -63,7 +56,7 @@ class ShapeIndexesTest {
 
     private static ShapeIndex measure(DataSources sources) throws Exception {
         var feed = sources.feedSource();
-        return ShapeIndexes.measure(feed.records(), feed, tokenizer, OPTIONS, 2);
+        return ShapeIndexes.measure(feed.records(), feed, SharedTokenizer.get(), OPTIONS, 2);
     }
 
     @Test
@@ -74,7 +67,7 @@ class ShapeIndexesTest {
             assertEquals(40, shapes.size());
             assertEquals(SampleShape.Kind.ERROR, shapes.shape(5).kind());
             assertEquals(SampleShape.Kind.FILTERED, shapes.shape(9).kind());
-            var encoder = new SampleEncoder(OPTIONS, tokenizer);
+            var encoder = new SampleEncoder(OPTIONS, SharedTokenizer.get());
             var parser = new SampleParser();
             var lines = Files.readAllLines(manifest);
             int images = 0, texts = 0;
@@ -111,7 +104,7 @@ class ShapeIndexesTest {
             var feed = sources.feedSource();
             var records = feed.records();
             assertNull(ShapeIndexes.load(dir, records, OPTIONS, "bundled"), "no validate file yet");
-            var report = DatasetValidator.validate(records, feed, tokenizer, DatasetValidator.Settings.of(OPTIONS, 2));
+            var report = DatasetValidator.validate(records, feed, SharedTokenizer.get(), DatasetValidator.Settings.of(OPTIONS, 2));
             Path file = LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(OPTIONS, "bundled"), report.lengths(),
                     report.imagePatches()).write(dir);
             var loaded = ShapeIndexes.load(dir, records, OPTIONS, "bundled");
@@ -119,7 +112,7 @@ class ShapeIndexesTest {
             assertEquals(measured.size(), loaded.size());
             for (int i = 0; i < measured.size(); i++) assertEquals(measured.shape(i), loaded.shape(i), "record " + i);
             assertNull(ShapeIndexes.load(dir, records, OPTIONS.withPixels(3136, 50176), "bundled"), "other settings, another file");
-            assertNull(ShapeIndexes.load(dir, records, OPTIONS, "sha256:00"), "another tokenizer, another file");
+            assertNull(ShapeIndexes.load(dir, records, OPTIONS, "sha256:00"), "another SharedTokenizer.get(), another file");
             assertThrows(IllegalArgumentException.class, () -> loaded.shape(40));
 
             // a file of the same key holding another number of records: refused, naming both
@@ -141,7 +134,8 @@ class ShapeIndexesTest {
         for (Path m : List.of(a, b))
             try (var one = DataSources.open(List.of(new DataSources.Spec(m.toString())), SourceConfig.defaults(), null)) {
                 var feed = one.feedSource();
-                var report = DatasetValidator.validate(feed.records(), feed, tokenizer, DatasetValidator.Settings.of(OPTIONS, 2));
+                var report = DatasetValidator.validate(feed.records(), feed, SharedTokenizer.get(),
+                        DatasetValidator.Settings.of(OPTIONS, 2));
                 LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(OPTIONS, "bundled"), report.lengths(),
                         report.imagePatches()).write(dir);
             }

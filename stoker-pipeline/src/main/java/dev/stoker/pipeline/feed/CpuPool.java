@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.core.Ticker;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
@@ -23,9 +24,21 @@ import java.util.function.Supplier;
  * that bound was broken and fails the stream loudly instead of queueing without limit.
  */
 final class CpuPool implements AutoCloseable {
+    /** How long close waits before it warns that a CPU thread is still busy (it goes on waiting, and warns again as long). */
+    static final long CLOSE_WARN_NANOS = TimeUnit.SECONDS.toNanos(10);
+    /** How often close looks at its clock while it waits. */
+    private static final long CLOSE_POLL_MILLIS = 100;
     private final ThreadPoolExecutor executor;
+    private final Ticker ticker;
+    private final AtomicInteger closeWarnings = new AtomicInteger();
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
+        this(threads, capacity, options, tokenizer, Ticker.system());
+    }
+
+    /** With the clock close measures its wait by (a test moves one by hand). */
+    CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, Ticker ticker) {
+        this.ticker = ticker;
         var counter = new AtomicInteger();
         // the default decode budget is the heap's half shared among this pool's threads, which all decode at once
         EncodeOptions perThread = options.withDecodeMemory(options.decodeMemoryBytes(threads));
@@ -90,30 +103,37 @@ final class CpuPool implements AutoCloseable {
 
     int queued() { return executor.getQueue().size(); }
 
-    /** How long close waits before it warns that a CPU thread is still busy (it goes on waiting). */
-    static long closeWarnMillis = 10_000;
-
     /**
      * Interrupts the threads and waits until every one has finished its sample: a thread may be
      * writing pixels into a shared-memory segment, which must not be recycled (and, after a
      * reposition, handed to the next pipeline) under it. A sample's work is bounded, so this ends;
-     * past {@link #closeWarnMillis} it says that it is still waiting.
+     * every {@link #CLOSE_WARN_NANOS} of waiting it says that it is still waiting (audit #29: it used
+     * to give up after the first 10 s).
      */
     @Override
     public void close() {
         executor.shutdownNow();
         boolean interrupted = false;
+        long start = ticker.read(), warned = 0;
         while (true) {
             try {
-                if (executor.awaitTermination(closeWarnMillis, TimeUnit.MILLISECONDS)) break;
-                System.getLogger(CpuPool.class.getName()).log(System.Logger.Level.WARNING,
-                        "a CPU thread is still encoding a sample after " + closeWarnMillis + " ms; waiting for it before the store is reused");
+                if (executor.awaitTermination(CLOSE_POLL_MILLIS, TimeUnit.MILLISECONDS)) break;
             } catch (InterruptedException e) {
                 interrupted = true; // still wait: what the thread writes into must outlive it
+            }
+            long waited = ticker.read() - start;
+            if (waited / CLOSE_WARN_NANOS > warned) {
+                warned = waited / CLOSE_WARN_NANOS;
+                closeWarnings.incrementAndGet();
+                System.getLogger(CpuPool.class.getName()).log(System.Logger.Level.WARNING, "a CPU thread is still encoding a sample after "
+                        + TimeUnit.NANOSECONDS.toMillis(waited) + " ms; waiting for it before the store is reused");
             }
         }
         if (interrupted) Thread.currentThread().interrupt();
     }
+
+    /** How often {@link #close} has said that it is still waiting. */
+    int closeWarnings() { return closeWarnings.get(); }
 
     private static final class EncoderThread extends Thread {
         private final EncodeOptions options;

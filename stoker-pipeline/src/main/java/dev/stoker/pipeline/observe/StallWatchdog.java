@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.observe;
 
+import dev.stoker.core.Ticker;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -30,7 +31,8 @@ import java.util.function.LongFunction;
  * When nothing is pending (everything idle because nobody asks) nothing warns.
  *
  * <p>Design: the decision is the pure {@link #step} over {@link Observation}s, tested with constructed
- * inputs; the running part only probes, calls it and logs.
+ * inputs; the running part only probes, calls it and logs. Its time is a {@link Ticker}'s, so that a test
+ * moves it by hand instead of waiting out a stall.
  *
  * <p>Threading: one daemon thread probes and logs; {@link #stallMillis(long)} may be called from any thread.
  */
@@ -130,11 +132,13 @@ public final class StallWatchdog implements AutoCloseable {
 
     private final LongFunction<Observation> probe;
     private final Consumer<String> sink;
+    private final Ticker ticker;
     private final long startNanos;
     private final ScheduledExecutorService scheduler;
     private volatile long stallMillis;
     private State state = State.initial(); // only the scheduler thread touches it
     private volatile long warningsLogged;
+    private volatile long ticks;
     private final java.util.Deque<String> recent = new java.util.ArrayDeque<>(); // guarded by itself
     private static final int RECENT = 16;
 
@@ -143,11 +147,20 @@ public final class StallWatchdog implements AutoCloseable {
      * start and each due warning goes to {@code sink}.
      */
     public StallWatchdog(long stallMillis, long intervalMillis, LongFunction<Observation> probe, Consumer<String> sink) {
+        this(stallMillis, intervalMillis, probe, sink, Ticker.system());
+    }
+
+    /**
+     * {@link #StallWatchdog(long, long, LongFunction, Consumer)} on {@code ticker}'s time: the ticks still come every
+     * {@code intervalMillis} of real time, and each reads the ms since start from {@code ticker}.
+     */
+    public StallWatchdog(long stallMillis, long intervalMillis, LongFunction<Observation> probe, Consumer<String> sink, Ticker ticker) {
         if (intervalMillis <= 0) throw new IllegalArgumentException("watchdog interval must be positive, got " + intervalMillis);
         this.stallMillis = stallMillis;
         this.probe = probe;
         this.sink = sink;
-        this.startNanos = System.nanoTime();
+        this.ticker = ticker;
+        this.startNanos = ticker.read();
         this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
             var t = new Thread(r, "stoker-stall-watchdog");
             t.setDaemon(true);
@@ -169,12 +182,13 @@ public final class StallWatchdog implements AutoCloseable {
         }
         Observation o;
         try {
-            o = probe.apply(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos));
+            o = probe.apply(TimeUnit.NANOSECONDS.toMillis(ticker.read() - startNanos));
         } catch (RuntimeException e) {
             return; // a probe racing close(); the next tick tries again
         }
         var s = step(state, o, limit);
         state = s.state();
+        ticks++;
         for (var w : s.warnings()) {
             warningsLogged++;
             synchronized (recent) {
@@ -196,6 +210,9 @@ public final class StallWatchdog implements AutoCloseable {
 
     /** Warnings logged so far. */
     public long warningsLogged() { return warningsLogged; }
+
+    /** Observations judged so far (a tick of a disabled watchdog judges none). */
+    public long ticks() { return ticks; }
 
     /** The last warnings logged (at most 16), oldest first. */
     public List<String> recentWarnings() {

@@ -3,6 +3,7 @@ package dev.stoker.pipeline.feed;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.FeedBatch;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
 import dev.stoker.plan.schedule.SampleSchedule;
@@ -14,10 +15,9 @@ import java.util.Map;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -27,6 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
  * nothing repeated), and the errors file holds exactly the skipped samples.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class AccountingInvariantTest {
     static final int SIZE = 240, RANKS = 2, BATCH = 6, EPOCHS = 3;
     /** Failing at every stage, three of them only when pixels are decoded (in ZERO_COPY: while written into shared memory). */
@@ -36,12 +37,6 @@ class AccountingInvariantTest {
 
     @TempDir Path tmp;
     @TempDir Path shm;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     /** One line of the errors file, or one skipped sample of a delivered batch, as the same tuple. */
     record Skip(String id, int index, long epoch, long step, int rank, String stage) implements Comparable<Skip> {

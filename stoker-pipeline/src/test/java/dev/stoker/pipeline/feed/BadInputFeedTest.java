@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -32,10 +33,9 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -47,6 +47,7 @@ import org.junit.jupiter.api.io.TempDir;
  * default policy.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class BadInputFeedTest {
     static final EncodeOptions OPTIONS = FeederTest.OPTIONS.withSequenceLimit(BadSamples.MAX_SEQ_LEN, TruncationPolicy.REJECT)
             .withMaxImages(BadSamples.MAX_IMAGES);
@@ -54,12 +55,6 @@ class BadInputFeedTest {
 
     @TempDir Path tmp;
     @TempDir Path shm;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     static FeedConfig config(FeedMode mode, int ranks, int batch) {
         return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4).withWarmUp(0);
@@ -81,7 +76,7 @@ class BadInputFeedTest {
     }
 
     static Feeder start(FeedConfig config, FeedSource source, ShmObjectStore store) throws IOException {
-        return Feeder.start(config, source, FeederTest.tokenizer, config.mode() == FeedMode.ZERO_COPY ? store : null);
+        return Feeder.start(config, source, SharedTokenizer.get(), config.mode() == FeedMode.ZERO_COPY ? store : null);
     }
 
     static ShmObjectStore store(Path dir) throws IOException {

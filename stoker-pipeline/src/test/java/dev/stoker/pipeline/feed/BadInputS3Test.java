@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.SourceConfig;
@@ -7,8 +8,6 @@ import dev.stoker.testkit.s3.S3MockExtension;
 import dev.stoker.testkit.s3.S3MockServer;
 import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -22,14 +21,9 @@ import org.junit.jupiter.api.io.TempDir;
 @ExtendWith(S3MockExtension.class)
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 @Tag("slow")
+@ExtendWith(SharedTokenizer.class)
 class BadInputS3Test {
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     @Test
     void everyKindOfBadSampleOnS3IsSkippedNamedAndCounted(S3MockServer s3) throws Exception {
@@ -41,7 +35,7 @@ class BadInputS3Test {
         var schedule = new SampleSchedule(FeederTest.SEED, 48, 2, 4);
         Path errorsFile = tmp.resolve("errors.jsonl");
         var cfg = BadInputFeedTest.config(FeedMode.PREFETCH, 2, 4).withErrorsFile(errorsFile);
-        try (var feeder = Feeder.open(DatasetLocation.parse("s3://bad-input/ds/train.jsonl"), s3Config, cfg, FeederTest.tokenizer)) {
+        try (var feeder = Feeder.open(DatasetLocation.parse("s3://bad-input/ds/train.jsonl"), s3Config, cfg, SharedTokenizer.get())) {
             var batches = BadInputFeedTest.take(feeder, (int) schedule.stepsPerEpoch());
             BadInputFeedTest.assertEveryBadSampleSkipped(batches, schedule, bad, feeder, errorsFile, "s3");
             var missing = feeder.errors().records().stream().filter(e -> e.stage() == dev.stoker.core.SampleException.Stage.FETCH

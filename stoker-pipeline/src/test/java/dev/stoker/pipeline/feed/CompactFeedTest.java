@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.image.qwenvl.CompactPixels;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
@@ -23,10 +24,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -35,17 +35,12 @@ import org.junit.jupiter.api.io.TempDir;
  * pixel_values the float32 feed delivers for the same step; everything else is the same batch.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class CompactFeedTest {
     static final EncodeOptions U8 = FeederTest.OPTIONS.withPixelFormat(PixelFormat.UINT8);
 
     @TempDir Path tmp;
     @TempDir Path shm;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     static FeedConfig compact(FeedMode mode, int ranks, int batch, int threads) {
         return FeedConfig.of(mode, U8, ranks, batch).withSeed(FeederTest.SEED).withCpuThreads(threads).withFetchConcurrency(4).withWarmUp(0);
@@ -147,7 +142,7 @@ class CompactFeedTest {
             var cfg = compact(FeedMode.ZERO_COPY, 2, 3, 2);
             var actual = new ArrayList<Batch>();
             long copied = 0;
-            try (var feeder = Feeder.start(cfg, source, FeederTest.tokenizer, store)) {
+            try (var feeder = Feeder.start(cfg, source, SharedTokenizer.get(), store)) {
                 for (int s = 0; s < 4; s++)
                     for (int r = 0; r < 2; r++) {
                         StoredBatch b = feeder.storedRank(r).next().get(60, TimeUnit.SECONDS);
@@ -188,9 +183,9 @@ class CompactFeedTest {
         assertTrue(template.endsWith("];model=m;template:" + EncodeOptions.sha256("{{ messages }}")), template);
         Path manifest = TestDatasets.write(tmp, 13, Set.of());
         try (var source = new LocalFeedSource(manifest, 0);
-             var a = Feeder.start(FeederTest.config(FeedMode.CONCURRENT, 1, 2, 1), source, FeederTest.tokenizer);
-             var b = Feeder.start(compact(FeedMode.CONCURRENT, 1, 2, 1), source, FeederTest.tokenizer);
-             var c = Feeder.start(FeederTest.config(FeedMode.PREFETCH, 1, 2, 1), source, FeederTest.tokenizer)) {
+             var a = Feeder.start(FeederTest.config(FeedMode.CONCURRENT, 1, 2, 1), source, SharedTokenizer.get());
+             var b = Feeder.start(compact(FeedMode.CONCURRENT, 1, 2, 1), source, SharedTokenizer.get());
+             var c = Feeder.start(FeederTest.config(FeedMode.PREFETCH, 1, 2, 1), source, SharedTokenizer.get())) {
             assertNotEquals(a.fingerprint(), b.fingerprint(), "a state never resumes across pixel formats");
             assertEquals(a.fingerprint(), c.fingerprint(), "the mode is not part of it");
         }

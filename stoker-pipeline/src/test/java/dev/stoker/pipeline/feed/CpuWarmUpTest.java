@@ -4,33 +4,23 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.encode.SampleEncoder;
-import dev.stoker.text.QwenTokenizer;
+import dev.stoker.encode.SharedTokenizer;
 import java.nio.file.Path;
 import java.util.Set;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The JIT warm-up: it runs the real encoder paths, stops at its round limit, and changes no batch. */
 @Timeout(60)
+@ExtendWith(SharedTokenizer.class)
 class CpuWarmUpTest {
-    static QwenTokenizer tokenizer;
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void loadTokenizer() {
-        tokenizer = QwenTokenizer.bundled();
-        FeederTest.tokenizer = tokenizer;
-    }
-
-    @AfterAll
-    static void closeTokenizer() { tokenizer.close(); }
 
     @Test
     void theMadeUpSampleGoesThroughBothEncoderPaths() {
-        var encoder = new SampleEncoder(FeederTest.OPTIONS, tokenizer);
+        var encoder = new SampleEncoder(FeederTest.OPTIONS, SharedTokenizer.get());
         var warmUp = CpuWarmUp.create();
         assertEquals(3, warmUp.run(encoder, true, 60_000, 3), "in place: prepare + writePixels, three rounds");
         assertEquals(2, warmUp.run(encoder, false, 60_000, 2), "heap: encode, two rounds");

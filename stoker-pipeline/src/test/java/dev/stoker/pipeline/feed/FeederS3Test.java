@@ -4,20 +4,18 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.testkit.s3.S3MockExtension;
 import dev.stoker.testkit.s3.S3MockServer;
-import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -26,20 +24,14 @@ import org.junit.jupiter.api.io.TempDir;
 /** The same data set read from S3 (S3Mock on a loopback port) and from local disk gives the same batches. */
 @ExtendWith(S3MockExtension.class)
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class FeederS3Test {
     static final String BUCKET = "feeder-test";
-    static QwenTokenizer tokenizer;
 
     @TempDir Path tmp;
 
-    @BeforeAll
-    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void closeTokenizer() { tokenizer.close(); }
-
     static List<Batch> run(DatasetLocation location, SourceConfig source, FeedConfig config, int steps) throws Exception {
-        try (var feeder = Feeder.open(location, source, config, tokenizer)) {
+        try (var feeder = Feeder.open(location, source, config, SharedTokenizer.get())) {
             var out = new ArrayList<Batch>();
             for (int s = 0; s < steps; s++)
                 for (int r = 0; r < config.ranks(); r++) out.add(feeder.rank(r).next().get(60, TimeUnit.SECONDS));

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.SampleException;
 import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.text.QwenTokenizer;
@@ -22,29 +23,30 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import java.util.function.LongSupplier;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 @Tag("slow")
+@ExtendWith(SharedTokenizer.class)
 class FeederTest {
     static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 50176);
     static final long SEED = 1234;
     /** The modes that yield heap batches (ZERO_COPY has its own tests). */
     static final FeedMode[] HEAP_MODES = {FeedMode.SERIAL, FeedMode.CONCURRENT, FeedMode.PREFETCH};
+    /** ModelInputRowsTest's tokenizer (a byte oracle, kept as it is): the run's shared one, set by {@link #loadTokenizer()}. */
     static QwenTokenizer tokenizer;
 
     @TempDir Path tmp;
 
-    @BeforeAll
-    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
+    /** For ModelInputRowsTest: {@link #tokenizer} is the run's shared tokenizer. */
+    static void loadTokenizer() { tokenizer = SharedTokenizer.get(); }
 
-    @AfterAll
-    static void closeTokenizer() { tokenizer.close(); }
+    /** For ModelInputRowsTest: nothing to do, the run closes the shared tokenizer at its end. */
+    static void closeTokenizer() {}
 
     static FeedConfig config(FeedMode mode, int ranks, int batch, int threads) {
         return FeedConfig.of(mode, OPTIONS, ranks, batch).withSeed(SEED).withCpuThreads(threads).withFetchConcurrency(4).withWarmUp(0);
@@ -52,7 +54,7 @@ class FeederTest {
 
     /** Batches [step][rank] flattened, asking the ranks in turn. */
     static List<Batch> run(FeedConfig config, FeedSource source, int steps) throws Exception {
-        try (var feeder = Feeder.start(config, source, tokenizer)) {
+        try (var feeder = Feeder.start(config, source, SharedTokenizer.get())) {
             var out = new ArrayList<Batch>();
             for (int s = 0; s < steps; s++)
                 for (int r = 0; r < config.ranks(); r++) out.add(feeder.rank(r).next().get(60, TimeUnit.SECONDS));
@@ -159,7 +161,7 @@ class FeederTest {
         Path manifest = TestDatasets.write(tmp, 80, Set.of());
         int batch = 2, threads = 2, fetch = 4;
         var cfg = config(FeedMode.PREFETCH, 1, batch, threads).withFetchConcurrency(fetch).withPrefetch(2, Long.MAX_VALUE);
-        try (var source = new LocalFeedSource(manifest, 0); var feeder = Feeder.start(cfg, source, tokenizer)) {
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = Feeder.start(cfg, source, SharedTokenizer.get())) {
             await(() -> feeder.metrics().bufferedBatches() == 2 && feeder.metrics().ranks().getFirst().producerWaits() > 0, "buffer full");
             awaitUnchanged(() -> feeder.metrics().encodeStarted() * 1_000_000 + feeder.metrics().fetchStarted(), 500, "work settles");
             var settled = feeder.metrics();
@@ -181,7 +183,7 @@ class FeederTest {
     void stallWatchdogWarnsOnceForARankThatStopsReadingAndNothingElse() throws Exception {
         Path manifest = TestDatasets.write(tmp, 80, Set.of());
         var cfg = config(FeedMode.PREFETCH, 1, 2, 2).withFetchConcurrency(4).withPrefetch(2, Long.MAX_VALUE);
-        try (var source = new LocalFeedSource(manifest, 0); var feeder = Feeder.start(cfg, source, tokenizer)) {
+        try (var source = new LocalFeedSource(manifest, 0); var feeder = Feeder.start(cfg, source, SharedTokenizer.get())) {
             assertEquals(java.time.Duration.ofSeconds(StallWatchdog.STALL_SECONDS_DEFAULT), feeder.stallTimeout());
             feeder.stallTimeout(java.time.Duration.ofMillis(1500));
             feeder.rank(0).next().get(30, TimeUnit.SECONDS); // the trainer read once, then stops
@@ -208,7 +210,7 @@ class FeederTest {
         var cfg = config(FeedMode.PREFETCH, 2, 3, 2).withPrefetch(4, 1);
         try (var source = new LocalFeedSource(manifest, 0)) {
             var reference = run(config(FeedMode.CONCURRENT, 2, 3, 2), source, 4);
-            try (var feeder = Feeder.start(cfg, source, tokenizer)) {
+            try (var feeder = Feeder.start(cfg, source, SharedTokenizer.get())) {
                 await(() -> feeder.metrics().ranks().stream().allMatch(r -> r.producerWaits() > 0), "both buffers full");
                 for (var r : feeder.metrics().ranks()) {
                     assertEquals(1, r.bufferedBatches(), "rank " + r.rank());
@@ -233,7 +235,7 @@ class FeederTest {
             for (var mode : HEAP_MODES) {
                 List<Batch> got;
                 FeedErrors errors;
-                try (var feeder = Feeder.start(config(mode, 2, 3, 2), source, tokenizer)) {
+                try (var feeder = Feeder.start(config(mode, 2, 3, 2), source, SharedTokenizer.get())) {
                     got = new ArrayList<>();
                     for (int s = 0; s < 2; s++) for (int r = 0; r < 2; r++) got.add(feeder.rank(r).next().get(30, TimeUnit.SECONDS));
                     errors = feeder.errors();
@@ -269,7 +271,7 @@ class FeederTest {
             for (var mode : HEAP_MODES) {
                 // every sample is bad by design: no error-rate limit (its early judgement would stop the feed), the test is the empty batch
                 var cfg = config(mode, 1, 2, 1).withErrorPolicy(ErrorPolicy.SKIP, 1.0);
-                try (var feeder = Feeder.start(cfg, source, tokenizer)) {
+                try (var feeder = Feeder.start(cfg, source, SharedTokenizer.get())) {
                     for (int s = 0; s < 2; s++) {
                         var b = feeder.rank(0).next().get(30, TimeUnit.SECONDS);
                         assertEquals(0, b.samples(), mode.name());
@@ -293,7 +295,7 @@ class FeederTest {
         Path manifest = TestDatasets.write(tmp, 13, Set.of());
         try (var source = new LocalFeedSource(manifest, 0)) {
             for (var mode : HEAP_MODES) {
-                var feeder = Feeder.start(config(mode, 2, 3, 1), source, tokenizer);
+                var feeder = Feeder.start(config(mode, 2, 3, 1), source, SharedTokenizer.get());
                 feeder.rank(0).next().get(30, TimeUnit.SECONDS);
                 feeder.rank(0).close();
                 assertThrows(CancellationException.class, () -> feeder.rank(0).next().get(30, TimeUnit.SECONDS), mode.name());

@@ -2,6 +2,7 @@ package dev.stoker.pipeline.feed;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.FeedBatch;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
 import dev.stoker.plan.schedule.SampleSchedule;
@@ -9,10 +10,9 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -23,15 +23,10 @@ import org.junit.jupiter.api.io.TempDir;
  * left empty.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class HostileDecodeFeedTest {
     @TempDir Path tmp;
     @TempDir Path shm;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     @Test
     void decompressionBombsUnderThePixelLimitAreTheirSamplesErrorsAndEveryOtherSampleIsDelivered() throws Exception {

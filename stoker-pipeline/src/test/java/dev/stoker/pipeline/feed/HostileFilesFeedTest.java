@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException.Stage;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.FeedBatch;
 import dev.stoker.encode.batch.SkippedSample;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
@@ -20,10 +21,9 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -34,15 +34,10 @@ import org.junit.jupiter.api.io.TempDir;
  * with a bound, so a stall fails the test instead of hanging it.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class HostileFilesFeedTest {
     @TempDir Path tmp;
     @TempDir Path shm;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     @Test
     void aFifoADirectoryAndASocketInAManifestAreSkippedOnceAndEveryOtherSampleIsDelivered() throws Exception {

@@ -6,31 +6,24 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
-import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Two sources mixed by weight through the real feed: each fed its passes per epoch, its images from its own folder. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class MixedFeedTest {
-    static QwenTokenizer tokenizer;
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void closeTokenizer() { tokenizer.close(); }
 
     /** 20 samples in a/ (images under a/images), 6 in b/ whose images are under b/pics only. */
     private List<Path> sources() throws Exception {
@@ -50,7 +43,8 @@ class MixedFeedTest {
             locals.add(s);
             parts.add(new MixedSource.Part(s, weights[i]));
         }
-        try (var feeder = Feeder.start(FeederTest.config(FeedMode.CONCURRENT, 2, 4, 2), new MixedSource(parts), tokenizer)) {
+        var config = FeederTest.config(FeedMode.CONCURRENT, 2, 4, 2);
+        try (var feeder = Feeder.start(config, new MixedSource(parts), SharedTokenizer.get())) {
             var out = new ArrayList<Batch>();
             for (int s = 0; s < steps; s++)
                 for (int r = 0; r < 2; r++) out.add(feeder.rank(r).next().get(60, TimeUnit.SECONDS));
@@ -105,7 +99,8 @@ class MixedFeedTest {
                 .replace("\"value\": \"What", "\"value\": \"<image>\\nWhat"));
         var parts = List.of(new MixedSource.Part(new LocalFeedSource(a, 0), 1), new MixedSource.Part(new LocalFeedSource(b, 0), 4));
         var failure = org.junit.jupiter.api.Assertions.assertThrows(java.util.concurrent.ExecutionException.class, () -> {
-            try (var feeder = Feeder.start(FeederTest.config(FeedMode.CONCURRENT, 2, 4, 2), new MixedSource(parts), tokenizer)) {
+            var config = FeederTest.config(FeedMode.CONCURRENT, 2, 4, 2);
+            try (var feeder = Feeder.start(config, new MixedSource(parts), SharedTokenizer.get())) {
                 for (int s = 0; s < 40; s++) for (int r = 0; r < 2; r++) feeder.rank(r).next().get(60, TimeUnit.SECONDS);
             }
         });

@@ -4,19 +4,20 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.stoker.encode.SampleEncoder;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.text.JinjaChatRenderer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Set;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /** An encoder given the model's own template (the Qwen2-VL/2.5-VL Hub text) encodes samples exactly as the default one. */
 @Timeout(60)
+@ExtendWith(SharedTokenizer.class)
 class ModelTemplateEncodingTest {
     /** The published Qwen2-VL / Qwen2.5-VL {@code chat_template} (see stoker-text's test templates for its source). */
     private static final String QWEN2_VL_TEMPLATE = "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
@@ -32,17 +33,11 @@ class ModelTemplateEncodingTest {
 
     @TempDir Path tmp;
 
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
-
     @Test
     void samplesEncodeTheSameThroughTheModelsTemplate() throws Exception {
         Path manifest = TestDatasets.write(tmp, 8, Set.of());
-        var builtIn = new SampleEncoder(FeederTest.OPTIONS, FeederTest.tokenizer);
-        var model = new SampleEncoder(FeederTest.OPTIONS, FeederTest.tokenizer, JinjaChatRenderer.compile(QWEN2_VL_TEMPLATE));
+        var builtIn = new SampleEncoder(FeederTest.OPTIONS, SharedTokenizer.get());
+        var model = new SampleEncoder(FeederTest.OPTIONS, SharedTokenizer.get(), JinjaChatRenderer.compile(QWEN2_VL_TEMPLATE));
         SampleEncoder.ImageSource images = (id, ref) -> {
             try {
                 return Files.readAllBytes(manifest.getParent().resolve(ref));

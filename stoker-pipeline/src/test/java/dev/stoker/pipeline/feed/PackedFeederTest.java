@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -25,10 +26,9 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -38,16 +38,11 @@ import org.junit.jupiter.api.io.TempDir;
  * cursor continues with the same packs.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class PackedFeederTest {
     static final int RANKS = 3, SAMPLES = 30;
     @TempDir Path tmp;
     @TempDir Path shm;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     /** N = three of the data set's longest samples: packs of a few samples each. */
     static FeedConfig packed(FeedMode mode, ShapeIndex shapes, int padTo) {
@@ -59,7 +54,7 @@ class PackedFeederTest {
     }
 
     static ShapeIndex shapes(FeedSource source) throws Exception {
-        return ShapeIndexes.measure(source.records(), source, FeederTest.tokenizer, FeederTest.OPTIONS, 2);
+        return ShapeIndexes.measure(source.records(), source, SharedTokenizer.get(), FeederTest.OPTIONS, 2);
     }
 
     /** The planner's steps that start in epoch 0 (the last runs into epoch 1), walked on a schedule of its own. */
@@ -112,7 +107,7 @@ class PackedFeederTest {
             assertTrue(plan.size() >= 2, "the epoch takes several steps: " + plan.size());
             var last = plan.getLast();
             assertEquals(1, last.next().epoch(), "the epoch's last step runs into epoch 1: " + last.next());
-            try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
+            try (var feeder = Feeder.start(config, source, SharedTokenizer.get())) {
                 assertTrue(feeder.schedule() instanceof PackedSchedule, "a packed feed walks a packed schedule");
                 for (int s = 0; s < plan.size(); s++) {
                     var step = plan.get(s);
@@ -166,10 +161,10 @@ class PackedFeederTest {
             var config = packed(FeedMode.PREFETCH, shapes, 8);
             int steps = epoch0(config, source, shapes).size();
             var heap = new ArrayList<Batch>();
-            try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
+            try (var feeder = Feeder.start(config, source, SharedTokenizer.get())) {
                 for (int s = 0; s < steps; s++) for (int r = 0; r < RANKS; r++) heap.add(feeder.rank(r).next().get(60, TimeUnit.SECONDS));
             }
-            try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, FeederTest.tokenizer, store)) {
+            try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, SharedTokenizer.get(), store)) {
                 int i = 0;
                 for (int s = 0; s < steps; s++)
                     for (int r = 0; r < RANKS; r++, i++) {
@@ -202,7 +197,7 @@ class PackedFeederTest {
             var config = packed(FeedMode.PREFETCH, shapes, 1);
             var plan = epoch0(config, source, shapes);
             var resumeAt = plan.get(1).cursor();
-            try (var feeder = Feeder.start(config.withStart(resumeAt, 1), source, FeederTest.tokenizer)) {
+            try (var feeder = Feeder.start(config.withStart(resumeAt, 1), source, SharedTokenizer.get())) {
                 for (int s = 1; s < plan.size(); s++)
                     for (int r = 0; r < RANKS; r++) {
                         Batch b = feeder.rank(r).next().get(60, TimeUnit.SECONDS);
@@ -211,7 +206,7 @@ class PackedFeederTest {
                     }
             }
             // the same cursor without a label: the label is counted from the origin
-            try (var feeder = Feeder.start(config.withStart(resumeAt), source, FeederTest.tokenizer)) {
+            try (var feeder = Feeder.start(config.withStart(resumeAt), source, SharedTokenizer.get())) {
                 assertEquals(1, feeder.rank(0).next().get(60, TimeUnit.SECONDS).globalStep());
             }
             // two ranks from the same cursor: the rest of the order, each sample once
@@ -219,7 +214,7 @@ class PackedFeederTest {
                     .withFetchConcurrency(4).withWarmUp(0).withPacking(config.packing()).withStart(resumeAt, 1);
             var resized = new ArrayList<PackedStep>();
             ScheduleCursor c = resumeAt;
-            try (var feeder = Feeder.start(two, source, FeederTest.tokenizer)) {
+            try (var feeder = Feeder.start(two, source, SharedTokenizer.get())) {
                 var packed2 = (PackedSchedule) feeder.schedule();
                 for (c = packed2.planner().aligned(resumeAt); c.epoch() == 0; ) {
                     var step = packed2.step(c, 0);
@@ -255,7 +250,7 @@ class PackedFeederTest {
             var config = FeederTest.config(FeedMode.PREFETCH, RANKS, 1, 2).withErrorsFile(errorsFile).withPacking(
                     new Packing(n, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1, dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B));
             var plan = epoch0(config, source, shapes);
-            try (var feeder = Feeder.start(config, source, FeederTest.tokenizer)) {
+            try (var feeder = Feeder.start(config, source, SharedTokenizer.get())) {
                 for (int s = 0; s < plan.size(); s++)
                     for (int r = 0; r < RANKS; r++)
                         for (long rec : feeder.rank(r).next().get(60, TimeUnit.SECONDS).sampleIndex())

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import static dev.stoker.parquet.HfParquet.image;
 import static dev.stoker.parquet.HfParquet.map;
@@ -14,7 +15,6 @@ import dev.stoker.parquet.ParquetRecords;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
-import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -22,10 +22,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -33,22 +32,16 @@ import org.junit.jupiter.api.io.TempDir;
  * images' bytes in the rows give the same batches, tensor for tensor, through the real Feeder.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class ParquetFeedTest {
     static final ObjectMapper JSON = new ObjectMapper();
     static final int N = 13, RANKS = 2, BATCH = 3, STEPS = 4;
-    static QwenTokenizer tokenizer;
 
     @TempDir Path tmp;
 
-    @BeforeAll
-    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void closeTokenizer() { tokenizer.close(); }
-
     static List<Batch> run(FeedSource source) throws Exception {
         var config = FeederTest.config(FeedMode.CONCURRENT, RANKS, BATCH, 2);
-        try (var feeder = Feeder.start(config, source, tokenizer)) {
+        try (var feeder = Feeder.start(config, source, SharedTokenizer.get())) {
             var out = new ArrayList<Batch>();
             for (int s = 0; s < STEPS; s++)
                 for (int r = 0; r < RANKS; r++) out.add(feeder.rank(r).next().get(60, TimeUnit.SECONDS));

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -25,10 +26,10 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -40,6 +41,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  * pixels are written is left with its text-only samples, and gets the dummy in the object it was allocated.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class TextOnlyFeedTest {
     static final int RANKS = 2, BATCH = 2, STEPS = 6;
 
@@ -49,12 +51,8 @@ class TextOnlyFeedTest {
 
     @BeforeAll
     static void setUp() throws Exception {
-        FeederTest.loadTokenizer();
         manifest = write(tmp);
     }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     /**
      * 24 samples: every third has one image, the others none; samples 3 and 15 name a JPEG cut after 60% of its bytes
@@ -86,7 +84,7 @@ class TextOnlyFeedTest {
     static List<Batch> zeroCopy(FeedConfig config, FeedSource source, ShmObjectStore store) throws Exception {
         var format = config.encode().pixelFormat();
         var out = new ArrayList<Batch>();
-        try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, FeederTest.tokenizer, store)) {
+        try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, SharedTokenizer.get(), store)) {
             for (int s = 0; s < STEPS; s++)
                 for (int r = 0; r < RANKS; r++) {
                     StoredBatch b = feeder.storedRank(r).next().get(60, TimeUnit.SECONDS);
@@ -157,7 +155,7 @@ class TextOnlyFeedTest {
             assertEquals(List.of("s5@DECODE"), heap.skippedSamples().stream().map(k -> k.sampleId() + "@" + k.stage()).toList());
             assertTrue(TextOnlyBatches.assertDummyOf(allow, heap, options.vision(), TextOnlyBatches.GRID_64_AT_3136, "heap"));
             assertTrue(heap.length() > allow.length(), "the dummy's tokens make the batch longer");
-            try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, FeederTest.tokenizer, store)) {
+            try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, SharedTokenizer.get(), store)) {
                 StoredBatch b = feeder.storedRank(0).next().get(60, TimeUnit.SECONDS);
                 assertSame(heap, format == PixelFormat.UINT8 ? CompactFeedTest.toHeapCompact(b) : ZeroCopyFeederTest.toHeap(b), "zero-copy");
                 b.release();
@@ -174,8 +172,10 @@ class TextOnlyFeedTest {
     @Test
     void thePolicyIsPartOfTheFingerprintAndAllowKeepsTheEarlierOne() throws Exception {
         try (var source = new LocalFeedSource(manifest, 0);
-             var allow = Feeder.start(config(FeedMode.CONCURRENT, PixelFormat.FLOAT32, TextOnlyPolicy.ALLOW), source, FeederTest.tokenizer);
-             var dummy = Feeder.start(config(FeedMode.CONCURRENT, PixelFormat.FLOAT32, TextOnlyPolicy.DUMMY_IMAGE), source, FeederTest.tokenizer)) {
+             var allow = Feeder.start(config(FeedMode.CONCURRENT, PixelFormat.FLOAT32, TextOnlyPolicy.ALLOW), source,
+                     SharedTokenizer.get());
+             var dummy = Feeder.start(config(FeedMode.CONCURRENT, PixelFormat.FLOAT32, TextOnlyPolicy.DUMMY_IMAGE), source,
+                     SharedTokenizer.get())) {
             assertNotEquals(allow.fingerprint(), dummy.fingerprint(), "a state never resumes across text-only policies");
         }
         assertTrue(!Feeder.encodingText(FeederTest.OPTIONS.withTextOnly(TextOnlyPolicy.ALLOW)).contains("textOnly"));

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
@@ -15,10 +16,9 @@ import java.util.EnumSet;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -27,17 +27,12 @@ import org.junit.jupiter.api.io.TempDir;
  * except the images whose header is sound and whose pixel data is not, which only a decode finds.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class ValidateMatchesFeedTest {
     /** Bad only in their pixel data: the header reads fine. */
     static final Set<Kind> PIXELS_ONLY = EnumSet.of(Kind.TRUNCATED_JPEG, Kind.CORRUPT_JPEG, Kind.CORRUPT_PNG);
 
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     @Test
     void validateSkipsWhatTheFeedSkips() throws Exception {
@@ -54,7 +49,7 @@ class ValidateMatchesFeedTest {
         ValidationReport report;
         try (var objects = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
             var source = FeedSource.of(objects, null);
-            report = DatasetValidator.validate(source.records(), source, FeederTest.tokenizer,
+            report = DatasetValidator.validate(source.records(), source, SharedTokenizer.get(),
                     new DatasetValidator.Settings(BadInputFeedTest.OPTIONS, 2, 8, 100));
         }
         for (var c : report.causes())

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.pipeline.observe.BottleneckVerdict;
 import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -7,33 +8,25 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.encode.EncodeOptions;
-import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Path;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Constructed slow-fetch, slow-CPU and slow-trainer runs must each get their verdict. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 @Tag("slow")
+@ExtendWith(SharedTokenizer.class)
 class VerdictFeedTest {
     static final EncodeOptions OPTIONS = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 50176);
     static final EncodeOptions BIG = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withPixels(3136, 1_003_520);
-    static QwenTokenizer tokenizer;
 
     @TempDir Path tmp;
-
-    @BeforeAll
-    static void loadTokenizer() { tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void closeTokenizer() { tokenizer.close(); }
 
     /** Every object arrives {@code delayMillis} late. */
     record SlowSource(LocalFeedSource inner, long delayMillis) implements FeedSource {
@@ -52,7 +45,7 @@ class VerdictFeedTest {
 
     /** Takes rank 0's batches for {@code millis}, sleeping {@code trainerMillis} after each; returns the verdict. */
     static BottleneckVerdict run(FeedConfig config, FeedSource source, long millis, long trainerMillis) throws Exception {
-        try (var feeder = Feeder.start(config, source, tokenizer)) {
+        try (var feeder = Feeder.start(config, source, SharedTokenizer.get())) {
             long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
             int batches = 0;
             while (System.nanoTime() < end) {

@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.source.mix.FeedSource;
 import static dev.stoker.pipeline.feed.FeederTest.assertSameBatches;
 import static dev.stoker.pipeline.feed.FeederTest.config;
@@ -15,7 +16,6 @@ import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.WebDatasetRecords;
 import dev.stoker.testkit.WebDatasetShards;
-import dev.stoker.text.QwenTokenizer;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -24,10 +24,9 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.commons.compress.archivers.tar.TarArchiveOutputStream;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -36,14 +35,10 @@ import org.junit.jupiter.api.io.TempDir;
  * grids and pixel values bit for bit.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class WebDatasetFeedTest {
     @TempDir Path tmp;
 
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.tokenizer = QwenTokenizer.bundled(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.tokenizer.close(); }
 
     @Test
     void tarShardsGiveTheBatchesOfTheSameJsonLines() throws Exception {
@@ -83,7 +78,8 @@ class WebDatasetFeedTest {
             put(tar, "kept.jpg", Files.readAllBytes(jsonl.resolveSibling("images/" + Files.readString(jsonl).split("images/")[1].split("\"")[0])));
         }
         try (var objects = ObjectSources.open(shardDir.resolve("shard-*.tar").toString(), SourceConfig.defaults());
-             var feeder = Feeder.start(config(FeedMode.SERIAL, 1, 9, 1).withErrorPolicy(ErrorPolicy.SKIP, 1), FeedSource.of(objects, null), FeederTest.tokenizer)) {
+             var feeder = Feeder.start(config(FeedMode.SERIAL, 1, 9, 1).withErrorPolicy(ErrorPolicy.SKIP, 1), FeedSource.of(objects, null),
+                     SharedTokenizer.get())) {
             Batch b = feeder.rank(0).next().get(60, TimeUnit.SECONDS);
             assertEquals(7, b.samples(), "every sample but the broken ones: " + b.sampleIds());
             assertTrue(b.sampleIds().contains("kept"), b.sampleIds().toString());

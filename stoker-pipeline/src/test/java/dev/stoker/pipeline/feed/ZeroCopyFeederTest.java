@@ -1,5 +1,6 @@
 package dev.stoker.pipeline.feed;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.pipeline.feed.FeedMetrics;
 import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -21,23 +22,17 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
 /** ZERO_COPY writes the very batches PREFETCH assembles on the heap, in place, into the shared-memory store. */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
+@ExtendWith(SharedTokenizer.class)
 class ZeroCopyFeederTest {
     @TempDir Path tmp;
     @TempDir Path shm;
-
-    @BeforeAll
-    static void loadTokenizer() { FeederTest.loadTokenizer(); }
-
-    @AfterAll
-    static void closeTokenizer() { FeederTest.closeTokenizer(); }
 
     /** The heap form of a stored batch, read back from its shared-memory object. */
     static Batch toHeap(StoredBatch s) {
@@ -68,7 +63,7 @@ class ZeroCopyFeederTest {
     }
 
     static List<Batch> runZeroCopy(FeedConfig config, FeedSource source, ShmObjectStore store, int steps) throws Exception {
-        try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, FeederTest.tokenizer, store)) {
+        try (var feeder = Feeder.start(config.withMode(FeedMode.ZERO_COPY), source, SharedTokenizer.get(), store)) {
             var out = new ArrayList<Batch>();
             for (int s = 0; s < steps; s++)
                 for (int r = 0; r < config.ranks(); r++) {
@@ -89,7 +84,7 @@ class ZeroCopyFeederTest {
             var cfg = FeederTest.config(FeedMode.PREFETCH, 2, 3, 2);
             var expected = FeederTest.run(cfg, source, 4);
             FeedMetrics.Snapshot metrics;
-            try (var feeder = Feeder.start(cfg.withMode(FeedMode.ZERO_COPY), source, FeederTest.tokenizer, store)) {
+            try (var feeder = Feeder.start(cfg.withMode(FeedMode.ZERO_COPY), source, SharedTokenizer.get(), store)) {
                 var actual = new ArrayList<Batch>();
                 for (int s = 0; s < 4; s++)
                     for (int r = 0; r < 2; r++) {
@@ -129,7 +124,7 @@ class ZeroCopyFeederTest {
         Path manifest = TestDatasets.write(tmp, 12, Set.of());
         try (var source = new LocalFeedSource(manifest, 0);
              var store = ShmObjectStore.open(new StoreConfig(shm, 1L << 20, "stoker_test"));
-             var feeder = Feeder.start(FeederTest.config(FeedMode.ZERO_COPY, 1, 4, 1), source, FeederTest.tokenizer, store)) {
+             var feeder = Feeder.start(FeederTest.config(FeedMode.ZERO_COPY, 1, 4, 1), source, SharedTokenizer.get(), store)) {
             var e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
                     () -> feeder.storedRank(0).next().get(60, TimeUnit.SECONDS));
             assertTrue(String.valueOf(e.getCause().getMessage()).contains("exceeds the store budget"), String.valueOf(e.getCause()));
@@ -142,7 +137,7 @@ class ZeroCopyFeederTest {
         try (var source = new LocalFeedSource(manifest, 0);
              var store = ShmObjectStore.open(new StoreConfig(shm, 24L << 20, "stoker_test"))) {
             try (var feeder = Feeder.start(FeederTest.config(FeedMode.ZERO_COPY, 2, 2, 2).withPrefetch(64, 1L << 40),
-                    source, FeederTest.tokenizer, store)) {
+                    source, SharedTokenizer.get(), store)) {
                 StoredBatch held = feeder.storedRank(0).next().get(60, TimeUnit.SECONDS);
                 FeederTest.awaitUnchanged(() -> store.metrics().allocations(), 300, "producers stop at the budget");
                 assertTrue(store.metrics().mappedBytes() <= 24L << 20, "budget never exceeded: " + store.metrics());
@@ -163,7 +158,7 @@ class ZeroCopyFeederTest {
                 "needs root and permission to mount a 2 MiB tmpfs");
         try (var source = new LocalFeedSource(manifest, 0);
              var store = ShmObjectStore.open(new StoreConfig(mount, 64L << 20, "stoker_test"));
-             var feeder = Feeder.start(FeederTest.config(FeedMode.ZERO_COPY, 1, 6, 1), source, FeederTest.tokenizer, store)) {
+             var feeder = Feeder.start(FeederTest.config(FeedMode.ZERO_COPY, 1, 6, 1), source, SharedTokenizer.get(), store)) {
             var e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
                     () -> feeder.storedRank(0).next().get(60, TimeUnit.SECONDS));
             String message = String.valueOf(e.getCause().getMessage());

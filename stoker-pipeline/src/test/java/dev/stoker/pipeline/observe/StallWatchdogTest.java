@@ -3,9 +3,11 @@ package dev.stoker.pipeline.observe;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.testkit.FakeTicker;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BooleanSupplier;
 import java.util.function.LongFunction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -134,21 +136,42 @@ class StallWatchdogTest {
         assertTrue(w.isEmpty(), w.toString());
     }
 
+    /**
+     * The running watchdog on a clock moved by hand: it warns once the stall has lasted its limit, once per episode,
+     * through its sink. (FeederTest's stall case runs one on the real clock, in a real feed.)
+     */
     @Test
     void runningWatchdogLogsThroughItsSinkAndStopsOnClose() throws Exception {
         var logged = new CopyOnWriteArrayList<String>();
         var f = new Feed();
         f.inFlight = 3;
         LongFunction<StallWatchdog.Observation> probe = f::at;
-        try (var dog = new StallWatchdog(200, 20, probe, logged::add)) {
-            long deadline = System.nanoTime() + 5_000_000_000L;
-            while (logged.isEmpty() && System.nanoTime() < deadline) Thread.sleep(10);
-            Thread.sleep(300); // same episode: no second warning
+        var ticker = new FakeTicker();
+        try (var dog = new StallWatchdog(200, 5, probe, logged::add, ticker)) {
+            await(() -> dog.ticks() > 0); // its first observation, at time 0
+            ticker.advanceMillis(199);
+            long before = dog.ticks();
+            await(() -> dog.ticks() > before + 1);
+            assertEquals(List.of(), logged, "199 ms without progress is no stall yet");
+            ticker.advanceMillis(1);
+            await(() -> !logged.isEmpty());
+            long warned = dog.ticks();
+            ticker.advanceMillis(1000);
+            await(() -> dog.ticks() > warned + 1); // same episode: no second warning
             assertEquals(1, logged.size(), logged.toString());
             assertTrue(logged.get(0).startsWith("stall: no sample fetched for 0.2 s, 3 fetches in flight"), logged.get(0));
             assertEquals(1, dog.warningsLogged());
             dog.stallMillis(0); // disabled
             assertEquals(0, dog.stallMillis());
+        }
+    }
+
+    /** Waits until {@code condition} holds (the watchdog ticks every few ms of real time); fails after 10 s. */
+    private static void await(BooleanSupplier condition) throws InterruptedException {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (!condition.getAsBoolean()) {
+            assertTrue(System.nanoTime() < deadline, "not within 10 s");
+            Thread.sleep(1);
         }
     }
 }

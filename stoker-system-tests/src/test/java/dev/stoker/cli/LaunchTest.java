@@ -1,18 +1,13 @@
 package dev.stoker.cli;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.stoker.bench.ChildJvm;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
-import dev.stoker.transport.TrainerClient;
 import java.io.IOException;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -31,14 +26,17 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code stoker launch} as a job script runs it: a real launch JVM, its service a child JVM of its own, and a real
  * COMMAND. COMMAND gets the socket and job in its environment and its status becomes launch's; the service is gone
  * afterwards, its socket and shared memory removed, also when launch is SIGKILLed; SIGTERM and SIGINT reach COMMAND;
- * SLURM's variables give the world; two launches of a two-node world each serve their own node's ranks, rank 1 getting
- * on node 1 exactly what rank 1 of a one-node service gets.
+ * SLURM's variables give the world.
+ *
+ * <p>torchrun under launch (docs/launch.md's example) and two launches of a two-node world, each serving its own node's
+ * ranks, are {@link TorchTrainingTest}'s jobs: real trainers take every rank's scheduled batches there, and the two-node
+ * job trains as the one-node job does, line for line; a node's refusal of a rank it does not serve is
+ * {@code stoker-node}'s {@code LocalRanksTest}.
  */
 @Tag("slow")
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class LaunchTest {
     static final int SAMPLES = 16, BATCH = 2;
-    static final String PYTHON = "/usr/bin/python3";
     @TempDir static Path tmp;
     static Path manifest;
 
@@ -127,53 +125,6 @@ class LaunchTest {
         }
     }
 
-    /**
-     * docs/launch.md's example: torchrun under launch, two ranks, each trainer finding the service through STOKER_SOCKET
-     * and STOKER_JOB and taking its rank's batches of the schedule.
-     */
-    @Test
-    void torchrunUnderLaunchFeedsEveryRank() throws Exception {
-        assumeTrue(Files.isExecutable(Path.of(PYTHON)), PYTHON + " is missing");
-        assumeTrue(new ProcessBuilder(PYTHON, "-c", "import numpy, torch.distributed.run").start().waitFor() == 0, "no numpy or torch");
-        Path dir = Files.createDirectories(tmp.resolve("torchrun"));
-        Path train = dir.resolve("train.py");
-        Files.writeString(train, String.join("\n",
-                "import os, sys",
-                "from stoker import Loader",
-                "rank, world = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])",
-                "with Loader(os.environ['STOKER_SOCKET'], rank=rank, world_size=world, job=os.environ['STOKER_JOB']) as loader:",
-                "    with open(sys.argv[1] + '/rank%d.txt' % rank, 'w') as out:",
-                "        for step, batch in enumerate(loader):",
-                "            out.write(' '.join(str(i) for i in loader.last_meta.sample_index) + '\\n')",
-                "            if step == 1: break",
-                ""));
-        var options = serveOptions(dir);
-        options.addAll(List.of("--nproc-per-node", "2", "--job", "torch"));
-        int port;
-        try (var probe = new java.net.ServerSocket(0)) {
-            port = probe.getLocalPort();
-        }
-        var p = launch(dir, options, Map.of("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString()), PYTHON, "-m",
-                "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "" + port, "--redirects", "2", "--tee", "1",
-                train.toString(), dir.toString());
-        assertTrue(p.waitFor(240, TimeUnit.SECONDS), log(dir));
-        String log = log(dir);
-        assertEquals(0, p.exitValue(), log);
-        var schedule = new dev.stoker.plan.schedule.SampleSchedule(dev.stoker.pipeline.feed.FeedConfig.SEED_DEFAULT, SAMPLES, 2, BATCH);
-        for (int r = 0; r < 2; r++) {
-            var steps = Files.readAllLines(dir.resolve("rank" + r + ".txt"));
-            assertEquals(2, steps.size(), "rank " + r + ": " + log);
-            for (int s = 0; s < 2; s++) {
-                var expected = java.util.Arrays.stream(schedule.batchAt(new dev.stoker.core.ScheduleCursor(0, (long) s * schedule.positionsPerStep()), r))
-                        .boxed().toList();
-                assertFalse(steps.get(s).isBlank(), "rank " + r + " step " + s + " had samples");
-                for (String i : steps.get(s).split(" "))
-                    if (!i.isEmpty()) assertTrue(expected.contains(Integer.parseInt(i)), "rank " + r + " step " + s + ": " + steps.get(s) + " of " + expected);
-            }
-        }
-        assertCleanedUp(dir, pid(log, "service pid "));
-    }
-
     @Test
     void aServiceThatFailsToStartEndsLaunchWithItsStatusAndCommandNeverRuns() throws Exception {
         Path dir = Files.createDirectories(tmp.resolve("f"));
@@ -258,57 +209,5 @@ class LaunchTest {
         assertTrue(p.waitFor(60, TimeUnit.SECONDS));
         assertEquals(Main.EXIT_INVALID_INPUT, p.exitValue(), log(dir));
         assertTrue(log(dir).contains("--ranks 8 disagrees with the world of 4 ranks"), log(dir));
-    }
-
-    @Test
-    void twoLaunchesOfATwoNodeWorldServeTheirOwnRanks() throws Exception {
-        Path ref = Files.createDirectories(tmp.resolve("e-ref")), n0 = Files.createDirectories(tmp.resolve("e-0")),
-                n1 = Files.createDirectories(tmp.resolve("e-1"));
-        var refOptions = serveOptions(ref);
-        refOptions.addAll(List.of("--ranks", "2"));
-        var reference = launch(ref, refOptions, Map.of(), "/bin/sh", "-c", "echo up; exec sleep 120");
-        var nodes = new ArrayList<Process>();
-        var commands = new ArrayList<Long>();
-        try {
-            for (int node = 0; node < 2; node++) {
-                Path dir = node == 0 ? n0 : n1;
-                var options = serveOptions(dir);
-                options.addAll(List.of("--nnodes", "2", "--node-rank", "" + node, "--nproc-per-node", "1"));
-                nodes.add(launch(dir, options, Map.of(), "/bin/sh", "-c", "echo up; exec sleep 120"));
-            }
-            for (var e : List.of(Map.entry(reference, ref), Map.entry(nodes.get(0), n0), Map.entry(nodes.get(1), n1))) {
-                ServeProcess.awaitLine(e.getKey(), e.getValue().resolve("launch.log"), "\nup");
-                commands.add(pid(ServeProcess.awaitLine(e.getKey(), e.getValue().resolve("launch.log"), "(pid "), "(pid "));
-            }
-            assertTrue(log(n1).contains("this node serves ranks 1"), log(n1));
-            try (var a = TrainerClient.connect(ref.resolve("t.sock"), 1, 2, "default", TrainerClient.Options.SHARED_MEMORY);
-                 var b = TrainerClient.connect(n1.resolve("t.sock"), 1, 2, "default", TrainerClient.Options.SHARED_MEMORY)) {
-                for (int step = 0; step < 2; step++) {
-                    try (var x = a.next(); var y = b.next()) {
-                        assertEquals(x.batch().meta(), y.batch().meta(), "step " + step);
-                        assertEquals(x.batch().tensors().size(), y.batch().tensors().size());
-                        for (int t = 0; t < x.batch().tensors().size(); t++)
-                            assertArrayEquals(x.batch().tensors().get(t).data().toArray(ValueLayout.JAVA_BYTE),
-                                    y.batch().tensors().get(t).data().toArray(ValueLayout.JAVA_BYTE), x.batch().tensors().get(t).name());
-                    }
-                }
-            }
-            var refused = assertThrows(IOException.class, () -> TrainerClient.connect(n1.resolve("t.sock"), 0, 2, "default"));
-            assertTrue(refused.getMessage().contains("rank 0 is not served by this node: it serves ranks 1 of 2"), refused.getMessage());
-            refused = assertThrows(IOException.class, () -> TrainerClient.connect(n0.resolve("t.sock"), 1, 2, "default"));
-            assertTrue(refused.getMessage().contains("rank 1 is not served by this node: it serves ranks 0 of 2"), refused.getMessage());
-            try (var c = TrainerClient.connect(n0.resolve("t.sock"), 0, 2, "default"); var x = c.next()) {
-                assertEquals(0, x.batch().meta().rank());
-            }
-        } finally {
-            commands.forEach(pid -> ProcessHandle.of(pid).ifPresent(ProcessHandle::destroy)); // COMMAND ends: each launch stops
-            nodes.add(reference);
-            for (var p : nodes) {
-                if (p.waitFor(60, TimeUnit.SECONDS)) continue;
-                p.destroyForcibly(); // a test that failed before it knew every COMMAND: its services go with --exit-with-parent
-                throw new AssertionError("a launch did not stop with its COMMAND: " + log(n0) + log(n1) + log(ref));
-            }
-        }
-        for (Path dir : List.of(ref, n0, n1)) assertCleanedUp(dir, pid(log(dir), "service pid "));
     }
 }

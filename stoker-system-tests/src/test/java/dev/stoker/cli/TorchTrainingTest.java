@@ -38,10 +38,14 @@ import org.junit.jupiter.api.io.TempDir;
  * and relaunched logs, for every step after the checkpoint, bit for bit the losses and samples of the run
  * never interrupted; relaunched with three processes instead of two, it trains on exactly the rest of the
  * job's global sample order; run as two "nodes" on loopback (two launches, each service serving its own
- * node's rank only, one torchrun per node), it is the one-node run line for line.
+ * node's rank only, one torchrun per node), it is the one-node run line for line; a packed job trains on
+ * the planned packs, and a feed that ends before the job stops every rank at its end with a checkpoint that
+ * a longer feed resumes bit for bit.
  *
- * <p>The uninterrupted run and the killed run are made once (on first use) and shared by the tests,
- * so that each runs alone too. The one place that starts a job is {@link #startNodes}.
+ * <p>Seven jobs make every fact: the runs are made once (on first use) and shared by the tests, so that each
+ * test runs alone too. The uninterrupted run is the two-node one, so that the one-node runs compared with it
+ * (killed, then resumed) also show that two nodes train as one; the resumed run writes the report; the packed
+ * job's first half is the feed that ends early. The one place that starts a job is {@link #startNodes}.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
@@ -66,8 +70,9 @@ class TorchTrainingTest {
     @TempDir static Path tmp;
     static Path manifest, trainScript;
     static final List<Process> started = new CopyOnWriteArrayList<>();
-    private static Logs uninterrupted;
+    private static Run uninterrupted;
     private static Killed killed;
+    private static Run resumed;
 
     @BeforeAll
     static void prepare() throws Exception {
@@ -89,7 +94,7 @@ class TorchTrainingTest {
     @Test
     @Order(1)
     void anUninterruptedRunTrainsOnTheScheduledSamplesAndLearns() throws Exception {
-        Logs run = uninterrupted();
+        Logs run = uninterrupted().logs();
         for (int rank = 0; rank < RANKS; rank++) {
             assertEquals(STEPS, run.ranks().get(rank).size(), "rank " + rank + " logged every step");
             for (int step = 0; step < STEPS; step++) assertEquals(step, run.at(rank, step).get("step").asInt(), "rank " + rank + " in order");
@@ -118,23 +123,24 @@ class TorchTrainingTest {
     }
 
     /**
-     * The real job's report: the service's {@code --report-dir} holds each rank's steps as its trainer measured them
-     * (the wait in {@code next()} and the step's compute, sent with the next request), and the HTML report of it renders
-     * in headless Chromium with no script error and every plot drawn. The screenshot is kept as
+     * The real job's report (the resumed run's): the service's {@code --report-dir} holds each rank's steps as its trainer
+     * measured them (the wait in {@code next()} and the step's compute, sent with the next request), and the HTML report
+     * of it renders in headless Chromium with no script error and every plot drawn. The screenshot is kept as
      * {@code target/real-job-report.png} (docs/real-job-report.png is one).
      */
     @Test
-    @Order(1)
+    @Order(2)
     void theRealJobsReportShowsEachRanksMeasuredWaitInChromium() throws Exception {
-        uninterrupted();
-        Path dir = tmp.resolve("report-uninterrupted");
+        resumed();
+        Path dir = tmp.resolve("report-resumed");
+        int steps = STEPS - K;
         var data = dev.stoker.report.RunData.load(dir);
         assertEquals(1, data.modes().size(), "one served job: " + data.modes());
         var mode = data.modes().get(0);
         assertEquals(RANKS, mode.ranks().size(), "a report per rank");
         for (var rank : mode.ranks()) {
             // the last step's timing would come with a request after it; every earlier one is reported
-            assertTrue(rank.steps().size() >= STEPS - 1 && rank.steps().size() <= STEPS, "rank " + rank.rank() + ": " + rank.steps().size() + " steps");
+            assertTrue(rank.steps().size() >= steps - 1 && rank.steps().size() <= steps, "rank " + rank.rank() + ": " + rank.steps().size() + " steps");
             long wait = 0, compute = 0;
             for (var step : rank.steps()) {
                 assertTrue(step.waitNanos() >= 0 && step.computeNanos() > 0, "rank " + rank.rank() + ": " + step);
@@ -180,18 +186,16 @@ class TorchTrainingTest {
     @Test
     @Order(2)
     void aRunKilledAfterItsCheckpointResumesOnAFreshServiceBitForBit() throws Exception {
-        Logs reference = uninterrupted();
+        Logs reference = uninterrupted().logs();
         Killed k = killed();
         // Up to the kill, the interrupted run is the uninterrupted one (the runs are reproducible).
         for (int rank = 0; rank < RANKS; rank++)
             for (int i = 0; i < k.logs().ranks().get(rank).size(); i++)
                 assertEquals(reference.line(rank, i), k.logs().lines().get(rank).get(i), "the killed run's rank " + rank + " step " + i);
 
-        Path logDir = tmp.resolve("log-resumed");
-        Job job = startJob("resumed", RANKS, k.checkpoint(), logDir, STEPS, List.of());
-        finish(job);
-        assertTrue(job.output().contains("resuming at step " + K), job.output());
-        Logs resumed = Logs.read(logDir, RANKS);
+        Run run = resumed();
+        assertTrue(run.job().output().contains("resuming at step " + K), run.job().output());
+        Logs resumed = run.logs();
         for (int rank = 0; rank < RANKS; rank++) {
             List<String> lines = resumed.lines().get(rank);
             assertEquals(STEPS - K, lines.size(), "rank " + rank + " trained steps " + K + ".." + (STEPS - 1) + ": " + lines);
@@ -219,7 +223,7 @@ class TorchTrainingTest {
     @Test
     @Order(3)
     void aRunResumedWithThreeProcessesTrainsOnExactlyTheRestOfTheGlobalOrder() throws Exception {
-        List<Long> order = uninterrupted().samples();
+        List<Long> order = uninterrupted().logs().samples();
         Path checkpoint = killed().checkpointAtK();
         Path logDir = tmp.resolve("log-resized");
         Job job = startJob("resized", RESIZED_RANKS, checkpoint, logDir, RESIZED_STEPS, List.of());
@@ -266,87 +270,64 @@ class TorchTrainingTest {
 
         // The first step after the resize starts from the checkpoint's exact weights: rank 0's batch is the 2-rank run's
         // rank 0 batch of step K (positions [24, 26) either way), so its loss is the same bit for bit.
-        assertEquals(uninterrupted().at(0, K).get("sample_index"), resized.at(0, 0).get("sample_index"));
-        assertEquals(uninterrupted().at(0, K).get("loss").asDouble(), resized.at(0, 0).get("loss").asDouble(), 0.0);
+        assertEquals(uninterrupted().logs().at(0, K).get("sample_index"), resized.at(0, 0).get("sample_index"));
+        assertEquals(uninterrupted().logs().at(0, K).get("loss").asDouble(), resized.at(0, 0).get("loss").asDouble(), 0.0);
     }
 
     /**
-     * A service started with {@code --steps} ends every rank's feed (END) before the trainers' {@code --steps}: the ranks stop
-     * together at that step (no rank left waiting in DDP's all-reduce), exit 0, and save a checkpoint there that a longer feed
-     * resumes exactly.
+     * The job on two "nodes" on loopback ({@link #uninterrupted}): {@code stoker launch --nnodes 2 --node-rank I
+     * --nproc-per-node 1} twice, each with its own socket and shared memory, its service serving rank I only, each running
+     * {@code torchrun --nnodes 2 --node_rank I} (one DDP world of two ranks over 127.0.0.1). The same job on one node,
+     * killed after its checkpoint and resumed, logs every step as the two-node run does, line for line.
      */
     @Test
-    @Order(4)
-    void aFeedThatEndsBeforeTheJobStopsEveryRankAtTheSameStepAndCheckpointsThere() throws Exception {
-        Logs reference = uninterrupted();
-        int feedSteps = 4, more = 2;
-        Path ckpt = tmp.resolve("ckpt-short"), logDir = tmp.resolve("log-short");
-        Job job = startJob("short", RANKS, List.of("--steps", "" + feedSteps), ckpt, logDir, STEPS, List.of());
-        finish(job);
-        assertTrue(job.output().contains("the service's feed ended at step " + feedSteps + ", before --steps " + STEPS), job.output());
-        Logs short_ = Logs.read(logDir, RANKS);
-        for (int rank = 0; rank < RANKS; rank++) {
-            assertEquals(feedSteps, short_.lines().get(rank).size(), "rank " + rank + " stopped with the feed" + job.output());
-            for (int step = 0; step < feedSteps; step++) assertEquals(reference.line(rank, step), short_.line(rank, step));
-        }
-
-        Path resumedLog = tmp.resolve("log-short-resumed");
-        Job resumed = startJob("short-resumed", RANKS, ckpt, resumedLog, feedSteps + more, List.of());
-        finish(resumed);
-        assertTrue(resumed.output().contains("resuming at step " + feedSteps), resumed.output());
-        Logs after = Logs.read(resumedLog, RANKS);
-        for (int rank = 0; rank < RANKS; rank++) {
-            assertEquals(more, after.lines().get(rank).size(), resumed.output());
-            for (int i = 0; i < more; i++) assertEquals(reference.line(rank, feedSteps + i), after.line(rank, i), "rank " + rank);
-        }
-    }
-
-    /**
-     * The same job on two "nodes" on loopback: {@code stoker launch --nnodes 2 --node-rank I --nproc-per-node 1} twice, each
-     * with its own socket and shared memory, its service serving rank I only, each running {@code torchrun --nnodes 2
-     * --node_rank I} (one DDP world of two ranks over 127.0.0.1). Every rank's log equals the one-node run's, line for line.
-     */
-    @Test
-    @Order(5)
+    @Order(3)
     void theJobAsTwoNodesOnLoopbackEachServingItsOwnRankTrainsAsTheOneNodeRun() throws Exception {
-        Logs reference = uninterrupted();
-        Path logDir = tmp.resolve("log-two-nodes");
-        Job job = startNodes("two-nodes", 2, 1, List.of(), tmp.resolve("ckpt-two-nodes"), logDir, STEPS, List.of());
-        finish(job);
+        Run two = uninterrupted();
         for (int node = 0; node < 2; node++) {
-            String log = read(job.nodes().get(node).log());
+            String log = read(two.job().nodes().get(node).log());
             assertTrue(log.contains("stoker launch: world 2 ranks (--nnodes 2, --node-rank " + node + ", --nproc-per-node 1); this node serves ranks "
                     + node), log);
         }
-        Logs two = Logs.read(logDir, RANKS);
+        Logs before = killed().logs(), after = resumed().logs();
         for (int rank = 0; rank < RANKS; rank++) {
-            assertEquals(STEPS, two.lines().get(rank).size(), "rank " + rank + job.output());
-            for (int step = 0; step < STEPS; step++)
-                assertEquals(reference.line(rank, step), two.line(rank, step), "rank " + rank + " step " + step + ": the one-node run's line");
+            assertEquals(STEPS, two.logs().lines().get(rank).size(), "rank " + rank + two.job().output());
+            for (int step = 0; step < STEPS; step++) {
+                String oneNode = step < K ? before.line(rank, step) : after.line(rank, step - K);
+                assertEquals(oneNode, two.logs().line(rank, step), "rank " + rank + " step " + step + ": the one-node run's line");
+            }
         }
     }
 
     /**
      * A packed job ({@code --pack-tokens}): each rank trains on one row of whole samples per step (the model isolates them
-     * with the pack's seg_ids), exactly the packs {@code stoker plan --pack-tokens} gives; stopped at its checkpoint and
-     * relaunched, it continues with the uninterrupted packed run's losses and samples, bit for bit.
+     * with the pack's seg_ids), exactly the packs {@code stoker plan --pack-tokens} gives. Its first half is a service
+     * started with {@code --steps}, which ends every rank's feed (END) before the trainers' {@code --steps}: the ranks stop
+     * together at that step (no rank left waiting in DDP's all-reduce), exit 0, and save a checkpoint there; relaunched
+     * on a longer feed, the job continues with the uninterrupted packed run's losses and samples, bit for bit.
      */
     @Test
-    @Order(6)
-    void aPackedJobTrainsOnThePlannedPacksAndResumesBitForBit() throws Exception {
+    @Order(4)
+    void aPackedJobTrainsOnThePlannedPacksAndAFeedThatEndsEarlyStopsItWhereItResumesBitForBit() throws Exception {
         int steps = 6, half = 3;
         var packing = List.of("--pack-tokens", "" + PACK_TOKENS, "--shm-budget", "512M");
-        Path fullLog = tmp.resolve("log-packed"), halfLog = tmp.resolve("log-packed-half"), resumedLog = tmp.resolve("log-packed-resumed");
+        Path fullLog = tmp.resolve("log-packed"), shortLog = tmp.resolve("log-packed-short"), resumedLog = tmp.resolve("log-packed-resumed");
         finish(startJob("packed", RANKS, packing, tmp.resolve("ckpt-packed"), fullLog, steps, List.of()));
-        Path ckpt = tmp.resolve("ckpt-packed-half");
-        finish(startJob("packed-half", RANKS, packing, ckpt, halfLog, half, List.of()));
+        Path ckpt = tmp.resolve("ckpt-packed-short");
+        var feedEnds = new ArrayList<>(packing);
+        feedEnds.addAll(List.of("--steps", "" + half));
+        Job shortJob = startJob("packed-short", RANKS, feedEnds, ckpt, shortLog, steps, List.of());
+        finish(shortJob);
+        assertTrue(shortJob.output().contains("the service's feed ended at step " + half + ", before --steps " + steps), shortJob.output());
         Job resumed = startJob("packed-resumed", RANKS, packing, ckpt, resumedLog, steps, List.of());
         finish(resumed);
         assertTrue(resumed.output().contains("resuming at step " + half), resumed.output());
-        Logs full = Logs.read(fullLog, RANKS), first = Logs.read(halfLog, RANKS), rest = Logs.read(resumedLog, RANKS);
+        Logs full = Logs.read(fullLog, RANKS), first = Logs.read(shortLog, RANKS), rest = Logs.read(resumedLog, RANKS);
         var planned = packedPlan(RANKS, steps);
         for (int rank = 0; rank < RANKS; rank++) {
             assertEquals(steps, full.lines().get(rank).size(), "rank " + rank);
+            assertEquals(half, first.lines().get(rank).size(), "rank " + rank + " stopped with the feed" + shortJob.output());
+            assertEquals(steps - half, rest.lines().get(rank).size(), "rank " + rank + resumed.output());
             for (int step = 0; step < steps; step++) {
                 var got = new ArrayList<Long>();
                 full.at(rank, step).get("sample_index").forEach(x -> got.add(x.asLong()));
@@ -376,15 +357,33 @@ class TorchTrainingTest {
 
     // ------------------------------------------------------------------ the runs
 
-    /** The 2-rank run of STEPS steps, never interrupted (made once). */
-    static synchronized Logs uninterrupted() throws Exception {
+    /** A finished job and its workers' step logs. */
+    record Run(Job job, Logs logs) {}
+
+    /**
+     * The 2-rank run of STEPS steps, never interrupted, as two nodes of one rank each (made once): the reference every
+     * one-node run is compared with, line for line.
+     */
+    static synchronized Run uninterrupted() throws Exception {
         if (uninterrupted == null) {
             Path logDir = tmp.resolve("log-uninterrupted");
-            finish(startJob("uninterrupted", RANKS, List.of("--report-dir", tmp.resolve("report-uninterrupted").toString()),
-                    tmp.resolve("ckpt-uninterrupted"), logDir, STEPS, List.of()));
-            uninterrupted = Logs.read(logDir, RANKS);
+            Job job = startNodes("uninterrupted", 2, 1, List.of(), tmp.resolve("ckpt-uninterrupted"), logDir, STEPS, List.of());
+            finish(job);
+            uninterrupted = new Run(job, Logs.read(logDir, RANKS));
         }
         return uninterrupted;
+    }
+
+    /** The killed run relaunched from its checkpoint on a fresh service, to the job's end, with a report (made once). */
+    static synchronized Run resumed() throws Exception {
+        if (resumed == null) {
+            Path logDir = tmp.resolve("log-resumed");
+            Job job = startJob("resumed", RANKS, List.of("--report-dir", tmp.resolve("report-resumed").toString()), killed().checkpoint(),
+                    logDir, STEPS, List.of());
+            finish(job);
+            resumed = new Run(job, Logs.read(logDir, RANKS));
+        }
+        return resumed;
     }
 
     /** The killed run: its logs up to the kill, its checkpoint folder, and a copy of its checkpoint at step K. */
@@ -415,8 +414,11 @@ class TorchTrainingTest {
         return killed;
     }
 
-    /** One node of a running job: its {@code stoker launch} (the service and torchrun are its children) and launch's output. */
-    record Node(Process launch, Path log) {}
+    /**
+     * One node of a running job: its {@code stoker launch} (the service and torchrun are its children), launch's output,
+     * and its service's socket and shared-memory folder.
+     */
+    record Node(Process launch, Path log, Path socket, Path shm) {}
 
     /** A running job: its nodes, and the folder of the workers' own logs (one subfolder per node). */
     record Job(String name, List<Node> nodes, Path workerLogs) {
@@ -524,12 +526,15 @@ class TorchTrainingTest {
             Process launch = pb.start();
             started.add(launch);
             launch.getOutputStream().close();
-            nodes.add(new Node(launch, log));
+            nodes.add(new Node(launch, log, socket, shm));
         }
         return new Job(name, nodes, workerLogs);
     }
 
-    /** Waits for every launch to end with status 0: torchrun's status, after launch stopped its service cleanly. */
+    /**
+     * Waits for every launch to end with status 0: torchrun's status, after launch stopped its service cleanly, which
+     * removed its socket and its shared memory.
+     */
     static void finish(Job job) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(TORCHRUN_SECONDS);
         boolean ended = true;
@@ -541,6 +546,10 @@ class TorchTrainingTest {
             String log = read(node.log());
             assertTrue(log.contains("stoker launch: COMMAND exited with status 0; stopping the service") && log.contains("stoker serve: stopping"),
                     "launch stopped its service once torchrun ended: " + job.output());
+            assertFalse(Files.exists(node.socket()), "the socket is removed: " + node.socket());
+            try (var left = Files.list(node.shm())) {
+                assertEquals(List.of(), left.toList(), "no shared memory left");
+            }
         }
     }
 
