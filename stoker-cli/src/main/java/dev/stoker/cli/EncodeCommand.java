@@ -1,11 +1,11 @@
 package dev.stoker.cli;
 
 import dev.stoker.core.Npy;
+import dev.stoker.encode.EncodedSample;
+import dev.stoker.encode.SampleEncoder;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.encode.EncodedSample;
-import dev.stoker.encode.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.nio.file.Files;

@@ -1,10 +1,10 @@
 package dev.stoker.cli;
 
 import dev.stoker.core.Npy;
+import dev.stoker.encode.ImagePreprocessor;
+import dev.stoker.image.qwenvl.ImageFeatures;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
-import dev.stoker.image.qwenvl.ImageFeatures;
-import dev.stoker.encode.ImagePreprocessor;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;

@@ -1,12 +1,12 @@
 package dev.stoker.cli;
 
+import dev.stoker.encode.validate.DatasetValidator;
+import dev.stoker.encode.validate.LengthIndex;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.encode.validate.DatasetValidator;
-import dev.stoker.encode.validate.LengthIndex;
-import dev.stoker.source.mix.DataSources;
 import dev.stoker.source.SampleRecords;
+import dev.stoker.source.mix.DataSources;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.NoSuchFileException;

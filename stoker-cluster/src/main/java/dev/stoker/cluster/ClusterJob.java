@@ -1,9 +1,9 @@
 package dev.stoker.cluster;
 
+import dev.stoker.core.ScheduleCursor;
 import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.plan.schedule.StepSchedule;
-import dev.stoker.core.ScheduleCursor;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayDeque;

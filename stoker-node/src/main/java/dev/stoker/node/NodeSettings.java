@@ -12,10 +12,10 @@ import static dev.stoker.node.ConfigKey.Kind.NUMBER;
 import static dev.stoker.node.ConfigKey.Kind.TEXT;
 
 import dev.stoker.core.ProcessorPreset;
-import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodeOptions.DecodeScale;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.TransformersVersion;
 import dev.stoker.image.decode.ExifPolicy;
 import dev.stoker.pipeline.feed.ErrorPolicy;

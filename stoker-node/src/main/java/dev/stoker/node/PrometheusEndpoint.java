@@ -1,8 +1,8 @@
 package dev.stoker.node;
 
 import com.sun.net.httpserver.HttpServer;
-import dev.stoker.pipeline.observe.BottleneckVerdict;
 import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.pipeline.observe.BottleneckVerdict;
 import dev.stoker.pipeline.observe.PackStats;
 import dev.stoker.store.ShmObjectStore;
 import io.micrometer.core.instrument.FunctionCounter;

@@ -7,8 +7,8 @@ import static dev.stoker.node.NodeSettings.PACK_TOKENS;
 import static dev.stoker.node.NodeSettings.SHM_BUDGET;
 import static dev.stoker.node.NodeSettings.SHM_DIR;
 
-import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.batch.BatchShape;
 import dev.stoker.encode.batch.PackAssembler;
 import dev.stoker.pipeline.feed.RankRange;

@@ -73,7 +73,7 @@ class OneActorSystemTest {
         }
         // the system has terminated when close returns; its scheduler thread ends right after
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (systems().containsKey("stoker-node") && System.nanoTime() < deadline) Thread.onSpinWait();
+        while (systems().containsKey("stoker-node") && System.nanoTime() < deadline) Thread.sleep(10);
         assertEquals(null, systems().get("stoker-node"), "closing the node's feeds stops its system: " + systems());
     }
 }

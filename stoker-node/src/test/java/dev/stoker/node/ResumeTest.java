@@ -110,6 +110,10 @@ class ResumeTest {
             try (var c = connect(server, 1, RANKS, before)) {
                 assertEquals(reference.get(1).subList(3, STEPS), take(c, STEPS - 3));
             }
+            // the server releases a connection's leases when it sees the close, after the client's close returns
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (server.connectionsOpen() > 0 && System.nanoTime() < deadline) Thread.sleep(5);
+            assertEquals(0, server.connectionsOpen(), "the server has seen both connections close");
             assertEquals(0, server.leasesHeld());
         }
     }

@@ -7,7 +7,6 @@ import dev.stoker.report.RunData.Rank;
 import dev.stoker.report.RunData.Step;
 import dev.stoker.report.RunData.Summary;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Iterator;

@@ -9,11 +9,11 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.Tensor;
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.image.qwenvl.CompactPixels;
 import dev.stoker.testkit.Vectors;
-import dev.stoker.core.batch.BatchLayout;
-import dev.stoker.core.batch.Tensor;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

@@ -7,11 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.core.batch.Tensor;
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.testkit.TestCertificate;
 import dev.stoker.testkit.Vectors;
-import dev.stoker.core.batch.BatchLayout;
-import dev.stoker.core.batch.Tensor;
 import dev.stoker.transport.TrainerClient;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;

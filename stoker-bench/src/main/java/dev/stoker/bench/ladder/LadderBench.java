@@ -2,11 +2,11 @@ package dev.stoker.bench.ladder;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.bench.trainer.TrainerProcesses;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.report.RunReport;
 import java.io.IOException;

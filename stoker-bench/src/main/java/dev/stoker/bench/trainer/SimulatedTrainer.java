@@ -2,8 +2,8 @@ package dev.stoker.bench.trainer;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.batch.BatchLayout;
-import dev.stoker.image.qwenvl.CompactPixels;
 import dev.stoker.encode.batch.BatchSchema;
+import dev.stoker.image.qwenvl.CompactPixels;
 import dev.stoker.transport.TrainerClient;
 import java.io.IOException;
 import java.nio.file.Path;

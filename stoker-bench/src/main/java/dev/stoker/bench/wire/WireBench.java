@@ -1,14 +1,17 @@
 package dev.stoker.bench.wire;
 
-import dev.stoker.bench.Stats;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.bench.ReadyBatches;
+import dev.stoker.bench.Stats;
 import dev.stoker.bench.trainer.SimulatedTrainer;
 import dev.stoker.bench.trainer.TrainerProcesses;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
+import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.batch.BatchSchema;
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.flight.FlightBatchServer;
 import dev.stoker.image.qwenvl.CompactPixels;
@@ -16,9 +19,6 @@ import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.encode.EncodeOptions;
-import dev.stoker.encode.EncodeOptions.PixelFormat;
-import dev.stoker.encode.batch.BatchSchema;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;

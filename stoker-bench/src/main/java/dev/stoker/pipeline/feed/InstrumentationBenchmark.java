@@ -1,6 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.feed.FeedMetrics;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;

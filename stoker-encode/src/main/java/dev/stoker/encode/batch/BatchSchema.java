@@ -4,9 +4,9 @@ import dev.stoker.core.VisionConfig;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.core.batch.Tensor;
-import dev.stoker.image.qwenvl.CompactPixels;
 import dev.stoker.encode.EncodeOptions.InputContract;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.image.qwenvl.CompactPixels;
 import java.util.ArrayList;
 import java.util.List;
 

@@ -1,8 +1,8 @@
 package dev.stoker.encode.batch;
 
-import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodeOptions.InputContract;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodedSample;
 import java.util.List;
 

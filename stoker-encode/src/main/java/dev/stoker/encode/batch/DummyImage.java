@@ -1,10 +1,10 @@
 package dev.stoker.encode.batch;
 
 import dev.stoker.core.VisionConfig;
-import dev.stoker.image.RgbImage;
-import dev.stoker.image.qwenvl.QwenVlImageTransform;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
+import dev.stoker.image.RgbImage;
+import dev.stoker.image.qwenvl.QwenVlImageTransform;
 import dev.stoker.text.QwenTokenIds;
 import java.util.Arrays;
 

@@ -1,8 +1,8 @@
 package dev.stoker.encode.batch;
 
 import dev.stoker.core.VisionConfig;
-import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodedSample;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.text.TokenSequenceBuilder;

@@ -1,14 +1,11 @@
 package dev.stoker.encode.validate;
 
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.plan.pack.SampleShape;
 import dev.stoker.plan.pack.ShapeIndex;
-import dev.stoker.encode.EncodeOptions;
+import dev.stoker.source.SampleRecords;
 import dev.stoker.source.mix.FeedSource;
 import dev.stoker.source.mix.MixedSource;
-import dev.stoker.encode.validate.DatasetValidator;
-import dev.stoker.encode.validate.LengthIndex;
-import dev.stoker.encode.validate.ValidationReport;
-import dev.stoker.source.SampleRecords;
 import dev.stoker.text.QwenTokenizer;
 import java.io.IOException;
 import java.nio.file.Files;

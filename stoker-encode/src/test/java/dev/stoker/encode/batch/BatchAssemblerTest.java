@@ -4,16 +4,15 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.SampleException;
-import dev.stoker.encode.EncodeOptions;
+import dev.stoker.core.ScheduleCursor;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodedSample;
-import dev.stoker.core.ScheduleCursor;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.List;
 import org.junit.jupiter.api.Test;

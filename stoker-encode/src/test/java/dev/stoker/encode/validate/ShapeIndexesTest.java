@@ -1,8 +1,5 @@
 package dev.stoker.encode.validate;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.plan.pack.SampleShape;
-import dev.stoker.plan.pack.ShapeIndex;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -11,10 +8,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SampleEncoder;
-import dev.stoker.source.mix.DataSources;
-import dev.stoker.encode.validate.DatasetValidator;
-import dev.stoker.encode.validate.LengthIndex;
+import dev.stoker.encode.SharedTokenizer;
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.plan.pack.ShapeIndex;
 import dev.stoker.source.SourceConfig;
+import dev.stoker.source.mix.DataSources;
 import dev.stoker.testkit.SmallJpegDataset;
 import dev.stoker.text.SampleParser;
 import dev.stoker.text.TruncationPolicy;

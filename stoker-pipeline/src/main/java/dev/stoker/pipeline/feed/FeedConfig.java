@@ -1,7 +1,7 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.EncodeOptions;
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.encode.EncodeOptions;
 import dev.stoker.plan.pack.Packing;
 import java.nio.file.Path;
 import java.util.Objects;

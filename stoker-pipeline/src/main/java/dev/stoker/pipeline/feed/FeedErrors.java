@@ -1,7 +1,7 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.core.SampleException;
 import dev.stoker.core.SampleException.Kind;
+import dev.stoker.core.SampleException;
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.Ticker;
 import dev.stoker.encode.batch.FeedBatch;

@@ -1,6 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.feed.FeedMetrics;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import java.util.Iterator;

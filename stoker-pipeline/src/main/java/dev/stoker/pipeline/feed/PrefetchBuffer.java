@@ -2,8 +2,8 @@ package dev.stoker.pipeline.feed;
 
 import dev.stoker.encode.batch.FeedBatch;
 import java.util.ArrayDeque;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * One rank's ready batches, bounded in batches and in bytes; the point where back-pressure starts.

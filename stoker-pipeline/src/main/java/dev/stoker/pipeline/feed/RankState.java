@@ -1,6 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.feed.FeedMetrics;
 import dev.stoker.encode.batch.FeedBatch;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;

@@ -1,15 +1,13 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.feed.FeedMetrics;
-import dev.stoker.source.mix.FeedSource;
 import dev.stoker.core.SampleException;
 import dev.stoker.encode.EncodedSample;
+import dev.stoker.encode.SampleEncoder;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.encode.batch.BatchAssembler;
 import dev.stoker.encode.batch.SkippedSample;
-import dev.stoker.pipeline.feed.StoredBatch;
-import dev.stoker.encode.SampleEncoder;
 import dev.stoker.plan.schedule.ScheduledBatch;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.text.ChatSample;
 import dev.stoker.text.SampleParser;
 import java.util.ArrayList;

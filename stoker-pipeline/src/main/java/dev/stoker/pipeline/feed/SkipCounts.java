@@ -1,7 +1,7 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.core.SampleException;
 import dev.stoker.core.SampleException.Kind;
+import dev.stoker.core.SampleException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;

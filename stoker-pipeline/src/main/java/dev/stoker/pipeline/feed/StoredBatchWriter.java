@@ -1,18 +1,16 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.feed.FeedMetrics;
 import dev.stoker.core.SampleException;
+import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.encode.SampleEncoder;
 import dev.stoker.encode.batch.BatchAssembler;
 import dev.stoker.encode.batch.BatchSchema;
 import dev.stoker.encode.batch.BatchShape;
 import dev.stoker.encode.batch.DummyImage;
 import dev.stoker.encode.batch.PackAssembler;
-import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.store.Allocation;
 import dev.stoker.store.ShmObjectStore;
-import dev.stoker.core.batch.BatchLayout;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;

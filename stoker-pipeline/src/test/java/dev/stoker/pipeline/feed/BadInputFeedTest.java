@@ -1,7 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -13,11 +11,12 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException.Stage;
 import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.FeedBatch;
 import dev.stoker.encode.batch.SkippedSample;
-import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.pipeline.feed.BadSamples.Kind;
 import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.text.TruncationPolicy;

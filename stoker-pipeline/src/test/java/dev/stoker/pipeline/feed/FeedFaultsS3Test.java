@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.SampleException;
 import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
-import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.source.DatasetLocation;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.SourceMetrics;

@@ -1,7 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.observe.StallWatchdog;
-import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -12,7 +10,9 @@ import dev.stoker.core.SampleException;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
+import dev.stoker.pipeline.observe.StallWatchdog;
 import dev.stoker.plan.schedule.SampleSchedule;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.text.QwenTokenizer;
 import java.nio.file.Files;
 import java.nio.file.Path;

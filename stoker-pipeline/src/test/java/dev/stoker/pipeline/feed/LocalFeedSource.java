@@ -1,10 +1,10 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.source.mix.FeedSource;
 import dev.stoker.encode.SampleEncoder;
 import dev.stoker.source.ObjectSource;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
+import dev.stoker.source.mix.FeedSource;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;

@@ -1,13 +1,12 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.feed.FeedMetrics;
-import dev.stoker.source.mix.MixedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
+import dev.stoker.source.mix.MixedSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

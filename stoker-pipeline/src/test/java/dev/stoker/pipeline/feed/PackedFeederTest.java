@@ -1,7 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -10,14 +8,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ScheduleCursor;
 import dev.stoker.core.batch.BatchLayout;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
-import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.encode.validate.ShapeIndexes;
 import dev.stoker.plan.StepSchedules;
 import dev.stoker.plan.pack.PackedSchedule;
-import dev.stoker.plan.pack.Packing;
 import dev.stoker.plan.pack.PackedStep;
+import dev.stoker.plan.pack.Packing;
 import dev.stoker.plan.pack.ShapeIndex;
-import dev.stoker.encode.validate.ShapeIndexes;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import java.nio.file.Path;

@@ -1,7 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.source.mix.FeedSource;
 import static dev.stoker.parquet.HfParquet.image;
 import static dev.stoker.parquet.HfParquet.map;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -10,11 +8,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.stoker.encode.SharedTokenizer;
+import dev.stoker.encode.batch.Batch;
 import dev.stoker.parquet.HfParquet;
 import dev.stoker.parquet.ParquetRecords;
-import dev.stoker.encode.batch.Batch;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
+import dev.stoker.source.mix.FeedSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

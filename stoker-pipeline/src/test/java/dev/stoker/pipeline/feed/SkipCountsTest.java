@@ -3,8 +3,8 @@ package dev.stoker.pipeline.feed;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.stoker.core.SampleException;
 import dev.stoker.core.SampleException.Kind;
+import dev.stoker.core.SampleException;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 

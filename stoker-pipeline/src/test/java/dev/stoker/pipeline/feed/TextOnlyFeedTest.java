@@ -1,7 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -10,13 +8,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.SampleException;
 import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.Tensor;
-import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.encode.batch.BatchSchema;
-import dev.stoker.pipeline.feed.StoredBatch;
 import dev.stoker.encode.batch.TextOnlyBatches;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.testkit.Vectors;

@@ -1,16 +1,16 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.FeedBatch;
 import dev.stoker.encode.batch.SkippedSample;
-import dev.stoker.pipeline.feed.BadSamples.Kind;
 import dev.stoker.encode.validate.DatasetValidator;
 import dev.stoker.encode.validate.ValidationReport;
+import dev.stoker.pipeline.feed.BadSamples.Kind;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
+import dev.stoker.source.mix.FeedSource;
 import java.nio.file.Path;
 import java.util.EnumSet;
 import java.util.Set;

@@ -1,13 +1,13 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.pipeline.observe.BottleneckVerdict;
-import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.SharedTokenizer;
+import dev.stoker.pipeline.observe.BottleneckVerdict;
+import dev.stoker.source.mix.FeedSource;
 import java.nio.file.Path;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;

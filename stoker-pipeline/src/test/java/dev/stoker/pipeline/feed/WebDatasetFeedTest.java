@@ -1,7 +1,5 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.source.mix.FeedSource;
 import static dev.stoker.pipeline.feed.FeederTest.assertSameBatches;
 import static dev.stoker.pipeline.feed.FeederTest.config;
 import static dev.stoker.pipeline.feed.FeederTest.run;
@@ -11,10 +9,12 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.WebDatasetRecords;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.testkit.WebDatasetShards;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;

@@ -1,21 +1,19 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.pipeline.feed.FeedMetrics;
-import dev.stoker.source.mix.FeedSource;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.encode.EncodeOptions.InputContract;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
+import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
 import dev.stoker.encode.batch.BatchAssembler;
-import dev.stoker.pipeline.feed.StoredBatch;
+import dev.stoker.source.mix.FeedSource;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
-import dev.stoker.core.batch.BatchLayout;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;

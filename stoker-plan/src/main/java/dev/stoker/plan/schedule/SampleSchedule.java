@@ -1,8 +1,8 @@
 package dev.stoker.plan.schedule;
 
 import dev.stoker.core.ScheduleCursor;
-import dev.stoker.core.batch.BatchLayout;
 import dev.stoker.core.batch.BatchLayout.Resume;
+import dev.stoker.core.batch.BatchLayout;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;

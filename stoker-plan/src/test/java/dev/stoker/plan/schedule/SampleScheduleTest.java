@@ -1,12 +1,12 @@
 package dev.stoker.plan.schedule;
 
-import dev.stoker.core.ScheduleCursor;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.core.ScheduleCursor;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.stream.IntStream;
