@@ -16,6 +16,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -160,23 +161,42 @@ class LaunchTest {
     }
 
     @Test
-    void sigtermAndSigintReachCommandAndItsStatusIsLaunchs() throws Exception {
-        for (String signal : List.of("TERM", "INT")) {
-            Path dir = Files.createDirectories(tmp.resolve("c-" + signal));
-            Path got = dir.resolve("got");
-            var options = serveOptions(dir);
-            options.addAll(List.of("--nproc-per-node", "1"));
-            var p = launch(dir, options, Map.of(), "/bin/sh", "-c",
-                    "trap 'echo " + signal + " > " + got + "; exit 5' " + signal + "; echo waiting; while :; do sleep 0.1; done");
-            String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "waiting");
-            long service = pid(log, "service pid ");
-            var kill = new ProcessBuilder("/bin/kill", "-" + signal, Long.toString(p.pid())).start();
-            assertTrue(kill.waitFor(10, TimeUnit.SECONDS));
-            assertTrue(p.waitFor(60, TimeUnit.SECONDS), log(dir));
-            assertEquals(5, p.exitValue(), log(dir));
-            assertEquals(signal, Files.readString(got).strip(), "COMMAND's trap ran");
-            assertCleanedUp(dir, service);
-        }
+    void sigtermReachesCommandAndItsStatusIsLaunchs() throws Exception { signalReachesCommand("TERM"); }
+
+    /**
+     * SIGINT as SIGTERM. A process started with SIGINT ignored (by {@code nohup}, or as a background job of a
+     * non-interactive shell) passes that on to its children, and POSIX lets neither the JVM nor a shell's {@code trap} take
+     * it back, so there this case cannot be made: it is skipped, saying why, rather than failed.
+     */
+    @Test
+    void sigintReachesCommandAndItsStatusIsLaunchs() throws Exception {
+        Assumptions.assumeFalse(sigintIgnored(), "this test JVM was started with SIGINT ignored (nohup or a background job): "
+                + "neither launch nor its COMMAND can receive it");
+        signalReachesCommand("INT");
+    }
+
+    private void signalReachesCommand(String signal) throws Exception {
+        Path dir = Files.createDirectories(tmp.resolve("c-" + signal));
+        Path got = dir.resolve("got");
+        var options = serveOptions(dir);
+        options.addAll(List.of("--nproc-per-node", "1"));
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c",
+                "trap 'echo " + signal + " > " + got + "; exit 5' " + signal + "; echo waiting; while :; do sleep 0.1; done");
+        String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "waiting");
+        long service = pid(log, "service pid ");
+        var kill = new ProcessBuilder("/bin/kill", "-" + signal, Long.toString(p.pid())).start();
+        assertTrue(kill.waitFor(10, TimeUnit.SECONDS));
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), log(dir));
+        assertEquals(5, p.exitValue(), log(dir));
+        assertEquals(signal, Files.readString(got).strip(), "COMMAND's trap ran");
+        assertCleanedUp(dir, service);
+    }
+
+    /** Whether this JVM runs with SIGINT ignored: bit 2 of the SigIgn mask in /proc/self/status. */
+    static boolean sigintIgnored() throws java.io.IOException {
+        for (String line : Files.readAllLines(Path.of("/proc/self/status")))
+            if (line.startsWith("SigIgn:")) return (Long.parseUnsignedLong(line.substring(7).strip(), 16) & (1L << 1)) != 0;
+        return false;
     }
 
     @Test
