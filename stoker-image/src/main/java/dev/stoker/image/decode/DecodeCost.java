@@ -32,30 +32,41 @@ final class DecodeCost {
      * {@code libWebp}: whether that format goes through the native library rather than ImageIO.
      */
     static long bytes(Header header, byte[] data, DecodeOptions opts, boolean turboJpeg, boolean libWebp) {
+        try {
+            return exactBytes(header, data, opts, turboJpeg, libWebp);
+        } catch (ArithmeticException overflow) {
+            // a header may claim 2^31 x 2^31 pixels: its cost is beyond any budget, never a negative number that passes one
+            return Long.MAX_VALUE;
+        }
+    }
+
+    /** {@link #bytes}, in arithmetic that throws rather than wraps. */
+    private static long exactBytes(Header header, byte[] data, DecodeOptions opts, boolean turboJpeg, boolean libWebp) {
         ImageInfo info = header.info();
-        long w = info.width(), h = info.height(), pixels = w * h;
+        long w = info.width(), h = info.height(), pixels = Math.multiplyExact(w, h);
         int scale = info.format() == ImageFormat.JPEG && turboJpeg ? opts.scaleDenominator() : 1;
-        long outPixels = ((w + scale - 1) / scale) * ((h + scale - 1) / scale);
-        long total = 3 * outPixels;
-        if (opts.exif() == ExifPolicy.APPLY && info.exifOrientation() != 1) total += 3 * outPixels;
-        switch (info.format()) {
+        long outPixels = Math.multiplyExact((w + scale - 1) / scale, (h + scale - 1) / scale);
+        long rgb = Math.multiplyExact(3, outPixels);
+        long total = rgb;
+        if (opts.exif() == ExifPolicy.APPLY && info.exifOrientation() != 1) total = Math.addExact(total, rgb);
+        long raster = switch (info.format()) {
             case JPEG -> {
                 boolean cmyk = header.jpegComponents() == 4;
-                if (turboJpeg) total += cmyk ? 8 * outPixels : 3 * outPixels;
-                else total += cmyk ? 8 * pixels : (long) header.jpegComponents() * pixels;
+                long out = turboJpeg ? Math.multiplyExact(cmyk ? 8 : 3, outPixels)
+                        : Math.multiplyExact(cmyk ? 8 : header.jpegComponents(), pixels);
                 if (header.jpegProgressive())
-                    total += 2L * header.jpegComponents() * roundUp16(w) * roundUp16(h);
+                    out = Math.addExact(out, Math.multiplyExact(2L * header.jpegComponents(), Math.multiplyExact(roundUp16(w), roundUp16(h))));
+                yield out;
             }
             case WEBP -> {
                 boolean animated = data.length > 20 && isChunk(data, 12, "VP8X") && (data[20] & 0x02) != 0;
-                if (libWebp && !animated) total += 3 * pixels + (isChunk(data, 12, "VP8 ") ? 0 : 5 * pixels);
-                else total += 8 * pixels;
+                yield libWebp && !animated ? Math.multiplyExact(3 + (isChunk(data, 12, "VP8 ") ? 0 : 5), pixels) : Math.multiplyExact(8, pixels);
             }
-            case PNG -> total += pngRasterBytesPerPixel(data) * pixels;
-            case GIF -> total += pixels;
-            case BMP -> total += 4 * pixels;
-        }
-        return total;
+            case PNG -> Math.multiplyExact(pngRasterBytesPerPixel(data), pixels);
+            case GIF -> pixels;
+            case BMP -> Math.multiplyExact(4, pixels);
+        };
+        return Math.addExact(total, raster);
     }
 
     /**
