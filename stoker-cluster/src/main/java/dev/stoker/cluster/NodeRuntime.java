@@ -13,7 +13,6 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.pekko.actor.ClassicActorSystemProvider;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
@@ -36,7 +35,6 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
 
     private final ShmObjectStore store;
     private final int slots;
-    private volatile ClassicActorSystemProvider system;
     private final Map<String, NodeJob> jobs = new ConcurrentHashMap<>();
     private final AtomicLong jobSequence = new AtomicLong();
     final AtomicLong produced = new AtomicLong();
@@ -97,9 +95,6 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         this.store = store;
         this.slots = slots;
     }
-
-    /** The actor system the jobs' task producers run their streams on: the member's, the process's one. */
-    void runOn(ClassicActorSystemProvider system) { this.system = system; }
 
     ShmObjectStore store() { return store; }
 
@@ -268,7 +263,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         var config = NodeConfig.fromJson(configJson);
         if (slots > 0) NodeShares.checkMade(config, store.budgetBytes());
         store.shareAmong(NodeShares.owners(config.ranks()));
-        var feeds = NodeFeeds.open(config, system);
+        var feeds = NodeFeeds.open(config);
         try {
             return feeds.openTasks(store, MAX_WORKERS);
         } catch (java.io.IOException | RuntimeException e) {
