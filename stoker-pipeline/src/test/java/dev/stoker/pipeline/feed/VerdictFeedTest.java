@@ -8,10 +8,14 @@ import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.pipeline.observe.BottleneckVerdict;
 import dev.stoker.source.mix.FeedSource;
+import java.awt.image.BufferedImage;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import javax.imageio.ImageIO;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -75,9 +79,32 @@ class VerdictFeedTest {
         }
     }
 
+    /**
+     * A slow CPU stage, constructed: every sample one 2,400 × 1,800 noise JPEG (decoded and resized to at most 1 MP, tens
+     * of milliseconds on the one CPU thread) against a local read of a few milliseconds. With the test data set's small
+     * images (a few milliseconds of CPU, one sample in seven none) the pool waited for its input 30% of the time on a
+     * loaded machine, where the stream's and the fetch's threads queue for a core as long as an encode takes, and the
+     * run read as balanced.
+     */
+    static Path bigImages(Path dir, int samples) throws Exception {
+        Path images = Files.createDirectories(dir.resolve("images"));
+        var image = new BufferedImage(2400, 1800, BufferedImage.TYPE_INT_RGB);
+        var random = new Random(7);
+        for (int y = 0; y < image.getHeight(); y++)
+            for (int x = 0; x < image.getWidth(); x++)
+                image.setRGB(x, y, (x * 255 / image.getWidth()) << 16 | (y * 255 / image.getHeight()) << 8 | random.nextInt(256));
+        ImageIO.write(image, "jpg", images.resolve("big.jpg").toFile());
+        var sb = new StringBuilder();
+        for (int i = 0; i < samples; i++)
+            sb.append("{\"id\": \"s").append(i).append("\", \"image\": \"images/big.jpg\", \"conversations\": [")
+                    .append("{\"from\": \"human\", \"value\": \"<image>\\nWhat is shown here?\"}, ")
+                    .append("{\"from\": \"gpt\", \"value\": \"Noise over a gradient.\"}]}\n");
+        return Files.writeString(dir.resolve("train.jsonl"), sb.toString());
+    }
+
     @Test
     void slowCpuIsCpuBound() throws Exception {
-        Path manifest = TestDatasets.write(tmp, 40, Set.of());
+        Path manifest = bigImages(tmp, 40);
         var config = FeedConfig.of(FeedMode.PREFETCH, BIG, 1, 4).withCpuThreads(1).withFetchConcurrency(8).withWarmUp(0);
         try (var source = new LocalFeedSource(manifest, 0)) {
             var v = run(config, source, 3000, 0);
