@@ -6,10 +6,13 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.stoker.core.SampleException;
+import dev.stoker.core.UnservedMedia;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import org.apache.parquet.example.data.Group;
 import org.apache.parquet.schema.GroupType;
@@ -30,7 +33,10 @@ import org.apache.parquet.schema.Type;
  *       would make it an image item);
  *   <li>{@code images} (list of struct&lt;bytes, path&gt;, or of strings) or {@code image} (one struct, or a
  *       string): the images, in order;
- *   <li>{@code id} (string or integer), optional.
+ *   <li>{@code id} (string or integer), optional;
+ *   <li>the columns of a medium Stoker does not serve ({@link UnservedMedia}: {@code audio}/{@code audios},
+ *       {@code video}/{@code videos}), of any type: a row where one is non-empty is refused naming the column, rather
+ *       than served as text without it (as {@code SampleParser} refuses such a field of a record).
  * </ul>
  *
  * <p>Threading: stateless apart from the schema; safe to share.
@@ -56,12 +62,14 @@ final class HfRows {
     private final String messagesColumn;
     private final String imagesColumn;
     private final boolean hasId;
+    private final Map<String, UnservedMedia> mediaColumns;
 
-    private HfRows(MessageType projection, String messagesColumn, String imagesColumn, boolean hasId) {
+    private HfRows(MessageType projection, String messagesColumn, String imagesColumn, boolean hasId, Map<String, UnservedMedia> mediaColumns) {
         this.projection = projection;
         this.messagesColumn = messagesColumn;
         this.imagesColumn = imagesColumn;
         this.hasId = hasId;
+        this.mediaColumns = mediaColumns;
     }
 
     /** The layout of a file with schema {@code schema}; refused when it has neither a messages nor a conversations column. */
@@ -85,7 +93,14 @@ final class HfRows {
         if (id) fields.add(schema.getType("id"));
         fields.add(schema.getType(messages));
         if (images != null) fields.add(schema.getType(images));
-        return new HfRows(new MessageType(schema.getName(), fields), messages, images, id);
+        var media = new LinkedHashMap<String, UnservedMedia>();
+        for (var m : UnservedMedia.values())
+            for (String c : m.fields())
+                if (schema.containsField(c)) {
+                    media.put(c, m);
+                    fields.add(schema.getType(c));
+                }
+        return new HfRows(new MessageType(schema.getName(), fields), messages, images, id, media);
     }
 
     private static String names(GroupType t) {
@@ -100,9 +115,15 @@ final class HfRows {
     /**
      * Row {@code row} of a file (read with {@link #projection()}) as a record named {@code sampleId}; {@code rowName}
      * prefixes the names of its images without a usable path ({@code row17#0}). A null or malformed messages column,
-     * or an image with neither bytes nor a path, is a SampleException (MANIFEST) naming {@code sampleId}.
+     * an image with neither bytes nor a path, or a non-empty column of a medium not served is a SampleException
+     * (MANIFEST) naming {@code sampleId}.
      */
     Row convert(Group row, String sampleId, String rowName) {
+        for (var e : mediaColumns.entrySet()) {
+            int c = row.getType().getFieldIndex(e.getKey());
+            if (row.getFieldRepetitionCount(c) > 0 && holds(row, c, 0))
+                throw fail(sampleId, "column '" + e.getKey() + "': " + e.getValue().notSupported());
+        }
         var record = NODES.objectNode();
         if (hasId && row.getFieldRepetitionCount("id") > 0) {
             var id = value(row, row.getType().getFieldIndex("id"), 0);
@@ -216,6 +237,28 @@ final class HfRows {
             }
         }
         return typed;
+    }
+
+    /**
+     * Whether value {@code index} of field {@code field} holds anything: a non-empty string or binary, any other
+     * primitive, a list with an element that holds something, a struct with a field that does. HF's null audio
+     * ({@code {bytes: null, path: null}}), an empty list or an empty string hold nothing. Reads no bytes into a copy.
+     */
+    private static boolean holds(Group g, int field, int index) {
+        Type t = g.getType().getType(field);
+        if (t.isPrimitive()) {
+            var name = t.asPrimitiveType().getPrimitiveTypeName();
+            return !(name == PrimitiveType.PrimitiveTypeName.BINARY || name == PrimitiveType.PrimitiveTypeName.FIXED_LEN_BYTE_ARRAY)
+                    || g.getBinary(field, index).length() > 0;
+        }
+        Group v = g.getGroup(field, index);
+        if (isList(t)) {
+            for (var s : elements(v)) if (s.present() && holds(s.group(), s.field(), s.index())) return true;
+            return false;
+        }
+        for (int i = 0; i < v.getType().getFieldCount(); i++)
+            for (int k = 0; k < v.getFieldRepetitionCount(i); k++) if (holds(v, i, k)) return true;
+        return false;
     }
 
     // --- Parquet values as JSON ---

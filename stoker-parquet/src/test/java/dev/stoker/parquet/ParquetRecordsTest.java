@@ -213,6 +213,52 @@ class ParquetRecordsTest {
         }
     }
 
+    /** messages (string content), audio: struct<bytes, path> as HF's Audio feature writes it, videos: list<string>. */
+    static final org.apache.parquet.schema.MessageType WITH_MEDIA = org.apache.parquet.schema.MessageTypeParser.parseMessageType("message schema {"
+            + " optional binary id (STRING);"
+            + " optional group messages (LIST) { repeated group list { optional group element {"
+            + "   optional binary role (STRING); optional binary content (STRING); } } }"
+            + " optional group audio { optional binary bytes; optional binary path (STRING); }"
+            + " optional group videos (LIST) { repeated group list { optional binary element (STRING); } }"
+            + "}");
+
+    /**
+     * A row with a non-empty audio or video column is refused naming the column; before, the columns were not read and
+     * the row was served as a text-only sample. Empty or null media columns are not refusals.
+     */
+    @Test
+    void aRowWithAudioOrVideoIsRefusedNamingTheColumn() throws Exception {
+        var turns = list(map("role", "user", "content", "<audio>What is said?"), map("role", "assistant", "content", "Hello."));
+        var plain = list(map("role", "user", "content", "Hi"), map("role", "assistant", "content", "Hello."));
+        Path file = HfParquet.write(tmp.resolve("av.parquet"), WITH_MEDIA, List.of(
+                map("id", "wav", "messages", turns, "audio", map("bytes", new byte[] {'R', 'I', 'F', 'F'}, "path", "a.wav")),
+                map("id", "path", "messages", turns, "audio", map("bytes", null, "path", "a.wav")),
+                map("id", "video", "messages", plain, "videos", list("v.mp4")),
+                map("id", "nullAudio", "messages", plain, "audio", map("bytes", null, "path", null), "videos", list()),
+                map("id", "none", "messages", plain)), 10);
+        try (var source = local(file)) {
+            var records = SampleFormat.records(source, "av.parquet", null);
+            for (int i : new int[] {0, 1}) {
+                var e = failure(records, i);
+                assertEquals(SampleException.Stage.MANIFEST, e.stage());
+                assertEquals("av.parquet:" + i, e.sampleId());
+                assertEquals("column 'audio': audio is not supported by the Qwen-VL processors", e.getMessage());
+            }
+            assertEquals("column 'videos': video is not supported", failure(records, 2).getMessage());
+            for (int i : new int[] {3, 4}) {
+                var r = get(records, i);
+                assertEquals(List.of("id", "messages"), names(JSON.readTree(r.json()).fieldNames()), "the media columns are not copied");
+                assertEquals(Message.text(Message.Role.ASSISTANT, "Hello."), parse(r, records.id(i)).messages().get(1));
+            }
+        }
+    }
+
+    private static List<String> names(java.util.Iterator<String> names) {
+        var out = new ArrayList<String>();
+        names.forEachRemaining(out::add);
+        return out;
+    }
+
     static List<Map<String, Object>> rows(int from, int n) {
         var out = new ArrayList<Map<String, Object>>();
         for (int i = from; i < from + n; i++)

@@ -1,5 +1,6 @@
 package dev.stoker.source;
 
+import dev.stoker.core.UnservedMedia;
 import dev.stoker.core.io.AtomicFiles;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -36,10 +37,12 @@ import org.apache.commons.compress.archivers.tar.TarArchiveInputStream;
  * suffix the rest ({@code a/b/x1.0.jpg}: key {@code a/b/x1}, suffix {@code 0.jpg}); consecutive members with one key
  * form one sample. Its record is the {@code json} member; its images the {@code jpg}, {@code jpeg}, {@code png},
  * {@code webp} members: one unnumbered ({@code key.jpg}), or numbered ({@code key.0.jpg}, {@code key.1.png}, …)
- * taken in numeric order. Other members ({@code txt}, {@code cls}, …) are ignored. A sample that breaks a rule (no
- * json member, two of them, a json or image member over {@value #MAX_MEMBER_BYTES} bytes or not a regular file,
- * images both numbered and unnumbered or numbered twice, a key that comes again after other keys) keeps its place
- * with the rule it broke, reported when it is read.
+ * taken in numeric order. Other members ({@code txt}, {@code cls}, …) are ignored, but not those of a medium Stoker
+ * does not serve ({@link UnservedMedia}: {@code wav}, {@code mp3}, …, {@code mp4}, …): a trainer would read them as
+ * part of the sample, so the sample is refused rather than served without them. A sample that breaks a rule (such a
+ * member, no json member, two of them, a json or image member over {@value #MAX_MEMBER_BYTES} bytes or not a regular
+ * file, images both numbered and unnumbered or numbered twice, a key that comes again after other keys) keeps its
+ * place with the rule it broke, reported when it is read.
  *
  * <p>A shard that is not a tar, or is cut short (a header or a member's data past its end), fails the whole index,
  * naming the shard and the byte; so do headers (long names, pax records) of more than {@value #MAX_HEADER_BYTES}
@@ -56,7 +59,8 @@ final class TarIndex {
     static final int MAX_IMAGES = 1024;
 
     private static final int MAGIC = 0x574B5453; // "STKW"
-    private static final int FILE_VERSION = 1;
+    /** 2: samples with audio or video members are problems (an index of version 1 passed them as served; it is rebuilt). */
+    private static final int FILE_VERSION = 2;
     private static final Pattern IMAGE = Pattern.compile("(?:(\\d{1,9})\\.)?(jpg|jpeg|png|webp)");
 
     private final String[] shards;
@@ -255,9 +259,11 @@ final class TarIndex {
                 boolean isJson = s.equals("json");
                 var image = IMAGE.matcher(s);
                 boolean isImage = !isJson && image.matches();
-                if (!isJson && !isImage) continue;
+                var media = isJson || isImage ? null : UnservedMedia.ofMemberSuffix(s);
+                if (!isJson && !isImage && media == null) continue;
                 if (problem != null) continue;
-                if (!m.regular) problem = "has member " + m.name + ", which is not a regular file (only regular, non-sparse files are read)";
+                if (media != null) problem = "has a ." + m.suffix + " member: " + media.notSupported(); // by suffix, not name: a whole audio set shares one message
+                else if (!m.regular) problem = "has member " + m.name + ", which is not a regular file (only regular, non-sparse files are read)";
                 else if (m.length > MAX_MEMBER_BYTES)
                     problem = "has member " + m.name + " of " + m.length + " bytes, over the limit of " + MAX_MEMBER_BYTES + " bytes (256 MiB)";
                 else if (m.name.indexOf('\0') >= 0) problem = "has a member name with a NUL character";

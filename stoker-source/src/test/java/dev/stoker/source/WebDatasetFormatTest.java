@@ -205,6 +205,68 @@ class WebDatasetFormatTest {
         }
     }
 
+    /**
+     * A sample with an audio or video member is refused naming the member by its suffix (it was read without it, as a sample of its json
+     * and images); other members stay ignored. Every suffix of {@link dev.stoker.core.UnservedMedia} is refused, in any case.
+     */
+    @Test
+    void audioAndVideoMembersFailTheirSampleNamingTheMember() throws Exception {
+        var members = new ArrayList<Member>();
+        members.add(new Member("speech.json", json("speech")));
+        members.add(new Member("speech.jpg", image(0)));
+        members.add(new Member("speech.wav", "RIFF....WAVE".getBytes(StandardCharsets.US_ASCII)));
+        members.add(new Member("clip.json", json("clip")));
+        members.add(new Member("clip.0.jpg", image(1)));
+        members.add(new Member("clip.left.MP4", new byte[] {0, 0, 0, 24, 'f', 't', 'y', 'p'}));
+        members.add(new Member("plain.cls", "3".getBytes(StandardCharsets.US_ASCII)));
+        members.add(new Member("plain.json", json("plain")));
+        members.add(new Member("plain.jpg", image(2)));
+        members.add(Member.text("plain.txt", "a caption"));
+        var suffixes = new ArrayList<String>();
+        for (var media : dev.stoker.core.UnservedMedia.values()) suffixes.addAll(media.memberSuffixes());
+        for (String suffix : suffixes) members.add(new Member("only-" + suffix + "." + suffix, new byte[] {1, 2, 3}));
+        Tars.write(tmp.resolve("av.tar"), members);
+        try (var source = open(tmp.resolve("av.tar"))) {
+            var records = records(source, null);
+            assertEquals(3 + suffixes.size(), records.size());
+            assertEquals(2 + suffixes.size(), records.brokenSamples());
+            assertEquals("av.tar:speech has a .wav member: audio is not supported by the Qwen-VL processors", failure(records, 0).getMessage());
+            assertEquals("av.tar:speech", failure(records, 0).sampleId());
+            assertEquals("av.tar:clip has a .left.MP4 member: video is not supported", failure(records, 1).getMessage());
+            var plain = get(records, 2);
+            assertArrayEquals(json("plain"), plain.json());
+            assertEquals(List.of("plain.jpg"), plain.images().stream().map(SampleRecords.Embedded::name).toList(), ".cls and .txt stay ignored");
+            for (int k = 0; k < suffixes.size(); k++) {
+                String s = suffixes.get(k);
+                assertTrue(failure(records, 3 + k).getMessage().startsWith("av.tar:only-" + s + " has a ." + s + " member: "),
+                        failure(records, 3 + k).getMessage());
+            }
+        }
+    }
+
+    /** An index saved before audio and video members were refused (file version 1) passed such samples: it is built again. */
+    @Test
+    void anIndexOfTheVersionBeforeIsIndexedAgain() throws Exception {
+        Tars.write(tmp.resolve("v.tar"), List.of(new Member("a.json", json("a")), new Member("a.jpg", image(0)),
+                new Member("a.mp3", new byte[] {'I', 'D', '3'})));
+        var cache = new ManifestRecords.IndexCache(tmp.resolve("cache"), 0);
+        try (var source = open(tmp.resolve("v.tar"))) {
+            assertEquals(1, records(source, cache).brokenSamples());
+        }
+        try (var files = Files.list(tmp.resolve("cache"))) {
+            for (Path f : files.toList()) {
+                byte[] b = Files.readAllBytes(f);
+                b[7] = 1; // the version, the int after the magic: an index written by the rule before
+                Files.write(f, b);
+            }
+        }
+        try (var source = open(tmp.resolve("v.tar"))) {
+            var records = records(source, cache);
+            assertFalse(records.fromCache(), "a version-1 index is not used");
+            assertTrue(failure(records, 0).getMessage().contains("v.tar:a has a .mp3 member: audio is not supported"), failure(records, 0).getMessage());
+        }
+    }
+
     @Test
     void aTruncatedShardIsRefusedNamingItAndTheByte() throws Exception {
         byte[] whole = Tars.tar(shard(0, 3));

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.SampleException;
+import dev.stoker.core.UnservedMedia;
 import dev.stoker.text.Message.Role;
 import java.nio.ByteBuffer;
 import java.nio.CharBuffer;
@@ -55,8 +56,12 @@ import java.util.List;
  * turns) must equal the number of listed images, so a record with none, or with placeholders and no list, is
  * refused rather than trained with images missing or as literal text; the error gives both counts.
  *
- * <p>Also refused: video ({@code <video>} wherever placeholders are read, {@code type == "video"} items, a
- * non-empty {@code video}/{@code videos} field), a non-empty {@code tools} field, both {@code image} and
+ * <p>Also refused: every medium Stoker does not serve ({@link UnservedMedia}: audio and video), wherever a trainer
+ * would read it: its placeholder ({@code <audio>}, {@code <video>}) wherever {@code <image>} placeholders are read,
+ * a typed item of its type or with its key ({@code {"type": "input_audio"}}, {@code {"video": …}}), a non-empty
+ * top-level field ({@code audio}/{@code audios}, {@code video}/{@code videos}); otherwise such a record would train as
+ * text with the medium dropped and its placeholder tokenized as text. As for {@code <image>}, a placeholder inside a
+ * typed text item is literal text. Also refused: a non-empty {@code tools} field, both {@code image} and
  * {@code images}, and anything mistyped. Every error is a {@link SampleException} at stage {@code MANIFEST}
  * naming the sample and the JSON path of the field. The sample id is the record's {@code "id"} (string or
  * number) when present, else the caller's.
@@ -65,7 +70,6 @@ import java.util.List;
  */
 public final class SampleParser {
     private static final String IMAGE_TOKEN = "<image>";
-    private static final String VIDEO_TOKEN = "<video>";
 
     private final ObjectMapper json = new ObjectMapper()
             .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
@@ -265,16 +269,12 @@ public final class SampleParser {
      * way (they render nothing); a text without placeholders stays one verbatim part under the verbatim rule.
      */
     private static List<Message.Part> split(String value, boolean strip, ImageCursor cursor, String path, String id) {
-        if (!strip && !value.contains(IMAGE_TOKEN)) {
-            refuseVideoToken(value, path, id);
-            return List.of(new Message.Text(value));
-        }
+        refuseUnservedPlaceholders(value, path, id);
+        if (!strip && !value.contains(IMAGE_TOKEN)) return List.of(new Message.Text(value));
         var parts = new ArrayList<Message.Part>();
         int pos = 0;
         while (true) {
             int img = value.indexOf(IMAGE_TOKEN, pos);
-            int vid = value.indexOf(VIDEO_TOKEN, pos);
-            if (vid >= 0 && (img < 0 || vid < img)) refuseVideoToken(value, path, id);
             int end = img < 0 ? value.length() : img;
             var seg = strip ? value.substring(pos, end).strip() : value.substring(pos, end);
             if (!seg.isEmpty()) parts.add(new Message.Text(seg));
@@ -286,8 +286,11 @@ public final class SampleParser {
         return parts;
     }
 
-    private static void refuseVideoToken(String value, String path, String id) {
-        if (value.contains(VIDEO_TOKEN)) throw error(id, path + ": <video> placeholder found; video is not supported");
+    /** A text read for placeholders must hold none of a medium not served: the trainers would read it as that medium. */
+    private static void refuseUnservedPlaceholders(String value, String path, String id) {
+        for (var media : UnservedMedia.values())
+            if (value.contains(media.placeholder()))
+                throw error(id, path + ": " + media.placeholder() + " placeholder found; " + media.notSupported());
     }
 
     private static ImageList imageList(JsonNode record, String id) {
@@ -346,7 +349,7 @@ public final class SampleParser {
                     if (text.contains(IMAGE_TOKEN))
                         throw error(id, path + ".content: <image> placeholder in string content, but " + typedPath
                                 + " is typed (an array); a record uses typed image items or placeholders, not both");
-                    refuseVideoToken(text, path + ".content", id);
+                    refuseUnservedPlaceholders(text, path + ".content", id);
                     messages.add(Message.text(role, text));
                 }
             } else if (content.isArray()) {
@@ -383,8 +386,9 @@ public final class SampleParser {
 
     /** Fields the other trainers read but Stoker does not: refused rather than silently dropped. */
     private static void refuseUnread(JsonNode record, String id) {
-        for (var key : new String[] {"video", "videos"})
-            if (present(record.get(key))) throw error(id, "field '" + key + "': video is not supported");
+        for (var media : UnservedMedia.values())
+            for (var key : media.fields())
+                if (present(record.get(key))) throw error(id, "field '" + key + "': " + media.notSupported());
         if (present(record.get("tools"))) throw error(id, "field 'tools': tool definitions are not supported");
     }
 
@@ -399,8 +403,9 @@ public final class SampleParser {
         var typeNode = item.get("type");
         if (typeNode != null && !typeNode.isTextual()) throw error(id, path + ".type: expected a string, got " + kind(typeNode));
         var type = typeNode == null ? null : typeNode.asText();
-        if ("video".equals(type) || item.has("video"))
-            throw error(id, path + ": video content is not supported");
+        for (var media : UnservedMedia.values())
+            for (var name : media.itemTypes())
+                if (name.equals(type) || item.has(name)) throw error(id, path + ": " + media.contentNotSupported());
         if ("image".equals(type) || "image_url".equals(type) || item.has("image") || item.has("image_url"))
             return new Message.Image(imageRef(item, path, id));
         if ("text".equals(type) || (type == null && item.has("text")))

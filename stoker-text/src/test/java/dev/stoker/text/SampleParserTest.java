@@ -223,7 +223,8 @@ class SampleParserTest {
         {"messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]}  | messages[0].content[0].text: expected a string, got number
         {"messages": [{"role": "user", "content": [{"type": "image"}]}]}            | messages[0].content[0]: image item has no 'image'
         {"messages": [{"role": "user", "content": [{"type": "image", "image": {}}]}]} | messages[0].content[0].image: expected a string, got object
-        {"messages": [{"role": "user", "content": [{"type": "audio", "audio": "a"}]}]} | unsupported content item of type 'audio'
+        {"messages": [{"role": "user", "content": [{"type": "audio", "audio": "a"}]}]} | messages[0].content[0]: audio content is not supported by the Qwen-VL processors
+        {"messages": [{"role": "user", "content": [{"type": "sound"}]}]}           | unsupported content item of type 'sound'; expected text or image
         {"messages": [{"role": "user", "content": [{"type": "video", "video": "v.mp4"}]}]} | messages[0].content[0]: video content is not supported
         {"messages": [{"role": 1, "content": "x"}]}                                 | messages[0].role: expected a string, got number
         {"messages": "hi"}                                                          | field 'messages': expected an array, got string

@@ -52,6 +52,11 @@ import java.util.Map;
  */
 public record LengthIndex(String key, String source, String digest, Map<String, Object> settings, int[] lengths, int[] imageStart,
                           int[] imagePatches) {
+    /**
+     * The rules on what a record may hold, by version: 2 refuses media Stoker does not serve in every form (audio joined
+     * video, dev.stoker.core.UnservedMedia); an index of rules 1 counted such a record as kept.
+     */
+    public static final int RECORD_RULES = 2;
     public static final byte[] MAGIC = "STKLEN02".getBytes(StandardCharsets.US_ASCII);
     /** The magic of format 1 (lengths only), recognised to be refused with advice. */
     static final byte[] MAGIC_V1 = "STKLEN01".getBytes(StandardCharsets.US_ASCII);
@@ -91,10 +96,12 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
     /**
      * What decides a record's length or verdict: the processor, its pixel bounds, the EXIF policy, the source-pixel,
      * sequence and image limits, the truncation policy, the tokenizer ({@code tokenizer}: "bundled" or its file's digest) and,
-     * where the model's own renders, the chat template's digest.
+     * where the model's own renders, the chat template's digest; and the version of the rules on what a record may hold
+     * ({@link #RECORD_RULES}), so that an index written under older rules is not found rather than read.
      */
     public static Map<String, Object> settings(EncodeOptions o, String tokenizer) {
         var m = new LinkedHashMap<String, Object>();
+        m.put("record_rules", RECORD_RULES);
         m.put("processor", o.preset().cliName());
         m.put("min_pixels", o.vision().minPixels());
         m.put("max_pixels", o.vision().maxPixels());

@@ -111,6 +111,15 @@ class ShapeIndexesTest {
             for (int i = 0; i < measured.size(); i++) assertEquals(measured.shape(i), loaded.shape(i), "record " + i);
             assertNull(ShapeIndexes.load(dir, records, OPTIONS.withPixels(3136, 50176), "bundled"), "other settings, another file");
             assertNull(ShapeIndexes.load(dir, records, OPTIONS, "sha256:00"), "another SharedTokenizer.get(), another file");
+            // an index written under the rules before audio was refused (no record_rules) counted such records as kept
+            var before = new java.util.LinkedHashMap<>(LengthIndex.settings(OPTIONS, "bundled"));
+            before.remove("record_rules");
+            Files.delete(file);
+            LengthIndex.of(report.source(), report.digest(), before, report.lengths(), report.imagePatches()).write(dir);
+            assertNull(ShapeIndexes.load(dir, records, OPTIONS, "bundled"), "an index of older record rules is not read");
+            Files.delete(LengthIndex.fileFor(dir, report.digest(), before));
+            LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(OPTIONS, "bundled"), report.lengths(),
+                    report.imagePatches()).write(dir);
             assertThrows(IllegalArgumentException.class, () -> loaded.shape(40));
 
             // a file of the same key holding another number of records: refused, naming both
