@@ -24,6 +24,8 @@ import java.util.List;
  */
 public final class Demuxer implements AutoCloseable {
     static final int AVIO_BUFFER_BYTES = 64 * 1024;
+    /** More streams than any real container holds (MP4 track IDs are 32-bit, but files carry a handful). */
+    static final int MAX_STREAMS = 4096;
 
     private static final MethodHandle READ_UPCALL;
     private static final MethodHandle SEEK_UPCALL;
@@ -65,7 +67,14 @@ public final class Demuxer implements AutoCloseable {
      */
     public static Demuxer open(SeekableByteSource source, long deadlineNanos) {
         Ffmpeg ff = Ffmpeg.get();
-        Demuxer d = new Demuxer(ff, source, deadlineNanos);
+        long size;
+        try {
+            size = source.sizeBytes();
+        } catch (IOException e) {
+            throw new SampleException(source.name(), SampleException.Stage.DECODE,
+                    "video " + source.name() + ": cannot read its size: " + e, e);
+        }
+        Demuxer d = new Demuxer(ff, source, size, deadlineNanos);
         try {
             d.openInput();
             return d;
@@ -75,17 +84,11 @@ public final class Demuxer implements AutoCloseable {
         }
     }
 
-    private Demuxer(Ffmpeg ff, SeekableByteSource source, long deadlineNanos) {
+    private Demuxer(Ffmpeg ff, SeekableByteSource source, long sourceSizeBytes, long deadlineNanos) {
         this.ff = ff;
         this.source = source;
+        this.sourceSizeBytes = sourceSizeBytes;
         this.deadlineNanos = deadlineNanos;
-        long size;
-        try {
-            size = source.sizeBytes();
-        } catch (IOException e) {
-            throw error("cannot read its size: " + e, e);
-        }
-        this.sourceSizeBytes = size;
     }
 
     private void openInput() {
@@ -127,7 +130,9 @@ public final class Demuxer implements AutoCloseable {
             if (best == AvField.Constant.AVERROR_STREAM_NOT_FOUND.value) throw error("no video stream", null);
             check(best, "cannot choose a video stream");
             int nbStreams = AvField.AVFormatContext_nb_streams.getInt(format);
-            if (best >= nbStreams) throw error("FFmpeg chose stream " + best + " of " + nbStreams, null);
+            if (nbStreams <= 0 || nbStreams > MAX_STREAMS || best >= nbStreams) {
+                throw error("FFmpeg chose stream " + best + " of " + nbStreams, null);
+            }
             MemorySegment streams = AvField.AVFormatContext_streams.getPointer(format)
                     .reinterpret((long) nbStreams * ValueLayout.ADDRESS.byteSize());
             stream = streams.getAtIndex(ValueLayout.ADDRESS, best).reinterpret(AvField.extentBytes("AVStream"));
@@ -245,7 +250,9 @@ public final class Demuxer implements AutoCloseable {
                 pastDeadline = true;
                 return AvField.Constant.AVERROR_EXIT.value;
             }
-            if (size <= 0 || size > AVIO_BUFFER_BYTES * 16) return AvField.Constant.AVERROR_EIO.value;
+            // size is FFmpeg's own buffer: the AVIO buffer, or for a packet larger than it (a 4K keyframe), the
+            // packet's memory, which avio_read fills directly
+            if (size <= 0) return AvField.Constant.AVERROR_EIO.value;
             int n = source.read(positionBytes, buf.reinterpret(size));
             if (n < 0) return AvField.Constant.AVERROR_EOF.value;
             if (n == 0 || n > size) return AvField.Constant.AVERROR_EIO.value;

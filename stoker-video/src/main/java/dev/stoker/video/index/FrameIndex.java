@@ -62,9 +62,12 @@ public record FrameIndex(StreamInfo stream, long[] pts, long[] dts, long[] durat
 
     public boolean isDiscarded(int i) { return (flags[i] & DISCARD) != 0; }
 
-    /** Indices (into the arrays) of the key frames that are not discarded. */
+    /**
+     * Indices (into the arrays) of the key packets, where decoding may start: discarded ones included, since the
+     * first kept frames after an edit list's start are decoded from a discarded keyframe.
+     */
     public int[] keyFrames() {
-        return java.util.stream.IntStream.range(0, pts.length).filter(i -> isKey(i) && !isDiscarded(i)).toArray();
+        return java.util.stream.IntStream.range(0, pts.length).filter(this::isKey).toArray();
     }
 
     /**

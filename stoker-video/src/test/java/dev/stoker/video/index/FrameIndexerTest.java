@@ -52,6 +52,9 @@ class FrameIndexerTest {
                 "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-g", "10"));
         ffmpeg("one_frame.mp4", cat(List.of("-f", "lavfi", "-i", SRC_25, "-frames:v", "1"), X264));
         ffmpeg("rotated.mp4", List.of("-i", "h264_25.mp4", "-c", "copy", "-metadata:s:v:0", "rotate=90"));
+        ffmpeg("edit_list.mp4", List.of("-ss", "0.3", "-i", "h264_25.mp4", "-c", "copy"));
+        ffmpeg("big_packets.avi", List.of("-f", "lavfi", "-i", "testsrc2=size=1024x768:rate=5:duration=0.4",
+                "-c:v", "rawvideo", "-pix_fmt", "rgb24"));
         ffmpeg("audio.m4a", List.of("-f", "lavfi", "-i", "sine=duration=0.5", "-c:a", "aac"));
     }
 
@@ -185,6 +188,24 @@ class FrameIndexerTest {
                 .path("rotation").asDouble();
         assertEquals(90.0, expected, "av_display_rotation_get: counter-clockwise degrees");
         assertEquals(expected, x.stream().rotationDegrees());
+    }
+
+    @Test
+    void packetsAnEditListDiscardsStayInTheIndexButAreNotFrames() throws Exception {
+        FrameIndex x = checkAgainstFfprobe("edit_list.mp4");
+        long kept = ffprobePackets("edit_list.mp4").stream().filter(r -> !r.discard()).count();
+        assertTrue(kept < x.entryCount(), "the cut starts between keyframes: some packets are discarded");
+        assertEquals(kept, x.frameCount());
+        assertTrue(x.isDiscarded(x.keyFrames()[0]), "decoding the first kept frames starts at a discarded keyframe");
+    }
+
+    @Test
+    void packetsLargerThanTheReadBufferAreReadWhole() throws Exception {
+        FrameIndex x = checkAgainstFfprobe("big_packets.avi");
+        assertEquals(2, x.frameCount());
+        byte[] bytes = Files.readAllBytes(dir.resolve("big_packets.avi"));
+        assertTrue(bytes.length > 4 * 1024 * 768 * 3 / 2, "2.4 MB packets, read by FFmpeg straight into the packet");
+        assertEquals(x, indexer.index(SeekableByteSource.of("big_packets.avi", bytes)));
     }
 
     @Test
