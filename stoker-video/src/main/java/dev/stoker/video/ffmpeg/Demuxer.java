@@ -66,7 +66,19 @@ public final class Demuxer implements AutoCloseable {
      * {@link SampleException} naming the video when it has none or FFmpeg cannot read it.
      */
     public static Demuxer open(SeekableByteSource source, long deadlineNanos) {
-        Ffmpeg ff = Ffmpeg.get();
+        return open(source, deadlineNanos, Ffmpeg::get);
+    }
+
+    /** As {@link #open(SeekableByteSource, long)}, with the libraries from {@code ffmpeg} (tests pass a failing one). */
+    static Demuxer open(SeekableByteSource source, long deadlineNanos, java.util.function.Supplier<Ffmpeg> ffmpeg) {
+        Ffmpeg ff;
+        try {
+            ff = ffmpeg.get();
+        } catch (FfmpegUnavailableException e) {
+            // the video's error, counted as one like any other; the message names the missing library
+            throw new SampleException(source.name(), SampleException.Stage.DECODE,
+                    "video " + source.name() + ": " + e.getMessage(), e);
+        }
         long size;
         try {
             size = source.sizeBytes();

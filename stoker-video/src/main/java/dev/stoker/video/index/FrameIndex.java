@@ -89,20 +89,24 @@ public record FrameIndex(StreamInfo stream, long[] pts, long[] dts, long[] durat
         return (double) durationTicks() * tb.num() / tb.den();
     }
 
-    /** Whether the frame-to-frame pts steps differ (variable frame rate): sampling must then go by timestamps. */
+    /**
+     * Whether the frame-to-frame pts steps differ by more than one tick (variable frame rate): sampling must then go
+     * by timestamps. One tick is allowed for containers whose time base is coarser than the frame rate (WebM's
+     * milliseconds at 24000/1001 fps step 41, 42, 42, 41, ...).
+     */
     public boolean variableFrameRate() {
-        long step = -1;
+        long min = Long.MAX_VALUE, max = Long.MIN_VALUE;
         long prev = Long.MIN_VALUE;
         for (int i = 0; i < pts.length; i++) {
             if (isDiscarded(i)) continue;
             if (prev != Long.MIN_VALUE) {
                 long d = pts[i] - prev;
-                if (step < 0) step = d;
-                else if (d != step) return true;
+                min = Math.min(min, d);
+                max = Math.max(max, d);
             }
             prev = pts[i];
         }
-        return false;
+        return min != Long.MAX_VALUE && max - min > 1;
     }
 
     public byte[] toBytes() {

@@ -32,6 +32,18 @@ class FfmpegBindingTest {
     }
 
     @Test
+    void withoutTheLibrariesAVideoFailsAsThatSamplesErrorNamingTheLibrary() {
+        String[][] libs = {{"libavutil-absent.so.57"}, {"libavcodec.so.59"}, {"libavformat.so.59"},
+            {"libswscale.so.6"}};
+        var e = assertThrows(dev.stoker.core.SampleException.class, () -> Demuxer.open(
+                SeekableByteSource.of("clip.mp4", new byte[16]), System.nanoTime() + 1_000_000_000L,
+                () -> new Ffmpeg(libs)));
+        assertTrue(e.getMessage().startsWith("video clip.mp4: FFmpeg library libavutil-absent.so.57 not found"),
+                e.getMessage());
+        assertEquals(dev.stoker.core.SampleException.Stage.DECODE, e.stage());
+    }
+
+    @Test
     void theSystemLibrariesBindAndReportTheirVersions() {
         NativeTools.requireLibraries();
         String versions = Ffmpeg.get().versions();

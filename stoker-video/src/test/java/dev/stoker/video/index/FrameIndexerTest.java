@@ -51,6 +51,8 @@ class FrameIndexerTest {
                 "setpts='if(lt(N,10),N*0.04,0.4+(N-10)*0.1)/TB'", "-fps_mode", "passthrough"), X264));
         ffmpeg("vp9.webm", List.of("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25:duration=1", "-c:v",
                 "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-g", "10"));
+        ffmpeg("vp9_23976.webm", List.of("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=24000/1001:duration=1",
+                "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8"));
         ffmpeg("one_frame.mp4", cat(List.of("-f", "lavfi", "-i", SRC_25, "-frames:v", "1"), X264));
         ffmpeg("rotated.mp4", List.of("-i", "h264_25.mp4", "-c", "copy", "-metadata:s:v:0", "rotate=90"));
         ffmpeg("edit_list.mp4", List.of("-ss", "0.3", "-i", "h264_25.mp4", "-c", "copy"));
@@ -170,6 +172,14 @@ class FrameIndexerTest {
         assertEquals(0, x.stream().headerFrameCount());
         assertEquals(25, x.frameCount());
         assertEquals(1.0, x.durationSeconds(), 1e-9);
+    }
+
+    @Test
+    void aMillisecondTimeBaseAt24000Over1001FpsIsNotVariable() throws Exception {
+        FrameIndex x = checkAgainstFfprobe("vp9_23976.webm");
+        assertEquals(new Rational(1, 1000), x.stream().timeBase());
+        assertEquals(new Rational(24000, 1001), x.stream().avgFrameRate());
+        assertFalse(x.variableFrameRate(), "steps of 41 and 42 ms are one rate rounded to the time base");
     }
 
     @Test
