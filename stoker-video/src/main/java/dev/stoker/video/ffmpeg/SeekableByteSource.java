@@ -44,6 +44,8 @@ public interface SeekableByteSource extends Closeable {
         private final FileChannel channel;
 
         FileSource(Path file) throws IOException {
+            // a FIFO or device would block the open or never end: only regular files are videos
+            if (!java.nio.file.Files.isRegularFile(file)) throw new IOException(file + ": not a regular file");
             this.file = file;
             this.channel = FileChannel.open(file, StandardOpenOption.READ);
         }

@@ -90,6 +90,15 @@ public record FrameIndex(StreamInfo stream, long[] pts, long[] dts, long[] durat
     }
 
     /**
+     * Frames per second as the index measures them (frames over the real duration); the container's average rate,
+     * which the Qwen samplers use, is {@link StreamInfo#avgFrameRate()}. NaN for a zero duration.
+     */
+    public double indexedFramesPerSecond() {
+        double seconds = durationSeconds();
+        return seconds > 0 ? frameCount() / seconds : Double.NaN;
+    }
+
+    /**
      * Whether the frame-to-frame pts steps differ by more than one tick (variable frame rate): sampling must then go
      * by timestamps. One tick is allowed for containers whose time base is coarser than the frame rate (WebM's
      * milliseconds at 24000/1001 fps step 41, 42, 42, 41, ...).

@@ -102,10 +102,9 @@ public final class FrameIndexer {
     }
 
     private static FrameIndex sortedByPts(StreamInfo info, long[] pts, long[] dts, long[] dur, byte[] flags, int n) {
-        Integer[] order = new Integer[n];
+        int[] order = new int[n];
         for (int i = 0; i < n; i++) order[i] = i;
-        // stable: packets with equal pts keep demux order
-        Arrays.sort(order, (a, b) -> Long.compare(pts[a], pts[b]));
+        sortStable(order, pts);
         long[] p = new long[n], d = new long[n], u = new long[n];
         byte[] f = new byte[n];
         for (int i = 0; i < n; i++) {
@@ -116,5 +115,31 @@ public final class FrameIndexer {
             f[i] = flags[j];
         }
         return new FrameIndex(info, p, d, u, f);
+    }
+
+    /**
+     * Sorts packet numbers by their pts, stably (equal pts keep demux order), without boxing: a 10-hour video has
+     * millions of packets. Bottom-up merge sort; runs already in order (no B-frames) cost one pass.
+     */
+    static void sortStable(int[] order, long[] key) {
+        int n = order.length;
+        int[] a = order, b = new int[n];
+        for (int width = 1; width < n; width *= 2) {
+            for (int lo = 0; lo < n; lo += 2 * width) {
+                int mid = Math.min(lo + width, n), hi = Math.min(lo + 2 * width, n);
+                int i = lo, j = mid, k = lo;
+                if (mid < hi && key[a[mid - 1]] <= key[a[mid]]) {
+                    System.arraycopy(a, lo, b, lo, hi - lo);
+                    continue;
+                }
+                while (i < mid && j < hi) b[k++] = key[a[j]] < key[a[i]] ? a[j++] : a[i++];
+                while (i < mid) b[k++] = a[i++];
+                while (j < hi) b[k++] = a[j++];
+            }
+            int[] t = a;
+            a = b;
+            b = t;
+        }
+        if (a != order) System.arraycopy(a, 0, order, 0, n);
     }
 }

@@ -129,6 +129,7 @@ class FrameIndexerTest {
         assertEquals(1, s.colorRange(), "AVCOL_RANGE_MPEG");
         assertTrue(Double.isNaN(s.rotationDegrees()));
         assertFalse(x.variableFrameRate());
+        assertEquals(25.0, x.indexedFramesPerSecond(), 1e-9);
         assertArrayEquals(new int[] {0, 12, 24, 36, 48}, x.keyFrames());
     }
 
@@ -150,6 +151,7 @@ class FrameIndexerTest {
         FrameIndex x = checkAgainstFfprobe("h264_35917.avi");
         assertEquals(new Rational(359, 12), x.stream().avgFrameRate());
         assertEquals(30, x.frameCount());
+        assertEquals(359 / 12.0, x.indexedFramesPerSecond(), 1e-9);
         for (int i = 0; i < x.entryCount(); i++) {
             assertEquals(i, x.pts()[i]);
             assertTrue((x.flags()[i] & FrameIndex.PTS_FROM_DTS) != 0);
@@ -291,6 +293,30 @@ class FrameIndexerTest {
         var e = assertThrows(SampleException.class, () -> indexer.index(SeekableByteSource.of("cut.mp4", cut)));
         assertEquals("video cut.mp4: truncated: its sample table lists 50 frames, only 30 could be read",
                 e.getMessage());
+    }
+
+    @Test
+    void aFifoIsNotOpened() throws Exception {
+        Path fifo = dir.resolve("clip_fifo.mp4");
+        NativeTools.run(dir, List.of("mkfifo", fifo.toString()));
+        var e = assertThrows(IOException.class, () -> SeekableByteSource.of(fifo));
+        assertTrue(e.getMessage().endsWith("clip_fifo.mp4: not a regular file"), e.getMessage());
+    }
+
+    @Test
+    void theStableSortKeepsDemuxOrderForEqualPts() {
+        Random random = new Random(3);
+        for (int n : new int[] {0, 1, 2, 3, 7, 64, 1000}) {
+            long[] key = new long[n];
+            for (int i = 0; i < n; i++) key[i] = random.nextInt(10);
+            int[] order = new int[n];
+            for (int i = 0; i < n; i++) order[i] = i;
+            FrameIndexer.sortStable(order, key);
+            Integer[] expected = new Integer[n];
+            for (int i = 0; i < n; i++) expected[i] = i;
+            java.util.Arrays.sort(expected, Comparator.comparingLong(i -> key[i]));
+            assertArrayEquals(java.util.Arrays.stream(expected).mapToInt(Integer::intValue).toArray(), order);
+        }
     }
 
     @Test
