@@ -90,6 +90,13 @@ public final class FrameIndexer {
                 throw new SampleException(source.name(), SampleException.Stage.DECODE,
                         "video " + source.name() + ": its video stream has no packets");
             }
+            int discarded = 0;
+            for (int i = 0; i < n; i++) if ((flags[i] & FrameIndex.DISCARD) != 0) discarded++;
+            if (discarded == n) {
+                // an edit list that shows none of the stream (fuzzing's first finding): no frame to sample
+                throw new SampleException(source.name(), SampleException.Stage.DECODE, "video " + source.name()
+                        + ": no frames: its edit list discards all " + n + " packets");
+            }
             if (info.container().startsWith("mov,") && info.headerFrameCount() > n) {
                 // MP4/MOV: nb_frames is the sample table's own count, not an estimate; fewer packets means the
                 // media data ends early (a cut exactly between two packets leaves no partial packet to flag)
