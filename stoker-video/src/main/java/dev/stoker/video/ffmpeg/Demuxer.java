@@ -58,6 +58,7 @@ public final class Demuxer implements AutoCloseable {
     private long positionBytes;
     private boolean pastDeadline;
     private Throwable readFailure;
+    private boolean closed;
     private final java.util.List<String> ffmpegErrors = new java.util.ArrayList<>();
     private static final int MAX_FFMPEG_ERRORS = 8;
 
@@ -145,19 +146,26 @@ public final class Demuxer implements AutoCloseable {
             if (nbStreams <= 0 || nbStreams > MAX_STREAMS || best >= nbStreams) {
                 throw error("FFmpeg chose stream " + best + " of " + nbStreams, null);
             }
-            MemorySegment streams = AvField.AVFormatContext_streams.getPointer(format)
+            // a NULL read through FFM would crash the JVM: every pointer is checked before it is followed
+            MemorySegment streams = nonNull(AvField.AVFormatContext_streams.getPointer(format), "streams")
                     .reinterpret((long) nbStreams * ValueLayout.ADDRESS.byteSize());
-            stream = streams.getAtIndex(ValueLayout.ADDRESS, best).reinterpret(AvField.extentBytes("AVStream"));
-            codecpar = AvField.AVStream_codecpar.getPointer(stream)
+            stream = nonNull(streams.getAtIndex(ValueLayout.ADDRESS, best), "stream")
+                    .reinterpret(AvField.extentBytes("AVStream"));
+            codecpar = nonNull(AvField.AVStream_codecpar.getPointer(stream), "codecpar")
                     .reinterpret(AvField.extentBytes("AVCodecParameters"));
             streamIndex = best;
-            packet = ((MemorySegment) ff.avPacketAlloc.invokeExact()).reinterpret(AvField.extentBytes("AVPacket"));
-            if (packet.equals(MemorySegment.NULL)) throw error("av_packet_alloc failed", null);
+            packet = nonNull((MemorySegment) ff.avPacketAlloc.invokeExact(), "av_packet_alloc's packet")
+                    .reinterpret(AvField.extentBytes("AVPacket"));
         } catch (RuntimeException | Error e) {
             throw e;
         } catch (Throwable t) {
             throw error("FFmpeg call failed: " + t, t);
         }
+    }
+
+    private MemorySegment nonNull(MemorySegment pointer, String what) {
+        if (pointer.equals(MemorySegment.NULL)) throw error("FFmpeg gave a NULL " + what, null);
+        return pointer;
     }
 
     /** The source's name, for messages. */
@@ -174,7 +182,7 @@ public final class Demuxer implements AutoCloseable {
 
     /** The container format's short name ("mov,mp4,m4a,3gp,3g2,mj2", "avi", "matroska,webm"). */
     public String containerName() {
-        MemorySegment iformat = AvField.AVFormatContext_iformat.getPointer(format)
+        MemorySegment iformat = nonNull(AvField.AVFormatContext_iformat.getPointer(format), "input format")
                 .reinterpret(AvField.extentBytes("AVInputFormat"));
         return Ffmpeg.cString(AvField.AVInputFormat_name.getPointer(iformat));
     }
@@ -303,6 +311,8 @@ public final class Demuxer implements AutoCloseable {
 
     @Override
     public void close() {
+        if (closed) return;
+        closed = true;
         try {
             if (!packet.equals(MemorySegment.NULL)) {
                 ff.avPacketFree.invokeExact(arena.allocateFrom(ValueLayout.ADDRESS, packet));

@@ -24,7 +24,7 @@ final class FfmpegLog {
     private static final int LINE_BYTES = 512;
     private static final System.Logger LOGGER = System.getLogger("dev.stoker.video.ffmpeg");
     private static final ConcurrentHashMap<Long, Demuxer> OWNERS = new ConcurrentHashMap<>();
-    private static MethodHandle formatLine;
+    private static volatile MethodHandle formatLine;
 
     private FfmpegLog() {}
 
