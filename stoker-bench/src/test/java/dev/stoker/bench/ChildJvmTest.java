@@ -14,10 +14,13 @@ import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
 import java.time.Instant;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The child JVM's class-data-sharing flags: which child writes an archive, which reads it, which gets none. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
 class ChildJvmTest {
     @TempDir Path tmp;
 

@@ -13,13 +13,16 @@ import dev.stoker.plan.schedule.StepSchedule;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * The ledger's audit on its own, over both kinds of schedule: honest batches pass and each epoch end is checked; a batch
  * of another step or rank, a sample that is not its share's, a count that does not add up, or an epoch left before its
  * last step fails with a message naming the rank, epoch and step.
  */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class DeliveryAuditTest {
     static final SampleSchedule BATCHES = new SampleSchedule(7, 13, 2, 2); // 3 steps per epoch, 1 sample dropped
 

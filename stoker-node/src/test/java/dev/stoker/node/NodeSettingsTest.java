@@ -9,13 +9,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * The table of settings: each key found by its name, each in one group, the groups together the whole table in its
  * order, the help of each naming only options that exist, and the settings that need packing of the packing group.
  */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class NodeSettingsTest {
     @Test
     void eachSettingIsFoundByItsNameAndTheGroupsTogetherAreTheTableInOrder() {

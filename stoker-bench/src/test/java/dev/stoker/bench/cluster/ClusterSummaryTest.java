@@ -9,10 +9,13 @@ import dev.stoker.node.NodeConfig;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The settings a cluster run's JSON line records are the values in force: a default derived from the processor included. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ClusterSummaryTest {
     @TempDir Path tmp;
 

@@ -12,12 +12,15 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** A file written through {@link AtomicFiles} is the old one or the new one, whole, and no temporary file is left behind. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class AtomicFilesTest {
     @TempDir Path tmp;
 

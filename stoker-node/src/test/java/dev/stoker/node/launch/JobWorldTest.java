@@ -8,9 +8,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.node.ConfigException;
 import dev.stoker.pipeline.feed.RankRange;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** A launched job's world: the options over SLURM's variables over the defaults, this node's ranks, and the refusals. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class JobWorldTest {
     @Test
     void theWorldComesFromTheOptionsElseSlurmElseTheDefaults() {

@@ -8,13 +8,16 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.plan.schedule.SampleSchedule;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The errors file on its own: created with its folders, appended one JSON line per sample, read back on the next open so
  * that a sample of an epoch is listed once across runs, and counted for the error rate of the job before a start.
  */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ErrorsFileTest {
     @TempDir Path tmp;
 

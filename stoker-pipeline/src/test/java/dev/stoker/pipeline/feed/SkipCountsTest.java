@@ -6,9 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.SampleException.Kind;
 import dev.stoker.core.SampleException;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The counting of skipped samples: by kind, by stage, by cause (capped, the rest as "other"), the last errors, the records kept. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class SkipCountsTest {
     static FeedError skipped(int i, Kind kind, SampleException.Stage stage, String reason) {
         return new FeedError("s" + i, i, 0, 0, 0, stage, reason + " of " + i, kind, reason);

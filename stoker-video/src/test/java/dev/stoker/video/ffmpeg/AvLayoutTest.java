@@ -8,13 +8,16 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Every {@link AvField} offset and size, and every {@link AvField.Constant}, against the C headers: compiles a C
  * program with gcc against the libav*-dev headers that prints {@code offsetof}/{@code sizeof}, and compares.
  */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
 class AvLayoutTest {
     @TempDir Path dir;
 

@@ -5,9 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The version table, the refusal of other majors, the message for a missing library, and binding the real ones. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class FfmpegBindingTest {
     private static int v(int major, int minor, int micro) { return major << 16 | minor << 8 | micro; }
 

@@ -10,9 +10,12 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** The stored format without FFmpeg: round trip, and every malformed input refused with an IOException. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class FrameIndexTest {
     private static FrameIndex sample() {
         var s = new StreamInfo(0, "avi", "h264", new Rational(12, 359), new Rational(359, 12), new Rational(359, 12),

@@ -20,8 +20,10 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -29,6 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code ffprobe -show_packets -select_streams v:0 -of json}: the same packets, in pts order, with the same pts,
  * dts and key flags; plus the stream's parameters, and the refusals of what is not a video.
  */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
 class FrameIndexerTest {
     @TempDir static Path dir;
     private static final String SRC_25 = "testsrc2=size=64x48:rate=25:duration=2";

@@ -11,8 +11,10 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * The index of each clip of the Qwen-VL video vectors ({@code ../shared/vectors/qwen-vl-video}) against the
@@ -20,6 +22,7 @@ import org.junit.jupiter.api.Test;
  * average rate, header frame count, and the real count (packets and decoded frames, equal on every clip). Skipped,
  * saying so, where the shared folder is absent (a clean clone: the clips are not vendored yet).
  */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
 class VectorClipsIndexTest {
     @Test
     void everyClipMatchesPyAvsMetadata() throws Exception {
