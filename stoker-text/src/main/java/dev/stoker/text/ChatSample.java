@@ -7,6 +7,8 @@ import java.util.Objects;
 /**
  * One parsed SFT record: its id, the chat in template order and the image references in the order
  * their placeholders appear, which is the order of the pixel rows and {@code image_grid_thw} rows.
+ * Videos ({@link #videos()}) are parts of the messages too, in the order of their placeholders, which is the order
+ * of the {@code pixel_values_videos} and {@code video_grid_thw} rows; {@link #media()} gives both kinds in order.
  *
  * <p>{@code imagePaths} is redundant with the {@link Message.Image} parts and is checked against
  * them, so a caller can hand the list to the image pipeline without walking the messages.
@@ -39,6 +41,24 @@ public record ChatSample(String id, List<Message> messages, List<String> imagePa
             out.add(new Message(m.role(), parts));
         }
         return new ChatSample(id, out, refs);
+    }
+
+    /** The videos of the chat, in placeholder order. */
+    public List<Message.Video> videos() {
+        var out = new ArrayList<Message.Video>();
+        for (var m : messages)
+            for (var p : m.parts())
+                if (p instanceof Message.Video v) out.add(v);
+        return out;
+    }
+
+    /** The images and videos of the chat, in placeholder order (the order the template emits them). */
+    public List<Message.Part> media() {
+        var out = new ArrayList<Message.Part>();
+        for (var m : messages)
+            for (var p : m.parts())
+                if (!(p instanceof Message.Text)) out.add(p);
+        return out;
     }
 
     private static List<String> imageRefs(List<Message> messages) {

@@ -14,7 +14,8 @@ import java.util.Objects;
  * first message is not a system message; Qwen3-VL-Instruct has no default. For the three roles the
  * parser admits, both templates then emit every message as
  * {@code <|im_start|>ROLE\nCONTENT<|im_end|>\n}, where an image part is
- * {@code <|vision_start|><|image_pad|><|vision_end|>} and parts are concatenated without separator.
+ * {@code <|vision_start|><|image_pad|><|vision_end|>}, a video part {@code <|vision_start|><|video_pad|><|vision_end|>}
+ * (the templates' video item, as transformers renders it) and parts are concatenated without separator.
  *
  * <p>Threading: stateless; safe to share.
  */
@@ -25,6 +26,8 @@ public final class ChatTemplate implements ChatRenderer {
     public static final String VISION_END = "<|vision_end|>";
     public static final String IMAGE_PAD = "<|image_pad|>";
     public static final String IMAGE_PLACEHOLDER = VISION_START + IMAGE_PAD + VISION_END;
+    public static final String VIDEO_PAD = "<|video_pad|>";
+    public static final String VIDEO_PLACEHOLDER = VISION_START + VIDEO_PAD + VISION_END;
     public static final String QWEN2_VL_DEFAULT_SYSTEM = "You are a helpful assistant.";
 
     private final ChatFamily family;
@@ -54,6 +57,7 @@ public final class ChatTemplate implements ChatRenderer {
                 switch (p) {
                     case Message.Text t -> out.append(t.text());
                     case Message.Image _ -> out.append(IMAGE_PLACEHOLDER);
+                    case Message.Video _ -> out.append(VIDEO_PLACEHOLDER);
                 }
             }
             out.append(IM_END).append('\n');

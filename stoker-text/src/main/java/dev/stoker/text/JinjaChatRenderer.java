@@ -238,6 +238,7 @@ public final class JinjaChatRenderer implements ChatRenderer {
                         item.put("text", t.text());
                     }
                     case Message.Image _ -> item.put("type", "image");
+                    case Message.Video _ -> item.put("type", "video");
                 }
                 content.add(item);
             }

@@ -1,10 +1,13 @@
 package dev.stoker.text;
 
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 
 /**
- * One chat turn: a role and its content as an ordered list of text and image parts, rendered
+ * One chat turn: a role and its content as an ordered list of text, image and video parts, rendered
  * back to back with no separator (spec §10).
  */
 public record Message(Role role, List<Part> parts) {
@@ -22,7 +25,7 @@ public record Message(Role role, List<Part> parts) {
     }
 
     /** A piece of message content. */
-    public sealed interface Part permits Text, Image {}
+    public sealed interface Part permits Text, Image, Video {}
 
     /** Text rendered verbatim. */
     public record Text(String text) implements Part {
@@ -32,6 +35,35 @@ public record Message(Role role, List<Part> parts) {
     /** An image, by the path or URL the record gave; rendered as one vision placeholder. */
     public record Image(String ref) implements Part {
         public Image { Objects.requireNonNull(ref, "ref"); }
+    }
+
+    /**
+     * A video (issue 29): a file by the path or URL the record gave ({@code ref}), or a list of frame images
+     * ({@code frames}, in order; {@code ref} is then null), with the record's per-item keys ({@code fps},
+     * {@code nframes}, {@code video_start}, …) as given, in the record's order. This type only carries the keys;
+     * what they mean is the video sampler's business. Values are {@link Long} (integral JSON numbers),
+     * {@link Double} (other JSON numbers, finite) or {@link String}. Rendered as one vision placeholder.
+     */
+    public record Video(String ref, List<String> frames, Map<String, Object> options) implements Part {
+        public Video {
+            frames = List.copyOf(frames);
+            if ((ref == null) == frames.isEmpty())
+                throw new IllegalArgumentException("a video is a file reference or a non-empty frame list, not "
+                        + (ref == null ? "neither" : "both"));
+            for (var e : options.entrySet()) {
+                Objects.requireNonNull(e.getKey(), "option key");
+                var v = e.getValue();
+                if (!(v instanceof Long || v instanceof String || v instanceof Double d && Double.isFinite(d)))
+                    throw new IllegalArgumentException("video option '" + e.getKey() + "': expected a Long, a finite Double or a String, got " + v);
+            }
+            options = Collections.unmodifiableMap(new LinkedHashMap<>(options));
+        }
+
+        /** A video file with no per-item keys. */
+        public static Video of(String ref) { return new Video(Objects.requireNonNull(ref, "ref"), List.of(), Map.of()); }
+
+        /** Whether this video is a list of frame images rather than a file. */
+        public boolean isFrameList() { return ref == null; }
     }
 
     public Message {

@@ -66,13 +66,58 @@ import java.util.List;
  * naming the sample and the JSON path of the field. The sample id is the record's {@code "id"} (string or
  * number) when present, else the caller's.
  *
+ * <p><b>Video</b> (issue 29) is read only by a parser made with {@link Videos#ACCEPT}; the default parser refuses it
+ * as above, with the same messages. Why an option: Stoker cannot yet decode a video into {@code pixel_values_videos},
+ * so a product parser that accepted video records would hand the pipeline samples it cannot serve; the option is
+ * turned on where decoding is wired (and by the tests). When accepted, videos are read wherever images are:
+ * {@code <video>} placeholders are split out exactly as {@code <image>} ones (same strip rule per layout) and take the
+ * record's top-level list in order — {@code video} (string or list) in the LLaVA / qwen-vl-finetune layout,
+ * {@code videos} in ShareGPT (a {@code conversations} record with {@code images} or {@code videos} is ShareGPT), and
+ * {@code videos} or {@code video} with string {@code messages}; each entry is a file path / URL or a list of frame
+ * image paths. Typed HF items are {@code {"type": "video", "video": PATH | URL | [frame paths], KEY: VALUE…}} (or a
+ * {@code video}, {@code url} or {@code path} key); every other key is kept as a per-item option
+ * ({@link Message.Video#options()}: a JSON number or string, at most {@value #MAX_VIDEO_OPTIONS} per item). The number
+ * of {@code <video>} placeholders must equal the number of listed videos, as for images. Images and videos keep their
+ * order in the text: the template emits them, and the processor numbers the rows of each kind, in that order.
+ *
  * <p>Threading: instances are immutable and may be shared; {@link #parseLine} allocates its decoder per call.
  */
 public final class SampleParser {
     private static final String IMAGE_TOKEN = "<image>";
+    private static final String VIDEO_TOKEN = UnservedMedia.VIDEO.placeholder();
+    /** Most per-item keys of one video item: qwen-vl-utils reads 11, transformers 6. */
+    public static final int MAX_VIDEO_OPTIONS = 32;
+    /** Longest per-item key, and longest string value, in characters. */
+    public static final int MAX_VIDEO_OPTION_CHARS = 256;
+    /** Most frames of a video given as a list of frame images (ten times a sampler's default most frames, 768). */
+    public static final int MAX_VIDEO_FRAMES = 8192;
+
+    /** Whether a parser reads video records or refuses them as {@link UnservedMedia#VIDEO}. */
+    public enum Videos {
+        /** Refused through {@link UnservedMedia}, as every reader does while Stoker cannot decode video: the default. */
+        REFUSE,
+        /** Read into {@link Message.Video} parts: only where decoding is wired (and in tests). */
+        ACCEPT
+    }
 
     private final ObjectMapper json = new ObjectMapper()
             .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+    private final boolean acceptVideo;
+    private final List<UnservedMedia> unserved;
+
+    /** A parser that refuses video records ({@link Videos#REFUSE}). */
+    public SampleParser() { this(Videos.REFUSE); }
+
+    /** A parser that reads or refuses video records as {@code videos} says. */
+    public SampleParser(Videos videos) {
+        this.acceptVideo = java.util.Objects.requireNonNull(videos, "videos") == Videos.ACCEPT;
+        var list = new ArrayList<UnservedMedia>(List.of(UnservedMedia.values()));
+        if (acceptVideo) list.remove(UnservedMedia.VIDEO);
+        this.unserved = List.copyOf(list);
+    }
+
+    /** Whether this parser reads video records. */
+    public boolean acceptsVideo() { return acceptVideo; }
 
     /** Parses one JSONL line given as raw bytes; the bytes must be valid UTF-8. */
     public ChatSample parseLine(byte[] line, String fallbackId) {
@@ -172,9 +217,15 @@ public final class SampleParser {
         if (conversations && messages) throw error(id, "has both 'conversations' (LLaVA) and 'messages' (HF); expected one");
         if (!conversations && !messages) throw error(id, "missing field 'conversations' (LLaVA format) or 'messages' (HF format)");
         var images = imageList(record, id);
+        var videos = acceptVideo ? videoList(record, id) : VideoList.NONE;
+        if (conversations && videos.given() && images.given() && videos.key().equals("videos") != images.key().equals("images"))
+            throw error(id, "has '" + images.key() + "' and '" + videos.key() + "'; expected 'image' and 'video' (LLaVA) "
+                    + "or 'images' and 'videos' (ShareGPT)");
+        var cursor = new MediaCursor(images, videos);
         ChatSample sample;
-        if (conversations) sample = images.key().equals("images") ? parseShareGpt(record, id, images) : parseLlava(record, id, images);
-        else sample = parseMessages(record, id, images);
+        if (conversations) sample = images.key().equals("images") || videos.key().equals("videos")
+                ? parseShareGpt(record, id, cursor) : parseLlava(record, id, cursor);
+        else sample = parseMessages(record, id, cursor);
         refuseUnread(record, id);
         return sample;
     }
@@ -193,30 +244,51 @@ public final class SampleParser {
         }
     }
 
-    /** Hands out the listed images to placeholders in order, counting the placeholders. */
-    private static final class ImageCursor {
-        private final ImageList list;
-        private int placeholders;
+    /** The record's top-level video list (entries: a reference, or a list of frame references). */
+    private record VideoList(String key, List<Message.Video> videos, boolean given) {
+        static final VideoList NONE = new VideoList("video", List.of(), false);
 
-        ImageCursor(ImageList list) { this.list = list; }
+        String describe() {
+            return videos.size() + " video(s)" + (given ? " in '" + key + "'" : " (no 'video' or 'videos' field)");
+        }
+    }
+
+    /** Hands out the listed images and videos to placeholders in order, counting the placeholders of each. */
+    private static final class MediaCursor {
+        private final ImageList images;
+        private final VideoList videos;
+        private int imagePlaceholders;
+        private int videoPlaceholders;
+
+        MediaCursor(ImageList images, VideoList videos) {
+            this.images = images;
+            this.videos = videos;
+        }
 
         /** The next placeholder's image, or null once the list is used up (the count is reported at the end). */
-        Message.Image next() {
-            int k = placeholders++;
-            return k < list.refs().size() ? new Message.Image(list.refs().get(k)) : null;
+        Message.Image nextImage() {
+            int k = imagePlaceholders++;
+            return k < images.refs().size() ? new Message.Image(images.refs().get(k)) : null;
+        }
+
+        /** The next placeholder's video, or null once the list is used up (the count is reported at the end). */
+        Message.Video nextVideo() {
+            int k = videoPlaceholders++;
+            return k < videos.videos().size() ? videos.videos().get(k) : null;
         }
 
         void checkCount(String id, String where) {
-            if (placeholders != list.refs().size())
-                throw error(id, where + " have " + placeholders + " <image> placeholder(s) but the record lists " + list.describe());
+            if (imagePlaceholders != images.refs().size())
+                throw error(id, where + " have " + imagePlaceholders + " <image> placeholder(s) but the record lists " + images.describe());
+            if (videoPlaceholders != videos.videos().size())
+                throw error(id, where + " have " + videoPlaceholders + " <video> placeholder(s) but the record lists " + videos.describe());
         }
     }
 
     /** LLaVA / qwen-vl-finetune ({@code conversations} + {@code image} or no images): spec §10. */
-    private static ChatSample parseLlava(JsonNode record, String id, ImageList images) {
+    private ChatSample parseLlava(JsonNode record, String id, MediaCursor cursor) {
         var turns = turns(record, id);
         var messages = new ArrayList<Message>(turns.size());
-        var cursor = new ImageCursor(images);
         for (int i = 0; i < turns.size(); i++) {
             var path = "conversations[" + i + "]";
             var turn = turns.get(i);
@@ -230,14 +302,13 @@ public final class SampleParser {
             }
         }
         cursor.checkCount(id, "the human turns");
-        return new ChatSample(id, messages, images.refs());
+        return new ChatSample(id, messages, cursor.images.refs());
     }
 
     /** ShareGPT as LLaMA-Factory reads it ({@code conversations} + {@code images}): placeholders in any turn, text verbatim. */
-    private static ChatSample parseShareGpt(JsonNode record, String id, ImageList images) {
+    private ChatSample parseShareGpt(JsonNode record, String id, MediaCursor cursor) {
         var turns = turns(record, id);
         var messages = new ArrayList<Message>(turns.size());
-        var cursor = new ImageCursor(images);
         for (int i = 0; i < turns.size(); i++) {
             var path = "conversations[" + i + "]";
             var turn = turns.get(i);
@@ -253,7 +324,7 @@ public final class SampleParser {
             messages.add(new Message(role, split(value, false, cursor, path + ".value", id)));
         }
         cursor.checkCount(id, "the turns");
-        return new ChatSample(id, messages, images.refs());
+        return new ChatSample(id, messages, cursor.images.refs());
     }
 
     private static JsonNode turns(JsonNode record, String id) {
@@ -264,33 +335,74 @@ public final class SampleParser {
     }
 
     /**
-     * One turn's text with each {@code <image>} replaced by the next listed image. LLaVA ({@code strip}) strips the
-     * segments around placeholders; LLaMA-Factory / ms-swift keep them as they are. Empty segments are dropped either
-     * way (they render nothing); a text without placeholders stays one verbatim part under the verbatim rule.
+     * One turn's text with each {@code <image>} (and, when video is accepted, {@code <video>}) replaced by the next
+     * listed one of its kind. LLaVA ({@code strip}) strips the segments around placeholders; LLaMA-Factory / ms-swift
+     * keep them as they are. Empty segments are dropped either way (they render nothing); a text without placeholders
+     * stays one verbatim part under the verbatim rule.
      */
-    private static List<Message.Part> split(String value, boolean strip, ImageCursor cursor, String path, String id) {
+    private List<Message.Part> split(String value, boolean strip, MediaCursor cursor, String path, String id) {
         refuseUnservedPlaceholders(value, path, id);
-        if (!strip && !value.contains(IMAGE_TOKEN)) return List.of(new Message.Text(value));
+        if (!strip && !value.contains(IMAGE_TOKEN) && !(acceptVideo && value.contains(VIDEO_TOKEN)))
+            return List.of(new Message.Text(value));
         var parts = new ArrayList<Message.Part>();
         int pos = 0;
         while (true) {
             int img = value.indexOf(IMAGE_TOKEN, pos);
-            int end = img < 0 ? value.length() : img;
+            int vid = acceptVideo ? value.indexOf(VIDEO_TOKEN, pos) : -1;
+            boolean video = vid >= 0 && (img < 0 || vid < img);
+            int at = video ? vid : img;
+            int end = at < 0 ? value.length() : at;
             var seg = strip ? value.substring(pos, end).strip() : value.substring(pos, end);
             if (!seg.isEmpty()) parts.add(new Message.Text(seg));
-            if (img < 0) break;
-            var image = cursor.next();
-            if (image != null) parts.add(image);
-            pos = img + IMAGE_TOKEN.length();
+            if (at < 0) break;
+            Message.Part media = video ? cursor.nextVideo() : cursor.nextImage();
+            if (media != null) parts.add(media);
+            pos = at + (video ? VIDEO_TOKEN : IMAGE_TOKEN).length();
         }
         return parts;
     }
 
     /** A text read for placeholders must hold none of a medium not served: the trainers would read it as that medium. */
-    private static void refuseUnservedPlaceholders(String value, String path, String id) {
-        for (var media : UnservedMedia.values())
+    private void refuseUnservedPlaceholders(String value, String path, String id) {
+        for (var media : unserved)
             if (value.contains(media.placeholder()))
                 throw error(id, path + ": " + media.placeholder() + " placeholder found; " + media.notSupported());
+    }
+
+    /** The top-level {@code video} / {@code videos} list: each entry a reference or a list of frame references. */
+    private static VideoList videoList(JsonNode record, String id) {
+        var key = "video";
+        var node = record.get("video");
+        var plural = record.get("videos");
+        if (node != null && !node.isNull() && plural != null && !plural.isNull())
+            throw error(id, "has both 'video' and 'videos'; expected one");
+        if (plural != null && !plural.isNull()) { node = plural; key = "videos"; }
+        if (node == null || node.isNull()) return new VideoList(key, List.of(), false);
+        if (node.isTextual()) return new VideoList(key, List.of(Message.Video.of(node.asText())), true);
+        if (!node.isArray())
+            throw error(id, "field '" + key + "': expected a string or an array of strings or of frame lists, got " + kind(node));
+        var out = new ArrayList<Message.Video>(node.size());
+        for (int i = 0; i < node.size(); i++) {
+            var e = node.get(i);
+            var path = key + "[" + i + "]";
+            if (e.isTextual()) out.add(Message.Video.of(e.asText()));
+            else if (e.isArray()) out.add(new Message.Video(null, frameList(e, "field '" + path + "'", id), java.util.Map.of()));
+            else throw error(id, "field '" + path + "': expected a string or an array of frame paths, got " + kind(e));
+        }
+        return new VideoList(key, out, true);
+    }
+
+    private static List<String> frameList(JsonNode array, String path, String id) {
+        if (array.isEmpty()) throw error(id, path + ": empty frame list");
+        if (array.size() > MAX_VIDEO_FRAMES)
+            throw error(id, path + ": " + array.size() + " frames, over the limit of " + MAX_VIDEO_FRAMES);
+        var frames = new ArrayList<String>(array.size());
+        for (int j = 0; j < array.size(); j++) {
+            var f = array.get(j);
+            if (!f.isTextual()) throw error(id, path + "[" + j + "]: expected a string (a frame image), got " + kind(f));
+            frames.add(f.asText());
+        }
+        return frames;
     }
 
     private static ImageList imageList(JsonNode record, String id) {
@@ -317,7 +429,8 @@ public final class SampleParser {
      * top-level list or an {@code <image>} in string content is refused; with string content only, placeholders
      * are read as LLaMA-Factory / ms-swift do, against the top-level list.
      */
-    private static ChatSample parseMessages(JsonNode record, String id, ImageList images) {
+    private ChatSample parseMessages(JsonNode record, String id, MediaCursor cursor) {
+        var images = cursor.images;
         var list = record.get("messages");
         if (!list.isArray()) throw error(id, "field 'messages': expected an array, got " + kind(list));
         if (list.isEmpty()) throw error(id, "field 'messages' is empty");
@@ -326,7 +439,6 @@ public final class SampleParser {
             var content = list.get(i).get("content");
             if (content != null && content.isArray()) typedPath = "messages[" + i + "].content";
         }
-        var cursor = new ImageCursor(images);
         var messages = new ArrayList<Message>(list.size());
         for (int i = 0; i < list.size(); i++) {
             var path = "messages[" + i + "]";
@@ -349,6 +461,9 @@ public final class SampleParser {
                     if (text.contains(IMAGE_TOKEN))
                         throw error(id, path + ".content: <image> placeholder in string content, but " + typedPath
                                 + " is typed (an array); a record uses typed image items or placeholders, not both");
+                    if (acceptVideo && text.contains(VIDEO_TOKEN))
+                        throw error(id, path + ".content: <video> placeholder in string content, but " + typedPath
+                                + " is typed (an array); a record uses typed video items or placeholders, not both");
                     refuseUnservedPlaceholders(text, path + ".content", id);
                     messages.add(Message.text(role, text));
                 }
@@ -360,11 +475,18 @@ public final class SampleParser {
                 throw error(id, path + ".content: expected a string or an array, got " + kind(content));
             }
         }
+        var videos = cursor.videos;
         if (typedPath == null) {
             cursor.checkCount(id, "the messages");
             return new ChatSample(id, messages, images.refs());
         }
         var sample = ChatSample.of(id, messages);
+        if (!videos.videos().isEmpty()) {
+            int used = sample.videos().size();
+            throw error(id, "field '" + videos.key() + "' lists " + videos.videos().size() + " video(s) but the record uses "
+                    + (used == 0 ? "none: its content is typed (" + typedPath + " is an array), where videos are content items"
+                                 : "its " + used + " typed video item(s) instead; a top-level list is read only with string content"));
+        }
         int listed = images.refs().size();
         if (listed > 0) {
             int used = sample.imagePaths().size();
@@ -385,8 +507,8 @@ public final class SampleParser {
     }
 
     /** Fields the other trainers read but Stoker does not: refused rather than silently dropped. */
-    private static void refuseUnread(JsonNode record, String id) {
-        for (var media : UnservedMedia.values())
+    private void refuseUnread(JsonNode record, String id) {
+        for (var media : unserved)
             for (var key : media.fields())
                 if (present(record.get(key))) throw error(id, "field '" + key + "': " + media.notSupported());
         if (present(record.get("tools"))) throw error(id, "field 'tools': tool definitions are not supported");
@@ -398,20 +520,68 @@ public final class SampleParser {
         return !(n.isContainerNode() && n.isEmpty());
     }
 
-    private static Message.Part contentItem(JsonNode item, String path, String id) {
+    private Message.Part contentItem(JsonNode item, String path, String id) {
         if (!item.isObject()) throw error(id, path + ": expected an object, got " + kind(item));
         var typeNode = item.get("type");
         if (typeNode != null && !typeNode.isTextual()) throw error(id, path + ".type: expected a string, got " + kind(typeNode));
         var type = typeNode == null ? null : typeNode.asText();
-        for (var media : UnservedMedia.values())
+        for (var media : unserved)
             for (var name : media.itemTypes())
                 if (name.equals(type) || item.has(name)) throw error(id, path + ": " + media.contentNotSupported());
+        if (acceptVideo && ("video".equals(type) || item.has("video"))) return videoItem(item, type, path, id);
         if ("image".equals(type) || "image_url".equals(type) || item.has("image") || item.has("image_url"))
             return new Message.Image(imageRef(item, path, id));
         if ("text".equals(type) || (type == null && item.has("text")))
             return new Message.Text(requireText(item, "text", path, id));
         throw error(id, path + ": unsupported content item" + (type == null ? " without 'type'" : " of type '" + type + "'")
                 + "; expected text or image");
+    }
+
+    /** A typed video item: its source ({@code video}, {@code url} or {@code path}) and every other key as an option. */
+    private static Message.Video videoItem(JsonNode item, String type, String path, String id) {
+        if (item.has("image") || item.has("image_url") || (type != null && !type.equals("video")))
+            throw error(id, path + ": an item is an image or a video, not both" + (type == null ? "" : " (type '" + type + "')"));
+        String ref = null;
+        List<String> frames = List.of();
+        String sourceKey = null;
+        for (var key : new String[] {"video", "url", "path"}) {
+            var v = item.get(key);
+            if (v == null || v.isNull()) continue;
+            sourceKey = key;
+            if (v.isTextual()) ref = v.asText();
+            else if (key.equals("video") && v.isArray()) frames = frameList(v, path + ".video", id);
+            else throw error(id, path + "." + key + ": expected a string" + (key.equals("video") ? " or an array of frame paths" : "")
+                    + ", got " + kind(v));
+            break;
+        }
+        if (sourceKey == null) throw error(id, path + ": video item has no 'video', 'url' or 'path'");
+        var options = new java.util.LinkedHashMap<String, Object>();
+        var names = item.fieldNames();
+        while (names.hasNext()) {
+            var key = names.next();
+            if (key.equals("type") || key.equals(sourceKey)) continue;
+            var keyPath = path + "." + key;
+            if (options.size() == MAX_VIDEO_OPTIONS)
+                throw error(id, path + ": more than " + MAX_VIDEO_OPTIONS + " per-item keys");
+            if (key.length() > MAX_VIDEO_OPTION_CHARS)
+                throw error(id, path + ": a per-item key of " + key.length() + " characters, over the limit of " + MAX_VIDEO_OPTION_CHARS);
+            var v = item.get(key);
+            if (v.isIntegralNumber()) {
+                if (!v.canConvertToLong()) throw error(id, keyPath + ": " + v.asText() + " is out of range");
+                options.put(key, v.longValue());
+            } else if (v.isNumber()) {
+                double d = v.doubleValue();
+                if (!Double.isFinite(d)) throw error(id, keyPath + ": " + v.asText() + " is not a finite number");
+                options.put(key, d);
+            } else if (v.isTextual()) {
+                if (v.asText().length() > MAX_VIDEO_OPTION_CHARS)
+                    throw error(id, keyPath + ": a string of " + v.asText().length() + " characters, over the limit of " + MAX_VIDEO_OPTION_CHARS);
+                options.put(key, v.asText());
+            } else {
+                throw error(id, keyPath + ": expected a number or a string (a per-item video option), got " + kind(v));
+            }
+        }
+        return new Message.Video(ref, frames, options);
     }
 
     private static String imageRef(JsonNode item, String path, String id) {
