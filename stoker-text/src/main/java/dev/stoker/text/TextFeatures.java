@@ -6,9 +6,16 @@ package dev.stoker.text;
  *
  * <p>{@code imagesKept} is the number of leading images whose tokens are present; it is below the
  * sample's image count only after truncation, and the caller then drops the pixel rows and grid rows
- * of the later images. Arrays are not copied; equality is identity.
+ * of the later images. {@code videosKept} is the same for videos (their {@code pixel_values_videos} and
+ * {@code video_grid_thw} rows). Arrays are not copied; equality is identity.
  */
-public record TextFeatures(long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds, int imagesKept) {
+public record TextFeatures(long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds, int imagesKept,
+                           int videosKept) {
+
+    /** Features of a sample without videos. */
+    public TextFeatures(long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds, int imagesKept) {
+        this(inputIds, labels, attentionMask, positionIds, imagesKept, 0);
+    }
 
     public TextFeatures {
         int n = inputIds.length;
