@@ -26,5 +26,20 @@ public enum VideoContract {
      * tokens per video), and text after a vision block continues at {@code start + max(h, w)/merge}, ignoring the
      * temporal extent (a Qwen2/2.5 video's later frames then share positions with the text after it).
      */
-    TRANSFORMERS_5_18
+    TRANSFORMERS_5_18;
+
+    /**
+     * The contract of a transformers release named by {@code --transformers} (MAJOR.MINOR; stoker-encode's
+     * {@code TransformersVersion}): only the two releases the video vectors were checked against are mapped, 4.57 and
+     * 5.18; any other is refused rather than guessed, because the rules changed between them at releases not yet
+     * pinned down (the vectors' README lists the differences, not when each came).
+     *
+     * @throws IllegalArgumentException for a release other than 4.57.x or 5.18.x, saying which are known
+     */
+    public static VideoContract forTransformers(int major, int minor) {
+        if (major == 4 && minor == 57) return TRANSFORMERS_4_57;
+        if (major == 5 && minor == 18) return TRANSFORMERS_5_18;
+        throw new IllegalArgumentException("video tokens are known for transformers 4.57 and 5.18 (vectors/qwen-vl-video), not "
+                + major + (minor < 0 ? "" : "." + minor) + "; without --transformers Stoker follows qwen-vl-finetune (OFFICIAL)");
+    }
 }

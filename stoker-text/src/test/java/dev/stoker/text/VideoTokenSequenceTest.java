@@ -160,6 +160,15 @@ class VideoTokenSequenceTest {
     }
 
     @Test
+    void onlyTheCheckedTransformersReleasesMapToAContract() {
+        assertEquals(VideoContract.TRANSFORMERS_4_57, VideoContract.forTransformers(4, 57));
+        assertEquals(VideoContract.TRANSFORMERS_5_18, VideoContract.forTransformers(5, 18));
+        for (int[] v : new int[][] {{4, 56}, {5, 3}, {5, 19}, {5, -1}, {6, 0}})
+            assertTrue(assertThrows(IllegalArgumentException.class, () -> VideoContract.forTransformers(v[0], v[1]))
+                    .getMessage().startsWith("video tokens are known for transformers 4.57 and 5.18"));
+    }
+
+    @Test
     void timestampsAreWrittenAsPythonsPointOneFormatDoes() {
         // Python 3: f"{t:.1f}" for these values (half to even on the exact binary value)
         String[] python = {"0.2", "0.3", "1.2", "2.8", "0.1", "0.1", "12.4", "3.0"};
