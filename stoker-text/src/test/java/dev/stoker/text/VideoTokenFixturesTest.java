@@ -24,12 +24,13 @@ import org.junit.jupiter.params.provider.MethodSource;
  * {@code video/token_fixtures.json} by {@code tools/video-token-fixtures/make_video_token_fixtures.py}: the 15 cases
  * of {@code shared/vectors/qwen-vl-video} (whose 5.18 arrays the script checked against the vectors' .npy) and three
  * synthetic ones. Needs nothing outside the repository; the same samples in the LLaMA-Factory layout parse to the
- * same chat.
+ * same chat, and the models' Hub templates (Jinja) render their videos as the built-in renderer does.
  */
 @Timeout(60)
 class VideoTokenFixturesTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final JsonNode FIXTURES = load();
+    private static final java.util.Map<String, JinjaChatRenderer> HUB_TEMPLATES = new java.util.concurrent.ConcurrentHashMap<>();
     private static QwenTokenizer tokenizer;
 
     @BeforeAll
@@ -82,6 +83,29 @@ class VideoTokenFixturesTest {
     private static JsonNode fixture(String id) {
         for (var c : FIXTURES.get("cases")) if (c.get("id").asText().equals(id)) return c;
         throw new IllegalArgumentException(id);
+    }
+
+    static Stream<String> caseIds() {
+        var out = new ArrayList<String>();
+        for (var c : FIXTURES.get("cases")) out.add(c.get("id").asText());
+        return out.stream();
+    }
+
+    /** The models' own chat templates (Hub Jinja, in stoker-testkit) render video items as the built-in renderer does. */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("caseIds")
+    void theHubTemplatesRenderVideosAsTheBuiltInOne(String id) throws Exception {
+        var c = fixture(id);
+        var renderer = HUB_TEMPLATES.computeIfAbsent(c.get("family").asText() + "-instruct.jinja", name -> {
+            try (var in = VideoTokenFixturesTest.class.getResourceAsStream("/dev/stoker/testkit/templates/" + name)) {
+                if (in == null) throw new IllegalStateException("missing template " + name);
+                return JinjaChatRenderer.compile(new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8));
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
+        var sample = new SampleParser(SampleParser.Videos.ACCEPT).parse(c.get("sample"), id);
+        assertEquals(c.get("compat").get("5.18").get("text").asText(), renderer.render(sample.messages()));
     }
 
     @ParameterizedTest(name = "{0} {1}")
