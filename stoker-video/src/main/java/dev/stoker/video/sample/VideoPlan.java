@@ -12,6 +12,9 @@ import java.util.List;
  * @param video           the video's name, as given to the planner
  * @param family          the model family
  * @param sampler         the sampling rules
+ * @param frameHeight     the height of the frames the processor's resize receives: the stored height, or for
+ *                        {@code llamafactory} the height after its Pillow pre-resize
+ * @param frameWidth      the width, likewise
  * @param frameIndices    the frames to decode, by their number in decode order (int64 in {@code frame_indices.npy});
  *                        qwen-vl-utils' are absolute (a trimmed range starts past 0)
  * @param resizedHeight   the height every kept frame is resized to
@@ -26,7 +29,7 @@ import java.util.List;
  *                        for the other families
  * @param timestampTexts  Qwen3-VL: each group's {@code <t seconds>} text, {@code .1f} rounded half-even; empty otherwise
  */
-public record VideoPlan(String video, ProcessorPreset family, VideoSampler sampler, long[] frameIndices, int resizedHeight,
+public record VideoPlan(String video, ProcessorPreset family, VideoSampler sampler, int frameHeight, int frameWidth, long[] frameIndices, int resizedHeight,
                         int resizedWidth, int gridT, int gridH, int gridW, double sampledFps, float secondPerGridT,
                         double[] timestamps, List<String> timestampTexts) {
     public VideoPlan {
@@ -56,7 +59,7 @@ public record VideoPlan(String video, ProcessorPreset family, VideoSampler sampl
     @Override
     public boolean equals(Object o) {
         return o instanceof VideoPlan p && video.equals(p.video) && family == p.family && sampler == p.sampler
-                && Arrays.equals(frameIndices, p.frameIndices) && resizedHeight == p.resizedHeight && resizedWidth == p.resizedWidth
+                && frameHeight == p.frameHeight && frameWidth == p.frameWidth && Arrays.equals(frameIndices, p.frameIndices) && resizedHeight == p.resizedHeight && resizedWidth == p.resizedWidth
                 && gridT == p.gridT && gridH == p.gridH && gridW == p.gridW && Double.compare(sampledFps, p.sampledFps) == 0
                 && Float.compare(secondPerGridT, p.secondPerGridT) == 0 && Arrays.equals(timestamps, p.timestamps)
                 && timestampTexts.equals(p.timestampTexts);

@@ -25,6 +25,12 @@ import java.util.Set;
  *   (correction 4): Stoker's default is 2.0.</li>
  *   <li>{@code qwen-vl-utils}: the command-level options are the defaults of the element keys; every per-item key
  *   overrides them; a command-level fps is dropped for an item with {@code nframes}.</li>
+ *   <li>{@code llamafactory}: {@code --video-fps} is its {@code video_fps}, {@code --video-max-frames} its
+ *   {@code video_maxlen}, {@code --video-min-pixels}/{@code --video-max-pixels} its {@code video_min_pixels}/
+ *   {@code video_max_pixels} (the Pillow pre-resize; defaults 2.0, 128, 256, 65,536); the processor after it keeps
+ *   its own budget (the Hub's, or a model folder's). Its layout carries no per-item keys: any is refused. Ported
+ *   from LLaMA-Factory 0.9.6.dev0 ({@link LlamaFactoryVideoRules}); the metadata must carry the header's frame count
+ *   and duration ({@link VideoMetadata#of}).</li>
  * </ul>
  * Two refusals go beyond the references, which accept the input and silently ignore part of it: an item with both
  * {@code fps} and {@code nframes} in {@code hf} mode (the reference drops the fps; the HF processor itself raises
@@ -40,6 +46,7 @@ public final class VideoPlanner {
     private final VideoSampler sampler;
     private final TransformersCompat compat;
     private final VideoOptions options;
+    private final VideoOptions processor;
     private final int patch;
     private final int factor;
 
@@ -49,6 +56,16 @@ public final class VideoPlanner {
      *                                  {@code hf} mode)
      */
     public VideoPlanner(ProcessorPreset family, VideoSampler sampler, TransformersCompat compat, VideoOptions options) {
+        this(family, sampler, compat, options, VideoOptions.DEFAULTS);
+    }
+
+    /**
+     * @param processor the video processor's own settings, for the {@code llamafactory} sampler, which runs the
+     *                  processor after its own pre-resize: a model folder's ({@link VideoProcessorConfig#options()}), or
+     *                  {@link VideoOptions#DEFAULTS} for the Hub folders' ({@link #hfDefaults}); only its pixel bounds are read
+     */
+    public VideoPlanner(ProcessorPreset family, VideoSampler sampler, TransformersCompat compat, VideoOptions options, VideoOptions processor) {
+        this.processor = Objects.requireNonNull(processor, "processor");
         this.family = Objects.requireNonNull(family, "family");
         this.sampler = Objects.requireNonNull(sampler, "sampler");
         this.compat = Objects.requireNonNull(compat, "compat");
@@ -58,6 +75,15 @@ public final class VideoPlanner {
         if (sampler == VideoSampler.HF && options.has(VideoKey.TOTAL_PIXELS))
             throw new IllegalArgumentException("--video-total-pixels is a qwen-vl-utils option; the hf sampler's budget is "
                     + "--video-max-pixels (Qwen2/2.5: per frame; Qwen3: over all frames)");
+        if (sampler == VideoSampler.LLAMAFACTORY) {
+            for (VideoKey k : new VideoKey[] {VideoKey.MIN_FRAMES, VideoKey.TOTAL_PIXELS})
+                if (options.has(k))
+                    throw new IllegalArgumentException(k.flag() + " has no LLaMA-Factory counterpart (it takes video_fps, video_maxlen = "
+                            + "--video-max-frames, video_min_pixels, video_max_pixels)");
+            if (lfMaxPixels() < lfMinPixels())
+                throw new IllegalArgumentException("--video-max-pixels " + VideoKey.format(lfMaxPixels()) + " is under --video-min-pixels "
+                        + VideoKey.format(lfMinPixels()) + " (LLaMA-Factory: `video_max_pixels` cannot be smaller than `video_min_pixels`)");
+        }
     }
 
     /** The {@code hf} sampler's defaults for {@code family}: the Hub model folders' video processor settings. */
@@ -90,7 +116,51 @@ public final class VideoPlanner {
     public VideoPlan plan(String video, VideoMetadata meta, VideoItemOptions item) {
         Objects.requireNonNull(meta, "meta");
         Objects.requireNonNull(item, "item");
-        return sampler == VideoSampler.HF ? planHf(video, meta, item) : planQvu(video, meta, item);
+        return switch (sampler) {
+            case HF -> planHf(video, meta, item);
+            case QWEN_VL_UTILS -> planQvu(video, meta, item);
+            case LLAMAFACTORY -> planLlamaFactory(video, meta, item);
+        };
+    }
+
+    private double lfMaxPixels() { return options.get(VideoKey.MAX_PIXELS).orElse(LlamaFactoryVideoRules.DEFAULT_MAX_PIXELS); }
+
+    private double lfMinPixels() { return options.get(VideoKey.MIN_PIXELS).orElse(LlamaFactoryVideoRules.DEFAULT_MIN_PIXELS); }
+
+    /**
+     * LLaMA-Factory's token path ({@code Qwen2VLPlugin._get_qwen_video_grid_metadata}), which its tensor path agrees
+     * with as long as the frames it picks from the header's frame count that exist make the same even-padded count
+     * (one missing frame of an even count is hidden by the padding: the plan keeps the frames that exist); where they
+     * do not (a header that over-counts, or a missing count, 0 … maxlen − 1, with a duration and fewer than
+     * {@code video_maxlen} frames) its token count and its tensors disagree, and the video is refused. Without a header duration (WebM) the token path
+     * falls back to the decoded frames: those of 0 … maxlen − 1 that exist.
+     */
+    private VideoPlan planLlamaFactory(String video, VideoMetadata meta, VideoItemOptions item) {
+        if (!item.isEmpty())
+            throw new VideoPlanException(video, "per-item keys " + item.values().keySet() + ": LLaMA-Factory's layout has no per-video options");
+        double vfps = options.get(VideoKey.FPS).orElse(LlamaFactoryVideoRules.DEFAULT_FPS);
+        int maxlen = (int) options.get(VideoKey.MAX_FRAMES).orElse(LlamaFactoryVideoRules.DEFAULT_MAXLEN);
+        long[] idx = LlamaFactoryVideoRules.sampleIndices(video, meta.headerFrames(), meta.streamDurationSeconds(), vfps, maxlen);
+        // its decode loop keeps the picked frames that exist; the token path counts all it picked (without a duration
+        // it falls back to the decoded ones)
+        long[] kept = java.util.Arrays.stream(idx).filter(i -> i < meta.frames()).toArray();
+        if (Double.isNaN(meta.streamDurationSeconds())) idx = kept;
+        if ((kept.length + 1) / 2 != (idx.length + 1) / 2)
+            throw new VideoPlanException(video, "LLaMA-Factory picks frame " + idx[idx.length - 1] + " by the header's frame count ("
+                    + meta.headerFrames() + (meta.headerFrames() == 0 ? ": none, so 0 … video_maxlen − 1" : "") + ") but the video decodes to "
+                    + meta.frames() + " frames: its token count would not match its tensors");
+        int[] wh = LlamaFactoryVideoRules.regularizedSize(video, meta.width(), meta.height(), lfMaxPixels(), lfMinPixels());
+        int t = idx.length + idx.length % 2;
+        Map<VideoKey, Double> proc = hfDefaults(family);
+        proc.putAll(processor.values());
+        int[] hw = family == ProcessorPreset.QWEN3_VL
+                ? QwenVideoRules.smartResizeHfQwen3Video(video, t, wh[1], wh[0], factor, proc.get(VideoKey.MIN_PIXELS), proc.get(VideoKey.MAX_PIXELS), compat)
+                : QwenVideoRules.smartResizeHfQwen2Video(video, wh[1], wh[0], factor, proc.get(VideoKey.MIN_PIXELS), proc.get(VideoKey.MAX_PIXELS));
+        double d = meta.streamDurationSeconds();
+        if (d == 0) throw new VideoPlanException(video, "the stream header's duration is 0; LLaMA-Factory divides by it (fps_per_video)");
+        double fpsPerVideo = Double.isNaN(d) ? vfps : idx.length / d;
+        double[] ts = family == ProcessorPreset.QWEN3_VL ? LlamaFactoryVideoRules.qwen3Timestamps(idx, meta.averageFps(), vfps) : null;
+        return finish(video, meta, wh[1], wh[0], kept, hw, fpsPerVideo, fpsPerVideo, ts);
     }
 
     private Map<VideoKey, Double> hfConfig(VideoItemOptions item) {
@@ -125,7 +195,7 @@ public final class VideoPlanner {
                         cfg.get(VideoKey.MAX_PIXELS));
         double sampledFps = idx.length / (double) total * meta.averageFps();
         double fpsKwarg = fps != null ? fps : 2.0; // what 4.57's Qwen2.5 processor reads
-        return finish(video, meta, idx, hw, sampledFps, fpsKwarg);
+        return finish(video, meta, meta.height(), meta.width(), idx, hw, sampledFps, fpsKwarg, null);
     }
 
     private VideoPlan planQvu(String video, VideoMetadata meta, VideoItemOptions item) {
@@ -151,7 +221,7 @@ public final class VideoPlanner {
                 ? QwenVideoRules.smartResizeQvu(video, ele.get(VideoKey.RESIZED_HEIGHT), ele.get(VideoKey.RESIZED_WIDTH), factor,
                         Double.NaN, Double.NaN)
                 : QwenVideoRules.smartResizeQvu(video, meta.height(), meta.width(), factor, minPx, maxPx);
-        return finish(video, meta, idx, hw, sampledFps, sampledFps);
+        return finish(video, meta, meta.height(), meta.width(), idx, hw, sampledFps, sampledFps, null);
     }
 
     private static double get(Map<VideoKey, Double> m, VideoKey k) {
@@ -159,7 +229,9 @@ public final class VideoPlanner {
         return v == null ? Double.NaN : v;
     }
 
-    private VideoPlan finish(String video, VideoMetadata meta, long[] idx, int[] hw, double sampledFps, double fpsKwarg) {
+    /** @param groupTimes Qwen3's group times where the sampler computes them its own way, else null (index / average fps) */
+    private VideoPlan finish(String video, VideoMetadata meta, int frameHeight, int frameWidth, long[] idx, int[] hw, double sampledFps,
+                             double fpsKwarg, double[] groupTimes) {
         int n = idx.length;
         int gridT = (n + 1) / 2;
         float spg = Float.NaN;
@@ -172,11 +244,11 @@ public final class VideoPlanner {
             var t = new ArrayList<String>(gridT);
             for (int g = 0; g < gridT; g++) {
                 long a = idx[2 * g], b = idx[Math.min(2 * g + 1, n - 1)];
-                ts[g] = (a / meta.averageFps() + b / meta.averageFps()) / 2;
+                ts[g] = groupTimes != null ? groupTimes[g] : (a / meta.averageFps() + b / meta.averageFps()) / 2;
                 t.add("<" + QwenVideoRules.formatSeconds(ts[g]) + " seconds>");
             }
             texts = t;
         }
-        return new VideoPlan(video, family, sampler, idx, hw[0], hw[1], gridT, hw[0] / patch, hw[1] / patch, sampledFps, spg, ts, texts);
+        return new VideoPlan(video, family, sampler, frameHeight, frameWidth, idx, hw[0], hw[1], gridT, hw[0] / patch, hw[1] / patch, sampledFps, spg, ts, texts);
     }
 }

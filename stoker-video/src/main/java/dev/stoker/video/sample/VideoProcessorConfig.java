@@ -46,7 +46,8 @@ public record VideoProcessorConfig(Path file, ProcessorPreset family, VideoOptio
     /** Fields that name or route the processor and do not change its tensors. */
     static final Set<String> NEUTRAL = Set.of("processor_class", "_processor_class", "auto_map", "video_processor_type",
             "image_processor_type", "feature_extractor_type", "return_metadata", "return_tensors", "data_format",
-            "input_data_format", "device", "default_to_square", "video_metadata", "crop_size", "pad_size");
+            "input_data_format", "device", "default_to_square", "video_metadata", "crop_size", "pad_size",
+            "max_video_tokens"); // read only with cap_pixels_per_frame, which is refused when on
 
     private static final ObjectMapper JSON = new ObjectMapper();
 

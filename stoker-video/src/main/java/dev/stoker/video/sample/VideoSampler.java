@@ -13,7 +13,13 @@ public enum VideoSampler {
      */
     HF("hf"),
     /** qwen-vl-utils 0.0.14 {@code fetch_video} (frame range, even frame count, its pixel budget) in front of the processor. */
-    QWEN_VL_UTILS("qwen-vl-utils");
+    QWEN_VL_UTILS("qwen-vl-utils"),
+    /**
+     * LLaMA-Factory's Qwen-VL plugins ({@code Qwen2VLPlugin}/{@code Qwen3VLPlugin} in {@code mm_plugin.py}): frames
+     * picked from the header's frame count and duration, each frame first shrunk to {@code video_max_pixels} with
+     * Pillow, then the family's processor with sampling off.
+     */
+    LLAMAFACTORY("llamafactory");
 
     private final String cliName;
 
