@@ -192,7 +192,7 @@ def main():
         w, h = rng.choice(sizes)
         opts = {}
         if rng.random() < 0.4:
-            opts["fps"] = rng.choice([0.5, 1.0, 2.0, 4.0, 10.0])
+            opts["fps"] = rng.choice([0.5, 1.0, 2.0, 4.0, 10.0, 3.0, 0.3, 1.7, 29.97])
         if rng.random() < 0.3:
             opts["max_frames"] = rng.choice([2, 4, 16, 32, 64, 128, 256])
         if rng.random() < 0.3:
