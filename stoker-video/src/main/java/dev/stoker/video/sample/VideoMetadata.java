@@ -26,6 +26,11 @@ import dev.stoker.video.index.FrameIndex;
 public record VideoMetadata(int frames, double averageFps, int width, int height, long headerFrames, double streamDurationSeconds) {
     /** Highest average frame rate accepted (a 0 or absurd rate in a header is refused, not planned with). */
     public static final double MAX_FPS = 10_000;
+    /**
+     * Largest header frame count kept as it is (a header may claim anything; only the {@code llamafactory} sampler
+     * reads it, and refuses a count the decoded frames do not bear out).
+     */
+    public static final long MAX_HEADER_FRAMES = 1L << 53;
 
     public VideoMetadata {
         if (frames < 1 || frames > FrameIndex.MAX_ENTRIES)
@@ -34,8 +39,8 @@ public record VideoMetadata(int frames, double averageFps, int width, int height
             throw new IllegalArgumentException("average frame rate " + averageFps + " outside (0, " + (int) MAX_FPS + "]");
         if (width < 1 || height < 1 || width > VideoKey.MAX_EDGE || height > VideoKey.MAX_EDGE)
             throw new IllegalArgumentException("frame size " + width + "x" + height + " outside 1 … " + VideoKey.MAX_EDGE + " per edge");
-        if (headerFrames < 0 || headerFrames > FrameIndex.MAX_ENTRIES)
-            throw new IllegalArgumentException("header frame count " + headerFrames + " outside 0 … " + FrameIndex.MAX_ENTRIES);
+        if (headerFrames < 0 || headerFrames > MAX_HEADER_FRAMES)
+            throw new IllegalArgumentException("header frame count " + headerFrames + " outside 0 … 2^53");
         if (streamDurationSeconds < 0 || Double.isInfinite(streamDurationSeconds))
             throw new IllegalArgumentException("stream duration " + streamDurationSeconds + " s is not a finite non-negative number");
     }
@@ -62,7 +67,7 @@ public record VideoMetadata(int frames, double averageFps, int width, int height
         long nb = Math.max(0, s.headerFrameCount());
         try {
             return new VideoMetadata(index.frameCount(), (double) r.num() / r.den(), s.width(), s.height(),
-                    Math.min(nb, FrameIndex.MAX_ENTRIES + 1L), durationSeconds(s.headerDuration(), s.timeBase()));
+                    Math.min(nb, MAX_HEADER_FRAMES), durationSeconds(s.headerDuration(), s.timeBase()));
         } catch (IllegalArgumentException e) {
             throw new VideoPlanException(video, e.getMessage());
         }

@@ -16,7 +16,8 @@ import java.util.List;
  *                        {@code llamafactory} the height after its Pillow pre-resize
  * @param frameWidth      the width, likewise
  * @param frameIndices    the frames to decode, by their number in decode order (int64 in {@code frame_indices.npy});
- *                        qwen-vl-utils' are absolute (a trimmed range starts past 0)
+ *                        qwen-vl-utils' are absolute (a trimmed range starts past 0); llamafactory's are those of its
+ *                        picks that the video has (its timestamps and fps still count all it picked)
  * @param resizedHeight   the height every kept frame is resized to
  * @param resizedWidth    the width
  * @param gridT           temporal patches: kept frames / 2, an odd count padded with the last frame

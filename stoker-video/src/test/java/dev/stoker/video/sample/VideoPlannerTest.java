@@ -170,6 +170,17 @@ class VideoPlannerTest {
         var e = assertThrows(VideoPlanException.class, () -> VideoMetadata.of(new FrameIndex(noRate, new long[] {0}, new long[] {0},
                 new long[] {1}, new byte[] {FrameIndex.KEY}), "w.webm"));
         assertTrue(e.getMessage().startsWith("video w.webm: the stream has no usable average frame rate"), e.getMessage());
+        // a header claiming absurdly many frames does not stop the samplers that do not read it
+        var liar = new StreamInfo(0, "avi", "h264", new Rational(1, 25), new Rational(25, 1), new Rational(25, 1), 320, 240, 0,
+                "yuv420p", 2, 1, 2, 2, Double.NaN, 0, Long.MAX_VALUE, 100);
+        var lying = VideoMetadata.of(new FrameIndex(liar, new long[] {0, 1}, new long[] {0, 1}, new long[] {1, 1},
+                new byte[] {FrameIndex.KEY, 0}), "liar.avi");
+        assertEquals(VideoMetadata.MAX_HEADER_FRAMES, lying.headerFrames());
+        assertEquals(2, planner(ProcessorPreset.QWEN2_VL, VideoSampler.QWEN_VL_UTILS, TransformersCompat.V5_18, Map.of())
+                .plan("liar.avi", lying, VideoItemOptions.NONE).frameCount());
+        e = assertThrows(VideoPlanException.class, () -> planner(ProcessorPreset.QWEN2_VL, VideoSampler.LLAMAFACTORY,
+                TransformersCompat.V5_18, Map.of()).plan("liar.avi", lying, VideoItemOptions.NONE));
+        assertTrue(e.getMessage().contains("its token count would not match its tensors"), e.getMessage());
         var empty = new FrameIndex(s, new long[0], new long[0], new long[0], new byte[0]);
         e = assertThrows(VideoPlanException.class, () -> VideoMetadata.of(empty, "x.mp4"));
         assertTrue(e.getMessage().contains("frame count 0"), e.getMessage());
