@@ -207,6 +207,22 @@ public final class Demuxer implements AutoCloseable {
         }
     }
 
+    /**
+     * Moves the demuxer to the last keyframe of the chosen stream at or before {@code pts} (in the stream's time
+     * base): {@code av_seek_frame} with {@code AVSEEK_FLAG_BACKWARD}. The decoder must be flushed after it.
+     */
+    void seekBackward(long pts) {
+        try {
+            int rc = (int) ff.avSeekFrame.invokeExact(format, streamIndex, pts,
+                    AvField.Constant.AVSEEK_FLAG_BACKWARD.value);
+            check(rc, "cannot seek to pts " + pts);
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw error("FFmpeg call failed: " + t, t);
+        }
+    }
+
     /** The packet {@link #nextPacket} read. */
     MemorySegment packet() { return packet; }
 
