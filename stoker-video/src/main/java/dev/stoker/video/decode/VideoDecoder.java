@@ -54,10 +54,19 @@ public final class VideoDecoder {
      */
     public static Result decode(SeekableByteSource source, FrameIndex index, int[] frames, long deadlineNanos,
                                 FrameSink sink) {
+        return decode(source, index, frames, deadlineNanos, sink, true);
+    }
+
+    /**
+     * As {@link #decode(SeekableByteSource, FrameIndex, int[], long, FrameSink)}; with {@code seek} false every frame up
+     * to the last wanted one is decoded in order (the reference for the seeking path).
+     */
+    public static Result decode(SeekableByteSource source, FrameIndex index, int[] frames, long deadlineNanos,
+                                FrameSink sink, boolean seek) {
         long start = System.nanoTime();
         int[] wanted = distinctAscending(source.name(), frames, index.frameCount());
         if (wanted.length == 0) return new Result(0, 0, 0, System.nanoTime() - start);
-        long[] pts = seekablePts(index);
+        long[] pts = seek ? seekablePts(index) : null;
         int[] keys = pts == null ? null : keyOrdinals(index);
         int seeks = 0;
         try (Demuxer demuxer = Demuxer.open(source, deadlineNanos); FrameReader reader = FrameReader.open(demuxer)) {
@@ -106,6 +115,22 @@ public final class VideoDecoder {
                 throw error(source, "damaged: FFmpeg reported " + String.join("; ", demuxer.ffmpegErrors()));
             }
             return new Result(reader.framesDecoded(), wanted.length, seeks, System.nanoTime() - start);
+        }
+    }
+
+    /**
+     * Decodes every frame of {@code source} without converting any, and returns how many the decoder gave: the
+     * decode cost alone (what {@code ffmpeg -f null} measures), for benchmarks and checks.
+     */
+    public static long decodeEvery(SeekableByteSource source, long deadlineNanos) {
+        try (Demuxer demuxer = Demuxer.open(source, deadlineNanos); FrameReader reader = FrameReader.open(demuxer)) {
+            while (reader.next()) {
+                if (reader.frameCorrupt()) throw error(source, "frame " + (reader.framesDecoded() - 1) + " is corrupt");
+            }
+            if (!demuxer.ffmpegErrors().isEmpty()) {
+                throw error(source, "damaged: FFmpeg reported " + String.join("; ", demuxer.ffmpegErrors()));
+            }
+            return reader.framesDecoded();
         }
     }
 

@@ -57,6 +57,9 @@ class VideoDecoderTest {
             "-deadline", "realtime", "-cpu-used", "8", "-g", "10"});
         make("mpeg4.avi", src, new String[] {"-c:v", "mpeg4", "-q:v", "5"});
         make("h264.avi", src, X264, "-pix_fmt", "yuv420p");
+        make("raw.avi", "testsrc2=size=32x24:rate=5:duration=1", new String[] {"-c:v", "rawvideo", "-pix_fmt", "bgr24"});
+        NativeTools.ffmpeg(dir, "edit_list.mp4", "-ss", "0.3", "-i", "h264_untagged.mp4", "-c", "copy");
+        NativeTools.ffmpeg(dir, "one_frame.mp4", "-i", "h264_untagged.mp4", "-frames:v", "1", "-c", "copy");
         // 10 s at 30 fps, a keyframe every second: seeking pays
         make("long.mp4", "testsrc2=size=96x64:rate=30:duration=10", new String[] {"-c:v", "libx264", "-preset",
             "ultrafast", "-bf", "2", "-g", "30", "-keyint_min", "30", "-sc_threshold", "0", "-pix_fmt", "yuv420p"});
@@ -103,7 +106,7 @@ class VideoDecoderTest {
     @ParameterizedTest
     @ValueSource(strings = {"h264_untagged.mp4", "h264_bt709.mp4", "h264_bt2020.mp4", "h264_full_range.mp4",
         "h264_yuvj420p.mp4", "h264_444_odd.mp4", "h264_422.mp4", "h264_10bit.mp4", "x264rgb.mp4", "png.mov",
-        "vp9_odd.webm", "mpeg4.avi", "h264.avi"})
+        "vp9_odd.webm", "mpeg4.avi", "h264.avi", "edit_list.mp4", "one_frame.mp4", "raw.avi"})
     void everyFrameIsTheReferenceDecodersByteForByte(String file) throws Exception {
         FrameIndex index = index(file);
         int n = index.frameCount();
@@ -163,6 +166,65 @@ class VideoDecoderTest {
         FrameIndex index = index("h264_untagged.mp4");
         var e = assertThrows(SampleException.class, () -> decode("h264_untagged.mp4", index, new int[] {3, 25}));
         assertTrue(e.getMessage().contains("frame 25 asked for, it has 25"), e.getMessage());
+    }
+
+    @Test
+    void aDeclared30000By30000StreamIsRefusedBeforeDecoding() throws Exception {
+        // libavformat itself zeroes a size av_image_check_size refuses; a size it lets through but Stoker's bound
+        // does not (a 20000-pixel-wide stream) is refused by Stoker: neither reaches the decoder
+        assertRefusedAs(30_000, 30_000, "its stream declares a frame of 0x0: outside what Stoker decodes");
+        assertRefusedAs(20_000, 24, "its stream declares a frame of 20000x24: outside what Stoker decodes");
+    }
+
+    private static void assertRefusedAs(int width, int height, String message) throws Exception {
+        byte[] avi = Files.readAllBytes(dir.resolve("raw.avi"));
+        // the BITMAPINFOHEADER of the stream format chunk: "strf", its size, biSize, then biWidth and biHeight
+        int strf = indexOf(avi, "strf".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        var header = java.nio.ByteBuffer.wrap(avi).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        assertEquals(32, header.getInt(strf + 12));
+        header.putInt(strf + 12, width).putInt(strf + 16, height);
+        String name = "huge_" + width + ".avi";
+        Files.write(dir.resolve(name), avi);
+        FrameIndex index = index(name);
+        var e = assertThrows(SampleException.class, () -> decode(name, index, new int[] {0}));
+        assertTrue(e.getMessage().contains(message), e.getMessage());
+    }
+
+    private static int indexOf(byte[] hay, byte[] needle) {
+        for (int i = 0; i + needle.length <= hay.length; i++) {
+            if (Arrays.equals(hay, i, i + needle.length, needle, 0, needle.length)) return i;
+        }
+        throw new AssertionError("not found");
+    }
+
+    @Test
+    void aPassedDeadlineStopsTheDecode() throws Exception {
+        FrameIndex index = index("long.mp4");
+        try (var source = SeekableByteSource.of(dir.resolve("long.mp4"))) {
+            var e = assertThrows(SampleException.class, () -> VideoDecoder.decode(source, index, new int[] {299},
+                    System.nanoTime() - 1, (f, w, h, rgb) -> {}));
+            assertTrue(e.getMessage().contains("deadline"), e.getMessage());
+        }
+    }
+
+    @Test
+    void decodingLeavesNoNativeMemoryBehind() throws Exception {
+        byte[] good = Files.readAllBytes(dir.resolve("h264_bt709.mp4"));
+        FrameIndex index = index("h264_bt709.mp4");
+        Runnable run = () -> {
+            VideoDecoder.decode(SeekableByteSource.of("v.mp4", good), index, new int[] {0, 7, 20}, System.nanoTime()
+                    + 60_000_000_000L, (f, w, h, rgb) -> {});
+            assertThrows(SampleException.class, () -> VideoDecoder.decode(SeekableByteSource.of("v.mp4", good), index,
+                    new int[] {3}, System.nanoTime() - 1, (f, w, h, rgb) -> {}));
+        };
+        for (int i = 0; i < 30; i++) run.run();
+        System.gc();
+        long before = dev.stoker.video.ffmpeg.NativeHeap.inUseBytes();
+        for (int i = 0; i < 150; i++) run.run();
+        System.gc();
+        long grownBytes = dev.stoker.video.ffmpeg.NativeHeap.inUseBytes() - before;
+        // a decoder context with its frame pool is ~100 KB at 64x48: 150 left behind would be ~15 MB
+        assertTrue(grownBytes < 12 << 20, "the C heap grew by " + grownBytes + " bytes over 150 runs");
     }
 
     @Test
