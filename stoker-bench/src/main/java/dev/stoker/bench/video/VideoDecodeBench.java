@@ -1,10 +1,11 @@
 package dev.stoker.bench.video;
 
 import dev.stoker.bench.Stats;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.decode.VideoDecoder;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import dev.stoker.video.index.FrameIndex;
 import dev.stoker.video.index.FrameIndexer;
+import dev.stoker.video.isolate.IsolatedDecoder;
 import java.io.File;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -21,7 +22,8 @@ import java.util.concurrent.TimeUnit;
  * {@code stoker bench video-decode}: Stoker's FFM decode path against {@code ffmpeg -threads 1 -benchmark -i V -f
  * null -} on the same files, side by side (the two alternate, {@code rounds} times each; medians), and the
  * sampled-decode check: {@code frames} frames spread over each file (linspace, rounded) decoded with seeking, counted,
- * and compared with the same frames of a sequential decode.
+ * and compared with the same frames of a sequential decode, and the same decode in a worker process
+ * ({@link IsolatedDecoder}: what crash isolation costs per video).
  *
  * <p>Both sides decode every frame with one thread and convert nothing ({@code -f null} passes frames through
  * unconverted); Stoker's rgb24 conversion is timed separately (decode + rgb24).
@@ -67,8 +69,21 @@ public final class VideoDecodeBench {
                 out.printf(Locale.ROOT, "  %d frames sampled: %d decoded (of %d), %d seeks, %.0f ms; frames %s the "
                                 + "sequential decode's%n", wanted.length, r.framesDecoded(), n, r.seeks(),
                         r.nanos() / 1e6, same ? "identical to" : "DIFFERENT FROM");
+                double[] inProcess = new double[s.rounds()], isolated = new double[s.rounds()];
+                try (var workers = new IsolatedDecoder(1, List.of())) {
+                    isolatedSampled(workers, file, index, wanted); // the worker starts (not timed)
+                    for (int k = 0; k < s.rounds(); k++) {
+                        String[] unused = new String[1];
+                        inProcess[k] = sampledDecode(file, index, wanted, unused).nanos() / 1e6;
+                        isolated[k] = isolatedSampled(workers, file, index, wanted);
+                    }
+                }
+                out.printf(Locale.ROOT, "  the same %d frames in a decode worker process: %.1f ms vs %.1f ms in process "
+                                + "(medians of %d; +%.1f ms per video)%n", wanted.length, Stats.median(isolated),
+                        Stats.median(inProcess), s.rounds(), Stats.median(isolated) - Stats.median(inProcess));
                 sampled = String.format(Locale.ROOT, ", \"sampled\": %d, \"sampled_decoded\": %d, \"seeks\": %d, "
-                        + "\"sampled_identical\": %b", wanted.length, r.framesDecoded(), r.seeks(), same);
+                        + "\"sampled_identical\": %b, \"sampled_ms\": %.2f, \"sampled_isolated_ms\": %.2f",
+                        wanted.length, r.framesDecoded(), r.seeks(), same, Stats.median(inProcess), Stats.median(isolated));
             }
             json.add(String.format(Locale.ROOT, "{\"file\": \"%s\", \"frames\": %d, \"ffmpeg_fps\": %.2f, "
                             + "\"stoker_fps\": %.2f, \"stoker_rgb24_fps\": %.2f, \"ratio\": %.4f%s}",
@@ -124,6 +139,17 @@ public final class VideoDecodeBench {
             hash[0] = HexFormat.of().formatHex(sha.digest());
             return r;
         }
+    }
+
+    /** Milliseconds to decode {@code wanted} in a worker process (frames received, sha256 taken as in process). */
+    private static double isolatedSampled(IsolatedDecoder workers, Path file, FrameIndex index, int[] wanted) throws IOException {
+        MessageDigest sha = sha256();
+        long t0 = System.nanoTime();
+        try (var source = SeekableByteSource.of(file)) {
+            workers.decode(source, index, wanted, System.nanoTime() + TimeUnit.HOURS.toNanos(1),
+                    (f, w, h, rgb) -> sha.update(rgb, 0, w * h * 3));
+        }
+        return (System.nanoTime() - t0) / 1e6;
     }
 
     /** The same frames from a decode of every frame in order up to the last (no seeking). */

@@ -1,9 +1,9 @@
 package dev.stoker.video.decode;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.ffmpeg.Demuxer;
 import dev.stoker.video.ffmpeg.FrameReader;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import dev.stoker.video.index.FrameIndex;
 import java.util.Arrays;
 

@@ -1,6 +1,7 @@
 package dev.stoker.video.ffmpeg;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;

@@ -1,8 +1,8 @@
 package dev.stoker.video.isolate;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.decode.VideoDecoder;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import dev.stoker.video.index.FrameIndex;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;

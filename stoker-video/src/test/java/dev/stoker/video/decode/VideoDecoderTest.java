@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.ffmpeg.NativeTools;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import dev.stoker.video.index.FrameIndex;
 import dev.stoker.video.index.FrameIndexer;
 import java.io.IOException;
@@ -60,6 +60,10 @@ class VideoDecoderTest {
         make("raw.avi", "testsrc2=size=32x24:rate=5:duration=1", new String[] {"-c:v", "rawvideo", "-pix_fmt", "bgr24"});
         NativeTools.ffmpeg(dir, "edit_list.mp4", "-ss", "0.3", "-i", "h264_untagged.mp4", "-c", "copy");
         NativeTools.ffmpeg(dir, "one_frame.mp4", "-i", "h264_untagged.mp4", "-frames:v", "1", "-c", "copy");
+        // 10 s of noisy 320x240 (~1 MB) with a keyframe every half second: what a seek reads
+        make("seek.mp4", "testsrc2=size=320x240:rate=30:duration=10,noise=alls=4:allf=t", new String[] {"-c:v",
+            "libx264", "-preset", "ultrafast", "-g", "15", "-keyint_min", "15", "-sc_threshold", "0", "-pix_fmt",
+            "yuv420p"});
         // 10 s at 30 fps, a keyframe every second: seeking pays
         make("long.mp4", "testsrc2=size=96x64:rate=30:duration=10", new String[] {"-c:v", "libx264", "-preset",
             "ultrafast", "-bf", "2", "-g", "30", "-keyint_min", "30", "-sc_threshold", "0", "-pix_fmt", "yuv420p"});
@@ -140,6 +144,32 @@ class VideoDecoderTest {
         // keyframes every 30: 0..5, 30..40, 90..100, 120..131, 210..220, 270..299 = 6+11+11+12+11+30
         assertEquals(81, d.result().framesDecoded(), d.result().toString());
         assertEquals(5, d.result().seeks());
+    }
+
+    @Test
+    void aSeekReadsTheBytesOfItsGroupOfPicturesNotTheFile() throws Exception {
+        FrameIndex index = index("seek.mp4");
+        long[] read = new long[1];
+        try (var file = SeekableByteSource.of(dir.resolve("seek.mp4"))) {
+            SeekableByteSource counting = new SeekableByteSource() {
+                @Override public String name() { return file.name(); }
+
+                @Override public long sizeBytes() throws IOException { return file.sizeBytes(); }
+
+                @Override
+                public int read(long position, java.lang.foreign.MemorySegment dst) throws IOException {
+                    int n = file.read(position, dst);
+                    if (n > 0) read[0] += n;
+                    return n;
+                }
+            };
+            var r = VideoDecoder.decode(counting, index, new int[] {280}, System.nanoTime() + 60_000_000_000L,
+                    (f, w, h, rgb) -> {});
+            assertEquals(11, r.framesDecoded(), "the keyframe at 270 and the frames up to 280");
+            long size = file.sizeBytes();
+            // the header, the packets FFmpeg's stream analysis reads at the start, and one GOP (1/20 of the media)
+            assertTrue(read[0] < size / 4, "read " + read[0] + " bytes of " + size);
+        }
     }
 
     @Test

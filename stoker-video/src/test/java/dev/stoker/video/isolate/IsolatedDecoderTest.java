@@ -6,9 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.decode.VideoDecoder;
 import dev.stoker.video.ffmpeg.NativeTools;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import dev.stoker.video.index.FrameIndex;
 import dev.stoker.video.index.FrameIndexer;
 import java.io.ByteArrayOutputStream;

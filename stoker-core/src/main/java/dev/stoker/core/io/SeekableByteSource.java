@@ -1,4 +1,4 @@
-package dev.stoker.video.ffmpeg;
+package dev.stoker.core.io;
 
 import java.io.Closeable;
 import java.io.IOException;
