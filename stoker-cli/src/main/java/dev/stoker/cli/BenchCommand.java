@@ -2,6 +2,7 @@ package dev.stoker.cli;
 
 import dev.stoker.bench.preprocess.DecodeBench;
 import dev.stoker.bench.preprocess.PreprocessBench;
+import dev.stoker.bench.video.VideoDecodeBench;
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
@@ -17,7 +18,7 @@ import picocli.CommandLine.Spec;
 
 /** {@code stoker bench …}: whole-pipeline benchmarks, plans of stoker-bench (kernels are JMH: {@code ./stoker jmh}). */
 @Command(name = "bench", mixinStandardHelpOptions = true, sortOptions = false, description = "Benchmarks of whole pipelines.",
-        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, LadderCommand.class, HandoffCommand.class,
+        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, BenchCommand.VideoDecode.class, LadderCommand.class, HandoffCommand.class,
                 FlightCommand.class, SoakCommand.class, ClusterCommand.class, WireCommand.class, IndexCommand.class, PackingCommand.class})
 final class BenchCommand {
     /** What a benchmark that runs a feed takes of NodeConfig: the processor, the data and the store. */
@@ -85,6 +86,33 @@ final class BenchCommand {
         @Override
         public Integer call() throws Exception {
             DecodeBench.run(new DecodeBench.Settings(images, threads, seconds, decoder), spec.commandLine().getOut());
+            return 0;
+        }
+    }
+
+    /** {@code stoker bench video-decode}: the FFM decode path against the ffmpeg CLI, and decoding only sampled frames. */
+    @Command(name = "video-decode", mixinStandardHelpOptions = true, sortOptions = false,
+            description = {"Decode every frame of each video with one thread, alternating with `ffmpeg -threads 1 "
+                    + "-benchmark -f null`; then decode N frames spread over it (seeking) and compare them with a "
+                    + "sequential decode.", "The last stdout line is a JSON array, one object per file."})
+    static final class VideoDecode implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(arity = "1..*", description = "Video files.")
+        List<Path> videos;
+
+        @Option(names = "--rounds", defaultValue = "5", description = "Timed rounds per side (default: ${DEFAULT-VALUE}).")
+        int rounds;
+
+        @Option(names = "--frames", defaultValue = "16",
+                description = "Frames sampled per file for the seeking check, 0 to skip it (default: ${DEFAULT-VALUE}).")
+        int frames;
+
+        @Override
+        public Integer call() throws Exception {
+            if (rounds < 1 || frames < 0) throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                    "--rounds must be at least 1 and --frames at least 0");
+            VideoDecodeBench.run(new VideoDecodeBench.Settings(videos, rounds, frames), spec.commandLine().getOut());
             return 0;
         }
     }

@@ -43,12 +43,27 @@ public enum AvField {
     AVPacket_flags("AVPacket", "flags", 40, Kind.INT),
     AVPacket_duration("AVPacket", "duration", 64, Kind.LONG),
     AVPacket_pos("AVPacket", "pos", 72, Kind.LONG),
+    AVFrame_data("AVFrame", "data", 0, Kind.POINTERS8),
+    AVFrame_linesize("AVFrame", "linesize", 64, Kind.INTS8),
+    AVFrame_width("AVFrame", "width", 104, Kind.INT),
+    AVFrame_height("AVFrame", "height", 108, Kind.INT),
+    AVFrame_format("AVFrame", "format", 116, Kind.INT),
+    AVFrame_key_frame("AVFrame", "key_frame", 120, Kind.INT),
+    AVFrame_pts("AVFrame", "pts", 136, Kind.LONG),
+    AVFrame_flags("AVFrame", "flags", 316, Kind.INT),
+    AVFrame_color_range("AVFrame", "color_range", 320, Kind.INT),
+    AVFrame_colorspace("AVFrame", "colorspace", 332, Kind.INT),
+    AVFrame_best_effort_timestamp("AVFrame", "best_effort_timestamp", 344, Kind.LONG),
     AVRational_num("AVRational", "num", 0, Kind.INT),
     AVRational_den("AVRational", "den", 4, Kind.INT);
 
     /** The C type of a field, which fixes its size (checked by the layout test through {@code sizeof}). */
     public enum Kind {
-        INT(4), LONG(8), POINTER(8), RATIONAL(8);
+        INT(4), LONG(8), POINTER(8), RATIONAL(8),
+        /** {@code uint8_t *x[8]} (AVFrame.data). */
+        POINTERS8(64),
+        /** {@code int x[8]} (AVFrame.linesize). */
+        INTS8(32);
 
         public final int sizeBytes;
 
@@ -66,6 +81,13 @@ public enum AvField {
         AV_PKT_FLAG_CORRUPT("AV_PKT_FLAG_CORRUPT", 2),
         AV_PKT_FLAG_DISCARD("AV_PKT_FLAG_DISCARD", 4),
         AV_LOG_ERROR("AV_LOG_ERROR", 16),
+        AVERROR_EAGAIN("AVERROR(EAGAIN)", -11),
+        AVERROR_INVALIDDATA("AVERROR_INVALIDDATA", -1094995529),
+        AVSEEK_FLAG_BACKWARD("AVSEEK_FLAG_BACKWARD", 1),
+        AV_FRAME_FLAG_CORRUPT("AV_FRAME_FLAG_CORRUPT", 1),
+        AVCOL_RANGE_JPEG("AVCOL_RANGE_JPEG", 2),
+        AV_PIX_FMT_RGB24("AV_PIX_FMT_RGB24", 2),
+        SWS_BICUBIC("SWS_BICUBIC", 4),
         AVERROR_EOF("AVERROR_EOF", -541478725),
         AVERROR_EXIT("AVERROR_EXIT", -1414092869),
         AVERROR_EIO("AVERROR(EIO)", -5),
@@ -117,6 +139,18 @@ public enum AvField {
     void setPointer(MemorySegment struct, MemorySegment value) {
         if (kind != Kind.POINTER) throw new IllegalStateException(this + " is not a pointer");
         struct.set(ValueLayout.ADDRESS_UNALIGNED, offset, value);
+    }
+
+    /** Element {@code i} (0..7) of a {@code uint8_t *x[8]} field. */
+    MemorySegment getPointer(MemorySegment struct, int i) {
+        if (kind != Kind.POINTERS8 || i < 0 || i >= 8) throw new IllegalStateException(this + "[" + i + "]");
+        return struct.get(ValueLayout.ADDRESS_UNALIGNED, offset + (long) i * ValueLayout.ADDRESS.byteSize());
+    }
+
+    /** Element {@code i} (0..7) of an {@code int x[8]} field. */
+    int getInt(MemorySegment struct, int i) {
+        if (kind != Kind.INTS8 || i < 0 || i >= 8) throw new IllegalStateException(this + "[" + i + "]");
+        return struct.get(ValueLayout.JAVA_INT_UNALIGNED, offset + 4L * i);
     }
 
     /** An AVRational field as {num, den}. */

@@ -1,6 +1,7 @@
 package dev.stoker.video.ffmpeg;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
@@ -200,6 +201,22 @@ public final class Demuxer implements AutoCloseable {
                 check(rc, "cannot read a packet");
                 if (AvField.AVPacket_stream_index.getInt(packet) == streamIndex) return true;
             }
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw error("FFmpeg call failed: " + t, t);
+        }
+    }
+
+    /**
+     * Moves the demuxer to the last keyframe of the chosen stream at or before {@code pts} (in the stream's time
+     * base): {@code av_seek_frame} with {@code AVSEEK_FLAG_BACKWARD}. The decoder must be flushed after it.
+     */
+    void seekBackward(long pts) {
+        try {
+            int rc = (int) ff.avSeekFrame.invokeExact(format, streamIndex, pts,
+                    AvField.Constant.AVSEEK_FLAG_BACKWARD.value);
+            check(rc, "cannot seek to pts " + pts);
         } catch (RuntimeException | Error e) {
             throw e;
         } catch (Throwable t) {

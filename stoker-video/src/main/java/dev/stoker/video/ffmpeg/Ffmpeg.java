@@ -54,6 +54,29 @@ public final class Ffmpeg {
     final MethodHandle avStrerror;
     final MethodHandle avGetPixFmtName;
     final MethodHandle avDisplayRotationGet;
+    final MethodHandle avSeekFrame;
+    // decoding
+    final MethodHandle avcodecFindDecoder;
+    final MethodHandle avcodecAllocContext3;
+    final MethodHandle avcodecParametersToContext;
+    final MethodHandle avcodecOpen2;
+    final MethodHandle avcodecSendPacket;
+    final MethodHandle avcodecReceiveFrame;
+    final MethodHandle avcodecFlushBuffers;
+    final MethodHandle avcodecFreeContext;
+    final MethodHandle avFrameAlloc;
+    final MethodHandle avFrameFree;
+    final MethodHandle avFrameUnref;
+    final MethodHandle avDictSet;
+    final MethodHandle avDictFree;
+    // conversion to rgb24
+    final MethodHandle swsGetCachedContext;
+    final MethodHandle swsGetColorspaceDetails;
+    final MethodHandle swsSetColorspaceDetails;
+    final MethodHandle swsGetCoefficients;
+    final MethodHandle swsIsSupportedInput;
+    final MethodHandle swsScale;
+    final MethodHandle swsFreeContext;
     final Linker linker = Linker.nativeLinker();
 
     private final int avformatVersion;
@@ -126,6 +149,30 @@ public final class Ffmpeg {
         avGetPixFmtName = handle(avutil, "av_get_pix_fmt_name", FunctionDescriptor.of(PTR, I32));
         avDisplayRotationGet = handle(avutil, "av_display_rotation_get",
                 FunctionDescriptor.of(ValueLayout.JAVA_DOUBLE, PTR));
+        avSeekFrame = handle(avformat, "av_seek_frame", FunctionDescriptor.of(I32, PTR, I32, I64, I32));
+        avcodecFindDecoder = handle(avcodec, "avcodec_find_decoder", FunctionDescriptor.of(PTR, I32));
+        avcodecAllocContext3 = handle(avcodec, "avcodec_alloc_context3", FunctionDescriptor.of(PTR, PTR));
+        avcodecParametersToContext = handle(avcodec, "avcodec_parameters_to_context", FunctionDescriptor.of(I32, PTR, PTR));
+        avcodecOpen2 = handle(avcodec, "avcodec_open2", FunctionDescriptor.of(I32, PTR, PTR, PTR));
+        avcodecSendPacket = handle(avcodec, "avcodec_send_packet", FunctionDescriptor.of(I32, PTR, PTR));
+        avcodecReceiveFrame = handle(avcodec, "avcodec_receive_frame", FunctionDescriptor.of(I32, PTR, PTR));
+        avcodecFlushBuffers = handle(avcodec, "avcodec_flush_buffers", FunctionDescriptor.ofVoid(PTR));
+        avcodecFreeContext = handle(avcodec, "avcodec_free_context", FunctionDescriptor.ofVoid(PTR));
+        avFrameAlloc = handle(avutil, "av_frame_alloc", FunctionDescriptor.of(PTR));
+        avFrameFree = handle(avutil, "av_frame_free", FunctionDescriptor.ofVoid(PTR));
+        avFrameUnref = handle(avutil, "av_frame_unref", FunctionDescriptor.ofVoid(PTR));
+        avDictSet = handle(avutil, "av_dict_set", FunctionDescriptor.of(I32, PTR, PTR, PTR, I32));
+        avDictFree = handle(avutil, "av_dict_free", FunctionDescriptor.ofVoid(PTR));
+        swsGetCachedContext = handle(swscale, "sws_getCachedContext",
+                FunctionDescriptor.of(PTR, PTR, I32, I32, I32, I32, I32, I32, I32, PTR, PTR, PTR));
+        swsGetColorspaceDetails = handle(swscale, "sws_getColorspaceDetails",
+                FunctionDescriptor.of(I32, PTR, PTR, PTR, PTR, PTR, PTR, PTR, PTR));
+        swsSetColorspaceDetails = handle(swscale, "sws_setColorspaceDetails",
+                FunctionDescriptor.of(I32, PTR, PTR, I32, PTR, I32, I32, I32, I32));
+        swsGetCoefficients = handle(swscale, "sws_getCoefficients", FunctionDescriptor.of(PTR, I32));
+        swsIsSupportedInput = handle(swscale, "sws_isSupportedInput", FunctionDescriptor.of(I32, I32));
+        swsScale = handle(swscale, "sws_scale", FunctionDescriptor.of(I32, PTR, PTR, PTR, I32, I32, PTR, PTR));
+        swsFreeContext = handle(swscale, "sws_freeContext", FunctionDescriptor.ofVoid(PTR));
         try {
             handle(avutil, "av_log_set_level", FunctionDescriptor.ofVoid(I32))
                     .invokeExact(AvField.Constant.AV_LOG_ERROR.value);

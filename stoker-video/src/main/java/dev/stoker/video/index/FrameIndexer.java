@@ -1,10 +1,10 @@
 package dev.stoker.video.index;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.ffmpeg.AvField;
 import dev.stoker.video.ffmpeg.Demuxer;
 import dev.stoker.video.ffmpeg.PacketView;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import dev.stoker.video.ffmpeg.StreamInfo;
 import java.util.Arrays;
 import java.util.List;

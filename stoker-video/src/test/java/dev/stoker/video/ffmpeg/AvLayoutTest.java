@@ -35,6 +35,8 @@ class AvLayoutTest {
                 #include <libavformat/avio.h>
                 #include <libavcodec/avcodec.h>
                 #include <libavutil/log.h>
+                #include <libavutil/frame.h>
+                #include <libswscale/swscale.h>
                 int main(void) {
                 printf("versions %d %d %d\\n", LIBAVFORMAT_VERSION_MAJOR, LIBAVCODEC_VERSION_MAJOR, LIBAVUTIL_VERSION_MAJOR);
                 """);

@@ -4,8 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.ffmpeg.NativeTools;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.code_intelligence.jazzer.junit.FuzzTest;
 import dev.stoker.core.SampleException;
+import dev.stoker.core.io.SeekableByteSource;
 import dev.stoker.video.ffmpeg.NativeTools;
-import dev.stoker.video.ffmpeg.SeekableByteSource;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import org.junit.jupiter.api.Timeout;

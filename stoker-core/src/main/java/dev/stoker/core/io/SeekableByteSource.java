@@ -1,4 +1,4 @@
-package dev.stoker.video.ffmpeg;
+package dev.stoker.core.io;
 
 import java.io.Closeable;
 import java.io.IOException;
@@ -30,6 +30,9 @@ public interface SeekableByteSource extends Closeable {
     @Override
     default void close() throws IOException {}
 
+    /** The local file these bytes are, when they are one (another process may then open it itself), else null. */
+    default Path localFile() { return null; }
+
     static SeekableByteSource of(Path file) throws IOException {
         return new FileSource(file);
     }
@@ -53,6 +56,8 @@ public interface SeekableByteSource extends Closeable {
         @Override public String name() { return file.toString(); }
 
         @Override public long sizeBytes() throws IOException { return channel.size(); }
+
+        @Override public Path localFile() { return file; }
 
         @Override
         public int read(long position, MemorySegment dst) throws IOException {
