@@ -5,6 +5,8 @@
                            resize_u8_torch (raw HWC u8),
                            resize_tv1_u8 at cpu=default, avx2, avx512 (raw HWC u8),
                            resize_f32_torch at cpu=default, avx2, avx512 (float32 little-endian HWC, -0.0 written as +0.0)
+  torchvision_image_cases.csv  per case: an LCG image through transformers' torchvision Qwen2VLImageProcessor as
+                           the reference builds it (torchvision_image): grid and sha256 of pixel_values
   video_patchify_cases.csv per case: seed, pattern, family, frames, height, width, sha256 of
                            patchify_video(normalize_fused(frames)) (float32 little-endian, rows x 3*2*p*p)
 
@@ -111,9 +113,38 @@ def write_patchify():
     return lines
 
 
+def torchvision_image(img_hwc, family, min_pixels, max_pixels):
+    """transformers 5.18.0 Qwen2VLImageProcessor (TorchvisionBackend) on one uint8 RGB image: smart_resize (the same
+    function as the video one of the reference), torchvision v2 uint8 resize, fused rescale+normalize, patchify with
+    the image repeated over the temporal patch (= patchify_video of one frame)."""
+    f = V.FAMILIES[family]
+    p, m = f["patch_size"], f["merge_size"]
+    h, w = img_hwc.shape[:2]
+    rh, rw = V.smart_resize_hf_qwen2_video(h, w, p * m, min_pixels, max_pixels)
+    chw = V.resize_u8_torch(img_hwc.transpose(2, 0, 1), rh, rw)
+    x = V.normalize_fused(chw[None], f["mean"], f["std"])
+    pv, (gt, gh, gw) = V.patchify_video(x, p, m, f["temporal_patch_size"])
+    return pv, (1, gh, gw)
+
+
+def write_images():
+    lines = ["# transformers 5.18 Qwen2VLImageProcessor (torchvision backend) as ref_qwenvl_video.py builds it "
+             "(make_fixtures.torchvision_image); columns: seed,pattern,family,width,height,min_pixels,max_pixels,"
+             "grid_t,grid_h,grid_w,sha256 (pixel_values float32 LE)"]
+    cases = [("qwen2-vl", 97, 61, 3136, 12845056), ("qwen2.5-vl", 300, 41, 3136, 12845056),
+             ("qwen2.5-vl", 640, 480, 3136, 50176), ("qwen3-vl", 123, 77, 65536, 16777216),
+             ("qwen3-vl", 20, 500, 4096, 16777216), ("qwen2-vl", 28, 28, 3136, 12845056)]
+    for n, (fam, w, h, lo, hi) in enumerate(cases):
+        seed, pattern = 5000011 * (n + 1), n % 2
+        pv, (gt, gh, gw) = torchvision_image(synthetic_image(seed, pattern, w, h), fam, lo, hi)
+        lines.append(f"{seed},{pattern},{fam},{w},{h},{lo},{hi},{gt},{gh},{gw},{sha(pv.astype('<f4'))}")
+    return lines
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for name, lines in (("torch_resize_cases.csv", write_resize()), ("video_patchify_cases.csv", write_patchify())):
+    for name, lines in (("torch_resize_cases.csv", write_resize()), ("video_patchify_cases.csv", write_patchify()),
+                        ("torchvision_image_cases.csv", write_images())):
         with open(os.path.join(OUT, name), "w") as fh:
             fh.write("\n".join(lines) + "\n")
         print(name, len(lines) - 1, "cases")
