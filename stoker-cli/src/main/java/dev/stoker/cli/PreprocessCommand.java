@@ -22,7 +22,8 @@ import picocli.CommandLine.Spec;
 final class PreprocessCommand implements Callable<Integer>, NodeOptions.Configured {
     /** What decides how an image becomes pixel_values. */
     static final List<ConfigKey<?>> IMAGE_SETTINGS = List.of(NodeConfig.MODEL, NodeConfig.OVERRIDE_MODEL, NodeConfig.PROCESSOR_KEY,
-            NodeConfig.MIN_PIXELS, NodeConfig.MAX_PIXELS, NodeConfig.EXIF, NodeConfig.DECODE_SCALE, NodeConfig.MAX_SOURCE_PIXELS);
+            NodeConfig.MIN_PIXELS, NodeConfig.MAX_PIXELS, NodeConfig.EXIF, NodeConfig.IMAGE_BACKEND, NodeConfig.DECODE_SCALE,
+            NodeConfig.MAX_SOURCE_PIXELS);
 
     @Spec CommandSpec spec;
 

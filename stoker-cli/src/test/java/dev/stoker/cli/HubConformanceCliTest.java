@@ -109,7 +109,8 @@ class HubConformanceCliTest {
         String processor = family.equals("qwen3vl") ? "qwen3-vl" : "qwen2.5-vl";
         var args = new ArrayList<>(List.of("encode", "--exif", "ignore", "--max-seq-len", "0", "--sample", file.toString(), "--out",
                 tmp.resolve("out").toString()));
-        if (modelFolder) args.addAll(List.of("--model", ModelFolders.write(tmp.resolve("model"), processor).toString()));
+        // the reference is the PIL processor's; a Qwen3-VL folder (transformers_version 4.57.0.dev0) would default to torchvision
+        if (modelFolder) args.addAll(List.of("--model", ModelFolders.write(tmp.resolve("model"), processor).toString(), "--image-backend", "pil"));
         else args.addAll(List.of("--processor", processor));
         var r = CliRunner.run(args.toArray(String[]::new));
         assertEquals(0, r.status(), r.err());

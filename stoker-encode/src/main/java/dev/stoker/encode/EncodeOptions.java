@@ -4,6 +4,7 @@ import dev.stoker.core.ProcessorPreset;
 import dev.stoker.core.VisionConfig;
 import dev.stoker.image.decode.DecodeOptions;
 import dev.stoker.image.decode.ExifPolicy;
+import dev.stoker.image.qwenvl.ImageBackend;
 import dev.stoker.text.TruncationPolicy;
 
 /**
@@ -34,11 +35,17 @@ import dev.stoker.text.TruncationPolicy;
  *                         sample's error, before any pixel memory is allocated; 0: the default for the threads that
  *                         decode ({@link DecodeOptions#defaultMaxDecodeBytes}, half the heap shared among them). It
  *                         changes no sample's tensors, only which images are refused.
+ * @param imageBackend     which Hugging Face image processor the images' {@code pixel_values} reproduce
+ *                         ({@code --image-backend}): PIL (the default, {@code Qwen2VLImageProcessorPil} / the slow 4.x
+ *                         class) or TORCHVISION (5.x's default {@code Qwen2VLImageProcessor}, 4.57's forced
+ *                         {@code Qwen2VLImageProcessorFast}); same grids and tokens, pixel values 1–2 levels apart. The
+ *                         compact UINT8 pixel format is normalized by the trainer the PIL way and is refused with
+ *                         TORCHVISION.
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
                             long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat,
                             int maxImages, TextOnlyPolicy textOnly, String chatTemplate, String model, InputContract inputContract,
-                            long decodeMemoryBytes) {
+                            long decodeMemoryBytes, ImageBackend imageBackend) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
@@ -129,33 +136,38 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
         java.util.Objects.requireNonNull(textOnly, "textOnly");
         java.util.Objects.requireNonNull(inputContract, "inputContract");
         if (decodeMemoryBytes < 0) throw new IllegalArgumentException("decode memory must be >= 0 (0: the default), got " + decodeMemoryBytes);
+        java.util.Objects.requireNonNull(imageBackend, "imageBackend");
+        if (imageBackend == ImageBackend.TORCHVISION && pixelFormat == PixelFormat.UINT8)
+            throw new IllegalArgumentException("--pixel-format uint8 with --image-backend torchvision: the trainer normalizes the compact "
+                    + "format as the PIL processor does (stoker.pixels.to_pixel_values), not with torchvision's fused normalize; "
+                    + "use --pixel-format float32 or --image-backend pil");
     }
 
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
                 DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, DEFAULT_TEXT_ONLY, null, null,
-                DEFAULT_INPUT_CONTRACT, 0);
+                DEFAULT_INPUT_CONTRACT, 0, ImageBackend.PIL);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     /** With the per-thread decode memory budget (0: the default for the threads that decode). */
     public EncodeOptions withDecodeMemory(long bytes) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes, imageBackend);
     }
 
     /** The budget {@code threads} decoding threads each get: {@link #decodeMemoryBytes()}, or the default when it is 0. */
@@ -164,7 +176,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     }
 
     public EncodeOptions withPixelFormat(PixelFormat f) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
@@ -172,12 +184,12 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     /** With the vision config of a model folder (its geometry, mean, std and pixel bounds). */
     public EncodeOptions withVision(VisionConfig v) {
-        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     /** With what a model folder adds to the encoding (see {@link #model()}); null for none. */
     public EncodeOptions withModel(String m) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     /** The SHA-256 of the chat template's source, hex; null for the built-in template. */
@@ -196,7 +208,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /** With the chat template rendered from {@code jinjaSource} (null: the built-in one); see {@link #chatTemplate()}. */
     public EncodeOptions withChatTemplate(String jinjaSource) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes);
+                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     /**
@@ -208,11 +220,11 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
         return "EncodeOptions[preset=" + preset + ", vision=" + vision + ", exif=" + exif + ", decodeScale=" + decodeScale
                 + ", maxSourcePixels=" + maxSourcePixels + ", maxSequenceLength=" + maxSequenceLength + ", truncation=" + truncation
                 + ", pixelFormat=" + pixelFormat + ", maxImages=" + maxImages + ", textOnly=" + textOnly + ", inputContract=" + inputContract
-                + ", model=" + model + ", decodeMemoryBytes=" + decodeMemoryBytes + "]";
+                + ", model=" + model + ", decodeMemoryBytes=" + decodeMemoryBytes + ", imageBackend=" + imageBackend + "]";
     }
 
     public EncodeOptions withMaxImages(int n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 
     /**
@@ -230,16 +242,22 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public EncodeOptions withTextOnly(TextOnlyPolicy t) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, t,
-                chatTemplate, model, inputContract, decodeMemoryBytes);
+                chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+    }
+
+    /** With the image processor whose {@code pixel_values} images get (see {@link #imageBackend()}). */
+    public EncodeOptions withImageBackend(ImageBackend backend) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, backend);
     }
 
     /** With the tensors of {@code contract} (see {@link InputContract}). */
     public EncodeOptions withInputContract(InputContract contract) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, contract, decodeMemoryBytes);
+                textOnly, chatTemplate, model, contract, decodeMemoryBytes, imageBackend);
     }
 
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
     }
 }

@@ -39,7 +39,7 @@ public final class ImagePreprocessor {
     public ImagePreprocessor(EncodeOptions options, ImageDecoder decoder) {
         this.options = options;
         this.decoder = decoder;
-        this.transform = new QwenVlImageTransform(options.vision());
+        this.transform = new QwenVlImageTransform(options.vision(), options.imageBackend());
         this.decodeOptions = new DecodeOptions(options.exif(), options.maxSourcePixels(), 1,
                 options.decodeMemoryBytes(Runtime.getRuntime().availableProcessors()));
     }

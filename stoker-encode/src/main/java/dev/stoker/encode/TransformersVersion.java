@@ -1,6 +1,7 @@
 package dev.stoker.encode;
 
 import dev.stoker.encode.EncodeOptions.InputContract;
+import dev.stoker.image.qwenvl.ImageBackend;
 import java.util.regex.Pattern;
 
 /**
@@ -52,6 +53,28 @@ public record TransformersVersion(int major, int minor, int patch, String suffix
     /** The tensors a trainer on this release takes. */
     public InputContract inputContract() {
         return atLeast(MM_TOKEN_TYPES) ? InputContract.TRANSFORMERS_5_3 : InputContract.QWEN_VL_FINETUNE;
+    }
+
+    /**
+     * The first release known to load the torchvision ("fast") Qwen2-VL image processor by default: 4.57.6's
+     * {@code AutoImageProcessor} forces {@code Qwen2VLImageProcessorFast} for a model saved with the slow
+     * {@code Qwen2VLImageProcessor} ({@code FORCE_FAST_IMAGE_PROCESSOR}, transformers PR #39591) when torchvision is
+     * installed, and 5.x resolves {@code backend=None} to torchvision when installed. Releases before 4.57 were not
+     * checked here and keep PIL (docs/model-inputs.md).
+     */
+    public static final TransformersVersion TORCHVISION_IMAGES = new TransformersVersion(4, 57, 0, "");
+
+    /**
+     * The image processor {@code AutoProcessor.from_pretrained} loads for Qwen2/2.5/3-VL on this release, torchvision
+     * installed: TORCHVISION from 4.57, else PIL.
+     */
+    public ImageBackend imageBackend() {
+        return atLeast(TORCHVISION_IMAGES) ? ImageBackend.TORCHVISION : ImageBackend.PIL;
+    }
+
+    /** The image backend of {@code version}, or PIL (Stoker's default) for none. */
+    public static ImageBackend imageBackend(TransformersVersion version) {
+        return version == null ? ImageBackend.PIL : version.imageBackend();
     }
 
     /** The contract of {@code version}, or the default one ({@link InputContract#QWEN_VL_FINETUNE}) for none. */

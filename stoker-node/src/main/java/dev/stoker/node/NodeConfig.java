@@ -7,6 +7,7 @@ import dev.stoker.core.model.ModelFolder;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.encode.EncodeOptions;
+import dev.stoker.image.qwenvl.ImageBackend;
 import dev.stoker.encode.TransformersVersion;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedMode;
@@ -222,10 +223,22 @@ public final class NodeConfig extends NodeSettings {
                     .withDecodeMemory(get(DECODE_MEMORY) != null ? get(DECODE_MEMORY) : 0) // 0: shared among the CPU pool's threads
                     .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT))
                     .withMaxImages(get(MAX_IMAGES))
-                    .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)));
+                    .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)))
+                    .withImageBackend(imageBackend());
         } catch (IllegalArgumentException e) {
-            throw new ConfigException("--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
+            throw new ConfigException(e.getMessage().startsWith("--") ? e.getMessage() : "--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
         }
+    }
+
+    /**
+     * The image processor images reproduce: {@code --image-backend} as given; else the one {@code AutoProcessor} loads on
+     * the trainer's transformers release ({@code --transformers}, or the model's {@code transformers_version}), except
+     * with {@code --pixel-format uint8}, whose trainer-side normalize is the PIL processor's; else PIL.
+     */
+    public ImageBackend imageBackend() {
+        if (get(IMAGE_BACKEND) != null) return get(IMAGE_BACKEND);
+        if (get(PIXEL_FORMAT) == PixelFormat.UINT8) return ImageBackend.PIL;
+        return TransformersVersion.imageBackend(get(TRANSFORMERS));
     }
 
     /** How objects are fetched, from the DATA settings. */

@@ -18,6 +18,7 @@ import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.TransformersVersion;
 import dev.stoker.image.decode.ExifPolicy;
+import dev.stoker.image.qwenvl.ImageBackend;
 import dev.stoker.pipeline.feed.ErrorPolicy;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedErrors;
@@ -87,6 +88,13 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<ExifPolicy> EXIF = key("exif", PROCESSOR, "POLICY", TEXT, ConfigKey.enumOf(ExifPolicy.class),
             ConfigKey::cliName, ExifPolicy.APPLY, null, "EXIF orientation: apply (as transformers' load_image, which the official Qwen "
                     + "SFT code uses) or ignore (as a bare PIL.Image.open).");
+    public static final ConfigKey<ImageBackend> IMAGE_BACKEND = key("image-backend", PROCESSOR, "BACKEND", TEXT,
+            ConfigKey.enumOf(ImageBackend.class), ConfigKey::cliName, null, "torchvision when --transformers (or --model's "
+                    + "transformers_version) is 4.57 or later, else pil", "Which Hugging Face image processor images reproduce bit "
+                    + "for bit: pil (Qwen2VLImageProcessorPil, the slow 4.x class: Pillow resize) or torchvision (Qwen2VLImageProcessor "
+                    + "of 5.x, Qwen2VLImageProcessorFast of 4.57, what AutoProcessor loads there when torchvision is installed: "
+                    + "torchvision's uint8 bicubic and a fused normalize). Same grids and tokens; pixel values 1-2 levels apart "
+                    + "(docs/model-inputs.md). Not with --pixel-format uint8.");
     public static final ConfigKey<DecodeScale> DECODE_SCALE = key("decode-scale", PROCESSOR, "MODE", TEXT,
             ConfigKey.enumOf(DecodeScale.class), ConfigKey::cliName, DecodeScale.OFF, null, "off: bit-exact with Pillow. auto: JPEG "
                     + "DCT-scaled decode when the target is at most half the source (like Pillow's draft()); faster, NOT bit-exact.");

@@ -126,10 +126,14 @@ public final class ModelFolders {
         }
     }
 
-    /** The options that say what {@code family}'s folder says: processor, pixel bounds (the tokenizer is the bundled one). */
+    /**
+     * The options that say what {@code family}'s folder says: processor, pixel bounds, and the image backend its
+     * {@code transformers_version} implies (Qwen3-VL's 4.57.0.dev0: torchvision; the tokenizer is the bundled one).
+     */
     public static Map<String, String> equivalentOptions(String family) {
         boolean three = family.equals("qwen3-vl");
-        return Map.of("--processor", family, "--min-pixels", three ? "65536" : "3136", "--max-pixels", three ? "16777216" : "12845056");
+        return Map.of("--processor", family, "--min-pixels", three ? "65536" : "3136", "--max-pixels", three ? "16777216" : "12845056",
+                "--image-backend", three ? "torchvision" : "pil");
     }
 
     private static InputStream resource(String name) throws IOException {

@@ -11,7 +11,8 @@ import java.nio.ByteOrder;
  *
  * <p>Values: {@code y = ((float)(v * (1.0/255.0)) - (float) mean[c]) / (float) std[c]}, float32 as numpy
  * computes it. Only 256 inputs exist per channel, so a 3×256 table built with exactly these operations
- * is bit-identical and replaces all arithmetic by a lookup.
+ * is bit-identical and replaces all arithmetic by a lookup. With {@link ImageBackend#TORCHVISION} the table is the
+ * torchvision backend's fused one ({@link #fusedNormalizationTable(VisionConfig)}).
  *
  * <p>Layout (single image, t = 0), with {@code gw = width/p}, {@code m} the merge size:
  * <pre>
@@ -37,15 +38,43 @@ public final class PatchWriter {
     private final float[] scratchRow;
 
     public PatchWriter(VisionConfig cfg) {
+        this(cfg, ImageBackend.PIL);
+    }
+
+    /** A writer normalizing as {@code backend}'s image processor does ({@link #normalizationTable(VisionConfig, ImageBackend)}). */
+    public PatchWriter(VisionConfig cfg, ImageBackend backend) {
         this.patchSize = cfg.patchSize();
         this.mergeSize = cfg.mergeSize();
         this.temporalPatchSize = cfg.temporalPatchSize();
         this.rowLength = cfg.rowLength();
-        this.table = normalizationTable(cfg);
+        this.table = normalizationTable(cfg, backend);
         this.scratchRow = new float[rowLength];
     }
 
-    /** The 3×256 table: {@code table[c*256 + v]} is the normalized value of channel {@code c} with u8 value {@code v}. */
+    /** The table of {@code backend}: {@link #normalizationTable(VisionConfig)} or {@link #fusedNormalizationTable(VisionConfig)}. */
+    public static float[] normalizationTable(VisionConfig cfg, ImageBackend backend) {
+        return backend == ImageBackend.TORCHVISION ? fusedNormalizationTable(cfg) : normalizationTable(cfg);
+    }
+
+    /**
+     * The torchvision backend's table (transformers {@code TorchvisionBackend.rescale_and_normalize}, fused rescale
+     * and normalize; correction 8 of vectors/qwen-vl-video/README.md, {@code normalize_fused} of
+     * ref_qwenvl_video.py): {@code table[c*256 + v] = ((float) v − f32(f32(mean)·255)) / f32(f32(std)·255)}, all in
+     * float32 ({@code 1/rescale_factor} is exactly 255.0).
+     */
+    public static float[] fusedNormalizationTable(VisionConfig cfg) {
+        double[] mean = cfg.mean();
+        double[] std = cfg.std();
+        float[] t = new float[3 * 256];
+        for (int c = 0; c < 3; c++) {
+            float meanScaled = (float) mean[c] * 255.0f;
+            float stdScaled = (float) std[c] * 255.0f;
+            for (int v = 0; v < 256; v++) t[c * 256 + v] = ((float) v - meanScaled) / stdScaled;
+        }
+        return t;
+    }
+
+    /** The PIL backend's 3×256 table: {@code table[c*256 + v]} is the normalized value of channel {@code c} with u8 value {@code v}. */
     public static float[] normalizationTable(VisionConfig cfg) {
         double[] mean = cfg.mean();
         double[] std = cfg.std();

@@ -2,11 +2,15 @@ package dev.stoker.image.qwenvl;
 
 import dev.stoker.core.VisionConfig;
 import dev.stoker.image.RgbImage;
+import dev.stoker.image.torch.TorchBicubicU8Resizer;
 import java.lang.foreign.MemorySegment;
 
 /**
  * The Qwen-VL image processor (spec §4–§7): smart_resize plan, Pillow-exact bicubic resize, then fused
- * normalize + patchify into {@code pixel_values}, bit-identical to the HF slow/PIL processor.
+ * normalize + patchify into {@code pixel_values}, bit-identical to the HF slow/PIL processor; or, with
+ * {@link ImageBackend#TORCHVISION}, bit-identical to the torchvision ("fast") processor: the same plan, torchvision's
+ * uint8 antialiased bicubic ({@link TorchBicubicU8Resizer}) and the fused normalize of
+ * {@link PatchWriter#fusedNormalizationTable(VisionConfig)}.
  *
  * <p>Planning is separate from pixel work so that a batch can be laid out (rows per image, byte offsets)
  * before any image is resized, and each image written once, in place. The plan is computed from the
@@ -17,7 +21,9 @@ import java.lang.foreign.MemorySegment;
  */
 public final class QwenVlImageTransform {
     private final VisionConfig config;
-    private final BicubicResizer resizer = new BicubicResizer();
+    private final ImageBackend backend;
+    private final BicubicResizer resizer;
+    private final TorchBicubicU8Resizer torchResizer;
     private final PatchWriter patchWriter;
     private byte[] resized = new byte[0];
 
@@ -54,12 +60,22 @@ public final class QwenVlImageTransform {
         public long[] gridThw() { return new long[] {gridT, gridH, gridW}; }
     }
 
+    /** The PIL backend's transform (what Stoker did before the torchvision backend existed). */
     public QwenVlImageTransform(VisionConfig config) {
+        this(config, ImageBackend.PIL);
+    }
+
+    public QwenVlImageTransform(VisionConfig config, ImageBackend backend) {
         this.config = config;
-        this.patchWriter = new PatchWriter(config);
+        this.backend = java.util.Objects.requireNonNull(backend, "backend");
+        this.resizer = backend == ImageBackend.PIL ? new BicubicResizer() : null;
+        this.torchResizer = backend == ImageBackend.TORCHVISION ? new TorchBicubicU8Resizer() : null;
+        this.patchWriter = new PatchWriter(config, backend);
     }
 
     public VisionConfig config() { return config; }
+
+    public ImageBackend backend() { return backend; }
 
     /**
      * Plans the resize of a {@code srcHeight × srcWidth} image.
@@ -115,7 +131,14 @@ public final class QwenVlImageTransform {
 
     /** The resized u8 image of a plan (a copy; the hot paths use an internal buffer). */
     public RgbImage resized(RgbImage img, Plan plan) {
-        return resizer.resize(img, plan.resizedWidth(), plan.resizedHeight());
+        byte[] out = new byte[Math.toIntExact(plan.resizedByteSize())];
+        resize(img, out, plan.resizedWidth(), plan.resizedHeight());
+        return new RgbImage(plan.resizedWidth(), plan.resizedHeight(), out);
+    }
+
+    private void resize(RgbImage img, byte[] dst, int w, int h) {
+        if (resizer != null) resizer.resize(img.data(), img.width(), img.height(), dst, w, h);
+        else torchResizer.resize(img.data(), img.width(), img.height(), dst, w, h);
     }
 
     private byte[] resizeToPlan(RgbImage img, Plan plan) {
@@ -126,7 +149,7 @@ public final class QwenVlImageTransform {
         if (img.width() == w && img.height() == h) return img.data();
         int needed = w * h * 3;
         if (resized.length < needed) resized = new byte[needed];
-        resizer.resize(img.data(), img.width(), img.height(), resized, w, h);
+        resize(img, resized, w, h);
         return resized;
     }
 }

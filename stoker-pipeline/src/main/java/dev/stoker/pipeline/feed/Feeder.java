@@ -384,7 +384,8 @@ public final class Feeder implements AutoCloseable {
      * ({@link dev.stoker.encode.EncodeOptions#model()}: its tokenizer, its template) is appended when there is one; a
      * job without one keeps its fingerprint. The decode memory budget ({@code --decode-memory}) is left out: its default
      * follows the machine (heap, threads), a job must resume on another one, and what it refuses is an error (recorded in
-     * the errors file), not a sample a limit filters.
+     * the errors file), not a sample a limit filters. The image backend PIL (what every job had before
+     * {@code --image-backend} existed) is left out; TORCHVISION changes the images' pixel values and is part of the text.
      */
     static String encodingText(dev.stoker.encode.EncodeOptions e) {
         var text = new StringBuilder("EncodeOptions[preset=").append(e.preset()).append(", vision=").append(e.vision())
@@ -398,6 +399,7 @@ public final class Feeder implements AutoCloseable {
         if (e.textOnly() != dev.stoker.encode.EncodeOptions.TextOnlyPolicy.ALLOW) text.append(", textOnly=").append(e.textOnly());
         if (e.inputContract() != dev.stoker.encode.EncodeOptions.DEFAULT_INPUT_CONTRACT)
             text.append(", inputContract=").append(e.inputContract());
+        if (e.imageBackend() != dev.stoker.image.qwenvl.ImageBackend.PIL) text.append(", imageBackend=").append(e.imageBackend());
         text.append(']');
         if (e.model() != null) text.append(";model=").append(e.model());
         if (e.chatTemplate() != null) text.append(";template:").append(e.chatTemplateSha256()); // the model's own, rendering

@@ -1,0 +1,134 @@
+package dev.stoker.image.qwenvl;
+
+import dev.stoker.core.VisionConfig;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Turns the resized u8 RGB frames of one video into Qwen-VL {@code pixel_values_videos} rows in one pass: the fused
+ * normalize of the Hugging Face video processors and patchify, bit-identical to {@code normalize_fused} +
+ * {@code patchify_video} of {@code shared/reference/ref_qwenvl_video.py} (transformers 5.18.0 / 4.57.6
+ * {@code Qwen2VLVideoProcessor}, {@code Qwen3VLVideoProcessor}; corrections 8 of vectors/qwen-vl-video/README.md).
+ *
+ * <p>Values: {@code (float(v) − f32(f32(mean)·255)) / f32(f32(std)·255)}, looked up in the 3×256 table of
+ * {@link PatchWriter#fusedNormalizationTable(VisionConfig)}. A frame count that is not a multiple of the temporal
+ * patch size {@code tps} is padded by repeating the last frame (HF pads after normalizing, which gives the same
+ * values since normalizing is per pixel).
+ *
+ * <p>Layout, with {@code T' = ceil(T/tps)·tps} frames, {@code gh = H/p}, {@code gw = W/p}, {@code m} the merge size —
+ * HF's view {@code (gt, tps, C, gh/m, m, p, gw/m, m, p).permute(0,3,6,4,7,2,1,5,8)}:
+ * <pre>
+ *   row = (((t·(gh/m) + bh)·(gw/m) + bw)·m + mh)·m + mw     patch (ph, pw) = (bh·m + mh, bw·m + mw)
+ *   col = ((c·tps + tt)·p + y)·p + x
+ *   value = norm[c][frame min(t·tps + tt, T−1)][ph·p + y][pw·p + x]
+ * </pre>
+ * A single frame gives the rows of a still image under the torchvision image backend (the image repeated over the
+ * temporal patch), so {@link PatchWriter} with {@link ImageBackend#TORCHVISION} and this writer agree on T = 1.
+ *
+ * <p>Threading: not thread-safe (one scratch row); use one instance per thread.
+ */
+public final class VideoPatchWriter {
+    private final int patchSize;
+    private final int mergeSize;
+    private final int temporalPatchSize;
+    private final int rowLength;
+    private final float[] table;
+    private final float[] scratchRow;
+
+    public VideoPatchWriter(VisionConfig cfg) {
+        this.patchSize = cfg.patchSize();
+        this.mergeSize = cfg.mergeSize();
+        this.temporalPatchSize = cfg.temporalPatchSize();
+        this.rowLength = cfg.rowLength();
+        this.table = PatchWriter.fusedNormalizationTable(cfg);
+        this.scratchRow = new float[rowLength];
+    }
+
+    /** Floats per row: 3·tps·p·p. */
+    public int rowLength() { return rowLength; }
+
+    /** Temporal patches of {@code frameCount} frames: ceil(T / tps). */
+    public int gridT(int frameCount) {
+        if (frameCount <= 0) throw new IllegalArgumentException("a video needs at least one frame, got " + frameCount);
+        return (frameCount + temporalPatchSize - 1) / temporalPatchSize;
+    }
+
+    /** Rows of {@code frameCount} frames of {@code width × height} (multiples of p·m): gt·gh·gw. */
+    public int rows(int frameCount, int width, int height) {
+        checkGeometry(width, height);
+        return Math.multiplyExact(gridT(frameCount), (height / patchSize) * (width / patchSize));
+    }
+
+    /**
+     * Writes all rows of {@code frameCount} frames stored back to back in {@code frames} (T×H×W×3, HWC each) into
+     * {@code dst} from float index {@code offset}.
+     */
+    public void write(byte[] frames, int frameCount, int width, int height, float[] dst, int offset) {
+        int rows = rows(frameCount, width, height);
+        if (offset < 0 || (long) offset + (long) rows * rowLength > dst.length)
+            throw new IndexOutOfBoundsException("pixel_values_videos of " + rows + " rows do not fit at " + offset + " in " + dst.length);
+        checkSource(frames, frameCount, width, height);
+        int at = offset;
+        for (int t = 0, gt = gridT(frameCount); t < gt; t++)
+            for (int bh = 0; bh < height / patchSize / mergeSize; bh++)
+                for (int bw = 0; bw < width / patchSize / mergeSize; bw++)
+                    for (int mh = 0; mh < mergeSize; mh++)
+                        for (int mw = 0; mw < mergeSize; mw++) {
+                            fillRow(frames, frameCount, width, height, t, bh * mergeSize + mh, bw * mergeSize + mw, dst, at);
+                            at += rowLength;
+                        }
+    }
+
+    /** As {@link #write(byte[], int, int, int, float[], int)}, as little-endian float32 into {@code dst} from {@code offsetBytes}. */
+    public void write(byte[] frames, int frameCount, int width, int height, MemorySegment dst, long offsetBytes) {
+        int rows = rows(frameCount, width, height);
+        long rowBytes = (long) rowLength * Float.BYTES;
+        if (offsetBytes < 0 || offsetBytes + rows * rowBytes > dst.byteSize())
+            throw new IndexOutOfBoundsException("pixel_values_videos of " + rows + " rows do not fit at byte " + offsetBytes + " in " + dst.byteSize());
+        checkSource(frames, frameCount, width, height);
+        long at = offsetBytes;
+        for (int t = 0, gt = gridT(frameCount); t < gt; t++)
+            for (int bh = 0; bh < height / patchSize / mergeSize; bh++)
+                for (int bw = 0; bw < width / patchSize / mergeSize; bw++)
+                    for (int mh = 0; mh < mergeSize; mh++)
+                        for (int mw = 0; mw < mergeSize; mw++) {
+                            fillRow(frames, frameCount, width, height, t, bh * mergeSize + mh, bw * mergeSize + mw, scratchRow, 0);
+                            MemorySegment.copy(scratchRow, 0, dst, PatchWriter.FLOAT_LE, at, rowLength);
+                            at += rowBytes;
+                        }
+    }
+
+    /** Builds the row of temporal patch {@code t}, patch (ph, pw) at {@code out[base .. base+rowLength)}. */
+    private void fillRow(byte[] frames, int frameCount, int width, int height, int t, int ph, int pw, float[] out, int base) {
+        final int p = patchSize;
+        final int plane = p * p;
+        final int channelStride = temporalPatchSize * plane;
+        final long frameBytes = (long) width * height * 3;
+        final float[] tab = table;
+        for (int tt = 0; tt < temporalPatchSize; tt++) {
+            int frame = Math.min(t * temporalPatchSize + tt, frameCount - 1);
+            int o0 = base + tt * plane;
+            int o1 = o0 + channelStride;
+            int o2 = o1 + channelStride;
+            int o = 0;
+            for (int y = 0; y < p; y++) {
+                int s = (int) (frame * frameBytes + ((long) (ph * p + y) * width + pw * p) * 3);
+                for (int x = 0; x < p; x++, o++, s += 3) {
+                    out[o0 + o] = tab[frames[s] & 0xFF];
+                    out[o1 + o] = tab[256 + (frames[s + 1] & 0xFF)];
+                    out[o2 + o] = tab[512 + (frames[s + 2] & 0xFF)];
+                }
+            }
+        }
+    }
+
+    private void checkGeometry(int width, int height) {
+        int factor = patchSize * mergeSize;
+        if (width <= 0 || height <= 0 || width % factor != 0 || height % factor != 0)
+            throw new IllegalArgumentException(width + "x" + height + " is not a positive multiple of factor " + factor);
+    }
+
+    private static void checkSource(byte[] frames, int frameCount, int width, int height) {
+        if (frames.length < (long) frameCount * width * height * 3)
+            throw new IllegalArgumentException("frame buffer of " + frames.length + " bytes is too small for " + frameCount + " frames of " + width + "x" + height);
+    }
+}

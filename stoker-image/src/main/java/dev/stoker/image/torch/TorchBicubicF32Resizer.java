@@ -1,0 +1,165 @@
+package dev.stoker.image.torch;
+
+/**
+ * Resizes interleaved 8-bit RGB (HWC) bit-identically to torchvision's <em>v1</em> antialiased bicubic resize of a
+ * uint8 tensor on CPU, {@code torchvision.transforms.functional.resize(uint8, BICUBIC, antialias=True)}: the image is
+ * cast to float32, run through aten's float kernel ({@code torch.nn.functional.interpolate(bicubic, antialias=True)},
+ * torch 2.13.0 x86-64 wheels), clamped to [0, 255] and rounded half-to-even. This is the resize of qwen-vl-utils'
+ * video reader. Ported from {@code resize_tv1_u8} and {@code resize_f32_torch} of
+ * {@code shared/reference/ref_qwenvl_video.py}; corrections 1 and 2 of {@code vectors/qwen-vl-video/README.md}.
+ *
+ * <p>The float kernel's results depend on how aten was compiled for the CPU it dispatches to ({@link CpuCapability}):
+ * the AVX2/AVX512 builds fuse {@code a·b+c} (reproduced with {@link Math#fma(float, float, float)}, which rounds
+ * once exactly as the hardware FMA does), the DEFAULT build does not. Per output value, with taps
+ * {@code x_j·w_j}, {@code j < count}:
+ * <pre>
+ *   acc = x_0·w_0                                   rounded product
+ *   j = 1 … 4·⌊(count−1)/4⌋ : acc = acc + x_j·w_j   rounded product, rounded add (GCC's 4-lane in-order reduction)
+ *   later j                 : acc = fma(x_j, w_j, acc)   (DEFAULT: rounded product, rounded add)
+ * </pre>
+ * A horizontal pass (skipped when the width does not change) into a float32 intermediate, then a vertical pass
+ * (skipped when the height does not change). When neither size changes the pixels are copied, as torchvision does.
+ *
+ * <p>Weights are kept per (inSize, outSize) in a small per-instance cache, scratch buffers are reused: a warm resize
+ * into the caller's buffer allocates nothing.
+ *
+ * <p>Threading: not thread-safe; use one instance per thread.
+ */
+public final class TorchBicubicF32Resizer {
+    private static final int CACHE_SLOTS = 8;
+
+    private final CpuCapability capability;
+    private final boolean fused;
+    private final AaWeightsF32[] cache = new AaWeightsF32[CACHE_SLOTS];
+    private int nextSlot;
+    private float[] intermediate = new float[0];
+    private float[] output = new float[0];
+
+    /** A resizer reproducing the x86-64 wheels at {@link CpuCapability#AVX2}, what the conformance vectors used. */
+    public TorchBicubicF32Resizer() {
+        this(CpuCapability.AVX2);
+    }
+
+    public TorchBicubicF32Resizer(CpuCapability capability) {
+        this.capability = capability;
+        this.fused = capability.fusesMultiplyAdd();
+    }
+
+    public CpuCapability capability() { return capability; }
+
+    /**
+     * torchvision v1 {@code resize} of a uint8 image: float kernel, clamp to [0, 255], round half-to-even, into the
+     * first {@code dstWidth·dstHeight·3} bytes of {@code dst}.
+     */
+    public void resize(byte[] src, int srcWidth, int srcHeight, byte[] dst, int dstWidth, int dstHeight) {
+        Geometry.check(src.length, srcWidth, srcHeight, dst.length, dstWidth, dstHeight);
+        if (srcWidth == dstWidth && srcHeight == dstHeight) {
+            System.arraycopy(src, 0, dst, 0, srcWidth * srcHeight * 3);
+            return;
+        }
+        int n = dstWidth * dstHeight * 3;
+        if (output.length < n) output = new float[n];
+        resizeToFloat(src, srcWidth, srcHeight, output, dstWidth, dstHeight);
+        final float[] f = output;
+        for (int i = 0; i < n; i++) dst[i] = (byte) (int) Math.rint(Math.min(Math.max(f[i], 0.0f), 255.0f));
+    }
+
+    /**
+     * The float kernel alone ({@code resize_f32_torch}): the uint8 image resized to float32 HWC values, unclamped,
+     * into the first {@code dstWidth·dstHeight·3} floats of {@code dst}.
+     */
+    public void resizeToFloat(byte[] src, int srcWidth, int srcHeight, float[] dst, int dstWidth, int dstHeight) {
+        Geometry.check(src.length, srcWidth, srcHeight, dst.length, dstWidth, dstHeight);
+        boolean horizontal = dstWidth != srcWidth;
+        boolean vertical = dstHeight != srcHeight;
+        if (!horizontal && !vertical) {
+            for (int i = 0, n = srcWidth * srcHeight * 3; i < n; i++) dst[i] = src[i] & 0xFF;
+            return;
+        }
+        if (!vertical) {
+            horizontal(src, srcWidth, srcHeight, dst, weights(srcWidth, dstWidth));
+            return;
+        }
+        int needed = dstWidth * srcHeight * 3;
+        if (intermediate.length < needed) intermediate = new float[needed];
+        final float[] rows = intermediate;
+        if (horizontal) horizontal(src, srcWidth, srcHeight, rows, weights(srcWidth, dstWidth));
+        else for (int i = 0; i < needed; i++) rows[i] = src[i] & 0xFF;
+        vertical(rows, dstWidth, dst, weights(srcHeight, dstHeight));
+    }
+
+    AaWeightsF32 weights(int inSize, int outSize) {
+        for (AaWeightsF32 c : cache)
+            if (c != null && c.inSize == inSize && c.outSize == outSize) return c;
+        AaWeightsF32 c = new AaWeightsF32(inSize, outSize, fused);
+        cache[nextSlot] = c;
+        nextSlot = (nextSlot + 1) % CACHE_SLOTS;
+        return c;
+    }
+
+    private void horizontal(byte[] src, int srcWidth, int height, float[] dst, AaWeightsF32 k) {
+        final int outWidth = k.outSize;
+        final int kernelSize = k.kernelSize;
+        final int[] start = k.start;
+        final int[] count = k.count;
+        final int[] plainTaps = k.fourLaneTaps;
+        final float[] weights = k.weights;
+        final boolean fma = fused;
+        int d = 0;
+        for (int y = 0; y < height; y++) {
+            final int rowStart = y * srcWidth * 3;
+            for (int x = 0; x < outWidth; x++) {
+                int s = rowStart + start[x] * 3;
+                final int n = count[x];
+                final int wBase = x * kernelSize;
+                float w = weights[wBase];
+                float r = (src[s] & 0xFF) * w, g = (src[s + 1] & 0xFF) * w, b = (src[s + 2] & 0xFF) * w;
+                final int plainEnd = fma ? Math.min(plainTaps[x], n - 1) : n - 1;
+                int t = 1;
+                for (s += 3; t <= plainEnd; t++, s += 3) {
+                    w = weights[wBase + t];
+                    r = r + (src[s] & 0xFF) * w;
+                    g = g + (src[s + 1] & 0xFF) * w;
+                    b = b + (src[s + 2] & 0xFF) * w;
+                }
+                for (; t < n; t++, s += 3) {
+                    w = weights[wBase + t];
+                    r = Math.fma((float) (src[s] & 0xFF), w, r);
+                    g = Math.fma((float) (src[s + 1] & 0xFF), w, g);
+                    b = Math.fma((float) (src[s + 2] & 0xFF), w, b);
+                }
+                dst[d] = r;
+                dst[d + 1] = g;
+                dst[d + 2] = b;
+                d += 3;
+            }
+        }
+    }
+
+    private void vertical(float[] src, int width, float[] dst, AaWeightsF32 k) {
+        final int rowLength = width * 3;
+        final int kernelSize = k.kernelSize;
+        final boolean fma = fused;
+        for (int y = 0; y < k.outSize; y++) {
+            final int n = k.count[y];
+            final int wBase = y * kernelSize;
+            final int first = k.start[y];
+            final int d = y * rowLength;
+            final float w0 = k.weights[wBase];
+            final int s0 = first * rowLength;
+            for (int i = 0; i < rowLength; i++) dst[d + i] = src[s0 + i] * w0;
+            final int plainEnd = fma ? Math.min(k.fourLaneTaps[y], n - 1) : n - 1;
+            int t = 1;
+            for (; t <= plainEnd; t++) {
+                final float w = k.weights[wBase + t];
+                final int s = (first + t) * rowLength;
+                for (int i = 0; i < rowLength; i++) dst[d + i] = dst[d + i] + src[s + i] * w;
+            }
+            for (; t < n; t++) {
+                final float w = k.weights[wBase + t];
+                final int s = (first + t) * rowLength;
+                for (int i = 0; i < rowLength; i++) dst[d + i] = Math.fma(src[s + i], w, dst[d + i]);
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+package dev.stoker.image.qwenvl;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.core.VisionConfig;
+import dev.stoker.testkit.Vectors;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.nio.charset.StandardCharsets;
+import java.util.Objects;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * {@link VideoPatchWriter} (fused normalize + patchify) against fixtures of ref_qwenvl_video.py
+ * {@code patchify_video(normalize_fused(..))} written by tools/torch-resize-fixtures/make_fixtures.py.
+ */
+@Timeout(60)
+class VideoPatchWriterTest {
+
+    static VisionConfig family(String name) {
+        return switch (name) {
+            case "qwen2-vl" -> ProcessorPreset.QWEN2_VL.vision();
+            case "qwen2.5-vl" -> ProcessorPreset.QWEN2_5_VL.vision();
+            case "qwen3-vl" -> ProcessorPreset.QWEN3_VL.vision();
+            default -> throw new IllegalArgumentException(name);
+        };
+    }
+
+    @Test
+    void equalsReferenceForOddAndEvenFrameCounts() throws IOException {
+        var in = Objects.requireNonNull(getClass().getResourceAsStream("/dev/stoker/image/torch/video_patchify_cases.csv"));
+        int cases = 0;
+        try (var r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
+            for (String line; (line = r.readLine()) != null; ) {
+                if (line.isBlank() || line.startsWith("#")) continue;
+                String[] f = line.split(",");
+                long seed = Long.parseLong(f[0]);
+                int pattern = Integer.parseInt(f[1]), t = Integer.parseInt(f[3]), h = Integer.parseInt(f[4]), w = Integer.parseInt(f[5]);
+                int rows = Integer.parseInt(f[6]);
+                byte[] frames = new byte[t * h * w * 3];
+                for (int k = 0; k < t; k++) {
+                    byte[] one = BicubicResizerTest.syntheticImage(seed + k, pattern, w, h);
+                    System.arraycopy(one, 0, frames, k * one.length, one.length);
+                }
+                var writer = new VideoPatchWriter(family(f[2]));
+                assertEquals(rows, writer.rows(t, w, h), line);
+                float[] out = new float[rows * writer.rowLength()];
+                writer.write(frames, t, w, h, out, 0);
+                String where = line;
+                assertEquals(f[7], Vectors.sha256(out), () -> "patchify_video differs: " + where);
+                try (var arena = Arena.ofConfined()) {
+                    var seg = arena.allocate(out.length * 4L + 3);
+                    writer.write(frames, t, w, h, seg, 3);
+                    float[] back = new float[out.length];
+                    java.lang.foreign.MemorySegment.copy(seg, PatchWriter.FLOAT_LE, 3, back, 0, back.length);
+                    assertArrayEquals(out, back, line);
+                }
+                cases++;
+            }
+        }
+        assertTrue(cases >= 8, "only " + cases + " cases");
+    }
+
+    @Test
+    void oneFrameEqualsTheTorchvisionImageRows() {
+        VisionConfig cfg = ProcessorPreset.QWEN2_VL.vision();
+        byte[] img = BicubicResizerTest.syntheticImage(77, 1, 56, 28);
+        var video = new VideoPatchWriter(cfg);
+        float[] a = new float[video.rows(1, 56, 28) * video.rowLength()];
+        video.write(img, 1, 56, 28, a, 0);
+        var image = new PatchWriter(cfg, ImageBackend.TORCHVISION);
+        float[] b = new float[image.rows(56, 28) * image.rowLength()];
+        image.write(img, 56, 28, b, 0);
+        assertArrayEquals(a, b);
+        float[] pil = new float[b.length];
+        new PatchWriter(cfg).write(img, 56, 28, pil, 0);
+        assertTrue(!java.util.Arrays.equals(pil, b), "the fused and the PIL normalize should differ in some last bits");
+    }
+
+    @Test
+    void badGeometryIsRefused() {
+        var writer = new VideoPatchWriter(ProcessorPreset.QWEN3_VL.vision());
+        var e = assertThrows(IllegalArgumentException.class, () -> writer.rows(0, 32, 32));
+        assertTrue(e.getMessage().contains("at least one frame"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> writer.rows(2, 30, 32));
+        assertTrue(e.getMessage().contains("factor 32"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> writer.write(new byte[10], 2, 32, 32, new float[2 * 4 * 1536], 0));
+        assertTrue(e.getMessage().contains("too small"), e.getMessage());
+        assertThrows(IndexOutOfBoundsException.class, () -> writer.write(new byte[2 * 32 * 32 * 3], 2, 32, 32, new float[100], 0));
+    }
+}
