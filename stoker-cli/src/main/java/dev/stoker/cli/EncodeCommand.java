@@ -3,6 +3,7 @@ package dev.stoker.cli;
 import dev.stoker.core.Npy;
 import dev.stoker.encode.EncodedSample;
 import dev.stoker.encode.SampleEncoder;
+import dev.stoker.encode.video.VideoEncoding;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
@@ -39,8 +40,16 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
     @Option(names = "--out", required = true, description = "Output folder (created).")
     Path out;
 
+    @picocli.CommandLine.Mixin
+    VideoFlags video = new VideoFlags();
+
     @Override
-    public List<ConfigKey<?>> settings() { return SAMPLE_SETTINGS; }
+    public List<ConfigKey<?>> settings() {
+        // the trainer's release decides a video's tokens and positions (and the image backend's default)
+        var keys = new ArrayList<>(SAMPLE_SETTINGS);
+        keys.add(NodeConfig.TRANSFORMERS);
+        return keys;
+    }
 
     @Override
     public boolean configFile() { return false; }
@@ -50,10 +59,16 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         var config = NodeOptions.config(spec, settings());
         var options = config.encodeOptions();
         byte[] json = PreprocessCommand.readInput(sample);
+        var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS));
         try (QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
-            try (var images = dev.stoker.source.ObjectSources.open(sample.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
-                EncodedSample s = new SampleEncoder(options, tok).encodeLine(json, sample.getFileName().toString(),
-                        SampleEncoder.ImageSource.blocking(images));
+            try (var objects = dev.stoker.source.ObjectSources.open(sample.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
+                String unknown = VideoFlags.unknownRelease(config.get(NodeConfig.TRANSFORMERS));
+                var encoder = encoding != null ? new SampleEncoder(options, tok, encoding)
+                        : new SampleEncoder(options, tok, VideoEncoding.defaults());
+                var parsed = encoder.parse(json, sample.getFileName().toString());
+                if (unknown != null && !parsed.videos().isEmpty()) throw new dev.stoker.node.ConfigException(unknown);
+                EncodedSample s = encoder.encode(parsed, SampleEncoder.ImageSource.blocking(objects),
+                        (id, ref) -> dev.stoker.source.RangedObjectBytes.of(objects, ref, VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS));
                 write(s, out);
             }
         }
@@ -69,5 +84,14 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         Npy.writeInt64(out.resolve("position_ids.npy"), s.positionIds(), 3, n);
         Npy.writeFloat32(out.resolve("pixel_values.npy"), s.pixelValues(), s.pixelRows(), s.pixelRowLength()); // (0, 1176) without images, as a batch
         Npy.writeInt64(out.resolve("image_grid_thw.npy"), s.imageGridThw(), s.images(), 3);
+        var v = s.videos();
+        if (v != null && v.videos() > 0) {
+            Npy.writeFloat32(out.resolve("pixel_values_videos.npy"), v.pixelValuesVideos(), v.rows(), v.rowLength());
+            Npy.writeInt64(out.resolve("video_grid_thw.npy"), v.videoGridThw(), v.videos(), 3);
+            if (v.secondPerGridTs().length > 0) {
+                Npy.writeFloat32(out.resolve("second_per_grid_ts.npy"), v.secondPerGridTs(), v.secondPerGridTs().length);
+            }
+            Npy.writeInt64(out.resolve("frame_indices.npy"), v.frameIndices(), v.frameIndices().length);
+        }
     }
 }

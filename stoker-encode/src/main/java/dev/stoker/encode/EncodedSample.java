@@ -14,9 +14,18 @@ package dev.stoker.encode;
  *
  * @param pixelRowLength  floats per pixel_values row (3·t·p²), in either format
  * @param sourcePixels    pixels of the source images as stored (before any DCT scaling), for throughput
+ * @param videos          the sample's video tensors (issue 29; only {@code stoker encode} makes them so far), null
+ *                        for a sample encoded without video
  */
 public record EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
-                            float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8) {
+                            float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8,
+                            dev.stoker.encode.video.VideoTensors videos) {
+
+    /** A sample without video tensors. */
+    public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                         float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8) {
+        this(id, inputIds, labels, attentionMask, positionIds, pixelValues, pixelRowLength, imageGridThw, sourcePixels, pixelsU8, null);
+    }
 
     /** A FLOAT32 sample. */
     public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,

@@ -1,6 +1,9 @@
 package dev.stoker.encode;
 
 import dev.stoker.core.SampleException;
+import dev.stoker.encode.video.VideoEncoding;
+import dev.stoker.encode.video.VideoPreprocessor;
+import dev.stoker.encode.video.VideoTensors;
 import dev.stoker.source.SampleRecords;
 import dev.stoker.text.ChatRenderer;
 import dev.stoker.text.ChatSample;
@@ -54,9 +57,11 @@ public final class SampleEncoder {
     }
 
     private final EncodeOptions options;
-    private final SampleParser parser = new SampleParser();
+    private final SampleParser parser;
     private final TokenSequenceBuilder tokens;
     private final ImagePreprocessor images;
+    /** Null for an encoder without video: its parser refuses video records. */
+    private final VideoPreprocessor videos;
 
     /**
      * An encoder that renders chats with the options' chat template: the built-in template of the preset's family, or
@@ -74,10 +79,38 @@ public final class SampleEncoder {
      * after {@link dev.stoker.text.TemplateCheck} found that it differs from the built-in one); labels follow the official rule.
      */
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template) {
+        this(options, tokenizer, template, null);
+    }
+
+    /**
+     * An encoder that also reads video records and encodes their videos as {@code video} says (issue 29: only
+     * {@link #encode(ChatSample, ImageSource, VideoPreprocessor.VideoSource)} makes video tensors so far; the feed's
+     * encoders are made without video, and their parsers refuse it).
+     */
+    public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, VideoEncoding video) {
+        this(options, tokenizer, options.chatTemplate() == null ? new ChatTemplate(options.preset().chatFamily())
+                : dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()), video);
+    }
+
+    private SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template, VideoEncoding video) {
         this.options = options;
         int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
-        this.tokens = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
+        var builder = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
+        if (video == null) {
+            this.parser = new SampleParser();
+            this.tokens = builder;
+            this.videos = null;
+        } else {
+            this.parser = new SampleParser(SampleParser.Videos.ACCEPT);
+            this.tokens = builder.withVideo(options.preset(), video.contract());
+            this.videos = new VideoPreprocessor(options.preset(), options.vision(), video, options.decodeMemoryBytes(1));
+        }
+    }
+
+    /** Parses one JSONL line as this encoder reads records (video records only when it was made with video). */
+    public ChatSample parse(byte[] line, String fallbackId) {
+        return parser.parseLine(line, fallbackId);
     }
 
     public EncodeOptions options() { return options; }
@@ -264,9 +297,73 @@ public final class SampleEncoder {
         }
     }
 
+    /**
+     * Encodes a sample with images and videos into every model input, the videos' tensors included
+     * ({@link EncodedSample#videos()}): images and videos planned, tokens built (an over-long sample is refused before
+     * any pixel), then the images kept decoded and transformed, and the videos kept decoded (their sampled frames only),
+     * resized, normalized and patchified. FLOAT32 pixel format only. Needs an encoder made with video.
+     */
+    public EncodedSample encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
+        if (videos == null) throw new IllegalStateException("this encoder was made without video");
+        String id = sample.id();
+        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32 && !sample.videos().isEmpty()) {
+            throw new SampleException(id, SampleException.Stage.TRANSFORM, "video needs --pixel-format float32: the compact "
+                    + "uint8 format carries no video yet");
+        }
+        var planned = new ArrayList<ImagePreprocessor.Planned>(sample.imagePaths().size());
+        var grids = plan(sample, source, planned);
+        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
+        var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
+        for (var v : sample.videos()) {
+            var p = videos.plan(id, v, videoSource);
+            plannedVideos.add(p);
+            videoTokens.add(videos.tokens(p));
+        }
+        long t0 = System.nanoTime();
+        TextFeatures text = tokens.build(sample, grids, videoTokens);
+        tokenizeNanos += System.nanoTime() - t0;
+        var prepared = new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
+                options.pixelFormat());
+        EncodedSample withImages = encodeImages(prepared, PixelBuffers.FRESH);
+        var kept = plannedVideos.subList(0, text.videosKept());
+        long rows = 0;
+        for (var p : kept) rows += p.rows();
+        int rowLength = videos.rowLength();
+        if (rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, SampleException.Stage.TRANSFORM, "pixel_values_videos of " + rows + " rows is too large for one sample");
+        float[] pixels = new float[(int) (rows * rowLength)];
+        long[] grid = new long[kept.size() * 3];
+        boolean spg = options.preset() == dev.stoker.core.ProcessorPreset.QWEN2_5_VL;
+        float[] secondPerGridTs = new float[spg ? kept.size() : 0];
+        int offset = 0, k = 0;
+        long[] indices = new long[0];
+        for (var p : kept) {
+            videos.writePixels(id, p, videoSource, pixels, offset);
+            offset += (int) (p.rows() * rowLength);
+            System.arraycopy(p.plan().gridThw(), 0, grid, 3 * k, 3);
+            if (spg) secondPerGridTs[k] = p.plan().secondPerGridT();
+            long[] f = p.plan().frameIndices();
+            long[] all = java.util.Arrays.copyOf(indices, indices.length + f.length);
+            System.arraycopy(f, 0, all, indices.length, f.length);
+            indices = all;
+            k++;
+        }
+        var w = withImages;
+        return new EncodedSample(w.id(), w.inputIds(), w.labels(), w.attentionMask(), w.positionIds(), w.pixelValues(),
+                w.pixelRowLength(), w.imageGridThw(), w.sourcePixels(), w.pixelsU8(),
+                new VideoTensors(pixels, rowLength, grid, secondPerGridTs, indices));
+    }
+
     /** Encodes a sample writing pixel_values into an array from {@code buffers}. */
     public EncodedSample encode(ChatSample sample, ImageSource source, PixelBuffers buffers) {
-        Prepared p = prepare(sample, source);
+        if (!sample.videos().isEmpty()) {
+            throw new SampleException(sample.id(), SampleException.Stage.TRANSFORM, "has " + sample.videos().size()
+                    + " video(s): this path encodes images only (stoker encode encodes video; the feed does not yet)");
+        }
+        return encodeImages(prepare(sample, source), buffers);
+    }
+
+    private EncodedSample encodeImages(Prepared p, PixelBuffers buffers) {
         if (p.pixelFormat() == EncodeOptions.PixelFormat.UINT8) return encodeCompact(p);
         long rows = p.pixelRows();
         int rowLength = p.rowLength();

@@ -1,0 +1,54 @@
+package dev.stoker.encode.video;
+
+import dev.stoker.image.torch.CpuCapability;
+import dev.stoker.text.VideoContract;
+import dev.stoker.video.sample.TransformersCompat;
+import dev.stoker.video.sample.VideoOptions;
+import dev.stoker.video.sample.VideoSampler;
+import java.util.Objects;
+
+/**
+ * How a job turns the videos of its samples into model inputs (issue 29): the sampling rules ({@code
+ * --video-sampler}), the command-level video options ({@code --video-fps} … {@code --video-total-pixels}) over a
+ * model folder's {@code video_preprocessor_config.json}, whose trainer's tokens and positions they follow
+ * ({@link VideoContract}: qwen-vl-finetune without {@code --transformers}, or 4.57 / 5.18), the CPU capability whose
+ * float rounding the qwen-vl-utils resize reproduces, and the time one video may take to decode.
+ *
+ * @param sampler            the sampling and resizing rules
+ * @param options            command-level options (empty: the sampler's defaults for the family)
+ * @param processor          a model folder's video processor options, under {@code options}; null for none
+ * @param contract           whose text and positions
+ * @param cpu                the torch build's CPU capability for the float resize (the vectors: AVX2)
+ * @param decodeTimeoutNanos the most one video's decode may take (its deadline)
+ */
+public record VideoEncoding(VideoSampler sampler, VideoOptions options, VideoOptions processor, VideoContract contract,
+                            CpuCapability cpu, long decodeTimeoutNanos) {
+    /** One video's decode deadline unless set: a 2-hour 1080p video sampled at 2 fps decodes in well under this. */
+    public static final long DEFAULT_DECODE_TIMEOUT_NANOS = 300_000_000_000L;
+
+    public VideoEncoding {
+        Objects.requireNonNull(sampler, "sampler");
+        Objects.requireNonNull(options, "options");
+        Objects.requireNonNull(contract, "contract");
+        Objects.requireNonNull(cpu, "cpu");
+        if (decodeTimeoutNanos <= 0) throw new IllegalArgumentException("decode timeout must be > 0");
+        if (sampler == VideoSampler.LLAMAFACTORY) {
+            throw new IllegalArgumentException("--video-sampler llamafactory plans frames (Stoker knows its rules) but its "
+                    + "frames' Pillow pre-resize is not wired into encoding yet; use hf or qwen-vl-utils");
+        }
+    }
+
+    /** The defaults: the HF video processor's sampling, qwen-vl-finetune's tokens, AVX2 rounding. */
+    public static VideoEncoding defaults() {
+        return new VideoEncoding(VideoSampler.HF, VideoOptions.DEFAULTS, null, VideoContract.OFFICIAL, CpuCapability.AVX2,
+                DEFAULT_DECODE_TIMEOUT_NANOS);
+    }
+
+    /**
+     * The processor release whose sampling and resize rules apply: 5.18 for its contract, else 4.57 (qwen-vl-finetune
+     * computes {@code second_per_grid_ts} as 4.57 does, {@code 2 / fps}).
+     */
+    public TransformersCompat compat() {
+        return contract == VideoContract.TRANSFORMERS_5_18 ? TransformersCompat.V5_18 : TransformersCompat.V4_57;
+    }
+}

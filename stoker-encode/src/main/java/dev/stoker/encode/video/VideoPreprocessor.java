@@ -1,0 +1,174 @@
+package dev.stoker.encode.video;
+
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.core.SampleException;
+import dev.stoker.core.VisionConfig;
+import dev.stoker.core.io.SeekableByteSource;
+import dev.stoker.image.qwenvl.VideoPatchWriter;
+import dev.stoker.image.torch.TorchBicubicF32Resizer;
+import dev.stoker.image.torch.TorchBicubicU8Resizer;
+import dev.stoker.text.Message;
+import dev.stoker.text.VideoTokens;
+import dev.stoker.video.decode.VideoDecoder;
+import dev.stoker.video.index.FrameIndex;
+import dev.stoker.video.index.FrameIndexer;
+import dev.stoker.video.sample.VideoItemOptions;
+import dev.stoker.video.sample.VideoMetadata;
+import dev.stoker.video.sample.VideoPlan;
+import dev.stoker.video.sample.VideoPlanner;
+import dev.stoker.video.sample.VideoSampler;
+import java.io.IOException;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * One video of a sample → its {@code pixel_values_videos} rows, in two halves like images: {@link #plan} indexes the
+ * container (demuxing, no decoding) and applies the sampling and resizing rules, so the grid, the token count and
+ * the memory are known before any pixel; {@link #writePixels} decodes only the sampled frames, resizes each as it
+ * arrives (torchvision's uint8 kernel for the HF processors, its float32 kernel for qwen-vl-utils), then normalizes
+ * and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}.
+ *
+ * <p>Threading: one instance per thread (resize and frame buffers).
+ */
+public final class VideoPreprocessor {
+    /** Opens a video's bytes by the reference a record gives (relative to its folder or root, confined as images are). */
+    @FunctionalInterface
+    public interface VideoSource {
+        SeekableByteSource open(String sampleId, String reference) throws IOException;
+    }
+
+    /**
+     * A video planned: its exact index and what will be made of it.
+     *
+     * @param reference the record's reference to it
+     * @param index     its frame index
+     * @param plan      sampled frames, resized size, grid, timestamps
+     */
+    public record Planned(String reference, FrameIndex index, VideoPlan plan) {
+        /** Rows of pixel_values_videos: t·h·w. */
+        public long rows() { return plan.patches(); }
+
+        /** Bytes of the resized frames this video holds while it is encoded (u8 RGB). */
+        public long clipBytes() { return (long) plan.frameCount() * plan.resizedHeight() * plan.resizedWidth() * 3; }
+    }
+
+    private final ProcessorPreset preset;
+    private final VideoEncoding encoding;
+    private final VideoPlanner planner;
+    private final VideoPatchWriter patches;
+    private final long memoryBudgetBytes;
+    private final FrameIndexer indexer = new FrameIndexer();
+    private final TorchBicubicU8Resizer u8 = new TorchBicubicU8Resizer();
+    private final TorchBicubicF32Resizer f32;
+    private byte[] clip = new byte[0];
+    private byte[] resized = new byte[0];
+
+    /**
+     * @param memoryBudgetBytes the most one video may hold while it is encoded: its resized frames plus one decoded
+     *                          frame, counted from the plan before decoding
+     */
+    public VideoPreprocessor(ProcessorPreset preset, VisionConfig vision, VideoEncoding encoding, long memoryBudgetBytes) {
+        this.preset = preset;
+        this.encoding = encoding;
+        var model = encoding.processor();
+        this.planner = new VideoPlanner(preset, encoding.sampler(), encoding.compat(),
+                model == null ? encoding.options() : encoding.options().over(model),
+                model == null ? dev.stoker.video.sample.VideoOptions.DEFAULTS : model);
+        this.patches = new VideoPatchWriter(vision);
+        this.f32 = new TorchBicubicF32Resizer(encoding.cpu());
+        this.memoryBudgetBytes = memoryBudgetBytes;
+    }
+
+    /** Floats per pixel_values_videos row (3·2·p·p). */
+    public int rowLength() { return patches.rowLength(); }
+
+    /** Indexes the video and plans it; a failure names the sample and the video. */
+    public Planned plan(String sampleId, Message.Video item, VideoSource source) {
+        if (item.isFrameList()) {
+            throw new SampleException(sampleId, SampleException.Stage.DECODE, "a video given as a list of " + item.frames().size()
+                    + " frame images: Stoker reads video files only so far (qwen-vl-utils' frame-list rule is not built yet)");
+        }
+        String ref = item.ref();
+        FrameIndex index;
+        try (SeekableByteSource s = source.open(sampleId, ref)) {
+            index = indexer.index(s);
+        } catch (IOException e) {
+            throw new SampleException(sampleId, SampleException.Stage.FETCH, "video " + ref + ": " + e.getMessage(), e);
+        } catch (SampleException e) {
+            throw e.withSampleId(sampleId + " (" + ref + ")");
+        }
+        VideoPlan plan;
+        try {
+            plan = planner.plan(ref, VideoMetadata.of(index, ref), VideoItemOptions.of(numbers(sampleId, ref, item.options()), ref));
+        } catch (IllegalArgumentException e) { // VideoPlanException included: the video's, named
+            throw new SampleException(sampleId, SampleException.Stage.TRANSFORM, e.getMessage(), e);
+        }
+        var planned = new Planned(ref, index, plan);
+        long need = planned.clipBytes() + (long) plan.frameWidth() * plan.frameHeight() * 3;
+        if (need > memoryBudgetBytes) {
+            throw new SampleException(sampleId, SampleException.Stage.DECODE, "video " + ref + ": " + plan.frameCount()
+                    + " frames of " + plan.resizedWidth() + "x" + plan.resizedHeight() + " and one of " + plan.frameWidth()
+                    + "x" + plan.frameHeight() + " need " + need + " bytes, over the decode memory budget of "
+                    + memoryBudgetBytes);
+        }
+        return planned;
+    }
+
+    private static Map<String, Number> numbers(String sampleId, String ref, Map<String, Object> options) {
+        var out = new LinkedHashMap<String, Number>();
+        options.forEach((k, v) -> {
+            if (!(v instanceof Number n)) {
+                throw new SampleException(sampleId, SampleException.Stage.TRANSFORM, "video " + ref + ": per-item key '" + k
+                        + "' must be a number, got " + v);
+            }
+            out.put(k, n);
+        });
+        return out;
+    }
+
+    /** What the text needs of a planned video: its grid and the family's timing numbers. */
+    public VideoTokens tokens(Planned p) {
+        VideoPlan plan = p.plan();
+        return switch (preset) {
+            case QWEN2_VL -> VideoTokens.qwen2(plan.gridT(), plan.gridH(), plan.gridW());
+            case QWEN2_5_VL -> VideoTokens.qwen25(plan.gridT(), plan.gridH(), plan.gridW(), plan.secondPerGridT());
+            case QWEN3_VL -> VideoTokens.qwen3(plan.gridT(), plan.gridH(), plan.gridW(), plan.timestamps());
+        };
+    }
+
+    /**
+     * Decodes the planned frames, resizes each as it arrives, and writes the video's pixel_values_videos rows into
+     * {@code dst} from float {@code offset}; returns the decode's cost.
+     */
+    public VideoDecoder.Result writePixels(String sampleId, Planned p, VideoSource source, float[] dst, int offset) {
+        VideoPlan plan = p.plan();
+        long[] wanted = plan.frameIndices();
+        int n = wanted.length, rh = plan.resizedHeight(), rw = plan.resizedWidth();
+        int frameBytes = Math.multiplyExact(rh, rw * 3);
+        if (clip.length < (long) n * frameBytes) clip = new byte[Math.multiplyExact(n, frameBytes)];
+        if (resized.length < frameBytes) resized = new byte[frameBytes];
+        int[] frames = new int[n];
+        for (int i = 0; i < n; i++) frames[i] = Math.toIntExact(wanted[i]);
+        VideoDecoder.Result result;
+        try (SeekableByteSource s = source.open(sampleId, p.reference())) {
+            long deadline = System.nanoTime() + encoding.decodeTimeoutNanos();
+            result = VideoDecoder.decode(s, p.index(), frames, deadline, (f, w, h, rgb) -> {
+                if (w != plan.frameWidth() || h != plan.frameHeight()) {
+                    throw new SampleException(sampleId, SampleException.Stage.DECODE, "video " + p.reference() + ": frame " + f
+                            + " is " + w + "x" + h + ", the stream said " + plan.frameWidth() + "x" + plan.frameHeight());
+                }
+                if (encoding.sampler() == VideoSampler.QWEN_VL_UTILS) f32.resize(rgb, w, h, resized, rw, rh);
+                else u8.resize(rgb, w, h, resized, rw, rh);
+                for (int i = 0; i < n; i++) {
+                    if (frames[i] == f) System.arraycopy(resized, 0, clip, i * frameBytes, frameBytes);
+                }
+            });
+        } catch (IOException e) {
+            throw new SampleException(sampleId, SampleException.Stage.FETCH, "video " + p.reference() + ": " + e.getMessage(), e);
+        } catch (SampleException e) {
+            throw e.withSampleId(sampleId + " (" + p.reference() + ")");
+        }
+        patches.write(clip, n, rw, rh, dst, offset);
+        return result;
+    }
+}
