@@ -1,0 +1,102 @@
+package dev.stoker.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import dev.stoker.core.Npy;
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * {@code stoker encode} on LLaMA-Factory's video layout at the defaults, with clips made here by the ffmpeg CLI as
+ * its demo's are (H.264 in MP4 at 25 fps tagged BT.709, H.264 in AVI at 359/12 fps), for the three families: exit 0,
+ * {@code pixel_values_videos} with Σ t·h·w rows of 3·2·p² floats, as many {@code <|video_pad|>} tokens as
+ * Σ t·h·w / 4, the sampled frame indices, Qwen2.5's {@code second_per_grid_ts}. Needs nothing outside the repository
+ * but FFmpeg (which {@code ./stoker test} installs; {@code -Dstoker.video.skipWithoutFfmpeg=true} skips instead).
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class VideoEncodeCliTest {
+    @TempDir static Path dir;
+    static final long VIDEO_PAD = 151656;
+
+    @BeforeAll
+    static void clips() throws Exception {
+        if (!onPath("ffmpeg")) {
+            String message = "the ffmpeg command is missing: install the Debian package ffmpeg (./stoker test installs it)";
+            if (Boolean.getBoolean("stoker.video.skipWithoutFfmpeg")) Assumptions.abort(message);
+            fail(message);
+        }
+        Path data = Files.createDirectories(dir.resolve("mllm_demo_data"));
+        ffmpeg(data.resolve("1.mp4"), "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2", "-c:v", "libx264",
+                "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-color_primaries", "bt709", "-color_trc", "bt709",
+                "-colorspace", "bt709");
+        ffmpeg(data.resolve("2.avi"), "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=359/12:duration=1.5", "-c:v",
+                "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p");
+        Files.writeString(dir.resolve("one.json"), """
+            {"messages": [{"content": "<video>Why is this video funny?", "role": "user"},
+                          {"content": "Because a baby is reading, and he is so cute!", "role": "assistant"}],
+             "videos": ["mllm_demo_data/1.mp4"]}
+            """);
+        Files.writeString(dir.resolve("two.json"), """
+            {"messages": [{"content": "<video>What is she doing?", "role": "user"},
+                          {"content": "She is cooking.", "role": "assistant"},
+                          {"content": "<video>And now?", "role": "user"},
+                          {"content": "Still cooking.", "role": "assistant"}],
+             "videos": ["mllm_demo_data/2.avi", "mllm_demo_data/1.mp4"]}
+            """);
+    }
+
+    private static boolean onPath(String tool) {
+        for (String d : System.getenv().getOrDefault("PATH", "").split(File.pathSeparator)) {
+            if (Files.isExecutable(Path.of(d, tool))) return true;
+        }
+        return false;
+    }
+
+    private static void ffmpeg(Path out, String... args) throws Exception {
+        var cmd = new ArrayList<>(List.of("ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y"));
+        cmd.addAll(List.of(args));
+        cmd.add(out.toString());
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null"))).start();
+        String text = new String(p.getInputStream().readAllBytes());
+        if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) fail("ffmpeg failed: " + text);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen2-vl", "qwen2.5-vl", "qwen3-vl"})
+    void llamaFactoryVideoRecordsEncodeAtTheDefaults(String processor) throws Exception {
+        for (String sample : List.of("one.json", "two.json")) {
+            Path out = dir.resolve(processor + "-" + sample);
+            var r = CliRunner.run("encode", "--processor", processor, "--sample", dir.resolve(sample).toString(), "--out",
+                    out.toString());
+            assertEquals(0, r.status(), r.err());
+            var grid = Npy.read(out.resolve("video_grid_thw.npy"));
+            int videos = sample.equals("one.json") ? 1 : 2;
+            assertEquals(List.of((long) videos, 3L), List.of(grid.shape()[0], grid.shape()[1]));
+            long[] g = grid.asLongs();
+            long rows = 0;
+            for (int k = 0; k < videos; k++) rows += g[3 * k] * g[3 * k + 1] * g[3 * k + 2];
+            var pv = Npy.read(out.resolve("pixel_values_videos.npy"));
+            int p = processor.equals("qwen3-vl") ? 16 : 14;
+            assertEquals(rows, pv.shape()[0]);
+            assertEquals(3L * 2 * p * p, pv.shape()[1]);
+            long pads = 0;
+            for (long id : Npy.read(out.resolve("input_ids.npy")).asLongs()) if (id == VIDEO_PAD) pads++;
+            assertEquals(rows / 4, pads, "one <|video_pad|> per 2x2 merged patch");
+            // 2 s at 25 fps and 1.5 s at 359/12 fps, sampled at 2 fps: 4 frames each
+            assertEquals(4L * videos, Npy.read(out.resolve("frame_indices.npy")).shape()[0]);
+            assertEquals(processor.equals("qwen2.5-vl"), Files.exists(out.resolve("second_per_grid_ts.npy")));
+        }
+    }
+}
