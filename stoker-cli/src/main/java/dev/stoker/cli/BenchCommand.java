@@ -2,6 +2,7 @@ package dev.stoker.cli;
 
 import dev.stoker.bench.preprocess.DecodeBench;
 import dev.stoker.bench.preprocess.PreprocessBench;
+import dev.stoker.bench.video.VideoBench;
 import dev.stoker.bench.video.VideoDecodeBench;
 import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
@@ -18,7 +19,7 @@ import picocli.CommandLine.Spec;
 
 /** {@code stoker bench …}: whole-pipeline benchmarks, plans of stoker-bench (kernels are JMH: {@code ./stoker jmh}). */
 @Command(name = "bench", mixinStandardHelpOptions = true, sortOptions = false, description = "Benchmarks of whole pipelines.",
-        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, BenchCommand.VideoDecode.class, LadderCommand.class, HandoffCommand.class,
+        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, BenchCommand.VideoDecode.class, BenchCommand.Video.class, LadderCommand.class, HandoffCommand.class,
                 FlightCommand.class, SoakCommand.class, ClusterCommand.class, WireCommand.class, IndexCommand.class, PackingCommand.class})
 final class BenchCommand {
     /** What a benchmark that runs a feed takes of NodeConfig: the processor, the data and the store. */
@@ -113,6 +114,46 @@ final class BenchCommand {
             if (rounds < 1 || frames < 0) throw new picocli.CommandLine.ParameterException(spec.commandLine(),
                     "--rounds must be at least 1 and --frames at least 0");
             VideoDecodeBench.run(new VideoDecodeBench.Settings(videos, rounds, frames), spec.commandLine().getOut());
+            return 0;
+        }
+    }
+
+    /** {@code stoker bench video}: video samples encoded on N threads. */
+    @Command(name = "video", mixinStandardHelpOptions = true, sortOptions = false,
+            description = {"Encode the video samples of a data set on N threads: index, sample, decode only the sampled "
+                    + "frames, resize, normalize, patchify, tokenize.", "Prints videos/s, frames decoded per frame kept and "
+                    + "decode MP/s; the last stdout line is JSON."})
+    static final class Video implements Callable<Integer>, NodeOptions.Configured {
+        @Spec CommandSpec spec;
+
+        @picocli.CommandLine.Mixin
+        VideoFlags video = new VideoFlags();
+
+        @Option(names = "--limit", defaultValue = "0", description = "Samples to time, 0 for all (default: ${DEFAULT-VALUE}).")
+        int limit;
+
+        @Option(names = "--warmup", defaultValue = "8", description = "Samples encoded before timing starts (default: ${DEFAULT-VALUE}).")
+        int warmup;
+
+        @Override
+        public List<ConfigKey<?>> settings() {
+            var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.WEIGHT, NodeConfig.IMAGE_ROOT,
+                    NodeConfig.INDEX_CACHE, NodeConfig.ALLOW_REFS_OUTSIDE_ROOT, NodeConfig.S3_ENDPOINT, NodeConfig.S3_REGION,
+                    NodeConfig.S3_PATH_STYLE, NodeConfig.THREADS, NodeConfig.TRANSFORMERS));
+            keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
+            return keys;
+        }
+
+        @Override
+        public boolean configFile() { return false; }
+
+        @Override
+        public Integer call() throws Exception {
+            var config = NodeOptions.config(spec, settings());
+            if (config.data() == null) throw new ConfigException("--data is required: a manifest of video samples");
+            var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS));
+            if (encoding == null) throw new ConfigException(VideoFlags.unknownRelease(config.get(NodeConfig.TRANSFORMERS)));
+            VideoBench.run(new VideoBench.Settings(config, encoding, limit, warmup), spec.commandLine().getOut());
             return 0;
         }
     }

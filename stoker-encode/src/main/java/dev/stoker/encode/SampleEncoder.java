@@ -108,6 +108,9 @@ public final class SampleEncoder {
         }
     }
 
+    /** The video half's counters (videos, frames decoded and kept, decode time); null for an encoder without video. */
+    public VideoPreprocessor videoStats() { return videos; }
+
     /** Parses one JSONL line as this encoder reads records (video records only when it was made with video). */
     public ChatSample parse(byte[] line, String fallbackId) {
         return parser.parseLine(line, fallbackId);

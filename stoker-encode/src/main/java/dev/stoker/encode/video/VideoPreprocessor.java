@@ -62,6 +62,26 @@ public final class VideoPreprocessor {
     private final TorchBicubicF32Resizer f32;
     private byte[] clip = new byte[0];
     private byte[] resized = new byte[0];
+    private long videosDecoded, framesDecoded, framesKept, decodeNanos, decodedPixels;
+
+    /** Videos decoded since the last {@link #resetStats()}. */
+    public long videosDecoded() { return videosDecoded; }
+
+    /** Frames libavcodec produced, kept or not (a seek-less decode gives every frame up to the last one kept). */
+    public long framesDecoded() { return framesDecoded; }
+
+    /** Distinct frames kept. */
+    public long framesKept() { return framesKept; }
+
+    /** Wall time of the decodes, conversion to RGB and the resize of each frame as it arrives included. */
+    public long decodeNanos() { return decodeNanos; }
+
+    /** Pixels of the frames decoded (width · height each). */
+    public long decodedPixels() { return decodedPixels; }
+
+    public void resetStats() {
+        videosDecoded = framesDecoded = framesKept = decodeNanos = decodedPixels = 0;
+    }
 
     /**
      * @param memoryBudgetBytes the most one video may hold while it is encoded: its resized frames plus one decoded
@@ -168,6 +188,11 @@ public final class VideoPreprocessor {
         } catch (SampleException e) {
             throw e.withSampleId(sampleId + " (" + p.reference() + ")");
         }
+        videosDecoded++;
+        framesDecoded += result.framesDecoded();
+        framesKept += result.framesKept();
+        decodeNanos += result.nanos();
+        decodedPixels += result.framesDecoded() * plan.frameWidth() * plan.frameHeight();
         patches.write(clip, n, rw, rh, dst, offset);
         return result;
     }
