@@ -162,6 +162,12 @@ public final class Feeder implements AutoCloseable {
         return start(config, source, tokenizer, store, null, -1);
     }
 
+    /** {@link #start(FeedConfig, FeedSource, QwenTokenizer, ShmObjectStore)} whose streams run on {@code system} (a node's). */
+    static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
+                        ClassicActorSystemProvider system) throws IOException {
+        return start(config, source, tokenizer, store, null, -1, null, system);
+    }
+
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
                                 DataSources owned, long startStep) throws IOException {
         return start(config, source, tokenizer, store, owned, startStep, null);

@@ -66,7 +66,8 @@ public final class TaskProducer implements AutoCloseable {
                     .toMat(Sink.foreach(this::arrived), Keep.both())
                     .run(materializer);
             this.queue = running.first();
-            this.terminated = running.second().toCompletableFuture()
+            // on the stream's own thread as it ends, not on the common pool (StreamCompletion says why)
+            this.terminated = StreamCompletion.of(running.second())
                     .whenComplete((done, err) -> failAll(err != null ? err : new IllegalStateException("worker stream ended")));
         }
 
