@@ -89,6 +89,36 @@ class InProcessClusterTest {
         }
     }
 
+    /** Live actor systems of this JVM by name, counted by their scheduler threads ({@code <system>-scheduler-<n>}, one per system). */
+    static java.util.Map<String, Integer> actorSystems() {
+        var out = new java.util.TreeMap<String, Integer>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            var name = t.getName();
+            int i = name.lastIndexOf("-scheduler-");
+            if (i > 0 && t.isAlive()) out.merge(name.substring(0, i), 1, Integer::sum);
+        }
+        return out;
+    }
+
+    /**
+     * One actor system per process: a member's task producer runs its workers' streams on the member's own system. Before,
+     * each job's producer started a system of its own ({@code stoker-tasks}) beside the member's.
+     */
+    @Test
+    void aMembersTaskProducerRunsOnTheMembersActorSystem() throws Exception {
+        var before = actorSystems();
+        try (var one = OneNode.start(tmp)) {
+            var first = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
+            assertNull(first.error(), "the node's producer made the rank's first batch: " + first.error());
+            var during = actorSystems();
+            var started = new java.util.TreeMap<String, Integer>();
+            during.forEach((name, n) -> {
+                if (n > before.getOrDefault(name, 0)) started.put(name, n - before.getOrDefault(name, 0));
+            });
+            assertEquals(java.util.Map.of(ClusterNode.SYSTEM_NAME, 1), started, "the member's system alone: " + during);
+        }
+    }
+
     /**
      * Audit #14: a rank that could not pull its batch has it made again, and the attempt it gave up on is released on
      * its owner, which is alive (a transient pull failure): it is not pinned until the job stops.
