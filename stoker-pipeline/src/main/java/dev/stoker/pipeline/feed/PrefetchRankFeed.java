@@ -51,8 +51,8 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
                 .toMat(Sink.ignore(), Keep.both())
                 .run(materializer);
         this.killSwitch = running.first();
-        // on the stream's own thread as it ends, not on the common pool (StreamCompletion says why)
-        this.terminated = StreamCompletion.of(running.second()).whenComplete((done, err) ->
+        // on the stream's own thread as it ends, not on the common pool (PekkoFutures says why)
+        this.terminated = PekkoFutures.direct(running.second()).whenComplete((done, err) ->
                 buffer.fail(err != null ? err : new IllegalStateException("rank " + state.rank + " stream ended")));
     }
 

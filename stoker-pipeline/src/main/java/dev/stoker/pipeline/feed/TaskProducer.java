@@ -66,8 +66,8 @@ public final class TaskProducer implements AutoCloseable {
                     .toMat(Sink.foreach(this::arrived), Keep.both())
                     .run(materializer);
             this.queue = running.first();
-            // on the stream's own thread as it ends, not on the common pool (StreamCompletion says why)
-            this.terminated = StreamCompletion.of(running.second())
+            // on the stream's own thread as it ends, not on the common pool (PekkoFutures says why)
+            this.terminated = PekkoFutures.direct(running.second())
                     .whenComplete((done, err) -> failAll(err != null ? err : new IllegalStateException("worker stream ended")));
         }
 

@@ -8,11 +8,10 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
+import dev.stoker.testkit.BusyCommonPool;
 import java.nio.file.Path;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.ActorSystem;
@@ -30,17 +29,16 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A stream's end reaches the feed on the stream's own thread, whatever else holds the JVM's common pool
- * ({@link StreamCompletion}). Regression: on one actor system per process, a feed closed while the node moved the job
+ * ({@link PekkoFutures}). Regression: on one actor system per process, a feed closed while the node moved the job
  * (ResumeTest's resume that waits for another rank's closing trainer) waited its whole
  * {@link Feeder#CLOSE_TIMEOUT_SECONDS} for its ranks' streams: they had ended at once, but the callback that said so was
  * queued on the common pool, whose one thread (two CPUs) held the resuming trainer, which waited for that close.
  *
- * <p>Each test fills every thread of the pool {@link CompletableFuture}'s async methods use with a task that waits for
- * the test to let it go: a wait on a latch, for which the pool adds no thread.
+ * <p>Each test holds every thread of that pool ({@link BusyCommonPool}) while the stream ends.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 @ExtendWith(SharedTokenizer.class)
-class StreamCompletionTest {
+class PekkoFuturesTest {
     /** Well under {@link Feeder#CLOSE_TIMEOUT_SECONDS}, which a close waited out before. */
     static final long CLOSE_MILLIS_AT_MOST = TimeUnit.SECONDS.toMillis(Feeder.CLOSE_TIMEOUT_SECONDS) / 2;
     static ActorSystem system;
@@ -56,33 +54,9 @@ class StreamCompletionTest {
         system.getWhenTerminated().toCompletableFuture().orTimeout(Feeder.CLOSE_TIMEOUT_SECONDS, TimeUnit.SECONDS).join();
     }
 
-    /** Every thread of the pool behind CompletableFuture's async methods (the common pool) busy until closed. */
-    static final class BusyCommonPool implements AutoCloseable {
-        private final CountDownLatch release = new CountDownLatch(1);
-
-        BusyCommonPool() throws InterruptedException {
-            var pool = (ForkJoinPool) new CompletableFuture<Void>().defaultExecutor();
-            int threads = pool.getParallelism();
-            var holding = new CountDownLatch(threads);
-            for (int i = 0; i < threads; i++)
-                pool.execute(() -> {
-                    holding.countDown();
-                    try {
-                        release.await();
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                });
-            assertTrue(holding.await(10, TimeUnit.SECONDS), "all " + threads + " threads of the common pool hold a task: " + pool);
-        }
-
-        @Override
-        public void close() { release.countDown(); }
-    }
-
     /**
      * The cause, on a bare stream: what Pekko's {@code Sink.ignore} materializes runs a {@code whenComplete} on the common
-     * pool, so with that pool busy it has not run when the stream has long ended; through {@link StreamCompletion} it runs
+     * pool, so with that pool busy it has not run when the stream has long ended; through {@link PekkoFutures} it runs
      * as the stream ends.
      */
     @Test
@@ -95,9 +69,9 @@ class StreamCompletionTest {
             CompletableFuture<Done> ours;
             try (var busy = new BusyCommonPool()) {
                 running.second().whenComplete((done, err) -> pekkoSaw.complete(Thread.currentThread()));
-                ours = StreamCompletion.of(running.second());
+                ours = PekkoFutures.direct(running.second());
                 running.first().shutdown();
-                assertEquals(Done.done(), ours.get(CLOSE_MILLIS_AT_MOST, TimeUnit.MILLISECONDS), "the stream's end, through StreamCompletion");
+                assertEquals(Done.done(), ours.get(CLOSE_MILLIS_AT_MOST, TimeUnit.MILLISECONDS), "the stream's end, through PekkoFutures");
                 assertFalse(pekkoSaw.isDone(), "Pekko's own stage has not run its callback: it waits for the busy common pool");
             }
             var ran = pekkoSaw.get(10, TimeUnit.SECONDS);
