@@ -1,6 +1,7 @@
 package dev.stoker.cluster;
 
 import dev.stoker.core.ScheduleCursor;
+import dev.stoker.pipeline.feed.PekkoFutures;
 import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.plan.schedule.ScheduledBatch;
 import dev.stoker.plan.schedule.StepSchedule;
@@ -346,10 +347,11 @@ public final class ClusterJob implements AutoCloseable {
             return;
         }
         String key = t.key();
-        AskPattern.<NodeProtocol.Command, NodeProtocol.Produced>ask(agent,
+        // heard on the thread that answers, not on the JVM's common pool, which anything may hold (PekkoFutures says why)
+        PekkoFutures.direct(AskPattern.<NodeProtocol.Command, NodeProtocol.Produced>ask(agent,
                         reply -> new NodeProtocol.Produce(spec.job(), key, t.worker, t.cursor.epoch(), t.cursor.position(), t.globalStep, t.rank,
                                 reply),
-                        PRODUCE_TIMEOUT, system.scheduler())
+                        PRODUCE_TIMEOUT, system.scheduler()))
                 .whenComplete((p, err) -> produced(t, attempt, p, err));
     }
 

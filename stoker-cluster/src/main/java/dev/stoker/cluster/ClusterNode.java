@@ -177,6 +177,7 @@ public final class ClusterNode implements AutoCloseable {
             throw e;
         }
         var pull = new FlightBatchClient.Options(token, true, tls.certificatePem(), ClusterKey.NAME);
+        runtime.runOn(system); // the process's one actor system: its jobs' task producers run their streams on it
         var node = new ClusterNode(system, runtime, flight, allocator, options, key, tls, pull);
         holder.complete(node);
         return node;
@@ -252,8 +253,8 @@ public final class ClusterNode implements AutoCloseable {
                 }
                 """.formatted(o.host(), o.port(), untrusted ? "on" : "off", tls.keyStore(), tls.password(),
                 tls.password(), tls.trustStore(), tls.password(), seeds, roles, o.downAfter().toMillis(), o.heartbeatPause().toMillis());
-        // over the settings every system of a Stoker process has (logging, shutdown); the member's own threads and default
-        // dispatcher stay Pekko's defaults
+        // over the settings every system of a Stoker process has (logging, shutdown): the member's system is the process's
+        // one, its job's streams run on it too; its own threads and dispatcher stay Pekko's defaults, as before it was shared
         return ConfigFactory.parseString(text).withFallback(FeedEngine.pekkoConfig()).resolve();
     }
 

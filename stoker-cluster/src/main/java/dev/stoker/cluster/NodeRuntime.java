@@ -13,6 +13,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pekko.actor.ClassicActorSystemProvider;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
@@ -35,6 +36,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
 
     private final ShmObjectStore store;
     private final int slots;
+    private volatile ClassicActorSystemProvider system;
     private final Map<String, NodeJob> jobs = new ConcurrentHashMap<>();
     private final AtomicLong jobSequence = new AtomicLong();
     final AtomicLong produced = new AtomicLong();
@@ -95,6 +97,9 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         this.store = store;
         this.slots = slots;
     }
+
+    /** The actor system the jobs' task producers run their streams on: the member's, the process's one. */
+    void runOn(ClassicActorSystemProvider system) { this.system = system; }
 
     ShmObjectStore store() { return store; }
 
@@ -263,7 +268,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         var config = NodeConfig.fromJson(configJson);
         if (slots > 0) NodeShares.checkMade(config, store.budgetBytes());
         store.shareAmong(NodeShares.owners(config.ranks()));
-        var feeds = NodeFeeds.open(config);
+        var feeds = NodeFeeds.open(config, system);
         try {
             return feeds.openTasks(store, MAX_WORKERS);
         } catch (java.io.IOException | RuntimeException e) {

@@ -12,6 +12,7 @@ import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.store.ShmObjectStore;
+import dev.stoker.testkit.BusyCommonPool;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.FeedServer;
@@ -74,8 +75,14 @@ class InProcessClusterTest {
 
         CoordinatorProtocol.BatchRef ask(java.util.function.Function<org.apache.pekko.actor.typed.ActorRef<CoordinatorProtocol.BatchRef>,
                 CoordinatorProtocol.Command> msg) throws Exception {
+            return ask(msg, Duration.ofSeconds(30));
+        }
+
+        /** The coordinator's answer to {@code msg}, failing after {@code timeout}. */
+        CoordinatorProtocol.BatchRef ask(java.util.function.Function<org.apache.pekko.actor.typed.ActorRef<CoordinatorProtocol.BatchRef>,
+                CoordinatorProtocol.Command> msg, Duration timeout) throws Exception {
             return AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator(), msg::apply,
-                    Duration.ofSeconds(30), node.system().scheduler()).toCompletableFuture().get(40, TimeUnit.SECONDS);
+                    timeout, node.system().scheduler()).toCompletableFuture().get(timeout.toMillis() + 10_000, TimeUnit.MILLISECONDS);
         }
 
         @Override
@@ -85,6 +92,48 @@ class InProcessClusterTest {
                 node.close();
             } finally {
                 store.close();
+            }
+        }
+    }
+
+    /** Live actor systems of this JVM by name, counted by their scheduler threads ({@code <system>-scheduler-<n>}, one per system). */
+    static java.util.Map<String, Integer> actorSystems() {
+        var out = new java.util.TreeMap<String, Integer>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            var name = t.getName();
+            int i = name.lastIndexOf("-scheduler-");
+            if (i > 0 && t.isAlive()) out.merge(name.substring(0, i), 1, Integer::sum);
+        }
+        return out;
+    }
+
+    /**
+     * One actor system per process, and nothing hung on the JVM's common pool. A member's task producer runs its workers'
+     * streams on the member's own system (before, each job's producer started one of its own, {@code stoker-tasks}). And
+     * the coordinator hears that a node made a batch on the thread that answers: with every thread of the common pool held
+     * ({@link BusyCommonPool}), the rank's batches past the job's first window are still made and handed out. Before, each
+     * answer to the coordinator's Produce ask reached it on that pool (Pekko's ask hands out Scala's converter, which runs
+     * {@code whenComplete} there: {@link dev.stoker.pipeline.feed.PekkoFutures}), and the rank's ask for its third batch
+     * timed out. One test for both: they share the one-node cluster's start.
+     */
+    @Test
+    void aMembersJobRunsOnTheMembersSystemAndGoesOnWhileTheCommonPoolIsBusy() throws Exception {
+        var before = actorSystems();
+        try (var one = OneNode.start(tmp)) {
+            var first = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
+            assertNull(first.error(), "the node's producer made the rank's first batch: " + first.error());
+            var during = actorSystems();
+            var started = new java.util.TreeMap<String, Integer>();
+            during.forEach((name, n) -> {
+                if (n > before.getOrDefault(name, 0)) started.put(name, n - before.getOrDefault(name, 0));
+            });
+            assertEquals(java.util.Map.of(ClusterNode.SYSTEM_NAME, 1), started, "the member's system alone: " + during);
+            try (var busy = new BusyCommonPool()) {
+                for (int step = 1; step < 6; step++) { // the window is 2 deep: steps 3 on are asked for while the pool is held
+                    var ref = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r), Duration.ofSeconds(10));
+                    assertNull(ref.error(), "step " + step + ": " + ref.error());
+                    assertEquals(step, ref.globalStep(), "the rank's batches in order");
+                }
             }
         }
     }

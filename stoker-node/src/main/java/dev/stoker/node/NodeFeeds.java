@@ -1,5 +1,6 @@
 package dev.stoker.node;
 
+import dev.stoker.pipeline.feed.FeedEngine;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
 import dev.stoker.pipeline.feed.TaskProducer;
@@ -19,25 +20,41 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.function.Consumer;
+import org.apache.pekko.actor.ActorSystem;
+import org.apache.pekko.actor.ClassicActorSystemProvider;
 
 /**
  * The pipelines a {@link NodeConfig} describes: a local job's feed in any mode ({@link #start}), or a
  * cluster node's task producer ({@link #openTasks}). Owns the tokenizer they share, and the data
  * set's location and source settings, checked once when it opens.
+ *
+ * <p>One actor system per process: every feed the node opens (a local job's, and each one it reopens when its
+ * trainers move the job) runs its streams on the system handed in ({@link #open(NodeConfig, ClassicActorSystemProvider)},
+ * a cluster member's) or, for a local node, on one these feeds start with the first feed and stop on {@link #close()}.
  */
 public final class NodeFeeds implements AutoCloseable {
     private final NodeConfig config;
     private final List<DataSources.Spec> sources;
     private final QwenTokenizer tokenizer;
+    /** The system the feeds run on: handed in, or this node's own (made by the first feed, {@link #ownSystem}). */
+    private ClassicActorSystemProvider system;
+    private ActorSystem ownSystem;
 
-    private NodeFeeds(NodeConfig config, List<DataSources.Spec> sources, QwenTokenizer tokenizer) {
+    private NodeFeeds(NodeConfig config, List<DataSources.Spec> sources, QwenTokenizer tokenizer, ClassicActorSystemProvider system) {
         this.config = config;
         this.sources = sources;
         this.tokenizer = tokenizer;
+        this.system = system;
     }
 
-    /** Opens the tokenizer of {@code config}; its data set must be given. */
-    public static NodeFeeds open(NodeConfig config) throws IOException {
+    /** Opens the tokenizer of {@code config}; its data set must be given. The feeds run on an actor system of their own. */
+    public static NodeFeeds open(NodeConfig config) throws IOException { return open(config, null); }
+
+    /**
+     * {@link #open(NodeConfig)} whose feeds run their streams on {@code system}, the process's one actor system (a cluster
+     * member's; the caller owns it); null: on a system of these feeds' own.
+     */
+    public static NodeFeeds open(NodeConfig config, ClassicActorSystemProvider system) throws IOException {
         var sources = config.sources();
         if (sources.isEmpty()) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
         for (var s : sources) {
@@ -48,7 +65,13 @@ public final class NodeFeeds implements AutoCloseable {
                 throw new ConfigException("--data: " + e.getMessage());
             }
         }
-        return new NodeFeeds(config, sources, tokenizer(config.get(NodeConfig.TOKENIZER)));
+        return new NodeFeeds(config, sources, tokenizer(config.get(NodeConfig.TOKENIZER)), system);
+    }
+
+    /** The actor system the feeds run on: the one handed in, else this node's own, started on first use. */
+    private synchronized ClassicActorSystemProvider system() {
+        if (system == null) system = ownSystem = FeedEngine.newSystem("stoker-node");
+        return system;
     }
 
     /** Opens the job's sources. */
@@ -153,11 +176,11 @@ public final class NodeFeeds implements AutoCloseable {
             // measured at start
             Feeder.ShapeSource shapes = (records, source) -> shapes(config, source, records, tokenizer, null,
                     line -> System.err.println("stoker: " + line));
-            var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep(), shapes);
+            var feeder = Feeder.open(openSources(), feedConfig, tokenizer, store, config.startStep(), shapes, system());
             var reopenStore = store;
             return new RankLedger(feeder, store, expected, config.steps(), (at, step) -> {
                 try {
-                    return Feeder.open(openSources(), feedConfig.withStart(at, step), tokenizer, reopenStore, -1, shapes);
+                    return Feeder.open(openSources(), feedConfig.withStart(at, step), tokenizer, reopenStore, -1, shapes, system());
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }
@@ -179,7 +202,8 @@ public final class NodeFeeds implements AutoCloseable {
     public Tasks openTasks(ShmObjectStore store, int maxWorkers) throws IOException {
         var source = openSources();
         try {
-            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY), source.feedSource(), tokenizer, store, maxWorkers);
+            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY), source.feedSource(), tokenizer, store, maxWorkers,
+                    system());
             return new Tasks(producer, () -> {
                 try {
                     source.close();
@@ -206,5 +230,25 @@ public final class NodeFeeds implements AutoCloseable {
     }
 
     @Override
-    public void close() { tokenizer.close(); }
+    public void close() {
+        try {
+            tokenizer.close();
+        } finally {
+            ActorSystem own;
+            synchronized (this) {
+                own = ownSystem;
+                ownSystem = null;
+            }
+            if (own != null) {
+                own.terminate();
+                try {
+                    own.getWhenTerminated().toCompletableFuture().get(Feeder.CLOSE_TIMEOUT_SECONDS, java.util.concurrent.TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+                    // its daemon threads end with the process
+                }
+            }
+        }
+    }
 }

@@ -16,22 +16,23 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import org.apache.pekko.actor.ActorSystem;
+import org.apache.pekko.actor.ClassicActorSystemProvider;
 import org.apache.pekko.stream.Materializer;
 
 /**
  * What a job's feed ({@link Feeder}) and a cluster node's task producer ({@link TaskProducer}) are assembled from alike:
  * the records of the job's sources, indexed once; the CPU pool, sized for the streams that will submit to it and warmed
  * up while the records are read; the metrics, counting per source; the job's fingerprint; and the Pekko materializer the
- * streams run on, of an actor system of the engine's own.
+ * streams run on.
  *
- * <p>Why a system of its own: closing a feed terminates it, which stops every stage of its streams at once, wherever they
- * are. A shared system (one per process) was tried: a feed closed while the ledger moved the job (ResumeTest's resume
- * that waits for another rank's closing trainer) then waited out its 10 s limit for its ranks' streams to end after their
- * kill switches, which ended only when the system did; the cause was not found, so each feed keeps its own.
+ * <p>One actor system per process: a node hands its own in ({@link #start}'s {@code system}, the node's or the cluster
+ * member's), and every feed or producer it opens, a feed reopened at another step included, runs its streams on a
+ * materializer of its own made from it and shut down with it. A feed started alone (a test, a benchmark) passes none and
+ * the engine starts a system of its own, closed with it.
  *
- * <p>Threading: {@link #start} blocks while the records are indexed; the CPU pool's warm-up and the system start
- * meanwhile on threads of their own, and {@link #awaitReady} waits for both. The accessors are safe from any thread after
- * that; {@link #close} once.
+ * <p>Threading: {@link #start} blocks while the records are indexed; the CPU pool's warm-up and a system of the engine's
+ * own start meanwhile on threads of their own, and {@link #awaitReady} waits for both. The accessors are safe from any
+ * thread after that; {@link #close} once.
  */
 public final class FeedEngine implements AutoCloseable {
     /**
@@ -65,11 +66,14 @@ public final class FeedEngine implements AutoCloseable {
     private final CpuPool cpu;
     private final long fingerprint;
     private final CompletableFuture<Void> warmed;
-    private final CompletableFuture<ActorSystem> system;
+    /** The system the streams run on: handed in, or the engine's own ({@link #ownSystem}). */
+    private final CompletableFuture<? extends ClassicActorSystemProvider> system;
+    private final boolean ownSystem;
     private volatile Materializer materializer;
 
     private FeedEngine(FeedConfig config, FeedSource source, SampleRecords records, List<String> sourceNames, FeedMetrics metrics,
-                       CpuPool cpu, CompletableFuture<Void> warmed, CompletableFuture<ActorSystem> system) {
+                       CpuPool cpu, CompletableFuture<Void> warmed, CompletableFuture<? extends ClassicActorSystemProvider> system,
+                       boolean ownSystem) {
         this.config = config;
         this.source = source;
         this.records = records;
@@ -79,6 +83,7 @@ public final class FeedEngine implements AutoCloseable {
         this.fingerprint = Feeder.fingerprint(records.digest(), config);
         this.warmed = warmed;
         this.system = system;
+        this.ownSystem = ownSystem;
     }
 
     /** Pekko's settings for a Stoker process: {@link #PEKKO_CONFIG} over Pekko's reference settings. */
@@ -87,26 +92,27 @@ public final class FeedEngine implements AutoCloseable {
                 .resolve();
     }
 
-    /** An actor system for a feed's streams ({@link #pekkoConfig()}); its owner terminates it. */
-    static ActorSystem newSystem(String name) { return ActorSystem.create(name, pekkoConfig()); }
+    /** A process's one actor system for its feeds ({@link #pekkoConfig()}); its owner terminates it. */
+    public static ActorSystem newSystem(String name) { return ActorSystem.create(name, pekkoConfig()); }
 
     /**
      * Indexes {@code source}'s records and starts what the streams need: a CPU pool of {@code config}'s threads that
      * {@code submitters} callers may submit to at once, warmed up in the background ({@code zeroCopy}: the zero-copy
-     * path's kernels too), and the engine's actor system, named {@code systemName}. The caller owns {@code source}; on
-     * failure everything started here is stopped again.
+     * path's kernels too), and, when {@code system} is null, an actor system of the engine's own. The caller owns
+     * {@code source}; on failure everything started here is stopped again.
      */
     static FeedEngine start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, int submitters, boolean zeroCopy,
-                            String systemName) throws IOException {
+                            ClassicActorSystemProvider system) throws IOException {
         var cpu = new CpuPool(config.cpuThreads(), submitters, config.encode(), tokenizer);
-        // the pool warms up, and the system starts, each on a thread of its own while the sources are indexed and the order
-        // is fixed: none of the three needs another
+        // the pool warms up, and a system of the engine's own starts, each on a thread of its own while the sources are
+        // indexed and the order is fixed: none of the three needs another
         long warmUpMillis = config.warmUpMillis(), limit = TimeUnit.SECONDS.toMillis(FeedSource.MANIFEST_TIMEOUT_SECONDS);
         var warmed = CompletableFuture.runAsync(() -> {
             cpu.prestart(limit);
             if (warmUpMillis > 0) cpu.warmUp(zeroCopy, warmUpMillis, limit);
         }, task -> startThread(task, "stoker-feed-warm-up"));
-        var started = CompletableFuture.supplyAsync(() -> newSystem(systemName), task -> startThread(task, "stoker-feed-start"));
+        CompletableFuture<? extends ClassicActorSystemProvider> started = system != null ? CompletableFuture.completedFuture(system)
+                : CompletableFuture.supplyAsync(() -> newSystem("stoker-feed"), task -> startThread(task, "stoker-feed-start"));
         try {
             var records = source.records();
             if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
@@ -114,9 +120,9 @@ public final class FeedEngine implements AutoCloseable {
             nameSources(metrics, records, config.seed());
             var names = records instanceof MixedSource.Records mixed
                     ? mixed.sources().stream().map(SampleRecords::name).toList() : List.of(source.manifestName());
-            return new FeedEngine(config, source, records, names, metrics, cpu, warmed, started);
+            return new FeedEngine(config, source, records, names, metrics, cpu, warmed, started, system == null);
         } catch (IOException | RuntimeException e) {
-            stop(cpu, warmed, started);
+            stop(cpu, warmed, started, system == null);
             throw e;
         }
     }
@@ -156,17 +162,25 @@ public final class FeedEngine implements AutoCloseable {
     public long fingerprint() { return fingerprint; }
 
     /**
-     * Terminates the actor system, which stops every stage of the streams (waiting at most
-     * {@link Feeder#CLOSE_TIMEOUT_SECONDS}), then the CPU pool, which waits for the samples it is encoding.
+     * Stops the streams' materializer (the caller has stopped its streams first), the actor system when it is the
+     * engine's own (waiting at most {@link Feeder#CLOSE_TIMEOUT_SECONDS}), and the CPU pool, which waits for the samples
+     * it is encoding.
      */
     @Override
-    public void close() { stop(cpu, warmed, system); }
+    public void close() {
+        var m = materializer;
+        if (m != null) m.shutdown();
+        stop(cpu, warmed, system, ownSystem);
+    }
 
-    private static void stop(CpuPool cpu, CompletableFuture<Void> warmed, CompletableFuture<ActorSystem> system) {
-        system.handle((s, err) -> {
-            if (s != null) terminate(s);
-            return null;
-        }).join();
+    private static void stop(CpuPool cpu, CompletableFuture<Void> warmed, CompletableFuture<? extends ClassicActorSystemProvider> system,
+                             boolean own) {
+        if (own) {
+            system.handle((s, err) -> {
+                if (s != null) terminate(s.classicSystem());
+                return null;
+            }).join();
+        }
         warmed.handle((ignored, err) -> null).join();
         cpu.close();
     }

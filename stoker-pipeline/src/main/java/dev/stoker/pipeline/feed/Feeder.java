@@ -28,8 +28,11 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
+import org.apache.pekko.actor.ClassicActorSystemProvider;
 
 /**
  * One feeding job: reads the manifest once, fixes the schedule, and hands each trainer rank a
@@ -132,8 +135,17 @@ public final class Feeder implements AutoCloseable {
      */
     public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep,
                               ShapeSource shapes) throws IOException {
+        return open(sources, config, tokenizer, store, startStep, shapes, null);
+    }
+
+    /**
+     * {@link #open(DataSources, FeedConfig, QwenTokenizer, ShmObjectStore, long, ShapeSource)} whose streams run on
+     * {@code system}, the process's one actor system (a node's: {@link FeedEngine}); null: on a system of the feed's own.
+     */
+    public static Feeder open(DataSources sources, FeedConfig config, QwenTokenizer tokenizer, ShmObjectStore store, long startStep,
+                              ShapeSource shapes, ClassicActorSystemProvider system) throws IOException {
         try {
-            return start(config, sources.feedSource(), tokenizer, store, sources, startStep, shapes);
+            return start(config, sources.feedSource(), tokenizer, store, sources, startStep, shapes, system);
         } catch (IOException | RuntimeException e) {
             sources.close();
             throw e;
@@ -150,6 +162,12 @@ public final class Feeder implements AutoCloseable {
         return start(config, source, tokenizer, store, null, -1);
     }
 
+    /** {@link #start(FeedConfig, FeedSource, QwenTokenizer, ShmObjectStore)} whose streams run on {@code system} (a node's). */
+    static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
+                        ClassicActorSystemProvider system) throws IOException {
+        return start(config, source, tokenizer, store, null, -1, null, system);
+    }
+
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
                                 DataSources owned, long startStep) throws IOException {
         return start(config, source, tokenizer, store, owned, startStep, null);
@@ -159,12 +177,19 @@ public final class Feeder implements AutoCloseable {
      * {@link #start(FeedConfig, FeedSource, QwenTokenizer, ShmObjectStore, DataSources, long)} with where a packed job's
      * shapes come from ({@code shapes}; null: measured here from image headers, on the feed's CPU threads).
      */
-    /**
-     * The one assembly every entry point comes to: the engine (records, CPU pool, the feed's actor system), the schedule
-     * labelled where the feed starts, the error policy, then each local rank's stream in the configured mode.
-     */
     private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
                                 DataSources owned, long startStep, ShapeSource shapes) throws IOException {
+        return start(config, source, tokenizer, store, owned, startStep, shapes, null);
+    }
+
+    /**
+     * The one assembly every entry point comes to: the engine (records, CPU pool, materializer on {@code system}, or on a
+     * system of the feed's own when it is null), the schedule labelled where the feed starts, the error policy, then
+     * each local rank's stream in the configured mode.
+     */
+    private static Feeder start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store,
+                                DataSources owned, long startStep, ShapeSource shapes, ClassicActorSystemProvider system)
+            throws IOException {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         int threads = config.cpuThreads();
@@ -174,7 +199,7 @@ public final class Feeder implements AutoCloseable {
         int samplesPerBatch = config.packing().samplesPerRankAtMost(config.batchSize());
         int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
         var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
-        var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + threads, zeroCopy, "stoker-feed");
+        var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + threads, zeroCopy, system);
         var records = engine.records();
         var metrics = engine.metrics();
         StepSchedule schedule;
@@ -456,13 +481,26 @@ public final class Feeder implements AutoCloseable {
         return metrics.snapshot(perRank, sourceMetrics().map(SourceMetrics::firstByteLatency).orElse(null), errors.counts());
     }
 
-    /** Stops every rank's stream, the Pekko system and the CPU pool, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for each. */
+    /** Stops every rank's stream, then the engine (the streams' materializer, the CPU pool) and the writer, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for the streams. */
     @Override
     public void close() {
         watchdog.close();
         sampler.close();
         for (var r : ranks) r.close();
-        engine.close(); // the actor system, which stops every stage at once, then the CPU pool, which waits for its samples
+        // the ranks' streams stop before what they use: the CPU pool, the store's writer (a process's actor system outlives
+        // this feed, so its end is no sign that they have)
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(CLOSE_TIMEOUT_SECONDS);
+        for (var r : ranks) {
+            try {
+                r.terminated().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            } catch (ExecutionException | TimeoutException e) {
+                // the materializer's shutdown below stops what is left
+            }
+        }
+        engine.close(); // the materializer, a system of the feed's own, and the CPU pool, which waits for its samples
         if (writer != null) writer.close(); // after the CPU pool: nothing writes into the store any more
         errors.close();
         if (ownedSource != null) ownedSource.close();

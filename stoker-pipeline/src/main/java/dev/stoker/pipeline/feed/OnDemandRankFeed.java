@@ -80,4 +80,12 @@ final class OnDemandRankFeed implements RankFeed<Batch> {
 
     @Override
     public FeedMetrics.Rank snapshot() { return state.snapshot(null); }
+
+    /** The last request's run: nothing runs between requests, and requests run one after another. */
+    @Override
+    public CompletableFuture<?> terminated() {
+        synchronized (lock) {
+            return tail.handle((ignored, err) -> null);
+        }
+    }
 }

@@ -33,6 +33,7 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
     private final RankState state;
     private final PrefetchBuffer<B> buffer;
     private final UniqueKillSwitch killSwitch;
+    private final CompletableFuture<?> terminated;
 
     PrefetchRankFeed(RankState state, Iterator<ScheduledBatch> schedule, Flow<ScheduledBatch, B, NotUsed> flow,
                      Materializer materializer, PrefetchBuffer<B> buffer) {
@@ -50,7 +51,8 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
                 .toMat(Sink.ignore(), Keep.both())
                 .run(materializer);
         this.killSwitch = running.first();
-        running.second().whenComplete((done, err) ->
+        // on the stream's own thread as it ends, not on the common pool (PekkoFutures says why)
+        this.terminated = PekkoFutures.direct(running.second()).whenComplete((done, err) ->
                 buffer.fail(err != null ? err : new IllegalStateException("rank " + state.rank + " stream ended")));
     }
 
@@ -81,4 +83,7 @@ final class PrefetchRankFeed<B extends FeedBatch> implements RankFeed<B> {
 
     @Override
     public long[] bufferState() { return buffer.state(); }
+
+    @Override
+    public CompletableFuture<?> terminated() { return terminated; }
 }

@@ -31,6 +31,12 @@ interface RankFeed<B extends FeedBatch> extends AutoCloseable {
     /** {batches, bytes, full 1/0} of the rank's buffer now; zeros where nothing is buffered ahead. */
     default long[] bufferState() { return new long[3]; }
 
+    /**
+     * Completes when the rank's stream has stopped after {@link #close} or {@link #fail} (at once where nothing runs
+     * between requests): the feed waits for it before it stops what the streams use (the CPU pool, the store's writer).
+     */
+    CompletableFuture<?> terminated();
+
     /** Stops this rank's work; outstanding and later next() calls fail. */
     @Override
     void close();

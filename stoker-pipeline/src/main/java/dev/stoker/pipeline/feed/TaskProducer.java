@@ -12,6 +12,10 @@ import java.util.ArrayDeque;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.pekko.actor.ClassicActorSystemProvider;
 import org.apache.pekko.stream.BoundedSourceQueue;
 import org.apache.pekko.stream.Materializer;
 import org.apache.pekko.stream.QueueOfferResult;
@@ -53,6 +57,7 @@ public final class TaskProducer implements AutoCloseable {
     /** One stream and the requests it has not answered yet, oldest first. */
     private final class Worker {
         final BoundedSourceQueue<ScheduledBatch> queue;
+        final CompletableFuture<?> terminated;
         final ArrayDeque<CompletableFuture<StoredBatch>> waiting = new ArrayDeque<>();
 
         Worker() {
@@ -61,7 +66,9 @@ public final class TaskProducer implements AutoCloseable {
                     .toMat(Sink.foreach(this::arrived), Keep.both())
                     .run(materializer);
             this.queue = running.first();
-            running.second().whenComplete((done, err) -> failAll(err != null ? err : new IllegalStateException("worker stream ended")));
+            // on the stream's own thread as it ends, not on the common pool (PekkoFutures says why)
+            this.terminated = PekkoFutures.direct(running.second())
+                    .whenComplete((done, err) -> failAll(err != null ? err : new IllegalStateException("worker stream ended")));
         }
 
         void arrived(StoredBatch b) {
@@ -104,15 +111,16 @@ public final class TaskProducer implements AutoCloseable {
 
     /**
      * Reads the manifest through {@code source}, fixes the schedule of {@code config} (its mode is ignored: batches always
-     * go into {@code store}) and warms the CPU pool up; at most {@code maxWorkers} workers may be used. The caller owns
-     * {@code source} and {@code store}.
+     * go into {@code store}) and warms the CPU pool up; at most {@code maxWorkers} workers may be used, their streams on
+     * {@code system} (the node's one actor system; null: one of the producer's own). The caller owns {@code source} and
+     * {@code store}.
      */
-    public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers)
-            throws IOException {
+    public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers,
+                                     ClassicActorSystemProvider system) throws IOException {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
         int threads = config.cpuThreads();
         int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.packing().samplesPerRankAtMost(config.batchSize()) + 1);
-        var engine = FeedEngine.start(config, source, tokenizer, maxWorkers * perWorker + threads, true, "stoker-tasks");
+        var engine = FeedEngine.start(config, source, tokenizer, maxWorkers * perWorker + threads, true, system);
         var records = engine.records();
         StepSchedule schedule;
         try {
@@ -174,6 +182,17 @@ public final class TaskProducer implements AutoCloseable {
         for (var w : workers.values()) {
             w.queue.complete();
             w.failAll(new IllegalStateException("task producer closed"));
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(Feeder.CLOSE_TIMEOUT_SECONDS);
+        for (var w : workers.values()) { // the streams stop before what they use: the CPU pool, the writer
+            try {
+                w.terminated.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            } catch (ExecutionException | TimeoutException e) {
+                // the materializer's shutdown stops what is left
+            }
         }
         engine.close();
         writer.close();
