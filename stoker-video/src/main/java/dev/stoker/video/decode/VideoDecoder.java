@@ -22,6 +22,10 @@ import java.util.Arrays;
  * (no {@link FrameIndex#PTS_FROM_DTS}), none is discarded by an edit list, and the pts strictly increase; other
  * videos are decoded forward from the start, numbered by counting.
  *
+ * <p><b>Skipping</b>: where frames are numbered by pts, a packet whose frame is not wanted is decoded with
+ * libavcodec's {@code skip_frame = AVDISCARD_NONREF}: a frame no other frame refers to (most B-frames) is then not
+ * decoded at all, and the frames that are decoded come out the same.
+ *
  * <p>Damage is an error, never a silent frame: a frame libavcodec marks corrupt, an error FFmpeg logs while decoding,
  * a wanted frame the stream does not give.
  */
@@ -72,7 +76,13 @@ public final class VideoDecoder {
         try (Demuxer demuxer = Demuxer.open(source, deadlineNanos); FrameReader reader = FrameReader.open(demuxer)) {
             byte[] rgb = new byte[0];
             int position = -1; // frame number of the frame last given; -1 before the first
-            boolean byPts = false;
+            // with pts to number frames by, frames nothing refers to are skipped unless wanted
+            boolean byPts = pts != null;
+            if (byPts) {
+                long[] wantedPts = new long[wanted.length];
+                for (int i = 0; i < wanted.length; i++) wantedPts[i] = pts[wanted[i]];
+                reader.skipNonReferenceUnless(p -> Arrays.binarySearch(wantedPts, p) >= 0);
+            }
             for (int target : wanted) {
                 if (keys != null) {
                     int key = keyAtOrBefore(keys, target);

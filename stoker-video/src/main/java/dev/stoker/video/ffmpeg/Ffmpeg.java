@@ -69,6 +69,7 @@ public final class Ffmpeg {
     final MethodHandle avFrameUnref;
     final MethodHandle avDictSet;
     final MethodHandle avDictFree;
+    final MethodHandle avOptSetInt;
     // conversion to rgb24
     final MethodHandle swsGetCachedContext;
     final MethodHandle swsGetColorspaceDetails;
@@ -163,6 +164,7 @@ public final class Ffmpeg {
         avFrameUnref = handle(avutil, "av_frame_unref", FunctionDescriptor.ofVoid(PTR));
         avDictSet = handle(avutil, "av_dict_set", FunctionDescriptor.of(I32, PTR, PTR, PTR, I32));
         avDictFree = handle(avutil, "av_dict_free", FunctionDescriptor.ofVoid(PTR));
+        avOptSetInt = handle(avutil, "av_opt_set_int", FunctionDescriptor.of(I32, PTR, PTR, I64, I32));
         swsGetCachedContext = handle(swscale, "sws_getCachedContext",
                 FunctionDescriptor.of(PTR, PTR, I32, I32, I32, I32, I32, I32, I32, PTR, PTR, PTR));
         swsGetColorspaceDetails = handle(swscale, "sws_getColorspaceDetails",

@@ -48,6 +48,10 @@ public final class FrameReader implements AutoCloseable {
     private Arena rgbArena;
     private int swsWidth = -1, swsHeight = -1, swsFormat = -1, swsColorspace = -1, swsRange = -1;
     private boolean packetsEnded;
+    /** Which packets must be decoded in full (by pts); null: all. Others are sent with skip_frame = NONREF. */
+    private java.util.function.LongPredicate needed;
+    private int discard = 0;
+    private MemorySegment skipFrameName;
     private boolean haveFrame;
     private long framesDecoded;
 
@@ -143,6 +147,10 @@ public final class FrameReader implements AutoCloseable {
                 demuxer.checkDeadline();
                 if (packetsEnded) throw demuxer.error("the decoder wants input after the end of the stream", null);
                 if (demuxer.nextPacket()) {
+                    if (needed != null) {
+                        setDiscard(needed.test(AvField.AVPacket_pts.getLong(demuxer.packet()))
+                                ? AvField.Constant.AVDISCARD_DEFAULT.value : AvField.Constant.AVDISCARD_NONREF.value);
+                    }
                     int send = (int) ff.avcodecSendPacket.invokeExact(codecContext, demuxer.packet());
                     // EAGAIN here cannot happen after receive_frame gave EAGAIN (the send/receive contract)
                     if (send == AvField.Constant.AVERROR_INVALIDDATA.value) {
@@ -166,6 +174,22 @@ public final class FrameReader implements AutoCloseable {
     private String errorsSuffix() {
         var reported = demuxer.ffmpegErrors();
         return reported.isEmpty() ? "" : " (FFmpeg: " + String.join("; ", reported) + ")";
+    }
+
+    /**
+     * Lets the decoder skip the frames no other frame refers to (libavcodec's {@code skip_frame = AVDISCARD_NONREF})
+     * in every packet whose pts {@code needed} rejects: such a frame is never output, and no other frame changes,
+     * since none refers to it. Only for streams whose packets carry their frames' pts (the caller numbers frames by
+     * pts, not by counting). Null decodes everything.
+     */
+    public void skipNonReferenceUnless(java.util.function.LongPredicate needed) { this.needed = needed; }
+
+    private void setDiscard(int level) throws Throwable {
+        if (level == discard) return;
+        if (skipFrameName == null) skipFrameName = arena.allocateFrom("skip_frame");
+        int rc = (int) ff.avOptSetInt.invokeExact(codecContext, skipFrameName, (long) level, 0);
+        check(rc, "cannot set skip_frame");
+        discard = level;
     }
 
     /**
