@@ -3,7 +3,8 @@
 torch / torchvision on this CPU. Needs a venv with torch 2.13.0+cpu and torchvision 0.28.0 (not the product, not
 the tests):
     /work/venv-kernels/bin/python tools/torch-resize-fixtures/check_real_torch.py [--cases N] [--capability default]
-It compares, on the cases of make_fixtures.py plus N random size pairs:
+It compares, on the cases of make_fixtures.py plus N random size pairs (results and the two torch defects it
+sets apart: README.md beside this file):
   torchvision.transforms.v2.functional.resize(uint8 CHW, BICUBIC, antialias=True)   vs resize_u8_torch
   torchvision.transforms.functional.resize (v1) on the same uint8 tensor              vs resize_tv1_u8(cpu=capability)
   torch.nn.functional.interpolate(float32, bicubic, antialias=True)                  vs resize_f32_torch(cpu=capability)
