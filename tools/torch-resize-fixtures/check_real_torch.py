@@ -87,11 +87,50 @@ def main():
     print(f"float kernel, output width 1 and a height change: torch repeats output row 0 (reference row 0 equal) "
           f"in {len(width_one)}: {width_one}")
     try:
-        check_video_processor()
-        check_image_processor(args.photos)
+        check_auto_backend()
+        if transformers_major() >= 5:
+            check_video_processor()
+            if args.photos:
+                check_image_processor(args.photos)
     except ImportError as e:
         print("transformers not installed, processor checks skipped:", e)
     return 0 if not any(bad.values()) else 1
+
+
+def transformers_major():
+    import transformers
+    return int(transformers.__version__.split(".")[0])
+
+
+# preprocessor_config.json of the Hub's Qwen/Qwen2.5-VL-7B-Instruct (as saved, a slow processor's type)
+HUB_PREPROCESSOR = {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
+                    "merge_size": 2, "image_mean": V.OPENAI_CLIP_MEAN, "image_std": V.OPENAI_CLIP_STD,
+                    "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor"}
+
+
+def check_auto_backend():
+    """Which class AutoImageProcessor.from_pretrained loads for a Hub Qwen2.5-VL folder (no use_fast/backend), and
+    whether it equals the reference's torchvision image path on two photos (max_pixels lowered to 1003520)."""
+    import json
+    import tempfile
+    import transformers
+    from PIL import Image
+    from transformers import AutoImageProcessor
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as fh:
+            json.dump(HUB_PREPROCESSOR, fh)
+        proc = AutoImageProcessor.from_pretrained(d)
+    photos = os.path.join(MF.REF, "..", "photos")
+    exact = 0
+    for name in ("opencv__building.jpg", "mate__Garden.jpg"):
+        img = Image.open(os.path.join(photos, name)).convert("RGB")
+        out = proc(images=[img], max_pixels=1003520, return_tensors="pt") if transformers_major() < 5 else \
+            proc(images=[img], size={"shortest_edge": 3136, "longest_edge": 1003520}, return_tensors="pt")
+        ref, _ = MF.torchvision_image(np.asarray(img), "qwen2.5-vl", 3136, 1003520)
+        pv = out["pixel_values"].numpy()
+        exact += pv.shape == ref.shape and np.array_equal(pv.view(np.uint32), ref.view(np.uint32))
+    print(f"transformers {transformers.__version__} AutoImageProcessor on a Hub Qwen2.5-VL folder loads "
+          f"{type(proc).__name__}; equal to the torchvision reference on {exact}/2 photos")
 
 
 def check_video_processor():
