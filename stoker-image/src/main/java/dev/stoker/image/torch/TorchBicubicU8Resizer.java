@@ -17,10 +17,12 @@ import java.util.Arrays;
  * {@code clamp((2^(prec−1) + Σ w·x) >> prec, 0, 255)} with an int32 accumulator. The result does not depend on
  * the CPU capability.
  *
- * <p>Speed: the uint8 intermediate is never materialized. Vertical windows only move down, so horizontally resampled
- * rows are produced when an output row first needs them, into a ring of {@code kernelSize} int rows (the u8 values the
- * intermediate would hold), and each output row is {@code Σ_t w_t · ring[row_t]} swept over whole rows, a loop shape
- * C2 vectorizes (every array indexed by the loop variable alone). The horizontal pass is scalar. Weights are kept per
+ * <p>Speed (the shape of {@code qwenvl.BicubicResizer}'s design): the uint8 intermediate is never materialized.
+ * Vertical windows only move down, so horizontally resampled rows are produced, {@value #STRIP_ROWS} at a time, when an
+ * output row first needs them, into a ring of {@code kernelSize + STRIP_ROWS} int rows (the u8 values the intermediate
+ * would hold), and each output row is {@code Σ_t w_t · ring[row_t]} swept over whole rows, a loop shape C2
+ * vectorizes (every array indexed by the loop variable alone). The horizontal pass works on strips transposed into
+ * columns, for the same reason. Integer sums are exact, so neither changes a result. Weights are kept per
  * (inSize, outSize) in a small per-instance cache and the ring is reused, so a warm resize into the caller's buffer
  * allocates nothing.
  *
@@ -36,8 +38,16 @@ public final class TorchBicubicU8Resizer {
 
     private final AaWeightsU8[] cache = new AaWeightsU8[CACHE_SLOTS];
     private int nextSlot;
+    /** Source rows per horizontal strip (a multiple of the widest int vector). */
+    static final int STRIP_ROWS = 64;
+    private static final int STRIP_VALUES = 3 * STRIP_ROWS;
+
     private int[][] ring = new int[0][];
     private int[] accumulator = new int[0];
+    /** {@code columns[x]}: source column x of the current strip, channel-major: {@code [c·STRIP_ROWS + r]}. */
+    private int[][] columns = new int[0][];
+    private final int[] stripAccumulator = new int[STRIP_VALUES];
+    private final int[][] stripRows = new int[STRIP_ROWS][];
 
     /**
      * Resizes HWC RGB {@code src} ({@code srcWidth × srcHeight}) into the first {@code dstWidth·dstHeight·3} bytes of
@@ -56,15 +66,17 @@ public final class TorchBicubicU8Resizer {
         final int rowLength = dstWidth * 3;
         AaWeightsU8 hk = horizontal ? weights(srcWidth, dstWidth) : null;
         if (!vertical) {
-            int[] row = ring(1, rowLength)[0];
-            for (int y = 0; y < srcHeight; y++) {
-                horizontalRow(src, y * srcWidth * 3, row, hk);
-                for (int i = 0, d = y * rowLength; i < rowLength; i++) dst[d + i] = (byte) row[i];
+            int[][] rows = ring(STRIP_ROWS, rowLength);
+            for (int y0 = 0; y0 < srcHeight; y0 += STRIP_ROWS) {
+                int n = Math.min(STRIP_ROWS, srcHeight - y0);
+                horizontalStrip(src, srcWidth, y0, n, hk, rows, 0, STRIP_ROWS);
+                for (int r = 0; r < n; r++)
+                    for (int i = 0, d = (y0 + r) * rowLength; i < rowLength; i++) dst[d + i] = (byte) rows[r][i];
             }
             return;
         }
         AaWeightsU8 vk = weights(srcHeight, dstHeight);
-        final int ringSize = vk.kernelSize;
+        final int ringSize = hk != null ? vk.kernelSize + STRIP_ROWS : vk.kernelSize;
         final int[][] rows = ring(ringSize, rowLength);
         if (accumulator.length < rowLength) accumulator = new int[rowLength];
         final int[] acc = accumulator;
@@ -75,10 +87,17 @@ public final class TorchBicubicU8Resizer {
             final int first = vk.start[y];
             final int n = vk.count[y];
             if (produced < first) produced = first;
-            for (; produced < first + n; produced++) {
-                int[] row = rows[produced % ringSize];
-                if (hk != null) horizontalRow(src, produced * srcWidth * 3, row, hk);
-                else for (int i = 0, s = produced * rowLength; i < rowLength; i++) row[i] = src[s + i] & 0xFF;
+            if (hk != null) {
+                while (produced < first + n) {
+                    int strip = Math.min(STRIP_ROWS, srcHeight - produced);
+                    horizontalStrip(src, srcWidth, produced, strip, hk, rows, produced, ringSize);
+                    produced += strip;
+                }
+            } else {
+                for (; produced < first + n; produced++) {
+                    int[] row = rows[produced % ringSize];
+                    for (int i = 0, s = produced * rowLength; i < rowLength; i++) row[i] = src[s + i] & 0xFF;
+                }
             }
             Arrays.fill(acc, 0, rowLength, rounding);
             final int wBase = y * vk.kernelSize;
@@ -107,28 +126,48 @@ public final class TorchBicubicU8Resizer {
         for (int i = 0; i < n; i++) acc[i] += w * row[i];
     }
 
-    /** One source row (from byte {@code rowStart}) resampled horizontally into {@code out}: u8 values as ints. */
-    private static void horizontalRow(byte[] src, int rowStart, int[] out, AaWeightsU8 k) {
+    /**
+     * Source rows {@code y0 .. y0+n} ({@code n ≤ STRIP_ROWS}) resampled horizontally into the rows
+     * {@code ring[(ringFirst + r) % ringSize]} (u8 values as ints). The strip is first transposed into one array per
+     * source column, so that output pixel x of all the strip's rows is {@code Σ_t w_t · columns[start_x + t]}: a sweep
+     * C2 vectorizes, where a row-wise pass would be a scalar gather. A window never leaves the row, so the sums are
+     * those of the row-wise definition.
+     */
+    private void horizontalStrip(byte[] src, int srcWidth, int y0, int n, AaWeightsU8 k, int[][] ring, int ringFirst, int ringSize) {
+        if (columns.length < srcWidth) {
+            int[][] grown = Arrays.copyOf(columns, srcWidth);
+            for (int x = columns.length; x < srcWidth; x++) grown[x] = new int[STRIP_VALUES];
+            columns = grown;
+        }
+        final int[][] cols = columns;
+        for (int r = 0; r < n; r++) {
+            int s = (y0 + r) * srcWidth * 3;
+            for (int x = 0; x < srcWidth; x++, s += 3) {
+                final int[] col = cols[x];
+                col[r] = src[s] & 0xFF;
+                col[STRIP_ROWS + r] = src[s + 1] & 0xFF;
+                col[2 * STRIP_ROWS + r] = src[s + 2] & 0xFF;
+            }
+        }
+        final int[][] out = stripRows;
+        for (int r = 0; r < n; r++) out[r] = ring[(ringFirst + r) % ringSize];
         final int kernelSize = k.kernelSize;
         final int prec = k.precision;
         final int rounding = 1 << (prec - 1);
-        final int[] start = k.start;
-        final int[] count = k.count;
-        final int[] weights = k.weights;
-        for (int x = 0, d = 0; x < k.outSize; x++, d += 3) {
-            int s = rowStart + start[x] * 3;
-            final int n = count[x];
+        final int[] acc = stripAccumulator;
+        for (int x = 0; x < k.outSize; x++) {
+            final int x0 = k.start[x];
+            final int taps = k.count[x];
             final int wBase = x * kernelSize;
-            int r = rounding, g = rounding, b = rounding;
-            for (int t = 0; t < n; t++, s += 3) {
-                int w = weights[wBase + t];
-                r += w * (src[s] & 0xFF);
-                g += w * (src[s + 1] & 0xFF);
-                b += w * (src[s + 2] & 0xFF);
+            Arrays.fill(acc, rounding);
+            for (int t = 0; t < taps; t++) addTap(acc, cols[x0 + t], k.weights[wBase + t], STRIP_VALUES);
+            final int d = x * 3;
+            for (int r = 0; r < n; r++) {
+                final int[] row = out[r];
+                row[d] = clampShift(acc[r], prec) & 0xFF;
+                row[d + 1] = clampShift(acc[STRIP_ROWS + r], prec) & 0xFF;
+                row[d + 2] = clampShift(acc[2 * STRIP_ROWS + r], prec) & 0xFF;
             }
-            out[d] = clampShift(r, prec) & 0xFF;
-            out[d + 1] = clampShift(g, prec) & 0xFF;
-            out[d + 2] = clampShift(b, prec) & 0xFF;
         }
     }
 
