@@ -20,9 +20,10 @@ package dev.stoker.image.torch;
  * A horizontal pass (skipped when the width does not change) into a float32 intermediate, then a vertical pass
  * (skipped when the height does not change). When neither size changes the pixels are copied, as torchvision does.
  *
- * <p>Speed: as in {@link TorchBicubicU8Resizer}, the float32 intermediate is streamed through a ring of
- * {@code kernelSize} rows produced when first needed, and each output row is swept over whole rows per tap (a shape
- * C2 vectorizes; Java float arithmetic is never reassociated, so each lane is the scalar result). Weights are kept
+ * <p>Speed: as in {@link TorchBicubicU8Resizer}, the float32 intermediate is streamed through a ring of rows
+ * produced {@value #STRIP_ROWS} at a time when first needed, the horizontal pass works on strips transposed into
+ * columns, and both passes sweep one tap at a time over whole arrays (a shape C2 vectorizes; Java never reassociates
+ * float arithmetic, so each lane computes exactly the scalar value). Weights are kept
  * per (inSize, outSize) in a small per-instance cache, scratch is reused: a warm resize into the caller's buffer
  * allocates nothing.
  *
@@ -39,8 +40,16 @@ public final class TorchBicubicF32Resizer {
     private final boolean fused;
     private final AaWeightsF32[] cache = new AaWeightsF32[CACHE_SLOTS];
     private int nextSlot;
+    /** Source rows per horizontal strip (a multiple of the widest float vector). */
+    static final int STRIP_ROWS = 64;
+    private static final int STRIP_VALUES = 3 * STRIP_ROWS;
+
     private float[][] ring = new float[0][];
     private float[] accumulator = new float[0];
+    /** {@code columns[x]}: source column x of the current strip as floats, channel-major: {@code [c·STRIP_ROWS + r]}. */
+    private float[][] columns = new float[0][];
+    private final float[] stripAccumulator = new float[STRIP_VALUES];
+    private final float[][] stripRows = new float[STRIP_ROWS][];
 
     /** A resizer reproducing the x86-64 wheels at {@link CpuCapability#AVX2}, what the conformance vectors used. */
     public TorchBicubicF32Resizer() {
@@ -85,15 +94,16 @@ public final class TorchBicubicF32Resizer {
         final int rowLength = dstWidth * 3;
         AaWeightsF32 hk = dstWidth != srcWidth ? weights(srcWidth, dstWidth) : null;
         if (dstHeight == srcHeight) {
-            float[] row = ring(1, rowLength)[0];
-            for (int y = 0; y < srcHeight; y++) {
-                horizontalRow(src, y * srcWidth * 3, row, hk);
-                emit(row, rowLength, y * rowLength, dstU8, dstFloat);
+            float[][] rows = ring(STRIP_ROWS, rowLength);
+            for (int y0 = 0; y0 < srcHeight; y0 += STRIP_ROWS) {
+                int n = Math.min(STRIP_ROWS, srcHeight - y0);
+                horizontalStrip(src, srcWidth, y0, n, hk, rows, 0, STRIP_ROWS);
+                for (int r = 0; r < n; r++) emit(rows[r], rowLength, (y0 + r) * rowLength, dstU8, dstFloat);
             }
             return;
         }
         AaWeightsF32 vk = weights(srcHeight, dstHeight);
-        final int ringSize = vk.kernelSize;
+        final int ringSize = hk != null ? vk.kernelSize + STRIP_ROWS : vk.kernelSize;
         final float[][] rows = ring(ringSize, rowLength);
         if (accumulator.length < rowLength) accumulator = new float[rowLength];
         final float[] acc = accumulator;
@@ -102,10 +112,17 @@ public final class TorchBicubicF32Resizer {
             final int first = vk.start[y];
             final int n = vk.count[y];
             if (produced < first) produced = first;
-            for (; produced < first + n; produced++) {
-                float[] row = rows[produced % ringSize];
-                if (hk != null) horizontalRow(src, produced * srcWidth * 3, row, hk);
-                else for (int i = 0, s = produced * rowLength; i < rowLength; i++) row[i] = src[s + i] & 0xFF;
+            if (hk != null) {
+                while (produced < first + n) {
+                    int strip = Math.min(STRIP_ROWS, srcHeight - produced);
+                    horizontalStrip(src, srcWidth, produced, strip, hk, rows, produced, ringSize);
+                    produced += strip;
+                }
+            } else {
+                for (; produced < first + n; produced++) {
+                    float[] row = rows[produced % ringSize];
+                    for (int i = 0, s = produced * rowLength; i < rowLength; i++) row[i] = src[s + i] & 0xFF;
+                }
             }
             final int wBase = y * vk.kernelSize;
             firstTap(acc, rows[first % ringSize], vk.weights[wBase], rowLength);
@@ -153,37 +170,48 @@ public final class TorchBicubicF32Resizer {
         for (int i = 0; i < n; i++) acc[i] = Math.fma(row[i], w, acc[i]);
     }
 
-    /** One source row (from byte {@code rowStart}) resampled horizontally into {@code out}, float32 values. */
-    private void horizontalRow(byte[] src, int rowStart, float[] out, AaWeightsF32 k) {
+    /**
+     * Source rows {@code y0 .. y0+n} ({@code n ≤ STRIP_ROWS}) resampled horizontally into the rows
+     * {@code ring[(ringFirst + r) % ringSize]}: the strip transposed into one float array per source column, then per
+     * output pixel one sweep per tap over all the strip's rows and channels, in the tap order and with the fusion of
+     * the class comment (each lane computes exactly the scalar value).
+     */
+    private void horizontalStrip(byte[] src, int srcWidth, int y0, int n, AaWeightsF32 k, float[][] ring, int ringFirst, int ringSize) {
+        if (columns.length < srcWidth) {
+            float[][] grown = java.util.Arrays.copyOf(columns, srcWidth);
+            for (int x = columns.length; x < srcWidth; x++) grown[x] = new float[STRIP_VALUES];
+            columns = grown;
+        }
+        final float[][] cols = columns;
+        for (int r = 0; r < n; r++) {
+            int s = (y0 + r) * srcWidth * 3;
+            for (int x = 0; x < srcWidth; x++, s += 3) {
+                final float[] col = cols[x];
+                col[r] = src[s] & 0xFF;
+                col[STRIP_ROWS + r] = src[s + 1] & 0xFF;
+                col[2 * STRIP_ROWS + r] = src[s + 2] & 0xFF;
+            }
+        }
+        final float[][] out = stripRows;
+        for (int r = 0; r < n; r++) out[r] = ring[(ringFirst + r) % ringSize];
         final int kernelSize = k.kernelSize;
-        final int[] start = k.start;
-        final int[] count = k.count;
-        final int[] plainTaps = k.fourLaneTaps;
-        final float[] weights = k.weights;
-        final boolean fma = fused;
-        for (int x = 0, d = 0; x < k.outSize; x++, d += 3) {
-            int s = rowStart + start[x] * 3;
-            final int n = count[x];
+        final float[] acc = stripAccumulator;
+        for (int x = 0; x < k.outSize; x++) {
+            final int x0 = k.start[x];
+            final int taps = k.count[x];
             final int wBase = x * kernelSize;
-            float w = weights[wBase];
-            float r = (src[s] & 0xFF) * w, g = (src[s + 1] & 0xFF) * w, b = (src[s + 2] & 0xFF) * w;
-            final int plainEnd = fma ? Math.min(plainTaps[x], n - 1) : n - 1;
+            firstTap(acc, cols[x0], k.weights[wBase], STRIP_VALUES);
+            final int plainEnd = fused ? Math.min(k.fourLaneTaps[x], taps - 1) : taps - 1;
             int t = 1;
-            for (s += 3; t <= plainEnd; t++, s += 3) {
-                w = weights[wBase + t];
-                r = r + (src[s] & 0xFF) * w;
-                g = g + (src[s + 1] & 0xFF) * w;
-                b = b + (src[s + 2] & 0xFF) * w;
+            for (; t <= plainEnd; t++) addTap(acc, cols[x0 + t], k.weights[wBase + t], STRIP_VALUES);
+            for (; t < taps; t++) fmaTap(acc, cols[x0 + t], k.weights[wBase + t], STRIP_VALUES);
+            final int d = x * 3;
+            for (int r = 0; r < n; r++) {
+                final float[] row = out[r];
+                row[d] = acc[r];
+                row[d + 1] = acc[STRIP_ROWS + r];
+                row[d + 2] = acc[2 * STRIP_ROWS + r];
             }
-            for (; t < n; t++, s += 3) {
-                w = weights[wBase + t];
-                r = Math.fma((float) (src[s] & 0xFF), w, r);
-                g = Math.fma((float) (src[s + 1] & 0xFF), w, g);
-                b = Math.fma((float) (src[s + 2] & 0xFF), w, b);
-            }
-            out[d] = r;
-            out[d + 1] = g;
-            out[d + 2] = b;
         }
     }
 }
