@@ -131,6 +131,20 @@ def check_auto_backend():
         exact += pv.shape == ref.shape and np.array_equal(pv.view(np.uint32), ref.view(np.uint32))
     print(f"transformers {transformers.__version__} AutoImageProcessor on a Hub Qwen2.5-VL folder loads "
           f"{type(proc).__name__}; equal to the torchvision reference on {exact}/2 photos")
+    tokenizer = os.path.join(MF.REF, "..", "tokenizers", "qwen2")
+    if os.path.isfile(os.path.join(tokenizer, "tokenizer.json")):
+        import shutil
+        from transformers import AutoProcessor
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "preprocessor_config.json"), "w") as fh:
+                json.dump(HUB_PREPROCESSOR, fh)
+            with open(os.path.join(d, "config.json"), "w") as fh:
+                json.dump({"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"]}, fh)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(os.path.join(tokenizer, name), d)
+            full = AutoProcessor.from_pretrained(d)
+        print(f"transformers {transformers.__version__} AutoProcessor on the same folder (+ config.json, tokenizer): "
+              f"{type(full).__name__} with {type(full.image_processor).__name__}")
 
 
 def check_video_processor():
