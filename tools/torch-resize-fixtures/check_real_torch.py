@@ -3,7 +3,8 @@
 torch / torchvision on this CPU. Needs a venv with torch 2.13.0+cpu and torchvision 0.28.0 (not the product, not
 the tests):
     /work/venv-kernels/bin/python tools/torch-resize-fixtures/check_real_torch.py [--cases N] [--capability default]
-It compares, on the cases of make_fixtures.py plus N random size pairs:
+It compares, on the cases of make_fixtures.py plus N random size pairs (results and the two torch defects it
+sets apart: README.md beside this file):
   torchvision.transforms.v2.functional.resize(uint8 CHW, BICUBIC, antialias=True)   vs resize_u8_torch
   torchvision.transforms.functional.resize (v1) on the same uint8 tensor              vs resize_tv1_u8(cpu=capability)
   torch.nn.functional.interpolate(float32, bicubic, antialias=True)                  vs resize_f32_torch(cpu=capability)
@@ -86,11 +87,64 @@ def main():
     print(f"float kernel, output width 1 and a height change: torch repeats output row 0 (reference row 0 equal) "
           f"in {len(width_one)}: {width_one}")
     try:
-        check_video_processor()
-        check_image_processor(args.photos)
+        check_auto_backend()
+        if transformers_major() >= 5:
+            check_video_processor()
+            if args.photos:
+                check_image_processor(args.photos)
     except ImportError as e:
         print("transformers not installed, processor checks skipped:", e)
     return 0 if not any(bad.values()) else 1
+
+
+def transformers_major():
+    import transformers
+    return int(transformers.__version__.split(".")[0])
+
+
+# preprocessor_config.json of the Hub's Qwen/Qwen2.5-VL-7B-Instruct (as saved, a slow processor's type)
+HUB_PREPROCESSOR = {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
+                    "merge_size": 2, "image_mean": V.OPENAI_CLIP_MEAN, "image_std": V.OPENAI_CLIP_STD,
+                    "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor"}
+
+
+def check_auto_backend():
+    """Which class AutoImageProcessor.from_pretrained loads for a Hub Qwen2.5-VL folder (no use_fast/backend), and
+    whether it equals the reference's torchvision image path on two photos (max_pixels lowered to 1003520)."""
+    import json
+    import tempfile
+    import transformers
+    from PIL import Image
+    from transformers import AutoImageProcessor
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as fh:
+            json.dump(HUB_PREPROCESSOR, fh)
+        proc = AutoImageProcessor.from_pretrained(d)
+    photos = os.path.join(MF.REF, "..", "photos")
+    exact = 0
+    for name in ("opencv__building.jpg", "mate__Garden.jpg"):
+        img = Image.open(os.path.join(photos, name)).convert("RGB")
+        out = proc(images=[img], max_pixels=1003520, return_tensors="pt") if transformers_major() < 5 else \
+            proc(images=[img], size={"shortest_edge": 3136, "longest_edge": 1003520}, return_tensors="pt")
+        ref, _ = MF.torchvision_image(np.asarray(img), "qwen2.5-vl", 3136, 1003520)
+        pv = out["pixel_values"].numpy()
+        exact += pv.shape == ref.shape and np.array_equal(pv.view(np.uint32), ref.view(np.uint32))
+    print(f"transformers {transformers.__version__} AutoImageProcessor on a Hub Qwen2.5-VL folder loads "
+          f"{type(proc).__name__}; equal to the torchvision reference on {exact}/2 photos")
+    tokenizer = os.path.join(MF.REF, "..", "tokenizers", "qwen2")
+    if os.path.isfile(os.path.join(tokenizer, "tokenizer.json")):
+        import shutil
+        from transformers import AutoProcessor
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "preprocessor_config.json"), "w") as fh:
+                json.dump(HUB_PREPROCESSOR, fh)
+            with open(os.path.join(d, "config.json"), "w") as fh:
+                json.dump({"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"]}, fh)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(os.path.join(tokenizer, name), d)
+            full = AutoProcessor.from_pretrained(d)
+        print(f"transformers {transformers.__version__} AutoProcessor on the same folder (+ config.json, tokenizer): "
+              f"{type(full).__name__} with {type(full.image_processor).__name__}")
 
 
 def check_video_processor():

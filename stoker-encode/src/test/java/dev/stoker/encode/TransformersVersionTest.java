@@ -35,4 +35,17 @@ class TransformersVersionTest {
         assertEquals(1, InputContract.QWEN_VL_FINETUNE.positionPad());
         assertEquals(0, InputContract.TRANSFORMERS_5_3.positionPad());
     }
+
+    /** docs/model-inputs.md §7a: AutoProcessor loads the torchvision Qwen2-VL image processor from 4.57 (read and run on 4.57.6, 5.18.0). */
+    @Test
+    void fourPointFiftySevenIsTheBoundaryOfTheImageBackend() {
+        for (String v : List.of("4.41.2", "4.49.0", "4.56.9", "3.0"))
+            assertEquals(dev.stoker.image.qwenvl.ImageBackend.PIL, TransformersVersion.parse(v).imageBackend(), v);
+        for (String v : List.of("4", "4.57.0.dev0", "4.57.6", "5", "5.0.0rc1", "5.18"))
+            assertEquals(dev.stoker.image.qwenvl.ImageBackend.TORCHVISION, TransformersVersion.parse(v).imageBackend(), v);
+        assertEquals(dev.stoker.image.qwenvl.ImageBackend.PIL, TransformersVersion.imageBackend(null), "none: PIL, as before");
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> EncodeOptions.defaults(dev.stoker.core.ProcessorPreset.QWEN2_VL)
+                .withPixelFormat(EncodeOptions.PixelFormat.UINT8).withImageBackend(dev.stoker.image.qwenvl.ImageBackend.TORCHVISION))
+                .getMessage().startsWith("--pixel-format uint8 with --image-backend torchvision"));
+    }
 }

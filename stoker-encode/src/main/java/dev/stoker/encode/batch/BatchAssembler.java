@@ -52,7 +52,7 @@ public final class BatchAssembler {
     public BatchAssembler(EncodeOptions options) {
         this.pixelFormat = options.pixelFormat();
         this.contract = options.inputContract();
-        this.dummy = DummyImage.forPolicy(options.textOnly(), options.vision());
+        this.dummy = DummyImage.forPolicy(options.textOnly(), options.vision(), options.imageBackend());
     }
 
     /**

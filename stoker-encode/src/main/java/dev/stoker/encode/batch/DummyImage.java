@@ -4,6 +4,7 @@ import dev.stoker.core.VisionConfig;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.image.RgbImage;
+import dev.stoker.image.qwenvl.ImageBackend;
 import dev.stoker.image.qwenvl.QwenVlImageTransform;
 import dev.stoker.text.QwenTokenIds;
 import java.util.Arrays;
@@ -50,7 +51,12 @@ public final class DummyImage {
 
     /** The dummy of a job whose images are processed with {@code vision}. */
     public static DummyImage of(VisionConfig vision) {
-        var transform = new QwenVlImageTransform(vision);
+        return of(vision, ImageBackend.PIL);
+    }
+
+    /** The dummy of a job whose images are processed with {@code vision} by {@code backend}'s image processor. */
+    public static DummyImage of(VisionConfig vision, ImageBackend backend) {
+        var transform = new QwenVlImageTransform(vision, backend);
         var plan = transform.plan(SIDE, SIDE);
         byte[] rgb = new byte[SIDE * SIDE * 3];
         Arrays.fill(rgb, WHITE);
@@ -68,7 +74,12 @@ public final class DummyImage {
 
     /** The dummy of {@code policy}, or null when batches get none (ALLOW). */
     public static DummyImage forPolicy(TextOnlyPolicy policy, VisionConfig vision) {
-        return policy == TextOnlyPolicy.DUMMY_IMAGE ? of(vision) : null;
+        return forPolicy(policy, vision, ImageBackend.PIL);
+    }
+
+    /** As {@link #forPolicy(TextOnlyPolicy, VisionConfig)}, the dummy processed by {@code backend}'s image processor. */
+    public static DummyImage forPolicy(TextOnlyPolicy policy, VisionConfig vision, ImageBackend backend) {
+        return policy == TextOnlyPolicy.DUMMY_IMAGE ? of(vision, backend) : null;
     }
 
     /** Whether a batch of {@code samples} samples and {@code images} images gets the dummy: some sample, no image. */

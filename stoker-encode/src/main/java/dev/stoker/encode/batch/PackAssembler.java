@@ -73,7 +73,7 @@ public final class PackAssembler {
         this.vision = options.vision();
         this.padTo = padTo;
         this.dummyByPolicy = options.textOnly() == EncodeOptions.TextOnlyPolicy.DUMMY_IMAGE;
-        this.dummy = DummyImage.of(vision);
+        this.dummy = DummyImage.of(vision, options.imageBackend());
         this.dummyPositions = TokenSequenceBuilder.positionIds(dummy.tokens(), List.of(dummy.gridThw()), vision.mergeSize());
     }
 

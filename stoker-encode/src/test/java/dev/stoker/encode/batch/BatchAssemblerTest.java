@@ -98,6 +98,26 @@ class BatchAssemblerTest {
                 format == PixelFormat.UINT8 ? new byte[0] : null);
     }
 
+    /** With the torchvision image backend the dummy is that processor's white image (its fused normalize). */
+    @org.junit.jupiter.api.Test
+    void theDummyImageFollowsTheImageBackend() {
+        var options = OPTIONS.withImageBackend(dev.stoker.image.qwenvl.ImageBackend.TORCHVISION);
+        var samples = List.of(text("t0", new long[] {10, 11, 12}, new long[] {I, I, 12}, 0, PixelFormat.FLOAT32));
+        var batch = new BatchAssembler(options).assemble(scheduled(1), new int[] {0}, samples, List.of());
+        float[] table = dev.stoker.image.qwenvl.PatchWriter.fusedNormalizationTable(options.vision());
+        float[] pixels = batch.pixelValues();
+        int row = options.vision().rowLength(), perChannel = row / 3;
+        assertTrue(pixels.length > 0 && pixels.length % row == 0);
+        boolean differsFromPil = false;
+        float[] pil = dev.stoker.image.qwenvl.PatchWriter.normalizationTable(options.vision());
+        for (int k = 0; k < pixels.length; k++) {
+            int c = (k % row) / perChannel;
+            assertEquals(Float.floatToRawIntBits(table[c * 256 + 255]), Float.floatToRawIntBits(pixels[k]), "value " + k);
+            differsFromPil |= pil[c * 256 + 255] != pixels[k];
+        }
+        assertTrue(differsFromPil, "the fused normalize of a white pixel should differ from PIL's in some channel");
+    }
+
     @ParameterizedTest
     @EnumSource(PixelFormat.class)
     void aBatchWithoutImagesGetsTheDummyImageAfterItsFirstSample(PixelFormat format) {

@@ -1,5 +1,7 @@
 package dev.stoker.image.torch;
 
+import java.util.Arrays;
+
 /**
  * Resizes interleaved 8-bit RGB (HWC) bit-identically to torchvision's antialiased bicubic resize of a uint8 tensor
  * on CPU: {@code torchvision.transforms.v2.functional.resize(uint8, BICUBIC, antialias=True)} with torchvision ≥ 0.28,
@@ -15,8 +17,19 @@ package dev.stoker.image.torch;
  * {@code clamp((2^(prec−1) + Σ w·x) >> prec, 0, 255)} with an int32 accumulator. The result does not depend on
  * the CPU capability.
  *
- * <p>Weights are kept per (inSize, outSize) in a small per-instance cache and the intermediate is a reused
- * buffer, so a warm resize into the caller's buffer allocates nothing.
+ * <p>Speed (the shape of {@code qwenvl.BicubicResizer}'s design): the uint8 intermediate is never materialized.
+ * Vertical windows only move down, so horizontally resampled rows are produced, {@value #STRIP_ROWS} at a time, when an
+ * output row first needs them, into a ring of {@code kernelSize + STRIP_ROWS} int rows (the u8 values the intermediate
+ * would hold), and each output row is {@code Σ_t w_t · ring[row_t]} swept over whole rows, a loop shape C2
+ * vectorizes (every array indexed by the loop variable alone). The horizontal pass works on strips transposed into
+ * columns, for the same reason. Integer sums are exact, so neither changes a result. Weights are kept per
+ * (inSize, outSize) in a small per-instance cache and the ring is reused, so a warm resize into the caller's buffer
+ * allocates nothing.
+ *
+ * <p>Checked against the real torch 2.13.0+cpu / torchvision 0.28.0 at DEFAULT, AVX2 and AVX512
+ * (tools/torch-resize-fixtures/README.md). Not reproduced: torch's failures at degenerate sizes (a 1×1 output raises
+ * an internal assertion at AVX2/AVX512; at DEFAULT an output width of 1 with a height change repeats row 0), which
+ * smart_resize never asks for (outputs are at least 28 px a side).
  *
  * <p>Threading: not thread-safe; use one instance per thread.
  */
@@ -25,8 +38,16 @@ public final class TorchBicubicU8Resizer {
 
     private final AaWeightsU8[] cache = new AaWeightsU8[CACHE_SLOTS];
     private int nextSlot;
-    private byte[] intermediate = new byte[0];
-    private int[] rowAccumulator = new int[0];
+    /** Source rows per horizontal strip (a multiple of the widest int vector). */
+    static final int STRIP_ROWS = 64;
+    private static final int STRIP_VALUES = 3 * STRIP_ROWS;
+
+    private int[][] ring = new int[0][];
+    private int[] accumulator = new int[0];
+    /** {@code columns[x]}: source column x of the current strip, channel-major: {@code [c·STRIP_ROWS + r]}. */
+    private int[][] columns = new int[0][];
+    private final int[] stripAccumulator = new int[STRIP_VALUES];
+    private final int[][] stripRows = new int[STRIP_ROWS][];
 
     /**
      * Resizes HWC RGB {@code src} ({@code srcWidth × srcHeight}) into the first {@code dstWidth·dstHeight·3} bytes of
@@ -42,18 +63,47 @@ public final class TorchBicubicU8Resizer {
             System.arraycopy(src, 0, dst, 0, srcWidth * srcHeight * 3);
             return;
         }
+        final int rowLength = dstWidth * 3;
+        AaWeightsU8 hk = horizontal ? weights(srcWidth, dstWidth) : null;
         if (!vertical) {
-            horizontal(src, srcWidth, srcHeight, dst, weights(srcWidth, dstWidth));
+            int[][] rows = ring(STRIP_ROWS, rowLength);
+            for (int y0 = 0; y0 < srcHeight; y0 += STRIP_ROWS) {
+                int n = Math.min(STRIP_ROWS, srcHeight - y0);
+                horizontalStrip(src, srcWidth, y0, n, hk, rows, 0, STRIP_ROWS);
+                for (int r = 0; r < n; r++)
+                    for (int i = 0, d = (y0 + r) * rowLength; i < rowLength; i++) dst[d + i] = (byte) rows[r][i];
+            }
             return;
         }
-        byte[] rows = src;
-        if (horizontal) {
-            int needed = dstWidth * srcHeight * 3;
-            if (intermediate.length < needed) intermediate = new byte[needed];
-            horizontal(src, srcWidth, srcHeight, intermediate, weights(srcWidth, dstWidth));
-            rows = intermediate;
+        AaWeightsU8 vk = weights(srcHeight, dstHeight);
+        final int ringSize = hk != null ? vk.kernelSize + STRIP_ROWS : vk.kernelSize;
+        final int[][] rows = ring(ringSize, rowLength);
+        if (accumulator.length < rowLength) accumulator = new int[rowLength];
+        final int[] acc = accumulator;
+        final int prec = vk.precision;
+        final int rounding = 1 << (prec - 1);
+        int produced = 0;
+        for (int y = 0; y < dstHeight; y++) {
+            final int first = vk.start[y];
+            final int n = vk.count[y];
+            if (produced < first) produced = first;
+            if (hk != null) {
+                while (produced < first + n) {
+                    int strip = Math.min(STRIP_ROWS, srcHeight - produced);
+                    horizontalStrip(src, srcWidth, produced, strip, hk, rows, produced, ringSize);
+                    produced += strip;
+                }
+            } else {
+                for (; produced < first + n; produced++) {
+                    int[] row = rows[produced % ringSize];
+                    for (int i = 0, s = produced * rowLength; i < rowLength; i++) row[i] = src[s + i] & 0xFF;
+                }
+            }
+            Arrays.fill(acc, 0, rowLength, rounding);
+            final int wBase = y * vk.kernelSize;
+            for (int t = 0; t < n; t++) addTap(acc, rows[(first + t) % ringSize], vk.weights[wBase + t], rowLength);
+            for (int i = 0, d = y * rowLength; i < rowLength; i++) dst[d + i] = clampShift(acc[i], prec);
         }
-        vertical(rows, dstWidth, dst, weights(srcHeight, dstHeight));
     }
 
     AaWeightsU8 weights(int inSize, int outSize) {
@@ -65,54 +115,59 @@ public final class TorchBicubicU8Resizer {
         return c;
     }
 
-    private static void horizontal(byte[] src, int srcWidth, int height, byte[] dst, AaWeightsU8 k) {
-        final int outWidth = k.outSize;
-        final int kernelSize = k.kernelSize;
-        final int prec = k.precision;
-        final int rounding = 1 << (prec - 1);
-        final int[] start = k.start;
-        final int[] count = k.count;
-        final int[] weights = k.weights;
-        int d = 0;
-        for (int y = 0; y < height; y++) {
-            final int rowStart = y * srcWidth * 3;
-            for (int x = 0; x < outWidth; x++) {
-                int s = rowStart + start[x] * 3;
-                final int n = count[x];
-                final int wBase = x * kernelSize;
-                int r = rounding, g = rounding, b = rounding;
-                for (int t = 0; t < n; t++, s += 3) {
-                    int w = weights[wBase + t];
-                    r += w * (src[s] & 0xFF);
-                    g += w * (src[s + 1] & 0xFF);
-                    b += w * (src[s + 2] & 0xFF);
-                }
-                dst[d] = clampShift(r, prec);
-                dst[d + 1] = clampShift(g, prec);
-                dst[d + 2] = clampShift(b, prec);
-                d += 3;
-            }
-        }
+    private int[][] ring(int count, int length) {
+        if (ring.length < count) ring = Arrays.copyOf(ring, count);
+        for (int i = 0; i < count; i++)
+            if (ring[i] == null || ring[i].length < length) ring[i] = new int[length];
+        return ring;
     }
 
-    private void vertical(byte[] src, int width, byte[] dst, AaWeightsU8 k) {
-        final int rowLength = width * 3;
-        if (rowAccumulator.length < rowLength) rowAccumulator = new int[rowLength];
-        final int[] acc = rowAccumulator;
+    private static void addTap(int[] acc, int[] row, int w, int n) {
+        for (int i = 0; i < n; i++) acc[i] += w * row[i];
+    }
+
+    /**
+     * Source rows {@code y0 .. y0+n} ({@code n ≤ STRIP_ROWS}) resampled horizontally into the rows
+     * {@code ring[(ringFirst + r) % ringSize]} (u8 values as ints). The strip is first transposed into one array per
+     * source column, so that output pixel x of all the strip's rows is {@code Σ_t w_t · columns[start_x + t]}: a sweep
+     * C2 vectorizes, where a row-wise pass would be a scalar gather. A window never leaves the row, so the sums are
+     * those of the row-wise definition.
+     */
+    private void horizontalStrip(byte[] src, int srcWidth, int y0, int n, AaWeightsU8 k, int[][] ring, int ringFirst, int ringSize) {
+        if (columns.length < srcWidth) {
+            int[][] grown = Arrays.copyOf(columns, srcWidth);
+            for (int x = columns.length; x < srcWidth; x++) grown[x] = new int[STRIP_VALUES];
+            columns = grown;
+        }
+        final int[][] cols = columns;
+        for (int r = 0; r < n; r++) {
+            int s = (y0 + r) * srcWidth * 3;
+            for (int x = 0; x < srcWidth; x++, s += 3) {
+                final int[] col = cols[x];
+                col[r] = src[s] & 0xFF;
+                col[STRIP_ROWS + r] = src[s + 1] & 0xFF;
+                col[2 * STRIP_ROWS + r] = src[s + 2] & 0xFF;
+            }
+        }
+        final int[][] out = stripRows;
+        for (int r = 0; r < n; r++) out[r] = ring[(ringFirst + r) % ringSize];
         final int kernelSize = k.kernelSize;
         final int prec = k.precision;
         final int rounding = 1 << (prec - 1);
-        for (int y = 0; y < k.outSize; y++) {
-            final int n = k.count[y];
-            final int wBase = y * kernelSize;
-            java.util.Arrays.fill(acc, 0, rowLength, rounding);
-            for (int t = 0; t < n; t++) {
-                final int w = k.weights[wBase + t];
-                final int s = (k.start[y] + t) * rowLength;
-                for (int i = 0; i < rowLength; i++) acc[i] += w * (src[s + i] & 0xFF);
+        final int[] acc = stripAccumulator;
+        for (int x = 0; x < k.outSize; x++) {
+            final int x0 = k.start[x];
+            final int taps = k.count[x];
+            final int wBase = x * kernelSize;
+            Arrays.fill(acc, rounding);
+            for (int t = 0; t < taps; t++) addTap(acc, cols[x0 + t], k.weights[wBase + t], STRIP_VALUES);
+            final int d = x * 3;
+            for (int r = 0; r < n; r++) {
+                final int[] row = out[r];
+                row[d] = clampShift(acc[r], prec) & 0xFF;
+                row[d + 1] = clampShift(acc[STRIP_ROWS + r], prec) & 0xFF;
+                row[d + 2] = clampShift(acc[2 * STRIP_ROWS + r], prec) & 0xFF;
             }
-            final int d = y * rowLength;
-            for (int i = 0; i < rowLength; i++) dst[d + i] = clampShift(acc[i], prec);
         }
     }
 

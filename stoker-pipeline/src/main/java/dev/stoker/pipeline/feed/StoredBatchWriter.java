@@ -129,7 +129,7 @@ final class StoredBatchWriter implements AutoCloseable {
         this.contract = encode.inputContract();
         this.pixelNorm = dev.stoker.image.qwenvl.CompactPixels.norm(encode.vision());
         this.pixelPatch = dev.stoker.image.qwenvl.CompactPixels.patch(encode.vision());
-        this.dummy = DummyImage.forPolicy(encode.textOnly(), encode.vision());
+        this.dummy = DummyImage.forPolicy(encode.textOnly(), encode.vision(), encode.imageBackend());
     }
 
     /** Plans the batch's layout from its prepared samples and allocates its object. */

@@ -416,6 +416,9 @@ class ModelInputRowsTest {
         assertFalse(before.contains("inputContract"), before);
         assertTrue(before.endsWith(", truncation=REJECT, textOnly=DUMMY_IMAGE]"), before);
         assertEquals(before.substring(0, before.length() - 1) + ", inputContract=TRANSFORMERS_5_3]", Feeder.encodingText(QWEN25.withInputContract(V5_3)));
+        assertEquals(before, Feeder.encodingText(QWEN25.withImageBackend(dev.stoker.image.qwenvl.ImageBackend.PIL)), "PIL keeps the fingerprint");
+        assertEquals(before.substring(0, before.length() - 1) + ", imageBackend=TORCHVISION]",
+                Feeder.encodingText(QWEN25.withImageBackend(dev.stoker.image.qwenvl.ImageBackend.TORCHVISION)));
         try (var source = new LocalFeedSource(TestDatasets.write(tmp.resolve("fingerprint"), 4, Set.of()), 0);
              var finetune = Feeder.start(FeedConfig.of(FeedMode.CONCURRENT, QWEN25, 1, 2).withWarmUp(0), source, FeederTest.tokenizer);
              var v53 = Feeder.start(FeedConfig.of(FeedMode.CONCURRENT, QWEN25.withInputContract(V5_3), 1, 2).withWarmUp(0), source, FeederTest.tokenizer)) {
