@@ -26,6 +26,17 @@ final class BenchCommand {
     static final List<ConfigKey<?>> FEED_SETTINGS =
             NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
 
+    /** The data set read as serve and validate read it (formats, image root, index cache, object store), the threads and the encoding. */
+    static final List<ConfigKey<?>> DATA_AND_SAMPLE_SETTINGS;
+
+    static {
+        var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.WEIGHT, NodeConfig.IMAGE_ROOT,
+                NodeConfig.INDEX_CACHE, NodeConfig.ALLOW_REFS_OUTSIDE_ROOT, NodeConfig.S3_ENDPOINT, NodeConfig.S3_REGION,
+                NodeConfig.S3_PATH_STYLE, NodeConfig.THREADS));
+        keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
+        DATA_AND_SAMPLE_SETTINGS = List.copyOf(keys);
+    }
+
     private BenchCommand() {}
 
     /** {@code stoker bench preprocess}: decode + transform + tokenize over a data set. */
@@ -44,14 +55,7 @@ final class BenchCommand {
         int warmup;
 
         @Override
-        public List<ConfigKey<?>> settings() {
-            // the data set read as serve and validate read it: its formats, image root, index cache and object store
-            var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.WEIGHT, NodeConfig.IMAGE_ROOT,
-                    NodeConfig.INDEX_CACHE, NodeConfig.ALLOW_REFS_OUTSIDE_ROOT, NodeConfig.S3_ENDPOINT, NodeConfig.S3_REGION,
-                    NodeConfig.S3_PATH_STYLE, NodeConfig.THREADS));
-            keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
-            return keys;
-        }
+        public List<ConfigKey<?>> settings() { return DATA_AND_SAMPLE_SETTINGS; }
 
         @Override
         public boolean configFile() { return false; }
@@ -137,10 +141,8 @@ final class BenchCommand {
 
         @Override
         public List<ConfigKey<?>> settings() {
-            var keys = new ArrayList<ConfigKey<?>>(List.of(NodeConfig.DATA_KEY, NodeConfig.WEIGHT, NodeConfig.IMAGE_ROOT,
-                    NodeConfig.INDEX_CACHE, NodeConfig.ALLOW_REFS_OUTSIDE_ROOT, NodeConfig.S3_ENDPOINT, NodeConfig.S3_REGION,
-                    NodeConfig.S3_PATH_STYLE, NodeConfig.THREADS, NodeConfig.TRANSFORMERS));
-            keys.addAll(EncodeCommand.SAMPLE_SETTINGS);
+            var keys = new ArrayList<>(DATA_AND_SAMPLE_SETTINGS);
+            keys.add(NodeConfig.TRANSFORMERS); // whose video tokens and positions
             return keys;
         }
 
