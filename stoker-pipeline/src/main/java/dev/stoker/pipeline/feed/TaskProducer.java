@@ -175,6 +175,27 @@ public final class TaskProducer implements AutoCloseable {
         return metrics.snapshot(List.of(), null, FeedErrors.Counts.NONE);
     }
 
+    /** How long a closing producer lets its workers' batches in flight finish before it fails their streams. */
+    static final long CLOSE_GRACE_MILLIS = 2_000;
+
+    /** Whether every worker's stream ended before {@code deadline} ({@link System#nanoTime()}). */
+    private boolean awaitWorkers(long deadline) {
+        boolean all = true;
+        for (var w : workers.values()) {
+            try {
+                w.terminated.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            } catch (ExecutionException e) {
+                // ended, failed
+            } catch (TimeoutException e) {
+                all = false;
+            }
+        }
+        return all;
+    }
+
     /** Stops the workers, the CPU pool and the writer; batches not handed out are released. */
     @Override
     public void close() {
@@ -183,16 +204,15 @@ public final class TaskProducer implements AutoCloseable {
             w.queue.complete();
             w.failAll(new IllegalStateException("task producer closed"));
         }
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(Feeder.CLOSE_TIMEOUT_SECONDS);
-        for (var w : workers.values()) { // the streams stop before what they use: the CPU pool, the writer
-            try {
-                w.terminated.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            } catch (ExecutionException | TimeoutException e) {
-                // the materializer's shutdown stops what is left
+        // the streams stop before what they use: the CPU pool, the writer. A completed queue lets the batches in flight
+        // finish; one stuck past the grace (a fetch that hangs) has its stream failed, which stops it at once (its CPU
+        // work still ends in the pool, which engine.close waits for)
+        long start = System.nanoTime();
+        if (!awaitWorkers(start + TimeUnit.MILLISECONDS.toNanos(CLOSE_GRACE_MILLIS))) {
+            for (var w : workers.values()) {
+                if (!w.terminated.isDone()) w.queue.fail(new java.util.concurrent.CancellationException("task producer closed"));
             }
+            awaitWorkers(start + TimeUnit.SECONDS.toNanos(Feeder.CLOSE_TIMEOUT_SECONDS));
         }
         engine.close();
         writer.close();
