@@ -33,10 +33,11 @@ public final class VideoDecodeBench {
 
     /**
      * @param files  the videos
-     * @param rounds timed rounds per side per file
+     * @param rounds timed rounds per side per file of the full decode (0: skip it)
      * @param frames frames sampled per file for the seeking check (0: skip it)
      */
     public record Settings(List<Path> files, int rounds, int frames) {}
+
 
     public static void run(Settings s, PrintWriter out) throws Exception {
         List<String> json = new ArrayList<>();
@@ -48,14 +49,14 @@ public final class VideoDecodeBench {
             var st = index.stream();
             int n = index.frameCount();
             double[] ours = new double[s.rounds()], oursRgb = new double[s.rounds()], ffmpeg = new double[s.rounds()];
-            decodeAll(file, index, false); // warm-up: JIT, page cache
+            if (s.rounds() > 0) decodeAll(file, index, false); // warm-up: JIT, page cache
             for (int r = 0; r < s.rounds(); r++) {
                 ffmpeg[r] = n / ffmpegSeconds(file);
                 ours[r] = n / decodeAll(file, index, false);
                 oursRgb[r] = n / decodeAll(file, index, true);
             }
-            double ratio = Stats.median(ours) / Stats.median(ffmpeg);
-            out.printf(Locale.ROOT, "%s: %s %dx%d %s, %d frames: ffmpeg -threads 1 %.1f fps, Stoker decode %.1f fps "
+            double ratio = s.rounds() == 0 ? Double.NaN : Stats.median(ours) / Stats.median(ffmpeg);
+            if (s.rounds() > 0) out.printf(Locale.ROOT, "%s: %s %dx%d %s, %d frames: ffmpeg -threads 1 %.1f fps, Stoker decode %.1f fps "
                             + "(%.1f%% of ffmpeg), decode + rgb24 %.1f fps (medians of %d)%n", file.getFileName(),
                     st.codec(), st.width(), st.height(), st.pixelFormatName(), n, Stats.median(ffmpeg),
                     Stats.median(ours), 100 * ratio, Stats.median(oursRgb), s.rounds());
@@ -69,10 +70,11 @@ public final class VideoDecodeBench {
                 out.printf(Locale.ROOT, "  %d frames sampled: %d decoded (of %d), %d seeks, %.0f ms; frames %s the "
                                 + "sequential decode's%n", wanted.length, r.framesDecoded(), n, r.seeks(),
                         r.nanos() / 1e6, same ? "identical to" : "DIFFERENT FROM");
-                double[] inProcess = new double[s.rounds()], isolated = new double[s.rounds()];
+                int isolationRounds = Math.max(3, s.rounds());
+                double[] inProcess = new double[isolationRounds], isolated = new double[isolationRounds];
                 try (var workers = new IsolatedDecoder(1, List.of())) {
                     isolatedSampled(workers, file, index, wanted); // the worker starts (not timed)
-                    for (int k = 0; k < s.rounds(); k++) {
+                    for (int k = 0; k < isolationRounds; k++) {
                         String[] unused = new String[1];
                         inProcess[k] = sampledDecode(file, index, wanted, unused).nanos() / 1e6;
                         isolated[k] = isolatedSampled(workers, file, index, wanted);
@@ -80,18 +82,23 @@ public final class VideoDecodeBench {
                 }
                 out.printf(Locale.ROOT, "  the same %d frames in a decode worker process: %.1f ms vs %.1f ms in process "
                                 + "(medians of %d; +%.1f ms per video)%n", wanted.length, Stats.median(isolated),
-                        Stats.median(inProcess), s.rounds(), Stats.median(isolated) - Stats.median(inProcess));
+                        Stats.median(inProcess), isolationRounds, Stats.median(isolated) - Stats.median(inProcess));
                 sampled = String.format(Locale.ROOT, ", \"sampled\": %d, \"sampled_decoded\": %d, \"seeks\": %d, "
                         + "\"sampled_identical\": %b, \"sampled_ms\": %.2f, \"sampled_isolated_ms\": %.2f",
                         wanted.length, r.framesDecoded(), r.seeks(), same, Stats.median(inProcess), Stats.median(isolated));
             }
-            json.add(String.format(Locale.ROOT, "{\"file\": \"%s\", \"frames\": %d, \"ffmpeg_fps\": %.2f, "
-                            + "\"stoker_fps\": %.2f, \"stoker_rgb24_fps\": %.2f, \"ratio\": %.4f%s}",
-                    file.getFileName(), n, Stats.median(ffmpeg), Stats.median(ours), Stats.median(oursRgb), ratio,
-                    sampled));
+            json.add(String.format(Locale.ROOT, "{\"file\": \"%s\", \"frames\": %d, \"ffmpeg_fps\": %s, "
+                            + "\"stoker_fps\": %s, \"stoker_rgb24_fps\": %s, \"ratio\": %s%s}",
+                    file.getFileName(), n, num(s, Stats.median(ffmpeg)), num(s, Stats.median(ours)),
+                    num(s, Stats.median(oursRgb)), num(s, ratio), sampled));
         }
         out.println("[" + String.join(", ", json) + "]");
         out.flush();
+    }
+
+    /** A JSON number, or null where the full decode was skipped. */
+    private static String num(Settings s, double v) {
+        return s.rounds() == 0 || Double.isNaN(v) ? "null" : String.format(Locale.ROOT, "%.4f", v);
     }
 
     /** Seconds to decode every frame of {@code file} (with or without the rgb24 conversion). */
