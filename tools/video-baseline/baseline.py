@@ -7,6 +7,8 @@ video's `pixel_values_videos` and `video_grid_thw` from transformers 5.18.0's `Q
 Two decode paths, each in several process/thread setups, so that "best" is measured, not assumed:
   hf       the processor's own path: PyAV decodes every frame, the processor samples (transformers' read_video_pyav
            does the same)
+  skip     as sampled, with Stoker's trick: packets demuxed first, then those of unkept frames decoded with PyAV's
+           skip_frame = NONREF (frames nothing refers to are not decoded)
   sampled  the frames to keep computed first (the processor's own `sample_frames` on the stream's metadata), PyAV
            decodes in order up to the last one and converts only the kept frames to arrays; the processor then runs
            with `do_sample_frames=False`
@@ -81,9 +83,38 @@ def encode_sampled(path):
     return out["pixel_values_videos"], out["video_grid_thw"]
 
 
+def encode_skip(path):
+    """As encode_sampled, with Stoker's trick: the stream's packets demuxed first (their pts in presentation order are
+    the frame numbers), then decoded with skip_frame NONREF for every packet whose frame is not kept."""
+    c, s = open_stream(path)
+    with c:
+        fps = float(s.average_rate)
+        pts = sorted(p.pts for p in c.demux(s) if p.size > 0)
+        md = VideoMetadata(total_num_frames=len(pts), fps=fps, width=s.codec_context.width, height=s.codec_context.height)
+        wanted = [int(i) for i in PROC.sample_frames(md, fps=2.0)]
+        keep_pts = {pts[i] for i in wanted}
+        last_pts = pts[max(wanted)]
+        c.seek(0, stream=s, backward=True, any_frame=False)
+        cc = s.codec_context
+        got = {}
+        done = False
+        for packet in c.demux(s):
+            cc.skip_frame = "DEFAULT" if packet.pts in keep_pts else "NONREF"
+            for f in cc.decode(packet):
+                if f.pts in keep_pts:
+                    got[f.pts] = f.to_ndarray(format="rgb24")
+                if f.pts >= last_pts:
+                    done = True
+            if done:
+                break
+    frames = np.stack([got[pts[i]] for i in wanted])
+    out = PROC(videos=[frames], video_metadata=[md], do_sample_frames=False, return_tensors="pt")
+    return out["pixel_values_videos"], out["video_grid_thw"]
+
+
 def work(args):
     mode, path = args
-    pv, grid = (encode_hf if mode == "hf" else encode_sampled)(path)
+    pv, grid = {"hf": encode_hf, "sampled": encode_sampled, "skip": encode_skip}[mode](path)
     return int(pv.shape[0])
 
 
@@ -116,7 +147,7 @@ def main():
     paths = videos(a.manifest)
     if a.check:
         init(1, 1)
-        for fn in (encode_hf, encode_sampled):
+        for fn in (encode_hf, encode_sampled, encode_skip):
             pv, grid = fn(paths[0])
             want_pv = np.load(os.path.join(a.check, "pixel_values_videos.npy"))
             want_grid = np.load(os.path.join(a.check, "video_grid_thw.npy"))
