@@ -153,7 +153,8 @@ final class BenchCommand {
         public Integer call() throws Exception {
             var config = NodeOptions.config(spec, settings());
             if (config.data() == null) throw new ConfigException("--data is required: a manifest of video samples");
-            var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS));
+            var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS), config.get(NodeConfig.MODEL),
+                    config.encodeOptions().preset());
             if (encoding == null) throw new ConfigException(VideoFlags.unknownRelease(config.get(NodeConfig.TRANSFORMERS)));
             VideoBench.run(new VideoBench.Settings(config, encoding, limit, warmup), spec.commandLine().getOut());
             return 0;

@@ -59,7 +59,7 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         var config = NodeOptions.config(spec, settings());
         var options = config.encodeOptions();
         byte[] json = PreprocessCommand.readInput(sample);
-        var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS));
+        var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS), config.get(NodeConfig.MODEL), options.preset());
         try (QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
             try (var objects = dev.stoker.source.ObjectSources.open(sample.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
                 String unknown = VideoFlags.unknownRelease(config.get(NodeConfig.TRANSFORMERS));

@@ -49,6 +49,24 @@ final class VideoFlags {
      * release whose video rules Stoker does not know ({@link #unknownRelease}).
      */
     VideoEncoding encoding(CommandSpec spec, TransformersVersion transformers) {
+        return encoding(spec, transformers, null, null);
+    }
+
+    /**
+     * As {@link #encoding(CommandSpec, TransformersVersion)}, under a model folder's video processor settings
+     * ({@code video_preprocessor_config.json}, else its {@code preprocessor_config.json}, as the HF video processors load
+     * them) when {@code model} is given: the flags override them; a field Stoker cannot reproduce is refused, named.
+     */
+    VideoEncoding encoding(CommandSpec spec, TransformersVersion transformers, java.nio.file.Path model,
+                           dev.stoker.core.ProcessorPreset family) {
+        VideoOptions processor = null;
+        if (model != null) {
+            try {
+                processor = dev.stoker.video.sample.VideoProcessorConfig.read(model, family).options();
+            } catch (IllegalArgumentException e) {
+                throw new dev.stoker.node.ConfigException("--model " + model + ": " + e.getMessage());
+            }
+        }
         try {
             VideoOptions options = VideoOptions.DEFAULTS;
             Double[] values = {fps, minFrames, maxFrames, minPixels, maxPixels, totalPixels};
@@ -57,7 +75,7 @@ final class VideoFlags {
             for (int i = 0; i < keys.length; i++) if (values[i] != null) options = options.with(keys[i], values[i]);
             VideoContract contract = transformers == null ? VideoContract.OFFICIAL : contract(transformers);
             if (contract == null) return null;
-            return new VideoEncoding(VideoSampler.fromName(sampler), options, null, contract, CpuCapability.parse(cpu),
+            return new VideoEncoding(VideoSampler.fromName(sampler), options, processor, contract, CpuCapability.parse(cpu),
                     VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS);
         } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage());
@@ -71,7 +89,9 @@ final class VideoFlags {
             VideoContract.forTransformers(transformers.major(), transformers.minor());
             return null;
         } catch (IllegalArgumentException e) {
-            return e.getMessage();
+            return e.getMessage() + ". The release is --transformers, or --model's config.json transformers_version "
+                    + "(the release that saved the model, often not the trainer's): pass --transformers 4.57 or 5.18, the "
+                    + "release the trainer runs";
         }
     }
 

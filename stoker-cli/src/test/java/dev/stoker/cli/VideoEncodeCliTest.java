@@ -73,6 +73,41 @@ class VideoEncodeCliTest {
         if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) fail("ffmpeg failed: " + text);
     }
 
+    @org.junit.jupiter.api.Test
+    void aModelFoldersVideoProcessorConfigSetsTheDefaultsAndWhatCannotBeReproducedIsRefused() throws Exception {
+        Path model = dev.stoker.testkit.ModelFolders.write(dir.resolve("model"), "qwen2-vl");
+        Files.writeString(model.resolve("video_preprocessor_config.json"), """
+            {"video_processor_type": "Qwen2VLVideoProcessor", "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
+             "size": {"shortest_edge": 3136, "longest_edge": 12544}, "do_sample_frames": true, "fps": 1.0}
+            """);
+        Path out = dir.resolve("model-out");
+        // the folder was saved by transformers 4.41, whose video rules Stoker does not know: the trainer's release is asked for
+        var r = CliRunner.run("encode", "--model", model.toString(), "--sample", dir.resolve("one.json").toString(),
+                "--out", out.toString());
+        assertEquals(2, r.status(), r.err());
+        assertTrue(r.err().contains("pass --transformers 4.57 or 5.18"), r.err());
+        r = CliRunner.run("encode", "--model", model.toString(), "--transformers", "5.18", "--sample",
+                dir.resolve("one.json").toString(), "--out", out.toString());
+        assertEquals(0, r.status(), r.err());
+        long[] g = Npy.read(out.resolve("video_grid_thw.npy")).asLongs();
+        assertTrue(g[1] * g[2] * 14 * 14 <= 12544, "the folder's longest_edge bounds each frame: " + java.util.Arrays.toString(g));
+        assertEquals(2, g[0], "fps 1.0 from the folder: 2 frames of the 2 s clip would be 1 group, the minimum 4 frames 2");
+        // a flag overrides the folder
+        r = CliRunner.run("encode", "--model", model.toString(), "--transformers", "5.18", "--video-max-pixels", "50176", "--sample",
+                dir.resolve("one.json").toString(), "--out", dir.resolve("model-out2").toString());
+        assertEquals(0, r.status(), r.err());
+        long[] g2 = Npy.read(dir.resolve("model-out2").resolve("video_grid_thw.npy")).asLongs();
+        assertTrue(g2[1] * g2[2] > g[1] * g[2], java.util.Arrays.toString(g2));
+        Files.writeString(model.resolve("video_preprocessor_config.json"), """
+            {"video_processor_type": "Qwen2VLVideoProcessor", "size": {"shortest_edge": 3136, "longest_edge": 12544},
+             "do_sample_frames": false}
+            """);
+        r = CliRunner.run("encode", "--model", model.toString(), "--transformers", "5.18", "--sample",
+                dir.resolve("one.json").toString(), "--out", dir.resolve("model-out3").toString());
+        assertEquals(2, r.status(), r.err());
+        assertTrue(r.err().contains("do_sample_frames"), r.err());
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"qwen2-vl", "qwen2.5-vl", "qwen3-vl"})
     void llamaFactoryVideoRecordsEncodeAtTheDefaults(String processor) throws Exception {
