@@ -45,16 +45,36 @@ public final class Npy {
 
     private Npy() {}
 
+    /** Elements converted to bytes at a time: an array is written in chunks, never copied whole (a video's tensor is GBs). */
+    private static final int CHUNK_ELEMENTS = 1 << 18;
+
+    /** All of {@code values} as little-endian float32 under a header for {@code shape}. */
     public static void writeFloat32(Path file, float[] values, long... shape) throws IOException {
-        var buf = ByteBuffer.allocate(values.length * 4).order(ByteOrder.LITTLE_ENDIAN);
-        buf.asFloatBuffer().put(values);
-        write(file, "<f4", shape, buf.array());
+        int n = values.length;
+        var buf = ByteBuffer.allocate(Math.min(n, CHUNK_ELEMENTS) * 4).order(ByteOrder.LITTLE_ENDIAN);
+        try (OutputStream out = Files.newOutputStream(file)) {
+            out.write(header("<f4", shape));
+            for (int i = 0; i < n; i += CHUNK_ELEMENTS) {
+                int len = Math.min(CHUNK_ELEMENTS, n - i);
+                buf.clear();
+                buf.asFloatBuffer().put(values, i, len);
+                out.write(buf.array(), 0, len * 4);
+            }
+        }
     }
 
     public static void writeInt64(Path file, long[] values, long... shape) throws IOException {
-        var buf = ByteBuffer.allocate(values.length * 8).order(ByteOrder.LITTLE_ENDIAN);
-        buf.asLongBuffer().put(values);
-        write(file, "<i8", shape, buf.array());
+        int n = values.length;
+        var buf = ByteBuffer.allocate(Math.min(n, CHUNK_ELEMENTS) * 8).order(ByteOrder.LITTLE_ENDIAN);
+        try (OutputStream out = Files.newOutputStream(file)) {
+            out.write(header("<i8", shape));
+            for (int i = 0; i < n; i += CHUNK_ELEMENTS) {
+                int len = Math.min(CHUNK_ELEMENTS, n - i);
+                buf.clear();
+                buf.asLongBuffer().put(values, i, len);
+                out.write(buf.array(), 0, len * 8);
+            }
+        }
     }
 
     public static void writeUint8(Path file, byte[] values, long... shape) throws IOException {
