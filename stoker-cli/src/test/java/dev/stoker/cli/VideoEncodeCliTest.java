@@ -74,6 +74,30 @@ class VideoEncodeCliTest {
     }
 
     @org.junit.jupiter.api.Test
+    void aVideoShorterThanItsStartAndAStreamWithoutTimestampsAreTheSamplesErrors() throws Exception {
+        Path data = dir.resolve("mllm_demo_data");
+        ffmpeg(data.resolve("raw.h264"), "-i", data.resolve("1.mp4").toString(), "-c", "copy", "-bsf:v", "h264_mp4toannexb");
+        Files.writeString(dir.resolve("late.json"), """
+            {"messages": [{"role": "user", "content": [{"type": "video", "video": "mllm_demo_data/1.mp4", "video_start": 5.0},
+                                                       {"type": "text", "text": "What happens after 5 s?"}]},
+                          {"role": "assistant", "content": "Nothing: it is 2 s long."}]}
+            """);
+        var r = CliRunner.run("encode", "--processor", "qwen2.5-vl", "--video-sampler", "qwen-vl-utils", "--sample",
+                dir.resolve("late.json").toString(), "--out", dir.resolve("late").toString());
+        assertEquals(2, r.status(), r.err());
+        assertTrue(r.err().contains("video mllm_demo_data/1.mp4: Invalid time range"), r.err());
+        assertEquals(1, r.err().strip().lines().count(), r.err());
+        Files.writeString(dir.resolve("raw.json"), """
+            {"messages": [{"role": "user", "content": "<video>Describe it."}, {"role": "assistant", "content": "No."}],
+             "videos": ["mllm_demo_data/raw.h264"]}
+            """);
+        r = CliRunner.run("encode", "--processor", "qwen2-vl", "--sample", dir.resolve("raw.json").toString(), "--out",
+                dir.resolve("raw").toString());
+        assertEquals(2, r.status(), r.err());
+        assertTrue(r.err().contains("video mllm_demo_data/raw.h264: packet 0 has neither pts nor dts"), r.err());
+    }
+
+    @org.junit.jupiter.api.Test
     void aModelFoldersVideoProcessorConfigSetsTheDefaultsAndWhatCannotBeReproducedIsRefused() throws Exception {
         Path model = dev.stoker.testkit.ModelFolders.write(dir.resolve("model"), "qwen2-vl");
         Files.writeString(model.resolve("video_preprocessor_config.json"), """
