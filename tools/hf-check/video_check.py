@@ -74,12 +74,17 @@ def make_clips(work):
     return d
 
 
-def decode(path):
-    """Every frame as rgb24 with PyAV, no rotation; fps and total as transformers' read_video_pyav reports them."""
+def decode(path, src_colorspace=None):
+    """Every frame as rgb24 with PyAV, no rotation; fps and total as transformers' read_video_pyav reports them.
+    src_colorspace (the BT.601 control only) overrides the colour matrix the stream declares."""
     with av.open(path) as c:
         s = c.streams.video[0]
         fps = float(s.average_rate)
-        frames = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(s)])
+        if src_colorspace is None:
+            frames = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(s)])
+        else:
+            frames = np.stack([f.reformat(format="rgb24", src_colorspace=src_colorspace).to_ndarray()
+                               for f in c.decode(s)])
     return frames, fps
 
 
@@ -130,6 +135,37 @@ def rope(model, family, input_ids, image_grid_thw=None, video_grid_thw=None, sec
         kw["mm_token_type_ids"] = torch.from_numpy(mm_rule(input_ids.numpy()))
     pos, _ = fn(**{k: v for k, v in kw.items() if k in params})
     return pos
+
+
+BT709_CLIP = CLIPS[1][0]
+OTHER = {"4.57": "5.18", "5.18": "4.57"}
+
+
+def other_release(out, hf, hpos):
+    """Control: Stoker's encode of the same sample for the other release (when this work folder has it) against this
+    release's transformers. The arrays listed differ, so the check tells the releases apart."""
+    other = out.replace(os.sep.join(["venc", RELEASE]), os.sep.join(["venc", OTHER[RELEASE]]))
+    if not os.path.exists(os.path.join(other, "input_ids.npy")):
+        return None
+    pairs = [("pixel_values_videos", hf["pixel_values_videos"].numpy()), ("video_grid_thw", hf["video_grid_thw"].numpy()),
+             ("input_ids", hf["input_ids"][0].numpy())]
+    if "second_per_grid_ts" in hf:
+        pairs.append(("second_per_grid_ts", np.asarray(hf["second_per_grid_ts"], dtype=np.float32)))
+    differ = [n for n, a in pairs if not compare_exact(n, load(other, n), a)["equal"]]
+    if hpos is not None:
+        sp = load(other, "position_ids")
+        if sp.shape != tuple(hpos.shape[::2]) or not np.array_equal(sp, hpos.numpy()[:, 0, :]):
+            differ.append("position_ids")
+    return differ
+
+
+def bt601_control(proc, text, path, out, kw):
+    """Control: the BT.709-tagged clip decoded as if it were BT.601 (what a decoder that ignores the tag gives) and
+    put through the same processor must differ from Stoker's pixel_values_videos: the check sees the matrix."""
+    frames, fps = decode(path, src_colorspace="ITU601")
+    hf = proc(text=[text], videos=[frames], video_metadata=[metadata(frames, fps)], return_tensors="pt", **kw)
+    c = compare_exact("pixel_values_videos", load(out, "pixel_values_videos"), hf["pixel_values_videos"].numpy())
+    return {k: c.get(k) for k in ("equal", "differing", "first_index", "stoker_value", "hf_value", "max_abs_diff")}
 
 
 def video_rows(args, work, families):
@@ -198,6 +234,7 @@ def video_rows(args, work, families):
             r["compared"] = comps
             r["grid"] = hf["video_grid_thw"].numpy().tolist()
             r["tokens"] = int(hf["input_ids"].shape[1])
+            hpos = None
             try:
                 sp = hf.get("second_per_grid_ts")
                 if sp is not None and not torch.is_tensor(sp):
@@ -210,6 +247,10 @@ def video_rows(args, work, families):
             except Exception as e:
                 r["positions"] = {"error": first_line(e), "traceback": traceback.format_exc()[-1500:]}
             r["pass"] = all(c["equal"] for c in comps) and bool(r["positions"].get("equal_attended"))
+            r["other_release"] = other_release(out, hf, hpos)
+            if name == BT709_CLIP:
+                r["control_bt601"] = bt601_control(s["proc"], text, os.path.join(d, name), out, kw)
+                r["pass"] = r["pass"] and not r["control_bt601"]["equal"]  # a check blind to the matrix fails
         except Exception as e:
             r.update(error=first_line(e), traceback=traceback.format_exc()[-2000:], **{"pass": False})
         rows.append(r)
