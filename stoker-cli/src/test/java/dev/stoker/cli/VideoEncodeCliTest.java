@@ -98,6 +98,25 @@ class VideoEncodeCliTest {
     }
 
     @org.junit.jupiter.api.Test
+    void aOneFrameVideoIsRefusedAsEachReferenceRefusesIt() throws Exception {
+        Path data = dir.resolve("mllm_demo_data");
+        ffmpeg(data.resolve("one.mp4"), "-i", data.resolve("1.mp4").toString(), "-frames:v", "1", "-c", "copy");
+        Files.writeString(dir.resolve("oneframe.json"), """
+            {"messages": [{"role": "user", "content": "<video>What moves?"}, {"role": "assistant", "content": "Nothing."}],
+             "videos": ["mllm_demo_data/one.mp4"]}
+            """);
+        // transformers' samplers and qwen-vl-utils raise on a 1-frame video; Stoker refuses it with their causes
+        for (var c : List.of(List.of("qwen2-vl", "hf", "Video can't be sampled"),
+                List.of("qwen3-vl", "hf", "must be larger than temporal_factor"),
+                List.of("qwen2.5-vl", "qwen-vl-utils", "nframes should in interval"))) {
+            var r = CliRunner.run("encode", "--processor", c.get(0), "--video-sampler", c.get(1), "--sample",
+                    dir.resolve("oneframe.json").toString(), "--out", dir.resolve("oneframe-" + c.get(0)).toString());
+            assertEquals(2, r.status(), c + ": " + r.err());
+            assertTrue(r.err().contains("video mllm_demo_data/one.mp4: ") && r.err().contains(c.get(2)), c + ": " + r.err());
+        }
+    }
+
+    @org.junit.jupiter.api.Test
     void aModelFoldersVideoProcessorConfigSetsTheDefaultsAndWhatCannotBeReproducedIsRefused() throws Exception {
         Path model = dev.stoker.testkit.ModelFolders.write(dir.resolve("model"), "qwen2-vl");
         Files.writeString(model.resolve("video_preprocessor_config.json"), """
