@@ -339,16 +339,12 @@ public final class SampleEncoder {
         boolean spg = options.preset() == dev.stoker.core.ProcessorPreset.QWEN2_5_VL;
         float[] secondPerGridTs = new float[spg ? kept.size() : 0];
         int offset = 0, k = 0;
-        long[] indices = new long[0];
+        long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
         for (var p : kept) {
             videos.writePixels(id, p, videoSource, pixels, offset);
             offset += (int) (p.rows() * rowLength);
             System.arraycopy(p.plan().gridThw(), 0, grid, 3 * k, 3);
             if (spg) secondPerGridTs[k] = p.plan().secondPerGridT();
-            long[] f = p.plan().frameIndices();
-            long[] all = java.util.Arrays.copyOf(indices, indices.length + f.length);
-            System.arraycopy(f, 0, all, indices.length, f.length);
-            indices = all;
             k++;
         }
         var w = withImages;

@@ -16,7 +16,6 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -29,10 +28,7 @@ import org.junit.jupiter.api.Timeout;
 class VectorClipsDecodeTest {
     @Test
     void everyClipDecodesToPyAvsFrames() throws Exception {
-        String prop = System.getProperty("stoker.shared.dir");
-        Path vectors = (prop == null ? Path.of("../shared") : Path.of(prop)).resolve("vectors/qwen-vl-video");
-        Assumptions.assumeTrue(Files.isRegularFile(vectors.resolve("MANIFEST.json")),
-                "no Qwen-VL video vectors at " + vectors + " (-Dstoker.shared.dir)");
+        Path vectors = NativeTools.videoVectorsOrSkip();
         NativeTools.requireLibraries();
         JsonNode videos = new ObjectMapper().readTree(vectors.resolve("MANIFEST.json").toFile()).path("videos");
         List<String> differences = new ArrayList<>();

@@ -47,6 +47,18 @@ public final class NativeTools {
                 "libavformat59 libavcodec59 libavutil57 libswscale6");
     }
 
+    /**
+     * The Qwen-VL video vectors' folder ({@code -Dstoker.shared.dir}, else {@code ../shared}), or aborts the test
+     * saying so where it is absent (a user's clone has no ../shared).
+     */
+    public static Path videoVectorsOrSkip() {
+        String prop = System.getProperty("stoker.shared.dir");
+        Path vectors = (prop == null ? Path.of("../shared") : Path.of(prop)).resolve("vectors/qwen-vl-video");
+        Assumptions.assumeTrue(Files.isRegularFile(vectors.resolve("MANIFEST.json")),
+                "no Qwen-VL video vectors at " + vectors + " (-Dstoker.shared.dir)");
+        return vectors;
+    }
+
     /** Runs a command, returns its stdout; fails the test with its stderr when it exits non-zero. */
     public static String run(Path dir, List<String> command) throws IOException, InterruptedException {
         Path err = Files.createTempFile(dir, "stderr", ".txt");
