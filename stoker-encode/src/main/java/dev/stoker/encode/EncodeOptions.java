@@ -41,11 +41,14 @@ import dev.stoker.text.TruncationPolicy;
  *                         {@code Qwen2VLImageProcessorFast}); same grids and tokens, pixel values 1–2 levels apart. The
  *                         compact UINT8 pixel format is normalized by the trainer the PIL way and is refused with
  *                         TORCHVISION.
+ * @param video            how the videos of samples become model inputs (issue 29: sampler, options, the trainer's
+ *                         release, decode deadline), or null: no video (video records refused as unserved media;
+ *                         {@link #defaults} has none, a node's configuration turns it on)
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
                             long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat,
                             int maxImages, TextOnlyPolicy textOnly, String chatTemplate, String model, InputContract inputContract,
-                            long decodeMemoryBytes, ImageBackend imageBackend) {
+                            long decodeMemoryBytes, ImageBackend imageBackend, dev.stoker.encode.video.VideoEncoding video) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
@@ -146,28 +149,28 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
                 DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, DEFAULT_TEXT_ONLY, null, null,
-                DEFAULT_INPUT_CONTRACT, 0, ImageBackend.PIL);
+                DEFAULT_INPUT_CONTRACT, 0, ImageBackend.PIL, null);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     /** With the per-thread decode memory budget (0: the default for the threads that decode). */
     public EncodeOptions withDecodeMemory(long bytes) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes, imageBackend);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes, imageBackend, video);
     }
 
     /** The budget {@code threads} decoding threads each get: {@link #decodeMemoryBytes()}, or the default when it is 0. */
@@ -176,7 +179,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     }
 
     public EncodeOptions withPixelFormat(PixelFormat f) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
@@ -184,12 +187,12 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     /** With the vision config of a model folder (its geometry, mean, std and pixel bounds). */
     public EncodeOptions withVision(VisionConfig v) {
-        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     /** With what a model folder adds to the encoding (see {@link #model()}); null for none. */
     public EncodeOptions withModel(String m) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     /** The SHA-256 of the chat template's source, hex; null for the built-in template. */
@@ -208,7 +211,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /** With the chat template rendered from {@code jinjaSource} (null: the built-in one); see {@link #chatTemplate()}. */
     public EncodeOptions withChatTemplate(String jinjaSource) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes, imageBackend);
+                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     /**
@@ -220,11 +223,11 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
         return "EncodeOptions[preset=" + preset + ", vision=" + vision + ", exif=" + exif + ", decodeScale=" + decodeScale
                 + ", maxSourcePixels=" + maxSourcePixels + ", maxSequenceLength=" + maxSequenceLength + ", truncation=" + truncation
                 + ", pixelFormat=" + pixelFormat + ", maxImages=" + maxImages + ", textOnly=" + textOnly + ", inputContract=" + inputContract
-                + ", model=" + model + ", decodeMemoryBytes=" + decodeMemoryBytes + ", imageBackend=" + imageBackend + "]";
+                + ", model=" + model + ", decodeMemoryBytes=" + decodeMemoryBytes + ", imageBackend=" + imageBackend + (video == null ? "" : ", video=" + video) + "]";
     }
 
     public EncodeOptions withMaxImages(int n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     /**
@@ -242,22 +245,32 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public EncodeOptions withTextOnly(TextOnlyPolicy t) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, t,
-                chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+                chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 
     /** With the image processor whose {@code pixel_values} images get (see {@link #imageBackend()}). */
     public EncodeOptions withImageBackend(ImageBackend backend) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, backend);
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, backend, video);
     }
 
     /** With the tensors of {@code contract} (see {@link InputContract}). */
     public EncodeOptions withInputContract(InputContract contract) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, contract, decodeMemoryBytes, imageBackend);
+                textOnly, chatTemplate, model, contract, decodeMemoryBytes, imageBackend, video);
+    }
+
+    /**
+     * With the videos of samples encoded as {@code v} says (issue 29): the parser reads video records and a batch that
+     * holds a video carries {@code pixel_values_videos}, {@code video_grid_thw} (and Qwen2.5's {@code second_per_grid_ts});
+     * null: no video, video records refused as media Stoker does not serve.
+     */
+    public EncodeOptions withVideo(dev.stoker.encode.video.VideoEncoding v) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, v);
     }
 
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
     }
 }
