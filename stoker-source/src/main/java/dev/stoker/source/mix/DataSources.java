@@ -105,6 +105,11 @@ public final class DataSources implements AutoCloseable {
 
             @Override
             public String manifestName() { return name; }
+
+            @Override
+            public dev.stoker.core.io.SeekableByteSource openVideo(int record, String sampleId, String reference) throws IOException {
+                return dev.stoker.source.RangedObjectBytes.of(images, reference, VIDEO_READ_TIMEOUT_NANOS); // from the media root
+            }
         };
     }
 

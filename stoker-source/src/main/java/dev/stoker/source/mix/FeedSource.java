@@ -53,6 +53,19 @@ public interface FeedSource {
     /** A short name for reports and manifest line ids, e.g. {@code train.jsonl}. */
     String manifestName();
 
+    /** How long one ranged read of a video may take ({@link #openVideo}). */
+    long VIDEO_READ_TIMEOUT_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(60);
+
+    /**
+     * A video of record {@code record} by the reference its sample names, read in ranges as the demuxer asks (issue 29: a
+     * seek in a large file fetches the blocks around it, not the file). Blocking: called on a CPU thread.
+     *
+     * @throws IOException when the video cannot be found or read; by default, a source that cannot read videos
+     */
+    default dev.stoker.core.io.SeekableByteSource openVideo(int record, String sampleId, String reference) throws IOException {
+        throw new IOException("the source " + manifestName() + " cannot read videos");
+    }
+
     /** {@code source} seen as a feed source; the manifest's name is the last segment of its URI. */
     static FeedSource of(ObjectSource source) { return of(source, ManifestRecords.IndexCache.defaults(System.getenv())); }
 
@@ -72,6 +85,11 @@ public interface FeedSource {
 
             @Override
             public String manifestName() { return name; }
+
+            @Override
+            public dev.stoker.core.io.SeekableByteSource openVideo(int record, String sampleId, String reference) throws IOException {
+                return dev.stoker.source.RangedObjectBytes.of(source, reference, VIDEO_READ_TIMEOUT_NANOS);
+            }
         };
     }
 }

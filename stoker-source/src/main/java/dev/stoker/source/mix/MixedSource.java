@@ -72,6 +72,13 @@ public final class MixedSource implements FeedSource {
     }
 
     @Override
+    public dev.stoker.core.io.SeekableByteSource openVideo(int record, String sampleId, String reference) throws java.io.IOException {
+        var r = records;
+        int i = r == null ? 0 : r.sourceOf(record);
+        return parts.get(i).source().openVideo(record, sampleId, reference);
+    }
+
+    @Override
     public String manifestName() {
         var names = new ArrayList<String>(parts.size());
         for (var p : parts) names.add(p.source().manifestName());
