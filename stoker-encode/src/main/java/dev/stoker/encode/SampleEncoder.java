@@ -70,8 +70,16 @@ public final class SampleEncoder {
      * @throws dev.stoker.text.ChatTemplateException when the model's template does not compile
      */
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer) {
+        this(options, tokenizer, dev.stoker.video.decode.FrameDecoder.IN_PROCESS);
+    }
+
+    /**
+     * An encoder of {@code options}' samples, their videos ({@link EncodeOptions#video()}, when set) decoded through
+     * {@code decoder} (a feed's worker processes, or in process).
+     */
+    public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, dev.stoker.video.decode.FrameDecoder decoder) {
         this(options, tokenizer, options.chatTemplate() == null ? new ChatTemplate(options.preset().chatFamily())
-                : dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()));
+                : dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()), options.video(), decoder);
     }
 
     /**
@@ -79,20 +87,16 @@ public final class SampleEncoder {
      * after {@link dev.stoker.text.TemplateCheck} found that it differs from the built-in one); labels follow the official rule.
      */
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template) {
-        this(options, tokenizer, template, null);
+        this(options, tokenizer, template, options.video(), dev.stoker.video.decode.FrameDecoder.IN_PROCESS);
     }
 
-    /**
-     * An encoder that also reads video records and encodes their videos as {@code video} says (issue 29: only
-     * {@link #encode(ChatSample, ImageSource, VideoPreprocessor.VideoSource)} makes video tensors so far; the feed's
-     * encoders are made without video, and their parsers refuse it).
-     */
+    /** An encoder that also reads video records and encodes their videos as {@code video} says, decoding in process. */
     public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, VideoEncoding video) {
-        this(options, tokenizer, options.chatTemplate() == null ? new ChatTemplate(options.preset().chatFamily())
-                : dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()), video);
+        this(options.withVideo(video), tokenizer);
     }
 
-    private SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template, VideoEncoding video) {
+    private SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template, VideoEncoding video,
+                          dev.stoker.video.decode.FrameDecoder decoder) {
         this.options = options;
         int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
         var builder = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
@@ -104,7 +108,7 @@ public final class SampleEncoder {
         } else {
             this.parser = new SampleParser(SampleParser.Videos.ACCEPT);
             this.tokens = builder.withVideo(options.preset(), video.contract());
-            this.videos = new VideoPreprocessor(options.preset(), options.vision(), video, options.decodeMemoryBytes(1));
+            this.videos = new VideoPreprocessor(options.preset(), options.vision(), video, options.decodeMemoryBytes(1), decoder);
         }
     }
 
@@ -128,7 +132,23 @@ public final class SampleEncoder {
     public void resetTimes() {
         images.resetTimes();
         tokenizeNanos = 0;
+        if (videos != null) {
+            videoNanosMark = videos.decodeNanos();
+            videoFramesDecodedMark = videos.framesDecoded();
+            videoFramesKeptMark = videos.framesKept();
+        }
     }
+
+    private long videoNanosMark, videoFramesDecodedMark, videoFramesKeptMark;
+
+    /** Time spent decoding videos (sampled frames, their RGB conversion and resize) since {@link #resetTimes()}. */
+    public long videoDecodeNanos() { return videos == null ? 0 : videos.decodeNanos() - videoNanosMark; }
+
+    /** Video frames libavcodec produced since {@link #resetTimes()}, kept or not. */
+    public long videoFramesDecoded() { return videos == null ? 0 : videos.framesDecoded() - videoFramesDecodedMark; }
+
+    /** Video frames kept since {@link #resetTimes()}. */
+    public long videoFramesKept() { return videos == null ? 0 : videos.framesKept() - videoFramesKeptMark; }
 
     private long tokenizeNanos;
 
@@ -175,7 +195,44 @@ public final class SampleEncoder {
      * pixel rows and grids are known), nothing decoded yet. Holds the fetched image bytes.
      */
     public record Prepared(String id, TextFeatures text, List<ImagePreprocessor.Planned> images, int rowLength,
-                           EncodeOptions.PixelFormat pixelFormat) {
+                           EncodeOptions.PixelFormat pixelFormat, List<VideoPreprocessor.Planned> videos,
+                           VideoPreprocessor.VideoSource videoSource, boolean videoSeconds) {
+        /** A sample prepared without videos. */
+        public Prepared(String id, TextFeatures text, List<ImagePreprocessor.Planned> images, int rowLength,
+                        EncodeOptions.PixelFormat pixelFormat) {
+            this(id, text, images, rowLength, pixelFormat, List.of(), null, false);
+        }
+
+        /** Rows of pixel_values_videos of the videos kept: Σ t·h·w. */
+        public long videoRows() {
+            long rows = 0;
+            for (var v : videos) rows += v.rows();
+            return rows;
+        }
+
+        /** Bytes of this sample's pixel_values_videos rows (float32). */
+        public long videoBytes() { return videoRows() * rowLength * Float.BYTES; }
+
+        /** The batch shape's share of this sample's videos. */
+        public dev.stoker.encode.batch.BatchShape.Videos videoShape() {
+            return videos.isEmpty() ? dev.stoker.encode.batch.BatchShape.Videos.NONE
+                    : new dev.stoker.encode.batch.BatchShape.Videos(videoRows(), videos.size(), videoSeconds);
+        }
+
+        /** The kept videos' {@code video_grid_thw} rows. */
+        public long[] videoGridThw() {
+            long[] grid = new long[videos.size() * 3];
+            for (int k = 0; k < videos.size(); k++) System.arraycopy(videos.get(k).plan().gridThw(), 0, grid, 3 * k, 3);
+            return grid;
+        }
+
+        /** The kept videos' {@code second_per_grid_ts} (Qwen2.5-VL; empty otherwise). */
+        public float[] secondPerGridTs() {
+            float[] s = new float[videoSeconds ? videos.size() : 0];
+            for (int k = 0; k < s.length; k++) s[k] = videos.get(k).plan().secondPerGridT();
+            return s;
+        }
+
         /** Rows of pixel_values of the images kept. */
         public long pixelRows() {
             long rows = 0;
@@ -210,15 +267,45 @@ public final class SampleEncoder {
      * builds the tokens (an over-long sample is refused here, before any pixel is decoded).
      */
     public Prepared prepare(ChatSample sample, ImageSource source) {
+        return prepare(sample, source, null);
+    }
+
+    /**
+     * {@link #prepare(ChatSample, ImageSource)} for a sample that may hold videos, opened through {@code videoSource}: each
+     * video indexed (demuxed, not decoded) and planned, so its grid, tokens and rows are known; nothing decoded.
+     */
+    public Prepared prepare(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         String id = sample.id();
         List<String> refs = sample.imagePaths();
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
         var grids = plan(sample, source, planned);
+        if (sample.videos().isEmpty()) {
+            long t0 = System.nanoTime();
+            TextFeatures text = tokens.build(sample, grids);
+            tokenizeNanos += System.nanoTime() - t0;
+            return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
+                    options.pixelFormat());
+        }
+        if (videos == null) throw new IllegalStateException("this encoder was made without video");
+        if (videoSource == null)
+            throw new SampleException(id, SampleException.Stage.FETCH, "has " + sample.videos().size() + " video(s) and no source to read them from");
+        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32) {
+            throw new SampleException(id, SampleException.Stage.TRANSFORM, "video needs --pixel-format float32: the compact "
+                    + "uint8 format carries no video yet");
+        }
+        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
+        var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
+        for (var v : sample.videos()) {
+            var p = videos.plan(id, v, videoSource);
+            plannedVideos.add(p);
+            videoTokens.add(videos.tokens(p));
+        }
         long t0 = System.nanoTime();
-        TextFeatures text = tokens.build(sample, grids);
+        TextFeatures text = tokens.build(sample, grids, videoTokens);
         tokenizeNanos += System.nanoTime() - t0;
         return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
-                options.pixelFormat());
+                options.pixelFormat(), List.copyOf(plannedVideos.subList(0, text.videosKept())), videoSource,
+                options.preset() == dev.stoker.core.ProcessorPreset.QWEN2_5_VL);
     }
 
     /**
@@ -279,6 +366,16 @@ public final class SampleEncoder {
         return prepare(sample, fetched(imagesByReference));
     }
 
+    /** {@link #prepare(ChatSample, ImageSource, VideoPreprocessor.VideoSource)} over image bytes fetched beforehand. */
+    public Prepared prepare(ChatSample sample, Map<String, byte[]> imagesByReference, VideoPreprocessor.VideoSource videoSource) {
+        return prepare(sample, fetched(imagesByReference), videoSource);
+    }
+
+    /** Encodes a sample whose image bytes were fetched beforehand and whose videos are read through {@code videoSource}. */
+    public EncodedSample encode(ChatSample sample, Map<String, byte[]> imagesByReference, VideoPreprocessor.VideoSource videoSource) {
+        return encode(sample, fetched(imagesByReference), videoSource, PixelBuffers.FRESH);
+    }
+
     /**
      * The expensive second half: decodes, resizes, normalizes and patchifies the prepared images,
      * writing their pixel_values rows ({@link Prepared#pixelBytes()} bytes, little-endian float32)
@@ -301,6 +398,18 @@ public final class SampleEncoder {
     }
 
     /**
+     * Decodes the prepared videos' sampled frames and writes their {@code pixel_values_videos} rows
+     * ({@link Prepared#videoBytes()} bytes, little-endian float32) into {@code dst} from byte {@code offsetBytes}.
+     */
+    public void writeVideoPixels(Prepared p, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        long offset = offsetBytes;
+        for (var v : p.videos()) {
+            videos.writePixels(p.id(), v, p.videoSource(), dst, offset);
+            offset += v.rows() * p.rowLength() * Float.BYTES;
+        }
+    }
+
+    /**
      * Encodes a sample with images and videos into every model input, the videos' tensors included
      * ({@link EncodedSample#videos()}): images and videos planned, tokens built (an over-long sample is refused before
      * any pixel), then the images kept decoded and transformed, and the videos kept decoded (their sampled frames only),
@@ -308,49 +417,30 @@ public final class SampleEncoder {
      */
     public EncodedSample encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         if (videos == null) throw new IllegalStateException("this encoder was made without video");
+        return encode(sample, source, videoSource, PixelBuffers.FRESH);
+    }
+
+    /** {@link #encode(ChatSample, ImageSource, VideoPreprocessor.VideoSource)} writing pixel_values into an array from {@code buffers}. */
+    public EncodedSample encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource, PixelBuffers buffers) {
+        Prepared prepared = prepare(sample, source, videoSource);
+        EncodedSample w = encodeImages(prepared, buffers);
+        if (videos == null) return w;
         String id = sample.id();
-        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32 && !sample.videos().isEmpty()) {
-            throw new SampleException(id, SampleException.Stage.TRANSFORM, "video needs --pixel-format float32: the compact "
-                    + "uint8 format carries no video yet");
-        }
-        var planned = new ArrayList<ImagePreprocessor.Planned>(sample.imagePaths().size());
-        var grids = plan(sample, source, planned);
-        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
-        var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
-        for (var v : sample.videos()) {
-            var p = videos.plan(id, v, videoSource);
-            plannedVideos.add(p);
-            videoTokens.add(videos.tokens(p));
-        }
-        long t0 = System.nanoTime();
-        TextFeatures text = tokens.build(sample, grids, videoTokens);
-        tokenizeNanos += System.nanoTime() - t0;
-        var prepared = new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
-                options.pixelFormat());
-        EncodedSample withImages = encodeImages(prepared, PixelBuffers.FRESH);
-        var kept = plannedVideos.subList(0, text.videosKept());
-        long rows = 0;
-        for (var p : kept) rows += p.rows();
+        var kept = prepared.videos();
+        long rows = prepared.videoRows();
         int rowLength = videos.rowLength();
         if (rows * rowLength > Integer.MAX_VALUE - 8)
             throw new SampleException(id, SampleException.Stage.TRANSFORM, "pixel_values_videos of " + rows + " rows is too large for one sample");
         float[] pixels = new float[(int) (rows * rowLength)];
-        long[] grid = new long[kept.size() * 3];
-        boolean spg = options.preset() == dev.stoker.core.ProcessorPreset.QWEN2_5_VL;
-        float[] secondPerGridTs = new float[spg ? kept.size() : 0];
-        int offset = 0, k = 0;
         long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
+        int offset = 0;
         for (var p : kept) {
             videos.writePixels(id, p, videoSource, pixels, offset);
             offset += (int) (p.rows() * rowLength);
-            System.arraycopy(p.plan().gridThw(), 0, grid, 3 * k, 3);
-            if (spg) secondPerGridTs[k] = p.plan().secondPerGridT();
-            k++;
         }
-        var w = withImages;
         return new EncodedSample(w.id(), w.inputIds(), w.labels(), w.attentionMask(), w.positionIds(), w.pixelValues(),
                 w.pixelRowLength(), w.imageGridThw(), w.sourcePixels(), w.pixelsU8(),
-                new VideoTensors(pixels, rowLength, grid, secondPerGridTs, indices));
+                new VideoTensors(pixels, rowLength, prepared.videoGridThw(), prepared.secondPerGridTs(), indices));
     }
 
     /** Encodes a sample writing pixel_values into an array from {@code buffers}. */

@@ -36,13 +36,25 @@ import java.util.List;
  * @param after           the state that resumes the job right after this batch's step (the schedule's); null: unknown
  * @param segmentLengths  a pack's segment lengths L_i in order (its samples', then the dummy image's when it has one; the
  *                        tail pad is no segment); null for a padded batch
+ * @param videos          the batch's video tensors, its samples' in order (issue 29): exact arrays, null when it holds no
+ *                        video ({@link BatchShape#videos()} says how many)
  */
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
                     List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
                     long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                     float[] pixelValues, long[] imageGridThw, byte[] pixelsU8, dev.stoker.core.batch.BatchLayout.Resume after,
-                    int[] segmentLengths)
+                    int[] segmentLengths, dev.stoker.encode.video.VideoTensors videos)
         implements FeedBatch {
+
+    /** A batch without videos. */
+    public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
+                 List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
+                 long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                 float[] pixelValues, long[] imageGridThw, byte[] pixelsU8, dev.stoker.core.batch.BatchLayout.Resume after,
+                 int[] segmentLengths) {
+        this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, shape, inputIds, labels,
+                attentionMask, positionIds, pixelValues, imageGridThw, pixelsU8, after, segmentLengths, null);
+    }
 
     /** A padded batch. */
     public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
@@ -69,6 +81,12 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
                 || shape.samples() + skippedSamples.size() != scheduled)
             throw new IllegalArgumentException("batch of " + shape.samples() + " samples (" + sampleIds.size() + " ids, "
                     + datasetIndices.length + " indices) + " + skippedSamples.size() + " skipped != " + scheduled + " scheduled");
+        var v = shape.videos();
+        if (v.count() == 0 ? videos != null : videos == null || videos.videos() != v.count() || videos.rows() != v.rows()
+                || videos.pixelValuesVideos().length != v.rows() * videos.rowLength()
+                || videos.secondPerGridTs().length != (v.seconds() ? v.count() : 0))
+            throw new IllegalArgumentException("a batch of " + v + " has video tensors " + (videos == null ? "none" : videos.videos()
+                    + " videos of " + videos.rows() + " rows"));
         boolean compact = shape.pixelFormat() == dev.stoker.encode.EncodeOptions.PixelFormat.UINT8;
         if (compact != (pixelsU8 != null) || compact && pixelsU8.length != shape.pixelU8Bytes())
             throw new IllegalArgumentException("a " + shape.pixelFormat() + " batch of " + shape.pixelU8Bytes() + " u8 pixel bytes has "

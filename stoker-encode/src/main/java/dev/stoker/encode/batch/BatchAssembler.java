@@ -65,7 +65,7 @@ public final class BatchAssembler {
         if (samples.size() + skipped.size() != scheduled.size())
             throw new IllegalArgumentException(samples.size() + " samples + " + skipped.size() + " skipped for a batch of " + scheduled.size());
         var layout = BatchShape.of(samples, pixelFormat, contract);
-        boolean withDummy = DummyImage.needed(dummy, layout.samples(), layout.images());
+        boolean withDummy = DummyImage.needed(dummy, layout.samples(), layout.visualInputs());
         if (withDummy) layout = dummy.addTo(layout, samples.get(0).length());
         boolean compact = pixelFormat == EncodeOptions.PixelFormat.UINT8;
         if ((compact ? layout.pixelU8Bytes() : layout.pixelFloats()) > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
@@ -98,7 +98,37 @@ public final class BatchAssembler {
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
                 sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
-                tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after());
+                tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after(), null, videos(samples, layout.videos()));
+    }
+
+    /**
+     * The video tensors of {@code samples} concatenated in order ({@code pixel_values_videos}, {@code video_grid_thw},
+     * {@code second_per_grid_ts}; frame indices too), or null when {@code videos} says there is none.
+     */
+    public static dev.stoker.encode.video.VideoTensors videos(List<EncodedSample> samples, BatchShape.Videos videos) {
+        if (videos.count() == 0) return null;
+        int rowLength = 0;
+        for (var s : samples) if (s.videos() != null && s.videos().videos() > 0) rowLength = s.videos().rowLength();
+        if (videos.rows() * rowLength > Integer.MAX_VALUE - 8)
+            throw new IllegalArgumentException("video rows too large for heap arrays: " + videos);
+        float[] pixels = new float[(int) (videos.rows() * rowLength)];
+        long[] grid = new long[3 * videos.count()];
+        float[] seconds = new float[videos.seconds() ? videos.count() : 0];
+        var frames = java.util.stream.LongStream.builder();
+        int p = 0, g = 0, t = 0;
+        for (var s : samples) {
+            var v = s.videos();
+            if (v == null || v.videos() == 0) continue;
+            int floats = v.rows() * rowLength;
+            System.arraycopy(v.pixelValuesVideos(), 0, pixels, p, floats);
+            p += floats;
+            System.arraycopy(v.videoGridThw(), 0, grid, g, v.videoGridThw().length);
+            g += v.videoGridThw().length;
+            System.arraycopy(v.secondPerGridTs(), 0, seconds, t, v.secondPerGridTs().length);
+            t += v.secondPerGridTs().length;
+            for (long f : v.frameIndices()) frames.add(f);
+        }
+        return new dev.stoker.encode.video.VideoTensors(pixels, rowLength, grid, seconds, frames.build().toArray());
     }
 
     /** The padded token tensors of a batch, flat and row-major: (B, L) ×3 and (3, B, L). */

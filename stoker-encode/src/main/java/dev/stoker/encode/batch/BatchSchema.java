@@ -26,6 +26,9 @@ import java.util.List;
  *  mm_token_type_ids  int64   (B, L)          transformers 5.3 and later only (InputContract)
  *  pixel_values       float32 (rows, rowLength)  or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
  *  image_grid_thw     int64   (images, 3)
+ *  pixel_values_videos float32 (video rows, rowLength)  only in a batch that holds a video (issue 29)
+ *  video_grid_thw     int64   (videos, 3)     only in a batch that holds a video
+ *  second_per_grid_ts float32 (videos)        only in a Qwen2.5-VL batch that holds a video
  *  sample_index       int64   (B)             each sample's line in the manifest           metadata
  *  pixel_norm         float32 (2, 3)          compact format only: mean and std per channel
  *  pixel_patch        int64   (3)             compact format only: patch, temporal patch, merge size
@@ -38,6 +41,11 @@ import java.util.List;
  * vision tower fails on {@code pixel_values} (0, R) with {@code image_grid_thw} (0, 3) in every
  * release (docs/model-inputs.md §4), and leaves the tower out when they are absent, so clients hand
  * such a batch to {@code forward} without them.
+ *
+ * <p>The video tensors are the one exception to "every batch has the same tensors": a batch carries them only when one
+ * of its samples has a video ({@link BatchShape#videos()}), as the Hugging Face processors return them only then and
+ * every Qwen-VL {@code forward} takes them as optional keyword arguments. A batch with videos and no image still flags
+ * its empty image tensors as metadata; it gets no dummy image (its videos run the vision tower).
  *
  * <p>A pack ({@link BatchShape#packed()}, {@link PackAssembler}; docs/protocol.md "The canonical pack") has its own
  * table, n its segments and T its row's tokens:
@@ -69,6 +77,9 @@ public final class BatchSchema {
     public static final String PIXEL_VALUES = "pixel_values";
     public static final String PIXEL_VALUES_U8 = "pixel_values_u8";
     public static final String IMAGE_GRID_THW = "image_grid_thw";
+    /** A batch's video tensors (present only when it holds a video). */
+    public static final String PIXEL_VALUES_VIDEOS = "pixel_values_videos", VIDEO_GRID_THW = "video_grid_thw",
+            SECOND_PER_GRID_TS = "second_per_grid_ts";
     public static final String SAMPLE_INDEX = BatchLayout.SAMPLE_INDEX;
     public static final String PIXEL_NORM = BatchLayout.PIXEL_NORM;
     public static final String PIXEL_PATCH = BatchLayout.PIXEL_PATCH;
@@ -132,9 +143,21 @@ public final class BatchSchema {
         return List.copyOf(names);
     }
 
-    /** Every tensor name of a batch of {@code shape}, padded or packed, as laid out. */
+    /** Every tensor name of a batch of {@code shape}, padded or packed, as laid out: its video tensors after the images'. */
     public static List<String> names(BatchShape shape) {
-        return shape.packed() ? packedNames(shape.pixelFormat(), shape.inputContract()) : names(shape.pixelFormat(), shape.inputContract());
+        var names = shape.packed() ? packedNames(shape.pixelFormat(), shape.inputContract()) : names(shape.pixelFormat(), shape.inputContract());
+        var v = shape.videos();
+        if (v.count() == 0) return names;
+        var out = new ArrayList<String>(names.size() + 3);
+        for (String n : names) {
+            out.add(n);
+            if (n.equals(IMAGE_GRID_THW)) {
+                out.add(PIXEL_VALUES_VIDEOS);
+                out.add(VIDEO_GRID_THW);
+                if (v.seconds()) out.add(SECOND_PER_GRID_TS);
+            }
+        }
+        return List.copyOf(out);
     }
 
     /**
@@ -166,14 +189,18 @@ public final class BatchSchema {
         if (shape.packed()) return packedSpecs(shape, rowLength);
         long b = shape.samples(), len = shape.length();
         int images = shape.images();
-        var specs = new ArrayList<BatchLayout.Spec>(10);
-        for (String name : names(shape.pixelFormat(), shape.inputContract())) {
+        var specs = new ArrayList<BatchLayout.Spec>(13);
+        var v = shape.videos();
+        for (String name : names(shape)) {
             specs.add(switch (name) {
                 case INPUT_IDS, LABELS, ATTENTION_MASK, MM_TOKEN_TYPE_IDS -> spec(name, images, Tensor.DType.INT64, b, len);
                 case POSITION_IDS -> spec(name, images, Tensor.DType.INT64, 3, b, len);
                 case PIXEL_VALUES -> spec(name, images, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
                 case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
                 case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
+                case PIXEL_VALUES_VIDEOS -> spec(name, images, Tensor.DType.FLOAT32, v.rows(), rowLength);
+                case VIDEO_GRID_THW -> spec(name, images, Tensor.DType.INT64, v.count(), 3);
+                case SECOND_PER_GRID_TS -> spec(name, images, Tensor.DType.FLOAT32, v.count());
                 case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, b);
                 case PIXEL_NORM -> spec(name, images, Tensor.DType.FLOAT32, 2, 3);
                 case PIXEL_PATCH -> spec(name, images, Tensor.DType.INT64, 3);
@@ -187,14 +214,18 @@ public final class BatchSchema {
     private static List<BatchLayout.Spec> packedSpecs(BatchShape shape, int rowLength) {
         long t = shape.length(), n = shape.segments();
         int images = shape.images();
-        var specs = new ArrayList<BatchLayout.Spec>(12);
-        for (String name : packedNames(shape.pixelFormat(), shape.inputContract())) {
+        var specs = new ArrayList<BatchLayout.Spec>(15);
+        var v = shape.videos();
+        for (String name : names(shape)) {
             specs.add(switch (name) {
                 case INPUT_IDS, LABELS, MM_TOKEN_TYPE_IDS -> spec(name, images, Tensor.DType.INT64, 1, t);
                 case POSITION_IDS -> spec(name, images, Tensor.DType.INT64, 4, 1, t);
                 case PIXEL_VALUES -> spec(name, images, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
                 case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
                 case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
+                case PIXEL_VALUES_VIDEOS -> spec(name, images, Tensor.DType.FLOAT32, v.rows(), rowLength);
+                case VIDEO_GRID_THW -> spec(name, images, Tensor.DType.INT64, v.count(), 3);
+                case SECOND_PER_GRID_TS -> spec(name, images, Tensor.DType.FLOAT32, v.count());
                 case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, n);
                 case CU_SEQLENS -> spec(name, images, Tensor.DType.INT32, n + 1);
                 case MAX_SEQLEN -> spec(name, images, Tensor.DType.INT32, 1);
@@ -228,6 +259,9 @@ public final class BatchSchema {
                 case PIXEL_VALUES -> Tensor.of(PIXEL_VALUES, b.pixelValues(), shape);
                 case PIXEL_VALUES_U8 -> Tensor.of(PIXEL_VALUES_U8, b.pixelsU8(), shape);
                 case IMAGE_GRID_THW -> Tensor.of(IMAGE_GRID_THW, b.imageGridThw(), shape);
+                case PIXEL_VALUES_VIDEOS -> Tensor.of(PIXEL_VALUES_VIDEOS, b.videos().pixelValuesVideos(), shape);
+                case VIDEO_GRID_THW -> Tensor.of(VIDEO_GRID_THW, b.videos().videoGridThw(), shape);
+                case SECOND_PER_GRID_TS -> Tensor.of(SECOND_PER_GRID_TS, b.videos().secondPerGridTs(), shape);
                 case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, b.sampleIndex(), shape);
                 case CU_SEQLENS -> Tensor.of(CU_SEQLENS, b.cuSeqlens(), shape);
                 case MAX_SEQLEN -> Tensor.of(MAX_SEQLEN, new int[] {b.maxSeqlen()}, shape);

@@ -23,10 +23,52 @@ import java.util.List;
  * @param pixelFormat     FLOAT32: {@code pixel_values}; UINT8: {@code pixel_values_u8} of {@code pixelU8Bytes}
  * @param pixelU8Bytes    bytes of the resized u8 pixels of all images (0 in FLOAT32)
  * @param inputContract   which model inputs the batch carries ({@code mm_token_type_ids} or not) and how it is padded
+ * @param videos          the batch's videos ({@link Videos#NONE} for a batch without any: it carries no video tensor)
  */
 public record BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
-                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed) {
+                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos) {
+    /**
+     * A batch's videos (issue 29): {@code pixel_values_videos} (rows, the model's row length) float32,
+     * {@code video_grid_thw} (count, 3) and, for Qwen2.5-VL ({@code seconds}), {@code second_per_grid_ts} (count) float32.
+     *
+     * @param rows    rows of {@code pixel_values_videos}: Σ t·h·w over the videos
+     * @param count   videos, rows of {@code video_grid_thw}
+     * @param seconds whether the batch carries {@code second_per_grid_ts} (Qwen2.5-VL)
+     */
+    public record Videos(long rows, int count, boolean seconds) {
+        /** No video: the batch carries no video tensor. */
+        public static final Videos NONE = new Videos(0, 0, false);
+
+        public Videos {
+            if (rows < 0 || count < 0 || count == 0 && rows != 0)
+                throw new IllegalArgumentException("videos of " + rows + " rows in " + count + " videos");
+        }
+
+        /** Both together, in order (a batch's samples). */
+        public Videos plus(Videos other) {
+            if (other.count == 0) return this;
+            if (count == 0) return other;
+            if (seconds != other.seconds) throw new IllegalArgumentException("videos with and without second_per_grid_ts in one batch");
+            return new Videos(rows + other.rows, count + other.count, seconds);
+        }
+    }
+
+    /** A shape without videos. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
+                      long pixelU8Bytes, InputContract inputContract, int segments, boolean packed) {
+        this(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, Videos.NONE);
+    }
+
+    /** This shape holding {@code v} as its videos. */
+    public BatchShape withVideos(Videos v) {
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, v);
+    }
+
+    /** Images and videos: what runs the vision tower (a batch with neither gets the dummy image under DUMMY_IMAGE). */
+    public int visualInputs() { return images + videos.count; }
+
     public BatchShape {
+        java.util.Objects.requireNonNull(videos, "videos");
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         java.util.Objects.requireNonNull(inputContract, "inputContract");
         if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)
@@ -72,7 +114,10 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
     public static BatchShape of(List<EncodedSample> batch, PixelFormat format, InputContract contract) {
         int length = 0, rowLength = 0, images = 0;
         long rows = 0, u8 = 0;
+        Videos videos = Videos.NONE;
         for (var s : batch) {
+            var v = s.videos();
+            if (v != null && v.videos() > 0) videos = videos.plus(new Videos(v.rows(), v.videos(), v.secondPerGridTs().length > 0));
             if (s.compact() != (format == PixelFormat.UINT8))
                 throw new IllegalArgumentException("sample " + s.id() + " was encoded " + (s.compact() ? "as UINT8" : "as FLOAT32")
                         + ", the batch is " + format);
@@ -87,13 +132,14 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
                 rowLength = s.pixelRowLength();
             }
         }
-        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract);
+        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract).withVideos(videos);
     }
 
     /** This shape with {@code length} tokens per sample and the one image of {@code rows} rows and {@code u8Bytes} compact bytes. */
     BatchShape withOneImage(int length, long rows, int rowLength, long u8Bytes) {
         if (packed) throw new IllegalStateException("a pack gets the dummy image as a segment of its own (PackAssembler)");
-        return new BatchShape(samples, length, rows, rowLength, 1, pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, inputContract);
+        return new BatchShape(samples, length, rows, rowLength, 1, pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, inputContract)
+                .withVideos(videos);
     }
 
     /** B·L, the elements of input_ids, labels and attention_mask; a pack's T. */

@@ -20,9 +20,19 @@ import java.util.Objects;
  * @param contract           whose text and positions
  * @param cpu                the torch build's CPU capability for the float resize (the vectors: AVX2)
  * @param decodeTimeoutNanos the most one video's decode may take (its deadline)
+ * @param decode             where a feed decodes: in worker processes (a crash in libavcodec fails one video) or in its
+ *                           own threads; {@code stoker encode} always decodes in process
  */
 public record VideoEncoding(VideoSampler sampler, VideoOptions options, VideoOptions processor, VideoContract contract,
-                            CpuCapability cpu, long decodeTimeoutNanos) {
+                            CpuCapability cpu, long decodeTimeoutNanos, Decode decode) {
+    /** Where a feed decodes videos ({@code --video-decode}). */
+    public enum Decode {
+        /** In child JVM worker processes ({@link dev.stoker.video.isolate.IsolatedDecoder}): a native crash fails that video. */
+        WORKERS,
+        /** In the feed's CPU threads ({@link dev.stoker.video.decode.VideoDecoder}): no process hop; a native crash ends the service. */
+        IN_PROCESS
+    }
+
     /** One video's decode deadline unless set: a 2-hour 1080p video sampled at 2 fps decodes in well under this. */
     public static final long DEFAULT_DECODE_TIMEOUT_NANOS = 300_000_000_000L;
 
@@ -31,11 +41,23 @@ public record VideoEncoding(VideoSampler sampler, VideoOptions options, VideoOpt
         Objects.requireNonNull(options, "options");
         Objects.requireNonNull(contract, "contract");
         Objects.requireNonNull(cpu, "cpu");
+        Objects.requireNonNull(decode, "decode");
         if (decodeTimeoutNanos <= 0) throw new IllegalArgumentException("decode timeout must be > 0");
         if (sampler == VideoSampler.LLAMAFACTORY) {
             throw new IllegalArgumentException("--video-sampler llamafactory plans frames (Stoker knows its rules) but its "
                     + "frames' Pillow pre-resize is not wired into encoding yet; use hf or qwen-vl-utils");
         }
+    }
+
+    /** An encoding that decodes in process. */
+    public VideoEncoding(VideoSampler sampler, VideoOptions options, VideoOptions processor, VideoContract contract,
+                         CpuCapability cpu, long decodeTimeoutNanos) {
+        this(sampler, options, processor, contract, cpu, decodeTimeoutNanos, Decode.IN_PROCESS);
+    }
+
+    /** This encoding decoding {@code where}. */
+    public VideoEncoding withDecode(Decode where) {
+        return new VideoEncoding(sampler, options, processor, contract, cpu, decodeTimeoutNanos, where);
     }
 
     /** The defaults: the HF video processor's sampling, qwen-vl-finetune's tokens, AVX2 rounding. */

@@ -9,6 +9,7 @@ import dev.stoker.image.torch.TorchBicubicF32Resizer;
 import dev.stoker.image.torch.TorchBicubicU8Resizer;
 import dev.stoker.text.Message;
 import dev.stoker.text.VideoTokens;
+import dev.stoker.video.decode.FrameDecoder;
 import dev.stoker.video.decode.VideoDecoder;
 import dev.stoker.video.index.FrameIndex;
 import dev.stoker.video.index.FrameIndexer;
@@ -57,6 +58,7 @@ public final class VideoPreprocessor {
     private final VideoPlanner planner;
     private final VideoPatchWriter patches;
     private final long memoryBudgetBytes;
+    private final FrameDecoder decoder;
     private final FrameIndexer indexer = new FrameIndexer();
     private final TorchBicubicU8Resizer u8 = new TorchBicubicU8Resizer();
     private final TorchBicubicF32Resizer f32;
@@ -88,6 +90,13 @@ public final class VideoPreprocessor {
      *                          frame, counted from the plan before decoding
      */
     public VideoPreprocessor(ProcessorPreset preset, VisionConfig vision, VideoEncoding encoding, long memoryBudgetBytes) {
+        this(preset, vision, encoding, memoryBudgetBytes, FrameDecoder.IN_PROCESS);
+    }
+
+    /** As above, decoding through {@code decoder} (a feed's worker processes, {@link dev.stoker.video.isolate.IsolatedDecoder}). */
+    public VideoPreprocessor(ProcessorPreset preset, VisionConfig vision, VideoEncoding encoding, long memoryBudgetBytes,
+                             FrameDecoder decoder) {
+        this.decoder = java.util.Objects.requireNonNull(decoder, "decoder");
         this.preset = preset;
         this.encoding = encoding;
         var model = encoding.processor();
@@ -161,6 +170,24 @@ public final class VideoPreprocessor {
      * {@code dst} from float {@code offset}; returns the decode's cost.
      */
     public VideoDecoder.Result writePixels(String sampleId, Planned p, VideoSource source, float[] dst, int offset) {
+        VideoDecoder.Result result = decodeClip(sampleId, p, source);
+        patches.write(clip, p.plan().frameCount(), p.plan().resizedWidth(), p.plan().resizedHeight(), dst, offset);
+        return result;
+    }
+
+    /**
+     * As {@link #writePixels(String, Planned, VideoSource, float[], int)}, as little-endian float32 straight into
+     * {@code dst} (a batch's shared-memory object) from byte {@code offsetBytes}: {@link Planned#rows()} rows.
+     */
+    public VideoDecoder.Result writePixels(String sampleId, Planned p, VideoSource source, java.lang.foreign.MemorySegment dst,
+                                           long offsetBytes) {
+        VideoDecoder.Result result = decodeClip(sampleId, p, source);
+        patches.write(clip, p.plan().frameCount(), p.plan().resizedWidth(), p.plan().resizedHeight(), dst, offsetBytes);
+        return result;
+    }
+
+    /** Decodes the planned frames into {@code clip}, each resized as it arrives, in the plan's order. */
+    private VideoDecoder.Result decodeClip(String sampleId, Planned p, VideoSource source) {
         VideoPlan plan = p.plan();
         long[] wanted = plan.frameIndices();
         int n = wanted.length, rh = plan.resizedHeight(), rw = plan.resizedWidth();
@@ -172,7 +199,7 @@ public final class VideoPreprocessor {
         VideoDecoder.Result result;
         try (SeekableByteSource s = source.open(sampleId, p.reference())) {
             long deadline = System.nanoTime() + encoding.decodeTimeoutNanos();
-            result = VideoDecoder.decode(s, p.index(), frames, deadline, (f, w, h, rgb) -> {
+            result = decoder.decode(s, p.index(), frames, deadline, (f, w, h, rgb) -> {
                 if (w != plan.frameWidth() || h != plan.frameHeight()) {
                     throw new SampleException(sampleId, SampleException.Stage.DECODE, "video " + p.reference() + ": frame " + f
                             + " is " + w + "x" + h + ", the stream said " + plan.frameWidth() + "x" + plan.frameHeight());
@@ -193,7 +220,6 @@ public final class VideoPreprocessor {
         framesKept += result.framesKept();
         decodeNanos += result.nanos();
         decodedPixels += result.framesDecoded() * plan.frameWidth() * plan.frameHeight();
-        patches.write(clip, n, rw, rh, dst, offset);
         return result;
     }
 }

@@ -31,6 +31,8 @@ final class CpuPool implements AutoCloseable {
     private final ThreadPoolExecutor executor;
     private final Ticker ticker;
     private final AtomicInteger closeWarnings = new AtomicInteger();
+    /** The worker processes videos decode in; null when the job has no video or decodes in process. */
+    private final dev.stoker.video.isolate.IsolatedDecoder workers;
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
         this(threads, capacity, options, tokenizer, Ticker.system());
@@ -42,8 +44,13 @@ final class CpuPool implements AutoCloseable {
         var counter = new AtomicInteger();
         // the default decode budget is the heap's half shared among this pool's threads, which all decode at once
         EncodeOptions perThread = options.withDecodeMemory(options.decodeMemoryBytes(threads));
+        // videos decode in worker processes, one per CPU thread at most, unless the job decodes them in process
+        var video = options.video();
+        this.workers = video != null && video.decode() == dev.stoker.encode.video.VideoEncoding.Decode.WORKERS
+                ? new dev.stoker.video.isolate.IsolatedDecoder(threads, java.util.List.of()) : null;
+        dev.stoker.video.decode.FrameDecoder decoder = workers != null ? workers : dev.stoker.video.decode.FrameDecoder.IN_PROCESS;
         this.executor = new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(capacity),
-                r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), perThread, tokenizer),
+                r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), perThread, tokenizer, decoder),
                 new ThreadPoolExecutor.AbortPolicy());
     }
 
@@ -129,8 +136,12 @@ final class CpuPool implements AutoCloseable {
                         + TimeUnit.NANOSECONDS.toMillis(waited) + " ms; waiting for it before the store is reused");
             }
         }
+        if (workers != null) workers.close(); // after the threads: none still decodes through them
         if (interrupted) Thread.currentThread().interrupt();
     }
+
+    /** Video decode worker processes started and died so far (0, 0 without them). */
+    int[] videoWorkers() { return workers == null ? new int[2] : new int[] {workers.workersStarted(), workers.workersDied()}; }
 
     /** How often {@link #close} has said that it is still waiting. */
     int closeWarnings() { return closeWarnings.get(); }
@@ -138,17 +149,19 @@ final class CpuPool implements AutoCloseable {
     private static final class EncoderThread extends Thread {
         private final EncodeOptions options;
         private final QwenTokenizer tokenizer;
+        private final dev.stoker.video.decode.FrameDecoder decoder;
         private SampleEncoder encoder;
 
-        EncoderThread(Runnable r, String name, EncodeOptions options, QwenTokenizer tokenizer) {
+        EncoderThread(Runnable r, String name, EncodeOptions options, QwenTokenizer tokenizer, dev.stoker.video.decode.FrameDecoder decoder) {
             super(r, name);
             this.options = options;
             this.tokenizer = tokenizer;
+            this.decoder = decoder;
             setDaemon(true);
         }
 
         SampleEncoder encoder() {
-            if (encoder == null) encoder = new SampleEncoder(options, tokenizer);
+            if (encoder == null) encoder = new SampleEncoder(options, tokenizer, decoder);
             return encoder;
         }
     }

@@ -46,6 +46,10 @@ public final class FeedMetrics {
     final LatencyHistogram decodeLatency = new LatencyHistogram();
     /** Per sample: resize, normalize and patchify (all of its images). */
     final LatencyHistogram transformLatency = new LatencyHistogram();
+    /** Per sample with videos: decoding its videos' sampled frames, with their RGB conversion and resize. */
+    final LatencyHistogram videoDecodeLatency = new LatencyHistogram();
+    /** Video frames decoded and kept: their ratio is what seeking and skipping saved (1.0 the least possible). */
+    final LongAdder videoFramesDecoded = new LongAdder(), videoFramesKept = new LongAdder();
     /** Per sample: chat template and tokenization. */
     final LatencyHistogram tokenizeLatency = new LatencyHistogram();
     /** Per sample (ZERO_COPY): decode + transform into shared memory. */
@@ -56,8 +60,8 @@ public final class FeedMetrics {
     final LatencyHistogram deliverLatency = new LatencyHistogram();
 
     /** Stage names in the order reports show them. */
-    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "transform", "tokenize",
-            "pixel_write", "assemble", "deliver");
+    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "video_decode", "transform",
+            "tokenize", "pixel_write", "assemble", "deliver");
 
     FeedMetrics() {}
 
@@ -66,6 +70,11 @@ public final class FeedMetrics {
         if (encoder.decodeNanos() > 0) decodeLatency.record(encoder.decodeNanos());
         if (encoder.transformNanos() > 0) transformLatency.record(encoder.transformNanos());
         if (encoder.tokenizeNanos() > 0) tokenizeLatency.record(encoder.tokenizeNanos());
+        if (encoder.videoDecodeNanos() > 0) {
+            videoDecodeLatency.record(encoder.videoDecodeNanos());
+            videoFramesDecoded.add(encoder.videoFramesDecoded());
+            videoFramesKept.add(encoder.videoFramesKept());
+        }
         encoder.resetTimes();
     }
 
@@ -123,6 +132,7 @@ public final class FeedMetrics {
         if (firstByte != null) put(m, "first_byte", firstByte);
         put(m, "encode", encodeLatency);
         put(m, "decode", decodeLatency);
+        put(m, "video_decode", videoDecodeLatency);
         put(m, "transform", transformLatency);
         put(m, "tokenize", tokenizeLatency);
         put(m, "pixel_write", pixelWriteLatency);

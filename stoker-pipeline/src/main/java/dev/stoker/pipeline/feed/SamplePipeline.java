@@ -65,7 +65,8 @@ final class SamplePipeline {
     private final FeedSource source;
     private final CpuPool cpu;
     private final FeedMetrics metrics;
-    private final SampleParser parser = new SampleParser();
+    /** Reads video records when the job encodes video ({@link dev.stoker.encode.EncodeOptions#video()}), else refuses them. */
+    private final SampleParser parser;
     private final BatchAssembler assembler;
     /** Assembles the batches of a packed job: one row of whole samples per rank (docs/protocol.md, the canonical pack). */
     private final dev.stoker.encode.batch.PackAssembler packAssembler;
@@ -79,6 +80,7 @@ final class SamplePipeline {
     /** A pipeline whose packed batches ({@link ScheduledBatch#pack()} set) have their row padded to a multiple of {@code packPadTo}. */
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.encode.EncodeOptions encode, int packPadTo) {
+        this.parser = encode.video() != null ? new SampleParser(SampleParser.Videos.ACCEPT) : new SampleParser();
         this.assembler = new BatchAssembler(encode);
         this.packAssembler = new dev.stoker.encode.batch.PackAssembler(encode, packPadTo);
         this.records = records;
@@ -133,7 +135,10 @@ final class SamplePipeline {
 
     /** Prepares a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> prepare(Outcome in) {
-        return onCpu(in, (encoder, f) -> new Ready(f.slot(), encoder.prepare(f.sample(), f.images())));
+        return onCpu(in, (encoder, f) -> {
+            refuseVideoInPack(f);
+            return new Ready(f.slot(), encoder.prepare(f.sample(), f.images(), videoSource(f.slot())));
+        });
     }
 
     /**
@@ -239,10 +244,24 @@ final class SamplePipeline {
         });
     }
 
+    /** A packed job's sample with a video is refused, named, before any work: packs carry no video tensors yet. */
+    private static void refuseVideoInPack(Fetched f) {
+        if (f.slot().batch().pack() != null && !f.sample().videos().isEmpty())
+            throw new SampleException(f.sample().id(), SampleException.Stage.TRANSFORM, "has " + f.sample().videos().size()
+                    + " video(s): packed batches (--pack-tokens) carry no video yet; serve video data without --pack-tokens");
+    }
+
+    /** Where the slot's sample reads its videos: its record's source, in ranges, on the CPU thread that decodes them. */
+    private dev.stoker.encode.video.VideoPreprocessor.VideoSource videoSource(Slot slot) {
+        int record = slot.datasetIndex();
+        return (id, ref) -> source.openVideo(record, id, ref);
+    }
+
     /** Encodes a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> encode(Outcome in) {
         return onCpu(in, (encoder, f) -> {
-            var s = encoder.encode(f.sample(), f.images());
+            refuseVideoInPack(f);
+            var s = encoder.encode(f.sample(), f.images(), videoSource(f.slot()));
             metrics.encodedSamples.increment();
             return new Encoded(f.slot(), s);
         });

@@ -167,11 +167,13 @@ final class StoredBatchWriter implements AutoCloseable {
     CompletableFuture<StoredBatch> fill(Allocated a) {
         MemorySegment seg = a.allocation().segment();
         long offset = a.plan().offset(pixelTensor);
+        long videoOffset = hasVideos(a.plan()) ? a.plan().offset(BatchSchema.PIXEL_VALUES_VIDEOS) : 0;
         var tasks = new ArrayList<CompletableFuture<SamplePipeline.Failed>>(a.ready().size());
         for (var r : a.ready()) {
-            long at = offset;
-            tasks.add(cpu.withEncoder(encoder -> write(encoder, r, seg, at)));
+            long at = offset, videoAt = videoOffset;
+            tasks.add(cpu.withEncoder(encoder -> write(encoder, r, seg, at, videoAt)));
             offset += r.sample().pixelBytes();
+            videoOffset += r.sample().videoBytes();
         }
         return CompletableFuture.allOf(tasks.toArray(CompletableFuture[]::new))
                 .thenCompose(v -> cpu.supply(() -> {
@@ -188,11 +190,12 @@ final class StoredBatchWriter implements AutoCloseable {
     }
 
     /** One sample's pixels; returns null, or the sample as failed. */
-    private SamplePipeline.Failed write(SampleEncoder encoder, SamplePipeline.Ready r, MemorySegment seg, long at) {
+    private SamplePipeline.Failed write(SampleEncoder encoder, SamplePipeline.Ready r, MemorySegment seg, long at, long videoAt) {
         long t0 = metrics.cpuStart();
         encoder.resetTimes();
         try {
             encoder.writePixels(r.sample(), seg, at);
+            if (!r.sample().videos().isEmpty()) encoder.writeVideoPixels(r.sample(), seg, videoAt);
             metrics.encodedSamples.increment();
             return null;
         } catch (SampleException e) {
@@ -226,24 +229,16 @@ final class StoredBatchWriter implements AutoCloseable {
             plan = planOf(kept.stream().map(SamplePipeline.Ready::sample).toList(), a.plannedDummy());
             // close the gaps: with fewer samples every tensor before the pixels is no larger, so the pixel tensor starts at or
             // before where it did and each kept sample's rows move down (in ascending order: never over rows not yet moved)
-            long from = a.plan().offset(pixelTensor), to = plan.offset(pixelTensor);
-            int k = 0;
-            for (var r : a.ready()) {
-                long bytes = r.sample().pixelBytes();
-                if (k < kept.size() && kept.get(k) == r) {
-                    if (from != to) {
-                        MemorySegment.copy(seg, from, seg, to, bytes);
-                        copied += bytes;
-                    }
-                    to += bytes;
-                    k++;
-                }
-                from += bytes;
-            }
+            copied += closeGaps(seg, a.ready(), kept, a.plan().offset(pixelTensor), plan.offset(pixelTensor), SampleEncoder.Prepared::pixelBytes);
+            // the video rows come after the image tensors, which only shrank: the same move down, in the same order
+            if (hasVideos(plan))
+                copied += closeGaps(seg, a.ready(), kept, a.plan().offset(BatchSchema.PIXEL_VALUES_VIDEOS),
+                        plan.offset(BatchSchema.PIXEL_VALUES_VIDEOS), SampleEncoder.Prepared::videoBytes);
         }
         var samples = kept.stream().map(SamplePipeline.Ready::sample).toList();
         if (packer != null) writePack(seg, plan, samples, a.plannedDummy());
         else writeTokens(seg, plan, samples);
+        writeVideoGrids(seg, plan, samples);
         int[] indices = new int[kept.size()];
         long[] index = new long[sampleIndexLength(plan)];
         var ids = new ArrayList<String>(kept.size());
@@ -276,6 +271,54 @@ final class StoredBatchWriter implements AutoCloseable {
         unreleased.removeIf(x -> x.released().get());
         unreleased.add(batch);
         return batch;
+    }
+
+    /**
+     * Moves each kept sample's bytes of one tensor (their sizes by {@code bytesOf}) from where the first plan put them
+     * ({@code from}) down to where the smaller plan puts them ({@code to}), in ascending order, so never over bytes not yet
+     * moved; returns the bytes copied.
+     */
+    private static long closeGaps(MemorySegment seg, List<SamplePipeline.Ready> ready, List<SamplePipeline.Ready> kept, long from,
+                                  long to, java.util.function.ToLongFunction<SampleEncoder.Prepared> bytesOf) {
+        long copied = 0;
+        int k = 0;
+        for (var r : ready) {
+            long bytes = bytesOf.applyAsLong(r.sample());
+            if (k < kept.size() && kept.get(k) == r) {
+                if (from != to && bytes > 0) {
+                    MemorySegment.copy(seg, from, seg, to, bytes);
+                    copied += bytes;
+                }
+                to += bytes;
+                k++;
+            }
+            from += bytes;
+        }
+        return copied;
+    }
+
+    /** Whether a batch of {@code plan} carries video tensors (one of its samples has a video). */
+    private static boolean hasVideos(BatchLayout.Plan plan) {
+        for (var spec : plan.specs()) if (spec.name().equals(BatchSchema.PIXEL_VALUES_VIDEOS)) return true;
+        return false;
+    }
+
+    /** The kept samples' {@code video_grid_thw} and, for Qwen2.5-VL, {@code second_per_grid_ts}, where the batch has videos. */
+    private static void writeVideoGrids(MemorySegment seg, BatchLayout.Plan plan, List<SampleEncoder.Prepared> samples) {
+        if (!hasVideos(plan)) return;
+        long grid = plan.offset(BatchSchema.VIDEO_GRID_THW);
+        boolean seconds = plan.specs().stream().anyMatch(x -> x.name().equals(BatchSchema.SECOND_PER_GRID_TS));
+        long secondsAt = seconds ? plan.offset(BatchSchema.SECOND_PER_GRID_TS) : 0;
+        for (var s : samples) {
+            long[] g = s.videoGridThw();
+            put(seg, grid, g);
+            grid += 8L * g.length;
+            if (seconds) {
+                float[] t = s.secondPerGridTs();
+                MemorySegment.copy(t, 0, seg, FLOAT_LE, secondsAt, t.length);
+                secondsAt += 4L * t.length;
+            }
+        }
     }
 
     /** A padded batch's token tensors, its grids and the dummy image's pixels where it gets one. */
@@ -383,7 +426,7 @@ final class StoredBatchWriter implements AutoCloseable {
 
     /** Whether a batch of {@code samples} gets the dummy image: some sample, no image, and the policy says so. */
     private boolean needsDummy(List<SampleEncoder.Prepared> samples) {
-        return DummyImage.needed(dummy, samples.size(), samples.stream().mapToInt(s -> s.images().size()).sum());
+        return DummyImage.needed(dummy, samples.size(), samples.stream().mapToInt(s -> s.images().size() + s.videos().size()).sum());
     }
 
     /** The layout of {@code samples}: a pack's in packed mode ({@code plannedDummy}: the planner's dummy flag), else {@link #plan}. */
@@ -411,7 +454,9 @@ final class StoredBatchWriter implements AutoCloseable {
             bytes += s.pixelBytes();
             images += s.images().size();
         }
-        var shape = new BatchShape(b, len, rows, rowLength, images, pixelFormat, compact ? bytes : 0, contract);
+        var videos = BatchShape.Videos.NONE;
+        for (var s : samples) videos = videos.plus(s.videoShape());
+        var shape = new BatchShape(b, len, rows, rowLength, images, pixelFormat, compact ? bytes : 0, contract).withVideos(videos);
         if (needsDummy(samples)) shape = dummy.addTo(shape, samples.get(0).length());
         return BatchSchema.plan(shape, rowLength);
     }

@@ -91,6 +91,16 @@ class FeederTest {
             for (int k = 0; k < e.pixelValues().length; k++)
                 if (Float.floatToRawIntBits(e.pixelValues()[k]) != Float.floatToRawIntBits(a.pixelValues()[k]))
                     throw new AssertionError(at + ": pixel_values differ at " + k);
+            assertEquals(e.videos() == null, a.videos() == null, at + ": video tensors");
+            if (e.videos() != null) {
+                assertArrayEquals(e.videos().videoGridThw(), a.videos().videoGridThw(), at + ": video_grid_thw");
+                assertArrayEquals(e.videos().secondPerGridTs(), a.videos().secondPerGridTs(), at + ": second_per_grid_ts");
+                float[] ev = e.videos().pixelValuesVideos(), av = a.videos().pixelValuesVideos();
+                assertEquals(ev.length, av.length, at + ": pixel_values_videos");
+                for (int k = 0; k < ev.length; k++)
+                    if (Float.floatToRawIntBits(ev[k]) != Float.floatToRawIntBits(av[k]))
+                        throw new AssertionError(at + ": pixel_values_videos differ at " + k);
+            }
         }
     }
 

@@ -64,6 +64,11 @@ final class LocalFeedSource implements FeedSource, AutoCloseable {
     public String manifestName() { return manifest.getFileName().toString(); }
 
     @Override
+    public dev.stoker.core.io.SeekableByteSource openVideo(int record, String sampleId, String reference) throws IOException {
+        return dev.stoker.source.RangedObjectBytes.of(source, reference, VIDEO_READ_TIMEOUT_NANOS);
+    }
+
+    @Override
     public void close() {
         source.close();
         io.shutdownNow();

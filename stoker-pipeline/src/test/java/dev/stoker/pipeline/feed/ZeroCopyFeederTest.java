@@ -43,10 +43,23 @@ class ZeroCopyFeederTest {
         long rows = pixels.shape()[0];
         var layout = new dev.stoker.encode.batch.BatchShape(s.samples(), (int) b.tensor("input_ids").shape()[1], rows,
                 rows == 0 ? 0 : (int) pixels.shape()[1], (int) b.tensor("image_grid_thw").shape()[0], PixelFormat.FLOAT32, 0, contractOf(b));
+        var videos = videosOf(b);
+        if (videos != null) layout = layout.withVideos(new dev.stoker.encode.batch.BatchShape.Videos(videos.rows(), videos.videos(),
+                videos.secondPerGridTs().length > 0));
         return new Batch(s.epoch(), s.step(), s.globalStep(), s.rank(), s.scheduled(), s.sampleIds(), s.datasetIndices(),
                 s.skippedSamples(), layout, b.tensor("input_ids").toLongs(), b.tensor("labels").toLongs(),
                 b.tensor("attention_mask").toLongs(), b.tensor("position_ids").toLongs(), pixels.toFloats(),
-                b.tensor("image_grid_thw").toLongs());
+                b.tensor("image_grid_thw").toLongs(), null, null, null, videos);
+    }
+
+    /** A batch's video tensors read back (frame indices are not carried: empty), or null when it has none. */
+    static dev.stoker.encode.video.VideoTensors videosOf(BatchLayout.Batch b) {
+        if (b.tensors().stream().noneMatch(t -> t.name().equals("pixel_values_videos"))) return null;
+        var pixels = b.tensor("pixel_values_videos");
+        float[] seconds = b.tensors().stream().anyMatch(t -> t.name().equals("second_per_grid_ts"))
+                ? b.tensor("second_per_grid_ts").toFloats() : new float[0];
+        return new dev.stoker.encode.video.VideoTensors(pixels.toFloats(), (int) pixels.shape()[1], b.tensor("video_grid_thw").toLongs(),
+                seconds, new long[0]);
     }
 
     /**

@@ -35,7 +35,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <p>Threading: thread-safe; each call holds one worker.
  */
-public final class IsolatedDecoder implements AutoCloseable {
+public final class IsolatedDecoder implements dev.stoker.video.decode.FrameDecoder, AutoCloseable {
     /** How long past a video's deadline its worker may run before it is killed (the worker stops itself at the deadline). */
     public static final long KILL_GRACE_MILLIS = 2_000;
     private static final AtomicInteger IDS = new AtomicInteger();
@@ -86,6 +86,7 @@ public final class IsolatedDecoder implements AutoCloseable {
     public int workersDied() { return died.get(); }
 
     /** As {@link VideoDecoder#decode(SeekableByteSource, FrameIndex, int[], long, VideoDecoder.FrameSink)}, in a worker. */
+    @Override
     public VideoDecoder.Result decode(SeekableByteSource source, FrameIndex index, int[] frames, long deadlineNanos,
                                       VideoDecoder.FrameSink sink) {
         if (closed) throw new IllegalStateException("closed");
