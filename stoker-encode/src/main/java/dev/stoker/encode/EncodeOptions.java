@@ -231,14 +231,15 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     }
 
     /**
-     * The most resized pixels one sample can carry: {@code maxImages} images at the cap, or as many
-     * as the sequence limit has tokens for (each token is merge² patches), whichever is less; -1
+     * The most resized pixels one sample can carry: {@code maxImages} images at the cap (not with video, which that limit
+     * does not bound), or as many as the sequence limit has tokens for (each token is merge² patches), whichever is less; -1
      * when neither limit is set (a batch's size is then unbounded).
      */
     public long maxPixelsPerSample() {
         long patch = vision.patchSize(), merge = vision.mergeSize();
         long byTokens = maxSequenceLength > 0 ? maxSequenceLength * merge * merge * patch * patch : Long.MAX_VALUE;
-        long byImages = maxImages > 0 ? maxImages * vision.maxPixels() : Long.MAX_VALUE;
+        // --max-images bounds images, not videos: with video only the sequence limit bounds a sample's pixels
+        long byImages = maxImages > 0 && video == null ? maxImages * vision.maxPixels() : Long.MAX_VALUE;
         long most = Math.min(byTokens, byImages);
         return most == Long.MAX_VALUE ? -1 : most;
     }

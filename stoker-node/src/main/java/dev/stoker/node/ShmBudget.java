@@ -85,6 +85,9 @@ public final class ShmBudget {
         PixelFormat format = options.pixelFormat();
         var shape = new BatchShape(batch, length, batch * (pixels / patch), vision.rowLength(), Math.multiplyExact(batch, images), format,
                 format == PixelFormat.UINT8 ? batch * pixels * 3 : 0, options.inputContract());
+        // with video the same pixels may be split between images and videos: the videos' grids (one token each at least) on top
+        if (options.video() != null)
+            shape = shape.withVideos(new BatchShape.Videos(0, Math.multiplyExact(batch, length), true));
         return shape.sizeBytes();
     }
 

@@ -87,11 +87,12 @@ public final class PackAssembler {
     public long[] dummyPositionIds() { return dummyPositions.clone(); }
 
     /**
-     * Whether a pack of {@code samples} samples holding {@code images} images gets the dummy-image segment: it has samples
-     * and no image, and the planner asked for it ({@code planned}) or the text-only policy is DUMMY_IMAGE.
+     * Whether a pack of {@code samples} samples holding {@code visualInputs} images and videos gets the dummy-image segment:
+     * it has samples and neither (a video runs the vision tower as an image does), and the planner asked for it
+     * ({@code planned}) or the text-only policy is DUMMY_IMAGE.
      */
-    public boolean getsDummy(boolean planned, int samples, int images) {
-        return samples > 0 && images == 0 && (planned || dummyByPolicy);
+    public boolean getsDummy(boolean planned, int samples, int visualInputs) {
+        return samples > 0 && visualInputs == 0 && (planned || dummyByPolicy);
     }
 
     /**
@@ -126,10 +127,10 @@ public final class PackAssembler {
             throw new IllegalArgumentException("the pack's samples have pixel rows of " + plain.pixelRowLength() + " floats, the job's are "
                     + vision.rowLength());
         int n = segments.size();
-        boolean withDummy = getsDummy(dummyImage, n, plain.images());
+        boolean withDummy = getsDummy(dummyImage, n, plain.visualInputs());
         long tokens = 0;
         for (var s : segments) tokens += s.length();
-        var shape = shape(n, tokens, plain.pixelRows(), plain.images(), plain.pixelU8Bytes(), withDummy);
+        var shape = shape(n, tokens, plain.pixelRows(), plain.images(), plain.pixelU8Bytes(), withDummy).withVideos(plain.videos());
         boolean compact = pixelFormat == PixelFormat.UINT8;
         if ((compact ? shape.pixelU8Bytes() : shape.pixelFloats()) > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("pack too large for heap arrays: " + shape);
@@ -162,7 +163,7 @@ public final class PackAssembler {
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(), ids,
                 datasetIndices.clone(), skipped, shape, packed.inputIds(), packed.labels(), null, packed.positionIds(), pixels, grid,
-                pixelsU8, scheduled.after(), packed.segmentLengths());
+                pixelsU8, scheduled.after(), packed.segmentLengths(), BatchAssembler.videos(segments, plain.videos()));
     }
 
     /**
@@ -297,6 +298,9 @@ public final class PackAssembler {
         long rows = (long) packTokens * perToken;
         if (packPatches > 0) rows = Math.min(rows, packPatches);
         long u8 = rows * vision.patchSize() * vision.patchSize() * 3;
-        return packer.shape(packTokens, packTokens, rows, packTokens, u8, true).sizeBytes();
+        var largest = packer.shape(packTokens, packTokens, rows, packTokens, u8, true);
+        // with video, the same rows may be split between pixel_values and pixel_values_videos: their grids on top
+        if (options.video() != null) largest = largest.withVideos(new BatchShape.Videos(0, packTokens, true));
+        return largest.sizeBytes();
     }
 }

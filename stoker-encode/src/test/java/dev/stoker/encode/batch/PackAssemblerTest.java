@@ -242,4 +242,52 @@ class PackAssemblerTest {
         BatchLayout.write(prepared.meta(), prepared.tensors(), dst);
         return BatchLayout.read(dst);
     }
+
+    private static final long VP = 151656;
+
+    /** A sample with one video of grid (2, 2, 2): 8 rows of 1176 floats, each its row number + 1000·{@code tag}; 2 s per grid step. */
+    private static EncodedSample video(String id, long[] ids, long[] labels, int base, int tag) {
+        float[] pixels = new float[8 * ROW];
+        for (int k = 0; k < pixels.length; k++) pixels[k] = 1000 * tag + k / ROW;
+        var v = new dev.stoker.encode.video.VideoTensors(pixels, ROW, new long[] {2, 2, 2}, new float[] {tag}, new long[] {0, 1, 2, 3});
+        return new EncodedSample(id, ids, labels, new long[ids.length], rope(base, ids.length), new float[0], ROW, new long[0], 0, null, v);
+    }
+
+    /**
+     * Videos in a pack and in a padded batch (issue 29): their rows, grids and {@code second_per_grid_ts} in segment order, as
+     * model inputs of the layout; a pack holding a video and no image gets no dummy image though the planner asked for one;
+     * a batch without any video carries no video tensor.
+     */
+    @Test
+    void videosGoInSegmentOrderAndTakeTheDummysPlace() {
+        var v1 = video("v1", new long[] {40, VS, VP, VP, VE}, new long[] {I, I, I, I, 44}, 300, 1);
+        var v2 = video("v2", new long[] {50, VS, VP, VP, VE}, new long[] {I, I, I, I, 54}, 400, 2);
+        var options = OPTIONS.withVideo(dev.stoker.encode.video.VideoEncoding.defaults());
+        var pack = new PackAssembler(options, 1).assemble(scheduled(3, true), new int[] {1, 2, 3}, List.of(v1, B, v2), List.of());
+        assertEquals(3, pack.shape().segments(), "no dummy segment: the videos run the vision tower");
+        assertEquals(new BatchShape.Videos(16, 2, true), pack.shape().videos());
+        assertArrayEquals(new long[] {2, 2, 2, 2, 2, 2}, pack.videos().videoGridThw());
+        assertArrayEquals(new float[] {1, 2}, pack.videos().secondPerGridTs());
+        assertEquals(1000f, pack.videos().pixelValuesVideos()[0]);
+        assertEquals(2007f, pack.videos().pixelValuesVideos()[16 * ROW - 1], "v2's last row last");
+        var laid = BatchLayout.read(layout(pack));
+        assertEquals(List.of("input_ids", "labels", "position_ids", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts"),
+                laid.inputs().stream().map(Tensor::name).toList(), "no image: pixel_values and image_grid_thw are metadata");
+        assertArrayEquals(new long[] {16, ROW}, laid.tensor("pixel_values_videos").shape());
+
+        var padded = new BatchAssembler(options).assemble(scheduled(2, false), new int[] {1, 2}, List.of(v1, A), List.of());
+        assertEquals(new BatchShape.Videos(8, 1, true), padded.shape().videos());
+        assertEquals(1, padded.shape().images(), "A's image, no dummy");
+        var none = new BatchAssembler(options).assemble(scheduled(2, false), new int[] {1, 2}, List.of(B, C), List.of());
+        assertNull(none.videos());
+        assertTrue(BatchLayout.read(layout(none)).tensors().stream().noneMatch(t -> t.name().contains("video")), "no video tensor");
+    }
+
+    /** A heap batch written into a segment as the socket path writes it. */
+    private static java.lang.foreign.MemorySegment layout(Batch b) {
+        var prepared = BatchSchema.tensors(b, 1, OPTIONS.vision());
+        var seg = Arena.ofAuto().allocate(BatchLayout.sizeOf(prepared.tensors()), 64);
+        BatchLayout.write(prepared.meta(), prepared.tensors(), seg);
+        return seg;
+    }
 }

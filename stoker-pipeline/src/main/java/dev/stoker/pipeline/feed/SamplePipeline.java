@@ -135,10 +135,7 @@ final class SamplePipeline {
 
     /** Prepares a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> prepare(Outcome in) {
-        return onCpu(in, (encoder, f) -> {
-            refuseVideoInPack(f);
-            return new Ready(f.slot(), encoder.prepare(f.sample(), f.images(), videoSource(f.slot())));
-        });
+        return onCpu(in, (encoder, f) -> new Ready(f.slot(), encoder.prepare(f.sample(), f.images(), videoSource(f.slot()))));
     }
 
     /**
@@ -244,13 +241,6 @@ final class SamplePipeline {
         });
     }
 
-    /** A packed job's sample with a video is refused, named, before any work: packs carry no video tensors yet. */
-    private static void refuseVideoInPack(Fetched f) {
-        if (f.slot().batch().pack() != null && !f.sample().videos().isEmpty())
-            throw new SampleException(f.sample().id(), SampleException.Stage.TRANSFORM, "has " + f.sample().videos().size()
-                    + " video(s): packed batches (--pack-tokens) carry no video yet; serve video data without --pack-tokens");
-    }
-
     /** Where the slot's sample reads its videos: its record's source, in ranges, on the CPU thread that decodes them. */
     private dev.stoker.encode.video.VideoPreprocessor.VideoSource videoSource(Slot slot) {
         int record = slot.datasetIndex();
@@ -260,7 +250,6 @@ final class SamplePipeline {
     /** Encodes a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> encode(Outcome in) {
         return onCpu(in, (encoder, f) -> {
-            refuseVideoInPack(f);
             var s = encoder.encode(f.sample(), f.images(), videoSource(f.slot()));
             metrics.encodedSamples.increment();
             return new Encoded(f.slot(), s);

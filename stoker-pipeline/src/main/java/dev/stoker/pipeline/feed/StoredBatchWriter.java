@@ -353,7 +353,7 @@ final class StoredBatchWriter implements AutoCloseable {
         var ids = new ArrayList<String>(samples.size());
         var arrays = new ArrayList<long[][]>(samples.size());
         for (var p : samples) {
-            images += p.images().size();
+            images += p.images().size() + p.videos().size(); // what runs the vision tower: a video does, as an image
             pixelBytes += p.pixelBytes();
             ids.add(p.id());
             arrays.add(new long[][] {p.text().inputIds(), p.text().labels(), p.text().positionIds()});
@@ -434,13 +434,16 @@ final class StoredBatchWriter implements AutoCloseable {
         if (packer == null) return plan(samples);
         int images = 0;
         long tokens = 0, rows = 0, bytes = 0;
+        var videos = BatchShape.Videos.NONE;
         for (var s : samples) {
             tokens += s.length();
             rows += s.pixelRows();
             bytes += s.pixelBytes();
             images += s.images().size();
+            videos = videos.plus(s.videoShape());
         }
-        var shape = packer.shape(samples.size(), tokens, rows, images, compact ? bytes : 0, packer.getsDummy(plannedDummy, samples.size(), images));
+        var shape = packer.shape(samples.size(), tokens, rows, images, compact ? bytes : 0,
+                packer.getsDummy(plannedDummy, samples.size(), images + videos.count())).withVideos(videos);
         return BatchSchema.plan(shape, rowLength);
     }
 
