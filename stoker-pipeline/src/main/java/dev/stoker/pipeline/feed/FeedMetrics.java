@@ -49,7 +49,15 @@ public final class FeedMetrics {
     /** Per sample with videos: decoding its videos' sampled frames, with their RGB conversion and resize. */
     final LatencyHistogram videoDecodeLatency = new LatencyHistogram();
     /** Video frames decoded and kept: their ratio is what seeking and skipping saved (1.0 the least possible). */
-    final LongAdder videoFramesDecoded = new LongAdder(), videoFramesKept = new LongAdder();
+    final LongAdder videoFramesDecoded = new LongAdder(), videoFramesKept = new LongAdder(), videoDecodeNanos = new LongAdder();
+
+    /** Video decoding's figures for the verdict: its share of the CPU stage's busy time, frames decoded per kept; null: none yet. */
+    dev.stoker.pipeline.observe.Bottleneck.Video videoFigures() {
+        long kept = videoFramesKept.sum(), busy = cpuBusyNanos.sum();
+        if (kept == 0 || busy == 0) return null;
+        return new dev.stoker.pipeline.observe.Bottleneck.Video(Math.min(1.0, (double) videoDecodeNanos.sum() / busy),
+                (double) videoFramesDecoded.sum() / kept);
+    }
     /** Per sample: chat template and tokenization. */
     final LatencyHistogram tokenizeLatency = new LatencyHistogram();
     /** Per sample (ZERO_COPY): decode + transform into shared memory. */
@@ -72,6 +80,7 @@ public final class FeedMetrics {
         if (encoder.tokenizeNanos() > 0) tokenizeLatency.record(encoder.tokenizeNanos());
         if (encoder.videoDecodeNanos() > 0) {
             videoDecodeLatency.record(encoder.videoDecodeNanos());
+            videoDecodeNanos.add(encoder.videoDecodeNanos());
             videoFramesDecoded.add(encoder.videoFramesDecoded());
             videoFramesKept.add(encoder.videoFramesKept());
         }

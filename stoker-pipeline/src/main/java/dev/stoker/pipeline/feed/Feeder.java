@@ -337,7 +337,7 @@ public final class Feeder implements AutoCloseable {
         long fetchP50 = firstByte != null ? firstByte.percentileNanos(0.5) : metrics.fetchLatency.percentileNanos(0.5);
         long encodeP50 = metrics.encodeLatency.percentileNanos(0.5) + metrics.pixelWriteLatency.percentileNanos(0.5);
         return new Bottleneck.Inputs(timeline(), fetchP50, firstByte != null, encodeP50, java.util.OptionalDouble.empty(),
-                java.util.OptionalDouble.empty(), config.mode() == FeedMode.ZERO_COPY, metrics.pack.packing());
+                java.util.OptionalDouble.empty(), config.mode() == FeedMode.ZERO_COPY, metrics.pack.packing(), metrics.videoFigures());
     }
 
     /** The pipeline-side verdict now ({@link Bottleneck#classify} without the trainers' figures). */

@@ -31,6 +31,8 @@ import java.util.OptionalDouble;
  *       wait (wait ratio > 0.05) and, when known, the transfer makes up ≥ 50% of their wait: batches
  *       are ready but moving them to the trainer costs the time. The advice depends on whether they
  *       already go by reference.</li>
+ *   <li><b>CPU_BOUND</b> ({@code video_decode}): the CPU pool busy ≥ 75%, the pipeline starved, and video decoding ≥ 50%
+ *       of the CPU stage's time ({@link Video}): the advice is about the frames kept.</li>
  *   <li><b>CPU_BOUND</b> ({@code encode}): the CPU pool busy ≥ 90% and the pipeline starved
  *       (buffers empty ≥ 50% of the time; in the unbuffered modes, always).</li>
  *   <li><b>IO_BOUND</b> ({@code fetch}): starved, the CPU pool busy < 50%, and either fetches in flight
@@ -71,24 +73,50 @@ public final class Bottleneck {
      * @param byReference      whether batches are already handed over by reference (zero-copy shared memory), so that
      *                         a transport-bound verdict does not advise what the job already does
      * @param packing          a packed job's balance figures; null for an unpacked job (or before its first step)
+     * @param video            a job's video decoding figures; null when it decoded no video
      */
     public record Inputs(FeedSampler.Timeline timeline, long fetchP50Nanos, boolean fetchFirstByte, long encodeP50Nanos,
-                         OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference, Packing packing) {
+                         OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference, Packing packing,
+                         Video video) {
         /** The inputs of an unpacked job. */
         public Inputs(FeedSampler.Timeline timeline, long fetchP50Nanos, boolean fetchFirstByte, long encodeP50Nanos,
                       OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference) {
-            this(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, null);
+            this(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, null, null);
+        }
+
+        /** The inputs of a job without video figures. */
+        public Inputs(FeedSampler.Timeline timeline, long fetchP50Nanos, boolean fetchFirstByte, long encodeP50Nanos,
+                      OptionalDouble trainerWaitRatio, OptionalDouble transferShare, boolean byReference, Packing packing) {
+            this(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, packing, null);
         }
 
         public Inputs withTrainer(double waitRatio, OptionalDouble transferShare) {
             return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, OptionalDouble.of(waitRatio), transferShare,
-                    byReference, packing);
+                    byReference, packing, video);
         }
 
         public Inputs withPacking(Packing packing) {
-            return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, packing);
+            return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, packing,
+                    video);
+        }
+
+        public Inputs withVideo(Video video) {
+            return new Inputs(timeline, fetchP50Nanos, fetchFirstByte, encodeP50Nanos, trainerWaitRatio, transferShare, byReference, packing,
+                    video);
         }
     }
+
+    /**
+     * A job's video decoding, as the CPU-bound rule reads it (issue 29): a CPU-bound feed whose CPU stage spends at least
+     * {@link #VIDEO_SHARE} of its time decoding video is limited by video decoding, and the advice is about frames.
+     *
+     * @param decodeShare      video decoding's share of the CPU stage's busy time (sampled frames, RGB conversion, resize)
+     * @param decodedPerKept   frames libavcodec decoded per frame kept (1.0 the least possible)
+     */
+    public record Video(double decodeShare, double decodedPerKept) {}
+
+    /** The share of the CPU stage's time from which video decoding is named as the bottleneck. */
+    static final double VIDEO_SHARE = 0.5;
 
     /**
      * A packed job's balance, as the STRAGGLER_BOUND rule reads it.
@@ -195,6 +223,16 @@ public final class Bottleneck {
         String ioAdvice = "raise --fetch-concurrency or add nodes";
         String pinnedText = "fetch in-flight pinned at " + tl.fetchLimit() + " " + pct(pinned) + " of the time"
                 + (fetchLat.isEmpty() ? "" : ", " + fetchLat);
+        var video = in.video();
+        if (video != null) {
+            figures.put("video_decode_share", round(video.decodeShare()));
+            figures.put("video_frames_decoded_per_kept", round(video.decodedPerKept()));
+        }
+        if (starved && cpu >= CPU_LEANING && video != null && video.decodeShare() >= VIDEO_SHARE)
+            return new BottleneckVerdict(BottleneckVerdict.Kind.CPU_BOUND, "video_decode", cpuText + starvedText + ", video decoding "
+                    + pct(video.decodeShare()) + " of it (" + String.format(Locale.ROOT, "%.2f", video.decodedPerKept())
+                    + " frames decoded per frame kept)", "keep fewer or smaller video frames (--video-fps, --video-max-frames, "
+                    + "--video-max-pixels) or give the CPU stage more cores (--threads)", figures);
         if (starved && cpu >= CPU_SATURATED)
             return new BottleneckVerdict(BottleneckVerdict.Kind.CPU_BOUND, "encode", cpuText + starvedText, cpuAdvice, figures);
         if (starved && cpu < CPU_IDLE) {

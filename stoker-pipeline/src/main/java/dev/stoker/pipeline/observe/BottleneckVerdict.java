@@ -7,7 +7,8 @@ import java.util.Map;
  * What limits a feed, as {@link Bottleneck#classify} judged it.
  *
  * @param kind     the kind of limit
- * @param stage    the limiting stage: {@code fetch}, {@code encode}, {@code transport}, {@code trainer}, {@code balance}
+ * @param stage    the limiting stage: {@code fetch}, {@code encode}, {@code video_decode} (a CPU-bound job whose CPU time is
+ *                 mostly video decoding), {@code transport}, {@code trainer}, {@code balance}
  *                 (straggler-bound: the ranks' packs are uneven) or {@code none}
  * @param evidence the figures that led to the verdict, e.g. "fetch in-flight pinned at 64, first byte p50 31 ms"
  * @param advice   what to change first

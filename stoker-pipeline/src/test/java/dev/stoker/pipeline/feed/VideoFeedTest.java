@@ -186,6 +186,9 @@ class VideoFeedTest {
                     out.add(ZeroCopyFeederTest.toHeap(b));
                     b.release();
                 }
+            assertTrue(feeder.metrics().stages().containsKey("video_decode"), "the video decode stage's latency: " + feeder.metrics().stages().keySet());
+            var figures = feeder.verdict().figures();
+            assertTrue(figures.get("video_decode_share") > 0 && figures.get("video_frames_decoded_per_kept") >= 1, figures.toString());
         }
         assertEquals(0, store.metrics().inUseBytes());
         return out;

@@ -128,6 +128,25 @@ class BottleneckTest {
         assertEquals(1.0, v.figures().get("cpu_busy_fraction"));
     }
 
+    /** A CPU-bound job whose CPU time is mostly video decoding is named so, with advice about frames; a little video is not. */
+    @Test
+    void videoDecodingIsNamedWhenItHoldsMostOfTheCpuStage() {
+        var tl = timeline(2, 2, 64, true, 100, 0, 0.8, 2, 0);
+        var in = new Bottleneck.Inputs(tl, 5 * MS, true, 30 * MS, OptionalDouble.of(0.3), OptionalDouble.empty(), false);
+        var v = Bottleneck.classify(in.withVideo(new Bottleneck.Video(0.77, 6.48)));
+        assertEquals(BottleneckVerdict.Kind.CPU_BOUND, v.kind(), v.text());
+        assertEquals("video_decode", v.stage());
+        assertTrue(v.text().contains("video decoding 77% of it (6.48 frames decoded per frame kept)") && v.text().contains("--video-fps"),
+                v.text());
+        assertEquals(0.77, v.figures().get("video_decode_share"));
+        var little = Bottleneck.classify(in.withVideo(new Bottleneck.Video(0.2, 3)));
+        assertEquals("encode", little.stage(), little.text());
+        assertEquals(0.2, little.figures().get("video_decode_share"));
+        var leaning = Bottleneck.classify(new Bottleneck.Inputs(timeline(2, 2, 64, true, 100, 0, 0.8, 1.6, 0), 5 * MS, true, 30 * MS,
+                OptionalDouble.of(0.3), OptionalDouble.empty(), false).withVideo(new Bottleneck.Video(0.6, 2)));
+        assertEquals("video_decode", leaning.stage(), "busy 80%, video 60% of it: " + leaning.text());
+    }
+
     @Test
     void ioBoundWhenFetchesPinnedAndPoolIdle() {
         var v = classify(timeline(2, 2, 64, true, 100, 0, 0.9, 0, 0.95), 31 * MS, 30 * MS, OptionalDouble.empty(), OptionalDouble.empty());
