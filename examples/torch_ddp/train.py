@@ -49,6 +49,8 @@ except ImportError:  # run from a checkout without PYTHONPATH: the client lies b
 
 #: Qwen-VL's <|image_pad|>: one per merged patch of an image, where the vision states go
 IMAGE_PAD_ID = 151655
+#: Qwen-VL's <|video_pad|>: one per merged patch of a video (pixel_values_videos, video_grid_thw)
+VIDEO_PAD_ID = 151656
 #: Qwen-VL's spatial merge: merge_size² consecutive pixel_values rows make one merged token
 MERGE_ROWS = 4
 CHECKPOINT = "checkpoint.pt"
@@ -60,7 +62,9 @@ class TinyVisionLanguageModel(nn.Module):
     Token ids are hashed into ``buckets`` (Qwen's 151k vocabulary would make the logits the whole
     cost). Each group of ``MERGE_ROWS`` pixel rows (one merged patch, in the order Qwen-VL's
     patchify writes them) is projected to one vision state and takes the place of its
-    ``<|image_pad|>`` token, as Qwen-VL's merger does; ``image_grid_thw`` says how many there are.
+    ``<|image_pad|>`` token, as Qwen-VL's merger does; ``image_grid_thw`` says how many there are. A
+    video's rows (``pixel_values_videos``, in a batch that holds one) take its ``<|video_pad|>`` tokens
+    the same way, ``video_grid_thw`` saying how many.
     A causal running mean over the attended tokens carries what came before (the image included)
     to each position, and the head predicts the next token where ``labels`` is not -100.
     """
@@ -73,19 +77,25 @@ class TinyVisionLanguageModel(nn.Module):
         self.mix = nn.Linear(2 * dim, dim)
         self.head = nn.Linear(dim, buckets)
 
-    def forward(self, input_ids, labels, attention_mask=None, pixel_values=None, image_grid_thw=None, seg_ids=None,
-                **_other_inputs):
+    def forward(self, input_ids, labels, attention_mask=None, pixel_values=None, image_grid_thw=None, pixel_values_videos=None,
+                video_grid_thw=None, seg_ids=None, **_other_inputs):
         x = self.embed(input_ids % self.buckets)
-        image_slots = input_ids == IMAGE_PAD_ID
-        if pixel_values is not None and pixel_values.shape[0] > 0:
-            rows = int((image_grid_thw[:, 0] * image_grid_thw[:, 1] * image_grid_thw[:, 2]).sum())
-            if rows != pixel_values.shape[0] or rows % MERGE_ROWS:
-                raise ValueError(f"image_grid_thw says {rows} pixel rows, the batch has {pixel_values.shape[0]}")
-            vision = self.vision(pixel_values.reshape(rows // MERGE_ROWS, -1))
-            if int(image_slots.sum()) != vision.shape[0]:
-                raise ValueError(f"{int(image_slots.sum())} <|image_pad|> tokens for {vision.shape[0]} merged patches")
-            x = x.masked_scatter(image_slots.unsqueeze(-1), vision)
-        else:
+        seen_any = False
+        # images, then videos (present only in a batch that holds one): the same vision projection, as Qwen-VL's tower
+        for pixels, grid, pad, what in ((pixel_values, image_grid_thw, IMAGE_PAD_ID, "image"),
+                                        (pixel_values_videos, video_grid_thw, VIDEO_PAD_ID, "video")):
+            if pixels is None or pixels.shape[0] == 0:
+                continue
+            rows = int((grid[:, 0] * grid[:, 1] * grid[:, 2]).sum())
+            if rows != pixels.shape[0] or rows % MERGE_ROWS:
+                raise ValueError(f"{what}_grid_thw says {rows} pixel rows, the batch has {pixels.shape[0]}")
+            vision = self.vision(pixels.reshape(rows // MERGE_ROWS, -1))
+            slots = input_ids == pad
+            if int(slots.sum()) != vision.shape[0]:
+                raise ValueError(f"{int(slots.sum())} {what} pad tokens for {vision.shape[0]} merged patches")
+            x = x.masked_scatter(slots.unsqueeze(-1), vision)
+            seen_any = True
+        if not seen_any:
             # A batch without images (--text-only allow): the vision weights still take part, with a zero
             # gradient, so that every rank's DDP all-reduce covers the same parameters.
             x = x + 0.0 * sum(p.sum() for p in self.vision.parameters())
