@@ -40,7 +40,8 @@ import org.junit.jupiter.api.io.TempDir;
  * job's global sample order; run as two "nodes" on loopback (two launches, each service serving its own
  * node's rank only, one torchrun per node), it is the one-node run line for line; a packed job trains on
  * the planned packs, and a feed that ends before the job stops every rank at its end with a checkpoint that
- * a longer feed resumes bit for bit.
+ * a longer feed resumes bit for bit. A quarter of the samples hold a video instead of their image (issue 29:
+ * {@link #withVideos}), so every one of these facts holds for a job that trains on video.
  *
  * <p>Seven jobs make every fact: the runs are made once (on first use) and shared by the tests, so that each
  * test runs alone too. The uninterrupted run is the two-node one, so that the one-node runs compared with it
@@ -83,7 +84,35 @@ class TorchTrainingTest {
         assumeTrue(check.exitValue() == 0, PYTHON + " has no numpy or torch with gloo (apt-get install python3-numpy python3-torch)");
         trainScript = Vectors.projectDir().resolve("examples/torch_ddp/train.py");
         assertTrue(Files.isRegularFile(trainScript), trainScript.toString());
-        manifest = SmallJpegDataset.write(tmp.resolve("ds"), SAMPLES, 5);
+        manifest = withVideos(SmallJpegDataset.write(tmp.resolve("ds"), SAMPLES, 5));
+    }
+
+    /** Every VIDEO_EVERY-th sample that had one image gets a short H.264 clip in its place (issue 29: the job trains on video). */
+    static final int VIDEO_EVERY = 4;
+
+    /**
+     * The data set with videos: samples 3, 7, 11, … that have one image name a clip instead ({@code "video"} and
+     * {@code <video>} in LLaVA's layout), 1.2 to 2 s of 160x120 test pattern at 10 to 25 fps (4 to 8 sampled frames).
+     */
+    static Path withVideos(Path manifest) throws Exception {
+        dev.stoker.testkit.FfmpegClips.require();
+        Path dir = manifest.getParent(), clips = Files.createDirectories(dir.resolve("videos"));
+        String[][] kinds = {{"160x120", "25", "2"}, {"160x120", "10", "1.2"}, {"176x144", "359/24", "1.5"}};
+        for (int k = 0; k < kinds.length; k++)
+            dev.stoker.testkit.FfmpegClips.h264(clips.resolve("clip" + k + ".mp4"), kinds[k][0], kinds[k][1], Double.parseDouble(kinds[k][2]));
+        var lines = Files.readAllLines(manifest);
+        int videos = 0;
+        for (int i = VIDEO_EVERY - 1; i < lines.size(); i += VIDEO_EVERY) {
+            var node = (com.fasterxml.jackson.databind.node.ObjectNode) JSON.readTree(lines.get(i));
+            if (!node.has("image") || !node.get("image").isTextual()) continue;
+            node.remove("image");
+            node.put("video", "videos/clip" + (videos++ % kinds.length) + ".mp4");
+            var turn = (com.fasterxml.jackson.databind.node.ObjectNode) node.get("conversations").get(0);
+            turn.put("value", turn.get("value").asText().replace("<image>", "<video>"));
+            lines.set(i, JSON.writeValueAsString(node));
+        }
+        assertTrue(videos >= 5, videos + " video samples");
+        return Files.writeString(manifest, String.join("\n", lines) + "\n");
     }
 
     @AfterAll
