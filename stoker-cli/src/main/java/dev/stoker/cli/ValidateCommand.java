@@ -66,8 +66,7 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
             var settings = new DatasetValidator.Settings(options, config.threads(), 64 * config.threads(), examples);
             var report = DatasetValidator.validate(records, source, tokenizer, settings);
             report.print(out);
-            var index = LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(options, tokenizerId(tokenizerFile)),
-                    report.lengths(), report.imagePatches());
+            var index = LengthIndex.of(LengthIndex.settings(options, tokenizerId(tokenizerFile)), report);
             Path file = index.write(dir);
             out.println("length index: " + file);
             out.println(report.summaryJson(file));
