@@ -52,12 +52,25 @@ public final class DatasetValidator {
      * @param threads          CPU threads (parse, header, smart_resize, template, tokenizer)
      * @param inFlight         records read and not yet judged, at most
      * @param examplesPerCause examples kept per cause (the lowest record indices)
+     * @param frameIndexes     where the videos' frame indexes are kept and found (e.g. a {@code frames} folder beside the
+     *                         length index); null: none (each video indexed, nothing kept)
      */
-    public record Settings(EncodeOptions options, int threads, int inFlight, int examplesPerCause) {
+    public record Settings(EncodeOptions options, int threads, int inFlight, int examplesPerCause,
+                           dev.stoker.video.index.FrameIndexStore frameIndexes) {
         public Settings {
             if (threads < 1) throw new IllegalArgumentException("threads must be >= 1, got " + threads);
             if (inFlight < 1) throw new IllegalArgumentException("in-flight records must be >= 1, got " + inFlight);
             if (examplesPerCause < 0) throw new IllegalArgumentException("examples per cause must be >= 0, got " + examplesPerCause);
+        }
+
+        /** Settings that keep no frame index. */
+        public Settings(EncodeOptions options, int threads, int inFlight, int examplesPerCause) {
+            this(options, threads, inFlight, examplesPerCause, null);
+        }
+
+        /** These settings keeping the videos' frame indexes in {@code store} (null: none). */
+        public Settings withFrameIndexes(dev.stoker.video.index.FrameIndexStore store) {
+            return new Settings(options, threads, inFlight, examplesPerCause, store);
         }
 
         /** {@code threads} threads, 64 records in flight per thread, 3 examples per cause. */
@@ -165,6 +178,7 @@ public final class DatasetValidator {
         if (e == null) {
             var video = settings.options().video();
             encoders.set(e = video == null ? new SampleEncoder(settings.options(), tokenizer) : new SampleEncoder(settings.options(), tokenizer, video));
+            if (video != null && settings.frameIndexes() != null) e.videoStats().useFrameIndexStore(settings.frameIndexes());
         }
         return e;
     }

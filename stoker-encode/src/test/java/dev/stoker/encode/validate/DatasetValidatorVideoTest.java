@@ -18,6 +18,7 @@ import dev.stoker.source.ObjectSources;
 import dev.stoker.source.SourceConfig;
 import dev.stoker.source.mix.FeedSource;
 import dev.stoker.testkit.SmallJpegDataset;
+import dev.stoker.video.index.FrameIndexStore;
 import java.io.File;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -206,6 +207,64 @@ class DatasetValidatorVideoTest {
         assertEquals(report.videoGroups()[TWO][0], le.getInt(at));
         assertEquals(report.videoPatches()[TWO][0], le.getInt(at + 4));
         assertEquals(table + 16 * RECORDS + 4 * images + 8 * 4, raw.length);
+    }
+
+    static ValidationReport validate(Path manifest, EncodeOptions options, FrameIndexStore store) throws Exception {
+        try (var objects = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
+            var source = FeedSource.of(objects, null);
+            return DatasetValidator.validate(source.records(), source, SharedTokenizer.get(),
+                    new DatasetValidator.Settings(options, 2, 4, 3).withFrameIndexes(store));
+        }
+    }
+
+    static List<Path> files(Path dir) throws Exception {
+        try (var s = Files.list(dir)) {
+            return s.sorted().toList();
+        }
+    }
+
+    /**
+     * Frame indexes kept in a folder: one file per distinct video's bytes (2.mp4 is named twice), found the next time
+     * with the same lengths; a file cut short is indexed anew and replaced; a broken video leaves none; the same bytes
+     * under another name have the same key.
+     */
+    @Test
+    void frameIndexesKeptInAFolderAreFoundTheNextTime() throws Exception {
+        var options = options(ProcessorPreset.QWEN2_VL);
+        Path frames = dir.resolve("store/frames");
+        var store = FrameIndexStore.of(frames);
+        var first = validate(manifest, options, store);
+        assertEquals(0, first.errors(), first.causes().toString());
+        assertEquals(4, store.hits() + store.misses());
+        assertTrue(store.misses() >= 3, "three distinct videos indexed: " + store.misses());
+        assertEquals(3, files(frames).size(), "one file per distinct video");
+        var again = FrameIndexStore.of(frames);
+        var second = validate(manifest, options, again);
+        assertEquals(4, again.hits(), "every video's index found");
+        assertEquals(0, again.misses());
+        assertArrayEquals(first.lengths(), second.lengths());
+        assertArrayEquals(first.videoPatches()[TWO], second.videoPatches()[TWO]);
+
+        for (Path f : files(frames)) Files.write(f, Arrays.copyOf(Files.readAllBytes(f), 20)); // cut short
+        var cut = FrameIndexStore.of(frames);
+        assertArrayEquals(first.lengths(), validate(manifest, options, cut).lengths());
+        assertTrue(cut.misses() >= 3, "indexed anew: " + cut.misses());
+        for (Path f : files(frames)) dev.stoker.video.index.FrameIndex.fromBytes(Files.readAllBytes(f)); // replaced, whole
+
+        Path brokenFrames = dir.resolve("store/broken-frames");
+        var report = validate(broken, options, FrameIndexStore.of(brokenFrames));
+        assertEquals(2, report.errors());
+        assertEquals(1, files(brokenFrames).size(), "only 3.avi's: a broken video leaves no index");
+
+        Path data = dir.resolve("mllm_demo_data");
+        Files.copy(data.resolve("1.mp4"), data.resolve("copy-of-1.mp4"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        try (var a = dev.stoker.core.io.SeekableByteSource.of(data.resolve("1.mp4"));
+             var b = dev.stoker.core.io.SeekableByteSource.of(data.resolve("copy-of-1.mp4"));
+             var c = dev.stoker.core.io.SeekableByteSource.of(data.resolve("2.mp4"))) {
+            assertEquals(store.key(a), store.key(b), "the same bytes, one key");
+            assertNotEquals(store.key(a), store.key(c));
+            assertNotEquals(store.key(a), new FrameIndexStore(frames, "libavformat 60.3.100").key(a), "another libavformat, another key");
+        }
     }
 
     /** A missing video and a truncated one: their records' errors, naming the video and the cause; the good one kept. */
