@@ -267,6 +267,44 @@ class DatasetValidatorVideoTest {
         }
     }
 
+    /**
+     * {@code --max-seq-len}: under reject a sample over it is filtered (counted apart, naming its videos); under truncate
+     * the length and the videos kept are encode's.
+     */
+    @ParameterizedTest
+    @EnumSource(value = ProcessorPreset.class, names = {"QWEN2_VL", "QWEN3_VL"})
+    void theSequenceLimitFiltersOrTruncatesAsEncodeDoes(ProcessorPreset preset) throws Exception {
+        int[] full = validate(manifest, options(preset)).lengths();
+        int limit = full[TWO] - 40; // inside TWO's second video (64 or 90 tokens, then some 12 of text): its first is kept
+        var reject = validate(manifest, options(preset).withSequenceLimit(limit, dev.stoker.text.TruncationPolicy.REJECT));
+        assertEquals(0, reject.errors(), reject.causes().toString());
+        long over = Arrays.stream(full).filter(n -> n > limit).count();
+        assertEquals(over, reject.filtered());
+        for (var c : reject.causes()) {
+            assertEquals("over --max-seq-len", c.key().reason());
+            for (var e : c.examples()) assertTrue(e.message().contains("video(s)"), e.message());
+        }
+        var truncate = options(preset).withSequenceLimit(limit, dev.stoker.text.TruncationPolicy.TRUNCATE);
+        var report = validate(manifest, truncate);
+        assertEquals(0, report.errors() + report.filtered(), report.causes().toString());
+        var encoder = new SampleEncoder(truncate, SharedTokenizer.get(), truncate.video());
+        try (var objects = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
+            var source = FeedSource.of(objects, null);
+            var records = source.records();
+            for (int i = 0; i < RECORDS; i++) {
+                int record = i;
+                var sample = encoder.parse(records.record(i).join().json(), records.id(i));
+                var encoded = encoder.encode(sample, (id, ref) -> source.fetch(id, ref).join(), (id, ref) -> source.openVideo(record, id, ref));
+                assertEquals(encoded.inputIds().length, report.lengths()[i], preset + " record " + i);
+                int[] patches = report.videoPatches()[i] == null ? new int[0] : report.videoPatches()[i];
+                assertEquals(encoded.videos().videos(), patches.length, preset + " record " + i + ": videos kept");
+                assertEquals(encoded.videos().rows(), Arrays.stream(patches).sum());
+            }
+        }
+        assertTrue(report.lengths()[TWO] <= limit && report.videoPatches()[TWO].length == 1, "TWO keeps its first video: "
+                + Arrays.toString(report.videoPatches()[TWO]));
+    }
+
     /** A missing video and a truncated one: their records' errors, naming the video and the cause; the good one kept. */
     @Test
     void aMissingAndATruncatedVideoAreTheirRecordsErrors() throws Exception {
