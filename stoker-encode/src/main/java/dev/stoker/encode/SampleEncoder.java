@@ -337,11 +337,45 @@ public final class SampleEncoder {
      * positions: for checking a whole data set. Reads only image headers.
      */
     public int measure(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return measure(sample, imagesByReference, NO_VIDEOS);
+    }
+
+    /**
+     * {@link #measure(ChatSample, Map)} for a sample that may hold videos: each video indexed (demuxed, never decoded)
+     * through {@code videoSource} and planned, its tokens counted as {@link #encode(ChatSample, ImageSource,
+     * VideoPreprocessor.VideoSource)} counts them; refuses what that refuses before decoding (a missing or broken
+     * video, a video the sampler refuses, the decode memory budget, the sequence limit), naming the sample and the video.
+     */
+    public int measure(ChatSample sample, Map<String, byte[]> imagesByReference, VideoPreprocessor.VideoSource videoSource) {
         var grids = plan(sample, fetched(imagesByReference), new ArrayList<>(sample.imagePaths().size()));
+        var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
+        planVideos(sample, videoSource, new ArrayList<>(), videoTokens);
         long t0 = System.nanoTime();
-        int length = tokens.measure(sample, grids).length();
+        int length = tokens.measure(sample, grids, videoTokens).length();
         tokenizeNanos += System.nanoTime() - t0;
         return length;
+    }
+
+    /** A video source for samples that must have none: asked for one, it refuses (the sample names a video it cannot read). */
+    private static final VideoPreprocessor.VideoSource NO_VIDEOS = (id, ref) -> {
+        throw new java.io.IOException("no video source was given for video " + ref);
+    };
+
+    /**
+     * Each of the sample's videos indexed and planned into {@code planned} and its tokens into {@code videoTokens}; none
+     * for a sample without videos. A sample with videos needs an encoder made with video.
+     */
+    private void planVideos(ChatSample sample, VideoPreprocessor.VideoSource videoSource, List<VideoPreprocessor.Planned> planned,
+                            List<dev.stoker.text.VideoTokens> videoTokens) {
+        if (sample.videos().isEmpty()) return;
+        if (videos == null)
+            throw new SampleException(sample.id(), SampleException.Stage.MANIFEST, "has " + sample.videos().size()
+                    + " video(s) but this encoder was made without video");
+        for (var v : sample.videos()) {
+            var p = videos.plan(sample.id(), v, videoSource);
+            planned.add(p);
+            videoTokens.add(videos.tokens(p));
+        }
     }
 
     /**
@@ -351,14 +385,37 @@ public final class SampleEncoder {
      * exceptions; reads only image headers.
      */
     public dev.stoker.plan.pack.SampleShape shape(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return shape(sample, imagesByReference, NO_VIDEOS);
+    }
+
+    /**
+     * {@link #shape(ChatSample, Map)} for a sample that may hold videos: also, per video kept (all of them but under
+     * {@code --truncation truncate}), its patch count {@code t·h·w} (the rows of its {@code pixel_values_videos}) and its
+     * temporal groups {@code t}, from its frame index through {@code videoSource} (demuxed, never decoded). Refuses
+     * exactly what {@link #measure(ChatSample, Map, VideoPreprocessor.VideoSource)} refuses.
+     */
+    public dev.stoker.plan.pack.SampleShape shape(ChatSample sample, Map<String, byte[]> imagesByReference,
+                                                 VideoPreprocessor.VideoSource videoSource) {
         var planned = new ArrayList<ImagePreprocessor.Planned>(sample.imagePaths().size());
         var grids = plan(sample, fetched(imagesByReference), planned);
+        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>(sample.videos().size());
+        var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>(sample.videos().size());
+        planVideos(sample, videoSource, plannedVideos, videoTokens);
         long t0 = System.nanoTime();
-        var measured = tokens.measure(sample, grids);
+        var measured = tokens.measure(sample, grids, videoTokens);
         tokenizeNanos += System.nanoTime() - t0;
         int[] patches = new int[measured.imagesKept()];
         for (int k = 0; k < patches.length; k++) patches[k] = planned.get(k).plan().rows();
-        return dev.stoker.plan.pack.SampleShape.of(measured.length(), patches);
+        int[] videoPatches = new int[measured.videosKept()], videoGroups = new int[measured.videosKept()];
+        for (int k = 0; k < videoPatches.length; k++) {
+            var p = plannedVideos.get(k);
+            if (p.rows() > Integer.MAX_VALUE - 8)
+                throw new SampleException(sample.id(), SampleException.Stage.TRANSFORM, "video " + p.reference() + ": " + p.rows()
+                        + " patches, too many for one sample");
+            videoPatches[k] = (int) p.rows();
+            videoGroups[k] = p.plan().gridT();
+        }
+        return dev.stoker.plan.pack.SampleShape.of(measured.length(), patches, videoPatches, videoGroups);
     }
 
     /** {@link #prepare(ChatSample, ImageSource)} over image bytes fetched beforehand, keyed by reference. */

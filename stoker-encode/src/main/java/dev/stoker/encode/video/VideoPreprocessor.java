@@ -60,6 +60,8 @@ public final class VideoPreprocessor {
     private final long memoryBudgetBytes;
     private final FrameDecoder decoder;
     private final FrameIndexer indexer = new FrameIndexer();
+    /** Where frame indexes are kept between uses; null: each video indexed at each use. */
+    private dev.stoker.video.index.FrameIndexStore frameIndexes;
     private final TorchBicubicU8Resizer u8 = new TorchBicubicU8Resizer();
     private final TorchBicubicF32Resizer f32;
     private byte[] clip = new byte[0];
@@ -108,6 +110,12 @@ public final class VideoPreprocessor {
         this.memoryBudgetBytes = memoryBudgetBytes;
     }
 
+    /**
+     * Keeps the frame indexes {@link #plan} builds in {@code store} and takes them from there when it holds one for a
+     * video's bytes (null: none, each video indexed at each use, the default).
+     */
+    public void useFrameIndexStore(dev.stoker.video.index.FrameIndexStore store) { this.frameIndexes = store; }
+
     /** Floats per pixel_values_videos row (3·2·p·p). */
     public int rowLength() { return patches.rowLength(); }
 
@@ -120,7 +128,7 @@ public final class VideoPreprocessor {
         String ref = item.ref();
         FrameIndex index;
         try (SeekableByteSource s = source.open(sampleId, ref)) {
-            index = indexer.index(s);
+            index = frameIndexes == null ? indexer.index(s) : frameIndexes.index(s, indexer);
         } catch (IOException e) {
             throw new SampleException(sampleId, SampleException.Stage.FETCH, "video " + ref + ": " + e.getMessage(), e);
         } catch (SampleException e) {
