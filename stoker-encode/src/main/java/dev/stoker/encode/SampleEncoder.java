@@ -286,20 +286,13 @@ public final class SampleEncoder {
             return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
                     options.pixelFormat());
         }
-        if (videos == null) throw new IllegalStateException("this encoder was made without video");
-        if (videoSource == null)
-            throw new SampleException(id, SampleException.Stage.FETCH, "has " + sample.videos().size() + " video(s) and no source to read them from");
         if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32) {
             throw new SampleException(id, SampleException.Stage.TRANSFORM, "video needs --pixel-format float32: the compact "
                     + "uint8 format carries no video yet");
         }
         var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
         var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
-        for (var v : sample.videos()) {
-            var p = videos.plan(id, v, videoSource);
-            plannedVideos.add(p);
-            videoTokens.add(videos.tokens(p));
-        }
+        planVideos(sample, videoSource == null ? NO_VIDEOS : videoSource, plannedVideos, videoTokens);
         long t0 = System.nanoTime();
         TextFeatures text = tokens.build(sample, grids, videoTokens);
         tokenizeNanos += System.nanoTime() - t0;
