@@ -34,8 +34,8 @@ float32 ``pixel_values_videos`` of the float32 format, bit for bit: Stoker's ``V
 i.e. transformers 5.18.0 / 4.57.6 ``Qwen2VLVideoProcessor`` / ``Qwen3VLVideoProcessor`` (the torchvision
 backend's fused rescale and normalize): the table ``(float32(v) − float32(float32(mean)·255)) /
 float32(float32(std)·255)`` (:func:`fused_normalization_table`), with the same ``pixel_norm`` as the images
-(the Qwen-VL video processors' mean and std are their image processors'), then the patch order of
-``patchify_video``.
+(the service normalizes videos with the job's one mean and std, as ref_qwenvl_video.py gives each family
+one), then the patch order of ``patchify_video``.
 
 ``Loader(..., to_pixel_values=True)`` (and ``TorchIterableDataset``) apply both to every batch that
 carries ``pixel_values_u8`` or ``pixel_values_videos_u8``, so a trainer gets ``pixel_values`` and

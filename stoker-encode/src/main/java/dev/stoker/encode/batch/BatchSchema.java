@@ -55,8 +55,9 @@ import java.util.List;
  * since a T that is not a multiple of the temporal patch size is padded with its last frame by the conversion, not on
  * the wire. The trainer's conversion ({@code stoker.pixels.to_pixel_values_videos}, {@code
  * CompactPixels#toPixelValuesVideos}) normalizes with the video processors' fused table from the same {@code pixel_norm}
- * (the Qwen-VL video processors' mean and std are their image processors'; Stoker takes both from one {@link
- * VisionConfig}), giving {@code pixel_values_videos} bit for bit.
+ * ({@link dev.stoker.image.qwenvl.VideoPatchWriter} normalizes with the job's one {@link VisionConfig}, images' and
+ * videos' alike, as {@code FAMILIES} of ref_qwenvl_video.py gives each family one mean and std), giving
+ * {@code pixel_values_videos} bit for bit.
  *
  * <p>A pack ({@link BatchShape#packed()}, {@link PackAssembler}; docs/protocol.md "The canonical pack") has its own
  * table, n its segments and T its row's tokens:
