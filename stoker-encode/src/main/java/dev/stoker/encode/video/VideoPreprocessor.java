@@ -27,7 +27,9 @@ import java.util.Map;
  * container (demuxing, no decoding) and applies the sampling and resizing rules, so the grid, the token count and
  * the memory are known before any pixel; {@link #writePixels} decodes only the sampled frames, resizes each as it
  * arrives (torchvision's uint8 kernel for the HF processors, its float32 kernel for qwen-vl-utils), then normalizes
- * and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}.
+ * and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}. In the
+ * compact wire format {@link #writeResized} stops after the resize and writes the frames themselves, for the trainer to
+ * normalize and patchify.
  *
  * <p>Threading: one instance per thread (resize and frame buffers).
  */
