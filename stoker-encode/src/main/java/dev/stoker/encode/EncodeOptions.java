@@ -17,8 +17,9 @@ import dev.stoker.text.TruncationPolicy;
  * @param maxSourcePixels  images whose header claims more pixels are refused before any pixel memory is allocated
  * @param maxSequenceLength  token limit per sample (0 = none)
  * @param truncation       what to do with a sample over the limit
- * @param pixelFormat      what a batch carries of its images: FLOAT32 {@code pixel_values} (default), or UINT8, the
- *                         resized RGB pixels ({@code pixel_values_u8}) that the trainer normalizes and patchifies
+ * @param pixelFormat      what a batch carries of its images and videos: FLOAT32 {@code pixel_values} (default), or
+ *                         UINT8, the resized RGB pixels ({@code pixel_values_u8}, {@code pixel_values_videos_u8}) that
+ *                         the trainer normalizes and patchifies
  * @param maxImages        images a sample may have (0 = no limit but the sequence limit's); a sample with more is refused
  * @param textOnly         what a batch without any image carries: nothing more (ALLOW), or one small masked image
  *                         (DUMMY_IMAGE, the default), so that every rank runs the vision tower
@@ -56,7 +57,9 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /**
      * The image tensor of a batch. FLOAT32: {@code pixel_values}, normalized and patchified, (rows, 3·t·p²) float32.
      * UINT8 (the compact wire format): {@code pixel_values_u8}, each image's resized RGB pixels, (Σ H·W, 3) uint8,
-     * with {@code pixel_norm} and {@code pixel_patch} for the trainer's conversion — 1/8 of the bytes for t = 2.
+     * with {@code pixel_norm} and {@code pixel_patch} for the trainer's conversion — 1/8 of the bytes for t = 2; and, in a
+     * batch with videos, {@code pixel_values_videos_u8}, each video's kept frames resized, (Σ T·H·W, 3) uint8, with
+     * {@code video_frame_counts} — 1/4 of {@code pixel_values_videos}' bytes (a row's two frames are both sent).
      */
     public enum PixelFormat {
         FLOAT32, UINT8;

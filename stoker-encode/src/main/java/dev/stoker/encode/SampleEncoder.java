@@ -210,13 +210,34 @@ public final class SampleEncoder {
             return rows;
         }
 
-        /** Bytes of this sample's pixel_values_videos rows (float32). */
-        public long videoBytes() { return videoRows() * rowLength * Float.BYTES; }
+        /**
+         * Bytes of this sample's video tensor in its format: its pixel_values_videos rows (float32), or in the compact
+         * format its videos' resized frames ({@link VideoPreprocessor.Planned#clipBytes()}, u8).
+         */
+        public long videoBytes() {
+            if (pixelFormat == EncodeOptions.PixelFormat.FLOAT32) return videoRows() * rowLength * Float.BYTES;
+            long bytes = 0;
+            for (var v : videos) bytes += v.clipBytes();
+            return bytes;
+        }
+
+        /** Bytes of video {@code v}'s pixels in {@code format}. */
+        static long videoBytes(VideoPreprocessor.Planned v, int rowLength, EncodeOptions.PixelFormat format) {
+            return format == EncodeOptions.PixelFormat.FLOAT32 ? v.rows() * rowLength * Float.BYTES : v.clipBytes();
+        }
 
         /** The batch shape's share of this sample's videos. */
         public dev.stoker.encode.batch.BatchShape.Videos videoShape() {
             return videos.isEmpty() ? dev.stoker.encode.batch.BatchShape.Videos.NONE
-                    : new dev.stoker.encode.batch.BatchShape.Videos(videoRows(), videos.size(), videoSeconds);
+                    : new dev.stoker.encode.batch.BatchShape.Videos(videoRows(), videos.size(), videoSeconds,
+                            pixelFormat == EncodeOptions.PixelFormat.UINT8 ? videoBytes() : 0);
+        }
+
+        /** The kept videos' frame counts T (the compact format's {@code video_frame_counts}). */
+        public long[] videoFrameCounts() {
+            long[] counts = new long[videos.size()];
+            for (int k = 0; k < counts.length; k++) counts[k] = videos.get(k).plan().frameCount();
+            return counts;
         }
 
         /** The kept videos' {@code video_grid_thw} rows. */
@@ -285,10 +306,6 @@ public final class SampleEncoder {
             tokenizeNanos += System.nanoTime() - t0;
             return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
                     options.pixelFormat());
-        }
-        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32) {
-            throw new SampleException(id, SampleException.Stage.TRANSFORM, "video needs --pixel-format float32: the compact "
-                    + "uint8 format carries no video yet");
         }
         var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
         var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
@@ -449,13 +466,16 @@ public final class SampleEncoder {
 
     /**
      * Decodes the prepared videos' sampled frames and writes their {@code pixel_values_videos} rows
-     * ({@link Prepared#videoBytes()} bytes, little-endian float32) into {@code dst} from byte {@code offsetBytes}.
+     * ({@link Prepared#videoBytes()} bytes, little-endian float32) into {@code dst} from byte {@code offsetBytes}; in the
+     * compact wire format each video's resized frames instead ({@code pixel_values_videos_u8}), in the same place.
      */
     public void writeVideoPixels(Prepared p, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        boolean compact = p.pixelFormat() == EncodeOptions.PixelFormat.UINT8;
         long offset = offsetBytes;
         for (var v : p.videos()) {
-            videos.writePixels(p.id(), v, p.videoSource(), dst, offset);
-            offset += v.rows() * p.rowLength() * Float.BYTES;
+            if (compact) videos.writeResized(p.id(), v, p.videoSource(), dst, offset);
+            else videos.writePixels(p.id(), v, p.videoSource(), dst, offset);
+            offset += Prepared.videoBytes(v, p.rowLength(), p.pixelFormat());
         }
     }
 
@@ -463,7 +483,8 @@ public final class SampleEncoder {
      * Encodes a sample with images and videos into every model input, the videos' tensors included
      * ({@link EncodedSample#videos()}): images and videos planned, tokens built (an over-long sample is refused before
      * any pixel), then the images kept decoded and transformed, and the videos kept decoded (their sampled frames only),
-     * resized, normalized and patchified. FLOAT32 pixel format only. Needs an encoder made with video.
+     * resized, normalized and patchified; in the compact wire format (UINT8) the videos' resized frames and their frame
+     * counts instead ({@link VideoTensors#pixelsU8()}). Needs an encoder made with video.
      */
     public EncodedSample encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         if (videos == null) throw new IllegalStateException("this encoder was made without video");
@@ -479,10 +500,25 @@ public final class SampleEncoder {
         var kept = prepared.videos();
         long rows = prepared.videoRows();
         int rowLength = videos.rowLength();
+        long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
+        if (prepared.pixelFormat() == EncodeOptions.PixelFormat.UINT8) {
+            long bytes = prepared.videoBytes();
+            if (bytes > Integer.MAX_VALUE - 8)
+                throw new SampleException(id, SampleException.Stage.TRANSFORM, "video frames of " + bytes + " bytes are too large for one sample");
+            byte[] frames = new byte[(int) bytes];
+            int at = 0;
+            for (var p : kept) {
+                videos.writeResized(id, p, videoSource, frames, at);
+                at += (int) p.clipBytes();
+            }
+            return new EncodedSample(w.id(), w.inputIds(), w.labels(), w.attentionMask(), w.positionIds(), w.pixelValues(),
+                    w.pixelRowLength(), w.imageGridThw(), w.sourcePixels(), w.pixelsU8(),
+                    new VideoTensors(new float[0], rowLength, prepared.videoGridThw(), prepared.secondPerGridTs(), indices, frames,
+                            prepared.videoFrameCounts()));
+        }
         if (rows * rowLength > Integer.MAX_VALUE - 8)
             throw new SampleException(id, SampleException.Stage.TRANSFORM, "pixel_values_videos of " + rows + " rows is too large for one sample");
         float[] pixels = new float[(int) (rows * rowLength)];
-        long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
         int offset = 0;
         for (var p : kept) {
             videos.writePixels(id, p, videoSource, pixels, offset);

@@ -85,9 +85,11 @@ public final class ShmBudget {
         PixelFormat format = options.pixelFormat();
         var shape = new BatchShape(batch, length, batch * (pixels / patch), vision.rowLength(), Math.multiplyExact(batch, images), format,
                 format == PixelFormat.UINT8 ? batch * pixels * 3 : 0, options.inputContract());
-        // with video the same pixels may be split between images and videos: the videos' grids (one token each at least) on top
+        // with video the same pixels may be split between images and videos: the videos' grids (one token each at least) on
+        // top, and in the compact format their frames (a video row is up to temporal-patch frames: tps times an image's bytes)
         if (options.video() != null)
-            shape = shape.withVideos(new BatchShape.Videos(0, Math.multiplyExact(batch, length), true));
+            shape = shape.withVideos(new BatchShape.Videos(0, Math.multiplyExact(batch, length), true, format == PixelFormat.UINT8
+                    ? Math.multiplyExact(batch * pixels * 3, vision.temporalPatchSize()) : 0));
         return shape.sizeBytes();
     }
 
