@@ -60,7 +60,7 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         VideoEncoding video = options.video(); // null: video records refused, saying why (options.videoRefusal())
         try (QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
             try (var objects = dev.stoker.source.ObjectSources.open(sample.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
-                var encoder = video != null ? new SampleEncoder(options, tok, video) : new SampleEncoder(options, tok);
+                var encoder = new SampleEncoder(options, tok); // decodes in process
                 var parsed = encoder.parse(json, sample.getFileName().toString());
                 var images = SampleEncoder.ImageSource.blocking(objects);
                 EncodedSample s = video == null ? encoder.encode(parsed, images) : encoder.encode(parsed, images,

@@ -61,12 +61,6 @@ public abstract sealed class NodeSettings permits NodeConfig {
     /** Which chat template renders a sample's chat: Stoker's built-in one of the family, or the model folder's own. */
     public enum ChatTemplateChoice { BUILTIN, MODEL }
 
-    /**
-     * Where the feed decodes videos: WORKERS, in child JVMs ({@code dev.stoker.video.isolate.IsolatedDecoder}), so that a
-     * file that crashes libavcodec fails one sample; IN_PROCESS, in the service's own JVM (faster; such a crash ends it).
-     */
-    public enum VideoDecode { WORKERS, IN_PROCESS }
-
     private static final String VIDEO_SAMPLER_OPTION = "--video-sampler";
 
     /** The longest decode deadline a video may be given: a day (a deadline guards against a hung decode, not a slow one). */
@@ -183,8 +177,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<Double> VIDEO_DECODE_TIMEOUT = key("video-decode-timeout", PROCESSOR, "SECONDS", NUMBER,
             seconds(MAX_VIDEO_DECODE_TIMEOUT_SECONDS), ConfigKey::formatNumber, VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS / 1e9, null,
             "The most one video's reading and decoding may take; a video past it is that sample's error.");
-    public static final ConfigKey<VideoDecode> VIDEO_DECODE = key("video-decode", PROCESSOR, "WHERE", TEXT,
-            ConfigKey.enumOf(VideoDecode.class), ConfigKey::cliName, VideoDecode.WORKERS, null, "workers: the feed decodes videos in "
+    public static final ConfigKey<VideoEncoding.Decode> VIDEO_DECODE = key("video-decode", PROCESSOR, "WHERE", TEXT,
+            ConfigKey.enumOf(VideoEncoding.Decode.class), ConfigKey::cliName, VideoEncoding.Decode.WORKERS, null, "workers: the feed decodes videos in "
                     + "child JVM worker processes, so that a video that crashes libavcodec (native code) fails only its sample; "
                     + "in-process: faster, but such a crash ends the service.");
 

@@ -64,7 +64,8 @@ record VideoSettings(VideoEncoding encoding, String refusal) {
         }
         try {
             var encoding = new VideoEncoding(config.get(NodeSettings.VIDEO_SAMPLER), options, processor, contract,
-                    config.get(NodeSettings.VIDEO_CPU), Math.round(config.get(NodeSettings.VIDEO_DECODE_TIMEOUT) * 1e9));
+                    config.get(NodeSettings.VIDEO_CPU), Math.round(config.get(NodeSettings.VIDEO_DECODE_TIMEOUT) * 1e9),
+                    config.get(NodeSettings.VIDEO_DECODE)); // where a feed decodes; encode and bench video decode in process
             encoding.planner(family); // an option the sampler has no use for (--video-total-pixels with hf)
             return new VideoSettings(encoding, null);
         } catch (IllegalArgumentException e) {

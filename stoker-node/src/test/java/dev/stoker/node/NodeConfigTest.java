@@ -50,7 +50,8 @@ class NodeConfigTest {
     void theDefaultsAreThePipelinesDefaults() {
         var config = NodeConfig.builder().data("ds/train.jsonl").build();
         // with video on (the default, issue 29): the HF sampler and qwen-vl-finetune's video tokens
-        var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withVideo(dev.stoker.encode.video.VideoEncoding.defaults());
+        var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withVideo(dev.stoker.encode.video.VideoEncoding.defaults()
+                .withDecode(dev.stoker.encode.video.VideoEncoding.Decode.WORKERS));
         assertEquals(encode, config.encodeOptions(), "a node's encoding is the library's default encoding");
         for (var mode : FeedMode.values())
             assertEquals(FeedConfig.of(mode, encode, 1, 8), config.feedConfig(mode), "a node's feed is FeedConfig's default feed: " + mode);

@@ -42,11 +42,10 @@ class VideoSettingsTest {
     void theDefaultsAreTheHfSamplerOfQwenVlFinetuneDecodedInWorkers() {
         var config = NodeConfig.builder().data("d.jsonl").build();
         VideoEncoding v = config.videoEncoding();
-        assertEquals(new VideoEncoding(VideoSampler.HF, dev.stoker.video.sample.VideoOptions.DEFAULTS, null, VideoContract.OFFICIAL,
-                CpuCapability.AVX2, VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS), v);
+        assertEquals(VideoEncoding.defaults().withDecode(VideoEncoding.Decode.WORKERS), v);
         assertEquals(v, config.encodeOptions().video(), "the options carry it");
         assertNull(config.videoRefusal());
-        assertEquals(NodeSettings.VideoDecode.WORKERS, config.get(NodeConfig.VIDEO_DECODE));
+        assertEquals(VideoEncoding.Decode.WORKERS, config.get(NodeConfig.VIDEO_DECODE));
         assertTrue(config.encodeOptions().sampleParser().acceptsVideo());
     }
 
@@ -63,7 +62,8 @@ class VideoSettingsTest {
         assertEquals(VideoContract.TRANSFORMERS_5_18, v.contract());
         assertEquals(CpuCapability.AVX512, v.cpu());
         assertEquals(12_500_000_000L, v.decodeTimeoutNanos());
-        assertEquals(NodeSettings.VideoDecode.IN_PROCESS, config.get(NodeConfig.VIDEO_DECODE));
+        assertEquals(VideoEncoding.Decode.IN_PROCESS, config.get(NodeConfig.VIDEO_DECODE));
+        assertEquals(VideoEncoding.Decode.IN_PROCESS, v.decode(), "the feed decodes where the encoding says");
 
         String yaml = config.toYaml(NodeConfig.keys());
         for (String line : new String[] {"video: \"on\"", "video-sampler: qwen-vl-utils", "video-fps: 1.5", "video-min-frames: 8",

@@ -120,7 +120,7 @@ public final class VideoBench {
         long start = System.nanoTime();
         for (int t = 0; t < threads; t++) {
             workers.add(Thread.ofPlatform().name("stoker-cpu-" + t).start(() -> {
-                var encoder = new SampleEncoder(s.config().encodeOptions(), tok, s.config().videoEncoding());
+                var encoder = new SampleEncoder(s.config().encodeOptions(), tok); // decodes in process
                 for (int i; (i = next.getAndIncrement()) < count; ) {
                     try {
                         encode(encoder, source, records, i);
