@@ -138,6 +138,20 @@ class VideoSettingsTest {
         assertTrue(fromModel.videoRefusal().contains("not 4.41"), fromModel.videoRefusal());
     }
 
+    /**
+     * With video on, --max-images does not bound a sample's pixels (a video's frames take what the tokens allow:
+     * ShmBudget), so a budget sized by it is refused, and the refusal says so and how to size it, or to turn video off.
+     */
+    @Test
+    void withVideoTheSharedMemoryRefusalSaysWhatBoundsABatch() {
+        var b = NodeConfig.builder().data("d.jsonl").batch(2).processor(dev.stoker.core.ProcessorPreset.QWEN2_VL).pixels(3136, 50176)
+                .set(NodeConfig.MAX_IMAGES, 1).shmBudgetBytes(64L << 20);
+        var e = assertThrows(ConfigException.class, () -> b.build().shm().check());
+        assertTrue(e.getMessage().contains("with --video on, --max-images and --max-pixels do not bound a video's frames")
+                && e.getMessage().endsWith("or lower --batch or --max-seq-len; a job without video: --video off"), e.getMessage());
+        b.set(NodeConfig.VIDEO, false).build().shm().check(); // an image-only job: --max-images bounds it as before
+    }
+
     @Test
     void aModelFoldersVideoProcessorConfigGivesTheDefaultsAndAFieldStokerCannotReproduceIsRefusedNamed() throws Exception {
         Path qwen3 = ModelFolders.write(tmp.resolve("qwen3"), "qwen3-vl"); // 4.57.0.dev0: video rules known
