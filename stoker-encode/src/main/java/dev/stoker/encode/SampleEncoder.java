@@ -102,7 +102,7 @@ public final class SampleEncoder {
         var builder = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
         if (video == null) {
-            this.parser = new SampleParser();
+            this.parser = new SampleParser(SampleParser.Videos.REFUSE, options.videoRefusal()); // why this job takes none, if it says
             this.tokens = builder;
             this.videos = null;
         } else {

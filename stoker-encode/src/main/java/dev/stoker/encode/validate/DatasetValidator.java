@@ -102,7 +102,7 @@ public final class DatasetValidator {
         this.imagePatches = new int[records.size()][];
         this.videoPatches = new int[records.size()][];
         this.videoGroups = new int[records.size()][];
-        this.parser = new SampleParser(settings.options().video() == null ? SampleParser.Videos.REFUSE : SampleParser.Videos.ACCEPT);
+        this.parser = settings.options().sampleParser(); // without video, a refusal says why the job takes none (videoRefusal)
         for (int i = 0; i < imagesPerSample.length; i++) imagesPerSample[i] = new LongAdder();
     }
 

@@ -103,10 +103,7 @@ public final class VideoPreprocessor {
         this.decoder = java.util.Objects.requireNonNull(decoder, "decoder");
         this.preset = preset;
         this.encoding = encoding;
-        var model = encoding.processor();
-        this.planner = new VideoPlanner(preset, encoding.sampler(), encoding.compat(),
-                model == null ? encoding.options() : encoding.options().over(model),
-                model == null ? dev.stoker.video.sample.VideoOptions.DEFAULTS : model);
+        this.planner = encoding.planner(preset);
         this.patches = new VideoPatchWriter(vision);
         this.f32 = new TorchBicubicF32Resizer(encoding.cpu());
         this.memoryBudgetBytes = memoryBudgetBytes;
