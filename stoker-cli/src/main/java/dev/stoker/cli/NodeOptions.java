@@ -70,7 +70,7 @@ final class NodeOptions {
         var b = NodeConfig.builder();
         // a command that encodes but takes no video settings (preprocess, bench preprocess) encodes no video, and so
         // reads no model folder's video processor config
-        if (keys.contains(NodeConfig.PROCESSOR_KEY) && !keys.contains(NodeConfig.VIDEO)) b.set(NodeConfig.VIDEO, false);
+        if (keys.contains(NodeConfig.PROCESSOR_KEY) && !keys.contains(NodeConfig.VIDEO)) b.set(NodeConfig.VIDEO, NodeConfig.VideoMode.OFF);
         if (keys.contains(NodeConfig.DATA_KEY)) sources(spec, b);
         for (var k : keys) {
             if (k == NodeConfig.DATA_KEY || k == NodeConfig.WEIGHT) continue;

@@ -57,13 +57,15 @@ public final class NodeConfig extends NodeSettings {
     /** What the model folder (--model) gave: the folder, the settings taken from it, the warnings, its identity. */
     private final ModelDefaults.Adopted adopted;
     /** What the video settings concluded: the job's video encoding, or why it has none ({@link VideoSettings}). */
-    private final VideoSettings video;
+    private final VideoSettings videoGiven;
+    /** {@link #videoGiven} once {@code --video auto} is resolved against the data ({@link #video()}); null until then. */
+    private volatile VideoSettings videoResolved;
 
     private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, ModelDefaults.Adopted adopted) {
         this.values = Collections.unmodifiableMap(values);
         this.given = Collections.unmodifiableSet(given);
         this.adopted = adopted;
-        this.video = VideoSettings.of(this, processor()); // reads the model folder's video processor config once
+        this.videoGiven = VideoSettings.of(this, processor()); // reads the model folder's video processor config once
     }
 
     public static Builder builder() { return new Builder(); }
@@ -229,6 +231,7 @@ public final class NodeConfig extends NodeSettings {
                     .withMaxImages(get(MAX_IMAGES))
                     .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)))
                     .withImageBackend(imageBackend());
+            var video = video();
             return video.encoding() != null ? base.withVideo(video.encoding()) : base.withVideoRefused(video.refusal());
         } catch (IllegalArgumentException e) {
             throw new ConfigException(e.getMessage().startsWith("--") ? e.getMessage() : "--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
@@ -240,14 +243,44 @@ public final class NodeConfig extends NodeSettings {
      * {@code --model}'s {@code video_preprocessor_config.json}), what {@link #encodeOptions()} carries; null when it takes
      * no video: {@code --video off}, or a trainer's release whose video rules Stoker does not know ({@link #videoRefusal()}).
      */
-    public VideoEncoding videoEncoding() { return video.encoding(); }
+    public VideoEncoding videoEncoding() { return video().encoding(); }
 
     /**
      * Why the job takes no video when {@code --video} is on: the trainer's release has no video rules Stoker knows (the
      * message names it and what to pass); null otherwise. {@link #encodeOptions()} carries it, and its record parser says it
      * where it refuses a video record ({@link EncodeOptions#sampleParser()}).
      */
-    public String videoRefusal() { return video.refusal(); }
+    public String videoRefusal() { return video().refusal(); }
+
+    /**
+     * The video settings, {@code --video auto} resolved: with {@code --data}, on only when the data may hold a video
+     * ({@link dev.stoker.source.SampleRecords#mayHoldVideo()}: its records are opened once, here, to tell), so that an image
+     * job keeps its batches, fingerprint and shared memory; without {@code --data} (encode), on.
+     */
+    private VideoSettings video() {
+        var r = videoResolved;
+        if (r == null) videoResolved = r = resolve(videoGiven);
+        return r;
+    }
+
+    private VideoSettings resolve(VideoSettings given) {
+        if (given.encoding() == null || get(VIDEO) != VideoMode.AUTO || sources().isEmpty() || dataMayHoldVideo()) return given;
+        return new VideoSettings(null, null); // an image job's options, as before video existed (its fingerprint too)
+    }
+
+    /**
+     * Whether the job's data may hold a video; false when it cannot be opened here (the job's own start then says why, and
+     * sizes nothing for videos it could not see).
+     */
+    private boolean dataMayHoldVideo() {
+        try (var data = dev.stoker.source.mix.DataSources.open(sources(), sourceConfig(), indexCache())) {
+            return data.feedSource().records().mayHoldVideo();
+        } catch (java.io.IOException | RuntimeException e) {
+            System.getLogger(NodeConfig.class.getName()).log(System.Logger.Level.DEBUG, "--video auto: the data was not read (" + e
+                    + "): no video");
+            return false;
+        }
+    }
 
     /**
      * The image processor images reproduce: {@code --image-backend} as given; else the one {@code AutoProcessor} loads on

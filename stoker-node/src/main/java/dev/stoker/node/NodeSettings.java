@@ -141,11 +141,24 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "(docs/model-inputs.md). Given beside --model it wins over the model's, which names the release that saved it.");
     public static final ConfigKey<Path> TOKENIZER = key("tokenizer", PROCESSOR, "FILE", TEXT, ConfigKey.path(), Path::toString, null,
             "the bundled Qwen2 tokenizer; with --model, the model's", "tokenizer.json (or .json.gz).");
-    public static final ConfigKey<Boolean> VIDEO = key("video", PROCESSOR, "on|off", TEXT, ConfigKey.flag(), b -> b ? "on" : "off", true,
-            null, "on: video records are read and their videos encoded (pixel_values_videos, video_grid_thw; docs/video.md), by "
-                    + "the rules of --video-sampler and the trainer's --transformers release (4.57 or 5.18; without it "
-                    + "qwen-vl-finetune's; another release refuses video records, naming it, and images keep working). off: video "
-                    + "records are refused as media Stoker does not serve, and the other video settings do nothing.");
+    /** Whether a job reads videos ({@code --video}). */
+    public enum VideoMode {
+        /** When its data may hold a video: a manifest that spells "video", a shard with a video member, a video column. */
+        AUTO,
+        /** Always. */
+        ON,
+        /** Never: video records are refused as media Stoker does not serve. */
+        OFF
+    }
+
+    public static final ConfigKey<VideoMode> VIDEO = key("video", PROCESSOR, "auto|on|off", TEXT, NodeSettings::videoMode,
+            ConfigKey::cliName, VideoMode.AUTO, null, "on: video records are read and their videos encoded (pixel_values_videos, "
+                    + "video_grid_thw; docs/video.md), by the rules of --video-sampler and the trainer's --transformers release "
+                    + "(4.57 or 5.18; without it qwen-vl-finetune's; another release refuses video records, naming it, and images "
+                    + "keep working). off: video records are refused as media Stoker does not serve, and the other video settings do "
+                    + "nothing. auto: on when the data may hold a video (its manifest spells \"video\", a shard has a video member, "
+                    + "a Parquet file a video column), else off, so that an image job's batches, fingerprint and shared memory stay "
+                    + "what they were; a command without --data (encode) is on.");
     public static final ConfigKey<VideoSampler> VIDEO_SAMPLER = key("video-sampler", PROCESSOR, "MODE", TEXT, NodeSettings::sampler,
             VideoSampler::cliName, VideoSampler.HF, null, "How frames are sampled and resized: hf (the family's Hugging Face "
                     + "video processor, sampling on) or qwen-vl-utils (its fetch_video in front of the processor).");
@@ -403,6 +416,16 @@ public abstract sealed class NodeSettings permits NodeConfig {
     }
 
     /** A sampler by name; llamafactory is refused as a job's encoding refuses it ({@link VideoEncoding#checkSampler}). */
+    /** {@code --video}'s value: auto, on, off (a YAML file's true and false, what YAML 1.1 makes of on and off, too). */
+    private static VideoMode videoMode(String value) {
+        return switch (value.strip().toLowerCase(java.util.Locale.ROOT)) {
+            case "auto" -> VideoMode.AUTO;
+            case "on", "true" -> VideoMode.ON;
+            case "off", "false" -> VideoMode.OFF;
+            default -> throw new IllegalArgumentException("unknown value '" + value + "'; expected one of auto, on, off");
+        };
+    }
+
     private static VideoSampler sampler(String name) {
         var sampler = VideoSampler.fromName(name);
         try {

@@ -38,7 +38,7 @@ record VideoSettings(VideoEncoding encoding, String refusal) {
      * @throws ConfigException for a setting that makes no encoding, naming it
      */
     static VideoSettings of(NodeConfig config, ProcessorPreset family) {
-        if (!config.get(NodeSettings.VIDEO)) return new VideoSettings(null, null);
+        if (config.get(NodeSettings.VIDEO) == NodeSettings.VideoMode.OFF) return new VideoSettings(null, null);
         TransformersVersion release = config.get(NodeSettings.TRANSFORMERS);
         VideoContract contract;
         try {

@@ -49,9 +49,8 @@ class NodeConfigTest {
     @Test
     void theDefaultsAreThePipelinesDefaults() {
         var config = NodeConfig.builder().data("ds/train.jsonl").build();
-        // with video on (the default, issue 29): the HF sampler and qwen-vl-finetune's video tokens
-        var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withVideo(dev.stoker.encode.video.VideoEncoding.defaults()
-                .withDecode(dev.stoker.encode.video.VideoEncoding.Decode.WORKERS));
+        // --video auto over data that shows no video (here: none to read) is an image job (VideoSettingsTest: auto)
+        var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL);
         assertEquals(encode, config.encodeOptions(), "a node's encoding is the library's default encoding");
         for (var mode : FeedMode.values())
             assertEquals(FeedConfig.of(mode, encode, 1, 8), config.feedConfig(mode), "a node's feed is FeedConfig's default feed: " + mode);
@@ -168,7 +167,7 @@ class NodeConfigTest {
     @Test
     void aModelFolderGivesTheFamilyBoundsAndTokenizer() throws Exception {
         Path dir = dev.stoker.testkit.ModelFolders.write(tmp.resolve("qwen3"), "qwen3-vl");
-        var config = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).build();
+        var config = NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).set(NodeConfig.VIDEO, NodeConfig.VideoMode.ON).build();
         assertEquals(ProcessorPreset.QWEN3_VL, config.processor());
         assertEquals(ProcessorPreset.QWEN3_VL.vision(), config.encodeOptions().vision());
         assertEquals(dir.resolve("tokenizer.json"), config.get(NodeConfig.TOKENIZER));
@@ -179,7 +178,7 @@ class NodeConfigTest {
         // the same settings given by hand encode the same, but for the model's part of the fingerprint; the folder's
         // transformers_version (4.57.0.dev0) implies the torchvision image backend
         var byHand = NodeConfig.builder().data("d.jsonl").processor(ProcessorPreset.QWEN3_VL).tokenizer(dir.resolve("tokenizer.json"))
-                .set("image-backend", "torchvision").build();
+                .set("image-backend", "torchvision").set(NodeConfig.VIDEO, NodeConfig.VideoMode.ON).build();
         var video = config.videoEncoding(); // the folder's release (4.57) and its video processor settings (its preprocessor_config's)
         assertEquals(dev.stoker.text.VideoContract.TRANSFORMERS_4_57, video.contract());
         assertEquals(java.util.Map.of(dev.stoker.video.sample.VideoKey.MIN_PIXELS, 65536.0, dev.stoker.video.sample.VideoKey.MAX_PIXELS,
@@ -193,7 +192,7 @@ class NodeConfigTest {
         assertEquals(config.encodeOptions(), NodeConfig.fromYaml(file).encodeOptions(), "the printed file means the same");
         assertEquals(config.encodeOptions(), NodeConfig.fromJson(config.toJson()).encodeOptions(), "and so does the job a cluster carries");
         // an option that agrees with the model is no conflict
-        assertEquals(config.encodeOptions(), NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir)
+        assertEquals(config.encodeOptions(), NodeConfig.builder().data("d.jsonl").set(NodeConfig.MODEL, dir).set(NodeConfig.VIDEO, NodeConfig.VideoMode.ON)
                 .processor(ProcessorPreset.QWEN3_VL).pixels(65536, 16777216).tokenizer(dir.resolve("tokenizer.json")).build().encodeOptions());
     }
 

@@ -40,7 +40,7 @@ class VideoSettingsTest {
 
     @Test
     void theDefaultsAreTheHfSamplerOfQwenVlFinetuneDecodedInWorkers() {
-        var config = NodeConfig.builder().data("d.jsonl").build();
+        var config = NodeConfig.builder().build(); // no --data: --video auto is on
         VideoEncoding v = config.videoEncoding();
         assertEquals(VideoEncoding.defaults().withDecode(VideoEncoding.Decode.WORKERS), v);
         assertEquals(v, config.encodeOptions().video(), "the options carry it");
@@ -78,7 +78,7 @@ class VideoSettingsTest {
         var off = NodeConfig.fromYaml(Files.writeString(tmp.resolve("off.yaml"), "data: d.jsonl\nvideo: off\n"));
         assertNull(off.videoEncoding());
         String defaults = NodeConfig.builder().build().toYaml(NodeConfig.keys());
-        assertTrue(defaults.contains("\n# video: \"on\"  (default)\n# video-sampler: hf  (default)\n# video-fps: (default: 2; with --model"),
+        assertTrue(defaults.contains("\n# video: auto  (default)\n# video-sampler: hf  (default)\n# video-fps: (default: 2; with --model"),
                 defaults);
         assertTrue(defaults.contains("\n# video-decode-timeout: 300  (default)\n# video-decode: workers  (default)\n"), defaults);
     }
@@ -145,11 +145,36 @@ class VideoSettingsTest {
     @Test
     void withVideoTheSharedMemoryRefusalSaysWhatBoundsABatch() {
         var b = NodeConfig.builder().data("d.jsonl").batch(2).processor(dev.stoker.core.ProcessorPreset.QWEN2_VL).pixels(3136, 50176)
-                .set(NodeConfig.MAX_IMAGES, 1).shmBudgetBytes(64L << 20);
+                .set(NodeConfig.MAX_IMAGES, 1).shmBudgetBytes(64L << 20).set(NodeConfig.VIDEO, NodeConfig.VideoMode.ON);
         var e = assertThrows(ConfigException.class, () -> b.build().shm().check());
         assertTrue(e.getMessage().contains("with --video on, --max-images and --max-pixels do not bound a video's frames")
                 && e.getMessage().endsWith("or lower --batch or --max-seq-len; a job without video: --video off"), e.getMessage());
-        b.set(NodeConfig.VIDEO, false).build().shm().check(); // an image-only job: --max-images bounds it as before
+        b.set(NodeConfig.VIDEO, NodeConfig.VideoMode.OFF).build().shm().check(); // an image-only job: --max-images bounds it as before
+    }
+
+    /**
+     * --video auto (the default) reads the data once: an image manifest (no "video" anywhere) makes a job without video —
+     * its encoding, fingerprint and shared memory as before video existed, --max-images bounding a batch — and a manifest
+     * with a video record (LLaMA-Factory's layout, one line) a job with video; a command without --data has video.
+     */
+    @Test
+    void autoTurnsVideoOnOnlyForDataThatMayHoldIt() throws Exception {
+        Path images = Files.writeString(tmp.resolve("images.jsonl"),
+                "{\"image\": \"a.jpg\", \"conversations\": [{\"from\": \"human\", \"value\": \"<image>Hi\"}, {\"from\": \"gpt\", \"value\": \"Yo\"}]}\n");
+        Path videos = Files.writeString(tmp.resolve("videos.jsonl"),
+                "{\"videos\": [\"a.mp4\"], \"messages\": [{\"role\": \"user\", \"content\": \"<video>Hi\"}, {\"role\": \"assistant\", \"content\": \"Yo\"}]}\n");
+        var imageJob = NodeConfig.builder().data(images.toString()).batch(2).processor(dev.stoker.core.ProcessorPreset.QWEN2_VL)
+                .pixels(3136, 50176).set(NodeConfig.MAX_IMAGES, 1).shmBudgetBytes(64L << 20).build();
+        assertEquals(null, imageJob.videoEncoding(), "an image manifest: no video");
+        assertEquals(null, imageJob.encodeOptions().video());
+        assertEquals(dev.stoker.encode.EncodeOptions.defaults(dev.stoker.core.ProcessorPreset.QWEN2_VL).withPixels(3136, 50176)
+                .withMaxImages(1), imageJob.encodeOptions(), "an image job's encoding is as before video existed");
+        imageJob.shm().check(); // --max-images bounds it as before
+        var videoJob = NodeConfig.builder().data(videos.toString()).batch(2).processor(dev.stoker.core.ProcessorPreset.QWEN2_VL).build();
+        assertTrue(videoJob.encodeOptions().video() != null, "a manifest with a video record: video on");
+        assertTrue(NodeConfig.builder().build().videoEncoding() != null, "no --data (encode): video on");
+        var forced = NodeConfig.builder().data(images.toString()).set(NodeConfig.VIDEO, NodeConfig.VideoMode.ON).build();
+        assertTrue(forced.videoEncoding() != null, "--video on over an image manifest");
     }
 
     @Test

@@ -136,6 +136,10 @@ public final class ManifestRecords implements SampleRecords {
 
     public RecordIndex index() { return index; }
 
+    /** Whether the manifest spells "video" anywhere ({@link RecordIndex#mentionsVideo()}). */
+    @Override
+    public boolean mayHoldVideo() { return index.mentionsVideo(); }
+
     /** SHA-256 of the manifest's bytes. */
     @Override
     public byte[] digest() { return index.digest(); }

@@ -44,7 +44,10 @@ public final class RecordIndex {
     public enum Format { JSONL, JSON_ARRAY }
 
     private static final int MAGIC = 0x494B5453; // "STKI"
-    private static final int FILE_VERSION = 1;
+    /** 2: the header's kind also says whether the manifest spells "video" ({@link #mentionsVideo()}); a version 1 file is rebuilt. */
+    private static final int FILE_VERSION = 2;
+    /** The kind's bit for {@link #mentionsVideo()}. */
+    private static final int MENTIONS_VIDEO = 0x200;
     private static final int HEADER_BYTES = 4 + 4 + 4 + 4 + 8 + 32;
 
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
@@ -59,14 +62,16 @@ public final class RecordIndex {
     private final boolean mapped;
     private final long bytes;
     private final byte[] digest;
+    private final boolean mentionsVideo;
 
-    private RecordIndex(Format format, long[] offsets, int[] lengths, int[] lines, long bytes, byte[] digest) {
+    private RecordIndex(Format format, long[] offsets, int[] lengths, int[] lines, long bytes, byte[] digest, boolean mentionsVideo) {
         this(format, offsets.length, MemorySegment.ofArray(offsets), MemorySegment.ofArray(lengths),
-                lines == null ? null : MemorySegment.ofArray(lines), false, bytes, digest);
+                lines == null ? null : MemorySegment.ofArray(lines), false, bytes, digest, mentionsVideo);
     }
 
     private RecordIndex(Format format, int size, MemorySegment offsets, MemorySegment lengths, MemorySegment lines, boolean mapped,
-                        long bytes, byte[] digest) {
+                        long bytes, byte[] digest, boolean mentionsVideo) {
+        this.mentionsVideo = mentionsVideo;
         this.format = format;
         this.size = size;
         this.offsets = offsets;
@@ -114,6 +119,14 @@ public final class RecordIndex {
     /** SHA-256 of the manifest's bytes. */
     public byte[] digest() { return digest.clone(); }
 
+    /**
+     * Whether the manifest's bytes spell {@code video} anywhere (a {@code "video"}/{@code "videos"} key, a
+     * {@code <video>} placeholder, a {@code "type": "video"} item; or just the word in a text): what {@code --video auto}
+     * reads to turn video on for a job. A manifest without the word has no video record but one spelled with JSON
+     * escapes, which a job without video then refuses, named, as media it does not serve.
+     */
+    public boolean mentionsVideo() { return mentionsVideo; }
+
     /** Heap the index holds per record, for benchmarks. */
     public int bytesPerRecord() { return mapped ? 0 : 8 + 4 + (lines != null ? 4 : 0); }
 
@@ -130,7 +143,8 @@ public final class RecordIndex {
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
-        var peek = new java.io.PushbackInputStream(new DigestInputStream(in, sha), 64 * 1024);
+        var word = new WordWatch(new DigestInputStream(in, sha), "video".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        var peek = new java.io.PushbackInputStream(word, 64 * 1024);
         byte[] head = new byte[64 * 1024];
         int n = peek.readNBytes(head, 0, head.length);
         int first = 0;
@@ -138,7 +152,49 @@ public final class RecordIndex {
         while (first < n && isSpace(head[first])) first++;
         boolean array = first < n && head[first] == '[';
         peek.unread(head, 0, n);
-        return array ? scanArray(name, peek, sha) : scanLines(peek, sha);
+        var index = array ? scanArray(name, peek, sha) : scanLines(peek, sha);
+        return index.withMentionsVideo(word.seen());
+    }
+
+    private RecordIndex withMentionsVideo(boolean v) {
+        return new RecordIndex(format, size, offsets, lengths, lines, mapped, bytes, digest, v);
+    }
+
+    /** A stream that watches the bytes read through it for one word (across reads). */
+    private static final class WordWatch extends java.io.FilterInputStream {
+        private final byte[] word;
+        private int matched;
+        private boolean seen;
+
+        WordWatch(InputStream in, byte[] word) {
+            super(in);
+            this.word = word;
+        }
+
+        boolean seen() { return seen; }
+
+        private void watch(byte b) {
+            if (seen) return;
+            if (b == word[matched]) {
+                if (++matched == word.length) seen = true;
+            } else {
+                matched = b == word[0] ? 1 : 0; // the word has no repeated prefix: a mismatch restarts at this byte
+            }
+        }
+
+        @Override
+        public int read() throws IOException {
+            int b = super.read();
+            if (b >= 0) watch((byte) b);
+            return b;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            int n = super.read(b, off, len);
+            for (int i = 0; i < n; i++) watch(b[off + i]);
+            return n;
+        }
     }
 
     private static boolean isSpace(byte b) { return b == ' ' || b == '\t' || b == '\r' || b == '\n'; }
@@ -170,7 +226,7 @@ public final class RecordIndex {
             pos += r;
         }
         if (!blank) add(offsets, lengths, lines, lineStart, pos - (previous == '\r' ? 1 : 0), line);
-        return new RecordIndex(Format.JSONL, offsets.toArray(), lengths.toArray(), lines.toArray(), pos, sha.digest());
+        return new RecordIndex(Format.JSONL, offsets.toArray(), lengths.toArray(), lines.toArray(), pos, sha.digest(), false);
     }
 
     private static void add(LongList offsets, IntList lengths, IntList lines, long start, long end, int line) {
@@ -203,7 +259,7 @@ public final class RecordIndex {
                 throw new Malformed(name + ": more after the JSON array's ']' at byte " + p.currentTokenLocation().getByteOffset());
             long total = p.currentLocation().getByteOffset();
             in.transferTo(java.io.OutputStream.nullOutputStream()); // the digest covers every byte (trailing white space too)
-            return new RecordIndex(Format.JSON_ARRAY, offsets.toArray(), lengths.toArray(), null, Math.max(total, 0), sha.digest());
+            return new RecordIndex(Format.JSON_ARRAY, offsets.toArray(), lengths.toArray(), null, Math.max(total, 0), sha.digest(), false);
         } catch (JsonParseException e) {
             throw new Malformed(name + ": not a well-formed JSON array at byte " + e.getLocation().getByteOffset() + ": " + e.getOriginalMessage(), e);
         }
@@ -217,7 +273,7 @@ public final class RecordIndex {
         AtomicFiles.write(file, tmp -> {
             try (var ch = FileChannel.open(tmp, StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
                 var head = ByteBuffer.allocate(HEADER_BYTES + 4 + keyBytes.length).order(ByteOrder.LITTLE_ENDIAN);
-                head.putInt(MAGIC).putInt(FILE_VERSION).putInt(format.ordinal() | (lines != null ? 0x100 : 0)).putInt(size())
+                head.putInt(MAGIC).putInt(FILE_VERSION).putInt(format.ordinal() | (lines != null ? 0x100 : 0) | (mentionsVideo ? MENTIONS_VIDEO : 0)).putInt(size())
                         .putLong(bytes).put(digest).putInt(keyBytes.length).put(keyBytes).flip();
                 writeAll(ch, head);
                 var block = ByteBuffer.allocate(1 << 20).order(ByteOrder.LITTLE_ENDIAN);
@@ -257,7 +313,7 @@ public final class RecordIndex {
             head.get(digest);
             int keyLength = head.getInt();
             int formatOrdinal = kind & 0xff;
-            boolean withLines = (kind & 0x100) != 0;
+            boolean withLines = (kind & 0x100) != 0, video = (kind & MENTIONS_VIDEO) != 0;
             if (formatOrdinal >= Format.values().length || count < 0 || keyLength < 0 || keyLength > 64 * 1024)
                 throw new IOException("index " + file + " has a malformed header");
             long expect = HEADER_BYTES + 4L + keyLength + count * (12L + (withLines ? 4 : 0));
@@ -271,7 +327,7 @@ public final class RecordIndex {
             var offsets = map.asSlice(at, 8L * count);
             var lengths = map.asSlice(at + 8L * count, 4L * count);
             var lines = withLines ? map.asSlice(at + 12L * count, 4L * count) : null;
-            return new RecordIndex(Format.values()[formatOrdinal], count, offsets, lengths, lines, true, bytes, digest);
+            return new RecordIndex(Format.values()[formatOrdinal], count, offsets, lengths, lines, true, bytes, digest, video);
         }
     }
 

@@ -29,6 +29,13 @@ public interface SampleRecords {
     /** A digest of the source's content (or of its identity: names, sizes and versions), for a job's fingerprint. */
     byte[] digest();
 
+    /**
+     * Whether a record of this source may hold a video, as far as the source can tell without reading its records
+     * (issue 29, {@code --video auto}): a manifest that spells "video" somewhere, a shard with a video member, a column of
+     * videos. False by default: a source that cannot tell serves images; {@code --video on} reads videos anyway.
+     */
+    default boolean mayHoldVideo() { return false; }
+
     /** One record. {@code images} empty: the record names its images by reference, fetched from the source. */
     record Record(byte[] json, List<Embedded> images) {
         public Record {

@@ -540,7 +540,8 @@ class TorchTrainingTest {
                     "--data", manifest.toString(), "--job", JOB, "--max-pixels", "" + MAX_PIXELS, "--max-images", "2",
                     "--threads", "2", "--warm-up-ms", "200", "--socket", socket.toString(), "--shm-dir", shm.toString()));
             if (!serveArgs.contains("--pack-tokens")) args.addAll(List.of("--batch", "" + BATCH)); // a packed job has no batch size
-            if (!serveArgs.contains("--shm-budget")) args.addAll(List.of("--shm-budget", "64M"));
+            // a job with videos is sized by its tokens (--max-images does not bound a video's frames): 1024 tokens a sample
+            if (!serveArgs.contains("--shm-budget")) args.addAll(List.of("--shm-budget", "512M", "--max-seq-len", "1024"));
             args.addAll(serveArgs);
             args.addAll(List.of("--", PYTHON, "-m", "torch.distributed.run", "--nnodes", "" + nnodes, "--node_rank", "" + node,
                     "--nproc_per_node", "" + perNode, "--master_addr", "127.0.0.1", "--master_port", "" + masterPort, "--redirects", "2",

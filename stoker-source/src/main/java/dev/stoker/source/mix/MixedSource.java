@@ -117,6 +117,13 @@ public final class MixedSource implements FeedSource {
         /** Each source's weight, in order. */
         public double[] weights() { return weights.clone(); }
 
+        /** Whether any of the sources may hold a video. */
+        @Override
+        public boolean mayHoldVideo() {
+            for (var s : sources) if (s.mayHoldVideo()) return true;
+            return false;
+        }
+
         int sourceOf(int record) {
             int lo = 0, hi = base.length - 1;
             while (lo < hi) {
