@@ -119,6 +119,29 @@ class RecordIndexTest {
         assertEquals("m[1]", RecordIndex.read(file, "k").id("m", 1));
     }
 
+    /**
+     * --video auto reads whether the manifest spells "video" (issue 29): found in either format, at any offset — across the
+     * scan's 1 MiB reads and its 64 KiB head — and kept by the index file; a manifest without the word, or with a near
+     * miss ("vide", "Video"), says no.
+     */
+    @Test
+    void theIndexSaysWhetherTheManifestSpellsVideoAndItsFileKeepsIt() throws Exception {
+        assertFalse(scan("{\"image\": \"a.jpg\"}\n{\"text\": \"vide o Video vvideo_\"}\n".replace("vvideo_", "vid eo")).mentionsVideo());
+        assertTrue(scan("{\"videos\": [\"a.mp4\"]}\n").mentionsVideo());
+        assertTrue(scan("[{\"messages\": [{\"content\": \"<video>Hi\"}]}]").mentionsVideo());
+        for (int at : new int[] {64 * 1024 - 2, (1 << 20) - 3, (1 << 20) + 64 * 1024 - 1}) { // split across reads
+            var sb = new StringBuilder("{\"t\": \"");
+            while (sb.length() < at) sb.append('x');
+            sb.append("vvideo\"}\n");
+            assertTrue(scan(sb.toString()).mentionsVideo(), "the word at byte " + at);
+        }
+        Path file = tmp.resolve("v.idx");
+        scan("{\"video\": \"a.mp4\"}\n").write(file, "k");
+        assertTrue(RecordIndex.read(file, "k").mentionsVideo());
+        scan("{\"image\": \"a.jpg\"}\n").write(file, "k");
+        assertFalse(RecordIndex.read(file, "k").mentionsVideo());
+    }
+
     @Test
     void recordsAreReadWhereTheIndexSaysAndTheIndexIsCachedUntilTheManifestChanges() throws Exception {
         Path manifest = tmp.resolve("train.json");
