@@ -73,6 +73,40 @@ class VideoEncodeCliTest {
         if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) fail("ffmpeg failed: " + text);
     }
 
+    /**
+     * LLaMA-Factory's layout as a data set (a JSON array of its records, media relative to the manifest's folder) at the
+     * defaults: {@code validate} keeps every record (0 errors, 0 filtered; --video auto sees the videos), and its length
+     * index holds each record's encoded length; their audio layout under a Qwen-VL processor is every record an error.
+     */
+    @org.junit.jupiter.api.Test
+    void validateKeepsEveryRecordOfTheVideoLayoutAndRefusesTheAudioOne() throws Exception {
+        Path manifest = Files.writeString(dir.resolve("mllm_video_demo.json"), "[" + Files.readString(dir.resolve("one.json")) + ","
+                + Files.readString(dir.resolve("two.json")) + "]");
+        Path lengths = dir.resolve("lengths");
+        var r = CliRunner.run("validate", "--data", manifest.toString(), "--threads", "2", "--lengths-dir", lengths.toString());
+        assertEquals(0, r.status(), r.err());
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.lastStdoutLine());
+        assertEquals(2, json.get("samples").asInt(), r.out());
+        assertEquals(0, json.get("errors").asInt(), r.out());
+        assertEquals(0, json.get("filtered").asInt(), r.out());
+        var index = dev.stoker.encode.validate.LengthIndex.read(Path.of(json.get("length_index").asText()));
+        for (int i = 0; i < 2; i++) {
+            Path out = dir.resolve("validated-" + i);
+            var e = CliRunner.run("encode", "--sample", dir.resolve(i == 0 ? "one.json" : "two.json").toString(), "--out", out.toString());
+            assertEquals(0, e.status(), e.err());
+            assertEquals(dev.stoker.core.Npy.read(out.resolve("input_ids.npy")).asLongs().length, index.lengths()[i], "record " + i);
+            assertTrue(index.videos(i) > 0, "record " + i + "'s videos in the index");
+        }
+        Path audio = Files.writeString(dir.resolve("mllm_audio_demo.json"), """
+            [{"messages": [{"content": "<audio>What's that sound?", "role": "user"},
+                           {"content": "It is the sound of glass shattering.", "role": "assistant"}],
+              "audios": ["mllm_demo_data/1.mp3"]}]
+            """);
+        var a = CliRunner.run("validate", "--data", audio.toString(), "--threads", "1", "--lengths-dir", lengths.toString());
+        var aj = new com.fasterxml.jackson.databind.ObjectMapper().readTree(a.lastStdoutLine());
+        assertEquals(1, aj.get("errors").asInt(), a.out() + a.err());
+    }
+
     @org.junit.jupiter.api.Test
     void aVideoShorterThanItsStartAndAStreamWithoutTimestampsAreTheSamplesErrors() throws Exception {
         Path data = dir.resolve("mllm_demo_data");
