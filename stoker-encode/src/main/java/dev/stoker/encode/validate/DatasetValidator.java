@@ -176,12 +176,10 @@ public final class DatasetValidator {
         ChatSample sample;
         var embedded = record.images();
         try {
-            if (embedded.isEmpty()) {
+            if (embedded.isEmpty() && record.videos().isEmpty()) {
                 sample = parser.parseLine(record.json(), recordId);
-            } else {
-                var names = new ArrayList<String>(embedded.size());
-                for (var e : embedded) names.add(e.name());
-                sample = parser.parseRecord(record.json(), recordId, names);
+            } else { // the videos a source carries (a tar's members, a Parquet column): placed, or refused without video
+                sample = parser.parseRecord(record.json(), recordId, record.imageNames(), record.videoNames());
             }
         } catch (SampleException e) {
             fail(i, e.sampleId() != null ? e.sampleId() : recordId, e, e.getMessage());
