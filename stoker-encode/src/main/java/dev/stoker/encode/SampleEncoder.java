@@ -176,10 +176,12 @@ public final class SampleEncoder {
     /**
      * {@link #encodeRecord(SampleRecords.Record, String, ImageSource, PixelBuffers)} for a record that may hold videos: those
      * its source carries ({@link SampleRecords.Record#videos()}, each taking the place of the record's k-th video), else read
-     * through {@code videos} by reference (null: none can be). An encoder without video refuses a record with any.
+     * through {@code videosByReference} (null: none can be). An encoder without video refuses a record with any; one with
+     * video encodes every record as {@link #encode(ChatSample, ImageSource, VideoPreprocessor.VideoSource, PixelBuffers)}
+     * does, as the feed does.
      */
     public EncodedSample encodeRecord(SampleRecords.Record record, String fallbackId, ImageSource source,
-                                      VideoPreprocessor.VideoSource videos, PixelBuffers buffers) {
+                                      VideoPreprocessor.VideoSource videosByReference, PixelBuffers buffers) {
         var embedded = record.images();
         ChatSample sample = embedded.isEmpty() && record.videos().isEmpty() ? parser.parseLine(record.json(), fallbackId)
                 : parser.parseRecord(record.json(), fallbackId, record.imageNames(), record.videoNames());
@@ -190,8 +192,8 @@ public final class SampleEncoder {
             for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), embedded.get(k).bytes());
             images = fetched(bytes);
         }
-        if (sample.videos().isEmpty()) return encode(sample, images, buffers);
-        return encode(sample, images, dev.stoker.encode.video.EmbeddedVideos.over(record.videos(), videos), buffers);
+        if (videos == null) return encode(sample, images, buffers);
+        return encode(sample, images, dev.stoker.encode.video.EmbeddedVideos.over(record.videos(), videosByReference), buffers);
     }
 
     /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */

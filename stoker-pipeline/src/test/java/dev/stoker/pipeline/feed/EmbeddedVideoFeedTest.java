@@ -164,6 +164,17 @@ class EmbeddedVideoFeedTest {
             FeederTest.assertSameBatches(reference, fromTar, "tar members vs clip files");
             for (var b : fromTar) VideoFeedTest.assertVideosOf(b, expected);
             FeederTest.assertSameBatches(reference, zeroCopy(tar, store), "tar members written in place");
+            var encoder = new SampleEncoder(OPTIONS, SharedTokenizer.get());
+            var records = tar.records();
+            for (int i = 0; i < records.size(); i++) { // the one-off path (bench video) reads carried videos the same way
+                var e = encoder.encodeRecord(records.record(i).get(30, TimeUnit.SECONDS), records.id(i), (id, ref) -> {
+                    throw new AssertionError("no image is fetched by reference: " + ref);
+                }, null, SampleEncoder.PixelBuffers.FRESH);
+                var want = expected.get(e.id());
+                org.junit.jupiter.api.Assertions.assertArrayEquals(want.inputIds(), e.inputIds(), e.id());
+                org.junit.jupiter.api.Assertions.assertArrayEquals(want.videos().videoGridThw(), e.videos().videoGridThw(), e.id());
+                org.junit.jupiter.api.Assertions.assertArrayEquals(want.videos().pixelValuesVideos(), e.videos().pixelValuesVideos(), e.id());
+            }
             var fromParquet = FeederTest.run(config(FeedMode.PREFETCH, OPTIONS), FeedSource.of(parquetObjects, null), STEPS);
             FeederTest.assertSameBatches(reference, fromParquet, "Parquet cells vs clip files");
             for (var b : fromParquet) VideoFeedTest.assertVideosOf(b, expected);
