@@ -245,6 +245,7 @@ final class TarIndex {
                 long length = e.getSize();
                 if (length < 0) throw new RecordIndex.Malformed("shard " + label + ": member " + e.getName() + " at byte " + dataOffset + " has a negative size");
                 counting.limit = dataOffset + ((length + 511) & ~511L) + MAX_HEADER_BYTES;
+                if (e.isFile() && !e.isSparse()) counting.skippable(dataOffset, dataOffset + length);
                 if (e.isFile() && dataOffset + length > size)
                     throw new RecordIndex.Malformed("shard " + label + " is truncated: member " + e.getName() + "'s " + length + " bytes at byte "
                             + dataOffset + " run past its end at byte " + size);
@@ -395,13 +396,26 @@ final class TarIndex {
         HeadersTooLong(String message) { super(message); }
     }
 
-    /** Counts the bytes the tar reader takes, remembers a failure of the stream below, and bounds the headers before a member. */
+    /**
+     * Counts the bytes the tar reader takes, remembers a failure of the stream below, and bounds the headers before a
+     * member. It also skips members' data for the tar reader: Commons Compress skips a member by reading it (through
+     * commons-io's {@code IOUtils.skip}), so a read inside the data of the member just returned — which the scan never
+     * reads otherwise — is a {@link InputStream#skip} of the stream below instead, and the reader's scratch buffer is left
+     * as it is. A local shard's stream skips by seeking: indexing it reads its headers, not its (multi-GB video) members.
+     */
     private static final class Counting extends FilterInputStream {
         long count;
         long limit = MAX_HEADER_BYTES;
         IOException failure;
+        private long skipFrom, skipTo;
 
         Counting(InputStream in) { super(in); }
+
+        /** The data of the member just returned lies in [from, to): the tar reader reads there only to skip it. */
+        void skippable(long from, long to) {
+            skipFrom = from;
+            skipTo = to;
+        }
 
         @Override
         public int read() throws IOException {
@@ -416,6 +430,13 @@ final class TarIndex {
                 throw new HeadersTooLong("more than " + MAX_HEADER_BYTES + " bytes of headers (long names, pax records) before one member");
             int n;
             try {
+                if (count >= skipFrom && count < skipTo) {
+                    long skipped = in.skip(Math.min(len, skipTo - count));
+                    if (skipped > 0) {
+                        count += skipped;
+                        return (int) skipped;
+                    }
+                }
                 n = in.read(b, off, (int) Math.min(len, limit - count));
             } catch (IOException e) {
                 failure = e;
