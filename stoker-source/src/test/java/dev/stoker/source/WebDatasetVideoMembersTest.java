@@ -181,6 +181,32 @@ class WebDatasetVideoMembersTest {
         }
     }
 
+    /** An index file whose json member is longer than 256 MiB is refused; a video member's length is read unsigned. */
+    @Test
+    void anIndexFileIsCheckedForEachMembersBoundByItsSuffix() throws Exception {
+        Tars.write(tmp.resolve("v.tar"), List.of(new Member("a.json", json("a")), new Member("a.mp4", bytes("video"))));
+        var builder = new TarIndex.Builder();
+        try (var source = open(tmp.resolve("v.tar")); var in = source.open("v.tar")) {
+            builder.scan("v.tar", "v.tar", in, Files.size(tmp.resolve("v.tar")));
+        }
+        Path file = tmp.resolve("index");
+        builder.build().write(file, "k");
+        // magic, version, key "k", 5 counts, shard "v.tar", shardStart[2], firstMember[2], offsets[2]: then lengths[2]
+        int lengths = 4 + 4 + (4 + 1) + 5 * 4 + (4 + 5) + 2 * 4 + 2 * 4 + 2 * 8;
+        byte[] good = Files.readAllBytes(file);
+        assertEquals(json("a").length, ByteBuffer.wrap(good, lengths, 4).getInt());
+        assertEquals(5, ByteBuffer.wrap(good, lengths + 4, 4).getInt());
+        byte[] bigVideo = good.clone();
+        ByteBuffer.wrap(bigVideo).putInt(lengths + 4, -1);
+        Files.write(file, bigVideo);
+        assertEquals(TarIndex.MAX_VIDEO_MEMBER_BYTES, TarIndex.read(file, "k").length(1), "4 GiB - 1, unsigned");
+        byte[] bigJson = good.clone();
+        ByteBuffer.wrap(bigJson).putInt(lengths, (int) TarIndex.MAX_MEMBER_BYTES + 1);
+        Files.write(file, bigJson);
+        var e = org.junit.jupiter.api.Assertions.assertThrows(IOException.class, () -> TarIndex.read(file, "k"));
+        assertTrue(e.getMessage().contains("is malformed"), e.getMessage());
+    }
+
     /** Counts the bytes read through it (skips are not reads). */
     private static final class CountingReads extends java.io.FilterInputStream {
         long read;
