@@ -50,7 +50,8 @@ import org.junit.jupiter.api.io.TempDir;
  * clip files, as a WebDataset shard whose {@code .mp4}/{@code .avi} members are the clips, and as a Parquet file whose
  * {@code videos} column holds their bytes, give the same batches through the feed — {@code pixel_values_videos},
  * {@code video_grid_thw} and {@code second_per_grid_ts} bit for bit what {@code SampleEncoder.encode} makes of the
- * manifest's sample, on the heap and written in place. Without video the samples carrying one are refused (stage
+ * manifest's sample, on the heap and written in place (decoded in this process, and in worker processes that read the
+ * members through their protocol). Without video the samples carrying one are refused (stage
  * MANIFEST, "video is not supported") and the others served, as before. A tar member is read by range: decoding frames
  * near the end of a larger clip fetches a fraction of the member.
  */
@@ -163,7 +164,9 @@ class EmbeddedVideoFeedTest {
             var fromTar = FeederTest.run(config(FeedMode.PREFETCH, OPTIONS), tar, STEPS);
             FeederTest.assertSameBatches(reference, fromTar, "tar members vs clip files");
             for (var b : fromTar) VideoFeedTest.assertVideosOf(b, expected);
-            FeederTest.assertSameBatches(reference, zeroCopy(tar, store), "tar members written in place");
+            FeederTest.assertSameBatches(reference, zeroCopy(tar, store, OPTIONS), "tar members written in place");
+            FeederTest.assertSameBatches(reference, zeroCopy(tar, store, OPTIONS.withVideo(VideoEncoding.defaults()
+                    .withDecode(VideoEncoding.Decode.WORKERS))), "tar members decoded in worker processes (read through their protocol)");
             var encoder = new SampleEncoder(OPTIONS, SharedTokenizer.get());
             var records = tar.records();
             for (int i = 0; i < records.size(); i++) { // the one-off path (bench video) reads carried videos the same way
@@ -182,9 +185,9 @@ class EmbeddedVideoFeedTest {
     }
 
     /** The zero-copy batches of {@code source}, read back from their objects. */
-    private List<Batch> zeroCopy(FeedSource source, ShmObjectStore store) throws Exception {
+    private List<Batch> zeroCopy(FeedSource source, ShmObjectStore store, EncodeOptions options) throws Exception {
         var out = new ArrayList<Batch>();
-        try (var feeder = Feeder.start(config(FeedMode.ZERO_COPY, OPTIONS), source, SharedTokenizer.get(), store)) {
+        try (var feeder = Feeder.start(config(FeedMode.ZERO_COPY, options), source, SharedTokenizer.get(), store)) {
             for (int s = 0; s < STEPS; s++)
                 for (int r = 0; r < RANKS; r++) {
                     StoredBatch b = feeder.storedRank(r).next().get(60, TimeUnit.SECONDS);
