@@ -21,13 +21,15 @@ from .layout import BatchMeta, TensorDesc, parse_header, read_batch
 from .loader import Loader, default_address, is_view_of_segment
 from .packing import (PackInfo, Segment, check_pack, for_hf_flash_attention, for_hf_sdpa, for_megatron_thd,
                       for_qwen_vl_finetune, pack_info)
-from .pixels import batch_to_pixel_values, normalization_table, to_pixel_values, to_pixel_values_numpy
+from .pixels import (batch_to_pixel_values, fused_normalization_table, normalization_table, to_pixel_values,
+                     to_pixel_values_numpy, to_pixel_values_videos, to_pixel_values_videos_numpy)
 from .protocol import VERSION as PROTOCOL_VERSION
 from ._version import __version__  # the release's, as `stoker --version` prints it
 
 # TorchIterableDataset (alias IterableDataset) is left out of __all__ so that `import *` needs no torch.
 __all__ = ["Loader", "StokerError", "ProtocolError", "read_batch", "parse_header", "BatchMeta", "TensorDesc",
            "is_view_of_segment", "default_address", "PROTOCOL_VERSION", "to_pixel_values", "to_pixel_values_numpy",
+           "to_pixel_values_videos", "to_pixel_values_videos_numpy", "fused_normalization_table",
            "normalization_table", "batch_to_pixel_values", "PackInfo", "Segment", "pack_info", "check_pack",
            "for_hf_flash_attention", "for_hf_sdpa", "for_qwen_vl_finetune", "for_megatron_thd"]
 

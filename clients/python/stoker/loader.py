@@ -235,7 +235,9 @@ class Loader:
       what the float32 format sends, with the normalization and patch sizes of ``last_meta``;
       ``pixel_device`` (needs ``as_torch``): where to do it, e.g.
       ``"cuda"`` (the u8 bytes go to the GPU, 1/8 of the float32 bytes). The u8 batch's lease is
-      released once converted. Batches without ``pixel_values_u8`` (a batch without images has none) pass unchanged.
+      released once converted. A batch with videos gets ``pixel_values_videos`` from its ``pixel_values_videos_u8``
+      the same way (:func:`stoker.pixels.to_pixel_values_videos`, with ``video_frame_counts`` from ``last_meta``).
+      Batches without either (a batch without images has no ``pixel_values_u8``) pass unchanged.
 
     Wait measurement (what the service's wait ratio is made of): each ``next()`` that returns a batch
     is timed (``time.perf_counter_ns``): ``wait_ns``, the time it blocked (connecting, the request,
@@ -593,10 +595,10 @@ class Loader:
         self._yielded += 1
         self.batches += 1
         self.last_convert_ns = 0
-        if self.to_pixel_values and pixels.U8 in out:
+        if self.to_pixel_values and (pixels.U8 in out or pixels.VIDEO_U8 in out):
             c0 = time.perf_counter_ns()
             out = pixels.batch_to_pixel_values(out, self.last_meta, self.pixel_device,
-                                               self._pixel_buffer(out))  # drops the u8 view: its lease goes
+                                               self._pixel_buffer(out) if pixels.U8 in out else None)  # drops the u8 views: their lease goes
             self.last_convert_ns = time.perf_counter_ns() - c0
         self._returned_ns = time.perf_counter_ns()
         self.last_wait_ns = self._returned_ns - t0

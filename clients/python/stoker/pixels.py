@@ -18,10 +18,30 @@ the per-channel 256-entry table is computed with the very float32 operations of 
 indexed, so no device arithmetic can round differently. One loop step per image; the pixel work is
 a gather and a copy.
 
-``Loader(..., to_pixel_values=True)`` (and ``TorchIterableDataset``) apply it to every batch that
-carries ``pixel_values_u8``, so a trainer gets ``pixel_values`` either way. A batch without any image
-carries its empty ``pixel_values_u8`` and ``image_grid_thw`` as metadata, not as model inputs, so it has
-nothing to convert and is handed on without ``pixel_values`` (an empty one fails the vision tower).
+Videos (issue 29) travel the same way. A batch that holds a video carries, instead of the float32
+``pixel_values_videos``:
+
+* ``pixel_values_videos_u8`` (a model input until converted): uint8 (Σ T·H·W, 3), video k's T kept frames
+  resized (HWC, frame after frame: what the video processor normalizes and patchifies) after those of the
+  videos before it, H = gh·p and W = gw·p from its ``video_grid_thw`` row (t, gh, gw);
+* ``video_frame_counts`` (metadata, ``loader.last_meta.metadata["video_frame_counts"]``): int64 (videos,),
+  each video's T; t = ceil(T / temporal patch size), the last frame repeated up to t·temporal frames, as the
+  Hugging Face video processors pad.
+
+:func:`to_pixel_values_videos` (torch) and :func:`to_pixel_values_videos_numpy` turn them into exactly the
+float32 ``pixel_values_videos`` of the float32 format, bit for bit: Stoker's ``VideoPatchWriter``
+(stoker-image), itself ``normalize_fused`` + ``patchify_video`` of ``shared/reference/ref_qwenvl_video.py``,
+i.e. transformers 5.18.0 / 4.57.6 ``Qwen2VLVideoProcessor`` / ``Qwen3VLVideoProcessor`` (the torchvision
+backend's fused rescale and normalize): the table ``(float32(v) − float32(float32(mean)·255)) /
+float32(float32(std)·255)`` (:func:`fused_normalization_table`), with the same ``pixel_norm`` as the images
+(the service normalizes videos with the job's one mean and std, as ref_qwenvl_video.py gives each family
+one), then the patch order of ``patchify_video``.
+
+``Loader(..., to_pixel_values=True)`` (and ``TorchIterableDataset``) apply both to every batch that
+carries ``pixel_values_u8`` or ``pixel_values_videos_u8``, so a trainer gets ``pixel_values`` and
+``pixel_values_videos`` either way. A batch without any image carries its empty ``pixel_values_u8`` and
+``image_grid_thw`` as metadata, not as model inputs, so it has no images to convert and is handed on
+without ``pixel_values`` (an empty one fails the vision tower).
 """
 
 from __future__ import annotations
@@ -34,6 +54,9 @@ U8 = "pixel_values_u8"
 NORM = "pixel_norm"
 PATCH = "pixel_patch"
 PIXEL_VALUES = "pixel_values"
+VIDEO_U8 = "pixel_values_videos_u8"
+VIDEO_FRAME_COUNTS = "video_frame_counts"
+PIXEL_VALUES_VIDEOS = "pixel_values_videos"
 
 #: Qwen2-VL / Qwen2.5-VL (patch 14) and Qwen3-VL (patch 16) share temporal patch 2 and merge 2.
 DEFAULT_PATCH = (14, 2, 2)
@@ -46,6 +69,140 @@ def normalization_table(mean: Sequence[float], std: Sequence[float]) -> np.ndarr
     std32 = np.asarray(std, dtype=np.float32).reshape(3)
     r = (np.arange(256, dtype=np.float64) * (1.0 / 255.0)).astype(np.float32)
     return ((r[None, :] - mean32[:, None]) / std32[:, None]).astype(np.float32)
+
+
+def fused_normalization_table(mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
+    """(3, 256) float32: the video processors' fused normalize (transformers' torchvision backend,
+    ``rescale_and_normalize``; ``normalize_fused`` of ref_qwenvl_video.py; Stoker's
+    ``PatchWriter.fusedNormalizationTable``): ``table[c, v] = (float32(v) − float32(float32(mean[c])·255)) /
+    float32(float32(std[c])·255)``, every operation in float32."""
+    mean32 = np.asarray(mean, dtype=np.float32).reshape(3)
+    std32 = np.asarray(std, dtype=np.float32).reshape(3)
+    m = (mean32 * np.float32(255.0)).astype(np.float32)
+    s = (std32 * np.float32(255.0)).astype(np.float32)
+    v = np.arange(256, dtype=np.float32)
+    return ((v[None, :] - m[:, None]) / s[:, None]).astype(np.float32)
+
+
+def _video_grids(video_grid_thw, frame_counts, temporal_patch_size: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The (videos, 3) grids and (videos,) frame counts as int64, each count checked against its grid's t."""
+    def host(x):
+        return x.cpu() if hasattr(x, "cpu") else x
+    grid = np.asarray(host(video_grid_thw), dtype=np.int64).reshape(-1, 3)
+    if frame_counts is None:
+        raise ValueError("pixel_values_videos_u8 needs the batch's video_frame_counts (metadata), which is missing")
+    counts = np.asarray(host(frame_counts), dtype=np.int64).reshape(-1)
+    if counts.shape[0] != grid.shape[0]:
+        raise ValueError(f"{counts.shape[0]} video_frame_counts for {grid.shape[0]} video_grid_thw rows")
+    tps = temporal_patch_size
+    bad = [(k, int(c), int(t)) for k, (c, t) in enumerate(zip(counts, grid[:, 0])) if c < 1 or -(-c // tps) != t]
+    if bad:
+        k, c, t = bad[0]
+        raise ValueError(f"video {k} has {c} frames, its grid t = {t} needs {(t - 1) * tps + 1} to {t * tps}")
+    return grid, counts
+
+
+def _check_video(u8_rows: int, grid: np.ndarray, counts: np.ndarray, patch_size: int, merge_size: int) -> None:
+    if ((grid[:, 1:] % merge_size) != 0).any():
+        raise ValueError(f"video grid sides must be multiples of the merge size {merge_size}: {grid.tolist()}")
+    need = int((counts * grid[:, 1] * grid[:, 2]).sum()) * patch_size * patch_size
+    if u8_rows != need:
+        raise ValueError(f"pixel_values_videos_u8 has {u8_rows} pixels, video_grid_thw and video_frame_counts need {need} "
+                         f"(patch size {patch_size})")
+
+
+def video_output_shape(video_grid_thw, patch_size: int = 14, temporal_patch_size: int = 2) -> Tuple[int, int]:
+    """(rows, row length) of the pixel_values_videos these grids make."""
+    grid = np.asarray(video_grid_thw.cpu() if hasattr(video_grid_thw, "cpu") else video_grid_thw, dtype=np.int64).reshape(-1, 3)
+    return int(grid.prod(axis=1).sum()), 3 * temporal_patch_size * patch_size * patch_size
+
+
+def to_pixel_values_videos_numpy(u8, video_grid_thw, frame_counts, mean, std, patch_size: int = 14,
+                                 temporal_patch_size: int = 2, merge_size: int = 2,
+                                 out: Optional[np.ndarray] = None) -> np.ndarray:
+    """NumPy version of :func:`to_pixel_values_videos`: a (rows, 3·t·p²) float32 array, new or a view of ``out``."""
+    u8 = np.asarray(u8, dtype=np.uint8).reshape(-1, 3)
+    p, tps, m = patch_size, temporal_patch_size, merge_size
+    grid, counts = _video_grids(video_grid_thw, frame_counts, tps)
+    _check_video(u8.shape[0], grid, counts, p, m)
+    table = fused_normalization_table(mean, std)
+    rows = int(grid.prod(axis=1).sum())
+    row = 3 * tps * p * p
+    if out is None:
+        out = np.empty((rows, row), dtype=np.float32)
+    else:
+        if out.dtype != np.float32 or not out.flags.c_contiguous or out.size < rows * row:
+            raise ValueError(f"out must be a C-contiguous float32 array with at least {rows * row} elements")
+        out = out.reshape(-1)[:rows * row].reshape(rows, row)
+    at = r0 = 0
+    for (t, gh, gw), frames in zip(grid.tolist(), counts.tolist()):
+        h, w = gh * p, gw * p
+        clip = u8[at:at + frames * h * w].reshape(frames, h, w, 3)
+        clip = clip[np.minimum(np.arange(t * tps), frames - 1)]  # the last frame repeated up to t·tps frames
+        # (t, tt, bh, mh, y, bw, mw, x, c) -> rows (t, bh, bw, mh, mw), columns (c, tt, y, x): patchify_video's order
+        x = clip.reshape(t, tps, gh // m, m, p, gw // m, m, p, 3).transpose(0, 2, 5, 3, 6, 8, 1, 4, 7)
+        n = t * gh * gw
+        dst = out[r0:r0 + n].reshape(t, gh // m, gw // m, m, m, 3, tps, p, p)
+        for c in range(3):
+            dst[:, :, :, :, :, c] = table[c][x[:, :, :, :, :, c]]
+        at += frames * h * w
+        r0 += n
+    return out
+
+
+def to_pixel_values_videos(u8, video_grid_thw, frame_counts, mean, std, device=None, patch_size: int = 14,
+                           temporal_patch_size: int = 2, merge_size: int = 2, out=None):
+    """Normalizes and patchifies a batch's ``pixel_values_videos_u8`` into ``pixel_values_videos`` with torch, on
+    ``device`` (default: where ``u8`` is; a CUDA device gets the u8 frames and does the work there).
+
+    ``u8``: uint8 tensor or array (Σ T·H·W, 3); ``video_grid_thw``: (videos, 3) ints; ``frame_counts``: each
+    video's T (the batch's metadata ``video_frame_counts``); ``mean``/``std``: the batch's ``pixel_norm`` rows;
+    sizes as for :func:`to_pixel_values` (Qwen3-VL: ``patch_size=16``). ``out``: a float32 tensor on ``device``
+    to write into. Returns a float32 tensor (rows, 3·temporal·p²) equal, bit for bit, to the float32
+    ``pixel_values_videos`` Stoker writes (its ``VideoPatchWriter``; ``normalize_fused`` + ``patchify_video`` of
+    ref_qwenvl_video.py, which match transformers 5.18.0 and 4.57.6): the table is made on the CPU with NumPy's
+    float32 operations (:func:`fused_normalization_table`) and only indexed on the device.
+    """
+    import torch
+
+    if isinstance(u8, np.ndarray):
+        u8 = torch.from_numpy(u8)
+    if u8.dtype != torch.uint8:
+        raise TypeError(f"pixel_values_videos_u8 must be uint8, got {u8.dtype}")
+    device = u8.device if device is None else torch.device(device)
+    u8 = u8.reshape(-1, 3).to(device, non_blocking=True)
+    p, tps, m = patch_size, temporal_patch_size, merge_size
+    grid, counts = _video_grids(video_grid_thw, frame_counts, tps)
+    _check_video(u8.shape[0], grid, counts, p, m)
+    row = 3 * tps * p * p
+    rows = int(grid.prod(axis=1).sum())
+    if out is None:
+        out = _empty((rows, row), torch.float32, device)
+    else:
+        if out.dtype != torch.float32 or out.device != device or not out.is_contiguous() or out.numel() < rows * row:
+            raise ValueError(f"out must be a contiguous float32 tensor on {device} with at least {rows * row} elements")
+        out = out.reshape(-1)[:rows * row].view(rows, row)
+    if rows == 0:
+        return out
+    flat = torch.from_numpy(fused_normalization_table(mean, std).reshape(-1)).to(device)
+    channel = torch.arange(3, dtype=torch.int64, device=device).mul_(256).view(1, 1, 1, 1, 1, 3, 1, 1, 1)
+    at = r0 = 0
+    for (t, gh, gw), frames in zip(grid.tolist(), counts.tolist()):
+        h, w = gh * p, gw * p
+        clip = u8[at:at + frames * h * w].view(frames, h, w, 3)
+        # temporal groups a few at a time: the int64 index is 8 bytes per value
+        step = max(1, (1 << 24) // (tps * h * w * 3))
+        for g0 in range(0, t, step):
+            g1 = min(t, g0 + step)
+            idx = torch.arange(g0 * tps, g1 * tps, device=device).clamp_(max=frames - 1)
+            x = clip.index_select(0, idx).view(g1 - g0, tps, gh // m, m, p, gw // m, m, p, 3).permute(0, 2, 5, 3, 6, 8, 1, 4, 7)
+            index = x.to(torch.int64) + channel  # table index in pixel_values_videos order
+            k = (g1 - g0) * gh * gw
+            dst = out[r0 + g0 * gh * gw:r0 + g0 * gh * gw + k].view(-1)
+            torch.index_select(flat, 0, index.reshape(-1), out=dst)
+        at += frames * h * w
+        r0 += t * gh * gw
+    return out
 
 
 def _grid_rows(image_grid_thw) -> np.ndarray:
@@ -173,7 +330,10 @@ def _metadata(meta, name: str):
         return None
     if isinstance(meta, Mapping):
         return meta.get(name)
-    return getattr(meta, name, None)
+    value = getattr(meta, name, None)
+    if value is None:  # a metadata tensor BatchMeta has no field for (video_frame_counts): by name
+        value = (getattr(meta, "metadata", None) or {}).get(name)
+    return value
 
 
 def patch_sizes(meta) -> Tuple[int, int, int]:
@@ -197,28 +357,39 @@ def norm(meta) -> Tuple[np.ndarray, np.ndarray]:
     return a[0], a[1]
 
 
-def batch_to_pixel_values(batch: dict, meta, device=None, out=None) -> dict:
-    """The batch (its model inputs) with ``pixel_values`` in place of ``pixel_values_u8`` (same key order
-    otherwise), made with the normalization and patch sizes of ``meta``, the batch's metadata
-    (``loader.last_meta``, or a mapping holding ``pixel_norm`` and ``pixel_patch``); a batch without
-    ``pixel_values_u8`` is returned as is. Torch tensors in, torch out (on ``device``, default the
-    tensor's); NumPy in, NumPy out. ``out``: a buffer to write into, as for :func:`to_pixel_values`."""
-    if U8 not in batch:
+def batch_to_pixel_values(batch: dict, meta, device=None, out=None, video_out=None) -> dict:
+    """The batch (its model inputs) with ``pixel_values`` in place of ``pixel_values_u8`` and
+    ``pixel_values_videos`` in place of ``pixel_values_videos_u8`` (same key order otherwise), made with the
+    normalization and patch sizes of ``meta``, the batch's metadata (``loader.last_meta``, or a mapping holding
+    ``pixel_norm``, ``pixel_patch`` and, with videos, ``video_frame_counts``); a batch with neither is returned
+    as is. Torch tensors in, torch out (on ``device``, default the tensor's); NumPy in, NumPy out. ``out``,
+    ``video_out``: buffers to write the images' and the videos' values into, as for :func:`to_pixel_values`."""
+    if U8 not in batch and VIDEO_U8 not in batch:
         return batch
-    u8 = batch[U8]
     mean, std = norm(meta)
     p, tps, m = patch_sizes(meta)
-    grid = batch["image_grid_thw"]
-    if isinstance(u8, np.ndarray):
-        if device is not None:
-            raise ValueError("device needs torch tensors (Loader(as_torch=True))")
-        pixels = to_pixel_values_numpy(u8, grid, mean, std, p, tps, m, out=out)
-    else:
-        pixels = to_pixel_values(u8, grid, mean, std, device, p, tps, m, out=out)
-    out = {}
+    converted = {}
+    for key, grid_key in ((U8, "image_grid_thw"), (VIDEO_U8, "video_grid_thw")):
+        if key not in batch:
+            continue
+        u8, grid = batch[key], batch[grid_key]
+        video = key == VIDEO_U8
+        counts = _metadata(meta, VIDEO_FRAME_COUNTS) if video else None
+        buffer = video_out if video else out
+        if isinstance(u8, np.ndarray):
+            if device is not None:
+                raise ValueError("device needs torch tensors (Loader(as_torch=True))")
+            converted[key] = (to_pixel_values_videos_numpy(u8, grid, counts, mean, std, p, tps, m, out=buffer) if video
+                              else to_pixel_values_numpy(u8, grid, mean, std, p, tps, m, out=buffer))
+        else:
+            converted[key] = (to_pixel_values_videos(u8, grid, counts, mean, std, device, p, tps, m, out=buffer) if video
+                              else to_pixel_values(u8, grid, mean, std, device, p, tps, m, out=buffer))
+    result = {}
     for k, v in batch.items():
         if k == U8:
-            out[PIXEL_VALUES] = pixels
-        elif k not in (NORM, PATCH):
-            out[k] = v
-    return out
+            result[PIXEL_VALUES] = converted[U8]
+        elif k == VIDEO_U8:
+            result[PIXEL_VALUES_VIDEOS] = converted[VIDEO_U8]
+        elif k not in (NORM, PATCH, VIDEO_FRAME_COUNTS):
+            result[k] = v
+    return result

@@ -22,7 +22,7 @@ def align64(n: int) -> int:
 
 
 #: the tensors a batch carries as its metadata (descriptor flag bit 0), not as model inputs
-METADATA = ("sample_index", "pixel_norm", "pixel_patch")
+METADATA = ("sample_index", "pixel_norm", "pixel_patch", "video_frame_counts")
 #: the vision inputs a batch without any image (image_grid_thw of 0 rows) flags as metadata too
 VISION = ("pixel_values", "pixel_values_u8", "image_grid_thw")
 

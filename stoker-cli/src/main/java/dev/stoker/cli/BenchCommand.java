@@ -130,9 +130,6 @@ final class BenchCommand {
     static final class Video implements Callable<Integer>, NodeOptions.Configured {
         @Spec CommandSpec spec;
 
-        @picocli.CommandLine.Mixin
-        VideoFlags video = new VideoFlags();
-
         @Option(names = "--limit", defaultValue = "0", description = "Samples to time, 0 for all (default: ${DEFAULT-VALUE}).")
         int limit;
 
@@ -143,6 +140,7 @@ final class BenchCommand {
         public List<ConfigKey<?>> settings() {
             var keys = new ArrayList<>(DATA_AND_SAMPLE_SETTINGS);
             keys.add(NodeConfig.TRANSFORMERS); // whose video tokens and positions
+            keys.addAll(NodeConfig.VIDEO_ENCODING); // decoded in this process: --video-decode is the feed's
             return keys;
         }
 
@@ -153,10 +151,7 @@ final class BenchCommand {
         public Integer call() throws Exception {
             var config = NodeOptions.config(spec, settings());
             if (config.data() == null) throw new ConfigException("--data is required: a manifest of video samples");
-            var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS), config.get(NodeConfig.MODEL),
-                    config.encodeOptions().preset());
-            if (encoding == null) throw new ConfigException(VideoFlags.unknownRelease(config.get(NodeConfig.TRANSFORMERS)));
-            VideoBench.run(new VideoBench.Settings(config, encoding, limit, warmup), spec.commandLine().getOut());
+            VideoBench.run(new VideoBench.Settings(config, limit, warmup), spec.commandLine().getOut());
             return 0;
         }
     }

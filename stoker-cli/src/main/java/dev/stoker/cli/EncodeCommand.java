@@ -40,14 +40,12 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
     @Option(names = "--out", required = true, description = "Output folder (created).")
     Path out;
 
-    @picocli.CommandLine.Mixin
-    VideoFlags video = new VideoFlags();
-
     @Override
     public List<ConfigKey<?>> settings() {
         // the trainer's release decides a video's tokens and positions (and the image backend's default)
         var keys = new ArrayList<>(SAMPLE_SETTINGS);
         keys.add(NodeConfig.TRANSFORMERS);
+        keys.addAll(NodeConfig.VIDEO_ENCODING); // decoded in this process: --video-decode is the feed's
         return keys;
     }
 
@@ -59,16 +57,14 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         var config = NodeOptions.config(spec, settings());
         var options = config.encodeOptions();
         byte[] json = PreprocessCommand.readInput(sample);
-        var encoding = video.encoding(spec, config.get(NodeConfig.TRANSFORMERS), config.get(NodeConfig.MODEL), options.preset());
+        VideoEncoding video = options.video(); // null: video records refused, saying why (options.videoRefusal())
         try (QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
             try (var objects = dev.stoker.source.ObjectSources.open(sample.toAbsolutePath().toString(), dev.stoker.source.SourceConfig.defaults())) {
-                String unknown = VideoFlags.unknownRelease(config.get(NodeConfig.TRANSFORMERS));
-                var encoder = encoding != null ? new SampleEncoder(options, tok, encoding)
-                        : new SampleEncoder(options, tok, VideoEncoding.defaults());
+                var encoder = new SampleEncoder(options, tok); // decodes in process
                 var parsed = encoder.parse(json, sample.getFileName().toString());
-                if (unknown != null && !parsed.videos().isEmpty()) throw new dev.stoker.node.ConfigException(unknown);
-                EncodedSample s = encoder.encode(parsed, SampleEncoder.ImageSource.blocking(objects),
-                        (id, ref) -> dev.stoker.source.RangedObjectBytes.of(objects, ref, VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS));
+                var images = SampleEncoder.ImageSource.blocking(objects);
+                EncodedSample s = video == null ? encoder.encode(parsed, images) : encoder.encode(parsed, images,
+                        (id, ref) -> dev.stoker.source.RangedObjectBytes.of(objects, ref, video.decodeTimeoutNanos()));
                 write(s, out);
             }
         }

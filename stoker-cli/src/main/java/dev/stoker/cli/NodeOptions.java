@@ -68,6 +68,9 @@ final class NodeOptions {
     /** The settings of {@code spec}'s command as given (command line or config file) in a builder. */
     static NodeConfig.Builder builder(CommandSpec spec, Collection<ConfigKey<?>> keys) {
         var b = NodeConfig.builder();
+        // a command that encodes but takes no video settings (preprocess, bench preprocess) encodes no video, and so
+        // reads no model folder's video processor config
+        if (keys.contains(NodeConfig.PROCESSOR_KEY) && !keys.contains(NodeConfig.VIDEO)) b.set(NodeConfig.VIDEO, false);
         if (keys.contains(NodeConfig.DATA_KEY)) sources(spec, b);
         for (var k : keys) {
             if (k == NodeConfig.DATA_KEY || k == NodeConfig.WEIGHT) continue;

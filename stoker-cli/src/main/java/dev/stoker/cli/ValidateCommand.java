@@ -23,7 +23,8 @@ import picocli.CommandLine.Spec;
 /**
  * {@code stoker validate}: every record of a source and its images' headers, judged as the feed would, without
  * decoding a pixel ({@link DatasetValidator}); prints the report, writes the length index ({@link LengthIndex}) and,
- * last, the summary JSON. Exit 0 when it ran, whatever the data held; 2 when the source cannot be read at all.
+ * when the job encodes video, keeps each video's frame index in {@code frames/} beside it
+ * ({@link dev.stoker.video.index.FrameIndexStore}); last, the summary JSON. Exit 0 when it ran, whatever the data held; 2 when the source cannot be read at all.
  */
 @Command(name = "validate", mixinStandardHelpOptions = true, sortOptions = false,
         description = {"Check a data set without decoding pixels: every record and its images' headers, judged as serve would (errors and",
@@ -64,10 +65,11 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
                 throw new Main.InvalidInputException("cannot read --data " + config.data() + ": " + describe(e));
             }
             var settings = new DatasetValidator.Settings(options, config.threads(), 64 * config.threads(), examples);
+            if (options.video() != null && dev.stoker.video.ffmpeg.Ffmpeg.unavailableReason() == null) // without FFmpeg each video is its record's error
+                settings = settings.withFrameIndexes(dev.stoker.video.index.FrameIndexStore.of(dir.resolve("frames")));
             var report = DatasetValidator.validate(records, source, tokenizer, settings);
             report.print(out);
-            var index = LengthIndex.of(report.source(), report.digest(), LengthIndex.settings(options, tokenizerId(tokenizerFile)),
-                    report.lengths(), report.imagePatches());
+            var index = LengthIndex.of(LengthIndex.settings(options, tokenizerId(tokenizerFile)), report);
             Path file = index.write(dir);
             out.println("length index: " + file);
             out.println(report.summaryJson(file));

@@ -36,6 +36,8 @@ public class SampleException extends RuntimeException {
     private static final Pattern PATHLIKE = Pattern.compile("\\S*[/\\\\]\\S*");
     private static final Pattern NUMBER = Pattern.compile("\\d+(?:\\.\\d+)?");
     private static final Pattern SPACES = Pattern.compile("\\s+");
+    /** {@code video REF: cause}: a message naming one video (its reference without spaces) before its cause. */
+    private static final Pattern VIDEO_NAMED = Pattern.compile("video \\S+: (.+)", Pattern.DOTALL);
 
     private final String sampleId;
     private final Stage stage;
@@ -86,10 +88,18 @@ public class SampleException extends RuntimeException {
      * what went wrong before the detail), with paths and URIs replaced by {@code …} and numbers by
      * {@code N}, at most {@link #REASON_MAX_CHARS} characters: {@code file not found: /data/x.jpg} is
      * {@code file not found}, {@code height:5 or width:5 must be larger than factor:28} is
-     * {@code height:N or width:N must be larger than factor:N}.
+     * {@code height:N or width:N must be larger than factor:N}. A message about one video, {@code video REF: cause…}
+     * (issue 29: how the video path names the video first), is classed by its cause:
+     * {@code video a/1.mp4: file not found: /data/a/1.mp4} is {@code video: file not found}, so that the videos that
+     * failed the same way count together whatever their names.
      */
     public static String reasonOf(String message) {
         if (message == null || message.isBlank()) return "unknown";
+        var video = VIDEO_NAMED.matcher(message.strip());
+        if (video.matches()) {
+            String r = "video: " + reasonOf(video.group(1));
+            return r.length() > REASON_MAX_CHARS ? r.substring(0, REASON_MAX_CHARS - 1).strip() + "…" : r;
+        }
         String s = message.strip();
         int colon = s.indexOf(": ");
         if (colon > 0) s = s.substring(0, colon);

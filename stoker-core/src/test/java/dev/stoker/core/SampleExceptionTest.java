@@ -20,6 +20,13 @@ class SampleExceptionTest {
         assertEquals("image path … leads out of the data set root … through a symlink",
                 SampleException.reasonOf("image path /a/b.jpg leads out of the data set root /a/ds through a symlink"));
         assertEquals("Premature end of JPEG file", SampleException.reasonOf("Premature end of JPEG file"));
+        // a video named first is classed by its cause, whatever its name
+        assertEquals("video: file not found", SampleException.reasonOf("video a/nowhere.mp4: file not found: /data/a/nowhere.mp4"));
+        assertEquals("video: cannot open the container", SampleException.reasonOf("video cut.mp4: cannot open the container: "
+                + "Invalid data found when processing input (FFmpeg: moov atom not found)"));
+        assertEquals("video needs --pixel-format floatN", SampleException.reasonOf("video needs --pixel-format float32: the compact uint8 format"),
+                "not a video's name: as before");
+        assertTrue(SampleException.reasonOf("video x.mp4: " + "word ".repeat(40)).length() <= SampleException.REASON_MAX_CHARS);
         assertEquals("unknown", SampleException.reasonOf(null));
         assertEquals("unknown", SampleException.reasonOf("  "));
         String longer = SampleException.reasonOf("word ".repeat(40));

@@ -17,8 +17,9 @@ import dev.stoker.text.TruncationPolicy;
  * @param maxSourcePixels  images whose header claims more pixels are refused before any pixel memory is allocated
  * @param maxSequenceLength  token limit per sample (0 = none)
  * @param truncation       what to do with a sample over the limit
- * @param pixelFormat      what a batch carries of its images: FLOAT32 {@code pixel_values} (default), or UINT8, the
- *                         resized RGB pixels ({@code pixel_values_u8}) that the trainer normalizes and patchifies
+ * @param pixelFormat      what a batch carries of its images and videos: FLOAT32 {@code pixel_values} (default), or
+ *                         UINT8, the resized RGB pixels ({@code pixel_values_u8}, {@code pixel_values_videos_u8}) that
+ *                         the trainer normalizes and patchifies
  * @param maxImages        images a sample may have (0 = no limit but the sequence limit's); a sample with more is refused
  * @param textOnly         what a batch without any image carries: nothing more (ALLOW), or one small masked image
  *                         (DUMMY_IMAGE, the default), so that every rank runs the vision tower
@@ -44,11 +45,16 @@ import dev.stoker.text.TruncationPolicy;
  * @param video            how the videos of samples become model inputs (issue 29: sampler, options, the trainer's
  *                         release, decode deadline), or null: no video (video records refused as unserved media;
  *                         {@link #defaults} has none, a node's configuration turns it on)
+ * @param videoRefusal     why this job takes no video, said where a video record is refused (the trainer's transformers
+ *                         release has no video rules Stoker knows, for one); null with {@code video} set, and null for
+ *                         the plain "video is not supported" (as every job without video said before). Not part of the
+ *                         encoding: it changes no tensor, only an error's words.
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
                             long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat,
                             int maxImages, TextOnlyPolicy textOnly, String chatTemplate, String model, InputContract inputContract,
-                            long decodeMemoryBytes, ImageBackend imageBackend, dev.stoker.encode.video.VideoEncoding video) {
+                            long decodeMemoryBytes, ImageBackend imageBackend, dev.stoker.encode.video.VideoEncoding video,
+                            String videoRefusal) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
@@ -56,7 +62,9 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /**
      * The image tensor of a batch. FLOAT32: {@code pixel_values}, normalized and patchified, (rows, 3·t·p²) float32.
      * UINT8 (the compact wire format): {@code pixel_values_u8}, each image's resized RGB pixels, (Σ H·W, 3) uint8,
-     * with {@code pixel_norm} and {@code pixel_patch} for the trainer's conversion — 1/8 of the bytes for t = 2.
+     * with {@code pixel_norm} and {@code pixel_patch} for the trainer's conversion — 1/8 of the bytes for t = 2; and, in a
+     * batch with videos, {@code pixel_values_videos_u8}, each video's kept frames resized, (Σ T·H·W, 3) uint8, with
+     * {@code video_frame_counts} — 1/4 of {@code pixel_values_videos}' bytes (a row's two frames are both sent).
      */
     public enum PixelFormat {
         FLOAT32, UINT8;
@@ -140,6 +148,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
         java.util.Objects.requireNonNull(inputContract, "inputContract");
         if (decodeMemoryBytes < 0) throw new IllegalArgumentException("decode memory must be >= 0 (0: the default), got " + decodeMemoryBytes);
         java.util.Objects.requireNonNull(imageBackend, "imageBackend");
+        if (video != null && videoRefusal != null) throw new IllegalArgumentException("options with video refuse none: no reason to give");
         if (imageBackend == ImageBackend.TORCHVISION && pixelFormat == PixelFormat.UINT8)
             throw new IllegalArgumentException("--pixel-format uint8 with --image-backend torchvision: the trainer normalizes the compact "
                     + "format as the PIL processor does (stoker.pixels.to_pixel_values), not with torchvision's fused normalize; "
@@ -149,28 +158,28 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
                 DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, DEFAULT_TEXT_ONLY, null, null,
-                DEFAULT_INPUT_CONTRACT, 0, ImageBackend.PIL, null);
+                DEFAULT_INPUT_CONTRACT, 0, ImageBackend.PIL, null, null);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /** With the per-thread decode memory budget (0: the default for the threads that decode). */
     public EncodeOptions withDecodeMemory(long bytes) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes, imageBackend, video, videoRefusal);
     }
 
     /** The budget {@code threads} decoding threads each get: {@link #decodeMemoryBytes()}, or the default when it is 0. */
@@ -179,7 +188,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     }
 
     public EncodeOptions withPixelFormat(PixelFormat f) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
@@ -187,12 +196,12 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     /** With the vision config of a model folder (its geometry, mean, std and pixel bounds). */
     public EncodeOptions withVision(VisionConfig v) {
-        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /** With what a model folder adds to the encoding (see {@link #model()}); null for none. */
     public EncodeOptions withModel(String m) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /** The SHA-256 of the chat template's source, hex; null for the built-in template. */
@@ -211,7 +220,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /** With the chat template rendered from {@code jinjaSource} (null: the built-in one); see {@link #chatTemplate()}. */
     public EncodeOptions withChatTemplate(String jinjaSource) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes, imageBackend, video);
+                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /**
@@ -223,11 +232,12 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
         return "EncodeOptions[preset=" + preset + ", vision=" + vision + ", exif=" + exif + ", decodeScale=" + decodeScale
                 + ", maxSourcePixels=" + maxSourcePixels + ", maxSequenceLength=" + maxSequenceLength + ", truncation=" + truncation
                 + ", pixelFormat=" + pixelFormat + ", maxImages=" + maxImages + ", textOnly=" + textOnly + ", inputContract=" + inputContract
-                + ", model=" + model + ", decodeMemoryBytes=" + decodeMemoryBytes + ", imageBackend=" + imageBackend + (video == null ? "" : ", video=" + video) + "]";
+                + ", model=" + model + ", decodeMemoryBytes=" + decodeMemoryBytes + ", imageBackend=" + imageBackend + (video == null ? "" : ", video=" + video)
+                + (videoRefusal == null ? "" : ", videoRefusal=" + videoRefusal) + "]";
     }
 
     public EncodeOptions withMaxImages(int n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /**
@@ -246,19 +256,19 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public EncodeOptions withTextOnly(TextOnlyPolicy t) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, t,
-                chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+                chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /** With the image processor whose {@code pixel_values} images get (see {@link #imageBackend()}). */
     public EncodeOptions withImageBackend(ImageBackend backend) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, backend, video);
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, backend, video, videoRefusal);
     }
 
     /** With the tensors of {@code contract} (see {@link InputContract}). */
     public EncodeOptions withInputContract(InputContract contract) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, contract, decodeMemoryBytes, imageBackend, video);
+                textOnly, chatTemplate, model, contract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 
     /**
@@ -268,10 +278,28 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
      */
     public EncodeOptions withVideo(dev.stoker.encode.video.VideoEncoding v) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, v);
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, v, null);
+    }
+
+    /**
+     * Without video, video records refused with {@code reason} said after "video is not supported" (null: nothing
+     * more); see {@link #videoRefusal()}.
+     */
+    public EncodeOptions withVideoRefused(String reason) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, null, reason);
+    }
+
+    /**
+     * The record parser these options read with: one that reads video records when {@link #video()} is set, else one
+     * that refuses them, saying {@link #videoRefusal()}.
+     */
+    public dev.stoker.text.SampleParser sampleParser() {
+        return video != null ? new dev.stoker.text.SampleParser(dev.stoker.text.SampleParser.Videos.ACCEPT)
+                : new dev.stoker.text.SampleParser(dev.stoker.text.SampleParser.Videos.REFUSE, videoRefusal);
     }
 
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
     }
 }

@@ -14,7 +14,8 @@ package dev.stoker.encode;
  *
  * @param pixelRowLength  floats per pixel_values row (3·t·p²), in either format
  * @param sourcePixels    pixels of the source images as stored (before any DCT scaling), for throughput
- * @param videos          the sample's video tensors (issue 29; only {@code stoker encode} makes them so far), null
+ * @param videos          the sample's video tensors (issue 29): float32 rows, or in the compact wire format each video's
+ *                        resized frames and frame counts ({@link dev.stoker.encode.video.VideoTensors#compact()}); null
  *                        for a sample encoded without video
  */
 public record EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,

@@ -102,7 +102,7 @@ public final class SampleEncoder {
         var builder = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
         if (video == null) {
-            this.parser = new SampleParser();
+            this.parser = new SampleParser(SampleParser.Videos.REFUSE, options.videoRefusal()); // why this job takes none, if it says
             this.tokens = builder;
             this.videos = null;
         } else {
@@ -225,13 +225,34 @@ public final class SampleEncoder {
             return rows;
         }
 
-        /** Bytes of this sample's pixel_values_videos rows (float32). */
-        public long videoBytes() { return videoRows() * rowLength * Float.BYTES; }
+        /**
+         * Bytes of this sample's video tensor in its format: its pixel_values_videos rows (float32), or in the compact
+         * format its videos' resized frames ({@link VideoPreprocessor.Planned#clipBytes()}, u8).
+         */
+        public long videoBytes() {
+            if (pixelFormat == EncodeOptions.PixelFormat.FLOAT32) return videoRows() * rowLength * Float.BYTES;
+            long bytes = 0;
+            for (var v : videos) bytes += v.clipBytes();
+            return bytes;
+        }
+
+        /** Bytes of video {@code v}'s pixels in {@code format}. */
+        static long videoBytes(VideoPreprocessor.Planned v, int rowLength, EncodeOptions.PixelFormat format) {
+            return format == EncodeOptions.PixelFormat.FLOAT32 ? v.rows() * rowLength * Float.BYTES : v.clipBytes();
+        }
 
         /** The batch shape's share of this sample's videos. */
         public dev.stoker.encode.batch.BatchShape.Videos videoShape() {
             return videos.isEmpty() ? dev.stoker.encode.batch.BatchShape.Videos.NONE
-                    : new dev.stoker.encode.batch.BatchShape.Videos(videoRows(), videos.size(), videoSeconds);
+                    : new dev.stoker.encode.batch.BatchShape.Videos(videoRows(), videos.size(), videoSeconds,
+                            pixelFormat == EncodeOptions.PixelFormat.UINT8 ? videoBytes() : 0);
+        }
+
+        /** The kept videos' frame counts T (the compact format's {@code video_frame_counts}). */
+        public long[] videoFrameCounts() {
+            long[] counts = new long[videos.size()];
+            for (int k = 0; k < counts.length; k++) counts[k] = videos.get(k).plan().frameCount();
+            return counts;
         }
 
         /** The kept videos' {@code video_grid_thw} rows. */
@@ -301,20 +322,9 @@ public final class SampleEncoder {
             return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
                     options.pixelFormat());
         }
-        if (videos == null) throw new IllegalStateException("this encoder was made without video");
-        if (videoSource == null)
-            throw new SampleException(id, SampleException.Stage.FETCH, "has " + sample.videos().size() + " video(s) and no source to read them from");
-        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32) {
-            throw new SampleException(id, SampleException.Stage.TRANSFORM, "video needs --pixel-format float32: the compact "
-                    + "uint8 format carries no video yet");
-        }
         var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
         var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
-        for (var v : sample.videos()) {
-            var p = videos.plan(id, v, videoSource);
-            plannedVideos.add(p);
-            videoTokens.add(videos.tokens(p));
-        }
+        planVideos(sample, videoSource == null ? NO_VIDEOS : videoSource, plannedVideos, videoTokens);
         long t0 = System.nanoTime();
         TextFeatures text = tokens.build(sample, grids, videoTokens);
         tokenizeNanos += System.nanoTime() - t0;
@@ -352,11 +362,45 @@ public final class SampleEncoder {
      * positions: for checking a whole data set. Reads only image headers.
      */
     public int measure(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return measure(sample, imagesByReference, NO_VIDEOS);
+    }
+
+    /**
+     * {@link #measure(ChatSample, Map)} for a sample that may hold videos: each video indexed (demuxed, never decoded)
+     * through {@code videoSource} and planned, its tokens counted as {@link #encode(ChatSample, ImageSource,
+     * VideoPreprocessor.VideoSource)} counts them; refuses what that refuses before decoding (a missing or broken
+     * video, a video the sampler refuses, the decode memory budget, the sequence limit), naming the sample and the video.
+     */
+    public int measure(ChatSample sample, Map<String, byte[]> imagesByReference, VideoPreprocessor.VideoSource videoSource) {
         var grids = plan(sample, fetched(imagesByReference), new ArrayList<>(sample.imagePaths().size()));
+        var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
+        planVideos(sample, videoSource, new ArrayList<>(), videoTokens);
         long t0 = System.nanoTime();
-        int length = tokens.measure(sample, grids).length();
+        int length = tokens.measure(sample, grids, videoTokens).length();
         tokenizeNanos += System.nanoTime() - t0;
         return length;
+    }
+
+    /** A video source for samples that must have none: asked for one, it refuses (the sample names a video it cannot read). */
+    private static final VideoPreprocessor.VideoSource NO_VIDEOS = (id, ref) -> {
+        throw new java.io.IOException("no video source was given for video " + ref);
+    };
+
+    /**
+     * Each of the sample's videos indexed and planned into {@code planned} and its tokens into {@code videoTokens}; none
+     * for a sample without videos. A sample with videos needs an encoder made with video.
+     */
+    private void planVideos(ChatSample sample, VideoPreprocessor.VideoSource videoSource, List<VideoPreprocessor.Planned> planned,
+                            List<dev.stoker.text.VideoTokens> videoTokens) {
+        if (sample.videos().isEmpty()) return;
+        if (videos == null)
+            throw new SampleException(sample.id(), SampleException.Stage.MANIFEST, "has " + sample.videos().size()
+                    + " video(s) but this encoder was made without video");
+        for (var v : sample.videos()) {
+            var p = videos.plan(sample.id(), v, videoSource);
+            planned.add(p);
+            videoTokens.add(videos.tokens(p));
+        }
     }
 
     /**
@@ -366,14 +410,37 @@ public final class SampleEncoder {
      * exceptions; reads only image headers.
      */
     public dev.stoker.plan.pack.SampleShape shape(ChatSample sample, Map<String, byte[]> imagesByReference) {
+        return shape(sample, imagesByReference, NO_VIDEOS);
+    }
+
+    /**
+     * {@link #shape(ChatSample, Map)} for a sample that may hold videos: also, per video kept (all of them but under
+     * {@code --truncation truncate}), its patch count {@code t·h·w} (the rows of its {@code pixel_values_videos}) and its
+     * temporal groups {@code t}, from its frame index through {@code videoSource} (demuxed, never decoded). Refuses
+     * exactly what {@link #measure(ChatSample, Map, VideoPreprocessor.VideoSource)} refuses.
+     */
+    public dev.stoker.plan.pack.SampleShape shape(ChatSample sample, Map<String, byte[]> imagesByReference,
+                                                 VideoPreprocessor.VideoSource videoSource) {
         var planned = new ArrayList<ImagePreprocessor.Planned>(sample.imagePaths().size());
         var grids = plan(sample, fetched(imagesByReference), planned);
+        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>(sample.videos().size());
+        var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>(sample.videos().size());
+        planVideos(sample, videoSource, plannedVideos, videoTokens);
         long t0 = System.nanoTime();
-        var measured = tokens.measure(sample, grids);
+        var measured = tokens.measure(sample, grids, videoTokens);
         tokenizeNanos += System.nanoTime() - t0;
         int[] patches = new int[measured.imagesKept()];
         for (int k = 0; k < patches.length; k++) patches[k] = planned.get(k).plan().rows();
-        return dev.stoker.plan.pack.SampleShape.of(measured.length(), patches);
+        int[] videoPatches = new int[measured.videosKept()], videoGroups = new int[measured.videosKept()];
+        for (int k = 0; k < videoPatches.length; k++) {
+            var p = plannedVideos.get(k);
+            if (p.rows() > Integer.MAX_VALUE - 8)
+                throw new SampleException(sample.id(), SampleException.Stage.TRANSFORM, "video " + p.reference() + ": " + p.rows()
+                        + " patches, too many for one sample");
+            videoPatches[k] = (int) p.rows();
+            videoGroups[k] = p.plan().gridT();
+        }
+        return dev.stoker.plan.pack.SampleShape.of(measured.length(), patches, videoPatches, videoGroups);
     }
 
     /** {@link #prepare(ChatSample, ImageSource)} over image bytes fetched beforehand, keyed by reference. */
@@ -414,13 +481,16 @@ public final class SampleEncoder {
 
     /**
      * Decodes the prepared videos' sampled frames and writes their {@code pixel_values_videos} rows
-     * ({@link Prepared#videoBytes()} bytes, little-endian float32) into {@code dst} from byte {@code offsetBytes}.
+     * ({@link Prepared#videoBytes()} bytes, little-endian float32) into {@code dst} from byte {@code offsetBytes}; in the
+     * compact wire format each video's resized frames instead ({@code pixel_values_videos_u8}), in the same place.
      */
     public void writeVideoPixels(Prepared p, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        boolean compact = p.pixelFormat() == EncodeOptions.PixelFormat.UINT8;
         long offset = offsetBytes;
         for (var v : p.videos()) {
-            videos.writePixels(p.id(), v, p.videoSource(), dst, offset);
-            offset += v.rows() * p.rowLength() * Float.BYTES;
+            if (compact) videos.writeResized(p.id(), v, p.videoSource(), dst, offset);
+            else videos.writePixels(p.id(), v, p.videoSource(), dst, offset);
+            offset += Prepared.videoBytes(v, p.rowLength(), p.pixelFormat());
         }
     }
 
@@ -428,7 +498,8 @@ public final class SampleEncoder {
      * Encodes a sample with images and videos into every model input, the videos' tensors included
      * ({@link EncodedSample#videos()}): images and videos planned, tokens built (an over-long sample is refused before
      * any pixel), then the images kept decoded and transformed, and the videos kept decoded (their sampled frames only),
-     * resized, normalized and patchified. FLOAT32 pixel format only. Needs an encoder made with video.
+     * resized, normalized and patchified; in the compact wire format (UINT8) the videos' resized frames and their frame
+     * counts instead ({@link VideoTensors#pixelsU8()}). Needs an encoder made with video.
      */
     public EncodedSample encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         if (videos == null) throw new IllegalStateException("this encoder was made without video");
@@ -444,10 +515,25 @@ public final class SampleEncoder {
         var kept = prepared.videos();
         long rows = prepared.videoRows();
         int rowLength = videos.rowLength();
+        long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
+        if (prepared.pixelFormat() == EncodeOptions.PixelFormat.UINT8) {
+            long bytes = prepared.videoBytes();
+            if (bytes > Integer.MAX_VALUE - 8)
+                throw new SampleException(id, SampleException.Stage.TRANSFORM, "video frames of " + bytes + " bytes are too large for one sample");
+            byte[] frames = new byte[(int) bytes];
+            int at = 0;
+            for (var p : kept) {
+                videos.writeResized(id, p, videoSource, frames, at);
+                at += (int) p.clipBytes();
+            }
+            return new EncodedSample(w.id(), w.inputIds(), w.labels(), w.attentionMask(), w.positionIds(), w.pixelValues(),
+                    w.pixelRowLength(), w.imageGridThw(), w.sourcePixels(), w.pixelsU8(),
+                    new VideoTensors(new float[0], rowLength, prepared.videoGridThw(), prepared.secondPerGridTs(), indices, frames,
+                            prepared.videoFrameCounts()));
+        }
         if (rows * rowLength > Integer.MAX_VALUE - 8)
             throw new SampleException(id, SampleException.Stage.TRANSFORM, "pixel_values_videos of " + rows + " rows is too large for one sample");
         float[] pixels = new float[(int) (rows * rowLength)];
-        long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
         int offset = 0;
         for (var p : kept) {
             videos.writePixels(id, p, videoSource, pixels, offset);

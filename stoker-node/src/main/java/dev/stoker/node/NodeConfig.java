@@ -9,6 +9,7 @@ import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.image.qwenvl.ImageBackend;
 import dev.stoker.encode.TransformersVersion;
+import dev.stoker.encode.video.VideoEncoding;
 import dev.stoker.pipeline.feed.FeedConfig;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.RankRange;
@@ -55,11 +56,14 @@ public final class NodeConfig extends NodeSettings {
     private final Set<ConfigKey<?>> given;
     /** What the model folder (--model) gave: the folder, the settings taken from it, the warnings, its identity. */
     private final ModelDefaults.Adopted adopted;
+    /** What the video settings concluded: the job's video encoding, or why it has none ({@link VideoSettings}). */
+    private final VideoSettings video;
 
     private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, ModelDefaults.Adopted adopted) {
         this.values = Collections.unmodifiableMap(values);
         this.given = Collections.unmodifiableSet(given);
         this.adopted = adopted;
+        this.video = VideoSettings.of(this, processor()); // reads the model folder's video processor config once
     }
 
     public static Builder builder() { return new Builder(); }
@@ -218,17 +222,32 @@ public final class NodeConfig extends NodeSettings {
             if (folder != null && get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(folder.chatTemplate());
             long min = get(MIN_PIXELS) != null ? get(MIN_PIXELS) : base.vision().minPixels();
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
-            return base.withPixels(min, max).withExif(get(EXIF))
+            base = base.withPixels(min, max).withExif(get(EXIF))
                     .withDecodeScale(get(DECODE_SCALE)).withMaxSourcePixels(get(MAX_SOURCE_PIXELS))
                     .withDecodeMemory(get(DECODE_MEMORY) != null ? get(DECODE_MEMORY) : 0) // 0: shared among the CPU pool's threads
                     .withSequenceLimit(get(MAX_SEQ_LEN), get(TRUNCATION)).withPixelFormat(get(PIXEL_FORMAT))
                     .withMaxImages(get(MAX_IMAGES))
                     .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)))
                     .withImageBackend(imageBackend());
+            return video.encoding() != null ? base.withVideo(video.encoding()) : base.withVideoRefused(video.refusal());
         } catch (IllegalArgumentException e) {
             throw new ConfigException(e.getMessage().startsWith("--") ? e.getMessage() : "--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
         }
     }
+
+    /**
+     * How the job encodes the videos of its samples ({@code --video}, {@code --video-*}, {@code --transformers} and
+     * {@code --model}'s {@code video_preprocessor_config.json}), what {@link #encodeOptions()} carries; null when it takes
+     * no video: {@code --video off}, or a trainer's release whose video rules Stoker does not know ({@link #videoRefusal()}).
+     */
+    public VideoEncoding videoEncoding() { return video.encoding(); }
+
+    /**
+     * Why the job takes no video when {@code --video} is on: the trainer's release has no video rules Stoker knows (the
+     * message names it and what to pass); null otherwise. {@link #encodeOptions()} carries it, and its record parser says it
+     * where it refuses a video record ({@link EncodeOptions#sampleParser()}).
+     */
+    public String videoRefusal() { return video.refusal(); }
 
     /**
      * The image processor images reproduce: {@code --image-backend} as given; else the one {@code AutoProcessor} loads on

@@ -17,6 +17,8 @@ import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions.TextOnlyPolicy;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.TransformersVersion;
+import dev.stoker.encode.video.VideoEncoding;
+import dev.stoker.image.torch.CpuCapability;
 import dev.stoker.image.decode.ExifPolicy;
 import dev.stoker.image.qwenvl.ImageBackend;
 import dev.stoker.pipeline.feed.ErrorPolicy;
@@ -29,6 +31,8 @@ import dev.stoker.source.SourceConfig;
 import dev.stoker.store.StoreConfig;
 import dev.stoker.text.TruncationPolicy;
 import dev.stoker.transport.FeedServer;
+import dev.stoker.video.sample.VideoKey;
+import dev.stoker.video.sample.VideoSampler;
 import java.net.URI;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -56,6 +60,11 @@ public abstract sealed class NodeSettings permits NodeConfig {
 
     /** Which chat template renders a sample's chat: Stoker's built-in one of the family, or the model folder's own. */
     public enum ChatTemplateChoice { BUILTIN, MODEL }
+
+    private static final String VIDEO_SAMPLER_OPTION = "--video-sampler";
+
+    /** The longest decode deadline a video may be given: a day (a deadline guards against a hung decode, not a slow one). */
+    public static final double MAX_VIDEO_DECODE_TIMEOUT_SECONDS = 86_400;
 
     /** Workers a cluster job may place: a node may be given any of them when another dies (the task producer's bound). */
     public static final int MAX_CLUSTER_WORKERS = 64;
@@ -132,6 +141,46 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "(docs/model-inputs.md). Given beside --model it wins over the model's, which names the release that saved it.");
     public static final ConfigKey<Path> TOKENIZER = key("tokenizer", PROCESSOR, "FILE", TEXT, ConfigKey.path(), Path::toString, null,
             "the bundled Qwen2 tokenizer; with --model, the model's", "tokenizer.json (or .json.gz).");
+    public static final ConfigKey<Boolean> VIDEO = key("video", PROCESSOR, "on|off", TEXT, ConfigKey.flag(), b -> b ? "on" : "off", true,
+            null, "on: video records are read and their videos encoded (pixel_values_videos, video_grid_thw; docs/video.md), by "
+                    + "the rules of --video-sampler and the trainer's --transformers release (4.57 or 5.18; without it "
+                    + "qwen-vl-finetune's; another release refuses video records, naming it, and images keep working). off: video "
+                    + "records are refused as media Stoker does not serve, and the other video settings do nothing.");
+    public static final ConfigKey<VideoSampler> VIDEO_SAMPLER = key("video-sampler", PROCESSOR, "MODE", TEXT, NodeSettings::sampler,
+            VideoSampler::cliName, VideoSampler.HF, null, "How frames are sampled and resized: hf (the family's Hugging Face "
+                    + "video processor, sampling on) or qwen-vl-utils (its fetch_video in front of the processor).");
+    public static final ConfigKey<Double> VIDEO_FPS = key("video-fps", PROCESSOR, "FPS", NUMBER, videoNumber(VideoKey.FPS),
+            ConfigKey::formatNumber, null, "2; with --model, its video processor's fps", "Frames per second sampled, for every "
+                    + "video item that does not set fps itself.");
+    public static final ConfigKey<Double> VIDEO_MIN_FRAMES = key("video-min-frames", PROCESSOR, "N", NUMBER,
+            videoNumber(VideoKey.MIN_FRAMES), ConfigKey::formatNumber, null, "4; with --model, its video processor's",
+            "Fewest frames sampled of a video (a video item's min_frames wins).");
+    public static final ConfigKey<Double> VIDEO_MAX_FRAMES = key("video-max-frames", PROCESSOR, "N", NUMBER,
+            videoNumber(VideoKey.MAX_FRAMES), ConfigKey::formatNumber, null, "768; with --model, its video processor's",
+            "Most frames sampled of a video (a video item's max_frames wins).");
+    public static final ConfigKey<Double> VIDEO_MIN_PIXELS = key("video-min-pixels", PROCESSOR, "N", NUMBER,
+            videoNumber(VideoKey.MIN_PIXELS), ConfigKey::formatNumber, null, "hf: the Hub folders' (3136 per frame for qwen2-vl "
+                    + "and qwen2.5-vl, 4096 over all frames for qwen3-vl), with --model its video processor's; qwen-vl-utils: "
+                    + "128·f² (f = 28, qwen3-vl 32)", "Lower pixel bound of the resized video (hf: per frame for Qwen2/2.5, over all "
+                    + "frames for Qwen3; qwen-vl-utils: per frame).");
+    public static final ConfigKey<Double> VIDEO_MAX_PIXELS = key("video-max-pixels", PROCESSOR, "N", NUMBER,
+            videoNumber(VideoKey.MAX_PIXELS), ConfigKey::formatNumber, null, "hf: the Hub folders' (12845056 per frame for qwen2-vl "
+                    + "and qwen2.5-vl, 25165824 over all frames for qwen3-vl), with --model its video processor's; qwen-vl-utils: "
+                    + "768·f²", "Upper pixel bound of the resized video, as --video-min-pixels.");
+    public static final ConfigKey<Double> VIDEO_TOTAL_PIXELS = key("video-total-pixels", PROCESSOR, "N", NUMBER,
+            videoNumber(VideoKey.TOTAL_PIXELS), ConfigKey::formatNumber, null, "128000·f²·0.9", "qwen-vl-utils only: the pixel "
+                    + "budget over all frames of a video (the hf sampler's is --video-max-pixels).");
+    public static final ConfigKey<CpuCapability> VIDEO_CPU = key("video-cpu", PROCESSOR, "CAP", TEXT, ConfigKey.enumOf(CpuCapability.class),
+            ConfigKey::cliName, CpuCapability.AVX2, null, "The torch build's CPU capability (default, avx2, avx512: what "
+                    + "torch.backends.cpu.get_cpu_capability() prints on the trainer) whose float rounding the qwen-vl-utils resize "
+                    + "reproduces; avx2 and avx512 round alike, default differs.");
+    public static final ConfigKey<Double> VIDEO_DECODE_TIMEOUT = key("video-decode-timeout", PROCESSOR, "SECONDS", NUMBER,
+            seconds(MAX_VIDEO_DECODE_TIMEOUT_SECONDS), ConfigKey::formatNumber, VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS / 1e9, null,
+            "The most one video's reading and decoding may take; a video past it is that sample's error.");
+    public static final ConfigKey<VideoEncoding.Decode> VIDEO_DECODE = key("video-decode", PROCESSOR, "WHERE", TEXT,
+            ConfigKey.enumOf(VideoEncoding.Decode.class), ConfigKey::cliName, VideoEncoding.Decode.WORKERS, null, "workers: the feed decodes videos in "
+                    + "child JVM worker processes, so that a video that crashes libavcodec (native code) fails only its sample; "
+                    + "in-process: faster, but such a crash ends the service.");
 
     // ---- DATA: what to feed and how
     public static final ConfigKey<String> DATA_KEY = key("data", DATA, "URI", TEXT, ConfigKey.text(), Function.identity(), null, null,
@@ -332,6 +381,14 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "this file as JSON.");
 
 
+    /**
+     * The settings that make a job's video encoding ({@link NodeConfig#videoEncoding()}): what a command that encodes
+     * videos in its own process takes ({@code encode}, {@code bench video}). {@link #VIDEO_DECODE} is not among them: it
+     * says how the feed runs its decoders, not what they make.
+     */
+    public static final List<ConfigKey<?>> VIDEO_ENCODING = List.of(VIDEO, VIDEO_SAMPLER, VIDEO_FPS, VIDEO_MIN_FRAMES, VIDEO_MAX_FRAMES,
+            VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS, VIDEO_TOTAL_PIXELS, VIDEO_CPU, VIDEO_DECODE_TIMEOUT);
+
     /** The settings that mean something only with --pack-tokens. */
     static final List<ConfigKey<?>> PACK_ONLY = List.of(PACK_PATCHES, BALANCE, PACK_PAD_TO, COST_LLM_PARAMS, COST_LLM_LAYERS,
             COST_LLM_ATTENTION_WIDTH, COST_VIT_PARAMS, COST_VIT_ATTENTION_LAYERS, COST_VIT_HIDDEN, COST_VISION_TRAINED);
@@ -343,6 +400,44 @@ public abstract sealed class NodeSettings permits NodeConfig {
         var k = new ConfigKey<>(name, group, label, kind, reader, writer, defaultValue, defaultText, doc);
         KEYS.add(k);
         return k;
+    }
+
+    /** A sampler by name; llamafactory is refused as a job's encoding refuses it ({@link VideoEncoding#checkSampler}). */
+    private static VideoSampler sampler(String name) {
+        var sampler = VideoSampler.fromName(name);
+        try {
+            VideoEncoding.checkSampler(sampler);
+        } catch (IllegalArgumentException e) { // the message names the option, as ConfigKey.parse does too
+            throw new IllegalArgumentException(e.getMessage().replaceFirst("^" + VIDEO_SAMPLER_OPTION + " ", ""));
+        }
+        return sampler;
+    }
+
+    /** A number for a command-level video option, checked against {@code key}'s bounds as a video item's value is. */
+    private static Function<String, Double> videoNumber(VideoKey key) {
+        return s -> {
+            double v;
+            try {
+                v = Double.parseDouble(s);
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("'" + s + "' is not a number");
+            }
+            try {
+                return key.check(key.flag(), v);
+            } catch (IllegalArgumentException e) { // the key names its option, as ConfigKey.parse does too
+                throw new IllegalArgumentException(e.getMessage().substring(key.flag().length() + 2));
+            }
+        };
+    }
+
+    /** A positive number of seconds, at most {@code max}. */
+    private static Function<String, Double> seconds(double max) {
+        var positive = ConfigKey.positive();
+        return s -> {
+            double v = positive.apply(s);
+            if (v > max) throw new IllegalArgumentException("must be at most " + ConfigKey.formatNumber(max) + " seconds, got " + s);
+            return v;
+        };
     }
 
     /** Every setting, in the order config files and help list them. */

@@ -85,9 +85,11 @@ public final class ShmBudget {
         PixelFormat format = options.pixelFormat();
         var shape = new BatchShape(batch, length, batch * (pixels / patch), vision.rowLength(), Math.multiplyExact(batch, images), format,
                 format == PixelFormat.UINT8 ? batch * pixels * 3 : 0, options.inputContract());
-        // with video the same pixels may be split between images and videos: the videos' grids (one token each at least) on top
+        // with video the same pixels may be split between images and videos: the videos' grids (one token each at least) on
+        // top, and in the compact format their frames (a video row is up to temporal-patch frames: tps times an image's bytes)
         if (options.video() != null)
-            shape = shape.withVideos(new BatchShape.Videos(0, Math.multiplyExact(batch, length), true));
+            shape = shape.withVideos(new BatchShape.Videos(0, Math.multiplyExact(batch, length), true, format == PixelFormat.UINT8
+                    ? Math.multiplyExact(batch * pixels * 3, vision.temporalPatchSize()) : 0));
         return shape.sizeBytes();
     }
 
@@ -140,6 +142,13 @@ public final class ShmBudget {
                     + "largest pack this configuration can make is %d bytes (--pack-tokens %d, %s). Raise --shm-budget to %d, or lower "
                     + "--pack-tokens or set --pack-patches", shares, LEASES_PER_TRAINER, largest, packTokens,
                     packPatches > 0 ? "--pack-patches " + packPatches : "every token an image token", need * count));
+        if (options.video() != null) // --max-images and --max-pixels bound images, not a video's frames: only the tokens do
+            throw new ConfigException(String.format(Locale.ROOT, "%s: its trainer may hold %d batches while the next is filled, and "
+                    + "the largest batch this configuration can make is %d bytes (--batch %d, each sample at --max-seq-len %d with as "
+                    + "many image or video pixels as it has tokens for: with --video on, --max-images and --max-pixels do not bound "
+                    + "a video's frames, %s). Raise --shm-budget to %d, or lower --batch or --max-seq-len; a job without video: "
+                    + "--video off", shares, LEASES_PER_TRAINER, largest, batch, options.maxSequenceLength(),
+                    ConfigKey.cliName(options.pixelFormat()), need * count));
         throw new ConfigException(String.format(Locale.ROOT, "%s: its trainer may hold %d batches while the next is filled, and the "
                 + "largest batch this configuration can make is %d bytes (--batch %d, each sample at --max-seq-len %d with %s at "
                 + "--max-pixels %d%s, %s). Raise --shm-budget to %d, or lower --batch, --max-pixels, --max-seq-len or --max-images",

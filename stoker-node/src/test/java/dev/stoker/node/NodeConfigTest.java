@@ -49,7 +49,9 @@ class NodeConfigTest {
     @Test
     void theDefaultsAreThePipelinesDefaults() {
         var config = NodeConfig.builder().data("ds/train.jsonl").build();
-        var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL);
+        // with video on (the default, issue 29): the HF sampler and qwen-vl-finetune's video tokens
+        var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withVideo(dev.stoker.encode.video.VideoEncoding.defaults()
+                .withDecode(dev.stoker.encode.video.VideoEncoding.Decode.WORKERS));
         assertEquals(encode, config.encodeOptions(), "a node's encoding is the library's default encoding");
         for (var mode : FeedMode.values())
             assertEquals(FeedConfig.of(mode, encode, 1, 8), config.feedConfig(mode), "a node's feed is FeedConfig's default feed: " + mode);
@@ -178,7 +180,11 @@ class NodeConfigTest {
         // transformers_version (4.57.0.dev0) implies the torchvision image backend
         var byHand = NodeConfig.builder().data("d.jsonl").processor(ProcessorPreset.QWEN3_VL).tokenizer(dir.resolve("tokenizer.json"))
                 .set("image-backend", "torchvision").build();
-        assertEquals(byHand.encodeOptions().withModel(model), config.encodeOptions());
+        var video = config.videoEncoding(); // the folder's release (4.57) and its video processor settings (its preprocessor_config's)
+        assertEquals(dev.stoker.text.VideoContract.TRANSFORMERS_4_57, video.contract());
+        assertEquals(java.util.Map.of(dev.stoker.video.sample.VideoKey.MIN_PIXELS, 65536.0, dev.stoker.video.sample.VideoKey.MAX_PIXELS,
+                16777216.0), video.processor().values());
+        assertEquals(byHand.encodeOptions().withModel(model).withVideo(video), config.encodeOptions());
         String yaml = config.toYaml(NodeConfig.keys());
         assertTrue(yaml.contains("model: " + dir + "\n"), yaml);
         assertTrue(yaml.contains("# max-pixels: 16777216  (from --model)\n"), yaml);

@@ -104,16 +104,29 @@ public final class SampleParser {
             .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     private final boolean acceptVideo;
     private final List<UnservedMedia> unserved;
+    /** Why this job does not take video, said where a video record is refused; null: the plain "not supported". */
+    private final String videoRefusal;
 
     /** A parser that refuses video records ({@link Videos#REFUSE}). */
     public SampleParser() { this(Videos.REFUSE); }
 
     /** A parser that reads or refuses video records as {@code videos} says. */
-    public SampleParser(Videos videos) {
+    public SampleParser(Videos videos) { this(videos, null); }
+
+    /**
+     * A parser that reads or refuses video records as {@code videos} says; a refused video record's error also says
+     * {@code videoRefusal} (why this job takes no video: a trainer's transformers release whose video rules Stoker does
+     * not know, for one), or only that video is not supported when it is null.
+     *
+     * @throws IllegalArgumentException for a reason given with {@link Videos#ACCEPT}, which refuses no video
+     */
+    public SampleParser(Videos videos, String videoRefusal) {
         this.acceptVideo = java.util.Objects.requireNonNull(videos, "videos") == Videos.ACCEPT;
+        if (acceptVideo && videoRefusal != null) throw new IllegalArgumentException("a parser that reads video refuses none: no reason to give");
         var list = new ArrayList<UnservedMedia>(List.of(UnservedMedia.values()));
         if (acceptVideo) list.remove(UnservedMedia.VIDEO);
         this.unserved = List.copyOf(list);
+        this.videoRefusal = videoRefusal;
     }
 
     /** Whether this parser reads video records. */
@@ -436,11 +449,16 @@ public final class SampleParser {
         return parts;
     }
 
+    /** {@code cause}, with this parser's reason for refusing video when {@code media} is video and there is one. */
+    private String notSupported(UnservedMedia media, String cause) {
+        return media == UnservedMedia.VIDEO && videoRefusal != null ? cause + ": " + videoRefusal : cause;
+    }
+
     /** A text read for placeholders must hold none of a medium not served: the trainers would read it as that medium. */
     private void refuseUnservedPlaceholders(String value, String path, String id) {
         for (var media : unserved)
             if (value.contains(media.placeholder()))
-                throw error(id, path + ": " + media.placeholder() + " placeholder found; " + media.notSupported());
+                throw error(id, path + ": " + media.placeholder() + " placeholder found; " + notSupported(media, media.notSupported()));
     }
 
     /** The top-level {@code video} / {@code videos} list: each entry a reference or a list of frame references. */
@@ -584,7 +602,7 @@ public final class SampleParser {
     private void refuseUnread(JsonNode record, String id) {
         for (var media : unserved)
             for (var key : media.fields())
-                if (present(record.get(key))) throw error(id, "field '" + key + "': " + media.notSupported());
+                if (present(record.get(key))) throw error(id, "field '" + key + "': " + notSupported(media, media.notSupported()));
         if (present(record.get("tools"))) throw error(id, "field 'tools': tool definitions are not supported");
     }
 
@@ -601,7 +619,7 @@ public final class SampleParser {
         var type = typeNode == null ? null : typeNode.asText();
         for (var media : unserved)
             for (var name : media.itemTypes())
-                if (name.equals(type) || item.has(name)) throw error(id, path + ": " + media.contentNotSupported());
+                if (name.equals(type) || item.has(name)) throw error(id, path + ": " + notSupported(media, media.contentNotSupported()));
         if (acceptVideo && ("video".equals(type) || item.has("video"))) return videoItem(item, type, path, id);
         if ("image".equals(type) || "image_url".equals(type) || item.has("image") || item.has("image_url"))
             return new Message.Image(imageRef(item, path, id));

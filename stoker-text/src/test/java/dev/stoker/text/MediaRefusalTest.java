@@ -56,6 +56,27 @@ class MediaRefusalTest {
              "audios": ["1.wav"]}"""));
     }
 
+    /**
+     * A parser given the reason its job takes no video (a trainer's release without known video rules) says it after
+     * "not supported", wherever it refuses video; audio's refusal stays as it is; a parser that reads video has no reason.
+     */
+    @Test
+    void aVideoRefusalSaysTheJobsReason() {
+        var refusing = new SampleParser(SampleParser.Videos.REFUSE, "pass --transformers 4.57 or 5.18");
+        java.util.function.Function<String, String> refusal = json -> assertThrows(SampleException.class,
+                () -> refusing.parseLine(json.getBytes(StandardCharsets.UTF_8), "s")).getMessage();
+        assertEquals("messages[0].content: <video> placeholder found; video is not supported: pass --transformers 4.57 or 5.18",
+                refusal.apply("""
+                    {"messages": [{"role": "user", "content": "<video>Why?"}, {"role": "assistant", "content": "So."}], "videos": ["a.mp4"]}"""));
+        assertEquals("field 'videos': video is not supported: pass --transformers 4.57 or 5.18", refusal.apply("""
+            {"messages": [{"role": "user", "content": "Why?"}, {"role": "assistant", "content": "So."}], "videos": ["a.mp4"]}"""));
+        assertEquals("messages[0].content[0]: video content is not supported: pass --transformers 4.57 or 5.18", refusal.apply("""
+            {"messages": [{"role": "user", "content": [{"type": "video", "video": "a.mp4"}]}, {"role": "assistant", "content": "So."}]}"""));
+        assertEquals("field 'audios': audio is not supported by the Qwen-VL processors", refusal.apply("""
+            {"messages": [{"role": "user", "content": "Why?"}, {"role": "assistant", "content": "So."}], "audios": ["a.mp3"]}"""));
+        assertThrows(IllegalArgumentException.class, () -> new SampleParser(SampleParser.Videos.ACCEPT, "no"));
+    }
+
     @ParameterizedTest
     @EnumSource(UnservedMedia.class)
     void aPlaceholderIsRefusedWhereverImagePlaceholdersAreRead(UnservedMedia media) {

@@ -35,12 +35,24 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class VideoBench {
     /**
-     * @param config the data set, the encoding, the threads and the tokenizer
-     * @param video  the video encoding ({@code --video-*}, {@code --transformers})
+     * @param config the data set, the encoding (the video encoding among it: {@link NodeConfig#videoEncoding()}), the
+     *               threads and the tokenizer
      * @param limit  samples to time, 0 for all
      * @param warmup samples encoded before timing starts
      */
-    public record Settings(NodeConfig config, VideoEncoding video, int limit, int warmup) {}
+    public record Settings(NodeConfig config, int limit, int warmup) {
+        /**
+         * The video encoding ({@code --video-*}, {@code --transformers}, {@code --model}).
+         *
+         * @throws ConfigException where the configuration takes no video, saying why
+         */
+        public VideoEncoding video() {
+            var video = config.videoEncoding();
+            if (video != null) return video;
+            throw new ConfigException(config.videoRefusal() != null ? config.videoRefusal()
+                    : "--video off: stoker bench video encodes videos; leave --video on");
+        }
+    }
 
     private VideoBench() {}
 
@@ -49,6 +61,7 @@ public final class VideoBench {
 
     public static Map<String, Object> run(Settings s, PrintWriter out) throws IOException, InterruptedException {
         var config = s.config();
+        var video = s.video(); // refused here, before any source is opened, where the job takes no video
         int threads = config.threads();
         try (var sources = DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
              QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER))) {
@@ -66,7 +79,7 @@ public final class VideoBench {
             double videosPerSecond = r.videos() / r.seconds();
             out.printf("data          %s (%d samples timed, %d warm-up)%n", config.data(), count, warm);
             out.printf("processor     %s, video sampler %s, %s, threads %d%n", config.encodeOptions().preset(),
-                    s.video().sampler(), s.video().contract(), threads);
+                    video.sampler(), video.contract(), threads);
             out.printf("samples       %d ok, %d errors, %d videos%n", r.samples(), r.errors(), r.videos());
             out.printf("throughput    %.2f samples/s, %.2f videos/s in %.2f s%n", r.samples() / r.seconds(), videosPerSecond,
                     r.seconds());
@@ -85,7 +98,7 @@ public final class VideoBench {
             json.put("errors", r.errors());
             json.put("videos", r.videos());
             json.put("seconds", round(r.seconds()));
-            json.put("sampler", s.video().sampler().cliName());
+            json.put("sampler", video.sampler().cliName());
             json.put("processor", config.encodeOptions().preset().cliName());
             out.println(new ObjectMapper().writeValueAsString(json));
             out.flush();
@@ -108,7 +121,7 @@ public final class VideoBench {
         long start = System.nanoTime();
         for (int t = 0; t < threads; t++) {
             workers.add(Thread.ofPlatform().name("stoker-cpu-" + t).start(() -> {
-                var encoder = new SampleEncoder(s.config().encodeOptions(), tok, s.video());
+                var encoder = new SampleEncoder(s.config().encodeOptions(), tok); // decodes in process
                 for (int i; (i = next.getAndIncrement()) < count; ) {
                     try {
                         encode(encoder, source, records, i);

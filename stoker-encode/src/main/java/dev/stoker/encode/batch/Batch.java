@@ -37,7 +37,8 @@ import java.util.List;
  * @param segmentLengths  a pack's segment lengths L_i in order (its samples', then the dummy image's when it has one; the
  *                        tail pad is no segment); null for a padded batch
  * @param videos          the batch's video tensors, its samples' in order (issue 29): exact arrays, null when it holds no
- *                        video ({@link BatchShape#videos()} says how many)
+ *                        video ({@link BatchShape#videos()} says how many); in UINT8 the videos' resized frames and frame
+ *                        counts ({@code pixel_values_videos_u8}, {@code video_frame_counts})
  */
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
                     List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
@@ -82,12 +83,14 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
             throw new IllegalArgumentException("batch of " + shape.samples() + " samples (" + sampleIds.size() + " ids, "
                     + datasetIndices.length + " indices) + " + skippedSamples.size() + " skipped != " + scheduled + " scheduled");
         var v = shape.videos();
-        if (v.count() == 0 ? videos != null : videos == null || videos.videos() != v.count() || videos.rows() != v.rows()
-                || videos.pixelValuesVideos().length != v.rows() * videos.rowLength()
-                || videos.secondPerGridTs().length != (v.seconds() ? v.count() : 0))
-            throw new IllegalArgumentException("a batch of " + v + " has video tensors " + (videos == null ? "none" : videos.videos()
-                    + " videos of " + videos.rows() + " rows"));
         boolean compact = shape.pixelFormat() == dev.stoker.encode.EncodeOptions.PixelFormat.UINT8;
+        if (v.count() == 0 ? videos != null : videos == null || videos.videos() != v.count() || videos.rows() != v.rows()
+                || videos.compact() != compact
+                || (compact ? videos.pixelsU8().length != v.u8Bytes() : videos.pixelValuesVideos().length != v.rows() * videos.rowLength())
+                || videos.secondPerGridTs().length != (v.seconds() ? v.count() : 0))
+            throw new IllegalArgumentException("a " + shape.pixelFormat() + " batch of " + v + " has video tensors " + (videos == null
+                    ? "none" : videos.videos() + " videos of " + videos.rows() + " rows" + (videos.compact() ? ", "
+                    + videos.pixelsU8().length + " u8 bytes" : "")));
         if (compact != (pixelsU8 != null) || compact && pixelsU8.length != shape.pixelU8Bytes())
             throw new IllegalArgumentException("a " + shape.pixelFormat() + " batch of " + shape.pixelU8Bytes() + " u8 pixel bytes has "
                     + (pixelsU8 == null ? "none" : pixelsU8.length));

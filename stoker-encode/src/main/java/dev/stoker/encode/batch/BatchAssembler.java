@@ -20,7 +20,8 @@ import java.util.List;
  * {@code position_ids} are padded with 0, as 5.x's {@code get_rope_index} leaves them, and the batch carries
  * {@code mm_token_type_ids} ({@link #mmTokenTypeIds}).
  *
- * In the compact wire format the samples' u8 pixels are concatenated instead of pixel_values rows.
+ * In the compact wire format the samples' u8 pixels are concatenated instead of pixel_values rows, and their videos'
+ * resized frames and frame counts instead of pixel_values_videos rows.
  *
  * <p>Under {@link EncodeOptions.TextOnlyPolicy#DUMMY_IMAGE} a batch of samples none of which has an image gets the
  * {@link DummyImage}: its tokens after the first sample's (label −100, attention 0, the padding's position), its pixels
@@ -103,15 +104,23 @@ public final class BatchAssembler {
 
     /**
      * The video tensors of {@code samples} concatenated in order ({@code pixel_values_videos}, {@code video_grid_thw},
-     * {@code second_per_grid_ts}; frame indices too), or null when {@code videos} says there is none.
+     * {@code second_per_grid_ts}; frame indices too; in the compact format the resized frames and their frame counts
+     * instead of the rows), or null when {@code videos} says there is none.
      */
     public static dev.stoker.encode.video.VideoTensors videos(List<EncodedSample> samples, BatchShape.Videos videos) {
         if (videos.count() == 0) return null;
         int rowLength = 0;
-        for (var s : samples) if (s.videos() != null && s.videos().videos() > 0) rowLength = s.videos().rowLength();
-        if (videos.rows() * rowLength > Integer.MAX_VALUE - 8)
+        boolean compact = false;
+        for (var s : samples)
+            if (s.videos() != null && s.videos().videos() > 0) {
+                rowLength = s.videos().rowLength();
+                compact = s.videos().compact();
+            }
+        if (compact ? videos.u8Bytes() > Integer.MAX_VALUE - 8 : videos.rows() * rowLength > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("video rows too large for heap arrays: " + videos);
-        float[] pixels = new float[(int) (videos.rows() * rowLength)];
+        float[] pixels = new float[compact ? 0 : (int) (videos.rows() * rowLength)];
+        byte[] u8 = compact ? new byte[(int) videos.u8Bytes()] : null;
+        long[] counts = compact ? new long[videos.count()] : null;
         long[] grid = new long[3 * videos.count()];
         float[] seconds = new float[videos.seconds() ? videos.count() : 0];
         var frames = java.util.stream.LongStream.builder();
@@ -119,16 +128,23 @@ public final class BatchAssembler {
         for (var s : samples) {
             var v = s.videos();
             if (v == null || v.videos() == 0) continue;
-            int floats = v.rows() * rowLength;
-            System.arraycopy(v.pixelValuesVideos(), 0, pixels, p, floats);
-            p += floats;
+            if (v.compact() != compact) throw new IllegalArgumentException("sample " + s.id() + "'s videos are in the other pixel format");
+            if (compact) {
+                System.arraycopy(v.pixelsU8(), 0, u8, p, v.pixelsU8().length);
+                System.arraycopy(v.frameCounts(), 0, counts, g / 3, v.frameCounts().length);
+                p += v.pixelsU8().length;
+            } else {
+                int floats = v.rows() * rowLength;
+                System.arraycopy(v.pixelValuesVideos(), 0, pixels, p, floats);
+                p += floats;
+            }
             System.arraycopy(v.videoGridThw(), 0, grid, g, v.videoGridThw().length);
             g += v.videoGridThw().length;
             System.arraycopy(v.secondPerGridTs(), 0, seconds, t, v.secondPerGridTs().length);
             t += v.secondPerGridTs().length;
             for (long f : v.frameIndices()) frames.add(f);
         }
-        return new dev.stoker.encode.video.VideoTensors(pixels, rowLength, grid, seconds, frames.build().toArray());
+        return new dev.stoker.encode.video.VideoTensors(pixels, rowLength, grid, seconds, frames.build().toArray(), u8, counts);
     }
 
     /** The padded token tensors of a batch, flat and row-major: (B, L) ×3 and (3, B, L). */

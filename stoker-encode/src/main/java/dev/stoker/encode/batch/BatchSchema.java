@@ -26,12 +26,14 @@ import java.util.List;
  *  mm_token_type_ids  int64   (B, L)          transformers 5.3 and later only (InputContract)
  *  pixel_values       float32 (rows, rowLength)  or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
  *  image_grid_thw     int64   (images, 3)
- *  pixel_values_videos float32 (video rows, rowLength)  only in a batch that holds a video (issue 29)
+ *  pixel_values_videos float32 (video rows, rowLength)  only in a batch that holds a video (issue 29); or, in the
+ *                                             compact format, pixel_values_videos_u8 uint8 (Σ T·H·W, 3)
  *  video_grid_thw     int64   (videos, 3)     only in a batch that holds a video
  *  second_per_grid_ts float32 (videos)        only in a Qwen2.5-VL batch that holds a video
  *  sample_index       int64   (B)             each sample's line in the manifest           metadata
  *  pixel_norm         float32 (2, 3)          compact format only: mean and std per channel
  *  pixel_patch        int64   (3)             compact format only: patch, temporal patch, merge size
+ *  video_frame_counts int64   (videos)        compact format only, in a batch that holds a video: T per video
  * </pre>
  *
  * The row length of {@code pixel_values} is the model's ({@link VisionConfig#rowLength()}) even when
@@ -47,6 +49,16 @@ import java.util.List;
  * every Qwen-VL {@code forward} takes them as optional keyword arguments. A batch with videos and no image still flags
  * its empty image tensors as metadata; it gets no dummy image (its videos run the vision tower).
  *
+ * <p>In the compact format a video travels as its kept frames resized ({@code pixel_values_videos_u8}: video k's T_k
+ * frames of H·W pixels, HWC, frame after frame, after the videos before it; H, W from its {@code video_grid_thw} row
+ * times the patch size), what the video processor normalizes and patchifies; {@code video_frame_counts} gives each T_k,
+ * since a T that is not a multiple of the temporal patch size is padded with its last frame by the conversion, not on
+ * the wire. The trainer's conversion ({@code stoker.pixels.to_pixel_values_videos}, {@code
+ * CompactPixels#toPixelValuesVideos}) normalizes with the video processors' fused table from the same {@code pixel_norm}
+ * ({@link dev.stoker.image.qwenvl.VideoPatchWriter} normalizes with the job's one {@link VisionConfig}, images' and
+ * videos' alike, as {@code FAMILIES} of ref_qwenvl_video.py gives each family one mean and std), giving
+ * {@code pixel_values_videos} bit for bit.
+ *
  * <p>A pack ({@link BatchShape#packed()}, {@link PackAssembler}; docs/protocol.md "The canonical pack") has its own
  * table, n its segments and T its row's tokens:
  *
@@ -57,12 +69,14 @@ import java.util.List;
  *  mm_token_type_ids  int64   (1, T)          transformers 5.3 and later only (InputContract)
  *  pixel_values       float32 (rows, rowLength)  or pixel_values_u8 uint8 (Σ H·W, 3): segment order
  *  image_grid_thw     int64   (images, 3)
+ *  pixel_values_videos, video_grid_thw, second_per_grid_ts   as above, segment order, only in a pack that holds a video
  *  sample_index       int64   (n)             each segment's data set index, −1 for the dummy image's   metadata
  *  cu_seqlens         int32   (n + 1)         0, L_1, L_1+L_2, …, Σ L_i (the tail pad is no segment)
  *  max_seqlen         int32   (1)             max L_i
  *  seg_ids            int32   (1, T)          1..n per token, 0 on the tail pad
  *  pixel_norm         float32 (2, 3)          compact format only
  *  pixel_patch        int64   (3)             compact format only
+ *  video_frame_counts int64   (videos)        compact format only, in a pack that holds a video
  * </pre>
  *
  * No {@code attention_mask}: Hugging Face's flash-attention path must get {@code attention_mask=None} for a pack (a 2-D
@@ -80,6 +94,8 @@ public final class BatchSchema {
     /** A batch's video tensors (present only when it holds a video). */
     public static final String PIXEL_VALUES_VIDEOS = "pixel_values_videos", VIDEO_GRID_THW = "video_grid_thw",
             SECOND_PER_GRID_TS = "second_per_grid_ts";
+    /** The compact format's video tensors: the videos' resized frames (a model input until converted) and their frame counts (metadata). */
+    public static final String PIXEL_VALUES_VIDEOS_U8 = "pixel_values_videos_u8", VIDEO_FRAME_COUNTS = "video_frame_counts";
     public static final String SAMPLE_INDEX = BatchLayout.SAMPLE_INDEX;
     public static final String PIXEL_NORM = BatchLayout.PIXEL_NORM;
     public static final String PIXEL_PATCH = BatchLayout.PIXEL_PATCH;
@@ -143,20 +159,24 @@ public final class BatchSchema {
         return List.copyOf(names);
     }
 
-    /** Every tensor name of a batch of {@code shape}, padded or packed, as laid out: its video tensors after the images'. */
+    /**
+     * Every tensor name of a batch of {@code shape}, padded or packed, as laid out: its video tensors after the images',
+     * and in the compact format {@code video_frame_counts} last.
+     */
     public static List<String> names(BatchShape shape) {
         var names = shape.packed() ? packedNames(shape.pixelFormat(), shape.inputContract()) : names(shape.pixelFormat(), shape.inputContract());
         var v = shape.videos();
         if (v.count() == 0) return names;
-        var out = new ArrayList<String>(names.size() + 3);
+        var out = new ArrayList<String>(names.size() + 4);
         for (String n : names) {
             out.add(n);
             if (n.equals(IMAGE_GRID_THW)) {
-                out.add(PIXEL_VALUES_VIDEOS);
+                out.add(videoPixelTensor(shape.pixelFormat()));
                 out.add(VIDEO_GRID_THW);
                 if (v.seconds()) out.add(SECOND_PER_GRID_TS);
             }
         }
+        if (shape.pixelFormat() == PixelFormat.UINT8) out.add(VIDEO_FRAME_COUNTS);
         return List.copyOf(out);
     }
 
@@ -166,7 +186,7 @@ public final class BatchSchema {
      * image, so that no client hands them to {@code forward}.
      */
     public static boolean isMetadata(String name, int images) {
-        return name.equals(SAMPLE_INDEX) || name.equals(PIXEL_NORM) || name.equals(PIXEL_PATCH)
+        return name.equals(SAMPLE_INDEX) || name.equals(PIXEL_NORM) || name.equals(PIXEL_PATCH) || name.equals(VIDEO_FRAME_COUNTS)
                 || name.equals(CU_SEQLENS) || name.equals(MAX_SEQLEN) || name.equals(SEG_IDS)
                 || images == 0 && (name.equals(PIXEL_VALUES) || name.equals(PIXEL_VALUES_U8) || name.equals(IMAGE_GRID_THW));
     }
@@ -184,6 +204,11 @@ public final class BatchSchema {
     /** The name of the tensor that holds a batch's pixels in {@code format}. */
     public static String pixelTensor(PixelFormat format) { return format == PixelFormat.UINT8 ? PIXEL_VALUES_U8 : PIXEL_VALUES; }
 
+    /** The name of the tensor that holds a batch's video pixels in {@code format}. */
+    public static String videoPixelTensor(PixelFormat format) {
+        return format == PixelFormat.UINT8 ? PIXEL_VALUES_VIDEOS_U8 : PIXEL_VALUES_VIDEOS;
+    }
+
     /** Every tensor of a batch of {@code shape}, in order; {@code rowLength} is the model's pixel_values row. */
     public static List<BatchLayout.Spec> specs(BatchShape shape, int rowLength) {
         if (shape.packed()) return packedSpecs(shape, rowLength);
@@ -199,6 +224,8 @@ public final class BatchSchema {
                 case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
                 case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
                 case PIXEL_VALUES_VIDEOS -> spec(name, images, Tensor.DType.FLOAT32, v.rows(), rowLength);
+                case PIXEL_VALUES_VIDEOS_U8 -> spec(name, images, Tensor.DType.UINT8, v.u8Bytes() / 3, 3);
+                case VIDEO_FRAME_COUNTS -> spec(name, images, Tensor.DType.INT64, v.count());
                 case VIDEO_GRID_THW -> spec(name, images, Tensor.DType.INT64, v.count(), 3);
                 case SECOND_PER_GRID_TS -> spec(name, images, Tensor.DType.FLOAT32, v.count());
                 case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, b);
@@ -224,6 +251,8 @@ public final class BatchSchema {
                 case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
                 case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
                 case PIXEL_VALUES_VIDEOS -> spec(name, images, Tensor.DType.FLOAT32, v.rows(), rowLength);
+                case PIXEL_VALUES_VIDEOS_U8 -> spec(name, images, Tensor.DType.UINT8, v.u8Bytes() / 3, 3);
+                case VIDEO_FRAME_COUNTS -> spec(name, images, Tensor.DType.INT64, v.count());
                 case VIDEO_GRID_THW -> spec(name, images, Tensor.DType.INT64, v.count(), 3);
                 case SECOND_PER_GRID_TS -> spec(name, images, Tensor.DType.FLOAT32, v.count());
                 case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, n);
@@ -260,6 +289,8 @@ public final class BatchSchema {
                 case PIXEL_VALUES_U8 -> Tensor.of(PIXEL_VALUES_U8, b.pixelsU8(), shape);
                 case IMAGE_GRID_THW -> Tensor.of(IMAGE_GRID_THW, b.imageGridThw(), shape);
                 case PIXEL_VALUES_VIDEOS -> Tensor.of(PIXEL_VALUES_VIDEOS, b.videos().pixelValuesVideos(), shape);
+                case PIXEL_VALUES_VIDEOS_U8 -> Tensor.of(PIXEL_VALUES_VIDEOS_U8, b.videos().pixelsU8(), shape);
+                case VIDEO_FRAME_COUNTS -> Tensor.of(VIDEO_FRAME_COUNTS, b.videos().frameCounts(), shape);
                 case VIDEO_GRID_THW -> Tensor.of(VIDEO_GRID_THW, b.videos().videoGridThw(), shape);
                 case SECOND_PER_GRID_TS -> Tensor.of(SECOND_PER_GRID_TS, b.videos().secondPerGridTs(), shape);
                 case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, b.sampleIndex(), shape);

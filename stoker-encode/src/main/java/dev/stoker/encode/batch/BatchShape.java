@@ -23,33 +23,41 @@ import java.util.List;
  * @param pixelFormat     FLOAT32: {@code pixel_values}; UINT8: {@code pixel_values_u8} of {@code pixelU8Bytes}
  * @param pixelU8Bytes    bytes of the resized u8 pixels of all images (0 in FLOAT32)
  * @param inputContract   which model inputs the batch carries ({@code mm_token_type_ids} or not) and how it is padded
- * @param videos          the batch's videos ({@link Videos#NONE} for a batch without any: it carries no video tensor)
+ * @param videos          the batch's videos ({@link Videos#NONE} for a batch without any: it carries no video tensor);
+ *                        their u8 bytes in UINT8
  */
 public record BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
                           long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos) {
     /**
      * A batch's videos (issue 29): {@code pixel_values_videos} (rows, the model's row length) float32,
-     * {@code video_grid_thw} (count, 3) and, for Qwen2.5-VL ({@code seconds}), {@code second_per_grid_ts} (count) float32.
+     * {@code video_grid_thw} (count, 3) and, for Qwen2.5-VL ({@code seconds}), {@code second_per_grid_ts} (count) float32;
+     * in the compact wire format {@code pixel_values_videos_u8} of {@code u8Bytes} bytes instead of the float rows, and
+     * {@code video_frame_counts} (count).
      *
-     * @param rows    rows of {@code pixel_values_videos}: Σ t·h·w over the videos
+     * @param rows    rows of {@code pixel_values_videos}: Σ t·h·w over the videos (what the trainer's conversion yields in
+     *                UINT8)
      * @param count   videos, rows of {@code video_grid_thw}
      * @param seconds whether the batch carries {@code second_per_grid_ts} (Qwen2.5-VL)
+     * @param u8Bytes bytes of the videos' resized frames, Σ T·H·W·3 (the compact format; 0 in FLOAT32)
      */
-    public record Videos(long rows, int count, boolean seconds) {
+    public record Videos(long rows, int count, boolean seconds, long u8Bytes) {
         /** No video: the batch carries no video tensor. */
-        public static final Videos NONE = new Videos(0, 0, false);
+        public static final Videos NONE = new Videos(0, 0, false, 0);
 
         public Videos {
-            if (rows < 0 || count < 0 || count == 0 && rows != 0)
-                throw new IllegalArgumentException("videos of " + rows + " rows in " + count + " videos");
+            if (rows < 0 || count < 0 || u8Bytes < 0 || count == 0 && (rows != 0 || u8Bytes != 0))
+                throw new IllegalArgumentException("videos of " + rows + " rows and " + u8Bytes + " u8 bytes in " + count + " videos");
         }
+
+        /** FLOAT32 videos. */
+        public Videos(long rows, int count, boolean seconds) { this(rows, count, seconds, 0); }
 
         /** Both together, in order (a batch's samples). */
         public Videos plus(Videos other) {
             if (other.count == 0) return this;
             if (count == 0) return other;
             if (seconds != other.seconds) throw new IllegalArgumentException("videos with and without second_per_grid_ts in one batch");
-            return new Videos(rows + other.rows, count + other.count, seconds);
+            return new Videos(rows + other.rows, count + other.count, seconds, u8Bytes + other.u8Bytes);
         }
     }
 
@@ -74,6 +82,8 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
         if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)
             throw new IllegalArgumentException("negative batch shape: " + samples + " samples, " + length + " tokens, " + pixelRows
                     + " pixel rows, " + images + " images, " + pixelU8Bytes + " u8 bytes");
+        if (pixelFormat == PixelFormat.FLOAT32 && videos.u8Bytes() != 0)
+            throw new IllegalArgumentException("a FLOAT32 batch with " + videos.u8Bytes() + " bytes of compact video frames");
         if (packed ? segments < samples || segments > samples + 1 : segments != samples)
             throw new IllegalArgumentException((packed ? "a pack of " : "a padded batch of ") + samples + " samples has " + segments
                     + " segments");
@@ -117,7 +127,12 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
         Videos videos = Videos.NONE;
         for (var s : batch) {
             var v = s.videos();
-            if (v != null && v.videos() > 0) videos = videos.plus(new Videos(v.rows(), v.videos(), v.secondPerGridTs().length > 0));
+            if (v != null && v.videos() > 0) {
+                if (v.compact() != (format == PixelFormat.UINT8))
+                    throw new IllegalArgumentException("sample " + s.id() + "'s videos were encoded " + (v.compact() ? "as UINT8" : "as FLOAT32")
+                            + ", the batch is " + format);
+                videos = videos.plus(new Videos(v.rows(), v.videos(), v.secondPerGridTs().length > 0, v.compact() ? v.pixelsU8().length : 0));
+            }
             if (s.compact() != (format == PixelFormat.UINT8))
                 throw new IllegalArgumentException("sample " + s.id() + " was encoded " + (s.compact() ? "as UINT8" : "as FLOAT32")
                         + ", the batch is " + format);

@@ -299,8 +299,10 @@ public final class PackAssembler {
         if (packPatches > 0) rows = Math.min(rows, packPatches);
         long u8 = rows * vision.patchSize() * vision.patchSize() * 3;
         var largest = packer.shape(packTokens, packTokens, rows, packTokens, u8, true);
-        // with video, the same rows may be split between pixel_values and pixel_values_videos: their grids on top
-        if (options.video() != null) largest = largest.withVideos(new BatchShape.Videos(0, packTokens, true));
+        // with video, the same rows may be split between pixel_values and pixel_values_videos: their grids on top, and in
+        // the compact format the frames (a video row is up to temporal-patch frames of its patch: tps times an image's bytes)
+        if (options.video() != null) largest = largest.withVideos(new BatchShape.Videos(0, packTokens, true,
+                options.pixelFormat() == EncodeOptions.PixelFormat.UINT8 ? Math.multiplyExact(u8, vision.temporalPatchSize()) : 0));
         return largest.sizeBytes();
     }
 }

@@ -3,6 +3,7 @@ package dev.stoker.encode.validate;
 import dev.stoker.core.SampleException;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SampleEncoder;
+import dev.stoker.encode.video.VideoPreprocessor;
 import dev.stoker.source.SampleRecords;
 import dev.stoker.source.mix.FeedSource;
 import dev.stoker.text.ChatSample;
@@ -33,6 +34,14 @@ import java.util.concurrent.atomic.LongAdder;
  * grids, template, tokenizer) without building labels or positions, which also gives each kept image's patch count. What it cannot see: an image whose header is
  * sound but whose pixel data is broken (a JPEG cut inside its scan) fails only when the feed decodes it.
  *
+ * <p>Video (issue 29), when the options encode it ({@link EncodeOptions#video()} not null): video records are read
+ * (else refused as media Stoker does not serve, as before), and each video is opened through
+ * {@link FeedSource#openVideo} (ranged reads), indexed by demuxing its packets — never decoded — and planned by the
+ * sampling rules ({@link SampleEncoder#shape(ChatSample, java.util.Map, VideoPreprocessor.VideoSource)}), which gives its
+ * grid, its tokens and its patch count. A missing video, a broken container, a video the sampler refuses, one over the
+ * decode memory budget, a sample over {@code --max-seq-len}: that record's error (or filter) with its cause, naming the
+ * video. What it cannot see: a video whose container is sound but whose frames do not decode.
+ *
  * <p>Threading: {@link #validate} runs the records on a pool of {@link Settings#threads()} threads, each with its own
  * {@link SampleEncoder}; fetches run on the source's threads; at most {@link Settings#inFlight()} records are between
  * their read and their verdict at once. The call blocks until every record has one.
@@ -43,12 +52,25 @@ public final class DatasetValidator {
      * @param threads          CPU threads (parse, header, smart_resize, template, tokenizer)
      * @param inFlight         records read and not yet judged, at most
      * @param examplesPerCause examples kept per cause (the lowest record indices)
+     * @param frameIndexes     where the videos' frame indexes are kept and found (e.g. a {@code frames} folder beside the
+     *                         length index); null: none (each video indexed, nothing kept)
      */
-    public record Settings(EncodeOptions options, int threads, int inFlight, int examplesPerCause) {
+    public record Settings(EncodeOptions options, int threads, int inFlight, int examplesPerCause,
+                           dev.stoker.video.index.FrameIndexStore frameIndexes) {
         public Settings {
             if (threads < 1) throw new IllegalArgumentException("threads must be >= 1, got " + threads);
             if (inFlight < 1) throw new IllegalArgumentException("in-flight records must be >= 1, got " + inFlight);
             if (examplesPerCause < 0) throw new IllegalArgumentException("examples per cause must be >= 0, got " + examplesPerCause);
+        }
+
+        /** Settings that keep no frame index. */
+        public Settings(EncodeOptions options, int threads, int inFlight, int examplesPerCause) {
+            this(options, threads, inFlight, examplesPerCause, null);
+        }
+
+        /** These settings keeping the videos' frame indexes in {@code store} (null: none). */
+        public Settings withFrameIndexes(dev.stoker.video.index.FrameIndexStore store) {
+            return new Settings(options, threads, inFlight, examplesPerCause, store);
         }
 
         /** {@code threads} threads, 64 records in flight per thread, 3 examples per cause. */
@@ -59,12 +81,15 @@ public final class DatasetValidator {
     private final FeedSource source;
     private final QwenTokenizer tokenizer;
     private final Settings settings;
-    private final SampleParser parser = new SampleParser(); // stateless and thread-safe, as the feed shares it
+    private final SampleParser parser; // stateless and thread-safe, as the feed shares it
 
     private final int[] lengths;
     /** Per record kept: its kept images' patch counts (null for an error, a filtered record or one without images). */
     private final int[][] imagePatches;
+    /** Per record kept: its kept videos' patch counts t·h·w and temporal groups t (null: an error, filtered, no video). */
+    private final int[][] videoPatches, videoGroups;
     private final LongAdder images = new LongAdder();
+    private final LongAdder videos = new LongAdder();
     private final LongAdder[] imagesPerSample = new LongAdder[ValidationReport.IMAGE_COUNT_BUCKETS];
     private final ConcurrentHashMap<ValidationReport.CauseKey, ValidationReport.CauseCounter> causes = new ConcurrentHashMap<>();
 
@@ -75,6 +100,9 @@ public final class DatasetValidator {
         this.settings = settings;
         this.lengths = new int[records.size()];
         this.imagePatches = new int[records.size()][];
+        this.videoPatches = new int[records.size()][];
+        this.videoGroups = new int[records.size()][];
+        this.parser = settings.options().sampleParser(); // without video, a refusal says why the job takes none (videoRefusal)
         for (int i = 0; i < imagesPerSample.length; i++) imagesPerSample[i] = new LongAdder();
     }
 
@@ -110,8 +138,8 @@ public final class DatasetValidator {
             if (failure.get() != null) throw new IllegalStateException("validating " + records.name() + " failed: " + failure.get(), failure.get());
             long[] perSample = new long[imagesPerSample.length];
             for (int k = 0; k < perSample.length; k++) perSample[k] = imagesPerSample[k].sum();
-            return ValidationReport.of(records.name(), records.digest(), lengths, imagePatches, images.sum(), perSample, causes.values(),
-                    scanNanos);
+            return ValidationReport.of(records.name(), records.digest(), lengths, imagePatches, videoPatches, videoGroups, images.sum(),
+                    videos.sum(), perSample, causes.values(), scanNanos);
         } finally {
             pool.shutdownNow();
         }
@@ -147,7 +175,11 @@ public final class DatasetValidator {
 
     private SampleEncoder encoder(ThreadLocal<SampleEncoder> encoders) {
         var e = encoders.get();
-        if (e == null) encoders.set(e = new SampleEncoder(settings.options(), tokenizer));
+        if (e == null) {
+            var video = settings.options().video();
+            encoders.set(e = video == null ? new SampleEncoder(settings.options(), tokenizer) : new SampleEncoder(settings.options(), tokenizer, video));
+            if (video != null && settings.frameIndexes() != null) e.videoStats().useFrameIndexStore(settings.frameIndexes());
+        }
         return e;
     }
 
@@ -190,6 +222,7 @@ public final class DatasetValidator {
         }
         List<String> refs = sample.imagePaths();
         images.add(refs.size());
+        videos.add(sample.videos().size());
         imagesPerSample[Math.min(refs.size(), imagesPerSample.length - 1)].increment();
         var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
         for (int k = 0; k < refs.size(); k++) {
@@ -213,9 +246,14 @@ public final class DatasetValidator {
             var bytes = new HashMap<String, byte[]>(refs.size() * 2);
             for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), futures.get(k).join());
             try {
-                var shape = encoder(encoders).shape(sample, bytes);
+                VideoPreprocessor.VideoSource videoSource = (sampleId, reference) -> source.openVideo(i, sampleId, reference);
+                var shape = encoder(encoders).shape(sample, bytes, videoSource);
                 lengths[i] = shape.tokens();
                 if (shape.hasImage()) imagePatches[i] = shape.imagePatches();
+                if (shape.hasVideo()) {
+                    videoPatches[i] = shape.videoPatches();
+                    videoGroups[i] = shape.videoGroups();
+                }
             } catch (SampleException e) {
                 fail(i, sample.id(), e, causeOf(e, sample.id()));
             } catch (RuntimeException e) {

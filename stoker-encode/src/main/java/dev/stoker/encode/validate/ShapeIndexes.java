@@ -18,8 +18,9 @@ import java.util.List;
  * Where the pack planner's {@link ShapeIndex} comes from, without decoding a pixel: the length index
  * {@code stoker validate} wrote ({@link #load}), or the same scan run in-process ({@link #measure}: every record parsed,
  * its images' headers read and its tokens counted on a thread pool, as validate does). Both give, per record, the
- * {@code input_ids} length the feed makes and each kept image's patch count {@code t·h·w}; records the feed would skip
- * are {@link SampleShape.Kind#ERROR} or {@link SampleShape.Kind#FILTERED}.
+ * {@code input_ids} length the feed makes, each kept image's patch count {@code t·h·w} and each kept video's patch count
+ * {@code t·h·w} and temporal groups {@code t} (planned from its frame index, never decoded); records the feed would
+ * skip are {@link SampleShape.Kind#ERROR} or {@link SampleShape.Kind#FILTERED}.
  *
  * <p>Several sources mixed ({@link MixedSource.Records}, records numbered across the sources in the order given):
  * {@link #load} takes validate's index of the same mix (validate run with the same {@code --data} list and weights),
@@ -31,13 +32,13 @@ public final class ShapeIndexes {
     private ShapeIndexes() {}
 
     /** The shapes held by a length index, record {@code i} the index's record {@code i}. */
-    public static ShapeIndex of(LengthIndex index) { return new Compact(index.lengths(), index.imageStart(), index.imagePatches()); }
+    public static ShapeIndex of(LengthIndex index) {
+        return new Compact(index.lengths(), index.imageStart(), index.imagePatches(), index.videoStart(), index.videoPatches(),
+                index.videoGroups());
+    }
 
     /** The shapes a validation found (the same as the index it writes). */
-    public static ShapeIndex of(ValidationReport report) {
-        var index = LengthIndex.of(report.source(), report.digest(), java.util.Map.of(), report.lengths(), report.imagePatches());
-        return of(index);
-    }
+    public static ShapeIndex of(ValidationReport report) { return of(LengthIndex.of(java.util.Map.of(), report)); }
 
     /**
      * The shapes of {@code records} under {@code options} and the tokenizer {@code tokenizerId}
@@ -73,26 +74,37 @@ public final class ShapeIndexes {
     }
 
     private static ShapeIndex concat(List<LengthIndex> parts) {
-        long records = 0, images = 0;
+        long records = 0, images = 0, videos = 0;
         for (var p : parts) {
             records += p.lengths().length;
             images += p.imagePatches().length;
+            videos += p.videoPatches().length;
         }
-        if (records > Integer.MAX_VALUE - 8 || images > Integer.MAX_VALUE - 8)
-            throw new IllegalArgumentException("the sources hold " + records + " records and " + images + " images together: too many to index");
+        if (records > Integer.MAX_VALUE - 8 || images > Integer.MAX_VALUE - 8 || videos > Integer.MAX_VALUE - 8)
+            throw new IllegalArgumentException("the sources hold " + records + " records, " + images + " images and " + videos
+                    + " videos together: too many to index");
         int[] lengths = new int[(int) records];
         int[] start = new int[(int) records + 1];
         int[] patches = new int[(int) images];
-        int r = 0, k = 0;
+        int[] vStart = new int[(int) records + 1];
+        int[] vPatches = new int[(int) videos];
+        int[] vGroups = new int[(int) videos];
+        int r = 0, k = 0, v = 0;
         for (var p : parts) {
             int n = p.lengths().length;
             System.arraycopy(p.lengths(), 0, lengths, r, n);
-            for (int i = 0; i < n; i++) start[r + i + 1] = k + p.imageStart()[i + 1];
+            for (int i = 0; i < n; i++) {
+                start[r + i + 1] = k + p.imageStart()[i + 1];
+                vStart[r + i + 1] = v + p.videoStart()[i + 1];
+            }
             System.arraycopy(p.imagePatches(), 0, patches, k, p.imagePatches().length);
+            System.arraycopy(p.videoPatches(), 0, vPatches, v, p.videoPatches().length);
+            System.arraycopy(p.videoGroups(), 0, vGroups, v, p.videoGroups().length);
             r += n;
             k += p.imagePatches().length;
+            v += p.videoPatches().length;
         }
-        return new Compact(lengths, start, patches);
+        return new Compact(lengths, start, patches, vStart, vPatches, vGroups);
     }
 
     /**
@@ -107,10 +119,11 @@ public final class ShapeIndexes {
     }
 
     /**
-     * Shapes in three flat arrays (as the length index holds them), each {@link SampleShape} made when asked for: a
-     * record costs 12 bytes and 4 per image, not an object.
+     * Shapes in flat arrays (as the length index holds them), each {@link SampleShape} made when asked for: a record
+     * costs 16 bytes, 4 per image and 8 per video, not an object.
      */
-    private record Compact(int[] lengths, int[] imageStart, int[] patches) implements ShapeIndex {
+    private record Compact(int[] lengths, int[] imageStart, int[] patches, int[] videoStart, int[] videoPatches, int[] videoGroups)
+            implements ShapeIndex {
         private static final SampleShape ERROR = new SampleShape(SampleShape.Kind.ERROR, 0, null);
         private static final SampleShape FILTERED = new SampleShape(SampleShape.Kind.FILTERED, 0, null);
 
@@ -124,7 +137,9 @@ public final class ShapeIndexes {
             int tokens = lengths[record];
             if (tokens == LengthIndex.ERROR) return ERROR;
             if (tokens == LengthIndex.FILTERED) return FILTERED;
-            return new SampleShape(SampleShape.Kind.OK, tokens, java.util.Arrays.copyOfRange(patches, imageStart[record], imageStart[record + 1]));
+            int v0 = videoStart[record], v1 = videoStart[record + 1];
+            return new SampleShape(SampleShape.Kind.OK, tokens, java.util.Arrays.copyOfRange(patches, imageStart[record], imageStart[record + 1]),
+                    v0 == v1 ? null : java.util.Arrays.copyOfRange(videoPatches, v0, v1), v0 == v1 ? null : java.util.Arrays.copyOfRange(videoGroups, v0, v1));
         }
     }
 }

@@ -24,13 +24,17 @@ import java.util.TreeMap;
  * @param lengths         per record: its token length, or {@link LengthIndex#ERROR} / {@link LengthIndex#FILTERED}
  * @param imagePatches    per record: the patch counts (t·h·w) of the images the feed keeps of it; null or empty for a
  *                        record without images, an error or a filtered one
+ * @param videoPatches    per record: the patch counts (t·h·w) of the videos the feed keeps of it, planned from their
+ *                        frame index; null or empty for a record without videos, an error or a filtered one
+ * @param videoGroups     per record: those videos' temporal groups t, as {@code videoPatches}
  * @param images          images named by the records that parsed
+ * @param videos          videos named by the records that parsed
  * @param imagesPerSample records that parsed by image count: index k for k images, the last for that many or more
  * @param causes          every cause, most frequent first
  * @param scanNanos       the scan's time, from the first record's read to the last verdict (start-up excluded)
  */
-public record ValidationReport(String source, String digest, int[] lengths, int[][] imagePatches, long images, long[] imagesPerSample,
-                               List<Cause> causes,
+public record ValidationReport(String source, String digest, int[] lengths, int[][] imagePatches, int[][] videoPatches,
+                               int[][] videoGroups, long images, long videos, long[] imagesPerSample, List<Cause> causes,
                                long scanNanos) {
     /** Buckets of {@link #imagesPerSample}: 0..7 images, and 8 or more. */
     public static final int IMAGE_COUNT_BUCKETS = 9;
@@ -80,15 +84,15 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
         synchronized Cause cause() { return new Cause(key, count, new ArrayList<>(examples.values())); }
     }
 
-    static ValidationReport of(String source, byte[] digest, int[] lengths, int[][] imagePatches, long images,
-                               long[] imagesPerSample,
+    static ValidationReport of(String source, byte[] digest, int[] lengths, int[][] imagePatches, int[][] videoPatches,
+                               int[][] videoGroups, long images, long videos, long[] imagesPerSample,
                                Collection<CauseCounter> counters, long scanNanos) {
         var causes = new ArrayList<Cause>();
         for (var c : counters) causes.add(c.cause());
         causes.sort(Comparator.comparingLong(Cause::count).reversed().thenComparing(c -> c.key().kind())
                 .thenComparing(c -> c.key().stage()).thenComparing(c -> c.key().reason()));
-        return new ValidationReport(source, HexFormat.of().formatHex(digest), lengths, imagePatches, images, imagesPerSample, causes,
-                scanNanos);
+        return new ValidationReport(source, HexFormat.of().formatHex(digest), lengths, imagePatches, videoPatches, videoGroups, images,
+                videos, imagesPerSample, causes, scanNanos);
     }
 
     /** Records read. */
@@ -135,8 +139,8 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
     public double samplesPerSecond() { return scanNanos <= 0 ? 0 : samples() * 1e9 / scanNanos; }
 
     /**
-     * The summary line: {@code {"samples", "errors", "filtered", "images", "tokens": {"p50", "p99", "max"}, "samples_per_s"}},
-     * and {@code "length_index"} when {@code lengthIndex} is given.
+     * The summary line: {@code {"samples", "errors", "filtered", "images", "videos", "tokens": {"p50", "p99", "max"},
+     * "samples_per_s"}}, and {@code "length_index"} when {@code lengthIndex} is given.
      */
     public String summaryJson(java.nio.file.Path lengthIndex) {
         var m = new LinkedHashMap<String, Object>();
@@ -144,6 +148,7 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
         m.put("errors", errors());
         m.put("filtered", filtered());
         m.put("images", images);
+        m.put("videos", videos);
         var tokens = new LinkedHashMap<String, Object>();
         tokens.put("p50", lengthQuantile(0.50));
         tokens.put("p99", lengthQuantile(0.99));
@@ -161,8 +166,9 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
     /** The human-readable report: counts, causes with their examples, images per sample, the length histogram. */
     public void print(PrintWriter out) {
         long kept = samples() - errors() - filtered();
-        out.printf(Locale.ROOT, "%s: %,d records, %,d kept, %,d errors, %,d filtered, %,d images (scan %.2f s, %,.0f samples/s)%n",
-                source, samples(), kept, errors(), filtered(), images, scanNanos / 1e9, samplesPerSecond());
+        out.printf(Locale.ROOT, "%s: %,d records, %,d kept, %,d errors, %,d filtered, %,d images%s (scan %.2f s, %,.0f samples/s)%n",
+                source, samples(), kept, errors(), filtered(), images, videos > 0 ? String.format(Locale.ROOT, ", %,d videos", videos) : "",
+                scanNanos / 1e9, samplesPerSecond());
         if (!causes.isEmpty()) {
             out.println("skipped samples by cause:");
             for (var c : causes) {

@@ -1,9 +1,11 @@
 package dev.stoker.encode.video;
 
+import dev.stoker.core.ProcessorPreset;
 import dev.stoker.image.torch.CpuCapability;
 import dev.stoker.text.VideoContract;
 import dev.stoker.video.sample.TransformersCompat;
 import dev.stoker.video.sample.VideoOptions;
+import dev.stoker.video.sample.VideoPlanner;
 import dev.stoker.video.sample.VideoSampler;
 import java.util.Objects;
 
@@ -43,6 +45,15 @@ public record VideoEncoding(VideoSampler sampler, VideoOptions options, VideoOpt
         Objects.requireNonNull(cpu, "cpu");
         Objects.requireNonNull(decode, "decode");
         if (decodeTimeoutNanos <= 0) throw new IllegalArgumentException("decode timeout must be > 0");
+        checkSampler(sampler);
+    }
+
+    /**
+     * Refuses a sampler whose rules Stoker plans but cannot encode yet (llamafactory: its frames' Pillow pre-resize).
+     *
+     * @throws IllegalArgumentException for such a sampler, saying which to use
+     */
+    public static void checkSampler(VideoSampler sampler) {
         if (sampler == VideoSampler.LLAMAFACTORY) {
             throw new IllegalArgumentException("--video-sampler llamafactory plans frames (Stoker knows its rules) but its "
                     + "frames' Pillow pre-resize is not wired into encoding yet; use hf or qwen-vl-utils");
@@ -60,10 +71,51 @@ public record VideoEncoding(VideoSampler sampler, VideoOptions options, VideoOpt
         return new VideoEncoding(sampler, options, processor, contract, cpu, decodeTimeoutNanos, where);
     }
 
+    /**
+     * The frame planner of this encoding for {@code family}: the command-level options over the model folder's.
+     *
+     * @throws IllegalArgumentException for an option the sampler has no use for ({@code --video-total-pixels} with hf)
+     */
+    public VideoPlanner planner(ProcessorPreset family) {
+        return new VideoPlanner(family, sampler, compat(), processor == null ? options : options.over(processor),
+                processor == null ? VideoOptions.DEFAULTS : processor);
+    }
+
     /** The defaults: the HF video processor's sampling, qwen-vl-finetune's tokens, AVX2 rounding. */
     public static VideoEncoding defaults() {
         return new VideoEncoding(VideoSampler.HF, VideoOptions.DEFAULTS, null, VideoContract.OFFICIAL, CpuCapability.AVX2,
                 DEFAULT_DECODE_TIMEOUT_NANOS);
+    }
+
+    /** How the decoder path reads when FFmpeg cannot be bound here (images work without it; video samples fail). */
+    static final String DECODER_UNAVAILABLE = "decoder=FFmpeg unavailable";
+
+    /**
+     * This encoding as a job's fingerprint hashes it (stoker-pipeline's {@code Feeder}): everything that decides a video's
+     * tensors (sampler, options, the model folder's options, contract, CPU capability) and the decoder path
+     * ({@link #decoderPath()}). The decode deadline is left out, as the image decode memory budget is: it changes no
+     * tensor, only which videos fail, and a job must resume on another machine.
+     */
+    public String fingerprintText() {
+        return "VideoEncoding[sampler=" + sampler.cliName() + ", options=" + options.values() + ", processor="
+                + (processor == null ? "none" : processor.values()) + ", contract=" + contract + ", cpu=" + cpu + "];"
+                + decoderPath();
+    }
+
+    /**
+     * The decoder path this JVM decodes videos with: FFmpeg's own rgb24 conversion (swscale, the stream's colour matrix
+     * and range, bicubic) of the libraries it binds, with their versions (a frame's RGB can change with them); or, where
+     * FFmpeg cannot be bound (missing, or a version Stoker has no struct layout for), that it is unavailable, said
+     * rather than thrown, since image-only jobs run without FFmpeg. Binds FFmpeg on first call.
+     */
+    public static String decoderPath() {
+        String unavailable = dev.stoker.video.ffmpeg.Ffmpeg.unavailableReason();
+        return decoderPath(unavailable, unavailable == null ? dev.stoker.video.ffmpeg.Ffmpeg.get().versions() : null);
+    }
+
+    /** {@link #decoderPath()} from what binding FFmpeg gave: why it is unavailable (null when bound), else its versions. */
+    static String decoderPath(String unavailableReason, String versions) {
+        return unavailableReason != null ? DECODER_UNAVAILABLE : "decoder=FFmpeg rgb24 swscale bicubic (" + versions + ")";
     }
 
     /**

@@ -27,7 +27,9 @@ import java.util.Map;
  * container (demuxing, no decoding) and applies the sampling and resizing rules, so the grid, the token count and
  * the memory are known before any pixel; {@link #writePixels} decodes only the sampled frames, resizes each as it
  * arrives (torchvision's uint8 kernel for the HF processors, its float32 kernel for qwen-vl-utils), then normalizes
- * and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}.
+ * and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}. In the
+ * compact wire format {@link #writeResized} stops after the resize and writes the frames themselves, for the trainer to
+ * normalize and patchify.
  *
  * <p>Threading: one instance per thread (resize and frame buffers).
  */
@@ -60,6 +62,8 @@ public final class VideoPreprocessor {
     private final long memoryBudgetBytes;
     private final FrameDecoder decoder;
     private final FrameIndexer indexer = new FrameIndexer();
+    /** Where frame indexes are kept between uses; null: each video indexed at each use. */
+    private dev.stoker.video.index.FrameIndexStore frameIndexes;
     private final TorchBicubicU8Resizer u8 = new TorchBicubicU8Resizer();
     private final TorchBicubicF32Resizer f32;
     private byte[] clip = new byte[0];
@@ -99,14 +103,17 @@ public final class VideoPreprocessor {
         this.decoder = java.util.Objects.requireNonNull(decoder, "decoder");
         this.preset = preset;
         this.encoding = encoding;
-        var model = encoding.processor();
-        this.planner = new VideoPlanner(preset, encoding.sampler(), encoding.compat(),
-                model == null ? encoding.options() : encoding.options().over(model),
-                model == null ? dev.stoker.video.sample.VideoOptions.DEFAULTS : model);
+        this.planner = encoding.planner(preset);
         this.patches = new VideoPatchWriter(vision);
         this.f32 = new TorchBicubicF32Resizer(encoding.cpu());
         this.memoryBudgetBytes = memoryBudgetBytes;
     }
+
+    /**
+     * Keeps the frame indexes {@link #plan} builds in {@code store} and takes them from there when it holds one for a
+     * video's bytes (null: none, each video indexed at each use, the default).
+     */
+    public void useFrameIndexStore(dev.stoker.video.index.FrameIndexStore store) { this.frameIndexes = store; }
 
     /** Floats per pixel_values_videos row (3·2·p·p). */
     public int rowLength() { return patches.rowLength(); }
@@ -120,7 +127,7 @@ public final class VideoPreprocessor {
         String ref = item.ref();
         FrameIndex index;
         try (SeekableByteSource s = source.open(sampleId, ref)) {
-            index = indexer.index(s);
+            index = frameIndexes == null ? indexer.index(s) : frameIndexes.index(s, indexer);
         } catch (IOException e) {
             throw new SampleException(sampleId, SampleException.Stage.FETCH, "video " + ref + ": " + e.getMessage(), e);
         } catch (SampleException e) {
@@ -186,13 +193,49 @@ public final class VideoPreprocessor {
         return result;
     }
 
+    /**
+     * The compact wire format's half: decodes the planned frames and writes each resized as it arrives — the clip the
+     * video processor would normalize and patchify, {@link Planned#clipBytes()} bytes, frame after frame (HWC) in the
+     * plan's order — into {@code dst} from {@code offset}. Nothing is normalized: the trainer does it
+     * ({@code stoker.pixels.to_pixel_values_videos}, {@code CompactPixels.toPixelValuesVideos}).
+     */
+    public VideoDecoder.Result writeResized(String sampleId, Planned p, VideoSource source, byte[] dst, int offset) {
+        if (offset < 0 || offset + p.clipBytes() > dst.length)
+            throw new IndexOutOfBoundsException("video " + p.reference() + ": " + p.clipBytes() + " bytes do not fit at " + offset
+                    + " in " + dst.length);
+        return decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, dst, offset + i * bytes, bytes));
+    }
+
+    /** As {@link #writeResized(String, Planned, VideoSource, byte[], int)}, straight into {@code dst} (a batch's shared memory). */
+    public VideoDecoder.Result writeResized(String sampleId, Planned p, VideoSource source, java.lang.foreign.MemorySegment dst,
+                                            long offsetBytes) {
+        if (offsetBytes < 0 || offsetBytes + p.clipBytes() > dst.byteSize())
+            throw new IndexOutOfBoundsException("video " + p.reference() + ": " + p.clipBytes() + " bytes do not fit at byte "
+                    + offsetBytes + " in " + dst.byteSize());
+        return decode(sampleId, p, source, (i, frame, bytes) -> java.lang.foreign.MemorySegment.copy(frame, 0, dst,
+                java.lang.foreign.ValueLayout.JAVA_BYTE, offsetBytes + (long) i * bytes, bytes));
+    }
+
+    /** Where a resized frame goes: frame {@code i} of the plan, {@code bytes} bytes of {@code frame}. */
+    @FunctionalInterface
+    private interface FrameSink {
+        void put(int i, byte[] frame, int bytes);
+    }
+
     /** Decodes the planned frames into {@code clip}, each resized as it arrives, in the plan's order. */
     private VideoDecoder.Result decodeClip(String sampleId, Planned p, VideoSource source) {
+        VideoPlan plan = p.plan();
+        int frameBytes = Math.multiplyExact(plan.resizedHeight(), plan.resizedWidth() * 3);
+        if (clip.length < (long) plan.frameCount() * frameBytes) clip = new byte[Math.multiplyExact(plan.frameCount(), frameBytes)];
+        return decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, clip, i * bytes, bytes));
+    }
+
+    /** Decodes the planned frames, resizes each as it arrives and hands it to {@code sink} once per place it takes in the plan. */
+    private VideoDecoder.Result decode(String sampleId, Planned p, VideoSource source, FrameSink sink) {
         VideoPlan plan = p.plan();
         long[] wanted = plan.frameIndices();
         int n = wanted.length, rh = plan.resizedHeight(), rw = plan.resizedWidth();
         int frameBytes = Math.multiplyExact(rh, rw * 3);
-        if (clip.length < (long) n * frameBytes) clip = new byte[Math.multiplyExact(n, frameBytes)];
         if (resized.length < frameBytes) resized = new byte[frameBytes];
         int[] frames = new int[n];
         for (int i = 0; i < n; i++) frames[i] = Math.toIntExact(wanted[i]);
@@ -207,7 +250,7 @@ public final class VideoPreprocessor {
                 if (encoding.sampler() == VideoSampler.QWEN_VL_UTILS) f32.resize(rgb, w, h, resized, rw, rh);
                 else u8.resize(rgb, w, h, resized, rw, rh);
                 for (int i = 0; i < n; i++) {
-                    if (frames[i] == f) System.arraycopy(resized, 0, clip, i * frameBytes, frameBytes);
+                    if (frames[i] == f) sink.put(i, resized, frameBytes);
                 }
             });
         } catch (IOException e) {

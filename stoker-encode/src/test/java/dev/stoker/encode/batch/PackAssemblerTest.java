@@ -235,6 +235,33 @@ class PackAssemblerTest {
         }
     }
 
+    /**
+     * With video in the compact format the bound holds a pack that fills N with video tokens: a video row is two frames of
+     * its patch, so the frames take twice an image's bytes per row (grid 2×2×60: 240 rows, 4 frames of 28×840).
+     */
+    @Test
+    void theLargestPackBoundHoldsAFullCompactVideoPack() {
+        int n = 64;
+        long[] ids = new long[n];
+        Arrays.fill(ids, VP);
+        ids[0] = 1;
+        ids[1] = VS;
+        ids[62] = VE;
+        ids[63] = 2;
+        long[] labels = new long[n];
+        Arrays.fill(labels, I);
+        var options = OPTIONS.withPixelFormat(PixelFormat.UINT8).withVideo(dev.stoker.encode.video.VideoEncoding.defaults());
+        var v = new dev.stoker.encode.video.VideoTensors(new float[0], ROW, new long[] {2, 2, 60}, new float[] {1}, new long[] {0, 1, 2, 3},
+                new byte[4 * 28 * 840 * 3], new long[] {4});
+        var sample = new EncodedSample("v", ids, labels, new long[n], rope(0, n), new float[0], ROW, new long[0], 0, new byte[0], v);
+        for (int pad : new int[] {1, 64}) {
+            long bound = PackAssembler.largestPackBytes(options, n, 0, pad);
+            var b = new PackAssembler(options, pad).assemble(scheduled(1, false), new int[] {0}, List.of(sample), List.of());
+            assertEquals(4L * 28 * 840 * 3, b.shape().videos().u8Bytes());
+            assertTrue(b.sizeBytes() <= bound, "pad " + pad + ": " + b.sizeBytes() + " > " + bound);
+        }
+    }
+
     /** The batch as a trainer reads it: written in the STKB layout and parsed back. */
     static BatchLayout.Batch layoutOf(Batch b) {
         var prepared = BatchSchema.tensors(b, 2, OPTIONS.vision());

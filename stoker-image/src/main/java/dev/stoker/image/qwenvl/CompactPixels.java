@@ -12,7 +12,8 @@ import java.lang.foreign.ValueLayout;
  * ({@code stoker.pixels.to_pixel_values}).
  *
  * <p>Image k of grid {@code (t, gh, gw)} takes {@code (gh·p)·(gw·p)·3} bytes (t = 1 for an image);
- * its rows follow the rows of the images before it.
+ * its rows follow the rows of the images before it. Videos ({@link #toPixelValuesVideos}) likewise from
+ * {@code pixel_values_videos_u8}, each with its frame count, through {@link VideoPatchWriter}.
  */
 public final class CompactPixels {
     private CompactPixels() {}
@@ -71,6 +72,54 @@ public final class CompactPixels {
             writer.write(rgb, w, h, out, offset);
             at += n;
             offset += writer.rows(w, h) * writer.rowLength();
+        }
+        return out;
+    }
+
+    /**
+     * Bytes of {@code pixel_values_videos_u8} for these video grids and frame counts: Σ T·(gh·p)·(gw·p)·3; each T must
+     * make its grid's t, ceil(T / temporal patch size).
+     */
+    public static long videoByteSize(long[] gridThw, long[] frameCounts, VisionConfig cfg) {
+        checkGrid(gridThw);
+        if (frameCounts.length != gridThw.length / 3)
+            throw new IllegalArgumentException(frameCounts.length + " video_frame_counts for " + gridThw.length / 3 + " videos");
+        long p = cfg.patchSize(), tps = cfg.temporalPatchSize(), bytes = 0;
+        for (int k = 0; k < frameCounts.length; k++) {
+            long t = gridThw[3 * k], frames = frameCounts[k];
+            if (frames < 1 || (frames + tps - 1) / tps != t)
+                throw new IllegalArgumentException("video " + k + " has " + frames + " frames, its grid t = " + t + " needs "
+                        + ((t - 1) * tps + 1) + " to " + t * tps);
+            bytes = Math.addExact(bytes, Math.multiplyExact(frames * gridThw[3 * k + 1] * p * gridThw[3 * k + 2] * p, 3));
+        }
+        return bytes;
+    }
+
+    /**
+     * The float32 {@code pixel_values_videos}, (Σ t·gh·gw) × rowLength, of the compact format's video frames {@code u8}
+     * ({@code pixel_values_videos_u8}: each video's {@code frameCounts[k]} resized frames, HWC, in video order) with grids
+     * {@code gridThw}: through {@link VideoPatchWriter}, the very writer of the float32 format (the video processors'
+     * fused normalize, the last frame repeated up to a multiple of the temporal patch size), so bit for bit its rows.
+     */
+    public static float[] toPixelValuesVideos(MemorySegment u8, long[] gridThw, long[] frameCounts, VisionConfig cfg) {
+        long expected = videoByteSize(gridThw, frameCounts, cfg);
+        if (u8.byteSize() != expected)
+            throw new IllegalArgumentException("pixel_values_videos_u8 has " + u8.byteSize() + " bytes, the grids and frame counts need " + expected);
+        var writer = new VideoPatchWriter(cfg);
+        long rows = 0;
+        for (int i = 0; i < gridThw.length; i += 3) rows += gridThw[i] * gridThw[i + 1] * gridThw[i + 2];
+        float[] out = new float[Math.toIntExact(rows * writer.rowLength())];
+        int p = cfg.patchSize(), offset = 0;
+        long at = 0;
+        for (int k = 0; k < frameCounts.length; k++) {
+            int frames = Math.toIntExact(frameCounts[k]);
+            int h = Math.toIntExact(gridThw[3 * k + 1] * p), w = Math.toIntExact(gridThw[3 * k + 2] * p);
+            int n = Math.multiplyExact(frames, w * h * 3);
+            byte[] clip = new byte[n];
+            MemorySegment.copy(u8, ValueLayout.JAVA_BYTE, at, clip, 0, n);
+            writer.write(clip, frames, w, h, out, offset);
+            at += n;
+            offset += writer.rows(frames, w, h) * writer.rowLength();
         }
         return out;
     }

@@ -411,6 +411,9 @@ public final class Feeder implements AutoCloseable {
      * follows the machine (heap, threads), a job must resume on another one, and what it refuses is an error (recorded in
      * the errors file), not a sample a limit filters. The image backend PIL (what every job had before
      * {@code --image-backend} existed) is left out; TORCHVISION changes the images' pixel values and is part of the text.
+     * A job with video ({@link dev.stoker.encode.EncodeOptions#video()} set) appends the video encoding and the decoder
+     * path, the FFmpeg libraries' versions or that FFmpeg is unavailable here
+     * ({@link dev.stoker.encode.video.VideoEncoding#fingerprintText()}); a job without video keeps its fingerprint.
      */
     static String encodingText(dev.stoker.encode.EncodeOptions e) {
         var text = new StringBuilder("EncodeOptions[preset=").append(e.preset()).append(", vision=").append(e.vision())
@@ -428,6 +431,7 @@ public final class Feeder implements AutoCloseable {
         text.append(']');
         if (e.model() != null) text.append(";model=").append(e.model());
         if (e.chatTemplate() != null) text.append(";template:").append(e.chatTemplateSha256()); // the model's own, rendering
+        if (e.video() != null) text.append(";video=").append(e.video().fingerprintText());
         return text.toString();
     }
 

@@ -82,7 +82,7 @@ final class SamplePipeline {
     /** A pipeline whose packed batches ({@link ScheduledBatch#pack()} set) have their row padded to a multiple of {@code packPadTo}. */
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.encode.EncodeOptions encode, int packPadTo) {
-        this.parser = encode.video() != null ? new SampleParser(SampleParser.Videos.ACCEPT) : new SampleParser();
+        this.parser = encode.sampleParser(); // without video, a refusal says why the job takes none (EncodeOptions.videoRefusal)
         this.assembler = new BatchAssembler(encode);
         this.packAssembler = new dev.stoker.encode.batch.PackAssembler(encode, packPadTo);
         this.records = records;

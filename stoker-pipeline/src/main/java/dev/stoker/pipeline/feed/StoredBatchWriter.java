@@ -26,7 +26,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * allocated (waiting for the store's byte budget), every sample's pixel rows decoded and transformed
  * by the CPU pool straight to their final offset, then the token tensors and the header written
  * and the object sealed. In the compact wire format the pixel tensor is each image's resized u8 RGB
- * pixels ({@code pixel_values_u8}), written the same way, once, in place.
+ * pixels ({@code pixel_values_u8}), and the video tensor each video's resized frames ({@code pixel_values_videos_u8}),
+ * written the same way, once, in place.
  *
  * <p>A sample that fails while its pixels are being written (a JPEG truncated after a valid header, an
  * OutOfMemoryError in its decode or resize)
@@ -80,6 +81,8 @@ final class StoredBatchWriter implements AutoCloseable {
     private final boolean compact;
     /** The name of the pixel tensor: pixel_values, or pixel_values_u8 in the compact wire format. */
     private final String pixelTensor;
+    /** The name of the video pixel tensor: pixel_values_videos, or pixel_values_videos_u8 in the compact wire format. */
+    private final String videoTensor;
     private final dev.stoker.encode.EncodeOptions.PixelFormat pixelFormat;
     /** Which model inputs a batch carries and how it is padded. */
     private final dev.stoker.encode.EncodeOptions.InputContract contract;
@@ -126,6 +129,7 @@ final class StoredBatchWriter implements AutoCloseable {
         this.compact = encode.pixelFormat() == dev.stoker.encode.EncodeOptions.PixelFormat.UINT8;
         this.pixelFormat = encode.pixelFormat();
         this.pixelTensor = BatchSchema.pixelTensor(pixelFormat);
+        this.videoTensor = BatchSchema.videoPixelTensor(pixelFormat);
         this.contract = encode.inputContract();
         this.pixelNorm = dev.stoker.image.qwenvl.CompactPixels.norm(encode.vision());
         this.pixelPatch = dev.stoker.image.qwenvl.CompactPixels.patch(encode.vision());
@@ -167,7 +171,7 @@ final class StoredBatchWriter implements AutoCloseable {
     CompletableFuture<StoredBatch> fill(Allocated a) {
         MemorySegment seg = a.allocation().segment();
         long offset = a.plan().offset(pixelTensor);
-        long videoOffset = hasVideos(a.plan()) ? a.plan().offset(BatchSchema.PIXEL_VALUES_VIDEOS) : 0;
+        long videoOffset = hasVideos(a.plan()) ? a.plan().offset(videoTensor) : 0;
         var tasks = new ArrayList<CompletableFuture<SamplePipeline.Failed>>(a.ready().size());
         for (var r : a.ready()) {
             long at = offset, videoAt = videoOffset;
@@ -232,8 +236,8 @@ final class StoredBatchWriter implements AutoCloseable {
             copied += closeGaps(seg, a.ready(), kept, a.plan().offset(pixelTensor), plan.offset(pixelTensor), SampleEncoder.Prepared::pixelBytes);
             // the video rows come after the image tensors, which only shrank: the same move down, in the same order
             if (hasVideos(plan))
-                copied += closeGaps(seg, a.ready(), kept, a.plan().offset(BatchSchema.PIXEL_VALUES_VIDEOS),
-                        plan.offset(BatchSchema.PIXEL_VALUES_VIDEOS), SampleEncoder.Prepared::videoBytes);
+                copied += closeGaps(seg, a.ready(), kept, a.plan().offset(videoTensor), plan.offset(videoTensor),
+                        SampleEncoder.Prepared::videoBytes);
         }
         var samples = kept.stream().map(SamplePipeline.Ready::sample).toList();
         if (packer != null) writePack(seg, plan, samples, a.plannedDummy());
@@ -299,13 +303,24 @@ final class StoredBatchWriter implements AutoCloseable {
 
     /** Whether a batch of {@code plan} carries video tensors (one of its samples has a video). */
     private static boolean hasVideos(BatchLayout.Plan plan) {
-        for (var spec : plan.specs()) if (spec.name().equals(BatchSchema.PIXEL_VALUES_VIDEOS)) return true;
+        for (var spec : plan.specs()) if (spec.name().equals(BatchSchema.VIDEO_GRID_THW)) return true;
         return false;
     }
 
-    /** The kept samples' {@code video_grid_thw} and, for Qwen2.5-VL, {@code second_per_grid_ts}, where the batch has videos. */
-    private static void writeVideoGrids(MemorySegment seg, BatchLayout.Plan plan, List<SampleEncoder.Prepared> samples) {
+    /**
+     * The kept samples' {@code video_grid_thw}, for Qwen2.5-VL {@code second_per_grid_ts}, and in the compact format
+     * {@code video_frame_counts}, where the batch has videos.
+     */
+    private void writeVideoGrids(MemorySegment seg, BatchLayout.Plan plan, List<SampleEncoder.Prepared> samples) {
         if (!hasVideos(plan)) return;
+        if (compact) {
+            long counts = plan.offset(BatchSchema.VIDEO_FRAME_COUNTS);
+            for (var s : samples) {
+                long[] c = s.videoFrameCounts();
+                put(seg, counts, c);
+                counts += 8L * c.length;
+            }
+        }
         long grid = plan.offset(BatchSchema.VIDEO_GRID_THW);
         boolean seconds = plan.specs().stream().anyMatch(x -> x.name().equals(BatchSchema.SECOND_PER_GRID_TS));
         long secondsAt = seconds ? plan.offset(BatchSchema.SECOND_PER_GRID_TS) : 0;

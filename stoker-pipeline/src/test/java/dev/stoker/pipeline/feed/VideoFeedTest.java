@@ -142,6 +142,57 @@ class VideoFeedTest {
         }
     }
 
+    /**
+     * A packed job over the same data: its packs, planned from the videos' shapes (indexed, never decoded), carry their
+     * segments' videos in segment order, bit for bit the encoder's, on the heap and written in place alike; the broken
+     * videos are their samples' errors as above.
+     */
+    @Test
+    void packsCarryTheirSegmentsVideosOnTheHeapAndInPlace() throws Exception {
+        var expected = expected();
+        try (var source = new LocalFeedSource(manifest, 2);
+             var store = ShmObjectStore.open(new StoreConfig(shm, 256L << 20, "stoker_test"))) {
+            var shapes = dev.stoker.encode.validate.ShapeIndexes.measure(source.records(), source, SharedTokenizer.get(), OPTIONS, 2);
+            int longest = 0;
+            for (int i = 0; i < shapes.size(); i++) longest = Math.max(longest, shapes.shape(i).tokens());
+            assertTrue(shapes.shape(0).hasVideo() && shapes.shape(0).videoRows() > 0, "s0's video in its shape: " + shapes.shape(0));
+            var packing = new dev.stoker.plan.pack.Packing(2 * longest, 0, dev.stoker.plan.pack.PackPlanner.Balance.COST, 1,
+                    dev.stoker.plan.pack.PackCost.QWEN2_5_VL_3B);
+            var heap = FeederTest.run(config(FeedMode.PREFETCH, OPTIONS).withPacking(packing), source, 2);
+            try (var feeder = Feeder.start(config(FeedMode.ZERO_COPY, OPTIONS).withPacking(packing), source, SharedTokenizer.get(), store)) {
+                int i = 0;
+                for (int s = 0; s < 2; s++)
+                    for (int r = 0; r < RANKS; r++, i++) {
+                        StoredBatch stored = feeder.storedRank(r).next().get(60, TimeUnit.SECONDS);
+                        var b = BatchLayout.read(stored.object().segment());
+                        Batch h = heap.get(i);
+                        String at = "pack " + i;
+                        assertEquals(h.sampleIds(), stored.sampleIds(), at);
+                        assertArrayEquals(h.inputIds(), b.tensor("input_ids").toLongs(), at);
+                        assertArrayEquals(h.positionIds(), b.tensor("position_ids").toLongs(), at);
+                        assertArrayEquals(h.cuSeqlens(), b.tensor("cu_seqlens").toInts(), at);
+                        assertArrayEquals(h.pixelValues(), b.tensor("pixel_values").toFloats(), at);
+                        var v = ZeroCopyFeederTest.videosOf(b);
+                        assertEquals(h.videos() == null, v == null, at + ": video tensors");
+                        if (v != null) {
+                            assertArrayEquals(h.videos().videoGridThw(), v.videoGridThw(), at);
+                            assertArrayEquals(h.videos().secondPerGridTs(), v.secondPerGridTs(), at);
+                            assertArrayEquals(h.videos().pixelValuesVideos(), v.pixelValuesVideos(), at);
+                        }
+                        stored.release();
+                    }
+            }
+            assertEquals(0, store.metrics().inUseBytes());
+            int withVideo = 0;
+            for (Batch b : heap) {
+                assertTrue(b.shape().packed());
+                assertVideosOf(b, expected);
+                if (b.videos() != null) withVideo++;
+            }
+            assertTrue(withVideo >= 2, withVideo + " packs with videos");
+        }
+    }
+
     /** A batch's video tensors are its samples' in order (none when none has a video), bit for bit the encoder's. */
     static void assertVideosOf(Batch b, Map<String, dev.stoker.encode.EncodedSample> expected) {
         var grids = new ArrayList<Long>();

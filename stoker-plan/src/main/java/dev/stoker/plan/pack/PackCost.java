@@ -21,6 +21,7 @@ import java.nio.file.Path;
  * <pre>
  *   sample of L tokens    6·llmParams·L  +  6·llmLayers·llmAttentionWidth·L²      (causal attention inside its own segment)
  *   image of P patches    6·vitParams·P  + 12·vitAttentionLayers·vitHidden·P²     (full attention inside the image)
+ *   video of P = t·h·w    6·vitParams·P  + 12·vitAttentionLayers·vitHidden·P²/t   (full attention inside each of its t groups)
  * </pre>
  * The sample's own segment: in a pack, every sample attends only to itself (FlashAttention varlen over
  * {@code cu_seqlens}), so a pack costs the sum of its samples, and the ViT attends inside each image. With
@@ -111,10 +112,24 @@ public record PackCost(double llmParams, int llmLayers, int llmAttentionWidth, d
         return f * (6 * vitParams * p + 12.0 * vitAttentionLayers * vitHidden * p * p);
     }
 
-    /** FLOPs of a sample: its tokens as one segment and each of its images. */
+    /**
+     * FLOPs of the vision tower over one video of {@code patches} patches ({@code t·h·w}) in {@code groups} temporal
+     * groups ({@code t}): the weights over every patch, and full attention inside each group of {@code h·w} patches
+     * (the vision tower's {@code cu_seqlens} has one segment per temporal group: transformers 5.18.0,
+     * {@code vision_utils.get_vision_cu_seqlens}), so {@code t·(h·w)² = P²/t}. An image is a video of one group.
+     */
+    public double videoFlops(int patches, int groups) {
+        if (groups < 1) throw new IllegalArgumentException("a video has at least one temporal group, got " + groups);
+        double p = patches;
+        double f = visionTrained ? 1 : 1.0 / 3;
+        return f * (6 * vitParams * p + 12.0 * vitAttentionLayers * vitHidden * p * (p / groups));
+    }
+
+    /** FLOPs of a sample: its tokens as one segment, each of its images and each of its videos. */
     public double flops(SampleShape s) {
         double c = tokenFlops(s.tokens());
         for (int i = 0, n = s.images(); i < n; i++) c += imageFlops(s.imagePatches(i));
+        for (int i = 0, n = s.videos(); i < n; i++) c += videoFlops(s.videoPatches(i), s.videoGroups(i));
         return c;
     }
 

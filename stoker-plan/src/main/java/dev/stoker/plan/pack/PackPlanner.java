@@ -37,8 +37,11 @@ import java.util.Arrays;
  * count covers the rest of the order exactly once (its steps are planned from the same cursor). Costs are doubles
  * computed the same way every time (Java's floating point is strict), so ties are exact and break the same way.
  *
- * <p><b>Dummy image</b>: when a pack of the step holds an image, every pack without one gets {@code dummyImage} (its
- * tokens, patches and cost counted in the pack's). <b>Epoch end</b>: the global order is epoch after epoch, and a
+ * <p><b>Dummy image</b>: when a pack of the step holds an image or a video (a sample that runs the vision tower,
+ * {@link SampleShape#hasVision}), every pack without one gets {@code dummyImage} (its tokens, patches and cost counted
+ * in the pack's); a pack whose only vision input is a video needs none, since the video runs the vision tower.
+ * <b>Video</b>: a video's {@code t·h·w} rows count in the sample's patches ({@code --pack-patches}) and its vision
+ * cost in the sample's ({@link PackCost#videoFlops}). <b>Epoch end</b>: the global order is epoch after epoch, and a
  * window that reaches the end of epoch e goes on with epoch e+1's permutation from its position 0, so a step can run
  * across an epoch's end (at most one: the walk stops at the end of e+1) and nothing is dropped there — every position
  * of every epoch is in exactly one pack, filtered or skipped. A record of e+1 that the window already holds from e (the
@@ -211,7 +214,7 @@ public final class PackPlanner {
                 continue;
             }
             int tokens = s.tokens(), patches = s.patches();
-            boolean image = s.hasImage();
+            boolean image = s.hasVision(); // an image or a video: the sample runs the vision tower
             if (overBudget(tokens, patches, image)) {
                 addFiltered(record, pos);
                 continue;
@@ -259,7 +262,7 @@ public final class PackPlanner {
             long n = 0;
             for (int i = 0, size = shapes.size(); i < size; i++) {
                 SampleShape s = shapes.shape(i);
-                if (s != null && s.kind() == SampleShape.Kind.OK && !overBudget(s.tokens(), s.patches(), s.hasImage())) n++;
+                if (s != null && s.kind() == SampleShape.Kind.OK && !overBudget(s.tokens(), s.patches(), s.hasVision())) n++;
             }
             fitting = n;
         }

@@ -13,8 +13,9 @@ import java.nio.charset.StandardCharsets;
  * Binds the system's libavformat, libavcodec, libavutil and libswscale through FFM (no JNI glue, no jextract: the
  * signatures are written by hand, the struct fields are {@link AvField}), once, on first use.
  *
- * <p>Loading is lazy: {@link #get()} binds the libraries the first time a video is touched, so image-only jobs never
- * load FFmpeg and a host without it fails only its video samples, with one message naming the missing library.
+ * <p>Loading is lazy: {@link #get()} binds the libraries the first time a video is touched, or a job with video
+ * starts (their {@link #versions()} are part of its fingerprint), so a job without video never loads FFmpeg and a
+ * host without it fails only its video samples, with one message naming the missing library.
  * At bind time the versions are checked against {@link FfmpegVersions#SUPPORTED}, FFmpeg's log level is set to
  * {@code AV_LOG_ERROR} and its errors are routed to the video that caused them ({@link FfmpegLog}).
  *
