@@ -187,7 +187,8 @@ public final class SampleParser {
         var record = (com.fasterxml.jackson.databind.node.ObjectNode) node;
         if (!videos.isEmpty() && !acceptVideo)
             throw error(sampleId(record, fallbackId), UnservedMedia.VIDEO.notSupported() + ": the record's source carries video "
-                    + videos.getFirst() + (videos.size() > 1 ? " and " + (videos.size() - 1) + " more" : ""));
+                    + videos.getFirst() + (videos.size() > 1 ? " and " + (videos.size() - 1) + " more" : "")
+                    + (videoRefusal == null ? "" : "; " + videoRefusal));
         boolean placeImages = false, placeVideos = false;
         if (!embedded.isEmpty()) {
             boolean listed = present(record.get("image")) || present(record.get("images"));

@@ -87,5 +87,10 @@ class EmbeddedVideoRecordsTest {
         assertEquals("video is not supported", SampleException.reasonOf(message), "one cause for a whole data set");
         assertEquals(List.of(new Image("k.jpg")), parse(byDefault, LLAVA.replace("<video>\\n", ""), List.of("k.jpg"), List.of()).media(),
                 "images alone as before");
+        var why = new SampleParser(SampleParser.Videos.REFUSE, "transformers 9.9 has no video rules Stoker knows");
+        message = refusal(why, LLAVA, List.of("k.jpg"), List.of("k.mp4"));
+        assertEquals(UnservedMedia.VIDEO.notSupported() + ": the record's source carries video k.mp4; transformers 9.9 has no video rules Stoker knows",
+                message, "the job's reason, as for a listed video");
+        assertEquals("video is not supported", SampleException.reasonOf(message));
     }
 }

@@ -246,7 +246,9 @@ public final class DatasetValidator {
             var bytes = new HashMap<String, byte[]>(refs.size() * 2);
             for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), futures.get(k).join());
             try {
-                VideoPreprocessor.VideoSource videoSource = (sampleId, reference) -> source.openVideo(i, sampleId, reference);
+                // the videos the record's source carries (tar members, Parquet cells), else by reference in ranges
+                VideoPreprocessor.VideoSource videoSource = dev.stoker.encode.video.EmbeddedVideos.over(record.videos(),
+                        (sampleId, reference) -> source.openVideo(i, sampleId, reference));
                 var shape = encoder(encoders).shape(sample, bytes, videoSource);
                 lengths[i] = shape.tokens();
                 if (shape.hasImage()) imagePatches[i] = shape.imagePatches();

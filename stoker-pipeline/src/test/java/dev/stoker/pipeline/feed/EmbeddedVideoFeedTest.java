@@ -184,6 +184,39 @@ class EmbeddedVideoFeedTest {
         }
     }
 
+    /**
+     * {@code stoker validate} over the shard and the Parquet file: with video every record kept, each length the
+     * encoder's input_ids length for the manifest's sample and each video's t·h·w its grid's (the carried videos are
+     * indexed, never decoded); without video the samples carrying one are errors, "video is not supported".
+     */
+    @Test
+    void validateReadsTheCarriedVideos() throws Exception {
+        var expected = expected();
+        for (Path data : List.of(shard, parquet)) {
+            try (var objects = ObjectSources.open(data.toString(), SourceConfig.defaults())) {
+                var source = FeedSource.of(objects, null);
+                var records = source.records();
+                var report = dev.stoker.encode.validate.DatasetValidator.validate(records, source, SharedTokenizer.get(),
+                        new dev.stoker.encode.validate.DatasetValidator.Settings(OPTIONS, 2, 4, 3));
+                assertEquals(0, report.errors(), data + ": " + report.causes());
+                assertEquals(5, report.videos(), data + ": videos");
+                for (int i = 0; i < records.size(); i++) {
+                    var want = expected.get(SAMPLES.get(i).id());
+                    assertEquals(want.inputIds().length, report.lengths()[i], data + " record " + i);
+                    long[] grid = want.videos().videoGridThw();
+                    int[] patches = report.videoPatches()[i] == null ? new int[0] : report.videoPatches()[i];
+                    assertEquals(grid.length / 3, patches.length, data + " record " + i);
+                    for (int k = 0; k < patches.length; k++) assertEquals(grid[3 * k] * grid[3 * k + 1] * grid[3 * k + 2], patches[k]);
+                }
+                var without = dev.stoker.encode.validate.DatasetValidator.validate(records, source, SharedTokenizer.get(),
+                        new dev.stoker.encode.validate.DatasetValidator.Settings(FeederTest.OPTIONS, 2, 4, 3));
+                assertEquals(WITH_VIDEO.size(), without.errors(), data + ": " + without.causes());
+                assertEquals(java.util.Set.of("video is not supported"),
+                        without.causes().stream().map(c -> c.key().reason()).collect(java.util.stream.Collectors.toSet()), data.toString());
+            }
+        }
+    }
+
     /** The zero-copy batches of {@code source}, read back from their objects. */
     private List<Batch> zeroCopy(FeedSource source, ShmObjectStore store, EncodeOptions options) throws Exception {
         var out = new ArrayList<Batch>();
