@@ -36,7 +36,9 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Video (issue 29), when the options encode it ({@link EncodeOptions#video()} not null): video records are read
  * (else refused as media Stoker does not serve, as before), and each video is opened through
- * {@link FeedSource#openVideo} (ranged reads), indexed by demuxing its packets — never decoded — and planned by the
+ * {@link FeedSource#openVideo} (ranged reads), or, when the record's source carries it (a WebDataset member, a Parquet
+ * cell), from the record ({@link dev.stoker.encode.video.EmbeddedVideos}), indexed by demuxing its packets — never
+ * decoded — and planned by the
  * sampling rules ({@link SampleEncoder#shape(ChatSample, java.util.Map, VideoPreprocessor.VideoSource)}), which gives its
  * grid, its tokens and its patch count. A missing video, a broken container, a video the sampler refuses, one over the
  * decode memory budget, a sample over {@code --max-seq-len}: that record's error (or filter) with its cause, naming the
