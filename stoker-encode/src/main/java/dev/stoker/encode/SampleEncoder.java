@@ -170,15 +170,30 @@ public final class SampleEncoder {
      * {@code source} by the references the record names (a manifest's).
      */
     public EncodedSample encodeRecord(SampleRecords.Record record, String fallbackId, ImageSource source, PixelBuffers buffers) {
+        return encodeRecord(record, fallbackId, source, null, buffers);
+    }
+
+    /**
+     * {@link #encodeRecord(SampleRecords.Record, String, ImageSource, PixelBuffers)} for a record that may hold videos: those
+     * its source carries ({@link SampleRecords.Record#videos()}, each taking the place of the record's k-th video), else read
+     * through {@code videosByReference} (null: none can be). An encoder without video refuses a record with any; one with
+     * video encodes every record as {@link #encode(ChatSample, ImageSource, VideoPreprocessor.VideoSource, PixelBuffers)}
+     * does, as the feed does.
+     */
+    public EncodedSample encodeRecord(SampleRecords.Record record, String fallbackId, ImageSource source,
+                                      VideoPreprocessor.VideoSource videosByReference, PixelBuffers buffers) {
         var embedded = record.images();
-        if (embedded.isEmpty()) return encodeLine(record.json(), fallbackId, source, buffers);
-        var names = new ArrayList<String>(embedded.size());
-        for (var e : embedded) names.add(e.name());
-        ChatSample sample = parser.parseRecord(record.json(), fallbackId, names);
-        List<String> refs = sample.imagePaths();
-        var bytes = new HashMap<String, byte[]>(refs.size() * 2);
-        for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), embedded.get(k).bytes());
-        return encode(sample, fetched(bytes), buffers);
+        ChatSample sample = embedded.isEmpty() && record.videos().isEmpty() ? parser.parseLine(record.json(), fallbackId)
+                : parser.parseRecord(record.json(), fallbackId, record.imageNames(), record.videoNames());
+        ImageSource images = source;
+        if (!embedded.isEmpty()) {
+            List<String> refs = sample.imagePaths();
+            var bytes = new HashMap<String, byte[]>(refs.size() * 2);
+            for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), embedded.get(k).bytes());
+            images = fetched(bytes);
+        }
+        if (videos == null) return encode(sample, images, buffers);
+        return encode(sample, images, dev.stoker.encode.video.EmbeddedVideos.over(record.videos(), videosByReference), buffers);
     }
 
     /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */

@@ -33,10 +33,17 @@ import org.apache.parquet.schema.Type;
  *       would make it an image item);
  *   <li>{@code images} (list of struct&lt;bytes, path&gt;, or of strings) or {@code image} (one struct, or a
  *       string): the images, in order;
+ *   <li>{@code videos} (list of struct&lt;bytes, path&gt;, as the datasets {@code Video} feature writes it, or of
+ *       strings) or {@code video} (one struct, or a string): the videos, in order (issue 29), read as the image columns
+ *       are: a row whose videos are all paths names them in its record ({@code videos}, or {@code video} beside a
+ *       {@code conversations} column; typed {@code {"type": "video"}} items naming none are named after them), and the
+ *       pipeline opens them by reference; a row that carries the bytes of any gives them all as its
+ *       {@link Row#videos()} (a path beside them is opened by reference). Whether video is served is the parser's
+ *       call: a job without video refuses such a row, naming the video ({@code SampleParser});
  *   <li>{@code id} (string or integer), optional;
- *   <li>the columns of a medium Stoker does not serve ({@link UnservedMedia}: {@code audio}/{@code audios},
- *       {@code video}/{@code videos}), of any type: a row where one is non-empty is refused naming the column, rather
- *       than served as text without it (as {@code SampleParser} refuses such a field of a record).
+ *   <li>the columns of a medium Stoker does not serve ({@link UnservedMedia}: {@code audio}/{@code audios}), of any
+ *       type: a row where one is non-empty is refused naming the column, rather than served as text without it (as
+ *       {@code SampleParser} refuses such a field of a record).
  * </ul>
  *
  * <p>Threading: stateless apart from the schema; safe to share.
@@ -49,11 +56,21 @@ final class HfRows {
     /** One image of a row: encoded bytes, or a path to fetch (bytes null), named uniquely within the row. */
     record Image(String name, byte[] bytes, String path) {}
 
-    /** A row converted: its JSON, and its images when the row carries any (empty: the JSON names them by reference). */
-    record Row(byte[] json, List<Image> images) {
+    /** One video of a row: a container's bytes, or a path to open (bytes null), named uniquely among the row's videos. */
+    record Video(String name, byte[] bytes, String path) {}
+
+    /**
+     * A row converted: its JSON, its images when the row carries any (empty: the JSON names them by reference), and its
+     * videos likewise.
+     */
+    record Row(byte[] json, List<Image> images, List<Video> videos) {
+        Row(byte[] json, List<Image> images) { this(json, images, List.of()); }
+
+        /** Bytes the row holds in the cache of decoded row groups: its JSON and the images' and videos' bytes. */
         long bytes() {
             long n = json.length;
             for (var i : images) n += i.bytes() == null ? 0 : i.bytes().length;
+            for (var v : videos) n += v.bytes() == null ? 0 : v.bytes().length;
             return n;
         }
     }
@@ -61,13 +78,16 @@ final class HfRows {
     private final MessageType projection;
     private final String messagesColumn;
     private final String imagesColumn;
+    private final String videosColumn;
     private final boolean hasId;
     private final Map<String, UnservedMedia> mediaColumns;
 
-    private HfRows(MessageType projection, String messagesColumn, String imagesColumn, boolean hasId, Map<String, UnservedMedia> mediaColumns) {
+    private HfRows(MessageType projection, String messagesColumn, String imagesColumn, String videosColumn, boolean hasId,
+                   Map<String, UnservedMedia> mediaColumns) {
         this.projection = projection;
         this.messagesColumn = messagesColumn;
         this.imagesColumn = imagesColumn;
+        this.videosColumn = videosColumn;
         this.hasId = hasId;
         this.mediaColumns = mediaColumns;
     }
@@ -88,19 +108,27 @@ final class HfRows {
             if (images != null) throw new IOException(file + " has both an 'images' and an 'image' column; expected one");
             images = c;
         }
+        String videos = null;
+        for (String c : List.of("videos", "video")) {
+            if (!schema.containsField(c)) continue;
+            if (videos != null) throw new IOException(file + " has both a 'videos' and a 'video' column; expected one");
+            videos = c;
+        }
         var fields = new ArrayList<Type>();
         boolean id = schema.containsField("id") && schema.getType("id").isPrimitive();
         if (id) fields.add(schema.getType("id"));
         fields.add(schema.getType(messages));
         if (images != null) fields.add(schema.getType(images));
+        if (videos != null) fields.add(schema.getType(videos));
         var media = new LinkedHashMap<String, UnservedMedia>();
         for (var m : UnservedMedia.values())
-            for (String c : m.fields())
+            if (m != UnservedMedia.VIDEO) // read above; served or refused by the parser
+                for (String c : m.fields())
                 if (schema.containsField(c)) {
                     media.put(c, m);
                     fields.add(schema.getType(c));
                 }
-        return new HfRows(new MessageType(schema.getName(), fields), messages, images, id, media);
+        return new HfRows(new MessageType(schema.getName(), fields), messages, images, videos, id, media);
     }
 
     private static String names(GroupType t) {
@@ -156,8 +184,20 @@ final class HfRows {
             }
             images = List.of();
         }
+        var videos = videos(row, sampleId, rowName);
+        boolean carriedVideo = false;
+        for (var v : videos) carriedVideo |= v.bytes() != null;
+        if (!carriedVideo && !videos.isEmpty()) { // every video a path: the record names them, the pipeline opens them
+            var paths = new ArrayList<String>();
+            for (var v : videos) paths.add(v.path());
+            if (!fillBareVideoItems(record, paths)) {
+                var list = record.putArray(messagesColumn.equals("conversations") && !record.has("images") ? "video" : "videos");
+                paths.forEach(list::add);
+            }
+            videos = List.of();
+        }
         try {
-            return new Row(JSON.writeValueAsBytes(record), images);
+            return new Row(JSON.writeValueAsBytes(record), images, videos);
         } catch (IOException e) {
             throw new SampleException(sampleId, SampleException.Stage.MANIFEST, "cannot write the record as JSON: " + e, e);
         }
@@ -188,6 +228,56 @@ final class HfRows {
             out.add(new Image(name, i.bytes(), i.path()));
         }
         return out;
+    }
+
+    /** The row's videos: the video column's structs or paths, named as images are ({@code row17#v0} without a usable path). */
+    private List<Video> videos(Group row, String sampleId, String rowName) {
+        if (videosColumn == null) return List.of();
+        int c = row.getType().getFieldIndex(videosColumn);
+        if (row.getFieldRepetitionCount(c) == 0) return List.of();
+        Type t = row.getType().getType(c);
+        var raw = new ArrayList<Image>();
+        if (isList(t)) {
+            var elements = elements(row.getGroup(c, 0));
+            for (int k = 0; k < elements.size(); k++) raw.add(image(elements.get(k), sampleId, videosColumn + "[" + k + "]"));
+        } else {
+            raw.add(image(new Slot(row, c, 0), sampleId, videosColumn));
+        }
+        var paths = new HashSet<String>();
+        var duplicate = new HashSet<String>();
+        for (var v : raw) if (v.path() != null && !paths.add(v.path())) duplicate.add(v.path());
+        var out = new ArrayList<Video>(raw.size());
+        var used = new HashSet<String>();
+        for (int k = 0; k < raw.size(); k++) {
+            var v = raw.get(k);
+            String name = v.path() != null && !duplicate.contains(v.path()) ? v.path() : rowName + "#v" + k;
+            while (!used.add(name)) name = name + "'";
+            out.add(new Video(name, v.bytes(), v.path()));
+        }
+        return out;
+    }
+
+    /**
+     * Names the typed video items that name no video ({@code {"type": "video"}}) with {@code paths} in order; false when
+     * the record has no typed video items (its videos then go in a list).
+     */
+    private static boolean fillBareVideoItems(ObjectNode record, List<String> paths) {
+        var list = record.get("messages");
+        if (list == null || !list.isArray()) return false;
+        boolean typed = false;
+        int k = 0;
+        for (var m : list) {
+            var content = m.get("content");
+            if (content == null || !content.isArray()) continue;
+            for (var item : content) {
+                if (!(item instanceof ObjectNode o) || !("video".equals(o.path("type").asText(null)) || o.has("video"))) continue;
+                typed = true;
+                boolean named = o.hasNonNull("video") || o.hasNonNull("url") || o.hasNonNull("path");
+                if (!named && k < paths.size()) o.put("video", paths.get(k));
+                k++;
+            }
+        }
+        return typed;
     }
 
     /** A value of a group: field {@code field}, repetition {@code index}; absent (null) when {@code group} is null. */

@@ -177,16 +177,26 @@ public final class ParquetRecords implements SampleRecords {
         }).thenCompose(x -> x);
     }
 
-    /** The record of a converted row; images it names by a path only (next to carried ones) are fetched here. */
+    /**
+     * The record of a converted row; images it names by a path only (next to carried ones) are fetched here. Its carried
+     * videos are in memory already (a Parquet cell is read with its row group) and are handed on as they are; a video
+     * named by a path next to carried ones is opened by reference, in ranges, where it is demuxed.
+     */
     private CompletableFuture<Record> toRecord(String id, HfRows.Row row) {
-        if (row.images().isEmpty()) return CompletableFuture.completedFuture(Record.of(row.json()));
+        var videos = new ArrayList<SampleRecords.EmbeddedVideo>(row.videos().size());
+        for (var v : row.videos()) {
+            if (v.bytes() != null) videos.add(SampleRecords.EmbeddedVideo.inMemory(v.name(), v.bytes()));
+            else videos.add(new SampleRecords.EmbeddedVideo(v.name(), -1,
+                    () -> dev.stoker.source.RangedObjectBytes.of(source, v.path(), dev.stoker.source.RangedObjectBytes.READ_TIMEOUT_NANOS)));
+        }
+        if (row.images().isEmpty()) return CompletableFuture.completedFuture(new Record(row.json(), List.of(), videos));
         var parts = new ArrayList<CompletableFuture<Embedded>>(row.images().size());
         for (var im : row.images()) {
             if (im.bytes() != null) parts.add(CompletableFuture.completedFuture(new Embedded(im.name(), im.bytes())));
             else parts.add(source.fetch(id, im.path()).thenApply(b -> new Embedded(im.name(), b)));
         }
         return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new))
-                .thenApply(ignored -> new Record(row.json(), parts.stream().map(CompletableFuture::join).toList()));
+                .thenApply(ignored -> new Record(row.json(), parts.stream().map(CompletableFuture::join).toList(), videos));
     }
 
     private int fileOf(int i) {

@@ -64,6 +64,25 @@ public final class HfParquet {
             + " optional group image { optional binary bytes; optional binary path (STRING); }"
             + "}");
 
+    /** messages: list<struct<role, content: string>>, images and videos: list<struct<bytes, path>> (the datasets Image and Video features). */
+    public static final MessageType STRING_MESSAGES_VIDEOS = MessageTypeParser.parseMessageType("message schema {"
+            + " optional binary id (STRING);"
+            + " optional group messages (LIST) { repeated group list { optional group element {"
+            + "   optional binary role (STRING); optional binary content (STRING); } } }"
+            + " optional group images (LIST) { repeated group list { " + IMAGE_STRUCT + " } }"
+            + " optional group videos (LIST) { repeated group list { " + IMAGE_STRUCT + " } }"
+            + "}");
+
+    /** messages: list<struct<content: list<struct<text, type, fps>>, role>>, video: one struct<bytes, path>. */
+    public static final MessageType TYPED_VIDEO = MessageTypeParser.parseMessageType("message schema {"
+            + " optional binary id (STRING);"
+            + " optional group messages (LIST) { repeated group list { optional group element {"
+            + "   optional group content (LIST) { repeated group list { optional group element {"
+            + "     optional binary text (STRING); optional binary type (STRING); optional double fps; } } }"
+            + "   optional binary role (STRING); } } }"
+            + " optional group video { optional binary bytes; optional binary path (STRING); }"
+            + "}");
+
     /** Writes {@code rows} to {@code file}, {@code rowsPerGroup} rows to a row group. */
     public static Path write(Path file, MessageType schema, List<Map<String, Object>> rows, int rowsPerGroup, CompressionCodecName codec) throws IOException {
         Files.deleteIfExists(file);
@@ -98,6 +117,7 @@ public final class HfParquet {
                 case String s -> g.append(name, s);
                 case byte[] b -> g.append(name, Binary.fromConstantByteArray(b));
                 case Long l -> g.append(name, l);
+                case Double d -> g.append(name, d);
                 case Integer i -> {
                     if (t.asPrimitiveType().getPrimitiveTypeName() == org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName.INT64) g.append(name, (long) i);
                     else g.append(name, i);

@@ -248,6 +248,27 @@ final class LocalReader implements AutoCloseable {
         @Override
         public int available() { return end - pos; }
 
+        /**
+         * Skips by moving the channel's position, not by reading: indexing a tar shard skips its members' data (a
+         * multi-GB video member included), so that only its headers are read. Never past the file's end.
+         */
+        @Override
+        public long skip(long n) throws IOException {
+            if (failed != null) throw new IOException(failed.getMessage(), failed);
+            if (n <= 0) return 0;
+            int buffered = end - pos;
+            if (n <= buffered) {
+                pos += (int) n;
+                return n;
+            }
+            pos = end;
+            if (eof) return buffered;
+            long at = channel.position();
+            long to = Math.min(channel.size(), at + (n - buffered));
+            if (to > at) channel.position(to);
+            return buffered + Math.max(0, to - at);
+        }
+
         private boolean fill() throws IOException {
             if (failed != null) throw new IOException(failed.getMessage(), failed);
             if (eof) return false;

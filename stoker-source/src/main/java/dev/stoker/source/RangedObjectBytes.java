@@ -23,6 +23,8 @@ import java.util.concurrent.TimeoutException;
  */
 public final class RangedObjectBytes implements SeekableByteSource {
     public static final int BLOCK_BYTES = 1 << 20;
+    /** How long one block's fetch may take by default (a video's reads in a feed). */
+    public static final long READ_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(60);
     static final int CACHED_BLOCKS = 8;
 
     private final ObjectSource objects;

@@ -36,13 +36,26 @@ public interface SampleRecords {
      */
     default boolean mayHoldVideo() { return false; }
 
-    /** One record. {@code images} empty: the record names its images by reference, fetched from the source. */
-    record Record(byte[] json, List<Embedded> images) {
+    /**
+     * One record. {@code images} empty: the record names its images by reference, fetched from the source; {@code videos}
+     * empty: likewise for its videos (opened through the feed source by reference, {@code FeedSource#openVideo}).
+     */
+    record Record(byte[] json, List<Embedded> images, List<EmbeddedVideo> videos) {
         public Record {
             images = List.copyOf(images);
+            videos = List.copyOf(videos);
         }
 
-        public static Record of(byte[] json) { return new Record(json, List.of()); }
+        /** A record whose source carries images and no video. */
+        public Record(byte[] json, List<Embedded> images) { this(json, images, List.of()); }
+
+        public static Record of(byte[] json) { return new Record(json, List.of(), List.of()); }
+
+        /** The carried images' names, in order. */
+        public List<String> imageNames() { return images.stream().map(Embedded::name).toList(); }
+
+        /** The carried videos' names, in order. */
+        public List<String> videoNames() { return videos.stream().map(EmbeddedVideo::name).toList(); }
     }
 
     /**
@@ -50,4 +63,33 @@ public interface SampleRecords {
      * struct's path or {@code row#k}), {@code bytes} the encoded file (JPEG, PNG, WebP).
      */
     record Embedded(String name, byte[] bytes) {}
+
+    /**
+     * A video the source carries (issue 29): {@code name} unique among the record's videos (a tar member's name, a
+     * Parquet struct's path or {@code row#vk}), {@code sizeBytes} its container's length (-1 when unknown: a path opened by
+     * reference), {@code bytes} how to read it.
+     * Not read when the record is: a tar member is opened where the video is demuxed and read in ranges of its shard
+     * ({@link RangedObjectBytes#range}), so a seek in a large member fetches the blocks around it, never the member; a
+     * Parquet cell is already in memory ({@link dev.stoker.core.io.SeekableByteSource#of(String, byte[])}).
+     */
+    record EmbeddedVideo(String name, long sizeBytes, Opener bytes) {
+        public EmbeddedVideo {
+            java.util.Objects.requireNonNull(name, "name");
+            java.util.Objects.requireNonNull(bytes, "bytes");
+        }
+
+        /** Opens the video's bytes for one demuxer (the caller closes them). Blocking: called on the thread that demuxes. */
+        public dev.stoker.core.io.SeekableByteSource open() throws java.io.IOException { return bytes.open(); }
+
+        /** A video whose bytes are in memory already (a Parquet cell). */
+        public static EmbeddedVideo inMemory(String name, byte[] bytes) {
+            return new EmbeddedVideo(name, bytes.length, () -> dev.stoker.core.io.SeekableByteSource.of(name, bytes));
+        }
+    }
+
+    /** Opens a carried video's bytes. */
+    @FunctionalInterface
+    interface Opener {
+        dev.stoker.core.io.SeekableByteSource open() throws java.io.IOException;
+    }
 }

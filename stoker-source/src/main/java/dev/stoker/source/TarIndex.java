@@ -27,7 +27,7 @@ import org.apache.commons.compress.archivers.tar.TarArchiveInputStream;
 
 /**
  * Where the samples of a list of WebDataset tar shards lie: per sample its key, and the byte offset and length of
- * its JSON member's data and of each of its image members' data, in flat arrays (no object per sample): about
+ * its JSON member's data and of each of its image and video members' data, in flat arrays (no object per sample): about
  * 8 bytes per sample, 12 per member, and the key's and suffixes' bytes; the shard of a sample is found from the
  * first sample of each shard. Built by one pass per shard with Commons Compress's tar reader ({@link Builder#scan}),
  * which reads each header and skips each member's data; saved and loaded as one binary file ({@link #write},
@@ -37,12 +37,21 @@ import org.apache.commons.compress.archivers.tar.TarArchiveInputStream;
  * suffix the rest ({@code a/b/x1.0.jpg}: key {@code a/b/x1}, suffix {@code 0.jpg}); consecutive members with one key
  * form one sample. Its record is the {@code json} member; its images the {@code jpg}, {@code jpeg}, {@code png},
  * {@code webp} members: one unnumbered ({@code key.jpg}), or numbered ({@code key.0.jpg}, {@code key.1.png}, …)
- * taken in numeric order. Other members ({@code txt}, {@code cls}, …) are ignored, but not those of a medium Stoker
- * does not serve ({@link UnservedMedia}: {@code wav}, {@code mp3}, …, {@code mp4}, …): a trainer would read them as
- * part of the sample, so the sample is refused rather than served without them. A sample that breaks a rule (such a
- * member, no json member, two of them, a json or image member over {@value #MAX_MEMBER_BYTES} bytes or not a regular
- * file, images both numbered and unnumbered or numbered twice, a key that comes again after other keys) keeps its
- * place with the rule it broke, reported when it is read.
+ * taken in numeric order; its videos (issue 29) the {@code mp4}, {@code webm}, {@code mkv}, {@code avi}, {@code mov}
+ * members by the same rule ({@code key.mp4}, or {@code key.0.mp4}, {@code key.1.avi}, …), numbered apart from the
+ * images. Suffixes are matched in any case. Other members ({@code txt}, {@code cls}, …) are ignored, but not those of a
+ * medium Stoker does not serve ({@link UnservedMedia}: {@code wav}, {@code mp3}, …), nor a video member named otherwise
+ * ({@code key.left.mp4}): a trainer would read them as part of the sample, so the sample is refused rather than served
+ * without them. The index records video members whether or not a job encodes video; a job without video refuses their
+ * samples when it parses them ({@code SampleParser}). A sample that breaks a rule (such a member, no json member, two of
+ * them, a json or image member over {@value #MAX_MEMBER_BYTES} bytes, a video member over
+ * {@value #MAX_VIDEO_MEMBER_BYTES} bytes, a member that is not a regular file, images or videos both numbered and
+ * unnumbered or numbered twice, a key that comes again after other keys) keeps its place with the rule it broke,
+ * reported when it is read.
+ *
+ * <p>Why the video bound differs: json and image members are read whole into memory, video members never (they are
+ * read in {@link RangedObjectBytes} blocks where they are demuxed), so their bound is what the index's 32-bit lengths
+ * hold, read unsigned: 4 GiB − 1 bytes, a 2-hour 1080p H.264 film at 4 Mb/s. A longer video is a file a record names.
  *
  * <p>A shard that is not a tar, or is cut short (a header or a member's data past its end), fails the whole index,
  * naming the shard and the byte; so do headers (long names, pax records) of more than {@value #MAX_HEADER_BYTES}
@@ -57,17 +66,25 @@ final class TarIndex {
     static final int MAX_HEADER_BYTES = 1 << 20;
     /** The most images one sample may carry. */
     static final int MAX_IMAGES = 1024;
+    /** The largest video member indexed: a length the index stores in 32 bits, read unsigned (4 GiB − 1). */
+    static final long MAX_VIDEO_MEMBER_BYTES = 0xFFFF_FFFFL;
+    /** The most videos one sample may carry. */
+    static final int MAX_VIDEOS = 256;
 
     private static final int MAGIC = 0x574B5453; // "STKW"
-    /** 2: samples with audio or video members are problems (an index of version 1 passed them as served; it is rebuilt). */
-    private static final int FILE_VERSION = 2;
+    /**
+     * 2: samples with audio or video members are problems (an index of version 1 passed them as served; it is rebuilt).
+     * 3: video members are indexed after the images, lengths read unsigned (an index of version 2 refused them; rebuilt).
+     */
+    private static final int FILE_VERSION = 3;
     private static final Pattern IMAGE = Pattern.compile("(?:(\\d{1,9})\\.)?(jpg|jpeg|png|webp)");
+    private static final Pattern VIDEO = Pattern.compile("(?:(\\d{1,9})\\.)?(mp4|webm|mkv|avi|mov)");
 
     private final String[] shards;
     private final int[] shardStart;   // first sample of each shard; shards + 1
     private final int[] firstMember;  // first member of each sample; samples + 1
     private final long[] offsets;     // per member: its data's offset in its shard
-    private final int[] lengths;      // per member: its data's length
+    private final int[] lengths;      // per member: its data's length, unsigned
     private final byte[] names;       // per sample: its key in UTF-8, then '\0' and the suffix of each member
     private final int[] nameStart;    // samples + 1
     private final int[] problemSamples; // ascending
@@ -116,7 +133,10 @@ final class TarIndex {
         return new String(names, from, end - from, StandardCharsets.UTF_8);
     }
 
-    /** Sample {@code i}'s members' names: its json member first, then its images in order (none for a sample with a problem). */
+    /**
+     * Sample {@code i}'s members' names: its json member first, then its images in order, then its videos in order (none
+     * for a sample with a problem).
+     */
     List<String> memberNames(int sample) {
         String key = key(sample);
         int from = nameStart[sample], to = nameStart[sample + 1];
@@ -136,7 +156,16 @@ final class TarIndex {
 
     long offset(int member) { return offsets[member]; }
 
-    int length(int member) { return lengths[member]; }
+    long length(int member) { return Integer.toUnsignedLong(lengths[member]); }
+
+    /** Whether a member's name (or suffix) is a video's: its last dot-part is a video suffix, in any case. */
+    static boolean isVideoName(String name) {
+        String ext = name.substring(name.lastIndexOf('.') + 1).toLowerCase(Locale.ROOT);
+        return switch (ext) {
+            case "mp4", "webm", "mkv", "avi", "mov" -> true;
+            default -> false;
+        };
+    }
 
     /** The rule sample {@code i} breaks (a sentence naming it), or null. */
     String problem(int sample) {
@@ -216,6 +245,7 @@ final class TarIndex {
                 long length = e.getSize();
                 if (length < 0) throw new RecordIndex.Malformed("shard " + label + ": member " + e.getName() + " at byte " + dataOffset + " has a negative size");
                 counting.limit = dataOffset + ((length + 511) & ~511L) + MAX_HEADER_BYTES;
+                if (e.isFile() && !e.isSparse()) counting.skippable(dataOffset, dataOffset + length);
                 if (e.isFile() && dataOffset + length > size)
                     throw new RecordIndex.Malformed("shard " + label + " is truncated: member " + e.getName() + "'s " + length + " bytes at byte "
                             + dataOffset + " run past its end at byte " + size);
@@ -249,41 +279,78 @@ final class TarIndex {
             }
         }
 
+        /** One kind's members of a sample (images, or videos): one unnumbered or several numbered. */
+        private static final class Numbered {
+            final String kind;
+            Member unnumbered;
+            final java.util.TreeMap<Integer, Member> numbered = new java.util.TreeMap<>();
+
+            Numbered(String kind) { this.kind = kind; }
+
+            /** Adds {@code m} ({@code number} null: unnumbered); the rule it breaks, or null. */
+            String add(Member m, String number, String key, String ext) {
+                if (number == null) {
+                    String problem = unnumbered == null ? null : "has two unnumbered " + kind + "s, " + unnumbered.name + " and " + m.name
+                            + " (number them: " + key + ".0." + ext + ", " + key + ".1." + ext + ", …)";
+                    unnumbered = m;
+                    return problem;
+                }
+                int k = Integer.parseInt(number);
+                var before = numbered.put(k, m);
+                return before == null ? null : "has two " + kind + "s numbered " + k + ", " + before.name + " and " + m.name;
+            }
+
+            /** The rule the members break together, or null. */
+            String check(int max) {
+                if (unnumbered != null && !numbered.isEmpty())
+                    return "has both an unnumbered " + kind + " (" + unnumbered.name + ") and numbered ones (" + numbered.firstEntry().getValue().name + ", …)";
+                if (numbered.size() + (unnumbered != null ? 1 : 0) > max) return "has " + numbered.size() + " " + kind + "s, more than " + max;
+                return null;
+            }
+
+            void addTo(Builder b) {
+                if (unnumbered != null) b.addMember(unnumbered);
+                for (var m : numbered.values()) b.addMember(m);
+            }
+        }
+
         private void add(Group g, String label) {
             Member json = null;
             String problem = g.repeated ? "comes again after other keys (a sample's members must be consecutive)" : null;
-            Member unnumbered = null;
-            var numbered = new java.util.TreeMap<Integer, Member>();
+            var images = new Numbered("image");
+            var videos = new Numbered("video");
             for (var m : g.members) {
                 String s = m.suffix.toLowerCase(Locale.ROOT);
                 boolean isJson = s.equals("json");
                 var image = IMAGE.matcher(s);
                 boolean isImage = !isJson && image.matches();
-                var media = isJson || isImage ? null : UnservedMedia.ofMemberSuffix(s);
-                if (!isJson && !isImage && media == null) continue;
+                var video = VIDEO.matcher(s);
+                boolean isVideo = !isJson && !isImage && video.matches();
+                boolean strayVideo = !isJson && !isImage && !isVideo && isVideoName(s);
+                var media = isJson || isImage || isVideo || strayVideo ? null : UnservedMedia.ofMemberSuffix(s);
+                if (!isJson && !isImage && !isVideo && !strayVideo && media == null) continue;
                 if (problem != null) continue;
                 if (media != null) problem = "has a ." + m.suffix + " member: " + media.notSupported(); // by suffix, not name: a whole audio set shares one message
+                else if (strayVideo) problem = "has video member " + m.name + ", named neither " + g.key + "." + s.substring(s.lastIndexOf('.') + 1)
+                        + " nor " + g.key + ".N." + s.substring(s.lastIndexOf('.') + 1) + " (a video Stoker cannot place)";
                 else if (!m.regular) problem = "has member " + m.name + ", which is not a regular file (only regular, non-sparse files are read)";
-                else if (m.length > MAX_MEMBER_BYTES)
+                else if (isVideo && m.length > MAX_VIDEO_MEMBER_BYTES)
+                    problem = "has video member " + m.name + " of " + m.length + " bytes, over the limit of " + MAX_VIDEO_MEMBER_BYTES
+                            + " bytes (4 GiB - 1; a longer video is a file a record names)";
+                else if (!isVideo && m.length > MAX_MEMBER_BYTES)
                     problem = "has member " + m.name + " of " + m.length + " bytes, over the limit of " + MAX_MEMBER_BYTES + " bytes (256 MiB)";
                 else if (m.name.indexOf('\0') >= 0) problem = "has a member name with a NUL character";
                 else if (isJson) {
                     if (json != null) problem = "has two json members, " + json.name + " and " + m.name;
                     json = m;
-                } else if (image.group(1) == null) {
-                    if (unnumbered != null) problem = "has two unnumbered images, " + unnumbered.name + " and " + m.name
-                            + " (number them: " + g.key + ".0.jpg, " + g.key + ".1.jpg, …)";
-                    unnumbered = m;
+                } else if (isImage) {
+                    problem = images.add(m, image.group(1), g.key, "jpg");
                 } else {
-                    int k = Integer.parseInt(image.group(1));
-                    var before = numbered.put(k, m);
-                    if (before != null) problem = "has two images numbered " + k + ", " + before.name + " and " + m.name;
+                    problem = videos.add(m, video.group(1), g.key, "mp4");
                 }
             }
-            if (problem == null && unnumbered != null && !numbered.isEmpty())
-                problem = "has both an unnumbered image (" + unnumbered.name + ") and numbered ones (" + numbered.firstEntry().getValue().name + ", …)";
-            if (problem == null && numbered.size() + (unnumbered != null ? 1 : 0) > MAX_IMAGES)
-                problem = "has " + numbered.size() + " images, more than " + MAX_IMAGES;
+            if (problem == null) problem = images.check(MAX_IMAGES);
+            if (problem == null) problem = videos.check(MAX_VIDEOS);
             if (problem == null && json == null) {
                 var suffixes = new java.util.LinkedHashSet<String>();
                 for (var m : g.members) suffixes.add("." + m.suffix);
@@ -298,8 +365,8 @@ final class TarIndex {
                 problems.add(messages.size() < 10_000 ? messages.computeIfAbsent(problem, p -> p) : problem);
             } else {
                 addMember(json);
-                if (unnumbered != null) addMember(unnumbered);
-                for (var m : numbered.values()) addMember(m);
+                images.addTo(this);
+                videos.addTo(this);
             }
             if (samples == Integer.MAX_VALUE - 8) throw new IllegalStateException("more than " + (Integer.MAX_VALUE - 8) + " samples");
             samples++;
@@ -329,13 +396,26 @@ final class TarIndex {
         HeadersTooLong(String message) { super(message); }
     }
 
-    /** Counts the bytes the tar reader takes, remembers a failure of the stream below, and bounds the headers before a member. */
+    /**
+     * Counts the bytes the tar reader takes, remembers a failure of the stream below, and bounds the headers before a
+     * member. It also skips members' data for the tar reader: Commons Compress skips a member by reading it (through
+     * commons-io's {@code IOUtils.skip}), so a read inside the data of the member just returned — which the scan never
+     * reads otherwise — is a {@link InputStream#skip} of the stream below instead, and the reader's scratch buffer is left
+     * as it is. A local shard's stream skips by seeking: indexing it reads its headers, not its (multi-GB video) members.
+     */
     private static final class Counting extends FilterInputStream {
         long count;
         long limit = MAX_HEADER_BYTES;
         IOException failure;
+        private long skipFrom, skipTo;
 
         Counting(InputStream in) { super(in); }
+
+        /** The data of the member just returned lies in [from, to): the tar reader reads there only to skip it. */
+        void skippable(long from, long to) {
+            skipFrom = from;
+            skipTo = to;
+        }
 
         @Override
         public int read() throws IOException {
@@ -350,6 +430,13 @@ final class TarIndex {
                 throw new HeadersTooLong("more than " + MAX_HEADER_BYTES + " bytes of headers (long names, pax records) before one member");
             int n;
             try {
+                if (count >= skipFrom && count < skipTo) {
+                    long skipped = in.skip(Math.min(len, skipTo - count));
+                    if (skipped > 0) {
+                        count += skipped;
+                        return (int) skipped;
+                    }
+                }
                 n = in.read(b, off, (int) Math.min(len, limit - count));
             } catch (IOException e) {
                 failure = e;
@@ -436,10 +523,28 @@ final class TarIndex {
             if (in.read() >= 0) throw new IOException("index " + file + " has bytes after its end");
             check(file, ascending(shardStart, 0, samples) && ascending(firstMember, 0, members) && ascending(nameStart, 0, nameBytes)
                     && strictlyAscending(problemSamples, samples));
-            for (int i = 0; i < members; i++) check(file, offsets[i] >= 0 && lengths[i] >= 0 && lengths[i] <= MAX_MEMBER_BYTES);
+            for (int i = 0; i < members; i++) check(file, offsets[i] >= 0);
+            checkLengths(file, firstMember, lengths, names, nameStart);
             return new TarIndex(shards, shardStart, firstMember, offsets, lengths, names, nameStart, problemSamples, problems);
         } catch (EOFException e) {
             throw new IOException("index " + file + " is cut short", e);
+        }
+    }
+
+    /** Each json and image member within {@link #MAX_MEMBER_BYTES} (video members' unsigned lengths are their bound), by its suffix. */
+    private static void checkLengths(Path file, int[] firstMember, int[] lengths, byte[] names, int[] nameStart) throws IOException {
+        for (int sample = 0; sample + 1 < firstMember.length; sample++) {
+            int m = firstMember[sample], p = nameStart[sample], to = nameStart[sample + 1];
+            while (p < to && names[p] != 0) p++;
+            while (p < to) {
+                int start = ++p;
+                while (p < to && names[p] != 0) p++;
+                check(file, m < firstMember[sample + 1]);
+                boolean video = isVideoName(new String(names, start, p - start, StandardCharsets.UTF_8));
+                check(file, video || (lengths[m] >= 0 && lengths[m] <= MAX_MEMBER_BYTES));
+                m++;
+            }
+            check(file, m == firstMember[sample + 1]);
         }
     }
 

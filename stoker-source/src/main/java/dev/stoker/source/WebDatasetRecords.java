@@ -12,9 +12,11 @@ import java.util.concurrent.ExecutionException;
  * The samples of WebDataset tar shards, by index ({@link WebDatasetFormat} opens them): the shards in their order,
  * the samples of each in member order. Sample {@code i}'s id is {@code shard-003.tar:key} (the shard's file name and
  * the sample's key); its record is its json member's bytes, its images its image members' bytes named by their
- * member names, in order. The members of one sample lie together in the shard (only headers and ignored members
- * between them), so they are read by one ranged read over them all, or, when something large lies between them
- * (more than {@value #MAX_GAP} bytes), one read each.
+ * member names, in order, and its videos its video members named so, in order ({@link SampleRecords.EmbeddedVideo}s,
+ * not read with the record: each is opened where it is demuxed and read in {@link RangedObjectBytes} blocks of its
+ * byte range in the shard). The json and image members of one sample lie together in the shard (only headers and
+ * ignored members between them), so they are read by one ranged read over them all, or, when something large lies
+ * between them (more than {@value #MAX_GAP} bytes: a video member, say), one read each.
  *
  * <p>A sample the index found broken (no json member, …) fails when read, with a {@link SampleException} at stage
  * MANIFEST naming it and the rule it broke, as does one whose bytes cannot be read.
@@ -70,6 +72,21 @@ public final class WebDatasetRecords implements SampleRecords {
         String reference = index.shard(shard);
         int first = index.firstMember(i), end = index.firstMember(i + 1);
         List<String> names = index.memberNames(i);
+        int videosFrom = first + 1; // members: the json, the images, then the videos
+        while (videosFrom < end && !TarIndex.isVideoName(names.get(videosFrom - first))) videosFrom++;
+        var videos = new ArrayList<EmbeddedVideo>(end - videosFrom);
+        for (int m = videosFrom; m < end; m++) {
+            String member = names.get(m - first);
+            long offset = index.offset(m), length = index.length(m);
+            String label = labels[shard] + ":" + member;
+            videos.add(new EmbeddedVideo(member, length,
+                    () -> RangedObjectBytes.range(source, reference, offset, length, label, RangedObjectBytes.READ_TIMEOUT_NANOS)));
+        }
+        return read(id, reference, first, videosFrom, names).thenApply(r -> new Record(r.json(), r.images(), videos));
+    }
+
+    /** Reads members {@code [first, end)} of a sample (its json, then its images) by one ranged read or one each. */
+    private CompletableFuture<Record> read(String id, String reference, int first, int end, List<String> names) {
         long lo = Long.MAX_VALUE, hi = 0, sum = 0;
         for (int m = first; m < end; m++) {
             lo = Math.min(lo, index.offset(m));
@@ -85,13 +102,13 @@ public final class WebDatasetRecords implements SampleRecords {
                 var out = new byte[end - first][];
                 for (int m = first; m < end; m++) {
                     int at = (int) (index.offset(m) - from);
-                    out[m - first] = Arrays.copyOfRange(span, at, at + index.length(m));
+                    out[m - first] = Arrays.copyOfRange(span, at, at + (int) index.length(m));
                 }
                 return out;
             });
         } else {
             var reads = new ArrayList<CompletableFuture<byte[]>>(end - first);
-            for (int m = first; m < end; m++) reads.add(source.fetchRange(reference, index.offset(m), index.length(m)));
+            for (int m = first; m < end; m++) reads.add(source.fetchRange(reference, index.offset(m), (int) index.length(m)));
             parts = CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new)).thenApply(ignored -> {
                 var out = new byte[reads.size()][];
                 for (int k = 0; k < out.length; k++) out[k] = reads.get(k).join();

@@ -42,6 +42,15 @@ class WebDatasetS3Test {
         for (int n = 11; n >= 0; n--) numbered.add(new Member("k." + n + ".png", image(n)));
         numbered.add(Member.text("t.txt", "text only"));
         s3.putObject(BUCKET, "wds/v1/numbered.tar", Tars.tar(numbered));
+        s3.putObject(BUCKET, "wds/v1/video.tar", Tars.tar(List.of(new Member("v.json", json("v")), new Member("v.mp4", VIDEO),
+                new Member("v.jpg", image(3)))));
+    }
+
+    /** A video member's bytes: 3.5 MiB, none alike. */
+    static final byte[] VIDEO = new byte[7 << 19];
+
+    static {
+        new java.util.Random(29).nextBytes(VIDEO);
     }
 
     static ObjectSource open(String pattern) {
@@ -87,6 +96,32 @@ class WebDatasetS3Test {
             }
             var e = WebDatasetFormatTest.failure(records, 1);
             assertTrue(e.getMessage().contains("numbered.tar:t has no .json member"), e.getMessage());
+        }
+    }
+
+    /**
+     * A video member is not fetched with its sample (its json and image are, by a GET each: the video lies between them),
+     * and is read by ranged GETs of 1 MiB blocks where it is read: its last bytes by one GET of its last block.
+     */
+    @Test
+    void aVideoMemberIsReadByRangedGetsWhereItIsRead() throws Exception {
+        try (var source = open("video.tar")) {
+            var records = records(source, null);
+            long requests = source.metrics().requests(), bytes = source.metrics().bytesFetched();
+            var r = get(records, 0);
+            assertEquals(2, source.metrics().requests() - requests, "the json and the image, not the video between them");
+            assertTrue(source.metrics().bytesFetched() - bytes < 1 << 20, "the video was not fetched");
+            assertArrayEquals(image(3), r.images().getFirst().bytes());
+            assertEquals(List.of("v.mp4"), r.videoNames());
+            try (var v = r.videos().getFirst().open()) {
+                var ranged = (RangedObjectBytes) v;
+                assertEquals(VIDEO.length, v.sizeBytes());
+                byte[] tail = new byte[100];
+                assertEquals(100, v.read(VIDEO.length - 100, java.lang.foreign.MemorySegment.ofArray(tail)));
+                assertArrayEquals(java.util.Arrays.copyOfRange(VIDEO, VIDEO.length - 100, VIDEO.length), tail);
+                assertEquals(1, ranged.fetches());
+                assertEquals(VIDEO.length - 3 * RangedObjectBytes.BLOCK_BYTES, ranged.bytesFetched(), "the last, half block");
+            }
         }
     }
 

@@ -43,6 +43,23 @@ public record ChatSample(String id, List<Message> messages, List<String> imagePa
         return new ChatSample(id, out, refs);
     }
 
+    /**
+     * This sample with its videos, in order, replaced by the file references {@code refs} (as many), each keeping its
+     * per-item options: where a source carries the videos itself (a tar's video members, a Parquet video column).
+     */
+    public ChatSample withVideos(List<String> refs) {
+        int count = videos().size();
+        if (refs.size() != count) throw new IllegalArgumentException(refs.size() + " videos for " + count + " video parts");
+        var out = new ArrayList<Message>(messages.size());
+        int k = 0;
+        for (var m : messages) {
+            var parts = new ArrayList<Message.Part>(m.parts().size());
+            for (var p : m.parts()) parts.add(p instanceof Message.Video v ? new Message.Video(refs.get(k++), List.of(), v.options()) : p);
+            out.add(new Message(m.role(), parts));
+        }
+        return new ChatSample(id, out, imagePaths);
+    }
+
     /** The videos of the chat, in placeholder order. */
     public List<Message.Video> videos() {
         var out = new ArrayList<Message.Video>();

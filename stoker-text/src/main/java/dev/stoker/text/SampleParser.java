@@ -156,10 +156,25 @@ public final class SampleParser {
      * record's images take them; empty: the record names its images by reference, as {@link #parseLine}).
      * A record without an image list uses the embedded images as its list (under {@code image} in the
      * LLaVA layout, {@code images} with {@code messages}); a record with one, or with typed image items,
-     * must name as many as are embedded, and the embedded ones take their places in order.
+     * must name as many as are embedded, and the embedded ones take their places in order. For a source that carries
+     * no video: one that may carries them through {@link #parseRecord(byte[], String, List, List)}.
      */
     public ChatSample parseRecord(byte[] json, String fallbackId, List<String> embedded) {
-        if (embedded.isEmpty()) return parseLine(json, fallbackId);
+        return parseRecord(json, fallbackId, embedded, List.of());
+    }
+
+    /**
+     * {@link #parseRecord(byte[], String, List)} for a source that also carries videos ({@code videos}: their names, in
+     * the order the record's videos take them; a tar's video members, a Parquet video column). Videos are placed as
+     * images are, apart from them: a record without a video list and without typed video items uses the embedded videos
+     * as its list ({@code video} in the LLaVA layout, {@code videos} in ShareGPT, beside {@code images}, and with
+     * {@code messages}); one with a list, or with typed video items, must name as many as are embedded (a typed item
+     * {@code {"type": "video"}} naming none is named after the embedded video of its place), and the embedded ones take
+     * their places in order, each keeping its per-item options. A parser that refuses video refuses a record that
+     * carries any, naming the first (as it refuses a record that lists one).
+     */
+    public ChatSample parseRecord(byte[] json, String fallbackId, List<String> embedded, List<String> videos) {
+        if (embedded.isEmpty() && videos.isEmpty()) return parseLine(json, fallbackId);
         var text = decodeUtf8(json, 0, json.length, fallbackId);
         JsonNode node;
         try {
@@ -170,21 +185,81 @@ public final class SampleParser {
         }
         if (node == null || !node.isObject()) throw error(fallbackId, "expected a JSON object, got " + kind(node));
         var record = (com.fasterxml.jackson.databind.node.ObjectNode) node;
-        boolean listed = present(record.get("image")) || present(record.get("images"));
-        if (!listed && !typedContent(record)) {
-            var list = record.arrayNode();
-            embedded.forEach(list::add);
-            record.remove("image");
-            record.remove("images");
-            record.set(record.has("conversations") ? "image" : "images", list);
-            return parse(record, fallbackId);
+        if (!videos.isEmpty() && !acceptVideo)
+            throw error(sampleId(record, fallbackId), UnservedMedia.VIDEO.notSupported() + ": the record's source carries video "
+                    + videos.getFirst() + (videos.size() > 1 ? " and " + (videos.size() - 1) + " more" : "")
+                    + (videoRefusal == null ? "" : "; " + videoRefusal));
+        boolean placeImages = false, placeVideos = false;
+        if (!embedded.isEmpty()) {
+            boolean listed = present(record.get("image")) || present(record.get("images"));
+            if (!listed && !typedContent(record)) {
+                var list = record.arrayNode();
+                embedded.forEach(list::add);
+                record.remove("image");
+                record.remove("images");
+                record.set(record.has("conversations") ? "image" : "images", list);
+            } else {
+                fillBareImageItems(record, embedded);
+                placeImages = true;
+            }
         }
-        fillBareImageItems(record, embedded);
+        if (!videos.isEmpty()) {
+            boolean listed = present(record.get("video")) || present(record.get("videos"));
+            if (!listed && !typedVideoContent(record)) {
+                var list = record.arrayNode();
+                videos.forEach(list::add);
+                record.remove("video");
+                record.remove("videos");
+                boolean llava = record.has("conversations") && !present(record.get("images"));
+                record.set(llava ? "video" : "videos", list);
+            } else {
+                fillBareVideoItems(record, videos);
+                placeVideos = true;
+            }
+        }
         var sample = parse(record, fallbackId);
-        if (sample.imagePaths().size() != embedded.size())
-            throw error(sample.id(), "the record names " + sample.imagePaths().size() + " image(s) but its source carries "
-                    + embedded.size() + " for it " + embedded);
-        return sample.withImages(embedded);
+        if (placeImages) {
+            if (sample.imagePaths().size() != embedded.size())
+                throw error(sample.id(), "the record names " + sample.imagePaths().size() + " image(s) but its source carries "
+                        + embedded.size() + " for it " + embedded);
+            sample = sample.withImages(embedded);
+        }
+        if (placeVideos) {
+            int named = sample.videos().size();
+            if (named != videos.size())
+                throw error(sample.id(), "the record names " + named + " video(s) but its source carries " + videos.size() + " for it " + videos);
+            sample = sample.withVideos(videos);
+        }
+        return sample;
+    }
+
+    /** Names typed video items that name no video ({@code {"type": "video"}}) after the embedded video of their place. */
+    private static void fillBareVideoItems(com.fasterxml.jackson.databind.node.ObjectNode record, List<String> videos) {
+        var list = record.get("messages");
+        if (list == null || !list.isArray()) return;
+        int k = 0;
+        for (var m : list) {
+            var content = m.get("content");
+            if (content == null || !content.isArray()) continue;
+            for (var item : content) {
+                if (!(item instanceof com.fasterxml.jackson.databind.node.ObjectNode o) || !"video".equals(o.path("type").asText(null))) continue;
+                boolean named = o.hasNonNull("video") || o.hasNonNull("url") || o.hasNonNull("path");
+                if (!named && k < videos.size()) o.put("video", videos.get(k));
+                k++;
+            }
+        }
+    }
+
+    private static boolean typedVideoContent(JsonNode record) {
+        var list = record.get("messages");
+        if (list == null || !list.isArray()) return false;
+        for (var m : list) {
+            var content = m.get("content");
+            if (content != null && content.isArray())
+                for (var item : content)
+                    if (item.isObject() && ("video".equals(item.path("type").asText(null)) || item.has("video"))) return true;
+        }
+        return false;
     }
 
     /**

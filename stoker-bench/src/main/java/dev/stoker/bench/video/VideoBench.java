@@ -29,8 +29,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * index, sample, decode only the sampled frames, resize, normalize, patchify, tokenize) and reports videos/s, frames
  * decoded per frame kept and decode megapixels/s; the last line is JSON.
  *
- * <p>Records are read as {@code serve} reads them ({@link DataSources}); a video is fetched whole and demuxed from
- * memory (the feed will read large videos through ranged fetches instead).
+ * <p>Records are read as {@code serve} reads them ({@link DataSources}); a video a record names is fetched whole and
+ * demuxed from memory (the feed reads it through ranged fetches instead); one its source carries (a WebDataset member,
+ * a Parquet cell) is read as the feed reads it ({@link SampleEncoder#encodeRecord}: a member in ranges of its shard).
  */
 public final class VideoBench {
     /**
@@ -152,9 +153,9 @@ public final class VideoBench {
         } catch (CompletionException e) {
             throw error(id, SampleException.Stage.MANIFEST, e.getCause());
         }
-        var sample = encoder.parse(record.json(), id);
-        return encoder.encode(sample, (sampleId, ref) -> fetch(source, i, sampleId, ref),
-                (sampleId, ref) -> SeekableByteSource.of(ref, fetch(source, i, sampleId, ref)));
+        // the images and videos a tar or Parquet source carries, else fetched by reference (a video read whole into memory)
+        return encoder.encodeRecord(record, id, (sampleId, ref) -> fetch(source, i, sampleId, ref),
+                (sampleId, ref) -> SeekableByteSource.of(ref, fetch(source, i, sampleId, ref)), SampleEncoder.PixelBuffers.FRESH);
     }
 
     private static byte[] fetch(FeedSource source, int i, String sampleId, String ref) {

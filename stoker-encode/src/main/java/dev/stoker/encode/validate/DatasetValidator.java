@@ -36,7 +36,9 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Video (issue 29), when the options encode it ({@link EncodeOptions#video()} not null): video records are read
  * (else refused as media Stoker does not serve, as before), and each video is opened through
- * {@link FeedSource#openVideo} (ranged reads), indexed by demuxing its packets — never decoded — and planned by the
+ * {@link FeedSource#openVideo} (ranged reads), or, when the record's source carries it (a WebDataset member, a Parquet
+ * cell), from the record ({@link dev.stoker.encode.video.EmbeddedVideos}), indexed by demuxing its packets — never
+ * decoded — and planned by the
  * sampling rules ({@link SampleEncoder#shape(ChatSample, java.util.Map, VideoPreprocessor.VideoSource)}), which gives its
  * grid, its tokens and its patch count. A missing video, a broken container, a video the sampler refuses, one over the
  * decode memory budget, a sample over {@code --max-seq-len}: that record's error (or filter) with its cause, naming the
@@ -208,12 +210,10 @@ public final class DatasetValidator {
         ChatSample sample;
         var embedded = record.images();
         try {
-            if (embedded.isEmpty()) {
+            if (embedded.isEmpty() && record.videos().isEmpty()) {
                 sample = parser.parseLine(record.json(), recordId);
-            } else {
-                var names = new ArrayList<String>(embedded.size());
-                for (var e : embedded) names.add(e.name());
-                sample = parser.parseRecord(record.json(), recordId, names);
+            } else { // the videos a source carries (a tar's members, a Parquet column): placed, or refused without video
+                sample = parser.parseRecord(record.json(), recordId, record.imageNames(), record.videoNames());
             }
         } catch (SampleException e) {
             fail(i, e.sampleId() != null ? e.sampleId() : recordId, e, e.getMessage());
@@ -248,7 +248,9 @@ public final class DatasetValidator {
             var bytes = new HashMap<String, byte[]>(refs.size() * 2);
             for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), futures.get(k).join());
             try {
-                VideoPreprocessor.VideoSource videoSource = (sampleId, reference) -> source.openVideo(i, sampleId, reference);
+                // the videos the record's source carries (tar members, Parquet cells), else by reference in ranges
+                VideoPreprocessor.VideoSource videoSource = dev.stoker.encode.video.EmbeddedVideos.over(record.videos(),
+                        (sampleId, reference) -> source.openVideo(i, sampleId, reference));
                 var shape = encoder(encoders).shape(sample, bytes, videoSource);
                 lengths[i] = shape.tokens();
                 if (shape.hasImage()) imagePatches[i] = shape.imagePatches();

@@ -48,7 +48,9 @@ final class SamplePipeline {
         int datasetIndex() { return batch.indices()[position]; }
     }
 
-    record Fetched(Slot slot, ChatSample sample, Map<String, byte[]> images) implements Outcome {}
+    /** A sample read: its images' bytes by reference, and the videos its source carries (empty: read by reference). */
+    record Fetched(Slot slot, ChatSample sample, Map<String, byte[]> images, List<dev.stoker.source.SampleRecords.EmbeddedVideo> videos)
+            implements Outcome {}
 
     record Encoded(Slot slot, EncodedSample sample) implements Outcome {}
 
@@ -135,7 +137,7 @@ final class SamplePipeline {
 
     /** Prepares a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> prepare(Outcome in) {
-        return onCpu(in, (encoder, f) -> new Ready(f.slot(), encoder.prepare(f.sample(), f.images(), videoSource(f.slot()))));
+        return onCpu(in, (encoder, f) -> new Ready(f.slot(), encoder.prepare(f.sample(), f.images(), videoSource(f))));
     }
 
     /**
@@ -189,12 +191,10 @@ final class SamplePipeline {
         ChatSample sample;
         var embedded = record.images();
         try {
-            if (embedded.isEmpty()) {
+            if (embedded.isEmpty() && record.videos().isEmpty()) {
                 sample = parser.parseLine(record.json(), recordId);
-            } else {
-                var names = new ArrayList<String>(embedded.size());
-                for (var e : embedded) names.add(e.name());
-                sample = parser.parseRecord(record.json(), recordId, names);
+            } else { // the source carries them: the parser places them, and refuses videos when the job encodes none
+                sample = parser.parseRecord(record.json(), recordId, record.imageNames(), record.videoNames());
             }
         } catch (SampleException e) {
             // the record's id when it is JSON with one (a field was wrong), else the manifest's line or position
@@ -237,20 +237,23 @@ final class SamplePipeline {
             long took = System.nanoTime() - startNanos;
             metrics.fetchNanos.add(took);
             metrics.fetchLatency.record(took);
-            return new Fetched(slot, sample, images);
+            return new Fetched(slot, sample, images, record.videos());
         });
     }
 
-    /** Where the slot's sample reads its videos: its record's source, in ranges, on the CPU thread that decodes them. */
-    private dev.stoker.encode.video.VideoPreprocessor.VideoSource videoSource(Slot slot) {
-        int record = slot.datasetIndex();
-        return (id, ref) -> source.openVideo(record, id, ref);
+    /**
+     * Where a fetched sample reads its videos, on the CPU thread that demuxes them: those its record carries (a tar's
+     * members, read in ranges of the shard; a Parquet cell), else its record's source by reference, in ranges.
+     */
+    private dev.stoker.encode.video.VideoPreprocessor.VideoSource videoSource(Fetched f) {
+        int record = f.slot().datasetIndex();
+        return dev.stoker.encode.video.EmbeddedVideos.over(f.videos(), (id, ref) -> source.openVideo(record, id, ref));
     }
 
     /** Encodes a fetched sample on the CPU pool; a failure passes through; never completes exceptionally. */
     CompletableFuture<Outcome> encode(Outcome in) {
         return onCpu(in, (encoder, f) -> {
-            var s = encoder.encode(f.sample(), f.images(), videoSource(f.slot()));
+            var s = encoder.encode(f.sample(), f.images(), videoSource(f));
             metrics.encodedSamples.increment();
             return new Encoded(f.slot(), s);
         });

@@ -54,7 +54,7 @@ public interface FeedSource {
     String manifestName();
 
     /** How long one ranged read of a video may take ({@link #openVideo}). */
-    long VIDEO_READ_TIMEOUT_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(60);
+    long VIDEO_READ_TIMEOUT_NANOS = dev.stoker.source.RangedObjectBytes.READ_TIMEOUT_NANOS;
 
     /**
      * A video of record {@code record} by the reference its sample names, read in ranges as the demuxer asks (issue 29: a
