@@ -79,6 +79,9 @@ final class HfRows {
     private final String messagesColumn;
     private final String imagesColumn;
     private final String videosColumn;
+
+    /** Whether the file has a {@code videos} or {@code video} column: its rows may hold videos ({@code --video auto}). */
+    boolean hasVideoColumn() { return videosColumn != null; }
     private final boolean hasId;
     private final Map<String, UnservedMedia> mediaColumns;
 

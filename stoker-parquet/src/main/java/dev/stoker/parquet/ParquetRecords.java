@@ -143,6 +143,13 @@ public final class ParquetRecords implements SampleRecords {
     @Override
     public String name() { return name; }
 
+    /** Whether a file has a video column ({@code videos} or {@code video}). */
+    @Override
+    public boolean mayHoldVideo() {
+        for (var f : files) if (f.layout.hasVideoColumn()) return true;
+        return false;
+    }
+
     @Override
     public int size() { return size; }
 

@@ -92,6 +92,7 @@ class ParquetRecordsTest {
                         "images", list(image(A, "a.jpg"), image(B, "b.jpg")))), 10);
         try (var source = local(file)) {
             var records = SampleFormat.records(source, "train.parquet", null);
+            org.junit.jupiter.api.Assertions.assertFalse(records.mayHoldVideo(), "no video column: no video (--video auto)");
             assertInstanceOf(ParquetRecords.class, records, "found by the URI");
             assertEquals(1, records.size());
             assertEquals("train.parquet:0", records.id(0));

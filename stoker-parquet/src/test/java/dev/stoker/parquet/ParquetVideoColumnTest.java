@@ -76,6 +76,7 @@ class ParquetVideoColumnTest {
                 map("id", "broken", "messages", turns("<video>"), "videos", list(image(null, null)))), 10);
         try (var source = local(file)) {
             var records = SampleFormat.records(source, "v.parquet", null);
+            org.junit.jupiter.api.Assertions.assertTrue(records.mayHoldVideo(), "a video column (--video auto)");
             var both = get(records, 0);
             assertEquals(List.of("a.jpg"), both.imageNames());
             assertEquals(List.of("clips/c.mp4"), both.videoNames());

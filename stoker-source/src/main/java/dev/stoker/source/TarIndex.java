@@ -158,6 +158,13 @@ final class TarIndex {
 
     long length(int member) { return Integer.toUnsignedLong(lengths[member]); }
 
+    /** Whether a sample of the index has a video member (read once; a job with {@code --video auto} asks). */
+    boolean hasVideoMembers() {
+        for (int i = 0; i < size(); i++)
+            for (String m : memberNames(i)) if (isVideoName(m)) return true;
+        return false;
+    }
+
     /** Whether a member's name (or suffix) is a video's: its last dot-part is a video suffix, in any case. */
     static boolean isVideoName(String name) {
         String ext = name.substring(name.lastIndexOf('.') + 1).toLowerCase(Locale.ROOT);

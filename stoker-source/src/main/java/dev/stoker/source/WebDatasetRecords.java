@@ -148,6 +148,10 @@ public final class WebDatasetRecords implements SampleRecords {
 
     TarIndex index() { return index; }
 
+    /** Whether a sample has a video member ({@code --video auto}). */
+    @Override
+    public boolean mayHoldVideo() { return index.hasVideoMembers(); }
+
     @Override
     public String toString() { return "WebDatasetRecords[" + name + ", " + index + "]"; }
 }

@@ -99,6 +99,7 @@ class WebDatasetFormatTest {
         for (int s = 0; s < 3; s++) Tars.write(tmp.resolve("shard-00" + s + ".tar"), shard(s, 2 + s));
         try (var source = open(tmp.resolve("shard-{000..002}.tar"))) {
             var records = records(source, null);
+            org.junit.jupiter.api.Assertions.assertFalse(records.mayHoldVideo(), "a shard of images: no video (--video auto)");
             assertEquals(2 + 3 + 4, records.size());
             assertEquals("shard-000.tar:s0-0", records.id(0));
             assertEquals("shard-001.tar:s1-0", records.id(2));

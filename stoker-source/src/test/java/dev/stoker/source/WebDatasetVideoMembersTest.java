@@ -76,6 +76,7 @@ class WebDatasetVideoMembersTest {
                 var records = records(source, cache);
                 assertEquals(cached, records.fromCache());
                 assertEquals(6, records.size());
+                assertTrue(records.mayHoldVideo(), "a shard with video members (--video auto)");
                 var v = get(records, 0);
                 assertArrayEquals(json("v"), v.json());
                 assertEquals(List.of("v.jpg"), v.imageNames());
