@@ -31,7 +31,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@code serve --flight}: a trainer on another node pulls its rank's batches over Arrow Flight (TLS,
  * with the token from --flight-token-file) and gets exactly what a local trainer of an identical
- * service reads from shared memory; a caller without the token gets nothing.
+ * service reads from shared memory, videos included (a third of the samples hold one); a caller without the token gets
+ * nothing.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 @Tag("slow")
@@ -46,10 +47,15 @@ class FlightServeTest {
         Path ds = Files.createDirectories(tmp.resolve("ds"));
         Files.copy(Vectors.get().inputImage("p01_photo_grace_hopper"), ds.resolve("a.jpg"));
         Files.copy(Vectors.get().inputImage("p08_exact_448x448"), ds.resolve("b.png"));
+        dev.stoker.testkit.FfmpegClips.require();
+        dev.stoker.testkit.FfmpegClips.h264(ds.resolve("c.mp4"), "160x120", "10", 1.2); // every third sample's, a video (issue 29)
         var lines = new StringBuilder();
-        for (int i = 0; i < 24; i++)
-            lines.append(String.format("{\"id\":\"s%d\",\"image\":\"%s\",\"conversations\":[{\"from\":\"human\",\"value\":\"<image>\\nWhat is %d?%s\"},"
-                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, i % 2 == 0 ? "a.jpg" : "b.png", i, " Be brief.".repeat(i % 3), i));
+        for (int i = 0; i < 24; i++) {
+            boolean video = i % 3 == 1;
+            lines.append(String.format("{\"id\":\"s%d\",\"%s\":\"%s\",\"conversations\":[{\"from\":\"human\",\"value\":\"<%s>\\nWhat is %d?%s\"},"
+                    + "{\"from\":\"gpt\",\"value\":\"Answer %d.\"}]}%n", i, video ? "video" : "image", video ? "c.mp4" : i % 2 == 0 ? "a.jpg" : "b.png",
+                    video ? "video" : "image", i, " Be brief.".repeat(i % 3), i));
+        }
         Files.writeString(ds.resolve("train.jsonl"), lines);
         Path shm = Files.createDirectories(tmp.resolve("shm"));
         cert = TestCertificate.create(Files.createDirectories(tmp.resolve("tls")));
@@ -81,6 +87,7 @@ class FlightServeTest {
                     remoteNames.add(batch.tensors().stream().map(Tensor::name).toList());
                 }
                 assertNull(flight.next(0, 2, "test"), "end of feed after --steps");
+                assertTrue(remoteNames.stream().anyMatch(n -> n.contains("pixel_values_videos")), "videos cross Flight: " + remoteNames);
             }
             try (var local = TrainerClient.connect(tmp.resolve("b.sock"), 0, 2, "test", TrainerClient.Options.SHARED_MEMORY)) {
                 for (int s = 0; s < STEPS; s++) {
@@ -118,7 +125,7 @@ class FlightServeTest {
 
     private Process serve(Path ds, Path shm, String name, boolean flight) throws Exception {
         var cmd = new ArrayList<>(List.of("--data", ds.resolve("train.jsonl").toString(), "--ranks", "2", "--batch", "2", "--max-pixels", "50176",
-                "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "128M", "--max-images", "1",
+                "--socket", tmp.resolve(name + ".sock").toString(), "--shm-dir", shm.toString(), "--shm-budget", "256M", "--max-images", "1", "--max-seq-len", "1024",
                 "--steps", "" + STEPS, "--threads", "1"));
         if (flight)
             cmd.addAll(List.of("--flight", "127.0.0.1:0", "--flight-token-file", tmp.resolve("token").toString(),
