@@ -52,8 +52,14 @@ class InProcessClusterTest {
 
         /** As {@link #start(Path, Path)}, every fetch of the job after a modelled first-byte latency of {@code fetchLatencyMillis}. */
         static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis) throws Exception {
+            return start(tmp, manifest, fetchLatencyMillis, 8192);
+        }
+
+        /** As {@link #start(Path, Path, long)}, samples of at most {@code maxSeqLen} tokens (a job with video is sized by them). */
+        static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen) throws Exception {
             String self = "127.0.0.1:" + TensorOrderTest.freePort();
             var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
+                    .set(NodeConfig.MAX_SEQ_LEN, maxSeqLen)
                     .pixels(3136, 50176).threads(1).warmUpMillis(0).set(NodeConfig.MAX_IMAGES, 1).set(NodeConfig.JOB, "j")
                     .set(NodeConfig.JOIN, List.of(self)).set(NodeConfig.BIND, self).set(NodeConfig.SLOTS, 1)
                     .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm"))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
@@ -135,6 +141,33 @@ class InProcessClusterTest {
                     assertEquals(step, ref.globalStep(), "the rank's batches in order");
                 }
             }
+        }
+    }
+
+    /**
+     * Video on the cluster (issue 29): a job over a manifest of video samples (--video auto sees them) is made by the
+     * member's producer, its batches carry the video tensors, and a rank pulling them over Flight gets them.
+     */
+    @Test
+    void aClusterJobsBatchesCarryTheirVideosOverFlight() throws Exception {
+        dev.stoker.testkit.FfmpegClips.require();
+        Path ds = Files.createDirectories(tmp.resolve("videos"));
+        dev.stoker.testkit.FfmpegClips.h264(ds.resolve("c.mp4"), "160x120", "10", 1.2);
+        var lines = new StringBuilder();
+        for (int i = 0; i < 4; i++)
+            lines.append("{\"id\": \"v").append(i).append("\", \"video\": \"c.mp4\", \"conversations\": [{\"from\": \"human\", ")
+                    .append("\"value\": \"<video>\\nWhat moves ").append(i).append("?\"}, {\"from\": \"gpt\", \"value\": \"Colours.\"}]}\n");
+        Path manifest = Files.writeString(ds.resolve("train.jsonl"), lines);
+        try (var one = OneNode.start(tmp, manifest, 0, 1024); var alloc = new RootAllocator();
+             var client = FlightBatchClient.connect("127.0.0.1", one.node().flightPort(), one.node().flightClientOptions(), alloc)) {
+            var ref = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
+            assertNull(ref.error(), ref.error());
+            var batch = client.next(0, 1, "j/" + ref.key());
+            assertNotNull(batch);
+            var names = batch.inputs().stream().map(dev.stoker.core.batch.Tensor::name).toList();
+            assertTrue(names.containsAll(List.of("pixel_values_videos", "video_grid_thw")), "the videos are model inputs: " + names);
+            assertEquals(2, batch.tensor("video_grid_thw").shape()[0], "two samples, a video each");
+            assertFalse(names.contains("pixel_values"), "no image: its empty tensor is metadata, no dummy");
         }
     }
 

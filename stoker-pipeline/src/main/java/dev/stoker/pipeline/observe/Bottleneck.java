@@ -148,6 +148,11 @@ public final class Bottleneck {
             figures.put("pack_imbalance", round(packing.imbalance()));
             figures.put("imbalance_loss", round(packing.imbalanceLoss()));
         }
+        var video = in.video();
+        if (video != null) { // known whether or not the feed was sampled yet
+            figures.put("video_decode_share", round(video.decodeShare()));
+            figures.put("video_frames_decoded_per_kept", round(video.decodedPerKept()));
+        }
         if (ticks.isEmpty())
             return new BottleneckVerdict(BottleneckVerdict.Kind.BALANCED, "none", "no samples of the feed yet", "", figures);
 
@@ -223,11 +228,6 @@ public final class Bottleneck {
         String ioAdvice = "raise --fetch-concurrency or add nodes";
         String pinnedText = "fetch in-flight pinned at " + tl.fetchLimit() + " " + pct(pinned) + " of the time"
                 + (fetchLat.isEmpty() ? "" : ", " + fetchLat);
-        var video = in.video();
-        if (video != null) {
-            figures.put("video_decode_share", round(video.decodeShare()));
-            figures.put("video_frames_decoded_per_kept", round(video.decodedPerKept()));
-        }
         if (starved && cpu >= CPU_LEANING && video != null && video.decodeShare() >= VIDEO_SHARE)
             return new BottleneckVerdict(BottleneckVerdict.Kind.CPU_BOUND, "video_decode", cpuText + starvedText + ", video decoding "
                     + pct(video.decodeShare()) + " of it (" + String.format(Locale.ROOT, "%.2f", video.decodedPerKept())

@@ -145,6 +145,9 @@ class BottleneckTest {
         var leaning = Bottleneck.classify(new Bottleneck.Inputs(timeline(2, 2, 64, true, 100, 0, 0.8, 1.6, 0), 5 * MS, true, 30 * MS,
                 OptionalDouble.of(0.3), OptionalDouble.empty(), false).withVideo(new Bottleneck.Video(0.6, 2)));
         assertEquals("video_decode", leaning.stage(), "busy 80%, video 60% of it: " + leaning.text());
+        var unsampled = Bottleneck.classify(new Bottleneck.Inputs(new FeedSampler.Timeline(100, 2, 2, 64, 4, true, List.of()), 0, false, 0,
+                OptionalDouble.empty(), OptionalDouble.empty(), false).withVideo(new Bottleneck.Video(0.5, 2)));
+        assertEquals(0.5, unsampled.figures().get("video_decode_share"), "the figures before the feed's first sample: " + unsampled);
     }
 
     @Test
