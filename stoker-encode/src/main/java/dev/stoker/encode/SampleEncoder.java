@@ -109,6 +109,9 @@ public final class SampleEncoder {
             this.parser = new SampleParser(SampleParser.Videos.ACCEPT);
             this.tokens = builder.withVideo(options.preset(), video.contract());
             this.videos = new VideoPreprocessor(options.preset(), options.vision(), video, options.decodeMemoryBytes(1), decoder);
+            // frame lists: their images decoded on this encoder's thread as its images are, within the same limits
+            this.videos.decodeFramesWith(dev.stoker.image.decode.ImageDecoders.forCurrentThread(),
+                    new dev.stoker.image.decode.DecodeOptions(options.exif(), options.maxSourcePixels(), 1, images.decodeMemoryBytes()));
         }
     }
 
@@ -324,7 +327,7 @@ public final class SampleEncoder {
         }
         var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
         var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
-        planVideos(sample, videoSource == null ? NO_VIDEOS : videoSource, plannedVideos, videoTokens);
+        planVideos(sample, videoSource == null ? NO_VIDEOS : videoSource, source, plannedVideos, videoTokens);
         long t0 = System.nanoTime();
         TextFeatures text = tokens.build(sample, grids, videoTokens);
         tokenizeNanos += System.nanoTime() - t0;
@@ -374,11 +377,23 @@ public final class SampleEncoder {
     public int measure(ChatSample sample, Map<String, byte[]> imagesByReference, VideoPreprocessor.VideoSource videoSource) {
         var grids = plan(sample, fetched(imagesByReference), new ArrayList<>(sample.imagePaths().size()));
         var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>();
-        planVideos(sample, videoSource, new ArrayList<>(), videoTokens);
+        planVideos(sample, videoSource, fetched(imagesByReference), new ArrayList<>(), videoTokens);
         long t0 = System.nanoTime();
         int length = tokens.measure(sample, grids, videoTokens).length();
         tokenizeNanos += System.nanoTime() - t0;
         return length;
+    }
+
+    /**
+     * The images a sample's frame-list videos name ({@link dev.stoker.text.Message.Video#frames()}), in order, each once
+     * and none that is also one of its images: what a fetcher reads besides {@link ChatSample#imagePaths()} so that
+     * {@link #prepare(ChatSample, Map, VideoPreprocessor.VideoSource)} finds them among the fetched bytes.
+     */
+    public static List<String> frameReferences(ChatSample sample) {
+        var out = new java.util.LinkedHashSet<String>();
+        for (var v : sample.videos()) if (v.isFrameList()) out.addAll(v.frames());
+        sample.imagePaths().forEach(out::remove);
+        return List.copyOf(out);
     }
 
     /** A video source for samples that must have none: asked for one, it refuses (the sample names a video it cannot read). */
@@ -390,14 +405,14 @@ public final class SampleEncoder {
      * Each of the sample's videos indexed and planned into {@code planned} and its tokens into {@code videoTokens}; none
      * for a sample without videos. A sample with videos needs an encoder made with video.
      */
-    private void planVideos(ChatSample sample, VideoPreprocessor.VideoSource videoSource, List<VideoPreprocessor.Planned> planned,
-                            List<dev.stoker.text.VideoTokens> videoTokens) {
+    private void planVideos(ChatSample sample, VideoPreprocessor.VideoSource videoSource, ImageSource frameImages,
+                            List<VideoPreprocessor.Planned> planned, List<dev.stoker.text.VideoTokens> videoTokens) {
         if (sample.videos().isEmpty()) return;
         if (videos == null)
             throw new SampleException(sample.id(), SampleException.Stage.MANIFEST, "has " + sample.videos().size()
                     + " video(s) but this encoder was made without video");
         for (var v : sample.videos()) {
-            var p = videos.plan(sample.id(), v, videoSource);
+            var p = videos.plan(sample.id(), v, videoSource, frameImages);
             planned.add(p);
             videoTokens.add(videos.tokens(p));
         }
@@ -425,7 +440,7 @@ public final class SampleEncoder {
         var grids = plan(sample, fetched(imagesByReference), planned);
         var plannedVideos = new ArrayList<VideoPreprocessor.Planned>(sample.videos().size());
         var videoTokens = new ArrayList<dev.stoker.text.VideoTokens>(sample.videos().size());
-        planVideos(sample, videoSource, plannedVideos, videoTokens);
+        planVideos(sample, videoSource, fetched(imagesByReference), plannedVideos, videoTokens);
         long t0 = System.nanoTime();
         var measured = tokens.measure(sample, grids, videoTokens);
         tokenizeNanos += System.nanoTime() - t0;

@@ -226,14 +226,16 @@ public final class DatasetValidator {
         images.add(refs.size());
         videos.add(sample.videos().size());
         imagesPerSample[Math.min(refs.size(), imagesPerSample.length - 1)].increment();
-        var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
-        for (int k = 0; k < refs.size(); k++) {
-            if (!embedded.isEmpty()) { // the source carried them, in the order the parser placed them
+        var all = new ArrayList<String>(refs); // and the frames of its frame-list videos, fetched as images are
+        all.addAll(dev.stoker.encode.SampleEncoder.frameReferences(sample));
+        var futures = new ArrayList<CompletableFuture<byte[]>>(all.size());
+        for (int k = 0; k < all.size(); k++) {
+            if (!embedded.isEmpty() && k < refs.size()) { // the source carried them, in the order the parser placed them
                 futures.add(CompletableFuture.completedFuture(embedded.get(k).bytes()));
                 continue;
             }
             try {
-                futures.add(source.fetch(i, sample.id(), refs.get(k)));
+                futures.add(source.fetch(i, sample.id(), all.get(k)));
             } catch (RuntimeException e) {
                 futures.add(CompletableFuture.failedFuture(e));
             }
@@ -245,8 +247,8 @@ public final class DatasetValidator {
                 else fail(i, sample.id(), SampleException.Stage.FETCH, String.valueOf(cause));
                 return null;
             }
-            var bytes = new HashMap<String, byte[]>(refs.size() * 2);
-            for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), futures.get(k).join());
+            var bytes = new HashMap<String, byte[]>(all.size() * 2);
+            for (int k = 0; k < all.size(); k++) bytes.put(all.get(k), futures.get(k).join());
             try {
                 // the videos the record's source carries (tar members, Parquet cells), else by reference in ranges
                 VideoPreprocessor.VideoSource videoSource = dev.stoker.encode.video.EmbeddedVideos.over(record.videos(),

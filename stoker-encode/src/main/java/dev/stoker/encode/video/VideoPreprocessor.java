@@ -19,7 +19,9 @@ import dev.stoker.video.sample.VideoPlan;
 import dev.stoker.video.sample.VideoPlanner;
 import dev.stoker.video.sample.VideoSampler;
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -47,12 +49,36 @@ public final class VideoPreprocessor {
      * @param index     its frame index
      * @param plan      sampled frames, resized size, grid, timestamps
      */
-    public record Planned(String reference, FrameIndex index, VideoPlan plan) {
+    public record Planned(String reference, FrameIndex index, VideoPlan plan, FrameList frames) {
+        /** A video file, planned. */
+        public Planned(String reference, FrameIndex index, VideoPlan plan) { this(reference, index, plan, null); }
+
+        /** Whether this video is a list of frame images (then {@link #index()} is null and {@link #frames()} holds them). */
+        public boolean isFrameList() { return frames != null; }
+
         /** Rows of pixel_values_videos: t·h·w. */
         public long rows() { return plan.patches(); }
 
         /** Bytes of the resized frames this video holds while it is encoded (u8 RGB). */
         public long clipBytes() { return (long) plan.frameCount() * plan.resizedHeight() * plan.resizedWidth() * 3; }
+    }
+
+    /**
+     * A video given as a list of frame images, planned: each frame's bytes (read at plan time through the sample's image
+     * source, so that writing needs no source) and the size {@code fetch_image}'s Pillow resize gives every frame.
+     *
+     * @param names        the frames' references, in the list's order (not padded)
+     * @param bytes        their bytes, likewise
+     * @param pillowHeight the height after the Pillow resize (the float32 torchvision resize's input)
+     * @param pillowWidth  the width
+     */
+    public record FrameList(List<String> names, List<byte[]> bytes, int pillowHeight, int pillowWidth) {
+        public FrameList {
+            names = List.copyOf(names);
+            bytes = List.copyOf(bytes);
+            if (names.isEmpty() || names.size() != bytes.size())
+                throw new IllegalArgumentException(names.size() + " frame names, " + bytes.size() + " frame byte arrays");
+        }
     }
 
     private final ProcessorPreset preset;
@@ -66,6 +92,11 @@ public final class VideoPreprocessor {
     private dev.stoker.video.index.FrameIndexStore frameIndexes;
     private final TorchBicubicU8Resizer u8 = new TorchBicubicU8Resizer();
     private final TorchBicubicF32Resizer f32;
+    /** Frame lists: the decoder and options of their images (EXIF ignored, the image path's limits); null: refused. */
+    private dev.stoker.image.decode.ImageDecoder frameDecoder;
+    private dev.stoker.image.decode.DecodeOptions frameDecodeOptions;
+    private dev.stoker.image.qwenvl.BicubicResizer pillow;
+    private byte[] pillowFrame = new byte[0];
     private byte[] clip = new byte[0];
     private byte[] resized = new byte[0];
     private long videosDecoded, framesDecoded, framesKept, decodeNanos, decodedPixels;
@@ -118,12 +149,31 @@ public final class VideoPreprocessor {
     /** Floats per pixel_values_videos row (3·2·p·p). */
     public int rowLength() { return patches.rowLength(); }
 
-    /** Indexes the video and plans it; a failure names the sample and the video. */
+    /**
+     * Lets this preprocessor take videos given as lists of frame images: their frames are decoded by {@code decoder} (one
+     * per thread, as the image path's) with {@code options}' pixel limit and decode memory budget, EXIF orientation
+     * ignored whatever {@code options} say (qwen-vl-utils' {@code Image.open} does not rotate), and resized by Pillow's
+     * bicubic ({@code fetch_image}'s {@code Image.resize}). Without it a frame list is refused.
+     */
+    public void decodeFramesWith(dev.stoker.image.decode.ImageDecoder decoder, dev.stoker.image.decode.DecodeOptions options) {
+        this.frameDecoder = java.util.Objects.requireNonNull(decoder, "decoder");
+        this.frameDecodeOptions = options.withExif(dev.stoker.image.decode.ExifPolicy.IGNORE).withScale(1);
+        this.pillow = new dev.stoker.image.qwenvl.BicubicResizer();
+    }
+
+    /** Indexes the video and plans it; a failure names the sample and the video. A frame list is refused. */
     public Planned plan(String sampleId, Message.Video item, VideoSource source) {
-        if (item.isFrameList()) {
-            throw new SampleException(sampleId, SampleException.Stage.DECODE, "a video given as a list of " + item.frames().size()
-                    + " frame images: Stoker reads video files only so far (qwen-vl-utils' frame-list rule is not built yet)");
-        }
+        return plan(sampleId, item, source, null);
+    }
+
+    /**
+     * Indexes the video and plans it, or for a video given as a list of frame images ({@link Message.Video#isFrameList()})
+     * reads every frame's bytes through {@code images} (the sample's image source: a feed's fetched bytes, or a blocking
+     * read) and their headers, and plans it by {@link VideoPlanner#planFrameList}; a failure names the sample and the
+     * video (or the frame).
+     */
+    public Planned plan(String sampleId, Message.Video item, VideoSource source, dev.stoker.encode.SampleEncoder.ImageSource images) {
+        if (item.isFrameList()) return planFrameList(sampleId, item, images);
         String ref = item.ref();
         FrameIndex index;
         try (SeekableByteSource s = source.open(sampleId, ref)) {
@@ -148,6 +198,69 @@ public final class VideoPreprocessor {
                     + memoryBudgetBytes);
         }
         return planned;
+    }
+
+    private Planned planFrameList(String sampleId, Message.Video item, dev.stoker.encode.SampleEncoder.ImageSource images) {
+        List<String> names = item.frames();
+        String ref = "[" + names.size() + " frames: " + names.get(0) + (names.size() > 1 ? " … " + names.get(names.size() - 1) : "") + "]";
+        if (frameDecoder == null || images == null)
+            throw new SampleException(sampleId, SampleException.Stage.DECODE, "video " + ref + ": a video given as a list of frame "
+                    + "images needs an image source and decoder, and this encoder has none");
+        var bytes = new ArrayList<byte[]>(names.size());
+        int[] heights = new int[names.size()], widths = new int[names.size()];
+        long maxFrameBytes = 0;
+        for (int i = 0; i < names.size(); i++) {
+            String name = names.get(i);
+            try {
+                byte[] b = images.read(sampleId, name);
+                var info = frameDecoder.probe(b, name);
+                if (info.pixelCount() > frameDecodeOptions.maxSourcePixels())
+                    throw new SampleException(name, SampleException.Stage.DECODE, "frame " + name + " of " + info.width() + "x" + info.height()
+                            + " = " + info.pixelCount() + " pixels exceeds the limit of " + frameDecodeOptions.maxSourcePixels());
+                String alpha = alphaOf(b);
+                if (alpha != null)
+                    throw new SampleException(name, SampleException.Stage.DECODE, "frame " + name + " is " + alpha + ": qwen-vl-utils' to_rgb "
+                            + "composites an RGBA frame over white, Stoker's decoders drop alpha as convert(\"RGB\") does; refused "
+                            + "rather than misread");
+                long need = frameDecoder.decodeBytes(b, name, frameDecodeOptions);
+                if (need > frameDecodeOptions.maxDecodeBytes())
+                    throw new SampleException(name, SampleException.Stage.DECODE, "frame " + name + " is over the decode memory budget: " + info.format()
+                            + " of " + info.width() + "x" + info.height() + " needs about " + need + " bytes to decode, more than "
+                            + frameDecodeOptions.maxDecodeBytes());
+                bytes.add(b);
+                heights[i] = info.height();
+                widths[i] = info.width();
+                maxFrameBytes = Math.max(maxFrameBytes, info.pixelCount() * 3);
+            } catch (SampleException e) {
+                throw e.withSampleId(sampleId + " (" + ref + ", frame " + i + " " + name + ")");
+            }
+        }
+        VideoPlanner.FrameListPlan fl;
+        try {
+            fl = planner.planFrameList(ref, heights, widths, VideoItemOptions.of(numbers(sampleId, ref, item.options()), ref));
+        } catch (IllegalArgumentException e) {
+            throw new SampleException(sampleId, SampleException.Stage.TRANSFORM, e.getMessage(), e);
+        }
+        var planned = new Planned(ref, null, fl.plan(), new FrameList(names, bytes, fl.pillowHeight(), fl.pillowWidth()));
+        long need = planned.clipBytes() + maxFrameBytes + (long) fl.pillowHeight() * fl.pillowWidth() * 3;
+        for (byte[] b : bytes) need += b.length;
+        if (need > memoryBudgetBytes)
+            throw new SampleException(sampleId, SampleException.Stage.DECODE, "video " + ref + ": " + names.size() + " frames ("
+                    + fl.plan().frameCount() + " padded) of " + fl.plan().resizedWidth() + "x" + fl.plan().resizedHeight()
+                    + ", their encoded bytes and one decoded frame need " + need + " bytes, over the decode memory budget of "
+                    + memoryBudgetBytes);
+        return planned;
+    }
+
+    /** What alpha a frame carries that qwen-vl-utils would composite (PNG colour type 6 = RGBA, WebP with alpha); null: none. */
+    static String alphaOf(byte[] b) {
+        if (b.length > 25 && (b[0] & 0xFF) == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G' && b[25] == 6) return "an RGBA PNG";
+        if (b.length > 20 && b[0] == 'R' && b[1] == 'I' && b[2] == 'F' && b[3] == 'F' && b[8] == 'W' && b[9] == 'E' && b[10] == 'B'
+                && b[11] == 'P' && b[12] == 'V' && b[13] == 'P' && b[14] == '8') {
+            if (b[15] == 'X' && (b[20] & 0x10) != 0) return "a WebP with alpha";
+            if (b[15] == 'L' && b.length > 24 && (b[24] & 0x10) != 0) return "a lossless WebP with alpha";
+        }
+        return null;
     }
 
     private static Map<String, Number> numbers(String sampleId, String ref, Map<String, Object> options) {
@@ -232,6 +345,7 @@ public final class VideoPreprocessor {
 
     /** Decodes the planned frames, resizes each as it arrives and hands it to {@code sink} once per place it takes in the plan. */
     private VideoDecoder.Result decode(String sampleId, Planned p, VideoSource source, FrameSink sink) {
+        if (p.isFrameList()) return decodeFrames(sampleId, p, sink);
         VideoPlan plan = p.plan();
         long[] wanted = plan.frameIndices();
         int n = wanted.length, rh = plan.resizedHeight(), rw = plan.resizedWidth();
@@ -264,5 +378,47 @@ public final class VideoPreprocessor {
         decodeNanos += result.nanos();
         decodedPixels += result.framesDecoded() * plan.frameWidth() * plan.frameHeight();
         return result;
+    }
+
+    /**
+     * A frame list's frames, each decoded (EXIF ignored), Pillow-resized to the {@code fetch_image} size, then resized by
+     * the float32 torchvision kernel (a copy where the sizes agree, as torchvision's {@code resize} returns its input) and
+     * handed to {@code sink} for its place in the plan and, for the last frame, the padding after it.
+     */
+    private VideoDecoder.Result decodeFrames(String sampleId, Planned p, FrameSink sink) {
+        VideoPlan plan = p.plan();
+        FrameList fl = p.frames();
+        int rh = plan.resizedHeight(), rw = plan.resizedWidth(), ph = fl.pillowHeight(), pw = fl.pillowWidth();
+        int frameBytes = Math.multiplyExact(rh, rw * 3), pillowBytes = Math.multiplyExact(ph, pw * 3);
+        if (resized.length < frameBytes) resized = new byte[frameBytes];
+        if (pillowFrame.length < pillowBytes) pillowFrame = new byte[pillowBytes];
+        long t0 = System.nanoTime(), pixels = 0;
+        int count = fl.names().size(), n = plan.frameCount();
+        for (int i = 0; i < count; i++) {
+            String name = fl.names().get(i);
+            try {
+                var rgb = frameDecoder.decode(fl.bytes().get(i), name, frameDecodeOptions);
+                pixels += rgb.pixelCount();
+                byte[] src;
+                if (rgb.width() == pw && rgb.height() == ph) src = rgb.data();
+                else {
+                    pillow.resize(rgb.data(), rgb.width(), rgb.height(), pillowFrame, pw, ph);
+                    src = pillowFrame;
+                }
+                if (rh == ph && rw == pw) System.arraycopy(src, 0, resized, 0, frameBytes);
+                else f32.resize(src, pw, ph, resized, rw, rh);
+            } catch (SampleException e) {
+                throw e.withSampleId(sampleId + " (" + p.reference() + ", frame " + i + " " + name + ")");
+            }
+            sink.put(i, resized, frameBytes);
+            if (i == count - 1) for (int k = count; k < n; k++) sink.put(k, resized, frameBytes);
+        }
+        long nanos = System.nanoTime() - t0;
+        videosDecoded++;
+        framesDecoded += count;
+        framesKept += count;
+        decodeNanos += nanos;
+        decodedPixels += pixels;
+        return new VideoDecoder.Result(count, count, 0, nanos);
     }
 }

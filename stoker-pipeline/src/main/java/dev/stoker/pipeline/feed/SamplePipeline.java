@@ -204,10 +204,13 @@ final class SamplePipeline {
             return CompletableFuture.completedFuture(failed(slot, recordId, SampleException.Stage.MANIFEST, e.toString(), metrics.fetchFailed));
         }
         long startNanos = System.nanoTime();
-        List<String> refs = sample.imagePaths();
+        List<String> imageRefs = sample.imagePaths();
+        // the frames of frame-list videos are images too: fetched here, concurrently, like the sample's images
+        List<String> refs = new ArrayList<>(imageRefs);
+        refs.addAll(SampleEncoder.frameReferences(sample));
         var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
         for (int k = 0; k < refs.size(); k++) {
-            if (!embedded.isEmpty()) { // the source carried them: in the record's order, as the parser placed them
+            if (!embedded.isEmpty() && k < imageRefs.size()) { // the source carried them: in the record's order, as the parser placed them
                 futures.add(CompletableFuture.completedFuture(embedded.get(k).bytes()));
                 continue;
             }

@@ -16,7 +16,11 @@ public enum VideoKey {
     VIDEO_START("video_start", null, false, 0, VideoKey.MAX_SECONDS),
     VIDEO_END("video_end", null, false, 0, VideoKey.MAX_SECONDS),
     RESIZED_HEIGHT("resized_height", null, true, 1, VideoKey.MAX_EDGE),
-    RESIZED_WIDTH("resized_width", null, true, 1, VideoKey.MAX_EDGE);
+    RESIZED_WIDTH("resized_width", null, true, 1, VideoKey.MAX_EDGE),
+    /** A frame list's frame rate as the processor sees it (qwen-vl-utils' {@code sample_fps}, default 2.0). */
+    SAMPLE_FPS("sample_fps", null, false, 1e-3, 1000),
+    /** A frame list's metadata fps (qwen-vl-utils' {@code raw_fps}, default {@code sample_fps}): Qwen3-VL's timestamps. */
+    RAW_FPS("raw_fps", null, false, 1e-3, 1000);
 
     /** Most frames an option may ask for (2^20: 12 hours at 24 fps). */
     public static final int MAX_FRAMES_BOUND = 1 << 20;

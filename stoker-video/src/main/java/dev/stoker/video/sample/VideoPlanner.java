@@ -199,6 +199,10 @@ public final class VideoPlanner {
     }
 
     private VideoPlan planQvu(String video, VideoMetadata meta, VideoItemOptions item) {
+        for (VideoKey k : FRAME_LIST_ONLY_KEYS)
+            if (item.has(k))
+                throw new VideoPlanException(video, "per-item key " + k.jsonName() + " is for a video given as a list of frame "
+                        + "images; qwen-vl-utils ignores it for a video file");
         Map<VideoKey, Double> ele = new EnumMap<>(VideoKey.class);
         ele.putAll(options.values());
         ele.putAll(item.values());
@@ -222,6 +226,95 @@ public final class VideoPlanner {
                         Double.NaN, Double.NaN)
                 : QwenVideoRules.smartResizeQvu(video, meta.height(), meta.width(), factor, minPx, maxPx);
         return finish(video, meta, meta.height(), meta.width(), idx, hw, sampledFps, sampledFps, null);
+    }
+
+    /** Keys only a frame list takes: qwen-vl-utils reads them in its list branch alone. */
+    static final Set<VideoKey> FRAME_LIST_ONLY_KEYS = Set.copyOf(EnumSet.of(VideoKey.SAMPLE_FPS, VideoKey.RAW_FPS));
+
+    /** Keys a frame list takes: those its list branch and each frame's {@code fetch_image} read. */
+    public static final Set<VideoKey> FRAME_LIST_KEYS = Set.copyOf(EnumSet.of(VideoKey.MIN_PIXELS, VideoKey.MAX_PIXELS,
+            VideoKey.TOTAL_PIXELS, VideoKey.RESIZED_HEIGHT, VideoKey.RESIZED_WIDTH, VideoKey.SAMPLE_FPS, VideoKey.RAW_FPS));
+
+    /**
+     * A video given as a list of frame images, planned: the size each frame is Pillow-resized to first and the video's
+     * plan (its frame indices are the padded list's positions, 0 … n − 1; {@link VideoPlan#frameHeight()} is the Pillow
+     * size, which the float32 torchvision resize receives).
+     *
+     * @param pillowHeight the height every frame has after {@code fetch_image}
+     * @param pillowWidth  the width
+     */
+    public record FrameListPlan(int pillowHeight, int pillowWidth, VideoPlan plan) {}
+
+    /**
+     * Plans a video given as a list of frame images, by qwen-vl-utils' {@code fetch_video} list branch (QwenLM/Qwen3-VL
+     * {@code qwen-vl-utils/src/qwen_vl_utils/vision_process.py} at 004d5e0a0d4514ce8945356ae8c969f4dc0080dc; the branch is
+     * the same in 0.0.14): each frame through {@code fetch_image} with the item's keys (its own {@code smart_resize} with
+     * the IMAGE bounds 4·f² … 16384·f² unless the item sets {@code min_pixels}/{@code max_pixels}, or
+     * {@code resized_height}/{@code resized_width}); the list padded to an even count with its last frame; the video's
+     * {@code smart_resize} as for a file ({@code min_pixels}, {@code total_pixels}, {@code max_pixels}); metadata
+     * {@code fps = raw_fps} (default {@code sample_fps}, default 2.0), indices 0 … n − 1, {@code total_num_frames = n /
+     * sample_fps · raw_fps}; the processor after it with {@code do_sample_frames=False} (5.18's Qwen2.5
+     * {@code second_per_grid_ts} = 2 / that metadata's sampled fps; 4.57's = 2 / {@code sample_fps}, the {@code fps}
+     * qwen-vl-utils hands over). Command-level options are the keys' defaults, as for files. Only the
+     * {@code qwen-vl-utils} sampler defines this; the others refuse (see the caller).
+     *
+     * @param heights each frame's stored height (EXIF ignored: {@code Image.open} does not rotate)
+     * @param widths  each frame's stored width
+     * @throws VideoPlanException for a key the list branch does not read, frames whose {@code fetch_image} sizes differ
+     *                            ({@code torch.stack} fails there), or what {@code smart_resize} raises
+     */
+    public FrameListPlan planFrameList(String video, int[] heights, int[] widths, VideoItemOptions item) {
+        if (sampler != VideoSampler.QWEN_VL_UTILS)
+            throw new VideoPlanException(video, "a video given as a list of frame images is qwen-vl-utils' rule (--video-sampler "
+                    + "qwen-vl-utils); " + (sampler == VideoSampler.HF
+                    ? "the HF video processor samples by fps from the video's metadata, which a list of images lacks (transformers "
+                    + "5.18: Qwen2/2.5 raise ValueError, Qwen3 assumes 24 fps)"
+                    : "Stoker has no port of LLaMA-Factory's handling of frame lists"));
+        if (heights.length == 0 || heights.length != widths.length)
+            throw new IllegalArgumentException("video " + video + ": " + heights.length + " heights, " + widths.length + " widths");
+        List<String> bad = new ArrayList<>();
+        for (VideoKey k : item.values().keySet()) if (!FRAME_LIST_KEYS.contains(k)) bad.add(k.jsonName());
+        if (!bad.isEmpty())
+            throw new VideoPlanException(video, "per-item keys " + bad + " mean nothing for a list of frame images (qwen-vl-utils "
+                    + "ignores them there); a frame list takes " + FRAME_LIST_KEYS.stream().map(VideoKey::jsonName).sorted().toList());
+        Map<VideoKey, Double> ele = new EnumMap<>(VideoKey.class);
+        for (var e : options.values().entrySet()) if (FRAME_LIST_KEYS.contains(e.getKey())) ele.put(e.getKey(), e.getValue());
+        ele.putAll(item.values());
+        if (ele.containsKey(VideoKey.RESIZED_HEIGHT) != ele.containsKey(VideoKey.RESIZED_WIDTH))
+            throw new VideoPlanException(video, "resized_height and resized_width go together (qwen-vl-utils silently ignores one alone)");
+        boolean fixed = ele.containsKey(VideoKey.RESIZED_HEIGHT);
+        int[] pil = null;
+        for (int i = 0; i < heights.length; i++) {
+            int[] hw = fixed
+                    ? QwenVideoRules.smartResizeQvu(video, ele.get(VideoKey.RESIZED_HEIGHT), ele.get(VideoKey.RESIZED_WIDTH), factor,
+                            Double.NaN, Double.NaN)
+                    : QwenVideoRules.smartResizeQvu(video + " frame " + i, heights[i], widths[i], factor, get(ele, VideoKey.MIN_PIXELS),
+                            get(ele, VideoKey.MAX_PIXELS));
+            if (pil == null) pil = hw;
+            else if (pil[0] != hw[0] || pil[1] != hw[1])
+                throw new VideoPlanException(video, "frame " + i + " (" + widths[i] + "x" + heights[i] + ") resizes to " + hw[1] + "x"
+                        + hw[0] + ", frame 0 (" + widths[0] + "x" + heights[0] + ") to " + pil[1] + "x" + pil[0]
+                        + ": qwen-vl-utils cannot stack frames of different sizes");
+        }
+        int n = heights.length + (heights.length & 1);
+        double sampleFps = ele.containsKey(VideoKey.SAMPLE_FPS) ? ele.get(VideoKey.SAMPLE_FPS) : 2.0;
+        double rawFps = ele.containsKey(VideoKey.RAW_FPS) ? ele.get(VideoKey.RAW_FPS) : sampleFps;
+        double totalNumFrames = (n / sampleFps) * rawFps;
+        double sampledFps = n / totalNumFrames * rawFps; // transformers' VideoMetadata.sampled_fps
+        double f2 = (double) factor * factor;
+        double minPx = ele.containsKey(VideoKey.MIN_PIXELS) ? ele.get(VideoKey.MIN_PIXELS) : 128 * f2;
+        double totalPx = ele.containsKey(VideoKey.TOTAL_PIXELS) ? ele.get(VideoKey.TOTAL_PIXELS)
+                : (double) ((long) QwenVideoRules.QVU_MODEL_SEQ_LEN * factor * factor) * 0.9;
+        double maxPx = Math.max(Math.min(768 * f2, totalPx / n * QwenVideoRules.QVU_FRAME_FACTOR), (double) (long) (minPx * 1.05));
+        if (ele.containsKey(VideoKey.MAX_PIXELS)) maxPx = Math.min(ele.get(VideoKey.MAX_PIXELS), maxPx);
+        int[] hw = fixed
+                ? QwenVideoRules.smartResizeQvu(video, ele.get(VideoKey.RESIZED_HEIGHT), ele.get(VideoKey.RESIZED_WIDTH), factor,
+                        Double.NaN, Double.NaN)
+                : QwenVideoRules.smartResizeQvu(video, pil[0], pil[1], factor, minPx, maxPx);
+        long[] idx = new long[n];
+        for (int i = 0; i < n; i++) idx[i] = i;
+        var meta = new VideoMetadata(n, rawFps, pil[1], pil[0]);
+        return new FrameListPlan(pil[0], pil[1], finish(video, meta, pil[0], pil[1], idx, hw, sampledFps, sampleFps, null));
     }
 
     private static double get(Map<VideoKey, Double> m, VideoKey k) {
