@@ -3,7 +3,13 @@ port of qwen-vl-utils' fetch_video list branch and the real transformers video p
 read them (stoker-encode/src/test/resources/dev/stoker/encode/video/framelist/). Run once with a venv holding
 transformers 5.18.0, torch 2.13.0+cpu, torchvision 0.28.0, Pillow and NumPy (the offline mirror's):
 
-    /work/venv-framelists/bin/python tools/video-framelist-fixtures/make_fixtures.py
+    /work/venv-framelists/bin/python tools/video-framelist-fixtures/make_fixtures.py       # transformers 5.18.0
+    /work/venv-framelists-457/bin/python tools/video-framelist-fixtures/make_fixtures.py   # then 4.57.6
+
+With 5.18.0 it writes every fixture. With 4.57.6 (installed as tools/hf-check/make_venvs.sh does: huggingface-hub pin
+relaxed, torchvision's meta registrations guarded) it checks that 4.57.6 gives the same pixel_values_videos and
+video_grid_thw bit for bit, and writes each case's `expected-4.57.json` (4.57's second_per_grid_ts = 2 / the `fps`
+qwen-vl-utils passes, which is sample_fps; its Qwen3 prompt and timestamps).
 
 Reference ported (read, not copied): qwen-vl-utils' `fetch_video`, the `else:` branch for a list or tuple of frames,
 and `fetch_image`/`smart_resize`/`to_rgb`, as in QwenLM/Qwen3-VL qwen-vl-utils/src/qwen_vl_utils/vision_process.py at
@@ -143,18 +149,23 @@ def processor(family, tmp):
 
 def main():
     from transformers.video_utils import VideoMetadata
-    assert transformers.__version__ == "5.18.0", transformers.__version__
-    shutil.rmtree(OUT, ignore_errors=True)
-    os.makedirs(OUT)
+    release = transformers.__version__
+    assert release in ("5.18.0", "4.57.6"), release
+    new = release == "5.18.0"
+    if new:
+        shutil.rmtree(OUT, ignore_errors=True)
+        os.makedirs(OUT)
     tmp = tempfile.mkdtemp()
     index = []
     for case in CASES:
         d = os.path.join(OUT, case["name"])
-        os.makedirs(d)
+        os.makedirs(d, exist_ok=True)
         names = []
         for k, rgb in enumerate(frames(case)):
             name = f"frame{k}.{'png' if case['fmt'] == 'png' else 'jpg'}"
-            if case["fmt"] == "png":
+            if not new:
+                pass  # 4.57.6 reads the frames 5.18.0's run wrote
+            elif case["fmt"] == "png":
                 Image.fromarray(rgb).save(os.path.join(d, name))
             else:
                 Image.fromarray(rgb).save(os.path.join(d, name), quality=90)
@@ -166,28 +177,37 @@ def main():
         md = VideoMetadata(total_num_frames=meta["total_num_frames"], fps=meta["fps"],
                            frames_indices=meta["frames_indices"], width=int(video.shape[3]), height=int(video.shape[2]))
         text = "<|vision_start|><|video_pad|><|vision_end|>"
+        # 4.57's Qwen2.5 reads second_per_grid_ts from the fps kwarg qwen-vl-utils passes ([sample_fps]); 5.18 from metadata
+        kw = {} if new else {"fps": [sample_fps]}
         out = proc(text=[text], videos=[video], video_metadata=[md], do_sample_frames=False, do_resize=False,
-                   return_tensors="pt")
+                   return_tensors="pt", **kw)
         pv = out["pixel_values_videos"].numpy().astype(np.float32)
         grid = out["video_grid_thw"].numpy().astype(np.int64)
-        np.save(os.path.join(d, "pixel_values_videos.npy"), pv)
-        np.save(os.path.join(d, "video_grid_thw.npy"), grid)
+        if new:
+            np.save(os.path.join(d, "pixel_values_videos.npy"), pv)
+            np.save(os.path.join(d, "video_grid_thw.npy"), grid)
+        else:
+            assert np.array_equal(np.load(os.path.join(d, "pixel_values_videos.npy")).view(np.uint32), pv.view(np.uint32)), name
+            assert np.array_equal(np.load(os.path.join(d, "video_grid_thw.npy")), grid), name
         expect = dict(family=family, frames=names, item=case["item"], pillow_hw=list(pil_hw),
                       resized_hw=[int(video.shape[2]), int(video.shape[3])], padded_frames=int(video.shape[0]),
                       frame_indices=meta["frames_indices"], sample_fps=sample_fps)
         if "second_per_grid_ts" in out:
             spg = np.asarray(out["second_per_grid_ts"], dtype=np.float32)
-            np.save(os.path.join(d, "second_per_grid_ts.npy"), spg)
+            if new:
+                np.save(os.path.join(d, "second_per_grid_ts.npy"), spg)
             expect["second_per_grid_ts"] = [float(x) for x in spg]
         decoded = proc.tokenizer.decode(out["input_ids"][0])
         expect["timestamps"] = re.findall(r"<[0-9.]+ seconds>", decoded)
         expect["video_tokens"] = int((out["input_ids"][0] == 151656).sum())
-        with open(os.path.join(d, "expected.json"), "w") as f:
+        expect["transformers"] = release
+        with open(os.path.join(d, "expected.json" if new else "expected-4.57.json"), "w") as f:
             json.dump(expect, f, indent=1)
         index.append(case["name"])
         print(case["name"], grid.tolist(), pv.shape, expect.get("second_per_grid_ts"), expect["timestamps"])
-    with open(os.path.join(OUT, "cases.txt"), "w") as f:
-        f.write("\n".join(index) + "\n")
+    if new:
+        with open(os.path.join(OUT, "cases.txt"), "w") as f:
+            f.write("\n".join(index) + "\n")
     shutil.rmtree(tmp)
 
 

@@ -38,8 +38,9 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * Videos given as lists of frame images (issue 29, Build item 2): {@link SampleEncoder#encode} against fixtures made by
  * tools/video-framelist-fixtures/make_fixtures.py (a port of qwen-vl-utils' {@code fetch_video} list branch, Pillow 12.3
- * for each frame's {@code fetch_image}, torchvision 0.28's v1 resize, then the real transformers 5.18.0 processor with
- * {@code do_sample_frames=False, do_resize=False}): pixel_values_videos bit for bit, video_grid_thw,
+ * for each frame's {@code fetch_image}, torchvision 0.28's v1 resize, then the real transformers 5.18.0 and 4.57.6
+ * processors with {@code do_sample_frames=False, do_resize=False}, under the matching {@code --transformers} contract):
+ * pixel_values_videos bit for bit (the same in both releases), video_grid_thw, the {@code <|video_pad|>} count,
  * second_per_grid_ts (Qwen2.5) and the {@code <t seconds>} texts (Qwen3). The cases cover an odd count padded with its
  * last frame (3 → 4, 1 → 2), PNG and JPEG frames, {@code min_pixels}/{@code max_pixels}/{@code total_pixels},
  * {@code resized_height}/{@code resized_width}, {@code sample_fps} and {@code raw_fps}; and the refusals: keys a list
@@ -75,7 +76,11 @@ class FrameListVideoTest {
     }
 
     static SampleEncoder encoder(ProcessorPreset preset, VideoSampler sampler) {
-        var video = new VideoEncoding(sampler, VideoOptions.DEFAULTS, null, VideoContract.TRANSFORMERS_5_18, CpuCapability.AVX2,
+        return encoder(preset, sampler, VideoContract.TRANSFORMERS_5_18);
+    }
+
+    static SampleEncoder encoder(ProcessorPreset preset, VideoSampler sampler, VideoContract contract) {
+        var video = new VideoEncoding(sampler, VideoOptions.DEFAULTS, null, contract, CpuCapability.AVX2,
                 VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS);
         return new SampleEncoder(EncodeOptions.defaults(preset).withVideo(video), SharedTokenizer.get());
     }
@@ -109,11 +114,14 @@ class FrameListVideoTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"f1_qwen25_png_odd", "f2_qwen3_jpeg_resized", "f3_qwen2_png_one"})
-    void aFrameListEncodesAsQwenVlUtilsAndTheProcessorDo(String name) throws Exception {
-        JsonNode expected = JSON.readTree(resource(name + "/expected.json"));
+    @org.junit.jupiter.params.provider.CsvSource({"f1_qwen25_png_odd, 5.18", "f2_qwen3_jpeg_resized, 5.18", "f3_qwen2_png_one, 5.18",
+            "f1_qwen25_png_odd, 4.57", "f2_qwen3_jpeg_resized, 4.57", "f3_qwen2_png_one, 4.57"})
+    void aFrameListEncodesAsQwenVlUtilsAndTheProcessorDo(String name, String release) throws Exception {
+        boolean v457 = release.equals("4.57");
+        JsonNode expected = JSON.readTree(resource(name + (v457 ? "/expected-4.57.json" : "/expected.json")));
+        assertEquals(v457 ? "4.57.6" : "5.18.0", expected.get("transformers").asText());
         ProcessorPreset preset = family(expected.get("family").asText());
-        var enc = encoder(preset, VideoSampler.QWEN_VL_UTILS);
+        var enc = encoder(preset, VideoSampler.QWEN_VL_UTILS, v457 ? VideoContract.TRANSFORMERS_4_57 : VideoContract.TRANSFORMERS_5_18);
         var names = new ArrayList<String>();
         expected.get("frames").forEach(n -> names.add(n.asText()));
         ChatSample sample = parse(enc, record(names, expected.get("item")));
@@ -143,6 +151,7 @@ class FrameListVideoTest {
         assertArrayEquals(indices, out.videos().frameIndices(), "frame_indices: the padded list's positions");
         if (preset == ProcessorPreset.QWEN2_5_VL) {
             float[] spg = Npy.read(resource(name + "/second_per_grid_ts.npy"), "second_per_grid_ts").asFloats();
+            assertEquals((double) spg[0], expected.get("second_per_grid_ts").get(0).asDouble(), "the release's own value");
             assertArrayEquals(spg, out.videos().secondPerGridTs());
         }
         if (preset == ProcessorPreset.QWEN3_VL) {
