@@ -82,6 +82,34 @@ class FrameListEncodeCliTest {
         assertArrayEquals(want, Npy.read(out.resolve("frame_indices.npy")).asLongs());
     }
 
+    /**
+     * {@code validate} over a JSONL of frame-list records: the frames fetched as images, the good record kept with the
+     * length {@code encode} gives it, a record with a missing frame an error.
+     */
+    @Test
+    void validateFetchesTheFramesAndKeepsTheLengthEncodeGives() throws Exception {
+        Path work = Files.createDirectories(tmp.resolve("work"));
+        String good = Files.readString(sample("f1_qwen25_png_odd", work)).strip();
+        String bad = good.replace("frame1.png", "missing.png");
+        Path manifest = Files.writeString(work.resolve("train.jsonl"), good + "\n" + bad + "\n");
+        Path lengths = tmp.resolve("lengths");
+        var r = CliRunner.run("validate", "--data", manifest.toString(), "--processor", "qwen2.5-vl", "--video-sampler",
+                "qwen-vl-utils", "--video", "on", "--threads", "1", "--lengths-dir", lengths.toString());
+        var json = JSON.readTree(r.lastStdoutLine());
+        assertEquals(2, json.get("samples").asInt(), r.out() + r.err());
+        assertEquals(1, json.get("errors").asInt(), r.out() + r.err());
+        assertTrue(r.out().contains("missing.png"), r.out());
+        var index = dev.stoker.encode.validate.LengthIndex.read(Path.of(json.get("length_index").asText()));
+        Path out = tmp.resolve("out");
+        var e = CliRunner.run("encode", "--processor", "qwen2.5-vl", "--video-sampler", "qwen-vl-utils", "--sample",
+                work.resolve("sample.json").toString(), "--out", out.toString());
+        assertEquals(0, e.status(), e.err());
+        assertEquals(Npy.read(out.resolve("input_ids.npy")).asLongs().length, index.lengths()[0]);
+        assertTrue(index.videos(0) > 0, "the record's video in the length index");
+        long[] grid = Npy.read(fixtures().resolve("f1_qwen25_png_odd").resolve("video_grid_thw.npy")).asLongs();
+        assertEquals(grid[0] * grid[1] * grid[2], Npy.read(out.resolve("pixel_values_videos.npy")).shape()[0]);
+    }
+
     @Test
     void theHfSamplerRefusesAFrameListWithExit2AndOneLine() throws Exception {
         Path work = Files.createDirectories(tmp.resolve("work"));
