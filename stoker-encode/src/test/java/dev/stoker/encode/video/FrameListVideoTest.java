@@ -165,6 +165,28 @@ class FrameListVideoTest {
         }
     }
 
+    /** The compact wire format carries the padded list's resized frames; the trainer's conversion gives the fixture's rows. */
+    @Test
+    void theCompactFormatConvertsToTheFixturesRows() {
+        String name = "f1_qwen25_png_odd";
+        var video = new VideoEncoding(VideoSampler.QWEN_VL_UTILS, VideoOptions.DEFAULTS, null, VideoContract.TRANSFORMERS_5_18,
+                CpuCapability.AVX2, VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS);
+        var options = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withVideo(video).withPixelFormat(EncodeOptions.PixelFormat.UINT8);
+        var enc = new SampleEncoder(options, SharedTokenizer.get());
+        JsonNode item = JSON.createObjectNode().put("min_pixels", 784).put("total_pixels", 4704).put("sample_fps", 1.5);
+        var out = enc.encode(parse(enc, record(List.of("frame0.png", "frame1.png", "frame2.png"), item)),
+                frames(name, new AtomicInteger()), NO_FILES);
+        var v = out.videos();
+        assertTrue(v.compact());
+        assertArrayEquals(new long[] {4}, v.frameCounts(), "3 frames padded to 4 as qwen-vl-utils pads the list");
+        float[] rows = dev.stoker.image.qwenvl.CompactPixels.toPixelValuesVideos(java.lang.foreign.MemorySegment.ofArray(v.pixelsU8()),
+                v.videoGridThw(), v.frameCounts(), options.vision());
+        float[] want = Npy.read(resource(name + "/pixel_values_videos.npy"), "pixel_values_videos").asFloats();
+        assertEquals(want.length, rows.length);
+        for (int i = 0; i < want.length; i++)
+            assertEquals(Float.floatToRawIntBits(want[i]), Float.floatToRawIntBits(rows[i]), "value " + i);
+    }
+
     @Test
     void prepareAndMeasureReadTheFramesFromFetchedBytesAndAgreeWithEncode() {
         String name = "f1_qwen25_png_odd";
