@@ -252,8 +252,20 @@ public final class VideoPreprocessor {
         return planned;
     }
 
-    /** What alpha a frame carries that qwen-vl-utils would composite (PNG colour type 6 = RGBA, WebP with alpha); null: none. */
+    /**
+     * What alpha a frame carries that Pillow opens as mode RGBA, which qwen-vl-utils' {@code to_rgb} composites over white
+     * (PNG colour type 6, WebP with alpha, a 32-bit BMP with an alpha mask); null: none. Other modes with transparency
+     * (palette, LA, RGB with tRNS) it converts as {@code convert("RGB")}, as Stoker's decoders do.
+     */
     static String alphaOf(byte[] b) {
+        if (b.length >= 70 && b[0] == 'B' && b[1] == 'M' && le16(b, 28) == 32) {
+            // Pillow's BmpImagePlugin: BI_BITFIELDS masks after a 40-byte header (r, g, b; no alpha) or inside a larger one
+            // (r, g, b, a); an alpha mask, or all four masks 0, open as BGRA/ABGR, i.e. RGBA
+            long header = le32(b, 14), compression = le32(b, 30);
+            long r = le32(b, 54), g = le32(b, 58), bl = le32(b, 62), a = header >= 56 || compression == 6 ? le32(b, 66) : 0;
+            if ((compression == 3 || compression == 6) && (a != 0 || (r | g | bl | a) == 0))
+                return "a 32-bit BMP with an alpha mask";
+        }
         if (b.length > 25 && (b[0] & 0xFF) == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G' && b[25] == 6) return "an RGBA PNG";
         if (b.length > 20 && b[0] == 'R' && b[1] == 'I' && b[2] == 'F' && b[3] == 'F' && b[8] == 'W' && b[9] == 'E' && b[10] == 'B'
                 && b[11] == 'P' && b[12] == 'V' && b[13] == 'P' && b[14] == '8') {
@@ -262,6 +274,10 @@ public final class VideoPreprocessor {
         }
         return null;
     }
+
+    private static int le16(byte[] b, int at) { return (b[at] & 0xFF) | (b[at + 1] & 0xFF) << 8; }
+
+    private static long le32(byte[] b, int at) { return le16(b, at) | (long) le16(b, at + 2) << 16; }
 
     private static Map<String, Number> numbers(String sampleId, String ref, Map<String, Object> options) {
         var out = new LinkedHashMap<String, Number>();

@@ -252,6 +252,31 @@ class FrameListVideoTest {
         assertEquals(2, enc.encode(ok, source, NO_FILES).videos().videoGridThw()[0]);
     }
 
+    /** The header bytes Pillow reads to open a frame as RGBA, and their neighbours it opens as RGB. */
+    @Test
+    void alphaIsFoundWherePillowOpensRgba() throws Exception {
+        assertEquals("an RGBA PNG", VideoPreprocessor.alphaOf(png(4, 4, java.awt.image.BufferedImage.TYPE_INT_ARGB)));
+        assertEquals(null, VideoPreprocessor.alphaOf(png(4, 4, java.awt.image.BufferedImage.TYPE_INT_RGB)));
+        assertEquals(null, VideoPreprocessor.alphaOf(resource("f2_qwen3_jpeg_resized/frame0.jpg")));
+        byte[] bmp = new byte[70];
+        bmp[0] = 'B';
+        bmp[1] = 'M';
+        bmp[14] = 108; // BITMAPV4HEADER
+        bmp[28] = 32;
+        bmp[30] = 3; // BI_BITFIELDS
+        assertEquals("a 32-bit BMP with an alpha mask", VideoPreprocessor.alphaOf(bmp), "all masks 0: Pillow's BGRA");
+        bmp[56] = (byte) 0xFF; // r 0xff0000
+        bmp[59] = (byte) 0xFF; // g 0xff00
+        bmp[62] = (byte) 0xFF; // b 0xff
+        assertEquals(null, VideoPreprocessor.alphaOf(bmp), "no alpha mask: Pillow's BGRX, RGB");
+        bmp[69] = (byte) 0xFF; // alpha mask 0xff000000
+        assertEquals("a 32-bit BMP with an alpha mask", VideoPreprocessor.alphaOf(bmp));
+        byte[] webp = "RIFF\0\0\0\0WEBPVP8X\0\0\0\0\u0010\0\0\0".getBytes(StandardCharsets.ISO_8859_1);
+        assertEquals("a WebP with alpha", VideoPreprocessor.alphaOf(webp));
+        webp[20] = 0;
+        assertEquals(null, VideoPreprocessor.alphaOf(webp));
+    }
+
     static byte[] png(int w, int h, int type) throws IOException {
         var img = new java.awt.image.BufferedImage(w, h, type);
         for (int y = 0; y < h; y++) for (int x = 0; x < w; x++) img.setRGB(x, y, 0xFF000000 | (x * 3 << 16) | (y * 4 << 8) | (x + y));
