@@ -59,7 +59,7 @@ class InProcessClusterTest {
         static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen) throws Exception {
             String self = "127.0.0.1:" + TensorOrderTest.freePort();
             var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
-                    .set(NodeConfig.MAX_SEQ_LEN, maxSeqLen)
+                    .set(NodeConfig.MAX_SEQ_LEN, maxSeqLen).set(NodeConfig.VIDEO_DECODE, dev.stoker.encode.video.VideoEncoding.Decode.IN_PROCESS)
                     .pixels(3136, 50176).threads(1).warmUpMillis(0).set(NodeConfig.MAX_IMAGES, 1).set(NodeConfig.JOB, "j")
                     .set(NodeConfig.JOIN, List.of(self)).set(NodeConfig.BIND, self).set(NodeConfig.SLOTS, 1)
                     .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm"))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)

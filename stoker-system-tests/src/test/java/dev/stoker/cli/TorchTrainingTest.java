@@ -542,6 +542,9 @@ class TorchTrainingTest {
             if (!serveArgs.contains("--pack-tokens")) args.addAll(List.of("--batch", "" + BATCH)); // a packed job has no batch size
             // a job with videos is sized by its tokens (--max-images does not bound a video's frames): 1024 tokens a sample
             if (!serveArgs.contains("--shm-budget")) args.addAll(List.of("--shm-budget", "512M", "--max-seq-len", "1024"));
+            // decoded in the service's threads: what this test shows is training and resume, and the worker processes'
+            // start per service would cost its runs seconds (FlightServeTest serves video through the default workers)
+            args.addAll(List.of("--video-decode", "in-process"));
             args.addAll(serveArgs);
             args.addAll(List.of("--", PYTHON, "-m", "torch.distributed.run", "--nnodes", "" + nnodes, "--node_rank", "" + node,
                     "--nproc_per_node", "" + perNode, "--master_addr", "127.0.0.1", "--master_port", "" + masterPort, "--redirects", "2",
