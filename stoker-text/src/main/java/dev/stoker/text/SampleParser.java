@@ -235,6 +235,15 @@ public final class SampleParser {
 
     /** Names typed video items that name no video ({@code {"type": "video"}}) after the embedded video of their place. */
     private static void fillBareVideoItems(com.fasterxml.jackson.databind.node.ObjectNode record, List<String> videos) {
+        fillBareItems(record, "video", List.of("video", "url", "path"), videos);
+    }
+
+    /**
+     * Names the typed items of {@code type} that name nothing (none of {@code nameKeys}) after {@code names}, in order of
+     * place: the k-th such item (named or not) takes the k-th name.
+     */
+    private static void fillBareItems(com.fasterxml.jackson.databind.node.ObjectNode record, String type, List<String> nameKeys,
+                                      List<String> names) {
         var list = record.get("messages");
         if (list == null || !list.isArray()) return;
         int k = 0;
@@ -242,9 +251,10 @@ public final class SampleParser {
             var content = m.get("content");
             if (content == null || !content.isArray()) continue;
             for (var item : content) {
-                if (!(item instanceof com.fasterxml.jackson.databind.node.ObjectNode o) || !"video".equals(o.path("type").asText(null))) continue;
-                boolean named = o.hasNonNull("video") || o.hasNonNull("url") || o.hasNonNull("path");
-                if (!named && k < videos.size()) o.put("video", videos.get(k));
+                if (!(item instanceof com.fasterxml.jackson.databind.node.ObjectNode o) || !type.equals(o.path("type").asText(null))) continue;
+                boolean named = false;
+                for (String key : nameKeys) named |= o.hasNonNull(key);
+                if (!named && k < names.size()) o.put(type, names.get(k));
                 k++;
             }
         }
@@ -267,19 +277,7 @@ public final class SampleParser {
      * column write them) after the embedded image of their place; a count that differs is reported by the caller.
      */
     private static void fillBareImageItems(com.fasterxml.jackson.databind.node.ObjectNode record, List<String> embedded) {
-        var list = record.get("messages");
-        if (list == null || !list.isArray()) return;
-        int k = 0;
-        for (var m : list) {
-            var content = m.get("content");
-            if (content == null || !content.isArray()) continue;
-            for (var item : content) {
-                if (!(item instanceof com.fasterxml.jackson.databind.node.ObjectNode o) || !"image".equals(o.path("type").asText(null))) continue;
-                boolean named = o.hasNonNull("image") || o.hasNonNull("image_url") || o.hasNonNull("url") || o.hasNonNull("path");
-                if (!named && k < embedded.size()) o.put("image", embedded.get(k));
-                k++;
-            }
-        }
+        fillBareItems(record, "image", List.of("image", "image_url", "url", "path"), embedded);
     }
 
     private static boolean typedContent(JsonNode record) {
