@@ -1,5 +1,6 @@
 package dev.stoker.cli;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -129,6 +130,61 @@ class VideoEncodeCliTest {
                 dir.resolve("raw").toString());
         assertEquals(2, r.status(), r.err());
         assertTrue(r.err().contains("video mllm_demo_data/raw.h264: packet 0 has neither pts nor dts"), r.err());
+    }
+
+    /**
+     * Containers whose timing is broken (issue 29, Build item 8), made from 1.mp4 by patching its MP4 boxes. Every
+     * {@code stts} delta 0 (all 50 frames at one instant; ffprobe's r_frame_rate 1/0): PyAV 18.1 still reports an average
+     * rate (the references sample by it) and decodes every frame with pts 0, so the sample is encoded, its frames chosen by
+     * their place in the stream, not by the equal timestamps — the same 8 frames of the intact file give the same pixels.
+     * {@code mdhd}'s timescale 0 (libavformat: "Invalid mdhd time scale 0, defaulting to 1", 1/1024 fps): that sample's
+     * error naming the video and FFmpeg's report (exit 2, one line), under both samplers.
+     */
+    @org.junit.jupiter.api.Test
+    void aContainerWithBrokenTimingIsSampledByPlaceOrRefusedNamingTheCause() throws Exception {
+        Path data = dir.resolve("mllm_demo_data");
+        byte[] mp4 = Files.readAllBytes(data.resolve("1.mp4"));
+        byte[] zero = mp4.clone(), slow = mp4.clone();
+        int stts = indexOf(zero, "stts"), entries = java.nio.ByteBuffer.wrap(zero, stts + 8, 4).getInt();
+        for (int k = 0; k < entries; k++) java.nio.ByteBuffer.wrap(zero).putInt(stts + 16 + 8 * k, 0); // each entry's delta
+        int mdhd = indexOf(slow, "mdhd");
+        assertEquals(0, slow[mdhd + 4], "a version 0 mdhd");
+        java.nio.ByteBuffer.wrap(slow).putInt(mdhd + 16, 0); // version/flags, creation, modification, then the timescale
+        Files.write(data.resolve("zero-fps.mp4"), zero);
+        Files.write(data.resolve("slow-fps.mp4"), slow);
+        var pixels = new ArrayList<byte[]>();
+        for (String clip : List.of("1.mp4", "zero-fps.mp4")) {
+            Path sample = Files.writeString(dir.resolve(clip + ".json"), "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": "
+                    + "\"video\", \"video\": \"mllm_demo_data/" + clip + "\", \"nframes\": 8}, {\"type\": \"text\", \"text\": \"Hm?\"}]}, "
+                    + "{\"role\": \"assistant\", \"content\": \"Hm.\"}]}");
+            Path out = dir.resolve("timing-" + clip);
+            var r = CliRunner.run("encode", "--processor", "qwen2.5-vl", "--video-sampler", "qwen-vl-utils", "--sample", sample.toString(),
+                    "--out", out.toString());
+            assertEquals(0, r.status(), clip + ": " + r.err());
+            assertArrayEquals(new long[] {0, 7, 14, 21, 28, 35, 42, 49}, dev.stoker.core.Npy.read(out.resolve("frame_indices.npy")).asLongs(), clip);
+            pixels.add(Files.readAllBytes(out.resolve("pixel_values_videos.npy")));
+        }
+        assertArrayEquals(pixels.get(0), pixels.get(1), "the frames at those places, whatever their timestamps say");
+        Path sample = Files.writeString(dir.resolve("slow.json"), "{\"messages\": [{\"role\": \"user\", \"content\": \"<video>Hm?\"}, "
+                + "{\"role\": \"assistant\", \"content\": \"Hm.\"}], \"videos\": [\"mllm_demo_data/slow-fps.mp4\"]}");
+        for (String sampler : List.of("hf", "qwen-vl-utils")) {
+            var r = CliRunner.run("encode", "--processor", "qwen2.5-vl", "--video-sampler", sampler, "--sample", sample.toString(),
+                    "--out", dir.resolve("slow-" + sampler).toString());
+            assertEquals(2, r.status(), sampler + ": " + r.err() + r.out());
+            assertTrue(r.err().contains("video mllm_demo_data/slow-fps.mp4: ") && r.err().contains("Invalid mdhd time scale 0"),
+                    sampler + ": " + r.err());
+            assertEquals(1, r.err().strip().lines().count(), r.err());
+        }
+    }
+
+    private static int indexOf(byte[] bytes, String box) {
+        byte[] b = box.getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        outer:
+        for (int i = 0; i + b.length <= bytes.length; i++) {
+            for (int k = 0; k < b.length; k++) if (bytes[i + k] != b[k]) continue outer;
+            return i;
+        }
+        throw new AssertionError("no " + box + " box");
     }
 
     @org.junit.jupiter.api.Test
