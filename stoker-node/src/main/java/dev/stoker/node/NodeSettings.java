@@ -415,7 +415,6 @@ public abstract sealed class NodeSettings permits NodeConfig {
         return k;
     }
 
-    /** A sampler by name; llamafactory is refused as a job's encoding refuses it ({@link VideoEncoding#checkSampler}). */
     /** {@code --video}'s value: auto, on, off (a YAML file's true and false, what YAML 1.1 makes of on and off, too). */
     private static VideoMode videoMode(String value) {
         return switch (value.strip().toLowerCase(java.util.Locale.ROOT)) {
@@ -426,14 +425,9 @@ public abstract sealed class NodeSettings permits NodeConfig {
         };
     }
 
+    /** A sampler by name ({@link VideoSampler#fromName}: hf, qwen-vl-utils, llamafactory). */
     private static VideoSampler sampler(String name) {
-        var sampler = VideoSampler.fromName(name);
-        try {
-            VideoEncoding.checkSampler(sampler);
-        } catch (IllegalArgumentException e) { // the message names the option, as ConfigKey.parse does too
-            throw new IllegalArgumentException(e.getMessage().replaceFirst("^" + VIDEO_SAMPLER_OPTION + " ", ""));
-        }
-        return sampler;
+        return VideoSampler.fromName(name);
     }
 
     /** A number for a command-level video option, checked against {@code key}'s bounds as a video item's value is. */
