@@ -161,7 +161,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "what they were; a command without --data (encode) is on.");
     public static final ConfigKey<VideoSampler> VIDEO_SAMPLER = key("video-sampler", PROCESSOR, "MODE", TEXT, NodeSettings::sampler,
             VideoSampler::cliName, VideoSampler.HF, null, "How frames are sampled and resized: hf (the family's Hugging Face "
-                    + "video processor, sampling on) or qwen-vl-utils (its fetch_video in front of the processor).");
+                    + "video processor, sampling on), qwen-vl-utils (its fetch_video in front of the processor) or llamafactory "
+                    + "(LLaMA-Factory's frame picks and Pillow pre-resize in front of it).");
     public static final ConfigKey<Double> VIDEO_FPS = key("video-fps", PROCESSOR, "FPS", NUMBER, videoNumber(VideoKey.FPS),
             ConfigKey::formatNumber, null, "2; with --model, its video processor's fps", "Frames per second sampled, for every "
                     + "video item that does not set fps itself.");
