@@ -28,8 +28,9 @@ import java.util.Map;
  * One video of a sample → its {@code pixel_values_videos} rows, in two halves like images: {@link #plan} indexes the
  * container (demuxing, no decoding) and applies the sampling and resizing rules, so the grid, the token count and
  * the memory are known before any pixel; {@link #writePixels} decodes only the sampled frames, resizes each as it
- * arrives (torchvision's uint8 kernel for the HF processors, its float32 kernel for qwen-vl-utils), then normalizes
- * and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}. In the
+ * arrives (torchvision's uint8 kernel for the HF processors, its float32 kernel for qwen-vl-utils; for llamafactory,
+ * first LLaMA-Factory's Pillow pre-resize of the decoded frame, then the uint8 kernel, as its plugins hand PIL frames to
+ * the HF processor), then normalizes and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}. In the
  * compact wire format {@link #writeResized} stops after the resize and writes the frames themselves, for the trainer to
  * normalize and patchify.
  *
@@ -403,7 +404,7 @@ public final class VideoPreprocessor {
         framesDecoded += result.framesDecoded();
         framesKept += result.framesKept();
         decodeNanos += result.nanos();
-        decodedPixels += result.framesDecoded() * plan.frameWidth() * plan.frameHeight();
+        decodedPixels += result.framesDecoded() * p.index().stream().width() * p.index().stream().height();
         return result;
     }
 

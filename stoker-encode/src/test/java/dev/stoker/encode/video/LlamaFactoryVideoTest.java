@@ -173,4 +173,24 @@ class LlamaFactoryVideoTest {
         // 400x300 → Pillow 295x221 (int(400·0.7390), int(300·0.7390)) → Qwen2.5's smart_resize 224x308 → grid 1x16x22
         assertArrayEquals(new long[] {1, 16, 22}, f.videoGridThw());
     }
+
+    /**
+     * The decode memory budget counts the pre-resize's two buffers: l1's 3 frames of 308x224 (620,928 bytes), one
+     * decoded 320x240 frame (230,400) and two of Pillow's 295x221 (391,170) are 1,242,498 bytes: planned at that
+     * budget, refused one byte under it, naming the pre-resize.
+     */
+    @Test
+    void theMemoryBudgetCountsThePreResize() {
+        var video = new VideoEncoding(VideoSampler.LLAMAFACTORY, VideoOptions.DEFAULTS, null, VideoContract.TRANSFORMERS_5_18,
+                CpuCapability.AVX2, VideoEncoding.DEFAULT_DECODE_TIMEOUT_NANOS);
+        var vision = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).vision();
+        byte[] clip = resource("l1_qwen25_320x240/clip.mp4");
+        VideoPreprocessor.VideoSource src = (id, ref) -> SeekableByteSource.of(ref, clip);
+        var item = dev.stoker.text.Message.Video.of("clip.mp4");
+        var planned = new VideoPreprocessor(ProcessorPreset.QWEN2_5_VL, vision, video, 1_242_498).plan("s", item, src);
+        assertEquals(295, planned.plan().frameWidth());
+        var e = org.junit.jupiter.api.Assertions.assertThrows(dev.stoker.core.SampleException.class,
+                () -> new VideoPreprocessor(ProcessorPreset.QWEN2_5_VL, vision, video, 1_242_497).plan("s", item, src));
+        assertTrue(e.getMessage().contains("and one of 320x240 with its Pillow pre-resize need 1242498 bytes"), e.getMessage());
+    }
 }
