@@ -161,7 +161,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "what they were; a command without --data (encode) is on.");
     public static final ConfigKey<VideoSampler> VIDEO_SAMPLER = key("video-sampler", PROCESSOR, "MODE", TEXT, NodeSettings::sampler,
             VideoSampler::cliName, VideoSampler.HF, null, "How frames are sampled and resized: hf (the family's Hugging Face "
-                    + "video processor, sampling on) or qwen-vl-utils (its fetch_video in front of the processor).");
+                    + "video processor, sampling on), qwen-vl-utils (its fetch_video in front of the processor) or llamafactory "
+                    + "(LLaMA-Factory's frame picks and Pillow pre-resize in front of it).");
     public static final ConfigKey<Double> VIDEO_FPS = key("video-fps", PROCESSOR, "FPS", NUMBER, videoNumber(VideoKey.FPS),
             ConfigKey::formatNumber, null, "2; with --model, its video processor's fps", "Frames per second sampled, for every "
                     + "video item that does not set fps itself.");
@@ -415,7 +416,6 @@ public abstract sealed class NodeSettings permits NodeConfig {
         return k;
     }
 
-    /** A sampler by name; llamafactory is refused as a job's encoding refuses it ({@link VideoEncoding#checkSampler}). */
     /** {@code --video}'s value: auto, on, off (a YAML file's true and false, what YAML 1.1 makes of on and off, too). */
     private static VideoMode videoMode(String value) {
         return switch (value.strip().toLowerCase(java.util.Locale.ROOT)) {
@@ -426,14 +426,9 @@ public abstract sealed class NodeSettings permits NodeConfig {
         };
     }
 
+    /** A sampler by name ({@link VideoSampler#fromName}: hf, qwen-vl-utils, llamafactory). */
     private static VideoSampler sampler(String name) {
-        var sampler = VideoSampler.fromName(name);
-        try {
-            VideoEncoding.checkSampler(sampler);
-        } catch (IllegalArgumentException e) { // the message names the option, as ConfigKey.parse does too
-            throw new IllegalArgumentException(e.getMessage().replaceFirst("^" + VIDEO_SAMPLER_OPTION + " ", ""));
-        }
-        return sampler;
+        return VideoSampler.fromName(name);
     }
 
     /** A number for a command-level video option, checked against {@code key}'s bounds as a video item's value is. */

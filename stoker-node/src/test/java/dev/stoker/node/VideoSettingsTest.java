@@ -88,8 +88,8 @@ class VideoSettingsTest {
         assertEquals("--video-fps: fps is 0, outside 0.001 … 1000", refusal("video-fps", "0"));
         assertEquals("--video-min-frames: min_frames is 2.5, not a whole number", refusal("video-min-frames", "2.5"));
         assertEquals("--video-max-pixels: 'lots' is not a number", refusal("video-max-pixels", "lots"));
-        assertTrue(refusal("video-sampler", "llamafactory").startsWith("--video-sampler: llamafactory plans frames"),
-                "refused as the encoding refuses it");
+        assertEquals(dev.stoker.video.sample.VideoSampler.LLAMAFACTORY,
+                NodeConfig.builder().set("video-sampler", "llamafactory").build().get(NodeConfig.VIDEO_SAMPLER), "encoded now: accepted");
         assertTrue(refusal("video-sampler", "decord").startsWith("--video-sampler: unknown video sampler 'decord'"));
         assertTrue(refusal("video-cpu", "sse4").startsWith("--video-cpu: unknown value 'sse4'; expected one of default, avx2, avx512"));
         assertEquals("--video-decode-timeout: must be a positive number, got 0", refusal("video-decode-timeout", "0"));

@@ -45,19 +45,6 @@ public record VideoEncoding(VideoSampler sampler, VideoOptions options, VideoOpt
         Objects.requireNonNull(cpu, "cpu");
         Objects.requireNonNull(decode, "decode");
         if (decodeTimeoutNanos <= 0) throw new IllegalArgumentException("decode timeout must be > 0");
-        checkSampler(sampler);
-    }
-
-    /**
-     * Refuses a sampler whose rules Stoker plans but cannot encode yet (llamafactory: its frames' Pillow pre-resize).
-     *
-     * @throws IllegalArgumentException for such a sampler, saying which to use
-     */
-    public static void checkSampler(VideoSampler sampler) {
-        if (sampler == VideoSampler.LLAMAFACTORY) {
-            throw new IllegalArgumentException("--video-sampler llamafactory plans frames (Stoker knows its rules) but its "
-                    + "frames' Pillow pre-resize is not wired into encoding yet; use hf or qwen-vl-utils");
-        }
     }
 
     /** An encoding that decodes in process. */

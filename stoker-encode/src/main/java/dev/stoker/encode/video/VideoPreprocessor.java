@@ -28,8 +28,9 @@ import java.util.Map;
  * One video of a sample → its {@code pixel_values_videos} rows, in two halves like images: {@link #plan} indexes the
  * container (demuxing, no decoding) and applies the sampling and resizing rules, so the grid, the token count and
  * the memory are known before any pixel; {@link #writePixels} decodes only the sampled frames, resizes each as it
- * arrives (torchvision's uint8 kernel for the HF processors, its float32 kernel for qwen-vl-utils), then normalizes
- * and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}. In the
+ * arrives (torchvision's uint8 kernel for the HF processors, its float32 kernel for qwen-vl-utils; for llamafactory,
+ * first LLaMA-Factory's Pillow pre-resize of the decoded frame, then the uint8 kernel, as its plugins hand PIL frames to
+ * the HF processor), then normalizes and patchifies them. Reference: {@code process_video} of {@code shared/reference/ref_qwenvl_video.py}. In the
  * compact wire format {@link #writeResized} stops after the resize and writes the frames themselves, for the trainer to
  * normalize and patchify.
  *
@@ -97,6 +98,8 @@ public final class VideoPreprocessor {
     private dev.stoker.image.decode.DecodeOptions frameDecodeOptions;
     private dev.stoker.image.qwenvl.BicubicResizer pillow;
     private byte[] pillowFrame = new byte[0];
+    /** The llamafactory pre-resize's second buffer (a frame may be resized more than once). */
+    private byte[] pillowFrame2 = new byte[0];
     private byte[] clip = new byte[0];
     private byte[] resized = new byte[0];
     private long videosDecoded, framesDecoded, framesKept, decodeNanos, decodedPixels;
@@ -190,12 +193,15 @@ public final class VideoPreprocessor {
             throw new SampleException(sampleId, SampleException.Stage.TRANSFORM, e.getMessage(), e);
         }
         var planned = new Planned(ref, index, plan);
-        long need = planned.clipBytes() + (long) plan.frameWidth() * plan.frameHeight() * 3;
+        int sw = index.stream().width(), sh = index.stream().height();
+        long need = planned.clipBytes() + (long) sw * sh * 3;
+        if (plan.sampler() == VideoSampler.LLAMAFACTORY) // its Pillow pre-resize's two buffers (each step's output)
+            for (int[] step : preResizeSteps(plan, sw, sh)) need += 2L * step[0] * step[1] * 3;
         if (need > memoryBudgetBytes) {
             throw new SampleException(sampleId, SampleException.Stage.DECODE, "video " + ref + ": " + plan.frameCount()
-                    + " frames of " + plan.resizedWidth() + "x" + plan.resizedHeight() + " and one of " + plan.frameWidth()
-                    + "x" + plan.frameHeight() + " need " + need + " bytes, over the decode memory budget of "
-                    + memoryBudgetBytes);
+                    + " frames of " + plan.resizedWidth() + "x" + plan.resizedHeight() + " and one of " + sw
+                    + "x" + sh + (plan.sampler() == VideoSampler.LLAMAFACTORY ? " with its Pillow pre-resize" : "") + " need "
+                    + need + " bytes, over the decode memory budget of " + memoryBudgetBytes);
         }
         return planned;
     }
@@ -372,13 +378,19 @@ public final class VideoPreprocessor {
         VideoDecoder.Result result;
         try (SeekableByteSource s = source.open(sampleId, p.reference())) {
             long deadline = System.nanoTime() + encoding.decodeTimeoutNanos();
+            int sw = p.index().stream().width(), sh = p.index().stream().height();
+            int[][] steps = plan.sampler() == VideoSampler.LLAMAFACTORY ? preResizeSteps(plan, sw, sh) : new int[0][];
             result = decoder.decode(s, p.index(), frames, deadline, (f, w, h, rgb) -> {
-                if (w != plan.frameWidth() || h != plan.frameHeight()) {
+                if (w != sw || h != sh) {
                     throw new SampleException(sampleId, SampleException.Stage.DECODE, "video " + p.reference() + ": frame " + f
-                            + " is " + w + "x" + h + ", the stream said " + plan.frameWidth() + "x" + plan.frameHeight());
+                            + " is " + w + "x" + h + ", the stream said " + sw + "x" + sh);
                 }
                 if (encoding.sampler() == VideoSampler.QWEN_VL_UTILS) f32.resize(rgb, w, h, resized, rw, rh);
-                else u8.resize(rgb, w, h, resized, rw, rh);
+                else if (steps.length == 0) u8.resize(rgb, w, h, resized, rw, rh);
+                else {
+                    byte[] pre = pillowPreResize(rgb, w, h, steps);
+                    u8.resize(pre, plan.frameWidth(), plan.frameHeight(), resized, rw, rh);
+                }
                 for (int i = 0; i < n; i++) {
                     if (frames[i] == f) sink.put(i, resized, frameBytes);
                 }
@@ -392,8 +404,46 @@ public final class VideoPreprocessor {
         framesDecoded += result.framesDecoded();
         framesKept += result.framesKept();
         decodeNanos += result.nanos();
-        decodedPixels += result.framesDecoded() * plan.frameWidth() * plan.frameHeight();
+        decodedPixels += result.framesDecoded() * p.index().stream().width() * p.index().stream().height();
         return result;
+    }
+
+    /**
+     * The llamafactory sampler's Pillow resizes of one frame ({@link VideoPlanner#llamaFactoryPreResizeSteps}), each of the
+     * previous one's output; the plan's frame size is the last one's.
+     */
+    private int[][] preResizeSteps(VideoPlan plan, int width, int height) {
+        int[][] steps = planner.llamaFactoryPreResizeSteps(plan.video(), width, height);
+        int[] last = steps.length == 0 ? new int[] {width, height} : steps[steps.length - 1];
+        if (last[0] != plan.frameWidth() || last[1] != plan.frameHeight())
+            throw new IllegalStateException("video " + plan.video() + ": the pre-resize ends at " + last[0] + "x" + last[1]
+                    + ", the plan says " + plan.frameWidth() + "x" + plan.frameHeight());
+        return steps;
+    }
+
+    /**
+     * LLaMA-Factory's {@code _preprocess_image} on a decoded frame (PyAV's {@code frame.to_image()}: FFmpeg's rgb24,
+     * which {@code rgb} is): each Pillow {@code Image.resize((w, h))} in turn (the default filter for an RGB image,
+     * bicubic; a call to the image's own size copies it), into one of two buffers; returns the last output.
+     */
+    private byte[] pillowPreResize(byte[] rgb, int w, int h, int[][] steps) {
+        if (pillow == null) pillow = new dev.stoker.image.qwenvl.BicubicResizer();
+        byte[] src = rgb;
+        int cw = w, ch = h;
+        for (int[] step : steps) {
+            int bytes = Math.multiplyExact(step[0], step[1] * 3);
+            byte[] dst = src == pillowFrame ? pillowFrame2 : pillowFrame;
+            if (dst.length < bytes) {
+                dst = new byte[bytes];
+                if (src == pillowFrame) pillowFrame2 = dst; else pillowFrame = dst;
+            }
+            if (step[0] == cw && step[1] == ch) System.arraycopy(src, 0, dst, 0, bytes);
+            else pillow.resize(src, cw, ch, dst, step[0], step[1]);
+            src = dst;
+            cw = step[0];
+            ch = step[1];
+        }
+        return src;
     }
 
     /**

@@ -26,12 +26,4 @@ class VideoEncodingTest {
         if (Ffmpeg.unavailableReason() == null) assertTrue(here.contains("(" + Ffmpeg.get().versions() + ")"), here);
         else assertEquals("decoder=FFmpeg unavailable", here);
     }
-
-    @Test
-    void llamafactoryIsRefusedByTheEncodingsCheck() {
-        var e = assertThrows(IllegalArgumentException.class, () -> VideoEncoding.checkSampler(VideoSampler.LLAMAFACTORY));
-        assertTrue(e.getMessage().startsWith("--video-sampler llamafactory plans frames"), e.getMessage());
-        VideoEncoding.checkSampler(VideoSampler.HF);
-        VideoEncoding.checkSampler(VideoSampler.QWEN_VL_UTILS);
-    }
 }

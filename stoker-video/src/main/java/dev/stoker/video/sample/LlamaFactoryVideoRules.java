@@ -50,14 +50,28 @@ public final class LlamaFactoryVideoRules {
     /**
      * {@code _get_qwen_video_size_after_regularization}: the frame size Pillow's pre-resize gives, {width, height}:
      * shrunk to {@code max_pixels} or grown to {@code min_pixels} ({@code int(edge · sqrt(budget / (w·h)))}), each
-     * edge raised to 28, and an aspect over 200 cut to 180 (all families: the Qwen3 plugin inherits it).
+     * edge raised to 28, and an aspect over 200 cut to 180 (all families: the Qwen3 plugin inherits it). The last of
+     * {@link #preResizeSteps}, or the frame's own size where there is none.
      */
     public static int[] regularizedSize(String video, int width, int height, double maxPixels, double minPixels) {
+        int[][] steps = preResizeSteps(video, width, height, maxPixels, minPixels);
+        return steps.length == 0 ? new int[] {width, height} : steps[steps.length - 1].clone();
+    }
+
+    /**
+     * The Pillow {@code image.resize((w, h))} calls {@code Qwen2VLPlugin._preprocess_image} (and the
+     * {@code BasePlugin._preprocess_image} it calls first) makes on one decoded frame, in order, each {width, height}:
+     * each resizes the previous one's output, not the decoded frame (a frame shrunk to {@code max_pixels} whose short
+     * side is then under 28 is resized twice). A call whose size is the image's own is kept (Pillow copies then).
+     */
+    public static int[][] preResizeSteps(String video, int width, int height, double maxPixels, double minPixels) {
+        var steps = new java.util.ArrayList<int[]>(4);
         long w = width, h = height;
         if ((double) (w * h) > maxPixels) {
             double f = Math.sqrt(maxPixels / (double) (w * h));
             w = (long) (w * f);
             h = (long) (h * f);
+            steps.add(new int[] {(int) w, (int) h});
         }
         if ((double) (w * h) < minPixels) {
             if (w * h == 0)
@@ -66,14 +80,26 @@ public final class LlamaFactoryVideoRules {
             double f = Math.sqrt(minPixels / (double) (w * h));
             w = (long) (w * f);
             h = (long) (h * f);
+            steps.add(new int[] {(int) w, (int) h});
         }
         if (Math.min(w, h) < 28) {
             w = Math.max(w, 28);
             h = Math.max(h, 28);
+            steps.add(new int[] {(int) w, (int) h});
         }
-        if ((double) w / h > 200) w = h * 180;
-        if ((double) h / w > 200) h = w * 180;
-        return new int[] {(int) w, (int) h};
+        if ((double) w / h > 200) {
+            w = h * 180;
+            steps.add(new int[] {(int) w, (int) h});
+        }
+        if ((double) h / w > 200) {
+            h = w * 180;
+            steps.add(new int[] {(int) w, (int) h});
+        }
+        for (int[] s : steps)
+            if (s[0] > VideoKey.MAX_EDGE || s[1] > VideoKey.MAX_EDGE)
+                throw new VideoPlanException(video, "LLaMA-Factory's pre-resize makes the " + width + "x" + height + " frame "
+                        + s[0] + "x" + s[1] + ", over " + VideoKey.MAX_EDGE + " per edge");
+        return steps.toArray(new int[0][]);
     }
 
     /**

@@ -123,6 +123,18 @@ public final class VideoPlanner {
         };
     }
 
+    /**
+     * The llamafactory sampler's Pillow pre-resize of a {@code width}×{@code height} frame under this planner's
+     * {@code --video-max-pixels}/{@code --video-min-pixels}: the sizes of its {@code Image.resize} calls, in order
+     * ({@link LlamaFactoryVideoRules#preResizeSteps}); the last is the plan's frame size.
+     *
+     * @throws IllegalStateException for another sampler
+     */
+    public int[][] llamaFactoryPreResizeSteps(String video, int width, int height) {
+        if (sampler != VideoSampler.LLAMAFACTORY) throw new IllegalStateException("the " + sampler.cliName() + " sampler has no pre-resize");
+        return LlamaFactoryVideoRules.preResizeSteps(video, width, height, lfMaxPixels(), lfMinPixels());
+    }
+
     private double lfMaxPixels() { return options.get(VideoKey.MAX_PIXELS).orElse(LlamaFactoryVideoRules.DEFAULT_MAX_PIXELS); }
 
     private double lfMinPixels() { return options.get(VideoKey.MIN_PIXELS).orElse(LlamaFactoryVideoRules.DEFAULT_MIN_PIXELS); }

@@ -113,4 +113,23 @@ class LlamaFactoryPlanTest {
         // second_per_grid_t = 2 / (20 frames / 10 s)
         assertEquals(1.0f, p.plan("a.mp4", meta, VideoItemOptions.NONE).secondPerGridT());
     }
+
+    /**
+     * The Pillow resize calls of {@code _preprocess_image}, each on the previous one's output: none under the bounds;
+     * one over video_max_pixels; two when the shrunk frame's short side is under 28 (4000x20: 80,000 pixels → 3620x18
+     * → 3620x28); grown to video_min_pixels (10x10 → 16x16 → 28x28); the last is always the regularized size.
+     */
+    @Test
+    void preResizeStepsChainAsPillowIsCalled() {
+        double max = LlamaFactoryVideoRules.DEFAULT_MAX_PIXELS, min = LlamaFactoryVideoRules.DEFAULT_MIN_PIXELS;
+        assertEquals(0, LlamaFactoryVideoRules.preResizeSteps("a", 176, 144, max, min).length);
+        assertArrayEquals(new int[][] {{295, 221}}, LlamaFactoryVideoRules.preResizeSteps("a", 320, 240, max, min));
+        assertArrayEquals(new int[][] {{3620, 18}, {3620, 28}}, LlamaFactoryVideoRules.preResizeSteps("a", 4000, 20, max, min));
+        assertArrayEquals(new int[][] {{16, 16}, {28, 28}}, LlamaFactoryVideoRules.preResizeSteps("a", 10, 10, max, min));
+        for (int[] wh : new int[][] {{176, 144}, {320, 240}, {4000, 20}, {10, 10}, {9000, 40}}) {
+            int[][] steps = LlamaFactoryVideoRules.preResizeSteps("a", wh[0], wh[1], max, min);
+            int[] last = steps.length == 0 ? wh : steps[steps.length - 1];
+            assertArrayEquals(last, LlamaFactoryVideoRules.regularizedSize("a", wh[0], wh[1], max, min));
+        }
+    }
 }
