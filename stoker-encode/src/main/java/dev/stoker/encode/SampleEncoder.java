@@ -90,11 +90,6 @@ public final class SampleEncoder {
         this(options, tokenizer, template, options.video(), dev.stoker.video.decode.FrameDecoder.IN_PROCESS);
     }
 
-    /** An encoder that also reads video records and encodes their videos as {@code video} says, decoding in process. */
-    public SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, VideoEncoding video) {
-        this(options.withVideo(video), tokenizer);
-    }
-
     private SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template, VideoEncoding video,
                           dev.stoker.video.decode.FrameDecoder decoder) {
         this.options = options;

@@ -178,9 +178,8 @@ public final class DatasetValidator {
     private SampleEncoder encoder(ThreadLocal<SampleEncoder> encoders) {
         var e = encoders.get();
         if (e == null) {
-            var video = settings.options().video();
-            encoders.set(e = video == null ? new SampleEncoder(settings.options(), tokenizer) : new SampleEncoder(settings.options(), tokenizer, video));
-            if (video != null && settings.frameIndexes() != null) e.videoStats().useFrameIndexStore(settings.frameIndexes());
+            encoders.set(e = new SampleEncoder(settings.options(), tokenizer)); // its options' video, if any
+            if (settings.options().video() != null && settings.frameIndexes() != null) e.videoStats().useFrameIndexStore(settings.frameIndexes());
         }
         return e;
     }

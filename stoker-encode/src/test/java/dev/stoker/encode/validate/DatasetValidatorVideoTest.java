@@ -153,7 +153,7 @@ class DatasetValidatorVideoTest {
         assertEquals(4, report.videos(), "videos named");
         assertEquals(1, report.images());
 
-        var encoder = new SampleEncoder(options, SharedTokenizer.get(), options.video());
+        var encoder = new SampleEncoder(options, SharedTokenizer.get());
         try (var objects = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
             var source = FeedSource.of(objects, null);
             var records = source.records();
@@ -287,7 +287,7 @@ class DatasetValidatorVideoTest {
         var truncate = options(preset).withSequenceLimit(limit, dev.stoker.text.TruncationPolicy.TRUNCATE);
         var report = validate(manifest, truncate);
         assertEquals(0, report.errors() + report.filtered(), report.causes().toString());
-        var encoder = new SampleEncoder(truncate, SharedTokenizer.get(), truncate.video());
+        var encoder = new SampleEncoder(truncate, SharedTokenizer.get());
         try (var objects = ObjectSources.open(manifest.toString(), SourceConfig.defaults())) {
             var source = FeedSource.of(objects, null);
             var records = source.records();

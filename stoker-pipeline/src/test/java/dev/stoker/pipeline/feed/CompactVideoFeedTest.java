@@ -72,30 +72,20 @@ class CompactVideoFeedTest {
         Files.write(media.resolve("photo.jpg"), photo);
         Files.write(media.resolve("cut.jpg"), Arrays.copyOf(photo, photo.length * 6 / 10)); // its header reads; its pixels do not
         String[] records = {
-            record("s0", "<video>What happens?", "It moves.", List.of("media/a.mp4"), List.of()),
-            record("s1", "<image><video>Same colours?", "Yes.", List.of("media/b.avi"), List.of("media/photo.jpg")),
-            record("s2", "Say hello.", "Hello.", List.of(), List.of()),
-            record("s3", "<image>Who is this?", "A scientist.", List.of(), List.of("media/photo.jpg")),
-            record("s4", "<video>And this?<video>And that?", "Two clips.", List.of("media/b.avi", "media/a.mp4"), List.of()),
-            record("s5", "<image><video>Cut?", "Cut.", List.of("media/a.mp4"), List.of("media/cut.jpg")),
-            record("s6", "<video>Where is it?", "Gone.", List.of("media/missing.mp4"), List.of()),
-            record("s7", "<video>Again?", "Again.", List.of("media/a.mp4"), List.of()),
-            record("s8", "<image><video>Cut again?", "Cut.", List.of("media/b.avi"), List.of("media/cut.jpg")),
+            VideoFeedTest.record("s0", "<video>What happens?", "It moves.", List.of("media/a.mp4"), List.of()),
+            VideoFeedTest.record("s1", "<image><video>Same colours?", "Yes.", List.of("media/b.avi"), List.of("media/photo.jpg")),
+            VideoFeedTest.record("s2", "Say hello.", "Hello.", List.of(), List.of()),
+            VideoFeedTest.record("s3", "<image>Who is this?", "A scientist.", List.of(), List.of("media/photo.jpg")),
+            VideoFeedTest.record("s4", "<video>And this?<video>And that?", "Two clips.", List.of("media/b.avi", "media/a.mp4"), List.of()),
+            VideoFeedTest.record("s5", "<image><video>Cut?", "Cut.", List.of("media/a.mp4"), List.of("media/cut.jpg")),
+            VideoFeedTest.record("s6", "<video>Where is it?", "Gone.", List.of("media/missing.mp4"), List.of()),
+            VideoFeedTest.record("s7", "<video>Again?", "Again.", List.of("media/a.mp4"), List.of()),
+            VideoFeedTest.record("s8", "<image><video>Cut again?", "Cut.", List.of("media/b.avi"), List.of("media/cut.jpg")),
         };
         manifest = Files.writeString(dir.resolve("train.jsonl"), String.join("\n", records) + "\n");
     }
 
-    private static String record(String id, String prompt, String answer, List<String> videos, List<String> images) {
-        var sb = new StringBuilder("{\"id\": \"").append(id).append("\", \"messages\": [{\"role\": \"user\", \"content\": \"")
-                .append(prompt).append("\"}, {\"role\": \"assistant\", \"content\": \"").append(answer).append("\"}]");
-        if (!videos.isEmpty()) sb.append(", \"videos\": [\"").append(String.join("\", \"", videos)).append("\"]");
-        if (!images.isEmpty()) sb.append(", \"images\": [\"").append(String.join("\", \"", images)).append("\"]");
-        return sb.append('}').toString();
-    }
-
-    static FeedConfig config(FeedMode mode, EncodeOptions options) {
-        return FeedConfig.of(mode, options, RANKS, BATCH).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4).withWarmUp(0);
-    }
+    static FeedConfig config(FeedMode mode, EncodeOptions options) { return VideoFeedTest.config(mode, options, RANKS, BATCH); }
 
     @Test
     void compactVideoBatchesConvertToTheFloat32BatchesOnTheHeapAndInPlace() throws Exception {

@@ -124,9 +124,7 @@ class EmbeddedVideoFeedTest {
         return sb.append('}').toString();
     }
 
-    static FeedConfig config(FeedMode mode, EncodeOptions options) {
-        return FeedConfig.of(mode, options, RANKS, BATCH).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4).withWarmUp(0);
-    }
+    static FeedConfig config(FeedMode mode, EncodeOptions options) { return VideoFeedTest.config(mode, options, RANKS, BATCH); }
 
     /** What {@code SampleEncoder.encode} makes of each manifest sample, its clips read as files. */
     static Map<String, EncodedSample> expected() throws Exception {

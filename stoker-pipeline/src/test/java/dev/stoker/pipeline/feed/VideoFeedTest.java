@@ -78,8 +78,8 @@ class VideoFeedTest {
         manifest = Files.writeString(dir.resolve("train.jsonl"), String.join("\n", records) + "\n");
     }
 
-    /** One LLaMA-Factory-layout record on one line. */
-    private static String record(String id, String prompt, String answer, List<String> videos, List<String> images) {
+    /** One LLaMA-Factory-layout record on one line (the video feed tests' data). */
+    static String record(String id, String prompt, String answer, List<String> videos, List<String> images) {
         var sb = new StringBuilder("{\"id\": \"").append(id).append("\", \"messages\": [{\"role\": \"user\", \"content\": \"")
                 .append(prompt).append("\"}, {\"role\": \"assistant\", \"content\": \"").append(answer).append("\"}]");
         if (!videos.isEmpty()) sb.append(", \"videos\": [\"").append(String.join("\", \"", videos)).append("\"]");
@@ -87,8 +87,11 @@ class VideoFeedTest {
         return sb.append('}').toString();
     }
 
-    static FeedConfig config(FeedMode mode, EncodeOptions options) {
-        return FeedConfig.of(mode, options, RANKS, BATCH).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4).withWarmUp(0);
+    static FeedConfig config(FeedMode mode, EncodeOptions options) { return config(mode, options, RANKS, BATCH); }
+
+    /** The video feed tests' feed: the tests' seed, 2 CPU threads, 4 fetches, no warm-up. */
+    static FeedConfig config(FeedMode mode, EncodeOptions options, int ranks, int batch) {
+        return FeedConfig.of(mode, options, ranks, batch).withSeed(FeederTest.SEED).withCpuThreads(2).withFetchConcurrency(4).withWarmUp(0);
     }
 
     /** What {@code stoker encode}'s encoder makes of each sample that encodes, by id. */
