@@ -29,8 +29,12 @@ public final class ImagePreprocessor {
     private final ImageDecoder decoder;
     private final QwenVlImageTransform transform;
     private final DecodeOptions decodeOptions;
-    /** Time spent decoding and transforming since the last {@link #resetTimes()} (stage metrics). */
-    private long decodeNanos, transformNanos;
+    /** Time spent decoding, transforming and in the cache since the last {@link #resetTimes()} (stage metrics). */
+    private long decodeNanos, transformNanos, cacheNanos;
+    /** The cache of preprocessed samples; null: none. */
+    private dev.stoker.encode.cache.PreprocessedCache cache;
+    /** An image read back from the cache (reused: one image at a time per thread). */
+    private byte[] cached = new byte[0];
 
     public ImagePreprocessor(EncodeOptions options) {
         this(options, ImageDecoders.forCurrentThread());
@@ -75,7 +79,7 @@ public final class ImagePreprocessor {
     }
 
     public ImageFeatures process(Planned img) {
-        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        RgbImage rgb = source(img);
         try {
             return transform.apply(rgb, img.plan());
         } catch (SampleException e) {
@@ -87,10 +91,8 @@ public final class ImagePreprocessor {
 
     /** Decodes and transforms {@code img}, writing its pixel_values rows into {@code dst} at {@code offset} (floats). */
     public void processInto(Planned img, float[] dst, int offset) {
-        long t0 = System.nanoTime();
-        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        RgbImage rgb = source(img);
         long t1 = System.nanoTime();
-        decodeNanos += t1 - t0;
         try {
             transform.writePixelValues(rgb, img.plan(), dst, offset);
         } catch (SampleException e) {
@@ -111,17 +113,66 @@ public final class ImagePreprocessor {
 
     public long transformNanos() { return transformNanos; }
 
-    public void resetTimes() { decodeNanos = transformNanos = 0; }
+    /** Time spent reading and writing cache entries (keys, checks, zstd) since the last {@link #resetTimes()}. */
+    public long cacheNanos() { return cacheNanos; }
+
+    public void resetTimes() { decodeNanos = transformNanos = cacheNanos = 0; }
+
+    /**
+     * Reads and writes images' resized pixels through {@code cache} (null: none): an image whose entry is there is not
+     * decoded nor resized, only normalized and patchified; an image decoded here is stored resized.
+     */
+    public void useCache(dev.stoker.encode.cache.PreprocessedCache cache) { this.cache = cache; }
+
+    /**
+     * The pixels {@code img}'s transform starts from: without a cache, the decoded image; with one, the image resized
+     * to its plan's target (the transform then only normalizes and patchifies it), read from the cache or decoded,
+     * resized and stored there. A read-back image lives in a buffer reused by the next call.
+     */
+    private RgbImage source(Planned img) {
+        int scale = scaleFor(img);
+        long t0 = System.nanoTime();
+        if (cache == null) {
+            try {
+                return decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scale));
+            } finally {
+                decodeNanos += System.nanoTime() - t0;
+            }
+        }
+        var plan = img.plan();
+        var key = dev.stoker.encode.cache.PreprocessedCache.imageKey(options, dev.stoker.cache.CacheKey.sha256(img.bytes()),
+                img.info().format(), plan.srcHeight(), plan.srcWidth(), plan.resizedHeight(), plan.resizedWidth(), scale);
+        int n = Math.toIntExact(plan.resizedByteSize());
+        if (cached.length < n) cached = new byte[n];
+        boolean hit = cache.store().read(key, cached, 0, n);
+        long t1 = System.nanoTime();
+        cacheNanos += t1 - t0;
+        if (hit) return new RgbImage(plan.resizedWidth(), plan.resizedHeight(), cached);
+        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scale));
+        long t2 = System.nanoTime();
+        decodeNanos += t2 - t1;
+        RgbImage resized;
+        try {
+            resized = transform.resizedView(rgb, plan);
+        } catch (SampleException e) {
+            throw e.withSampleId(img.name());
+        } catch (OutOfMemoryError e) {
+            throw outOfMemory(img, e);
+        }
+        long t3 = System.nanoTime();
+        transformNanos += t3 - t2;
+        cache.store().write(key, resized.data(), 0, n);
+        cacheNanos += System.nanoTime() - t3;
+        return resized;
+    }
 
     /**
      * Decodes and transforms {@code img}, writing its pixel_values rows (little-endian float32) into
      * {@code dst} at byte {@code offsetBytes}: the batch segment itself, so no copy follows.
      */
     public void processInto(Planned img, java.lang.foreign.MemorySegment dst, long offsetBytes) {
-        long t0 = System.nanoTime();
-        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        RgbImage rgb = source(img);
         long t1 = System.nanoTime();
-        decodeNanos += t1 - t0;
         try {
             transform.writePixelValues(rgb, img.plan(), dst, offsetBytes);
         } catch (SampleException e) {
@@ -138,10 +189,8 @@ public final class ImagePreprocessor {
      * bytes, HWC) into {@code dst} at byte {@code offsetBytes}: the compact wire format, in place.
      */
     public void processResizedInto(Planned img, java.lang.foreign.MemorySegment dst, long offsetBytes) {
-        long t0 = System.nanoTime();
-        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        RgbImage rgb = source(img);
         long t1 = System.nanoTime();
-        decodeNanos += t1 - t0;
         try {
             transform.writeResized(rgb, img.plan(), dst, offsetBytes);
         } catch (SampleException e) {
@@ -155,10 +204,8 @@ public final class ImagePreprocessor {
 
     /** {@link #processResizedInto(Planned, java.lang.foreign.MemorySegment, long)} into a heap array from index {@code offset}. */
     public void processResizedInto(Planned img, byte[] dst, int offset) {
-        long t0 = System.nanoTime();
-        RgbImage rgb = decoder.decode(img.bytes(), img.name(), decodeOptions.withScale(scaleFor(img)));
+        RgbImage rgb = source(img);
         long t1 = System.nanoTime();
-        decodeNanos += t1 - t0;
         try {
             transform.writeResized(rgb, img.plan(), dst, offset);
         } catch (SampleException e) {

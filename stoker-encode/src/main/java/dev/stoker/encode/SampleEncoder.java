@@ -127,6 +127,18 @@ public final class SampleEncoder {
 
     public long tokenizeNanos() { return tokenizeNanos; }
 
+    /** Time spent in the cache of preprocessed samples since {@link #resetTimes()} (keys, reads, writes). */
+    public long cacheNanos() { return images.cacheNanos(); }
+
+    /**
+     * Reads and writes preprocessed images through {@code cache} (null: none) from now on: its entries are served
+     * instead of decoding and resizing again, bit for bit what decoding would give.
+     */
+    public SampleEncoder useCache(dev.stoker.encode.cache.PreprocessedCache cache) {
+        images.useCache(cache);
+        return this;
+    }
+
     public void resetTimes() {
         images.resetTimes();
         tokenizeNanos = 0;

@@ -60,6 +60,8 @@ public final class NodeConfig extends NodeSettings {
     private final VideoSettings videoGiven;
     /** {@link #videoGiven} once {@code --video auto} is resolved against the data ({@link #video()}); null until then. */
     private volatile VideoSettings videoResolved;
+    /** The cache of preprocessed samples, opened on first use ({@link #preprocessedCache()}). */
+    private dev.stoker.encode.cache.PreprocessedCache cacheOpened;
 
     private NodeConfig(Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, ModelDefaults.Adopted adopted) {
         this.values = Collections.unmodifiableMap(values);
@@ -356,6 +358,43 @@ public final class NodeConfig extends NodeSettings {
 
     /** The value of {@code key} when given, else {@code fallback}. */
     private <T> T or(ConfigKey<T> key, T fallback) { return isGiven(key) ? get(key) : fallback; }
+
+    /** Whether the cache of preprocessed samples is on: {@code --cache}, else on unless {@code $STOKER_CACHE} is off. */
+    public boolean cacheOn() {
+        if (isGiven(CACHE)) return get(CACHE);
+        String env = System.getenv(CACHE_ENV);
+        return env == null || !(env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false") || env.equals("0"));
+    }
+
+    /** The cache's folder: {@code --cache-dir}, else {@code $STOKER_CACHE_DIR}, {@code $XDG_CACHE_HOME/stoker}, {@code ~/.cache/stoker}. */
+    public Path cacheDir() {
+        if (get(CACHE_DIR) != null) return get(CACHE_DIR);
+        String dir = System.getenv(CACHE_DIR_ENV);
+        if (dir != null && !dir.isBlank()) return Path.of(dir);
+        String xdg = System.getenv("XDG_CACHE_HOME");
+        if (xdg != null && !xdg.isBlank()) return Path.of(xdg, "stoker");
+        return Path.of(System.getProperty("user.home"), ".cache", "stoker");
+    }
+
+    /**
+     * The cache of preprocessed samples this job's feeds read and write, opened (its folder made, its entries listed) on
+     * the first call; null when {@code --cache off}. Its budget is {@code --cache-bytes}, else a quarter of the folder's
+     * free space now (entries already there count against it). A folder that cannot be made is refused here.
+     */
+    public synchronized dev.stoker.encode.cache.PreprocessedCache preprocessedCache() {
+        if (!cacheOn()) return null;
+        if (cacheOpened != null) return cacheOpened;
+        Path dir = cacheDir();
+        try {
+            java.nio.file.Files.createDirectories(dir);
+            long budget = get(CACHE_BYTES) != null ? get(CACHE_BYTES)
+                    : Math.max(1L << 20, java.nio.file.Files.getFileStore(dir).getUsableSpace() / 4);
+            cacheOpened = new dev.stoker.encode.cache.PreprocessedCache(dev.stoker.cache.SampleCache.open(dir, budget));
+            return cacheOpened;
+        } catch (java.io.IOException | RuntimeException e) {
+            throw new ConfigException("--cache-dir " + dir + ": " + e.getMessage() + " (--cache off runs without the cache)");
+        }
+    }
 
     /** The local job's store. */
     public StoreConfig storeConfig() {

@@ -163,7 +163,7 @@ public final class NodeFeeds implements AutoCloseable {
      */
     public RankLedger start(FeedMode mode, Path errorsFile) {
         var sourceConfig = config.sourceConfig();
-        var feedConfig = config.feedConfig(mode).withErrorsFile(errorsFile);
+        var feedConfig = config.feedConfig(mode).withErrorsFile(errorsFile).withCache(config.preprocessedCache());
         long expected = expectedBatchBytes();
         ShmObjectStore store = null;
         try {
@@ -202,7 +202,8 @@ public final class NodeFeeds implements AutoCloseable {
     public Tasks openTasks(ShmObjectStore store, int maxWorkers) throws IOException {
         var source = openSources();
         try {
-            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY), source.feedSource(), tokenizer, store, maxWorkers,
+            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY).withCache(config.preprocessedCache()),
+                    source.feedSource(), tokenizer, store, maxWorkers,
                     system());
             return new Tasks(producer, () -> {
                 try {

@@ -301,6 +301,24 @@ public abstract sealed class NodeSettings permits NodeConfig {
             "4G, or half the free space of --shm-dir when that is less",
             "Hard limit of the shared-memory object store in bytes; suffixes K, M, G allowed.");
 
+    /** The environment variable that turns the cache's default off ({@code STOKER_CACHE=off}; the test suites set it). */
+    public static final String CACHE_ENV = "STOKER_CACHE";
+    /** The environment variable naming the cache's default folder (else {@code $XDG_CACHE_HOME/stoker}, {@code ~/.cache/stoker}). */
+    public static final String CACHE_DIR_ENV = "STOKER_CACHE_DIR";
+
+    public static final ConfigKey<Boolean> CACHE = key("cache", STORE, "on|off", TEXT, NodeSettings::onOff, v -> v ? "on" : "off",
+            null, "on; off where $" + CACHE_ENV + "=off", "Keep each image's preprocessed pixels (resized u8, zstd) in --cache-dir "
+                    + "and serve them again instead of decoding and resizing: epoch two and a restarted job over the same data and "
+                    + "settings read them (bit for bit what decoding gives; keyed by the content and every setting, never the path; "
+                    + "docs/cache.md).");
+    public static final ConfigKey<Path> CACHE_DIR = key("cache-dir", STORE, "DIR", TEXT, ConfigKey.path(), Path::toString, null,
+            "$" + CACHE_DIR_ENV + ", else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker", "The cache's folder; services of one host "
+                    + "may share it (a second one over the same data and settings finds the first one's entries).");
+    public static final ConfigKey<Long> CACHE_BYTES = key("cache-bytes", STORE, "BYTES", NUMBER, ConfigKey.bytes(1 << 20), String::valueOf,
+            null, "a quarter of --cache-dir's free space when the service starts", "The cache's byte budget (entries as stored, "
+                    + "compressed); entries this job has not used make room first, and entries it uses are never evicted for new "
+                    + "ones (a data set that does not fit keeps a stable part cached); suffixes K, M, G, T allowed.");
+
     // ---- SERVE: the job and how trainers reach it
     public static final ConfigKey<String> JOB = key("job", SERVE, "NAME", TEXT, ConfigKey.text(), Function.identity(), "default", null,
             "Job name.");
@@ -417,6 +435,14 @@ public abstract sealed class NodeSettings permits NodeConfig {
     }
 
     /** {@code --video}'s value: auto, on, off (a YAML file's true and false, what YAML 1.1 makes of on and off, too). */
+    private static Boolean onOff(String value) {
+        return switch (value.strip().toLowerCase(java.util.Locale.ROOT)) {
+            case "on", "true" -> true;
+            case "off", "false" -> false;
+            default -> throw new IllegalArgumentException("expected on or off, got '" + value + "'");
+        };
+    }
+
     private static VideoMode videoMode(String value) {
         return switch (value.strip().toLowerCase(java.util.Locale.ROOT)) {
             case "auto" -> VideoMode.AUTO;

@@ -136,6 +136,15 @@ public final class QwenVlImageTransform {
         return new RgbImage(plan.resizedWidth(), plan.resizedHeight(), out);
     }
 
+    /**
+     * The image resized to the plan's target as u8 RGB, HWC, in this transform's scratch buffer (valid until its next
+     * call; the buffer may be longer than {@link Plan#resizedByteSize()}): what the cache of preprocessed samples stores,
+     * and what {@link #writePixelValues} patchifies without resizing again when handed back.
+     */
+    public RgbImage resizedView(RgbImage img, Plan plan) {
+        return new RgbImage(plan.resizedWidth(), plan.resizedHeight(), resizeToPlan(img, plan));
+    }
+
     private void resize(RgbImage img, byte[] dst, int w, int h) {
         if (resizer != null) resizer.resize(img.data(), img.width(), img.height(), dst, w, h);
         else torchResizer.resize(img.data(), img.width(), img.height(), dst, w, h);

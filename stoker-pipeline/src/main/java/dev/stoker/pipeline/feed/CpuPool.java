@@ -35,11 +35,21 @@ final class CpuPool implements AutoCloseable {
     private final dev.stoker.video.isolate.IsolatedDecoder workers;
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
-        this(threads, capacity, options, tokenizer, Ticker.system());
+        this(threads, capacity, options, tokenizer, Ticker.system(), null);
+    }
+
+    /** With the cache of preprocessed samples every thread's encoder reads and writes (null: none). */
+    CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, dev.stoker.encode.cache.PreprocessedCache cache) {
+        this(threads, capacity, options, tokenizer, Ticker.system(), cache);
     }
 
     /** With the clock close measures its wait by (a test moves one by hand). */
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, Ticker ticker) {
+        this(threads, capacity, options, tokenizer, ticker, null);
+    }
+
+    private CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, Ticker ticker,
+                    dev.stoker.encode.cache.PreprocessedCache cache) {
         this.ticker = ticker;
         var counter = new AtomicInteger();
         // the default decode budget is the heap's half shared among this pool's threads, which all decode at once
@@ -50,7 +60,7 @@ final class CpuPool implements AutoCloseable {
                 ? new dev.stoker.video.isolate.IsolatedDecoder(threads, java.util.List.of()) : null;
         dev.stoker.video.decode.FrameDecoder decoder = workers != null ? workers : dev.stoker.video.decode.FrameDecoder.IN_PROCESS;
         this.executor = new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(capacity),
-                r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), perThread, tokenizer, decoder),
+                r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), perThread, tokenizer, decoder, cache),
                 new ThreadPoolExecutor.AbortPolicy());
     }
 
@@ -93,7 +103,14 @@ final class CpuPool implements AutoCloseable {
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
-                return sample.run(encoder, inPlace, millis, CpuWarmUp.MAX_ROUNDS_DEFAULT);
+                // the made-up sample is not cached: its entries would only take room and count as hits
+                var cache = ((EncoderThread) Thread.currentThread()).cache;
+                encoder.useCache(null);
+                try {
+                    return sample.run(encoder, inPlace, millis, CpuWarmUp.MAX_ROUNDS_DEFAULT);
+                } finally {
+                    encoder.useCache(cache);
+                }
             }));
         CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
         return done.stream().mapToInt(CompletableFuture::join).toArray();
@@ -150,10 +167,13 @@ final class CpuPool implements AutoCloseable {
         private final EncodeOptions options;
         private final QwenTokenizer tokenizer;
         private final dev.stoker.video.decode.FrameDecoder decoder;
+        private final dev.stoker.encode.cache.PreprocessedCache cache;
         private SampleEncoder encoder;
 
-        EncoderThread(Runnable r, String name, EncodeOptions options, QwenTokenizer tokenizer, dev.stoker.video.decode.FrameDecoder decoder) {
+        EncoderThread(Runnable r, String name, EncodeOptions options, QwenTokenizer tokenizer, dev.stoker.video.decode.FrameDecoder decoder,
+                      dev.stoker.encode.cache.PreprocessedCache cache) {
             super(r, name);
+            this.cache = cache;
             this.options = options;
             this.tokenizer = tokenizer;
             this.decoder = decoder;
@@ -161,7 +181,7 @@ final class CpuPool implements AutoCloseable {
         }
 
         SampleEncoder encoder() {
-            if (encoder == null) encoder = new SampleEncoder(options, tokenizer, decoder);
+            if (encoder == null) encoder = new SampleEncoder(options, tokenizer, decoder).useCache(cache);
             return encoder;
         }
     }

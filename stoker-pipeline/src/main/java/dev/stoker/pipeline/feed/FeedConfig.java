@@ -38,11 +38,13 @@ import java.util.Objects;
  *                             schedule is {@code ranks}' all the same, so rank r gets the same batches on any node
  * @param packing              whether and how a step's samples are packed, one row per rank ({@link Packing#OFF}: a
  *                             batch of {@code batchSize} padded samples per rank, as before)
+ * @param cache                the cache of preprocessed samples the CPU threads read and write; null: none. It changes
+ *                             no byte of any batch (an entry is what decoding gives), so it is not part of the fingerprint
  */
 public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int batchSize, long seed, ScheduleCursor start,
                          int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis,
                          ErrorPolicy onError, double maxErrorRate, Path errorsFile, long startLabel,
-                         RankRange localRanks, Packing packing) {
+                         RankRange localRanks, Packing packing, dev.stoker.encode.cache.PreprocessedCache cache) {
     public static final long SEED_DEFAULT = 1234;
     public static final int FETCH_CONCURRENCY_DEFAULT = 64;
     public static final long WARM_UP_MILLIS_DEFAULT = 1500;
@@ -84,17 +86,17 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
                 Runtime.getRuntime().availableProcessors(), FETCH_CONCURRENCY_DEFAULT, PREFETCH_BATCHES_DEFAULT,
                 PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null, -1, RankRange.all(ranks),
-                Packing.OFF);
+                Packing.OFF, null);
     }
 
     public FeedConfig withMode(FeedMode m) {
         return new FeedConfig(m, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
     }
 
     public FeedConfig withSeed(long s) {
         return new FeedConfig(mode, encode, ranks, batchSize, s, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
     }
 
     /** Starting at {@code c}, steps counted from the origin. */
@@ -103,52 +105,58 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     /** Starting at {@code c}, whose step is labelled {@code label} (−1: counted from the origin). */
     public FeedConfig withStart(ScheduleCursor c, long label) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, c, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, label, localRanks, packing);
+                warmUpMillis, onError, maxErrorRate, errorsFile, label, localRanks, packing, cache);
     }
 
     public FeedConfig withCpuThreads(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, n, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
     }
 
     public FeedConfig withFetchConcurrency(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, n, prefetchBatches, prefetchBytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
     }
 
     public FeedConfig withPrefetch(int batches, long bytes) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, batches, bytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
     }
 
     /** With a CPU warm-up of {@code millis} per thread before the feed opens (0: none). */
     public FeedConfig withWarmUp(long millis) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                millis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing);
+                millis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
     }
 
     /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} errors (1: never). */
     public FeedConfig withErrorPolicy(ErrorPolicy policy, double maxRate) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, policy, maxRate, errorsFile, startLabel, localRanks, packing);
+                warmUpMillis, policy, maxRate, errorsFile, startLabel, localRanks, packing, cache);
     }
 
     /** Building rank feeds for {@code local} only, of the same world and schedule. */
     public FeedConfig withLocalRanks(RankRange local) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, local, packing);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, local, packing, cache);
     }
 
     /** With every bad sample appended to {@code file} as one JSON line (null: no file). */
     public FeedConfig withErrorsFile(Path file) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, file, startLabel, localRanks, packing);
+                warmUpMillis, onError, maxErrorRate, file, startLabel, localRanks, packing, cache);
     }
 
     /** Packed: each step's samples planned into one row per rank as {@code p} says ({@link Packing#OFF}: not packed). */
     public FeedConfig withPacking(Packing p) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, p);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, p, cache);
+    }
+
+    /** With the cache of preprocessed samples {@code c} (null: none). */
+    public FeedConfig withCache(dev.stoker.encode.cache.PreprocessedCache c) {
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, c);
     }
 
     /** Whether steps are packed ({@code --pack-tokens N}, N > 0); then {@link #batchSize} does not apply. */

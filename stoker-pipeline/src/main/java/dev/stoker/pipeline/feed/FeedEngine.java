@@ -103,7 +103,7 @@ public final class FeedEngine implements AutoCloseable {
      */
     static FeedEngine start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, int submitters, boolean zeroCopy,
                             ClassicActorSystemProvider system) throws IOException {
-        var cpu = new CpuPool(config.cpuThreads(), submitters, config.encode(), tokenizer);
+        var cpu = new CpuPool(config.cpuThreads(), submitters, config.encode(), tokenizer, config.cache());
         // the pool warms up, and a system of the engine's own starts, each on a thread of its own while the sources are
         // indexed and the order is fixed: none of the three needs another
         long warmUpMillis = config.warmUpMillis(), limit = TimeUnit.SECONDS.toMillis(FeedSource.MANIFEST_TIMEOUT_SECONDS);
