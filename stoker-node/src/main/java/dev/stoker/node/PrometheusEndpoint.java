@@ -91,6 +91,22 @@ public final class PrometheusEndpoint implements AutoCloseable {
             Gauge.builder("stoker.store.leases", store, s -> s.metrics().leases()).description("leases open").register(registry);
             Gauge.builder("stoker.store.budget.bytes", store, s -> s.budgetBytes()).description("the store's hard limit").register(registry);
         }
+        var cache = service.feeder().config().cache();
+        if (cache != null) { // the cache of preprocessed samples (the same one for every feed of the service)
+            var c = cache.store();
+            FunctionCounter.builder("stoker.cache.hits", c, x -> x.stats().hits()).description("samples' images read from the cache").register(registry);
+            FunctionCounter.builder("stoker.cache.misses", c, x -> x.stats().misses()).description("images not in the cache (decoded)").register(registry);
+            FunctionCounter.builder("stoker.cache.corrupt", c, x -> x.stats().corrupt())
+                    .description("torn or damaged entries found, removed and recomputed, never served").register(registry);
+            FunctionCounter.builder("stoker.cache.written", c, x -> x.stats().written()).description("entries written").register(registry);
+            FunctionCounter.builder("stoker.cache.evicted", c, x -> x.stats().evicted()).description("entries removed for the budget").register(registry);
+            FunctionCounter.builder("stoker.cache.rejected", c, x -> x.stats().rejected())
+                    .description("entries not admitted: the budget is held by entries this run uses").register(registry);
+            FunctionCounter.builder("stoker.cache.bytes.read", c, x -> x.stats().storedBytesRead()).description("entry bytes read, as stored")
+                    .register(registry);
+            Gauge.builder("stoker.cache.bytes", c, x -> x.stats().storedBytes()).description("entry bytes on disk, as stored").register(registry);
+            Gauge.builder("stoker.cache.budget.bytes", c, x -> x.budgetBytes()).description("the cache's byte budget").register(registry);
+        }
         for (var kind : BottleneckVerdict.Kind.values())
             Gauge.builder("stoker.bottleneck", this, m -> m.verdict.kind() == kind ? 1 : 0)
                     .description("1 for the current bottleneck kind, else 0").tag("kind", kind.name().toLowerCase(java.util.Locale.ROOT))

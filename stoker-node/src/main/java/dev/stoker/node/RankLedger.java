@@ -617,6 +617,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         var snapshot = feeder == null ? null : feeder.metrics();
         if (snapshot != null) m.put("pipeline", snapshot);
         if (store != null) m.put("store", store.metrics());
+        var cache = feeder == null ? null : feeder.config().cache();
+        if (cache != null) m.put("cache", cacheJson(cache.store().stats(), cache.store().compressed())); // docs/run-data.md
         m.put("kept_for_reconnect", kept());
         m.put("ledger", ledgerMetrics());
         m.put("trainers", timings.toJson());
@@ -629,6 +631,28 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             if (!local.isAll(ranks())) m.put("local_ranks", Map.of("first", local.first(), "last", local.last(), "world", ranks()));
             m.put("verdict", verdict().toJson());
         }
+        return m;
+    }
+
+    /** The cache of preprocessed samples' counters as the run's JSON holds them. */
+    static Map<String, Object> cacheJson(dev.stoker.cache.CacheStats s, boolean compressed) {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("hits", s.hits());
+        m.put("misses", s.misses());
+        m.put("hit_rate", Math.round(s.hitRate() * 10_000) / 10_000.0);
+        m.put("corrupt", s.corrupt());
+        m.put("written", s.written());
+        m.put("write_failures", s.writeFailures());
+        m.put("raw_bytes_read", s.rawBytesRead());
+        m.put("stored_bytes_read", s.storedBytesRead());
+        m.put("raw_bytes_written", s.rawBytesWritten());
+        m.put("stored_bytes_written", s.storedBytesWritten());
+        m.put("evicted", s.evicted());
+        m.put("rejected", s.rejected());
+        m.put("entries", s.entries());
+        m.put("stored_bytes", s.storedBytes());
+        m.put("budget_bytes", s.budgetBytes());
+        m.put("compressed", compressed);
         return m;
     }
 

@@ -47,13 +47,22 @@ public final class StatusLine implements AutoCloseable {
      * @param causes           the skipped samples by cause, the most common first ({@link FeedErrors#counts()})
      * @param sources          per source of a mix, its share of what was delivered
      * @param pack             a packed job's recent imbalance and padding fraction; null when the job is not packed
+     * @param cache            the cache of preprocessed samples' counters; null when the job runs without it
      */
     public record Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
                   String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
-                  List<FeedMetrics.Source> sources, Packing pack) {
+                  List<FeedMetrics.Source> sources, Packing pack, dev.stoker.cache.CacheStats cache) {
         public Sample {
             causes = List.copyOf(causes);
             sources = List.copyOf(sources);
+        }
+
+        /** A sample of a feed without the cache. */
+        public Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
+                      String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
+                      List<FeedMetrics.Source> sources, Packing pack) {
+            this(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples, filteredSamples,
+                    causes, sources, pack, null);
         }
 
         /** A sample of an unpacked feed. */
@@ -82,8 +91,11 @@ public final class StatusLine implements AutoCloseable {
          * total when {@code --steps} bounds the run.
          */
         public static Sample of(RankLedger ledger) {
-            return of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.localRanks().count() : -1,
+            var s = of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.localRanks().count() : -1,
                     ledger.timings().recentWaitRatio());
+            var cache = ledger.feeder().config().cache();
+            return cache == null ? s : new Sample(s.nanos, s.deliveredSamples, s.deliveredBatches, s.bufferedBatches, s.waitRatio, s.verdict,
+                    s.totalBatches, s.errorSamples, s.filteredSamples, s.causes, s.sources, s.pack, cache.store().stats());
         }
 
         /** The figures of a feed's counters {@code m} now, with the trainers' wait ratio as they reported it (empty: unknown). */
@@ -131,6 +143,8 @@ public final class StatusLine implements AutoCloseable {
         }
         if (now.pack() != null)
             sb.append(String.format(Locale.ROOT, " | imbalance %.2f pad %.1f%%", now.pack().imbalance(), 100 * now.pack().paddingFraction()));
+        if (now.cache() != null && now.cache().hits() + now.cache().misses() > 0)
+            sb.append(String.format(Locale.ROOT, " | cache %.0f%% hit", 100 * now.cache().hitRate()));
         now.waitRatio().ifPresent(w -> sb.append(" | wait ").append(String.format(Locale.ROOT, "%.0f%%", 100 * w)));
         if (now.verdict() != null && !now.verdict().isEmpty()) sb.append(" | ").append(now.verdict());
         if (now.totalBatches() >= 0) {

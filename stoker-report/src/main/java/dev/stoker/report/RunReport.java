@@ -86,6 +86,7 @@ public final class RunReport {
                     + " wait for the slowest at the all-reduce), and the padding fraction 1 − real tokens / (ranks × --pack-tokens).",
                     packingPlot(run));
         countersTable(h, run);
+        cacheTable(h, run);
         skippedTable(h, run);
 
         h.append("<p class=\"sub\">Written by stoker report from the run's JSON files (see docs/run-data.md).</p>\n");
@@ -200,6 +201,34 @@ public final class RunReport {
                     .append("</td><td>").append(Html.num(s.steadyWaitRatio(), 3)).append("</td><td>").append(Html.num(s.samplesPerSecond(), 1))
                     .append("</td><td>").append(Html.num(s.firstBatchMillis(), 0)).append(" ms</td><td>").append(Html.num(s.meanWaitMillis(), 1))
                     .append(" ms</td><td>").append(Html.num(s.bytesReceived() / 1e6, 0)).append("</td></tr>\n");
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    /**
+     * The cache of preprocessed samples per mode that ran with it ({@code cache} in its metrics): hits, misses, hit rate,
+     * entries and bytes written and read, the bytes on disk against the budget, damaged entries found; nothing for a run
+     * without the cache.
+     */
+    private static void cacheTable(StringBuilder h, RunData run) {
+        var rows = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("cache").isObject()).toList();
+        if (rows.isEmpty()) return;
+        h.append("<section id=\"cache\"><h2>Cache of preprocessed samples</h2>\n<p class=\"note\">Images whose resized pixels were read ")
+                .append("from the cache (hits) instead of decoded and resized (misses); a cold cache fills in the first epoch, a warm ")
+                .append("one serves the next epochs and restarts. Damaged entries are recomputed, never served.</p>\n")
+                .append("<table id=\"cache-table\"><thead><tr><th>mode</th><th>hits</th><th>misses</th><th>hit rate</th><th>written</th>")
+                .append("<th>MB read (stored)</th><th>MB written (stored / raw)</th><th>GB on disk / budget</th><th>damaged</th>")
+                .append("<th>not admitted (full)</th></tr></thead><tbody>\n");
+        for (Mode m : rows) {
+            JsonNode c = m.pipeline().path("cache");
+            h.append("<tr><td>").append(Html.esc(m.name())).append("</td><td>").append(c.path("hits").asLong()).append("</td><td>")
+                    .append(c.path("misses").asLong()).append("</td><td>").append(Html.num(100 * c.path("hit_rate").asDouble(), 1)).append("%</td><td>")
+                    .append(c.path("written").asLong()).append("</td><td>").append(Html.num(c.path("stored_bytes_read").asLong() / 1e6, 1))
+                    .append("</td><td>").append(Html.num(c.path("stored_bytes_written").asLong() / 1e6, 1)).append(" / ")
+                    .append(Html.num(c.path("raw_bytes_written").asLong() / 1e6, 1)).append("</td><td>")
+                    .append(Html.num(c.path("stored_bytes").asLong() / 1e9, 2)).append(" / ").append(Html.num(c.path("budget_bytes").asLong() / 1e9, 1))
+                    .append("</td><td>").append(c.path("corrupt").asLong()).append("</td><td>").append(c.path("rejected").asLong())
+                    .append("</td></tr>\n");
         }
         h.append("</tbody></table></section>\n");
     }

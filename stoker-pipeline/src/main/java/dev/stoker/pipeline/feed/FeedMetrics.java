@@ -44,6 +44,8 @@ public final class FeedMetrics {
     final LatencyHistogram encodeLatency = new LatencyHistogram();
     /** Per sample: image decode (all of its images). */
     final LatencyHistogram decodeLatency = new LatencyHistogram();
+    /** Per sample with the cache of preprocessed samples: its images' keys, entry reads (checks, zstd) and writes. */
+    final LatencyHistogram cacheLatency = new LatencyHistogram();
     /** Per sample: resize, normalize and patchify (all of its images). */
     final LatencyHistogram transformLatency = new LatencyHistogram();
     /** Per sample with videos: decoding its videos' sampled frames, with their RGB conversion and resize. */
@@ -68,7 +70,7 @@ public final class FeedMetrics {
     final LatencyHistogram deliverLatency = new LatencyHistogram();
 
     /** Stage names in the order reports show them. */
-    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "video_decode", "transform",
+    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "cache", "video_decode", "transform",
             "tokenize", "pixel_write", "assemble", "deliver");
 
     FeedMetrics() {}
@@ -76,6 +78,7 @@ public final class FeedMetrics {
     /** Records the encoder's per-stage times of the call that just ended (those it spent any time in). */
     void recordStages(dev.stoker.encode.SampleEncoder encoder) {
         if (encoder.decodeNanos() > 0) decodeLatency.record(encoder.decodeNanos());
+        if (encoder.cacheNanos() > 0) cacheLatency.record(encoder.cacheNanos());
         if (encoder.transformNanos() > 0) transformLatency.record(encoder.transformNanos());
         if (encoder.tokenizeNanos() > 0) tokenizeLatency.record(encoder.tokenizeNanos());
         if (encoder.videoDecodeNanos() > 0) {
@@ -141,6 +144,7 @@ public final class FeedMetrics {
         if (firstByte != null) put(m, "first_byte", firstByte);
         put(m, "encode", encodeLatency);
         put(m, "decode", decodeLatency);
+        put(m, "cache", cacheLatency);
         put(m, "video_decode", videoDecodeLatency);
         put(m, "transform", transformLatency);
         put(m, "tokenize", tokenizeLatency);
