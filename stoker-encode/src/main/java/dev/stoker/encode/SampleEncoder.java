@@ -128,14 +128,15 @@ public final class SampleEncoder {
     public long tokenizeNanos() { return tokenizeNanos; }
 
     /** Time spent in the cache of preprocessed samples since {@link #resetTimes()} (keys, reads, writes). */
-    public long cacheNanos() { return images.cacheNanos(); }
+    public long cacheNanos() { return images.cacheNanos() + (videos == null ? 0 : videos.cacheNanos() - videoCacheNanosMark); }
 
     /**
-     * Reads and writes preprocessed images through {@code cache} (null: none) from now on: its entries are served
-     * instead of decoding and resizing again, bit for bit what decoding would give.
+     * Reads and writes preprocessed images and videos (their resized frames) through {@code cache} (null: none) from now
+     * on: its entries are served instead of decoding and resizing again, bit for bit what decoding would give.
      */
     public SampleEncoder useCache(dev.stoker.encode.cache.PreprocessedCache cache) {
         images.useCache(cache);
+        if (videos != null) videos.useCache(cache);
         return this;
     }
 
@@ -146,10 +147,11 @@ public final class SampleEncoder {
             videoNanosMark = videos.decodeNanos();
             videoFramesDecodedMark = videos.framesDecoded();
             videoFramesKeptMark = videos.framesKept();
+            videoCacheNanosMark = videos.cacheNanos();
         }
     }
 
-    private long videoNanosMark, videoFramesDecodedMark, videoFramesKeptMark;
+    private long videoNanosMark, videoFramesDecodedMark, videoFramesKeptMark, videoCacheNanosMark;
 
     /** Time spent decoding videos (sampled frames, their RGB conversion and resize) since {@link #resetTimes()}. */
     public long videoDecodeNanos() { return videos == null ? 0 : videos.decodeNanos() - videoNanosMark; }

@@ -25,7 +25,8 @@ import java.util.List;
  * from the bundled photos ({@link DemoDatasetBuilder}), preprocesses it (decode, Qwen-VL transform,
  * tokenize) on every core, bit-exact and in fast mode, then runs the wait-time ladder (serial →
  * concurrent → prefetch → zero-copy) against simulated trainer processes with simulated
- * object-storage latency.
+ * object-storage latency (the ladder runs without the cache of preprocessed samples, so that each rung decodes), plans
+ * packs, and last serves one epoch twice through the cache: cold (an empty folder), then warm (a restart over it).
  */
 public final class Demo {
     /**
@@ -81,6 +82,7 @@ public final class Demo {
             LadderBench.run(new LadderBench.Settings(config, 250, s.ladderSteps(), LadderBench.MODES, "java", target.resolve("ladder")), out);
         }
         packing(manifestFile, preset, s.maxPixels(), out);
+        cache(manifestFile, s.samples(), preset, s.maxPixels(), target.resolve("cache"), out);
         out.printf("Full-size runs: ./stoker bench preprocess|ladder|packing --data %s (see docs/benchmarks.md).%n", manifestFile);
         out.flush();
     }
@@ -100,6 +102,46 @@ public final class Demo {
             throw e;
         } catch (Exception e) {
             throw new IOException("packing the demo data set: " + e, e);
+        }
+    }
+
+    /**
+     * The cache of preprocessed samples as a restart meets it: an embedded node serves one epoch (batch 4, one rank) to an
+     * in-process trainer with an empty {@code --cache-dir} (cold), then a new node serves it again over the same folder
+     * (warm); samples/s of each (from the trainer's first request to its last batch, the node's start not counted) and
+     * the cache's counters.
+     */
+    private static void cache(Path manifestFile, int samples, ProcessorPreset preset, long maxPixels, Path dir, PrintWriter out)
+            throws IOException, InterruptedException {
+        out.printf("6. cache        one epoch served twice through --cache-dir %s: cold (empty), then warm (a restart over it):%n", dir);
+        out.flush();
+        if (Files.exists(dir)) try (var walk = Files.walk(dir)) {
+            for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) Files.delete(p);
+        }
+        double cold = 0;
+        for (String run : List.of("cold", "warm")) {
+            int steps = samples / 4;
+            Path work = Files.createDirectories(dir.resolveSibling("cache-run"));
+            var config = NodeConfig.builder().data(manifestFile.toString()).ranks(1).batch(4).steps(steps).processor(preset)
+                    .set(NodeConfig.MAX_PIXELS, maxPixels).set(NodeConfig.CACHE, true).set(NodeConfig.CACHE_DIR, dir)
+                    .socket(work.resolve("demo-cache.sock")).build();
+            long taken = 0, t0;
+            dev.stoker.cache.CacheStats stats;
+            try (var node = dev.stoker.node.StokerNode.launch(config, line -> { });
+                 var client = dev.stoker.transport.TrainerClient.connect(node.socket(), 0, 1, "default",
+                         dev.stoker.transport.TrainerClient.Options.SHARED_MEMORY)) {
+                t0 = System.nanoTime();
+                for (int i = 0; i < steps; i++) try (var got = client.next()) {
+                    taken += got.batch().meta().batchSize();
+                }
+                stats = node.ledger().feeder().config().cache().store().stats();
+            }
+            double perSecond = taken / ((System.nanoTime() - t0) / 1e9);
+            if (run.equals("cold")) cold = perSecond;
+            out.printf("                %-4s %7.1f samples/s%s  (%d hits, %d misses, %.1f MB on disk, %.0f KB per entry)%n", run, perSecond,
+                    run.equals("warm") && cold > 0 ? String.format(java.util.Locale.ROOT, ", %.1fx cold", perSecond / cold) : "",
+                    stats.hits(), stats.misses(), stats.storedBytes() / 1e6, stats.entries() == 0 ? 0.0 : stats.storedBytes() / 1e3 / stats.entries());
+            out.flush();
         }
     }
 

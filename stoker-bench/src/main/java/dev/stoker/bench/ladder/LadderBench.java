@@ -40,6 +40,12 @@ public final class LadderBench {
      */
     public record Settings(NodeConfig config, long stepMillis, int steps, List<String> modes, String trainer, Path workDir) {}
 
+    /** Whether the cache starts cold (no entry) or warm, and with how many entries, as the ladder's header says. */
+    private static String cacheState(NodeConfig config) {
+        long entries = config.preprocessedCache().store().stats().entries();
+        return entries == 0 ? "cold: empty" : "warm: " + entries + " entries";
+    }
+
     /** The feed mode a ladder mode names. */
     public static FeedMode mode(String name) {
         for (var m : FeedMode.values()) if (ConfigKey.cliName(m).equals(name.trim().toLowerCase(Locale.ROOT))) return m;
@@ -48,17 +54,20 @@ public final class LadderBench {
 
     /** Runs the ladder, printing as it goes; returns {@code {MODE: {wait_ratio, …}}}, the last line's content. */
     public static Map<String, Object> run(Settings s, PrintWriter out) throws IOException, InterruptedException {
-        var config = s.config();
+        // without --cache the ladder runs without the cache of preprocessed samples: every rung decodes, none reads what an
+        // earlier one left (with --cache on, the first rung fills it and the later ones read it: say so)
+        var config = s.config().isGiven(NodeConfig.CACHE) ? s.config() : s.config().toBuilder().set(NodeConfig.CACHE, false).build();
         if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
         var options = config.encodeOptions();
         boolean compact = options.pixelFormat() == PixelFormat.UINT8;
         var trainers = TrainerProcesses.Kind.of(s.trainer());
         for (String m : s.modes()) mode(m);
         Path dir = s.workDir() != null ? s.workDir() : Files.createTempDirectory("stoker-ladder");
-        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads, %s trainers, pixels %s%n",
+        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads, %s trainers, pixels %s, %s%n",
                 config.data(), config.ranks(), config.batch(), s.stepMillis(), s.steps(), config.get(NodeConfig.FETCH_LATENCY_MS),
                 options.vision().maxPixels(), config.threads(), trainers.name(),
-                ConfigKey.cliName(options.pixelFormat()) + (compact ? " (converted by the trainers)" : ""));
+                ConfigKey.cliName(options.pixelFormat()) + (compact ? " (converted by the trainers)" : ""),
+                !config.cacheOn() ? "cache off" : "cache on in " + config.cacheDir() + " (" + cacheState(config) + ")");
         out.printf("%-11s %10s %12s %10s %10s %12s %12s%n", "mode", "wait ratio", "steady ratio", "samples/s", "ttfb ms", "mean wait ms", "MB to trainers");
         var json = new LinkedHashMap<String, Object>();
         try (var feeds = NodeFeeds.open(config)) {

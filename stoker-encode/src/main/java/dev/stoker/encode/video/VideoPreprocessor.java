@@ -102,7 +102,19 @@ public final class VideoPreprocessor {
     private byte[] pillowFrame2 = new byte[0];
     private byte[] clip = new byte[0];
     private byte[] resized = new byte[0];
-    private long videosDecoded, framesDecoded, framesKept, decodeNanos, decodedPixels;
+    private long videosDecoded, framesDecoded, framesKept, decodeNanos, decodedPixels, cacheNanos;
+    /** The cache of preprocessed samples; null: none. */
+    private dev.stoker.encode.cache.PreprocessedCache cache;
+
+    /**
+     * Reads and writes videos' resized frames through {@code cache} (null: none): a video whose entry is there is not
+     * decoded; one decoded here is stored. The key is the SHA-256 of the video's whole bytes (read once more for it) or of
+     * its frame images, with every setting that decides the frames ({@link #cacheSettings}).
+     */
+    public void useCache(dev.stoker.encode.cache.PreprocessedCache cache) { this.cache = cache; }
+
+    /** Time spent on cache keys (the video's digest), entry reads and writes since the last {@link #resetStats()}. */
+    public long cacheNanos() { return cacheNanos; }
 
     /** Videos decoded since the last {@link #resetStats()}. */
     public long videosDecoded() { return videosDecoded; }
@@ -120,7 +132,7 @@ public final class VideoPreprocessor {
     public long decodedPixels() { return decodedPixels; }
 
     public void resetStats() {
-        videosDecoded = framesDecoded = framesKept = decodeNanos = decodedPixels = 0;
+        videosDecoded = framesDecoded = framesKept = decodeNanos = decodedPixels = cacheNanos = 0;
     }
 
     /**
@@ -338,7 +350,8 @@ public final class VideoPreprocessor {
         if (offset < 0 || offset + p.clipBytes() > dst.length)
             throw new IndexOutOfBoundsException("video " + p.reference() + ": " + p.clipBytes() + " bytes do not fit at " + offset
                     + " in " + dst.length);
-        return decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, dst, offset + i * bytes, bytes));
+        return cached(sampleId, p, source, java.lang.foreign.MemorySegment.ofArray(dst).asSlice(offset, p.clipBytes()),
+                () -> decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, dst, offset + i * bytes, bytes)));
     }
 
     /** As {@link #writeResized(String, Planned, VideoSource, byte[], int)}, straight into {@code dst} (a batch's shared memory). */
@@ -347,8 +360,9 @@ public final class VideoPreprocessor {
         if (offsetBytes < 0 || offsetBytes + p.clipBytes() > dst.byteSize())
             throw new IndexOutOfBoundsException("video " + p.reference() + ": " + p.clipBytes() + " bytes do not fit at byte "
                     + offsetBytes + " in " + dst.byteSize());
-        return decode(sampleId, p, source, (i, frame, bytes) -> java.lang.foreign.MemorySegment.copy(frame, 0, dst,
-                java.lang.foreign.ValueLayout.JAVA_BYTE, offsetBytes + (long) i * bytes, bytes));
+        return cached(sampleId, p, source, dst.asSlice(offsetBytes, p.clipBytes()),
+                () -> decode(sampleId, p, source, (i, frame, bytes) -> java.lang.foreign.MemorySegment.copy(frame, 0, dst,
+                        java.lang.foreign.ValueLayout.JAVA_BYTE, offsetBytes + (long) i * bytes, bytes)));
     }
 
     /** Where a resized frame goes: frame {@code i} of the plan, {@code bytes} bytes of {@code frame}. */
@@ -357,12 +371,75 @@ public final class VideoPreprocessor {
         void put(int i, byte[] frame, int bytes);
     }
 
-    /** Decodes the planned frames into {@code clip}, each resized as it arrives, in the plan's order. */
+    /** Decodes the planned frames into {@code clip}, each resized as it arrives, in the plan's order (or reads them from the cache). */
     private VideoDecoder.Result decodeClip(String sampleId, Planned p, VideoSource source) {
         VideoPlan plan = p.plan();
         int frameBytes = Math.multiplyExact(plan.resizedHeight(), plan.resizedWidth() * 3);
         if (clip.length < (long) plan.frameCount() * frameBytes) clip = new byte[Math.multiplyExact(plan.frameCount(), frameBytes)];
-        return decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, clip, i * bytes, bytes));
+        var clipSegment = java.lang.foreign.MemorySegment.ofArray(clip).asSlice(0, p.clipBytes());
+        return cached(sampleId, p, source, clipSegment,
+                () -> decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, clip, i * bytes, bytes)));
+    }
+
+    /**
+     * With a cache, the planned video's resized frames read from it into {@code out} ({@link Planned#clipBytes()} bytes,
+     * where {@code decode} would put them), or else decoded by {@code decode} and then stored from {@code out}; without
+     * one, {@code decode}. A video read from the cache counts no decoded frame.
+     */
+    private VideoDecoder.Result cached(String sampleId, Planned p, VideoSource source, java.lang.foreign.MemorySegment out,
+                                       java.util.function.Supplier<VideoDecoder.Result> decode) {
+        if (cache == null) return decode.get();
+        long t0 = System.nanoTime();
+        var key = cacheKey(sampleId, p, source);
+        boolean hit = cache.store().read(key, out);
+        long t1 = System.nanoTime();
+        cacheNanos += t1 - t0;
+        if (hit) return new VideoDecoder.Result(0, 0, 0, 0);
+        var result = decode.get();
+        long t2 = System.nanoTime();
+        cache.store().write(key, out);
+        cacheNanos += System.nanoTime() - t2;
+        return result;
+    }
+
+    /**
+     * What decides a planned video's resized frames, for its cache key: the video encoding (sampler, options, processor,
+     * contract, CPU capability of the float resize) with its decoder path (the FFmpeg libraries' versions), the family, and
+     * the plan (frames picked, their size before and after the resize).
+     */
+    private String cacheSettings(Planned p) {
+        VideoPlan plan = p.plan();
+        return "rules=" + dev.stoker.encode.cache.PreprocessedCache.PIXEL_RULES + " preset=" + preset + " encoding="
+                + encoding.fingerprintText() + " frames=" + java.util.Arrays.toString(plan.frameIndices()) + " frame=" + plan.frameWidth()
+                + "x" + plan.frameHeight() + " resized=" + plan.resizedWidth() + "x" + plan.resizedHeight() + " list=" + p.isFrameList();
+    }
+
+    /** The cache key of a planned video: the SHA-256 of all its bytes (or of each frame image's) and {@link #cacheSettings}. */
+    private dev.stoker.cache.CacheKey cacheKey(String sampleId, Planned p, VideoSource source) {
+        if (p.isFrameList()) {
+            var digests = new byte[p.frames().bytes().size()][];
+            for (int i = 0; i < digests.length; i++) digests[i] = dev.stoker.cache.CacheKey.sha256(p.frames().bytes().get(i));
+            return dev.stoker.cache.CacheKey.of("video-frames-u8", cacheSettings(p), digests);
+        }
+        java.security.MessageDigest sha;
+        try {
+            sha = java.security.MessageDigest.getInstance("SHA-256");
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        try (SeekableByteSource s = source.open(sampleId, p.reference()); var arena = java.lang.foreign.Arena.ofConfined()) {
+            long size = s.sizeBytes();
+            var buf = arena.allocate(1 << 20);
+            for (long at = 0; at < size; ) {
+                int n = s.read(at, buf.asSlice(0, Math.min(buf.byteSize(), size - at)));
+                if (n <= 0) throw new IOException("the video ended at byte " + at + " of " + size);
+                sha.update(buf.asSlice(0, n).asByteBuffer());
+                at += n;
+            }
+        } catch (IOException e) {
+            throw new SampleException(sampleId, SampleException.Stage.FETCH, "video " + p.reference() + ": " + e.getMessage(), e);
+        }
+        return dev.stoker.cache.CacheKey.of("video-frames-u8", cacheSettings(p), sha.digest());
     }
 
     /** Decodes the planned frames, resizes each as it arrives and hands it to {@code sink} once per place it takes in the plan. */
