@@ -182,12 +182,30 @@ public final class SampleCache implements AutoCloseable {
      * and removed). Never throws for a bad entry; an I/O error reading one is a miss too.
      */
     public boolean read(CacheKey key, MemorySegment dst) {
+        return readEntry(key, dst, dst.byteSize()) != null;
+    }
+
+    /**
+     * Entry {@code key}'s raw bytes, whatever their length up to {@code maxRawBytes} (an entry whose length the reader
+     * cannot know beforehand, e.g. a sample's token ids); null on a miss, and on an entry that is damaged, of another
+     * format or longer than that (counted as corrupt and removed).
+     */
+    public byte[] read(CacheKey key, int maxRawBytes) {
+        MemorySegment got = readEntry(key, null, maxRawBytes);
+        return got == null ? null : got.toArray(ValueLayout.JAVA_BYTE);
+    }
+
+    /**
+     * Reads entry {@code key} into {@code dst} (exactly {@code rawLength} bytes), or with {@code dst} null into this
+     * thread's scratch (at most {@code rawLength} bytes); returns the bytes read, or null on a miss or a bad entry.
+     */
+    private MemorySegment readEntry(CacheKey key, MemorySegment dst, long rawLength) {
         Path p = path(key);
         Scratch s = scratch.get();
         MemorySegment file;
         try (var ch = FileChannel.open(p, StandardOpenOption.READ)) {
             long size = ch.size();
-            if (size < HEADER || size > HEADER + Math.max(Zstd.available() ? Zstd.compressBound(dst.byteSize()) : 0, dst.byteSize())) {
+            if (size < HEADER || size > HEADER + Math.max(Zstd.available() ? Zstd.compressBound(rawLength) : 0, rawLength)) {
                 return corrupt(key, p, "size " + size);
             }
             file = s.file(size);
@@ -196,13 +214,16 @@ public final class SampleCache implements AutoCloseable {
         } catch (NoSuchFileException e) {
             misses.increment();
             forget(key);
-            return false;
+            return null;
         } catch (IOException e) {
             misses.increment();
-            return false;
+            return null;
         }
-        String bad = check(file, key, dst.byteSize());
+        long raw = file.get(ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 40);
+        if (dst == null && (raw < 0 || raw > rawLength)) return corrupt(key, p, "raw length " + raw + ", at most " + rawLength + " expected");
+        String bad = check(file, key, dst == null ? raw : rawLength);
         if (bad != null) return corrupt(key, p, bad);
+        if (dst == null) dst = s.raw(raw);
         byte codec = file.get(ValueLayout.JAVA_BYTE, 6);
         long storedLength = file.byteSize() - HEADER;
         MemorySegment payload = file.asSlice(HEADER, storedLength);
@@ -210,9 +231,9 @@ public final class SampleCache implements AutoCloseable {
             if (codec == RAW) MemorySegment.copy(payload, 0, dst, 0, storedLength);
             else if (dst.isNative()) Zstd.decompressExact(dst, payload);
             else {
-                MemorySegment raw = s.raw(dst.byteSize());
-                Zstd.decompressExact(raw, payload);
-                MemorySegment.copy(raw, 0, dst, 0, raw.byteSize());
+                MemorySegment tmp = s.raw(dst.byteSize());
+                Zstd.decompressExact(tmp, payload);
+                MemorySegment.copy(tmp, 0, dst, 0, tmp.byteSize());
             }
         } catch (IllegalStateException e) {
             return corrupt(key, p, e.getMessage());
@@ -221,7 +242,7 @@ public final class SampleCache implements AutoCloseable {
         rawRead.add(dst.byteSize());
         storedRead.add(file.byteSize());
         touch(key, p);
-        return true;
+        return dst;
     }
 
     /** {@link #read(CacheKey, MemorySegment)} into {@code dst[offset, offset + length)}. */
@@ -257,7 +278,7 @@ public final class SampleCache implements AutoCloseable {
         return (int) crc.getValue();
     }
 
-    private boolean corrupt(CacheKey key, Path p, String why) {
+    private MemorySegment corrupt(CacheKey key, Path p, String why) {
         corrupt.increment();
         misses.increment();
         try {
@@ -266,7 +287,7 @@ public final class SampleCache implements AutoCloseable {
             // removed by the next write over it
         }
         forget(key);
-        return false;
+        return null;
     }
 
     private void forget(CacheKey key) {

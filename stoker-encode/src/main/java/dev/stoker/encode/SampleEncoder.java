@@ -59,6 +59,9 @@ public final class SampleEncoder {
     private final EncodeOptions options;
     private final SampleParser parser;
     private final TokenSequenceBuilder tokens;
+    private final String tokenizerIdentity;
+    /** The cache of preprocessed samples; null: none. */
+    private dev.stoker.encode.cache.PreprocessedCache cache;
     private final ImagePreprocessor images;
     /** Null for an encoder without video: its parser refuses video records. */
     private final VideoPreprocessor videos;
@@ -93,6 +96,7 @@ public final class SampleEncoder {
     private SampleEncoder(EncodeOptions options, QwenTokenizer tokenizer, ChatRenderer template, VideoEncoding video,
                           dev.stoker.video.decode.FrameDecoder decoder) {
         this.options = options;
+        this.tokenizerIdentity = tokenizer.identity();
         int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
         var builder = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
@@ -135,6 +139,7 @@ public final class SampleEncoder {
      * on: its entries are served instead of decoding and resizing again, bit for bit what decoding would give.
      */
     public SampleEncoder useCache(dev.stoker.encode.cache.PreprocessedCache cache) {
+        this.cache = cache;
         images.useCache(cache);
         if (videos != null) videos.useCache(cache);
         return this;
@@ -329,7 +334,7 @@ public final class SampleEncoder {
         var grids = plan(sample, source, planned);
         if (sample.videos().isEmpty()) {
             long t0 = System.nanoTime();
-            TextFeatures text = tokens.build(sample, grids);
+            TextFeatures text = cache == null ? tokens.build(sample, grids) : cachedText(sample, grids);
             tokenizeNanos += System.nanoTime() - t0;
             return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
                     options.pixelFormat());
@@ -343,6 +348,22 @@ public final class SampleEncoder {
         return new Prepared(id, text, List.copyOf(planned.subList(0, text.imagesKept())), options.vision().rowLength(),
                 options.pixelFormat(), List.copyOf(plannedVideos.subList(0, text.videosKept())), videoSource,
                 options.preset() == dev.stoker.core.ProcessorPreset.QWEN2_5_VL);
+    }
+
+    /**
+     * A sample's token-side inputs from the cache (its messages and image grids under this encoder's text settings:
+     * {@link dev.stoker.encode.cache.PreprocessedCache#textKey}), or built and stored; a sample the builder refuses (over
+     * the sequence limit) is refused as without the cache, and nothing is stored for it.
+     */
+    private TextFeatures cachedText(ChatSample sample, List<long[]> grids) {
+        var key = dev.stoker.encode.cache.PreprocessedCache.textKey(options, tokenizerIdentity, sample, grids);
+        byte[] bytes = cache.store().read(key, dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES);
+        TextFeatures text = bytes == null ? null : dev.stoker.encode.cache.PreprocessedCache.text(bytes);
+        if (text != null && text.imagesKept() <= grids.size()) return text;
+        text = tokens.build(sample, grids);
+        byte[] entry = dev.stoker.encode.cache.PreprocessedCache.textBytes(text);
+        if (entry.length <= dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES) cache.store().write(key, entry, 0, entry.length);
+        return text;
     }
 
     /**

@@ -44,12 +44,21 @@ public final class QwenTokenizer implements AutoCloseable {
             "withOverflowingTokens", "false");
 
     private final HuggingFaceTokenizer tokenizer;
+    private final String identity;
     private final ReentrantReadWriteLock lifecycle = new ReentrantReadWriteLock();
     private boolean closed;
 
-    private QwenTokenizer(HuggingFaceTokenizer tokenizer) {
+    private QwenTokenizer(HuggingFaceTokenizer tokenizer, String identity) {
         this.tokenizer = tokenizer;
+        this.identity = identity;
     }
+
+    /**
+     * What this tokenizer is: {@code sha256:} and the SHA-256 of its {@code tokenizer.json} (decompressed), so that two
+     * instances loaded from the same file (or both bundled) have the same identity and any other file another one; what
+     * the cache of preprocessed samples keys token ids by.
+     */
+    public String identity() { return identity; }
 
     /** Loads the tokenizer bundled in this jar; each call returns a new instance the caller closes. */
     public static QwenTokenizer bundled() {
@@ -77,14 +86,22 @@ public final class QwenTokenizer implements AutoCloseable {
         }
     }
 
-    private static QwenTokenizer fromStream(InputStream in) throws IOException {
+    private static QwenTokenizer fromStream(InputStream raw) throws IOException {
+        java.security.MessageDigest sha;
+        try {
+            sha = java.security.MessageDigest.getInstance("SHA-256");
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        var in = new java.security.DigestInputStream(raw, sha);
         var tok = HuggingFaceTokenizer.newInstance(in, OPTIONS);
+        in.transferTo(java.io.OutputStream.nullOutputStream()); // whatever the parser left unread, so the digest covers the file
         if (!"DO_NOT_TRUNCATE".equals(tok.getTruncation()) || !"DO_NOT_PAD".equals(tok.getPadding())) {
             var state = tok.getTruncation() + "/" + tok.getPadding();
             tok.close();
             throw new IllegalStateException("DJL did not disable truncation/padding: " + state);
         }
-        return new QwenTokenizer(tok);
+        return new QwenTokenizer(tok, "sha256:" + java.util.HexFormat.of().formatHex(sha.digest()));
     }
 
     /** Token ids of {@code text}: added tokens split first, NFC, split regex, byte-level BPE (spec §9). */

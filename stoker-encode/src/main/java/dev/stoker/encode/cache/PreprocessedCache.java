@@ -18,6 +18,10 @@ import dev.stoker.image.decode.ImageFormat;
 public final class PreprocessedCache {
     /** Raised when the decoding or resizing code changes what pixels it produces: old entries then no longer match. */
     public static final int PIXEL_RULES = 1;
+    /** Raised when the chat rendering, tokenization, labels or M-RoPE positions change: old token entries no longer match. */
+    public static final int TEXT_RULES = 1;
+    /** The longest token entry read back: 6 int64 per token (ids, labels, mask, 3 position rows) of 1M tokens. */
+    public static final int MAX_TEXT_ENTRY_BYTES = 12 + 48 * (1 << 20);
 
     private final SampleCache store;
 
@@ -34,6 +38,43 @@ public final class PreprocessedCache {
      * @param format        its format (which decoder reads it)
      * @param scale         the DCT scale it is decoded at (1: none)
      */
+    /**
+     * The key of a sample's token-side inputs (ids, labels, attention mask, positions): its messages (roles, texts,
+     * image references in order) and the grids of its images, under the settings that decide them — the family, the
+     * tokenizer's identity (the SHA-256 of its tokenizer.json), the chat template (the built-in one of the family or the
+     * model's, by its SHA-256), the sequence limit and truncation, the input contract, the model folder. The sample's id
+     * is not in it (it changes no token).
+     */
+    public static CacheKey textKey(EncodeOptions options, String tokenizerIdentity, dev.stoker.text.ChatSample sample, java.util.List<long[]> grids) {
+        String settings = "rules=" + TEXT_RULES + " preset=" + options.preset() + " tokenizer=" + tokenizerIdentity + " template="
+                + (options.chatTemplate() == null ? "builtin" : options.chatTemplateSha256()) + " maxLength=" + options.maxSequenceLength()
+                + " truncation=" + options.truncation() + " contract=" + options.inputContract() + " model=" + options.model()
+                + " video=" + (options.video() == null ? "none" : options.video().contract());
+        var content = new StringBuilder(sample.messages().toString());
+        for (long[] g : grids) content.append('|').append(java.util.Arrays.toString(g));
+        return CacheKey.of("text", settings, CacheKey.sha256(content.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    }
+
+    /** A sample's token-side inputs as an entry holds them: kept images and videos, length, then the four arrays, little-endian. */
+    public static byte[] textBytes(dev.stoker.text.TextFeatures t) {
+        int n = t.length();
+        var b = java.nio.ByteBuffer.allocate(12 + 48 * n).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putInt(t.imagesKept()).putInt(t.videosKept()).putInt(n);
+        for (long[] a : new long[][] {t.inputIds(), t.labels(), t.attentionMask(), t.positionIds()}) for (long v : a) b.putLong(v);
+        return b.array();
+    }
+
+    /** {@link #textBytes}' inverse; null when {@code bytes} is not such an entry (the caller then builds the tokens again). */
+    public static dev.stoker.text.TextFeatures text(byte[] bytes) {
+        if (bytes.length < 12) return null;
+        var b = java.nio.ByteBuffer.wrap(bytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        int images = b.getInt(), videos = b.getInt(), n = b.getInt();
+        if (images < 0 || videos < 0 || n < 0 || bytes.length != 12 + 48L * n) return null;
+        long[] ids = new long[n], labels = new long[n], mask = new long[n], pos = new long[3 * n];
+        for (long[] a : new long[][] {ids, labels, mask, pos}) for (int i = 0; i < a.length; i++) a[i] = b.getLong();
+        return new dev.stoker.text.TextFeatures(ids, labels, mask, pos, images, videos);
+    }
+
     public static CacheKey imageKey(EncodeOptions options, byte[] contentSha256, ImageFormat format, int srcHeight, int srcWidth,
                                     int resizedHeight, int resizedWidth, int scale) {
         String decoder = switch (format) {

@@ -98,10 +98,10 @@ class PreprocessedCacheTest {
             for (int round = 0; round < 2; round++) { // round 0 misses and stores, round 1 hits
                 for (var e : samples.entrySet()) assertSame(expected.get(e.getKey().id()), cached.encode(e.getKey(), e.getValue()), "round " + round);
             }
-            var s = store.stats();
-            assertEquals(samples.size(), s.written(), s.toString());
-            assertEquals(samples.size(), s.hits(), s.toString());
-            assertEquals(samples.size(), s.misses(), s.toString());
+            var s = store.stats(); // per sample two entries: its image's pixels and its tokens
+            assertEquals(2 * samples.size(), s.written(), s.toString());
+            assertEquals(2 * samples.size(), s.hits(), s.toString());
+            assertEquals(2 * samples.size(), s.misses(), s.toString());
         }
         // a restarted service over the same folder: hits only, in place in native memory too (the batch's segment)
         try (var store = SampleCache.open(dir, 1L << 30); var arena = Arena.ofConfined()) {
@@ -127,9 +127,30 @@ class PreprocessedCacheTest {
 
     private static void assertSame(EncodedSample want, EncodedSample got, String where) {
         assertArrayEquals(want.inputIds(), got.inputIds(), where);
+        assertArrayEquals(want.labels(), got.labels(), where);
+        assertArrayEquals(want.attentionMask(), got.attentionMask(), where);
+        assertArrayEquals(want.positionIds(), got.positionIds(), where);
         assertArrayEquals(want.imageGridThw(), got.imageGridThw(), where);
         assertArrayEquals(want.pixelValues(), got.pixelValues(), where + ": pixel_values of " + want.id());
         assertArrayEquals(want.pixelsU8(), got.pixelsU8(), where + ": u8 pixels of " + want.id());
+    }
+
+    /** A tokenizer's identity is its tokenizer.json's digest: the same for two loads of one file, another for another file. */
+    @Test
+    void aTokenizersIdentityIsItsFilesDigest() throws IOException {
+        try (var again = dev.stoker.text.QwenTokenizer.bundled()) {
+            assertEquals(SharedTokenizer.get().identity(), again.identity());
+            assertTrue(again.identity().matches("sha256:[0-9a-f]{64}"), again.identity());
+        }
+        Path other = tmp.resolve("tokenizer.json");
+        try (var in = new java.util.zip.GZIPInputStream(dev.stoker.text.QwenTokenizer.class.getResourceAsStream(
+                dev.stoker.text.QwenTokenizer.BUNDLED_RESOURCE))) {
+            var json = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            Files.writeString(other, json + " "); // the same tokenizer, another file
+        }
+        try (var t = dev.stoker.text.QwenTokenizer.load(other)) {
+            assertNotEquals(SharedTokenizer.get().identity(), t.identity());
+        }
     }
 
     /** Entries of one setting are not another's: the keys differ in every setting that changes pixels, never by path. */
@@ -172,12 +193,12 @@ class PreprocessedCacheTest {
             var cached = new SampleEncoder(options, SharedTokenizer.get()).useCache(new PreprocessedCache(store));
             for (var e : samples.entrySet()) assertSame(plain.encode(e.getKey(), e.getValue()), cached.encode(e.getKey(), e.getValue()), "damaged");
             var s = store.stats();
-            assertEquals(samples.size(), s.corrupt(), s.toString());
+            assertEquals(2 * samples.size(), s.corrupt(), s.toString());
             assertEquals(0, s.hits(), s.toString());
-            assertEquals(samples.size(), s.written(), "recomputed entries written again: " + s);
+            assertEquals(2 * samples.size(), s.written(), "recomputed entries written again: " + s);
             for (var e : samples.entrySet()) cached.encode(e.getKey(), e.getValue());
-            assertEquals(samples.size(), store.stats().hits());
-            assertFalse(store.stats().corrupt() > samples.size());
+            assertEquals(2 * samples.size(), store.stats().hits());
+            assertFalse(store.stats().corrupt() > 2 * samples.size());
             assertTrue(store.stats().storedBytes() > 0);
         }
     }
