@@ -11,7 +11,8 @@ Each run: `./stoker serve --data DS --ranks 1 --batch B --max-pixels P --steps S
 --socket ... --metrics-file ...` (S = one epoch: samples / B, rounded down), and the trainer (clients/python
 `stoker.Loader`, numpy arrays) asks for the next batch as soon as the socket exists. samples/s = samples / (time
 from the first request to the last batch in hand): the pipeline's start (its CPU warm-up, indexing) is in it, the
-JVM's start before the socket is not (`service_start_s`). A batch's digest is SHA-256 over each tensor's name,
+JVM's start before the socket is not (`service_start_s`); steady samples/s leaves out the first 10% of the batches
+(as `bench ladder`'s steady figures do). A batch's digest is SHA-256 over each tensor's name,
 dtype, shape and bytes, in the batch's order. Run with Debian's /usr/bin/python3 (numpy).
 """
 import argparse
@@ -40,7 +41,7 @@ def run_once(a, extra, label, digest):
     log = open(os.path.join(a.work, f"serve-{label}.log"), "w")
     t0 = time.perf_counter()
     srv = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    digests, samples = [], 0
+    digests, samples, times, sizes = [], 0, [], []
     try:
         while not os.path.exists(sock):
             if srv.poll() is not None:
@@ -54,6 +55,8 @@ def run_once(a, extra, label, digest):
         try:
             for batch in loader:
                 samples += len(batch["input_ids"])
+                times.append(time.perf_counter())
+                sizes.append(len(batch["input_ids"]))
                 if not digest:
                     continue
                 h = hashlib.sha256()
@@ -75,8 +78,12 @@ def run_once(a, extra, label, digest):
                 srv.kill()
                 srv.wait()
         log.close()
+    skip = max(1, len(times) // 10)  # steady: after the first 10% of the batches (the pipeline's start and first batches)
+    steady = sum(sizes[skip:]) / (times[-1] - times[skip - 1]) if len(times) > skip else float("nan")
     rec = {"run": label, "samples": samples, "service_start_s": round(started - t0, 3),
-           "epoch_s": round(t_end - t_first, 3), "samples_per_s": round(samples / (t_end - t_first), 2)}
+           "epoch_s": round(t_end - t_first, 3), "samples_per_s": round(samples / (t_end - t_first), 2),
+           "first_batch_s": round(times[0] - t_first, 3) if times else None, "steady_samples_per_s": round(steady, 2),
+           "load_avg": os.getloadavg()[0]}
     try:
         m = json.load(open(metrics))
         rec["cache"] = m.get("cache")
@@ -120,11 +127,12 @@ def main():
            "verified_batches": len(cold) if cold else 0, "warm_batches_identical_to_cold": (cold == warm) if cold else None,
            "cache_bytes": cache_bytes, "cache_bytes_per_sample": round(cache_bytes / n),
            "warm_over_cold": round(runs[-1]["samples_per_s"] / runs[0]["samples_per_s"], 2) if len(runs) > 1 else None,
+           "steady_warm_over_cold": round(runs[-1]["steady_samples_per_s"] / runs[0]["steady_samples_per_s"], 2) if len(runs) > 1 else None,
            "serve_extra": extra}
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
     print(json.dumps({k: out[k] for k in ("samples", "verified_batches", "warm_batches_identical_to_cold", "cache_bytes_per_sample",
-                                          "warm_over_cold")}))
+                                          "warm_over_cold", "steady_warm_over_cold")}))
 
 
 if __name__ == "__main__":

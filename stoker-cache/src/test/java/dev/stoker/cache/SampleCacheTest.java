@@ -72,6 +72,20 @@ class SampleCacheTest {
         }
     }
 
+    /** An entry of a length the reader does not know beforehand: read whole, within a bound; longer ones refused. */
+    @Test
+    void anEntryOfUnknownLengthIsReadWithinABound() throws IOException {
+        byte[] raw = pixels(9, 12_345);
+        try (var cache = SampleCache.open(dir, 1L << 30)) {
+            assertEquals(null, cache.read(key("u"), 1 << 20));
+            assertTrue(cache.write(key("u"), raw, 0, raw.length));
+            assertArrayEquals(raw, cache.read(key("u"), raw.length));
+            assertArrayEquals(raw, cache.read(key("u"), 1 << 20));
+            assertEquals(null, cache.read(key("u"), raw.length - 1), "longer than the bound: refused");
+            assertEquals(1, cache.stats().corrupt());
+        }
+    }
+
     /** Every byte of an entry's file flipped in turn (sampled): each is found, counted as corrupt, never served. */
     @Test
     void aFlippedByteAnywhereIsFoundAndTheEntryRecomputed() throws IOException {

@@ -389,7 +389,9 @@ public final class NodeConfig extends NodeSettings {
             java.nio.file.Files.createDirectories(dir);
             long budget = get(CACHE_BYTES) != null ? get(CACHE_BYTES)
                     : Math.max(1L << 20, java.nio.file.Files.getFileStore(dir).getUsableSpace() / 4);
-            cacheOpened = new dev.stoker.encode.cache.PreprocessedCache(dev.stoker.cache.SampleCache.open(dir, budget));
+            boolean zstd = get(CACHE_COMPRESS) && dev.stoker.cache.Zstd.available(); // without libzstd: raw, as docs/cache.md says
+            cacheOpened = new dev.stoker.encode.cache.PreprocessedCache(dev.stoker.cache.SampleCache.open(dir, budget,
+                    dev.stoker.cache.SampleCache.LEVEL_DEFAULT, zstd, System::currentTimeMillis));
             return cacheOpened;
         } catch (java.io.IOException | RuntimeException e) {
             throw new ConfigException("--cache-dir " + dir + ": " + e.getMessage() + " (--cache off runs without the cache)");
