@@ -220,10 +220,17 @@ public final class ClusterBench {
                 .set(NodeConfig.WORKERS, c.workers()).set(NodeConfig.STEPS, (long) s.steps()).set(NodeConfig.JOB, JOB)
                 .set(NodeConfig.METRICS_FILE, metricsFile(dir))
                 : NodeConfig.builder().set(NodeConfig.METRICS_FILE, statsFile(dir, i));
+        // the cache of preprocessed samples: off unless --cache is given (every run decodes, as bench ladder's rungs do;
+        // the nodes of one machine would share one folder), and then the same for every node
+        b.set(NodeConfig.CACHE, c.isGiven(NodeConfig.CACHE) && c.get(NodeConfig.CACHE));
+        for (var k : List.of(NodeConfig.CACHE_DIR, NodeConfig.CACHE_BYTES)) if (c.isGiven(k)) copy(b, c, k);
+        if (c.isGiven(NodeConfig.CACHE_COMPRESS)) b.set(NodeConfig.CACHE_COMPRESS, c.get(NodeConfig.CACHE_COMPRESS));
         return b.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, bind).set(NodeConfig.SLOTS, c.workers())
                 .set(NodeConfig.SOCKET, socket(dir, i)).set(NodeConfig.NODE_SHM_BUDGET, c.get(NodeConfig.NODE_SHM_BUDGET))
                 .set(NodeConfig.CLUSTER_TOKEN_FILE, tokenFile).set(NodeConfig.CLUSTER_KEY, keyFile).set(NodeConfig.PULL_AHEAD, c.get(NodeConfig.PULL_AHEAD)).build();
     }
+
+    private static <T> void copy(NodeConfig.Builder b, NodeConfig c, dev.stoker.node.ConfigKey<T> k) { b.set(k, c.get(k)); }
 
     /** The job's feed settings as options: those given, and the ranks and batch always (the settings JSON's job_args). */
     static List<String> jobArgs(NodeConfig config) {
