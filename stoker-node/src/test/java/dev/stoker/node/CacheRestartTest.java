@@ -14,15 +14,14 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The cache of preprocessed samples as a user meets it, in process: a node with {@code --cache-dir D} serves two
- * epochs to a trainer, then a second node (a restart: a new cache instance over the same folder) serves them again.
+ * epochs to a trainer, then a second node (a restart: a new cache instance over the same folder) serves them again,
+ * on each path a batch takes (shared memory in float32 and in the compact format, the heap of the prefetch mode, packs).
  * Every batch of every run is byte-identical to the same step's batch without the cache (BatchDigest: every tensor's
  * name, shape and bytes), the first epoch fills the cache (misses), the second epoch and the restart read it (hits
  * only), and the run's metrics and report carry the cache's counters.
@@ -32,21 +31,29 @@ class CacheRestartTest {
     static final int SAMPLES = 12, BATCH = 3, STEPS = 2 * SAMPLES / BATCH; // two epochs
     @TempDir Path tmp;
 
-    private NodeConfig config(Path manifest, String run, boolean cache, boolean compact) throws Exception {
-        var b = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(BATCH).steps(STEPS)
+    /** The paths a batch takes: shared memory (float32 or compact), the heap (prefetch mode), packs. */
+    enum Path_ { SHM, COMPACT, HEAP, PACKED }
+
+    private NodeConfig config(Path manifest, String run, boolean cache, Path_ path) throws Exception {
+        boolean compact = path == Path_.COMPACT;
+        var b = NodeConfig.builder().data(manifest.toString()).ranks(1).steps(STEPS)
                 .processor(ProcessorPreset.QWEN2_5_VL).pixels(3136, 50176).socket(tmp.resolve(run + ".sock"))
                 .shmDir(Files.createDirectories(tmp.resolve("shm-" + run))).shmBudgetBytes(256L << 20).set(NodeConfig.MAX_IMAGES, 1)
                 .threads(2).warmUpMillis(0).set(NodeConfig.CACHE, cache).set(NodeConfig.CACHE_DIR, tmp.resolve("cache"))
                 .set(NodeConfig.METRICS_FILE, tmp.resolve(run + ".json")).set(NodeConfig.REPORT_DIR, tmp.resolve(run + "-report"));
         if (compact) b.set(NodeConfig.PIXEL_FORMAT, dev.stoker.encode.EncodeOptions.PixelFormat.UINT8);
+        if (path == Path_.HEAP) b.set(NodeConfig.MODE, dev.stoker.pipeline.feed.FeedMode.PREFETCH);
+        if (path == Path_.PACKED) b.set(NodeConfig.PACK_TOKENS, 1024); // about as many samples a step as a batch of 3
+        else b.batch(BATCH);
         return b.build();
     }
 
     /** Every step's batch digest, the trainer reading to the end. */
-    private static List<String> take(NodeConfig config) throws Exception {
+    private static List<String> take(NodeConfig config, Path_ path) throws Exception {
         var digests = new ArrayList<String>();
         try (var node = StokerNode.launch(config, line -> {});
-             var client = TrainerClient.connect(node.socket(), 0, 1, "default", TrainerClient.Options.SHARED_MEMORY)) {
+             var client = TrainerClient.connect(node.socket(), 0, 1, "default",
+                     path == Path_.HEAP ? TrainerClient.Options.COPY : TrainerClient.Options.SHARED_MEMORY)) {
             for (int s = 0; s < STEPS; s++) {
                 try (var got = client.next()) {
                     digests.add(BatchDigest.of(got.batch()));
@@ -56,14 +63,14 @@ class CacheRestartTest {
         return digests;
     }
 
-    @ParameterizedTest(name = "compact {0}")
-    @ValueSource(booleans = {false, true})
-    void cachedRunsAreByteIdenticalAndTheSecondEpochAndARestartReadTheCache(boolean compact) throws Exception {
+    @ParameterizedTest
+    @org.junit.jupiter.params.provider.EnumSource(Path_.class)
+    void cachedRunsAreByteIdenticalAndTheSecondEpochAndARestartReadTheCache(Path_ path) throws Exception {
         Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 5);
-        var plain = take(config(manifest, "plain", false, compact));
+        var plain = take(config(manifest, "plain", false, path), path);
         assertEquals(STEPS, plain.size());
 
-        var cold = take(config(manifest, "cold", true, compact));
+        var cold = take(config(manifest, "cold", true, path), path);
         assertEquals(plain, cold, "a cold cache changes no byte of any batch");
         var coldCache = new ObjectMapper().readTree(tmp.resolve("cold.json").toFile()).get("cache");
         long entries = coldCache.get("entries").asLong();
@@ -71,7 +78,7 @@ class CacheRestartTest {
                 + coldCache);
         assertTrue(coldCache.get("hits").asLong() >= entries, "epoch 2 reads them from the cache: " + coldCache);
 
-        var warm = take(config(manifest, "warm", true, compact));
+        var warm = take(config(manifest, "warm", true, path), path);
         assertEquals(plain, warm, "a restarted service's batches are byte-identical");
         var warmCache = new ObjectMapper().readTree(tmp.resolve("warm.json").toFile()).get("cache");
         assertEquals(0, warmCache.get("misses").asInt(), "a restart over a warm cache decodes nothing: " + warmCache);
