@@ -1,0 +1,336 @@
+package dev.stoker.pipeline.tune;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
+/**
+ * Sets a running feed's knobs ({@link Knob}: CPU threads, fetch concurrency, prefetch depth) from what it measures, one
+ * knob at a time and each change with evidence: a window of delivered samples/s before, a window after, and the change
+ * rolled back when the window after is not better beyond noise (a raise) or is worse (a lowering).
+ *
+ * <p>Design (docs/cache-and-autotune.md §3.1, issue 30): after a warm-up window, the tuner measures a baseline window,
+ * reads which stage limits the feed from the same window (operational analysis, as {@code Bottleneck}'s verdict does: the
+ * CPU pool busy ≥ {@value #CPU_BOUND} of its threads is CPU-bound; fetches in flight at their limit ≥
+ * {@value #FETCH_PINNED} of the time is fetch-bound), and tries the move that evidence points to first: +1 thread, ×2
+ * fetches, ×2 prefetch batches, or −1 thread (contention: FFmpeg's process-wide open lock, SPDL's demux curve, or
+ * simply more threads than cores with other work beside). It waits a settling time, measures the window after, and
+ * compares:
+ * <ul>
+ *   <li>a raise is kept only when samples/s rose by more than the noise ({@link Policy#z} standard errors of the two
+ *       windows' per-tick rates) and more than {@link Policy#minGain}: a raise that buys nothing costs memory and cores;</li>
+ *   <li>a lowering is kept unless samples/s fell by more than {@link Policy#lowerTolerance}: it frees cores and memory;</li>
+ *   <li>a rolled-back move is not tried again until a kept change or a hold's end; a kept move is tried again first
+ *       (momentum), its reverse not at all until then.</li>
+ * </ul>
+ * When no move is left, the tuner holds for {@link Policy#holdWindows} windows, doubled (up to
+ * {@link Policy#maxHoldWindows}) each time a round of probes keeps nothing, so that a tuned feed is not disturbed by
+ * probes more than rarely (the cost of the default feed must stay ≤ 5%). When the trainers hardly wait for data
+ * (less than {@link Policy#minWaitShare} of their time) there is nothing to win and the tuner changes nothing.
+ *
+ * <p>Time comes only from the {@link Observation}s: the tuner has no clock and no thread of its own, so tests drive it
+ * with made-up ticks and a simulated pipeline, deterministically.
+ *
+ * <p>Threading: {@link #observe} from one thread at a time (the feed's tuning thread); {@link #decisions}, {@link #kept},
+ * {@link #rolledBack} and {@link #summary} from any thread.
+ */
+public final class Autotuner {
+    /** The CPU pool's busy share from which the feed is called CPU-bound. */
+    static final double CPU_BOUND = 0.8;
+    /** The share of ticks with fetches pinned at their limit from which the feed is called fetch-bound. */
+    static final double FETCH_PINNED = 0.5;
+    /** How many decisions are kept for the report (the first ones and the last ones matter; a run makes few). */
+    static final int DECISIONS_KEPT = 1000;
+
+    /**
+     * How the tuner measures and judges.
+     *
+     * @param warmUpNanos      no change before this long after the first tick (the JIT, the first batches)
+     * @param settleNanos      after a change, how long before the window after starts (the pipeline refills)
+     * @param minWindowNanos   a window lasts at least this long
+     * @param maxWindowNanos   … and at most this long, even when fewer than {@code minWindowSamples} were delivered
+     * @param minWindowSamples a window holds at least this many delivered samples (or lasts {@code maxWindowNanos})
+     * @param z                standard errors a raise's gain must exceed
+     * @param minGain          and the least relative gain that keeps a raise
+     * @param lowerTolerance   the most relative loss that still keeps a lowering
+     * @param minWaitShare     below this share of the trainers' time spent waiting, the tuner changes nothing
+     * @param holdWindows      windows held after a round of probes that kept nothing
+     * @param maxHoldWindows   the most the hold grows to (it doubles per fruitless round)
+     */
+    public record Policy(long warmUpNanos, long settleNanos, long minWindowNanos, long maxWindowNanos, long minWindowSamples, double z,
+                         double minGain, double lowerTolerance, double minWaitShare, int holdWindows, int maxHoldWindows) {
+        /** 3 s warm-up, 0.5 s settling, windows of 3–12 s and 48 samples, 2 standard errors and 3%, hold 8 → 128 windows. */
+        public static final Policy DEFAULT = new Policy(TimeUnit.SECONDS.toNanos(3), TimeUnit.MILLISECONDS.toNanos(500),
+                TimeUnit.SECONDS.toNanos(3), TimeUnit.SECONDS.toNanos(12), 48, 2.0, 0.03, 0.03, 0.05, 8, 128);
+
+        public Policy {
+            if (warmUpNanos < 0 || settleNanos < 0) throw new IllegalArgumentException("warm-up and settling must be >= 0");
+            if (minWindowNanos <= 0 || maxWindowNanos < minWindowNanos)
+                throw new IllegalArgumentException("windows need 0 < min <= max, got " + minWindowNanos + ", " + maxWindowNanos);
+            if (minWindowSamples < 0) throw new IllegalArgumentException("min window samples must be >= 0");
+            if (!(z >= 0) || !(minGain >= 0) || !(lowerTolerance >= 0) || !(minWaitShare >= 0))
+                throw new IllegalArgumentException("z, gains and shares must be >= 0");
+            if (holdWindows < 1 || maxHoldWindows < holdWindows) throw new IllegalArgumentException("need 1 <= hold <= max hold");
+        }
+    }
+
+    /** A knob and a direction. */
+    record Move(Knob knob, boolean up) {
+        Move reverse() { return new Move(knob, !up); }
+    }
+
+    /**
+     * One window's figures.
+     *
+     * @param samplesPerS         delivered samples per second over the window
+     * @param standardError       the standard error of that rate, from the per-tick rates
+     * @param waitShare           trainers' waiting time / (window × ranks)
+     * @param cpuBusyFraction     mean busy threads / threads
+     * @param fetchPinnedFraction share of ticks whose fetches in flight were at ≥ 90% of their limit
+     * @param bufferFullFraction  share of ticks with some rank's buffer full
+     * @param bufferEmptyFraction share of ticks with every rank's buffer empty
+     */
+    record Window(double samplesPerS, double standardError, double waitShare, double cpuBusyFraction, double fetchPinnedFraction,
+                  double bufferFullFraction, double bufferEmptyFraction) {}
+
+    private record Trial(Move move, int from, int to, String why) {}
+
+    private enum Phase { WARM_UP, SETTLE, MEASURE }
+
+    private final Knobs knobs;
+    private final Policy policy;
+    private final Consumer<Decision> listener;
+
+    // the tuning thread's state
+    private Observation origin, prev, windowStart;
+    private Phase phase = Phase.WARM_UP;
+    private long phaseStartNanos;
+    private final List<Double> tickRates = new ArrayList<>();
+    private double cpuBusySum;
+    private int ticks, pinnedTicks, fullTicks, emptyTicks;
+    private Window baseline;
+    private Trial trial;
+    private final Set<Move> tried = new HashSet<>();
+    private Move lastKept;
+    private int holdLeft, holdWindows;
+
+    // read from any thread
+    private final List<Decision> decisions = new ArrayList<>(); // guarded by this
+    private int decided, kept, rolledBack; // guarded by this
+    private volatile String state = "warming up";
+
+    /** A tuner of {@code knobs}; {@code listener} hears each decision as it is made (on the tuning thread). */
+    public Autotuner(Knobs knobs, Policy policy, Consumer<Decision> listener) {
+        this.knobs = java.util.Objects.requireNonNull(knobs, "knobs");
+        this.policy = java.util.Objects.requireNonNull(policy, "policy");
+        this.listener = listener == null ? d -> { } : listener;
+        this.holdWindows = policy.holdWindows();
+    }
+
+    /** One tick of the feed: the tuner measures, and at a window's end may change, keep or roll back one knob. */
+    public void observe(Observation o) {
+        if (origin == null) {
+            origin = prev = o;
+            phaseStartNanos = o.nanos();
+            return;
+        }
+        if (o.nanos() < prev.nanos()) throw new IllegalArgumentException("ticks went back in time: " + o.nanos() + " < " + prev.nanos());
+        switch (phase) {
+            case WARM_UP -> {
+                if (o.nanos() - phaseStartNanos >= policy.warmUpNanos()) startWindow(o);
+            }
+            case SETTLE -> {
+                if (o.nanos() - phaseStartNanos >= policy.settleNanos()) startWindow(o);
+            }
+            case MEASURE -> {
+                accumulate(prev, o);
+                long took = o.nanos() - windowStart.nanos();
+                long samples = o.deliveredSamples() - windowStart.deliveredSamples();
+                if (took >= policy.minWindowNanos() && (samples >= policy.minWindowSamples() || took >= policy.maxWindowNanos()))
+                    onWindow(closeWindow(o), o);
+            }
+        }
+        prev = o;
+    }
+
+    private void startWindow(Observation o) {
+        phase = Phase.MEASURE;
+        windowStart = o;
+        tickRates.clear();
+        cpuBusySum = 0;
+        ticks = pinnedTicks = fullTicks = emptyTicks = 0;
+    }
+
+    private void accumulate(Observation a, Observation b) {
+        long dt = b.nanos() - a.nanos();
+        if (dt <= 0) return;
+        tickRates.add((b.deliveredSamples() - a.deliveredSamples()) * 1e9 / dt);
+        ticks++;
+        cpuBusySum += Math.min(1.0, (double) b.cpuBusy() / Math.max(1, knobs.get(Knob.CPU_THREADS)));
+        long fetchLimit = (long) knobs.get(Knob.FETCH_CONCURRENCY) * b.ranks();
+        if (b.fetchInFlight() >= 0.9 * fetchLimit) pinnedTicks++;
+        if (b.anyBufferFull()) fullTicks++;
+        if (b.allBuffersEmpty()) emptyTicks++;
+    }
+
+    private Window closeWindow(Observation end) {
+        double seconds = (end.nanos() - windowStart.nanos()) / 1e9;
+        double rate = (end.deliveredSamples() - windowStart.deliveredSamples()) / seconds;
+        double se;
+        int n = tickRates.size();
+        if (n < 2) {
+            se = rate; // one tick says nothing about its noise
+        } else {
+            double mean = tickRates.stream().mapToDouble(Double::doubleValue).average().orElse(0), ss = 0;
+            for (double r : tickRates) ss += (r - mean) * (r - mean);
+            se = Math.sqrt(ss / (n - 1) / n);
+        }
+        double wait = Math.clamp((end.waitNanos() - windowStart.waitNanos()) / (seconds * 1e9 * end.ranks()), 0.0, 1.0);
+        int t = Math.max(1, ticks);
+        return new Window(rate, se, wait, cpuBusySum / t, (double) pinnedTicks / t, (double) fullTicks / t, (double) emptyTicks / t);
+    }
+
+    private void onWindow(Window w, Observation at) {
+        if (trial != null) {
+            judge(w, at);
+            return;
+        }
+        baseline = w;
+        if (holdLeft > 0) {
+            holdLeft--;
+            state = "holding (" + holdLeft + " windows left)";
+            startWindow(at);
+            return;
+        }
+        next(at);
+    }
+
+    /** Keeps or rolls back the trial from window {@code after}, then tries the next move. */
+    private void judge(Window after, Observation at) {
+        var t = trial;
+        trial = null;
+        var before = baseline;
+        double diff = after.samplesPerS() - before.samplesPerS();
+        double noise = policy.z() * Math.hypot(after.standardError(), before.standardError());
+        boolean keep;
+        String reading;
+        if (t.move().up()) {
+            double needed = Math.max(noise, policy.minGain() * before.samplesPerS());
+            keep = diff > needed;
+            reading = keep ? String.format(Locale.ROOT, "gain %+.1f samples/s beats the %.1f needed", diff, needed)
+                    : String.format(Locale.ROOT, "gain %+.1f samples/s within the %.1f needed: not worth the cost", diff, needed);
+        } else {
+            double allowed = policy.lowerTolerance() * before.samplesPerS();
+            keep = diff >= -allowed;
+            reading = keep ? String.format(Locale.ROOT, "change %+.1f samples/s within the %.1f allowed: kept, it frees resources", diff, allowed)
+                    : String.format(Locale.ROOT, "loss %.1f samples/s beyond the %.1f allowed", -diff, allowed);
+        }
+        if (keep) {
+            baseline = after;
+            tried.clear();
+            tried.add(t.move().reverse());
+            lastKept = t.move();
+            holdWindows = policy.holdWindows();
+        } else {
+            knobs.set(t.move().knob(), t.from());
+            tried.add(t.move());
+            lastKept = null;
+        }
+        record(new Decision(0, (at.nanos() - origin.nanos()) / 1_000_000, t.move().knob(), t.from(), t.to(), keep, before.samplesPerS(),
+                after.samplesPerS(), noise, before.waitShare(), after.waitShare(), t.why() + "; " + reading));
+        next(at);
+    }
+
+    /** Tries the next move the baseline's evidence points to; holds when there is none or nothing to win. */
+    private void next(Observation at) {
+        var b = baseline;
+        if (b.waitShare() < policy.minWaitShare()) {
+            state = String.format(Locale.ROOT, "holding: trainers wait %.0f%% of the time, nothing to win", 100 * b.waitShare());
+            startWindow(at);
+            return;
+        }
+        for (var m : order(b)) {
+            if (tried.contains(m)) continue;
+            var k = m.knob();
+            int from = knobs.get(k);
+            int to = Math.clamp(m.up() ? k.up(from) : k.down(from), knobs.min(k), knobs.max(k));
+            if (to == from) continue;
+            trial = new Trial(m, from, to, evidence(m, b));
+            knobs.set(k, to);
+            state = "trying " + k.option() + " " + from + " → " + to;
+            phase = Phase.SETTLE;
+            phaseStartNanos = at.nanos();
+            return;
+        }
+        holdLeft = holdWindows;
+        holdWindows = Math.min(policy.maxHoldWindows(), 2 * holdWindows);
+        tried.clear();
+        lastKept = null;
+        state = "holding (" + holdLeft + " windows left)";
+        startWindow(at);
+    }
+
+    /** The moves in the order the evidence points to: the last kept one first, then the limiting stage's. */
+    private List<Move> order(Window b) {
+        var order = new ArrayList<Move>(6);
+        if (lastKept != null) order.add(lastKept);
+        var cpuUp = new Move(Knob.CPU_THREADS, true);
+        var fetchUp = new Move(Knob.FETCH_CONCURRENCY, true);
+        var prefetchUp = new Move(Knob.PREFETCH_BATCHES, true);
+        var cpuDown = new Move(Knob.CPU_THREADS, false);
+        if (cpuBound(b)) order.addAll(List.of(cpuUp, fetchUp, prefetchUp, cpuDown));
+        else if (fetchBound(b)) order.addAll(List.of(fetchUp, cpuUp, prefetchUp, cpuDown));
+        else order.addAll(List.of(prefetchUp, fetchUp, cpuUp, cpuDown));
+        return order;
+    }
+
+    private static boolean cpuBound(Window b) { return b.cpuBusyFraction() >= CPU_BOUND; }
+
+    private static boolean fetchBound(Window b) { return b.fetchPinnedFraction() >= FETCH_PINNED; }
+
+    private String evidence(Move m, Window b) {
+        String figures = String.format(Locale.ROOT, "CPU busy %.0f%% of %d threads, fetches pinned %.0f%% of the time at %d per rank, "
+                        + "buffers full %.0f%% / empty %.0f%%", 100 * b.cpuBusyFraction(), knobs.get(Knob.CPU_THREADS),
+                100 * b.fetchPinnedFraction(), knobs.get(Knob.FETCH_CONCURRENCY), 100 * b.bufferFullFraction(), 100 * b.bufferEmptyFraction());
+        String kind = cpuBound(b) ? "CPU-bound" : fetchBound(b) ? "fetch-bound" : "no stage saturated";
+        if (m.equals(lastKept)) return "the last step paid (" + kind + ": " + figures + ")";
+        if (!m.up()) return "contention probe: fewer threads may be as fast (" + kind + ": " + figures + ")";
+        return kind + ": " + figures;
+    }
+
+    private void record(Decision d) {
+        Decision numbered;
+        synchronized (this) {
+            decided++;
+            if (d.kept()) kept++;
+            else rolledBack++;
+            numbered = new Decision(decided, d.atMillis(), d.knob(), d.from(), d.to(), d.kept(), d.beforeSamplesPerS(), d.afterSamplesPerS(),
+                    d.noiseSamplesPerS(), d.beforeWaitShare(), d.afterWaitShare(), d.why());
+            if (decisions.size() == DECISIONS_KEPT) decisions.remove(DECISIONS_KEPT / 2); // keep the first half and the latest
+            decisions.add(numbered);
+        }
+        listener.accept(numbered);
+    }
+
+    /** The decisions so far, in order (at most {@value #DECISIONS_KEPT}: the first ones and the latest). */
+    public synchronized List<Decision> decisions() { return List.copyOf(decisions); }
+
+    public synchronized int kept() { return kept; }
+
+    public synchronized int rolledBack() { return rolledBack; }
+
+    /** One line for the status line: the knobs now and what the tuner is doing. */
+    public String summary() {
+        int k, r;
+        synchronized (this) {
+            k = kept;
+            r = rolledBack;
+        }
+        return "autotune " + knobs.get(Knob.CPU_THREADS) + "T/" + knobs.get(Knob.FETCH_CONCURRENCY) + "F/" + knobs.get(Knob.PREFETCH_BATCHES)
+                + "P, " + k + " kept " + r + " rolled back, " + state;
+    }
+}
