@@ -3,6 +3,7 @@ package dev.stoker.node;
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.pipeline.feed.FeedTuning;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.Locale;
@@ -16,7 +17,8 @@ import java.util.function.Supplier;
  * A one-line live status on stderr for long runs, rewritten in place every second: samples/s,
  * delivered batches, buffered batches, skipped samples (errors and filtered, each with its most common
  * causes) when there are any, a packed job's imbalance and padding fraction
- * ({@code imbalance 1.02 pad 3.1%}, its recent steps), the trainers' wait ratio when known, the verdict kind, and an ETA when
+ * ({@code imbalance 1.02 pad 3.1%}, its recent steps), the trainers' wait ratio when known, the verdict kind, the autotuner's
+ * knobs and last decision ({@code --autotune on}), and an ETA when
  * the total is known. Completely quiet when the console is not a terminal or when the
  * environment variable {@code CI} is set.
  *
@@ -47,13 +49,33 @@ public final class StatusLine implements AutoCloseable {
      * @param causes           the skipped samples by cause, the most common first ({@link FeedErrors#counts()})
      * @param sources          per source of a mix, its share of what was delivered
      * @param pack             a packed job's recent imbalance and padding fraction; null when the job is not packed
+     * @param autotune         the autotuner's knobs and last decision ({@link FeedTuning#summary()}); null when it is off
      */
     public record Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
                   String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
-                  List<FeedMetrics.Source> sources, Packing pack) {
+                  List<FeedMetrics.Source> sources, Packing pack, String autotune) {
         public Sample {
             causes = List.copyOf(causes);
             sources = List.copyOf(sources);
+        }
+
+        /** A sample without the autotuner's figures. */
+        public Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
+                      String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
+                      List<FeedMetrics.Source> sources, Packing pack) {
+            this(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples, filteredSamples,
+                    causes, sources, pack, null);
+        }
+
+        /** This sample with the autotuner's text (null: off). */
+        public Sample withAutotune(String text) {
+            return new Sample(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples,
+                    filteredSamples, causes, sources, pack, text);
+        }
+
+        /** This sample with {@code feeder}'s autotuner's text, when it has one. */
+        public Sample withAutotune(dev.stoker.pipeline.feed.Feeder feeder) {
+            return withAutotune(feeder.autotune().map(FeedTuning::summary).orElse(null));
         }
 
         /** A sample of an unpacked feed. */
@@ -83,7 +105,7 @@ public final class StatusLine implements AutoCloseable {
          */
         public static Sample of(RankLedger ledger) {
             return of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.localRanks().count() : -1,
-                    ledger.timings().recentWaitRatio());
+                    ledger.timings().recentWaitRatio()).withAutotune(ledger.feeder());
         }
 
         /** The figures of a feed's counters {@code m} now, with the trainers' wait ratio as they reported it (empty: unknown). */
@@ -133,6 +155,7 @@ public final class StatusLine implements AutoCloseable {
             sb.append(String.format(Locale.ROOT, " | imbalance %.2f pad %.1f%%", now.pack().imbalance(), 100 * now.pack().paddingFraction()));
         now.waitRatio().ifPresent(w -> sb.append(" | wait ").append(String.format(Locale.ROOT, "%.0f%%", 100 * w)));
         if (now.verdict() != null && !now.verdict().isEmpty()) sb.append(" | ").append(now.verdict());
+        if (now.autotune() != null) sb.append(" | ").append(now.autotune());
         if (now.totalBatches() >= 0) {
             long left = Math.max(0, now.totalBatches() - now.deliveredBatches());
             sb.append(" | ETA ");

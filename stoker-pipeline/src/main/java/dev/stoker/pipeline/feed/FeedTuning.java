@@ -106,8 +106,13 @@ public final class FeedTuning implements AutoCloseable {
 
     public int rolledBack() { return tuner.rolledBack(); }
 
-    /** One line for the status line. */
-    public String summary() { return tuner.summary(); }
+    /** One line for the status line: the knobs now, the decisions so far, what the tuner is doing and its last decision. */
+    public String summary() {
+        var all = decisions();
+        if (all.isEmpty()) return tuner.summary();
+        var d = all.getLast();
+        return tuner.summary() + "; last " + d.knob().option() + " " + d.from() + "→" + d.to() + " " + d.outcome();
+    }
 
     /** The {@code autotune} object of {@code docs/run-data.md}: the knobs at the start and now, and every decision. */
     public Map<String, Object> toJson() {
