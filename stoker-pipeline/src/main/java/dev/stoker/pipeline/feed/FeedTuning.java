@@ -50,7 +50,15 @@ public final class FeedTuning implements AutoCloseable {
         this.gates = List.copyOf(gates);
         this.buffers = List.copyOf(buffers);
         for (var k : Knob.values()) start.put(k, knobs.get(k));
-        this.tuner = new Autotuner(knobs, Autotuner.Policy.DEFAULT, FeedTuning::log);
+        this.tuner = new Autotuner(knobs, policy(config), FeedTuning::log);
+    }
+
+    /**
+     * {@link Autotuner.Policy#DEFAULT} with blocks of at least four steps of this feed's ranks' batches (a packed job's vary:
+     * time alone), so that a block's rate is not mostly the rounding of whole batches.
+     */
+    static Autotuner.Policy policy(FeedConfig config) {
+        return Autotuner.Policy.DEFAULT.withBlockSamples(config.packed() ? 0 : 4L * config.batchSize() * config.localRanks().count());
     }
 
     /** Starts ticking the tuner on a daemon thread every {@link #TICK_MILLIS} ms. */

@@ -19,11 +19,14 @@ import java.util.function.Consumer;
  * {@value #FETCH_PINNED} of the time is fetch-bound), and tries the move that evidence points to first: +1 thread, ×2
  * fetches, ×2 prefetch batches, or −1 thread (contention: FFmpeg's process-wide open lock, SPDL's demux curve, or
  * simply more threads than cores with other work beside). It waits a settling time, measures the window after, and
- * compares:
+ * compares (noise: {@link Policy#z} standard errors of the two windows' rates, each from the rates of its blocks of
+ * {@link Policy#blockNanos}); the window after ends as soon as the difference is beyond noise, or at
+ * {@link Policy#maxWindowNanos}:
  * <ul>
- *   <li>a raise is kept only when samples/s rose by more than the noise ({@link Policy#z} standard errors of the two
- *       windows' per-tick rates) and more than {@link Policy#minGain}: a raise that buys nothing costs memory and cores;</li>
- *   <li>a lowering is kept unless samples/s fell by more than {@link Policy#lowerTolerance}: it frees cores and memory;</li>
+ *   <li>a raise is kept only when samples/s rose by more than the noise and more than {@link Policy#minGain}: a raise
+ *       that buys nothing costs memory and cores;</li>
+ *   <li>a lowering is kept unless samples/s fell by more than {@link Policy#lowerTolerance} (or, before the window's
+ *       end, beyond noise): it frees cores and memory;</li>
  *   <li>a rolled-back move is not tried again until a kept change or a hold's end; a kept move is tried again first
  *       (momentum), its reverse not at all until then.</li>
  * </ul>
@@ -52,8 +55,12 @@ public final class Autotuner {
      * @param warmUpNanos      no change before this long after the first tick (the JIT, the first batches)
      * @param settleNanos      after a change, how long before the window after starts (the pipeline refills)
      * @param minWindowNanos   a window lasts at least this long
-     * @param maxWindowNanos   … and at most this long, even when fewer than {@code minWindowSamples} were delivered
-     * @param minWindowSamples a window holds at least this many delivered samples (or lasts {@code maxWindowNanos})
+     * @param maxWindowNanos   … and at most this long: a baseline ends earlier once its rate is known to
+     *                         {@code targetError}, a trial once its difference from the baseline is beyond noise
+     * @param blockNanos       the rate's noise is measured over blocks of at least this long (batch means: a tick
+     *                         delivers whole batches, so per-tick rates overstate it)
+     * @param blockSamples     … holding at least this many delivered samples (a few steps' worth: {@link #withBlockSamples})
+     * @param targetError      the relative standard error at which a baseline window may end
      * @param z                standard errors a raise's gain must exceed
      * @param minGain          and the least relative gain that keeps a raise
      * @param lowerTolerance   the most relative loss that still keeps a lowering
@@ -61,17 +68,29 @@ public final class Autotuner {
      * @param holdWindows      windows held after a round of probes that kept nothing
      * @param maxHoldWindows   the most the hold grows to (it doubles per fruitless round)
      */
-    public record Policy(long warmUpNanos, long settleNanos, long minWindowNanos, long maxWindowNanos, long minWindowSamples, double z,
-                         double minGain, double lowerTolerance, double minWaitShare, int holdWindows, int maxHoldWindows) {
-        /** 3 s warm-up, 0.5 s settling, windows of 3–12 s and 48 samples, 2 standard errors and 3%, hold 8 → 128 windows. */
-        public static final Policy DEFAULT = new Policy(TimeUnit.SECONDS.toNanos(3), TimeUnit.MILLISECONDS.toNanos(500),
-                TimeUnit.SECONDS.toNanos(3), TimeUnit.SECONDS.toNanos(12), 48, 2.0, 0.03, 0.03, 0.05, 8, 128);
+    public record Policy(long warmUpNanos, long settleNanos, long minWindowNanos, long maxWindowNanos, long blockNanos, long blockSamples,
+                         double targetError, double z, double minGain, double lowerTolerance, double minWaitShare, int holdWindows,
+                         int maxHoldWindows) {
+        /**
+         * 3 s warm-up, 1 s settling, windows of 4–12 s in blocks of 1 s, a baseline known to 5%, 2 standard errors and 3%
+         * for a raise, 3% for a lowering (or a run of lowerings, against the rate before the first), hold 8 → 128 windows.
+         */
+        public static final Policy DEFAULT = new Policy(TimeUnit.SECONDS.toNanos(3), TimeUnit.SECONDS.toNanos(1),
+                TimeUnit.SECONDS.toNanos(4), TimeUnit.SECONDS.toNanos(12), TimeUnit.SECONDS.toNanos(1), 0, 0.05, 2.0, 0.03, 0.03, 0.05, 8,
+                128);
+
+        /** With blocks of at least {@code samples} delivered samples (a feed's: a few steps of all its ranks' batches). */
+        public Policy withBlockSamples(long samples) {
+            return new Policy(warmUpNanos, settleNanos, minWindowNanos, maxWindowNanos, blockNanos, samples, targetError, z, minGain,
+                    lowerTolerance, minWaitShare, holdWindows, maxHoldWindows);
+        }
 
         public Policy {
             if (warmUpNanos < 0 || settleNanos < 0) throw new IllegalArgumentException("warm-up and settling must be >= 0");
             if (minWindowNanos <= 0 || maxWindowNanos < minWindowNanos)
                 throw new IllegalArgumentException("windows need 0 < min <= max, got " + minWindowNanos + ", " + maxWindowNanos);
-            if (minWindowSamples < 0) throw new IllegalArgumentException("min window samples must be >= 0");
+            if (blockNanos <= 0 || blockSamples < 0 || !(targetError >= 0))
+                throw new IllegalArgumentException("blocks must be positive, their samples and the target error >= 0");
             if (!(z >= 0) || !(minGain >= 0) || !(lowerTolerance >= 0) || !(minWaitShare >= 0))
                 throw new IllegalArgumentException("z, gains and shares must be >= 0");
             if (holdWindows < 1 || maxHoldWindows < holdWindows) throw new IllegalArgumentException("need 1 <= hold <= max hold");
@@ -106,16 +125,18 @@ public final class Autotuner {
     private final Consumer<Decision> listener;
 
     // the tuning thread's state
-    private Observation origin, prev, windowStart;
+    private Observation origin, prev, windowStart, blockStart;
     private Phase phase = Phase.WARM_UP;
     private long phaseStartNanos;
-    private final List<Double> tickRates = new ArrayList<>();
+    private final List<Double> blockRates = new ArrayList<>();
     private double cpuBusySum;
     private int ticks, pinnedTicks, fullTicks, emptyTicks;
     private Window baseline;
     private Trial trial;
     private final Set<Move> tried = new HashSet<>();
     private Move lastKept;
+    /** The rate before the first of a run of kept lowerings: the run as a whole may not lose more than the tolerance. */
+    private double lowerReference;
     private int holdLeft, holdWindows;
 
     // read from any thread
@@ -147,11 +168,14 @@ public final class Autotuner {
                 if (o.nanos() - phaseStartNanos >= policy.settleNanos()) startWindow(o);
             }
             case MEASURE -> {
-                accumulate(prev, o);
+                accumulate(o);
                 long took = o.nanos() - windowStart.nanos();
-                long samples = o.deliveredSamples() - windowStart.deliveredSamples();
-                if (took >= policy.minWindowNanos() && (samples >= policy.minWindowSamples() || took >= policy.maxWindowNanos()))
-                    onWindow(closeWindow(o), o);
+                if (took >= policy.minWindowNanos()) {
+                    var w = window(o);
+                    boolean last = took >= policy.maxWindowNanos();
+                    if (trial != null) judge(w, o, last);
+                    else if (last || w.standardError() <= policy.targetError() * w.samplesPerS()) onWindow(w, o);
+                }
             }
         }
         prev = o;
@@ -159,16 +183,19 @@ public final class Autotuner {
 
     private void startWindow(Observation o) {
         phase = Phase.MEASURE;
-        windowStart = o;
-        tickRates.clear();
+        windowStart = blockStart = o;
+        blockRates.clear();
         cpuBusySum = 0;
         ticks = pinnedTicks = fullTicks = emptyTicks = 0;
     }
 
-    private void accumulate(Observation a, Observation b) {
-        long dt = b.nanos() - a.nanos();
-        if (dt <= 0) return;
-        tickRates.add((b.deliveredSamples() - a.deliveredSamples()) * 1e9 / dt);
+    private void accumulate(Observation b) {
+        if (b.nanos() - prev.nanos() <= 0) return;
+        long block = b.nanos() - blockStart.nanos();
+        if (block >= policy.blockNanos() && b.deliveredSamples() - blockStart.deliveredSamples() >= policy.blockSamples()) {
+            blockRates.add((b.deliveredSamples() - blockStart.deliveredSamples()) * 1e9 / block);
+            blockStart = b;
+        }
         ticks++;
         cpuBusySum += Math.min(1.0, (double) b.cpuBusy() / Math.max(1, knobs.get(Knob.CPU_THREADS)));
         long fetchLimit = (long) knobs.get(Knob.FETCH_CONCURRENCY) * b.ranks();
@@ -177,16 +204,17 @@ public final class Autotuner {
         if (b.allBuffersEmpty()) emptyTicks++;
     }
 
-    private Window closeWindow(Observation end) {
+    /** The window from its start to {@code end}: its rate, and that rate's standard error from the blocks' rates. */
+    private Window window(Observation end) {
         double seconds = (end.nanos() - windowStart.nanos()) / 1e9;
         double rate = (end.deliveredSamples() - windowStart.deliveredSamples()) / seconds;
         double se;
-        int n = tickRates.size();
+        int n = blockRates.size();
         if (n < 2) {
-            se = rate; // one tick says nothing about its noise
+            se = Math.max(rate, 1); // one block says nothing about its noise
         } else {
-            double mean = tickRates.stream().mapToDouble(Double::doubleValue).average().orElse(0), ss = 0;
-            for (double r : tickRates) ss += (r - mean) * (r - mean);
+            double mean = blockRates.stream().mapToDouble(Double::doubleValue).average().orElse(0), ss = 0;
+            for (double r : blockRates) ss += (r - mean) * (r - mean);
             se = Math.sqrt(ss / (n - 1) / n);
         }
         double wait = Math.clamp((end.waitNanos() - windowStart.waitNanos()) / (seconds * 1e9 * end.ranks()), 0.0, 1.0);
@@ -195,10 +223,6 @@ public final class Autotuner {
     }
 
     private void onWindow(Window w, Observation at) {
-        if (trial != null) {
-            judge(w, at);
-            return;
-        }
         baseline = w;
         if (holdLeft > 0) {
             holdLeft--;
@@ -209,10 +233,13 @@ public final class Autotuner {
         next(at);
     }
 
-    /** Keeps or rolls back the trial from window {@code after}, then tries the next move. */
-    private void judge(Window after, Observation at) {
+    /**
+     * Reads the trial's window {@code after} so far: decides as soon as the difference from the baseline is beyond noise
+     * (kept, or rolled back), else goes on measuring until the window's {@code last} tick, when a raise within noise is
+     * rolled back (it bought nothing) and a lowering within {@link Policy#lowerTolerance} kept (it frees resources).
+     */
+    private void judge(Window after, Observation at, boolean last) {
         var t = trial;
-        trial = null;
         var before = baseline;
         double diff = after.samplesPerS() - before.samplesPerS();
         double noise = policy.z() * Math.hypot(after.standardError(), before.standardError());
@@ -220,21 +247,40 @@ public final class Autotuner {
         String reading;
         if (t.move().up()) {
             double needed = Math.max(noise, policy.minGain() * before.samplesPerS());
-            keep = diff > needed;
-            reading = keep ? String.format(Locale.ROOT, "gain %+.1f samples/s beats the %.1f needed", diff, needed)
-                    : String.format(Locale.ROOT, "gain %+.1f samples/s within the %.1f needed: not worth the cost", diff, needed);
+            if (diff > needed) {
+                keep = true;
+                reading = String.format(Locale.ROOT, "gain %+.1f samples/s beats the %.1f needed", diff, needed);
+            } else if (diff < -needed || last) {
+                keep = false;
+                reading = diff < -needed ? String.format(Locale.ROOT, "loss %.1f samples/s beyond noise %.1f", -diff, needed)
+                        : String.format(Locale.ROOT, "gain %+.1f samples/s within the %.1f needed: not worth the cost", diff, needed);
+            } else {
+                return; // not yet clear: measure on
+            }
         } else {
-            double allowed = policy.lowerTolerance() * before.samplesPerS();
-            keep = diff >= -allowed;
-            reading = keep ? String.format(Locale.ROOT, "change %+.1f samples/s within the %.1f allowed: kept, it frees resources", diff, allowed)
-                    : String.format(Locale.ROOT, "loss %.1f samples/s beyond the %.1f allowed", -diff, allowed);
+            // against the rate before a run of lowerings began, so that small losses do not add up step by step
+            double reference = t.move().equals(lastKept) ? Math.max(before.samplesPerS(), lowerReference) : before.samplesPerS();
+            double allowed = policy.lowerTolerance() * reference;
+            diff = after.samplesPerS() - reference;
+            if (diff < -Math.max(noise, allowed) || last && diff < -allowed) {
+                keep = false;
+                reading = String.format(Locale.ROOT, "loss %.1f samples/s beyond the %.1f allowed", -diff, Math.max(noise, allowed));
+            } else if (last || diff > noise) {
+                keep = true;
+                reading = String.format(Locale.ROOT, "change %+.1f samples/s within the %.1f allowed: kept, it frees resources", diff, allowed);
+            } else {
+                return;
+            }
         }
+        trial = null;
         if (keep) {
+            if (!t.move().up() && !t.move().equals(lastKept)) lowerReference = before.samplesPerS();
             baseline = after;
             tried.clear();
             tried.add(t.move().reverse());
             lastKept = t.move();
-            holdWindows = policy.holdWindows();
+            // a change that paid means the feed moved: probes pay again soon; a lowering kept for its savings alone does not
+            if (diff > noise) holdWindows = policy.holdWindows();
         } else {
             knobs.set(t.move().knob(), t.from());
             tried.add(t.move());
@@ -282,9 +328,11 @@ public final class Autotuner {
         var fetchUp = new Move(Knob.FETCH_CONCURRENCY, true);
         var prefetchUp = new Move(Knob.PREFETCH_BATCHES, true);
         var cpuDown = new Move(Knob.CPU_THREADS, false);
-        if (cpuBound(b)) order.addAll(List.of(cpuUp, fetchUp, prefetchUp, cpuDown));
+        var fetchDown = new Move(Knob.FETCH_CONCURRENCY, false);
+        // the lowerings last: contention probes (threads), and fetches that the fetch stage does not use up
+        if (cpuBound(b)) order.addAll(List.of(cpuUp, fetchUp, prefetchUp, cpuDown, fetchDown));
         else if (fetchBound(b)) order.addAll(List.of(fetchUp, cpuUp, prefetchUp, cpuDown));
-        else order.addAll(List.of(prefetchUp, fetchUp, cpuUp, cpuDown));
+        else order.addAll(List.of(prefetchUp, fetchUp, cpuUp, cpuDown, fetchDown));
         return order;
     }
 
@@ -298,7 +346,8 @@ public final class Autotuner {
                 100 * b.fetchPinnedFraction(), knobs.get(Knob.FETCH_CONCURRENCY), 100 * b.bufferFullFraction(), 100 * b.bufferEmptyFraction());
         String kind = cpuBound(b) ? "CPU-bound" : fetchBound(b) ? "fetch-bound" : "no stage saturated";
         if (m.equals(lastKept)) return "the last step paid (" + kind + ": " + figures + ")";
-        if (!m.up()) return "contention probe: fewer threads may be as fast (" + kind + ": " + figures + ")";
+        if (!m.up()) return "contention probe: fewer " + (m.knob() == Knob.CPU_THREADS ? "threads" : "fetches") + " may be as fast ("
+                + kind + ": " + figures + ")";
         return kind + ": " + figures;
     }
 

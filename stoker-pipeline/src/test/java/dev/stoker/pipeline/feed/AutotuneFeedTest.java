@@ -33,7 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
 class AutotuneFeedTest {
     private static final int STEPS = 12, RANKS = 2, BATCH = 2;
     /** Decides at every tick: windows of one tick, no warm-up, no settling; equal rates keep a lowering, roll back a raise. */
-    private static final Autotuner.Policy EVERY_TICK = new Autotuner.Policy(0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1);
+    private static final Autotuner.Policy EVERY_TICK = new Autotuner.Policy(0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1);
 
     @TempDir Path tmp;
     @TempDir Path shm;

@@ -21,6 +21,8 @@ import org.junit.jupiter.api.Timeout;
 class AutotunerTest {
     private static final long TICK_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
     private static final int RANKS = 2, BATCH = 8;
+    /** The feed's policy: blocks of four steps of both ranks' batches (FeedTuning's). */
+    private static final Autotuner.Policy POLICY = Autotuner.Policy.DEFAULT.withBlockSamples(4L * RANKS * BATCH);
 
     /** A pipeline model: its samples/s at the knobs, and the CPU and fetch load that implies. */
     static final class SimPipeline implements Knobs {
@@ -105,7 +107,7 @@ class AutotunerTest {
     void wrongKnobsAreRaisedToTheMachinesBest() {
         // 4 cores at 30 samples/s each: 120; fetch 50 ms: 40 samples/s per concurrent fetch over 2 ranks; trainers take 1000
         var sim = new SimPipeline(1, 1, 1, 4, perThread(30, 4), 0.05, 1000, 7, 0.05);
-        var tuner = new Autotuner(sim, Autotuner.Policy.DEFAULT, null);
+        var tuner = new Autotuner(sim, POLICY, null);
         double steady = sim.run(tuner, 600, 120);
         assertEquals(4, sim.get(Knob.CPU_THREADS), tuner.decisions().toString());
         assertTrue(sim.fetchCapacity() >= 120, "fetch concurrency " + sim.get(Knob.FETCH_CONCURRENCY) + ": " + tuner.decisions());
@@ -123,7 +125,7 @@ class AutotunerTest {
         // contention: 30 samples/s per thread up to 3, then each thread more costs 12 (a process-wide lock, oversubscription)
         ToDoubleFunction<SimPipeline> contended = p -> p.threads() <= 3 ? 30.0 * p.threads() : 90 - 12.0 * (p.threads() - 3);
         var sim = new SimPipeline(7, 64, 4, 8, contended, 0.05, 1000, 11, 0.05);
-        var tuner = new Autotuner(sim, Autotuner.Policy.DEFAULT, null);
+        var tuner = new Autotuner(sim, POLICY, null);
         double steady = sim.run(tuner, 600, 150);
         assertEquals(3, sim.get(Knob.CPU_THREADS), tuner.decisions().toString());
         assertTrue(tuner.decisions().stream().anyMatch(d -> d.knob() == Knob.CPU_THREADS && d.to() < d.from() && d.kept()),
@@ -135,11 +137,12 @@ class AutotunerTest {
     void aRaiseThatDoesNotPayIsRolledBack() {
         // CPU-bound at its ceiling of 2 threads: more fetches or prefetch buy nothing and must go back
         var sim = new SimPipeline(2, 64, 4, 2, perThread(30, 2), 0.05, 1000, 3, 0.05);
-        var tuner = new Autotuner(sim, Autotuner.Policy.DEFAULT, null);
+        var tuner = new Autotuner(sim, POLICY, null);
         sim.run(tuner, 120, 0);
-        assertEquals(2, sim.get(Knob.CPU_THREADS));
-        assertEquals(64, sim.get(Knob.FETCH_CONCURRENCY), tuner.decisions().toString());
-        assertEquals(4, sim.get(Knob.PREFETCH_BATCHES), tuner.decisions().toString());
+        assertTrue(tuner.decisions().size() >= 3, tuner.decisions().toString());
+        assertTrue(tuner.decisions().subList(0, 3).stream().noneMatch(d -> d.kept()), tuner.decisions().toString());
+        // fetches the CPU-bound feed does not use may be given back (64 → 32 → … costs nothing), never below what it needs
+        assertTrue(sim.fetchCapacity() >= 60, tuner.decisions().toString());
         var fetch = tuner.decisions().stream().filter(d -> d.knob() == Knob.FETCH_CONCURRENCY).findFirst().orElseThrow();
         assertEquals(64, fetch.from());
         assertEquals(128, fetch.to());
@@ -155,26 +158,26 @@ class AutotunerTest {
     void aTunedFeedIsNotThrashed() {
         // the defaults are already best: over 20 minutes the probes cost at most a few percent, and become rare
         var sim = new SimPipeline(2, 64, 4, 2, perThread(30, 2), 0.05, 1000, 5, 0.08);
-        var tuner = new Autotuner(sim, Autotuner.Policy.DEFAULT, null);
+        var tuner = new Autotuner(sim, POLICY, null);
         double mean = sim.run(tuner, 1200, 0);
-        assertTrue(mean >= 0.97 * 60, "mean " + mean + " of 60: " + tuner.decisions());
-        assertEquals(0, tuner.kept(), tuner.decisions().toString());
+        assertTrue(mean >= 0.95 * 60, "the issue's budget, 5%: mean " + mean + " of 60: " + tuner.decisions());
         long late = tuner.decisions().stream().filter(d -> d.atMillis() > 600_000).count();
         long early = tuner.decisions().stream().filter(d -> d.atMillis() <= 600_000).count();
-        assertTrue(late <= early, "probes grow rarer: " + early + " then " + late);
-        assertEquals(2, sim.get(Knob.CPU_THREADS));
-        assertEquals(64, sim.get(Knob.FETCH_CONCURRENCY));
+        assertTrue(late < early, "probes grow rarer: " + early + " then " + late);
+        // the tuner may give back fetches the feed does not use (64 → 2 costs nothing here), never the rate
+        assertEquals(2, sim.get(Knob.CPU_THREADS), tuner.decisions().toString());
+        assertTrue(sim.rate() >= 60, tuner.decisions().toString());
     }
 
     @Test
     void nothingChangesBeforeTheWarmUpNorWhileTrainersDoNotWait() {
         var sim = new SimPipeline(1, 1, 1, 4, perThread(30, 4), 0.05, 1000, 1, 0.0);
-        var tuner = new Autotuner(sim, Autotuner.Policy.DEFAULT, null);
+        var tuner = new Autotuner(sim, POLICY, null);
         sim.run(tuner, 2.5, 0); // less than the 3 s warm-up
         assertEquals(0, sim.sets);
         // trainers slower than the pipeline's worst (10 samples/s against 30): they never wait, there is nothing to win
         var slow = new SimPipeline(1, 1, 1, 4, perThread(30, 4), 0.05, 10, 1, 0.05);
-        var idle = new Autotuner(slow, Autotuner.Policy.DEFAULT, null);
+        var idle = new Autotuner(slow, POLICY, null);
         slow.run(idle, 300, 0);
         assertEquals(0, slow.sets);
         assertTrue(idle.summary().contains("nothing to win"), idle.summary());
@@ -183,10 +186,10 @@ class AutotunerTest {
     @Test
     void windowsAndTicksAreChecked() {
         var sim = new SimPipeline(1, 1, 1, 4, perThread(30, 4), 0.05, 1000, 1, 0.0);
-        var tuner = new Autotuner(sim, Autotuner.Policy.DEFAULT, null);
+        var tuner = new Autotuner(sim, POLICY, null);
         tuner.observe(new Observation(10, 0, 0, 2, 0, 0, false, true));
         assertThrows(IllegalArgumentException.class, () -> tuner.observe(new Observation(5, 0, 0, 2, 0, 0, false, true)));
-        assertThrows(IllegalArgumentException.class, () -> new Autotuner.Policy(0, 0, 10, 5, 0, 2, 0, 0, 0, 1, 1));
+        assertThrows(IllegalArgumentException.class, () -> new Autotuner.Policy(0, 0, 10, 5, 1, 0, 0, 2, 0, 0, 0, 1, 1));
         assertThrows(IllegalArgumentException.class, () -> new Observation(0, 0, 0, 0, 0, 0, false, false));
     }
 }
