@@ -61,7 +61,7 @@ public final class Autotuner {
      *                         delivers whole batches, so per-tick rates overstate it)
      * @param blockSamples     … holding at least this many delivered samples (a few steps' worth: {@link #withBlockSamples})
      * @param targetError      the relative standard error at which a baseline window may end
-     * @param z                standard errors a raise's gain must exceed
+     * @param z                standard errors a raise's gain must exceed (for windows of many blocks; fewer blocks ask more)
      * @param minGain          and the least relative gain that keeps a raise
      * @param lowerTolerance   the most relative loss that still keeps a lowering
      * @param minWaitShare     below this share of the trainers' time spent waiting, the tuner changes nothing
@@ -72,10 +72,10 @@ public final class Autotuner {
                          double targetError, double z, double minGain, double lowerTolerance, double minWaitShare, int holdWindows,
                          int maxHoldWindows) {
         /**
-         * 3 s warm-up, 1 s settling, windows of 4–12 s in blocks of 1 s, a baseline known to 5%, 2 standard errors and 3%
+         * 5 s warm-up, 1 s settling, windows of 4–12 s in blocks of 1 s, a baseline known to 5%, 2 standard errors and 3%
          * for a raise, 3% for a lowering (or a run of lowerings, against the rate before the first), hold 8 → 128 windows.
          */
-        public static final Policy DEFAULT = new Policy(TimeUnit.SECONDS.toNanos(3), TimeUnit.SECONDS.toNanos(1),
+        public static final Policy DEFAULT = new Policy(TimeUnit.SECONDS.toNanos(5), TimeUnit.SECONDS.toNanos(1),
                 TimeUnit.SECONDS.toNanos(4), TimeUnit.SECONDS.toNanos(12), TimeUnit.SECONDS.toNanos(1), 0, 0.05, 2.0, 0.03, 0.03, 0.05, 8,
                 128);
 
@@ -113,8 +113,23 @@ public final class Autotuner {
      * @param bufferFullFraction  share of ticks with some rank's buffer full
      * @param bufferEmptyFraction share of ticks with every rank's buffer empty
      */
-    record Window(double samplesPerS, double standardError, double waitShare, double cpuBusyFraction, double fetchPinnedFraction,
+    record Window(double samplesPerS, double standardError, int blocks, double waitShare, double cpuBusyFraction, double fetchPinnedFraction,
                   double bufferFullFraction, double bufferEmptyFraction) {}
+
+    /**
+     * Student's t two-sided 95% critical values for 1–30 degrees of freedom (any statistics table; 1.96 beyond): a window
+     * holds a handful of blocks, and a noise estimated from so few is itself uncertain, so {@link Policy#z} is scaled by
+     * t(df) / 1.96, df the two windows' blocks less two.
+     */
+    private static final double[] T95 = {12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13,
+            2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04};
+
+    /** {@link Policy#z} for a comparison of windows of {@code blocksA} and {@code blocksB} blocks. */
+    private double z(int blocksA, int blocksB) {
+        int df = blocksA + blocksB - 2;
+        double t = df < 1 ? T95[0] : df <= T95.length ? T95[df - 1] : 1.96;
+        return policy.z() * t / 1.96;
+    }
 
     private record Trial(Move move, int from, int to, String why) {}
 
@@ -219,7 +234,7 @@ public final class Autotuner {
         }
         double wait = Math.clamp((end.waitNanos() - windowStart.waitNanos()) / (seconds * 1e9 * end.ranks()), 0.0, 1.0);
         int t = Math.max(1, ticks);
-        return new Window(rate, se, wait, cpuBusySum / t, (double) pinnedTicks / t, (double) fullTicks / t, (double) emptyTicks / t);
+        return new Window(rate, se, n, wait, cpuBusySum / t, (double) pinnedTicks / t, (double) fullTicks / t, (double) emptyTicks / t);
     }
 
     private void onWindow(Window w, Observation at) {
@@ -242,7 +257,7 @@ public final class Autotuner {
         var t = trial;
         var before = baseline;
         double diff = after.samplesPerS() - before.samplesPerS();
-        double noise = policy.z() * Math.hypot(after.standardError(), before.standardError());
+        double noise = z(after.blocks(), before.blocks()) * Math.hypot(after.standardError(), before.standardError());
         boolean keep;
         String reading;
         if (t.move().up()) {

@@ -173,7 +173,7 @@ class AutotunerTest {
     void nothingChangesBeforeTheWarmUpNorWhileTrainersDoNotWait() {
         var sim = new SimPipeline(1, 1, 1, 4, perThread(30, 4), 0.05, 1000, 1, 0.0);
         var tuner = new Autotuner(sim, POLICY, null);
-        sim.run(tuner, 2.5, 0); // less than the 3 s warm-up
+        sim.run(tuner, 4.5, 0); // less than the 5 s warm-up
         assertEquals(0, sim.sets);
         // trainers slower than the pipeline's worst (10 samples/s against 30): they never wait, there is nothing to win
         var slow = new SimPipeline(1, 1, 1, 4, perThread(30, 4), 0.05, 10, 1, 0.05);
