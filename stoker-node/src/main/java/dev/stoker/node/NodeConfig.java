@@ -298,7 +298,7 @@ public final class NodeConfig extends NodeSettings {
     /** How objects are fetched, from the DATA settings. */
     public SourceConfig sourceConfig() {
         var b = SourceConfig.builder().region(get(S3_REGION)).pathStyle(get(S3_PATH_STYLE)).fetchLatencyMillis(get(FETCH_LATENCY_MS))
-                .maxInFlight(get(FETCH_CONCURRENCY)).localReadTimeoutMillis(get(LOCAL_READ_TIMEOUT_MS))
+                .maxInFlight(maxFetchesInFlight()).localReadTimeoutMillis(get(LOCAL_READ_TIMEOUT_MS))
                 .refsOutsideRoot(get(ALLOW_REFS_OUTSIDE_ROOT));
         if (get(S3_ENDPOINT) != null) b.endpointOverride(get(S3_ENDPOINT));
         try {
@@ -313,7 +313,13 @@ public final class NodeConfig extends NodeSettings {
         return FeedConfig.of(mode, encodeOptions(), ranks(), batch()).withSeed(seed()).withCpuThreads(threads())
                 .withFetchConcurrency(get(FETCH_CONCURRENCY)).withPrefetch(get(PREFETCH_BATCHES), get(PREFETCH_BYTES))
                 .withWarmUp(get(WARM_UP_MS)).withErrorPolicy(get(ON_ERROR), get(MAX_ERROR_RATE)).withErrorsFile(get(ERRORS_FILE))
-                .withLocalRanks(localRanks()).withPacking(packing());
+                .withLocalRanks(localRanks()).withPacking(packing()).withAutotune(get(AUTOTUNE));
+    }
+
+    /** The source's bound on fetches in flight: the fetch concurrency, or the autotuner's ceiling for it when it is on. */
+    private int maxFetchesInFlight() {
+        int given = get(FETCH_CONCURRENCY);
+        return get(AUTOTUNE) ? Math.min(SourceConfig.MAX_IN_FLIGHT_LIMIT, Math.max(given, FeedConfig.FETCH_CONCURRENCY_TUNED_MAX)) : given;
     }
 
     /** Whether steps are packed ({@code --pack-tokens N}, N > 0). */

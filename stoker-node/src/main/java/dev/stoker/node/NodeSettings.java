@@ -269,6 +269,11 @@ public abstract sealed class NodeSettings permits NodeConfig {
             String::valueOf, FeedConfig.PREFETCH_BATCHES_DEFAULT, null, "Prefetch buffer per rank, in batches.");
     public static final ConfigKey<Long> PREFETCH_BYTES = key("prefetch-bytes", DATA, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf,
             FeedConfig.PREFETCH_BYTES_DEFAULT, null, "Prefetch buffer per rank, in bytes; suffixes K, M, G allowed.");
+    public static final ConfigKey<Boolean> AUTOTUNE = key("autotune", DATA, "on|off", TEXT, ConfigKey.flag(), on -> on ? "on" : "off",
+            FeedConfig.AUTOTUNE_DEFAULT, null, "Tune --threads, --fetch-concurrency and --prefetch-batches while the feed runs, from what "
+                    + "it measures: one knob at a time, each change kept only when the next window delivers more samples/s (or, a "
+                    + "lowering, no fewer), else rolled back; within the cores and the prefetch and store budgets. The values given "
+                    + "are where it starts; off, they are pinned.");
     public static final ConfigKey<Long> WARM_UP_MS = key("warm-up-ms", DATA, "MS", NUMBER, ConfigKey.longInt(0, 600_000), String::valueOf,
             FeedConfig.WARM_UP_MILLIS_DEFAULT, null, "Before the feed opens, each CPU thread encodes a made-up sample for this long, so "
                     + "that the JIT compiles the hot path before a trainer waits on it; 0 turns it off.");

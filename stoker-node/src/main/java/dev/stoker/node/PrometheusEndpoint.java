@@ -37,6 +37,10 @@ import java.util.function.ToDoubleFunction;
  * {@code stoker_pack_padding_fraction} (1 − real tokens / (R·N)) and {@code stoker_pack_step_cost{rank}} (the predicted
  * cost of each rank's pack, every rank of the world: the plan is shared), and the counters
  * {@code stoker_pack_steps_total} and {@code stoker_pack_samples_total}; an unpacked job has none of these series.
+ * A job with {@code --autotune on} gets, per knob ({@code threads}, {@code fetch-concurrency}, {@code prefetch-batches}),
+ * {@code stoker_autotune_knob{knob}}, {@code stoker_autotune_decisions_total{knob, outcome}} and its last decision's figures
+ * ({@code stoker_autotune_last_from}, {@code _to}, {@code _kept}, {@code _before_samples_per_second},
+ * {@code _after_samples_per_second}, {@code _before_wait_ratio}, {@code _after_wait_ratio}, each {@code {knob}}).
  *
  * <p>Threading: scrapes run on one server thread.
  */
@@ -111,6 +115,7 @@ public final class PrometheusEndpoint implements AutoCloseable {
             Gauge.builder("stoker.bottleneck", this, m -> m.verdict.kind() == kind ? 1 : 0)
                     .description("1 for the current bottleneck kind, else 0").tag("kind", kind.name().toLowerCase(java.util.Locale.ROOT))
                     .register(registry);
+        if (service.feeder().autotune().isPresent()) registerAutotune();
         http = HttpServer.create(new InetSocketAddress(address, port), 0);
         http.createContext("/metrics", exchange -> {
             try (exchange) {
@@ -128,6 +133,46 @@ public final class PrometheusEndpoint implements AutoCloseable {
         }));
         http.start();
     }
+
+    /**
+     * The autotuner's meters ({@code --autotune on}), per knob: its value now ({@code stoker_autotune_knob}), its decisions
+     * by outcome ({@code stoker_autotune_decisions_total{knob, outcome}}), and the last decision's figures: the value before
+     * and after, samples/s and the trainers' wait share in the windows before and after, and whether it was kept
+     * ({@code stoker_autotune_last_*}). The why of each decision is in the log and the report.
+     */
+    private void registerAutotune() {
+        for (var knob : dev.stoker.pipeline.tune.Knob.values()) {
+            String k = knob.option();
+            Gauge.builder("stoker.autotune.knob", this, m -> m.tuning().map(t -> (double) t.knob(knob)).orElse(Double.NaN))
+                    .description("the knob's value now, as the autotuner set it").tag("knob", k).register(registry);
+            for (boolean kept : new boolean[] {true, false})
+                FunctionCounter.builder("stoker.autotune.decisions", this, m -> m.tuning().map(t -> (double) t.decisions().stream()
+                                .filter(d -> d.knob() == knob && d.kept() == kept).count()).orElse(0.0))
+                        .description("autotune decisions on the knob, by outcome").tag("knob", k).tag("outcome", kept ? "kept" : "rolled_back")
+                        .register(registry);
+            lastDecision("stoker.autotune.last.from", "the knob's value before its last decision", knob, d -> d.from());
+            lastDecision("stoker.autotune.last.to", "the value its last decision tried", knob, d -> d.to());
+            lastDecision("stoker.autotune.last.kept", "1 when the knob's last decision was kept, 0 when rolled back", knob, d -> d.kept() ? 1 : 0);
+            lastDecision("stoker.autotune.last.before.samples.per.second", "samples/s in the window before the knob's last decision", knob,
+                    d -> d.beforeSamplesPerS());
+            lastDecision("stoker.autotune.last.after.samples.per.second", "samples/s in the window after the knob's last decision", knob,
+                    d -> d.afterSamplesPerS());
+            lastDecision("stoker.autotune.last.before.wait.ratio", "trainers' wait share in the window before the knob's last decision",
+                    knob, d -> d.beforeWaitShare());
+            lastDecision("stoker.autotune.last.after.wait.ratio", "trainers' wait share in the window after the knob's last decision",
+                    knob, d -> d.afterWaitShare());
+        }
+    }
+
+    private void lastDecision(String name, String doc, dev.stoker.pipeline.tune.Knob knob,
+                              java.util.function.ToDoubleFunction<dev.stoker.pipeline.tune.Decision> figure) {
+        Gauge.builder(name, this, m -> m.tuning().flatMap(t -> t.decisions().reversed().stream().filter(d -> d.knob() == knob).findFirst())
+                        .map(figure::applyAsDouble).orElse(Double.NaN))
+                .description(doc).tag("knob", knob.option()).register(registry);
+    }
+
+    /** The current feed's autotuning (a feed reopened at another step has its own). */
+    private java.util.Optional<dev.stoker.pipeline.feed.FeedTuning> tuning() { return service.feeder().autotune(); }
 
     public int port() { return http.getAddress().getPort(); }
 

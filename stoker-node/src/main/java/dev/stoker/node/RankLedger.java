@@ -630,6 +630,7 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
             var local = localRanks(); // the timeline's per-rank columns are these ranks', in order
             if (!local.isAll(ranks())) m.put("local_ranks", Map.of("first", local.first(), "last", local.last(), "world", ranks()));
             m.put("verdict", verdict().toJson());
+            feeder.autotune().ifPresent(t -> m.put("autotune", t.toJson())); // docs/run-data.md: knobs and every decision
         }
         return m;
     }

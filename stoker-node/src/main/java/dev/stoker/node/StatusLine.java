@@ -3,6 +3,7 @@ package dev.stoker.node;
 import dev.stoker.core.SampleException;
 import dev.stoker.pipeline.feed.FeedErrors;
 import dev.stoker.pipeline.feed.FeedMetrics;
+import dev.stoker.pipeline.feed.FeedTuning;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.Locale;
@@ -16,7 +17,8 @@ import java.util.function.Supplier;
  * A one-line live status on stderr for long runs, rewritten in place every second: samples/s,
  * delivered batches, buffered batches, skipped samples (errors and filtered, each with its most common
  * causes) when there are any, a packed job's imbalance and padding fraction
- * ({@code imbalance 1.02 pad 3.1%}, its recent steps), the trainers' wait ratio when known, the verdict kind, and an ETA when
+ * ({@code imbalance 1.02 pad 3.1%}, its recent steps), the trainers' wait ratio when known, the verdict kind, the autotuner's
+ * knobs and last decision ({@code --autotune on}), and an ETA when
  * the total is known. Completely quiet when the console is not a terminal or when the
  * environment variable {@code CI} is set.
  *
@@ -47,22 +49,40 @@ public final class StatusLine implements AutoCloseable {
      * @param causes           the skipped samples by cause, the most common first ({@link FeedErrors#counts()})
      * @param sources          per source of a mix, its share of what was delivered
      * @param pack             a packed job's recent imbalance and padding fraction; null when the job is not packed
+     * @param autotune         the autotuner's knobs and last decision ({@link FeedTuning#summary()}); null when it is off
      * @param cache            the cache of preprocessed samples' counters; null when the job runs without it
      */
     public record Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
                   String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
-                  List<FeedMetrics.Source> sources, Packing pack, dev.stoker.cache.CacheStats cache) {
+                  List<FeedMetrics.Source> sources, Packing pack, String autotune, dev.stoker.cache.CacheStats cache) {
         public Sample {
             causes = List.copyOf(causes);
             sources = List.copyOf(sources);
         }
 
-        /** A sample of a feed without the cache. */
+        /** A sample without the autotuner's figures and the cache's. */
         public Sample(long nanos, long deliveredSamples, long deliveredBatches, long bufferedBatches, OptionalDouble waitRatio,
                       String verdict, long totalBatches, long errorSamples, long filteredSamples, List<FeedErrors.Cause> causes,
                       List<FeedMetrics.Source> sources, Packing pack) {
             this(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples, filteredSamples,
-                    causes, sources, pack, null);
+                    causes, sources, pack, null, null);
+        }
+
+        /** This sample with the autotuner's text (null: off). */
+        public Sample withAutotune(String text) {
+            return new Sample(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples,
+                    filteredSamples, causes, sources, pack, text, cache);
+        }
+
+        /** This sample with {@code feeder}'s autotuner's text, when it has one. */
+        public Sample withAutotune(dev.stoker.pipeline.feed.Feeder feeder) {
+            return withAutotune(feeder.autotune().map(FeedTuning::summary).orElse(null));
+        }
+
+        /** This sample with the cache's counters (null: the job runs without it). */
+        public Sample withCache(dev.stoker.cache.CacheStats stats) {
+            return new Sample(nanos, deliveredSamples, deliveredBatches, bufferedBatches, waitRatio, verdict, totalBatches, errorSamples,
+                    filteredSamples, causes, sources, pack, autotune, stats);
         }
 
         /** A sample of an unpacked feed. */
@@ -91,11 +111,9 @@ public final class StatusLine implements AutoCloseable {
          * total when {@code --steps} bounds the run.
          */
         public static Sample of(RankLedger ledger) {
-            var s = of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.localRanks().count() : -1,
-                    ledger.timings().recentWaitRatio());
             var cache = ledger.feeder().config().cache();
-            return cache == null ? s : new Sample(s.nanos, s.deliveredSamples, s.deliveredBatches, s.bufferedBatches, s.waitRatio, s.verdict,
-                    s.totalBatches, s.errorSamples, s.filteredSamples, s.causes, s.sources, s.pack, cache.store().stats());
+            return of(ledger.feeder().metrics(), ledger.verdict().kind().label(), ledger.steps() > 0 ? ledger.steps() * ledger.localRanks().count() : -1,
+                    ledger.timings().recentWaitRatio()).withAutotune(ledger.feeder()).withCache(cache == null ? null : cache.store().stats());
         }
 
         /** The figures of a feed's counters {@code m} now, with the trainers' wait ratio as they reported it (empty: unknown). */
@@ -147,6 +165,7 @@ public final class StatusLine implements AutoCloseable {
             sb.append(String.format(Locale.ROOT, " | cache %.0f%% hit", 100 * now.cache().hitRate()));
         now.waitRatio().ifPresent(w -> sb.append(" | wait ").append(String.format(Locale.ROOT, "%.0f%%", 100 * w)));
         if (now.verdict() != null && !now.verdict().isEmpty()) sb.append(" | ").append(now.verdict());
+        if (now.autotune() != null) sb.append(" | ").append(now.autotune());
         if (now.totalBatches() >= 0) {
             long left = Math.max(0, now.totalBatches() - now.deliveredBatches());
             sb.append(" | ETA ");

@@ -26,6 +26,23 @@ import org.junit.jupiter.api.io.TempDir;
 class NodeConfigTest {
     @TempDir Path tmp;
 
+    /**
+     * {@code --autotune}: on by default, the knobs given as its starting points and the source's fetch bound raised to the
+     * tuner's ceiling; off, the knobs pinned and the source bounded by {@code --fetch-concurrency} as before.
+     */
+    @Test
+    void autotuneIsOnByDefaultAndOffPinsTheKnobs() {
+        var on = NodeConfig.builder().data("a.jsonl").set(NodeConfig.FETCH_CONCURRENCY, 3).build();
+        assertTrue(on.feedConfig(dev.stoker.pipeline.feed.FeedMode.ZERO_COPY).autotune());
+        assertEquals(3, on.feedConfig(dev.stoker.pipeline.feed.FeedMode.ZERO_COPY).fetchConcurrency());
+        assertEquals(dev.stoker.pipeline.feed.FeedConfig.FETCH_CONCURRENCY_TUNED_MAX, on.sourceConfig().maxInFlight());
+        var off = NodeConfig.builder().data("a.jsonl").set(NodeConfig.FETCH_CONCURRENCY, 3).set("autotune", "off").build();
+        assertFalse(off.feedConfig(dev.stoker.pipeline.feed.FeedMode.ZERO_COPY).autotune());
+        assertEquals(3, off.sourceConfig().maxInFlight());
+        var bad = assertThrows(ConfigException.class, () -> NodeConfig.builder().data("a.jsonl").set("autotune", "maybe").build());
+        assertTrue(bad.getMessage().contains("autotune"), bad.getMessage());
+    }
+
     /** Sources: one --data, a list of them with weights and image roots, and what is refused; the index cache. */
     @Test
     void sourcesWeightsImageRootsAndTheIndexCache() {
@@ -53,7 +70,9 @@ class NodeConfigTest {
         var encode = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL);
         assertEquals(encode, config.encodeOptions(), "a node's encoding is the library's default encoding");
         for (var mode : FeedMode.values())
-            assertEquals(FeedConfig.of(mode, encode, 1, 8), config.feedConfig(mode), "a node's feed is FeedConfig's default feed: " + mode);
+            // but tuned: a node's knobs are starting points (--autotune on), an embedder's FeedConfig.of pinned unless it asks
+            assertEquals(FeedConfig.of(mode, encode, 1, 8).withAutotune(FeedConfig.AUTOTUNE_DEFAULT), config.feedConfig(mode),
+                    "a node's feed is FeedConfig's default feed: " + mode);
         assertEquals(FeedConfig.SEED_DEFAULT, config.seed());
         assertEquals(1234, config.seed(), "the seed a CLI job and an embedder's job share");
         assertEquals(Runtime.getRuntime().availableProcessors(), config.threads(), "threads default to the cores");

@@ -13,6 +13,7 @@ import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
+import java.util.List;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -52,6 +53,12 @@ class PrometheusEndpointTest {
             var kinds = Pattern.compile("(?m)^stoker_bottleneck\\{kind=\"(\\w+)\"} 1\\.0$").matcher(body);
             assertTrue(kinds.find(), "one current verdict: " + body);
             assertFalse(body.contains("stoker_pack_"), "an unpacked job has no pack series: " + body);
+            // autotune is on by default: each knob's value and decision counts have series (values depend on the run's pace)
+            for (String knob : List.of("threads", "fetch-concurrency", "prefetch-batches")) {
+                assertTrue(Pattern.compile("(?m)^stoker_autotune_knob\\{knob=\"" + knob + "\"} \\d+\\.0$").matcher(body).find(), body);
+                assertTrue(body.contains("stoker_autotune_decisions_total{knob=\"" + knob + "\",outcome=\"kept\"}"), body);
+                assertTrue(body.contains("stoker_autotune_last_after_samples_per_second{knob=\"" + knob + "\"}"), body);
+            }
         }
     }
 

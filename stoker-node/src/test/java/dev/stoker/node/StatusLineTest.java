@@ -31,6 +31,16 @@ class StatusLineTest {
         assertFalse(StatusLine.format(null, one).contains("mix"), "one source: no mix");
     }
 
+    /** With autotune on, the tuner's knobs and last decision follow the verdict; off (null), nothing is added. */
+    @Test
+    void theAutotunersKnobsAndLastDecisionFollowTheVerdict() {
+        var prev = sample(0, 0, 0, 0, OptionalDouble.empty(), null, -1);
+        var now = sample(S, 50, 5, 2, OptionalDouble.empty(), "CPU-bound", -1);
+        assertEquals("stoker: 50.0 samples/s | 5 batches delivered | 2 buffered | CPU-bound | autotune 2T/8F/4P, 3 kept 1 rolled back",
+                StatusLine.format(prev, now.withAutotune("autotune 2T/8F/4P, 3 kept 1 rolled back")));
+        assertEquals("stoker: 50.0 samples/s | 5 batches delivered | 2 buffered | CPU-bound", StatusLine.format(prev, now.withAutotune((String) null)));
+    }
+
     /** A packed job shows its recent imbalance and padding; an unpacked one shows nothing new. */
     @Test
     void aPackedJobShowsItsImbalanceAndPadding() {

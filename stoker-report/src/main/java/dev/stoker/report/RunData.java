@@ -26,6 +26,8 @@ public record RunData(Path dir, List<Mode> modes) {
     public static final List<String> LADDER_ORDER = List.of("serial", "concurrent", "prefetch", "zero-copy");
     /** Steps left out of the steady-state figures (the same rule as the ladder's table). */
     public static final int STEADY_SKIP_STEPS = 3;
+    /** The share of each rank's first steps left out of {@link Summary#steadySamplesPerSecond} (issue 30: the first 10%). */
+    public static final double STEADY_SKIP_FRACTION = 0.1;
 
     private static final Pattern RANK_FILE = Pattern.compile("(.+)-rank(\\d+)\\.json");
     private static final Pattern PIPELINE_FILE = Pattern.compile("(.+)-pipeline\\.json");
@@ -45,10 +47,13 @@ public record RunData(Path dir, List<Mode> modes) {
      *
      * @param steadyTransferShare of the steady-state wait, the part spent moving batches after their
      *                            reply began to arrive (empty when the trainers waited 0)
+     * @param steadySamplesPerSecond samples/s after each rank's first {@link #STEADY_SKIP_FRACTION} of steps: the samples of
+     *                            the later steps over the longest rank's time in them (its steps' wait + compute); 0 when
+     *                            no rank has a later step
      */
     public record Summary(String mode, int ranks, double waitRatio, double steadyWaitRatio, double samplesPerSecond,
                           double firstBatchMillis, double meanWaitMillis, double meanStepMillis, long bytesReceived,
-                          long samples, long steps, java.util.OptionalDouble steadyTransferShare) {}
+                          long samples, long steps, java.util.OptionalDouble steadyTransferShare, double steadySamplesPerSecond) {}
 
     /** Reads a run directory. Fails only when the directory cannot be listed or a file is not JSON. */
     public static RunData load(Path dir) throws IOException {
@@ -103,11 +108,18 @@ public record RunData(Path dir, List<Mode> modes) {
     public static Summary summarize(Mode mode) {
         long wait = 0, compute = 0, steadyWait = 0, steadyCompute = 0, steadyTransfer = 0, bytes = 0, samples = 0, steps = 0;
         double maxElapsedMillis = 0, ttfb = 0;
+        long lateSamples = 0, lateNanosMax = 0;
         for (Rank r : mode.ranks()) {
             maxElapsedMillis = Math.max(maxElapsedMillis, r.elapsedMillis());
             bytes += r.bytesReceived();
+            int skip = (int) Math.ceil(STEADY_SKIP_FRACTION * r.steps().size());
+            long lateNanos = 0;
             for (int i = 0; i < r.steps().size(); i++) {
                 Step s = r.steps().get(i);
+                if (i >= skip) {
+                    lateSamples += s.samples();
+                    lateNanos += s.waitNanos() + s.computeNanos();
+                }
                 wait += s.waitNanos();
                 compute += s.computeNanos();
                 samples += s.samples();
@@ -119,11 +131,13 @@ public record RunData(Path dir, List<Mode> modes) {
                 }
             }
             if (!r.steps().isEmpty()) ttfb = Math.max(ttfb, r.steps().getFirst().waitNanos() / 1e6);
+            lateNanosMax = Math.max(lateNanosMax, lateNanos);
         }
         return new Summary(mode.name(), mode.ranks().size(), ratio(wait, compute), ratio(steadyWait, steadyCompute),
                 maxElapsedMillis <= 0 ? 0 : samples / (maxElapsedMillis / 1000.0), ttfb,
                 steps == 0 ? 0 : wait / 1e6 / steps, steps == 0 ? 0 : (wait + compute) / 1e6 / steps, bytes, samples, steps,
-                steadyWait == 0 ? java.util.OptionalDouble.empty() : java.util.OptionalDouble.of((double) steadyTransfer / steadyWait));
+                steadyWait == 0 ? java.util.OptionalDouble.empty() : java.util.OptionalDouble.of((double) steadyTransfer / steadyWait),
+                lateNanosMax == 0 ? 0 : lateSamples / (lateNanosMax / 1e9));
     }
 
     private static double ratio(long wait, long compute) {

@@ -65,6 +65,7 @@ public final class RunReport {
         h.append("<pre id=\"errors\" hidden></pre>\n");
 
         verdicts(h, run);
+        autotune(h, run);
         summaryTable(h, run);
         perRankTable(h, run);
 
@@ -164,6 +165,48 @@ public final class RunReport {
             String advice = v.path("advice").asText("");
             if (!advice.isEmpty()) h.append("<div><span class=\"lbl\">Advice</span> ").append(Html.esc(advice)).append("</div>");
             h.append("</div>\n");
+        }
+        h.append("</section>\n");
+    }
+
+    /**
+     * The autotuner's decisions ({@code --autotune on}), per mode that recorded them (its pipeline file's {@code autotune}):
+     * the knobs it started from and ended at, then each decision with its before and after windows and why. Absent when no
+     * mode was tuned.
+     */
+    private static void autotune(StringBuilder h, RunData run) {
+        var tuned = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("autotune").isObject()).toList();
+        if (tuned.isEmpty()) return;
+        h.append("<section id=\"autotune\"><h2>Autotune</h2>\n<p class=\"note\">One knob at a time: a window of samples/s before a ")
+                .append("change, a window after; a raise is kept only when it beats the noise, a lowering unless it costs; else it is rolled ")
+                .append("back.</p>\n");
+        for (Mode m : tuned) {
+            JsonNode a = m.pipeline().path("autotune");
+            h.append("<div class=\"autotune\"><span class=\"mode\" style=\"background:").append(color(run, m.name())).append("\">")
+                    .append(Html.esc(m.name())).append("</span> ");
+            var knobs = new ArrayList<String>();
+            a.path("now").fieldNames().forEachRemaining(k -> knobs.add(k + " " + a.path("start").path(k).asText() + " → "
+                    + a.path("now").path(k).asText()));
+            h.append(Html.esc(String.join(", ", knobs))).append("; ").append(a.path("kept").asInt()).append(" kept, ")
+                    .append(a.path("rolled_back").asInt()).append(" rolled back</div>\n");
+            if (a.path("decisions").isEmpty()) {
+                h.append("<p class=\"note\">No decision: the tuner was warming up, or the trainers did not wait for data.</p>\n");
+                continue;
+            }
+            h.append("<table class=\"autotune-decisions\"><thead><tr><th>#</th><th>at</th><th>knob</th><th>change</th><th>outcome</th>")
+                    .append("<th>samples/s before → after</th><th>noise</th><th>wait before → after</th><th>why</th></tr></thead><tbody>\n");
+            for (JsonNode d : a.path("decisions")) {
+                h.append("<tr><td>").append(d.path("index").asInt()).append("</td><td>").append(Html.num(d.path("at_ms").asLong() / 1000.0, 1))
+                        .append(" s</td><td>").append(Html.esc(d.path("knob").asText())).append("</td><td>").append(d.path("from").asInt())
+                        .append(" → ").append(d.path("to").asInt()).append("</td><td>").append(Html.esc(d.path("outcome").asText()))
+                        .append("</td><td>").append(Html.num(d.path("before_samples_per_s").asDouble(), 1)).append(" → ")
+                        .append(Html.num(d.path("after_samples_per_s").asDouble(), 1)).append("</td><td>±")
+                        .append(Html.num(d.path("noise_samples_per_s").asDouble(), 1)).append("</td><td>")
+                        .append(Html.num(100 * d.path("before_wait_share").asDouble(), 0)).append("% → ")
+                        .append(Html.num(100 * d.path("after_wait_share").asDouble(), 0)).append("%</td><td>")
+                        .append(Html.esc(d.path("why").asText())).append("</td></tr>\n");
+            }
+            h.append("</tbody></table>\n");
         }
         h.append("</section>\n");
     }

@@ -102,6 +102,24 @@ class RunReportTest {
         assertTrue(perRank.contains("job</td><td>1</td><td>5</td><td>0.750</td><td>0.750</td><td>300.0 ms</td><td>400.0 ms</td>"), perRank);
     }
 
+    /** The autotuner's decisions (docs/run-data.md {@code autotune}) are listed with their figures; an untuned run has no section. */
+    @Test
+    void autotuneDecisionsAreListedPerMode(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("zero-copy-pipeline.json"), "{\"autotune\":{\"enabled\":true,"
+                + "\"start\":{\"threads\":1,\"fetch-concurrency\":1,\"prefetch-batches\":1},"
+                + "\"now\":{\"threads\":2,\"fetch-concurrency\":8,\"prefetch-batches\":1},\"kept\":4,\"rolled_back\":1,"
+                + "\"decisions\":[{\"index\":1,\"at_ms\":6500,\"knob\":\"threads\",\"from\":1,\"to\":2,\"outcome\":\"kept\","
+                + "\"before_samples_per_s\":20.5,\"after_samples_per_s\":38.25,\"noise_samples_per_s\":2.0,\"before_wait_share\":0.9,"
+                + "\"after_wait_share\":0.5,\"why\":\"CPU-bound: busy <100%>\"}]}}");
+        String html = Files.readString(RunReport.write(dir));
+        assertTrue(html.contains("<h2>Autotune</h2>"), html);
+        assertTrue(html.contains("threads 1 → 2, fetch-concurrency 1 → 8, prefetch-batches 1 → 1; 4 kept, 1 rolled back"), html);
+        assertTrue(html.contains("<td>1</td><td>6.5 s</td><td>threads</td><td>1 → 2</td><td>kept</td><td>20.5 → 38.3</td><td>±2.0</td>"
+                + "<td>90% → 50%</td><td>CPU-bound: busy &lt;100%&gt;</td>"), html);
+        Files.writeString(dir.resolve("zero-copy-pipeline.json"), "{\"verdict\":{\"kind\":\"CPU_BOUND\",\"stage\":\"encode\"}}");
+        assertFalse(Files.readString(RunReport.write(dir)).contains("<h2>Autotune</h2>"));
+    }
+
     @Test
     void summaryMatchesTheLaddersRule(@TempDir Path dir) throws Exception {
         Files.writeString(dir.resolve("prefetch-rank0.json"), "{\"rank\":0,\"world\":1,\"elapsed_ms\":2000,\"bytes_received\":5000000,"
@@ -114,6 +132,8 @@ class RunReportTest {
         assertEquals(20 / 2.0, s.samplesPerSecond(), 1e-12);
         assertEquals(300, s.firstBatchMillis(), 1e-9);
         assertEquals(80, s.meanWaitMillis(), 1e-9);
+        // after the first 10% of the 5 steps (one step): 16 samples in 500 ms of wait + compute
+        assertEquals(32, s.steadySamplesPerSecond(), 1e-9);
         String html = Files.readString(RunReport.write(dir));
         assertTrue(html.contains("<td>0.444</td><td>0.333</td><td>10.0</td><td>300 ms</td><td>80.0 ms</td><td>5</td>"), html);
     }

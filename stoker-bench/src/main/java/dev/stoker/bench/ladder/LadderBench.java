@@ -63,9 +63,11 @@ public final class LadderBench {
         var trainers = TrainerProcesses.Kind.of(s.trainer());
         for (String m : s.modes()) mode(m);
         Path dir = s.workDir() != null ? s.workDir() : Files.createTempDirectory("stoker-ladder");
-        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads, %s trainers, pixels %s, %s%n",
+        out.printf("ladder: %s, ranks %d, batch %d, step %d ms, %d steps, fetch latency %d ms, max pixels %d, %d CPU threads, "
+                        + "fetch concurrency %d, prefetch %d, autotune %s, %s trainers, pixels %s, %s%n",
                 config.data(), config.ranks(), config.batch(), s.stepMillis(), s.steps(), config.get(NodeConfig.FETCH_LATENCY_MS),
-                options.vision().maxPixels(), config.threads(), trainers.name(),
+                options.vision().maxPixels(), config.threads(), config.get(NodeConfig.FETCH_CONCURRENCY), config.get(NodeConfig.PREFETCH_BATCHES),
+                config.get(NodeConfig.AUTOTUNE) ? "on" : "off", trainers.name(),
                 ConfigKey.cliName(options.pixelFormat()) + (compact ? " (converted by the trainers)" : ""),
                 !config.cacheOn() ? "cache off" : "cache on in " + config.cacheDir() + " (" + cacheState(config) + ")");
         out.printf("%-11s %10s %12s %10s %10s %12s %12s%n", "mode", "wait ratio", "steady ratio", "samples/s", "ttfb ms", "mean wait ms", "MB to trainers");
@@ -86,16 +88,28 @@ public final class LadderBench {
                 var m = new LinkedHashMap<String, Object>();
                 m.put("wait_ratio", round(r.waitRatio()));
                 m.put("samples_per_s", round(r.samplesPerSecond()));
+                m.put("steady_samples_per_s", round(r.steadySamplesPerSecond())); // after each rank's first 10% of steps
                 m.put("ttfb_ms", round(r.firstBatchMillis()));
                 m.put("steady_wait_ratio", round(r.steadyWaitRatio()));
                 m.put("mean_wait_ms", round(r.meanWaitMillis()));
                 m.put("bytes_to_trainers", r.bytesReceived());
+                // the autotuner's knobs at the end and its decisions (their before/after figures are in the pipeline file)
+                var tuned = new ObjectMapper().readTree(dir.resolve(name + "-pipeline.json").toFile()).path("autotune");
+                if (!tuned.isMissingNode())
+                    m.put("autotune", Map.of("now", new ObjectMapper().convertValue(tuned.path("now"), Map.class),
+                            "kept", tuned.path("kept").asInt(), "rolled_back", tuned.path("rolled_back").asInt()));
                 json.put(name, m);
             }
         }
         for (String name : s.modes()) {
             var verdict = new ObjectMapper().readTree(dir.resolve(name + "-pipeline.json").toFile()).path("verdict").path("text");
             if (!verdict.isMissingNode()) out.printf("verdict %-11s %s%n", name, verdict.asText());
+            var tuned = new ObjectMapper().readTree(dir.resolve(name + "-pipeline.json").toFile()).path("autotune");
+            for (var d : tuned.path("decisions"))
+                out.printf("autotune %-10s #%d at %.1f s: %s %d → %d %s, %.1f → %.1f samples/s; %s%n", name, d.path("index").asInt(),
+                        d.path("at_ms").asLong() / 1000.0, d.path("knob").asText(), d.path("from").asInt(), d.path("to").asInt(),
+                        d.path("outcome").asText(), d.path("before_samples_per_s").asDouble(), d.path("after_samples_per_s").asDouble(),
+                        d.path("why").asText());
         }
         out.println("report: " + RunReport.write(dir) + " (raw per-step and per-stage data beside it)");
         out.println(new ObjectMapper().writeValueAsString(Map.of("modes", json)));

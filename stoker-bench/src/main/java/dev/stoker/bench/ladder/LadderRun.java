@@ -81,7 +81,7 @@ public final class LadderRun {
                 long timeoutMillis = 120_000 + steps * (stepMillis + 5_000L);
                 // on a terminal: samples/s, batches delivered of ranks·steps, buffers, skipped samples, the verdict so far, ETA
                 try (var status = StatusLine.start(new PrintWriter(System.err, true), () -> StatusLine.Sample.of(feed.feeder().metrics(),
-                        name + " · " + feed.feeder().verdict().kind().label(), (long) ranks * steps))) {
+                        name + " · " + feed.feeder().verdict().kind().label(), (long) ranks * steps).withAutotune(feed.feeder()))) {
                     for (Process p : processes) {
                         if (!p.waitFor(timeoutMillis, TimeUnit.MILLISECONDS)) throw new IOException("trainer did not finish in time; see " + workDir);
                         var badInput = feed.feeder().errors().failure(); // the trainers got it as an ERROR frame

@@ -33,31 +33,42 @@ final class CpuPool implements AutoCloseable {
     private final AtomicInteger closeWarnings = new AtomicInteger();
     /** The worker processes videos decode in; null when the job has no video or decodes in process. */
     private final dev.stoker.video.isolate.IsolatedDecoder workers;
+    /** The most threads {@link #resize} may set. */
+    private final int maxThreads;
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
-        this(threads, capacity, options, tokenizer, Ticker.system(), null);
+        this(threads, threads, capacity, options, tokenizer, Ticker.system(), null);
     }
 
-    /** With the cache of preprocessed samples every thread's encoder reads and writes (null: none). */
-    CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, dev.stoker.encode.cache.PreprocessedCache cache) {
-        this(threads, capacity, options, tokenizer, Ticker.system(), cache);
+    /** A pool of {@code threads} that {@link #resize} may take to {@code maxThreads} (the autotuner's ceiling). */
+    CpuPool(int threads, int maxThreads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
+        this(threads, maxThreads, capacity, options, tokenizer, Ticker.system(), null);
+    }
+
+    /** As above, with the cache of preprocessed samples every thread's encoder reads and writes (null: none). */
+    CpuPool(int threads, int maxThreads, int capacity, EncodeOptions options, QwenTokenizer tokenizer,
+            dev.stoker.encode.cache.PreprocessedCache cache) {
+        this(threads, maxThreads, capacity, options, tokenizer, Ticker.system(), cache);
     }
 
     /** With the clock close measures its wait by (a test moves one by hand). */
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, Ticker ticker) {
-        this(threads, capacity, options, tokenizer, ticker, null);
+        this(threads, threads, capacity, options, tokenizer, ticker, null);
     }
 
-    private CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, Ticker ticker,
+    private CpuPool(int threads, int maxThreads, int capacity, EncodeOptions options, QwenTokenizer tokenizer, Ticker ticker,
                     dev.stoker.encode.cache.PreprocessedCache cache) {
+        if (threads < 1 || maxThreads < threads)
+            throw new IllegalArgumentException("CPU threads need 1 <= threads <= max, got " + threads + ", " + maxThreads);
         this.ticker = ticker;
+        this.maxThreads = maxThreads;
         var counter = new AtomicInteger();
-        // the default decode budget is the heap's half shared among this pool's threads, which all decode at once
-        EncodeOptions perThread = options.withDecodeMemory(options.decodeMemoryBytes(threads));
+        // the default decode budget is the heap's half shared among the most threads this pool may have, which all decode at once
+        EncodeOptions perThread = options.withDecodeMemory(options.decodeMemoryBytes(maxThreads));
         // videos decode in worker processes, one per CPU thread at most, unless the job decodes them in process
         var video = options.video();
         this.workers = video != null && video.decode() == dev.stoker.encode.video.VideoEncoding.Decode.WORKERS
-                ? new dev.stoker.video.isolate.IsolatedDecoder(threads, java.util.List.of()) : null;
+                ? new dev.stoker.video.isolate.IsolatedDecoder(maxThreads, java.util.List.of()) : null;
         dev.stoker.video.decode.FrameDecoder decoder = workers != null ? workers : dev.stoker.video.decode.FrameDecoder.IN_PROCESS;
         this.executor = new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(capacity),
                 r -> new EncoderThread(r, "stoker-cpu-" + counter.incrementAndGet(), perThread, tokenizer, decoder, cache),
@@ -126,6 +137,28 @@ final class CpuPool implements AutoCloseable {
     }
 
     int queued() { return executor.getQueue().size(); }
+
+    /** The threads the pool runs now. */
+    int threads() { return executor.getCorePoolSize(); }
+
+    /** The most threads {@link #resize} may set. */
+    int maxThreads() { return maxThreads; }
+
+    /**
+     * Runs {@code n} threads from now on (the autotuner): a new thread builds its encoder at its first task and takes queued
+     * tasks at once; a thread over the count ends when it has finished its task (ThreadPoolExecutor's contract), so no
+     * sample's work is cut short.
+     */
+    synchronized void resize(int n) {
+        if (n < 1 || n > maxThreads) throw new IllegalArgumentException("CPU threads must be in [1, " + maxThreads + "], got " + n);
+        if (n > executor.getMaximumPoolSize()) {
+            executor.setMaximumPoolSize(n);
+            executor.setCorePoolSize(n);
+        } else {
+            executor.setCorePoolSize(n);
+            executor.setMaximumPoolSize(n);
+        }
+    }
 
     /**
      * Interrupts the threads and waits until every one has finished its sample: a thread may be

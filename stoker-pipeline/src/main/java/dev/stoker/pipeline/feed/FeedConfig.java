@@ -38,13 +38,17 @@ import java.util.Objects;
  *                             schedule is {@code ranks}' all the same, so rank r gets the same batches on any node
  * @param packing              whether and how a step's samples are packed, one row per rank ({@link Packing#OFF}: a
  *                             batch of {@code batchSize} padded samples per rank, as before)
+ * @param autotune             whether {@link dev.stoker.pipeline.tune.Autotuner} sets the CPU threads, the fetch concurrency and
+ *                             the prefetch depth while the feed runs, starting from the values above and within
+ *                             {@link #cpuThreadsMax()}, {@link #fetchConcurrencyMax()} and {@link #prefetchBatchesMax()}
+ *                             ({@code --autotune on}, the default); off, they are pinned
  * @param cache                the cache of preprocessed samples the CPU threads read and write; null: none. It changes
  *                             no byte of any batch (an entry is what decoding gives), so it is not part of the fingerprint
  */
 public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int batchSize, long seed, ScheduleCursor start,
                          int cpuThreads, int fetchConcurrency, int prefetchBatches, long prefetchBytes, long warmUpMillis,
                          ErrorPolicy onError, double maxErrorRate, Path errorsFile, long startLabel,
-                         RankRange localRanks, Packing packing, dev.stoker.encode.cache.PreprocessedCache cache) {
+                         RankRange localRanks, Packing packing, boolean autotune, dev.stoker.encode.cache.PreprocessedCache cache) {
     public static final long SEED_DEFAULT = 1234;
     public static final int FETCH_CONCURRENCY_DEFAULT = 64;
     public static final long WARM_UP_MILLIS_DEFAULT = 1500;
@@ -57,6 +61,15 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     public static final double MAX_ERROR_RATE_DEFAULT = 0.1;
     public static final int PREFETCH_BATCHES_DEFAULT = 4;
     public static final long PREFETCH_BYTES_DEFAULT = 1L << 30;
+    /**
+     * A node's feed ({@code serve}, {@code node}, {@code launch}, {@code bench ladder}) is tuned unless told: the knobs given are
+     * starting points. A feed built in code ({@link #of}) is pinned unless {@link #withAutotune} says otherwise.
+     */
+    public static final boolean AUTOTUNE_DEFAULT = true;
+    /** The most fetches in flight per rank stream the tuner goes to (or the one given, when more). */
+    public static final int FETCH_CONCURRENCY_TUNED_MAX = 256;
+    /** The most prefetch batches per rank the tuner goes to (or the one given, when more); bytes stay bounded by prefetchBytes. */
+    public static final int PREFETCH_BATCHES_TUNED_MAX = 16;
 
     public FeedConfig {
         Objects.requireNonNull(mode, "mode");
@@ -80,23 +93,23 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
 
     /**
      * Defaults for everything but the mode, the encoding and the rank/batch shape (the node's defaults, defined here once):
-     * bad samples skipped up to {@link #MAX_ERROR_RATE_DEFAULT} of them, no errors file.
+     * bad samples skipped up to {@link #MAX_ERROR_RATE_DEFAULT} of them, no errors file, knobs pinned (no autotune).
      */
     public static FeedConfig of(FeedMode mode, EncodeOptions encode, int ranks, int batchSize) {
         return new FeedConfig(mode, encode, ranks, batchSize, SEED_DEFAULT, ScheduleCursor.START,
                 Runtime.getRuntime().availableProcessors(), FETCH_CONCURRENCY_DEFAULT, PREFETCH_BATCHES_DEFAULT,
                 PREFETCH_BYTES_DEFAULT, WARM_UP_MILLIS_DEFAULT, ErrorPolicy.SKIP, MAX_ERROR_RATE_DEFAULT, null, -1, RankRange.all(ranks),
-                Packing.OFF, null);
+                Packing.OFF, false, null);
     }
 
     public FeedConfig withMode(FeedMode m) {
         return new FeedConfig(m, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, autotune, cache);
     }
 
     public FeedConfig withSeed(long s) {
         return new FeedConfig(mode, encode, ranks, batchSize, s, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, autotune, cache);
     }
 
     /** Starting at {@code c}, steps counted from the origin. */
@@ -105,59 +118,77 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
     /** Starting at {@code c}, whose step is labelled {@code label} (−1: counted from the origin). */
     public FeedConfig withStart(ScheduleCursor c, long label) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, c, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, label, localRanks, packing, cache);
+                warmUpMillis, onError, maxErrorRate, errorsFile, label, localRanks, packing, autotune, cache);
     }
 
     public FeedConfig withCpuThreads(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, n, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, autotune, cache);
     }
 
     public FeedConfig withFetchConcurrency(int n) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, n, prefetchBatches, prefetchBytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, autotune, cache);
     }
 
     public FeedConfig withPrefetch(int batches, long bytes) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, batches, bytes, warmUpMillis,
-                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
+                onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, autotune, cache);
     }
 
     /** With a CPU warm-up of {@code millis} per thread before the feed opens (0: none). */
     public FeedConfig withWarmUp(long millis) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                millis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, cache);
+                millis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, autotune, cache);
     }
 
     /** With bad samples handled by {@code policy}; under SKIP the feed fails above {@code maxRate} errors (1: never). */
     public FeedConfig withErrorPolicy(ErrorPolicy policy, double maxRate) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, policy, maxRate, errorsFile, startLabel, localRanks, packing, cache);
+                warmUpMillis, policy, maxRate, errorsFile, startLabel, localRanks, packing, autotune, cache);
     }
 
     /** Building rank feeds for {@code local} only, of the same world and schedule. */
     public FeedConfig withLocalRanks(RankRange local) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, local, packing, cache);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, local, packing, autotune, cache);
     }
 
     /** With every bad sample appended to {@code file} as one JSON line (null: no file). */
     public FeedConfig withErrorsFile(Path file) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, file, startLabel, localRanks, packing, cache);
+                warmUpMillis, onError, maxErrorRate, file, startLabel, localRanks, packing, autotune, cache);
     }
 
     /** Packed: each step's samples planned into one row per rank as {@code p} says ({@link Packing#OFF}: not packed). */
     public FeedConfig withPacking(Packing p) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, p, cache);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, p, autotune, cache);
     }
 
     /** With the cache of preprocessed samples {@code c} (null: none). */
     public FeedConfig withCache(dev.stoker.encode.cache.PreprocessedCache c) {
         return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
-                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, c);
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, autotune, c);
     }
+
+    /** With the knobs tuned while the feed runs ({@code on}) or pinned ({@code off}). */
+    public FeedConfig withAutotune(boolean on) {
+        return new FeedConfig(mode, encode, ranks, batchSize, seed, start, cpuThreads, fetchConcurrency, prefetchBatches, prefetchBytes,
+                warmUpMillis, onError, maxErrorRate, errorsFile, startLabel, localRanks, packing, on, cache);
+    }
+
+    /**
+     * The most CPU threads the feed may run: the cores, or the threads given when more; off autotune, the threads given.
+     * The CPU pool is sized (its queue, its per-thread decode memory, its video workers) for this many.
+     */
+    public int cpuThreadsMax() { return autotune ? Math.max(cpuThreads, Runtime.getRuntime().availableProcessors()) : cpuThreads; }
+
+    /** The most fetches in flight per rank stream: {@link #FETCH_CONCURRENCY_TUNED_MAX}, or the concurrency given when more or off autotune. */
+    public int fetchConcurrencyMax() { return autotune ? Math.max(fetchConcurrency, FETCH_CONCURRENCY_TUNED_MAX) : fetchConcurrency; }
+
+    /** The most prefetch batches per rank: {@link #PREFETCH_BATCHES_TUNED_MAX}, or the depth given when more or off autotune. */
+    public int prefetchBatchesMax() { return autotune ? Math.max(prefetchBatches, PREFETCH_BATCHES_TUNED_MAX) : prefetchBatches; }
 
     /** Whether steps are packed ({@code --pack-tokens N}, N > 0); then {@link #batchSize} does not apply. */
     public boolean packed() { return packing.on(); }

@@ -96,14 +96,15 @@ public final class FeedEngine implements AutoCloseable {
     public static ActorSystem newSystem(String name) { return ActorSystem.create(name, pekkoConfig()); }
 
     /**
-     * Indexes {@code source}'s records and starts what the streams need: a CPU pool of {@code config}'s threads that
+     * Indexes {@code source}'s records and starts what the streams need: a CPU pool of {@code config}'s threads (that the
+     * autotuner may take up to {@link FeedConfig#cpuThreadsMax()}) that
      * {@code submitters} callers may submit to at once, warmed up in the background ({@code zeroCopy}: the zero-copy
      * path's kernels too), and, when {@code system} is null, an actor system of the engine's own. The caller owns
      * {@code source}; on failure everything started here is stopped again.
      */
     static FeedEngine start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, int submitters, boolean zeroCopy,
                             ClassicActorSystemProvider system) throws IOException {
-        var cpu = new CpuPool(config.cpuThreads(), submitters, config.encode(), tokenizer, config.cache());
+        var cpu = new CpuPool(config.cpuThreads(), config.cpuThreadsMax(), submitters, config.encode(), tokenizer, config.cache());
         // the pool warms up, and a system of the engine's own starts, each on a thread of its own while the sources are
         // indexed and the order is fixed: none of the three needs another
         long warmUpMillis = config.warmUpMillis(), limit = TimeUnit.SECONDS.toMillis(FeedSource.MANIFEST_TIMEOUT_SECONDS);

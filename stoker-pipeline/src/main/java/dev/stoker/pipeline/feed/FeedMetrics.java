@@ -68,6 +68,8 @@ public final class FeedMetrics {
     final LatencyHistogram assembleLatency = new LatencyHistogram();
     /** Per batch: from next() to the batch handed out. */
     final LatencyHistogram deliverLatency = new LatencyHistogram();
+    /** Summed over batches: from next() to the batch handed out (the trainers' wait as the feed sees it; the autotuner reads it). */
+    final LongAdder deliverWaitNanos = new LongAdder();
 
     /** Stage names in the order reports show them. */
     public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "cache", "video_decode", "transform",

@@ -67,9 +67,12 @@ public final class Feeder implements AutoCloseable {
     private final long fingerprint;
     private final FeedSampler sampler;
     private final StallWatchdog watchdog;
+    /** The autotuner's knobs and thread ({@code --autotune on}); null when the knobs are pinned. */
+    private final FeedTuning tuning;
 
     private Feeder(FeedConfig config, StepSchedule schedule, FeedEngine engine, FeedErrors errors, List<RankFeed<?>> ranks,
-                   DataSources ownedSource, StoredBatchWriter writer, ShmObjectStore store, long startNanos) {
+                   DataSources ownedSource, StoredBatchWriter writer, ShmObjectStore store, long startNanos, FeedTuning tuning) {
+        this.tuning = tuning;
         var metrics = engine.metrics();
         var cpu = engine.cpu();
         this.sampler = new FeedSampler(FeedSampler.INTERVAL_MILLIS_DEFAULT, FeedSampler.CAPACITY_DEFAULT, startNanos,
@@ -193,13 +196,15 @@ public final class Feeder implements AutoCloseable {
         boolean zeroCopy = config.mode() == FeedMode.ZERO_COPY;
         if (zeroCopy && store == null) throw new IllegalArgumentException("ZERO_COPY needs a shared-memory object store");
         int threads = config.cpuThreads();
+        // the streams' CPU stages are as wide as the most threads the autotuner may set (the threads given when it is off)
+        int width = config.cpuThreadsMax();
         // every submitter is a mapAsync of known width: per rank T encodes (or prepares) and one assembly,
         // or in ZERO_COPY up to BATCHES_FILLING batches of B pixel tasks and their final writes
         // (a pack holds at most N samples of one token each: its bound, whatever the shapes)
         int samplesPerBatch = config.packing().samplesPerRankAtMost(config.batchSize());
-        int perRank = threads + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
+        int perRank = width + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
         var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
-        var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + threads, zeroCopy, system);
+        var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + width, zeroCopy, system);
         var records = engine.records();
         var metrics = engine.metrics();
         StepSchedule schedule;
@@ -251,29 +256,44 @@ public final class Feeder implements AutoCloseable {
         var cpu = engine.cpu();
         var pipeline = new SamplePipeline(records, source, cpu, metrics, config.encode(), config.packing().padTo());
         pipeline.observe(errors::outcome); // the early judgement sees each sample as it fails, before its batch is made
-        var flow = zeroCopy ? null : pipeline.flow(config.mode() == FeedMode.SERIAL, config.fetchConcurrency(), threads);
+        boolean serial = config.mode() == FeedMode.SERIAL, tune = config.autotune();
+        // tuned, each rank's stream is built with its own fetch gate and as wide as the tuner's ceilings; pinned, all share one flow
+        var flow = zeroCopy || tune ? null : pipeline.flow(serial, config.fetchConcurrency(), threads);
         if (zeroCopy) store.shareAmong(local.count()); // a rank that stops reading pins at most its share of the store
         var writer = !zeroCopy ? null : new StoredBatchWriter(store, cpu, metrics, config.ranks(), local.first(), config.encode(),
                 config.packing().packPadTo());
-        var storedFlow = !zeroCopy ? null : pipeline.storedFlow(config.fetchConcurrency(), threads, writer);
+        var storedFlow = !zeroCopy || tune ? null : pipeline.storedFlow(config.fetchConcurrency(), threads, writer);
         long startNanos = System.nanoTime();
         var feeds = new ArrayList<RankFeed<?>>(local.count());
+        var gates = new ArrayList<FetchGate>();
+        var buffers = new ArrayList<PrefetchBuffer<?>>();
         for (int r = local.first(); r <= local.last(); r++) {
             var state = new RankState(r, startNanos, metrics, errors); // the global rank: batches and metrics carry it
             var iterator = iterators.get(r - local.first());
+            var gate = tune && !serial ? new FetchGate(config.fetchConcurrency()) : null;
+            if (gate != null) gates.add(gate);
             if (zeroCopy) {
-                feeds.add(new PrefetchRankFeed<>(state, iterator, storedFlow, materializer,
-                        new PrefetchBuffer<StoredBatch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS)));
+                var buffer = new PrefetchBuffer<StoredBatch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS);
+                buffers.add(buffer);
+                feeds.add(new PrefetchRankFeed<>(state, iterator,
+                        tune ? pipeline.storedFlow(config.fetchConcurrencyMax(), width, writer, gate) : storedFlow, materializer, buffer));
                 continue;
             }
-            feeds.add(config.mode() == FeedMode.PREFETCH
-                    ? new PrefetchRankFeed<>(state, iterator, flow, materializer,
-                            new PrefetchBuffer<Batch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS))
-                    : new OnDemandRankFeed(state, iterator, flow, materializer));
+            var rankFlow = tune ? pipeline.flow(serial, config.fetchConcurrencyMax(), width, gate) : flow;
+            if (config.mode() == FeedMode.PREFETCH) {
+                var buffer = new PrefetchBuffer<Batch>(config.prefetchBatches(), config.prefetchBytes(), RankFeed.MAX_OUTSTANDING_REQUESTS);
+                buffers.add(buffer);
+                feeds.add(new PrefetchRankFeed<>(state, iterator, rankFlow, materializer, buffer));
+            } else {
+                feeds.add(new OnDemandRankFeed(state, iterator, rankFlow, materializer));
+            }
         }
+        var tuning = tune ? new FeedTuning(config, metrics, cpu, gates, buffers) : null;
         // the bad-input policy failed the feed: every rank fails with its cause and stops its work
         errors.onFailure(cause -> feeds.forEach(f -> f.fail(cause)));
-        return new Feeder(config, schedule, engine, errors, List.copyOf(feeds), owned, writer, store, startNanos);
+        var feeder = new Feeder(config, schedule, engine, errors, List.copyOf(feeds), owned, writer, store, startNanos, tuning);
+        if (tuning != null) tuning.startTicking();
+        return feeder;
     }
 
     private static void startThread(Runnable task, String name) {
@@ -344,6 +364,9 @@ public final class Feeder implements AutoCloseable {
     public BottleneckVerdict verdict() { return Bottleneck.classify(bottleneckInputs()); }
 
     public FeedConfig config() { return config; }
+
+    /** The autotuner's knobs and decisions ({@link FeedConfig#autotune()}); empty when the knobs are pinned. */
+    public Optional<FeedTuning> autotune() { return Optional.ofNullable(tuning); }
 
     /**
      * What a saved position is only valid against: the manifest's bytes, the seed, the batch size and
@@ -488,6 +511,7 @@ public final class Feeder implements AutoCloseable {
     /** Stops every rank's stream, then the engine (the streams' materializer, the CPU pool) and the writer, waiting at most {@link #CLOSE_TIMEOUT_SECONDS} for the streams. */
     @Override
     public void close() {
+        if (tuning != null) tuning.close(); // first: no knob moves while the streams stop
         watchdog.close();
         sampler.close();
         for (var r : ranks) r.close();

@@ -18,7 +18,7 @@ import java.util.concurrent.CompletableFuture;
  * that made the transition (a stream thread or the consumer's).
  */
 final class PrefetchBuffer<B extends FeedBatch> {
-    private final int maxBatches;
+    private int maxBatches; // guarded by this: the autotuner moves it ({@link #maxBatches(int)})
     private final long maxBytes;
     private final int maxWaiters;
     private final ArrayDeque<B> ready = new ArrayDeque<>();
@@ -113,6 +113,27 @@ final class PrefetchBuffer<B extends FeedBatch> {
     }
 
     void close() { fail(new CancellationException("feed closed")); }
+
+    /**
+     * Holds up to {@code n} batches from now on (the autotuner). Raised, a producer parked for room is let in at once when
+     * its batch now fits; lowered, the batches already buffered stay and the producer waits until they are taken below it.
+     */
+    void maxBatches(int n) {
+        if (n < 1) throw new IllegalArgumentException("prefetch batches must be positive, got " + n);
+        CompletableFuture<Void> admitted = null;
+        synchronized (this) {
+            maxBatches = n;
+            if (failure == null && parked != null && fits(parked)) {
+                add(parked);
+                parked = null;
+                admitted = parkedAdmit;
+                parkedAdmit = null;
+            }
+        }
+        if (admitted != null) admitted.complete(null);
+    }
+
+    synchronized int maxBatches() { return maxBatches; }
 
     synchronized int batches() { return ready.size(); }
 

@@ -85,7 +85,9 @@ final class RankState {
                 return;
             }
             batchReady();
-            metrics.deliverLatency.record(System.nanoTime() - askedNanos);
+            long waited = System.nanoTime() - askedNanos;
+            metrics.deliverLatency.record(waited);
+            metrics.deliverWaitNanos.add(waited);
             if (firstRequest) firstRequestDone();
             out.complete(b);
         });

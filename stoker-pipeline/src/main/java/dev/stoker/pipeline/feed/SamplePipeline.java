@@ -93,10 +93,18 @@ final class SamplePipeline {
 
     /** ScheduledBatch in, Batch out; {@code serial} keeps one sample in flight, else F fetches and T encodes. */
     Flow<ScheduledBatch, Batch, NotUsed> flow(boolean serial, int fetchConcurrency, int cpuThreads) {
+        return flow(serial, fetchConcurrency, cpuThreads, null);
+    }
+
+    /**
+     * {@link #flow(boolean, int, int)} whose fetches also take a permit of {@code gate} (null: none), so that the autotuner
+     * can move how many are in flight below {@code fetchConcurrency}, the stage's width.
+     */
+    Flow<ScheduledBatch, Batch, NotUsed> flow(boolean serial, int fetchConcurrency, int cpuThreads, FetchGate gate) {
         var slots = Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots);
         var encoded = serial
                 ? slots.mapAsync(1, s -> observed(fetch(s).thenCompose(this::encode)))
-                : slots.mapAsync(fetchConcurrency, s -> observed(fetch(s))).mapAsync(cpuThreads, o -> observed(encode(o)));
+                : slots.mapAsync(fetchConcurrency, s -> observed(gated(gate, s))).mapAsync(cpuThreads, o -> observed(encode(o)));
         return encoded.via(byBatch()).mapAsync(1, this::assemble);
     }
 
@@ -109,8 +117,13 @@ final class SamplePipeline {
      * </pre>
      */
     Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
+        return storedFlow(fetchConcurrency, cpuThreads, writer, null);
+    }
+
+    /** {@link #storedFlow(int, int, StoredBatchWriter)} whose fetches also take a permit of {@code gate} (null: none). */
+    Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer, FetchGate gate) {
         return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
-                .mapAsync(fetchConcurrency, s -> observed(fetch(s)))
+                .mapAsync(fetchConcurrency, s -> observed(gated(gate, s)))
                 .mapAsync(cpuThreads, o -> observed(prepare(o)))
                 .via(byBatch())
                 .mapAsync(1, group -> writer.allocate(checkedBatch(group), group))
@@ -164,6 +177,21 @@ final class SamplePipeline {
         var out = new ArrayList<Slot>(b.size());
         for (int i = 0; i < b.size(); i++) out.add(new Slot(b, i));
         return out;
+    }
+
+    /** {@link #fetch(Slot)} once {@code gate} gives a permit, given back when the fetch ends (null gate: at once). */
+    private CompletableFuture<Outcome> gated(FetchGate gate, Slot slot) {
+        if (gate == null) return fetch(slot);
+        return gate.acquire().thenCompose(v -> {
+            CompletableFuture<Outcome> f;
+            try {
+                f = fetch(slot);
+            } catch (RuntimeException | Error e) {
+                gate.release();
+                throw e;
+            }
+            return f.whenComplete((o, err) -> gate.release());
+        });
     }
 
     /** Reads the slot's record, parses it and fetches all of its images concurrently; never completes exceptionally. */
