@@ -63,6 +63,11 @@ public final class LadderRun {
             public void report(int rank, long connection, long waitNanos, long stepNanos) {
                 feedRef.get().report(rank, connection, waitNanos, stepNanos);
             }
+
+            @Override
+            public void reportHeadspace(int rank, long connection, long floorNanos, long replayedSteps) {
+                feedRef.get().reportHeadspace(rank, connection, floorNanos, replayedSteps);
+            }
         };
         var processes = new ArrayList<Process>();
         try (var server = new FeedServer(socket, provider, true)) {
