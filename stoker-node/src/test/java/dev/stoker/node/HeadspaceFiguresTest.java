@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Timeout;
  * {@link TrainerTimings#STEADY_SKIP_STEPS} left out), all ranks together (the largest floor, the pooled mean step), and
  * what the verdict, the metrics JSON and the figures say.
  */
-@Timeout(30)
+@Timeout(60)
 class HeadspaceFiguresTest {
     @Test
     void aRanksHeadroomIsItsSteadyMeanStepMinusItsFloor() {
