@@ -16,6 +16,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -32,6 +33,7 @@ class HeadspaceBenchTest {
     @TempDir Path tmp;
 
     @Test
+    @Tag("slow") // a trainer process
     void theReplayedStepsAskTheServiceNothingAndTheFloorHoldsTheTrainersSleep() throws Exception {
         assumeTrue(Files.isExecutable(Path.of(TrainerProcesses.PYTHON)), TrainerProcesses.PYTHON + " is needed for the Python trainer");
         Path data = SmallJpegDataset.write(tmp.resolve("ds"), 40, 3);
