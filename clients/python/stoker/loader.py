@@ -28,6 +28,8 @@ MAX_SMALL_FRAME = 64 << 20
 MAX_BATCH_FRAME = 1 << 40
 #: Steps whose (wait_ns, step_ns) a Loader keeps for ``timings()`` unless told otherwise.
 KEEP_TIMINGS = 10_000
+#: The most batches ``headspace`` keeps copies of (each is a whole batch in memory).
+MAX_HEADSPACE_BATCHES = 1024
 #: Seconds a plain ``Loader`` keeps trying to connect while the socket is missing or refuses (the service starting).
 CONNECT_TIMEOUT = 10.0
 #: Seconds ``Loader.from_env`` keeps trying, unless STOKER_CONNECT_TIMEOUT says otherwise: a job's trainers
@@ -191,7 +193,8 @@ class Loader:
     """Iterates over one rank's batches from a Stoker service over its Unix socket.
 
     ``Loader(address, rank, world_size, *, job="default", as_torch=False, pin_memory=False,
-    copy=False, timeout=600, shared_memory=True, connect_timeout=10, keep_timings=10000, local_rank=0)``;
+    copy=False, timeout=600, shared_memory=True, connect_timeout=10, keep_timings=10000, local_rank=0,
+    headspace=None)``;
     :meth:`from_env` takes them from a launcher's environment (torchrun's RANK, WORLD_SIZE, LOCAL_RANK).
 
     * ``address``: the service's socket path (str or Path); None means :func:`default_address`.
@@ -239,6 +242,21 @@ class Loader:
       the same way (:func:`stoker.pixels.to_pixel_values_videos`, with ``video_frame_counts`` from ``last_meta``).
       Batches without either (a batch without images has no ``pixel_values_u8``) pass unchanged.
 
+    * ``headspace``: ``(cache_batches, replay_steps)`` measures the trainer's compute floor (SPDL's headspace
+      analysis, its ``CacheDataLoader``): the first ``cache_batches`` batches from the service are handed out as
+      usual and a private copy of each is kept (the copy's time is part of those steps' wait, and in
+      ``headspace_copy_ns``); the next ``replay_steps`` calls hand out those copies again, round robin, without
+      asking the service (do not write into them: the next round gets the same arrays); then the copies are
+      dropped and batches come from the service again, where the feed stands. The compute of each replayed step is
+      timed as every step is (``replay_steps_ns``); its median is the compute floor (``compute_floor_ns``), the
+      step the trainer would take with no wait for data. It goes to the service with the next request
+      (docs/protocol.md, NEXT), whose verdict then says how much per step the data side can win at most; a
+      service from before the report only warns. Replayed steps are not in :meth:`timings` nor the wait ratio,
+      and move no cursor (``state_dict()`` stays at the last batch from the service; ``last_meta`` is the
+      replayed batch's). :meth:`headspace_figures` gives the figures on the trainer's side. At most
+      ``MAX_HEADSPACE_BATCHES`` batches are kept; each costs its size in memory while kept (and on the GPU
+      with ``pixel_device="cuda"``).
+
     Wait measurement (what the service's wait ratio is made of): each ``next()`` that returns a batch
     is timed (``time.perf_counter_ns``): ``wait_ns``, the time it blocked (connecting, the request,
     receiving, a compact batch's conversion), and ``step_ns``, the time from its return to the next
@@ -258,7 +276,7 @@ class Loader:
                  as_torch: bool = False, pin_memory: bool = False, copy: bool = False,
                  timeout: Optional[float] = DEFAULT_TIMEOUT, shared_memory: bool = True, to_pixel_values: bool = False,
                  pixel_device=None, connect_timeout: Optional[float] = CONNECT_TIMEOUT, keep_timings: int = KEEP_TIMINGS,
-                 local_rank: int = 0):
+                 local_rank: int = 0, headspace: Optional[Tuple[int, int]] = None):
         for label, v in (("rank", rank), ("world_size", world_size)):
             if not isinstance(v, int) or not 0 <= v < 1 << 32:
                 raise ValueError(f"{label} must be an int in [0, 2**32), got {v!r}")
@@ -272,6 +290,13 @@ class Loader:
             raise ValueError(f"connect_timeout must be >= 0 seconds, got {connect_timeout!r}")
         if not isinstance(keep_timings, int) or keep_timings < 0:
             raise ValueError(f"keep_timings must be an int >= 0, got {keep_timings!r}")
+        if headspace is not None:
+            ok = (isinstance(headspace, (tuple, list)) and len(headspace) == 2
+                  and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in headspace))
+            if not ok:
+                raise ValueError(f"headspace must be (cache_batches, replay_steps), two ints >= 1, got {headspace!r}")
+            if headspace[0] > MAX_HEADSPACE_BATCHES:
+                raise ValueError(f"headspace keeps copies of at most {MAX_HEADSPACE_BATCHES} batches, got {headspace[0]}")
         self.address = os.fspath(address) if address is not None else default_address(job)
         self.rank = rank
         self.world_size = world_size
@@ -303,6 +328,7 @@ class Loader:
                               RuntimeWarning, stacklevel=2)
                 self.pin_memory = False
         self.last_meta: Optional[BatchMeta] = None
+        self._cursor_meta: Optional[BatchMeta] = None  # the last batch's from the service, not a replayed copy's
         self.batches = 0
         self.bytes_received = 0
         self.bytes_copied = 0
@@ -317,6 +343,23 @@ class Loader:
         self._pool = _BufferPool()
         self._pixel_pool = _BufferPool()  # CPU pixel_values of converted compact batches
         self._header = bytearray(P.FRAME.size)
+        # headspace: "off" | "caching" (copying the first batches) | "replaying" | "done"
+        self.headspace = None if headspace is None else (int(headspace[0]), int(headspace[1]))
+        self._hs_phase = "off" if headspace is None else "caching"
+        self._hs_cache: List[Tuple[dict, BatchMeta]] = []
+        self._hs_last_replayed = False  # the batch handed out last was a replayed copy
+        self._hs_held_timing: Optional[Tuple[int, int]] = None  # the last real step's timing, sent after the replay
+        self._hs_report: Optional[Tuple[int, int]] = None  # (floor_ns, steps) not sent yet
+        #: step_ns of each replayed step (the trainer's compute with no wait for data)
+        self.replay_steps_ns: List[int] = []
+        #: batches handed out from the headspace copies (no request to the service)
+        self.replayed = 0
+        #: nanoseconds spent copying batches for the replay (inside those steps' wait)
+        self.headspace_copy_ns = 0
+        #: the median of ``replay_steps_ns`` once the replay is over, else None
+        self.compute_floor_ns: Optional[int] = None
+        #: whether the floor went to the service (False: not yet, or a service that does not take it)
+        self.headspace_reported = False
 
     # ------------------------------------------------------------------ connection
 
@@ -500,7 +543,8 @@ class Loader:
         resumes the job right after it (the service's schedule, not arithmetic here), with ``sources``: each
         source's own cursor there (``{"epoch", "position"}`` in the order the sources were given), which is
         informative: the global cursor alone resumes."""
-        resume = self.last_meta.resume if self.last_meta is not None and self._yielded > 0 else None
+        meta = self._cursor_meta  # the last batch from the service (a replayed copy moves no cursor)
+        resume = meta.resume if meta is not None and self._yielded > 0 else None
         if self._resume is not None:
             (epoch, position, fingerprint), next_step = self._resume, self._resume_step or 0
         elif self._welcome is not None and resume is not None:
@@ -554,9 +598,13 @@ class Loader:
         t0 = time.perf_counter_ns()
         timing = None
         if self._returned_ns is not None:  # the step before: its wait, then the trainer's compute until now
-            timing = (self.last_wait_ns, t0 - self._returned_ns)
+            if self._hs_last_replayed:  # a replayed step: the compute floor's, not a step on the service's batch
+                self.replay_steps_ns.append(t0 - self._returned_ns)
+            else:
+                timing = (self.last_wait_ns, t0 - self._returned_ns)
+                self.waits.append(timing)
             self._returned_ns = None
-            self.waits.append(timing)
+            self._hs_last_replayed = False
         if self._state == "ended":
             raise StopIteration
         if self._state == "closed":
@@ -564,12 +612,30 @@ class Loader:
         if self._state == "failed":
             raise StokerError("the connection to the service was lost; call "
                               "load_state_dict(loader.state_dict()) to reconnect and resume")
+        if self._hs_phase == "replaying":
+            if timing is not None:  # the last step on a real batch: reported with the first request after the replay
+                self._hs_held_timing = timing
+            if self.replayed < self.headspace[1]:
+                return self._replay(t0)
+            self._end_replay()
+        if timing is None and self._hs_held_timing is not None:
+            timing, self._hs_held_timing = self._hs_held_timing, None
+        report = None
+        if self._hs_report is not None and timing is not None:
+            report, self._hs_report = self._hs_report, None
         if self._conn is None:
             self.connect()
         conn = self._conn
+        if report is not None and not conn.welcome.takes_headspace:
+            warnings.warn("stoker: this Stoker service does not take headspace reports (a service from before them); the "
+                          f"compute floor ({report[0] / 1e6:.1f} ms) is only in loader.compute_floor_ns", RuntimeWarning,
+                          stacklevel=2)
+            report = None
         try:
             self._start_request()
-            self._sendall(conn.sock, P.release(self._drain(conn.pending)) + P.next_request(timing))
+            self._sendall(conn.sock, P.release(self._drain(conn.pending)) + P.next_request(timing, report))
+            if report is not None:
+                self.headspace_reported = True
             type_, n = self._read_frame_header(conn.sock)
             if type_ == P.BATCH:
                 out = self._receive_batch(conn, n)
@@ -594,15 +660,68 @@ class Loader:
             raise
         self._yielded += 1
         self.batches += 1
+        self._cursor_meta = self.last_meta
         self.last_convert_ns = 0
         if self.to_pixel_values and (pixels.U8 in out or pixels.VIDEO_U8 in out):
             c0 = time.perf_counter_ns()
             out = pixels.batch_to_pixel_values(out, self.last_meta, self.pixel_device,
                                                self._pixel_buffer(out) if pixels.U8 in out else None)  # drops the u8 views: their lease goes
             self.last_convert_ns = time.perf_counter_ns() - c0
+        if self._hs_phase == "caching":
+            out = self._keep_for_replay(out)
         self._returned_ns = time.perf_counter_ns()
         self.last_wait_ns = self._returned_ns - t0
         return out
+
+    # ------------------------------------------------------------------ headspace (compute floor)
+
+    def _keep_for_replay(self, out: dict) -> dict:
+        """Keeps a private copy of a real batch for the replay (the service may reuse its memory once the lease goes; the
+        trainer may write into what it gets); returns the batch to hand out. The copy's time is inside this step's wait."""
+        c0 = time.perf_counter_ns()
+        copy = {k: (v.clone() if hasattr(v, "clone") else np.array(v, copy=True)) for k, v in out.items()}
+        self._hs_cache.append((copy, self.last_meta))
+        if len(self._hs_cache) == self.headspace[0]:
+            self._hs_phase = "replaying"
+        self.headspace_copy_ns += time.perf_counter_ns() - c0
+        return out
+
+    def _replay(self, t0: int) -> dict:
+        """Hands out the next kept copy (round robin) without asking the service; its step is timed as a replayed one."""
+        batch, meta = self._hs_cache[self.replayed % len(self._hs_cache)]
+        self.replayed += 1
+        self.last_meta = meta
+        self._hs_last_replayed = True
+        self._returned_ns = time.perf_counter_ns()
+        self.last_wait_ns = self._returned_ns - t0
+        return dict(batch)
+
+    def _end_replay(self) -> None:
+        """The replay is over: the floor is the median of the replayed steps' compute; the copies go."""
+        self._hs_phase = "done"
+        self._hs_cache = []
+        steps = sorted(self.replay_steps_ns)
+        if steps:
+            n = len(steps)
+            self.compute_floor_ns = steps[n // 2] if n % 2 else (steps[n // 2 - 1] + steps[n // 2]) // 2
+            self._hs_report = (self.compute_floor_ns, n)
+
+    def headspace_figures(self) -> Optional[dict]:
+        """The headspace measurement once the replay is over (None before): ``compute_floor_ns`` (median compute of the
+        replayed steps), ``replayed_steps``, the steps on the service's batches (``steps``: those in :meth:`timings`),
+        their ``mean_step_ns`` (wait + compute) and ``wait_ratio``, and ``data_headroom_ns``: what the data side can win
+        at most per step, the mean step minus the floor (0 when the step is at its floor), as the service computes it
+        (over its steady steps, it leaves out each rank's first 3)."""
+        if self.compute_floor_ns is None:
+            return None
+        steps = list(self.waits)
+        wait = sum(w for w, _ in steps)
+        total = wait + sum(c for _, c in steps)
+        mean = total / len(steps) if steps else None
+        return {"compute_floor_ns": self.compute_floor_ns, "replayed_steps": len(self.replay_steps_ns), "steps": len(steps),
+                "mean_step_ns": mean, "wait_ratio": wait / total if total else None,
+                "data_headroom_ns": None if mean is None else max(0.0, mean - self.compute_floor_ns),
+                "reported": self.headspace_reported}
 
     def _pixel_buffer(self, batch: dict):
         """A recycled CPU buffer for a compact batch's pixel_values (None on another device): it goes back

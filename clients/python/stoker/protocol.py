@@ -21,11 +21,16 @@ FLAG_RESUME_STEP = 4  # resume_step, the saved state's next_step, is valid
 DELIVERY_COPY = 0
 DELIVERY_SHARED_MEMORY = 1
 
+#: WELCOME ``features`` bit: the service takes a NEXT of 32 bytes, a timing with the trainer's compute floor (headspace)
+FEATURE_HEADSPACE = 1
+
 FRAME = struct.Struct("<IQ")  # type, payload length
 _HELLO = struct.Struct("<IIIIQQQQ")
-_WELCOME = struct.Struct("<IIQQQQQQQQ")
+_WELCOME = struct.Struct("<IIQQQQQQQQ")  # what every version-5 service sends; newer ones append features u64
+_FEATURES = struct.Struct("<Q")
 _REF = struct.Struct("<QQQI")
 _TIMING = struct.Struct("<QQ")  # NEXT's optional payload: wait_ns, step_ns of the step before
+_TIMING_HEADSPACE = struct.Struct("<QQQQ")  # the same, then floor_ns, floor_steps (FEATURE_HEADSPACE)
 _MAX_NS = (1 << 63) - 1  # the service refuses more: not a measurement
 
 # The Java service reads trainer frames other than BATCH of at most 1 MiB (FeedProtocol.FrameReader.small):
@@ -44,6 +49,12 @@ class Welcome(NamedTuple):
     position: int
     dataset_size: int
     positions_per_step: int
+    features: int = 0  # 0 from a service from before the field (a 72-byte WELCOME)
+
+    @property
+    def takes_headspace(self) -> bool:
+        """Whether the service takes the trainer's compute floor with a NEXT (``FEATURE_HEADSPACE``)."""
+        return bool(self.features & FEATURE_HEADSPACE)
 
     def advance(self, epoch: int, position: int, steps: int):
         """The cursor ``steps`` batches after (epoch, position), by the schedule's rule: each global
@@ -80,13 +91,22 @@ def hello(rank: int, world: int, flags: int, resume_epoch: int, resume_position:
                  + job.encode("utf-8"))
 
 
-def next_request(timing=None) -> bytes:
+def next_request(timing=None, headspace=None) -> bytes:
     """A NEXT frame: empty, or carrying ``timing`` = (wait_ns, step_ns), the trainer's measurement of the
-    batch it received before (time blocked in the call that returned it; time from that return to now)."""
+    batch it received before (time blocked in the call that returned it; time from that return to now),
+    and with it, when given, ``headspace`` = (floor_ns, floor_steps): the median compute of ``floor_steps``
+    replayed steps (send it only to a service whose WELCOME has ``FEATURE_HEADSPACE``)."""
     if timing is None:
+        if headspace is not None:
+            raise ValueError("a headspace report goes with a timing")
         return frame(NEXT)
     wait_ns, step_ns = (min(max(int(v), 0), _MAX_NS) for v in timing)
-    return frame(NEXT, _TIMING.pack(wait_ns, step_ns))
+    if headspace is None:
+        return frame(NEXT, _TIMING.pack(wait_ns, step_ns))
+    floor_ns, floor_steps = (min(max(int(v), 0), _MAX_NS) for v in headspace)
+    if floor_steps < 1:
+        raise ValueError(f"a headspace report of {floor_steps} steps")
+    return frame(NEXT, _TIMING_HEADSPACE.pack(wait_ns, step_ns, floor_ns, floor_steps))
 
 
 def release(leases) -> bytes:
@@ -100,8 +120,9 @@ def release(leases) -> bytes:
 
 def decode_welcome(p) -> Welcome:
     if len(p) < _WELCOME.size:
-        raise ProtocolError(f"WELCOME of {len(p)} bytes; version {VERSION} sends {_WELCOME.size}")
-    return Welcome(*_WELCOME.unpack_from(p, 0))
+        raise ProtocolError(f"WELCOME of {len(p)} bytes; version {VERSION} sends at least {_WELCOME.size}")
+    features = _FEATURES.unpack_from(p, _WELCOME.size)[0] if len(p) >= _WELCOME.size + _FEATURES.size else 0
+    return Welcome(*_WELCOME.unpack_from(p, 0), features)
 
 
 def decode_ref(p) -> Ref:

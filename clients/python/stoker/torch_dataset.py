@@ -31,7 +31,8 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
     ``rank``/``world_size`` default to torch.distributed's when it is initialized, else to the
     RANK and WORLD_SIZE environment variables, else to 0 and 1. ``loader_kwargs`` go to
     :class:`Loader` (``as_torch`` defaults to True; ``to_pixel_values=True, pixel_device="cuda"``
-    turns compact batches into ``pixel_values`` on the GPU).
+    turns compact batches into ``pixel_values`` on the GPU; ``headspace=(N, M)`` measures the
+    trainer's compute floor on M replayed steps, ``ds.loader.compute_floor_ns``).
 
     Use it with ``DataLoader(ds, batch_size=None, num_workers=0)``; any worker process
     (``num_workers`` of 1 or more) is refused with :class:`StokerError` at the first ``next()``. The

@@ -101,7 +101,7 @@ class FakeService:
     def __init__(self, tmpdir, batches, *, delivery="copy", version=5, fingerprint=0xF00D,
                  steps_per_epoch=None, expected_batch_bytes=0, hello_error=None, welcome_version=None,
                  segment_for=None, segment_bytes=1 << 18, corrupt=None, error_after=None,
-                 drop_after=None, stall_after=None, trickle_after=None):
+                 drop_after=None, stall_after=None, trickle_after=None, features=1):
         self.tmpdir = str(tmpdir)
         self.path = os.path.join(self.tmpdir, "feed.sock")
         self.shm_dir = os.path.join(self.tmpdir, "shm")
@@ -121,6 +121,7 @@ class FakeService:
         self.drop_after = drop_after  # close the socket instead of answering batch n
         self.stall_after = stall_after  # (n, seconds): a wedged pipeline, batch n answered only after that long
         self.trickle_after = trickle_after  # (n, pause): batch n sent 64 bytes at a time, a pause between (a slow peer)
+        self.features = features  # the WELCOME's features (bit 0: takes headspace reports); None: a 72-byte WELCOME of before
         self.events = []  # (connection number, kind, detail)
         self.hellos = []
         self.positions = {}  # rank -> next step
@@ -128,6 +129,7 @@ class FakeService:
         self.released = []  # lease ids released by RELEASE, in order
         self.violations = []
         self.timings = []  # (rank, wait_ns, step_ns) from NEXT payloads, in order
+        self.headspace = []  # (rank, floor_ns, floor_steps) from 32-byte NEXT payloads, in order
         self.leases = {}  # step -> lease
         self._next_lease = 1000
         self._done = []
@@ -243,9 +245,11 @@ class FakeService:
                 pos = self.positions.setdefault(rank, 0)
                 shm = self.delivery == "shm" and bool(flags & 1)
                 spe = self.steps_per_epoch
-                self._send(s, WELCOME, struct.pack("<IIQQQQQQQQ", self.welcome_version, 1 if shm else 0,
-                                                   self.expected_batch_bytes, pos, self.fingerprint, spe,
-                                                   pos // spe, pos % spe, spe, 1))
+                welcome = struct.pack("<IIQQQQQQQQ", self.welcome_version, 1 if shm else 0,
+                                      self.expected_batch_bytes, pos, self.fingerprint, spe, pos // spe, pos % spe, spe, 1)
+                if self.features is not None:
+                    welcome += struct.pack("<Q", self.features)
+                self._send(s, WELCOME, welcome)
                 while True:
                     try:
                         t, p = self._read_frame(s)
@@ -270,13 +274,22 @@ class FakeService:
                         self.violations.append(f"unexpected frame type {t}")
                         self._error(s, c, f"unexpected frame type {t}")
                         return
-                    if len(p) not in (0, 16):  # as the service: 0, or the trainer's timing of its step before
+                    # as the service: 0, the trainer's timing of its step before, or that and its compute floor when the
+                    # WELCOME offered to take it
+                    allowed = (0, 16, 32) if self.features is not None and self.features & 1 else (0, 16)
+                    if len(p) not in allowed:
                         self.violations.append(f"NEXT payload of {len(p)} bytes")
-                        self._error(s, c, f"NEXT payload of {len(p)} bytes; protocol version 5 sends 0 or 16")
+                        self._error(s, c, f"NEXT payload of {len(p)} bytes; protocol version 5 sends "
+                                          + ", ".join(map(str, allowed)))
                         return
                     if p:
-                        wait_ns, step_ns = struct.unpack("<QQ", p)
+                        wait_ns, step_ns = struct.unpack_from("<QQ", p)
                         self.timings.append((rank, wait_ns, step_ns))
+                    if len(p) == 32:
+                        floor_ns, floor_steps = struct.unpack_from("<QQ", p, 16)
+                        if floor_steps < 1:
+                            self.violations.append("a headspace report of no step")
+                        self.headspace.append((rank, floor_ns, floor_steps))
                     step = self.positions[rank]
                     self.events.append((c, "NEXT", step))
                     if self.drop_after is not None and step >= self.drop_after:

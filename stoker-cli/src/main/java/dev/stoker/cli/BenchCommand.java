@@ -19,7 +19,7 @@ import picocli.CommandLine.Spec;
 
 /** {@code stoker bench …}: whole-pipeline benchmarks, plans of stoker-bench (kernels are JMH: {@code ./stoker jmh}). */
 @Command(name = "bench", mixinStandardHelpOptions = true, sortOptions = false, description = "Benchmarks of whole pipelines.",
-        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, BenchCommand.VideoDecode.class, BenchCommand.Video.class, LadderCommand.class, HandoffCommand.class,
+        subcommands = {BenchCommand.Preprocess.class, BenchCommand.Decode.class, BenchCommand.VideoDecode.class, BenchCommand.Video.class, LadderCommand.class, HeadspaceCommand.class, HandoffCommand.class,
                 FlightCommand.class, SoakCommand.class, ClusterCommand.class, WireCommand.class, IndexCommand.class, PackingCommand.class})
 final class BenchCommand {
     /** What a benchmark that runs a feed takes of NodeConfig: the processor, the data and the store. */

@@ -25,11 +25,16 @@ final class TrainerCommand implements Callable<Integer> {
                     + "(CompactPixels) before the step, inside the measured wait.") boolean toPixelValues;
     @Option(names = "--receive-buffer", defaultValue = "0",
             description = "Bytes of receive buffer to allocate and touch before connecting (copy delivery).") long receiveBuffer;
+    @Option(names = "--headspace", split = ",", paramLabel = "N,M",
+            description = "Keep copies of the first N batches and replay them for M steps without asking the service (its compute "
+                    + "floor, reported to the service; the replayed steps are on top of --steps).") int[] headspace;
 
     @Override
     public Integer call() throws Exception {
+        if (headspace != null && headspace.length != 2)
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--headspace takes N,M (batches kept, steps replayed)");
         SimulatedTrainer.run(new SimulatedTrainer.Settings(socket, rank, world, steps, stepMillis, report, job, copy, durationMillis,
-                toPixelValues, receiveBuffer));
+                toPixelValues, receiveBuffer, headspace == null ? 0 : headspace[0], headspace == null ? 0 : headspace[1]));
         return 0;
     }
 }

@@ -189,6 +189,13 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         if (l != null) l.report(rank, connection, waitNanos, stepNanos);
     }
 
+    /** A trainer's compute floor goes to the ledger of the job its connection joined, as its timings do. */
+    @Override
+    public void reportHeadspace(int rank, long connection, long floorNanos, long replayedSteps) {
+        var l = joinedLedger.get(connection);
+        if (l != null) l.reportHeadspace(rank, connection, floorNanos, replayedSteps);
+    }
+
     @Override
     public CompletableFuture<? extends Delivery> next(int rank, long connection) {
         var l = joinedLedger.get(connection);

@@ -31,7 +31,9 @@ import java.util.function.ToDoubleFunction;
  * The trainers' own figures, from the timings they send with each request, get a series per rank when
  * the rank first asks: {@code stoker_trainer_wait_ratio{rank}} (whole run), {@code
  * stoker_trainer_recent_wait_ratio{rank}}, {@code stoker_trainer_steps_reported_total{rank}}, {@code
- * stoker_trainer_wait_seconds_total{rank}} and {@code stoker_trainer_step_seconds_total{rank}}; the
+ * stoker_trainer_wait_seconds_total{rank}} and {@code stoker_trainer_step_seconds_total{rank}}, and, once the trainer
+ * measured its compute floor (headspace), {@code stoker_trainer_compute_floor_seconds{rank}} and {@code
+ * stoker_trainer_data_headroom_seconds{rank}} (NaN before); the
  * bottleneck verdict uses their wait ratio once they have reported. A packed job ({@code --pack-tokens}) gets, from its
  * first packed step on, the figures of its last step: {@code stoker_pack_imbalance} (max / mean predicted rank cost),
  * {@code stoker_pack_padding_fraction} (1 − real tokens / (R·N)) and {@code stoker_pack_step_cost{rank}} (the predicted
@@ -224,6 +226,15 @@ public final class PrometheusEndpoint implements AutoCloseable {
                 .description("time the trainer was blocked waiting for batches").tag("rank", tag).register(registry);
         FunctionCounter.builder("stoker.trainer.step.seconds", this, m -> figure(m, rank, f -> f.stepNanos() / 1e9))
                 .description("time the trainer computed between batches").tag("rank", tag).register(registry);
+        // headspace (the clients' replay option): NaN until the trainer reports its compute floor
+        Gauge.builder("stoker.trainer.compute.floor.seconds", this,
+                        m -> figure(m, rank, f -> f.headspace() == null ? Double.NaN : f.headspace().floorNanos() / 1e9))
+                .description("the trainer's compute floor: median compute of the steps on batches it replayed, no data wait").tag("rank", tag)
+                .register(registry);
+        Gauge.builder("stoker.trainer.data.headroom.seconds", this,
+                        m -> figure(m, rank, f -> f.headspace() == null ? Double.NaN : f.headspace().headroomNanos() / 1e9))
+                .description("what the data side can win at most per step: mean step (wait + compute) minus the compute floor").tag("rank", tag)
+                .register(registry);
     }
 
     /**

@@ -219,6 +219,12 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
         timings.report(rank, waitNanos, stepNanos);
     }
 
+    /** Records the trainer's measured compute floor (headspace analysis). */
+    @Override
+    public void reportHeadspace(int rank, long connection, long floorNanos, long replayedSteps) {
+        timings.headspace(rank, floorNanos, replayedSteps);
+    }
+
     /** Times the pipeline was restarted at a trainer's cursor. */
     public long repositions() {
         synchronized (lock) {
@@ -594,7 +600,8 @@ public final class RankLedger implements BatchProvider, AutoCloseable {
 
     /** The bottleneck verdict with the trainers' figures: their (steady) wait ratio and the transfer's share of it. */
     public BottleneckVerdict verdict(double trainerWaitRatio, OptionalDouble transferShare) {
-        return Bottleneck.classify(feeder().bottleneckInputs().withTrainer(trainerWaitRatio, transferShare));
+        // with the trainers' measured compute floor, when one reported it: how much per step the data side can still win
+        return Bottleneck.classify(feeder().bottleneckInputs().withTrainer(trainerWaitRatio, transferShare)).withHeadspace(timings.headspace());
     }
 
     /**

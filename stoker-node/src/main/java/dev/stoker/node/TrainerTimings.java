@@ -1,5 +1,6 @@
 package dev.stoker.node;
 
+import dev.stoker.pipeline.observe.Headspace;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -19,6 +20,12 @@ import java.util.TreeMap;
  * report's timeline shows; a long job's file stays bounded), and a recent window of
  * {@link #RECENT_STEPS} steps for the live figures (status line, Prometheus).
  *
+ * <p>Headspace: a trainer that replayed batches it had already received (the clients' headspace option) reports its
+ * compute floor once, with the NEXT after the replay; a rank's {@link Headspace} sets that floor against the mean step of
+ * its steady steps (after the first {@link #STEADY_SKIP_STEPS}, as the verdict's wait ratio), so the figures say how much
+ * per step the data side can win at most. Replayed steps are not steps of the service's batches: they are not in the
+ * wait ratio.
+ *
  * <p>Threading: safe from any thread; each rank's connection thread records, readers copy under the lock.
  */
 public final class TrainerTimings {
@@ -35,7 +42,7 @@ public final class TrainerTimings {
      * request (ms since the epoch) and the monotonic times of its first request and last report.
      */
     public record RankFigures(int rank, long steps, long waitNanos, long stepNanos, long bytes, long samples, long startUnixMillis,
-                              long elapsedNanos, OptionalDouble recentWaitRatio) {
+                              long elapsedNanos, OptionalDouble recentWaitRatio, Headspace headspace) {
         /** Σ wait / Σ (wait + compute), 0 before any report. */
         public double waitRatio() { return ratio(waitNanos, stepNanos); }
     }
@@ -45,6 +52,7 @@ public final class TrainerTimings {
         long firstRequestNanos = -1, firstRequestUnixMillis, lastReportNanos;
         long steps, wait, step, bytes, samples;
         long handedBytes, handedSamples; // the batch handed out last: the one the next report is about
+        long floorNanos = -1, floorSteps; // the trainer's compute floor (headspace), -1 before it reports one
         final java.util.ArrayDeque<Step> kept = new java.util.ArrayDeque<>();
 
         RankRecord(int rank) { this.rank = rank; }
@@ -90,6 +98,23 @@ public final class TrainerTimings {
         }
     }
 
+    /** Steps of each rank left out of its headspace's mean step: the cold start (as the steady wait ratio). */
+    public static final int STEADY_SKIP_STEPS = 3;
+
+    /**
+     * Rank {@code rank}'s trainer measured its compute floor: the median compute of {@code replayedSteps} steps on batches it
+     * replayed (docs/protocol.md, NEXT). A later report replaces an earlier one.
+     */
+    public void headspace(int rank, long floorNanos, long replayedSteps) {
+        if (floorNanos < 0 || replayedSteps <= 0)
+            throw new IllegalArgumentException("rank " + rank + ": a compute floor of " + floorNanos + " ns over " + replayedSteps + " steps");
+        synchronized (lock) {
+            var r = rank(rank);
+            r.floorNanos = floorNanos;
+            r.floorSteps = replayedSteps;
+        }
+    }
+
     /** Whether any trainer has reported a step. */
     public boolean any() {
         synchronized (lock) {
@@ -117,7 +142,37 @@ public final class TrainerTimings {
         }
         return new RankFigures(r.rank, r.steps, r.wait, r.step, r.bytes, r.samples, r.firstRequestUnixMillis,
                 r.firstRequestNanos < 0 || r.steps == 0 ? 0 : r.lastReportNanos - r.firstRequestNanos,
-                n == 0 ? OptionalDouble.empty() : OptionalDouble.of(ratio(w, s)));
+                n == 0 ? OptionalDouble.empty() : OptionalDouble.of(ratio(w, s)), headspace(r));
+    }
+
+    /**
+     * The rank's headspace: its floor against the mean of its steps kept after the first {@link #STEADY_SKIP_STEPS} (all kept
+     * steps when it has no more); null before it reported a floor or a step.
+     */
+    private static Headspace headspace(RankRecord r) {
+        if (r.floorNanos < 0 || r.kept.isEmpty()) return null;
+        long first = r.steps - r.kept.size(), i = first, w = 0, s = 0, n = 0;
+        boolean skip = r.steps > STEADY_SKIP_STEPS;
+        for (var step : r.kept) {
+            if (!skip || i++ >= STEADY_SKIP_STEPS) {
+                w += step.waitNanos();
+                s += step.stepNanos();
+                n++;
+            }
+        }
+        return Headspace.of(r.floorNanos, r.floorSteps, w, s, n);
+    }
+
+    /** The headspace of all ranks that measured one ({@link Headspace#overall}); null when none did. */
+    public Headspace headspace() {
+        var each = new ArrayList<Headspace>();
+        synchronized (lock) {
+            for (var r : ranks.values()) {
+                var h = headspace(r);
+                if (h != null) each.add(h);
+            }
+        }
+        return Headspace.overall(each);
     }
 
     /** The wait ratio over every rank's whole run, empty before any report. */
@@ -182,6 +237,7 @@ public final class TrainerTimings {
             x.put("step_ns", r.stepNanos());
             x.put("wait_ratio", r.steps() == 0 ? null : r.waitRatio());
             x.put("recent_wait_ratio", r.recentWaitRatio().isPresent() ? r.recentWaitRatio().getAsDouble() : null);
+            x.put("headspace", r.headspace() == null ? null : r.headspace().toJson());
             list.add(x);
         }
         m.put("ranks", list);
@@ -189,6 +245,8 @@ public final class TrainerTimings {
         m.put("wait_ratio", all.isPresent() ? all.getAsDouble() : null);
         var recent = recentWaitRatio();
         m.put("recent_wait_ratio", recent.isPresent() ? recent.getAsDouble() : null);
+        var headspace = headspace();
+        m.put("headspace", headspace == null ? null : headspace.toJson());
         return m;
     }
 

@@ -164,6 +164,7 @@ public final class RunReport {
             if (!evidence.isEmpty()) h.append("<div><span class=\"lbl\">Evidence</span> ").append(Html.esc(evidence)).append("</div>");
             String advice = v.path("advice").asText("");
             if (!advice.isEmpty()) h.append("<div><span class=\"lbl\">Advice</span> ").append(Html.esc(advice)).append("</div>");
+            headspace(h, v);
             h.append("</div>\n");
         }
         h.append("</section>\n");
@@ -209,6 +210,20 @@ public final class RunReport {
             h.append("</tbody></table>\n");
         }
         h.append("</section>\n");
+    }
+
+    /**
+     * The verdict's headspace line, when a trainer measured its compute floor (the clients' replay option): wait ratio,
+     * compute floor, mean step and what the data side can win at most per step. No GPU utilisation: the service is not told it.
+     */
+    private static void headspace(StringBuilder h, JsonNode v) {
+        if (!v.path("compute_floor_ms").isNumber()) return;
+        h.append("<div class=\"headspace\"><span class=\"lbl\">Headspace</span> ");
+        if (v.path("trainer_wait_ratio").isNumber()) h.append("wait ratio ").append(Html.num(v.path("trainer_wait_ratio").asDouble(), 3)).append(", ");
+        h.append("compute floor ").append(Html.num(v.path("compute_floor_ms").asDouble(), 1)).append(" ms, mean step ")
+                .append(Html.num(v.path("mean_step_ms").asDouble(), 1)).append(" ms: the data side can win at most <b>")
+                .append(Html.num(v.path("data_headroom_ms").asDouble(), 1)).append(" ms per step</b> (")
+                .append(Math.round(v.path("data_headroom_fraction").asDouble() * 100)).append("%)</div>");
     }
 
     private static String joinArray(JsonNode a) {

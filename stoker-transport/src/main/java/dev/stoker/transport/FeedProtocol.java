@@ -19,7 +19,7 @@ import java.nio.charset.StandardCharsets;
  *    HELLO  (version, rank, world, flags, resume cursor, fingerprint, job) ──►
  *                       ◄── WELCOME (version, delivery, expected bytes, next step, fingerprint, steps/epoch, cursor, sizes) or ERROR
  *    RELEASE (lease…)   ──►   (no reply; leases of batches the trainer no longer reads)
- *    NEXT   ([wait_ns, step_ns]) ──►   (the trainer's measurement of the step before, or empty)
+ *    NEXT   ([wait_ns, step_ns[, floor_ns, floor_steps]]) ──►   (the trainer's measurement of the step before, or empty)
  *                       ◄── BATCH (STKB bytes, copy delivery) | REF (lease, offset, length, path, header) | END | ERROR
  *    …
  *    BYE    ()          ──►
@@ -42,6 +42,15 @@ public final class FeedProtocol {
 
     /** WELCOME delivery: batches are copied in BATCH frames, or referenced in REF frames. */
     public static final int DELIVERY_COPY = 0, DELIVERY_SHARED_MEMORY = 1;
+
+    /**
+     * WELCOME feature bit: the service takes a NEXT of {@link Timing#HEADSPACE_BYTES} bytes, a timing with the trainer's
+     * measured compute floor (headspace analysis). A trainer sends that form only to a service that says so: a service
+     * from before it answers ERROR to a NEXT of that length.
+     */
+    public static final long FEATURE_HEADSPACE = 1;
+    /** The features this service has: what its WELCOME says. */
+    public static final long FEATURES = FEATURE_HEADSPACE;
 
     /**
      * A trainer's HELLO. {@code resume} is null unless the trainer resumes from a saved state;
@@ -93,19 +102,34 @@ public final class FeedProtocol {
      * size), and to the next epoch's start when less than one step is left of {@code datasetSize}.
      */
     public record Welcome(int version, int delivery, long expectedBatchBytes, long nextStep, long fingerprint, long stepsPerEpoch,
-                          long epoch, long position, long datasetSize, long positionsPerStep) {
-        static final int BYTES = 72;
+                          long epoch, long position, long datasetSize, long positionsPerStep, long features) {
+        /** What this version writes: the 72 bytes every version-5 service sends, then {@code features u64}. */
+        static final int BYTES = 80;
+        /** What a version-5 service from before {@code features} sends (a client reads its features as 0). */
+        static final int MIN_BYTES = 72;
+
+        /** A WELCOME that offers no feature (as a service from before {@code features}). */
+        public Welcome(int version, int delivery, long expectedBatchBytes, long nextStep, long fingerprint, long stepsPerEpoch,
+                       long epoch, long position, long datasetSize, long positionsPerStep) {
+            this(version, delivery, expectedBatchBytes, nextStep, fingerprint, stepsPerEpoch, epoch, position, datasetSize, positionsPerStep, 0);
+        }
+
+        /** Whether the service takes the trainer's compute floor with a NEXT ({@link #FEATURE_HEADSPACE}). */
+        public boolean takesHeadspace() { return (features & FEATURE_HEADSPACE) != 0; }
 
         ByteBuffer encode() {
             return ByteBuffer.allocate(BYTES).order(ByteOrder.LITTLE_ENDIAN).putInt(version).putInt(delivery)
                     .putLong(expectedBatchBytes).putLong(nextStep).putLong(fingerprint).putLong(stepsPerEpoch)
-                    .putLong(epoch).putLong(position).putLong(datasetSize).putLong(positionsPerStep).flip();
+                    .putLong(epoch).putLong(position).putLong(datasetSize).putLong(positionsPerStep).putLong(features).flip();
         }
 
+        /** Decodes a WELCOME of at least {@link #MIN_BYTES} bytes; bytes after the fields this version knows are ignored. */
         static Welcome decode(ByteBuffer p) throws java.io.IOException {
-            if (p.remaining() < BYTES) throw new java.io.IOException("WELCOME of " + p.remaining() + " bytes, expected " + BYTES);
-            return new Welcome(p.getInt(), p.getInt(), p.getLong(), p.getLong(), p.getLong(), p.getLong(), p.getLong(), p.getLong(),
+            if (p.remaining() < MIN_BYTES) throw new java.io.IOException("WELCOME of " + p.remaining() + " bytes, expected at least " + MIN_BYTES);
+            var w = new Welcome(p.getInt(), p.getInt(), p.getLong(), p.getLong(), p.getLong(), p.getLong(), p.getLong(), p.getLong(),
                     p.getLong(), p.getLong());
+            return p.remaining() >= 8 ? new Welcome(w.version, w.delivery, w.expectedBatchBytes, w.nextStep, w.fingerprint, w.stepsPerEpoch,
+                    w.epoch, w.position, w.datasetSize, w.positionsPerStep, p.getLong()) : w;
         }
 
         /** The cursor where this trainer starts. */
@@ -151,23 +175,45 @@ public final class FeedProtocol {
      * A trainer's measurement of one step, carried by the NEXT after it: {@code waitNanos} the time it
      * was blocked in the client call that returned the batch, {@code stepNanos} the time from that
      * call's return to this NEXT (its compute). Both are unsigned on the wire and must fit a long.
+     * With {@code floorSteps > 0} it also carries the trainer's headspace report: {@code floorNanos}, the median
+     * compute of {@code floorSteps} steps on batches it replayed from its own copies without asking the service (its
+     * compute floor with no wait for data; docs/protocol.md, NEXT).
      */
-    public record Timing(long waitNanos, long stepNanos) {
-        /** The payload length of a NEXT that carries a timing; the other allowed length is 0. */
+    public record Timing(long waitNanos, long stepNanos, long floorNanos, long floorSteps) {
+        /** The payload length of a NEXT that carries a timing; the other allowed lengths are 0 and {@link #HEADSPACE_BYTES}. */
         public static final int BYTES = 16;
+        /** The payload length of a NEXT that carries a timing and a headspace report ({@link FeedProtocol#FEATURE_HEADSPACE}). */
+        public static final int HEADSPACE_BYTES = 32;
+
+        /** A timing without a headspace report. */
+        public Timing(long waitNanos, long stepNanos) { this(waitNanos, stepNanos, 0, 0); }
+
+        /** Whether this timing carries a headspace report. */
+        public boolean hasHeadspace() { return floorSteps > 0; }
 
         public ByteBuffer encode() {
-            return ByteBuffer.allocate(BYTES).order(ByteOrder.LITTLE_ENDIAN).putLong(waitNanos).putLong(stepNanos).flip();
+            var b = ByteBuffer.allocate(hasHeadspace() ? HEADSPACE_BYTES : BYTES).order(ByteOrder.LITTLE_ENDIAN).putLong(waitNanos).putLong(stepNanos);
+            if (hasHeadspace()) b.putLong(floorNanos).putLong(floorSteps);
+            return b.flip();
         }
 
-        /** Decodes a NEXT payload of {@link #BYTES} bytes; refuses a value over 2^63 − 1 ns (292 years: not a measurement). */
+        /**
+         * Decodes a NEXT payload of {@link #BYTES} or {@link #HEADSPACE_BYTES} bytes; refuses a value over 2^63 − 1 ns (292
+         * years: not a measurement) and a headspace report of no step.
+         */
         static Timing decode(ByteBuffer p) throws IOException {
-            if (p.remaining() != BYTES) throw new ProtocolException("NEXT payload of " + p.remaining() + " bytes; version " + VERSION
-                    + " sends 0 or " + BYTES + " (wait_ns u64, step_ns u64)");
+            if (p.remaining() != BYTES && p.remaining() != HEADSPACE_BYTES) throw new ProtocolException("NEXT payload of " + p.remaining()
+                    + " bytes; version " + VERSION + " sends 0, " + BYTES + " (wait_ns u64, step_ns u64) or " + HEADSPACE_BYTES
+                    + " (wait_ns, step_ns, floor_ns, floor_steps u64)");
+            boolean headspace = p.remaining() == HEADSPACE_BYTES;
             long wait = p.getLong(), step = p.getLong();
             if (wait < 0 || step < 0) throw new ProtocolException("NEXT timing out of range: wait_ns " + Long.toUnsignedString(wait)
                     + ", step_ns " + Long.toUnsignedString(step));
-            return new Timing(wait, step);
+            if (!headspace) return new Timing(wait, step);
+            long floor = p.getLong(), floorSteps = p.getLong();
+            if (floor < 0 || floorSteps <= 0) throw new ProtocolException("NEXT headspace report out of range: floor_ns "
+                    + Long.toUnsignedString(floor) + ", floor_steps " + Long.toUnsignedString(floorSteps) + " (at least 1)");
+            return new Timing(wait, step, floor, floorSteps);
         }
     }
 

@@ -40,8 +40,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * allocated when trainers say hello stay within {@link Limits#copyBufferBudgetBytes()} (beyond it a
  * trainer's buffer is allocated at its first batch, once it holds its rank, of which there is one per
  * rank). Every length a peer sends is checked before it is used (frames at most
- * {@link FeedProtocol#MAX_TRAINER_FRAME_BYTES}; RELEASE 1 to 131,072 lease ids of 8 bytes; NEXT empty or
- * a 16-byte timing; BYE's payload read to its end). A protocol error gets ERROR naming it and closes
+ * {@link FeedProtocol#MAX_TRAINER_FRAME_BYTES}; RELEASE 1 to 131,072 lease ids of 8 bytes; NEXT empty,
+ * a 16-byte timing or a 32-byte timing with a compute floor; BYE's payload read to its end). A protocol error gets ERROR naming it and closes
  * that connection only; the acceptor survives any error (logged, then a short pause).
  *
  * <p>Threading: one virtual thread accepts; connections are served on a pool of platform threads
@@ -387,7 +387,7 @@ public final class FeedServer implements AutoCloseable {
             var welcome = new FeedProtocol.Welcome(FeedProtocol.VERSION,
                     shared ? FeedProtocol.DELIVERY_SHARED_MEMORY : FeedProtocol.DELIVERY_COPY, expected,
                     joined.nextStep(), joined.fingerprint(), joined.stepsPerEpoch(), joined.cursor().epoch(), joined.cursor().position(),
-                    joined.datasetSize(), joined.positionsPerStep());
+                    joined.datasetSize(), joined.positionsPerStep(), FeedProtocol.FEATURES);
             FeedProtocol.writeFrame(ch, FeedProtocol.WELCOME, welcome.encode());
             while (true) {
                 var f = in.next();
@@ -415,10 +415,12 @@ public final class FeedServer implements AutoCloseable {
                         }
                     }
                     case FeedProtocol.NEXT -> {
-                        // empty, or the trainer's measurement of the step before; any other length is refused unread
-                        if (f.length() != 0 && f.length() != FeedProtocol.Timing.BYTES) {
+                        // empty, or the trainer's measurement of the step before (with its compute floor, when it measured
+                        // one); any other length is refused unread
+                        if (f.length() != 0 && f.length() != FeedProtocol.Timing.BYTES && f.length() != FeedProtocol.Timing.HEADSPACE_BYTES) {
                             error(ch, "NEXT payload of " + f.length() + " bytes; protocol version " + FeedProtocol.VERSION
-                                    + " sends 0 or " + FeedProtocol.Timing.BYTES + " (wait_ns u64, step_ns u64)");
+                                    + " sends 0, " + FeedProtocol.Timing.BYTES + " (wait_ns u64, step_ns u64) or "
+                                    + FeedProtocol.Timing.HEADSPACE_BYTES + " (wait_ns, step_ns, floor_ns, floor_steps u64)");
                             return;
                         }
                         if (f.length() > 0) {
@@ -426,6 +428,7 @@ public final class FeedServer implements AutoCloseable {
                             // "peer closed the connection" as if it were one (a fuzzer's finding)
                             FeedProtocol.Timing t = FeedProtocol.Timing.decode(in.small(f));
                             provider.report(rank, connection, t.waitNanos(), t.stepNanos()); // the connection's own rank
+                            if (t.hasHeadspace()) provider.reportHeadspace(rank, connection, t.floorNanos(), t.floorSteps());
                             timingsReceived.incrementAndGet();
                         }
                         var pending = provider.next(rank, connection);

@@ -57,6 +57,7 @@ import java.util.Objects;
  * <p>Measurement: each request after a batch carries the trainer's timing of it (docs/protocol.md, NEXT):
  * how long {@link #next()} blocked for it, and the time from its return to the next call (the
  * trainer's step), so the service knows each rank's wait ratio without the trainer doing anything.
+ * {@link #headspace(int, int)} measures the trainer's compute floor on replayed copies of its first batches.
  *
  * <p>Threading: one thread at a time per client (it may move between threads); {@link Received#close()}
  * only queues the release, which is sent with the next request or on {@link #close()}.
@@ -283,9 +284,34 @@ public final class TrainerClient implements AutoCloseable {
      */
     public Received next() throws IOException {
         long start = System.nanoTime();
+        // the step before: how long next() blocked for its batch, then the trainer's compute until now
+        FeedProtocol.Timing timing = null;
+        if (timingPending) {
+            if (lastWasReplay) replayStepNanos.add(start - lastReturnNanos); // a replayed step: the compute floor's
+            else timing = new FeedProtocol.Timing(lastWaitNanos, start - lastReturnNanos);
+            timingPending = false;
+            lastWasReplay = false;
+        }
+        if (headspacePhase == HeadspacePhase.REPLAYING) {
+            if (timing != null) heldTiming = timing; // the last real step's: sent with the first request after the replay
+            timing = null;
+            if (replayed < replaySteps) return replay(start);
+            endReplay();
+        }
+        if (timing == null && heldTiming != null) {
+            timing = heldTiming;
+            heldTiming = null;
+        }
+        if (pendingFloorNanos >= 0 && timing != null && welcome.takesHeadspace()) {
+            timing = new FeedProtocol.Timing(timing.waitNanos(), timing.stepNanos(), pendingFloorNanos, replayStepNanos.size());
+            pendingFloorNanos = -1;
+            headspaceReported = true;
+        }
         if (timeout != null) in.deadline(start + timeout.toNanos());
         try {
-            return receive(start);
+            Received r = receive(start, timing);
+            if (r != null && headspacePhase == HeadspacePhase.CACHING) keepForReplay();
+            return r;
         } catch (java.net.SocketTimeoutException e) {
             channel.close(); // the stream may have stopped inside a frame: nothing more can be read from it
             throw timedOut(timeout, null, "batch " + consumed + " of rank " + rank);
@@ -298,10 +324,7 @@ public final class TrainerClient implements AutoCloseable {
                 + "resume from state() on a new one)");
     }
 
-    private Received receive(long start) throws IOException {
-        // the step before: how long next() blocked for its batch, then the trainer's compute until now
-        var timing = timingPending ? new FeedProtocol.Timing(lastWaitNanos, start - lastReturnNanos) : null;
-        timingPending = false;
+    private Received receive(long start, FeedProtocol.Timing timing) throws IOException {
         sendReleasesAndNext(timing);
         var f = in.next();
         lastFrameHeaderNanos = System.nanoTime();
@@ -317,7 +340,8 @@ public final class TrainerClient implements AutoCloseable {
                 in.into(buffer.asSlice(0, f.length()).asByteBuffer());
                 bytesReceived += f.length();
                 consumed++;
-                var batch = BatchLayout.read(buffer.asSlice(0, f.length()));
+                lastBatchBytes = buffer.asSlice(0, f.length());
+                var batch = BatchLayout.read(lastBatchBytes);
                 lastResume = batch.meta().resume();
                 returned(start);
                 return new Received(batch, 0, null);
@@ -332,7 +356,8 @@ public final class TrainerClient implements AutoCloseable {
                 m.inUse++;
                 evictMappings(m);
                 consumed++;
-                var batch = BatchLayout.read(m.segment.asSlice(ref.offset(), ref.length()));
+                lastBatchBytes = m.segment.asSlice(ref.offset(), ref.length());
+                var batch = BatchLayout.read(lastBatchBytes);
                 lastResume = batch.meta().resume();
                 returned(start);
                 return new Received(batch, ref.lease(), m);
@@ -347,6 +372,89 @@ public final class TrainerClient implements AutoCloseable {
         lastWaitNanos = lastReturnNanos - start;
         timingPending = true;
     }
+
+    // ---- headspace: the compute floor, measured on replayed copies of the first batches ----
+
+    private enum HeadspacePhase { OFF, CACHING, REPLAYING, DONE }
+
+    private HeadspacePhase headspacePhase = HeadspacePhase.OFF;
+    private int cacheBatches, replaySteps, replayed;
+    private Arena headspaceArena;
+    private final List<BatchLayout.Batch> kept = new ArrayList<>();
+    private final List<Long> replayStepNanos = new ArrayList<>();
+    private boolean lastWasReplay;
+    private FeedProtocol.Timing heldTiming;
+    private long pendingFloorNanos = -1, computeFloorNanos = -1;
+    private boolean headspaceReported;
+    private MemorySegment lastBatchBytes; // the bytes of the batch receive() returned last
+
+    /**
+     * Measures this trainer's compute floor (headspace analysis, as SPDL's {@code CacheDataLoader}): the next
+     * {@code cacheBatches} batches from the service are returned as usual and a private copy of each is kept (the copy's
+     * time is part of those steps' wait); the {@code replaySteps} calls after them return those copies again, round robin,
+     * without asking the service; then the copies are freed and batches come from the service again. A replayed batch is
+     * valid until the next call (as a copied one). The median compute of the replayed steps, {@link #computeFloorNanos()},
+     * goes to the service with the next request (docs/protocol.md, NEXT) when its WELCOME says it takes it; its verdict
+     * then says how much per step the data side can win at most. Replayed steps are not reported as steps and move no
+     * cursor ({@link #state()}). Call before the first {@link #next()}; at most 1024 batches are kept.
+     */
+    public TrainerClient headspace(int cacheBatches, int replaySteps) {
+        if (cacheBatches < 1 || cacheBatches > 1024 || replaySteps < 1)
+            throw new IllegalArgumentException("headspace needs 1 to 1024 batches to keep and at least 1 replayed step, got "
+                    + cacheBatches + " and " + replaySteps);
+        if (headspacePhase != HeadspacePhase.OFF || consumed > 0)
+            throw new IllegalStateException("headspace is set once, before the first batch");
+        this.cacheBatches = cacheBatches;
+        this.replaySteps = replaySteps;
+        headspacePhase = HeadspacePhase.CACHING;
+        headspaceArena = Arena.ofShared();
+        return this;
+    }
+
+    private void keepForReplay() {
+        var copy = headspaceArena.allocate(lastBatchBytes.byteSize(), 64);
+        copy.copyFrom(lastBatchBytes);
+        kept.add(BatchLayout.read(copy));
+        if (kept.size() == cacheBatches) headspacePhase = HeadspacePhase.REPLAYING;
+        long now = System.nanoTime(); // the copy is part of this step's wait
+        lastWaitNanos += now - lastReturnNanos;
+        lastReturnNanos = now;
+    }
+
+    private Received replay(long start) {
+        var batch = kept.get(replayed % kept.size());
+        replayed++;
+        lastReturnNanos = System.nanoTime();
+        lastWaitNanos = lastReturnNanos - start;
+        timingPending = true;
+        lastWasReplay = true;
+        return new Received(batch, 0, null);
+    }
+
+    private void endReplay() {
+        headspacePhase = HeadspacePhase.DONE;
+        kept.clear();
+        headspaceArena.close(); // a replayed batch was valid until this call
+        headspaceArena = null;
+        var sorted = replayStepNanos.stream().mapToLong(Long::longValue).sorted().toArray();
+        int n = sorted.length;
+        if (n > 0) {
+            computeFloorNanos = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+            pendingFloorNanos = computeFloorNanos;
+        }
+    }
+
+    /** The compute floor once the replay is over (the median compute of the replayed steps), else −1. */
+    public long computeFloorNanos() { return computeFloorNanos; }
+
+    /** The compute of each replayed step so far, in order. */
+    public List<Long> replayStepNanos() { return List.copyOf(replayStepNanos); }
+
+    /** Batches returned from the headspace copies, without a request. */
+    public int replayed() { return replayed; }
+
+    /** Whether the compute floor went to the service (false: not yet, or a service that does not take it). */
+    public boolean headspaceReported() { return headspaceReported; }
 
     /** Nanoseconds the last {@link #next()} that returned a batch was blocked (what the next request reports as wait_ns). */
     public long lastWaitNanos() { return lastWaitNanos; }
@@ -409,7 +517,7 @@ public final class TrainerClient implements AutoCloseable {
     /** Pending releases and NEXT in one write: one system call, and the service wakes once. */
     private void sendReleasesAndNext(FeedProtocol.Timing timing) throws IOException {
         int n = Math.min(pendingReleases.size(), MAX_RELEASES_PER_FRAME);
-        var out = ByteBuffer.allocate(2 * 12 + 8 * n + FeedProtocol.Timing.BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        var out = ByteBuffer.allocate(2 * 12 + 8 * n + FeedProtocol.Timing.HEADSPACE_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         if (n > 0) {
             var ids = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
             for (int i = 0; i < n; i++) ids.putLong(pendingReleases.get(i));
@@ -476,6 +584,7 @@ public final class TrainerClient implements AutoCloseable {
             mappings.clear();
             for (Mapping m : retired) m.arena.close();
             retired.clear();
+            if (headspaceArena != null) headspaceArena.close();
             arena.close();
         }
     }

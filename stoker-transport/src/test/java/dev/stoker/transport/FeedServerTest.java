@@ -361,7 +361,7 @@ class FeedServerTest {
 
     @Test
     void aNextWithAPayloadOfAnotherLengthIsRefused() throws Exception {
-        for (int length : new int[] {8, 17, 1 << 21}) {
+        for (int length : new int[] {8, 17, 24, 33, 1 << 21}) {
             Path sock = tmp.resolve("feed-" + length + ".sock");
             var reports = new AtomicInteger();
             var provider = new Synthetic(1, 5) {
@@ -382,7 +382,8 @@ class FeedServerTest {
                 var f = in.next();
                 assertEquals(FeedProtocol.ERROR, f.type());
                 assertEquals("NEXT payload of " + length + " bytes; protocol version " + FeedProtocol.VERSION
-                        + " sends 0 or 16 (wait_ns u64, step_ns u64)", FeedProtocol.utf8(in.small(f)));
+                        + " sends 0, 16 (wait_ns u64, step_ns u64) or 32 (wait_ns, step_ns, floor_ns, floor_steps u64)",
+                        FeedProtocol.utf8(in.small(f)));
                 assertEquals(0, provider.served[0].get(), "no batch handed out for a refused request");
                 assertEquals(0, reports.get());
             }

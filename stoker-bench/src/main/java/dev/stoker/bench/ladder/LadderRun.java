@@ -36,6 +36,17 @@ public final class LadderRun {
     public static RunData.Summary run(String name, FeedMode mode, Supplier<RankLedger> feedFactory, int ranks, int steps, long stepMillis,
                                       long expectedBatchBytes, Path workDir, TrainerProcesses.Kind trainer, boolean toPixelValues)
             throws IOException, InterruptedException {
+        return run(name, mode, feedFactory, ranks, steps, stepMillis, expectedBatchBytes, workDir, trainer, toPixelValues, 0, 0);
+    }
+
+    /**
+     * {@link #run(String, FeedMode, Supplier, int, int, long, long, Path, TrainerProcesses.Kind, boolean)} with trainers that
+     * measure their compute floor: each keeps copies of its first {@code cacheBatches} batches and replays them for
+     * {@code replaySteps} steps (on top of {@code steps}) without asking the service (headspace; 0, 0: none).
+     */
+    public static RunData.Summary run(String name, FeedMode mode, Supplier<RankLedger> feedFactory, int ranks, int steps, long stepMillis,
+                                      long expectedBatchBytes, Path workDir, TrainerProcesses.Kind trainer, boolean toPixelValues,
+                                      int cacheBatches, int replaySteps) throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path socket = workDir.resolve("feed-" + name + ".sock");
         var feedRef = new AtomicReference<RankLedger>();
@@ -63,6 +74,11 @@ public final class LadderRun {
             public void report(int rank, long connection, long waitNanos, long stepNanos) {
                 feedRef.get().report(rank, connection, waitNanos, stepNanos);
             }
+
+            @Override
+            public void reportHeadspace(int rank, long connection, long floorNanos, long replayedSteps) {
+                feedRef.get().reportHeadspace(rank, connection, floorNanos, replayedSteps);
+            }
         };
         var processes = new ArrayList<Process>();
         try (var server = new FeedServer(socket, provider, true)) {
@@ -71,14 +87,14 @@ public final class LadderRun {
             long receiveBuffer = zeroCopy ? 0 : expectedBatchBytes;
             for (int r = 0; r < ranks; r++) {
                 var s = SimulatedTrainer.Settings.of(socket, r, ranks, steps, stepMillis, workDir.resolve(name + "-rank" + r + ".json"))
-                        .withReceiveBuffer(receiveBuffer).withPixelValues(toPixelValues);
+                        .withReceiveBuffer(receiveBuffer).withPixelValues(toPixelValues).withHeadspace(cacheBatches, replaySteps);
                 processes.add(TrainerProcesses.start(trainer, s, workDir.resolve("trainer-rank" + r + ".log")));
             }
             if (!server.awaitHellos(ranks, 120_000)) throw new IOException("trainer processes did not connect; see " + workDir);
             try (RankLedger feed = feedFactory.get()) {
                 feedRef.set(feed);
                 server.open();
-                long timeoutMillis = 120_000 + steps * (stepMillis + 5_000L);
+                long timeoutMillis = 120_000 + steps * (stepMillis + 5_000L) + replaySteps * (stepMillis + 1_000L);
                 // on a terminal: samples/s, batches delivered of ranks·steps, buffers, skipped samples, the verdict so far, ETA
                 try (var status = StatusLine.start(new PrintWriter(System.err, true), () -> StatusLine.Sample.of(feed.feeder().metrics(),
                         name + " · " + feed.feeder().verdict().kind().label(), (long) ranks * steps).withAutotune(feed.feeder()))) {

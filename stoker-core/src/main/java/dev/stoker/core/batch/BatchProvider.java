@@ -84,6 +84,14 @@ public interface BatchProvider {
     default void report(int rank, long connection, long waitNanos, long stepNanos) {}
 
     /**
+     * The trainer of {@code rank} on {@code connection} measured its compute floor (headspace analysis, docs/protocol.md
+     * NEXT): {@code floorNanos}, the median compute of {@code replayedSteps} steps on batches it replayed from its own
+     * copies, without waiting for data. Called on the connection's thread after {@link #report} of the same NEXT; a
+     * provider that keeps no record ignores it.
+     */
+    default void reportHeadspace(int rank, long connection, long floorNanos, long replayedSteps) {}
+
+    /**
      * A size the batches will usually fit in, or 0 when unknown. Server and trainer allocate and
      * touch buffers of this size when the trainer connects, not on its first step: first-touching
      * fresh pages is slow, and a cold start should not pay it.

@@ -14,7 +14,9 @@ import java.util.Map;
  * @param advice   what to change first
  * @param figures  the fractions the rules read ({@code buffer_full_fraction}, {@code buffer_empty_fraction},
  *                 {@code cpu_busy_fraction}, {@code fetch_pinned_fraction}, the trainers' when known, and a packed job's
- *                 {@code pack_imbalance} and {@code imbalance_loss})
+ *                 {@code pack_imbalance} and {@code imbalance_loss}; with a measured compute floor
+ *                 ({@link #withHeadspace}) {@code compute_floor_ms}, {@code mean_step_ms}, {@code data_headroom_ms} and
+ *                 {@code data_headroom_fraction})
  */
 public record BottleneckVerdict(Kind kind, String stage, String evidence, String advice, Map<String, Double> figures) {
     public enum Kind {
@@ -32,6 +34,17 @@ public record BottleneckVerdict(Kind kind, String stage, String evidence, String
 
     public BottleneckVerdict {
         figures = Map.copyOf(figures);
+    }
+
+    /**
+     * This verdict with the trainers' headspace (their measured compute floor): its figures join {@link #figures()} and its
+     * text ends the evidence, so that the verdict says how much per step the data side can win at most.
+     */
+    public BottleneckVerdict withHeadspace(Headspace headspace) {
+        if (headspace == null) return this;
+        var f = new java.util.HashMap<>(figures);
+        f.putAll(headspace.figures());
+        return new BottleneckVerdict(kind, stage, evidence + "; " + headspace.text(), advice, f);
     }
 
     /** One line: "CPU-bound: decode pool busy 98% on 2 threads … — advice". */
