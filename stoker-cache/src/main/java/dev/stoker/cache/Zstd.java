@@ -1,6 +1,5 @@
 package dev.stoker.cache;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
@@ -26,7 +25,7 @@ public final class Zstd {
         MethodHandle c = null, d = null, b = null, ie = null, en = null, cs = null, v = null;
         String why = null;
         try {
-            SymbolLookup lib = lookup("libzstd.so.1", "libzstd.so");
+            SymbolLookup lib = dev.stoker.core.io.NativeLibraries.lookup("libzstd.so.1", "libzstd.so");
             Linker l = Linker.nativeLinker();
             var size = ValueLayout.JAVA_LONG; // size_t on LP64
             c = l.downcallHandle(lib.findOrThrow("ZSTD_compress"), FunctionDescriptor.of(size, ValueLayout.ADDRESS, size,
@@ -47,19 +46,6 @@ public final class Zstd {
     }
 
     private Zstd() {}
-
-    private static SymbolLookup lookup(String... names) {
-        IllegalArgumentException first = null;
-        for (String name : names) {
-            try {
-                return SymbolLookup.libraryLookup(name, Arena.global());
-            } catch (IllegalArgumentException e) {
-                if (first == null) first = e;
-                else first.addSuppressed(e);
-            }
-        }
-        throw first;
-    }
 
     /** Whether libzstd loaded. */
     public static boolean available() { return UNAVAILABLE == null; }

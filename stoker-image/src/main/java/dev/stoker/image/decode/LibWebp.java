@@ -62,7 +62,7 @@ final class LibWebp {
     private LibWebp() {}
 
     private static SymbolLookup load() {
-        return NativeLibraries.lookup("libwebp.so.7", "libwebp.so");
+        return dev.stoker.core.io.NativeLibraries.lookup("libwebp.so.7", "libwebp.so");
     }
 
     static boolean available() { return UNAVAILABLE_REASON == null; }

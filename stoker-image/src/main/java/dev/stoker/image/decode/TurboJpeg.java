@@ -67,7 +67,7 @@ final class TurboJpeg {
     private TurboJpeg() {}
 
     private static SymbolLookup load() {
-        return NativeLibraries.lookup("libturbojpeg.so.0", "libturbojpeg.so");
+        return dev.stoker.core.io.NativeLibraries.lookup("libturbojpeg.so.0", "libturbojpeg.so");
     }
 
     static boolean available() { return UNAVAILABLE_REASON == null; }

@@ -187,14 +187,11 @@ public final class Ffmpeg {
     }
 
     private static SymbolLookup load(String[] names) {
-        for (String name : names) {
-            try {
-                return SymbolLookup.libraryLookup(name, Arena.global());
-            } catch (IllegalArgumentException notFound) {
-                // try the next name
-            }
+        try {
+            return dev.stoker.core.io.NativeLibraries.lookup(names);
+        } catch (IllegalArgumentException notFound) {
+            return missing(names[0]);
         }
-        return missing(names[0]);
     }
 
     private static SymbolLookup missing(String soname) {
