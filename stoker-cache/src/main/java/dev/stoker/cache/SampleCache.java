@@ -26,7 +26,7 @@ import java.util.zip.CRC32C;
 
 /**
  * The cache of preprocessed samples on the node's disk: one file per entry, named by its {@link CacheKey}, holding
- * bytes a sample's preprocessing produced (resized u8 pixels, …), zstd-compressed ({@link Zstd}; stored raw where
+ * bytes a sample's preprocessing produced (resized u8 pixels, …), stored raw or zstd-compressed ({@link Zstd}; raw where
  * libzstd does not load), within a byte budget.
  *
  * <p><b>Why files</b> (not an embedded store such as LMDB): an entry is about a megabyte (a resized image) up to
@@ -79,6 +79,8 @@ public final class SampleCache implements AutoCloseable {
             writeFailures = new LongAdder(), rawRead = new LongAdder(), storedRead = new LongAdder(), rawWritten = new LongAdder(),
             storedWritten = new LongAdder(), evicted = new LongAdder(), rejected = new LongAdder();
     private final ThreadLocal<Scratch> scratch = ThreadLocal.withInitial(Scratch::new);
+    /** The two-hex-digit folders known to exist (made once, not asked for at each write). */
+    private final java.util.Set<Path> shards = ConcurrentHashMap.newKeySet();
 
     /** One entry as this process knows it: its stored size and last use (epoch millis). */
     private static final class Entry {
@@ -118,10 +120,11 @@ public final class SampleCache implements AutoCloseable {
 
     /**
      * Opens (creating) the cache in {@code dir}: lists the entries there (their sizes count against {@code budgetBytes}),
-     * removes temporary files a crashed writer left more than an hour ago, compresses with zstd where it loads.
+     * removes temporary files a crashed writer left more than an hour ago; new entries are stored raw (the default of
+     * {@code --cache-compress}: docs/cache.md says why), entries of either codec are read.
      */
     public static SampleCache open(Path dir, long budgetBytes) throws IOException {
-        return open(dir, budgetBytes, LEVEL_DEFAULT, Zstd.available(), System::currentTimeMillis);
+        return open(dir, budgetBytes, LEVEL_DEFAULT, false, System::currentTimeMillis);
     }
 
     /** {@link #open(Path, long)} with the zstd level, whether to compress, and the clock of last uses (tests). */
@@ -350,7 +353,10 @@ public final class SampleCache implements AutoCloseable {
         Path p = path(key);
         Path tmp = p.resolveSibling(p.getFileName() + "." + ProcessHandle.current().pid() + "." + Thread.currentThread().threadId() + ".tmp");
         try {
-            Files.createDirectories(p.getParent());
+            if (!shards.contains(p.getParent())) {
+                Files.createDirectories(p.getParent());
+                shards.add(p.getParent());
+            }
             try (var ch = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
                 ByteBuffer bb = file.asByteBuffer();
                 while (bb.hasRemaining()) ch.write(bb);
@@ -362,6 +368,7 @@ public final class SampleCache implements AutoCloseable {
             }
         } catch (IOException | UncheckedIOException e) {
             writeFailures.increment();
+            shards.remove(p.getParent()); // made again by the next write, should the folder have been removed under the cache
             stored.addAndGet(-size);
             try {
                 Files.deleteIfExists(tmp);

@@ -58,7 +58,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
     /** Batches of a rank pulled ahead of its trainer's request, by default. */
     public static final int PULL_AHEAD_DEFAULT = 2;
     /** How long a trainer waits for a batch before the watchdog warns. */
-    public static final long STALL_MILLIS_DEFAULT = dev.stoker.pipeline.observe.StallWatchdog.STALL_SECONDS_DEFAULT * 1000;
+    public static final long STALL_MILLIS_DEFAULT = dev.stoker.observe.StallWatchdog.STALL_SECONDS_DEFAULT * 1000;
     private static final System.Logger LOG = System.getLogger(ClusterRankFeed.class.getName());
     /** How often the watchdog looks (a few ranks' clocks: nothing to measure). */
     private static final long WATCH_MILLIS = 100;

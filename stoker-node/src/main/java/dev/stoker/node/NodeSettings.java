@@ -312,7 +312,7 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final String CACHE_DIR_ENV = "STOKER_CACHE_DIR";
 
     public static final ConfigKey<Boolean> CACHE = key("cache", STORE, "on|off", TEXT, NodeSettings::onOff, v -> v ? "on" : "off",
-            null, "on; off where $" + CACHE_ENV + "=off", "Keep each image's preprocessed pixels (resized u8, zstd) in --cache-dir "
+            null, "on; off where $" + CACHE_ENV + "=off", "Keep each image's and video's preprocessed pixels (resized u8) and each sample's tokens in --cache-dir "
                     + "and serve them again instead of decoding and resizing: epoch two and a restarted job over the same data and "
                     + "settings read them (bit for bit what decoding gives; keyed by the content and every setting, never the path; "
                     + "docs/cache.md).");
@@ -325,9 +325,10 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "ones (a data set that does not fit keeps a stable part cached); suffixes K, M, G, T allowed.");
 
     public static final ConfigKey<Boolean> CACHE_COMPRESS = key("cache-compress", STORE, "zstd|none", TEXT, NodeSettings::zstdOrNone,
-            v -> v ? "zstd" : "none", true, null, "How new cache entries are stored: zstd (level 1: about 3/4 of the bytes of "
-                    + "resized photos, at ~2.6 ms more per image to write and ~1.4 ms more to read) or none (raw: faster in every "
-                    + "epoch, more disk; docs/cache.md). Entries of either kind are read.");
+            v -> v ? "zstd" : "none", false, null, "How new cache entries are stored: none (raw, the default: the cheapest "
+                    + "to write in epoch 1 and to read in the next) or zstd (level 1: about 3/4 of the bytes of resized photos, at "
+                    + "~2.6 ms more per image to write and ~1.4 ms more to read: for nodes short of disk; docs/cache.md). Entries "
+                    + "of either kind are read.");
 
     // ---- SERVE: the job and how trainers reach it
     public static final ConfigKey<String> JOB = key("job", SERVE, "NAME", TEXT, ConfigKey.text(), Function.identity(), "default", null,

@@ -2,8 +2,8 @@ package dev.stoker.node;
 
 import com.sun.net.httpserver.HttpServer;
 import dev.stoker.pipeline.feed.FeedMetrics;
-import dev.stoker.pipeline.observe.BottleneckVerdict;
-import dev.stoker.pipeline.observe.PackStats;
+import dev.stoker.observe.BottleneckVerdict;
+import dev.stoker.observe.PackStats;
 import dev.stoker.store.ShmObjectStore;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
@@ -143,7 +143,7 @@ public final class PrometheusEndpoint implements AutoCloseable {
      * ({@code stoker_autotune_last_*}). The why of each decision is in the log and the report.
      */
     private void registerAutotune() {
-        for (var knob : dev.stoker.pipeline.tune.Knob.values()) {
+        for (var knob : dev.stoker.tune.Knob.values()) {
             String k = knob.option();
             Gauge.builder("stoker.autotune.knob", this, m -> m.tuning().map(t -> (double) t.knob(knob)).orElse(Double.NaN))
                     .description("the knob's value now, as the autotuner set it").tag("knob", k).register(registry);
@@ -166,8 +166,8 @@ public final class PrometheusEndpoint implements AutoCloseable {
         }
     }
 
-    private void lastDecision(String name, String doc, dev.stoker.pipeline.tune.Knob knob,
-                              java.util.function.ToDoubleFunction<dev.stoker.pipeline.tune.Decision> figure) {
+    private void lastDecision(String name, String doc, dev.stoker.tune.Knob knob,
+                              java.util.function.ToDoubleFunction<dev.stoker.tune.Decision> figure) {
         Gauge.builder(name, this, m -> m.tuning().flatMap(t -> t.decisions().reversed().stream().filter(d -> d.knob() == knob).findFirst())
                         .map(figure::applyAsDouble).orElse(Double.NaN))
                 .description(doc).tag("knob", knob.option()).register(registry);

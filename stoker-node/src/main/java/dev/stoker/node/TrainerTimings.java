@@ -1,6 +1,6 @@
 package dev.stoker.node;
 
-import dev.stoker.pipeline.observe.Headspace;
+import dev.stoker.observe.Headspace;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;

@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.stoker.pipeline.observe.BottleneckVerdict;
-import dev.stoker.pipeline.observe.Headspace;
+import dev.stoker.observe.BottleneckVerdict;
+import dev.stoker.observe.Headspace;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;

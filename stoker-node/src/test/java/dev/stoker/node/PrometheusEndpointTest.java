@@ -106,10 +106,10 @@ class PrometheusEndpointTest {
      */
     @Test
     void packMetersShowTheLastPackedStep() {
-        var stats = new dev.stoker.pipeline.observe.PackStats();
+        var stats = new dev.stoker.observe.PackStats();
         var registry = new io.micrometer.prometheusmetrics.PrometheusMeterRegistry(io.micrometer.prometheusmetrics.PrometheusConfig.DEFAULT);
         try {
-            PrometheusEndpoint.packMeters(registry, stats, dev.stoker.pipeline.observe.PackStats::summary, 3);
+            PrometheusEndpoint.packMeters(registry, stats, dev.stoker.observe.PackStats::summary, 3);
             assertEquals("NaN", raw(registry.scrape(), "stoker_pack_imbalance"), "no step yet");
             stats.record(packedStep(0, new double[] {1, 1, 1}, new int[] {100, 100, 100}, 2), 128);
             // the last step: costs 6, 3, 3 (mean 4: imbalance 1.5), 300 of 3·128 tokens, 3 samples a pack

@@ -57,7 +57,7 @@ class StatusLineTest {
     /** The figures come from the feed's pack record, its recent window. */
     @Test
     void theSampleOfAPackedFeedCarriesItsRecentFigures() {
-        var stats = new dev.stoker.pipeline.observe.PackStats();
+        var stats = new dev.stoker.observe.PackStats();
         stats.record(new dev.stoker.plan.pack.PackedStep(new dev.stoker.core.ScheduleCursor(0, 0), new dev.stoker.core.ScheduleCursor(0, 4), 0,
                 new int[][] {{0, 1}, {2, 3}}, new double[] {3, 1}, new int[] {90, 60}, new int[2], new boolean[2], new int[0], new int[0]), 100);
         var packed = StatusLine.Sample.of(snapshot(stats.summary()), null, -1);
@@ -68,7 +68,7 @@ class StatusLineTest {
     }
 
     /** A feed's counters, all 0 but 6 samples in 2 batches, with {@code pack}. */
-    static dev.stoker.pipeline.feed.FeedMetrics.Snapshot snapshot(dev.stoker.pipeline.observe.PackStats.Summary pack) {
+    static dev.stoker.pipeline.feed.FeedMetrics.Snapshot snapshot(dev.stoker.observe.PackStats.Summary pack) {
         return new dev.stoker.pipeline.feed.FeedMetrics.Snapshot(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 6, 0, java.util.Map.of(), 0, 0,
                 java.util.List.of(), 0, java.util.List.of(), java.util.Map.of(), java.util.List.of(), pack);
     }

@@ -38,7 +38,7 @@ import java.util.Objects;
  *                             schedule is {@code ranks}' all the same, so rank r gets the same batches on any node
  * @param packing              whether and how a step's samples are packed, one row per rank ({@link Packing#OFF}: a
  *                             batch of {@code batchSize} padded samples per rank, as before)
- * @param autotune             whether {@link dev.stoker.pipeline.tune.Autotuner} sets the CPU threads, the fetch concurrency and
+ * @param autotune             whether {@link dev.stoker.tune.Autotuner} sets the CPU threads, the fetch concurrency and
  *                             the prefetch depth while the feed runs, starting from the values above and within
  *                             {@link #cpuThreadsMax()}, {@link #fetchConcurrencyMax()} and {@link #prefetchBatchesMax()}
  *                             ({@code --autotune on}, the default); off, they are pinned

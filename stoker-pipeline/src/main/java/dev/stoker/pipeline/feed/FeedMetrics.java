@@ -1,6 +1,6 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.observe.PackStats;
+import dev.stoker.observe.PackStats;
 import dev.stoker.source.LatencyHistogram;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -54,10 +54,10 @@ public final class FeedMetrics {
     final LongAdder videoFramesDecoded = new LongAdder(), videoFramesKept = new LongAdder(), videoDecodeNanos = new LongAdder();
 
     /** Video decoding's figures for the verdict: its share of the CPU stage's busy time, frames decoded per kept; null: none yet. */
-    dev.stoker.pipeline.observe.Bottleneck.Video videoFigures() {
+    dev.stoker.observe.Bottleneck.Video videoFigures() {
         long kept = videoFramesKept.sum(), busy = cpuBusyNanos.sum();
         if (kept == 0 || busy == 0) return null;
-        return new dev.stoker.pipeline.observe.Bottleneck.Video(Math.min(1.0, (double) videoDecodeNanos.sum() / busy),
+        return new dev.stoker.observe.Bottleneck.Video(Math.min(1.0, (double) videoDecodeNanos.sum() / busy),
                 (double) videoFramesDecoded.sum() / kept);
     }
     /** Per sample: chat template and tokenization. */

@@ -1,10 +1,10 @@
 package dev.stoker.pipeline.feed;
 
-import dev.stoker.pipeline.tune.Autotuner;
-import dev.stoker.pipeline.tune.Decision;
-import dev.stoker.pipeline.tune.Knob;
-import dev.stoker.pipeline.tune.Knobs;
-import dev.stoker.pipeline.tune.Observation;
+import dev.stoker.tune.Autotuner;
+import dev.stoker.tune.Decision;
+import dev.stoker.tune.Knob;
+import dev.stoker.tune.Knobs;
+import dev.stoker.tune.Observation;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;

@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
-import dev.stoker.pipeline.tune.Autotuner;
-import dev.stoker.pipeline.tune.Knob;
+import dev.stoker.tune.Autotuner;
+import dev.stoker.tune.Knob;
 import dev.stoker.store.ShmObjectStore;
 import dev.stoker.store.StoreConfig;
 import java.nio.file.Path;

@@ -10,7 +10,7 @@ import dev.stoker.core.SampleException;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SharedTokenizer;
 import dev.stoker.encode.batch.Batch;
-import dev.stoker.pipeline.observe.StallWatchdog;
+import dev.stoker.observe.StallWatchdog;
 import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.source.mix.FeedSource;
 import dev.stoker.text.QwenTokenizer;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.stoker.core.ProcessorPreset;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SharedTokenizer;
-import dev.stoker.pipeline.observe.BottleneckVerdict;
+import dev.stoker.observe.BottleneckVerdict;
 import dev.stoker.source.mix.FeedSource;
 import java.awt.image.BufferedImage;
 import java.nio.file.Files;

@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.tune;
+package dev.stoker.tune;
 
 import java.util.LinkedHashMap;
 import java.util.Locale;

@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.observe;
+package dev.stoker.observe;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,7 +15,7 @@ import java.util.function.LongFunction;
  * {@link Tick}s (the last 36,000 by default: an hour), from which {@link Bottleneck} tells what
  * limits the feed and reports draw queue depth over time.
  *
- * <p>Design: the pipeline's hot path is untouched — it only bumps the {@link FeedMetrics} adders it
+ * <p>Design: the pipeline's hot path is untouched — it only bumps the {@code FeedMetrics} adders it
  * already bumps; the sampler reads them (and each rank buffer's lock-guarded state, once per tick)
  * from its own daemon thread. Its cost is one small allocation per tick.
  *

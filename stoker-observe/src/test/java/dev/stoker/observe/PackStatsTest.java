@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.observe;
+package dev.stoker.observe;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;

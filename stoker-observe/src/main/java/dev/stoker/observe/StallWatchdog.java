@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.observe;
+package dev.stoker.observe;
 
 import dev.stoker.core.Ticker;
 import java.util.ArrayList;

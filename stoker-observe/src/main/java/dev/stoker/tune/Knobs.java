@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.tune;
+package dev.stoker.tune;
 
 /**
  * The knobs of one running feed as {@link Autotuner} sees them: their current values, the bounds it must keep them in

@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.tune;
+package dev.stoker.tune;
 
 /**
  * A setting of the feed that {@link Autotuner} may change while the feed runs, with its bounded step: the CPU pool's

@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.observe;
+package dev.stoker.observe;
 
 import java.util.LinkedHashMap;
 import java.util.Map;

@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.tune;
+package dev.stoker.tune;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

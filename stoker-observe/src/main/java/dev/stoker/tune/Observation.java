@@ -1,4 +1,4 @@
-package dev.stoker.pipeline.tune;
+package dev.stoker.tune;
 
 /**
  * What {@link Autotuner} reads from the feed at one tick.
