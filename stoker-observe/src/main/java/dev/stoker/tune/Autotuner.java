@@ -23,6 +23,8 @@ import java.util.function.Consumer;
  * {@link Policy#blockNanos}); the window after ends as soon as the difference is beyond noise, or at
  * {@link Policy#maxWindowNanos}:
  * <ul>
+ *   <li>after a rollback the restored setting's baseline is measured again, so that a drift of the machine's other load
+ *       is not read as the next move's effect;</li>
  *   <li>a raise is kept only when samples/s rose by more than the noise and more than {@link Policy#minGain}: a raise
  *       that buys nothing costs memory and cores;</li>
  *   <li>a lowering is kept unless samples/s fell by more than {@link Policy#lowerTolerance} (or, before the window's
@@ -303,7 +305,13 @@ public final class Autotuner {
         }
         record(new Decision(0, (at.nanos() - origin.nanos()) / 1_000_000, t.move().knob(), t.from(), t.to(), keep, before.samplesPerS(),
                 after.samplesPerS(), noise, before.waitShare(), after.waitShare(), t.why() + "; " + reading));
-        next(at);
+        if (keep) {
+            next(at); // the window after is the new setting's baseline
+        } else { // a fresh baseline of the restored setting: the old one may be stale (other load on the machine drifts)
+            state = "measuring after a rollback";
+            phase = Phase.SETTLE;
+            phaseStartNanos = at.nanos();
+        }
     }
 
     /** Tries the next move the baseline's evidence points to; holds when there is none or nothing to win. */

@@ -136,7 +136,7 @@ class AutotunerTest {
     @Test
     void aRaiseThatDoesNotPayIsRolledBack() {
         // CPU-bound at its ceiling of 2 threads: more fetches or prefetch buy nothing and must go back
-        var sim = new SimPipeline(2, 64, 4, 2, perThread(30, 2), 0.05, 1000, 3, 0.05);
+        var sim = new SimPipeline(2, 64, 4, 2, perThread(30, 2), 0.05, 1000, 3, 0.02);
         var tuner = new Autotuner(sim, POLICY, null);
         sim.run(tuner, 120, 0);
         assertTrue(tuner.decisions().size() >= 3, tuner.decisions().toString());

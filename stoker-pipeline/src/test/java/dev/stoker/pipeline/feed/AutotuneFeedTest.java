@@ -82,6 +82,25 @@ class AutotuneFeedTest {
         }
     }
 
+    /** SERIAL fetches one sample at a time and has no buffers: only its threads are the tuner's to move. */
+    @Test
+    void aSerialFeedTunesOnlyItsThreads() throws Exception {
+        Path manifest = TestDatasets.write(tmp, RANKS * BATCH * STEPS, Set.of());
+        try (var source = new LocalFeedSource(manifest, 0);
+             var feeder = Feeder.start(wrongKnobs(FeedMode.SERIAL).withAutotune(true), source, SharedTokenizer.get())) {
+            var tuning = feeder.autotune().orElseThrow();
+            var actual = new ArrayList<Batch>();
+            var seen = drive(tuning, () -> {
+                for (int r = 0; r < RANKS; r++) actual.add(feeder.next(r).get(30, TimeUnit.SECONDS));
+            });
+            assertExactlyOnce(actual);
+            assertFalse(tuning.decisions().isEmpty());
+            assertTrue(tuning.decisions().stream().allMatch(d -> d.knob() == Knob.CPU_THREADS), tuning.decisions().toString());
+            assertEquals(Set.of(1), seen.get(Knob.FETCH_CONCURRENCY));
+            assertEquals(Set.of(1), seen.get(Knob.PREFETCH_BATCHES));
+        }
+    }
+
     @Test
     void aPinnedFeedHasNoTuner() throws Exception {
         Path manifest = TestDatasets.write(tmp, 8, Set.of());
