@@ -66,8 +66,13 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
      * starting points. A feed built in code ({@link #of}) is pinned unless {@link #withAutotune} says otherwise.
      */
     public static final boolean AUTOTUNE_DEFAULT = true;
-    /** The most fetches in flight per rank stream the tuner goes to (or the one given, when more). */
-    public static final int FETCH_CONCURRENCY_TUNED_MAX = 256;
+    /**
+     * The most fetches in flight per rank stream the tuner goes to (or the one given, when more): the pinned default, so
+     * that a tuned feed never holds more fetched samples than a pinned one with the defaults. A fetch stage as wide as 256
+     * per rank kept up to 256 fetched samples per rank waiting for the CPU: a 2-rank serve of 600 KB images ran out of a
+     * 512 MB heap within seconds (HostileTrainerServeTest).
+     */
+    public static final int FETCH_CONCURRENCY_TUNED_MAX = FETCH_CONCURRENCY_DEFAULT;
     /** The most prefetch batches per rank the tuner goes to (or the one given, when more); bytes stay bounded by prefetchBytes. */
     public static final int PREFETCH_BATCHES_TUNED_MAX = 16;
 
