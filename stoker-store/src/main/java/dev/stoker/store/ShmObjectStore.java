@@ -114,6 +114,8 @@ public final class ShmObjectStore implements AutoCloseable {
     static final long REUSE_FACTOR = 8;
     /** A reused segment keeps up to this fraction of the object's size class above it in memory before trimming (hysteresis). */
     static final double TRIM_SLACK = 0.25;
+    /** A free segment that no request took for this long is deleted when another segment comes back ({@link #dropIdleLocked}). */
+    static final long IDLE_NANOS_DEFAULT = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
     private static final int MADV_REMOVE = 9; // Linux <sys/mman.h>
     private static final java.lang.invoke.MethodHandle MADVISE = java.lang.foreign.Linker.nativeLinker().downcallHandle(
             java.lang.foreign.Linker.nativeLinker().defaultLookup().find("madvise").orElseThrow(),
@@ -147,6 +149,7 @@ public final class ShmObjectStore implements AutoCloseable {
     private long inUseBytes;
     private long freeBytes;
     private long nextSegmentNumber;
+    private long idleNanos = IDLE_NANOS_DEFAULT;
     private long allocationWaits;
     private long waitNanos;
     private long segmentsCreated;
@@ -402,13 +405,62 @@ public final class ShmObjectStore implements AutoCloseable {
             inUseBytes -= shm.capacityBytes;
             countOwnerLocked(shm.owner, -shm.capacityBytes);
             shm.owner = -1;
+            shm.releasedNanos = System.nanoTime();
             free.add(shm);
             freeBytes += shm.capacityBytes;
             dispatchLocked(completions);
+            dropIdleLocked(shm.releasedNanos);
         } finally {
             lock.unlock();
         }
         completions.forEach(Runnable::run);
+    }
+
+    /** Tests: how long a free segment may stay unused before it is deleted. */
+    void idleAfter(long nanos) {
+        lock.lock();
+        try {
+            idleNanos = nanos;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Deletes the free segments no request took for {@link #IDLE_NANOS_DEFAULT} (released before {@code now} minus that), on the
+     * maker thread; their bytes stay counted until their files are gone. Checked whenever a segment comes back, so a store
+     * that nobody uses keeps what it has, and one in use keeps what its objects in flight turn over: a segment left over
+     * from a burst (a larger batch, a deeper buffer at start) no longer stays resident for the whole job.
+     */
+    private void dropIdleLocked(long now) {
+        List<ShmSegment> idle = null;
+        for (var it = free.iterator(); it.hasNext(); ) {
+            ShmSegment s = it.next();
+            if (now - s.releasedNanos < idleNanos) break; // release order: the rest are younger
+            it.remove();
+            freeBytes -= s.capacityBytes;
+            segments.remove(s);
+            (idle == null ? idle = new ArrayList<>() : idle).add(s);
+        }
+        if (idle == null) return;
+        List<ShmSegment> victims = idle;
+        maker.execute(() -> {
+            long bytes = 0;
+            for (ShmSegment v : victims) {
+                v.unmapAndDelete();
+                bytes += v.capacityBytes;
+            }
+            List<Runnable> completions = new ArrayList<>();
+            lock.lock();
+            try {
+                mappedBytes -= bytes;
+                segmentsDeleted += victims.size();
+                if (!closed) dispatchLocked(completions);
+            } finally {
+                lock.unlock();
+            }
+            completions.forEach(Runnable::run);
+        });
     }
 
     void leaseOpened() { leases.increment(); }

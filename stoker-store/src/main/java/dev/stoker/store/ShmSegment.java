@@ -27,6 +27,8 @@ final class ShmSegment {
      * store's lock; the pages themselves change only while the segment is out of the free pool.
      */
     long backedBytes;
+    /** When the segment last went back to the free pool ({@link System#nanoTime}). Guarded by the store's lock. */
+    long releasedNanos;
 
     ShmSegment(long number, Path file, long capacityBytes, Arena arena, MemorySegment mapping) {
         this.number = number;
