@@ -267,16 +267,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "from elsewhere reads only its own data set; with it, trust the manifest as you trust the command line.");
     public static final ConfigKey<Integer> PREFETCH_BATCHES = key("prefetch-batches", DATA, "N", NUMBER, ConfigKey.integer(1, 1 << 16),
             String::valueOf, FeedConfig.PREFETCH_BATCHES_DEFAULT, null, "Prefetch buffer per rank, in batches.");
-    /**
-     * A rank's prefetch buffer in bytes unless given: 128 MiB, one batch of 8 images at 451,584 pixels in float32 (87 MB)
-     * or several smaller ones; the two batches being filled and the trainer's lease come on top. A zero-copy batch's
-     * bytes are shared memory that the service holds until the trainer has read it, so the buffer's bytes are the job's
-     * memory; a deeper buffer only absorbs jitter, and a trainer that waits is waiting on an empty buffer anyway (issue 30's
-     * memory item: 1 GiB let every rank keep four such batches, for no gain in samples/s; docs/benchmarks.md).
-     */
-    public static final long PREFETCH_BYTES_DEFAULT = 128L << 20;
     public static final ConfigKey<Long> PREFETCH_BYTES = key("prefetch-bytes", DATA, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf,
-            PREFETCH_BYTES_DEFAULT, null, "Prefetch buffer per rank, in bytes (at least one batch is always buffered); suffixes K, M, "
+            FeedConfig.PREFETCH_BYTES_DEFAULT, null, "Prefetch buffer per rank, in bytes (at least one batch is always buffered); suffixes K, M, "
                     + "G allowed. Zero-copy batches are shared memory held until read: these bytes are the job's memory.");
     public static final ConfigKey<Long> WARM_UP_MS = key("warm-up-ms", DATA, "MS", NUMBER, ConfigKey.longInt(0, 600_000), String::valueOf,
             FeedConfig.WARM_UP_MILLIS_DEFAULT, null, "Before the feed opens, each CPU thread encodes a made-up sample for this long, so "

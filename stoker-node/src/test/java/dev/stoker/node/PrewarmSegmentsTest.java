@@ -20,7 +20,7 @@ class PrewarmSegmentsTest {
 
     @Test
     void thePrefetchBufferDefaultsTo128MiB() {
-        assertEquals(128L << 20, NodeSettings.PREFETCH_BYTES_DEFAULT);
+        assertEquals(128L << 20, dev.stoker.pipeline.feed.FeedConfig.PREFETCH_BYTES_DEFAULT);
         assertEquals(128L << 20, job(1, 8, 451584).build().get(NodeConfig.PREFETCH_BYTES));
     }
 
