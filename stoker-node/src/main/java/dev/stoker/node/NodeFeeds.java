@@ -157,6 +157,20 @@ public final class NodeFeeds implements AutoCloseable {
     public long expectedBatchBytes() { return Math.min(config.get(NodeConfig.PREFETCH_BYTES), 2 * config.oneBatchBytes()); }
 
     /**
+     * Segments a zero-copy store prepares at start, each for one batch at the pixel cap ({@link NodeConfig#oneBatchBytes}):
+     * per local rank, the batches its prefetch buffer can hold (the fewer of {@code --prefetch-batches} and
+     * {@code --prefetch-bytes} over one batch, at least one), the one being filled and the trainer's lease. Sized to what the
+     * buffer can hold rather than to {@code --prefetch-batches} alone, and at one batch rather than two: the store reuses a
+     * segment for any smaller batch, so every prepared byte stays resident for the whole job (issue 30's memory item: 6
+     * segments of 2 batches each were 1.2 GB of the 2.0 GB a 1-rank, batch-8 job used). A larger batch makes its own segment.
+     */
+    static int prewarmSegments(NodeConfig config) {
+        long one = Math.max(1, config.oneBatchBytes());
+        long buffered = Math.max(1, Math.min(config.get(NodeConfig.PREFETCH_BATCHES), config.get(NodeConfig.PREFETCH_BYTES) / one));
+        return Math.toIntExact(config.localRanks().count() * (buffered + 2));
+    }
+
+    /**
      * Starts the job's feed in {@code mode}, from {@code --start-step}, each rank ending after {@code --steps} (0: never),
      * bad samples appended to {@code errorsFile} (null: none); the pipeline is up when this returns. ZERO_COPY gets a
      * shared-memory store of its own, closed (and its files removed) with the ledger.
@@ -170,7 +184,7 @@ public final class NodeFeeds implements AutoCloseable {
             if (mode == FeedMode.ZERO_COPY) {
                 store = ShmObjectStore.open(config.storeConfig());
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
-                store.prewarm(expected, config.localRanks().count() * (config.get(NodeConfig.PREFETCH_BATCHES) + 2));
+                store.prewarm(config.oneBatchBytes(), prewarmSegments(config));
             }
             // a packed job's shapes (asked for only then): validate's length index when there is one for these settings, else
             // measured at start

@@ -268,7 +268,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<Integer> PREFETCH_BATCHES = key("prefetch-batches", DATA, "N", NUMBER, ConfigKey.integer(1, 1 << 16),
             String::valueOf, FeedConfig.PREFETCH_BATCHES_DEFAULT, null, "Prefetch buffer per rank, in batches.");
     public static final ConfigKey<Long> PREFETCH_BYTES = key("prefetch-bytes", DATA, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf,
-            FeedConfig.PREFETCH_BYTES_DEFAULT, null, "Prefetch buffer per rank, in bytes; suffixes K, M, G allowed.");
+            FeedConfig.PREFETCH_BYTES_DEFAULT, null, "Prefetch buffer per rank, in bytes (at least one batch is always buffered); suffixes K, M, "
+                    + "G allowed. Zero-copy batches are shared memory held until read: these bytes are the job's memory.");
     public static final ConfigKey<Boolean> AUTOTUNE = key("autotune", DATA, "on|off", TEXT, ConfigKey.flag(), on -> on ? "on" : "off",
             FeedConfig.AUTOTUNE_DEFAULT, null, "Tune --threads, --fetch-concurrency and --prefetch-batches while the feed runs, from what "
                     + "it measures: one knob at a time, each change kept only when the next window delivers more samples/s (or, a "

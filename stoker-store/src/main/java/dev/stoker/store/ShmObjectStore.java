@@ -71,6 +71,14 @@ import java.util.concurrent.locks.ReentrantLock;
  * throw {@link IllegalStateException} rather than read freed memory. Reused segments are not
  * cleared (the writer overwrites them).
  *
+ * <p>Resident bytes: a segment reused for an object whose size class is well below the pages it has in memory (more than
+ * {@link #TRIM_SLACK} over) gives the pages past that size class back to the kernel ({@code madvise(MADV_REMOVE)}, a hole
+ * in the tmpfs file), and one reused for more than it has in memory gets those pages zero-filled and faulted in again on
+ * the maker thread before it is handed out, as a new segment is (so a full file system is still an exception, never a
+ * {@code SIGBUS}). Without this, free segments up to {@link #REUSE_FACTOR} times too large served every smaller batch
+ * with all their pages resident, and the store's memory crept towards its in-flight objects times the largest batch
+ * (issue 30's memory item: 0.9–1.2 GB mapped for batches of 87 MB on average, six in flight).
+ *
  * <p>Budget: {@code mappedBytes}, the capacities of all segments that exist or are being created
  * (in use + free), never exceeds {@link StoreConfig#budgetBytes()}; the sum of the segment files'
  * sizes therefore never does either (a file is counted before it is created and until after it is
@@ -104,6 +112,14 @@ public final class ShmObjectStore implements AutoCloseable {
     private static final long PAGE_BYTES = 4096;
     /** The largest free segment, relative to the request's size class, that a request takes instead of making a new one. */
     static final long REUSE_FACTOR = 8;
+    /** A reused segment keeps up to this fraction of the object's size class above it in memory before trimming (hysteresis). */
+    static final double TRIM_SLACK = 0.25;
+    /** A free segment that no request took for this long is deleted when another segment comes back ({@link #dropIdleLocked}). */
+    static final long IDLE_NANOS_DEFAULT = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    private static final int MADV_REMOVE = 9; // Linux <sys/mman.h>
+    private static final java.lang.invoke.MethodHandle MADVISE = java.lang.foreign.Linker.nativeLinker().downcallHandle(
+            java.lang.foreign.Linker.nativeLinker().defaultLookup().find("madvise").orElseThrow(),
+            java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT));
     private static final int ARENA_ATTEMPTS = 8;
     private static final long CLOSE_WAIT_SECONDS = 30;
     private static final FileAttribute<Set<PosixFilePermission>> DIR_MODE =
@@ -133,6 +149,7 @@ public final class ShmObjectStore implements AutoCloseable {
     private long inUseBytes;
     private long freeBytes;
     private long nextSegmentNumber;
+    private long idleNanos = IDLE_NANOS_DEFAULT;
     private long allocationWaits;
     private long waitNanos;
     private long segmentsCreated;
@@ -388,13 +405,62 @@ public final class ShmObjectStore implements AutoCloseable {
             inUseBytes -= shm.capacityBytes;
             countOwnerLocked(shm.owner, -shm.capacityBytes);
             shm.owner = -1;
+            shm.releasedNanos = System.nanoTime();
             free.add(shm);
             freeBytes += shm.capacityBytes;
             dispatchLocked(completions);
+            dropIdleLocked(shm.releasedNanos);
         } finally {
             lock.unlock();
         }
         completions.forEach(Runnable::run);
+    }
+
+    /** Tests: how long a free segment may stay unused before it is deleted. */
+    void idleAfter(long nanos) {
+        lock.lock();
+        try {
+            idleNanos = nanos;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Deletes the free segments no request took for {@link #IDLE_NANOS_DEFAULT} (released before {@code now} minus that), on the
+     * maker thread; their bytes stay counted until their files are gone. Checked whenever a segment comes back, so a store
+     * that nobody uses keeps what it has, and one in use keeps what its objects in flight turn over: a segment left over
+     * from a burst (a larger batch, a deeper buffer at start) no longer stays resident for the whole job.
+     */
+    private void dropIdleLocked(long now) {
+        List<ShmSegment> idle = null;
+        for (var it = free.iterator(); it.hasNext(); ) {
+            ShmSegment s = it.next();
+            if (now - s.releasedNanos < idleNanos) break; // release order: the rest are younger
+            it.remove();
+            freeBytes -= s.capacityBytes;
+            segments.remove(s);
+            (idle == null ? idle = new ArrayList<>() : idle).add(s);
+        }
+        if (idle == null) return;
+        List<ShmSegment> victims = idle;
+        maker.execute(() -> {
+            long bytes = 0;
+            for (ShmSegment v : victims) {
+                v.unmapAndDelete();
+                bytes += v.capacityBytes;
+            }
+            List<Runnable> completions = new ArrayList<>();
+            lock.lock();
+            try {
+                mappedBytes -= bytes;
+                segmentsDeleted += victims.size();
+                if (!closed) dispatchLocked(completions);
+            } finally {
+                lock.unlock();
+            }
+            completions.forEach(Runnable::run);
+        });
     }
 
     void leaseOpened() { leases.increment(); }
@@ -427,7 +493,18 @@ public final class ShmObjectStore implements AutoCloseable {
                 inUseBytes += fit.capacityBytes;
                 fit.owner = r.owner;
                 segmentsReused++;
-                completions.add(() -> deliver(r, fit));
+                long backed = fit.backedBytes, wanted = r.capacityBytes;
+                if (backed < wanted) { // pages given back earlier: filled again on the maker thread, then handed out
+                    fit.backedBytes = wanted;
+                    maker.execute(() -> reback(r, fit, backed, wanted));
+                } else {
+                    if (backed > wanted + (long) (TRIM_SLACK * wanted)) fit.backedBytes = wanted;
+                    long keep = fit.backedBytes;
+                    completions.add(() -> {
+                        if (keep < backed) trim(fit, keep, backed);
+                        deliver(r, fit);
+                    });
+                }
             } else if (budgetBytes - mappedBytes >= r.capacityBytes) {
                 admitLocked(it, r, r.capacityBytes);
                 mappedBytes += r.capacityBytes;
@@ -614,6 +691,49 @@ public final class ShmObjectStore implements AutoCloseable {
                 throw e;
             }
         }
+    }
+
+    /** Gives the pages of {@code shm} in [{@code from}, {@code to}) back to the kernel: a hole in the tmpfs file (free segments only). */
+    private static void trim(ShmSegment shm, long from, long to) {
+        try {
+            int rc = (int) MADVISE.invokeExact(shm.mapping.asSlice(from, to - from), to - from, MADV_REMOVE);
+            if (rc != 0) LOG.log(System.Logger.Level.DEBUG, "madvise(MADV_REMOVE) on " + shm + " failed; its pages stay");
+        } catch (IllegalStateException e) {
+            // closed meanwhile: nothing to give back
+        } catch (Throwable e) {
+            LOG.log(System.Logger.Level.WARNING, "madvise(MADV_REMOVE) on " + shm + ": " + e);
+        }
+    }
+
+    /**
+     * Maker thread: fills [{@code from}, {@code to}) of a reused segment whose pages there were given back, through its file
+     * (tmpfs allocates them now: a full file system fails the request here, not with SIGBUS later), faults them in, then
+     * hands the segment to {@code r} on a virtual thread; on failure the segment goes back to the free pool as it was.
+     */
+    private void reback(Request r, ShmSegment shm, long from, long to) {
+        try (FileChannel channel = FileChannel.open(shm.file, WRITE)) {
+            if (zeros == null) zeros = ByteBuffer.allocateDirect(ZERO_CHUNK_BYTES);
+            long position = from;
+            while (position < to) {
+                if (closed) throw new StoreException("store closed");
+                zeros.clear().limit((int) Math.min(ZERO_CHUNK_BYTES, to - position));
+                while (zeros.hasRemaining()) position += channel.write(zeros, position);
+            }
+            for (long offset = from; offset < to; offset += PAGE_BYTES) shm.mapping.set(ValueLayout.JAVA_BYTE, offset, (byte) 0);
+        } catch (IOException | RuntimeException e) {
+            trim(shm, from, to); // whatever part was filled
+            lock.lock();
+            try {
+                shm.backedBytes = from;
+            } finally {
+                lock.unlock();
+            }
+            recycle(shm, false);
+            r.future.completeExceptionally(closed ? closedException() : new StoreException(
+                    "cannot fill " + (to - from) + " bytes of a reused segment in " + config.directory() + ": " + reason(e), e));
+            return;
+        }
+        Thread.ofVirtual().name("stoker-store-deliver").start(() -> deliver(r, shm));
     }
 
     private void deliver(Request r, ShmSegment shm) {

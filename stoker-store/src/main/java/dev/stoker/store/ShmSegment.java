@@ -21,6 +21,14 @@ final class ShmSegment {
     final MemorySegment mapping;
     /** Who the object now in this segment counts against ({@link ShmObjectStore#allocate(long, int)}); −1: nobody. Guarded by the store's lock. */
     int owner = -1;
+    /**
+     * The leading bytes of the file that have pages in memory (zero-filled and faulted in); the rest, up to the capacity, was
+     * given back to the kernel when a smaller object reused the segment ({@link ShmObjectStore#REUSE_FACTOR}). Guarded by the
+     * store's lock; the pages themselves change only while the segment is out of the free pool.
+     */
+    long backedBytes;
+    /** When the segment last went back to the free pool ({@link System#nanoTime}). Guarded by the store's lock. */
+    long releasedNanos;
 
     ShmSegment(long number, Path file, long capacityBytes, Arena arena, MemorySegment mapping) {
         this.number = number;
@@ -28,6 +36,7 @@ final class ShmSegment {
         this.capacityBytes = capacityBytes;
         this.arena = arena;
         this.mapping = mapping;
+        this.backedBytes = capacityBytes;
     }
 
     /** Unmaps and deletes the file; failures are logged, never thrown (used on cleanup paths). */

@@ -60,7 +60,14 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
      */
     public static final double MAX_ERROR_RATE_DEFAULT = 0.1;
     public static final int PREFETCH_BATCHES_DEFAULT = 4;
-    public static final long PREFETCH_BYTES_DEFAULT = 1L << 30;
+    /**
+     * A rank's prefetch buffer in bytes unless given: 128 MiB, one batch of 8 images at 451,584 pixels in float32 (87 MB)
+     * or several smaller ones; the batches being filled and the trainer's lease come on top. A zero-copy batch's bytes are
+     * shared memory held until the trainer has read it, so the buffer's bytes are the job's memory; a deeper buffer only
+     * absorbs jitter, and a trainer that waits is waiting on an empty buffer anyway (issue 30's memory item: 1 GiB let a
+     * rank keep four such batches; docs/benchmarks.md, "Memory against the peers").
+     */
+    public static final long PREFETCH_BYTES_DEFAULT = 128L << 20;
     /**
      * A node's feed ({@code serve}, {@code node}, {@code launch}, {@code bench ladder}) is tuned unless told: the knobs given are
      * starting points. A feed built in code ({@link #of}) is pinned unless {@link #withAutotune} says otherwise.

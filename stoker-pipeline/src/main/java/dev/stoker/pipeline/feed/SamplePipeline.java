@@ -113,8 +113,12 @@ final class SamplePipeline {
      * so that the batch's exact layout is known; then the batch's object is allocated in the store and
      * each sample's pixels are decoded and transformed straight into it ({@link StoredBatchWriter}).
      * <pre>
-     *  … fetch F ─▶ mapAsync(T) prepare ─▶ byBatch ─▶ mapAsync(1) allocate (waits for budget) ─▶ mapAsync(2) fill ─▶ StoredBatch
+     *  … fetch F ─▶ mapAsync(T) prepare ─▶ byBatch ─▶ mapAsync(2) allocate (waits for budget), then fill ─▶ StoredBatch
      * </pre>
+     * A batch's object is allocated only when one of the {@link StoredBatchWriter#BATCHES_FILLING} fill slots is free: an
+     * allocation stage of its own ran one batch ahead of the fills, holding a segment (a whole batch of shared memory,
+     * 87 MB at 8 × 451,584 px float32) that no one wrote yet (issue 30's memory item). Allocations are still requested
+     * in batch order, so the store serves them in that order.
      */
     Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
         return storedFlow(fetchConcurrency, cpuThreads, writer, null);
@@ -126,8 +130,7 @@ final class SamplePipeline {
                 .mapAsync(fetchConcurrency, s -> observed(gated(gate, s)))
                 .mapAsync(cpuThreads, o -> observed(prepare(o)))
                 .via(byBatch())
-                .mapAsync(1, group -> writer.allocate(checkedBatch(group), group))
-                .mapAsync(StoredBatchWriter.BATCHES_FILLING, writer::fill);
+                .mapAsync(StoredBatchWriter.BATCHES_FILLING, group -> writer.allocate(checkedBatch(group), group).thenCompose(writer::fill));
     }
 
     /**
