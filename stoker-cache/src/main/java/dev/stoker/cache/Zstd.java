@@ -18,11 +18,11 @@ import java.lang.invoke.MethodHandle;
  * <p>{@link #available()} is false where the library does not load; the cache then stores entries uncompressed.
  */
 public final class Zstd {
-    private static final MethodHandle COMPRESS, DECOMPRESS, BOUND, IS_ERROR, ERROR_NAME, CONTENT_SIZE, VERSION;
+    private static final MethodHandle COMPRESS, DECOMPRESS, BOUND, IS_ERROR, ERROR_NAME, CONTENT_SIZE;
     private static final String UNAVAILABLE;
 
     static {
-        MethodHandle c = null, d = null, b = null, ie = null, en = null, cs = null, v = null;
+        MethodHandle c = null, d = null, b = null, ie = null, en = null, cs = null;
         String why = null;
         try {
             SymbolLookup lib = dev.stoker.core.io.NativeLibraries.lookup("libzstd.so.1", "libzstd.so");
@@ -37,11 +37,10 @@ public final class Zstd {
             en = l.downcallHandle(lib.findOrThrow("ZSTD_getErrorName"), FunctionDescriptor.of(ValueLayout.ADDRESS, size));
             cs = l.downcallHandle(lib.findOrThrow("ZSTD_getFrameContentSize"), FunctionDescriptor.of(ValueLayout.JAVA_LONG,
                     ValueLayout.ADDRESS, size));
-            v = l.downcallHandle(lib.findOrThrow("ZSTD_versionNumber"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
         } catch (RuntimeException | LinkageError e) {
             why = "libzstd did not load: " + e.getMessage();
         }
-        COMPRESS = c; DECOMPRESS = d; BOUND = b; IS_ERROR = ie; ERROR_NAME = en; CONTENT_SIZE = cs; VERSION = v;
+        COMPRESS = c; DECOMPRESS = d; BOUND = b; IS_ERROR = ie; ERROR_NAME = en; CONTENT_SIZE = cs;
         UNAVAILABLE = why;
     }
 
@@ -52,17 +51,6 @@ public final class Zstd {
 
     /** Why libzstd is not available (null when it is). */
     public static String unavailableReason() { return UNAVAILABLE; }
-
-    /** The library's version, e.g. "1.5.4"; "none" when it did not load. */
-    public static String version() {
-        if (!available()) return "none";
-        try {
-            int n = (int) VERSION.invokeExact();
-            return (n / 10000) + "." + (n / 100 % 100) + "." + (n % 100);
-        } catch (Throwable t) {
-            throw new IllegalStateException(t);
-        }
-    }
 
     /** The largest compressed size of {@code n} bytes. */
     public static long compressBound(long n) {
