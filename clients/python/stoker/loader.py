@@ -381,8 +381,16 @@ class Loader:
                 if self._resume_step is not None:  # the service labels its steps on from it, also after a resize
                     flags |= P.FLAG_RESUME_STEP
                     step = self._resume_step
-            self._sendall(sock, P.hello(self.rank, self.world_size, flags, epoch, position, fingerprint, self.job,
-                                        resume_step=step))
+            try:
+                self._sendall(sock, P.hello(self.rank, self.world_size, flags, epoch, position, fingerprint, self.job,
+                                            resume_step=step))
+            except StokerError as failed:
+                # A service over its connection cap writes its ERROR and closes before the HELLO is sent: the
+                # write fails (broken pipe) with the ERROR already queued here. Quote the service, not the pipe.
+                said = self._refusal(sock, failed)
+                if said is None:
+                    raise
+                raise said from failed
             type_, n = self._read_frame_header(sock)
             if type_ == P.ERROR:
                 raise _service_error(self._read_small(sock, n, type_))
@@ -864,6 +872,25 @@ class Loader:
                 ids.append(pending.popleft())
             except IndexError:
                 return ids
+
+    #: Seconds a HELLO that could not be sent waits for the ERROR the service sent before closing.
+    REFUSAL_READ_SECONDS = 2.0
+
+    def _refusal(self, sock: socket.socket, failed: StokerError) -> Optional[StokerError]:
+        """The ERROR a service sent before closing, once sending to it failed; None when it said nothing."""
+        if not isinstance(failed.__cause__, OSError) or isinstance(failed.__cause__, socket.timeout):
+            return None
+        saved = self._deadline
+        self._deadline = time.monotonic() + self.REFUSAL_READ_SECONDS
+        try:
+            type_, n = self._read_frame_header(sock)
+            if type_ != P.ERROR:
+                return None
+            return _service_error(self._read_small(sock, n, type_))
+        except StokerError:
+            return None
+        finally:
+            self._deadline = saved
 
     def _start_request(self) -> None:
         """Starts the deadline of a request (``timeout`` from now; none when ``timeout`` is None)."""

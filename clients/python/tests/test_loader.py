@@ -300,6 +300,30 @@ class HandshakeTest(ServiceTest):
         self.assertEqual(str(cm.exception), "job 'x' is not served here")
         self.assertNotIsInstance(cm.exception, ProtocolError)
 
+    def test_a_service_that_refused_and_closed_before_the_hello_is_quoted(self):
+        # CI stop 37: over its connection cap, a service writes its ERROR and closes before the HELLO is sent, so
+        # sending the HELLO fails with a broken pipe; the trainer must still see what the service said.
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        theirs.sendall(P.frame(P.ERROR, "over the cap: connection refused".encode()))
+        theirs.close()
+        loader = Loader(os.path.join(self.tmp, "unused.sock"), 1, 2)
+        with mock.patch.object(loader, "_connect_socket", return_value=ours):
+            with self.assertRaises(StokerError) as cm:
+                loader.connect()
+        self.assertEqual(str(cm.exception), "over the cap: connection refused")
+        self.assertIn("lost the connection", str(cm.exception.__cause__))
+        loader.close()
+
+    def test_a_send_that_fails_with_nothing_said_reports_the_send_error(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        theirs.close()
+        loader = Loader(os.path.join(self.tmp, "unused.sock"), 0, 1)
+        with mock.patch.object(loader, "_connect_socket", return_value=ours):
+            with self.assertRaises(StokerError) as cm:
+                loader.connect()
+        self.assertIn("lost the connection to the Stoker service", str(cm.exception))
+        loader.close()
+
     def test_version_mismatch(self):
         svc = self.service(make_batches(1), version=P.VERSION + 1)
         with Loader(svc.path, 0, 1) as loader:

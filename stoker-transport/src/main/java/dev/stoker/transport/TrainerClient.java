@@ -235,7 +235,7 @@ public final class TrainerClient implements AutoCloseable {
             var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, rank, world,
                     options.sharedMemory() ? FeedProtocol.FLAG_SHARED_MEMORY : 0, options.resume(), options.fingerprint(), job,
                     options.resumeStep());
-            FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
+            sayHello(ch, rank, hello);
             in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
             if (options.timeout() != null) in.deadline(System.nanoTime() + options.timeout().toNanos());
             FeedProtocol.Frame f;
@@ -259,6 +259,37 @@ public final class TrainerClient implements AutoCloseable {
             ch.close();
             arena.close();
             throw e;
+        }
+    }
+
+    /** How long a HELLO that could not be sent waits for the ERROR the service sent before closing. */
+    static final long REFUSAL_READ_NANOS = 2_000_000_000L;
+
+    /**
+     * Sends the HELLO. A service that refuses a connection at once (over its connection cap) writes its
+     * ERROR and closes before the HELLO is sent, so the write fails with a broken pipe while the ERROR
+     * is already in this socket's receive queue: it is read (bounded by {@link #REFUSAL_READ_NANOS}) and
+     * reported instead of the bare pipe error.
+     */
+    static void sayHello(SocketChannel ch, int rank, FeedProtocol.Hello hello) throws IOException {
+        try {
+            FeedProtocol.writeFrame(ch, FeedProtocol.HELLO, hello.encode());
+        } catch (IOException sendFailed) {
+            String said;
+            FeedProtocol.FrameReader in = null;
+            try {
+                in = new FeedProtocol.FrameReader(ch, SPIN_NANOS);
+                in.deadline(System.nanoTime() + REFUSAL_READ_NANOS);
+                var f = in.next();
+                if (f.type() != FeedProtocol.ERROR) throw sendFailed;
+                said = FeedProtocol.utf8(in.small(f));
+            } catch (IOException | RuntimeException nothingSaid) {
+                if (nothingSaid != sendFailed) sendFailed.addSuppressed(nothingSaid);
+                throw sendFailed;
+            } finally {
+                if (in != null) in.close();
+            }
+            throw new IOException("service refused rank " + rank + ": " + said, sendFailed);
         }
     }
 

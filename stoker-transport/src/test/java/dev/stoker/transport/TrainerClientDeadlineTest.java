@@ -72,6 +72,40 @@ class TrainerClientDeadlineTest {
         assertThrows(IllegalArgumentException.class, () -> TrainerClient.Options.COPY.withTimeout(Duration.ZERO));
     }
 
+    /**
+     * CI stop 37: a service over its connection cap writes its ERROR and closes before the trainer's
+     * HELLO is sent; the HELLO's write then fails with a broken pipe. The trainer reports what the
+     * service said (the pipe error as its cause), as a trainer retrying on that message expects.
+     */
+    @Test
+    void aServiceThatRefusedAndClosedBeforeTheHelloIsQuoted() throws Exception {
+        Path sock = tmp.resolve("refusing.sock");
+        try (var server = ServerSocketChannel.open(StandardProtocolFamily.UNIX).bind(UnixDomainSocketAddress.of(sock));
+                var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            ch.connect(UnixDomainSocketAddress.of(sock));
+            try (var peer = server.accept()) {
+                FeedProtocol.writeFrame(peer, FeedProtocol.ERROR, FeedProtocol.utf8("over the cap: connection refused"));
+            } // closed before the HELLO: its write can only fail
+            var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, 1, 2, 0, null, 0, "t");
+            var e = assertThrows(IOException.class, () -> TrainerClient.sayHello(ch, 1, hello));
+            assertEquals("service refused rank 1: over the cap: connection refused", e.getMessage());
+            assertNotNull(e.getCause(), "the failed write is kept as the cause");
+        }
+    }
+
+    @Test
+    void aSendThatFailsWithNothingSaidReportsTheSendError() throws Exception {
+        Path sock = tmp.resolve("gone.sock");
+        try (var server = ServerSocketChannel.open(StandardProtocolFamily.UNIX).bind(UnixDomainSocketAddress.of(sock));
+                var ch = SocketChannel.open(StandardProtocolFamily.UNIX)) {
+            ch.connect(UnixDomainSocketAddress.of(sock));
+            server.accept().close();
+            var hello = new FeedProtocol.Hello(FeedProtocol.VERSION, 0, 1, 0, null, 0, "t");
+            var e = assertThrows(IOException.class, () -> TrainerClient.sayHello(ch, 0, hello));
+            assertTrue(String.valueOf(e.getMessage()).contains("Broken pipe"), String.valueOf(e.getMessage()));
+        }
+    }
+
     @Test
     void aServiceThatNeverWelcomesTimesOut() throws Exception {
         Path sock = service("silent.sock", ch -> {});
