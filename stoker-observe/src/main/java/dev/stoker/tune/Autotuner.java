@@ -25,10 +25,16 @@ import java.util.function.Consumer;
  * <ul>
  *   <li>after a rollback the restored setting's baseline is measured again, so that a drift of the machine's other load
  *       is not read as the next move's effect;</li>
- *   <li>a raise is kept only when samples/s rose by more than the noise and more than {@link Policy#minGain}: a raise
- *       that buys nothing costs memory and cores;</li>
+ *   <li>a raise is kept when samples/s rose by more than the noise and more than {@link Policy#minGain} (a raise that
+ *       buys nothing costs memory and cores), or when, with no loss beyond noise, it moved the bottleneck: the stage it
+ *       widened was saturated before and is not after, while the other one is (two stages limiting at the same rate hide
+ *       each other's raise; the next move widens the new bottleneck);</li>
+ *   <li>a raise of fetches on a fetch-bound feed is sized by Little's law (fetches in flight = rate × latency, both read
+ *       from the window) for the rate the CPU pool could reach at its most threads, up to {@value #FETCH_MAX_FACTOR}× in
+ *       one decision, rather than doubled: a feed started at one fetch per rank is not walked up one doubling per window;</li>
  *   <li>a lowering is kept unless samples/s fell by more than {@link Policy#lowerTolerance} (or, before the window's
- *       end, beyond noise): it frees cores and memory;</li>
+ *       end, beyond noise), or the stage it narrowed, not saturated before, now is (no headroom left): it frees cores and
+ *       memory;</li>
  *   <li>a rolled-back move is not tried again until a kept change or a hold's end; a kept move is tried again first
  *       (momentum), its reverse not at all until then.</li>
  * </ul>
@@ -48,6 +54,10 @@ public final class Autotuner {
     static final double CPU_BOUND = 0.8;
     /** The share of ticks with fetches pinned at their limit from which the feed is called fetch-bound. */
     static final double FETCH_PINNED = 0.5;
+    /** Headroom of a fetch concurrency sized by Little's law over the rate the CPU stage could reach. */
+    static final double FETCH_HEADROOM = 1.25;
+    /** The most a sized fetch raise multiplies the concurrency by in one decision (a bounded step). */
+    static final int FETCH_MAX_FACTOR = 8;
     /** How many decisions are kept for the report (the first ones and the last ones matter; a run makes few). */
     static final int DECISIONS_KEPT = 1000;
 
@@ -112,11 +122,12 @@ public final class Autotuner {
      * @param waitShare           trainers' waiting time / (window × ranks)
      * @param cpuBusyFraction     mean busy threads / threads
      * @param fetchPinnedFraction share of ticks whose fetches in flight were at ≥ 90% of their limit
+     * @param fetchInFlight       mean fetches in flight per tick, all ranks
      * @param bufferFullFraction  share of ticks with some rank's buffer full
      * @param bufferEmptyFraction share of ticks with every rank's buffer empty
      */
     record Window(double samplesPerS, double standardError, int blocks, double waitShare, double cpuBusyFraction, double fetchPinnedFraction,
-                  double bufferFullFraction, double bufferEmptyFraction) {}
+                  double fetchInFlight, double bufferFullFraction, double bufferEmptyFraction) {}
 
     /**
      * Student's t two-sided 95% critical values for 1–30 degrees of freedom (any statistics table; 1.96 beyond): a window
@@ -133,7 +144,8 @@ public final class Autotuner {
         return policy.z() * t / 1.96;
     }
 
-    private record Trial(Move move, int from, int to, String why) {}
+    /** A move being tried; {@code sized}: its step came from the stage model (Little's law), not the knob's fixed step. */
+    private record Trial(Move move, int from, int to, boolean sized, String why) {}
 
     private enum Phase { WARM_UP, SETTLE, MEASURE }
 
@@ -146,7 +158,7 @@ public final class Autotuner {
     private Phase phase = Phase.WARM_UP;
     private long phaseStartNanos;
     private final List<Double> blockRates = new ArrayList<>();
-    private double cpuBusySum;
+    private double cpuBusySum, inFlightSum;
     private int ticks, pinnedTicks, fullTicks, emptyTicks;
     private Window baseline;
     private Trial trial;
@@ -202,7 +214,7 @@ public final class Autotuner {
         phase = Phase.MEASURE;
         windowStart = blockStart = o;
         blockRates.clear();
-        cpuBusySum = 0;
+        cpuBusySum = inFlightSum = 0;
         ticks = pinnedTicks = fullTicks = emptyTicks = 0;
     }
 
@@ -215,6 +227,7 @@ public final class Autotuner {
         }
         ticks++;
         cpuBusySum += Math.min(1.0, (double) b.cpuBusy() / Math.max(1, knobs.get(Knob.CPU_THREADS)));
+        inFlightSum += b.fetchInFlight();
         long fetchLimit = (long) knobs.get(Knob.FETCH_CONCURRENCY) * b.ranks();
         if (b.fetchInFlight() >= 0.9 * fetchLimit) pinnedTicks++;
         if (b.anyBufferFull()) fullTicks++;
@@ -236,7 +249,8 @@ public final class Autotuner {
         }
         double wait = Math.clamp((end.waitNanos() - windowStart.waitNanos()) / (seconds * 1e9 * end.ranks()), 0.0, 1.0);
         int t = Math.max(1, ticks);
-        return new Window(rate, se, n, wait, cpuBusySum / t, (double) pinnedTicks / t, (double) fullTicks / t, (double) emptyTicks / t);
+        return new Window(rate, se, n, wait, cpuBusySum / t, (double) pinnedTicks / t, inFlightSum / t, (double) fullTicks / t,
+                (double) emptyTicks / t);
     }
 
     private void onWindow(Window w, Observation at) {
@@ -260,13 +274,19 @@ public final class Autotuner {
         var before = baseline;
         double diff = after.samplesPerS() - before.samplesPerS();
         double noise = z(after.blocks(), before.blocks()) * Math.hypot(after.standardError(), before.standardError());
-        boolean keep;
+        boolean keep, reliefOnly = false;
         String reading;
         if (t.move().up()) {
             double needed = Math.max(noise, policy.minGain() * before.samplesPerS());
+            String moved;
             if (diff > needed) {
                 keep = true;
                 reading = String.format(Locale.ROOT, "gain %+.1f samples/s beats the %.1f needed", diff, needed);
+            } else if (diff >= -needed && (moved = bottleneckMoved(t.move(), before, after)) != null) {
+                keep = true; // necessary, not yet sufficient: the stage it limited no longer does, another one does
+                reliefOnly = true;
+                reading = String.format(Locale.ROOT, "gain %+.1f samples/s within the %.1f needed, but %s: kept, the next move is there's",
+                        diff, needed, moved);
             } else if (diff < -needed || last) {
                 keep = false;
                 reading = diff < -needed ? String.format(Locale.ROOT, "loss %.1f samples/s beyond noise %.1f", -diff, needed)
@@ -279,9 +299,13 @@ public final class Autotuner {
             double reference = t.move().equals(lastKept) ? Math.max(before.samplesPerS(), lowerReference) : before.samplesPerS();
             double allowed = policy.lowerTolerance() * reference;
             diff = after.samplesPerS() - reference;
+            String saturated = saturatedByLowering(t.move(), before, after);
             if (diff < -Math.max(noise, allowed) || last && diff < -allowed) {
                 keep = false;
                 reading = String.format(Locale.ROOT, "loss %.1f samples/s beyond the %.1f allowed", -diff, Math.max(noise, allowed));
+            } else if (saturated != null) {
+                keep = false; // no loss yet, but no headroom left either: the next drift of the load makes it the bottleneck
+                reading = String.format(Locale.ROOT, "change %+.1f samples/s, but %s: no headroom left", diff, saturated);
             } else if (last || diff > noise) {
                 keep = true;
                 reading = String.format(Locale.ROOT, "change %+.1f samples/s within the %.1f allowed: kept, it frees resources", diff, allowed);
@@ -295,7 +319,8 @@ public final class Autotuner {
             baseline = after;
             tried.clear();
             tried.add(t.move().reverse());
-            lastKept = t.move();
+            // momentum only for a step that paid by itself: after a relief or a step the model sized, the evidence orders
+            lastKept = reliefOnly || t.sized() ? null : t.move();
             // a change that paid means the feed moved: probes pay again soon; a lowering kept for its savings alone does not
             if (diff > noise) holdWindows = policy.holdWindows();
         } else {
@@ -326,9 +351,12 @@ public final class Autotuner {
             if (tried.contains(m)) continue;
             var k = m.knob();
             int from = knobs.get(k);
-            int to = Math.clamp(m.up() ? k.up(from) : k.down(from), knobs.min(k), knobs.max(k));
+            int step = m.up() ? k.up(from) : k.down(from);
+            int sized = m.up() && k == Knob.FETCH_CONCURRENCY && fetchBound(b) ? sizedFetch(b, from, at.ranks()) : 0;
+            int to = Math.clamp(Math.max(step, sized), knobs.min(k), knobs.max(k));
             if (to == from) continue;
-            trial = new Trial(m, from, to, evidence(m, b));
+            boolean bySize = sized > step && to > step;
+            trial = new Trial(m, from, to, bySize, evidence(m, b) + (bySize ? "; " + sizedWhy(b, at.ranks()) : ""));
             knobs.set(k, to);
             state = "trying " + k.option() + " " + from + " → " + to;
             phase = Phase.SETTLE;
@@ -362,6 +390,60 @@ public final class Autotuner {
     private static boolean cpuBound(Window b) { return b.cpuBusyFraction() >= CPU_BOUND; }
 
     private static boolean fetchBound(Window b) { return b.fetchPinnedFraction() >= FETCH_PINNED; }
+
+    /**
+     * What a kept raise's window shows beyond its rate (null: nothing): the stage the raise widened was saturated before
+     * and is not after, while the other stage is. Two stages that limit at nearly the same rate (the CPU at 1 thread, the
+     * fetches at 2 per rank, both near 45 samples/s) hide each other's raise: neither raise alone gains, both together
+     * double the rate, so a raise that moved the bottleneck is kept without a gain, and the next move widens the new one.
+     */
+    private static String bottleneckMoved(Move m, Window before, Window after) {
+        if (m.knob() == Knob.FETCH_CONCURRENCY && fetchBound(before) && !fetchBound(after) && cpuBound(after))
+            return String.format(Locale.ROOT, "fetches are no longer pinned (%.0f%% → %.0f%% of the time) and the CPU pool is busy %.0f%%",
+                    100 * before.fetchPinnedFraction(), 100 * after.fetchPinnedFraction(), 100 * after.cpuBusyFraction());
+        if (m.knob() == Knob.CPU_THREADS && cpuBound(before) && !cpuBound(after) && fetchBound(after))
+            return String.format(Locale.ROOT, "the CPU pool is no longer saturated (busy %.0f%% → %.0f%%) and fetches are pinned %.0f%% of the time",
+                    100 * before.cpuBusyFraction(), 100 * after.cpuBusyFraction(), 100 * after.fetchPinnedFraction());
+        return null;
+    }
+
+    /** What a lowering's window shows beyond its rate (null: nothing): the stage it narrowed, not saturated before, now is. */
+    private static String saturatedByLowering(Move m, Window before, Window after) {
+        if (m.knob() == Knob.FETCH_CONCURRENCY && !fetchBound(before) && fetchBound(after))
+            return String.format(Locale.ROOT, "fetches are now pinned %.0f%% of the time (%.0f%% before)", 100 * after.fetchPinnedFraction(),
+                    100 * before.fetchPinnedFraction());
+        if (m.knob() == Knob.CPU_THREADS && !cpuBound(before) && cpuBound(after))
+            return String.format(Locale.ROOT, "the CPU pool is now busy %.0f%% (%.0f%% before)", 100 * after.cpuBusyFraction(),
+                    100 * before.cpuBusyFraction());
+        return null;
+    }
+
+    /**
+     * The fetch concurrency per rank that the rate the CPU stage could reach needs, by Little's law (Plumber's operational
+     * analysis): fetches in flight = rate × fetch latency, the latency read from the window itself (mean in flight / rate),
+     * the reachable rate the window's rate over the CPU threads it kept busy, times the threads the pool may have; with
+     * {@link #FETCH_HEADROOM}, rounded up to a power of two, at most {@link #FETCH_MAX_FACTOR}× {@code from}. 0 when the
+     * window does not tell (no rate).
+     */
+    private int sizedFetch(Window b, int from, int ranks) {
+        if (!(b.samplesPerS() > 0) || !(b.fetchInFlight() > 0)) return 0;
+        double need = reachable(b) * latency(b) * FETCH_HEADROOM / ranks;
+        long pow2 = Long.highestOneBit(Math.max(1, (long) Math.ceil(need)));
+        if (pow2 < need) pow2 <<= 1;
+        return (int) Math.min(pow2, (long) from * FETCH_MAX_FACTOR);
+    }
+
+    private double reachable(Window b) {
+        double busyThreads = Math.max(0.25, b.cpuBusyFraction() * knobs.get(Knob.CPU_THREADS));
+        return b.samplesPerS() / busyThreads * knobs.max(Knob.CPU_THREADS);
+    }
+
+    private static double latency(Window b) { return b.fetchInFlight() / b.samplesPerS(); }
+
+    private String sizedWhy(Window b, int ranks) {
+        return String.format(Locale.ROOT, "sized by Little's law: %.0f ms per fetch × %.0f samples/s the CPU pool could reach at %d threads "
+                + "× %.2f headroom / %d ranks", 1e3 * latency(b), reachable(b), knobs.max(Knob.CPU_THREADS), FETCH_HEADROOM, ranks);
+    }
 
     private String evidence(Move m, Window b) {
         String figures = String.format(Locale.ROOT, "CPU busy %.0f%% of %d threads, fetches pinned %.0f%% of the time at %d per rank, "
