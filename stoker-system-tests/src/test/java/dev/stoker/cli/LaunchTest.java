@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
@@ -120,11 +121,11 @@ class LaunchTest {
         var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "sleep 600 & echo $! >> " + pids
                 + "; (trap '' TERM; exec sleep 600) & echo $! >> " + pids
                 + "; sh -c 'sleep 600 & echo $! >> " + pids + "; wait' & echo $! >> " + pids
-                + "; while [ $(wc -l < " + pids + ") -lt 4 ]; do sleep 0.05; done; echo sleeping; wait");
+                + "; while [ $(wc -l < " + pids + ") -lt 4 ]; do sleep 0.05; done; echo started: $(wc -l < " + pids + "); wait");
         var job = new LinkedHashSet<Long>();
         try {
-            ServeProcess.awaitLine(p, dir.resolve("launch.log"), "sleeping");
-            String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
+            ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
+            String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "started: 4"); // not in the command's text, which launch logs
             long service = pid(log, "service pid "), command = pid(log, "(pid ");
             job.addAll(List.of(service, command));
             for (String line : Files.readAllLines(pids)) job.add(Long.parseLong(line.strip()));
@@ -139,6 +140,8 @@ class LaunchTest {
             if (handle.isPresent()) handle.get().onExit().get(5, TimeUnit.SECONDS); // a poll of 200 ms, or the watchdog's SIGTERM
             assertTrue(System.nanoTime() - killed < TimeUnit.SECONDS.toNanos(5));
             awaitGone(job, Duration.ofSeconds(20)); // the one deaf to SIGTERM goes after the grace (5 s)
+            System.out.printf(Locale.ROOT, "LaunchTest: the job's %d processes gone %.1f s after launch's SIGKILL%n", job.size(),
+                    (System.nanoTime() - killed) / 1e9);
             assertCleanedUp(dir, service);
             log = log(dir);
             assertTrue(log.contains("stoker launch: process groups of the job still running"), "the watchdog's lines: " + log);
