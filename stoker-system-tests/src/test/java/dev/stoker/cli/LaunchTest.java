@@ -123,10 +123,13 @@ class LaunchTest {
                 + "; sh -c 'sleep 600 & echo $! >> " + pids + "; wait' & echo $! >> " + pids
                 + "; while [ $(wc -l < " + pids + ") -lt 4 ]; do sleep 0.05; done; echo started: $(wc -l < " + pids + "); wait");
         var job = new LinkedHashSet<Long>();
+        var groups = new ArrayList<Long>(); // COMMAND's and the service's process groups: their ids are their leaders' pids
+        boolean passed = false;
         try {
             ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
             String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "started: 4"); // not in the command's text, which launch logs
             long service = pid(log, "service pid "), command = pid(log, "(pid ");
+            groups.addAll(List.of(command, service));
             job.addAll(List.of(service, command));
             for (String line : Files.readAllLines(pids)) job.add(Long.parseLong(line.strip()));
             p.toHandle().descendants().forEach(h -> job.add(h.pid())); // the service's, the watchdog, what COMMAND started
@@ -146,9 +149,12 @@ class LaunchTest {
             log = log(dir);
             assertTrue(log.contains("stoker launch: process groups of the job still running"), "the watchdog's lines: " + log);
             assertTrue(log.contains("of SIGTERM; SIGKILL to them"), "the deaf child was killed: " + log);
-        } finally {
-            for (long pid : job) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+            passed = true;
+        } finally { // on a failure, nothing of the job may stay: every process of both groups, then every process seen
             p.destroyForcibly();
+            if (!passed) for (long g : groups) new ProcessBuilder("/bin/kill", "-KILL", "--", "-" + g).redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor(5, TimeUnit.SECONDS);
+            for (long pid : job) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
         }
     }
 
