@@ -23,7 +23,8 @@ import picocli.CommandLine.Spec;
  * for a job script. The world is {@code --nnodes} × {@code --nproc-per-node} ranks (else SLURM's variables), this node
  * serving ranks {@code node-rank × P … node-rank × P + P − 1}; the service is {@code stoker serve} in a child JVM, so that
  * when launch is killed outright (SIGKILL) the service sees its parent gone ({@code --exit-with-parent}) and stops
- * cleanly, removing its socket and shared memory. Once the service listens, COMMAND runs with {@code STOKER_SOCKET} and
+ * cleanly, removing its socket and shared memory; a watchdog ({@code JobLifeline}) then also stops COMMAND's process
+ * group, so that no trainer outlives launch. Once the service listens, COMMAND runs with {@code STOKER_SOCKET} and
  * {@code STOKER_JOB} in its environment; SIGINT and SIGTERM to launch are passed on to COMMAND; when COMMAND ends the
  * service is stopped and launch exits with COMMAND's status (128 + N when a signal N ended it, as a shell says). A
  * service that dies while COMMAND runs stops COMMAND, and launch exits non-zero.
@@ -47,12 +48,18 @@ import picocli.CommandLine.Spec;
                         + "Once it prints 'listening on SOCKET' (at most --ready-timeout seconds), COMMAND runs with STOKER_SOCKET "
                         + "(the socket) and STOKER_JOB (--job) in its environment and this terminal's input and output.",
                 "",
-                "SIGINT and SIGTERM to launch are passed on to COMMAND (the service ignores SIGINT, so a Ctrl-C lets the trainer "
-                        + "finish with the service still up). When COMMAND ends, the service gets SIGTERM (killed after "
-                        + "--stop-timeout seconds) and launch exits with COMMAND's status, 128+N if signal N ended it. If the "
+                "SIGINT and SIGTERM to launch are passed on to COMMAND (SIGTERM to its process, SIGINT to its process group; "
+                        + "the service ignores SIGINT, so a Ctrl-C lets the trainer finish with the service still up). When COMMAND "
+                        + "ends, the service gets SIGTERM (killed after --stop-timeout seconds), what COMMAND left running in its "
+                        + "process group is stopped, and launch exits with COMMAND's status, 128+N if signal N ended it. If the "
                         + "service exits first, launch says so, stops COMMAND the same way and exits non-zero (the service's "
-                        + "status, or 1). If launch itself is killed (SIGKILL), the service notices within a second and stops, "
-                        + "removing its socket and shared memory.",
+                        + "status, or 1).",
+                "",
+                "No orphans: the service and COMMAND run in sessions (process groups) of their own. If launch itself is killed, "
+                        + "SIGKILL included, a watchdog sends SIGTERM to both groups at once (every process of COMMAND's, its "
+                        + "children's children too, unless one left the group with setsid) and SIGKILL after 5 s (or --stop-timeout "
+                        + "if shorter); the service stops cleanly, removing its socket and shared memory. Needs bash and "
+                        + "util-linux's setsid.",
                 "",
                 "Example: stoker launch --data ds/train.jsonl --batch 4 --nproc-per-node 2 -- /usr/bin/python3 -m "
                         + "torch.distributed.run --nproc_per_node 2 train.py",

@@ -10,8 +10,12 @@ import dev.stoker.testkit.Vectors;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
@@ -26,7 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@code stoker launch} as a job script runs it: a real launch JVM, its service a child JVM of its own, and a real
  * COMMAND. COMMAND gets the socket and job in its environment and its status becomes launch's; the service is gone
- * afterwards, its socket and shared memory removed, also when launch is SIGKILLed; SIGTERM and SIGINT reach COMMAND;
+ * afterwards, its socket and shared memory removed; a SIGKILLed launch leaves no process of the job; SIGTERM and SIGINT reach COMMAND;
  * SLURM's variables give the world.
  *
  * <p>torchrun under launch (docs/launch.md's example) and two launches of a two-node world, each serving its own node's
@@ -103,26 +107,76 @@ class LaunchTest {
         assertCleanedUp(dir, pid(log, "service pid "));
     }
 
+    /**
+     * No orphans: SIGKILL to the launch JVM alone (as an OOM killer sends it; not to its process group) takes the whole job
+     * with it — COMMAND, its children (one deaf to SIGTERM, so killed after the grace), a grandchild, the service and the
+     * launch's watchdog — within a bounded wait, and the service still stops cleanly, removing its socket and shared memory.
+     */
     @Test
-    void theServiceStopsAndCleansUpWhenLaunchIsKilled() throws Exception {
+    void aKilledLaunchLeavesNoProcessOfTheJobAndTheServiceCleansUp() throws Exception {
         Path dir = Files.createDirectories(tmp.resolve("b"));
+        Path pids = dir.resolve("pids");
         var options = serveOptions(dir);
         options.addAll(List.of("--nproc-per-node", "1"));
-        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "echo sleeping; exec sleep 120");
-        ServeProcess.awaitLine(p, dir.resolve("launch.log"), "sleeping");
-        String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
-        long service = pid(log, "service pid "), command = pid(log, "(pid ");
+        var p = launch(dir, options, Map.of(), "/bin/sh", "-c", "sleep 600 & echo $! >> " + pids
+                + "; (trap '' TERM; exec sleep 600) & echo $! >> " + pids
+                + "; sh -c 'sleep 600 & echo $! >> " + pids + "; wait' & echo $! >> " + pids
+                + "; while [ $(wc -l < " + pids + ") -lt 4 ]; do sleep 0.05; done; echo started: $(wc -l < " + pids + "); wait");
+        var job = new LinkedHashSet<Long>();
+        var groups = new ArrayList<Long>(); // COMMAND's and the service's process groups: their ids are their leaders' pids
+        boolean passed = false;
         try {
-            assertTrue(ProcessHandle.of(service).map(ProcessHandle::isAlive).orElse(false), "the service runs: " + log);
-            p.destroyForcibly(); // SIGKILL: launch can do nothing about it
+            ServeProcess.awaitLine(p, dir.resolve("launch.log"), "(pid ");
+            String log = ServeProcess.awaitLine(p, dir.resolve("launch.log"), "started: 4"); // not in the command's text, which launch logs
+            long service = pid(log, "service pid "), command = pid(log, "(pid ");
+            groups.addAll(List.of(command, service));
+            job.addAll(List.of(service, command));
+            for (String line : Files.readAllLines(pids)) job.add(Long.parseLong(line.strip()));
+            p.toHandle().descendants().forEach(h -> job.add(h.pid())); // the service's, the watchdog, what COMMAND started
+            assertTrue(job.size() >= 7, "the service, the watchdog, COMMAND, 3 children, a grandchild: " + job);
+            assertEquals(List.of(), job.stream().filter(pid -> !running(pid)).toList(), "all run before the kill: " + log);
+
+            p.destroyForcibly(); // SIGKILL to launch's JVM alone: nothing of launch runs after it
             assertTrue(p.waitFor(10, TimeUnit.SECONDS));
             long killed = System.nanoTime();
             var handle = ProcessHandle.of(service);
-            if (handle.isPresent()) handle.get().onExit().get(5, TimeUnit.SECONDS); // a poll of 200 ms, then a clean close
+            if (handle.isPresent()) handle.get().onExit().get(5, TimeUnit.SECONDS); // a poll of 200 ms, or the watchdog's SIGTERM
             assertTrue(System.nanoTime() - killed < TimeUnit.SECONDS.toNanos(5));
-            assertCleanedUp(dir, service); // (its last words went into the pipe of the dead launch)
-        } finally {
-            ProcessHandle.of(command).ifPresent(ProcessHandle::destroyForcibly); // COMMAND, orphaned with its parent
+            awaitGone(job, Duration.ofSeconds(20)); // the one deaf to SIGTERM goes after the grace (5 s)
+            System.out.printf(Locale.ROOT, "LaunchTest: the job's %d processes gone %.1f s after launch's SIGKILL%n", job.size(),
+                    (System.nanoTime() - killed) / 1e9);
+            assertCleanedUp(dir, service);
+            log = log(dir);
+            assertTrue(log.contains("stoker launch: process groups of the job still running"), "the watchdog's lines: " + log);
+            assertTrue(log.contains("of SIGTERM; SIGKILL to them"), "the deaf child was killed: " + log);
+            passed = true;
+        } finally { // on a failure, nothing of the job may stay: every process of both groups, then every process seen
+            p.destroyForcibly();
+            if (!passed) for (long g : groups) new ProcessBuilder("/bin/kill", "-KILL", "--", "-" + g).redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor(5, TimeUnit.SECONDS);
+            for (long pid : job) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+        }
+    }
+
+    /** Whether process {@code pid} exists and is not a zombie (state Z in /proc/PID/stat, after the name in parentheses). */
+    static boolean running(long pid) {
+        try {
+            String stat = Files.readString(Path.of("/proc", Long.toString(pid), "stat"));
+            return stat.charAt(stat.lastIndexOf(')') + 2) != 'Z';
+        } catch (IOException e) {
+            return false; // gone
+        }
+    }
+
+    /** Waits (polling /proc) until none of {@code pids} runs; fails naming those still running at the deadline. */
+    static void awaitGone(Collection<Long> pids, Duration within) throws InterruptedException {
+        long deadline = System.nanoTime() + within.toNanos();
+        while (pids.stream().anyMatch(LaunchTest::running)) {
+            if (System.nanoTime() > deadline)
+                throw new AssertionError("still running " + within.toSeconds() + " s after launch was killed: "
+                        + pids.stream().filter(LaunchTest::running).map(pid -> pid + " " + ProcessHandle.of(pid).flatMap(h -> h.info().commandLine())
+                        .orElse("?")).toList());
+            Thread.sleep(20);
         }
     }
 

@@ -33,6 +33,11 @@ import java.util.function.Consumer;
  * leave it running: it watches its parent ({@code --exit-with-parent}) and stops cleanly, removing its socket and
  * shared memory. Stopping a child is SIGTERM, then SIGKILL after the stop timeout.
  *
+ * <p>No orphans: the service and COMMAND each run in a session and process group of their own, and a {@link JobLifeline}
+ * watchdog stops both groups — every process in them, torchrun's workers included — when the launcher is gone, SIGKILL
+ * included (SIGTERM, SIGKILL after at most {@link JobLifeline#GRACE_MAX}); when {@link #run} returns, the same watchdog
+ * has stopped what COMMAND left running in its group. A process that leaves its group ({@code setsid}) escapes.
+ *
  * <p>Threading: {@link #run} on one thread, which waits for the children; one daemon thread per child output stream
  * copies its lines; {@link #signal} from any thread (a signal handler), once {@link #run} may have started.
  */
@@ -109,7 +114,14 @@ public final class JobLauncher {
      * @throws ConfigException when COMMAND cannot be started (the service is stopped first)
      */
     public int run() throws IOException, InterruptedException {
-        var process = new ProcessBuilder(service).start();
+        try (var lifeline = JobLifeline.start(stopTimeout, log)) {
+            return run(lifeline);
+        }
+    }
+
+    private int run(JobLifeline lifeline) throws IOException, InterruptedException {
+        var process = new ProcessBuilder(JobLifeline.inOwnSession(service)).start();
+        lifeline.watch(process.pid());
         var socket = new CompletableFuture<String>();
         var copiers = List.of(copyLines(process.getInputStream(), out, line -> {
             if (line.startsWith(LISTENING)) socket.complete(line.substring(LISTENING.length()).strip());
@@ -125,15 +137,18 @@ public final class JobLauncher {
                 log.accept("SIG" + stopped.get() + " before COMMAND started; stopping the service");
                 return 128 + signalNumber(stopped.get());
             }
-            var pb = new ProcessBuilder(command).inheritIO();
+            var pb = new ProcessBuilder(JobLifeline.inOwnSession(command)).inheritIO();
             pb.environment().put(SOCKET_ENV, path);
             pb.environment().put(JOB_ENV, job);
+            String unrunnable = unrunnable(command.get(0));
+            if (unrunnable != null) throw new ConfigException("cannot run " + command.get(0) + ": " + unrunnable);
             Process cmd;
             try {
                 cmd = pb.start();
             } catch (IOException e) {
                 throw new ConfigException("cannot run " + command.get(0) + ": " + e.getMessage());
             }
+            lifeline.watch(cmd.pid());
             running.set(cmd);
             if (stopped.get() != null) forward(cmd, stopped.get()); // a signal between the check and the start
             log.accept("service ready on " + path + "; running " + String.join(" ", command) + " (pid " + cmd.pid() + ")");
@@ -185,7 +200,30 @@ public final class JobLauncher {
         }
     }
 
-    /** Signal {@code name} to COMMAND, or, before it runs, remembered so that the launch stops instead of starting it. */
+    /**
+     * Why {@code program} cannot be run, or null: setsid execs COMMAND, so a program that is not there would only show as
+     * setsid's exit status 127; looked for as {@code execvp} does, in $PATH unless it names a path.
+     */
+    static String unrunnable(String program) {
+        if (program.contains("/")) {
+            Path p = Path.of(program);
+            if (!Files.exists(p)) return "no such file";
+            return Files.isRegularFile(p) && Files.isExecutable(p) ? null : "not an executable file";
+        }
+        String path = System.getenv("PATH");
+        for (String d : (path == null ? "/usr/bin:/bin" : path).split(":")) {
+            Path p = Path.of(d.isEmpty() ? "." : d, program);
+            if (Files.isRegularFile(p) && Files.isExecutable(p)) return null;
+        }
+        return "not found in $PATH";
+    }
+
+    /**
+     * Signal {@code name} to COMMAND, or, before it runs, remembered so that the launch stops instead of starting it.
+     * SIGTERM goes to COMMAND's process (torchrun passes it on to its workers); SIGINT to its whole process group, as a
+     * terminal's Ctrl-C reached it when COMMAND shared launch's group: now in a session of its own, the terminal's SIGINT
+     * reaches launch alone.
+     */
     private void forward(Process cmd, String name) {
         if (cmd == null) {
             stopped.compareAndSet(null, name);
@@ -198,7 +236,7 @@ public final class JobLauncher {
         }
         try { // Java sends no SIGINT itself
             String kill = Files.isExecutable(Path.of("/bin/kill")) ? "/bin/kill" : "kill";
-            new ProcessBuilder(kill, "-" + name, Long.toString(cmd.pid())).redirectErrorStream(true)
+            new ProcessBuilder(kill, "-" + name, "--", "-" + cmd.pid()).redirectErrorStream(true)
                     .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor(5, TimeUnit.SECONDS);
         } catch (IOException e) {
             cmd.toHandle().destroy(); // no kill command: SIGTERM stops it too

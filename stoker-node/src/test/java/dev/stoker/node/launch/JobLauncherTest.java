@@ -121,6 +121,22 @@ class JobLauncherTest {
         assertTrue(log.contains("the service did not exit within 1 s of SIGTERM (--stop-timeout); killing it"), log.toString());
     }
 
+    /** No orphans: what COMMAND left running in its process group is stopped before the job ends (SIGKILL: LaunchTest). */
+    @Test
+    void whatCommandLeavesRunningIsStoppedBeforeTheJobEnds() throws Exception {
+        Path pid = tmp.resolve("pid"), stopped = tmp.resolve("stopped");
+        var command = sh("sleep 600 & echo $! > " + pid + "; exit 0");
+        long left = -1;
+        try {
+            assertEquals(0, launcher(service("/s.sock", stopped), command, Duration.ofSeconds(30), Duration.ofSeconds(1)).run());
+            left = Long.parseLong(Files.readString(pid).strip());
+            assertFalse(JobLifelineTest.running(left), "COMMAND's background sleep is gone when run returns");
+            assertTrue(Files.exists(stopped), "the service was stopped");
+        } finally {
+            if (left > 0) ProcessHandle.of(left).ifPresent(ProcessHandle::destroyForcibly);
+        }
+    }
+
     @Test
     void aCommandThatCannotRunIsRefusedAndTheServiceStopped() {
         Path stopped = tmp.resolve("stopped");
