@@ -30,6 +30,8 @@ public final class ClusteredNode {
     static final Duration JOIN_TIMEOUT = Duration.ofSeconds(60);
     /** How long the coordinator waits for its worker nodes and their jobs to open. */
     static final Duration JOB_START_TIMEOUT = Duration.ofMinutes(5);
+    /** How long the coordinator waits for the nodes' trainer timings when it writes its metrics. */
+    static final Duration TIMINGS_TIMEOUT = Duration.ofSeconds(5);
 
     private ClusteredNode() {}
 
@@ -126,7 +128,10 @@ public final class ClusteredNode {
             public Map<String, Object> metrics() {
                 Map<String, Object> out = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
                 var ledger = feed.currentLedger();
-                if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
+                if (ledger != null) {
+                    out.put("ledger", ledger.ledgerMetrics());
+                    out.put("trainers", ledger.timings().toJson()); // this node's trainers'; the coordinator's metrics hold every rank's
+                }
                 out.put("stalls", feed.stalls());
                 return out;
             }
@@ -163,6 +168,11 @@ public final class ClusteredNode {
 
                 @Override
                 public Map<String, Object> metrics() {
+                    try {
+                        job.refreshTimings(TIMINGS_TIMEOUT); // every rank's trainer timings, from the node it is connected to
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
                     var out = new LinkedHashMap<String, Object>(job.summary());
                     var ledger = feed.currentLedger();
                     if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
