@@ -96,6 +96,7 @@ public final class ClusterTimings {
     public synchronized String offer(String node, NodeProtocol.NodeTimings report) {
         String why = check(node, report);
         if (why == null) {
+            if (report.ranks().isEmpty()) return null; // no trainer has reported to it (yet): not a node with figures
             var mine = accepted.computeIfAbsent(node, n -> new TreeMap<>());
             for (var t : report.ranks()) mine.put(t.rank(), t);
             return null;

@@ -1,6 +1,7 @@
 package dev.stoker.cluster;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -43,6 +44,8 @@ class ClusterTimingsTest {
         var c = fourRanks();
         assertNull(c.offer(A, from(A, t(0, 10, 100, 900, 50, 650), t(1, 10, 300, 700, 200, 500))));
         assertNull(c.offer(B, from(B, t(2, 5, 0, 1000, 0, 400), t(3, 0, 0, 0, 0, 0))));
+        assertNull(c.offer("idle", from("idle")), "a node none of whose trainers reported");
+        assertFalse(c.nodes().containsKey("idle"), "is not listed with figures");
         var ranks = c.ranks();
         assertEquals(0.1, ranks.get(0).waitRatio().getAsDouble(), 1e-12);
         assertEquals(50.0 / 700, ranks.get(0).steadyWaitRatio().getAsDouble(), 1e-12);
