@@ -686,11 +686,22 @@ public final class ClusterJob implements AutoCloseable {
 
     /**
      * Asks every live node what its trainers reported (each answer checked by {@link ClusterTimings#offer}; a node that does not
-     * answer within {@code timeout} keeps its last figures) and returns the gathered timings; null before the job opened.
+     * answer within {@code timeout} keeps its last figures, and its late answer is dropped) and returns the gathered timings;
+     * null before the job opened.
      */
     public ClusterTimings refreshTimings(Duration timeout) throws InterruptedException {
         var t = timings;
         if (t == null) return null;
+        // one gathering at a time (the status line's and the metrics'): each node's answers are then offered in the order they
+        // were given, so that an honest node's older totals never arrive after its newer ones and read as totals going down
+        synchronized (refreshing) {
+            return refreshTimings(t, timeout);
+        }
+    }
+
+    private final Object refreshing = new Object();
+
+    private ClusterTimings refreshTimings(ClusterTimings t, Duration timeout) throws InterruptedException {
         Map<String, ActorRef<NodeProtocol.Command>> live;
         synchronized (this) {
             live = new TreeMap<>(agents);
@@ -709,6 +720,31 @@ public final class ClusterJob implements AutoCloseable {
         }
         return t;
     }
+
+    /**
+     * What the job has handed out so far over all ranks (since it last moved): batches, the samples in them and the samples
+     * skipped; and the batches made ahead and ready now.
+     */
+    public record Delivered(long batches, long samples, long skipped, long ready) {}
+
+    /** {@link Delivered} now (all zero before the job opened). */
+    public synchronized Delivered delivered() {
+        long batches = 0, samples = 0, skipped = 0, ready = 0;
+        if (ranks != null)
+            for (var st : ranks) {
+                batches += st.batches;
+                samples += st.samples;
+                skipped += st.skipped;
+                for (var t : st.window) if (t.done.isDone() && !t.done.isCompletedExceptionally()) ready++;
+            }
+        return new Delivered(batches, samples, skipped, ready);
+    }
+
+    /** The job's world size (0 before it opened). */
+    public synchronized int ranks() { return ranks == null ? 0 : ranks.length; }
+
+    /** Batches per rank the job hands out (0: endless). */
+    public long steps() { return spec.steps(); }
 
     /** Per-rank figures: batches handed out, samples in them, samples skipped; the trainers' timings as last gathered. */
     public synchronized Map<String, Object> summary() {

@@ -1,5 +1,7 @@
 package dev.stoker.cluster;
 
+import dev.stoker.observe.Bottleneck;
+import dev.stoker.observe.BottleneckVerdict;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -162,6 +164,49 @@ public final class ClusterTimings {
         var f = Figures.NONE;
         for (var perNode : accepted.values()) for (var t : perNode.values()) f = f.plus(t);
         return f;
+    }
+
+    /**
+     * The verdict from every rank's steady wait ratio together ({@link Bottleneck#fromTrainers}): the coordinator sees the
+     * trainers, not its nodes' pipelines. Its evidence names the ranks and nodes measured and, over several nodes, the node
+     * whose ranks wait most and the one whose wait least.
+     */
+    public synchronized BottleneckVerdict verdict() {
+        var all = all();
+        var evidence = new StringBuilder();
+        if (all.steps() > 0) {
+            var perNode = nodes();
+            long measured = ranks().values().stream().filter(f -> f.steps() > 0).count();
+            evidence.append(measured).append(" of ").append(world).append(" ranks measured on ").append(perNode.size())
+                    .append(perNode.size() == 1 ? " node" : " nodes");
+            String most = null, least = null;
+            double hi = -1, lo = 2;
+            for (var e : perNode.entrySet()) {
+                var w = e.getValue().steadyWaitRatio();
+                if (w.isEmpty()) continue;
+                if (w.getAsDouble() > hi) {
+                    hi = w.getAsDouble();
+                    most = e.getKey();
+                }
+                if (w.getAsDouble() < lo) {
+                    lo = w.getAsDouble();
+                    least = e.getKey();
+                }
+            }
+            if (most != null && !most.equals(least))
+                evidence.append(String.format(java.util.Locale.ROOT, "; ranks on %s wait most (%.3f), on %s least (%.3f)", most, hi, least, lo));
+        }
+        return Bottleneck.fromTrainers(all.steadyWaitRatio(), evidence.toString());
+    }
+
+    /**
+     * The wait ratio of the steps reported between {@code before} and {@code now} (two readings of {@link #all()}): what
+     * the trainers do lately, as a status line shows it; empty when no step was reported in between.
+     */
+    public static OptionalDouble waitRatioBetween(Figures before, Figures now) {
+        long steps = now.steps() - before.steps(), wait = now.waitNanos() - before.waitNanos(), step = now.stepNanos() - before.stepNanos();
+        if (steps <= 0 || wait < 0 || step < 0 || wait + step == 0) return OptionalDouble.empty();
+        return OptionalDouble.of((double) wait / (wait + step));
     }
 
     /** Reports refused so far. */

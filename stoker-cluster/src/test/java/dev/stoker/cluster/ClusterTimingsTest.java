@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.observe.BottleneckVerdict;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -128,6 +129,35 @@ class ClusterTimingsTest {
         assertEquals(10, c.ranks().get(0).steps());
         assertNull(c.offer(A, from(A, t(0, 11, 100, 1000, 50, 700))), "an honest report after them is taken");
         assertEquals(11, c.ranks().get(0).steps());
+    }
+
+    @Test
+    void theVerdictUsesEveryRankAndNamesTheNodeWhoseRanksWaitMost() {
+        var c = fourRanks();
+        assertEquals(BottleneckVerdict.Kind.BALANCED, c.verdict().kind(), "nothing measured yet");
+        // node A's ranks barely wait, B's wait a third of their steady steps: together above 0.05
+        assertNull(c.offer(A, from(A, t(0, 10, 10, 990, 5, 795), t(1, 10, 10, 990, 5, 795))));
+        assertNull(c.offer(B, from(B, t(2, 10, 500, 1000, 300, 600))));
+        var v = c.verdict();
+        assertEquals(BottleneckVerdict.Kind.DATA_BOUND, v.kind(), v.text());
+        assertEquals("data", v.stage());
+        assertEquals(310.0 / 2500, v.figures().get("trainer_wait_ratio"), 1e-12, "the steady ratio over all ranks");
+        assertTrue(v.evidence().contains("3 of 4 ranks measured on 2 nodes"), v.evidence());
+        assertTrue(v.evidence().contains("ranks on " + B + " wait most (0.333), on " + A + " least (0.006)"), v.evidence());
+        // the same ranks, B's waits gone: at most 0.05 over all ranks is trainer-bound
+        var quiet = fourRanks();
+        assertNull(quiet.offer(A, from(A, t(0, 10, 10, 990, 5, 795))));
+        assertNull(quiet.offer(B, from(B, t(2, 10, 40, 960, 40, 760))));
+        assertEquals(45.0 / 1600, quiet.verdict().figures().get("trainer_wait_ratio"), 1e-12);
+        assertEquals(BottleneckVerdict.Kind.TRAINER_BOUND, quiet.verdict().kind(), quiet.verdict().text());
+    }
+
+    @Test
+    void theStatusLinesWaitIsOverTheStepsBetweenTwoReadings() {
+        var before = new ClusterTimings.Figures(10, 900, 100, 0, 0);
+        assertEquals(0.5, ClusterTimings.waitRatioBetween(before, new ClusterTimings.Figures(12, 1000, 200, 0, 0)).getAsDouble(), 1e-12);
+        assertTrue(ClusterTimings.waitRatioBetween(before, before).isEmpty(), "no step in between");
+        assertTrue(ClusterTimings.waitRatioBetween(new ClusterTimings.Figures(12, 1000, 200, 0, 0), before).isEmpty(), "never negative");
     }
 
     @Test

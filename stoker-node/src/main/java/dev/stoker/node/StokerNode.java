@@ -46,6 +46,12 @@ public final class StokerNode implements AutoCloseable {
         /** The local job's ledger (metrics, verdict, status), or null for a cluster node's feed. */
         default RankLedger ledger() { return null; }
 
+        /**
+         * What the status line shows for a feed without a local ledger (a cluster job's coordinator: every rank's delivery and
+         * measured wait), or null when it shows none.
+         */
+        default StatusLine.Sample status() { return null; }
+
         /** Completes when bad input stops the feed ({@code --on-error fail}, {@code --max-error-rate}). */
         default CompletableFuture<? extends RuntimeException> failure() { return new CompletableFuture<>(); }
 
@@ -213,6 +219,12 @@ public final class StokerNode implements AutoCloseable {
 
     /** The Prometheus scrape URL, or null without {@code --metrics-port}. */
     public String metricsUrl() { return metrics == null ? null : metrics.url(); }
+
+    /**
+     * What the status line shows now: a local job's ledger's figures, else the feed's own (a cluster coordinator's); null
+     * when the node shows none (a cluster member: its coordinator's line shows the job).
+     */
+    public StatusLine.Sample status() { return feed.ledger() != null ? StatusLine.Sample.of(feed.ledger()) : feed.status(); }
 
     /** Completes when bad input stops the feed; trainers get the error in reply to their requests. */
     public CompletableFuture<? extends RuntimeException> failure() { return feed.failure(); }
