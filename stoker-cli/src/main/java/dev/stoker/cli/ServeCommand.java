@@ -68,7 +68,7 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
                 badInput.set(e);
                 stop.countDown();
             });
-            try (var status = node.ledger() == null && node.config().join().isEmpty() ? null : StatusLine.start(err, () -> status(node))) {
+            try (var status = !node.holdsJob() ? null : StatusLine.start(err, () -> status(node))) {
                 stop.await();
                 if (badInput.get() != null) Thread.sleep(FAILED_FEED_GRACE_MILLIS);
             }

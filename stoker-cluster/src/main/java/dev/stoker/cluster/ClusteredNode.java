@@ -190,6 +190,9 @@ public final class ClusteredNode {
                     return out;
                 }
 
+                /** The coordinator's figures are every rank's: it shows the status line and writes --report-dir. */
+                @Override public boolean holdsJob() { return true; }
+
                 private ClusterTimings.Figures lastSeen = ClusterTimings.Figures.NONE;
                 private java.util.OptionalDouble lastRecent = java.util.OptionalDouble.empty();
 
