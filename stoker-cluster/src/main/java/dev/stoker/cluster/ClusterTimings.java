@@ -24,8 +24,9 @@ import java.util.TreeSet;
  * names another node than the one asked, another job, more ranks than the world, a rank outside the world or twice, a rank
  * whose batches that node never asked the coordinator for ({@link #served}: a node reports only its own ranks), a
  * negative or absurd figure (over {@link #MAX_NANOS} ns or {@link #MAX_STEPS} steps: no run is that long, and the sums
- * over ranks cannot overflow), a steady total above its whole-run total, time without steps, or any total below what
- * the same node reported for that rank before (they only grow).
+ * over ranks cannot overflow), a rank's steps adding up to more time than the job has run ({@link #CLOCK_SLACK_NANOS}
+ * allowed), a steady total above its whole-run total, time without steps, or any total below what the same node
+ * reported for that rank before (they only grow).
  *
  * <p>A rank served by several nodes in turn (its trainer reconnected elsewhere after its node died) adds up each node's
  * figures: each node counts only the steps its own connections reported. A node that is gone keeps its last figures.
@@ -40,6 +41,13 @@ public final class ClusterTimings {
     public static final long MAX_STEPS = 1L << 40;
     /** Nodes remembered per rank as having asked for its batches (a rank moves to another node only when its node dies). */
     static final int MAX_NODES_PER_RANK = 256;
+    /**
+     * How much more time than has passed since this object was made a rank's wait and compute together may add up to: a
+     * rank's steps follow one another (one live connection per rank and node), so their sum is at most the time since its
+     * trainer's first request, which may come before the coordinator finished opening the job on every node (at most its
+     * start timeout, five minutes) and is measured on another clock. Beyond it a total is made up.
+     */
+    static final long CLOCK_SLACK_NANOS = java.util.concurrent.TimeUnit.MINUTES.toNanos(10);
     /** Characters kept of a refusal's reason. */
     private static final int MAX_REASON = 400;
 
@@ -74,9 +82,17 @@ public final class ClusterTimings {
     private final Map<String, String> refusals = new TreeMap<>(); // node → its last refusal's reason
     private long refused;
 
-    /** The figures of job {@code job}, whose world has {@code world} ranks. */
-    public ClusterTimings(String job, int world) {
+    private final java.util.function.LongSupplier clock;
+    private final long bornNanos;
+
+    /** The figures of job {@code job}, whose world has {@code world} ranks (made when the job has opened). */
+    public ClusterTimings(String job, int world) { this(job, world, System::nanoTime); }
+
+    /** {@link #ClusterTimings(String, int)} on {@code clock} (tests). */
+    ClusterTimings(String job, int world, java.util.function.LongSupplier clock) {
         if (world <= 0) throw new IllegalArgumentException("world must be positive, got " + world);
+        this.clock = clock;
+        this.bornNanos = clock.getAsLong();
         this.job = java.util.Objects.requireNonNull(job, "job");
         this.world = world;
         var s = new ArrayList<Set<String>>(world);
@@ -127,6 +143,8 @@ public final class ClusterTimings {
             if (t.steps() < 0 || t.steps() > MAX_STEPS) return "rank " + r + ": " + t.steps() + " steps";
             for (long v : new long[] {t.waitNanos(), t.stepNanos(), t.steadyWaitNanos(), t.steadyStepNanos()})
                 if (v < 0 || v > MAX_NANOS) return "rank " + r + ": a total of " + v + " ns";
+            if (t.waitNanos() + t.stepNanos() > clock.getAsLong() - bornNanos + CLOCK_SLACK_NANOS)
+                return "rank " + r + ": " + (t.waitNanos() + t.stepNanos()) / 1_000_000 + " ms of steps, more than the job has run";
             if (t.steadyWaitNanos() > t.waitNanos() || t.steadyStepNanos() > t.stepNanos())
                 return "rank " + r + ": steady totals above the whole run's";
             if (t.steps() == 0 && t.waitNanos() + t.stepNanos() > 0) return "rank " + r + ": time without a step";

@@ -161,6 +161,18 @@ class ClusterTimingsTest {
     }
 
     @Test
+    void aRanksStepsCannotAddUpToMoreTimeThanTheJobHasRun() {
+        long[] now = {1_000};
+        var c = new ClusterTimings("j", 1, () -> now[0]);
+        c.served(0, A);
+        long allowed = ClusterTimings.CLOCK_SLACK_NANOS;
+        assertNull(c.offer(A, from(A, t(0, 2, allowed / 2, allowed / 2, 0, 0))), "within the slack of a job just opened");
+        assertNotNull(c.offer(A, from(A, t(0, 3, allowed / 2, allowed / 2 + 1, 0, 0))), "one ns beyond it");
+        now[0] += 5_000;
+        assertNull(c.offer(A, from(A, t(0, 3, allowed / 2, allowed / 2 + 5_000, 0, 0))), "the job has run 5 us more");
+    }
+
+    @Test
     void aRankIsServedByBoundedNodes() {
         var c = new ClusterTimings("j", 1);
         for (int i = 0; i < ClusterTimings.MAX_NODES_PER_RANK + 10; i++) c.served(0, "n" + i);
