@@ -68,7 +68,7 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
                 badInput.set(e);
                 stop.countDown();
             });
-            try (var status = node.ledger() == null ? null : StatusLine.start(err, () -> status(node))) {
+            try (var status = !node.holdsJob() ? null : StatusLine.start(err, () -> status(node))) {
                 stop.await();
                 if (badInput.get() != null) Thread.sleep(FAILED_FEED_GRACE_MILLIS);
             }
@@ -115,7 +115,8 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
 
     /**
      * What the status line shows: the feed's delivery, buffers and skipped samples, the trainers' wait ratio over their recent
-     * steps as they reported it, the verdict kind (with that wait ratio), and the total when --steps bounds the run.
+     * steps as they reported it, the verdict kind (with that wait ratio), and the total when --steps bounds the run; for a
+     * cluster job ({@code --join}) every rank's, remote ones too, as its coordinator gathers them from the nodes.
      */
-    static StatusLine.Sample status(StokerNode node) { return StatusLine.Sample.of(node.ledger()); }
+    static StatusLine.Sample status(StokerNode node) { return node.status(); }
 }

@@ -143,6 +143,8 @@ public final class ClusterJob implements AutoCloseable {
     private long moves;
     private ActorRef<CoordinatorProtocol.Command> self;
     private volatile boolean closed;
+    /** The trainers' timings gathered from the nodes ({@link #refreshTimings}); null until the job's world is known. */
+    private volatile ClusterTimings timings;
 
     private ClusterJob(ActorSystem<?> system, Spec spec) {
         this.system = system;
@@ -293,6 +295,7 @@ public final class ClusterJob implements AutoCloseable {
             fingerprint = first.fingerprint();
             depth = spec.depth() > 0 ? spec.depth() : Math.max(1, first.prefetchBatches());
             ranks = new RankState[first.ranks()];
+            timings = new ClusterTimings(spec.job(), first.ranks());
             for (int r = 0; r < ranks.length; r++) {
                 ranks[r] = new RankState();
                 ranks[r].steps = schedule.iterator(ScheduleCursor.START, r);
@@ -396,6 +399,7 @@ public final class ClusterJob implements AutoCloseable {
                     + "once its trainer resumes there"));
             return;
         }
+        timings.served(rank, addressOf(replyTo)); // the node that asks for a rank's batches serves its trainer: it may report it
         var st = ranks[rank];
         confirm(st);
         topUp(rank);
@@ -674,7 +678,75 @@ public final class ClusterJob implements AutoCloseable {
         return out;
     }
 
-    /** Per-rank figures: batches handed out, samples in them, samples skipped. */
+    /**
+     * The trainers' timings as last gathered ({@link #refreshTimings}); null before the job opened. Every rank's, wherever
+     * its trainer is connected.
+     */
+    public ClusterTimings timings() { return timings; }
+
+    /**
+     * Asks every live node what its trainers reported (each answer checked by {@link ClusterTimings#offer}; a node that does not
+     * answer within {@code timeout} keeps its last figures, and its late answer is dropped) and returns the gathered timings;
+     * null before the job opened.
+     */
+    public ClusterTimings refreshTimings(Duration timeout) throws InterruptedException {
+        var t = timings;
+        if (t == null) return null;
+        // one gathering at a time (the status line's and the metrics'): each node's answers are then offered in the order they
+        // were given, so that an honest node's older totals never arrive after its newer ones and read as totals going down
+        synchronized (refreshing) {
+            return refreshTimings(t, timeout);
+        }
+    }
+
+    private final Object refreshing = new Object();
+
+    private ClusterTimings refreshTimings(ClusterTimings t, Duration timeout) throws InterruptedException {
+        Map<String, ActorRef<NodeProtocol.Command>> live;
+        synchronized (this) {
+            live = new TreeMap<>(agents);
+        }
+        var asked = new LinkedHashMap<String, CompletableFuture<NodeProtocol.NodeTimings>>();
+        for (var e : live.entrySet())
+            asked.put(e.getKey(), AskPattern.<NodeProtocol.Command, NodeProtocol.NodeTimings>ask(e.getValue(),
+                    r -> new NodeProtocol.GetTimings(spec.job(), r), timeout, system.scheduler()).toCompletableFuture());
+        long deadline = System.nanoTime() + timeout.toNanos();
+        for (var e : asked.entrySet()) {
+            try {
+                t.offer(e.getKey(), e.getValue().get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS));
+            } catch (ExecutionException | TimeoutException late) {
+                // a node that does not answer keeps the figures it gave before
+            }
+        }
+        return t;
+    }
+
+    /**
+     * What the job has handed out so far over all ranks (since it last moved): batches, the samples in them and the samples
+     * skipped; and the batches made ahead and ready now.
+     */
+    public record Delivered(long batches, long samples, long skipped, long ready) {}
+
+    /** {@link Delivered} now (all zero before the job opened). */
+    public synchronized Delivered delivered() {
+        long batches = 0, samples = 0, skipped = 0, ready = 0;
+        if (ranks != null)
+            for (var st : ranks) {
+                batches += st.batches;
+                samples += st.samples;
+                skipped += st.skipped;
+                for (var t : st.window) if (t.done.isDone() && !t.done.isCompletedExceptionally()) ready++;
+            }
+        return new Delivered(batches, samples, skipped, ready);
+    }
+
+    /** The job's world size (0 before it opened). */
+    public synchronized int ranks() { return ranks == null ? 0 : ranks.length; }
+
+    /** Batches per rank the job hands out (0: endless). */
+    public long steps() { return spec.steps(); }
+
+    /** Per-rank figures: batches handed out, samples in them, samples skipped; the trainers' timings as last gathered. */
     public synchronized Map<String, Object> summary() {
         var m = new LinkedHashMap<String, Object>();
         m.put("job", spec.job());
@@ -697,6 +769,8 @@ public final class ClusterJob implements AutoCloseable {
                 perRank.add(x);
             }
         m.put("ranks", perRank);
+        var t = timings;
+        if (t != null) m.put("trainers", t.toJson());
         return m;
     }
 

@@ -310,6 +310,10 @@ public final class ClusterNode implements AutoCloseable {
                         m.replyTo().tell(new NodeProtocol.TrainerCount(address, runtime.trainersConnected(m.job())));
                         return Behaviors.same();
                     })
+                    .onMessage(NodeProtocol.GetTimings.class, m -> {
+                        m.replyTo().tell(runtime.timings(m.job(), address));
+                        return Behaviors.same();
+                    })
                     .onMessage(NodeProtocol.GetStats.class, m -> {
                         node.thenAccept(n -> m.replyTo().tell(n.stats()));
                         return Behaviors.same();

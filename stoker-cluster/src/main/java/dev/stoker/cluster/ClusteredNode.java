@@ -5,6 +5,7 @@ import dev.stoker.node.ConfigException;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.FlightAccess;
 import dev.stoker.node.NodeConfig;
+import dev.stoker.node.StatusLine;
 import dev.stoker.node.StokerNode;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.store.ShmObjectStore;
@@ -30,6 +31,10 @@ public final class ClusteredNode {
     static final Duration JOIN_TIMEOUT = Duration.ofSeconds(60);
     /** How long the coordinator waits for its worker nodes and their jobs to open. */
     static final Duration JOB_START_TIMEOUT = Duration.ofMinutes(5);
+    /** How long the coordinator waits for the nodes' trainer timings when it writes its metrics. */
+    static final Duration TIMINGS_TIMEOUT = Duration.ofSeconds(5);
+    /** How long the status line waits for them (it is redrawn every second; a slow node keeps its last figures). */
+    static final Duration STATUS_TIMINGS_TIMEOUT = Duration.ofMillis(800);
 
     private ClusteredNode() {}
 
@@ -126,7 +131,10 @@ public final class ClusteredNode {
             public Map<String, Object> metrics() {
                 Map<String, Object> out = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(m.node().stats(), LinkedHashMap.class);
                 var ledger = feed.currentLedger();
-                if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
+                if (ledger != null) {
+                    out.put("ledger", ledger.ledgerMetrics());
+                    out.put("trainers", ledger.timings().toJson()); // this node's trainers'; the coordinator's metrics hold every rank's
+                }
                 out.put("stalls", feed.stalls());
                 return out;
             }
@@ -163,7 +171,14 @@ public final class ClusteredNode {
 
                 @Override
                 public Map<String, Object> metrics() {
+                    try {
+                        job.refreshTimings(TIMINGS_TIMEOUT); // every rank's trainer timings, from the node it is connected to
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
                     var out = new LinkedHashMap<String, Object>(job.summary());
+                    var timings = job.timings();
+                    if (timings != null) out.put("verdict", timings.verdict().toJson()); // over every rank, wherever it is served
                     var ledger = feed.currentLedger();
                     if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
                     out.put("stalls", feed.stalls());
@@ -173,6 +188,42 @@ public final class ClusteredNode {
                         Thread.currentThread().interrupt();
                     }
                     return out;
+                }
+
+                /** The coordinator's figures are every rank's: it shows the status line and writes --report-dir. */
+                @Override public boolean holdsJob() { return true; }
+
+                private ClusterTimings.Figures lastSeen = ClusterTimings.Figures.NONE;
+                private java.util.OptionalDouble lastRecent = java.util.OptionalDouble.empty();
+
+                /**
+                 * The job over every rank: batches and samples handed out, batches made ahead, skipped samples, and the
+                 * trainers' wait over the steps reported since the last line (every node asked), with the verdict's kind.
+                 */
+                @Override
+                public StatusLine.Sample status() {
+                    ClusterTimings timings;
+                    try {
+                        timings = job.refreshTimings(STATUS_TIMINGS_TIMEOUT);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        return null;
+                    }
+                    var d = job.delivered();
+                    var wait = java.util.OptionalDouble.empty();
+                    String verdict = null;
+                    if (timings != null) {
+                        var now = timings.all();
+                        var recent = ClusterTimings.waitRatioBetween(lastSeen, now);
+                        if (recent.isPresent()) lastRecent = recent; // no step since the last line: the last figure stands
+                        lastSeen = now;
+                        wait = lastRecent.isPresent() ? lastRecent : now.waitRatio();
+                        verdict = timings.verdict().kind().label();
+                    }
+                    long total = job.steps() > 0 ? job.steps() * job.ranks() : -1;
+                    // skipped samples are not split into errors and filtered ones here (the nodes' metrics files hold their causes)
+                    return new StatusLine.Sample(System.nanoTime(), d.samples(), d.batches(), d.ready(), wait, verdict, total, 0, 0,
+                            java.util.List.of());
                 }
 
                 /** Downed, the coordinator cannot return; the job has ended on the other nodes (they lost it): it exits too. */

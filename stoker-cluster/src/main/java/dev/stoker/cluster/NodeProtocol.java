@@ -11,7 +11,8 @@ public final class NodeProtocol {
 
     private NodeProtocol() {}
 
-    public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone, CountTrainers {}
+    public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone, CountTrainers,
+            GetTimings {}
 
     /** A node's own message to its agent (never sent between nodes): member {@code address} became unreachable or left. */
     record MemberGone(String address, String why) implements Command {}
@@ -45,6 +46,26 @@ public final class NodeProtocol {
     public record CountTrainers(String job, ActorRef<TrainerCount> replyTo) implements Command {}
 
     public record TrainerCount(String address, int connected) implements ClusterMessage {}
+
+    /**
+     * Asks a node what the trainers connected to it reported for job {@code job} (docs/protocol.md, NEXT): their running
+     * totals per rank, so that the coordinator's metrics, status and verdict hold every rank's wait, remote ones too.
+     */
+    public record GetTimings(String job, ActorRef<NodeTimings> replyTo) implements Command {}
+
+    /**
+     * What node {@code address}'s trainers reported for job {@code job}: one entry per rank a trainer of the job has
+     * reported to this node (at most the job's world), each with its running totals, which only grow. The coordinator
+     * checks it ({@link ClusterTimings#offer}): a node reports only the ranks it asked batches for.
+     */
+    public record NodeTimings(String address, String job, List<RankTiming> ranks) implements ClusterMessage {}
+
+    /**
+     * One rank's running totals on one node: steps reported, their wait and compute in ns, and the same after the rank's
+     * first {@code TrainerTimings.STEADY_SKIP_STEPS} steps (the steady state).
+     */
+    public record RankTiming(int rank, long steps, long waitNanos, long stepNanos, long steadyWaitNanos, long steadyStepNanos)
+            implements ClusterMessage {}
 
     /** A node: its cluster address, its Flight endpoint (host, port), the workers it takes (slots). */
     public record NodeInfo(String address, String flightHost, int flightPort, int slots) implements ClusterMessage {}

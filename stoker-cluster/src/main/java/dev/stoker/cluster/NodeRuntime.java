@@ -239,6 +239,18 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         return ledger == null ? 0 : ledger.trainersConnected();
     }
 
+    /** What the trainers of job {@code jobId} connected to this node reported: per rank, its running totals (none before a hello). */
+    NodeProtocol.NodeTimings timings(String jobId, String address) {
+        var job = jobs.get(jobId);
+        var ledger = job == null ? null : job.ledgerIfAny();
+        var out = new ArrayList<NodeProtocol.RankTiming>();
+        if (ledger != null)
+            for (var t : ledger.timings().totals())
+                out.add(new NodeProtocol.RankTiming(t.rank(), t.steps(), t.waitNanos(), t.stepNanos(), t.steadyWaitNanos(),
+                        t.steadyStepNanos()));
+        return new NodeProtocol.NodeTimings(address, jobId, List.copyOf(out));
+    }
+
     long heldObjects() {
         long n = 0;
         for (var j : jobs.values()) n += j.objects.size();

@@ -38,6 +38,8 @@ public final class ReportDir implements AutoCloseable {
     /**
      * Writes {@code ledger}'s trainer timings and {@code pipeline} (the node's counters) into {@code dir} every
      * {@code intervalMillis}; a periodic write that fails is told to {@code log} once (until one succeeds again).
+     * {@code ledger} null (a cluster job's coordinator, whose ranks' steps are on their nodes): the pipeline file only, whose
+     * {@code trainers} hold every rank's and node's totals.
      */
     public ReportDir(Path dir, RankLedger ledger, Supplier<Map<String, Object>> pipeline, long intervalMillis,
                      java.util.function.Consumer<String> log) throws IOException {
@@ -71,9 +73,11 @@ public final class ReportDir implements AutoCloseable {
 
     /** Writes every file now. */
     public synchronized void write() throws IOException {
-        boolean shared = ledger.sharedMemory();
-        for (var r : ledger.timings().ranks())
-            AtomicFiles.writeJson(dir.resolve(MODE + "-rank" + r.rank() + ".json"), ledger.timings().rankFile(r.rank(), ledger.ranks(), shared));
+        if (ledger != null) {
+            boolean shared = ledger.sharedMemory();
+            for (var r : ledger.timings().ranks())
+                AtomicFiles.writeJson(dir.resolve(MODE + "-rank" + r.rank() + ".json"), ledger.timings().rankFile(r.rank(), ledger.ranks(), shared));
+        }
         AtomicFiles.writeJson(dir.resolve(MODE + "-pipeline.json"), pipeline.get());
     }
 

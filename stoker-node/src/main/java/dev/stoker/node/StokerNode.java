@@ -46,6 +46,18 @@ public final class StokerNode implements AutoCloseable {
         /** The local job's ledger (metrics, verdict, status), or null for a cluster node's feed. */
         default RankLedger ledger() { return null; }
 
+        /**
+         * What the status line shows for a feed without a local ledger (a cluster job's coordinator: every rank's delivery and
+         * measured wait), or null when it shows none.
+         */
+        default StatusLine.Sample status() { return null; }
+
+        /**
+         * Whether this node's figures are the whole job's (every rank: a local job, or a cluster job's coordinator), so that it
+         * shows the status line and writes {@code --report-dir}; a cluster member's are its own ranks' only.
+         */
+        default boolean holdsJob() { return ledger() != null; }
+
         /** Completes when bad input stops the feed ({@code --on-error fail}, {@code --max-error-rate}). */
         default CompletableFuture<? extends RuntimeException> failure() { return new CompletableFuture<>(); }
 
@@ -117,7 +129,9 @@ public final class StokerNode implements AutoCloseable {
                 log.accept("metrics on " + metrics.url());
             }
             Path reportDir = config.get(NodeConfig.REPORT_DIR);
-            if (reportDir != null && feed.ledger() == null) throw new ConfigException("--report-dir is written for a local job only");
+            if (reportDir != null && !feed.holdsJob()) // a cluster member: its coordinator writes the job's
+                throw new ConfigException("--report-dir is written by a local job or a cluster job's coordinator (serve --join), not by "
+                        + "a cluster member (stoker node): its ranks' figures are in the coordinator's");
             var node = new StokerNode(config, sock, feed, server, flight, flightAccess, metrics);
             if (reportDir != null) {
                 node.reports = new ReportDir(reportDir, feed.ledger(), node::metrics, ReportDir.INTERVAL_MILLIS, log);
@@ -213,6 +227,15 @@ public final class StokerNode implements AutoCloseable {
 
     /** The Prometheus scrape URL, or null without {@code --metrics-port}. */
     public String metricsUrl() { return metrics == null ? null : metrics.url(); }
+
+    /**
+     * What the status line shows now: a local job's ledger's figures, else the feed's own (a cluster coordinator's); null
+     * when the node shows none (a cluster member: its coordinator's line shows the job).
+     */
+    public StatusLine.Sample status() { return feed.ledger() != null ? StatusLine.Sample.of(feed.ledger()) : feed.status(); }
+
+    /** Whether this node's figures are the whole job's ({@link Feed#holdsJob}): it shows the status line. */
+    public boolean holdsJob() { return feed.holdsJob(); }
 
     /** Completes when bad input stops the feed; trainers get the error in reply to their requests. */
     public CompletableFuture<? extends RuntimeException> failure() { return feed.failure(); }

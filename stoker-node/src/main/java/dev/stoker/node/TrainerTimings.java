@@ -51,6 +51,7 @@ public final class TrainerTimings {
         final int rank;
         long firstRequestNanos = -1, firstRequestUnixMillis, lastReportNanos;
         long steps, wait, step, bytes, samples;
+        long steadyWait, steadyStep; // the totals after the first STEADY_SKIP_STEPS steps (the steady state)
         long handedBytes, handedSamples; // the batch handed out last: the one the next report is about
         long floorNanos = -1, floorSteps; // the trainer's compute floor (headspace), -1 before it reports one
         final java.util.ArrayDeque<Step> kept = new java.util.ArrayDeque<>();
@@ -88,6 +89,10 @@ public final class TrainerTimings {
         synchronized (lock) {
             var r = rank(rank);
             r.lastReportNanos = System.nanoTime();
+            if (r.steps >= STEADY_SKIP_STEPS) {
+                r.steadyWait += waitNanos;
+                r.steadyStep += stepNanos;
+            }
             r.steps++;
             r.wait += waitNanos;
             r.step += stepNanos;
@@ -112,6 +117,22 @@ public final class TrainerTimings {
             var r = rank(rank);
             r.floorNanos = floorNanos;
             r.floorSteps = replayedSteps;
+        }
+    }
+
+    /**
+     * One rank's running totals: steps reported, their wait and compute, and the wait and compute of the steps after the
+     * first {@link #STEADY_SKIP_STEPS} (the steady state). Every figure only grows while the rank's trainers report: what a
+     * cluster node sends its job's coordinator ({@code NodeProtocol.NodeTimings}), which checks just that.
+     */
+    public record Totals(int rank, long steps, long waitNanos, long stepNanos, long steadyWaitNanos, long steadyStepNanos) {}
+
+    /** Each rank's running totals, by global rank (ranks that asked but have not reported a step included, at zero). */
+    public List<Totals> totals() {
+        synchronized (lock) {
+            var out = new ArrayList<Totals>(ranks.size());
+            for (var r : ranks.values()) out.add(new Totals(r.rank, r.steps, r.wait, r.step, r.steadyWait, r.steadyStep));
+            return out;
         }
     }
 

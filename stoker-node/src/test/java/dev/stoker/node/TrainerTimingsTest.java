@@ -34,6 +34,8 @@ class TrainerTimingsTest {
         assertEquals(950.0 / 1500, r.waitRatio(), 1e-12);
         assertEquals(950.0 / 1500, t.waitRatio().getAsDouble(), 1e-12);
         assertEquals(30.0 / 300, t.steadyWaitRatio(3).getAsDouble(), 1e-12, "steps 3, 4 and 5");
+        // the running totals a cluster node sends its coordinator: the steady ones are the same steps' as steadyWaitRatio(3)
+        assertEquals(List.of(new TrainerTimings.Totals(3, 6, 950, 550, 30, 270)), t.totals());
         Map<String, Object> file = t.rankFile(3, 8, false);
         assertEquals(8, file.get("world"));
         assertEquals(11000L, file.get("bytes_received"));

@@ -136,6 +136,28 @@ public final class Bottleneck {
         }
     }
 
+    /**
+     * The verdict from the trainers' wait alone, where no feed timeline is sampled: a cluster job's coordinator, whose
+     * batches are made by its nodes' pipelines. {@code waitRatio} is every rank's (steady) wait ratio together, empty before
+     * any step; {@code evidence} says what it was measured over (ranks, nodes, the node whose ranks wait most). TRAINER_BOUND
+     * when the trainers wait at most {@link #LOW_WAIT} (the same threshold as {@link #classify}), else DATA_BOUND (stage
+     * {@code data}): they wait for data, and the stage that holds it back is in the nodes' own figures.
+     */
+    public static BottleneckVerdict fromTrainers(OptionalDouble waitRatio, String evidence) {
+        var figures = new HashMap<String, Double>();
+        if (waitRatio.isEmpty())
+            return new BottleneckVerdict(BottleneckVerdict.Kind.BALANCED, "none", "no trainer has reported a step yet", "", figures);
+        double w = waitRatio.getAsDouble();
+        figures.put("trainer_wait_ratio", w);
+        String text = String.format(Locale.ROOT, "trainer wait ratio %.3f", w) + (evidence == null || evidence.isEmpty() ? "" : ", " + evidence);
+        if (w <= LOW_WAIT)
+            return new BottleneckVerdict(BottleneckVerdict.Kind.TRAINER_BOUND, "trainer", text,
+                    "data is not the bottleneck: the trainers' own compute is", figures);
+        return new BottleneckVerdict(BottleneckVerdict.Kind.DATA_BOUND, "data", text,
+                "the trainers wait for data: look first at the nodes whose ranks wait most (each node's --metrics-file holds its "
+                        + "pipeline's counters); more workers (--workers, --slots) or nodes, and spread placement, share the work", figures);
+    }
+
     /** The verdict for {@code in}. */
     public static BottleneckVerdict classify(Inputs in) {
         var tl = in.timeline();

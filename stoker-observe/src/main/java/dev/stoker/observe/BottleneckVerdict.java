@@ -9,7 +9,8 @@ import java.util.Map;
  * @param kind     the kind of limit
  * @param stage    the limiting stage: {@code fetch}, {@code encode}, {@code video_decode} (a CPU-bound job whose CPU time is
  *                 mostly video decoding), {@code transport}, {@code trainer}, {@code balance}
- *                 (straggler-bound: the ranks' packs are uneven) or {@code none}
+ *                 (straggler-bound: the ranks' packs are uneven), {@code data} (data-bound: which stage is not known) or
+ *                 {@code none}
  * @param evidence the figures that led to the verdict, e.g. "fetch in-flight pinned at 64, first byte p50 31 ms"
  * @param advice   what to change first
  * @param figures  the fractions the rules read ({@code buffer_full_fraction}, {@code buffer_empty_fraction},
@@ -23,6 +24,11 @@ public record BottleneckVerdict(Kind kind, String stage, String evidence, String
         IO_BOUND("I/O-bound"), CPU_BOUND("CPU-bound"), TRANSPORT_BOUND("transport-bound"), TRAINER_BOUND("trainer-bound"),
         /** A packed job whose ranks lose more to the imbalance of their packs' predicted costs than to waiting for data. */
         STRAGGLER_BOUND("straggler-bound"),
+        /**
+         * The trainers wait for data, and the stage that holds it back was not sampled where the verdict was made: a cluster
+         * job's coordinator sees every rank's timings but not its nodes' pipelines ({@link Bottleneck#fromTrainers}).
+         */
+        DATA_BOUND("data-bound"),
         BALANCED("balanced");
 
         private final String label;

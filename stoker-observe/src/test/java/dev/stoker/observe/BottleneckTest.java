@@ -39,6 +39,20 @@ class BottleneckTest {
         return Bottleneck.classify(new Bottleneck.Inputs(tl, fetchP50, true, encodeP50, wait, transfer, false));
     }
 
+    /** Where no feed is sampled (a cluster job's coordinator): the trainers' wait alone, at the same 0.05 threshold as classify. */
+    @Test
+    void fromTrainersAloneIsTrainerBoundUpToTheLowWaitAndDataBoundAbove() {
+        assertEquals(BottleneckVerdict.Kind.BALANCED, Bottleneck.fromTrainers(OptionalDouble.empty(), "").kind(), "nothing reported yet");
+        var low = Bottleneck.fromTrainers(OptionalDouble.of(Bottleneck.LOW_WAIT), "4 of 4 ranks measured on 2 nodes");
+        assertEquals(BottleneckVerdict.Kind.TRAINER_BOUND, low.kind());
+        assertEquals("trainer wait ratio 0.050, 4 of 4 ranks measured on 2 nodes", low.evidence());
+        var high = Bottleneck.fromTrainers(OptionalDouble.of(Bottleneck.LOW_WAIT + 0.001), "");
+        assertEquals(BottleneckVerdict.Kind.DATA_BOUND, high.kind());
+        assertEquals("data", high.stage());
+        assertEquals(0.051, high.figures().get("trainer_wait_ratio"), 1e-12);
+        assertEquals("DATA_BOUND", high.toJson().get("kind"));
+    }
+
     @Test
     void trainerBoundWhenBuffersFullAndTrainersDoNotWait() {
         var v = classify(timeline(2, 2, 64, true, 100, 0.99, 0, 1, 0), 5 * MS, 30 * MS, OptionalDouble.of(0.01), OptionalDouble.empty());

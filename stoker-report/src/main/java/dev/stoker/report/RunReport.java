@@ -68,6 +68,7 @@ public final class RunReport {
         autotune(h, run);
         summaryTable(h, run);
         perRankTable(h, run);
+        clusterTable(h, run);
 
         section(h, "Wait-time ratio per mode", "Share of the trainers' step time spent waiting for a batch, all steps and steady state"
                 + " (leaving out the first " + RunData.STEADY_SKIP_STEPS + " steps of each rank). Lower is better.", waitRatioPlot(run));
@@ -131,6 +132,47 @@ public final class RunReport {
         }
         h.append("</tbody></table></section>\n");
     }
+
+    /**
+     * A cluster job's wait per node and per rank (a coordinator's {@code trainers}: every node's trainers' totals, which it
+     * gathered from the nodes), for each mode whose pipeline file holds them: where in the cluster the trainers wait.
+     */
+    private static void clusterTable(StringBuilder h, RunData run) {
+        var modes = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("trainers").path("nodes").isArray()).toList();
+        if (modes.isEmpty()) return;
+        h.append("<section><h2>Wait-time ratio per node and rank (cluster)</h2>\n<p class=\"note\">What each node's trainers reported, as ")
+                .append("the job's coordinator gathered it: remote ranks included. Steady leaves out each rank's first ")
+                .append(RunData.STEADY_SKIP_STEPS).append(" steps.</p>\n<table id=\"cluster-wait\"><thead><tr><th>mode</th><th>node</th>")
+                .append("<th>ranks</th><th>steps</th><th>wait ratio</th><th>steady</th></tr></thead><tbody>\n");
+        for (Mode m : modes) {
+            JsonNode t = m.pipeline().path("trainers");
+            for (JsonNode n : t.path("nodes")) clusterRow(h, run, m, n.path("node").asText(""), commas(n.path("ranks")), n);
+            for (JsonNode r : t.path("ranks"))
+                clusterRow(h, run, m, "rank " + r.path("rank").asInt() + " (on " + commas(r.path("nodes")) + ")",
+                        r.path("rank").asText(""), r);
+            clusterRow(h, run, m, "all", t.path("world").asText("") + " in the world", t);
+            long refused = t.path("refused_reports").asLong(0);
+            if (refused > 0)
+                h.append("<tr><td colspan=\"6\">").append(refused).append(" node reports refused: ")
+                        .append(Html.esc(t.path("refusals").toString())).append("</td></tr>\n");
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    private static void clusterRow(StringBuilder h, RunData run, Mode m, String what, String ranks, JsonNode f) {
+        h.append("<tr><td><span class=\"swatch\" style=\"background:").append(color(run, m.name())).append("\"></span>")
+                .append(Html.esc(m.name())).append("</td><td>").append(Html.esc(what)).append("</td><td>").append(Html.esc(ranks))
+                .append("</td><td>").append(f.path("steps_reported").asLong(0)).append("</td><td>").append(ratio(f.path("wait_ratio")))
+                .append("</td><td>").append(ratio(f.path("steady_wait_ratio"))).append("</td></tr>\n");
+    }
+
+    private static String commas(JsonNode a) {
+        var parts = new ArrayList<String>();
+        for (JsonNode e : a) parts.add(e.asText());
+        return String.join(", ", parts);
+    }
+
+    private static String ratio(JsonNode v) { return v.isNumber() ? Html.num(v.asDouble(), 3) : "–"; }
 
     private static void section(StringBuilder h, String heading, String note, String svg) {
         h.append("<section><h2>").append(Html.esc(heading)).append("</h2><p class=\"note\">").append(Html.esc(note)).append("</p>\n")
@@ -239,6 +281,7 @@ public final class RunReport {
             case "TRANSPORT_BOUND" -> "Transport-bound";
             case "TRAINER_BOUND" -> "Trainer-bound";
             case "STRAGGLER_BOUND" -> "Straggler-bound";
+            case "DATA_BOUND" -> "Data-bound";
             case "BALANCED" -> "Balanced";
             default -> kind;
         };
@@ -822,7 +865,7 @@ public final class RunReport {
             .verdict{border:1px solid #ccc;border-left:6px solid #888;border-radius:4px;padding:8px 12px;margin:6px 0;background:#fbfbfb}
             .verdict.kind-cpu_bound{border-left-color:#e67e22}.verdict.kind-io_bound{border-left-color:#2e86c1}
             .verdict.kind-transport_bound{border-left-color:#8e44ad}.verdict.kind-trainer_bound{border-left-color:#27ae60}
-            .verdict.kind-balanced{border-left-color:#7f8c8d}.verdict.kind-straggler_bound{border-left-color:#c0392b}
+            .verdict.kind-balanced{border-left-color:#7f8c8d}.verdict.kind-data_bound{border-left-color:#d35400}.verdict.kind-straggler_bound{border-left-color:#c0392b}
             .vhead{font-size:15px;margin-bottom:3px}.mode{color:#fff;border-radius:3px;padding:1px 7px;font-size:12px}
             .lbl{display:inline-block;min-width:70px;color:#666}
             #errors{color:#b00;background:#fee;padding:8px}

@@ -67,6 +67,36 @@ class RunReportTest {
         assertEquals(RunReport.PLOTS, RunReport.plots(RunData.load(dir)));
     }
 
+    /**
+     * A cluster job's coordinator's run directory (serve --join --report-dir: its pipeline file only) shows every node's
+     * and rank's wait ratio, remote ranks included, the data-bound verdict with its label, and a refused report; node names
+     * are escaped like any other text.
+     */
+    @Test
+    void aClusterCoordinatorsRunShowsTheWaitPerNodeAndRank(@TempDir Path dir) throws Exception {
+        String a = "pekko://stoker@127.0.0.1:2551", b = EVIL.replace("\"", "\\\"");
+        Files.writeString(dir.resolve("job-pipeline.json"), ("{\"verdict\":{\"kind\":\"DATA_BOUND\",\"stage\":\"data\","
+                + "\"evidence\":\"trainer wait ratio 0.124\",\"advice\":\"look first at the nodes whose ranks wait most\"},"
+                + "\"trainers\":{\"world\":3,\"ranks\":["
+                + "{\"rank\":0,\"nodes\":[\"A\"],\"steps_reported\":10,\"wait_ratio\":0.01,\"steady_wait_ratio\":0.00625},"
+                + "{\"rank\":2,\"nodes\":[\"B\"],\"steps_reported\":10,\"wait_ratio\":0.3333,\"steady_wait_ratio\":0.3333}],"
+                + "\"nodes\":[{\"node\":\"A\",\"ranks\":[0],\"steps_reported\":10,\"wait_ratio\":0.01,\"steady_wait_ratio\":0.00625},"
+                + "{\"node\":\"B\",\"ranks\":[2],\"steps_reported\":10,\"wait_ratio\":0.3333,\"steady_wait_ratio\":0.3333}],"
+                + "\"steps_reported\":20,\"wait_ratio\":0.17,\"steady_wait_ratio\":0.124,\"refused_reports\":1,"
+                + "\"refusals\":{\"A\":\"rank 1 reported, whose batches node A never asked for\"}}}").replace("\"A\"", "\"" + a + "\"")
+                .replace("\"B\"", "\"" + b + "\""));
+        String s = Files.readString(RunReport.write(dir));
+        assertTrue(s.contains("verdict kind-data_bound") && s.contains("<b>Data-bound</b> — limiting stage: <b>data</b>"), s);
+        String table = s.substring(s.indexOf("<table id=\"cluster-wait\">"));
+        table = table.substring(0, table.indexOf("</table>"));
+        assertTrue(table.contains("<td>" + a + "</td><td>0</td><td>10</td><td>0.010</td><td>0.006</td>"), table);
+        assertTrue(table.contains("<td>rank 2 (on &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;quoted&quot;)</td><td>2</td>"
+                + "<td>10</td><td>0.333</td><td>0.333</td>"), table);
+        assertTrue(table.contains("<td>all</td><td>3 in the world</td><td>20</td><td>0.170</td><td>0.124</td>"), table);
+        assertTrue(table.contains("1 node reports refused"), table);
+        assertFalse(s.contains(EVIL));
+    }
+
     /** The straggler-bound verdict of a packed job is shown with its label. */
     @Test
     void aStragglerBoundVerdictIsLabelled(@TempDir Path dir) throws Exception {

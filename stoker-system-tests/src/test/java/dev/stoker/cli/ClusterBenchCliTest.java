@@ -52,6 +52,17 @@ class ClusterBenchCliTest {
         assertEquals(16, j.get("samples").asLong());
         assertEquals("[0,1]", j.get("worker_nodes").toString(), "spread: one worker per node: " + r.out());
         assertEquals(0, j.get("dead_nodes").asInt(), r.out());
+        // the coordinator (serve --join, node 0) holds every rank's measured wait, node 1's rank too: its trainer reported to node 1
+        assertEquals(0, j.get("coordinator_refused_reports").asLong(), r.out());
+        for (int rank = 0; rank < 2; rank++) {
+            long measured = j.get("coordinator_steps_per_rank").get(rank).asLong();
+            assertTrue(measured > 0 && measured <= 4, "rank " + rank + "'s steps measured at the coordinator: " + r.out());
+            var w = j.get("coordinator_per_rank_wait_ratio").get(rank);
+            assertTrue(w.isNumber() && w.asDouble() >= 0 && w.asDouble() <= 1, "rank " + rank + "'s wait ratio at the coordinator: " + r.out());
+        }
+        var remote = j.get("coordinator_per_node_wait_ratio").get(1);
+        assertTrue(remote.isNumber() && remote.asDouble() >= 0 && remote.asDouble() <= 1, "the remote node's ranks' wait ratio: " + r.out());
+        assertTrue(List.of("TRAINER_BOUND", "DATA_BOUND").contains(j.get("verdict").asText()), "a verdict over every rank: " + r.out());
 
         // rank 0 (node 0) pulls the batches node 1 made for it, and the other way round: nothing passes a third place
         long sent1 = j.get("per_node_flight_bytes_sent").get(1).asLong();

@@ -1,6 +1,8 @@
 package dev.stoker.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -476,6 +478,27 @@ class ClusterTest {
             assertTrue(produced >= (long) ranks * steps, "the nodes made every batch " + stats);
             assertTrue(pulled >= sent && pulled - sent <= pulledBatches * 4096L, "pulled = sent payload + layout headers " + stats);
             assertEquals(0, job.redone());
+
+            // every rank's trainer is on a node other than the coordinator's, and still its timings reach the coordinator
+            var timings = job.refreshTimings(Duration.ofSeconds(10));
+            assertEquals(0, timings.refused(), "no honest node's report refused " + timings.toJson());
+            var perRank = timings.ranks();
+            var perNode = timings.nodes();
+            for (int r = 0; r < ranks; r++) {
+                var f = perRank.get(r);
+                assertNotNull(f, "rank " + r + "'s timings at the coordinator " + timings.toJson());
+                assertTrue(f.steps() > 0 && f.steps() <= steps, "rank " + r + " measured steps " + f);
+                double w = f.waitRatio().orElse(-1);
+                assertTrue(w >= 0 && w <= 1, "rank " + r + "'s wait ratio " + w);
+                var node = perNode.get(cluster.addresses.get(r));
+                assertNotNull(node, "node " + r + " (" + cluster.addresses.get(r) + ") reported its rank " + timings.toJson());
+                assertEquals(f, node, "one rank per node: the node's figures are its rank's");
+            }
+            assertFalse(perNode.containsKey(coordinator.address()), "the coordinator serves no trainer " + timings.toJson());
+            @SuppressWarnings("unchecked") var measured = (Map<String, Object>) job.summary().get("trainers");
+            double all = (Double) measured.get("wait_ratio");
+            assertTrue(all >= 0 && all <= 1, "the job's wait ratio over every rank " + measured);
+            assertEquals(timings.all().steps(), measured.get("steps_reported"));
         }
 
         @Test

@@ -198,6 +198,33 @@ final class ClusterSummary {
         json.put("netns", f.netns());
         json.put("dead_nodes", metrics.path("dead_nodes").size());
         json.put("redone", metrics.path("redone").asLong() + metrics.path("refetched").asLong());
+        // the coordinator's own view: what every node's trainers reported to their node, gathered over the cluster (the
+        // trainers' files above are the trainers' side of the same steps; remote ranks are in both)
+        JsonNode measured = metrics.path("trainers");
+        var coordinatorPerRank = new ArrayList<Double>();
+        var coordinatorStepsPerRank = new ArrayList<Long>();
+        for (int r = 0; r < f.ranks(); r++) {
+            coordinatorPerRank.add(null);
+            coordinatorStepsPerRank.add(0L);
+        }
+        for (JsonNode x : measured.path("ranks")) {
+            int r = x.path("rank").asInt(-1);
+            if (r < 0 || r >= f.ranks()) continue;
+            coordinatorPerRank.set(r, x.path("wait_ratio").isNumber() ? round(x.path("wait_ratio").asDouble()) : null);
+            coordinatorStepsPerRank.set(r, x.path("steps_reported").asLong());
+        }
+        var coordinatorPerNode = new ArrayList<Double>();
+        for (int i = 0; i < nodes; i++) coordinatorPerNode.add(null);
+        for (JsonNode x : measured.path("nodes")) {
+            Integer i = f.indexOf().get(x.path("node").asText());
+            if (i != null && x.path("wait_ratio").isNumber()) coordinatorPerNode.set(i, round(x.path("wait_ratio").asDouble()));
+        }
+        json.put("coordinator_wait_ratio", measured.path("wait_ratio").isNumber() ? round(measured.path("wait_ratio").asDouble()) : null);
+        json.put("coordinator_per_rank_wait_ratio", coordinatorPerRank);
+        json.put("coordinator_steps_per_rank", coordinatorStepsPerRank);
+        json.put("coordinator_per_node_wait_ratio", coordinatorPerNode);
+        json.put("coordinator_refused_reports", measured.path("refused_reports").asLong(0));
+        json.put("verdict", metrics.path("verdict").path("kind").asText(null));
         json.put("settings", settings(s, f));
         return json;
     }
@@ -251,6 +278,8 @@ final class ClusterSummary {
                 (Double) j.get("samples_per_s"), j.get("steady_samples_per_s"), (Double) j.get("elapsed_s"), (Double) j.get("wall_s"));
         out.printf("wait ratio %.3f (steady %.3f); per rank %s, steady %s%n", (Double) j.get("wait_ratio"), (Double) j.get("steady_wait_ratio"),
                 j.get("per_rank_wait_ratio"), j.get("per_rank_steady_wait_ratio"));
+        out.printf("as the coordinator gathered them: wait ratio %s; per rank %s, per node %s; verdict %s%n", j.get("coordinator_wait_ratio"),
+                j.get("coordinator_per_rank_wait_ratio"), j.get("coordinator_per_node_wait_ratio"), j.get("verdict"));
         out.printf("steps per rank %s, samples %s, first batch %.0f ms, mean wait %.1f ms; dead nodes %s, redone %s%n", j.get("steps_per_rank"),
                 j.get("samples"), (Double) j.get("ttfb_ms"), (Double) j.get("mean_wait_ms"), j.get("dead_nodes"), j.get("redone"));
         if (netns && j.get("nic_mbit") instanceof Long m && m > 0)
