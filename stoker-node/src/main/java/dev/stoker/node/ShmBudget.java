@@ -115,10 +115,11 @@ public final class ShmBudget {
      */
     public String sizedFrom() {
         long worst = worstCaseBatchBytes();
+        String how = given != null ? "checked against " : "sized from "; // a budget given is the user's: only checked
         if (data != null)
-            return String.format(Locale.ROOT, "sized from the data's largest batch, %d bytes (%s), not the configuration's worst case%s",
+            return String.format(Locale.ROOT, "%sthe data's largest batch, %d bytes (%s), not the configuration's worst case%s", how,
                     largestBatchBytes(), dataSource, worst < 0 ? "" : " of " + worst);
-        return packed() ? "sized from the largest pack --pack-tokens allows" : "sized from the configuration's worst case (sample shapes unknown)";
+        return how + (packed() ? "the largest pack --pack-tokens allows" : "the configuration's worst case");
     }
 
     /**

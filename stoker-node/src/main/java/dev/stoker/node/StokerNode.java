@@ -156,7 +156,7 @@ public final class StokerNode implements AutoCloseable {
                         packing.cost().describe());
         log.accept(String.format(Locale.ROOT, "job %s, %d ranks%s × %s, mode %s, %s, pixels %s", config.job(), config.ranks(),
                 local.isAll(config.ranks()) ? "" : " (this node serves ranks " + local + ")", perRank, ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
-                        + " (budget " + ledger.store().budgetBytes() + " bytes, " + (shm != null ? shm.sizedFrom() : "") + ")" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
+                        + " (budget " + ledger.store().budgetBytes() + " bytes) " + shm.sizedFrom() : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
         var encode = config.encodeOptions();
         var transformers = config.get(NodeConfig.TRANSFORMERS);
         log.accept(String.format(Locale.ROOT, "processor %s, %d…%d pixels, patch %d%s; inputs %s (%s)", encode.preset().cliName(),

@@ -103,7 +103,7 @@ class ShmSizingTest {
             assertFalse(worst.fromData());
             assertTrue(lines.getLast().contains(RECORDS + " records, more than the " + (RECORDS - 1)) && lines.getLast().contains("worst case"),
                     String.valueOf(lines));
-            assertEquals("sized from the configuration's worst case (sample shapes unknown)", worst.sizedFrom());
+            assertEquals("sized from the configuration's worst case", worst.sizedFrom());
         }
         assertTrue(NodeFeeds.unscannable(List.of(new DataSources.Spec("s3://bucket/ds/train.jsonl")), 10, 100).contains("not a local file"));
         assertEquals(null, NodeFeeds.unscannable(List.of(new DataSources.Spec(tmp.resolve("x.jsonl").toString())), 10, 100));
