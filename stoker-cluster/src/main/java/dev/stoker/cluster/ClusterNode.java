@@ -119,6 +119,12 @@ public final class ClusterNode implements AutoCloseable {
     private final FlightBatchClient.Options pullOptions;
     private final List<ClusterRankFeed> feeds = new java.util.concurrent.CopyOnWriteArrayList<>();
 
+    /**
+     * Sizes this node's store for each job it is sent, from the job's largest batch (its data's where the shapes are
+     * known): the store's budget was not given, so a job that needs more raises it, within half of what its folder has free.
+     */
+    public void growStorePerJob() { runtime.growStorePerJob(); }
+
     private ClusterNode(ActorSystem<NodeProtocol.Command> system, NodeRuntime runtime, FlightBatchServer flight, RootAllocator allocator,
                         Options options, ClusterKey key, ClusterKey.TlsFiles tls, FlightBatchClient.Options pullOptions) {
         this.system = system;

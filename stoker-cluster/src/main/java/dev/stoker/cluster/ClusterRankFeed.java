@@ -146,7 +146,8 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
         var job = job();
         return job.ledger(() -> {
             try {
-                NodeShares.checkPulled(dev.stoker.node.NodeConfig.fromJson(job.config), runtime.store().budgetBytes());
+                var config = dev.stoker.node.NodeConfig.fromJson(job.config);
+                NodeShares.checkPulled(config, job.shm != null ? job.shm : config.shm(), runtime.store().budgetBytes());
             } catch (dev.stoker.node.ConfigException e) {
                 throw new IllegalArgumentException("this node cannot serve trainers of cluster job " + job.id + ": " + e.getMessage());
             }

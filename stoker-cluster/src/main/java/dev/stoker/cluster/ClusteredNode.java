@@ -46,6 +46,7 @@ public final class ClusteredNode {
     /** The job of {@code config} run over the cluster {@code --join} names, this node coordinating it. */
     public static StokerNode launchCoordinator(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
         checkCoordinator(config);
+        checkCoordinatorStore(config, log);
         return StokerNode.launch(config, config.job(), ClusteredNode::coordinator, log);
     }
 
@@ -65,7 +66,19 @@ public final class ClusteredNode {
         if (config.mode() != FeedMode.ZERO_COPY)
             throw new ConfigException("--join runs zero-copy only (a rank's node leases or pulls each batch into its shared-memory "
                     + "store), got --mode " + ConfigKey.cliName(config.mode()));
-        NodeShares.checkPulled(config, config.get(NodeConfig.NODE_SHM_BUDGET)); // this node serves trainers of the job too
+    }
+
+    /**
+     * This node serves trainers of the job too: a budget given ({@code --node-shm-budget}) too small for the batches they hold
+     * is refused before anything starts, the largest batch the data's where the worst case does not fit and the shapes can be
+     * read ({@link NodeShares#sized}). None given, the store is sized for the job when it opens here.
+     */
+    static void checkCoordinatorStore(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
+        if (!config.isGiven(NodeConfig.NODE_SHM_BUDGET)) return;
+        long budget = config.get(NodeConfig.NODE_SHM_BUDGET);
+        try (var feeds = dev.stoker.node.NodeFeeds.open(config)) {
+            NodeShares.checkPulled(config, NodeShares.sized(config, feeds, budget, log), budget);
+        }
     }
 
     /**
@@ -97,6 +110,7 @@ public final class ClusteredNode {
             ClusterNode node = null;
             try {
                 node = ClusterNode.start(options, store);
+                if (!config.isGiven(NodeConfig.NODE_SHM_BUDGET)) node.growStorePerJob(); // sized for each job from its largest batch
                 if (!node.awaitUp(JOIN_TIMEOUT))
                     throw new ConfigException("could not join the cluster through " + config.join() + " within " + JOIN_TIMEOUT.toSeconds() + " s");
                 return new Member(store, node);

@@ -55,6 +55,8 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         final long sequence;
         final String config; // the job's NodeConfig JSON
         volatile NodeProtocol.JobStarted started;
+        /** The job's shared-memory figures as this node sized its store for it (set when it opens here); null before. */
+        volatile dev.stoker.node.ShmBudget shm;
         private dev.stoker.node.RankLedger ledger; // this node's trainers' ledger, made when the first one says hello
 
         NodeJob(String id, ActorRef<CoordinatorProtocol.Command> coordinator, long sequence, String config) {
@@ -92,6 +94,12 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             }
         }
     }
+
+    /** Whether the store's budget was not given (--node-shm-budget), so that each job raises it to what it needs. */
+    private volatile boolean growStore;
+
+    /** Sizes the store for each job from then on ({@link ShmObjectStore#raiseBudget}): its budget was not given. */
+    void growStorePerJob() { growStore = true; }
 
     NodeRuntime(ShmObjectStore store, int slots) {
         this.store = store;
@@ -153,7 +161,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         }
         Thread.ofPlatform().name("stoker-job-open-" + s.job()).daemon(true).start(() -> {
             try {
-                var opened = open(s.config());
+                var opened = open(job, s.config());
                 var p = opened.producer();
                 var sch = p.schedule().order(); // a cluster job's steps are its order's batches
                 job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
@@ -276,16 +284,35 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     }
 
     /** The job's side on this node: its configuration as every node reads it, its pipeline writing into the node's store. */
-    private NodeFeeds.Tasks open(String configJson) throws java.io.IOException {
+    private NodeFeeds.Tasks open(NodeJob job, String configJson) throws java.io.IOException, InterruptedException {
         var config = NodeConfig.fromJson(configJson);
-        if (slots > 0) NodeShares.checkMade(config, store.budgetBytes());
-        store.shareAmong(NodeShares.owners(config.ranks()));
         var feeds = NodeFeeds.open(config, system);
         try {
+            // the job's largest batch: the worst case where it fits the store, else its data's (length index or header scan)
+            var shm = NodeShares.sized(config, feeds, store.budgetBytes(),
+                    line -> LOG.log(System.Logger.Level.INFO, "job " + job.id + ": " + line));
+            job.shm = shm;
+            if (growStore) { // no --node-shm-budget: as much as the job needs, within half of what the store's folder has free
+                long need = NodeShares.neededBytes(config, shm);
+                if (need > store.budgetBytes()) store.raiseBudget(Math.min(need, usableHalf(store)));
+            }
+            if (slots > 0) NodeShares.checkMade(config, shm, store.budgetBytes());
+            LOG.log(System.Logger.Level.INFO, "job " + job.id + ": store budget " + store.budgetBytes() + " bytes, " + shm.sizedFrom());
+            if (shm.fromData()) store.limitObjects(shm.largestBatchBytes(), "the data's largest batch, " + shm.dataSource());
+            store.shareAmong(NodeShares.owners(config.ranks()));
             return feeds.openTasks(store, MAX_WORKERS);
-        } catch (java.io.IOException | RuntimeException e) {
+        } catch (java.io.IOException | InterruptedException | RuntimeException e) {
             feeds.close();
             throw e;
+        }
+    }
+
+    /** Half of what the store's folder has free, on top of what the store holds (as a local store's default budget is capped). */
+    private static long usableHalf(ShmObjectStore store) {
+        try {
+            return store.budgetBytes() + java.nio.file.Files.getFileStore(store.config().directory()).getUsableSpace() / 2;
+        } catch (java.io.IOException e) {
+            return store.budgetBytes();
         }
     }
 

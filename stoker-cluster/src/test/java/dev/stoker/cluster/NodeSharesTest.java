@@ -88,4 +88,29 @@ class NodeSharesTest {
         assertThrows(ConfigException.class, () -> NodeShares.checkMade(job, 2 * largest * NodeShares.owners(2) - 1));
         assertEquals(2, NodeShares.pulledOwner(0, 2));
     }
+    /**
+     * Issue 31, item 6: a job whose worst case does not fit a node's store (8,192-token samples full of images at a
+     * 451,584-pixel cap) is sized from its data — one- and two-image samples, read by a header scan — and passes; a store
+     * too small even for that is refused with the data's figures; one the worst case fits reads nothing.
+     */
+    @Test
+    void aJobWhoseWorstCaseDoesNotFitIsSizedFromItsData() throws Exception {
+        Path manifest = dev.stoker.testkit.SmallJpegDataset.write(tmp.resolve("ds"), 16, 31);
+        var job = NodeConfig.builder().data(manifest.toString()).ranks(2).batch(4).pixels(3136, 451584)
+                .set(NodeConfig.INDEX_CACHE, java.nio.file.Files.createDirectories(tmp.resolve("index")).toString()).build();
+        long budget = 2L << 30; // --node-shm-budget's default
+        assertThrows(ConfigException.class, () -> NodeShares.checkPulled(job, budget), "the worst case is refused");
+        try (var feeds = dev.stoker.node.NodeFeeds.open(job)) {
+            var shm = NodeShares.sized(job, feeds, budget, line -> {});
+            assertTrue(shm.fromData(), shm.sizedFrom());
+            NodeShares.checkPulled(job, shm, budget);
+            NodeShares.checkMade(job, shm, budget);
+            long need = NodeShares.neededBytes(job, shm);
+            assertTrue(need * 10 < NodeShares.neededBytes(job, job.shm()), need + " vs the worst case's " + NodeShares.neededBytes(job, job.shm()));
+            var e = assertThrows(ConfigException.class, () -> NodeShares.checkPulled(job, shm, need - 1));
+            assertTrue(e.getMessage().contains("sized from the data's largest batch") && e.getMessage().contains("Raise --node-shm-budget to "
+                    + need), e.getMessage());
+            assertFalse(NodeShares.sized(job, feeds, NodeShares.neededBytes(job, job.shm()), line -> {}).fromData(), "fits as it is");
+        }
+    }
 }

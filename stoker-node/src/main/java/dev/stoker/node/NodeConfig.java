@@ -405,9 +405,12 @@ public final class NodeConfig extends NodeSettings {
     }
 
     /** The local job's store. */
-    public StoreConfig storeConfig() {
+    public StoreConfig storeConfig() { return storeConfig(shmBudgetBytes()); }
+
+    /** The local store's settings with a budget of {@code budgetBytes} (a {@link ShmBudget}'s, sized from the data). */
+    public StoreConfig storeConfig(long budgetBytes) {
         try {
-            return new StoreConfig(get(SHM_DIR), shmBudgetBytes(), StoreConfig.DEFAULT_INSTANCE_NAME);
+            return new StoreConfig(get(SHM_DIR), budgetBytes, StoreConfig.DEFAULT_INSTANCE_NAME);
         } catch (IllegalArgumentException e) {
             throw new ConfigException("--shm-dir/--shm-budget: " + e.getMessage());
         }

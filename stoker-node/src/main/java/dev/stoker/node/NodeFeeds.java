@@ -1,5 +1,6 @@
 package dev.stoker.node;
 
+import dev.stoker.encode.batch.LargestBatch;
 import dev.stoker.pipeline.feed.FeedEngine;
 import dev.stoker.pipeline.feed.FeedMode;
 import dev.stoker.pipeline.feed.Feeder;
@@ -151,6 +152,85 @@ public final class NodeFeeds implements AutoCloseable {
     }
 
     /**
+     * Records a header scan reads, at most, to size shared memory from the data when there is no length index: past it the
+     * scan would hold up the start for minutes (validate's pace is some thousand records a second on two cores), and the
+     * store is sized from the configuration's worst case; {@code stoker validate} writes an index that is read instead.
+     */
+    public static final int SCAN_MAX_RECORDS = 200_000;
+
+    /**
+     * The shared memory this node's store needs ({@link ShmBudget}), its largest batch taken from the data where the
+     * configuration's worst case would not fit ({@link ShmBudget#worstCaseFits}) and the samples' shapes can be known
+     * cheaply: from {@code stoker validate}'s length index for these records and settings ({@link NodeConfig#lengthsDir}),
+     * else from a header scan of a local data set of at most {@link #SCAN_MAX_RECORDS} records (every record parsed, its
+     * images' headers read, validate's scan); else the worst case, as before. A packed job's packs are bounded by
+     * {@code --pack-tokens} alone. {@code say} is told of a scan, or why the shapes stay unknown.
+     *
+     * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
+     */
+    public ShmBudget shmBudget(Consumer<String> say) throws IOException, InterruptedException {
+        var worst = config.shm();
+        if (config.packed() || worst.worstCaseFits()) return worst;
+        return fromData(worst, say);
+    }
+
+    /**
+     * {@code worst} (the configuration's {@link ShmBudget}) with its largest batch taken from the data where the samples'
+     * shapes can be known cheaply, as {@link #shmBudget} says; {@code worst} itself where they cannot (a packed job, no
+     * index and a data set that is not local or too large to scan, or one that cannot be read: then the feed says why).
+     * What a cluster node sizes its store by for each job it is sent.
+     *
+     * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
+     */
+    public ShmBudget fromData(ShmBudget worst, Consumer<String> say) throws IOException, InterruptedException {
+        return fromData(worst, SCAN_MAX_RECORDS, say);
+    }
+
+    /** {@link #fromData(ShmBudget, Consumer)} scanning at most {@code maxScanRecords} records. */
+    ShmBudget fromData(ShmBudget worst, int maxScanRecords, Consumer<String> say) throws IOException, InterruptedException {
+        if (config.packed()) return worst;
+        try (var opened = openSources()) {
+            var feedSource = opened.feedSource();
+            dev.stoker.source.SampleRecords records;
+            try {
+                records = feedSource.records();
+            } catch (IOException | RuntimeException e) { // the feed itself reports an unreadable data set, in its own words
+                say.accept("shared memory: the samples' shapes are unknown (cannot read " + config.data() + ": " + e.getMessage()
+                        + "): sized from the configuration's worst case");
+                return worst;
+            }
+            var options = config.encodeOptions();
+            boolean repeats = sources.size() > 1; // a mix by weight may take a record twice in one step
+            Path dir = config.lengthsDir();
+            var index = dev.stoker.encode.validate.ShapeIndexes.load(dir, records, options,
+                    dev.stoker.encode.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
+            if (index != null)
+                return worst.withData(LargestBatch.padded(options, config.batch(), index, repeats), "stoker validate's length index in " + dir);
+            String unknown = unscannable(sources, records.size(), maxScanRecords);
+            if (unknown != null) {
+                say.accept("shared memory: the samples' shapes are unknown (" + unknown + "; stoker validate writes a length index that is "
+                        + "read instead): sized from the configuration's worst case");
+                return worst;
+            }
+            long t0 = System.nanoTime();
+            var shapes = dev.stoker.encode.validate.ShapeIndexes.measure(records, feedSource, tokenizer, options, config.threads());
+            return worst.withData(LargestBatch.padded(options, config.batch(), shapes, repeats), String.format(java.util.Locale.ROOT,
+                    "a header scan of %d records in %.1f s", records.size(), (System.nanoTime() - t0) / 1e9));
+        }
+    }
+
+    /** Why the sources' shapes are not scanned at start (not all local, or too many records), or null when they are. */
+    static String unscannable(List<DataSources.Spec> sources, long records, int maxScanRecords) {
+        for (var s : sources) {
+            if (!(DatasetLocation.parse(s.data()) instanceof DatasetLocation.Local)) return s.data() + " is not a local file";
+            if (s.imageRoot() != null && !(DataSources.rootLocation(s.imageRoot()) instanceof DatasetLocation.Local))
+                return "its images are under " + s.imageRoot() + ", not local";
+        }
+        if (records > maxScanRecords) return records + " records, more than the " + maxScanRecords + " a start-up header scan reads";
+        return null;
+    }
+
+    /**
      * The size server and trainers prepare their buffers for: twice a batch of single-image samples at
      * the pixel cap (multi-image samples need headroom), at most the prefetch bytes.
      */
@@ -175,14 +255,22 @@ public final class NodeFeeds implements AutoCloseable {
      * bad samples appended to {@code errorsFile} (null: none); the pipeline is up when this returns. ZERO_COPY gets a
      * shared-memory store of its own, closed (and its files removed) with the ledger.
      */
-    public RankLedger start(FeedMode mode, Path errorsFile) {
+    public RankLedger start(FeedMode mode, Path errorsFile) { return start(mode, errorsFile, config.shm()); }
+
+    /**
+     * {@link #start(FeedMode, Path)} whose zero-copy store has the budget of {@code shm} ({@link #shmBudget}); where its
+     * largest batch is the data's, a batch past it fails the feed naming its samples
+     * ({@link ShmObjectStore#limitObjects}).
+     */
+    public RankLedger start(FeedMode mode, Path errorsFile, ShmBudget shm) {
         var sourceConfig = config.sourceConfig();
         var feedConfig = config.feedConfig(mode).withErrorsFile(errorsFile).withCache(config.preprocessedCache());
         long expected = expectedBatchBytes();
         ShmObjectStore store = null;
         try {
             if (mode == FeedMode.ZERO_COPY) {
-                store = ShmObjectStore.open(config.storeConfig());
+                store = ShmObjectStore.open(config.storeConfig(shm.budgetBytes()));
+                if (shm.fromData()) store.limitObjects(shm.largestBatchBytes(), "the data's largest batch, " + shm.dataSource());
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
                 store.prewarm(config.oneBatchBytes(), prewarmSegments(config));
             }

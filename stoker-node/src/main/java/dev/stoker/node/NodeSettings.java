@@ -304,7 +304,9 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<Path> SHM_DIR = key("shm-dir", STORE, "DIR", TEXT, ConfigKey.path(), Path::toString,
             StoreConfig.DEFAULT_DIRECTORY, null, "Where the shared-memory object store keeps its segment files.");
     public static final ConfigKey<Long> SHM_BUDGET = key("shm-budget", STORE, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf, null,
-            "4G, or half the free space of --shm-dir when that is less",
+            "what the ranks need at once and at least 4G, each batch the data's largest where the worst case would not fit and the "
+                    + "samples' shapes are known (stoker validate's length index, or a header scan of a local data set), else the "
+                    + "configuration's worst case; at most half the free space of --shm-dir",
             "Hard limit of the shared-memory object store in bytes; suffixes K, M, G allowed.");
 
     /** The environment variable that turns the cache's default off ({@code STOKER_CACHE=off}; the test suites set it). */
@@ -389,7 +391,9 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "the batches this node made (0: any free port).");
     public static final ConfigKey<Long> NODE_SHM_BUDGET = key("node-shm-budget", MEMBER, "BYTES", NUMBER, ConfigKey.bytes(1),
             String::valueOf, 2L << 30, null, "Budget of this node's object store, which holds the batches it made until their ranks "
-                    + "pulled them, and the batches pulled for its own ranks.");
+                    + "pulled them, and the batches pulled for its own ranks. Not given: the default at start, raised for each job to "
+                    + "what its largest batches need (its data's where the worst case would not fit and the samples' shapes are known), "
+                    + "within half the free space of --node-shm-dir.");
     public static final ConfigKey<Path> NODE_SHM_DIR = key("node-shm-dir", MEMBER, "DIR", TEXT, ConfigKey.path(), Path::toString,
             StoreConfig.DEFAULT_DIRECTORY, null, "Folder of this node's object store.");
     public static final ConfigKey<Long> DOWN_AFTER_MS = key("down-after-ms", MEMBER, "MS", NUMBER, ConfigKey.longInt(1, 3_600_000),

@@ -10,6 +10,7 @@ import static dev.stoker.node.NodeSettings.SHM_DIR;
 import dev.stoker.encode.EncodeOptions.PixelFormat;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.batch.BatchShape;
+import dev.stoker.encode.batch.LargestBatch;
 import dev.stoker.encode.batch.PackAssembler;
 import dev.stoker.pipeline.feed.RankRange;
 import dev.stoker.store.ShmObjectStore;
@@ -23,8 +24,10 @@ import java.util.Locale;
  * The shared memory a local job needs, and the refusal of a budget that cannot hold it. A zero-copy trainer keeps the
  * batches it leased until it asks for the next ones, so a rank whose share of the store cannot hold those leases and the
  * batch being filled waits on itself forever; this is refused at start, with the numbers, instead of hanging the job.
- * Every figure is the largest the configuration can make: each sample at the sequence limit with the most pixels it
- * may carry, or each pack at its token and patch limits.
+ * The largest batch is the data's where its samples' shapes are known ({@link #withData}: from {@code stoker validate}'s
+ * length index or a header scan, {@link LargestBatch}), else the largest the configuration can make: each sample at the
+ * sequence limit with the most pixels it may carry, or each pack at its token and patch limits. {@link #sizedFrom} says
+ * which, for the service's start line.
  *
  * <p>Every value is read from the configuration as resolved ({@link NodeConfig#encodeOptions()}: the processor's or the
  * model's pixel bounds where none were given), never from a raw key, so that the refusal names the numbers in force.
@@ -47,6 +50,25 @@ public final class ShmBudget {
     private final Path dir;
     /** Where the pixel cap in force came from, for the refusal: empty when given, else " (the processor's)" or " (the model's)". */
     private final String maxPixelsSource;
+    /** The data's largest batch, or null: the configuration's worst case. */
+    private final LargestBatch data;
+    /** Where {@link #data} came from ("stoker validate's length index", "a header scan of …"), for the start line. */
+    private final String dataSource;
+
+    private ShmBudget(ShmBudget b, LargestBatch data, String dataSource) {
+        this.options = b.options;
+        this.batch = b.batch;
+        this.packTokens = b.packTokens;
+        this.packPatches = b.packPatches;
+        this.packPadTo = b.packPadTo;
+        this.ranks = b.ranks;
+        this.local = b.local;
+        this.given = b.given;
+        this.dir = b.dir;
+        this.maxPixelsSource = b.maxPixelsSource;
+        this.data = data;
+        this.dataSource = dataSource;
+    }
 
     private ShmBudget(NodeConfig config) {
         this.options = config.encodeOptions();
@@ -59,6 +81,8 @@ public final class ShmBudget {
         this.given = config.get(SHM_BUDGET);
         this.dir = config.get(SHM_DIR);
         this.maxPixelsSource = config.isGiven(MAX_PIXELS) ? "" : config.isFromModel(MAX_PIXELS) ? " (the model's)" : " (the processor's)";
+        this.data = null;
+        this.dataSource = null;
     }
 
     /** The budget of {@code config}'s store and what its ranks need. */
@@ -67,13 +91,73 @@ public final class ShmBudget {
     private boolean packed() { return packTokens > 0; }
 
     /**
+     * This budget with its largest batch taken from the data: {@code largest}, the bound on a batch of the job's samples
+     * ({@link LargestBatch#padded}), found as {@code source} says (for {@link #sizedFrom}). A padded job's only: a pack's
+     * bound stays {@code --pack-tokens}'s.
+     */
+    public ShmBudget withData(LargestBatch largest, String source) {
+        if (packed()) throw new IllegalArgumentException("a packed job's shared memory is sized by --pack-tokens, not by its samples");
+        return new ShmBudget(this, java.util.Objects.requireNonNull(largest, "largest"), source);
+    }
+
+    /** Where the data's largest batch was found ("stoker validate's length index in …", "a header scan of …"); null: none. */
+    public String dataSource() { return dataSource; }
+
+    /** Whether the largest batch is the data's ({@link #withData}) rather than the configuration's worst case. */
+    public boolean fromData() { return data != null; }
+
+    /** The data's largest batch, or null when the budget is sized from the configuration's worst case. */
+    public LargestBatch data() { return data; }
+
+    /**
+     * What the largest batch was taken from, in words for the service's start line: the data's (and where its shapes came
+     * from) or the configuration's worst case.
+     */
+    public String sizedFrom() {
+        long worst = worstCaseBatchBytes();
+        String how = given != null ? "checked against " : "sized from "; // a budget given is the user's: only checked
+        if (data != null)
+            return String.format(Locale.ROOT, "%sthe data's largest batch, %d bytes (%s), not the configuration's worst case%s", how,
+                    largestBatchBytes(), dataSource, worst < 0 ? "" : " of " + worst);
+        return how + (packed() ? "the largest pack --pack-tokens allows" : "the configuration's worst case");
+    }
+
+    /**
+     * Whether the configuration's worst case already fits: every rank's need within the budget given, or, none given, within
+     * the default floor ({@link StoreConfig#DEFAULT_BUDGET_BYTES}) — then the data cannot shrink the store, and its shapes
+     * need not be read.
+     */
+    public boolean worstCaseFits() {
+        long need = worstCaseNeedBytes();
+        if (need < 0) return false;
+        int count = local.count();
+        if (need > Long.MAX_VALUE / count) return false;
+        return need * count <= (given != null ? given : StoreConfig.DEFAULT_BUDGET_BYTES);
+    }
+
+    private long worstCaseNeedBytes() {
+        long worst = worstCaseBatchBytes();
+        return worst < 0 ? -1 : Math.multiplyExact(ShmObjectStore.sizeClass(worst), LEASES_PER_TRAINER + 1);
+    }
+
+    /**
+     * Bytes of the largest batch: the data's where it is known ({@link #withData}; never above the configuration's worst
+     * case, which bounds every batch the feed makes), else {@link #worstCaseBatchBytes}; -1 when unbounded.
+     */
+    public long largestBatchBytes() {
+        long worst = worstCaseBatchBytes();
+        if (data == null) return worst;
+        return worst < 0 ? data.bytes() : Math.min(worst, data.bytes());
+    }
+
+    /**
      * Bytes of the largest batch this configuration can make (a packed job's: the largest pack,
      * {@link PackAssembler#largestPackBytes}): every sample at the sequence limit and carrying the most pixels it may
      * ({@link EncodeOptions#maxPixelsPerSample}); -1 when unbounded (no --max-seq-len). A text-only batch with the dummy
      * image ({@code --text-only dummy-image}) is smaller: its few tokens past the limit weigh far less than the pixels
      * of an image per sample counted here.
      */
-    public long largestBatchBytes() {
+    public long worstCaseBatchBytes() {
         if (packed()) // a pack: at most --pack-tokens tokens, as many of them image tokens as --pack-patches allows
             return PackAssembler.largestPackBytes(options, packTokens, packPatches, packPadTo);
         long pixels = options.maxPixelsPerSample();
@@ -137,6 +221,11 @@ public final class ShmBudget {
         if (share >= need) return;
         String shares = String.format(Locale.ROOT, "--shm-budget %d gives each of the %d ranks%s %d bytes, and a rank needs %d", budget,
                 count, count == ranks ? "" : " this node serves (--local-ranks " + local + ")", share, need);
+        if (data != null)
+            throw new ConfigException(String.format(Locale.ROOT, "%s: its trainer may hold %d batches while the next is filled, and the "
+                    + "largest batch of this data set is %d bytes (--batch %d of its largest samples, record %d the largest, shapes from "
+                    + "%s; %s). Raise --shm-budget to %d, or lower --batch or --max-pixels", shares, LEASES_PER_TRAINER, largest, batch,
+                    data.largestRecord(), dataSource, ConfigKey.cliName(options.pixelFormat()), need * count));
         if (packed())
             throw new ConfigException(String.format(Locale.ROOT, "%s: its trainer may hold %d packs while the next is filled, and the "
                     + "largest pack this configuration can make is %d bytes (--pack-tokens %d, %s). Raise --shm-budget to %d, or lower "

@@ -146,14 +146,18 @@ public final class StokerNode implements AutoCloseable {
     }
 
     /** The local job: its pipeline (and store) behind a ledger. */
-    private static Feed localFeed(NodeConfig config, Consumer<String> log) throws IOException {
+    private static Feed localFeed(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
         FeedMode mode = config.mode(); // zero-copy or prefetch: NodeConfig refuses the other rungs
-        if (mode == FeedMode.ZERO_COPY) config.shm().check();
         var feeds = NodeFeeds.open(config);
         RankLedger ledger;
+        ShmBudget shm = null;
         try {
-            ledger = feeds.start(mode, config.get(NodeConfig.ERRORS_FILE));
-        } catch (RuntimeException e) {
+            if (mode == FeedMode.ZERO_COPY) { // the store's largest batch from the data where the worst case would not fit
+                shm = feeds.shmBudget(line -> log.accept(line));
+                shm.check();
+            }
+            ledger = feeds.start(mode, config.get(NodeConfig.ERRORS_FILE), shm != null ? shm : config.shm());
+        } catch (IOException | InterruptedException | RuntimeException e) {
             feeds.close();
             throw e;
         }
@@ -166,7 +170,7 @@ public final class StokerNode implements AutoCloseable {
                         packing.cost().describe());
         log.accept(String.format(Locale.ROOT, "job %s, %d ranks%s × %s, mode %s, %s, pixels %s", config.job(), config.ranks(),
                 local.isAll(config.ranks()) ? "" : " (this node serves ranks " + local + ")", perRank, ConfigKey.cliName(mode), ledger.store() != null ? "shared memory " + ledger.store().arenaDir()
-                        + " (budget " + ledger.store().budgetBytes() + " bytes)" : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
+                        + " (budget " + ledger.store().budgetBytes() + " bytes) " + shm.sizedFrom() : "copies", ConfigKey.cliName(config.get(NodeConfig.PIXEL_FORMAT))));
         var encode = config.encodeOptions();
         var transformers = config.get(NodeConfig.TRANSFORMERS);
         log.accept(String.format(Locale.ROOT, "processor %s, %d…%d pixels, patch %d%s; inputs %s (%s)", encode.preset().cliName(),

@@ -126,4 +126,31 @@ class ShmBudgetTest {
         long high = Math.max(1, Math.min(wanted, Math.max(before, after) / 2));
         assertTrue(budget >= low && budget <= high, budget + " not in [" + low + ", " + high + "] for " + wanted + " wanted");
     }
+    /**
+     * Issue 31, item 6: with the data's largest batch (one- and two-image samples of a made-up index), a rank needs what
+     * its batches really take, far below the worst case, and a budget that refuses the worst case holds it; a packed job
+     * keeps --pack-tokens's bound.
+     */
+    @Test
+    void theDataLargestBatchSizesTheNeedFarBelowTheWorstCase() {
+        var config = job().pixels(3136, 451584).set(NodeConfig.MAX_IMAGES, 0).set(NodeConfig.MAX_SEQ_LEN, 8192).batch(8).build();
+        var shapes = dev.stoker.plan.pack.ShapeIndex.of(java.util.List.of(dev.stoker.plan.pack.SampleShape.of(420, 576),
+                dev.stoker.plan.pack.SampleShape.of(900, 2304, 2304), dev.stoker.plan.pack.SampleShape.of(300, 396),
+                dev.stoker.plan.pack.SampleShape.of(1250, 2304), dev.stoker.plan.pack.SampleShape.of(610, 1200, 396)));
+        var worst = config.shm();
+        var largest = dev.stoker.encode.batch.LargestBatch.padded(config.encodeOptions(), 8, shapes, false);
+        var data = worst.withData(largest, "a made-up index");
+        assertEquals(largest.bytes(), data.largestBatchBytes());
+        assertEquals(worst.worstCaseBatchBytes(), data.worstCaseBatchBytes());
+        assertTrue(data.rankNeedBytes() * 10 < worst.rankNeedBytes(), data.rankNeedBytes() + " vs " + worst.rankNeedBytes());
+        long budget = data.rankNeedBytes() * 2;
+        var given = job().pixels(3136, 451584).set(NodeConfig.MAX_IMAGES, 0).set(NodeConfig.MAX_SEQ_LEN, 8192).batch(8)
+                .shmBudgetBytes(budget).build().shm();
+        assertFalse(given.worstCaseFits());
+        assertThrows(ConfigException.class, given::check, "the worst case does not fit");
+        given.withData(largest, "a made-up index").check(); // the data's does
+        assertTrue(data.sizedFrom().contains("data's largest batch, " + largest.bytes() + " bytes (a made-up index)"), data.sizedFrom());
+        var packed = NodeConfig.builder().data("d.jsonl").ranks(1).packTokens(4096).processor(ProcessorPreset.QWEN2_VL).build().shm();
+        assertThrows(IllegalArgumentException.class, () -> packed.withData(largest, "x"));
+    }
 }

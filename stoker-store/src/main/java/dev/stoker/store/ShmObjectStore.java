@@ -130,7 +130,12 @@ public final class ShmObjectStore implements AutoCloseable {
     private static final SecureRandom RANDOM = new SecureRandom();
 
     private final StoreConfig config;
-    private final long budgetBytes;
+    /** The hard limit; only ever raised ({@link #raiseBudget}), so what is mapped never exceeds it. */
+    private volatile long budgetBytes;
+    /** The largest object a writer means to ask for ({@link #limitObjects}); Long.MAX_VALUE: no limit but the budget. */
+    private volatile long objectLimitBytes = Long.MAX_VALUE;
+    /** Why {@link #objectLimitBytes} is what it is, for the writer's refusal. */
+    private volatile String objectLimitReason = "";
     private final Path arenaDir;
     private final FileChannel lockChannel;
     private final long staleArenasRemoved;
@@ -276,6 +281,42 @@ public final class ShmObjectStore implements AutoCloseable {
         }
         completions.forEach(Runnable::run);
     }
+
+    /**
+     * Raises the budget to {@code bytes} (a lower value leaves it as it is): a cluster member whose budget was not given
+     * sizes its store for each job it is sent, from that job's largest batch. Shares ({@link #shareAmong}) grow with it,
+     * and requests waiting for space are admitted where they now fit.
+     */
+    public void raiseBudget(long bytes) {
+        List<Runnable> completions = new ArrayList<>();
+        lock.lock();
+        try {
+            if (bytes <= budgetBytes) return;
+            budgetBytes = bytes;
+            if (shareBytes != Long.MAX_VALUE) shareBytes = budgetBytes / ownerInUse.length;
+            dispatchLocked(completions);
+        } finally {
+            lock.unlock();
+        }
+        completions.forEach(Runnable::run);
+    }
+
+    /**
+     * Records the largest object the store was sized for ({@code bytes}, {@code reason} saying whence, e.g. "the data's
+     * largest batch, from its length index"), so that a writer can refuse, by name, a batch past it rather than wait on a
+     * share it may never get ({@link #objectLimitBytes}). The store itself admits any object within its budget.
+     */
+    public void limitObjects(long bytes, String reason) {
+        if (bytes < 1) throw new IllegalArgumentException("object limit must be positive, got " + bytes);
+        objectLimitReason = java.util.Objects.requireNonNull(reason, "reason");
+        objectLimitBytes = bytes;
+    }
+
+    /** The largest object the store was sized for ({@link #limitObjects}); Long.MAX_VALUE when none was set. */
+    public long objectLimitBytes() { return objectLimitBytes; }
+
+    /** Whence {@link #objectLimitBytes} came, in words ("" when none was set). */
+    public String objectLimitReason() { return objectLimitReason; }
 
     /**
      * {@link #allocate(long)} counted against {@code owner}'s share ({@link #shareAmong}); an owner

@@ -94,4 +94,29 @@ class StoreShareTest {
             await(over).abort();
         }
     }
+    /**
+     * Issue 31, item 6: a cluster member whose budget was not given raises it for a job that needs more; its shares grow
+     * with it and a request waiting for space is admitted. A lower value leaves the budget as it is.
+     */
+    @Test
+    void raisingTheBudgetGrowsTheSharesAndAdmitsAWaitingRequest() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 4 * MIB))) {
+            store.shareAmong(2);
+            var held = new ArrayList<StoredObject>();
+            for (int i = 0; i < 2; i++) held.add(await(store.allocate(MIB, 0)).seal());
+            var waiting = store.allocate(MIB, 0); // owner 0 holds its 2 MiB share
+            assertFalse(waiting.isDone());
+            store.raiseBudget(2 * MIB);
+            assertEquals(4 * MIB, store.budgetBytes(), "never lowered");
+            assertFalse(waiting.isDone());
+            store.raiseBudget(8 * MIB);
+            assertEquals(8 * MIB, store.budgetBytes());
+            await(waiting).abort(); // the share is 4 MiB now
+            held.forEach(StoredObject::release);
+            assertEquals(Long.MAX_VALUE, store.objectLimitBytes(), "no object limit until one is set");
+            store.limitObjects(3 * MIB, "a test's");
+            assertEquals(3 * MIB, store.objectLimitBytes());
+            assertEquals("a test's", store.objectLimitReason());
+        }
+    }
 }

@@ -225,8 +225,10 @@ public final class ClusterBench {
         b.set(NodeConfig.CACHE, c.isGiven(NodeConfig.CACHE) && c.get(NodeConfig.CACHE));
         for (var k : List.of(NodeConfig.CACHE_DIR, NodeConfig.CACHE_BYTES)) if (c.isGiven(k)) copy(b, c, k);
         if (c.isGiven(NodeConfig.CACHE_COMPRESS)) b.set(NodeConfig.CACHE_COMPRESS, c.get(NodeConfig.CACHE_COMPRESS));
+        // a budget given is every node's; none given, each node sizes its store for the job (from its data's largest batch)
+        if (c.isGiven(NodeConfig.NODE_SHM_BUDGET)) b.set(NodeConfig.NODE_SHM_BUDGET, c.get(NodeConfig.NODE_SHM_BUDGET));
         return b.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, bind).set(NodeConfig.SLOTS, c.workers())
-                .set(NodeConfig.SOCKET, socket(dir, i)).set(NodeConfig.NODE_SHM_BUDGET, c.get(NodeConfig.NODE_SHM_BUDGET))
+                .set(NodeConfig.SOCKET, socket(dir, i))
                 .set(NodeConfig.CLUSTER_TOKEN_FILE, tokenFile).set(NodeConfig.CLUSTER_KEY, keyFile).set(NodeConfig.PULL_AHEAD, c.get(NodeConfig.PULL_AHEAD)).build();
     }
 

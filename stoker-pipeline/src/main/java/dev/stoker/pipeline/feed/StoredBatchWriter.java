@@ -153,6 +153,7 @@ final class StoredBatchWriter implements AutoCloseable {
         long bytes = plan.totalBytes();
         if (dummy != null || plannedDummy) // should every sample with images fail, the text-only ones are left, with the dummy
             bytes = Math.max(bytes, planOf(samples.stream().filter(p -> p.images().isEmpty()).toList(), plannedDummy).totalBytes());
+        if (bytes > store.objectLimitBytes()) return CompletableFuture.failedFuture(pastLimit(scheduled, samples, bytes));
         var requested = store.allocate(bytes, scheduled.rank() - firstRank); // counted against the rank's share of the store
         var allocated = requested.thenApply(a -> {
             unsealed.add(a);
@@ -165,6 +166,23 @@ final class StoredBatchWriter implements AutoCloseable {
         allocating.put(requested, allocated);
         allocated.whenComplete((a, err) -> allocating.remove(requested));
         return allocated;
+    }
+
+    /**
+     * The refusal of a batch larger than the store was sized for ({@link ShmObjectStore#limitObjects}: the data's largest
+     * batch, from its shapes): it could wait forever on a share its rank's own leases fill, so it fails the feed at once,
+     * naming the batch, its largest sample and the likely cause.
+     */
+    private IllegalStateException pastLimit(ScheduledBatch scheduled, List<SampleEncoder.Prepared> samples, long bytes) {
+        SampleEncoder.Prepared largest = null;
+        for (var p : samples)
+            if (largest == null || p.pixelBytes() + p.videoBytes() > largest.pixelBytes() + largest.videoBytes()) largest = p;
+        return new IllegalStateException(String.format(java.util.Locale.ROOT, "the batch of step %d for rank %d (samples %s) takes %d "
+                + "bytes, more than the %d bytes shared memory was sized for (%s)%s: the data set changed since its shapes were read? "
+                + "Re-run stoker validate, or give --shm-budget", scheduled.globalStep(), scheduled.rank(),
+                String.join(", ", samples.stream().map(SampleEncoder.Prepared::id).toList()), bytes, store.objectLimitBytes(),
+                store.objectLimitReason(), largest == null ? "" : "; sample " + largest.id() + " is its largest, "
+                        + (largest.pixelBytes() + largest.videoBytes()) + " bytes of pixels"));
     }
 
     /** Writes every sample's pixels in parallel, then tokens and header; seals the object. */
