@@ -35,6 +35,9 @@ import java.util.function.Consumer;
  *   <li>a lowering is kept unless samples/s fell by more than {@link Policy#lowerTolerance} (or, before the window's
  *       end, beyond noise), or the stage it narrowed, not saturated before, now is (no headroom left): it frees cores and
  *       memory;</li>
+ *   <li>a trial whose first block is already a clear loss (below the baseline by more than {@value #EARLY_SDS} of its
+ *       blocks' standard deviations and {@value #EARLY_LOSS} of its rate) is rolled back at once, without waiting for the
+ *       window: a contention probe that halves the rate costs one block;</li>
  *   <li>a rolled-back move is not tried again until a kept change or a hold's end; a kept move is tried again first
  *       (momentum), its reverse not at all until then.</li>
  * </ul>
@@ -58,6 +61,12 @@ public final class Autotuner {
     static final double FETCH_HEADROOM = 1.25;
     /** The most a sized fetch raise multiplies the concurrency by in one decision (a bounded step). */
     static final int FETCH_MAX_FACTOR = 8;
+    /** A trial's first block this many of the baseline's block standard deviations below its rate ends the trial at once … */
+    static final double EARLY_SDS = 3.0;
+    /** … when it is also this share below it (a move that costs this much costs it for every second it is tried). */
+    static final double EARLY_LOSS = 0.10;
+    /** The baseline's blocks needed before its spread is trusted for an early end. */
+    static final int EARLY_MIN_BLOCKS = 3;
     /** How many decisions are kept for the report (the first ones and the last ones matter; a run makes few). */
     static final int DECISIONS_KEPT = 1000;
 
@@ -197,9 +206,12 @@ public final class Autotuner {
                 if (o.nanos() - phaseStartNanos >= policy.settleNanos()) startWindow(o);
             }
             case MEASURE -> {
+                int blocksBefore = blockRates.size();
                 accumulate(o);
                 long took = o.nanos() - windowStart.nanos();
-                if (took >= policy.minWindowNanos()) {
+                if (trial != null && took < policy.minWindowNanos() && blockRates.size() > blocksBefore && clearLoss(blockRates.getLast())) {
+                    rollBackAtOnce(blockRates.getLast(), o);
+                } else if (took >= policy.minWindowNanos()) {
                     var w = window(o);
                     boolean last = took >= policy.maxWindowNanos();
                     if (trial != null) judge(w, o, last);
@@ -313,6 +325,37 @@ public final class Autotuner {
                 return;
             }
         }
+        conclude(t, before, after, keep, reliefOnly, reading, noise, diff, at);
+    }
+
+    /**
+     * Whether a trial's block at {@code rate} is a loss too large to be noise: the baseline has at least
+     * {@value #EARLY_MIN_BLOCKS} blocks, and {@code rate} is below its rate by more than {@value #EARLY_SDS} of its blocks'
+     * standard deviations and more than {@value #EARLY_LOSS} of it (a sequential test's early stop for a large effect: a
+     * contention probe that halves the rate then costs one block, not a whole window).
+     */
+    private boolean clearLoss(double rate) {
+        var b = baseline;
+        if (b == null || b.blocks() < EARLY_MIN_BLOCKS) return false;
+        double blockSd = b.standardError() * Math.sqrt(b.blocks());
+        return rate < b.samplesPerS() - Math.max(EARLY_SDS * blockSd, EARLY_LOSS * b.samplesPerS());
+    }
+
+    /** Rolls the open trial back on its first block's clear loss ({@link #clearLoss}). */
+    private void rollBackAtOnce(double blockRate, Observation at) {
+        var t = trial;
+        var before = baseline;
+        var after = window(at);
+        double blockSd = before.standardError() * Math.sqrt(before.blocks());
+        String reading = String.format(Locale.ROOT, "its first block at %.1f samples/s is below the %.1f before by more than %.0f of the "
+                + "baseline's block standard deviations (%.1f) and %.0f%%: rolled back at once", blockRate, before.samplesPerS(), EARLY_SDS,
+                blockSd, 100 * EARLY_LOSS);
+        conclude(t, before, after, false, false, reading, EARLY_SDS * blockSd, after.samplesPerS() - before.samplesPerS(), at);
+    }
+
+    /** Ends the open trial: keeps or rolls back its move, records the decision, and goes on to the next move or a fresh baseline. */
+    private void conclude(Trial t, Window before, Window after, boolean keep, boolean reliefOnly, String reading, double noise, double diff,
+                          Observation at) {
         trial = null;
         if (keep) {
             if (!t.move().up() && !t.move().equals(lastKept)) lowerReference = before.samplesPerS();

@@ -178,6 +178,27 @@ class AutotunerTest {
         assertTrue(lower.afterSamplesPerS() < 0.7 * lower.beforeSamplesPerS(), lower.text());
     }
 
+    /**
+     * The ladder's defaults with autotune on (issue 30: ≤ 5% cost): CPU-bound at the cores, the contention probe (2 → 1
+     * threads) halves the rate while it is tried, so it must end on its first block — a whole window of 4–12 s at half the
+     * rate cost the 95-s ladder run 2–5% on its own.
+     */
+    @Test
+    void aContentionProbeThatHalvesTheRateEndsOnItsFirstBlock() {
+        var sim = new SimPipeline(2, 64, 4, 2, perThread(50, 2), 0.05, 1000, 23, 0.05);
+        var tuner = new Autotuner(sim, POLICY, null);
+        int ticksAtOne = 0;
+        for (int i = 0; i < 240; i++) { // 120 s
+            tuner.observe(sim.tick());
+            if (sim.threads() == 1) ticksAtOne++;
+        }
+        var lower = tuner.decisions().stream().filter(d -> d.knob() == Knob.CPU_THREADS && d.to() < d.from()).findFirst().orElseThrow(
+                () -> new AssertionError("a contention probe in 2 minutes: " + tuner.decisions()));
+        assertFalse(lower.kept(), lower.text());
+        assertTrue(lower.why().contains("rolled back at once"), lower.text());
+        assertTrue(ticksAtOne * TICK_NANOS <= TimeUnit.MILLISECONDS.toNanos(3000), "at 1 thread for " + ticksAtOne * 0.5 + " s: " + lower.text());
+    }
+
     @Test
     void aTunedFeedIsNotThrashed() {
         // the defaults are already best: over 20 minutes the probes cost at most a few percent, and become rare
