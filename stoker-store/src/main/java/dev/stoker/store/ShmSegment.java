@@ -29,6 +29,8 @@ final class ShmSegment {
     long backedBytes;
     /** When the segment last went back to the free pool ({@link System#nanoTime}). Guarded by the store's lock. */
     long releasedNanos;
+    /** How many requests the store had admitted when the segment last went back to the free pool. Guarded by the store's lock. */
+    long releasedAtAdmission;
 
     ShmSegment(long number, Path file, long capacityBytes, Arena arena, MemorySegment mapping) {
         this.number = number;

@@ -44,4 +44,38 @@ class ShmIdleSegmentsTest {
             c.release();
         }
     }
+
+    @Test
+    void aSegmentPassedOverByEnoughAllocationsIsDeletedOneInRotationStays() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 64 * MIB))) {
+            StoredObject big = await(store.allocate(16 * MIB)).seal(), small = await(store.allocate(8 * MIB)).seal();
+            Path bigFile = big.file(), smallFile = small.file();
+            big.release();
+            small.release();
+            // smaller objects: the 8 MiB segment serves each, the 16 MiB one is passed over
+            int limit = ShmObjectStore.PASSED_OVER_PER_SHARE;
+            for (int i = 0; i < limit; i++) {
+                assertEquals(0, store.metrics().segmentsDeleted(), "passed over " + i + " times: kept");
+                StoredObject o = await(store.allocate(8 * MIB)).seal();
+                assertEquals(smallFile, o.file());
+                o.release();
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (store.metrics().segmentsDeleted() < 1 && System.nanoTime() < deadline) Thread.sleep(10);
+            assertEquals(1, store.metrics().segmentsDeleted(), "passed over " + limit + " times: deleted");
+            while (store.metrics().mappedBytes() > 8 * MIB && System.nanoTime() < deadline) Thread.sleep(10);
+            assertEquals(8 * MIB, store.metrics().mappedBytes(), "only the segment in use is left");
+            assertFalse(Files.exists(bigFile));
+            // two segments taken in turn by two objects in flight are each taken every other admission: both stay
+            StoredObject x = await(store.allocate(8 * MIB)).seal();
+            for (int i = 0; i < 4 * limit; i++) {
+                StoredObject y = await(store.allocate(8 * MIB)).seal();
+                x.release();
+                x = y;
+            }
+            x.release();
+            assertEquals(1, store.metrics().segmentsDeleted(), "none of the segments in rotation went");
+            assertEquals(3, store.metrics().segmentsCreated(), "the two, and one made for the second object in flight");
+        }
+    }
 }
