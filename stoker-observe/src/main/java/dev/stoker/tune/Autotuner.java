@@ -297,8 +297,8 @@ public final class Autotuner {
             } else if (diff >= -needed && (moved = bottleneckMoved(t.move(), before, after)) != null) {
                 keep = true; // necessary, not yet sufficient: the stage it limited no longer does, another one does
                 reliefOnly = true;
-                reading = String.format(Locale.ROOT, "gain %+.1f samples/s within the %.1f needed, but %s: kept, the next move is there's",
-                        diff, needed, moved);
+                reading = String.format(Locale.ROOT, "gain %+.1f samples/s within the %.1f needed, but %s: kept, the next move widens "
+                        + "that stage", diff, needed, moved);
             } else if (diff < -needed || last) {
                 keep = false;
                 reading = diff < -needed ? String.format(Locale.ROOT, "loss %.1f samples/s beyond noise %.1f", -diff, needed)
