@@ -181,7 +181,7 @@ class AutotunerTest {
     /**
      * The ladder's defaults with autotune on (issue 30: ≤ 5% cost): CPU-bound at the cores, the contention probe (2 → 1
      * threads) halves the rate while it is tried, so it must end on its first block — a whole window of 4–12 s at half the
-     * rate cost the 95-s ladder run 2–5% on its own.
+     * rate is, by arithmetic, 2–6% of the 95-s ladder run (which measured 0.95× of the pinned defaults before this rule).
      */
     @Test
     void aContentionProbeThatHalvesTheRateEndsOnItsFirstBlock() {
