@@ -8,7 +8,8 @@ import java.util.Objects;
  * One parsed SFT record: its id, the chat in template order and the image references in the order
  * their placeholders appear, which is the order of the pixel rows and {@code image_grid_thw} rows.
  * Videos ({@link #videos()}) are parts of the messages too, in the order of their placeholders, which is the order
- * of the {@code pixel_values_videos} and {@code video_grid_thw} rows; {@link #media()} gives both kinds in order.
+ * of the {@code pixel_values_videos} and {@code video_grid_thw} rows; audio clips ({@link #audios()}, issue 32) likewise;
+ * {@link #media()} gives every kind in order.
  *
  * <p>{@code imagePaths} is redundant with the {@link Message.Image} parts and is checked against
  * them, so a caller can hand the list to the image pipeline without walking the messages.
@@ -69,7 +70,16 @@ public record ChatSample(String id, List<Message> messages, List<String> imagePa
         return out;
     }
 
-    /** The images and videos of the chat, in placeholder order (the order the template emits them). */
+    /** The audio clips of the chat, in placeholder order (the order of the {@code input_features} rows). */
+    public List<Message.Audio> audios() {
+        var out = new ArrayList<Message.Audio>();
+        for (var m : messages)
+            for (var p : m.parts())
+                if (p instanceof Message.Audio a) out.add(a);
+        return out;
+    }
+
+    /** The images, videos and audio clips of the chat, in placeholder order (the order the template emits them). */
     public List<Message.Part> media() {
         var out = new ArrayList<Message.Part>();
         for (var m : messages)

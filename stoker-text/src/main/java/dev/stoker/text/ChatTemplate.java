@@ -58,6 +58,8 @@ public final class ChatTemplate implements ChatRenderer {
                     case Message.Text t -> out.append(t.text());
                     case Message.Image _ -> out.append(IMAGE_PLACEHOLDER);
                     case Message.Video _ -> out.append(VIDEO_PLACEHOLDER);
+                    case Message.Audio a -> throw new IllegalArgumentException("audio " + a.ref()
+                            + ": the Qwen-VL templates have no audio item; audio needs an audio-capable processor (OmniPreset)");
                 }
             }
             out.append(IM_END).append('\n');

@@ -239,6 +239,10 @@ public final class JinjaChatRenderer implements ChatRenderer {
                     }
                     case Message.Image _ -> item.put("type", "image");
                     case Message.Video _ -> item.put("type", "video");
+                    case Message.Audio a -> {
+                        item.put("type", "audio");
+                        item.put("audio", a.ref());
+                    }
                 }
                 content.add(item);
             }

@@ -7,7 +7,7 @@ import java.util.Map;
 import java.util.Objects;
 
 /**
- * One chat turn: a role and its content as an ordered list of text, image and video parts, rendered
+ * One chat turn: a role and its content as an ordered list of text, image, video and audio parts, rendered
  * back to back with no separator (spec §10).
  */
 public record Message(Role role, List<Part> parts) {
@@ -25,7 +25,7 @@ public record Message(Role role, List<Part> parts) {
     }
 
     /** A piece of message content. */
-    public sealed interface Part permits Text, Image, Video {}
+    public sealed interface Part permits Text, Image, Video, Audio {}
 
     /** Text rendered verbatim. */
     public record Text(String text) implements Part {
@@ -42,7 +42,8 @@ public record Message(Role role, List<Part> parts) {
      * ({@code frames}, in order; {@code ref} is then null), with the record's per-item keys ({@code fps},
      * {@code nframes}, {@code video_start}, …) as given, in the record's order. This type only carries the keys;
      * what they mean is the video sampler's business. Values are {@link Long} (integral JSON numbers),
-     * {@link Double} (other JSON numbers, finite) or {@link String}. Rendered as one vision placeholder.
+     * {@link Double} (other JSON numbers, finite) or {@link String}, and {@link Boolean} for the one boolean key a
+     * parser that reads audio admits ({@code use_audio_in_video}, issue 32). Rendered as one vision placeholder.
      */
     public record Video(String ref, List<String> frames, Map<String, Object> options) implements Part {
         public Video {
@@ -53,8 +54,8 @@ public record Message(Role role, List<Part> parts) {
             for (var e : options.entrySet()) {
                 Objects.requireNonNull(e.getKey(), "option key");
                 var v = e.getValue();
-                if (!(v instanceof Long || v instanceof String || v instanceof Double d && Double.isFinite(d)))
-                    throw new IllegalArgumentException("video option '" + e.getKey() + "': expected a Long, a finite Double or a String, got " + v);
+                if (!(v instanceof Long || v instanceof String || v instanceof Boolean || v instanceof Double d && Double.isFinite(d)))
+                    throw new IllegalArgumentException("video option '" + e.getKey() + "': expected a Long, a finite Double, a Boolean or a String, got " + v);
             }
             options = Collections.unmodifiableMap(new LinkedHashMap<>(options));
         }
@@ -64,6 +65,37 @@ public record Message(Role role, List<Part> parts) {
 
         /** Whether this video is a list of frame images rather than a file. */
         public boolean isFrameList() { return ref == null; }
+
+        /**
+         * Whether the video's own audio track is fed to the model too ({@code use_audio_in_video}, Qwen2.5-Omni and
+         * Qwen3-Omni): its audio tokens are then interleaved with the video's (issue 32). False when the key is absent.
+         */
+        public boolean useAudioInVideo() { return Boolean.TRUE.equals(options.get(USE_AUDIO_IN_VIDEO)); }
+    }
+
+    /** The per-item (and per-record) key that asks for a video's audio track: {@code use_audio_in_video}. */
+    public static final String USE_AUDIO_IN_VIDEO = "use_audio_in_video";
+
+    /**
+     * An audio clip (issue 32): a file by the path or URI the record gave, with the record's per-item keys (such as
+     * qwen-omni-utils' {@code audio_start}/{@code audio_end}) as given, in the record's order; values as for
+     * {@link Video}'s options, booleans excepted. What they mean is the audio decoder's business. Rendered as one audio
+     * placeholder ({@code <|audio_bos|><|AUDIO|><|audio_eos|>} in the Omni templates).
+     */
+    public record Audio(String ref, Map<String, Object> options) implements Part {
+        public Audio {
+            Objects.requireNonNull(ref, "ref");
+            for (var e : options.entrySet()) {
+                Objects.requireNonNull(e.getKey(), "option key");
+                var v = e.getValue();
+                if (!(v instanceof Long || v instanceof String || v instanceof Double d && Double.isFinite(d)))
+                    throw new IllegalArgumentException("audio option '" + e.getKey() + "': expected a Long, a finite Double or a String, got " + v);
+            }
+            options = Collections.unmodifiableMap(new LinkedHashMap<>(options));
+        }
+
+        /** An audio file with no per-item keys. */
+        public static Audio of(String ref) { return new Audio(ref, Map.of()); }
     }
 
     public Message {

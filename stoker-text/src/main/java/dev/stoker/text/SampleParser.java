@@ -80,11 +80,28 @@ import java.util.List;
  * of {@code <video>} placeholders must equal the number of listed videos, as for images. Images and videos keep their
  * order in the text: the template emits them, and the processor numbers the rows of each kind, in that order.
  *
+ * <p><b>Audio</b> (issue 32) is read only by a parser made with {@link Audios#ACCEPT} (for an audio-capable processor:
+ * Qwen2-Audio, Qwen2.5-Omni, Qwen3-Omni); the default parser refuses it as above, as the Qwen-VL processors take none.
+ * When accepted, audio clips are read as LLaMA-Factory's {@code mm_plugin} and the HF templates read them: an
+ * {@code <audio>} placeholder, in any turn and under the same strip rule as {@code <image>}, takes the next entry of
+ * the record's top-level {@code audios} (or {@code audio}: a string or a list of strings, paths relative to the
+ * manifest as for images, or URIs); a {@code conversations} record with an audio list and no {@code image}/{@code video}
+ * list is ShareGPT. Typed HF items are {@code {"type": "audio", "audio": PATH | URI}} (or an {@code audio},
+ * {@code audio_url} (string or {@code {"url"}}), {@code url} or {@code path} key), every other key kept as a per-item
+ * option as for video; {@code input_audio} (inline base64 data) is refused. The number of {@code <audio>} placeholders
+ * must equal the number of listed clips. {@code use_audio_in_video} (a JSON boolean) is read on a typed video item
+ * and, for every video of the record, as a top-level key; since the HF processors and the models' {@code get_rope_index}
+ * take one such flag per call, the videos of one record must agree on it, and a video whose audio is asked for must be
+ * a file (a frame list has no audio track). A parser that refuses audio refuses {@code use_audio_in_video: true}.
+ *
  * <p>Threading: instances are immutable and may be shared; {@link #parseLine} allocates its decoder per call.
  */
 public final class SampleParser {
     private static final String IMAGE_TOKEN = "<image>";
     private static final String VIDEO_TOKEN = UnservedMedia.VIDEO.placeholder();
+    private static final String AUDIO_TOKEN = UnservedMedia.AUDIO.placeholder();
+    /** Most per-item keys of one audio item (qwen-omni-utils reads 3: audio, audio_start, audio_end). */
+    public static final int MAX_AUDIO_OPTIONS = 32;
     /** Most per-item keys of one video item: qwen-vl-utils reads 11, transformers 6. */
     public static final int MAX_VIDEO_OPTIONS = 32;
     /** Longest per-item key, and longest string value, in characters. */
@@ -100,9 +117,18 @@ public final class SampleParser {
         ACCEPT
     }
 
+    /** Whether a parser reads audio records or refuses them as {@link UnservedMedia#AUDIO}. */
+    public enum Audios {
+        /** Refused through {@link UnservedMedia}, as the Qwen-VL processors take no audio: the default. */
+        REFUSE,
+        /** Read into {@link Message.Audio} parts: for an audio-capable processor. */
+        ACCEPT
+    }
+
     private final ObjectMapper json = new ObjectMapper()
             .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     private final boolean acceptVideo;
+    private final boolean acceptAudio;
     private final List<UnservedMedia> unserved;
     /** Why this job does not take video, said where a video record is refused; null: the plain "not supported". */
     private final String videoRefusal;
@@ -120,17 +146,29 @@ public final class SampleParser {
      *
      * @throws IllegalArgumentException for a reason given with {@link Videos#ACCEPT}, which refuses no video
      */
-    public SampleParser(Videos videos, String videoRefusal) {
+    public SampleParser(Videos videos, String videoRefusal) { this(videos, videoRefusal, Audios.REFUSE); }
+
+    /**
+     * {@link #SampleParser(Videos, String)} that also reads or refuses audio records as {@code audios} says.
+     *
+     * @throws IllegalArgumentException for a reason given with {@link Videos#ACCEPT}, which refuses no video
+     */
+    public SampleParser(Videos videos, String videoRefusal, Audios audios) {
         this.acceptVideo = java.util.Objects.requireNonNull(videos, "videos") == Videos.ACCEPT;
+        this.acceptAudio = java.util.Objects.requireNonNull(audios, "audios") == Audios.ACCEPT;
         if (acceptVideo && videoRefusal != null) throw new IllegalArgumentException("a parser that reads video refuses none: no reason to give");
         var list = new ArrayList<UnservedMedia>(List.of(UnservedMedia.values()));
         if (acceptVideo) list.remove(UnservedMedia.VIDEO);
+        if (acceptAudio) list.remove(UnservedMedia.AUDIO);
         this.unserved = List.copyOf(list);
         this.videoRefusal = videoRefusal;
     }
 
     /** Whether this parser reads video records. */
     public boolean acceptsVideo() { return acceptVideo; }
+
+    /** Whether this parser reads audio records. */
+    public boolean acceptsAudio() { return acceptAudio; }
 
     /** Parses one JSONL line given as raw bytes; the bytes must be valid UTF-8. */
     public ChatSample parseLine(byte[] line, String fallbackId) {
@@ -304,16 +342,18 @@ public final class SampleParser {
         if (!conversations && !messages) throw error(id, "missing field 'conversations' (LLaVA format) or 'messages' (HF format)");
         var images = imageList(record, id);
         var videos = acceptVideo ? videoList(record, id) : VideoList.NONE;
+        var audios = acceptAudio ? audioList(record, id) : AudioList.NONE;
         if (conversations && videos.given() && images.given() && videos.key().equals("videos") != images.key().equals("images"))
             throw error(id, "has '" + images.key() + "' and '" + videos.key() + "'; expected 'image' and 'video' (LLaVA) "
                     + "or 'images' and 'videos' (ShareGPT)");
-        var cursor = new MediaCursor(images, videos);
+        var cursor = new MediaCursor(images, videos, audios);
         ChatSample sample;
         if (conversations) sample = images.key().equals("images") || videos.key().equals("videos")
+                || (audios.given() && !images.given() && !videos.given())
                 ? parseShareGpt(record, id, cursor) : parseLlava(record, id, cursor);
         else sample = parseMessages(record, id, cursor);
         refuseUnread(record, id);
-        return sample;
+        return audioInVideo(record, sample, id);
     }
 
     private static String sampleId(JsonNode record, String fallbackId) {
@@ -339,16 +379,34 @@ public final class SampleParser {
         }
     }
 
-    /** Hands out the listed images and videos to placeholders in order, counting the placeholders of each. */
+    /** The record's top-level audio list ({@code audios} or {@code audio}). */
+    private record AudioList(String key, List<String> refs, boolean given) {
+        static final AudioList NONE = new AudioList("audios", List.of(), false);
+
+        String describe() {
+            return refs.size() + " audio clip(s)" + (given ? " in '" + key + "'" : " (no 'audio' or 'audios' field)");
+        }
+    }
+
+    /** Hands out the listed images, videos and audio clips to placeholders in order, counting the placeholders of each. */
     private static final class MediaCursor {
         private final ImageList images;
         private final VideoList videos;
+        private final AudioList audios;
         private int imagePlaceholders;
         private int videoPlaceholders;
+        private int audioPlaceholders;
 
-        MediaCursor(ImageList images, VideoList videos) {
+        MediaCursor(ImageList images, VideoList videos, AudioList audios) {
             this.images = images;
             this.videos = videos;
+            this.audios = audios;
+        }
+
+        /** The next placeholder's audio clip, or null once the list is used up (the count is reported at the end). */
+        Message.Audio nextAudio() {
+            int k = audioPlaceholders++;
+            return k < audios.refs().size() ? Message.Audio.of(audios.refs().get(k)) : null;
         }
 
         /** The next placeholder's image, or null once the list is used up (the count is reported at the end). */
@@ -368,6 +426,8 @@ public final class SampleParser {
                 throw error(id, where + " have " + imagePlaceholders + " <image> placeholder(s) but the record lists " + images.describe());
             if (videoPlaceholders != videos.videos().size())
                 throw error(id, where + " have " + videoPlaceholders + " <video> placeholder(s) but the record lists " + videos.describe());
+            if (audioPlaceholders != audios.refs().size())
+                throw error(id, where + " have " + audioPlaceholders + " <audio> placeholder(s) but the record lists " + audios.describe());
         }
     }
 
@@ -428,22 +488,26 @@ public final class SampleParser {
      */
     private List<Message.Part> split(String value, boolean strip, MediaCursor cursor, String path, String id) {
         refuseUnservedPlaceholders(value, path, id);
-        if (!strip && !value.contains(IMAGE_TOKEN) && !(acceptVideo && value.contains(VIDEO_TOKEN)))
+        if (!strip && !value.contains(IMAGE_TOKEN) && !(acceptVideo && value.contains(VIDEO_TOKEN))
+                && !(acceptAudio && value.contains(AUDIO_TOKEN)))
             return List.of(new Message.Text(value));
         var parts = new ArrayList<Message.Part>();
         int pos = 0;
         while (true) {
             int img = value.indexOf(IMAGE_TOKEN, pos);
             int vid = acceptVideo ? value.indexOf(VIDEO_TOKEN, pos) : -1;
-            boolean video = vid >= 0 && (img < 0 || vid < img);
-            int at = video ? vid : img;
+            int aud = acceptAudio ? value.indexOf(AUDIO_TOKEN, pos) : -1;
+            int at = img;
+            String token = IMAGE_TOKEN;
+            if (vid >= 0 && (at < 0 || vid < at)) { at = vid; token = VIDEO_TOKEN; }
+            if (aud >= 0 && (at < 0 || aud < at)) { at = aud; token = AUDIO_TOKEN; }
             int end = at < 0 ? value.length() : at;
             var seg = strip ? value.substring(pos, end).strip() : value.substring(pos, end);
             if (!seg.isEmpty()) parts.add(new Message.Text(seg));
             if (at < 0) break;
-            Message.Part media = video ? cursor.nextVideo() : cursor.nextImage();
+            Message.Part media = token == VIDEO_TOKEN ? cursor.nextVideo() : token == AUDIO_TOKEN ? cursor.nextAudio() : cursor.nextImage();
             if (media != null) parts.add(media);
-            pos = at + (video ? VIDEO_TOKEN : IMAGE_TOKEN).length();
+            pos = at + token.length();
         }
         return parts;
     }
@@ -458,6 +522,27 @@ public final class SampleParser {
         for (var media : unserved)
             if (value.contains(media.placeholder()))
                 throw error(id, path + ": " + media.placeholder() + " placeholder found; " + notSupported(media, media.notSupported()));
+    }
+
+    /** The top-level {@code audio} / {@code audios} list: each entry a path or URI. */
+    private static AudioList audioList(JsonNode record, String id) {
+        var key = "audios";
+        var node = record.get("audios");
+        var singular = record.get("audio");
+        if (node != null && !node.isNull() && singular != null && !singular.isNull())
+            throw error(id, "has both 'audio' and 'audios'; expected one");
+        if (node == null || node.isNull()) { node = singular; key = "audio"; }
+        if (node == null || node.isNull()) return new AudioList("audios", List.of(), false);
+        if (node.isTextual()) return new AudioList(key, List.of(node.asText()), true);
+        if (!node.isArray()) throw error(id, "field '" + key + "': expected a string or an array of strings, got " + kind(node));
+        var out = new ArrayList<String>(node.size());
+        for (int i = 0; i < node.size(); i++) {
+            var e = node.get(i);
+            if (!e.isTextual()) throw error(id, "field '" + key + "[" + i + "]': expected a string (a path or URI), got " + kind(e));
+            if (e.asText().isEmpty()) throw error(id, "field '" + key + "[" + i + "]': empty audio reference");
+            out.add(e.asText());
+        }
+        return new AudioList(key, out, true);
     }
 
     /** The top-level {@code video} / {@code videos} list: each entry a reference or a list of frame references. */
@@ -555,6 +640,9 @@ public final class SampleParser {
                     if (acceptVideo && text.contains(VIDEO_TOKEN))
                         throw error(id, path + ".content: <video> placeholder in string content, but " + typedPath
                                 + " is typed (an array); a record uses typed video items or placeholders, not both");
+                    if (acceptAudio && text.contains(AUDIO_TOKEN))
+                        throw error(id, path + ".content: <audio> placeholder in string content, but " + typedPath
+                                + " is typed (an array); a record uses typed audio items or placeholders, not both");
                     refuseUnservedPlaceholders(text, path + ".content", id);
                     messages.add(Message.text(role, text));
                 }
@@ -572,6 +660,13 @@ public final class SampleParser {
             return new ChatSample(id, messages, images.refs());
         }
         var sample = ChatSample.of(id, messages);
+        var audios = cursor.audios;
+        if (!audios.refs().isEmpty()) {
+            int used = sample.audios().size();
+            throw error(id, "field '" + audios.key() + "' lists " + audios.refs().size() + " audio clip(s) but the record uses "
+                    + (used == 0 ? "none: its content is typed (" + typedPath + " is an array), where audio clips are content items"
+                                 : "its " + used + " typed audio item(s) instead; a top-level list is read only with string content"));
+        }
         if (!videos.videos().isEmpty()) {
             int used = sample.videos().size();
             throw error(id, "field '" + videos.key() + "' lists " + videos.videos().size() + " video(s) but the record uses "
@@ -603,6 +698,11 @@ public final class SampleParser {
             for (var key : media.fields())
                 if (present(record.get(key))) throw error(id, "field '" + key + "': " + notSupported(media, media.notSupported()));
         if (present(record.get("tools"))) throw error(id, "field 'tools': tool definitions are not supported");
+        var inVideo = record.get(Message.USE_AUDIO_IN_VIDEO);
+        if (inVideo != null && !inVideo.isNull() && !inVideo.isBoolean())
+            throw error(id, "field '" + Message.USE_AUDIO_IN_VIDEO + "': expected a boolean, got " + kind(inVideo));
+        if (!acceptAudio && inVideo != null && inVideo.asBoolean(false))
+            throw error(id, "field '" + Message.USE_AUDIO_IN_VIDEO + "': " + UnservedMedia.AUDIO.notSupported());
     }
 
     private static boolean present(JsonNode n) {
@@ -619,7 +719,11 @@ public final class SampleParser {
         for (var media : unserved)
             for (var name : media.itemTypes())
                 if (name.equals(type) || item.has(name)) throw error(id, path + ": " + notSupported(media, media.contentNotSupported()));
-        if (acceptVideo && ("video".equals(type) || item.has("video"))) return videoItem(item, type, path, id);
+        if (acceptVideo && ("video".equals(type) || item.has("video"))) return videoItem(item, type, path, id, acceptAudio);
+        if (acceptAudio && ("input_audio".equals(type) || item.has("input_audio")))
+            throw error(id, path + ": inline audio data (input_audio) is not supported; give the clip as {\"type\": \"audio\", \"audio\": PATH | URI}");
+        if (acceptAudio && ("audio".equals(type) || "audio_url".equals(type) || item.has("audio") || item.has("audio_url")))
+            return audioItem(item, type, path, id);
         if ("image".equals(type) || "image_url".equals(type) || item.has("image") || item.has("image_url"))
             return new Message.Image(imageRef(item, path, id));
         if ("text".equals(type) || (type == null && item.has("text")))
@@ -628,8 +732,98 @@ public final class SampleParser {
                 + "; expected text or image");
     }
 
+    /** A typed audio item: its source ({@code audio}, {@code audio_url}, {@code url} or {@code path}) and every other key as an option. */
+    private static Message.Audio audioItem(JsonNode item, String type, String path, String id) {
+        if (item.has("image") || item.has("image_url") || item.has("video") || (type != null && !type.equals("audio") && !type.equals("audio_url")))
+            throw error(id, path + ": an item is one medium, not several" + (type == null ? "" : " (type '" + type + "')"));
+        String ref = null;
+        String sourceKey = null;
+        for (var key : new String[] {"audio", "audio_url", "url", "path"}) {
+            var v = item.get(key);
+            if (v == null || v.isNull()) continue;
+            sourceKey = key;
+            if (v.isTextual()) ref = v.asText();
+            else if (key.equals("audio_url") && v.isObject()) ref = requireText(v, "url", path + ".audio_url", id);
+            else throw error(id, path + "." + key + ": expected a string" + (key.equals("audio_url") ? " or {\"url\": ...}" : "")
+                    + ", got " + kind(v));
+            break;
+        }
+        if (sourceKey == null) throw error(id, path + ": audio item has no 'audio', 'audio_url', 'url' or 'path'");
+        if (ref.isEmpty()) throw error(id, path + "." + sourceKey + ": empty audio reference");
+        var options = new java.util.LinkedHashMap<String, Object>();
+        var names = item.fieldNames();
+        while (names.hasNext()) {
+            var key = names.next();
+            if (key.equals("type") || key.equals(sourceKey)) continue;
+            if (options.size() == MAX_AUDIO_OPTIONS) throw error(id, path + ": more than " + MAX_AUDIO_OPTIONS + " per-item keys");
+            options.put(key, optionValue(item.get(key), key, path, id, "audio"));
+        }
+        return new Message.Audio(ref, options);
+    }
+
+    /** A per-item option's value: a JSON number (integral as Long) or a string, bounded; {@code medium} names the item kind. */
+    private static Object optionValue(JsonNode v, String key, String path, String id, String medium) {
+        var keyPath = path + "." + key;
+        if (key.length() > MAX_VIDEO_OPTION_CHARS)
+            throw error(id, path + ": a per-item key of " + key.length() + " characters, over the limit of " + MAX_VIDEO_OPTION_CHARS);
+        if (v.isIntegralNumber()) {
+            if (!v.canConvertToLong()) throw error(id, keyPath + ": " + v.asText() + " is out of range");
+            return v.longValue();
+        }
+        if (v.isNumber()) {
+            double d = v.doubleValue();
+            if (!Double.isFinite(d)) throw error(id, keyPath + ": " + v.asText() + " is not a finite number");
+            return d;
+        }
+        if (v.isTextual()) {
+            if (v.asText().length() > MAX_VIDEO_OPTION_CHARS)
+                throw error(id, keyPath + ": a string of " + v.asText().length() + " characters, over the limit of " + MAX_VIDEO_OPTION_CHARS);
+            return v.asText();
+        }
+        throw error(id, keyPath + ": expected a number or a string (a per-item " + medium + " option), got " + kind(v));
+    }
+
+    /**
+     * The record's top-level {@code use_audio_in_video} given to each of its videos that does not say it itself, then
+     * the rules every video of a record must keep (see the class comment): one value for all, and a file for audio.
+     */
+    private ChatSample audioInVideo(JsonNode record, ChatSample sample, String id) {
+        if (!acceptAudio) return sample;
+        var top = record.get(Message.USE_AUDIO_IN_VIDEO);
+        var videos = sample.videos();
+        if (videos.isEmpty()) return sample;
+        if (top != null && top.isBoolean()) {
+            var out = new ArrayList<Message>(sample.messages().size());
+            for (var m : sample.messages()) {
+                var parts = new ArrayList<Message.Part>(m.parts().size());
+                for (var p : m.parts()) {
+                    if (p instanceof Message.Video v && !v.options().containsKey(Message.USE_AUDIO_IN_VIDEO)) {
+                        var options = new java.util.LinkedHashMap<>(v.options());
+                        options.put(Message.USE_AUDIO_IN_VIDEO, top.booleanValue());
+                        p = new Message.Video(v.ref(), v.frames(), options);
+                    }
+                    parts.add(p);
+                }
+                out.add(new Message(m.role(), parts));
+            }
+            sample = new ChatSample(sample.id(), out, sample.imagePaths());
+            videos = sample.videos();
+        }
+        boolean first = videos.getFirst().useAudioInVideo();
+        for (int k = 0; k < videos.size(); k++) {
+            var v = videos.get(k);
+            if (v.useAudioInVideo() != first)
+                throw error(id, "video " + (k + 1) + " has use_audio_in_video " + v.useAudioInVideo() + " but video 1 has " + first
+                        + "; the processor and the model's positions take one value per sample");
+            if (v.useAudioInVideo() && v.isFrameList())
+                throw error(id, "video " + (k + 1) + " is a list of " + v.frames().size()
+                        + " frame images, which has no audio track, but use_audio_in_video is true");
+        }
+        return sample;
+    }
+
     /** A typed video item: its source ({@code video}, {@code url} or {@code path}) and every other key as an option. */
-    private static Message.Video videoItem(JsonNode item, String type, String path, String id) {
+    private static Message.Video videoItem(JsonNode item, String type, String path, String id, boolean acceptAudio) {
         if (item.has("image") || item.has("image_url") || (type != null && !type.equals("video")))
             throw error(id, path + ": an item is an image or a video, not both" + (type == null ? "" : " (type '" + type + "')"));
         String ref = null;
@@ -652,6 +846,13 @@ public final class SampleParser {
             var key = names.next();
             if (key.equals("type") || key.equals(sourceKey)) continue;
             var keyPath = path + "." + key;
+            if (key.equals(Message.USE_AUDIO_IN_VIDEO)) {
+                var v = item.get(key);
+                if (!v.isBoolean()) throw error(id, keyPath + ": expected a boolean, got " + kind(v));
+                if (v.booleanValue() && !acceptAudio) throw error(id, keyPath + ": " + UnservedMedia.AUDIO.notSupported());
+                if (acceptAudio) options.put(key, v.booleanValue());
+                continue;
+            }
             if (options.size() == MAX_VIDEO_OPTIONS)
                 throw error(id, path + ": more than " + MAX_VIDEO_OPTIONS + " per-item keys");
             if (key.length() > MAX_VIDEO_OPTION_CHARS)
