@@ -1,0 +1,213 @@
+"""Audio token counts, placeholder expansion and M-RoPE positions of Qwen2-Audio, Qwen2.5-Omni and Qwen3-Omni, made by the
+real transformers code (issue 32 item 3), written as the fixture stoker-text's OmniFixturesTest reads.
+
+Run with a Python that has transformers 5.18.0, torch and numpy (a venv made from the offline mirror; no weights, no
+network, CPU only, a few seconds):
+
+    /work/venv-audiotext/bin/python tools/hf-check/audio_text_check.py \
+        stoker-text/src/test/resources/dev/stoker/text/omni/omni-fixtures.json
+
+What is real and what is driven by hand:
+- valid mel frames per clip length: WhisperFeatureExtractor itself, with each family's settings and padding
+  (Qwen2-Audio: chunk_length 30, padding "max_length"; Qwen2.5-Omni: chunk_length 300, "max_length"; Qwen3-Omni:
+  chunk_length 300, padding True, truncation False), on silent clips of the given sample counts;
+- tokens per clip: Qwen2_5OmniAudioEncoder._get_feat_extract_output_lengths (the formula Qwen2-Audio's and Qwen2.5-Omni's
+  processors inline) and processing_qwen3_omni_moe._get_feat_extract_output_lengths;
+- expansion: the processors' own replace_multimodal_special_tokens (Qwen2_5OmniProcessor, Qwen3OmniMoeProcessor), called
+  on a stand-in `self` that holds the published token strings and merge size 2, with the tokens per clip above, the
+  grids and the seconds per grid of each case;
+- positions: the thinkers' own get_rope_index (Qwen2_5OmniPreTrainedModelForConditionalGeneration,
+  Qwen3OmniMoePreTrainedModelForConditionalGeneration), on a stand-in `self` with the published token ids,
+  position_id_per_seconds (25, 13), seconds_per_chunk 2, n_window 50 and spatial merge size 2.
+Text is tokenized by a toy tokenizer (one id per word, from 1000) that splits the family's special tokens out as the real
+one does: the rules under test act on ids of special tokens only, and the real tokenizer's text is stoker-text's own test.
+"""
+import json
+import sys
+import types
+
+import numpy as np
+import torch
+import transformers
+from transformers import WhisperFeatureExtractor
+from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as m25
+from transformers.models.qwen2_5_omni import processing_qwen2_5_omni as p25
+from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as m3
+from transformers.models.qwen3_omni_moe import processing_qwen3_omni_moe as p3
+
+FAMILIES = {
+    "qwen2.5-omni": dict(audio=("<|AUDIO|>", 151646), abos=("<|audio_bos|>", 151647), aeos=("<|audio_eos|>", 151648),
+                         image=("<|IMAGE|>", 151655), video=("<|VIDEO|>", 151656), vbos=("<|vision_bos|>", 151652),
+                         veos=("<|vision_eos|>", 151653), pps=25, proc=p25.Qwen2_5OmniProcessor,
+                         model=m25.Qwen2_5OmniPreTrainedModelForConditionalGeneration),
+    "qwen3-omni": dict(audio=("<|audio_pad|>", 151675), abos=("<|audio_start|>", 151669), aeos=("<|audio_end|>", 151670),
+                       image=("<|image_pad|>", 151655), video=("<|video_pad|>", 151656), vbos=("<|vision_start|>", 151652),
+                       veos=("<|vision_end|>", 151653), pps=13, proc=p3.Qwen3OmniMoeProcessor,
+                       model=m3.Qwen3OmniMoePreTrainedModelForConditionalGeneration),
+}
+OTHER_SPECIALS = {"<|im_start|>": 151644, "<|im_end|>": 151645}
+
+
+def tokens_25(frames):
+    _, out = m25.Qwen2_5OmniAudioEncoder._get_feat_extract_output_lengths(None, torch.tensor(frames))
+    return int(out)
+
+
+def tokens_3(frames):
+    return int(p3._get_feat_extract_output_lengths(np.array(frames), 50))
+
+
+def mel_frames(samples):
+    """Valid frames (feature_attention_mask.sum) per family for a silent clip of `samples` samples at 16 kHz; -1 where
+    the feature extractor raises (a clip too short for torch.stft's reflect padding when nothing pads it)."""
+    out = {}
+    clip = np.zeros(samples, dtype=np.float32)
+    for fam, chunk, kwargs in (("qwen2-audio", 30, dict(padding="max_length")),
+                               ("qwen2.5-omni", 300, dict(padding="max_length")),
+                               ("qwen3-omni", 300, dict(padding=True, truncation=False))):
+        fe = WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, hop_length=160, n_fft=400, chunk_length=chunk,
+                                     dither=0.0)
+        try:
+            got = fe([clip], sampling_rate=16000, return_attention_mask=True, return_tensors="np", **kwargs)
+        except RuntimeError:  # a clip shorter than n_fft/2 + 1 cannot be reflect-padded by torch.stft
+            out[fam] = -1
+            continue
+        frames = int(got["attention_mask"].sum())
+        assert got["input_features"].shape[-1] >= frames, (fam, samples)
+        out[fam] = frames
+    return out
+
+
+class ToyTokenizer:
+    def __init__(self, specials):
+        self.specials = specials
+        self.words = {}
+
+    def __call__(self, text):
+        ids, pos = [], 0
+        while pos < len(text):
+            hits = [(text.find(s, pos), s) for s in self.specials if text.find(s, pos) >= 0]
+            at, tok = min(hits) if hits else (len(text), None)
+            for w in text[pos:at].split():
+                ids.append(self.words.setdefault(w, 1000 + len(self.words)))
+            if tok is None:
+                break
+            ids.append(self.specials[tok])
+            pos = at + len(tok)
+        return ids
+
+
+def stand_in_processor(f):
+    me = types.SimpleNamespace(audio_token=f["audio"][0], image_token=f["image"][0], video_token=f["video"][0],
+                               vision_bos_token=f["vbos"][0], vision_eos_token=f["veos"][0], audio_bos_token=f["abos"][0],
+                               audio_eos_token=f["aeos"][0], image_processor=types.SimpleNamespace(merge_size=2),
+                               video_processor=types.SimpleNamespace(merge_size=2, temporal_patch_size=2))
+    me.get_chunked_index = types.MethodType(f["proc"].get_chunked_index, me)
+    return me
+
+
+def stand_in_model(f):
+    cfg = types.SimpleNamespace(image_token_id=f["image"][1], video_token_id=f["video"][1], audio_token_id=f["audio"][1],
+                                vision_start_token_id=f["vbos"][1], audio_start_token_id=f["abos"][1],
+                                position_id_per_seconds=f["pps"], seconds_per_chunk=2,
+                                audio_config=types.SimpleNamespace(n_window=50))
+    me = types.SimpleNamespace(spatial_merge_size=2, config=cfg)
+    me.get_llm_pos_ids_for_vision = types.MethodType(f["model"].get_llm_pos_ids_for_vision, me)
+    me.get_chunked_index = types.MethodType(f["model"].get_chunked_index, me)
+    return me
+
+
+# A case: its media in placeholder order. ("audio", frames) | ("image", t, h, w) | ("video", t, h, w, fps, audioFrames|None)
+CASES = [
+    ("audio-only", [("audio", 1000)]),
+    ("two-clips-edge-lengths", [("audio", 3), ("audio", 99)]),
+    ("clips-around-windows", [("audio", 100), ("audio", 101), ("audio", 250)]),
+    ("image-then-audio", [("image", 1, 4, 6), ("audio", 437)]),
+    ("video-no-audio", [("video", 3, 4, 4, 2.0, None), ("audio", 800)]),
+    ("audio-in-video", [("video", 6, 4, 6, 2.0, 1200)]),
+    ("audio-in-video-short-audio", [("video", 8, 2, 4, 2.0, 240)]),
+    ("audio-in-video-long-audio", [("video", 2, 2, 2, 2.0, 2000)]),
+    ("audio-in-video-fps-1.5", [("video", 5, 4, 4, 1.5, 1333)]),
+    ("audio-in-video-fps-0.5-jumps-chunks", [("video", 4, 2, 2, 0.5, 1600)]),
+    ("audio-in-video-default-fps-1", [("video", 5, 2, 4, 1.0, 1000)]),
+    ("image-video-audio-mixed", [("image", 1, 2, 2), ("video", 3, 2, 2, 2.0, 600), ("audio", 150)]),
+]
+
+
+def build(fam_name, media):
+    f = FAMILIES[fam_name]
+    specials = {v[0]: v[1] for k, v in f.items() if isinstance(v, tuple)}
+    specials.update(OTHER_SPECIALS)
+    tok = ToyTokenizer(specials)
+    aiv = any(m[0] == "video" and m[5] is not None for m in media)
+    count = tokens_25 if fam_name == "qwen2.5-omni" else tokens_3
+    parts = ["<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"]
+    audio_lengths, audio_frames, image_grids, video_grids, spgs = [], [], [], [], []
+    for k, m in enumerate(media):
+        parts.append("w%d " % k)
+        if m[0] == "audio":
+            parts.append(f["abos"][0] + f["audio"][0] + f["aeos"][0])
+            audio_lengths.append(count(m[1]))
+            audio_frames.append(m[1])
+        elif m[0] == "image":
+            parts.append(f["vbos"][0] + f["image"][0] + f["veos"][0])
+            image_grids.append(list(m[1:4]))
+        else:
+            parts.append(f["vbos"][0] + f["video"][0] + f["veos"][0])
+            video_grids.append(list(m[1:4]))
+            spgs.append(2 / m[4])  # temporal_patch_size / fps, as both processors compute video_second_per_grid
+            if m[5] is not None:
+                audio_lengths.append(count(m[5]))
+                audio_frames.append(m[5])
+    parts.append("What is it?<|im_end|>\n<|im_start|>assistant\nIt is x.<|im_end|>\n")
+    text = "".join(parts)
+    before = tok(text)
+    expanded_text = f["proc"].replace_multimodal_special_tokens(
+        stand_in_processor(f), [text], iter(audio_lengths), iter([torch.tensor(g) for g in image_grids]),
+        iter([torch.tensor(g) for g in video_grids]), video_second_per_grid=iter(spgs), use_audio_in_video=aiv,
+        position_id_per_seconds=f["pps"], seconds_per_chunk=2.0)[0]
+    after = tok(expanded_text)
+    ids = torch.tensor([after])
+    pos, _ = f["model"].get_rope_index(
+        stand_in_model(f), input_ids=ids,
+        image_grid_thw=torch.tensor(image_grids) if image_grids else None,
+        video_grid_thw=torch.tensor(video_grids) if video_grids else None,
+        attention_mask=torch.ones_like(ids), use_audio_in_video=aiv,
+        audio_seqlens=torch.tensor(audio_frames) if audio_frames else None,
+        second_per_grids=torch.tensor(spgs) if spgs else None)
+    pos = pos[:, 0, :]
+    out = {"before": before, "expanded": after}
+    if fam_name == "qwen3-omni":
+        out["positions_f32_bits"] = [[int(x) for x in row.float().numpy().view(np.int32)] for row in pos]
+    else:
+        out["positions"] = [[int(x) for x in row] for row in pos.long()]
+    return out
+
+
+def main(out_path):
+    fixture = {
+        "made_by": "tools/hf-check/audio_text_check.py",
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "tokens": [],
+        "mel_frames": [],
+        "cases": [],
+    }
+    for frames in (1, 2, 3, 4, 5, 7, 8, 9, 99, 100, 101, 107, 199, 200, 201, 437, 1000, 1001, 2999, 3000, 3001, 29999, 30000, 30001,
+                   123457):
+        fixture["tokens"].append({"frames": frames, "stride4": tokens_25(frames), "qwen3": tokens_3(frames)})
+    for samples in (1, 200, 201, 159, 160, 161, 16000, 16001, 160 * 437 + 5, 479999, 480000, 480001, 4800000, 4800161):
+        fixture["mel_frames"].append({"samples": samples, **mel_frames(samples)})
+    for fam in FAMILIES:
+        for name, media in CASES:
+            enc = [list(m) if m[0] != "video" else [m[0], m[1], m[2], m[3], m[4], -1 if m[5] is None else m[5]] for m in media]
+            fixture["cases"].append({"family": fam, "name": name, "media": enc, **build(fam, media)})
+    with open(out_path, "w") as fh:
+        json.dump(fixture, fh, separators=(",", ":"))
+        fh.write("\n")
+    print("wrote", out_path, len(fixture["cases"]), "cases, transformers", transformers.__version__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
