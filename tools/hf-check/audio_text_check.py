@@ -19,7 +19,12 @@ What is real and what is driven by hand:
 - positions: the thinkers' own get_rope_index (Qwen2_5OmniPreTrainedModelForConditionalGeneration,
   Qwen3OmniMoePreTrainedModelForConditionalGeneration), on a stand-in `self` with the published token ids,
   position_id_per_seconds (25, 13), seconds_per_chunk 2, n_window 50 and spatial merge size 2.
-Text is tokenized by a toy tokenizer (one id per word, from 1000) that splits the family's special tokens out as the real
+- chat templates and tokenization ("chats"): the published templates (Qwen2-Audio: Qwen2AudioProcessor.default_chat_template;
+  Qwen2.5-Omni: the one of transformers' tests/models/qwen2_5_omni/test_processor_qwen2_5_omni.py, as published with the
+  model; both copied beside the fixture as *.jinja) rendered by transformers' render_jinja_template, then tokenized by a
+  `tokenizers` Tokenizer made from stoker-text's bundled Qwen2 tokenizer.json with the family's added tokens at their
+  published ids (what the family's tokenizer.json is: the same vocabulary and merges, other added-token names).
+For the expansion and position cases, text is tokenized by a toy tokenizer (one id per word, from 1000) that splits the family's special tokens out as the real
 one does: the rules under test act on ids of special tokens only, and the real tokenizer's text is stoker-text's own test.
 """
 import json
@@ -184,6 +189,61 @@ def build(fam_name, media):
     return out
 
 
+ROOT = __file__.rsplit("/tools/", 1)[0]
+BUNDLED = ROOT + "/stoker-text/src/main/resources/dev/stoker/text/qwen2/tokenizer.json.gz"
+ADDED = {
+    "qwen2-audio": {151646: "<|AUDIO|>", 151647: "<|audio_bos|>", 151648: "<|audio_eos|>"},
+    "qwen2.5-omni": {151646: "<|AUDIO|>", 151647: "<|audio_bos|>", 151648: "<|audio_eos|>", 151652: "<|vision_bos|>",
+                     151653: "<|vision_eos|>", 151655: "<|IMAGE|>", 151656: "<|VIDEO|>"},
+}
+CHATS = [
+    [{"role": "user", "content": [{"type": "audio", "audio": "mllm_demo_data/1.mp3"}, {"type": "text", "text": "What's that sound?"}]},
+     {"role": "assistant", "content": [{"type": "text", "text": "It is the sound of glass shattering."}]}],
+    [{"role": "system", "content": [{"type": "text", "text": "You are Qwen, a virtual human."}]},
+     {"role": "user", "content": [{"type": "text", "text": "Two clips:\n"}, {"type": "audio", "audio": "a.wav"},
+                                  {"type": "audio", "audio": "b.flac"}, {"type": "text", "text": " Same speaker? 说话人 \u00e9"}]},
+     {"role": "assistant", "content": [{"type": "text", "text": "No.  \n"}]},
+     {"role": "user", "content": [{"type": "audio", "audio": "c.wav"}, {"type": "text", "text": "And this one?"}]},
+     {"role": "assistant", "content": [{"type": "text", "text": "Yes 😀"}]}],
+]
+OMNI_ONLY_CHATS = [
+    [{"role": "user", "content": [{"type": "video", "video": "4.mp4"}, {"type": "audio", "audio": "4.mp3"},
+                                  {"type": "image", "image": "x.jpg"}, {"type": "text", "text": "What is the video describing?"}]},
+     {"role": "assistant", "content": [{"type": "text", "text": "A girl who is drawing a picture of a guitar."}]}],
+]
+
+
+def family_tokenizer(fam):
+    import gzip
+    from tokenizers import Tokenizer
+    spec = json.loads(gzip.open(BUNDLED).read())
+    for tok in spec["added_tokens"]:
+        if tok["id"] in ADDED[fam]:
+            tok["content"] = ADDED[fam][tok["id"]]
+    spec["model"]["vocab"] = {k: v for k, v in spec["model"]["vocab"].items()}
+    return Tokenizer.from_str(json.dumps(spec))
+
+
+def chats(template_dir):
+    from transformers.utils.chat_template_utils import render_jinja_template
+    out = []
+    for fam in ("qwen2-audio", "qwen2.5-omni"):
+        with open(template_dir + "/" + fam + ".jinja") as fh:
+            template = fh.read()
+        tok = family_tokenizer(fam)
+        for chat in CHATS + (OMNI_ONLY_CHATS if fam == "qwen2.5-omni" else []):
+            text = render_jinja_template(conversations=[chat], chat_template=template)[0][0]
+            ids = tok.encode(text, add_special_tokens=False).ids
+            out.append({"family": fam, "messages": chat, "text": text, "ids": ids})
+    return out
+
+
+def write_templates(template_dir):
+    """The published templates, as the Java test reads them (Qwen2.5-Omni's is the string of transformers' test)."""
+    with open(template_dir + "/qwen2-audio.jinja", "w") as fh:
+        fh.write(transformers.Qwen2AudioProcessor.default_chat_template.fget(None))
+
+
 def main(out_path):
     fixture = {
         "made_by": "tools/hf-check/audio_text_check.py",
@@ -199,6 +259,9 @@ def main(out_path):
         fixture["tokens"].append({"frames": frames, "stride4": tokens_25(frames), "qwen3": tokens_3(frames)})
     for samples in (1, 200, 201, 159, 160, 161, 16000, 16001, 160 * 437 + 5, 479999, 480000, 480001, 4800000, 4800161):
         fixture["mel_frames"].append({"samples": samples, **mel_frames(samples)})
+    template_dir = out_path.rsplit("/", 1)[0]
+    write_templates(template_dir)
+    fixture["chats"] = chats(template_dir)
     for fam in FAMILIES:
         for name, media in CASES:
             enc = [list(m) if m[0] != "video" else [m[0], m[1], m[2], m[3], m[4], -1 if m[5] is None else m[5]] for m in media]
