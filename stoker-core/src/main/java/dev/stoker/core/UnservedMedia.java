@@ -9,8 +9,9 @@ import java.util.Locale;
  * with the medium dropped and its placeholder tokenized as text. The readers (the record parser, the WebDataset index,
  * the Parquet rows) all ask this table, so that serving a medium is removing its row.
  *
- * <p>Audio is here because the Qwen-VL processors take none (their chat templates have no audio item). Video stays
- * here, refused as before, until Stoker emits {@code pixel_values_videos}.
+ * <p>Audio is here because the Qwen-VL processors take none (their chat templates have no audio item); a parser made for
+ * an audio-capable processor ({@link AudioPreset}, stoker-text's {@code SampleParser.Audios.ACCEPT}) takes its row out
+ * (issue 32). Video stays here, refused as before, until Stoker emits {@code pixel_values_videos}.
  */
 public enum UnservedMedia {
     AUDIO("audio", " by the Qwen-VL processors", List.of("audio", "audios"), List.of("audio", "input_audio", "audio_url"),
