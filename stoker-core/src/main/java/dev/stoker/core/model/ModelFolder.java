@@ -249,7 +249,7 @@ public record ModelFolder(Path dir, ProcessorPreset family, VisionConfig vision,
     }
 
     /** The chat template and where it was found, in transformers' order; {null, null} when the folder has none. */
-    private static String[] chatTemplate(Path dir, JsonNode tokenizerConfig) {
+    static String[] chatTemplate(Path dir, JsonNode tokenizerConfig) {
         Path jinja = dir.resolve(CHAT_TEMPLATE_JINJA);
         if (Files.isRegularFile(jinja)) return new String[] {readText(dir, CHAT_TEMPLATE_JINJA), CHAT_TEMPLATE_JINJA};
         if (Files.isRegularFile(dir.resolve(CHAT_TEMPLATE_JSON))) {
@@ -273,7 +273,7 @@ public record ModelFolder(Path dir, ProcessorPreset family, VisionConfig vision,
 
     // ---- reading and checking fields
 
-    private static JsonNode readJson(Path dir, String file) {
+    static JsonNode readJson(Path dir, String file) {
         String text = readText(dir, file);
         try {
             JsonNode tree = JSON.readTree(text);
@@ -339,7 +339,7 @@ public record ModelFolder(Path dir, ProcessorPreset family, VisionConfig vision,
         return text != null && text.isObject() ? text.get(field) : null;
     }
 
-    private static String where(Path dir, String file, String field) {
+    static String where(Path dir, String file, String field) {
         return dir.resolve(file) + (field == null ? "" : ": " + field);
     }
 
