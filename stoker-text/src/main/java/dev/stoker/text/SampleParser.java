@@ -826,6 +826,9 @@ public final class SampleParser {
     private static Message.Video videoItem(JsonNode item, String type, String path, String id, boolean acceptAudio) {
         if (item.has("image") || item.has("image_url") || (type != null && !type.equals("video")))
             throw error(id, path + ": an item is an image or a video, not both" + (type == null ? "" : " (type '" + type + "')"));
+        if (acceptAudio && (item.has("audio") || item.has("audio_url")))
+            throw error(id, path + ": an item is a video or an audio clip, not both; give the clip as its own {\"type\": \"audio\"} item"
+                    + " (or use_audio_in_video for the video's own track)");
         String ref = null;
         List<String> frames = List.of();
         String sourceKey = null;

@@ -163,6 +163,9 @@ class AudioRecordsTest {
             {"messages": [{"role": "user", "content": "<audio>"}, {"role": "assistant", "content": "x"}], "audios": [3]}"""));
         assertEquals("messages[0].content[0]: audio item has no 'audio', 'audio_url', 'url' or 'path'", refusal(omni, """
             {"messages": [{"role": "user", "content": [{"type": "audio"}]}, {"role": "assistant", "content": "x"}]}"""));
+        assertEquals("messages[0].content[0]: an item is a video or an audio clip, not both; give the clip as its own {\"type\": \"audio\"} item "
+                + "(or use_audio_in_video for the video's own track)", refusal(omni, """
+            {"messages": [{"role": "user", "content": [{"type": "video", "video": "v.mp4", "audio": "a.wav"}]}, {"role": "assistant", "content": "x"}]}"""));
         assertEquals("has both 'audio' and 'audios'; expected one", refusal(omni, """
             {"messages": [{"role": "user", "content": "<audio>"}, {"role": "assistant", "content": "x"}], "audio": "a.wav", "audios": ["b.wav"]}"""));
         assertEquals("messages[0].content: <video> placeholder found; video is not supported", refusal(audioOnly, VIDEO_AUDIO_DEMO),
