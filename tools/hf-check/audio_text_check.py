@@ -24,6 +24,12 @@ What is real and what is driven by hand:
   model; both copied beside the fixture as *.jinja) rendered by transformers' render_jinja_template, then tokenized by a
   `tokenizers` Tokenizer made from stoker-text's bundled Qwen2 tokenizer.json with the family's added tokens at their
   published ids (what the family's tokenizer.json is: the same vocabulary and merges, other added-token names).
+- end to end ("end_to_end", when torchvision can be imported: the video processor needs it): the real
+  Qwen2_5OmniProcessor / Qwen3OmniMoeProcessor built from WhisperFeatureExtractor, Qwen2VLImageProcessorPil,
+  Qwen2VLVideoProcessor (patch 14 / 16) and a Qwen2TokenizerFast holding the family's added tokens, called on a rendered
+  chat with silent clips of given sample counts, a black image and black video frames, use_audio_in_video on; the thinker's
+  get_rope_index on its output. Qwen3-Omni's chat is rendered by Stoker's own (unchecked) rendering, written as a Jinja
+  template here, because its published template was not available: the case checks the processor, not the template.
 For the expansion and position cases, text is tokenized by a toy tokenizer (one id per word, from 1000) that splits the family's special tokens out as the real
 one does: the rules under test act on ids of special tokens only, and the real tokenizer's text is stoker-text's own test.
 """
@@ -247,6 +253,101 @@ def chats(template_dir):
     return out
 
 
+QWEN3_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% for content in message['content'] %}"
+                  "{% if content['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+                  "{% elif content['type'] == 'audio' %}<|audio_start|><|audio_pad|><|audio_end|>"
+                  "{% elif content['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
+                  "{% else %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endfor %}")
+ADDED["qwen3-omni"] = {151669: "<|audio_start|>", 151670: "<|audio_end|>", 151675: "<|audio_pad|>"}
+E2E = [
+    # (name, messages, clip sample counts in audio order (a video's track first where it stands), fps passed or None)
+    ("audio-image", [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"}, {"type": "image", "image": "x.jpg"},
+                                                  {"type": "text", "text": "What is it?"}]},
+                     {"role": "assistant", "content": [{"type": "text", "text": "A dog barking."}]}], [69925], 2.0),
+    ("video-with-audio-then-clip", [{"role": "user", "content": [{"type": "video", "video": "v.mp4", "use_audio_in_video": True},
+                                                                 {"type": "audio", "audio": "a.wav"}, {"type": "text", "text": "Same?"}]},
+                                    {"role": "assistant", "content": [{"type": "text", "text": "No."}]}], [64000, 48007], 2.0),
+    ("video-with-audio-default-fps", [{"role": "user", "content": [{"type": "video", "video": "v.mp4", "use_audio_in_video": True},
+                                                                   {"type": "text", "text": "Say it."}]},
+                                      {"role": "assistant", "content": [{"type": "text", "text": "Hi."}]}], [97777], None),
+]
+
+
+def end_to_end():
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        print("end_to_end skipped: torchvision is not installed")
+        return None
+    from transformers import Qwen2TokenizerFast
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+    from tokenizers import Tokenizer
+    import gzip
+    out = []
+    for fam in ("qwen2.5-omni", "qwen3-omni"):
+        f = FAMILIES[fam]
+        spec = json.loads(gzip.open(BUNDLED).read())
+        names = dict(ADDED["qwen2.5-omni"]) if fam == "qwen2.5-omni" else {}
+        for t in spec["added_tokens"]:
+            if t["id"] in names:
+                t["content"] = names[t["id"]]
+        if fam == "qwen3-omni":
+            # ids are assigned in order by `tokenizers`: 151671-151674 (Qwen3-Omni's TTS tokens, unused here) hold fillers
+            fill = {i: "<|filler_%d|>" % i for i in range(151671, 151675)}
+            for i, c in sorted({**ADDED["qwen3-omni"], **fill}.items()):
+                spec["added_tokens"].append({"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                                             "normalized": False, "special": True})
+        extra = {"image_token": f["image"][0], "audio_token": f["audio"][0], "video_token": f["video"][0],
+                 "vision_bos_token": f["vbos"][0], "vision_eos_token": f["veos"][0], "audio_bos_token": f["abos"][0],
+                 "audio_eos_token": f["aeos"][0]}
+        tok = Qwen2TokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)), extra_special_tokens=extra)
+        patch = 14 if fam == "qwen2.5-omni" else 16
+        fe = WhisperFeatureExtractor(feature_size=128, chunk_length=300, dither=0.0)
+        ip = Qwen2VLImageProcessorPil(min_pixels=3136, max_pixels=12845056, patch_size=patch)
+        vp = Qwen2VLVideoProcessor(patch_size=patch)
+        if fam == "qwen2.5-omni":
+            with open(ROOT + "/stoker-text/src/test/resources/dev/stoker/text/omni/qwen2.5-omni.jinja") as fh:
+                template = fh.read()
+        else:
+            template = QWEN3_TEMPLATE
+        proc = f["proc"](image_processor=ip, video_processor=vp, feature_extractor=fe, tokenizer=tok, chat_template=template)
+        for name, messages, clips, fps in E2E:
+            hf_messages = [{"role": m["role"], "content": [{k: v for k, v in c.items() if k != "use_audio_in_video"} for c in m["content"]]}
+                           for m in messages]
+            text = proc.apply_chat_template(hf_messages, tokenize=False)
+            kinds = [c["type"] for m in messages for c in m["content"]]
+            kwargs = dict(audio=[np.zeros(n, dtype=np.float32) for n in clips], return_tensors="np")
+            if "image" in kinds:
+                kwargs["images"] = [np.zeros((56, 84, 3), dtype=np.uint8)]
+            aiv = "video" in kinds
+            if aiv:
+                kwargs.update(videos=[np.zeros((8, 56, 56, 3), dtype=np.uint8)], use_audio_in_video=True, do_sample_frames=False)
+                if fps is not None:
+                    kwargs["fps"] = fps
+            got = proc(text=[text], **kwargs)
+            ids = torch.tensor(got["input_ids"])
+            image_grid = torch.tensor(got["image_grid_thw"]) if "image_grid_thw" in got else None
+            video_grid = torch.tensor(got["video_grid_thw"]) if "video_grid_thw" in got else None
+            spg = torch.tensor(got["video_second_per_grid"]) if "video_second_per_grid" in got else None
+            frames = torch.tensor(got["feature_attention_mask"].sum(-1))
+            pos, _ = f["model"].get_rope_index(stand_in_model(f), input_ids=ids, image_grid_thw=image_grid, video_grid_thw=video_grid,
+                                                attention_mask=torch.ones_like(ids), use_audio_in_video=aiv, audio_seqlens=frames,
+                                                second_per_grids=spg)
+            pos = pos[:, 0, :]
+            case = {"family": fam, "name": name, "messages": messages, "clip_samples": clips, "fps": fps,
+                    "input_ids": [int(x) for x in got["input_ids"][0]], "mel_frames": [int(x) for x in frames],
+                    "image_grid_thw": [] if image_grid is None else image_grid.tolist(),
+                    "video_grid_thw": [] if video_grid is None else video_grid.tolist(),
+                    "video_second_per_grid": [] if spg is None else [float(x) for x in spg]}
+            if fam == "qwen3-omni":
+                case["positions_f32_bits"] = [[int(x) for x in row.float().numpy().view(np.int32)] for row in pos]
+            else:
+                case["positions"] = [[int(x) for x in row] for row in pos.long()]
+            out.append(case)
+    return out
+
+
 def write_templates(template_dir):
     """The published templates, as the Java test reads them (Qwen2.5-Omni's is the string of transformers' test)."""
     with open(template_dir + "/qwen2-audio.jinja", "w") as fh:
@@ -271,6 +372,10 @@ def main(out_path):
     template_dir = out_path.rsplit("/", 1)[0]
     write_templates(template_dir)
     fixture["chats"] = chats(template_dir)
+    e2e = end_to_end()
+    if e2e is not None:
+        fixture["end_to_end"] = e2e
+        fixture["torchvision"] = __import__("torchvision").__version__
     for fam in FAMILIES:
         for name, media in CASES:
             enc = [list(m) if m[0] != "video" else [m[0], m[1], m[2], m[3], m[4], -1 if m[5] is None else m[5]] for m in media]

@@ -66,21 +66,39 @@ public final class OmniTokens {
     }
 
     /**
-     * Valid mel frames the HF processor of {@code preset} keeps of a clip of {@code samples} samples at 16 kHz: with
-     * {@code padding="max_length"} (Qwen2-Audio, Qwen2.5-Omni) {@code ceil(min(samples, cap)/160)}, where the cap is the
-     * padded length (30 s, 300 s: longer clips are truncated); with Qwen3-Omni's
-     * padding to the longest clip {@code floor(samples/160)}, and a clip of at most 200 samples is refused (torch.stft cannot
-     * reflect-pad it: transformers raises).
+     * Valid mel frames the HF processor of {@code preset} keeps of a clip of {@code samples} samples at 16 kHz that is alone
+     * in its processor call: {@link #melFrames(AudioPreset, long, long)} with the clip as the call's longest.
      */
     public static long melFrames(AudioPreset preset, long samples) {
+        return melFrames(preset, samples, samples);
+    }
+
+    /**
+     * Valid mel frames ({@code feature_attention_mask.sum()}) the HF processor of {@code preset} keeps of a clip of
+     * {@code samples} samples at 16 kHz, when the longest clip of the same processor call (the sample's clips and its
+     * videos' audio tracks, in SFT) has {@code longestInCall} samples. The feature extractor pads every clip to a length P
+     * and masks {@code [::160]} of it, dropping the last entry when P is not a multiple of 160, so a clip keeps
+     * {@code min(ceil(min(samples, P)/160), floor(P/160))} frames. Qwen2-Audio and Qwen2.5-Omni pad to
+     * {@code max_length} (P = 30 s, 300 s; longer clips are truncated): {@code ceil(min(samples, P)/160)}. Qwen3-Omni pads
+     * to the call's longest clip and never truncates (P = {@code longestInCall}): alone, a clip keeps
+     * {@code floor(samples/160)}, but beside a longer clip {@code ceil(samples/160)}, so its token count depends on the
+     * other clips of the call (transformers 5.18.0 and 4.57.6 alike); and a call whose longest clip has at most 200
+     * samples is refused (torch.stft cannot reflect-pad it: transformers raises).
+     */
+    public static long melFrames(AudioPreset preset, long samples, long longestInCall) {
         if (samples < 1) throw new IllegalArgumentException("an audio clip needs at least one sample, got " + samples);
+        if (longestInCall < samples)
+            throw new IllegalArgumentException("the longest clip of the call (" + longestInCall + " samples) is shorter than this one (" + samples + ")");
+        long padded;
         if (preset.hfPadSeconds() == 0) {
-            if (samples <= 200)
-                throw new IllegalArgumentException("a clip of " + samples + " samples is too short for " + preset + "'s feature extractor (at least 201)");
-            return samples / AudioPreset.HOP_LENGTH;
+            if (longestInCall <= 200)
+                throw new IllegalArgumentException("a call whose longest clip has " + longestInCall + " samples is too short for " + preset
+                        + "'s feature extractor (at least 201)");
+            padded = longestInCall;
+        } else {
+            padded = (long) preset.hfPadSeconds() * AudioPreset.SAMPLING_RATE;
         }
-        long cap = (long) preset.hfPadSeconds() * AudioPreset.SAMPLING_RATE;
-        return Math.ceilDiv(Math.min(samples, cap), AudioPreset.HOP_LENGTH);
+        return Math.min(Math.ceilDiv(Math.min(samples, padded), AudioPreset.HOP_LENGTH), padded / AudioPreset.HOP_LENGTH);
     }
 
     /**
