@@ -303,7 +303,7 @@ def end_to_end():
                  "audio_eos_token": f["aeos"][0]}
         tok = Qwen2TokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)), extra_special_tokens=extra)
         patch = 14 if fam == "qwen2.5-omni" else 16
-        fe = WhisperFeatureExtractor(feature_size=128, chunk_length=300, dither=0.0)
+        fe = WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, chunk_length=300, dither=0.0)
         ip = Qwen2VLImageProcessorPil(min_pixels=3136, max_pixels=12845056, patch_size=patch)
         vp = Qwen2VLVideoProcessor(patch_size=patch)
         if fam == "qwen2.5-omni":
@@ -345,6 +345,21 @@ def end_to_end():
             else:
                 case["positions"] = [[int(x) for x in row] for row in pos.long()]
             out.append(case)
+    # Qwen2-Audio: its processor on the CHATS (audio only), 1-D positions (a Qwen2 language model: nothing to compare)
+    spec = json.loads(gzip.open(BUNDLED).read())
+    for t in spec["added_tokens"]:
+        if t["id"] in ADDED["qwen2-audio"]:
+            t["content"] = ADDED["qwen2-audio"][t["id"]]
+    tok = Qwen2TokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)))
+    fe = WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, chunk_length=30)
+    proc = transformers.Qwen2AudioProcessor(feature_extractor=fe, tokenizer=tok)
+    for k, (chat, clips) in enumerate(zip(CHATS, ([69925], [16001, 480001, 481]))):
+        text = proc.apply_chat_template(chat, tokenize=False)
+        got = proc(text=[text], audio=[np.zeros(n, dtype=np.float32) for n in clips], return_tensors="np")
+        out.append({"family": "qwen2-audio", "name": "chat-%d" % k, "messages": chat, "clip_samples": clips, "fps": None,
+                    "input_ids": [int(x) for x in got["input_ids"][0]],
+                    "mel_frames": [int(x) for x in got["feature_attention_mask"].sum(-1)],
+                    "image_grid_thw": [], "video_grid_thw": [], "video_second_per_grid": []})
     return out
 
 

@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Timeout;
  * Records to ids and positions through {@link OmniSequence}, against the real processors end to end (the fixture's
  * {@code end_to_end} cases: transformers 5.18.0 {@code Qwen2_5OmniProcessor} / {@code Qwen3OmniMoeProcessor} with their
  * feature extractor, image and video processors on silent clips and black frames, {@code use_audio_in_video} on, then the
- * thinker's {@code get_rope_index}). Stoker's side takes from the fixture only what its media stages would measure (each
+ * thinker's {@code get_rope_index}; and {@code Qwen2AudioProcessor} on two audio chats, 1-D positions). Stoker's side takes from the fixture only what its media stages would measure (each
  * clip's sample count, each grid) and derives the rest: valid mel frames ({@link OmniTokens#melFrames(AudioPreset, long, long)},
  * which for Qwen3-Omni depend on the call's longest clip: the case of a 3 s clip beside a 4 s video track found that), seconds per grid
  * from the fps the caller passed or the family's default ({@link AudioPreset#defaultVideoFps}: Qwen3-Omni's 1.0).
@@ -81,7 +81,7 @@ class OmniEndToEndTest {
             var f = new OmniSequence(preset, tokenizer).build(sample, sizes);
             assertArrayEquals(OmniFixturesTest.longs(c.get("input_ids")), f.inputIds(), name + ": input_ids");
             int len = f.length();
-            for (int r = 0; r < 3; r++) {
+            for (int r = 0; r < 3 && preset != AudioPreset.QWEN2_AUDIO; r++) {
                 if (preset == AudioPreset.QWEN3_OMNI) {
                     var want = c.get("positions_f32_bits").get(r);
                     for (int i = 0; i < len; i++)
@@ -93,6 +93,6 @@ class OmniEndToEndTest {
             }
             n++;
         }
-        assertEquals(6, n);
+        assertEquals(8, n);
     }
 }
