@@ -1,0 +1,112 @@
+package dev.stoker.audio;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.Npy;
+import java.io.IOException;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * {@link WhisperLogMel} against transformers 5.18.0's WhisperFeatureExtractor (numpy path) on the committed fixture
+ * clip: the same PCM gives the same features to float32 rounding, in the valid mode of each padding rule and in the
+ * padded mode.
+ */
+@Timeout(60)
+class WhisperLogMelTest {
+    /**
+     * The largest difference allowed: measured 0 on this fixture (see the assertions' messages) and at most one
+     * float32 step near 1 in tools/audio-check; the FFTs differ (JTransforms, pocketfft), so a last-bit difference
+     * of a few values is what "exact to float rounding" means here.
+     */
+    static final double TOLERANCE = 2.5e-7;
+
+    private static double maxDiff(float[] expected, long[] shape, WhisperLogMel.Features actual) {
+        assertEquals(2, shape.length);
+        assertEquals(128, shape[0]);
+        assertEquals(shape[1], actual.frames(), "frames");
+        double max = 0;
+        for (int i = 0; i < expected.length; i++) max = Math.max(max, Math.abs(expected[i] - actual.values()[i]));
+        return max;
+    }
+
+    @Test
+    void qwen3OmniAClipAloneIsNotPaddedAndMatchesTheExtractor() throws IOException {
+        float[] pcm = Fixtures.clip();
+        Npy.Array ref = Fixtures.npy("qwen3_valid.npy");
+        var f = new WhisperLogMel().valid(pcm, AudioFamily.QWEN3_OMNI);
+        double d = maxDiff(ref.asFloats(), ref.shape(), f);
+        assertTrue(d <= TOLERANCE, "max |Δ| " + d);
+        assertEquals(18, f.validFrames());
+        // and hfPadded is the same thing: a clip alone under padding=True has no padding
+        assertArrayEquals(f.values(), new WhisperLogMel().hfPadded(pcm, AudioFamily.QWEN3_OMNI).values());
+    }
+
+    @Test
+    void qwen2AudioValidFramesAreThePaddedOutputsMaskedFrames() throws IOException {
+        float[] pcm = Fixtures.clip();
+        Npy.Array ref = Fixtures.npy("qwen2_valid.npy");
+        var f = new WhisperLogMel().valid(pcm, AudioFamily.QWEN2_AUDIO);
+        double d = maxDiff(ref.asFloats(), ref.shape(), f);
+        assertTrue(d <= TOLERANCE, "max |Δ| " + d);
+        assertEquals(Fixtures.meta().get("qwen2_valid_frames").asInt(), f.validFrames());
+        // padded by the processor, the clip has one frame more than alone (ceil against floor of 3000/160)
+        assertEquals(18, new WhisperLogMel().valid(pcm, AudioFamily.QWEN3_OMNI).frames());
+    }
+
+    @Test
+    void qwen2AudioPaddedModeIsTheProcessorsWholeArray() throws IOException {
+        float[] pcm = Fixtures.clip();
+        var meta = Fixtures.meta();
+        Npy.Array head = Fixtures.npy("qwen2_padded_head.npy");
+        var f = new WhisperLogMel().hfPadded(pcm, AudioFamily.QWEN2_AUDIO);
+        assertEquals(meta.get("qwen2_padded_frames").asInt(), f.frames());
+        assertEquals(19, f.validFrames());
+        float[] h = head.asFloats();
+        int headFrames = (int) head.shape()[1];
+        double d = 0;
+        for (int m = 0; m < 128; m++)
+            for (int i = 0; i < headFrames; i++) d = Math.max(d, Math.abs(h[m * headFrames + i] - f.get(m, i)));
+        assertTrue(d <= TOLERANCE, "head max |Δ| " + d);
+        float tail = (float) meta.get("qwen2_padded_tail_value").asDouble();
+        for (int m = 0; m < 128; m++)
+            for (int i = headFrames; i < f.frames(); i++) assertEquals(tail, f.get(m, i), "frame " + i + " mel " + m);
+        // the valid mode is the padded array's first validFrames columns, value for value
+        var v = new WhisperLogMel().valid(pcm, AudioFamily.QWEN2_AUDIO);
+        for (int m = 0; m < 128; m++)
+            for (int i = 0; i < v.frames(); i++) assertEquals(f.get(m, i), v.get(m, i));
+    }
+
+    @Test
+    void qwen25OmniPadsToThreeHundredSecondsAndServesTheSameValidFrames() throws IOException {
+        float[] pcm = Fixtures.clip();
+        var lm = new WhisperLogMel();
+        var padded = lm.hfPadded(pcm, AudioFamily.QWEN2_5_OMNI);
+        assertEquals(30_000, padded.frames());
+        assertEquals(15_360_000L, padded.bytes());
+        var valid = lm.valid(pcm, AudioFamily.QWEN2_5_OMNI);
+        assertEquals(19, valid.frames());
+        // same zero tail as Qwen2-Audio's: only the padded length differs, and the padding never holds the maximum
+        assertArrayEquals(lm.valid(pcm, AudioFamily.QWEN2_AUDIO).values(), valid.values());
+    }
+
+    @Test
+    void aClipShorterThanOneHopHasNoFrameAlone() {
+        var e = assertThrows(IllegalArgumentException.class,
+                () -> new WhisperLogMel().valid(new float[100], AudioFamily.QWEN3_OMNI));
+        assertTrue(e.getMessage().contains("no frame"), e.getMessage());
+        // padded by the processor it has one valid frame
+        assertEquals(1, new WhisperLogMel().valid(new float[100], AudioFamily.QWEN2_AUDIO).frames());
+    }
+
+    @Test
+    void reflectPaddingIsNumpys() {
+        assertEquals(1, WhisperLogMel.reflect(-1, 5));
+        assertEquals(3, WhisperLogMel.reflect(5, 5));
+        assertEquals(2, WhisperLogMel.reflect(-6, 5)); // repeated: -6 → 6 → 2
+        assertEquals(0, WhisperLogMel.reflect(-3, 1));
+    }
+}
