@@ -24,6 +24,8 @@ public enum AudioFamily {
      */
     QWEN3_OMNI("qwen3-omni", 300);
 
+    /** {@code sampling_rate} (the same as {@code AudioDecoder.SAMPLE_RATE_HZ}; this class needs nothing else, so it can move to stoker-core as it is). */
+    public static final int SAMPLE_RATE_HZ = 16_000;
     /** WhisperFeatureExtractor's {@code hop_length}: 100 frames per second at 16 kHz. */
     public static final int HOP_SAMPLES = 160;
     /** {@code feature_size}: mel bins in every family's preprocessor_config.json. */
@@ -44,7 +46,7 @@ public enum AudioFamily {
     }
 
     /** {@code n_samples}: {@code chunk_length · 16000}. */
-    public long chunkSamples() { return (long) chunkSeconds * AudioDecoder.SAMPLE_RATE_HZ; }
+    public long chunkSamples() { return (long) chunkSeconds * SAMPLE_RATE_HZ; }
 
     /** {@code nb_max_frames}: {@code n_samples / hop_length}. */
     public int maxFrames() { return (int) (chunkSamples() / HOP_SAMPLES); }
@@ -128,8 +130,11 @@ public enum AudioFamily {
      */
     public static long samplesForSeconds(double seconds) {
         if (!(seconds >= 0) || Double.isInfinite(seconds)) throw new IllegalArgumentException("seconds " + seconds);
-        return Math.round(seconds * AudioDecoder.SAMPLE_RATE_HZ);
+        return Math.round(seconds * SAMPLE_RATE_HZ);
     }
+
+    /** {@link #melFrames} of a clip known by its duration only: {@code melFrames(samplesForSeconds(seconds))}. */
+    public int melFramesForSeconds(double seconds) { return melFrames(samplesForSeconds(seconds)); }
 
     /** The family {@code --processor NAME} names, or null. */
     public static AudioFamily byProcessorName(String name) {

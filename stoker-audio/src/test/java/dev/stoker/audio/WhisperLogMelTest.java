@@ -94,6 +94,22 @@ class WhisperLogMelTest {
     }
 
     @Test
+    void tenSecondsServedAreAThirtiethOfWhatQwen25OmniPads() {
+        float[] pcm = new float[160_000];
+        for (int i = 0; i < pcm.length; i++) pcm[i] = (float) Math.sin(i * 0.05) * 0.3f;
+        var lm = new WhisperLogMel();
+        var valid = lm.valid(pcm, AudioFamily.QWEN2_5_OMNI);
+        assertEquals(1000, valid.frames());
+        assertEquals(512_000, valid.bytes());
+        assertEquals(1000, AudioFamily.QWEN2_5_OMNI.melFramesForSeconds(10.0));
+        var padded = lm.hfPadded(pcm, AudioFamily.QWEN2_5_OMNI);
+        assertEquals(15_360_000, padded.bytes());
+        assertEquals(30.0, (double) padded.bytes() / valid.bytes());
+        for (int m = 0; m < 128; m += 17)
+            for (int i = 0; i < 1000; i += 37) assertEquals(padded.get(m, i), valid.get(m, i));
+    }
+
+    @Test
     void aClipShorterThanOneHopHasNoFrameAlone() {
         var e = assertThrows(IllegalArgumentException.class,
                 () -> new WhisperLogMel().valid(new float[100], AudioFamily.QWEN3_OMNI));
