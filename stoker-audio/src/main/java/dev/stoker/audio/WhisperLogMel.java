@@ -142,9 +142,14 @@ public final class WhisperLogMel {
     /** Frame {@code i}'s power spectrum into {@link #power}. */
     private void powerSpectrum(float[] pcm, int samples, long padded, int i) {
         long start = (long) i * HOP - HALF;
-        for (int k = 0; k < N_FFT; k++) {
-            long j = reflect(start + k, padded);
-            frame[k] = (j < samples ? (double) pcm[(int) j] : 0.0) * WINDOW[k];
+        if (start >= 0 && start + N_FFT <= samples) { // inside the clip: no padding to resolve
+            int s0 = (int) start;
+            for (int k = 0; k < N_FFT; k++) frame[k] = (double) pcm[s0 + k] * WINDOW[k];
+        } else {
+            for (int k = 0; k < N_FFT; k++) {
+                long j = reflect(start + k, padded);
+                frame[k] = (j < samples ? (double) pcm[(int) j] : 0.0) * WINDOW[k];
+            }
         }
         fft.realForward(frame);
         // numpy keeps the rfft output in a complex64 array: each part rounded to float32 before the power
