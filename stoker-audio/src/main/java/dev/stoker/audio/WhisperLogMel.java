@@ -68,6 +68,13 @@ public final class WhisperLogMel {
     public record Features(float[] values, int frames, int validFrames) {
         public float get(int mel, int frame) { return values[mel * frames + frame]; }
 
+        /** The processor's {@code feature_attention_mask} row (int32 there): 1 for the valid frames, then 0. */
+        public int[] attentionMask() {
+            int[] mask = new int[frames];
+            java.util.Arrays.fill(mask, 0, validFrames, 1);
+            return mask;
+        }
+
         /** Bytes as float32. */
         public long bytes() { return 4L * values.length; }
     }

@@ -65,6 +65,11 @@ class WhisperLogMelTest {
         var f = new WhisperLogMel().hfPadded(pcm, AudioFamily.QWEN2_AUDIO);
         assertEquals(meta.get("qwen2_padded_frames").asInt(), f.frames());
         assertEquals(19, f.validFrames());
+        int[] mask = f.attentionMask();
+        assertEquals(3000, mask.length);
+        assertEquals(19, java.util.Arrays.stream(mask).sum());
+        assertEquals(1, mask[18]);
+        assertEquals(0, mask[19]);
         float[] h = head.asFloats();
         int headFrames = (int) head.shape()[1];
         double d = 0;
