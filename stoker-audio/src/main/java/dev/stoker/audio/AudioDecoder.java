@@ -114,7 +114,14 @@ public final class AudioDecoder {
                 throw new SampleException(source.name(), SampleException.Stage.DECODE,
                         "audio " + source.name() + ": the audio stream has no samples");
             }
-            return new Clip(out.toArray(), reader.inputRateHz(), reader.inputChannels(), reader.codecName());
+            float[] samples = out.toArray();
+            if (samples.length == 0) {
+                // librosa would give an empty array, which no processor can turn into features
+                throw new SampleException(source.name(), SampleException.Stage.DECODE, "audio " + source.name()
+                        + ": no audio from " + options.offsetSeconds() + " s on (the offset is at or past its end, or "
+                        + "the duration is 0)");
+            }
+            return new Clip(samples, reader.inputRateHz(), reader.inputChannels(), reader.codecName());
         }
     }
 

@@ -93,6 +93,23 @@ class AudioDecoderTest {
         // a window past the end gives what there is
         var tail = AudioDecoder.decode("w.wav", wav(s, 1, 16_000), AudioDecoder.Options.whole().window(0.9, 5), deadline());
         assertEquals(1600, tail.samples().length);
+        // a window that starts past the end is the clip's error, not an empty clip
+        var e = assertThrows(SampleException.class, () -> AudioDecoder.decode("w.wav", wav(s, 1, 16_000),
+                AudioDecoder.Options.whole().window(2.0, 1), deadline()));
+        assertTrue(e.getMessage().startsWith("audio w.wav: no audio from 2.0 s on"), e.getMessage());
+    }
+
+    @Test
+    void aTruncatedFileIsTheClipsErrorNotASilentClip() throws Exception {
+        requireFfmpegCli();
+        Path m4a = ffmpeg("cut.m4a", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=2",
+                "-c:a", "aac");
+        byte[] all = Files.readAllBytes(m4a);
+        // MP4 from the ffmpeg command keeps its index (moov) at the end: cut it off
+        byte[] cut = java.util.Arrays.copyOf(all, all.length / 2);
+        var e = assertThrows(SampleException.class,
+                () -> AudioDecoder.decode("cut.m4a", cut, AudioDecoder.Options.whole(), deadline()));
+        assertTrue(e.getMessage().startsWith("audio cut.m4a: "), e.getMessage());
     }
 
     @Test
