@@ -148,6 +148,13 @@ public final class AudioDecoder {
             }
             if (need > buf.length) buf = Arrays.copyOf(buf, (int) Math.min(max, Math.max(need, 2L * buf.length)));
             MemorySegment.copy(samples, ValueLayout.JAVA_FLOAT, 0, buf, size, count);
+            for (int i = size; i < size + count; i++) {
+                // a float decoder fed damaged data can give NaN or infinity, which would poison every feature
+                if (!Float.isFinite(buf[i])) {
+                    throw new SampleException(name, SampleException.Stage.DECODE, "audio " + name
+                            + ": damaged: a non-finite sample at " + i + " (of the 16 kHz output)");
+                }
+            }
             size += count;
         }
 
