@@ -9,7 +9,8 @@ For each clip it states
   * same PCM: the max |Δ| of the features when both sides get librosa's PCM (the feature rule alone);
   * own decode: the max |Δ| of the PCM and of the features when each side decodes and resamples itself
     (librosa: libsndfile or audioread+ffmpeg, soxr_hq; Stoker: libavcodec, libswresample's soxr at 20 bits, and
-    its own swr filter), and the sample-count difference.
+    its own swr filter), and the sample-count difference;
+  * window: the same for offset 0.37 s, duration 1.23 s (librosa.load's offset/duration, Options.window).
 Features are compared over the frames both sides have, under Qwen2-Audio's rule (padded to 30 s, the valid frames)
 and Qwen3-Omni's (the clip alone).
 """
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FORMATS = {"wav": ["-c:a", "pcm_s16le"], "flac": ["-c:a", "flac"], "mp3": ["-c:a", "libmp3lame", "-b:a", "128k"],
            "mp4": ["-c:a", "aac", "-b:a", "128k"]}
 RATES = [8000, 22050, 44100, 48000]
+WINDOW = (0.37, 1.23)  # offset, duration in seconds
 
 
 def run(cmd, **kw):
@@ -93,7 +95,12 @@ def main():
                 ref = librosa.load(str(path), sr=16000, mono=True)[0].astype(np.float32)
                 np.save(work / f"{name}.ref_pcm.npy", ref)
                 clips.append((name, path, ref))
-                manifest.append({"name": name, "path": str(path), "ref_pcm": f"{name}.ref_pcm.npy"})
+                entry = {"name": name, "path": str(path), "ref_pcm": f"{name}.ref_pcm.npy"}
+                # offset/duration as the Qwen utilities pass them to librosa.load
+                w = librosa.load(str(path), sr=16000, mono=True, offset=WINDOW[0], duration=WINDOW[1])[0]
+                np.save(work / f"{name}.ref_window.npy", w.astype(np.float32))
+                entry.update(offset=WINDOW[0], duration=WINDOW[1])
+                manifest.append(entry)
     (work / "manifest.json").write_text(json.dumps(manifest))
     cp = work / "classpath.txt"
     run(["mvn", "-B", "-o", "-q", "test-compile", "dependency:build-classpath", "-pl", "stoker-audio", "-am",
@@ -116,11 +123,15 @@ def main():
             n = min(len(j), len(ref))
             row[f"pcm_{tag}"] = float(np.abs(j[:n].astype(np.float64) - ref[:n]).max())
             row[f"len_{tag}"] = len(j) - len(ref)
+        jw, rw = np.load(work / f"{name}.java_pcm_window.npy"), np.load(work / f"{name}.ref_window.npy")
+        n = min(len(jw), len(rw))
+        row["window_len"] = len(jw) - len(rw)
+        row["window_pcm"] = float(np.abs(jw[:n].astype(np.float64) - rw[:n]).max())
         rows.append(row)
     (work / "results.json").write_text(json.dumps(rows, indent=1))
     print(f"transformers {transformers.__version__}, librosa {librosa.__version__}, numpy {np.__version__}")
     cols = ["clip", "same_pcm_qwen2-audio", "same_pcm_qwen3-omni", "pcm_soxr_hq", "len_soxr_hq",
-            "own_soxr_hq_qwen2-audio", "own_soxr_hq_qwen3-omni", "pcm_swr", "len_swr", "own_swr_qwen3-omni"]
+            "own_soxr_hq_qwen2-audio", "own_soxr_hq_qwen3-omni", "pcm_swr", "len_swr", "own_swr_qwen3-omni", "window_len", "window_pcm"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

@@ -34,6 +34,11 @@ public final class AudioCheckMain {
                             feat.values(), 128, feat.frames());
                 }
             }
+            if (c.has("offset")) { // librosa.load(offset=, duration=) against Options.window
+                var clip = AudioDecoder.decode(Path.of(c.get("path").asText()), AudioDecoder.Options.whole()
+                        .window(c.get("offset").asDouble(), c.get("duration").asDouble()), System.nanoTime() + 60_000_000_000L);
+                Npy.writeFloat32(out.resolve(name + ".java_pcm_window.npy"), clip.samples(), clip.samples().length);
+            }
             float[] ref = Npy.read(out.resolve(c.get("ref_pcm").asText())).asFloats();
             for (AudioFamily f : new AudioFamily[] {AudioFamily.QWEN2_AUDIO, AudioFamily.QWEN3_OMNI}) {
                 var feat = lm.valid(ref, f);
