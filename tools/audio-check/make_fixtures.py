@@ -72,6 +72,15 @@ def main(out):
     tail = q2f[:, head:]
     assert (tail == tail[0, 0]).all(), "past the head every padded value is one constant"
 
+    # Qwen3-Omni with two clips in one call: the shorter is zero-padded to the longer (5000 samples), and its
+    # masked frames are then exactly Qwen2-Audio's valid frames (a zero tail either way); WhisperLogMelTest holds
+    # WhisperLogMel.compute(pcm, 3000, 5000, 19) to the same array
+    longer = np.concatenate([pcm, pcm[:2000]])
+    b = extractor(300)([pcm, longer], sampling_rate=16000, padding=True, truncation=False, return_attention_mask=True)
+    bm = int(b["attention_mask"][0].sum())
+    assert bm == valid and b["input_features"].shape[-1] == 5000 // 160
+    assert np.array_equal(b["input_features"][0][:, :bm], q2f[:, :valid]), "batch-padded = max_length-padded frames"
+
     # mask counts straight from the extractor, for lengths around the hop and the chunk
     masks = []
     for n, chunk, padding in [(3000, 30, "max_length"), (3000, 300, "max_length"), (3000, 300, True),

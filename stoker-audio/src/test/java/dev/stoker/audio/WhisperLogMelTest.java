@@ -58,6 +58,18 @@ class WhisperLogMelTest {
     }
 
     @Test
+    void qwen3OmniInABatchPadsTheShorterClipToTheLongest() throws IOException {
+        // make_fixtures.py checked that the extractor, given this clip and a 5000-sample one under padding=True,
+        // gives the clip the same 19 masked frames as Qwen2-Audio's padding: compute() with the batch's length
+        float[] pcm = Fixtures.clip();
+        Npy.Array ref = Fixtures.npy("qwen2_valid.npy");
+        var f = new WhisperLogMel().compute(pcm, pcm.length, 5000, AudioFamily.maskFrames(pcm.length, 5000));
+        assertEquals(19, f.frames());
+        double d = maxDiff(ref.asFloats(), ref.shape(), f);
+        assertTrue(d <= TOLERANCE, "max |Δ| " + d);
+    }
+
+    @Test
     void qwen2AudioPaddedModeIsTheProcessorsWholeArray() throws IOException {
         float[] pcm = Fixtures.clip();
         var meta = Fixtures.meta();
