@@ -70,6 +70,27 @@ public enum AudioFamily {
     }
 
     /**
+     * As {@link #paddedSamples(long)} for a clip beside others in one processor call whose longest has
+     * {@code longestInCall} samples: Qwen3-Omni pads to that longest ({@code padding=True}), the others to their chunk
+     * as always.
+     */
+    public long paddedSamples(long samples, long longestInCall) {
+        requireSamples(samples);
+        if (longestInCall < samples) {
+            throw new IllegalArgumentException("the call's longest clip (" + longestInCall + ") is shorter than this one (" + samples + ")");
+        }
+        return this == QWEN3_OMNI ? longestInCall : chunkSamples();
+    }
+
+    /**
+     * As {@link #melFrames(long)} for a clip beside others in one processor call: under Qwen3-Omni a clip shorter
+     * than the call's longest is zero-padded and keeps {@code ceil(n/160)} frames, alone {@code floor(n/160)}.
+     */
+    public int melFrames(long samples, long longestInCall) {
+        return maskFrames(keptSamples(samples), paddedSamples(samples, longestInCall));
+    }
+
+    /**
      * The frames of a clip of {@code samples} that the processor marks valid ({@code feature_attention_mask.sum()})
      * when it is alone in the call: {@link #maskFrames} of its kept samples in its padded length. This is the
      * {@code L} the token rule takes, and the frames Stoker serves.

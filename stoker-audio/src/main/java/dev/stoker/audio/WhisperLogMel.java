@@ -94,6 +94,16 @@ public final class WhisperLogMel {
         return compute(pcm, (int) kept, padded, AudioFamily.maskFrames(kept, padded));
     }
 
+    /**
+     * As {@link #valid(float[], AudioFamily)} for a clip beside others in one processor call whose longest has
+     * {@code longestInCall} samples (only Qwen3-Omni pads to it).
+     */
+    public Features valid(float[] pcm, AudioFamily family, long longestInCall) {
+        long kept = family.keptSamples(pcm.length);
+        long padded = family.paddedSamples(pcm.length, longestInCall);
+        return compute(pcm, (int) kept, padded, AudioFamily.maskFrames(kept, padded));
+    }
+
     /** Every frame the processor computes for this clip alone ({@code --audio-pad hf}), padding included. */
     public Features hfPadded(float[] pcm, AudioFamily family) {
         long kept = family.keptSamples(pcm.length);

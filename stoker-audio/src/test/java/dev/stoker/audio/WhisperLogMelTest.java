@@ -65,6 +65,10 @@ class WhisperLogMelTest {
         Npy.Array ref = Fixtures.npy("qwen2_valid.npy");
         var f = new WhisperLogMel().compute(pcm, pcm.length, 5000, AudioFamily.maskFrames(pcm.length, 5000));
         assertEquals(19, f.frames());
+        assertArrayEquals(f.values(), new WhisperLogMel().valid(pcm, AudioFamily.QWEN3_OMNI, 5000).values());
+        assertEquals(19, AudioFamily.QWEN3_OMNI.melFrames(pcm.length, 5000));
+        assertEquals(18, AudioFamily.QWEN3_OMNI.melFrames(pcm.length, pcm.length));
+        assertEquals(19, AudioFamily.QWEN2_AUDIO.melFrames(pcm.length, 5000));
         double d = maxDiff(ref.asFloats(), ref.shape(), f);
         assertTrue(d <= TOLERANCE, "max |Δ| " + d);
     }
