@@ -36,6 +36,8 @@ public enum AvField {
     AVCodecParameters_color_primaries("AVCodecParameters", "color_primaries", 80, Kind.INT),
     AVCodecParameters_color_trc("AVCodecParameters", "color_trc", 84, Kind.INT),
     AVCodecParameters_color_space("AVCodecParameters", "color_space", 88, Kind.INT),
+    AVCodecParameters_sample_rate("AVCodecParameters", "sample_rate", 116, Kind.INT),
+    AVCodecParameters_ch_layout("AVCodecParameters", "ch_layout", 144, Kind.CHANNEL_LAYOUT),
     AVPacket_pts("AVPacket", "pts", 8, Kind.LONG),
     AVPacket_dts("AVPacket", "dts", 16, Kind.LONG),
     AVPacket_size("AVPacket", "size", 32, Kind.INT),
@@ -45,15 +47,21 @@ public enum AvField {
     AVPacket_pos("AVPacket", "pos", 72, Kind.LONG),
     AVFrame_data("AVFrame", "data", 0, Kind.POINTERS8),
     AVFrame_linesize("AVFrame", "linesize", 64, Kind.INTS8),
+    AVFrame_extended_data("AVFrame", "extended_data", 96, Kind.POINTER),
     AVFrame_width("AVFrame", "width", 104, Kind.INT),
     AVFrame_height("AVFrame", "height", 108, Kind.INT),
+    AVFrame_nb_samples("AVFrame", "nb_samples", 112, Kind.INT),
     AVFrame_format("AVFrame", "format", 116, Kind.INT),
     AVFrame_key_frame("AVFrame", "key_frame", 120, Kind.INT),
     AVFrame_pts("AVFrame", "pts", 136, Kind.LONG),
+    AVFrame_sample_rate("AVFrame", "sample_rate", 208, Kind.INT),
     AVFrame_flags("AVFrame", "flags", 316, Kind.INT),
     AVFrame_color_range("AVFrame", "color_range", 320, Kind.INT),
     AVFrame_colorspace("AVFrame", "colorspace", 332, Kind.INT),
     AVFrame_best_effort_timestamp("AVFrame", "best_effort_timestamp", 344, Kind.LONG),
+    AVFrame_ch_layout("AVFrame", "ch_layout", 448, Kind.CHANNEL_LAYOUT),
+    AVChannelLayout_order("AVChannelLayout", "order", 0, Kind.INT),
+    AVChannelLayout_nb_channels("AVChannelLayout", "nb_channels", 4, Kind.INT),
     AVRational_num("AVRational", "num", 0, Kind.INT),
     AVRational_den("AVRational", "den", 4, Kind.INT);
 
@@ -63,7 +71,9 @@ public enum AvField {
         /** {@code uint8_t *x[8]} (AVFrame.data). */
         POINTERS8(64),
         /** {@code int x[8]} (AVFrame.linesize). */
-        INTS8(32);
+        INTS8(32),
+        /** {@code AVChannelLayout} held by value (order, nb_channels, a mask or map, opaque). */
+        CHANNEL_LAYOUT(24);
 
         public final int sizeBytes;
 
@@ -76,6 +86,9 @@ public enum AvField {
      */
     public enum Constant {
         AVMEDIA_TYPE_VIDEO("AVMEDIA_TYPE_VIDEO", 0),
+        AVMEDIA_TYPE_AUDIO("AVMEDIA_TYPE_AUDIO", 1),
+        AV_SAMPLE_FMT_FLT("AV_SAMPLE_FMT_FLT", 3),
+        AV_CHANNEL_ORDER_UNSPEC("AV_CHANNEL_ORDER_UNSPEC", 0),
         AV_PKT_DATA_DISPLAYMATRIX("AV_PKT_DATA_DISPLAYMATRIX", 5),
         AV_PKT_FLAG_KEY("AV_PKT_FLAG_KEY", 1),
         AV_PKT_FLAG_CORRUPT("AV_PKT_FLAG_CORRUPT", 2),
@@ -153,6 +166,12 @@ public enum AvField {
     int getInt(MemorySegment struct, int i) {
         if (kind != Kind.INTS8 || i < 0 || i >= 8) throw new IllegalStateException(this + "[" + i + "]");
         return struct.get(ValueLayout.JAVA_INT_UNALIGNED, offset + 4L * i);
+    }
+
+    /** A pointer to a struct held by value inside {@code struct} (an {@code AVChannelLayout}). */
+    MemorySegment inner(MemorySegment struct) {
+        if (kind != Kind.CHANNEL_LAYOUT) throw new IllegalStateException(this + " is not a struct held by value");
+        return struct.asSlice(offset, kind.sizeBytes);
     }
 
     /** An AVRational field as {num, den}. */

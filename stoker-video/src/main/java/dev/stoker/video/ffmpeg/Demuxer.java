@@ -14,8 +14,8 @@ import java.util.List;
 
 /**
  * One open container: an AVFormatContext reading through a custom AVIOContext whose {@code read_packet} and
- * {@code seek} are FFM upcalls into a {@link SeekableByteSource}, the best video stream chosen, and packets read
- * one at a time without decoding.
+ * {@code seek} are FFM upcalls into a {@link SeekableByteSource}, the best video stream (or, through
+ * {@link #openAudio}, the best audio stream) chosen, and packets read one at a time without decoding.
  *
  * <p>Upcalls never let a Java exception reach FFmpeg (that would end the JVM): a failed read is kept, FFmpeg gets
  * {@code AVERROR(EIO)}, and the next call on this demuxer rethrows it naming the video. Past the deadline a read
@@ -46,6 +46,9 @@ public final class Demuxer implements AutoCloseable {
     private final Ffmpeg ff;
     private final SeekableByteSource source;
     private final long deadlineNanos;
+    /** AVMEDIA_TYPE_VIDEO or AVMEDIA_TYPE_AUDIO: the kind of stream chosen, and the word errors begin with. */
+    private final int mediaType;
+    private final String noun;
     private final Arena arena = Arena.ofShared();
     private final long sourceSizeBytes;
     private MemorySegment avio = MemorySegment.NULL;
@@ -71,24 +74,38 @@ public final class Demuxer implements AutoCloseable {
         return open(source, deadlineNanos, Ffmpeg::get);
     }
 
+    /**
+     * Opens {@code source} and chooses its best audio stream (an audio file's, or a video's audio track); fails with
+     * a {@link SampleException} beginning "audio NAME:" when it has none ("no audio track") or FFmpeg cannot read it.
+     */
+    public static Demuxer openAudio(SeekableByteSource source, long deadlineNanos) {
+        return open(source, deadlineNanos, Ffmpeg::get, AvField.Constant.AVMEDIA_TYPE_AUDIO.value);
+    }
+
     /** As {@link #open(SeekableByteSource, long)}, with the libraries from {@code ffmpeg} (tests pass a failing one). */
     static Demuxer open(SeekableByteSource source, long deadlineNanos, java.util.function.Supplier<Ffmpeg> ffmpeg) {
+        return open(source, deadlineNanos, ffmpeg, AvField.Constant.AVMEDIA_TYPE_VIDEO.value);
+    }
+
+    static Demuxer open(SeekableByteSource source, long deadlineNanos, java.util.function.Supplier<Ffmpeg> ffmpeg,
+                        int mediaType) {
+        String noun = mediaType == AvField.Constant.AVMEDIA_TYPE_AUDIO.value ? "audio" : "video";
         Ffmpeg ff;
         try {
             ff = ffmpeg.get();
         } catch (FfmpegUnavailableException e) {
             // the video's error, counted as one like any other; the message names the missing library
             throw new SampleException(source.name(), SampleException.Stage.DECODE,
-                    "video " + source.name() + ": " + e.getMessage(), e);
+                    noun + " " + source.name() + ": " + e.getMessage(), e);
         }
         long size;
         try {
             size = source.sizeBytes();
         } catch (IOException e) {
             throw new SampleException(source.name(), SampleException.Stage.DECODE,
-                    "video " + source.name() + ": cannot read its size: " + e, e);
+                    noun + " " + source.name() + ": cannot read its size: " + e, e);
         }
-        Demuxer d = new Demuxer(ff, source, size, deadlineNanos);
+        Demuxer d = new Demuxer(ff, source, size, deadlineNanos, mediaType, noun);
         try {
             d.openInput();
             return d;
@@ -98,8 +115,11 @@ public final class Demuxer implements AutoCloseable {
         }
     }
 
-    private Demuxer(Ffmpeg ff, SeekableByteSource source, long sourceSizeBytes, long deadlineNanos) {
+    private Demuxer(Ffmpeg ff, SeekableByteSource source, long sourceSizeBytes, long deadlineNanos, int mediaType,
+                    String noun) {
         this.ff = ff;
+        this.mediaType = mediaType;
+        this.noun = noun;
         this.source = source;
         this.sourceSizeBytes = sourceSizeBytes;
         this.deadlineNanos = deadlineNanos;
@@ -139,10 +159,13 @@ public final class Demuxer implements AutoCloseable {
             check(rc, "cannot open the container");
             rc = (int) ff.avformatFindStreamInfo.invokeExact(format, MemorySegment.NULL);
             check(rc, "cannot read the stream parameters");
-            int best = (int) ff.avFindBestStream.invokeExact(format, AvField.Constant.AVMEDIA_TYPE_VIDEO.value, -1,
-                    -1, MemorySegment.NULL, 0);
-            if (best == AvField.Constant.AVERROR_STREAM_NOT_FOUND.value) throw error("no video stream", null);
-            check(best, "cannot choose a video stream");
+            int best = (int) ff.avFindBestStream.invokeExact(format, mediaType, -1, -1, MemorySegment.NULL, 0);
+            if (best == AvField.Constant.AVERROR_STREAM_NOT_FOUND.value) {
+                throw error(mediaType == AvField.Constant.AVMEDIA_TYPE_AUDIO.value
+                        ? "no audio track (" + AvField.AVFormatContext_nb_streams.getInt(format) + " streams, none audio)"
+                        : "no video stream", null);
+            }
+            check(best, "cannot choose a " + noun + " stream");
             int nbStreams = AvField.AVFormatContext_nb_streams.getInt(format);
             if (nbStreams <= 0 || nbStreams > MAX_STREAMS || best >= nbStreams) {
                 throw error("FFmpeg chose stream " + best + " of " + nbStreams, null);
@@ -275,8 +298,8 @@ public final class Demuxer implements AutoCloseable {
     }
 
     SampleException error(String cause, Throwable t) {
-        return t == null ? new SampleException(source.name(), SampleException.Stage.DECODE, "video " + source.name() + ": " + cause)
-                : new SampleException(source.name(), SampleException.Stage.DECODE, "video " + source.name() + ": " + cause, t);
+        return t == null ? new SampleException(source.name(), SampleException.Stage.DECODE, noun + " " + source.name() + ": " + cause)
+                : new SampleException(source.name(), SampleException.Stage.DECODE, noun + " " + source.name() + ": " + cause, t);
     }
 
     // Upcall from FFmpeg: fill buf with up to size bytes at the current position.

@@ -10,7 +10,7 @@ import java.lang.invoke.MethodHandle;
 import java.nio.charset.StandardCharsets;
 
 /**
- * Binds the system's libavformat, libavcodec, libavutil and libswscale through FFM (no JNI glue, no jextract: the
+ * Binds the system's libavformat, libavcodec, libavutil, libswscale and libswresample (audio) through FFM (no JNI glue, no jextract: the
  * signatures are written by hand, the struct fields are {@link AvField}), once, on first use.
  *
  * <p>Loading is lazy: {@link #get()} binds the libraries the first time a video is touched, or a job with video
@@ -31,6 +31,8 @@ public final class Ffmpeg {
         {"libavcodec.so.59", "libavcodec.so"},
         {"libavformat.so.59", "libavformat.so"},
         {"libswscale.so.6", "libswscale.so"},
+        // a dependency of libavcodec59 itself, so present wherever video decodes
+        {"libswresample.so.4", "libswresample.so"},
     };
 
     private static final ValueLayout PTR = ValueLayout.ADDRESS;
@@ -79,12 +81,24 @@ public final class Ffmpeg {
     final MethodHandle swsIsSupportedInput;
     final MethodHandle swsScale;
     final MethodHandle swsFreeContext;
+    // audio: sample formats and resampling to 16 kHz mono (stoker-audio)
+    final MethodHandle avGetBytesPerSample;
+    final MethodHandle avSampleFmtIsPlanar;
+    final MethodHandle avChannelLayoutDefault;
+    final MethodHandle avOptSetDouble;
+    final MethodHandle swrAllocSetOpts2;
+    final MethodHandle swrSetMatrix;
+    final MethodHandle swrInit;
+    final MethodHandle swrConvert;
+    final MethodHandle swrGetOutSamples;
+    final MethodHandle swrFree;
     final Linker linker = Linker.nativeLinker();
 
     private final int avformatVersion;
     private final int avcodecVersion;
     private final int avutilVersion;
     private final int swscaleVersion;
+    private final int swresampleVersion;
 
     private static final class Holder {
         static final Ffmpeg INSTANCE;
@@ -116,12 +130,13 @@ public final class Ffmpeg {
     Ffmpeg(String[][] libraries) {
         SymbolLookup[] libs = new SymbolLookup[libraries.length];
         for (int i = 0; i < libraries.length; i++) libs[i] = load(libraries[i]);
-        SymbolLookup avutil = libs[0], avcodec = libs[1], avformat = libs[2], swscale = libs[3];
+        SymbolLookup avutil = libs[0], avcodec = libs[1], avformat = libs[2], swscale = libs[3], swresample = libs[4];
         try {
             avutilVersion = (int) handle(avutil, "avutil_version", FunctionDescriptor.of(I32)).invokeExact();
             avcodecVersion = (int) handle(avcodec, "avcodec_version", FunctionDescriptor.of(I32)).invokeExact();
             avformatVersion = (int) handle(avformat, "avformat_version", FunctionDescriptor.of(I32)).invokeExact();
             swscaleVersion = (int) handle(swscale, "swscale_version", FunctionDescriptor.of(I32)).invokeExact();
+            swresampleVersion = (int) handle(swresample, "swresample_version", FunctionDescriptor.of(I32)).invokeExact();
         } catch (FfmpegUnavailableException e) {
             throw e;
         } catch (Throwable t) {
@@ -176,6 +191,18 @@ public final class Ffmpeg {
         swsIsSupportedInput = handle(swscale, "sws_isSupportedInput", FunctionDescriptor.of(I32, I32));
         swsScale = handle(swscale, "sws_scale", FunctionDescriptor.of(I32, PTR, PTR, PTR, I32, I32, PTR, PTR));
         swsFreeContext = handle(swscale, "sws_freeContext", FunctionDescriptor.ofVoid(PTR));
+        avGetBytesPerSample = handle(avutil, "av_get_bytes_per_sample", FunctionDescriptor.of(I32, I32));
+        avSampleFmtIsPlanar = handle(avutil, "av_sample_fmt_is_planar", FunctionDescriptor.of(I32, I32));
+        avChannelLayoutDefault = handle(avutil, "av_channel_layout_default", FunctionDescriptor.ofVoid(PTR, I32));
+        avOptSetDouble = handle(avutil, "av_opt_set_double",
+                FunctionDescriptor.of(I32, PTR, PTR, ValueLayout.JAVA_DOUBLE, I32));
+        swrAllocSetOpts2 = handle(swresample, "swr_alloc_set_opts2",
+                FunctionDescriptor.of(I32, PTR, PTR, I32, I32, PTR, I32, I32, I32, PTR));
+        swrSetMatrix = handle(swresample, "swr_set_matrix", FunctionDescriptor.of(I32, PTR, PTR, I32));
+        swrInit = handle(swresample, "swr_init", FunctionDescriptor.of(I32, PTR));
+        swrConvert = handle(swresample, "swr_convert", FunctionDescriptor.of(I32, PTR, PTR, I32, PTR, I32));
+        swrGetOutSamples = handle(swresample, "swr_get_out_samples", FunctionDescriptor.of(I32, PTR, I32));
+        swrFree = handle(swresample, "swr_free", FunctionDescriptor.ofVoid(PTR));
         try {
             handle(avutil, "av_log_set_level", FunctionDescriptor.ofVoid(I32))
                     .invokeExact(AvField.Constant.AV_LOG_ERROR.value);
@@ -198,7 +225,7 @@ public final class Ffmpeg {
         String pkg = soname.substring(0, soname.indexOf(".so")) + soname.substring(soname.lastIndexOf('.') + 1);
         throw new FfmpegUnavailableException("FFmpeg library " + soname + " not found: video samples need the "
                 + "system's FFmpeg 5.1 libraries (Debian 12: apt-get install " + pkg
-                + " libavformat59 libavcodec59 libavutil57 libswscale6); images are not affected");
+                + " libavformat59 libavcodec59 libavutil57 libswscale6 libswresample4); images are not affected");
     }
 
     private MethodHandle handle(SymbolLookup lib, String name, FunctionDescriptor descriptor) {
@@ -213,6 +240,9 @@ public final class Ffmpeg {
                 + FfmpegVersions.dotted(avcodecVersion) + ", libavutil " + FfmpegVersions.dotted(avutilVersion)
                 + ", libswscale " + FfmpegVersions.dotted(swscaleVersion);
     }
+
+    /** "libswresample 4.7.100": the resampler's version, part of an audio job's decoder fingerprint. */
+    public String swresampleVersion() { return "libswresample " + FfmpegVersions.dotted(swresampleVersion); }
 
     /** FFmpeg's text for an error code ("Invalid data found when processing input"). */
     public String errorText(int code) {

@@ -41,6 +41,6 @@ public final class FfmpegVersions {
         }
         return "unsupported FFmpeg version: " + wrong.substring(0, wrong.length() - 2)
                 + "; Stoker has struct layouts only for " + supported + " (install Debian 12's libavformat59 "
-                + "libavcodec59 libavutil57 libswscale6)";
+                + "libavcodec59 libavutil57 libswscale6 libswresample4)";
     }
 }
