@@ -1,5 +1,6 @@
 package dev.stoker.audio;
 
+import dev.stoker.core.AudioFamily;
 import org.jtransforms.fft.DoubleFFT_1D;
 
 /**

@@ -1,5 +1,6 @@
 package dev.stoker.audio;
 
+import dev.stoker.core.AudioFamily;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.Npy;

@@ -1,5 +1,6 @@
 package dev.stoker.audio;
 
+import dev.stoker.core.AudioFamily;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 

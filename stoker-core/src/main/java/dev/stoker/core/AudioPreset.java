@@ -105,6 +105,9 @@ public enum AudioPreset {
 
     public String cliName() { return cliName; }
 
+    /** The family's feature-extractor, padding and token-count rules ({@link AudioFamily}, one implementation for every module). */
+    public AudioFamily family() { return AudioFamily.byProcessorName(cliName); }
+
     public PositionRule positionRule() { return positionRule; }
 
     public AudioTokenRule audioTokenRule() { return audioTokenRule; }

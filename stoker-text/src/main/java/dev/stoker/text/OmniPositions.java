@@ -233,7 +233,7 @@ public final class OmniPositions {
 
     private static long tokens(AudioPreset preset, List<Long> frames, int idx) {
         if (idx >= frames.size()) throw new IllegalArgumentException("the ids hold more audio runs than the " + frames.size() + " clip(s) given");
-        return AudioTokenCounts.tokens(preset, frames.get(idx));
+        return OmniTokens.audioTokens(preset, frames.get(idx));
     }
 
     /** Qwen2.5-Omni: {@code (arange(t) · float32(second_per_grid) · 25).long()}, in float32 then truncated. */

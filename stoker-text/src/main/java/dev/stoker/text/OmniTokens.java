@@ -62,7 +62,8 @@ public final class OmniTokens {
 
     /** LLM tokens of a clip of {@code melFrames} valid frames under {@code preset} (audio.md §5's formulas). */
     public static long audioTokens(AudioPreset preset, long melFrames) {
-        return AudioTokenCounts.tokens(preset, melFrames);
+        if (melFrames < 1) throw new IllegalArgumentException("an audio clip needs at least one mel frame, got " + melFrames);
+        return preset.family().tokens(Math.toIntExact(melFrames));
     }
 
     /**
@@ -89,16 +90,10 @@ public final class OmniTokens {
         if (samples < 1) throw new IllegalArgumentException("an audio clip needs at least one sample, got " + samples);
         if (longestInCall < samples)
             throw new IllegalArgumentException("the longest clip of the call (" + longestInCall + " samples) is shorter than this one (" + samples + ")");
-        long padded;
-        if (preset.hfPadSeconds() == 0) {
-            if (longestInCall <= 200)
-                throw new IllegalArgumentException("a call whose longest clip has " + longestInCall + " samples is too short for " + preset
-                        + "'s feature extractor (at least 201)");
-            padded = longestInCall;
-        } else {
-            padded = (long) preset.hfPadSeconds() * AudioPreset.SAMPLING_RATE;
-        }
-        return Math.min(Math.ceilDiv(Math.min(samples, padded), AudioPreset.HOP_LENGTH), padded / AudioPreset.HOP_LENGTH);
+        if (preset.hfPadSeconds() == 0 && longestInCall <= 200)
+            throw new IllegalArgumentException("a call whose longest clip has " + longestInCall + " samples is too short for " + preset
+                    + "'s feature extractor (at least 201)");
+        return preset.family().melFrames(samples, longestInCall);
     }
 
     /**
@@ -161,7 +156,7 @@ public final class OmniTokens {
     }
 
     private static long clipTokens(AudioPreset preset, long melFrames, int item) {
-        long n = AudioTokenCounts.tokens(preset, melFrames);
+        long n = audioTokens(preset, melFrames);
         if (n < 1)
             throw new IllegalArgumentException("media item " + item + ": a clip of " + melFrames + " mel frame(s) gives no " + preset
                     + " audio token (at least " + (preset.audioTokenRule() == AudioPreset.AudioTokenRule.STRIDE_4 ? 3 : 1) + " frames)");

@@ -1,4 +1,4 @@
-package dev.stoker.audio;
+package dev.stoker.core;
 
 /**
  * The three Qwen audio families' feature-extractor settings and their integer rules: how many log-mel frames a clip
@@ -24,7 +24,7 @@ public enum AudioFamily {
      */
     QWEN3_OMNI("qwen3-omni", 300);
 
-    /** {@code sampling_rate} (the same as {@code AudioDecoder.SAMPLE_RATE_HZ}; this class needs nothing else, so it can move to stoker-core as it is). */
+    /** {@code sampling_rate} (the same as stoker-audio's {@code AudioDecoder.SAMPLE_RATE_HZ}). */
     public static final int SAMPLE_RATE_HZ = 16_000;
     /** WhisperFeatureExtractor's {@code hop_length}: 100 frames per second at 16 kHz. */
     public static final int HOP_SAMPLES = 160;
