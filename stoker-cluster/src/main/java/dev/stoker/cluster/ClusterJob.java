@@ -344,6 +344,8 @@ public final class ClusterJob implements AutoCloseable {
         if (why != null) {
             // one that did not answer is asked again while it is listed, Up and reachable (ADMIT_TICK); one that answered wrong is not
             if (m.error() == null) refused.add(m.ref());
+            if (m.started() != null && m.started().error() == null && !agents.containsKey(m.address()))
+                m.ref().tell(new NodeProtocol.StopJob(spec.job())); // it opened the job: not to serve it, it holds nothing of it
             LOG.log(System.Logger.Level.WARNING, "job " + spec.job() + ": node " + m.address() + " is not admitted: " + why);
             return;
         }

@@ -57,6 +57,11 @@ class InProcessClusterTest {
 
         /** As {@link #start(Path, Path, long)}, samples of at most {@code maxSeqLen} tokens (a job with video is sized by them). */
         static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen) throws Exception {
+            return start(tmp, manifest, fetchLatencyMillis, maxSeqLen, 1);
+        }
+
+        /** As {@link #start(Path, Path, long, int)}, with {@code workers} workers (placed over the nodes, spread). */
+        static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen, int workers) throws Exception {
             String self = "127.0.0.1:" + TensorOrderTest.freePort();
             var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
                     .set(NodeConfig.MAX_SEQ_LEN, maxSeqLen).set(NodeConfig.VIDEO_DECODE, dev.stoker.encode.video.VideoEncoding.Decode.IN_PROCESS)
@@ -70,7 +75,7 @@ class InProcessClusterTest {
                 node = ClusterNode.start(ClusteredNode.memberOptions(config), store);
                 assertTrue(node.awaitUp(Duration.ofSeconds(30)));
                 var jobConfig = config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
-                var job = node.runJob(new ClusterJob.Spec("j", jobConfig.toJson(), 1, Placement.SPREAD, 1, 0, 2), Duration.ofSeconds(60));
+                var job = node.runJob(new ClusterJob.Spec("j", jobConfig.toJson(), 1, Placement.SPREAD, workers, 0, 2), Duration.ofSeconds(60));
                 return new OneNode(store, node, job);
             } catch (Exception | Error e) {
                 if (node != null) node.close();
@@ -168,6 +173,51 @@ class InProcessClusterTest {
             assertTrue(names.containsAll(List.of("pixel_values_videos", "video_grid_thw")), "the videos are model inputs: " + names);
             assertEquals(2, batch.tensor("video_grid_thw").shape()[0], "two samples, a video each");
             assertFalse(names.contains("pixel_values"), "no image: its empty tensor is metadata, no dummy");
+        }
+    }
+
+    /**
+     * Issue 31: a node that joins the cluster while a job runs (a new one) is admitted into the job and makes its share of
+     * the batches issued from then on: the job's two workers, both on the first node while it was alone, are placed again
+     * one per node, so every odd step of the rank issued after the admission is made on the new node; the rank still gets
+     * its schedule's batches in order, none lost or repeated (the coordinator alone decides the sequence). Before, a node
+     * that joined a running job was used from the next job on.
+     */
+    @Test
+    void aNodeThatJoinsARunningJobIsAdmittedAndMakesItsShareOfTheLaterSteps() throws Exception {
+        var manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 8, 3);
+        try (var one = OneNode.start(tmp, manifest, 0, 8192, 2);
+             var store = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-b")), 256L << 20, "b"))) {
+            var expected = one.job().schedule().iterator(dev.stoker.core.ScheduleCursor.START, 0);
+            var first = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
+            assertNull(first.error(), first.error());
+            assertEquals(expected.next().cursor().position(), first.position());
+            String a = one.node().address();
+            assertEquals(List.of(a, a), one.job().workerNodes(), "alone, the first node has both workers");
+            var self = one.node().options().seeds();
+            try (var b = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, self, 1), store)) {
+                assertTrue(b.awaitUp(Duration.ofSeconds(30)), "the new node joined");
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (!one.job().workerNodes().contains(b.address())) {
+                    assertTrue(System.nanoTime() < deadline, "not admitted within 30 s: " + one.job().summary());
+                    Thread.sleep(50);
+                }
+                assertEquals(List.of(a, b.address()), one.job().workerNodes(), "one worker per node, spread");
+                var owners = new ArrayList<String>();
+                for (int step = 1; step < 6; step++) {
+                    var ref = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
+                    assertNull(ref.error(), "step " + step + ": " + ref.error());
+                    var want = expected.next();
+                    assertEquals(want.cursor().epoch(), ref.epoch(), "step " + step);
+                    assertEquals(want.cursor().position(), ref.position(), "step " + step + ": the schedule's batch, in order");
+                    assertEquals(step, ref.globalStep());
+                    owners.add(ref.address());
+                }
+                // steps 1-2 were issued before the admission (the window is 2 deep): from step 3 on, odd steps go to worker 1
+                for (int step = 3; step < 6; step++)
+                    assertEquals(step % 2 == 1 ? b.address() : a, owners.get(step - 1), "step " + step + "'s owner: " + owners);
+                assertEquals(1L, one.job().summary().get("admitted"));
+            }
         }
     }
 

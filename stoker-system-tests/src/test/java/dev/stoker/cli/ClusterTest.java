@@ -58,8 +58,9 @@ import org.junit.jupiter.api.io.TempDir;
  * as a {@code serve --join} child process where a case kills it. Trainer ranks connect to their node's
  * socket. Every rank's batches are compared, digest by digest, with what the embedded zero-copy service
  * yields for the same options; the nodes' counters show where the bytes went; a node killed with SIGKILL
- * mid-epoch has its work redone elsewhere with nothing lost or repeated; a member frozen with SIGSTOP
- * past the down time is removed, and a removed node or coordinator exits rather than linger.
+ * mid-epoch has its work redone elsewhere with nothing lost or repeated, and started again at its address it is admitted
+ * into the running job; a member frozen with SIGSTOP past the down time is removed, and a removed node or coordinator
+ * exits rather than linger, while a node frozen for 7 s on the default detector settings stays in a two-member cluster.
  *
  * <p>What these cases cost is starting JVMs and waiting out the failure detector, not checking, so they
  * share both where one run can carry the assertions: the cases that kill none of its members run on one
