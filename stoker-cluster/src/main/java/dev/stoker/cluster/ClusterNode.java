@@ -53,7 +53,8 @@ public final class ClusterNode implements AutoCloseable {
      * @param slots       workers this node takes (pack fills these before the next node); 0: none (coordinator only)
      * @param flightPort  Flight port (0: any free one)
      * @param roles       cluster roles
-     * @param downAfter   how long the split-brain resolver waits for a stable unreachable set before downing it
+     * @param downAfter   how long the split-brain resolver waits for a stable unreachable set before downing it, and this
+     *                    node for its job's unreachable coordinator before ending the job (docs/cluster.md, "Pauses")
      * @param heartbeatPause how long a node may miss heartbeats before it is unreachable
      * @param flightToken the token every node's Flight endpoint asks for and every node sends (the same on all nodes);
      *                    null: none (loopback only, by the CLI's policy)
