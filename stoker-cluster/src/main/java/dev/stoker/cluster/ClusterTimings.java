@@ -116,7 +116,7 @@ public final class ClusterTimings {
     }
 
     /** The address of an {@link #incarnation} key. */
-    static String addressOf(String node) {
+    public static String addressOf(String node) {
         int i = node.lastIndexOf('#');
         if (i < 0) return node;
         String uid = node.substring(i + 1);

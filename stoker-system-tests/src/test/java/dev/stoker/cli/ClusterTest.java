@@ -3,6 +3,7 @@ package dev.stoker.cli;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -510,7 +511,9 @@ class ClusterTest {
             var timings = job.refreshTimings(Duration.ofSeconds(10));
             assertEquals(0, timings.refused(), "no honest node's report refused " + timings.toJson());
             var perRank = timings.ranks();
-            var perNode = timings.nodes();
+            var perNode = new HashMap<String, dev.stoker.cluster.ClusterTimings.Figures>(); // by address: one incarnation each here
+            timings.nodes().forEach((incarnation, f) -> assertNull(perNode.put(dev.stoker.cluster.ClusterTimings.addressOf(incarnation), f),
+                    "one incarnation per address " + timings.toJson()));
             for (int r = 0; r < ranks; r++) {
                 var f = perRank.get(r);
                 assertNotNull(f, "rank " + r + "'s timings at the coordinator " + timings.toJson());
