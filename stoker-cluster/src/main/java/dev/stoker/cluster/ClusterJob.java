@@ -160,6 +160,8 @@ public final class ClusterJob implements AutoCloseable {
     /** When batches began to wait for a node (System.nanoTime; 0: none waits). */
     private long parkedSince;
     private long admitted;
+    /** {@link #NO_NODE_LIMIT}, shorter in a test ({@link #waitForNodesAtMost}). */
+    private volatile Duration noNodeLimit = NO_NODE_LIMIT;
     /** Completes when every rank's window is issued: a rank that asks earlier (its node opened the job first) waits for it. */
     private final CompletableFuture<Void> opened = new CompletableFuture<>();
     private List<String> order = List.of(); // nodes in placement order
@@ -388,7 +390,11 @@ public final class ClusterJob implements AutoCloseable {
         parkedSince = 0;
         for (var t : failing)
             t.done.completeExceptionally(new IllegalStateException("no live node has made step " + t.globalStep + " of rank " + t.rank
-                    + " for " + NO_NODE_LIMIT.toMinutes() + " min: every node that takes workers is gone (" + dead + ")"));
+                    + " in " + noNodeLimit.toSeconds() + " s: every node that takes workers is gone (" + dead + ")"));
+    }
+
+    /** Sets how long batches wait for a node while no live node takes workers (tests; {@link #NO_NODE_LIMIT} otherwise). */
+    void waitForNodesAtMost(Duration limit) { noNodeLimit = limit;
     }
 
     /** The incarnation (unique address uid) of the member at {@code address} now; the last admitted one, else 0. */
@@ -526,8 +532,8 @@ public final class ClusterJob implements AutoCloseable {
             if (parkedSince == 0) {
                 long since = parkedSince = System.nanoTime();
                 LOG.log(System.Logger.Level.WARNING, "job " + spec.job() + ": no live node takes workers; batches wait for one to be "
-                        + "admitted (" + NO_NODE_LIMIT.toMinutes() + " min at most)");
-                system.scheduler().scheduleOnce(NO_NODE_LIMIT, () -> self.tell(new NoNodeCheck(since)), system.executionContext());
+                        + "admitted (" + noNodeLimit.toSeconds() + " s at most)");
+                system.scheduler().scheduleOnce(noNodeLimit, () -> self.tell(new NoNodeCheck(since)), system.executionContext());
             }
             return;
         }

@@ -222,6 +222,48 @@ class InProcessClusterTest {
     }
 
     /**
+     * Issue 31: while no live node takes workers (the job's only worker node left), the batches to make wait for a node to
+     * be admitted, but only so long ({@link ClusterJob#NO_NODE_LIMIT}, a second here): then the rank gets an error that
+     * says so, rather than wait forever.
+     */
+    @Test
+    void batchesWaitForAWorkerNodeOnlySoLongWhenTheOnlyOneIsGone() throws Exception {
+        var manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 8, 3);
+        String self = "127.0.0.1:" + TensorOrderTest.freePort();
+        var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
+                .pixels(3136, 50176).threads(1).warmUpMillis(0).set(NodeConfig.MAX_IMAGES, 1).build();
+        var jobConfig = config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE)).toJson();
+        try (var storeA = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-a")), 64L << 20, "a"));
+             var storeB = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-b")), 256L << 20, "b"));
+             var a = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", Integer.parseInt(self.split(":")[1]), List.of(self), 0), storeA)) {
+            assertTrue(a.awaitUp(Duration.ofSeconds(30)));
+            var b = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of(self), 1), storeB);
+            boolean left = false;
+            try (var job = a.runJob(new ClusterJob.Spec("j", jobConfig, 1, Placement.SPREAD, 1, 0, 2), Duration.ofSeconds(60))) {
+                job.waitForNodesAtMost(Duration.ofSeconds(1));
+                java.util.function.Supplier<CoordinatorProtocol.BatchRef> next = () -> AskPattern.<CoordinatorProtocol.Command,
+                        CoordinatorProtocol.BatchRef>ask(job.coordinator(), r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r),
+                        Duration.ofSeconds(60), a.system().scheduler()).toCompletableFuture().join();
+                var first = next.get();
+                assertNull(first.error(), first.error());
+                assertEquals(b.address(), first.address(), "made on the worker node");
+                b.close(); // leaves the cluster: the job has no node that takes workers
+                left = true;
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (!job.deadNodes().contains(b.address())) {
+                    assertTrue(System.nanoTime() < deadline, "the job never gave the node up: " + job.summary());
+                    Thread.sleep(50);
+                }
+                var second = next.get();
+                assertNotNull(second.error(), "the second step cannot be made: " + second);
+                assertTrue(second.error().contains("no live node has made step 1 of rank 0 in 1 s"), second.error());
+            } finally {
+                if (!left) b.close();
+            }
+        }
+    }
+
+    /**
      * Audit #14: a rank that could not pull its batch has it made again, and the attempt it gave up on is released on
      * its owner, which is alive (a transient pull failure): it is not pinned until the job stops.
      */
