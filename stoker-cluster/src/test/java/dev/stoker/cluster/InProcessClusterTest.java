@@ -57,11 +57,6 @@ class InProcessClusterTest {
 
         /** As {@link #start(Path, Path, long)}, samples of at most {@code maxSeqLen} tokens (a job with video is sized by them). */
         static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen) throws Exception {
-            return start(tmp, manifest, fetchLatencyMillis, maxSeqLen, 1);
-        }
-
-        /** As {@link #start(Path, Path, long, int)}, with {@code workers} workers (placed over the nodes, spread). */
-        static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen, int workers) throws Exception {
             String self = "127.0.0.1:" + TensorOrderTest.freePort();
             var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
                     .set(NodeConfig.MAX_SEQ_LEN, maxSeqLen).set(NodeConfig.VIDEO_DECODE, dev.stoker.encode.video.VideoEncoding.Decode.IN_PROCESS)
@@ -75,7 +70,7 @@ class InProcessClusterTest {
                 node = ClusterNode.start(ClusteredNode.memberOptions(config), store);
                 assertTrue(node.awaitUp(Duration.ofSeconds(30)));
                 var jobConfig = config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
-                var job = node.runJob(new ClusterJob.Spec("j", jobConfig.toJson(), 1, Placement.SPREAD, workers, 0, 2), Duration.ofSeconds(60));
+                var job = node.runJob(new ClusterJob.Spec("j", jobConfig.toJson(), 1, Placement.SPREAD, 1, 0, 2), Duration.ofSeconds(60));
                 return new OneNode(store, node, job);
             } catch (Exception | Error e) {
                 if (node != null) node.close();
@@ -185,40 +180,58 @@ class InProcessClusterTest {
      */
     @Test
     void aNodeThatJoinsARunningJobIsAdmittedAndMakesItsShareOfTheLaterSteps() throws Exception {
-        var manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 8, 3);
-        try (var one = OneNode.start(tmp, manifest, 0, 8192, 2);
-             var store = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-b")), 256L << 20, "b"))) {
-            var expected = one.job().schedule().iterator(dev.stoker.core.ScheduleCursor.START, 0);
-            var first = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
-            assertNull(first.error(), first.error());
-            assertEquals(expected.next().cursor().position(), first.position());
-            String a = one.node().address();
-            assertEquals(List.of(a, a), one.job().workerNodes(), "alone, the first node has both workers");
-            var self = one.node().options().seeds();
-            try (var b = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, self, 1), store)) {
-                assertTrue(b.awaitUp(Duration.ofSeconds(30)), "the new node joined");
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                while (!one.job().workerNodes().contains(b.address())) {
-                    assertTrue(System.nanoTime() < deadline, "not admitted within 30 s: " + one.job().summary());
-                    Thread.sleep(50);
+        String self = "127.0.0.1:" + TensorOrderTest.freePort();
+        try (var storeA = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-a")), 256L << 20, "a"));
+             var storeB = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-b")), 256L << 20, "b"));
+             var a = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", port(self), List.of(self), 1), storeA)) {
+            assertTrue(a.awaitUp(Duration.ofSeconds(30)));
+            try (var job = a.runJob(new ClusterJob.Spec("j", twoSampleBatches(), 1, Placement.SPREAD, 2, 0, 2), Duration.ofSeconds(60))) {
+                var expected = job.schedule().iterator(dev.stoker.core.ScheduleCursor.START, 0);
+                var first = next(a, job);
+                assertNull(first.error(), first.error());
+                assertEquals(expected.next().cursor().position(), first.position());
+                assertEquals(List.of(a.address(), a.address()), job.workerNodes(), "alone, the first node has both workers");
+                try (var b = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of(self), 1), storeB)) {
+                    assertTrue(b.awaitUp(Duration.ofSeconds(30)), "the new node joined");
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                    while (!job.workerNodes().contains(b.address())) {
+                        assertTrue(System.nanoTime() < deadline, "not admitted within 30 s: " + job.summary());
+                        Thread.sleep(50);
+                    }
+                    assertEquals(List.of(a.address(), b.address()), job.workerNodes(), "one worker per node, spread");
+                    var owners = new ArrayList<String>();
+                    for (int step = 1; step < 6; step++) {
+                        var ref = next(a, job);
+                        assertNull(ref.error(), "step " + step + ": " + ref.error());
+                        var want = expected.next();
+                        assertEquals(want.cursor().epoch(), ref.epoch(), "step " + step);
+                        assertEquals(want.cursor().position(), ref.position(), "step " + step + ": the schedule's batch, in order");
+                        assertEquals(step, ref.globalStep());
+                        owners.add(ref.address());
+                    }
+                    // steps 1-2 were issued before the admission (the window is 2 deep): from step 3 on, odd steps go to worker 1
+                    for (int step = 3; step < 6; step++)
+                        assertEquals(step % 2 == 1 ? b.address() : a.address(), owners.get(step - 1), "step " + step + "'s owner: " + owners);
+                    assertEquals(1L, job.summary().get("admitted"));
                 }
-                assertEquals(List.of(a, b.address()), one.job().workerNodes(), "one worker per node, spread");
-                var owners = new ArrayList<String>();
-                for (int step = 1; step < 6; step++) {
-                    var ref = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
-                    assertNull(ref.error(), "step " + step + ": " + ref.error());
-                    var want = expected.next();
-                    assertEquals(want.cursor().epoch(), ref.epoch(), "step " + step);
-                    assertEquals(want.cursor().position(), ref.position(), "step " + step + ": the schedule's batch, in order");
-                    assertEquals(step, ref.globalStep());
-                    owners.add(ref.address());
-                }
-                // steps 1-2 were issued before the admission (the window is 2 deep): from step 3 on, odd steps go to worker 1
-                for (int step = 3; step < 6; step++)
-                    assertEquals(step % 2 == 1 ? b.address() : a, owners.get(step - 1), "step " + step + "'s owner: " + owners);
-                assertEquals(1L, one.job().summary().get("admitted"));
             }
         }
+    }
+
+    static int port(String hostPort) { return Integer.parseInt(hostPort.substring(hostPort.lastIndexOf(':') + 1)); }
+
+    /** A job's configuration for members started here: the demo set's 8 samples, one rank, batches of two. */
+    String twoSampleBatches() throws Exception {
+        var manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 8, 3);
+        var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
+                .pixels(3136, 50176).threads(1).warmUpMillis(0).set(NodeConfig.MAX_IMAGES, 1).build();
+        return config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE)).toJson();
+    }
+
+    /** Rank 0's next batch reference, asked of {@code job}'s coordinator as member {@code via}'s trainer feed asks it. */
+    static CoordinatorProtocol.BatchRef next(ClusterNode via, ClusterJob job) {
+        return AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator(),
+                r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r), Duration.ofSeconds(60), via.system().scheduler()).toCompletableFuture().join();
     }
 
     /**
@@ -228,23 +241,16 @@ class InProcessClusterTest {
      */
     @Test
     void batchesWaitForAWorkerNodeOnlySoLongWhenTheOnlyOneIsGone() throws Exception {
-        var manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 8, 3);
         String self = "127.0.0.1:" + TensorOrderTest.freePort();
-        var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
-                .pixels(3136, 50176).threads(1).warmUpMillis(0).set(NodeConfig.MAX_IMAGES, 1).build();
-        var jobConfig = config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE)).toJson();
         try (var storeA = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-a")), 64L << 20, "a"));
              var storeB = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-b")), 256L << 20, "b"));
-             var a = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", Integer.parseInt(self.split(":")[1]), List.of(self), 0), storeA)) {
+             var a = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", port(self), List.of(self), 0), storeA)) {
             assertTrue(a.awaitUp(Duration.ofSeconds(30)));
             var b = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of(self), 1), storeB);
             boolean left = false;
-            try (var job = a.runJob(new ClusterJob.Spec("j", jobConfig, 1, Placement.SPREAD, 1, 0, 2), Duration.ofSeconds(60))) {
+            try (var job = a.runJob(new ClusterJob.Spec("j", twoSampleBatches(), 1, Placement.SPREAD, 1, 0, 2), Duration.ofSeconds(60))) {
                 job.waitForNodesAtMost(Duration.ofSeconds(1));
-                java.util.function.Supplier<CoordinatorProtocol.BatchRef> next = () -> AskPattern.<CoordinatorProtocol.Command,
-                        CoordinatorProtocol.BatchRef>ask(job.coordinator(), r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r),
-                        Duration.ofSeconds(60), a.system().scheduler()).toCompletableFuture().join();
-                var first = next.get();
+                var first = next(a, job);
                 assertNull(first.error(), first.error());
                 assertEquals(b.address(), first.address(), "made on the worker node");
                 b.close(); // leaves the cluster: the job has no node that takes workers
@@ -254,7 +260,7 @@ class InProcessClusterTest {
                     assertTrue(System.nanoTime() < deadline, "the job never gave the node up: " + job.summary());
                     Thread.sleep(50);
                 }
-                var second = next.get();
+                var second = next(a, job);
                 assertNotNull(second.error(), "the second step cannot be made: " + second);
                 assertTrue(second.error().contains("no live node has made step 1 of rank 0 in 1 s"), second.error());
             } finally {
