@@ -48,6 +48,12 @@ import org.apache.pekko.cluster.typed.Subscribe;
  * nothing is lost or repeated, the trainer sees a pause. Late answers from a node given up on are
  * dropped (and their objects released).
  *
+ * <p>Nodes that come back: a node given up on that is reachable again (a long pause rode out without being downed), or
+ * a node that joins while the job runs (a new one, or one started again at a removed node's address: a new incarnation),
+ * is admitted once it has opened the job with the same fingerprint ({@link #admit}): the workers are placed again over
+ * the live nodes, so it makes its share of every batch issued from then on; batches already issued stay where they are.
+ * While no live node takes workers, a batch to make waits for one to be admitted ({@link #NO_NODE_LIMIT} at most).
+ *
  * <p>Holding: the owner keeps a batch until its rank asks for the next one (which proves the
  * trainer holds it), then the coordinator releases it.
  *
@@ -57,6 +63,11 @@ public final class ClusterJob implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(ClusterJob.class.getName());
     private static final Duration ASK = Duration.ofSeconds(15);
     private static final Duration PRODUCE_TIMEOUT = Duration.ofHours(1);
+    /**
+     * How long batches to make wait for a node to be admitted while no live node takes workers (the only worker node
+     * unreachable or removed, its supervisor starting it again) before their ranks get the error.
+     */
+    static final Duration NO_NODE_LIMIT = Duration.ofMinutes(5);
 
     /**
      * What to run.
@@ -89,6 +100,19 @@ public final class ClusterJob implements AutoCloseable {
     private record Reachability(ClusterEvent.ReachabilityEvent event) implements CoordinatorProtocol.Command {}
 
     private record Stop() implements CoordinatorProtocol.Command {}
+
+    /** A local message: node {@code address} ({@code ref}) answered the admission's Hello and StartJob (or failed to). */
+    private record Admission(String address, ActorRef<NodeProtocol.Command> ref, NodeProtocol.NodeInfo info,
+                             NodeProtocol.JobStarted started, Throwable error) implements CoordinatorProtocol.Command {}
+
+    /** A local message, every {@link #ADMIT_TICK}: admit the listed nodes that are Up and reachable and not live in the job. */
+    private record AdmitTick() implements CoordinatorProtocol.Command {}
+
+    /** How often the coordinator looks for nodes to admit (besides each listing): events of membership and listing come in any order. */
+    private static final Duration ADMIT_TICK = Duration.ofSeconds(1);
+
+    /** A local message: check whether batches still wait for a node after {@link #NO_NODE_LIMIT}. */
+    private record NoNodeCheck(long parkedSince) implements CoordinatorProtocol.Command {}
 
     /** One batch of one rank: made by a worker, possibly again after its node died. */
     private static final class Task {
@@ -125,6 +149,19 @@ public final class ClusterJob implements AutoCloseable {
     private final Map<String, ActorRef<NodeProtocol.Command>> agents = new TreeMap<>(); // live nodes by address
     private final Map<String, NodeProtocol.NodeInfo> infos = new HashMap<>();
     private final Set<String> dead = new HashSet<>();
+    /** Each node's agent as the receptionist last listed it (live or given up on): those not live are admitted when Up and reachable. */
+    private final Map<String, ActorRef<NodeProtocol.Command>> listed = new HashMap<>();
+    /** Each admitted node's incarnation (Pekko's unique address uid): a node started again at an address is another one. */
+    private final Map<String, Long> uids = new HashMap<>();
+    /** Agents being admitted (Hello and StartJob asked, no answer yet), and those refused (another data set): not asked again. */
+    private final Set<ActorRef<NodeProtocol.Command>> admitting = new HashSet<>(), refused = new HashSet<>();
+    /** Batches to make while no live node takes workers: submitted once a node is admitted. */
+    private final List<Task> parked = new ArrayList<>();
+    /** When batches began to wait for a node (System.nanoTime; 0: none waits). */
+    private long parkedSince;
+    private long admitted;
+    /** {@link #NO_NODE_LIMIT}, shorter in a test ({@link #waitForNodesAtMost}). */
+    private volatile Duration noNodeLimit = NO_NODE_LIMIT;
     /** Completes when every rank's window is issued: a rank that asks earlier (its node opened the job first) waits for it. */
     private final CompletableFuture<Void> opened = new CompletableFuture<>();
     private List<String> order = List.of(); // nodes in placement order
@@ -178,20 +215,35 @@ public final class ClusterJob implements AutoCloseable {
             cluster.subscriptions().tell(Subscribe.create(ctx.messageAdapter(ClusterEvent.ReachabilityEvent.class, Reachability::new),
                     ClusterEvent.ReachabilityEvent.class));
             ready.complete(ctx.getSelf());
-            return Behaviors.receive(CoordinatorProtocol.Command.class)
+            return Behaviors.<CoordinatorProtocol.Command>withTimers(timers -> {
+                timers.startTimerWithFixedDelay(new AdmitTick(), ADMIT_TICK);
+                return Behaviors.receive(CoordinatorProtocol.Command.class)
                     .onMessage(Listing.class, m -> {
                         onListing(m.listing().getServiceInstances(NodeProtocol.KEY));
                         return Behaviors.same();
                     })
                     .onMessage(MemberChange.class, m -> {
-                        if (m.event() instanceof ClusterEvent.MemberRemoved || m.event() instanceof ClusterEvent.MemberDowned
-                                || m.event() instanceof ClusterEvent.MemberExited)
+                        if ((m.event() instanceof ClusterEvent.MemberRemoved || m.event() instanceof ClusterEvent.MemberDowned
+                                || m.event() instanceof ClusterEvent.MemberExited) && current(m.event().member()))
                             nodeDown(m.event().member().address().toString(), m.event().getClass().getSimpleName());
                         return Behaviors.same();
                     })
                     .onMessage(Reachability.class, m -> {
-                        if (m.event() instanceof ClusterEvent.UnreachableMember u)
+                        if (m.event() instanceof ClusterEvent.UnreachableMember u && current(u.member()))
                             nodeDown(u.member().address().toString(), "unreachable");
+                        else if (m.event() instanceof ClusterEvent.ReachableMember) admitListed();
+                        return Behaviors.same();
+                    })
+                    .onMessage(Admission.class, m -> {
+                        admitted(m);
+                        return Behaviors.same();
+                    })
+                    .onMessage(AdmitTick.class, m -> {
+                        admitListed();
+                        return Behaviors.same();
+                    })
+                    .onMessage(NoNodeCheck.class, m -> {
+                        noNodeCheck(m.parkedSince());
                         return Behaviors.same();
                     })
                     .onMessage(CoordinatorProtocol.NextBatch.class, m -> {
@@ -212,6 +264,7 @@ public final class ClusterJob implements AutoCloseable {
                     })
                     .onMessage(Stop.class, m -> Behaviors.stopped())
                     .build();
+            });
         });
     }
 
@@ -220,11 +273,139 @@ public final class ClusterJob implements AutoCloseable {
         for (var ref : refs) {
             String address = addressOf(ref);
             seen.add(address);
-            if (!dead.contains(address)) agents.putIfAbsent(address, ref);
+            if (schedule == null) agents.putIfAbsent(address, ref); // still opening: every node listed takes part
+            var known = agents.get(address);
+            if (schedule != null && known != null && !known.equals(ref)) nodeDown(address, "started again (a new incarnation)");
+            listed.put(address, ref);
         }
+        listed.keySet().retainAll(seen);
         for (var address : List.copyOf(agents.keySet())) if (!seen.contains(address) && schedule != null) nodeDown(address, "deregistered");
+        admitListed();
         notifyAll(); // open() waits for the nodes to register
     }
+
+    /**
+     * Admits every listed node that is not live in the job (given up on, started again, or new) once its member is Up and
+     * reachable: on each listing, each reachability change and every {@link #ADMIT_TICK}, since the receptionist may list
+     * a node before or after the membership says so, and may still list one that is unreachable.
+     */
+    private synchronized void admitListed() {
+        if (schedule == null || closed) return;
+        for (var e : listed.entrySet())
+            if (!agents.containsKey(e.getKey()) && !admitting.contains(e.getValue()) && !refused.contains(e.getValue())
+                    && upAndReachable(e.getKey()))
+                admit(e.getKey(), e.getValue());
+    }
+
+    /**
+     * Whether {@code member} is the incarnation of its address the job has (or any, before it has one): an event about an
+     * older one, removed after a newer one was admitted at its address, must not take the newer one down.
+     */
+    private synchronized boolean current(org.apache.pekko.cluster.Member member) {
+        Long uid = uids.get(member.address().toString());
+        return uid == null || uid == 0 || uid == member.uniqueAddress().longUid();
+    }
+
+    /** Whether the member at {@code address} is Up and reachable in this member's view now. */
+    private boolean upAndReachable(String address) {
+        var state = Cluster.get(system).state();
+        for (var m : state.getMembers())
+            if (m.address().toString().equals(address)) {
+                if (m.status() != org.apache.pekko.cluster.MemberStatus.up()) return false;
+                for (var u : state.getUnreachable()) if (u.address().equals(m.address())) return false;
+                return true;
+            }
+        return false;
+    }
+
+    /**
+     * Admits node {@code address} into the running job: asks its Hello and opens the job on it (StartJob, which a node that
+     * still has the job open answers as before); {@link #admitted} takes it once its fingerprint is the job's.
+     */
+    private void admit(String address, ActorRef<NodeProtocol.Command> ref) {
+        admitting.add(ref);
+        LOG.log(System.Logger.Level.INFO, "job " + spec.job() + ": admitting node " + address);
+        this.<NodeProtocol.NodeInfo>ask(ref, NodeProtocol.Hello::new).toCompletableFuture()
+                .thenCompose(info -> AskPattern.<NodeProtocol.Command, NodeProtocol.JobStarted>ask(ref,
+                                r -> new NodeProtocol.StartJob(spec.job(), spec.config(), self, r), ASK, system.scheduler())
+                        .toCompletableFuture().thenApply(started -> new Admission(address, ref, info, started, null)))
+                .whenComplete((a, err) -> self.tell(err != null ? new Admission(address, ref, null, null, err) : a));
+    }
+
+    /** The admission's answers: the node takes part from the next batch issued on, or is refused with the reason logged. */
+    private synchronized void admitted(Admission m) {
+        admitting.remove(m.ref());
+        if (closed) return;
+        String why = m.error() != null ? "it did not answer: " + m.error()
+                : m.started().error() != null ? m.started().error()
+                : m.started().fingerprint() != fingerprint || m.started().datasetSize() != schedule.datasetSize()
+                        || m.started().ranks() != ranks.length
+                        ? "it reads another data set or configuration (fingerprint " + Long.toHexString(m.started().fingerprint()) + " vs "
+                        + Long.toHexString(fingerprint) + ", " + m.started().datasetSize() + " vs " + schedule.datasetSize() + " samples)"
+                        : !m.ref().equals(listed.get(m.address())) || agents.containsKey(m.address()) ? "it was started again meanwhile" : null;
+        if (why != null) {
+            // one that did not answer is asked again while it is listed, Up and reachable (ADMIT_TICK); one that answered wrong is not
+            if (m.error() == null) refused.add(m.ref());
+            if (m.started() != null && m.started().error() == null && !agents.containsKey(m.address()))
+                m.ref().tell(new NodeProtocol.StopJob(spec.job())); // it opened the job: not to serve it, it holds nothing of it
+            LOG.log(System.Logger.Level.WARNING, "job " + spec.job() + ": node " + m.address() + " is not admitted: " + why);
+            return;
+        }
+        String address = m.address();
+        dead.remove(address);
+        agents.put(address, m.ref());
+        infos.put(address, m.info());
+        uids.put(address, uidOf(address));
+        if (!order.contains(address)) {
+            var o = new ArrayList<>(order);
+            o.add(address);
+            order = List.copyOf(o);
+        }
+        admitted++;
+        placeWorkers();
+        var waiting = new ArrayList<>(parked);
+        parked.clear();
+        parkedSince = 0;
+        for (var t : waiting) submit(t);
+        LOG.log(System.Logger.Level.INFO, "job " + spec.job() + ": node " + address + " admitted; workers now on " + java.util.Arrays.toString(workerNode));
+    }
+
+    /** Places every worker again over the live nodes (by the job's rule): what is issued from now on goes there. */
+    private void placeWorkers() {
+        var live = new ArrayList<String>();
+        for (String a : order) if (!dead.contains(a) && agents.containsKey(a)) live.add(a);
+        int[] slots = live.stream().mapToInt(a -> infos.get(a).slots()).toArray();
+        boolean anyTakes = false;
+        for (int s : slots) anyTakes |= s > 0;
+        if (!anyTakes) return;
+        int[] assignment = spec.placement().assign(workerNode.length, slots);
+        for (int w = 0; w < assignment.length; w++) workerNode[w] = live.get(assignment[w]);
+    }
+
+    /** Batches have waited {@link #NO_NODE_LIMIT} for a node since {@code since}: their ranks get the error. */
+    private synchronized void noNodeCheck(long since) {
+        if (parkedSince != since || parked.isEmpty()) return;
+        var failing = new ArrayList<>(parked);
+        parked.clear();
+        parkedSince = 0;
+        for (var t : failing)
+            t.done.completeExceptionally(new IllegalStateException("no live node has made step " + t.globalStep + " of rank " + t.rank
+                    + " in " + noNodeLimit.toSeconds() + " s: every node that takes workers is gone (" + dead + ")"));
+    }
+
+    /** Sets how long batches wait for a node while no live node takes workers (tests; {@link #NO_NODE_LIMIT} otherwise). */
+    void waitForNodesAtMost(Duration limit) { noNodeLimit = limit;
+    }
+
+    /** The incarnation (unique address uid) of the member at {@code address} now; the last admitted one, else 0. */
+    private long uidOf(String address) {
+        for (var m : Cluster.get(system).state().getMembers())
+            if (m.address().toString().equals(address)) return m.uniqueAddress().longUid();
+        return uids.getOrDefault(address, 0L);
+    }
+
+    /** The key the trainers' timings of the node at {@code address} are kept under: its incarnation's. */
+    private String incarnation(String address) { return ClusterTimings.incarnation(address, uidOf(address)); }
 
     private String addressOf(ActorRef<?> ref) {
         var a = ref.path().address();
@@ -263,6 +444,7 @@ public final class ClusterJob implements AutoCloseable {
             var age = ages();
             nodes.sort(java.util.Comparator.comparingInt((String a) -> age.getOrDefault(a, Integer.MAX_VALUE)).thenComparing(a -> a));
             order = List.copyOf(nodes);
+            for (String a : order) uids.put(a, uidOf(a));
             int[] slots = order.stream().mapToInt(a -> infos.get(a).slots()).toArray();
             int[] assignment = spec.placement().assign(spec.workers(), slots);
             workerNode = new String[spec.workers()];
@@ -345,8 +527,14 @@ public final class ClusterJob implements AutoCloseable {
         t.attempt++;
         int attempt = t.attempt;
         var agent = t.node == null ? null : agents.get(t.node);
-        if (agent == null) {
-            t.done.completeExceptionally(new IllegalStateException("no live node to make step " + t.globalStep + " of rank " + t.rank));
+        if (agent == null) { // no live node takes workers: wait for one to be admitted, within NO_NODE_LIMIT
+            if (!parked.contains(t)) parked.add(t);
+            if (parkedSince == 0) {
+                long since = parkedSince = System.nanoTime();
+                LOG.log(System.Logger.Level.WARNING, "job " + spec.job() + ": no live node takes workers; batches wait for one to be "
+                        + "admitted (" + noNodeLimit.toSeconds() + " s at most)");
+                system.scheduler().scheduleOnce(noNodeLimit, () -> self.tell(new NoNodeCheck(since)), system.executionContext());
+            }
             return;
         }
         String key = t.key();
@@ -399,7 +587,7 @@ public final class ClusterJob implements AutoCloseable {
                     + "once its trainer resumes there"));
             return;
         }
-        timings.served(rank, addressOf(replyTo)); // the node that asks for a rank's batches serves its trainer: it may report it
+        timings.served(rank, incarnation(addressOf(replyTo))); // the node that asks for a rank's batches serves its trainer: it may report it
         var st = ranks[rank];
         confirm(st);
         topUp(rank);
@@ -702,9 +890,9 @@ public final class ClusterJob implements AutoCloseable {
     private final Object refreshing = new Object();
 
     private ClusterTimings refreshTimings(ClusterTimings t, Duration timeout) throws InterruptedException {
-        Map<String, ActorRef<NodeProtocol.Command>> live;
+        var live = new TreeMap<String, ActorRef<NodeProtocol.Command>>(); // by incarnation: one started again reports from zero
         synchronized (this) {
-            live = new TreeMap<>(agents);
+            for (var e : agents.entrySet()) live.put(incarnation(e.getKey()), e.getValue());
         }
         var asked = new LinkedHashMap<String, CompletableFuture<NodeProtocol.NodeTimings>>();
         for (var e : live.entrySet())
@@ -754,6 +942,7 @@ public final class ClusterJob implements AutoCloseable {
         m.put("workers", spec.workers());
         m.put("worker_nodes", workerNode == null ? List.of() : List.of(workerNode.clone()));
         m.put("dead_nodes", List.copyOf(dead));
+        m.put("admitted", admitted);
         m.put("redone", redone);
         m.put("refetched", refetched);
         m.put("late_dropped", lateDropped);

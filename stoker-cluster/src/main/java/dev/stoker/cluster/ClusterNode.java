@@ -53,7 +53,8 @@ public final class ClusterNode implements AutoCloseable {
      * @param slots       workers this node takes (pack fills these before the next node); 0: none (coordinator only)
      * @param flightPort  Flight port (0: any free one)
      * @param roles       cluster roles
-     * @param downAfter   how long the split-brain resolver waits for a stable unreachable set before downing it
+     * @param downAfter   how long the split-brain resolver waits for a stable unreachable set before downing it, and this
+     *                    node for its job's unreachable coordinator before ending the job (docs/cluster.md, "Pauses")
      * @param heartbeatPause how long a node may miss heartbeats before it is unreachable
      * @param flightToken the token every node's Flight endpoint asks for and every node sends (the same on all nodes);
      *                    null: none (loopback only, by the CLI's policy)
@@ -73,7 +74,9 @@ public final class ClusterNode implements AutoCloseable {
         }
 
         public static Options of(String host, int port, List<String> seeds, int slots) {
-            return new Options(host, port, seeds, slots, 0, List.of("worker"), Duration.ofSeconds(3), Duration.ofSeconds(4), null,
+            return new Options(host, port, seeds, slots, 0, List.of("worker"),
+                    Duration.ofMillis(dev.stoker.node.NodeSettings.DOWN_AFTER_MS.defaultValue()),
+                    Duration.ofMillis(dev.stoker.node.NodeSettings.HEARTBEAT_PAUSE_MS.defaultValue()), null,
                     ClusterRankFeed.PULL_AHEAD_DEFAULT, null);
         }
 
@@ -175,7 +178,7 @@ public final class ClusterNode implements AutoCloseable {
         var holder = new CompletableFuture<ClusterNode>();
         ActorSystem<NodeProtocol.Command> system;
         try {
-            system = ActorSystem.create(agent(runtime, holder), SYSTEM_NAME, config(options, tls, UNTRUSTED_MODE));
+            system = ActorSystem.create(agent(runtime, holder, options.downAfter()), SYSTEM_NAME, config(options, tls, UNTRUSTED_MODE));
         } catch (RuntimeException e) {
             flight.close();
             allocator.close();
@@ -266,12 +269,15 @@ public final class ClusterNode implements AutoCloseable {
 
     /**
      * The node's agent: registers with the receptionist and answers the coordinator. It watches
-     * each job's coordinator: when the coordinator's member is unreachable or gone, or its actor
-     * stops, the job ends on this node at once (its trainers get the error within the failure
-     * detector's pause, not after an hour).
+     * each job's coordinator: when the coordinator's member has been unreachable for {@code grace}
+     * (the split-brain resolver's down time), or has left, or its actor stops, the job ends on this
+     * node (its trainers get the error within the failure detector's pause and that time, not after
+     * an hour). A coordinator unreachable for less — a pause of either member, rode out — keeps the
+     * job: ending it at once would fail the trainers of a cluster that stays whole.
      */
-    private static Behavior<NodeProtocol.Command> agent(NodeRuntime runtime, CompletableFuture<ClusterNode> node) {
+    private static Behavior<NodeProtocol.Command> agent(NodeRuntime runtime, CompletableFuture<ClusterNode> node, Duration grace) {
         return Behaviors.setup(ctx -> {
+            var episodes = new java.util.HashMap<String, Long>(); // per member address: its unreachability episodes (members bound it)
             ctx.getSystem().receptionist().tell(Receptionist.register(NodeProtocol.KEY, ctx.getSelf()));
             var cluster = Cluster.get(ctx.getSystem());
             String address = cluster.selfMember().address().toString();
@@ -284,7 +290,17 @@ public final class ClusterNode implements AutoCloseable {
                             "left the cluster")), org.apache.pekko.cluster.ClusterEvent.MemberRemoved.class));
             return Behaviors.receive(NodeProtocol.Command.class)
                     .onMessage(NodeProtocol.MemberGone.class, m -> {
-                        if (m.why() != null) runtime.coordinatorLost(m.address(), m.why());
+                        long episode = episodes.merge(m.address(), 1L, Long::sum); // a reachable event cancels the check pending
+                        if ("is unreachable".equals(m.why()))
+                            ctx.scheduleOnce(grace, ctx.getSelf(), new NodeProtocol.CoordinatorCheck(m.address(), episode));
+                        else if (m.why() != null) runtime.coordinatorLost(m.address(), m.why());
+                        return Behaviors.same();
+                    })
+                    .onMessage(NodeProtocol.CoordinatorCheck.class, m -> {
+                        boolean still = false;
+                        for (var u : cluster.state().getUnreachable()) still |= u.address().toString().equals(m.address());
+                        if (still && episodes.getOrDefault(m.address(), 0L) == m.episode())
+                            runtime.coordinatorLost(m.address(), "is unreachable for " + grace.toMillis() + " ms");
                         return Behaviors.same();
                     })
                     .onSignal(org.apache.pekko.actor.typed.Terminated.class, t -> {

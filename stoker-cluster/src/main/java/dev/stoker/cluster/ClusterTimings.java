@@ -28,6 +28,9 @@ import java.util.TreeSet;
  * allowed), a steady total above its whole-run total, time without steps, or any total below what the same node
  * reported for that rank before (they only grow).
  *
+ * <p>Nodes are kept by incarnation ({@link #incarnation}: the address and Pekko's uid of the member): a node started again at
+ * the same address is another node to these figures, whose totals start from zero, not the old one's going down.
+ *
  * <p>A rank served by several nodes in turn (its trainer reconnected elsewhere after its node died) adds up each node's
  * figures: each node counts only the steps its own connections reported. A node that is gone keeps its last figures.
  *
@@ -100,6 +103,26 @@ public final class ClusterTimings {
         this.servedBy = List.copyOf(s);
     }
 
+    /**
+     * The key a node's figures are kept under: its address and its incarnation's uid ({@code UniqueAddress.longUid}), as
+     * {@code address#uid}; {@code address} alone where the uid is not known (0).
+     */
+    public static String incarnation(String address, long uid) { return uid == 0 ? address : address + "#" + uid; }
+
+    /** The uid of an {@link #incarnation} key; null where it holds none. */
+    static Long uidOf(String node) {
+        String address = addressOf(node);
+        return address.length() == node.length() ? null : Long.valueOf(node.substring(address.length() + 1));
+    }
+
+    /** The address of an {@link #incarnation} key. */
+    public static String addressOf(String node) {
+        int i = node.lastIndexOf('#');
+        if (i < 0) return node;
+        String uid = node.substring(i + 1);
+        return uid.matches("-?[0-9]{1,19}") ? node.substring(0, i) : node;
+    }
+
     /** Node {@code node} asked the coordinator for rank {@code rank}'s batches: its trainers may report that rank. */
     public synchronized void served(int rank, String node) {
         if (rank < 0 || rank >= world || node == null) return; // the coordinator refuses such an ask anyway
@@ -129,7 +152,7 @@ public final class ClusterTimings {
 
     private String check(String node, NodeProtocol.NodeTimings report) {
         if (report == null || report.ranks() == null) return "no report";
-        if (!node.equals(report.address())) return "node " + node + " answered as " + report.address();
+        if (!addressOf(node).equals(report.address())) return "node " + node + " answered as " + report.address();
         if (!job.equals(report.job())) return "a report of job " + report.job() + ", not " + job;
         if (report.ranks().size() > world) return report.ranks().size() + " ranks reported, the world has " + world;
         var before = accepted.getOrDefault(node, Map.of());
@@ -166,7 +189,7 @@ public final class ClusterTimings {
         return out;
     }
 
-    /** Each node's figures over the ranks it reported. */
+    /** Each node's figures over the ranks it reported, by {@link #incarnation}. */
     public synchronized Map<String, Figures> nodes() {
         var out = new TreeMap<String, Figures>();
         accepted.forEach((node, perNode) -> {
@@ -212,7 +235,8 @@ public final class ClusterTimings {
                 }
             }
             if (most != null && !most.equals(least))
-                evidence.append(String.format(java.util.Locale.ROOT, "; ranks on %s wait most (%.3f), on %s least (%.3f)", most, hi, least, lo));
+                evidence.append(String.format(java.util.Locale.ROOT, "; ranks on %s wait most (%.3f), on %s least (%.3f)", addressOf(most), hi,
+                        addressOf(least), lo));
         }
         return Bottleneck.fromTrainers(all.steadyWaitRatio(), evidence.toString());
     }
@@ -238,7 +262,7 @@ public final class ClusterTimings {
     public synchronized Map<String, Object> toJson() {
         var m = new LinkedHashMap<String, Object>();
         var byRank = new HashMap<Integer, TreeSet<String>>();
-        accepted.forEach((node, perNode) -> perNode.keySet().forEach(r -> byRank.computeIfAbsent(r, x -> new TreeSet<>()).add(node)));
+        accepted.forEach((node, perNode) -> perNode.keySet().forEach(r -> byRank.computeIfAbsent(r, x -> new TreeSet<>()).add(addressOf(node))));
         var ranks = new ArrayList<Map<String, Object>>();
         ranks().forEach((r, f) -> {
             var x = new LinkedHashMap<String, Object>();
@@ -250,7 +274,8 @@ public final class ClusterTimings {
         var nodes = new ArrayList<Map<String, Object>>();
         nodes().forEach((node, f) -> {
             var x = new LinkedHashMap<String, Object>();
-            x.put("node", node);
+            x.put("node", addressOf(node));
+            x.put("incarnation", uidOf(node)); // a node started again at an address is another entry, with another uid
             x.put("ranks", List.copyOf(accepted.get(node).keySet()));
             x.putAll(figures(f));
             nodes.add(x);

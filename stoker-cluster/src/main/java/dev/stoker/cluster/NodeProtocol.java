@@ -12,10 +12,19 @@ public final class NodeProtocol {
     private NodeProtocol() {}
 
     public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone, CountTrainers,
-            GetTimings {}
+            GetTimings, CoordinatorCheck {}
 
-    /** A node's own message to its agent (never sent between nodes): member {@code address} became unreachable or left. */
+    /**
+     * A node's own message to its agent (never sent between nodes): member {@code address} became unreachable ({@code why}
+     * "is unreachable"), reachable again (null) or left.
+     */
     record MemberGone(String address, String why) implements Command {}
+
+    /**
+     * A node's own timer to its agent: member {@code address} became unreachable (its {@code episode}-th time) a down time
+     * ago; if it is still unreachable, its jobs end here.
+     */
+    record CoordinatorCheck(String address, long episode) implements Command {}
 
     /** Asks a node what it is: its address, its Flight endpoint and how many workers it takes. */
     public record Hello(ActorRef<NodeInfo> replyTo) implements Command {}

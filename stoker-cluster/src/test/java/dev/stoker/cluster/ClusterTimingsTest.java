@@ -89,6 +89,38 @@ class ClusterTimingsTest {
         assertEquals(List.of(A, B), jsonRanks.getFirst().get("nodes"));
     }
 
+    /**
+     * A node started again at the same address (a new incarnation, after its old self was removed) reports its ranks'
+     * totals from zero: kept under its incarnation they are another node's figures, taken and added up, not the old one's
+     * totals going down (refused); the old incarnation keeps its last. Keyed by address alone, the second report is refused.
+     */
+    @Test
+    void aNodeStartedAgainAtItsAddressIsAnotherIncarnationWhoseTotalsStartFromZero() {
+        String before = ClusterTimings.incarnation(A, 41), again = ClusterTimings.incarnation(A, -7);
+        assertEquals(A, ClusterTimings.addressOf(before));
+        assertEquals(A, ClusterTimings.addressOf(again));
+        assertEquals(A, ClusterTimings.incarnation(A, 0), "no uid known: the address");
+        var c = new ClusterTimings("j", 2);
+        c.served(0, before);
+        assertNull(c.offer(before, from(A, t(0, 10, 100, 900, 50, 650))));
+        c.served(0, again);
+        assertNull(c.offer(again, from(A, t(0, 2, 30, 170, 0, 0))), "the new incarnation's totals from zero are taken");
+        assertEquals(12, c.ranks().get(0).steps(), "both incarnations' steps");
+        assertEquals(130.0 / 1200, c.ranks().get(0).waitRatio().getAsDouble(), 1e-12);
+        assertEquals(List.of(before, again).stream().sorted().toList(), List.copyOf(c.nodes().keySet()));
+        assertNotNull(c.offer(again, from(B, t(0, 3, 30, 170, 0, 0))), "an incarnation of A answering as B is refused");
+        @SuppressWarnings("unchecked") var jsonNodes = (List<Map<String, Object>>) c.toJson().get("nodes");
+        assertEquals(List.of(A, A), jsonNodes.stream().map(m -> m.get("node")).toList(), "the address, once per incarnation");
+        assertEquals(java.util.Set.of(41L, -7L), jsonNodes.stream().map(m -> m.get("incarnation")).collect(java.util.stream.Collectors.toSet()));
+        @SuppressWarnings("unchecked") var jsonRanks = (List<Map<String, Object>>) c.toJson().get("ranks");
+        assertEquals(List.of(A), jsonRanks.getFirst().get("nodes"));
+
+        var byAddress = new ClusterTimings("j", 2); // what keying by address did: the restarted node's totals read as going down
+        byAddress.served(0, A);
+        assertNull(byAddress.offer(A, from(A, t(0, 10, 100, 900, 50, 650))));
+        assertTrue(byAddress.offer(A, from(A, t(0, 2, 30, 170, 0, 0))).contains("went down"));
+    }
+
     @Test
     void badReportsAreRefusedWholeAndTheEarlierFiguresStay() {
         var c = fourRanks();

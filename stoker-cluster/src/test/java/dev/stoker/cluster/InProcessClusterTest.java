@@ -172,6 +172,104 @@ class InProcessClusterTest {
     }
 
     /**
+     * Issue 31: a node that joins the cluster while a job runs (a new one) is admitted into the job and makes its share of
+     * the batches issued from then on: the job's two workers, both on the first node while it was alone, are placed again
+     * one per node, so every odd step of the rank issued after the admission is made on the new node; the rank still gets
+     * its schedule's batches in order, none lost or repeated (the coordinator alone decides the sequence). Before, a node
+     * that joined a running job was used from the next job on.
+     */
+    @Test
+    void aNodeThatJoinsARunningJobIsAdmittedAndMakesItsShareOfTheLaterSteps() throws Exception {
+        String self = "127.0.0.1:" + TensorOrderTest.freePort();
+        try (var storeA = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-a")), 256L << 20, "a"));
+             var storeB = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-b")), 256L << 20, "b"));
+             var a = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", port(self), List.of(self), 1), storeA)) {
+            assertTrue(a.awaitUp(Duration.ofSeconds(30)));
+            try (var job = a.runJob(new ClusterJob.Spec("j", twoSampleBatches(), 1, Placement.SPREAD, 2, 0, 2), Duration.ofSeconds(60))) {
+                var expected = job.schedule().iterator(dev.stoker.core.ScheduleCursor.START, 0);
+                var first = next(a, job);
+                assertNull(first.error(), first.error());
+                assertEquals(expected.next().cursor().position(), first.position());
+                assertEquals(List.of(a.address(), a.address()), job.workerNodes(), "alone, the first node has both workers");
+                try (var b = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of(self), 1), storeB)) {
+                    assertTrue(b.awaitUp(Duration.ofSeconds(30)), "the new node joined");
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                    while (!job.workerNodes().contains(b.address())) {
+                        assertTrue(System.nanoTime() < deadline, "not admitted within 30 s: " + job.summary());
+                        Thread.sleep(50);
+                    }
+                    assertEquals(List.of(a.address(), b.address()), job.workerNodes(), "one worker per node, spread");
+                    var owners = new ArrayList<String>();
+                    for (int step = 1; step < 6; step++) {
+                        var ref = next(a, job);
+                        assertNull(ref.error(), "step " + step + ": " + ref.error());
+                        var want = expected.next();
+                        assertEquals(want.cursor().epoch(), ref.epoch(), "step " + step);
+                        assertEquals(want.cursor().position(), ref.position(), "step " + step + ": the schedule's batch, in order");
+                        assertEquals(step, ref.globalStep());
+                        owners.add(ref.address());
+                    }
+                    // steps 1-2 were issued before the admission (the window is 2 deep): from step 3 on, odd steps go to worker 1
+                    for (int step = 3; step < 6; step++)
+                        assertEquals(step % 2 == 1 ? b.address() : a.address(), owners.get(step - 1), "step " + step + "'s owner: " + owners);
+                    assertEquals(1L, job.summary().get("admitted"));
+                }
+            }
+        }
+    }
+
+    static int port(String hostPort) { return Integer.parseInt(hostPort.substring(hostPort.lastIndexOf(':') + 1)); }
+
+    /** A job's configuration for members started here: the demo set's 8 samples, one rank, batches of two. */
+    String twoSampleBatches() throws Exception {
+        var manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 8, 3);
+        var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
+                .pixels(3136, 50176).threads(1).warmUpMillis(0).set(NodeConfig.MAX_IMAGES, 1).build();
+        return config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE)).toJson();
+    }
+
+    /** Rank 0's next batch reference, asked of {@code job}'s coordinator as member {@code via}'s trainer feed asks it. */
+    static CoordinatorProtocol.BatchRef next(ClusterNode via, ClusterJob job) {
+        return AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator(),
+                r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r), Duration.ofSeconds(60), via.system().scheduler()).toCompletableFuture().join();
+    }
+
+    /**
+     * Issue 31: while no live node takes workers (the job's only worker node left), the batches to make wait for a node to
+     * be admitted, but only so long ({@link ClusterJob#NO_NODE_LIMIT}, a second here): then the rank gets an error that
+     * says so, rather than wait forever.
+     */
+    @Test
+    void batchesWaitForAWorkerNodeOnlySoLongWhenTheOnlyOneIsGone() throws Exception {
+        String self = "127.0.0.1:" + TensorOrderTest.freePort();
+        try (var storeA = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-a")), 64L << 20, "a"));
+             var storeB = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-b")), 256L << 20, "b"));
+             var a = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", port(self), List.of(self), 0), storeA)) {
+            assertTrue(a.awaitUp(Duration.ofSeconds(30)));
+            var b = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", 0, List.of(self), 1), storeB);
+            boolean left = false;
+            try (var job = a.runJob(new ClusterJob.Spec("j", twoSampleBatches(), 1, Placement.SPREAD, 1, 0, 2), Duration.ofSeconds(60))) {
+                job.waitForNodesAtMost(Duration.ofSeconds(1));
+                var first = next(a, job);
+                assertNull(first.error(), first.error());
+                assertEquals(b.address(), first.address(), "made on the worker node");
+                b.close(); // leaves the cluster: the job has no node that takes workers
+                left = true;
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (!job.deadNodes().contains(b.address())) {
+                    assertTrue(System.nanoTime() < deadline, "the job never gave the node up: " + job.summary());
+                    Thread.sleep(50);
+                }
+                var second = next(a, job);
+                assertNotNull(second.error(), "the second step cannot be made: " + second);
+                assertTrue(second.error().contains("no live node has made step 1 of rank 0 in 1 s"), second.error());
+            } finally {
+                if (!left) b.close();
+            }
+        }
+    }
+
+    /**
      * Audit #14: a rank that could not pull its batch has it made again, and the attempt it gave up on is released on
      * its owner, which is alive (a transient pull failure): it is not pinned until the job stops.
      */

@@ -397,10 +397,12 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<Path> NODE_SHM_DIR = key("node-shm-dir", MEMBER, "DIR", TEXT, ConfigKey.path(), Path::toString,
             StoreConfig.DEFAULT_DIRECTORY, null, "Folder of this node's object store.");
     public static final ConfigKey<Long> DOWN_AFTER_MS = key("down-after-ms", MEMBER, "MS", NUMBER, ConfigKey.longInt(1, 3_600_000),
-            String::valueOf, 3000L, null, "How long the split-brain resolver waits for a stable set of unreachable nodes before downing them.");
+            String::valueOf, 7000L, null, "How long the split-brain resolver waits for a stable set of unreachable nodes before downing them, "
+                    + "and a node for its job's unreachable coordinator before ending the job; with --heartbeat-pause-ms, a member paused for "
+                    + "up to about their sum less 1.5 s is not downed (docs/cluster.md, \"Pauses\").");
     public static final ConfigKey<Long> HEARTBEAT_PAUSE_MS = key("heartbeat-pause-ms", MEMBER, "MS", NUMBER,
             ConfigKey.longInt(1, 3_600_000), String::valueOf, 4000L, null, "How long a node may miss heartbeats before it counts as "
-                    + "unreachable and its work is redone elsewhere.");
+                    + "unreachable and its work is redone elsewhere (it is admitted again when it is heard again).");
     public static final ConfigKey<Integer> PULL_AHEAD = key("pull-ahead", MEMBER, "N", NUMBER, ConfigKey.integer(0, 64), String::valueOf, 2,
             null, "Batches this node pulls for each of its ranks ahead of the trainer's request, so that a batch's transfer from its "
                     + "owner overlaps the trainer's step.");
