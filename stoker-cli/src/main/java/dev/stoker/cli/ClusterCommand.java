@@ -1,5 +1,6 @@
 package dev.stoker.cli;
 
+import dev.stoker.bench.cluster.ClusterAblation;
 import dev.stoker.bench.cluster.ClusterBench;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
@@ -58,10 +59,20 @@ final class ClusterCommand implements Callable<Integer>, NodeOptions.Configured 
     @Option(names = "--timeout-s", description = "Longest the trainers may run (default: 120 s + 10 s per step).")
     Long timeoutSeconds;
 
+    @Option(names = "--ablate",
+            description = "The talk's scale ablation: the 2x2 of --retrieval {relay, direct} x --placement {pack, spread} at the "
+                    + "setting given and at --ablate-scale times its ranks, workers and batch (8 runs); ends with one JSON line "
+                    + "{\"ablation\": [...], \"gain\": {...}} and writes ablation.json into the work dir for `stoker report`.")
+    boolean ablate;
+
+    @Option(names = "--ablate-scale", defaultValue = "" + ClusterAblation.DEFAULT_SCALE,
+            description = "With --ablate: the large setting's factor on ranks, workers and batch (default: ${DEFAULT-VALUE}).")
+    int ablateScale;
+
     @Override
     public List<ConfigKey<?>> settings() {
         var keys = new ArrayList<>(BenchCommand.FEED_SETTINGS);
-        keys.addAll(List.of(NodeConfig.NODES, NodeConfig.PLACEMENT, NodeConfig.WORKERS, NodeConfig.PULL_AHEAD, NodeConfig.NODE_SHM_BUDGET));
+        keys.addAll(List.of(NodeConfig.NODES, NodeConfig.PLACEMENT, NodeConfig.RETRIEVAL, NodeConfig.WORKERS, NodeConfig.PULL_AHEAD, NodeConfig.NODE_SHM_BUDGET));
         return keys;
     }
 
@@ -71,6 +82,7 @@ final class ClusterCommand implements Callable<Integer>, NodeOptions.Configured 
         if (config == null) return 0;
         var out = spec.commandLine().getOut();
         var settings = new ClusterBench.Settings(config, steps, stepMillis, nicMbit, noNetns, port, nodeHeap, timeoutSeconds, workDir);
+        if (ablate) return ClusterAblation.run(settings, ablateScale, out, spec.commandLine().getErr());
         return ClusterBench.run(settings, out, spec.commandLine().getErr());
     }
 }

@@ -79,8 +79,15 @@ public final class ClusterJob implements AutoCloseable {
      * @param workers   workers to place (each one stream of fetch → decode → write)
      * @param steps     batches per rank (0: endless)
      * @param depth     batches made ahead per rank (0: the feed's prefetch depth)
+     * @param relay     batches made on a node other than the coordinator's reach their ranks' nodes through the coordinator's
+     *                  node ({@code --retrieval relay}) instead of straight from their owner
      */
-    public record Spec(String job, String config, int nodes, Placement placement, int workers, long steps, int depth) {
+    public record Spec(String job, String config, int nodes, Placement placement, int workers, long steps, int depth, boolean relay) {
+        /** A job whose ranks' nodes pull straight from each batch's owner. */
+        public Spec(String job, String config, int nodes, Placement placement, int workers, long steps, int depth) {
+            this(job, config, nodes, placement, workers, steps, depth, false);
+        }
+
         public Spec {
             java.util.Objects.requireNonNull(config, "config");
             if (nodes <= 0) throw new IllegalArgumentException("nodes must be positive, got " + nodes);
@@ -631,7 +638,19 @@ public final class ClusterJob implements AutoCloseable {
                     st.skipped += p.scheduled() - p.samples();
                 }
             }
-            replyTo.tell(new CoordinatorProtocol.BatchRef(p.key(), p.address(), info == null ? "" : info.flightHost(),
+            String key = p.key();
+            if (spec.relay() && info != null) { // through this (the coordinator's) node's Flight server, unless it made the batch
+                String me = Cluster.get(system).selfMember().address().toString();
+                NodeProtocol.NodeInfo mine;
+                synchronized (this) {
+                    mine = infos.get(me);
+                }
+                if (!p.address().equals(me) && mine != null && mine.flightPort() > 0) {
+                    key = BatchRelay.key(info.flightHost(), info.flightPort(), p.key());
+                    info = mine;
+                }
+            }
+            replyTo.tell(new CoordinatorProtocol.BatchRef(key, p.address(), info == null ? "" : info.flightHost(),
                     info == null ? 0 : info.flightPort(), p.bytes(), t.cursor.epoch(), t.cursor.position(), t.globalStep, t.rank,
                     p.samples(), p.scheduled(), p.skipped(), false, null));
         });

@@ -187,6 +187,12 @@ public final class ClusterNode implements AutoCloseable {
         }
         var pull = new FlightBatchClient.Options(token, true, tls.certificatePem(), ClusterKey.NAME);
         runtime.runOn(system); // the process's one actor system: its jobs' task producers run their streams on it
+        var members = system;
+        runtime.relayThrough(new BatchRelay(pull, allocator, host -> { // a relay fetches only from a member's host
+            for (var m : Cluster.get(members).state().getMembers())
+                if (host.equals(m.address().getHost().orElse(null))) return true;
+            return false;
+        }));
         var node = new ClusterNode(system, runtime, flight, allocator, options, key, tls, pull);
         holder.complete(node);
         return node;
@@ -347,7 +353,8 @@ public final class ClusterNode implements AutoCloseable {
     /** This node's counters now. */
     public NodeProtocol.NodeStats stats() {
         return new NodeProtocol.NodeStats(address(), runtime.produced.get(), flight.batchesSent(), flight.bytesSent(),
-                runtime.pulledBatches.get(), runtime.pulledBytes.get(), runtime.localHandOuts.get(), runtime.heldObjects());
+                runtime.pulledBatches.get(), runtime.pulledBytes.get(), runtime.localHandOuts.get(), runtime.heldObjects(),
+                runtime.relayedBatches(), runtime.relayedBytes());
     }
 
     private volatile boolean closing;

@@ -359,7 +359,7 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
     /** A lease on the object when this node made it; null when another node did. */
     private BatchStream.Made local(NodeRuntime.NodeJob job, CoordinatorProtocol.BatchRef ref) {
-        var lent = runtime.lend(job.id, ref.key());
+        var lent = runtime.lend(job.id, BatchRelay.ownKey(ref.key())); // made here: a relayed one too
         if (lent == null) return null;
         runtime.localHandOuts.incrementAndGet();
         return new BatchStream.InStore(lent.object(), lent.bytes(), lent.lease());

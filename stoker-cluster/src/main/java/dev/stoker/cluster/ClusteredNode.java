@@ -173,11 +173,11 @@ public final class ClusteredNode {
             // the job's nodes read its data, processor and store settings; where they listen is their own
             var jobConfig = config.only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
             var spec = new ClusterJob.Spec(config.job(), jobConfig.toJson(), nodes, placement, workers, config.steps(),
-                    config.get(NodeConfig.PREFETCH_BATCHES));
+                    config.get(NodeConfig.PREFETCH_BATCHES), config.get(NodeConfig.RETRIEVAL) == NodeConfig.Retrieval.RELAY);
             var job = m.node().runJob(spec, JOB_START_TIMEOUT);
             var feed = m.node().trainerFeed(Duration.ofSeconds(30));
-            log.accept(String.format(Locale.ROOT, "job %s over %d nodes, %d workers %s: %s", config.job(), job.nodes().size(), workers,
-                    placement.name().toLowerCase(Locale.ROOT), job.workerNodes()));
+            log.accept(String.format(Locale.ROOT, "job %s over %d nodes, %d workers %s, retrieval %s: %s", config.job(), job.nodes().size(),
+                    workers, placement.name().toLowerCase(Locale.ROOT), spec.relay() ? "relayed by this node" : "direct", job.workerNodes()));
             log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
                     job.schedule().datasetSize(), job.schedule().stepsPerEpoch(), job.fingerprint()));
             return new StokerNode.Feed() {

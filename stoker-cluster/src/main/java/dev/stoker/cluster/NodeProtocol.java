@@ -92,8 +92,10 @@ public final class NodeProtocol {
 
     /**
      * A node's counters: batches made, batch bytes sent over Flight and pulled over Flight,
-     * batches handed to local trainers by shared memory, and objects held now.
+     * batches handed to local trainers by shared memory, objects held now, and the batches (and their bytes) it passed on
+     * from other nodes ({@code --retrieval relay}: the coordinator's node).
      */
     public record NodeStats(String address, long produced, long flightBatchesSent, long flightBytesSent, long pulledBatches,
-                            long pulledBytes, long localHandOuts, long heldObjects) implements ClusterMessage {}
+                            long pulledBytes, long localHandOuts, long heldObjects, long relayedBatches, long relayedBytes)
+            implements ClusterMessage {}
 }

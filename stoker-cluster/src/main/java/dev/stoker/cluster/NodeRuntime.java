@@ -43,6 +43,8 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     final AtomicLong pulledBatches = new AtomicLong();
     final AtomicLong pulledBytes = new AtomicLong();
     final AtomicLong localHandOuts = new AtomicLong();
+    /** Passes batches of other nodes on ({@code --retrieval relay}, on the coordinator's node); null until set. */
+    private volatile BatchRelay relay;
 
     /** One job on this node. */
     static final class NodeJob {
@@ -325,7 +327,31 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         return new BatchProvider.Stored(lent.object().file(), lent.object().offset(), lent.bytes(), lent.view(), lent.lease()::close);
     }
 
+    /** A Flight DoGet for object "job/relay~HOST:PORT~KEY" fetches it from that owner ({@link BatchRelay}); else {@link #lend}. */
+    @Override
+    public FlightBatchServer.Lent loan(String name) {
+        int slash = name.indexOf('/');
+        if (slash <= 0 || !BatchRelay.relayed(name.substring(slash + 1))) return FlightBatchServer.ObjectLender.super.loan(name);
+        var r = relay;
+        String job = name.substring(0, slash);
+        if (r == null || !jobs.containsKey(job)) throw new IllegalArgumentException("no object " + name + " on this node");
+        try {
+            return r.fetch(job, name.substring(slash + 1));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("relay of " + name + " interrupted", e);
+        }
+    }
+
+    void relayThrough(BatchRelay r) { relay = r; }
+
+    long relayedBatches() { var r = relay; return r == null ? 0 : r.batches.get(); }
+
+    long relayedBytes() { var r = relay; return r == null ? 0 : r.bytes.get(); }
+
     void close() {
         for (var id : List.copyOf(jobs.keySet())) stopJob(id);
+        var r = relay;
+        if (r != null) r.close();
     }
 }

@@ -170,10 +170,16 @@ public final class FlightBatchServer implements AutoCloseable {
     public interface ObjectLender {
         /** A hold on object {@code name}; IllegalArgumentException when there is none. */
         BatchProvider.Stored lend(String name);
+
+        /**
+         * What the server sends for object {@code name}, held until sent: by default {@link #lend}'s object; a lender that
+         * passes on a batch it fetched from elsewhere (a relay) gives its tensors and what ends its hold on them.
+         */
+        default Lent loan(String name) { return Lent.of(lend(name)); }
     }
 
-    /** A batch the server holds until it has copied the tensors out ({@code done} ends the hold). */
-    private record Lent(BatchLayout.Meta meta, List<Tensor> tensors, Runnable done) {
+    /** A batch the server holds until it has copied the tensors out ({@code done} ends the hold, once). */
+    public record Lent(BatchLayout.Meta meta, List<Tensor> tensors, Runnable done) {
         static Lent of(BatchProvider.Delivery d) {
             return switch (d) {
                 case null -> null;
@@ -370,7 +376,7 @@ public final class FlightBatchServer implements AutoCloseable {
             CompletableFuture<Lent> batch = adopt(key);
             if (batch == null) {
                 try {
-                    batch = isObject(request) ? CompletableFuture.completedFuture(Lent.of(objects.lend(request.job())))
+                    batch = isObject(request) ? CompletableFuture.completedFuture(objects.loan(request.job()))
                             : ranks.next(rank, connection).thenApply(Lent::of);
                 } catch (IllegalArgumentException e) {
                     closeGet(session);

@@ -58,6 +58,12 @@ public abstract sealed class NodeSettings permits NodeConfig {
     /** How a cluster places its workers: pack fills the oldest node's slots first; spread deals them over the nodes. */
     public enum Placement { PACK, SPREAD }
 
+    /**
+     * How a rank's node gets a batch another node made: straight from its owner (zero-copy retrieval), or relayed through
+     * the coordinator's node, as a driver that hands out every batch would (the talk's "retrieval off").
+     */
+    public enum Retrieval { DIRECT, RELAY }
+
     /** Which chat template renders a sample's chat: Stoker's built-in one of the family, or the model folder's own. */
     public enum ChatTemplateChoice { BUILTIN, MODEL }
 
@@ -374,6 +380,11 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<Placement> PLACEMENT = key("placement", CLUSTER, "POLICY", TEXT, ConfigKey.enumOf(Placement.class),
             ConfigKey::cliName, Placement.SPREAD, null, "With --join: pack fills one node's slots before the next; spread deals the "
                     + "workers over the nodes.");
+    public static final ConfigKey<Retrieval> RETRIEVAL = key("retrieval", CLUSTER, "MODE", TEXT, ConfigKey.enumOf(Retrieval.class),
+            ConfigKey::cliName, Retrieval.DIRECT, null, "With --join: direct: a rank's node pulls each batch made on another node "
+                    + "straight from the node that made it; relay: through the coordinator's node, whose network card then carries every "
+                    + "such batch twice (in and out): the slower layout of a driver that hands out the data, kept for `bench cluster "
+                    + "--ablate`.");
     public static final ConfigKey<Integer> WORKERS = key("workers", CLUSTER, "N", NUMBER, ConfigKey.integer(1, MAX_CLUSTER_WORKERS),
             String::valueOf, null, "--nodes", "With --join: workers to place.");
 

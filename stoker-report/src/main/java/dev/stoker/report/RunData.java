@@ -20,7 +20,12 @@ import java.util.stream.Stream;
  * ({@code MODE-rankR.json}) and the pipeline's counters ({@code MODE-pipeline.json}). Anything missing is absent here, never an error: a report is built
  * from whatever the run recorded.
  */
-public record RunData(Path dir, List<Mode> modes) {
+public record RunData(Path dir, List<Mode> modes, JsonNode ablation) {
+    /** The file {@code stoker bench cluster --ablate} writes its table to, in its work dir. */
+    public static final String ABLATION_FILE = "ablation.json";
+
+    /** A run without an ablation table. */
+    public RunData(Path dir, List<Mode> modes) { this(dir, modes, null); }
 
     /** The ladder's rungs in their natural order; other modes follow, by name. */
     public static final List<String> LADDER_ORDER = List.of("serial", "concurrent", "prefetch", "zero-copy");
@@ -83,7 +88,8 @@ public record RunData(Path dir, List<Mode> modes) {
         for (String n : names) {
             modes.add(new Mode(n, List.copyOf(ranks.getOrDefault(n, Map.of()).values()), pipelines.get(n)));
         }
-        return new RunData(dir, List.copyOf(modes));
+        Path ablation = dir.resolve(ABLATION_FILE);
+        return new RunData(dir, List.copyOf(modes), Files.isRegularFile(ablation) ? read(mapper, ablation) : null);
     }
 
     private static JsonNode read(ObjectMapper mapper, Path f) throws IOException {

@@ -69,6 +69,7 @@ public final class RunReport {
         summaryTable(h, run);
         perRankTable(h, run);
         clusterTable(h, run);
+        ablationTable(h, run);
 
         section(h, "Wait-time ratio per mode", "Share of the trainers' step time spent waiting for a batch, all steps and steady state"
                 + " (leaving out the first " + RunData.STEADY_SKIP_STEPS + " steps of each rank). Lower is better.", waitRatioPlot(run));
@@ -158,6 +159,38 @@ public final class RunReport {
         }
         h.append("</tbody></table></section>\n");
     }
+
+    /**
+     * {@code bench cluster --ablate}'s table ({@link RunData#ablation}): samples/s and wait per scale and layout, each layout's
+     * gain over both knobs off, and the talk's figures beside it, so that a user sees which knobs pay at which scale.
+     */
+    private static void ablationTable(StringBuilder h, RunData run) {
+        JsonNode a = run.ablation();
+        if (a == null || !a.path("ablation").isArray()) return;
+        h.append("<section><h2>Scale ablation (bench cluster --ablate)</h2>\n<p class=\"note\">Zero-copy retrieval (direct: each ")
+                .append("rank's node pulls from the batch's owner; relay: through the coordinator's node) × placement (spread over the ")
+                .append("nodes; pack: every worker on the coordinator's node), at the setting given and at ").append(a.path("scale").asInt())
+                .append("× its ranks, workers and batch. Gain: samples/s over pack + relay's at the same scale. The talk: ")
+                .append(Html.esc(a.path("talk").path("small").asText(""))).append("; ").append(Html.esc(a.path("talk").path("large").asText("")))
+                .append(".</p>\n<table id=\"ablation\"><thead><tr><th>scale</th><th>placement</th><th>retrieval</th><th>ranks</th>")
+                .append("<th>batch</th><th>workers</th><th>samples/s</th><th>steady</th><th>wait ratio</th><th>steady</th>")
+                .append("<th>busiest card</th><th>gain</th></tr></thead><tbody>\n");
+        for (JsonNode r : a.path("ablation")) {
+            JsonNode gain = a.path("gain").path(r.path("scale").asText()).path(r.path("placement").asText() + "+" + r.path("retrieval").asText());
+            h.append("<tr><td>").append(Html.esc(r.path("scale").asText())).append("</td><td>").append(Html.esc(r.path("placement").asText()))
+                    .append("</td><td>").append(Html.esc(r.path("retrieval").asText())).append("</td><td>").append(r.path("ranks").asInt())
+                    .append("</td><td>").append(r.path("batch").asInt()).append("</td><td>").append(r.path("workers").asInt())
+                    .append("</td><td>").append(number(r.path("samples_per_s"), 2)).append("</td><td>").append(number(r.path("steady_samples_per_s"), 2))
+                    .append("</td><td>").append(ratio(r.path("wait_ratio"))).append("</td><td>").append(ratio(r.path("steady_wait_ratio")))
+                    .append("</td><td>").append(r.path("busiest_tx_utilisation").isNumber()
+                            ? Html.num(100 * r.path("busiest_tx_utilisation").asDouble(), 0) + "%" : "–")
+                    .append("</td><td>").append(number(gain, 3)).append(r.path("ok").asBoolean(false) ? "" : " (run failed)")
+                    .append("</td></tr>\n");
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    private static String number(JsonNode v, int digits) { return v.isNumber() ? Html.num(v.asDouble(), digits) : "–"; }
 
     private static void clusterRow(StringBuilder h, RunData run, Mode m, String what, String ranks, JsonNode f) {
         h.append("<tr><td><span class=\"swatch\" style=\"background:").append(color(run, m.name())).append("\"></span>")

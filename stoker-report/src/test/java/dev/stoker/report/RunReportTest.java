@@ -97,6 +97,26 @@ class RunReportTest {
         assertFalse(s.contains(EVIL));
     }
 
+    /** bench cluster --ablate's work dir: its table, each layout's gain and the talk's figures, with no trainer reports beside them. */
+    @Test
+    void anAblationsWorkDirShowsItsTable(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve(RunData.ABLATION_FILE), "{\"ablation\":["
+                + "{\"scale\":\"large\",\"placement\":\"pack\",\"retrieval\":\"relay\",\"ranks\":8,\"batch\":8,\"workers\":8,\"ok\":true,"
+                + "\"samples_per_s\":20.0,\"steady_samples_per_s\":21.5,\"wait_ratio\":0.5,\"steady_wait_ratio\":0.45,\"busiest_tx_utilisation\":0.97},"
+                + "{\"scale\":\"large\",\"placement\":\"spread\",\"retrieval\":\"direct\",\"ranks\":8,\"batch\":8,\"workers\":8,\"ok\":false,"
+                + "\"samples_per_s\":30.0,\"steady_samples_per_s\":null,\"wait_ratio\":0.1,\"steady_wait_ratio\":0.08,\"busiest_tx_utilisation\":null}],"
+                + "\"gain\":{\"large\":{\"pack+relay\":1.0,\"spread+direct\":1.5}},\"scale\":4,"
+                + "\"talk\":{\"small\":\"neither knob helped\",\"large\":\"" + EVIL.replace("\"", "\\\"") + "\"}}");
+        String s = Files.readString(RunReport.write(dir));
+        String table = s.substring(s.indexOf("<table id=\"ablation\">"));
+        table = table.substring(0, table.indexOf("</table>"));
+        assertTrue(table.contains("<td>large</td><td>pack</td><td>relay</td><td>8</td><td>8</td><td>8</td><td>20.00</td><td>21.50</td>"
+                + "<td>0.500</td><td>0.450</td><td>97%</td><td>1.000</td>"), table);
+        assertTrue(table.contains("<td>spread</td><td>direct</td>") && table.contains("<td>–</td><td>1.500 (run failed)</td>"), table);
+        assertTrue(s.contains("at 4× its ranks, workers and batch") && s.contains("neither knob helped"), s);
+        assertFalse(s.contains(EVIL));
+    }
+
     /** The straggler-bound verdict of a packed job is shown with its label. */
     @Test
     void aStragglerBoundVerdictIsLabelled(@TempDir Path dir) throws Exception {

@@ -225,7 +225,12 @@ class ClusterTest {
 
         /** Job {@code name} over {@code nodes} worker nodes, coordinated by the member in this JVM; closed with the cluster. */
         ClusterJob runJob(String name, int ranks, int nodes, Placement placement, int workers, int steps) throws Exception {
-            var job = coordinator.runJob(new ClusterJob.Spec(name, job(ranks).build().toJson(), nodes, placement, workers, steps, 2),
+            return runJob(name, ranks, nodes, placement, workers, steps, false);
+        }
+
+        /** {@link #runJob(String, int, int, Placement, int, int)}, its remote batches relayed by the coordinator's node when {@code relay}. */
+        ClusterJob runJob(String name, int ranks, int nodes, Placement placement, int workers, int steps, boolean relay) throws Exception {
+            var job = coordinator.runJob(new ClusterJob.Spec(name, job(ranks).build().toJson(), nodes, placement, workers, steps, 2, relay),
                     Duration.ofMinutes(3));
             closing.add(job);
             return job;
@@ -461,7 +466,7 @@ class ClusterTest {
                 out.put(s.address(), b == null ? s : new NodeProtocol.NodeStats(s.address(), s.produced() - b.produced(),
                         s.flightBatchesSent() - b.flightBatchesSent(), s.flightBytesSent() - b.flightBytesSent(),
                         s.pulledBatches() - b.pulledBatches(), s.pulledBytes() - b.pulledBytes(), s.localHandOuts() - b.localHandOuts(),
-                        s.heldObjects()));
+                        s.heldObjects(), s.relayedBatches() - b.relayedBatches(), s.relayedBytes() - b.relayedBytes()));
             }
             return out;
         }
@@ -529,6 +534,36 @@ class ClusterTest {
             double all = (Double) measured.get("wait_ratio");
             assertTrue(all >= 0 && all <= 1, "the job's wait ratio over every rank " + measured);
             assertEquals(timings.all().steps(), measured.get("steps_reported"));
+        }
+
+        @Test
+        void relayedRetrievalPassesEveryRemoteBatchThroughTheCoordinatorsNode() throws Exception {
+            int ranks = 3, steps = 4;
+            var before = settledCounters();
+            last = cluster.runJob("relay", ranks, 3, Placement.SPREAD, 3, steps, true);
+            var trainers = new ArrayList<CompletableFuture<List<String>>>();
+            for (int r = 0; r < ranks; r++) trainers.add(trainer(socket(r), r, ranks, steps));
+            for (int r = 0; r < ranks; r++)
+                assertEquals(reference(ranks, r, 0, steps), trainers.get(r).get(180, TimeUnit.SECONDS), "rank " + r + "'s batches, relayed");
+
+            // --retrieval relay (the ablation's "retrieval off"): a batch made on another node than its rank's comes through the
+            // coordinator's node (it makes none here), which fetched it from the owner and sent it on; a rank's own batches stay local
+            var stats = countedSince(last, before);
+            var c = stats.get(coordinator.address()); // the coordinator's node, a member too: this job's counts
+            long pulled = 0, local = 0, ownersSent = 0;
+            for (var st : stats.values()) {
+                if (st == c) continue;
+                pulled += st.pulledBatches();
+                local += st.localHandOuts();
+                ownersSent += st.flightBatchesSent();
+            }
+            assertEquals((long) ranks * steps, local + pulled, "every batch reached its rank once " + stats);
+            assertTrue(pulled > 0 && local > 0, "spread over 3 nodes gives both local and remote batches " + stats);
+            assertEquals(pulled, c.relayedBatches(), "every pulled batch was relayed by the coordinator's node " + stats);
+            assertEquals(pulled, c.flightBatchesSent(), "and sent on by it " + stats);
+            assertEquals(pulled, ownersSent, "each fetched once from its owner " + stats);
+            assertTrue(c.relayedBytes() > 0 && c.produced() == 0 && c.pulledBatches() == 0, c.toString());
+            assertEquals(0, last.redone());
         }
 
         @Test

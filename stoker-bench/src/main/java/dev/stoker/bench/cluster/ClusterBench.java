@@ -75,8 +75,16 @@ public final class ClusterBench {
 
     private ClusterBench() {}
 
+    /** A run's exit code (0: every node exited 0 and every rank took every step) and its JSON line's figures (null: none). */
+    record Outcome(int exit, java.util.Map<String, Object> result) {}
+
     /** Runs the cluster; 0 when every node exited 0 and every rank took every step, else 1 (said on {@code err}). */
     public static int run(Settings s, PrintWriter out, PrintWriter err) throws IOException, InterruptedException {
+        return measure(s, out, err).exit();
+    }
+
+    /** Runs the cluster once: its exit code as {@link #run}'s, and its figures. */
+    static Outcome measure(Settings s, PrintWriter out, PrintWriter err) throws IOException, InterruptedException {
         var config = s.config();
         long started = System.nanoTime();
         if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
@@ -116,10 +124,10 @@ public final class ClusterBench {
                     ports[i] = base + i; // same number of digits: the coordinator orders nodes by address text, node 0 first
                 }
             }
-            out.printf("bench cluster: %d nodes (%s), placement %s, %d workers (%d slots per node), %d ranks × batch %d, step %d ms, "
+            out.printf("bench cluster: %d nodes (%s), placement %s, retrieval %s, %d workers (%d slots per node), %d ranks × batch %d, step %d ms, "
                             + "%d steps; work dir %s%n", nodes, netns ? "network namespaces " + bed.subnet() + ", NIC "
                             + (s.nicMbit() == 0 ? "unlimited" : s.nicMbit() + " Mbit/s") + " each way" : "127.0.0.1, no NIC limit",
-                    placement(config), w, w, ranks, config.batch(), s.stepMillis(), s.steps(), dir);
+                    placement(config), retrieval(config), w, w, ranks, config.batch(), s.stepMillis(), s.steps(), dir);
             out.flush();
 
             var members = new ArrayList<Members.Member>();
@@ -192,9 +200,9 @@ public final class ClusterBench {
                 if (stepsPerRank.get(r) != s.steps()) problems.add("rank " + r + " took " + stepsPerRank.get(r) + " of " + s.steps() + " steps");
             if (!problems.isEmpty()) {
                 err.println("stoker: bench cluster did not end cleanly: " + String.join("; ", problems) + "; see " + dir);
-                return 1;
+                return new Outcome(1, result);
             }
-            return 0;
+            return new Outcome(0, result);
         } catch (BenchFailure f) {
             err.println("stoker: bench cluster: " + f.getMessage());
             if (f.log != null) {
@@ -202,7 +210,7 @@ public final class ClusterBench {
                 err.println(ChildProcesses.tail(f.log, TAIL_LINES));
             }
             err.println("(logs in " + dir + ")");
-            return 1;
+            return new Outcome(1, null);
         } finally {
             if (bed != null) bed.close();
         }
@@ -217,6 +225,7 @@ public final class ClusterBench {
         var c = s.config();
         var b = i == 0 ? c.toBuilder().set(NodeConfig.RANKS, c.ranks()).set(NodeConfig.BATCH, c.batch())
                 .set(NodeConfig.NODES, c.get(NodeConfig.NODES)).set(NodeConfig.PLACEMENT, c.get(NodeConfig.PLACEMENT))
+                .set(NodeConfig.RETRIEVAL, c.get(NodeConfig.RETRIEVAL))
                 .set(NodeConfig.WORKERS, c.workers()).set(NodeConfig.STEPS, (long) s.steps()).set(NodeConfig.JOB, JOB)
                 .set(NodeConfig.METRICS_FILE, metricsFile(dir))
                 : NodeConfig.builder().set(NodeConfig.METRICS_FILE, statsFile(dir, i));
@@ -257,6 +266,8 @@ public final class ClusterBench {
     }
 
     static String placement(NodeConfig config) { return ConfigKey.cliName(config.get(NodeConfig.PLACEMENT)); }
+
+    static String retrieval(NodeConfig config) { return ConfigKey.cliName(config.get(NodeConfig.RETRIEVAL)); }
 
     static Path metricsFile(Path dir) { return dir.resolve("serve-metrics.json"); }
 

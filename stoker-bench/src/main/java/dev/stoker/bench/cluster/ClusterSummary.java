@@ -137,6 +137,7 @@ final class ClusterSummary {
         var pulled = new ArrayList<Long>();
         var produced = new ArrayList<Long>();
         var local = new ArrayList<Long>();
+        var relayed = new ArrayList<Long>();
         long nicMbit = s.nicMbit();
         double linkBytesPerSecond = nicMbit * 1e6 / 8;
         for (int i = 0; i < nodes; i++) {
@@ -146,12 +147,14 @@ final class ClusterSummary {
             pulled.add(pull);
             produced.add(stats[i] == null ? -1 : stats[i].path("produced").asLong());
             local.add(stats[i] == null ? -1 : stats[i].path("localHandOuts").asLong());
+            long relay = stats[i] == null ? 0 : stats[i].path("relayedBytes").asLong();
+            relayed.add(stats[i] == null ? -1 : relay);
             if (f.netns()) {
                 tx.add(f.after()[i].txBytes() - f.before()[i].txBytes());
                 rx.add(f.after()[i].rxBytes() - f.before()[i].rxBytes());
             } else {
                 tx.add(flight);
-                rx.add(pull);
+                rx.add(pull < 0 ? pull : pull + relay); // a relaying node takes in what it passes on
             }
             boolean limited = f.netns() && nicMbit > 0 && elapsedSeconds > 0;
             utilTx.add(limited ? round(tx.get(i) / (elapsedSeconds * linkBytesPerSecond)) : null);
@@ -180,6 +183,7 @@ final class ClusterSummary {
         json.put("per_node_pulled_bytes", pulled);
         json.put("per_node_batches_made", produced);
         json.put("per_node_local_handouts", local);
+        json.put("per_node_relayed_bytes", relayed);
         json.put("worker_nodes", workerNodes);
         json.put("workers_per_node", workersPerNode);
         json.put("per_rank_wait_ratio", perRankWait);
@@ -193,6 +197,7 @@ final class ClusterSummary {
         json.put("elapsed_s", round2(elapsedSeconds));
         json.put("wall_s", round2(f.wallSeconds()));
         json.put("placement", ClusterBench.placement(s.config()));
+        json.put("retrieval", ClusterBench.retrieval(s.config()));
         json.put("nodes", nodes);
         json.put("nic_mbit", f.netns() ? nicMbit : 0);
         json.put("netns", f.netns());
