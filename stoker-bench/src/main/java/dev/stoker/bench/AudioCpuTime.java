@@ -2,7 +2,6 @@ package dev.stoker.bench;
 
 import dev.stoker.core.AudioFamily;
 import dev.stoker.audio.AudioDecoder;
-import dev.stoker.audio.AudioFamily;
 import dev.stoker.audio.WhisperLogMel;
 import dev.stoker.video.ffmpeg.AudioReader;
 import java.lang.management.ManagementFactory;
