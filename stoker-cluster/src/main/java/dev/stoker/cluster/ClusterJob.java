@@ -146,13 +146,22 @@ public final class ClusterJob implements AutoCloseable {
     /** The trainers' timings gathered from the nodes ({@link #refreshTimings}); null until the job's world is known. */
     private volatile ClusterTimings timings;
 
-    private ClusterJob(ActorSystem<?> system, Spec spec) {
+    /** The steps the coordinator's own node planned for a job (by its name), or null where it did not open it. */
+    private final java.util.function.Function<String, StepSchedule> localPlan;
+
+    private ClusterJob(ActorSystem<?> system, Spec spec, java.util.function.Function<String, StepSchedule> localPlan) {
         this.system = system;
         this.spec = spec;
+        this.localPlan = localPlan;
     }
 
-    static ClusterJob start(ActorSystem<?> system, Spec spec, Duration timeout) throws IOException, InterruptedException {
-        var job = new ClusterJob(system, spec);
+    /**
+     * Starts {@code spec} from this member: {@code localPlan} gives the steps this member's own node planned for the job when
+     * it opened it there (every node opens it, the coordinator's too), which the coordinator walks.
+     */
+    static ClusterJob start(ActorSystem<?> system, Spec spec, Duration timeout, java.util.function.Function<String, StepSchedule> localPlan)
+            throws IOException, InterruptedException {
+        var job = new ClusterJob(system, spec, localPlan);
         var ready = new CompletableFuture<ActorRef<CoordinatorProtocol.Command>>();
         system.systemActorOf(job.behavior(ready), "coordinator-" + spec.job().replaceAll("[^A-Za-z0-9_-]", "_"), Props.empty());
         try {
@@ -288,10 +297,24 @@ public final class ClusterJob implements AutoCloseable {
                 throw new IOException("node " + s.address() + " reads another data set or configuration than " + first.address()
                         + " (fingerprint " + Long.toHexString(s.fingerprint()) + " vs " + Long.toHexString(first.fingerprint())
                         + ", " + s.datasetSize() + " vs " + first.datasetSize() + " samples): every node must see the same manifest and options");
+            else if (s.planDigest() != first.planDigest())
+                throw new IOException("node " + s.address() + " planned the job's packs from other sample shapes than " + first.address()
+                        + " (digest " + Long.toHexString(s.planDigest()) + " vs " + Long.toHexString(first.planDigest()) + "): a length "
+                        + "index (stoker validate) on one node that is not the other's, or another tokenizer; every node must plan the "
+                        + "same packs");
         }
+        // the steps the workers cut, as this node's own producer planned them: a packed job's packs come from the planner
+        // `stoker plan --pack-tokens` prints (StepSchedules.of), deterministic from the order's seed and cursor, so that the
+        // coordinator's (cursor, rank) names the same pack on every node
+        var planned = localPlan.apply(spec.job());
+        if (planned == null && first.planDigest() != 0)
+            throw new IOException("job " + spec.job() + " packs its steps, but the coordinator's own node did not open it: it cannot "
+                    + "walk the packs the workers plan");
+        if (planned != null && (planned.ranks() != first.ranks() || planned.datasetSize() != first.datasetSize()))
+            throw new IOException("the coordinator's node planned " + planned.ranks() + " ranks over " + planned.datasetSize()
+                    + " places, the nodes " + first.ranks() + " over " + first.datasetSize());
         synchronized (this) {
-            // the nodes' batch schedule (a packed job is refused before it gets here: ClusteredNode.checkCoordinator)
-            schedule = new SampleSchedule(first.seed(), first.datasetSize(), first.ranks(), first.batchSize());
+            schedule = planned != null ? planned : new SampleSchedule(first.seed(), first.datasetSize(), first.ranks(), first.batchSize());
             fingerprint = first.fingerprint();
             depth = spec.depth() > 0 ? spec.depth() : Math.max(1, first.prefetchBatches());
             ranks = new RankState[first.ranks()];

@@ -117,6 +117,17 @@ public final class TaskProducer implements AutoCloseable {
      */
     public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers,
                                      ClassicActorSystemProvider system) throws IOException {
+        return start(config, source, tokenizer, store, maxWorkers, null, system);
+    }
+
+    /**
+     * {@link #start(FeedConfig, FeedSource, QwenTokenizer, ShmObjectStore, int, ClassicActorSystemProvider)} with where a
+     * packed job's shapes come from ({@code shapes}, asked only when steps are packed; null: measured here from image
+     * headers): the local feed's source ({@link Feeder.ShapeSource}), so that a cluster node plans its packs from what
+     * {@code stoker plan} and {@code stoker serve} plan them from.
+     */
+    public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers,
+                                     Feeder.ShapeSource shapes, ClassicActorSystemProvider system) throws IOException {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
         int threads = config.cpuThreads();
         int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.packing().samplesPerRankAtMost(config.batchSize()) + 1);
@@ -124,7 +135,8 @@ public final class TaskProducer implements AutoCloseable {
         var records = engine.records();
         StepSchedule schedule;
         try {
-            schedule = Feeder.steps(config, records, () -> ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads));
+            schedule = Feeder.steps(config, records, () -> shapes != null ? shapes.shapes(records, source)
+                    : ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads));
             engine.awaitReady();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
