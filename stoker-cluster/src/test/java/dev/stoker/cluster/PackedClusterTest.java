@@ -25,17 +25,18 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A packed cluster job (issue 31 item 1): two members on loopback in this JVM ({@code serve --join --pack-tokens} and
- * {@code node --join} as the CLI assembles them), two ranks, a worker on each node, so that rank r's step s is made on
- * worker (r + s) mod 2 and every rank takes packs both by a lease on its own node's store and by a Flight pull from the
- * other's. Each rank's pack per step is the one {@code stoker plan --pack-tokens} prints for the same options
+ * A packed cluster job (issue 31 item 1): members on loopback in this JVM ({@code serve --join --pack-tokens} and
+ * {@code node --join} as the CLI assembles them), a worker on each node, so that rank r's step s is made on worker
+ * (r + s) mod W and every rank takes packs both by a lease on its own node's store and by a Flight pull from another's.
+ * Each rank's pack per step is the one {@code stoker plan --pack-tokens} prints for the same options
  * ({@link NodeFeeds#schedule}, what the plan command walks): the same samples in the same segment order, the dummy image's
- * segment (-1) where the plan gives it one; and over the first epoch every sample the plan feeds comes once.
+ * segment (-1) where the plan gives it one; and over the first epoch every sample the plan feeds comes once. One cluster
+ * start carries a node's death and a resize too (a start costs seconds; the checks cost nothing).
  */
 @Tag("slow")
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class PackedClusterTest {
-    static final int RANKS = 2, SAMPLES = 20, PACK_TOKENS = 384;
+    static final int RANKS = 2, PACK_TOKENS = 384;
     @TempDir Path tmp;
 
     /** The job's options as every node reads them: the data, the processor, the packing. */
@@ -45,18 +46,23 @@ class PackedClusterTest {
     }
 
     /**
-     * What {@code stoker plan} prints for {@code config} from step 0, {@code steps} steps: per "step/rank" the samples of the
-     * rank's pack in segment order (-1: the dummy image), in step order; and the samples each step left out.
+     * What {@code stoker plan} prints for {@code config}, {@code steps} steps of its {@code --ranks} from {@code at} labelled
+     * {@code label} (the origin and 0: from the start): per "step/rank" the samples of the rank's pack in segment order (-1:
+     * the dummy image); the samples the steps of epoch 0 left out; how many of the steps are in epoch 0.
      */
     record Plan(Map<String, List<Long>> packs, List<Long> filtered, long stepsInFirstEpoch) {}
 
-    static Plan plan(NodeConfig config, int steps) throws Exception {
+    static Plan plan(NodeConfig config, int steps) throws Exception { return plan(config, steps, ScheduleCursor.START, 0); }
+
+    static Plan plan(NodeConfig config, int steps, ScheduleCursor from, long label) throws Exception {
         try (var sources = DataSources.open(config.sources(), config.sourceConfig(), config.indexCache())) {
             var source = sources.feedSource();
             var records = source.records();
-            var schedule = NodeFeeds.schedule(config, source, records, null, line -> {}).labelled(ScheduleCursor.START, 0);
+            var planned = NodeFeeds.schedule(config, source, records, null, line -> {});
+            var at = planned.aligned(from);
+            var schedule = planned.labelled(at, label);
             var walks = new ArrayList<java.util.Iterator<dev.stoker.plan.schedule.ScheduledBatch>>();
-            for (int r = 0; r < RANKS; r++) walks.add(schedule.iterator(ScheduleCursor.START, r));
+            for (int r = 0; r < config.ranks(); r++) walks.add(schedule.iterator(at, r));
             var packs = new LinkedHashMap<String, List<Long>>();
             var filtered = new ArrayList<Long>();
             long firstEpoch = 0;
@@ -77,57 +83,122 @@ class PackedClusterTest {
         }
     }
 
-    @Test
-    @SuppressWarnings("unchecked")
-    void aPackedClusterJobDeliversThePlannedPacksOverLeaseAndFlightEverySampleOnce() throws Exception {
-        Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 5);
-        var reference = plan(packed(manifest).build(), 16);
-        long steps = reference.stepsInFirstEpoch();
-        assertTrue(steps >= 2 && steps < 16, "the first epoch takes a few steps of packs: " + steps);
+    /** {@code base} as a member of the cluster whose seed is {@code seed}, listening on {@code self}, taking {@code slots} workers. */
+    NodeConfig.Builder member(NodeConfig.Builder base, String seed, String self, int slots, String name) throws Exception {
+        return base.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, self).set(NodeConfig.SLOTS, slots)
+                .set(NodeConfig.HEARTBEAT_PAUSE_MS, 3000L).set(NodeConfig.DOWN_AFTER_MS, 2000L)
+                .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm-" + name))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
+                .socket(tmp.resolve(name + ".sock"));
+    }
 
-        String member = "127.0.0.1:" + CoordinatorTimingsTest.freePort();
-        var memberConfig = NodeConfig.builder().set(NodeConfig.JOIN, List.of(member)).set(NodeConfig.BIND, member).set(NodeConfig.SLOTS, 1)
-                .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm-member"))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
-                .socket(tmp.resolve("member.sock")).build();
-        var coordinatorConfig = packed(manifest).steps(steps).set(NodeConfig.JOB, "packed")
-                .set(NodeConfig.JOIN, List.of(member)).set(NodeConfig.BIND, "127.0.0.1:" + CoordinatorTimingsTest.freePort())
-                .set(NodeConfig.SLOTS, 1).set(NodeConfig.NODES, 2).set(NodeConfig.WORKERS, 2)
-                .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm-coord"))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
-                .socket(tmp.resolve("coord.sock")).build();
-        var delivered = new LinkedHashMap<String, List<Long>>();
-        try (var m = ClusteredNode.launchMember(memberConfig, line -> {});
-             var c = ClusteredNode.launchCoordinator(coordinatorConfig, line -> {})) {
-            for (int r = 0; r < RANKS; r++) // rank 0 on the coordinator's node, rank 1 on the member's
-                try (var t = TrainerClient.connect((r == 0 ? c : m).socket(), r, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY)) {
-                    for (int s = 0; s < steps; s++)
-                        try (var got = t.next()) {
-                            var b = got.batch();
-                            assertEquals(s, b.meta().globalStep(), "rank " + r + "'s packs in step order");
-                            var samples = new ArrayList<Long>();
-                            for (long i : b.tensor("sample_index").toLongs()) samples.add(i);
-                            assertEquals(samples.size() + 1, b.tensor("cu_seqlens").toInts().length, "a segment per sample");
-                            assertEquals(1, b.tensor("input_ids").shape()[0], "a pack is one row");
-                            delivered.put(s + "/" + r, samples);
-                        }
-                }
-            var stats = (List<NodeProtocol.NodeStats>) c.metrics().get("nodes");
-            assertEquals(2, stats.size(), stats.toString());
-            for (var n : stats) { // each node's rank took packs both ways: leased from its own store and pulled from the other's
-                assertTrue(n.localHandOuts() > 0, "leased on the own node: " + n);
-                assertTrue(n.pulledBatches() > 0 && n.flightBatchesSent() > 0, "pulled over Flight: " + n);
+    static String loopback() throws Exception { return "127.0.0.1:" + CoordinatorTimingsTest.freePort(); }
+
+    /** The next {@code n} packs of {@code t}'s rank, each checked as a pack (a row, a segment per sample), by "step/rank". */
+    static void take(TrainerClient t, int n, Map<String, List<Long>> into) throws Exception {
+        for (int i = 0; i < n; i++)
+            try (var got = t.next()) {
+                var b = got.batch();
+                var samples = new ArrayList<Long>();
+                for (long x : b.tensor("sample_index").toLongs()) samples.add(x);
+                assertEquals(samples.size() + 1, b.tensor("cu_seqlens").toInts().length, "a segment per sample");
+                assertEquals(1, b.tensor("input_ids").shape()[0], "a pack is one row");
+                var previous = into.put(b.meta().globalStep() + "/" + b.meta().rank(), samples);
+                assertEquals(null, previous, "step " + b.meta().globalStep() + " of rank " + b.meta().rank() + " handed out twice");
             }
-        }
-        for (var e : delivered.entrySet())
-            assertEquals(reference.packs().get(e.getKey()), e.getValue(), "step/rank " + e.getKey() + ": the planned pack, segment by segment");
-        assertEquals(steps * RANKS, delivered.size());
+    }
 
-        // every sample once over the first epoch: those the plan feeds, none twice, none left out but what the plan left out
+    /** Over epoch 0: every sample the plans feed once, none left out but what they left out. */
+    static void everySampleOnce(int samples, Map<String, List<Long>> delivered, List<Long> filtered) {
         var seen = new HashSet<Long>();
         for (var pack : delivered.values())
             for (long i : pack) if (i >= 0) assertTrue(seen.add(i), "sample " + i + " delivered twice: " + delivered);
         Set<Long> expected = new HashSet<>();
-        for (long i = 0; i < SAMPLES; i++) expected.add(i);
-        reference.filtered().forEach(expected::remove);
-        assertEquals(expected, seen, "the first epoch's samples, each once (left out by the plan: " + reference.filtered() + ")");
+        for (long i = 0; i < samples; i++) expected.add(i);
+        filtered.forEach(expected::remove);
+        assertEquals(expected, seen, "the first epoch's samples, each once (left out by the plan: " + filtered + ")");
+    }
+
+    /**
+     * The planned packs over lease and Flight, through a node's death and a resize. Three members (the coordinator's, A and
+     * B, a worker each; rank 0's trainer on the coordinator's node, rank 1's on A), each live node's rank taking packs by
+     * lease and by Flight; after {@code after} steps B stops (its process closes: it leaves the cluster
+     * and its Flight endpoint goes), and the packs it had made that no rank had pulled are made again on the live nodes
+     * (redone, or refetched by a rank whose pull from B failed): each rank still gets the planned packs in order. Then the
+     * job's trainers save their state after step {@code mid} and the coordinator stops; a new coordinator starts the job
+     * with three ranks on A and itself, every rank resuming from that state: each gets what the planner cuts for three ranks
+     * from the saved cursor, its labels going on from the saved step, and over the first epoch, both jobs together,
+     * every sample comes once.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void aPackedJobDeliversThePlannedPacksByLeaseAndFlightThroughANodesDeathAndAResize() throws Exception {
+        final int samples = 40, after = 2, mid = 4, resized = 3;
+        Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), samples, 6);
+        var reference = plan(packed(manifest).build(), mid);
+        assertEquals(mid, reference.stepsInFirstEpoch(), "the death and the resize both fall in the first epoch");
+
+        String seed = loopback();
+        var delivered = new LinkedHashMap<String, List<Long>>();
+        TrainerClient.State saved;
+        try (var a = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, seed, 1, "a").build(), line -> {})) {
+            try (var b = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, loopback(), 1, "b").build(), line -> {});
+                 var c = ClusteredNode.launchCoordinator(member(packed(manifest).set(NodeConfig.JOB, "packed").set(NodeConfig.NODES, 3)
+                         .set(NodeConfig.WORKERS, 3).set(NodeConfig.PREFETCH_BATCHES, 6)
+                         , seed, loopback(), 1, "coord").build(), line -> {});
+                 var t0 = TrainerClient.connect(c.socket(), 0, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY);
+                 var t1 = TrainerClient.connect(a.socket(), 1, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY)) {
+                take(t0, after, delivered);
+                take(t1, after, delivered);
+                Thread.sleep(500); // the windows ahead are made, a third of them on B
+                b.close();
+                take(t0, mid - after, delivered);
+                take(t1, mid - after, delivered);
+                var summary = c.metrics();
+                var stats = (List<NodeProtocol.NodeStats>) summary.get("nodes");
+                assertEquals(2, stats.size(), "the live nodes, A and the coordinator's: " + stats);
+                for (var n : stats) { // each node's rank took packs both ways: leased from its own store and pulled from another's
+                    assertTrue(n.localHandOuts() > 0, "leased on the own node: " + n);
+                    assertTrue(n.pulledBatches() > 0 && n.flightBatchesSent() > 0, "pulled over Flight: " + n);
+                }
+                assertEquals(1, ((List<String>) summary.get("dead_nodes")).size(), summary.toString());
+                assertTrue((Long) summary.get("redone") + (Long) summary.get("refetched") > 0, "B's packs made again: " + summary);
+                saved = t1.state(); // every rank's state after the same step is the same global cursor
+                assertEquals(mid, saved.nextStep());
+            }
+            assertEquals(mid * RANKS, delivered.size());
+            for (var e : delivered.entrySet())
+                assertEquals(reference.packs().get(e.getKey()), e.getValue(), "step/rank " + e.getKey() + " through B's death");
+
+            // the resize: three ranks from the state two saved, on A and a new coordinator
+            var three = packed(manifest).ranks(resized).build();
+            var after3 = plan(three, 8, saved.cursor(), saved.nextStep());
+            long left = after3.stepsInFirstEpoch();
+            assertTrue(left >= 1 && left < 8, "the first epoch goes on for a few steps of three packs: " + left);
+            var resumed = new LinkedHashMap<String, List<Long>>();
+            try (var c = ClusteredNode.launchCoordinator(member(packed(manifest).ranks(resized).set(NodeConfig.JOB, "resized")
+                    .set(NodeConfig.NODES, 2).set(NodeConfig.WORKERS, 2), seed, loopback(), 1, "coord2").build(),
+                    line -> {})) {
+                var trainers = new ArrayList<TrainerClient>();
+                try {
+                    for (int r = 0; r < resized; r++)
+                        trainers.add(TrainerClient.connect((r == 0 ? c : a).socket(), r, resized, "packed",
+                                TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved)));
+                    for (var t : trainers) {
+                        assertEquals(saved.nextStep(), t.state().nextStep(), "the labels go on from the saved step");
+                        take(t, (int) left, resumed);
+                    }
+                } finally {
+                    for (var t : trainers) t.close();
+                }
+            }
+            assertEquals(left * resized, resumed.size());
+            for (var e : resumed.entrySet())
+                assertEquals(after3.packs().get(e.getKey()), e.getValue(), "step/rank " + e.getKey() + " of three, resumed");
+            var all = new LinkedHashMap<String, List<Long>>(delivered);
+            resumed.forEach((k, v) -> all.put("3:" + k, v));
+            var filtered = new ArrayList<>(reference.filtered());
+            filtered.addAll(after3.filtered());
+            everySampleOnce(samples, all, filtered);
+        }
     }
 }
