@@ -107,6 +107,40 @@ class PackedClusterTest {
             }
     }
 
+    /** Debian's Python, with numpy: the Python client's tests run on it (PythonClientTest); without it rank 0 is a Java trainer. */
+    static final String PYTHON = "/usr/bin/python3";
+
+    /**
+     * The Python client ({@code clients/python}, its integration script's {@code take}) as rank {@code rank} of {@code world}
+     * on {@code socket}, resumed from {@code state} (a Java trainer's, written as the Loader's {@code state_dict()}): its
+     * {@code steps} packs' samples in segment order ({@code last_meta.sample_index}), in step order.
+     */
+    List<List<Long>> pythonTake(Path socket, int rank, int world, int steps, TrainerClient.State state) throws Exception {
+        Path stateFile = tmp.resolve("py-state-" + rank + ".json");
+        Files.writeString(stateFile, String.format(java.util.Locale.ROOT,
+                "{\"job\": \"packed\", \"rank\": %d, \"world_size\": %d, \"fingerprint\": %s, \"epoch\": %d, \"position\": %d, "
+                        + "\"next_step\": %d}", state.rank(), state.world(), Long.toUnsignedString(state.fingerprint()), state.epoch(),
+                state.position(), state.nextStep()));
+        Path script = Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py");
+        var p = new ProcessBuilder(PYTHON, script.toString(), "take", "--socket", socket.toString(), "--world", "" + world, "--rank",
+                "" + rank, "--steps", "" + steps, "--state-in", stateFile.toString(), "--job", "packed").redirectErrorStream(true).start();
+        p.getOutputStream().close();
+        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), out);
+        assertEquals(0, p.exitValue(), out);
+        var lines = out.strip().split("\n");
+        var report = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
+        var packs = new ArrayList<List<Long>>();
+        for (var d : report.get("digests")) { // "<digest> [i, j, …]": the pack's sample_index
+            String text = d.asText(), list = text.substring(text.indexOf('[') + 1, text.lastIndexOf(']')).strip();
+            var samples = new ArrayList<Long>();
+            if (!list.isEmpty()) for (var x : list.split(",")) samples.add(Long.parseLong(x.strip()));
+            packs.add(samples);
+        }
+        assertEquals(steps, packs.size(), out);
+        return packs;
+    }
+
     /** Over epoch 0: every sample the plans feed once, none left out but what they left out. */
     static void everySampleOnce(int samples, Map<String, List<Long>> delivered, List<Long> filtered) {
         var seen = new HashSet<Long>();
@@ -126,8 +160,8 @@ class PackedClusterTest {
      * (redone, or refetched by a rank whose pull from B failed): each rank still gets the planned packs in order. Then the
      * job's trainers save their state after step {@code mid} and the coordinator stops; a new coordinator starts the job
      * with three ranks on A and itself, every rank resuming from that state: each gets what the planner cuts for three ranks
-     * from the saved cursor, its labels going on from the saved step, and over the first epoch, both jobs together,
-     * every sample comes once.
+     * from the saved cursor, its labels going on from the saved step (rank 0 is the Python client, resumed from that state,
+     * where Debian's python3 is), and over the first epoch, both jobs together, every sample comes once.
      */
     @Test
     @SuppressWarnings("unchecked")
@@ -175,12 +209,13 @@ class PackedClusterTest {
             long left = after3.stepsInFirstEpoch();
             assertTrue(left >= 1 && left < 8, "the first epoch goes on for a few steps of three packs: " + left);
             var resumed = new LinkedHashMap<String, List<Long>>();
+            boolean python = Files.isExecutable(Path.of(PYTHON));
             try (var c = ClusteredNode.launchCoordinator(member(packed(manifest).ranks(resized).set(NodeConfig.JOB, "resized")
                     .set(NodeConfig.NODES, 2).set(NodeConfig.WORKERS, 2), seed, loopback(), 1, "coord2").build(),
                     line -> {})) {
                 var trainers = new ArrayList<TrainerClient>();
                 try {
-                    for (int r = 0; r < resized; r++)
+                    for (int r = python ? 1 : 0; r < resized; r++)
                         trainers.add(TrainerClient.connect((r == 0 ? c : a).socket(), r, resized, "packed",
                                 TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved)));
                     for (var t : trainers) {
@@ -189,6 +224,10 @@ class PackedClusterTest {
                     }
                 } finally {
                     for (var t : trainers) t.close();
+                }
+                if (python) { // rank 0 is the Python client, on the coordinator's node, from the Java trainers' state
+                    var packs = pythonTake(c.socket(), 0, resized, (int) left, saved);
+                    for (int i = 0; i < packs.size(); i++) resumed.put((saved.nextStep() + i) + "/0", packs.get(i));
                 }
             }
             assertEquals(left * resized, resumed.size());
