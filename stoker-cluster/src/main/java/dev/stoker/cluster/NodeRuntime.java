@@ -163,7 +163,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             try {
                 var opened = open(job, s.config());
                 var p = opened.producer();
-                var sch = p.schedule().order(); // a cluster job's steps are its order's batches
+                var sch = p.schedule().order(); // the order the job's steps are cut from: its batches, or the packs planned over it
                 job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
                         sch.seed(), p.config().prefetchBatches(), planDigest(p.schedule()), null);
                 job.opened.complete(opened);
