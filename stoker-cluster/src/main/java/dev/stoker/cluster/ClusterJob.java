@@ -96,17 +96,20 @@ public final class ClusterJob implements AutoCloseable {
         final int rank;
         final ScheduleCursor cursor;
         final long globalStep;
+        /** The step's share of the rank as the plan cut it (a packed step's plan holds every rank's costs). */
+        final ScheduledBatch planned;
         int worker;
         String node;
         int attempt;
         boolean handedOut;
         CompletableFuture<NodeProtocol.Produced> done = new CompletableFuture<>();
 
-        Task(long id, int rank, ScheduleCursor cursor, long globalStep) {
+        Task(long id, int rank, ScheduledBatch planned) {
             this.id = id;
             this.rank = rank;
-            this.cursor = cursor;
-            this.globalStep = globalStep;
+            this.planned = planned;
+            this.cursor = planned.cursor();
+            this.globalStep = planned.globalStep();
         }
 
         String key() { return "t" + id + "a" + attempt; }
@@ -143,6 +146,12 @@ public final class ClusterJob implements AutoCloseable {
     private long moves;
     private ActorRef<CoordinatorProtocol.Command> self;
     private volatile boolean closed;
+    /**
+     * A packed job's packing and balance, step by step as its steps are handed out: each step's predicted cost per rank, its
+     * imbalance and padding ({@link dev.stoker.observe.PackStats}, what a local packed feed records), in {@link #summary}.
+     */
+    private final dev.stoker.observe.PackStats packStats = new dev.stoker.observe.PackStats();
+    private dev.stoker.plan.pack.Packing packing = dev.stoker.plan.pack.Packing.OFF;
     /** The trainers' timings gathered from the nodes ({@link #refreshTimings}); null until the job's world is known. */
     private volatile ClusterTimings timings;
 
@@ -316,6 +325,7 @@ public final class ClusterJob implements AutoCloseable {
         synchronized (this) {
             schedule = planned != null ? planned : new SampleSchedule(first.seed(), first.datasetSize(), first.ranks(), first.batchSize());
             fingerprint = first.fingerprint();
+            packing = dev.stoker.node.NodeConfig.fromJson(spec.config()).packing(); // read by every node alike (they opened it)
             depth = spec.depth() > 0 ? spec.depth() : Math.max(1, first.prefetchBatches());
             ranks = new RankState[first.ranks()];
             timings = new ClusterTimings(spec.job(), first.ranks());
@@ -352,7 +362,7 @@ public final class ClusterJob implements AutoCloseable {
         while (st.window.size() < depth && (spec.steps() == 0 || st.issued < spec.steps())) {
             var step = st.steps.next();
             long globalStep = step.globalStep();
-            var t = new Task(nextTaskId++, r, step.cursor(), globalStep);
+            var t = new Task(nextTaskId++, r, step);
             st.issued++;
             // rank r's step s goes to worker (r + s) mod W: at every step the ranks' batches come from different workers, so
             // under spread each node's card sends about one batch per step instead of several at once
@@ -433,6 +443,7 @@ public final class ClusterJob implements AutoCloseable {
         }
         t.handedOut = true;
         st.out = t;
+        packStats.record(t.planned, packing); // a packed step's balance, once per step (its first rank's hand-out); batches: none
         topUp(rank);
         answer(t, replyTo, true);
     }
@@ -792,6 +803,8 @@ public final class ClusterJob implements AutoCloseable {
                 perRank.add(x);
             }
         m.put("ranks", perRank);
+        var pack = packStats.summary();
+        if (pack != null) m.put("packing", pack); // a packed job's, as a local one's pipeline.pack (docs/run-data.md)
         var t = timings;
         if (t != null) m.put("trainers", t.toJson());
         return m;

@@ -48,9 +48,10 @@ class PackedClusterTest {
     /**
      * What {@code stoker plan} prints for {@code config}, {@code steps} steps of its {@code --ranks} from {@code at} labelled
      * {@code label} (the origin and 0: from the start): per "step/rank" the samples of the rank's pack in segment order (-1:
-     * the dummy image); the samples the steps of epoch 0 left out; how many of the steps are in epoch 0.
+     * the dummy image); the samples the steps of epoch 0 left out; how many of the steps are in epoch 0; per step its
+     * predicted cost of each rank's pack (the balance the plan prints).
      */
-    record Plan(Map<String, List<Long>> packs, List<Long> filtered, long stepsInFirstEpoch) {}
+    record Plan(Map<String, List<Long>> packs, List<Long> filtered, long stepsInFirstEpoch, Map<Long, double[]> costs) {}
 
     static Plan plan(NodeConfig config, int steps) throws Exception { return plan(config, steps, ScheduleCursor.START, 0); }
 
@@ -65,6 +66,7 @@ class PackedClusterTest {
             for (int r = 0; r < config.ranks(); r++) walks.add(schedule.iterator(at, r));
             var packs = new LinkedHashMap<String, List<Long>>();
             var filtered = new ArrayList<Long>();
+            var costs = new LinkedHashMap<Long, double[]>();
             long firstEpoch = 0;
             for (int g = 0; g < steps; g++) {
                 dev.stoker.plan.schedule.ScheduledBatch last = null;
@@ -74,12 +76,13 @@ class PackedClusterTest {
                     for (var segment : schedule.describe(last)) samples.add(((Number) segment.get("sample")).longValue());
                     packs.put(last.globalStep() + "/" + last.rank(), samples);
                 }
+                for (var line : schedule.describeStep(last)) costs.put(last.globalStep(), (double[]) line.get("costs"));
                 if (last.epoch() == 0) {
                     firstEpoch++;
                     for (var s : schedule.leftOut(last)) filtered.add((long) s.record());
                 }
             }
-            return new Plan(packs, filtered, firstEpoch);
+            return new Plan(packs, filtered, firstEpoch, costs);
         }
     }
 
@@ -195,6 +198,19 @@ class PackedClusterTest {
                     assertTrue(n.pulledBatches() > 0 && n.flightBatchesSent() > 0, "pulled over Flight: " + n);
                 }
                 assertEquals(1, ((List<String>) summary.get("dead_nodes")).size(), summary.toString());
+                // the balance of the steps handed out (the nodes pull up to 2 ahead of their trainers), each step's costs the plan's
+                var packing = (dev.stoker.observe.PackStats.Summary) summary.get("packing");
+                assertTrue(packing != null && packing.steps() >= mid && packing.steps() <= mid + ClusterRankFeed.PULL_AHEAD_DEFAULT,
+                        "the coordinator's packing figures: " + summary);
+                assertEquals(RANKS, packing.ranks());
+                assertEquals(PACK_TOKENS, packing.packTokens());
+                assertTrue(packing.meanImbalance() >= 1, "max / mean of the ranks' costs: " + packing.meanImbalance());
+                for (int i = 0; i < packing.series().step().length; i++) {
+                    long step = packing.series().step()[i];
+                    if (step < mid)
+                        org.junit.jupiter.api.Assertions.assertArrayEquals(reference.costs().get(step), packing.series().costs()[i],
+                                "step " + step + "'s predicted cost per rank");
+                }
                 assertTrue((Long) summary.get("redone") + (Long) summary.get("refetched") > 0, "B's packs made again: " + summary);
                 saved = t1.state(); // every rank's state after the same step is the same global cursor
                 assertEquals(mid, saved.nextStep());
