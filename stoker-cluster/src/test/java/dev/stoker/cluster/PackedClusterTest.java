@@ -7,6 +7,7 @@ import dev.stoker.core.ScheduleCursor;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
 import dev.stoker.source.mix.DataSources;
+import dev.stoker.testkit.BatchDigest;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.TrainerClient;
@@ -96,8 +97,14 @@ class PackedClusterTest {
 
     static String loopback() throws Exception { return "127.0.0.1:" + CoordinatorTimingsTest.freePort(); }
 
-    /** The next {@code n} packs of {@code t}'s rank, each checked as a pack (a row, a segment per sample), by "step/rank". */
-    static void take(TrainerClient t, int n, Map<String, List<Long>> into) throws Exception {
+    /** Every pack taken: its {@link BatchDigest} (every tensor, bit for bit, and the sample_index), by "step/rank". */
+    final Map<String, String> digests = new LinkedHashMap<>();
+
+    /**
+     * The next {@code n} packs of {@code t}'s rank, each checked as a pack (a row, a segment per sample), by "step/rank"; their
+     * digests into {@link #digests} under {@code prefix} + "step/rank".
+     */
+    void take(TrainerClient t, int n, Map<String, List<Long>> into, String prefix) throws Exception {
         for (int i = 0; i < n; i++)
             try (var got = t.next()) {
                 var b = got.batch();
@@ -106,8 +113,32 @@ class PackedClusterTest {
                 assertEquals(samples.size() + 1, b.tensor("cu_seqlens").toInts().length, "a segment per sample");
                 assertEquals(1, b.tensor("input_ids").shape()[0], "a pack is one row");
                 var previous = into.put(b.meta().globalStep() + "/" + b.meta().rank(), samples);
+                digests.put(prefix + b.meta().globalStep() + "/" + b.meta().rank(), BatchDigest.of(b));
                 assertEquals(null, previous, "step " + b.meta().globalStep() + " of rank " + b.meta().rank() + " handed out twice");
             }
+    }
+
+    /**
+     * The packs a local zero-copy service ({@code stoker serve --pack-tokens}, the single-node path) gives {@code config}'s
+     * ranks, {@code steps} each, every rank resumed from {@code state} (null: from the start): their digests by
+     * {@code prefix} + "step/rank", to hold the cluster's packs to bit for bit.
+     */
+    Map<String, String> local(NodeConfig.Builder config, int steps, TrainerClient.State state, String prefix) throws Exception {
+        var built = config.shmDir(Files.createDirectories(tmp.resolve("shm-local"))).shmBudgetBytes(256L << 20).build();
+        var out = new LinkedHashMap<String, String>();
+        try (var factory = NodeFeeds.open(built); var service = factory.start(dev.stoker.pipeline.feed.FeedMode.ZERO_COPY, null);
+             var server = new dev.stoker.transport.FeedServer(tmp.resolve("local-" + prefix.length() + ".sock"), service, false)) {
+            for (int r = 0; r < built.ranks(); r++) {
+                var options = state == null ? TrainerClient.Options.SHARED_MEMORY : TrainerClient.Options.SHARED_MEMORY.resumingFrom(state);
+                try (var c = TrainerClient.connect(server.socketPath(), r, built.ranks(), "packed", options)) {
+                    for (int i = 0; i < steps; i++)
+                        try (var got = c.next()) {
+                            out.put(prefix + got.batch().meta().globalStep() + "/" + r, BatchDigest.of(got.batch()));
+                        }
+                }
+            }
+        }
+        return out;
     }
 
     /** Debian's Python, with numpy: the Python client's tests run on it (PythonClientTest); without it rank 0 is a Java trainer. */
@@ -134,11 +165,13 @@ class PackedClusterTest {
         var lines = out.strip().split("\n");
         var report = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
         var packs = new ArrayList<List<Long>>();
-        for (var d : report.get("digests")) { // "<digest> [i, j, …]": the pack's sample_index
+        int i = 0;
+        for (var d : report.get("digests")) { // "<digest> [i, j, …]": BatchDigest's, the pack's sample_index last
             String text = d.asText(), list = text.substring(text.indexOf('[') + 1, text.lastIndexOf(']')).strip();
             var samples = new ArrayList<Long>();
             if (!list.isEmpty()) for (var x : list.split(",")) samples.add(Long.parseLong(x.strip()));
             packs.add(samples);
+            digests.put("3:" + (state.nextStep() + i++) + "/" + rank, text);
         }
         assertEquals(steps, packs.size(), out);
         return packs;
@@ -184,12 +217,12 @@ class PackedClusterTest {
                          , seed, loopback(), 1, "coord").build(), line -> {});
                  var t0 = TrainerClient.connect(c.socket(), 0, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY);
                  var t1 = TrainerClient.connect(a.socket(), 1, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY)) {
-                take(t0, after, delivered);
-                take(t1, after, delivered);
+                take(t0, after, delivered, "");
+                take(t1, after, delivered, "");
                 Thread.sleep(500); // the windows ahead are made, a third of them on B
                 b.close();
-                take(t0, mid - after, delivered);
-                take(t1, mid - after, delivered);
+                take(t0, mid - after, delivered, "");
+                take(t1, mid - after, delivered, "");
                 var summary = c.metrics();
                 var stats = (List<NodeProtocol.NodeStats>) summary.get("nodes");
                 assertEquals(2, stats.size(), "the live nodes, A and the coordinator's: " + stats);
@@ -216,6 +249,9 @@ class PackedClusterTest {
                 assertEquals(mid, saved.nextStep());
             }
             assertEquals(mid * RANKS, delivered.size());
+            var job1 = new LinkedHashMap<String, String>();
+            digests.forEach((k, v) -> { if (!k.startsWith("3:")) job1.put(k, v); });
+            assertEquals(local(packed(manifest), mid, null, ""), job1, "the packs a local serve --pack-tokens makes, bit for bit");
             for (var e : delivered.entrySet())
                 assertEquals(reference.packs().get(e.getKey()), e.getValue(), "step/rank " + e.getKey() + " through B's death");
 
@@ -236,7 +272,7 @@ class PackedClusterTest {
                                 TrainerClient.Options.SHARED_MEMORY.resumingFrom(saved)));
                     for (var t : trainers) {
                         assertEquals(saved.nextStep(), t.state().nextStep(), "the labels go on from the saved step");
-                        take(t, (int) left, resumed);
+                        take(t, (int) left, resumed, "3:");
                     }
                 } finally {
                     for (var t : trainers) t.close();
@@ -247,6 +283,10 @@ class PackedClusterTest {
                 }
             }
             assertEquals(left * resized, resumed.size());
+            var job3 = new LinkedHashMap<String, String>();
+            digests.forEach((k, v) -> { if (k.startsWith("3:")) job3.put(k, v); });
+            assertEquals(new java.util.TreeMap<>(local(packed(manifest).ranks(resized), (int) left, saved, "3:")), new java.util.TreeMap<>(job3),
+                    "three ranks resumed: the packs a local serve resumed from the same state makes, bit for bit");
             for (var e : resumed.entrySet())
                 assertEquals(after3.packs().get(e.getKey()), e.getValue(), "step/rank " + e.getKey() + " of three, resumed");
             var all = new LinkedHashMap<String, List<Long>>(delivered);
