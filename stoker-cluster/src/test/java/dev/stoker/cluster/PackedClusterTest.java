@@ -1,5 +1,6 @@
 package dev.stoker.cluster;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -213,8 +214,7 @@ class PackedClusterTest {
         try (var a = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, seed, 1, "a").build(), line -> {})) {
             try (var b = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, loopback(), 1, "b").build(), line -> {});
                  var c = ClusteredNode.launchCoordinator(member(packed(manifest).set(NodeConfig.JOB, "packed").set(NodeConfig.NODES, 3)
-                         .set(NodeConfig.WORKERS, 3).set(NodeConfig.PREFETCH_BATCHES, 6)
-                         , seed, loopback(), 1, "coord").build(), line -> {});
+                         .set(NodeConfig.WORKERS, 3).set(NodeConfig.PREFETCH_BATCHES, 6), seed, loopback(), 1, "coord").build(), line -> {});
                  var t0 = TrainerClient.connect(c.socket(), 0, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY);
                  var t1 = TrainerClient.connect(a.socket(), 1, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY)) {
                 take(t0, after, delivered, "");
@@ -241,7 +241,7 @@ class PackedClusterTest {
                 for (int i = 0; i < packing.series().step().length; i++) {
                     long step = packing.series().step()[i];
                     if (step < mid)
-                        org.junit.jupiter.api.Assertions.assertArrayEquals(reference.costs().get(step), packing.series().costs()[i],
+                        assertArrayEquals(reference.costs().get(step), packing.series().costs()[i],
                                 "step " + step + "'s predicted cost per rank");
                 }
                 assertTrue((Long) summary.get("redone") + (Long) summary.get("refetched") > 0, "B's packs made again: " + summary);
