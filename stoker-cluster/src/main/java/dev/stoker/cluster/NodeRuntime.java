@@ -222,6 +222,10 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         }
         job.opened.thenCompose(o -> o.producer().produce(p.worker(), new ScheduleCursor(p.epoch(), p.position()), p.globalStep(), p.rank()))
                 .whenComplete((b, err) -> {
+                    if (closing) { // this node is going: silent, as a dead node is, so that the coordinator has it made elsewhere
+                        if (b != null) b.release();
+                        return;
+                    }
                     if (err != null) {
                         p.replyTo().tell(failed(p, address, String.valueOf(err instanceof java.util.concurrent.CompletionException c
                                 && c.getCause() != null ? c.getCause() : err)));
@@ -362,7 +366,15 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         return new BatchProvider.Stored(lent.object().file(), lent.object().offset(), lent.bytes(), lent.view(), lent.lease()::close);
     }
 
+    /**
+     * Whether this node is closing (its process stops: {@code stoker node} on SIGTERM). The batches it was making fail as
+     * their producers close; answered, those failures would fail the steps of ranks that wait for them (a step handed out
+     * is not made again), where a node that is gone has them made elsewhere. A closing node answers no more Produce.
+     */
+    private volatile boolean closing;
+
     void close() {
+        closing = true;
         for (var id : List.copyOf(jobs.keySet())) stopJob(id);
     }
 }

@@ -296,4 +296,36 @@ class PackedClusterTest {
             everySampleOnce(samples, all, filtered);
         }
     }
+
+    /**
+     * A member stopped while it makes the pack a rank waits for (its process closes, as {@code stoker node} on SIGTERM):
+     * the rank gets that pack, made on the other node, not an error. Rank 0's step 0 is made on the seed's worker (the
+     * oldest member takes worker 0), every image's fetch takes 6 s, and the seed stops 1 s after the trainer asked. Before,
+     * closing its job failed the pack in the making and the node told the coordinator so, which failed the step (a step
+     * handed out is not made again): "task producer closed".
+     */
+    @Test
+    void aMemberStoppedWhileItMakesAWaitedPackHasItMadeElsewhere() throws Exception {
+        Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds-stop"), 8, 3);
+        var reference = plan(packed(manifest).ranks(1).build(), 1);
+        String seed = loopback();
+        try (var b = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, seed, 1, "stop-b").build(), line -> {});
+             var c = ClusteredNode.launchCoordinator(member(packed(manifest).ranks(1).set(NodeConfig.JOB, "stop").set(NodeConfig.NODES, 2)
+                     .set(NodeConfig.WORKERS, 2).set(NodeConfig.PREFETCH_BATCHES, 1).set(NodeConfig.FETCH_LATENCY_MS, 6000L), seed,
+                     loopback(), 1, "stop-c").build(), line -> {});
+             var t = TrainerClient.connect(c.socket(), 0, 1, "packed", TrainerClient.Options.SHARED_MEMORY)) {
+            var first = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                try (var got = t.next()) {
+                    var samples = new ArrayList<Long>();
+                    for (long x : got.batch().tensor("sample_index").toLongs()) samples.add(x);
+                    return got.batch().meta().globalStep() + "/" + got.batch().meta().rank() + " " + samples;
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, r -> Thread.ofPlatform().daemon(true).start(r));
+            Thread.sleep(1000); // the seed makes step 0 (its images' fetches wait 6 s)
+            b.close();
+            assertEquals("0/0 " + reference.packs().get("0/0"), first.get(60, TimeUnit.SECONDS), "step 0, made on the other node");
+        }
+    }
 }
