@@ -217,15 +217,11 @@ public final class TaskProducer implements AutoCloseable {
             w.failAll(new IllegalStateException("task producer closed"));
         }
         // the streams stop before what they use: the CPU pool, the writer. A completed queue lets the batches in flight
-        // finish; one stuck past the grace (a fetch that hangs) has its stream failed, which stops it at once (its CPU
-        // work still ends in the pool, which engine.close waits for)
-        long start = System.nanoTime();
-        if (!awaitWorkers(start + TimeUnit.MILLISECONDS.toNanos(CLOSE_GRACE_MILLIS))) {
-            for (var w : workers.values()) {
-                if (!w.terminated.isDone()) w.queue.fail(new java.util.concurrent.CancellationException("task producer closed"));
-            }
-            awaitWorkers(start + TimeUnit.SECONDS.toNanos(Feeder.CLOSE_TIMEOUT_SECONDS));
-        }
+        // finish; a stream stuck past the grace (a fetch that hangs) is aborted by engine.close, which shuts its materializer
+        // down (its CPU work still ends in the pool, which engine.close waits for). A completed queue cannot be failed:
+        // Pekko's bounded queue refuses ("The queue has already been completed"), and that refusal, thrown from here, once
+        // left the engine and the writer open
+        awaitWorkers(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_GRACE_MILLIS));
         engine.close();
         writer.close();
     }
