@@ -127,17 +127,20 @@ public final class ClusterJob implements AutoCloseable {
         final int rank;
         final ScheduleCursor cursor;
         final long globalStep;
+        /** The step's share of the rank as the plan cut it (a packed step's plan holds every rank's costs). */
+        final ScheduledBatch planned;
         int worker;
         String node;
         int attempt;
         boolean handedOut;
         CompletableFuture<NodeProtocol.Produced> done = new CompletableFuture<>();
 
-        Task(long id, int rank, ScheduleCursor cursor, long globalStep) {
+        Task(long id, int rank, ScheduledBatch planned) {
             this.id = id;
             this.rank = rank;
-            this.cursor = cursor;
-            this.globalStep = globalStep;
+            this.planned = planned;
+            this.cursor = planned.cursor();
+            this.globalStep = planned.globalStep();
         }
 
         String key() { return "t" + id + "a" + attempt; }
@@ -187,16 +190,31 @@ public final class ClusterJob implements AutoCloseable {
     private long moves;
     private ActorRef<CoordinatorProtocol.Command> self;
     private volatile boolean closed;
+    /**
+     * A packed job's packing and balance, step by step as its steps are handed out: each step's predicted cost per rank, its
+     * imbalance and padding ({@link dev.stoker.observe.PackStats}, what a local packed feed records), in {@link #summary}.
+     */
+    private final dev.stoker.observe.PackStats packStats = new dev.stoker.observe.PackStats();
+    private dev.stoker.plan.pack.Packing packing = dev.stoker.plan.pack.Packing.OFF;
     /** The trainers' timings gathered from the nodes ({@link #refreshTimings}); null until the job's world is known. */
     private volatile ClusterTimings timings;
 
-    private ClusterJob(ActorSystem<?> system, Spec spec) {
+    /** The steps the coordinator's own node planned for a job (by its name), or null where it did not open it. */
+    private final java.util.function.Function<String, StepSchedule> localPlan;
+
+    private ClusterJob(ActorSystem<?> system, Spec spec, java.util.function.Function<String, StepSchedule> localPlan) {
         this.system = system;
         this.spec = spec;
+        this.localPlan = localPlan;
     }
 
-    static ClusterJob start(ActorSystem<?> system, Spec spec, Duration timeout) throws IOException, InterruptedException {
-        var job = new ClusterJob(system, spec);
+    /**
+     * Starts {@code spec} from this member: {@code localPlan} gives the steps this member's own node planned for the job when
+     * it opened it there (every node opens it, the coordinator's too), which the coordinator walks.
+     */
+    static ClusterJob start(ActorSystem<?> system, Spec spec, Duration timeout, java.util.function.Function<String, StepSchedule> localPlan)
+            throws IOException, InterruptedException {
+        var job = new ClusterJob(system, spec, localPlan);
         var ready = new CompletableFuture<ActorRef<CoordinatorProtocol.Command>>();
         system.systemActorOf(job.behavior(ready), "coordinator-" + spec.job().replaceAll("[^A-Za-z0-9_-]", "_"), Props.empty());
         try {
@@ -477,11 +495,26 @@ public final class ClusterJob implements AutoCloseable {
                 throw new IOException("node " + s.address() + " reads another data set or configuration than " + first.address()
                         + " (fingerprint " + Long.toHexString(s.fingerprint()) + " vs " + Long.toHexString(first.fingerprint())
                         + ", " + s.datasetSize() + " vs " + first.datasetSize() + " samples): every node must see the same manifest and options");
+            else if (s.planDigest() != first.planDigest())
+                throw new IOException("node " + s.address() + " planned the job's packs from other sample shapes than " + first.address()
+                        + " (digest " + Long.toHexString(s.planDigest()) + " vs " + Long.toHexString(first.planDigest()) + "): a length "
+                        + "index (stoker validate) on one node that is not the other's, or another tokenizer; every node must plan the "
+                        + "same packs");
         }
+        // the steps the workers cut, as this node's own producer planned them: a packed job's packs come from the planner
+        // `stoker plan --pack-tokens` prints (StepSchedules.of), deterministic from the order's seed and cursor, so that the
+        // coordinator's (cursor, rank) names the same pack on every node
+        var planned = localPlan.apply(spec.job());
+        if (planned == null && first.planDigest() != 0)
+            throw new IOException("job " + spec.job() + " packs its steps, but the coordinator's own node did not open it: it cannot "
+                    + "walk the packs the workers plan");
+        if (planned != null && (planned.ranks() != first.ranks() || planned.datasetSize() != first.datasetSize()))
+            throw new IOException("the coordinator's node planned " + planned.ranks() + " ranks over " + planned.datasetSize()
+                    + " places, the nodes " + first.ranks() + " over " + first.datasetSize());
         synchronized (this) {
-            // the nodes' batch schedule (a packed job is refused before it gets here: ClusteredNode.checkCoordinator)
-            schedule = new SampleSchedule(first.seed(), first.datasetSize(), first.ranks(), first.batchSize());
+            schedule = planned != null ? planned : new SampleSchedule(first.seed(), first.datasetSize(), first.ranks(), first.batchSize());
             fingerprint = first.fingerprint();
+            packing = dev.stoker.node.NodeConfig.fromJson(spec.config()).packing(); // read by every node alike (they opened it)
             depth = spec.depth() > 0 ? spec.depth() : Math.max(1, first.prefetchBatches());
             ranks = new RankState[first.ranks()];
             timings = new ClusterTimings(spec.job(), first.ranks());
@@ -518,7 +551,7 @@ public final class ClusterJob implements AutoCloseable {
         while (st.window.size() < depth && (spec.steps() == 0 || st.issued < spec.steps())) {
             var step = st.steps.next();
             long globalStep = step.globalStep();
-            var t = new Task(nextTaskId++, r, step.cursor(), globalStep);
+            var t = new Task(nextTaskId++, r, step);
             st.issued++;
             // rank r's step s goes to worker (r + s) mod W: at every step the ranks' batches come from different workers, so
             // under spread each node's card sends about one batch per step instead of several at once
@@ -605,6 +638,7 @@ public final class ClusterJob implements AutoCloseable {
         }
         t.handedOut = true;
         st.out = t;
+        packStats.record(t.planned, packing); // a packed step's balance, once per step (its first rank's hand-out); batches: none
         topUp(rank);
         answer(t, replyTo, true);
     }
@@ -977,6 +1011,8 @@ public final class ClusterJob implements AutoCloseable {
                 perRank.add(x);
             }
         m.put("ranks", perRank);
+        var pack = packStats.summary();
+        if (pack != null) m.put("packing", pack); // a packed job's, as a local one's pipeline.pack (docs/run-data.md)
         var t = timings;
         if (t != null) m.put("trainers", t.toJson());
         return m;

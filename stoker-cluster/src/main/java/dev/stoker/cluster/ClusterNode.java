@@ -427,7 +427,7 @@ public final class ClusterNode implements AutoCloseable {
      * batch references; trainers on this node read through {@link #trainerFeed}.
      */
     public ClusterJob runJob(ClusterJob.Spec spec, Duration timeout) throws IOException, InterruptedException {
-        return ClusterJob.start(system, spec, timeout);
+        return ClusterJob.start(system, spec, timeout, runtime::planned);
     }
 
     /** The trainer-facing side of the job currently running on this node, for a {@code FeedServer}. */

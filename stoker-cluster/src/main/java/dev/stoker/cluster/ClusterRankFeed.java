@@ -6,7 +6,6 @@ import dev.stoker.core.batch.BatchProvider;
 import dev.stoker.flight.FlightBatchClient;
 import dev.stoker.node.BatchStream;
 import dev.stoker.node.RankLedger;
-import dev.stoker.plan.schedule.SampleSchedule;
 import dev.stoker.plan.schedule.StepSchedule;
 import dev.stoker.store.ShmObjectStore;
 import java.time.Duration;
@@ -220,8 +219,8 @@ public final class ClusterRankFeed implements BatchProvider, AutoCloseable {
 
         JobStream(NodeRuntime.NodeJob job) {
             this.job = job;
-            var s = job.started;
-            this.schedule = new SampleSchedule(s.seed(), (int) s.datasetSize(), s.ranks(), s.batchSize()); // the job's batches
+            // the job's steps as this node's producer planned them (batches, or packs): the same as the coordinator's
+            this.schedule = job.opened.join().producer().schedule();
             streams.add(this);
         }
 

@@ -54,9 +54,6 @@ public final class ClusteredNode {
     static void checkCoordinator(NodeConfig config) {
         if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
         if (config.startStep() != 0) throw new ConfigException("--start-step is not supported with --join yet");
-        if (config.packed())
-            throw new ConfigException("--pack-tokens is not supported with --join yet: a cluster job's workers make padded batches "
-                    + "of --batch samples; pack on the nodes' own services (stoker serve / stoker launch, one per node)");
         if (config.get(NodeConfig.FLIGHT) != null)
             throw new ConfigException("--flight is not used with --join: every node lends its batches over its own Flight endpoint "
                     + "(--flight-port), and ranks on other nodes connect to their node's socket");
@@ -178,8 +175,11 @@ public final class ClusteredNode {
             var feed = m.node().trainerFeed(Duration.ofSeconds(30));
             log.accept(String.format(Locale.ROOT, "job %s over %d nodes, %d workers %s, retrieval %s: %s", config.job(), job.nodes().size(),
                     workers, placement.name().toLowerCase(Locale.ROOT), spec.relay() ? "relayed by this node" : "direct", job.workerNodes()));
-            log.accept(String.format(Locale.ROOT, "data %s (%d samples, %d steps per epoch), fingerprint %016x", config.data(),
-                    job.schedule().datasetSize(), job.schedule().stepsPerEpoch(), job.fingerprint()));
+            var steps = job.schedule();
+            log.accept(String.format(Locale.ROOT, "data %s (%d samples, %s), fingerprint %016x", config.data(), steps.datasetSize(),
+                    steps.stepsPerEpoch() > 0 ? steps.stepsPerEpoch() + " steps per epoch"
+                            : "packs of at most " + config.get(NodeConfig.PACK_TOKENS) + " tokens a rank, as stoker plan --pack-tokens prints them",
+                    job.fingerprint()));
             return new StokerNode.Feed() {
                 @Override public BatchProvider provider() { return feed; }
 

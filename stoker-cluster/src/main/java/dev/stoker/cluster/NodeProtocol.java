@@ -79,9 +79,13 @@ public final class NodeProtocol {
     /** A node: its cluster address, its Flight endpoint (host, port), the workers it takes (slots). */
     public record NodeInfo(String address, String flightHost, int flightPort, int slots) implements ClusterMessage {}
 
-    /** A job opened on a node: its schedule's shape and fingerprint, or {@code error}. */
+    /**
+     * A job opened on a node: its schedule's shape and fingerprint, or {@code error}. {@code planDigest}: of the shapes a
+     * packed job's steps were planned from on this node ({@link NodeRuntime#planDigest}; 0: batches, no shapes), so that the
+     * coordinator refuses nodes that would cut other packs from the same order.
+     */
     public record JobStarted(String address, long fingerprint, int datasetSize, int ranks, int batchSize, long seed,
-                             int prefetchBatches, String error) implements ClusterMessage {}
+                             int prefetchBatches, long planDigest, String error) implements ClusterMessage {}
 
     /**
      * A batch made ({@code error} null) and kept in the node's store under {@code key}: its size,

@@ -157,7 +157,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         if (old != null) { // a new coordinator of the job (the old one died, or restarted): open it afresh, never answer with the stale one
             stop(old, "cluster job " + s.job() + " was started again by another coordinator; resume the trainers from their saved states");
             if (jobs.putIfAbsent(s.job(), job) != null) { // a third start raced this one: it answers
-                s.replyTo().tell(new NodeProtocol.JobStarted(address, 0, 0, 0, 0, 0, 0, "job " + s.job() + " is being started twice at once"));
+                s.replyTo().tell(new NodeProtocol.JobStarted(address, 0, 0, 0, 0, 0, 0, 0, "job " + s.job() + " is being started twice at once"));
                 return;
             }
         }
@@ -165,18 +165,55 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             try {
                 var opened = open(job, s.config());
                 var p = opened.producer();
-                var sch = p.schedule().order(); // a cluster job's steps are its order's batches
+                var sch = p.schedule().order(); // the order the job's steps are cut from: its batches, or the packs planned over it
                 job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
-                        sch.seed(), p.config().prefetchBatches(), null);
+                        sch.seed(), p.config().prefetchBatches(), planDigest(p.schedule()), null);
                 job.opened.complete(opened);
             } catch (Exception | Error e) {
                 LOG.log(System.Logger.Level.WARNING, "job " + s.job() + " failed to open: " + e);
-                job.started = new NodeProtocol.JobStarted(address, 0, 0, 0, 0, 0, 0, "node " + address + " cannot open the job: " + e);
+                job.started = new NodeProtocol.JobStarted(address, 0, 0, 0, 0, 0, 0, 0, "node " + address + " cannot open the job: " + e);
                 job.opened.completeExceptionally(e);
             }
             s.replyTo().tell(job.started);
         });
     }
+
+    /**
+     * The steps job {@code jobId} walks on this node, as its task producer planned them (batches of its order, or packs the
+     * planner of {@code stoker plan} cut from it: {@code StepSchedules.of}); null when the job is not open here (yet).
+     * The coordinator walks its own node's plan, so that it asks the workers for the very steps they cut.
+     */
+    dev.stoker.plan.schedule.StepSchedule planned(String jobId) {
+        var job = jobs.get(jobId);
+        if (job == null || !job.opened.isDone() || job.opened.isCompletedExceptionally()) return null;
+        return job.opened.join().producer().schedule();
+    }
+
+    /**
+     * A digest of what a packed {@code schedule}'s steps were planned from: the number of records and every record's shape
+     * (tokens, each image's and video's patch rows), which with the order (the fingerprint: manifest, seed, budgets, balance,
+     * cost model) decides every pack; 0 for a schedule of batches, whose steps the fingerprint alone decides. Two nodes whose
+     * digests differ (a stale length index on one) would cut other packs from the same step.
+     */
+    static long planDigest(dev.stoker.plan.schedule.StepSchedule schedule) {
+        if (!(schedule instanceof dev.stoker.plan.pack.PackedSchedule packed)) return 0;
+        var shapes = packed.planner().shapes();
+        long h = 0xcbf29ce484222325L ^ shapes.size();
+        for (int r = 0; r < shapes.size(); r++) {
+            var s = shapes.shape(r);
+            h = mix(h, s.kind().ordinal());
+            h = mix(h, s.tokens());
+            for (int p : s.imagePatches()) h = mix(h, p);
+            h = mix(h, -1);
+            for (int p : s.videoPatches()) h = mix(h, p);
+            h = mix(h, -2);
+            for (int g : s.videoGroups()) h = mix(h, g);
+            h = mix(h, -3);
+        }
+        return h == 0 ? 1 : h;
+    }
+
+    private static long mix(long h, long v) { return (h ^ v) * 0x100000001b3L; }
 
     /** Makes the batch {@code p} asks for and keeps it under its name; answers with its size or the error. */
     void produce(NodeProtocol.Produce p, String address) {
@@ -187,6 +224,10 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         }
         job.opened.thenCompose(o -> o.producer().produce(p.worker(), new ScheduleCursor(p.epoch(), p.position()), p.globalStep(), p.rank()))
                 .whenComplete((b, err) -> {
+                    if (closing) { // this node is going: silent, as a dead node is, so that the coordinator has it made elsewhere
+                        if (b != null) b.release();
+                        return;
+                    }
                     if (err != null) {
                         p.replyTo().tell(failed(p, address, String.valueOf(err instanceof java.util.concurrent.CompletionException c
                                 && c.getCause() != null ? c.getCause() : err)));
@@ -349,7 +390,15 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
 
     long relayedBytes() { var r = relay; return r == null ? 0 : r.bytes.get(); }
 
+    /**
+     * Whether this node is closing (its process stops: {@code stoker node} on SIGTERM). The batches it was making fail as
+     * their producers close; answered, those failures would fail the steps of ranks that wait for them (a step handed out
+     * is not made again), where a node that is gone has them made elsewhere. A closing node answers no more Produce.
+     */
+    private volatile boolean closing;
+
     void close() {
+        closing = true;
         for (var id : List.copyOf(jobs.keySet())) stopJob(id);
         var r = relay;
         if (r != null) r.close();

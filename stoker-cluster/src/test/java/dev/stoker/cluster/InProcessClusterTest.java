@@ -57,13 +57,19 @@ class InProcessClusterTest {
 
         /** As {@link #start(Path, Path, long)}, samples of at most {@code maxSeqLen} tokens (a job with video is sized by them). */
         static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen) throws Exception {
+            return start(tmp, manifest, fetchLatencyMillis, maxSeqLen, b -> b);
+        }
+
+        /** As {@link #start(Path, Path, long, int)}, the job's options then changed by {@code options}. */
+        static OneNode start(Path tmp, Path manifest, long fetchLatencyMillis, int maxSeqLen,
+                             java.util.function.UnaryOperator<NodeConfig.Builder> options) throws Exception {
             String self = "127.0.0.1:" + TensorOrderTest.freePort();
-            var config = NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
+            var config = options.apply(NodeConfig.builder().data(manifest.toString()).ranks(1).batch(2).processor(ProcessorPreset.QWEN2_VL)
                     .set(NodeConfig.MAX_SEQ_LEN, maxSeqLen).set(NodeConfig.VIDEO_DECODE, dev.stoker.encode.video.VideoEncoding.Decode.IN_PROCESS)
                     .pixels(3136, 50176).threads(1).warmUpMillis(0).set(NodeConfig.MAX_IMAGES, 1).set(NodeConfig.JOB, "j")
                     .set(NodeConfig.JOIN, List.of(self)).set(NodeConfig.BIND, self).set(NodeConfig.SLOTS, 1)
                     .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm"))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
-                    .set(NodeConfig.FETCH_LATENCY_MS, fetchLatencyMillis).socket(tmp.resolve("j.sock")).build();
+                    .set(NodeConfig.FETCH_LATENCY_MS, fetchLatencyMillis).socket(tmp.resolve("j.sock"))).build();
             var store = ShmObjectStore.open(config.nodeStoreConfig("in_process"));
             ClusterNode node = null;
             try {
@@ -299,6 +305,39 @@ class InProcessClusterTest {
             assertNotNull(gone, "object " + first.key() + " is still served after its refetch");
             assertTrue(gone.contains("no object"), gone);
         }
+    }
+
+    /**
+     * Issue 31 item 1: a packed job's refetch. A rank that could not pull its pack has it made again (a new attempt, as
+     * after its owner died): the same pack, sample for sample in segment order, the one the job's plan gives rank 0 at
+     * step 0 ({@link PackedClusterTest} checks that plan against {@code stoker plan}'s).
+     */
+    @Test
+    void aPackedJobsRefetchMakesTheSamePackAgain() throws Exception {
+        Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), 8, 3);
+        try (var one = OneNode.start(tmp, manifest, 0, 8192, b -> b.set(NodeConfig.BATCH, null).packTokens(PackedClusterTest.PACK_TOKENS)); var alloc = new RootAllocator();
+             var client = FlightBatchClient.connect("127.0.0.1", one.node().flightPort(), one.node().flightClientOptions(), alloc)) {
+            var schedule = one.job().schedule();
+            var planned = new ArrayList<Long>();
+            for (var segment : schedule.describe(schedule.iterator(dev.stoker.core.ScheduleCursor.START, 0).next()))
+                planned.add(((Number) segment.get("sample")).longValue());
+            assertEquals("pack", schedule.unit());
+            var first = one.ask(r -> new CoordinatorProtocol.NextBatch("j", 0, 0, r));
+            assertNull(first.error(), first.error());
+            assertEquals(planned, sampleIndex(client.next(0, 1, "j/" + first.key())), "the planned pack");
+            var again = one.ask(r -> new CoordinatorProtocol.Refetch("j", 0, first.key(), "a test's pull failed", r));
+            assertNull(again.error(), again.error());
+            assertNotEquals(first.key(), again.key(), "a new attempt");
+            var redone = client.next(0, 1, "j/" + again.key());
+            assertEquals(planned, sampleIndex(redone), "made again: the same pack");
+            assertEquals(planned.size() + 1, redone.tensor("cu_seqlens").toInts().length, "a segment per sample");
+        }
+    }
+
+    static List<Long> sampleIndex(dev.stoker.core.batch.BatchLayout.Batch b) {
+        var out = new ArrayList<Long>();
+        for (long i : b.tensor("sample_index").toLongs()) out.add(i);
+        return out;
     }
 
     /**

@@ -304,9 +304,11 @@ public final class NodeFeeds implements AutoCloseable {
     public Tasks openTasks(ShmObjectStore store, int maxWorkers) throws IOException {
         var source = openSources();
         try {
+            // a packed job's shapes as a local feed's (start): validate's length index when there is one, else measured
+            Feeder.ShapeSource shapes = (records, feedSource) -> shapes(config, feedSource, records, tokenizer, null,
+                    line -> System.err.println("stoker: " + line));
             var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY).withCache(config.preprocessedCache()),
-                    source.feedSource(), tokenizer, store, maxWorkers,
-                    system());
+                    source.feedSource(), tokenizer, store, maxWorkers, shapes, system());
             return new Tasks(producer, () -> {
                 try {
                     source.close();

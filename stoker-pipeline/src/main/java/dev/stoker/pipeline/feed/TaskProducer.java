@@ -117,6 +117,17 @@ public final class TaskProducer implements AutoCloseable {
      */
     public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers,
                                      ClassicActorSystemProvider system) throws IOException {
+        return start(config, source, tokenizer, store, maxWorkers, null, system);
+    }
+
+    /**
+     * {@link #start(FeedConfig, FeedSource, QwenTokenizer, ShmObjectStore, int, ClassicActorSystemProvider)} with where a
+     * packed job's shapes come from ({@code shapes}, asked only when steps are packed; null: measured here from image
+     * headers): the local feed's source ({@link Feeder.ShapeSource}), so that a cluster node plans its packs from what
+     * {@code stoker plan} and {@code stoker serve} plan them from.
+     */
+    public static TaskProducer start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, ShmObjectStore store, int maxWorkers,
+                                     Feeder.ShapeSource shapes, ClassicActorSystemProvider system) throws IOException {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
         int threads = config.cpuThreads();
         int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.packing().samplesPerRankAtMost(config.batchSize()) + 1);
@@ -124,7 +135,8 @@ public final class TaskProducer implements AutoCloseable {
         var records = engine.records();
         StepSchedule schedule;
         try {
-            schedule = Feeder.steps(config, records, () -> ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads));
+            schedule = Feeder.steps(config, records, () -> shapes != null ? shapes.shapes(records, source)
+                    : ShapeIndexes.measure(records, source, tokenizer, config.encode(), threads));
             engine.awaitReady();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -205,15 +217,11 @@ public final class TaskProducer implements AutoCloseable {
             w.failAll(new IllegalStateException("task producer closed"));
         }
         // the streams stop before what they use: the CPU pool, the writer. A completed queue lets the batches in flight
-        // finish; one stuck past the grace (a fetch that hangs) has its stream failed, which stops it at once (its CPU
-        // work still ends in the pool, which engine.close waits for)
-        long start = System.nanoTime();
-        if (!awaitWorkers(start + TimeUnit.MILLISECONDS.toNanos(CLOSE_GRACE_MILLIS))) {
-            for (var w : workers.values()) {
-                if (!w.terminated.isDone()) w.queue.fail(new java.util.concurrent.CancellationException("task producer closed"));
-            }
-            awaitWorkers(start + TimeUnit.SECONDS.toNanos(Feeder.CLOSE_TIMEOUT_SECONDS));
-        }
+        // finish; a stream stuck past the grace (a fetch that hangs) is aborted by engine.close, which shuts its materializer
+        // down (its CPU work still ends in the pool, which engine.close waits for). A completed queue cannot be failed:
+        // Pekko's bounded queue refuses ("The queue has already been completed"), and that refusal, thrown from here, once
+        // left the engine and the writer open
+        awaitWorkers(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_GRACE_MILLIS));
         engine.close();
         writer.close();
     }
