@@ -383,8 +383,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<Retrieval> RETRIEVAL = key("retrieval", CLUSTER, "MODE", TEXT, ConfigKey.enumOf(Retrieval.class),
             ConfigKey::cliName, Retrieval.DIRECT, null, "With --join: direct: a rank's node pulls each batch made on another node "
                     + "straight from the node that made it; relay: through the coordinator's node, whose network card then carries every "
-                    + "such batch twice (in and out): the slower layout of a driver that hands out the data, kept for `bench cluster "
-                    + "--ablate`.");
+                    + "such batch twice (in and out): the slower layout of a driver that hands out the data, kept for the scale "
+                    + "ablation of `bench cluster`.");
     public static final ConfigKey<Integer> WORKERS = key("workers", CLUSTER, "N", NUMBER, ConfigKey.integer(1, MAX_CLUSTER_WORKERS),
             String::valueOf, null, "--nodes", "With --join: workers to place.");
 
