@@ -56,7 +56,8 @@ final class ClusterCommand implements Callable<Integer>, NodeOptions.Configured 
     @Option(names = "--node-heap", defaultValue = "1g", description = "-Xmx of each node's JVM (default: ${DEFAULT-VALUE}).")
     String nodeHeap;
 
-    @Option(names = "--timeout-s", description = "Longest the trainers may run (default: 120 s + 10 s per step).")
+    @Option(names = "--timeout-s", description = "Longest the trainers may run (default: 120 s + 10 s per step; --ablate's large "
+            + "setting: --ablate-scale squared times that).")
     Long timeoutSeconds;
 
     @Option(names = "--ablate",

@@ -64,8 +64,11 @@ public final class ClusterAblation {
                     out.printf("%n=== ablation %s: %d ranks × batch %d, %d workers, placement %s, retrieval %s ===%n", cell.name(),
                             config.ranks(), config.batch(), config.workers(), ClusterBench.placement(config), ClusterBench.retrieval(config));
                     out.flush();
+                    // the large setting's trainers share the machine with f× as many, each batch f× larger: f² the default limit
+                    Long timeout = s.timeoutSeconds() != null ? s.timeoutSeconds()
+                            : ClusterBench.defaultTimeoutSeconds(s.steps(), s.stepMillis()) * f * f;
                     var run = ClusterBench.measure(new ClusterBench.Settings(config, s.steps(), s.stepMillis(), s.nicMbit(), s.noNetns(),
-                            s.port(), s.nodeHeap(), s.timeoutSeconds(), dir.resolve(cell.name())), out, err);
+                            s.port(), s.nodeHeap(), timeout, dir.resolve(cell.name())), out, err);
                     if (run.exit() != 0) exit = 1;
                     rows.add(row(cell, config, run));
                 }

@@ -169,7 +169,7 @@ public final class ClusterBench {
                 var pb = bed != null ? bed.command(node, argv) : new ProcessBuilder(argv);
                 trainers.add(children.start(pb.redirectErrorStream(true).redirectOutput(trainerLog(dir, r).toFile())));
             }
-            long timeout = s.timeoutSeconds() != null ? s.timeoutSeconds() : 120 + s.steps() * (10 + s.stepMillis() / 1000);
+            long timeout = s.timeoutSeconds() != null ? s.timeoutSeconds() : defaultTimeoutSeconds(s.steps(), s.stepMillis());
             try {
                 Members.awaitTrainers(trainers, members, r -> trainerLog(dir, r), timeout);
             } finally {
@@ -264,6 +264,9 @@ public final class ClusterBench {
         Files.setPosixFilePermissions(tokenFile, PosixFilePermissions.fromString("rw-------"));
         return tokenFile;
     }
+
+    /** The trainers' time limit when none is given: 120 s + 10 s (and the step) per step. */
+    static long defaultTimeoutSeconds(int steps, long stepMillis) { return 120 + steps * (10 + stepMillis / 1000); }
 
     static String placement(NodeConfig config) { return ConfigKey.cliName(config.get(NodeConfig.PLACEMENT)); }
 
