@@ -72,7 +72,9 @@ final class Members {
                     if (trainers.get(r).isAlive())
                         throw new BenchFailure("trainer of rank " + r + " did not finish within " + timeoutSeconds + " s", logOf.apply(r));
             }
-            trainers.stream().filter(Process::isAlive).findFirst().orElseThrow().waitFor(100, TimeUnit.MILLISECONDS);
+            // the trainer seen running above may have ended since: then look again (the loop returns when none runs)
+            var alive = trainers.stream().filter(Process::isAlive).findFirst();
+            if (alive.isPresent()) alive.get().waitFor(100, TimeUnit.MILLISECONDS);
         }
     }
 
