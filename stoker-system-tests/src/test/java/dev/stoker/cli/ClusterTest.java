@@ -145,6 +145,10 @@ class ClusterTest {
         final int seed;
         final long pauseMillis;
         final int slots;
+        /** Where its sockets, logs and the coordinator's store go. */
+        final Path dir;
+        /** What each node's JVM adds to the environment, by node index. */
+        private final java.util.function.IntFunction<Map<String, String>> env;
         final List<Path> sockets = new ArrayList<>();
         final List<String> addresses = new ArrayList<>(); // each node's cluster address
         final List<Process> nodes = new ArrayList<>(); // by node index; a node started again takes its place
@@ -153,10 +157,12 @@ class ClusterTest {
         private ClusterNode coordinator;
         private int restarts;
 
-        private Cluster(int seed, int slots, long pauseMillis) {
+        private Cluster(Path dir, int seed, int slots, long pauseMillis, java.util.function.IntFunction<Map<String, String>> env) {
+            this.dir = dir;
             this.seed = seed;
             this.slots = slots;
             this.pauseMillis = pauseMillis;
+            this.env = env;
         }
 
         /**
@@ -168,11 +174,17 @@ class ClusterTest {
 
         /** {@link #start(int, int, long)} with the seed bound to {@code seedPort}. */
         static Cluster start(int seedPort, int n, int slots, long pauseMillis) throws Exception {
-            var c = new Cluster(seedPort, slots, pauseMillis);
+            return start(tmp, seedPort, n, slots, pauseMillis, i -> Map.of());
+        }
+
+        /** {@link #start(int, int, int, long)} in {@code dir}, node i's JVM with {@code env.apply(i)} in its environment. */
+        static Cluster start(Path dir, int seedPort, int n, int slots, long pauseMillis, java.util.function.IntFunction<Map<String, String>> env)
+                throws Exception {
+            var c = new Cluster(dir, seedPort, slots, pauseMillis, env);
             try {
                 long t0 = System.nanoTime();
                 for (int i = 0; i < n; i++) {
-                    c.sockets.add(tmp.resolve("n" + i + "-" + seedPort + ".sock"));
+                    c.sockets.add(dir.resolve("n" + i + "-" + seedPort + ".sock"));
                     c.nodes.add(c.startNode(i, i == 0 ? seedPort : 0, ""));
                     if (i == 0) ServeProcess.awaitLine(c.nodes.getFirst(), c.log(0, ""), "stoker node: listening on ");
                 }
@@ -185,13 +197,13 @@ class ClusterTest {
             }
         }
 
-        Path log(int i, String run) { return tmp.resolve("node" + i + "-" + seed + run + ".log"); }
+        Path log(int i, String run) { return dir.resolve("node" + i + "-" + seed + run + ".log"); }
 
         private Process startNode(int i, int bindPort, String run) throws IOException {
             var args = new ArrayList<>(List.of("--join", "127.0.0.1:" + seed, "--bind", "127.0.0.1:" + bindPort, "--slots", "" + slots,
                     "--socket", sockets.get(i).toString(), "--node-shm-budget", "512M"));
             if (pauseMillis > 0) args.addAll(List.of("--heartbeat-pause-ms", "" + pauseMillis, "--down-after-ms", "2000"));
-            var p = ServeProcess.start(log(i, run), "512m", "node", args);
+            var p = ServeProcess.start(log(i, run), "512m", "node", args, env.apply(i));
             started.add(p);
             return p;
         }
@@ -210,7 +222,7 @@ class ClusterTest {
          * downs it 2 s later); 0: the defaults ({@link ClusterNode.Options#of}, the CLI's).
          */
         ClusterNode coordinator(long pauseMillis) throws Exception {
-            var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(tmp.resolve("shm")), 64L << 20, "coord"));
+            var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(dir.resolve("shm")), 64L << 20, "coord"));
             closing.add(store);
             var options = ClusterNode.Options.of("127.0.0.1", 0, List.of("127.0.0.1:" + seed), 0);
             if (pauseMillis > 0) options = options.withTimings(Duration.ofSeconds(2), Duration.ofMillis(pauseMillis));
@@ -230,7 +242,13 @@ class ClusterTest {
 
         /** {@link #runJob(String, int, int, Placement, int, int)}, its remote batches relayed by the coordinator's node when {@code relay}. */
         ClusterJob runJob(String name, int ranks, int nodes, Placement placement, int workers, int steps, boolean relay) throws Exception {
-            var job = coordinator.runJob(new ClusterJob.Spec(name, job(ranks).build().toJson(), nodes, placement, workers, steps, 2, relay),
+            return runJob(name, job(ranks).build(), nodes, placement, workers, steps, relay);
+        }
+
+        /** A job of {@code config} (its data, processor, ranks, packing, cache …), coordinated by the member in this JVM. */
+        ClusterJob runJob(String name, NodeConfig config, int nodes, Placement placement, int workers, int steps, boolean relay)
+                throws Exception {
+            var job = coordinator.runJob(new ClusterJob.Spec(name, config.toJson(), nodes, placement, workers, steps, 2, relay),
                     Duration.ofMinutes(3));
             closing.add(job);
             return job;
@@ -256,7 +274,7 @@ class ClusterTest {
             return p;
         }
 
-        Path coordinatorLog(String run) { return tmp.resolve("coord-" + seed + "-" + run + ".log"); }
+        Path coordinatorLog(String run) { return dir.resolve("coord-" + seed + "-" + run + ".log"); }
 
         /** SIGKILL to every child JVM of the cluster (nodes and coordinator processes): no goodbye to anyone. */
         void kill() throws Exception {
