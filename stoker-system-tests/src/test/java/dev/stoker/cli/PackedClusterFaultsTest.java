@@ -367,8 +367,9 @@ class PackedClusterFaultsTest {
      * joined by a bridge, no NIC limit here): {@code serve --join --pack-tokens} in the first, {@code stoker node} in the
      * second, each with a worker, bound to their namespaces' addresses with a cluster key and token as on real hosts. The
      * trainers (in this JVM) reach each member's trainer socket by its path, as a trainer on that host would; rank 1's
-     * node pulls the packs the first made over the namespaces' link. Each rank's packs are the plan's and the local
-     * serve's, bit for bit. Skipped where namespaces are unavailable (not root, no ip or tc).
+     * node pulls the packs the first made over the namespaces' link (the first member's card sent, and the second's received,
+     * at least the bytes its Flight endpoint lent). Each rank's packs are the plan's and the local serve's, bit for bit.
+     * Skipped where namespaces are unavailable (not root, no ip or tc).
      */
     @Test
     @Order(3)
@@ -394,7 +395,7 @@ class PackedClusterFaultsTest {
                 if (i == 0) {
                     args.addAll(packedArgs());
                     args.addAll(List.of("--nodes", "2", "--workers", "2", "--placement", "spread", "--job", "t", "--steps", "" + steps,
-                            "--warm-up-ms", "0", "--cache", "off"));
+                            "--warm-up-ms", "0", "--cache", "off", "--metrics-file", dir.resolve("metrics.json").toString()));
                 }
                 var argv = dev.stoker.bench.ChildJvm.stoker(List.of("-Xmx512m"), args);
                 processes.add(bed.command(i, argv).redirectErrorStream(true).redirectOutput(dir.resolve("member" + i + ".log").toFile()).start());
@@ -407,10 +408,26 @@ class PackedClusterFaultsTest {
             for (int r = 0; r < RANKS; r++) trainers.add(trainer(sockets.get(r), r, steps, new AtomicLong(), -1, null));
             for (var t : trainers) packs.putAll(t.get(180, TimeUnit.SECONDS));
             arePlannedAndLocal(packs, steps, "in network namespaces");
-            var sent = bed.counters(0).txBytes();
-            assertTrue(sent > 0, "the first member's link carried the cluster's traffic");
+            double took = (System.nanoTime() - t0) / 1e9 - up;
+            long tx0 = bed.counters(0).txBytes(), rx1 = bed.counters(1).rxBytes();
+            // serve first: it asks every node for its counters as it stops and writes them to its metrics file
+            for (var p : processes) {
+                p.destroy();
+                assertTrue(p.waitFor(30, TimeUnit.SECONDS), "a member stops on SIGTERM");
+            }
+            JsonNode first = null, second = null;
+            for (JsonNode n : new ObjectMapper().readTree(dir.resolve("metrics.json").toFile()).path("nodes")) {
+                if (n.path("address").asText().contains("@" + bed.address(0) + ":")) first = n;
+                if (n.path("address").asText().contains("@" + bed.address(1) + ":")) second = n;
+            }
+            assertTrue(first != null && second != null, "both members' counters in serve's metrics file: " + Files.readString(dir.resolve("metrics.json")));
+            long lent = first.path("flightBytesSent").asLong();
+            // rank 1's packs made by the first member's worker went to the second member's store over Flight, through the link
+            assertTrue(lent > 0 && second.path("pulledBatches").asLong() > 0, "the second member pulled packs the first made: " + first + second);
+            assertTrue(tx0 >= lent && rx1 >= lent, "the packs the first member lent crossed the namespaces' link: sent " + tx0 + ", received "
+                    + rx1 + ", lent " + lent);
             System.out.printf("PackedClusterFaultsTest: two members in network namespaces up %.1f s after the bed was made, %d steps "
-                    + "taken %.1f s after; %d bytes sent by the first member's link%n", up, steps, (System.nanoTime() - t0) / 1e9 - up, sent);
+                    + "taken %.1f s after; the first lent %d bytes over Flight, its link sent %d%n", up, steps, took, lent, tx0);
         } finally {
             for (var p : processes) p.destroy();
             for (var p : processes) if (!p.waitFor(20, TimeUnit.SECONDS)) p.destroyForcibly();
