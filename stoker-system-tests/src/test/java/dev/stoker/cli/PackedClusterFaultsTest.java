@@ -91,9 +91,10 @@ class PackedClusterFaultsTest {
         plan(MOST_STEPS);
         assertTrue(lastOfFirstEpoch < MOST_STEPS, "the first epoch within the steps a case takes: " + lastOfFirstEpoch);
         local = local(MOST_STEPS);
+        // the coordinator joins while the second node boots; the nodes notice a lost member within 3 s, every member hears of it
         cluster = ClusterTest.Cluster.start(tmp, ClusterTest.freePort(), 2, 1, 3000,
-                i -> Map.of("STOKER_CACHE_DIR", tmp.resolve("cache-node" + i).toString()));
-        coordinator = cluster.coordinator(10_000); // the nodes notice a lost member within 3 s; every member hears of it
+                i -> Map.of("STOKER_CACHE_DIR", tmp.resolve("cache-node" + i).toString()), c -> c.coordinator(10_000));
+        coordinator = cluster.coordinator();
     }
 
     @AfterAll
