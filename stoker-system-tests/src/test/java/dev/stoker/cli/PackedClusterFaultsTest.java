@@ -400,6 +400,8 @@ class PackedClusterFaultsTest {
                 }
                 var argv = dev.stoker.bench.ChildJvm.stoker(List.of("-Xmx512m"), args);
                 processes.add(bed.command(i, argv).redirectErrorStream(true).redirectOutput(dir.resolve("member" + i + ".log").toFile()).start());
+                // the seed's member up before the node asks it to join (else the node's first attempt fails and it tries again later)
+                if (i == 0) ServeProcess.awaitLine(processes.getFirst(), dir.resolve("member0.log"), "cluster member ");
             }
             ServeProcess.awaitLine(processes.get(1), dir.resolve("member1.log"), "stoker node: listening on ");
             ServeProcess.awaitListening(processes.getFirst(), dir.resolve("member0.log"));
