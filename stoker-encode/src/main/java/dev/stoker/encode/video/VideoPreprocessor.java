@@ -316,6 +316,9 @@ public final class VideoPreprocessor {
             case QWEN2_VL -> VideoTokens.qwen2(plan.gridT(), plan.gridH(), plan.gridW());
             case QWEN2_5_VL -> VideoTokens.qwen25(plan.gridT(), plan.gridH(), plan.gridW(), plan.secondPerGridT());
             case QWEN3_VL -> VideoTokens.qwen3(plan.gridT(), plan.gridH(), plan.gridW(), plan.timestamps());
+            // an audio family's videos are planned under its vision family (EncodeOptions.preset()) and tokenized by OmniTokens
+            case QWEN2_AUDIO, QWEN2_5_OMNI, QWEN3_OMNI -> throw new IllegalStateException(preset + ": videos are planned under "
+                    + preset.visionFamily());
         };
     }
 
