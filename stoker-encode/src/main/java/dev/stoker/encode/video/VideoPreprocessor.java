@@ -300,6 +300,8 @@ public final class VideoPreprocessor {
     private static Map<String, Number> numbers(String sampleId, String ref, Map<String, Object> options) {
         var out = new LinkedHashMap<String, Number>();
         options.forEach((k, v) -> {
+            // the audio families' flag (issue 32): read by their encoder, not a sampling option; the parser refuses it elsewhere
+            if (k.equals(Message.USE_AUDIO_IN_VIDEO) && v instanceof Boolean) return;
             if (!(v instanceof Number n)) {
                 throw new SampleException(sampleId, SampleException.Stage.TRANSFORM, "video " + ref + ": per-item key '" + k
                         + "' must be a number, got " + v);
