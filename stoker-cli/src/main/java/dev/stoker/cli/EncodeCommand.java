@@ -50,6 +50,7 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         keys.add(NodeConfig.TRANSFORMERS);
         keys.addAll(NodeConfig.VIDEO_ENCODING); // decoded in this process: --video-decode is the feed's
         keys.add(NodeConfig.AUDIO_PAD);
+        keys.add(NodeConfig.USE_AUDIO_IN_VIDEO);
         return keys;
     }
 

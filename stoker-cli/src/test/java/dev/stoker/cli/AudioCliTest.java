@@ -175,6 +175,9 @@ class AudioCliTest {
                 "--socket", tmp.resolve("s.sock").toString());
         assertEquals(2, s.status(), s.err());
         assertTrue(s.err().contains("does not serve audio yet"), s.err());
+        var pad = CliRunner.run("validate", "--data", manifest.toString(), "--audio-pad", "hf");
+        assertEquals(2, pad.status(), pad.err());
+        assertTrue(pad.err().contains("need an audio family's --processor"), pad.err());
     }
 
     @Test
@@ -206,6 +209,23 @@ class AudioCliTest {
         assertTrue(enc.maskSums()[0] >= 200 && enc.maskSums()[0] <= 205, "2 s track: " + enc.maskSums()[0]);
         assertEquals(AudioPreset.QWEN2_5_OMNI.tokens(enc.maskSums()[0]), enc.count(AudioPreset.QWEN2_5_OMNI.audioTokenId()),
                 "the track's tokens, interleaved with the video's");
+
+        // the flag: a video whose item does not say uses its track; the same tensors as the item's key gives
+        Path one = Files.writeString(tmp.resolve("data/plain.json"), """
+            {"id": "sound", "messages": [{"role": "user", "content": [{"type": "video", "video": "clips/4.mp4"},
+                                                                  {"type": "text", "text": "What is heard?"}]},
+                                      {"role": "assistant", "content": [{"type": "text", "text": "A tone."}]}]}
+            """);
+        Path flagged = tmp.resolve("flagged");
+        var f = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--use-audio-in-video", "--sample", one.toString(), "--out", flagged.toString());
+        assertEquals(0, f.status(), f.err());
+        var byFlag = Encoded.read(flagged);
+        assertArrayEquals(enc.ids(), byFlag.ids(), "flag and item key: the same input_ids");
+        assertArrayEquals(enc.features().data(), byFlag.features().data(), "and the same features");
+        var none = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--sample", one.toString(), "--out", tmp.resolve("noflag").toString());
+        assertEquals(0, none.status(), none.err());
+        assertTrue(Files.notExists(tmp.resolve("noflag/input_features.npy")) || Encoded.read(tmp.resolve("noflag")).features().shape()[0] == 0,
+                "without the flag or the key, no clip");
     }
 
     private Encoded encode(int record, String processor, String... more) throws IOException {

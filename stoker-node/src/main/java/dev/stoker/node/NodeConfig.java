@@ -238,7 +238,11 @@ public final class NodeConfig extends NodeSettings {
                     .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)))
                     .withImageBackend(imageBackend());
             var video = video();
-            if (audioPreset() != null) base = base.withAudio(new dev.stoker.encode.audio.AudioEncoding(audioPreset(), get(AUDIO_PAD)));
+            if (audioPreset() == null && (isGiven(AUDIO_PAD) || get(USE_AUDIO_IN_VIDEO)))
+                throw new ConfigException("--audio-pad and --use-audio-in-video need an audio family's --processor (qwen2-audio, "
+                        + "qwen2.5-omni, qwen3-omni), not " + processor());
+            if (audioPreset() != null) base = base.withAudio(new dev.stoker.encode.audio.AudioEncoding(audioPreset(), get(AUDIO_PAD),
+                    get(USE_AUDIO_IN_VIDEO)));
             return video.encoding() != null ? base.withVideo(video.encoding()) : base.withVideoRefused(video.refusal());
         } catch (IllegalArgumentException e) {
             throw new ConfigException(e.getMessage().startsWith("--") ? e.getMessage() : "--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());

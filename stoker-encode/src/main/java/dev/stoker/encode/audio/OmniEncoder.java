@@ -97,6 +97,7 @@ public final class OmniEncoder {
     public Encoded encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         String id = sample.id();
         checkMedia(sample);
+        sample = withAudioInVideoDefault(sample);
         var media = sample.media();
         var clips = new ArrayList<Clip>();
         var plannedImages = new ArrayList<ImagePreprocessor.Planned>();
@@ -180,6 +181,7 @@ public final class OmniEncoder {
     public SampleShape shape(ChatSample sample, Map<String, byte[]> bytesByReference, VideoPreprocessor.VideoSource videoSource) {
         String id = sample.id();
         checkMedia(sample);
+        sample = withAudioInVideoDefault(sample);
         ImageSource source = (sid, ref) -> {
             byte[] b = bytesByReference.get(ref);
             if (b == null) throw new SampleException(sid, Stage.FETCH, "'" + ref + "' was not fetched");
@@ -218,6 +220,31 @@ public final class OmniEncoder {
         var out = new java.util.LinkedHashSet<String>();
         for (var a : sample.audios()) out.add(a.ref());
         return List.copyOf(out);
+    }
+
+    /**
+     * {@code sample} with {@code use_audio_in_video: true} on each video whose item (and record) did not say, when
+     * {@code --use-audio-in-video} is given; a frame-list video, which has no track, is then the sample's error.
+     */
+    private ChatSample withAudioInVideoDefault(ChatSample sample) {
+        if (!options.audio().useAudioInVideo() || sample.videos().isEmpty()) return sample;
+        var messages = new ArrayList<Message>(sample.messages().size());
+        for (var m : sample.messages()) {
+            var parts = new ArrayList<Message.Part>(m.parts().size());
+            for (var p : m.parts()) {
+                if (p instanceof Message.Video v && !v.options().containsKey(Message.USE_AUDIO_IN_VIDEO)) {
+                    if (v.isFrameList())
+                        throw new SampleException(sample.id(), Stage.MANIFEST, "a video of " + v.frames().size() + " frame images has no audio "
+                                + "track, but --use-audio-in-video asks for it (give the item use_audio_in_video false)");
+                    var o = new java.util.LinkedHashMap<String, Object>(v.options());
+                    o.put(Message.USE_AUDIO_IN_VIDEO, true);
+                    p = new Message.Video(v.ref(), v.frames(), o);
+                }
+                parts.add(p);
+            }
+            messages.add(new Message(m.role(), parts));
+        }
+        return new ChatSample(sample.id(), messages, sample.imagePaths());
     }
 
     private void checkMedia(ChatSample sample) {
