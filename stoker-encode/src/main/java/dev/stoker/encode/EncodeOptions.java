@@ -145,6 +145,8 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public EncodeOptions {
         if (maxSourcePixels <= 0) throw new IllegalArgumentException("max source pixels must be positive");
+        if (preset.audio() != null) // the image and video machinery knows the Qwen-VL families only
+            throw new IllegalArgumentException(preset + ": encode under its vision family " + preset.visionFamily() + " with withAudio(…)");
         if (maxSequenceLength < 0) throw new IllegalArgumentException("max sequence length must be >= 0");
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         if (maxImages < 0) throw new IllegalArgumentException("max images must be >= 0");
