@@ -91,6 +91,7 @@ class AudioCliTest {
         assertEquals(5, json.get("samples").asInt(), r.out());
         assertEquals(0, json.get("errors").asInt(), "every record kept: " + r.out());
         assertEquals(1, json.get("videos").asInt(), r.out());
+        assertEquals(6, json.get("audios").asInt(), "clips named: " + r.out());
         assertTrue(Files.list(tmp.resolve("lengths")).anyMatch(f -> f.getFileName().toString().startsWith("lengths-")), "the length index");
 
         // validate's lengths (clips counted from their headers, MP3s decoded) are the lengths encode builds from the decoded clips

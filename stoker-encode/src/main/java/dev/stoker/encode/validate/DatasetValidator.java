@@ -97,6 +97,7 @@ public final class DatasetValidator {
     private final int[][] videoPatches, videoGroups;
     private final LongAdder images = new LongAdder();
     private final LongAdder videos = new LongAdder();
+    private final LongAdder audios = new LongAdder();
     private final LongAdder[] imagesPerSample = new LongAdder[ValidationReport.IMAGE_COUNT_BUCKETS];
     private final ConcurrentHashMap<ValidationReport.CauseKey, ValidationReport.CauseCounter> causes = new ConcurrentHashMap<>();
 
@@ -146,7 +147,7 @@ public final class DatasetValidator {
             long[] perSample = new long[imagesPerSample.length];
             for (int k = 0; k < perSample.length; k++) perSample[k] = imagesPerSample[k].sum();
             return ValidationReport.of(records.name(), records.digest(), lengths, imagePatches, videoPatches, videoGroups, images.sum(),
-                    videos.sum(), perSample, causes.values(), scanNanos);
+                    videos.sum(), audios.sum(), perSample, causes.values(), scanNanos);
         } finally {
             pool.shutdownNow();
         }
@@ -229,6 +230,7 @@ public final class DatasetValidator {
         List<String> refs = sample.imagePaths();
         images.add(refs.size());
         videos.add(sample.videos().size());
+        audios.add(sample.audios().size());
         imagesPerSample[Math.min(refs.size(), imagesPerSample.length - 1)].increment();
         var all = new ArrayList<String>(refs); // and the frames of its frame-list videos, fetched as images are
         all.addAll(dev.stoker.encode.SampleEncoder.frameReferences(sample));
