@@ -256,6 +256,9 @@ public final class OmniEncoder {
             throw new SampleException(sample.id(), Stage.MANIFEST, "has " + sample.imagePaths().size() + " image(s) and " + sample.videos().size()
                     + " video(s), but " + preset + (preset.hasVision() ? "'s image processor is not served yet (its settings are unchecked); "
                     + "use qwen2.5-omni for images and videos" : " takes audio and text only"));
+        if (options.maxImages() > 0 && sample.imagePaths().size() > options.maxImages())
+            throw SampleException.filtered(sample.id(), Stage.MANIFEST, "over --max-images", "has " + sample.imagePaths().size()
+                    + " images, more than --max-images " + options.maxImages());
         if (!sample.videos().isEmpty() && videos == null)
             throw new SampleException(sample.id(), Stage.MANIFEST, "has " + sample.videos().size() + " video(s) but this job takes no video");
     }
