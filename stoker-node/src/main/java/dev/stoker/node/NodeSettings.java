@@ -93,7 +93,16 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "(Jinja, as transformers' apply_chat_template does; slower), labels by the official rule (docs/chat-templates.md).");
     public static final ConfigKey<ProcessorPreset> PROCESSOR_KEY = key("processor", PROCESSOR, "NAME", TEXT, ProcessorPreset::fromName,
             ProcessorPreset::cliName, ProcessorPreset.QWEN2_5_VL, null, "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl (with --model: "
-                    + "the model's).");
+                    + "the model's); or an audio family, qwen2-audio, qwen2.5-omni, qwen3-omni (audio records read, log-mel features "
+                    + "written; encode and validate only, docs/audio.md).");
+    public static final ConfigKey<dev.stoker.encode.audio.AudioEncoding.Pad> AUDIO_PAD = key("audio-pad", PROCESSOR, "valid|hf", TEXT,
+            ConfigKey.enumOf(dev.stoker.encode.audio.AudioEncoding.Pad.class), ConfigKey::cliName, dev.stoker.encode.audio.AudioEncoding.Pad.VALID,
+            null, "Audio families only: valid writes each clip's valid log-mel frames (100 per second); hf pads as the Hugging Face "
+                    + "processor does (qwen2-audio to 30 s, qwen2.5-omni to 300 s, qwen3-omni to the clip), for parity.");
+    public static final ConfigKey<Boolean> USE_AUDIO_IN_VIDEO = key("use-audio-in-video", PROCESSOR, null, FLAG, ConfigKey.flag(),
+            String::valueOf, false, null, "Omni families only: a video whose item and record do not give use_audio_in_video uses its "
+                    + "audio track (read and interleaved with its frames: Qwen2.5-Omni in 2 s chunks); a video without one is that "
+                    + "sample's error.");
     public static final ConfigKey<Long> MIN_PIXELS = key("min-pixels", PROCESSOR, "N", NUMBER, ConfigKey.longInt(1, Long.MAX_VALUE),
             String::valueOf, null, "the processor's: 3136 for qwen2-vl and qwen2.5-vl, 65536 for qwen3-vl; with --model, the model's",
             "Lower bound of the resized image area in pixels.");
