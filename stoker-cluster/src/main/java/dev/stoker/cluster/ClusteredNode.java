@@ -108,6 +108,7 @@ public final class ClusteredNode {
             try {
                 node = ClusterNode.start(options, store);
                 if (!config.isGiven(NodeConfig.NODE_SHM_BUDGET)) node.growStorePerJob(); // sized for each job from its largest batch
+                if (config.isGiven(NodeConfig.CACHE_DIR)) node.useCacheDir(config.get(NodeConfig.CACHE_DIR)); // the node's own folder
                 if (!node.awaitUp(JOIN_TIMEOUT))
                     throw new ConfigException("could not join the cluster through " + config.join() + " within " + JOIN_TIMEOUT.toSeconds() + " s");
                 return new Member(store, node);

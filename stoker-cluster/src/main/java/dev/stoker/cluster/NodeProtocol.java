@@ -12,7 +12,7 @@ public final class NodeProtocol {
     private NodeProtocol() {}
 
     public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone, CountTrainers,
-            GetTimings, CoordinatorCheck {}
+            GetTimings, CoordinatorCheck, CacheHomes {}
 
     /**
      * A node's own message to its agent (never sent between nodes): member {@code address} became unreachable ({@code why}
@@ -43,6 +43,13 @@ public final class NodeProtocol {
     public record Produce(String job, String key, int worker, long epoch, long position, long globalStep, int rank,
                           ActorRef<Produced> replyTo)
             implements Command {}
+
+    /**
+     * The cache's homes of job {@code job} from now on: the live nodes that make its samples ({@code --cache-affinity};
+     * docs/cluster.md). Sent by the coordinator to every live node when the job opens and whenever a node is admitted or
+     * given up on; every node then computes the same home for each entry.
+     */
+    public record CacheHomes(String job, List<NodeInfo> homes) implements Command {}
 
     /** The coordinator's hold on object {@code key} ends (its rank has moved on); leases taken from it stay valid. */
     public record Release(String job, String key) implements Command {}
