@@ -361,7 +361,7 @@ public final class ClusterNode implements AutoCloseable {
     public NodeProtocol.NodeStats stats() {
         return new NodeProtocol.NodeStats(address(), runtime.produced.get(), flight.batchesSent(), flight.bytesSent(),
                 runtime.pulledBatches.get(), runtime.pulledBytes.get(), runtime.localHandOuts.get(), runtime.heldObjects(),
-                runtime.relayedBatches(), runtime.relayedBytes());
+                runtime.relayedBatches(), runtime.relayedBytes(), runtime.affinityStats());
     }
 
     private volatile boolean closing;
@@ -415,7 +415,7 @@ public final class ClusterNode implements AutoCloseable {
      */
     public void useCacheDir(java.nio.file.Path dir) { runtime.cacheDir(dir); }
 
-    /** What the cache's affinity did on this node over the jobs open now; null when none has it on. */
+    /** What the cache's affinity did on this node over the jobs open now ({@link NodeProtocol.NodeStats#cacheAffinity}). */
     public dev.stoker.cache.AffineCache.Stats cacheAffinityStats() { return runtime.affinityStats(); }
 
     /** The key this member authenticates with. */

@@ -104,9 +104,18 @@ public final class NodeProtocol {
     /**
      * A node's counters: batches made, batch bytes sent over Flight and pulled over Flight,
      * batches handed to local trainers by shared memory, objects held now, and the batches (and their bytes) it passed on
-     * from other nodes ({@code --retrieval relay}: the coordinator's node).
+     * from other nodes ({@code --retrieval relay}: the coordinator's node); what the cache's affinity did on it over the jobs
+     * open there ({@code --cache-affinity}: media entries read locally and from their homes, fallbacks, bytes fetched from
+     * peers; with it off, the local media hits and misses alone; null where no job here has the cache on).
      */
     public record NodeStats(String address, long produced, long flightBatchesSent, long flightBytesSent, long pulledBatches,
-                            long pulledBytes, long localHandOuts, long heldObjects, long relayedBatches, long relayedBytes)
-            implements ClusterMessage {}
+                            long pulledBytes, long localHandOuts, long heldObjects, long relayedBatches, long relayedBytes,
+                            dev.stoker.cache.AffineCache.Stats cacheAffinity)
+            implements ClusterMessage {
+        public NodeStats(String address, long produced, long flightBatchesSent, long flightBytesSent, long pulledBatches, long pulledBytes,
+                         long localHandOuts, long heldObjects, long relayedBatches, long relayedBytes) {
+            this(address, produced, flightBatchesSent, flightBytesSent, pulledBatches, pulledBytes, localHandOuts, heldObjects, relayedBatches,
+                    relayedBytes, null);
+        }
+    }
 }

@@ -65,6 +65,8 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         volatile dev.stoker.node.ShmBudget shm;
         /** The cache's affinity for this job here ({@code --cache-affinity}); null: off, or not opened yet. */
         volatile dev.stoker.cache.AffineCache affine;
+        /** Whether the job's entries go through their homes ({@code --cache-affinity}); else {@link #affine} keeps them local. */
+        volatile boolean affinityOn;
         /** The job's cache homes as the coordinator last sent them; null before. */
         volatile dev.stoker.cache.CacheHomes homes;
         private dev.stoker.node.RankLedger ledger; // this node's trainers' ledger, made when the first one says hello
@@ -345,12 +347,15 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         try {
             var affinity = cacheAffinity;
             var cache = config.preprocessedCache();
-            if (affinity != null && cache != null && config.cacheAffinity()) { // media entries through their homes from now on
+            // media entries through their homes once the coordinator names them (--cache-affinity); with it off the entries stay
+            // local, and the AffineCache only counts the node's media hits and misses, so that the two can be compared
+            if (affinity != null && cache != null) {
                 var affine = new dev.stoker.cache.AffineCache(cache.store(), affinity.peers(job.id, address), CacheAffinity.OUTBOX_BYTES);
                 cache.routeMedia(affine);
                 synchronized (job) {
+                    job.affinityOn = config.cacheAffinity();
                     job.affine = affine;
-                    if (job.homes != null) affine.homes(job.homes);
+                    if (job.homes != null && job.affinityOn) affine.homes(job.homes);
                 }
             }
             // the job's largest batch: the worst case where it fits the store, else its data's (length index or header scan)
@@ -414,10 +419,10 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     /** Keeps this node's cache in {@code dir} for every job, whatever folder the job's configuration names. */
     void cacheDir(java.nio.file.Path dir) { cacheDir = dir; }
 
-    /** Job {@code jobId}'s affine cache on this node, while the job is open here with affinity on; else null. */
+    /** Job {@code jobId}'s affine cache on this node, while the job is open here with affinity on; else null (its peers' asks miss). */
     dev.stoker.cache.AffineCache affineCache(String jobId) {
         var job = jobs.get(jobId);
-        return job == null ? null : job.affine;
+        return job == null || !job.affinityOn ? null : job.affine;
     }
 
     /** The coordinator's homes of job {@code m.job()}, as node {@code self} sees them. */
@@ -429,11 +434,11 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         var homes = new dev.stoker.cache.CacheHomes(self, members);
         synchronized (job) {
             job.homes = homes;
-            if (job.affine != null) job.affine.homes(homes);
+            if (job.affine != null && job.affinityOn) job.affine.homes(homes);
         }
     }
 
-    /** What the cache's affinity did on this node, over the jobs open here: null when none has it on. */
+    /** What the cache's affinity did on this node (with it off: the media hits and misses of the local cache), over the jobs open here with the cache on; null when none has it. */
     dev.stoker.cache.AffineCache.Stats affinityStats() {
         dev.stoker.cache.AffineCache.Stats sum = null;
         for (var j : jobs.values()) {
