@@ -3,20 +3,26 @@ package dev.stoker.cluster;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.stoker.cache.AffineCache;
+import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.node.NodeFeeds;
-import dev.stoker.node.StokerNode;
+import dev.stoker.flight.FlightBatchClient;
+import dev.stoker.store.ShmObjectStore;
 import dev.stoker.testkit.BatchDigest;
 import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.TrainerClient;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.LinkedHashMap;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -24,20 +30,19 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The cache's affinity on a cluster (issue 31 item 7): three worker members on loopback in this JVM, each with a cache
- * folder of its own (a node's own {@code --cache-dir}), and a coordinator without workers that runs one job after the
- * other over them. Job 1 fills the caches; its entries go to their homes, whichever node made the batch. Job 2, another
- * seed (another epoch's order: each sample made on another node than in job 1), finds nearly every image entry, locally or
- * at its home, and its batches are a local uncached service's bit for bit; job 3, the same with {@code --cache-affinity
- * off}, finds only what its makers happen to hold (about a third). Job 4 is packed, and a home is stopped in the middle of
- * it: the makers compute what it held, and the packs are still a local uncached service's bit for bit.
+ * folder of its own (a node's own {@code --cache-dir}); the first one coordinates the jobs, one after the other. Rank r's
+ * step s is made by worker (r + s) mod 3, one per node (spread), and each batch is taken over Flight from its maker. Job 1
+ * fills the caches: what a node computes for an image homed elsewhere goes to that home. Job 2, another seed (another
+ * epoch's order: most samples made on another node than in job 1), finds every image entry, at its maker or at its home,
+ * and its batches are a local uncached service's bit for bit; job 3, the same with {@code --cache-affinity off}, finds only
+ * what its makers happen to hold (about a third). Job 4 is packed, and a home stops in its middle: its entries are computed
+ * by the makers, and the packs are still a local uncached service's bit for bit.
  */
 @Tag("slow")
-@Timeout(value = 240, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
 class CacheAffinityTest {
-    static final int SAMPLES = 24, RANKS = 2, BATCH = 2;
+    static final int SAMPLES = 24, RANKS = 2, BATCH = 2, NODES = 3;
     @TempDir Path tmp;
-
-    static String loopback() throws Exception { return "127.0.0.1:" + CoordinatorTimingsTest.freePort(); }
 
     /** The job's options as every node reads them: the data, the processor, the cache on. */
     static NodeConfig.Builder job(Path manifest, long seed) { return common(manifest, seed).batch(BATCH); }
@@ -50,32 +55,40 @@ class CacheAffinityTest {
                 .set(NodeConfig.MAX_IMAGES, 1);
     }
 
-    /** {@code base} as a member of the cluster of {@code seed}, on {@code self}, with {@code slots} workers, its cache in a folder of its own. */
-    NodeConfig.Builder member(NodeConfig.Builder base, String seed, String self, int slots, String name) throws Exception {
-        return base.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, self).set(NodeConfig.SLOTS, slots)
-                .set(NodeConfig.HEARTBEAT_PAUSE_MS, 3000L).set(NodeConfig.DOWN_AFTER_MS, 2000L)
-                .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("shm-" + name))).set(NodeConfig.NODE_SHM_BUDGET, 256L << 20)
-                .set(NodeConfig.CACHE_DIR, tmp.resolve("cache-" + name)).socket(tmp.resolve(name + ".sock"));
+    /** Job {@code name} of {@code options}, the cache on (1 GiB), over the three members: a worker on each, spread; {@code steps} a rank (0: no end). */
+    static ClusterJob start(ClusterNode coordinator, String name, NodeConfig.Builder options, long steps) throws Exception {
+        var config = options.set(NodeConfig.CACHE, true).set(NodeConfig.CACHE_BYTES, 1L << 30).build()
+                .only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
+        return coordinator.runJob(new ClusterJob.Spec(name, config.toJson(), NODES, Placement.SPREAD, NODES, steps, 2), Duration.ofSeconds(60));
     }
 
-    /** A coordinator (no workers) running {@code options} as job {@code name} over the three members, the cache on. */
-    StokerNode coordinator(NodeConfig.Builder options, String name, String seed, long steps) throws Exception {
-        var b = member(options.set(NodeConfig.JOB, name).set(NodeConfig.NODES, 3).set(NodeConfig.WORKERS, 3).set(NodeConfig.CACHE, true)
-                .set(NodeConfig.CACHE_BYTES, 1L << 30).set(NodeConfig.PREFETCH_BATCHES, 2), seed, loopback(), 0, "coord-" + name);
-        if (steps > 0) b.set(NodeConfig.STEPS, steps);
-        return ClusteredNode.launchCoordinator(b.build(), line -> {});
-    }
-
-    /** {@code n} batches of each rank, rank r's trainer on {@code sockets[r]}: their digests (every tensor) by "step/rank". */
-    static Map<String, String> take(List<Path> sockets, String job, int n) throws Exception {
+    /**
+     * {@code steps} steps of every rank of {@code job}, each batch asked of the coordinator as a rank's node asks it and taken
+     * from its maker over Flight; {@code before} runs before each step. Their digests (every tensor) by "step/rank".
+     */
+    static Map<String, String> take(ClusterNode via, ClusterJob job, String name, int steps, java.util.function.IntConsumer before) {
         var out = new TreeMap<String, String>();
-        for (int r = 0; r < RANKS; r++)
-            try (var t = TrainerClient.connect(sockets.get(r), r, RANKS, job, TrainerClient.Options.SHARED_MEMORY)) {
-                for (int i = 0; i < n; i++)
-                    try (var got = t.next()) {
-                        out.put(got.batch().meta().globalStep() + "/" + r, BatchDigest.of(got.batch()));
+        var clients = new java.util.HashMap<String, FlightBatchClient>();
+        try (var alloc = new RootAllocator()) {
+            try {
+                for (int s = 0; s < steps; s++) {
+                    before.accept(s);
+                    for (int r = 0; r < RANKS; r++) {
+                        int rank = r;
+                        var ref = AskPattern.<CoordinatorProtocol.Command, CoordinatorProtocol.BatchRef>ask(job.coordinator(),
+                                x -> new CoordinatorProtocol.NextBatch(name, rank, 0, x), Duration.ofSeconds(60), via.system().scheduler())
+                                .toCompletableFuture().join();
+                        assertEquals(null, ref.error(), "step " + s + " of rank " + r);
+                        var client = clients.computeIfAbsent(ref.flightHost() + ":" + ref.flightPort(),
+                                e -> FlightBatchClient.connect(ref.flightHost(), ref.flightPort(), via.flightClientOptions(), alloc));
+                        var batch = client.next(0, 1, name + "/" + ref.key());
+                        out.put(ref.globalStep() + "/" + r, BatchDigest.of(batch));
                     }
+                }
+            } finally {
+                clients.values().forEach(FlightBatchClient::close);
             }
+        }
         return out;
     }
 
@@ -97,104 +110,139 @@ class CacheAffinityTest {
         return out;
     }
 
-    /** A member's affinity counters now (its node's stats), by name; empty when no job with the cache is open there. */
-    @SuppressWarnings("unchecked")
-    static Map<String, Number> affinity(StokerNode member) {
-        var m = (Map<String, Number>) member.metrics().get("cacheAffinity");
-        return m == null ? Map.of() : m;
+    /** The members' affinity counters now, added up (one reading of each). */
+    static AffineCache.Stats stats(List<ClusterNode> members) {
+        long[] t = new long[13];
+        for (var m : members) {
+            var s = m.cacheAffinityStats();
+            if (s == null) continue;
+            long[] v = {s.localHits(), s.localMisses(), s.remoteHits(), s.remoteMisses(), s.fallbacks(), s.fetchedBytes(), s.offered(),
+                    s.outboxDropped(), s.taken(), s.takenBytes(), s.takeDropped(), s.served(), s.servedBytes()};
+            for (int i = 0; i < t.length; i++) t[i] += v[i];
+        }
+        return new AffineCache.Stats(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12]);
     }
 
-    static long sum(List<StokerNode> members, String counter) {
-        long n = 0;
-        for (var m : members) n += affinity(m).getOrDefault(counter, 0).longValue();
-        return n;
-    }
-
-    /** Media reads that hit (locally or at the home) over all media reads, over the members. */
-    static double hitRate(List<StokerNode> members) {
-        long hits = sum(members, "localHits") + sum(members, "remoteHits");
-        long reads = hits + sum(members, "localMisses") + sum(members, "remoteMisses") + sum(members, "fallbacks");
-        assertTrue(reads >= SAMPLES / 2, "the samples' images were read: " + reads);
-        System.err.printf(java.util.Locale.ROOT, "cache affinity: %d of %d media reads hit (%d at the maker, %d at their home), %d fallbacks%n",
-                hits, reads, sum(members, "localHits"), sum(members, "remoteHits"), sum(members, "fallbacks"));
-        return (double) hits / reads;
+    /** Media reads that hit (locally or at the home) over all media reads, over the members; printed for the docs. */
+    static double hitRate(String job, List<ClusterNode> members) {
+        var s = stats(members);
+        long reads = s.localHits() + s.localMisses() + s.remoteHits() + s.remoteMisses() + s.fallbacks();
+        assertTrue(reads >= SAMPLES / 2, "the samples' images were read: " + s);
+        System.err.printf(java.util.Locale.ROOT, "cache affinity, job %s: %d of %d media reads hit (%d at the maker, %d at their home), "
+                + "%d fallbacks, %d bytes from homes%n", job, s.localHits() + s.remoteHits(), reads, s.localHits(), s.remoteHits(),
+                s.fallbacks(), s.fetchedBytes());
+        return s.hitRate();
     }
 
     /** Waits until every entry offered to a home was taken by it (or dropped), 30 s at most. */
-    static void awaitTaken(List<StokerNode> members) throws InterruptedException {
+    static void awaitTaken(List<ClusterNode> members) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (sum(members, "taken") + sum(members, "takeDropped") + sum(members, "outboxDropped") < sum(members, "offered")) {
-            if (System.nanoTime() > deadline)
-                throw new AssertionError("homes took " + sum(members, "taken") + " of " + sum(members, "offered") + " entries offered");
+        for (var s = stats(members); s.taken() + s.takeDropped() + s.outboxDropped() < s.offered(); s = stats(members)) {
+            if (System.nanoTime() > deadline) throw new AssertionError("homes took " + s.taken() + " of " + s.offered() + " entries offered");
             Thread.sleep(20); // polling a condition under a deadline
         }
     }
 
-    private final java.util.Set<StokerNode> closed = new java.util.HashSet<>();
+    /** A member of the cluster of {@code seed} on {@code port} (0: any), a worker, its store and cache in folders of its own. */
+    ClusterNode member(String name, int port, String seed, List<AutoCloseable> toClose) throws Exception {
+        var store = ShmObjectStore.open(new dev.stoker.store.StoreConfig(Files.createDirectories(tmp.resolve("shm-" + name)), 256L << 20, name));
+        synchronized (toClose) {
+            toClose.add(store);
+        }
+        var node = ClusterNode.start(ClusterNode.Options.of("127.0.0.1", port, List.of(seed), 1), store);
+        synchronized (toClose) {
+            toClose.add(node);
+        }
+        node.useCacheDir(tmp.resolve("cache-" + name));
+        assertTrue(node.awaitUp(Duration.ofSeconds(60)), name + " is up");
+        return node;
+    }
 
-    private void closeOnce(StokerNode n) throws Exception {
-        if (closed.add(n)) n.close();
+    /** Closes the members at once (each waits for its actor system to end), then their stores. */
+    static void closeAll(List<AutoCloseable> toClose) throws Exception {
+        var nodes = new ArrayList<Thread>();
+        Exception[] failed = new Exception[1];
+        for (var c : toClose)
+            if (c instanceof ClusterNode n) nodes.add(Thread.ofPlatform().start(n::close));
+        for (var t : nodes) t.join();
+        for (var c : toClose)
+            if (!(c instanceof ClusterNode))
+                try {
+                    c.close();
+                } catch (Exception e) {
+                    failed[0] = e;
+                }
+        if (failed[0] != null) throw failed[0];
     }
 
     @Test
     void inEpochTwoEveryNodeFindsEveryImageAtItsHomeAndBatchesAndPacksStayExactThroughAHomesLoss() throws Exception {
         Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 3);
         int perEpoch = SAMPLES / (RANKS * BATCH);
-        String seed = loopback();
-        try (var a = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, seed, 1, "a").build(), line -> {});
-             var b = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, loopback(), 1, "b").build(), line -> {})) {
-            var d = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, loopback(), 1, "d").build(), line -> {});
+        String seed = "127.0.0.1:" + TensorOrderTest.freePort();
+        var toClose = new ArrayList<AutoCloseable>();
+        try {
+            var a = member("a", InProcessClusterTest.port(seed), seed, toClose);
+            // the other two join at once (a join takes seconds)
+            var joining = java.util.concurrent.Executors.newFixedThreadPool(2);
+            ClusterNode b, d;
             try {
-                var members = List.of(a, b, d);
-                var sockets = List.of(a.socket(), b.socket());
-
-                // job 1: the caches are cold; what a node computes for an image homed elsewhere goes to that home
-                try (var c = coordinator(job(manifest, 1), "warm", seed, perEpoch)) {
-                    take(sockets, "warm", perEpoch);
-                    awaitTaken(members);
-                    assertTrue(sum(members, "offered") > 0, "some images were made on another node than their home");
-                    assertEquals(0, sum(members, "takeDropped") + sum(members, "outboxDropped"), "no entry lost on its way home");
-                    assertEquals(0, sum(members, "localHits") + sum(members, "remoteHits"), "cold caches hit nothing");
-                }
-
-                // job 2, another order: every image found, at its maker or its home; the batches exact
-                try (var c = coordinator(job(manifest, 2), "epoch2", seed, perEpoch)) {
-                    var got = take(sockets, "epoch2", perEpoch);
-                    double rate = hitRate(members);
-                    assertTrue(rate >= 0.95, "with affinity: hit rate " + rate + " " + affinity(a) + affinity(b) + affinity(d));
-                    assertTrue(sum(members, "remoteHits") > 0 && sum(members, "fetchedBytes") > 0, "entries came from their homes");
-                    assertEquals(0, sum(members, "fallbacks"));
-                    assertEquals(uncached(job(manifest, 2), perEpoch, "epoch2"), got, "cached batches are uncached ones, bit for bit");
-                }
-
-                // job 3, affinity off: a node finds only the entries homed on it (about a third)
-                try (var c = coordinator(job(manifest, 3).set(NodeConfig.CACHE_AFFINITY, false), "off", seed, perEpoch)) {
-                    take(sockets, "off", perEpoch);
-                    double rate = hitRate(members);
-                    assertTrue(rate < 0.7, "without affinity: hit rate " + rate + " " + affinity(a) + affinity(b) + affinity(d));
-                    assertEquals(0, sum(members, "remoteHits") + sum(members, "offered"), "nothing asked of another node");
-                }
-
-                // job 4, packed: a home stops after the first steps; its entries are computed by the makers, the packs exact
-                try (var c = coordinator(packed(manifest, 4), "packed", seed, 0);
-                     var t0 = TrainerClient.connect(a.socket(), 0, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY);
-                     var t1 = TrainerClient.connect(b.socket(), 1, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY)) {
-                    var got = new TreeMap<String, String>();
-                    int steps = 6;
-                    for (int s = 0; s < steps; s++) {
-                        if (s == 2) closeOnce(d); // D's entries go with it: asks for them fail (fallbacks) until the homes are named again
-                        for (var t : List.of(t0, t1))
-                            try (var p = t.next()) {
-                                got.put(p.batch().meta().globalStep() + "/" + p.batch().meta().rank(), BatchDigest.of(p.batch()));
-                            }
-                    }
-                    var live = List.of(a, b);
-                    assertTrue(hitRate(live) > 0.3, "the live homes' entries still hit: " + affinity(a) + affinity(b));
-                    assertEquals(uncached(packed(manifest, 4), steps, "packed"), got, "cached packs are uncached ones, bit for bit, through a home's loss");
-                }
+                var fb = joining.submit(() -> member("b", 0, seed, toClose));
+                var fd = joining.submit(() -> member("d", 0, seed, toClose));
+                b = fb.get();
+                d = fd.get();
             } finally {
-                closeOnce(d);
+                joining.shutdown();
             }
+            var members = List.of(a, b, d);
+
+            // job 1: the caches are cold; what a node computes for an image homed elsewhere goes to that home
+            try (var job = start(a, "warm", job(manifest, 1), perEpoch)) {
+                take(a, job, "warm", perEpoch, s -> {});
+                awaitTaken(members);
+                var s = stats(members);
+                assertTrue(s.offered() > 0, "some images were made on another node than their home: " + s);
+                assertEquals(0, s.takeDropped() + s.outboxDropped(), "no entry lost on its way home: " + s);
+                assertEquals(0, s.localHits() + s.remoteHits(), "cold caches hit nothing: " + s);
+            }
+
+            // job 2, another order: every image found, at its maker or its home; the batches exact
+            try (var job = start(a, "epoch2", job(manifest, 2), perEpoch)) {
+                var got = take(a, job, "epoch2", perEpoch, s -> {});
+                double rate = hitRate("epoch2", members);
+                var s = stats(members);
+                assertTrue(rate >= 0.95, "with affinity: hit rate " + rate + " " + s);
+                assertTrue(s.remoteHits() > 0 && s.fetchedBytes() > 0 && s.served() >= s.remoteHits(), "entries came from their homes: " + s);
+                assertEquals(0, s.fallbacks());
+                assertEquals(uncached(job(manifest, 2), perEpoch, "epoch2"), got, "cached batches are uncached ones, bit for bit");
+            }
+
+            // job 3, affinity off: a node finds only the entries homed on it (about a third)
+            try (var job = start(a, "off", job(manifest, 3).set(NodeConfig.CACHE_AFFINITY, false), perEpoch)) {
+                take(a, job, "off", perEpoch, s -> {});
+                double rate = hitRate("off", members);
+                var s = stats(members);
+                assertTrue(rate < 0.7, "without affinity: hit rate " + rate + " " + s);
+                assertEquals(0, s.remoteHits() + s.offered() + s.fallbacks(), "nothing asked of another node: " + s);
+            }
+
+            // job 4, packed: a home stops after the first steps; the makers compute its entries, the packs exact
+            int steps = 6;
+            try (var job = start(a, "packed", packed(manifest, 4), 0)) {
+                var got = take(a, job, "packed", steps, s -> {
+                    if (s == 2) { // D's entries go with it; its batches are made again elsewhere
+                        synchronized (toClose) {
+                            toClose.remove(d);
+                        }
+                        d.close();
+                    }
+                });
+                double rate = hitRate("packed", List.of(a, b));
+                assertTrue(rate > 0.3, "the live homes' entries still hit: " + stats(List.of(a, b)));
+                assertEquals(uncached(packed(manifest, 4), steps, "packed"), got, "cached packs are uncached ones, bit for bit, through a home's loss");
+            }
+        } finally {
+            closeAll(toClose);
         }
     }
 }
