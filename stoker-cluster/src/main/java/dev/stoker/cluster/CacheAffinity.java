@@ -48,10 +48,20 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
     private final Map<String, FlightBatchClient> clients = new ConcurrentHashMap<>();
     private volatile boolean closed;
 
+    private final long fetchTimeoutMillis, offerTimeoutMillis;
+
     CacheAffinity(FlightBatchClient.Options options, BufferAllocator allocator, Function<String, AffineCache> jobs) {
+        this(options, allocator, jobs, FETCH_TIMEOUT_MS, OFFER_TIMEOUT_MS);
+    }
+
+    /** With deadlines of its own for a fetch and an offer (tests). */
+    CacheAffinity(FlightBatchClient.Options options, BufferAllocator allocator, Function<String, AffineCache> jobs, long fetchTimeoutMillis,
+                  long offerTimeoutMillis) {
         this.options = options;
         this.allocator = allocator;
         this.jobs = jobs;
+        this.fetchTimeoutMillis = fetchTimeoutMillis;
+        this.offerTimeoutMillis = offerTimeoutMillis;
     }
 
     /** Job {@code job}'s peers as this node reaches them; {@code self}: this node's member name, sent with its offers. */
@@ -59,7 +69,7 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
         return new AffineCache.Peers() {
             @Override
             public boolean fetch(CacheHomes.Member member, CacheKey key, MemorySegment dst) {
-                long n = client(member).action(GET, body(job, key.hex(), Long.toString(dst.byteSize())), FETCH_TIMEOUT_MS, dst);
+                long n = client(member).action(GET, body(job, key.hex(), Long.toString(dst.byteSize())), fetchTimeoutMillis, dst);
                 if (n == 0) return false;
                 if (n != dst.byteSize())
                     throw new IllegalStateException(member.name() + " sent " + n + " bytes of entry " + key + ", " + dst.byteSize() + " expected");
@@ -68,7 +78,7 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
 
             @Override
             public void offer(CacheHomes.Member home, CacheKey key, long lengthBytes) {
-                client(home).action(OFFER, body(job, self, key.hex(), Long.toString(lengthBytes)), OFFER_TIMEOUT_MS, MemorySegment.NULL);
+                client(home).action(OFFER, body(job, self, key.hex(), Long.toString(lengthBytes)), offerTimeoutMillis, MemorySegment.NULL);
             }
         };
     }
