@@ -214,6 +214,11 @@ class CacheAffinityTest {
                 assertTrue(rate >= 0.95, "with affinity: hit rate " + rate + " " + s);
                 assertTrue(s.remoteHits() > 0 && s.fetchedBytes() > 0 && s.served() >= s.remoteHits(), "entries came from their homes: " + s);
                 assertEquals(0, s.fallbacks());
+                var asked = job.nodeStats(); // what the coordinator's metrics show: each node's figures, asked over the cluster
+                assertEquals(NODES, asked.size(), "every node answered: " + asked);
+                long remote = 0;
+                for (var n : asked) remote += n.cacheAffinity().remoteHits();
+                assertEquals(s.remoteHits(), remote, "the coordinator's figures are the nodes': " + asked);
                 assertEquals(uncached(job(manifest, 2), perEpoch, "epoch2"), got, "cached batches are uncached ones, bit for bit");
             }
 
