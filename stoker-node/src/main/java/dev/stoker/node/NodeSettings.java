@@ -327,7 +327,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "docs/cache.md).");
     public static final ConfigKey<Path> CACHE_DIR = key("cache-dir", STORE, "DIR", TEXT, ConfigKey.path(), Path::toString, null,
             "$" + CACHE_DIR_ENV + ", else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker", "The cache's folder; services of one host "
-                    + "may share it (a second one over the same data and settings finds the first one's entries).");
+                    + "may share it (a second one over the same data and settings finds the first one's entries). Given to `node` "
+                    + "or `serve --join`, the member's own folder for every cluster job it works on, whatever folder the job names.");
     public static final ConfigKey<Long> CACHE_BYTES = key("cache-bytes", STORE, "BYTES", NUMBER, ConfigKey.bytes(1 << 20), String::valueOf,
             null, "a quarter of --cache-dir's free space when the service starts", "The cache's byte budget (entries as stored, "
                     + "compressed); entries this job has not used make room first, and entries it uses are never evicted for new "
