@@ -186,6 +186,24 @@ class CacheAffinityFlightTest {
     }
 
     @Test
+    void aServerWithATokenAnswersTheCacheActionsOnlyToCallersWithIt() throws Exception {
+        String token = FlightBatchServer.newToken();
+        var a = node("a", null);
+        try (var guarded = FlightBatchServer.start(Location.forGrpcInsecure("127.0.0.1", 0), null, n -> {
+                 throw new IllegalArgumentException("no object " + n);
+             }, allocator, new FlightBatchServer.Security(token, null, null));
+             var without = FlightBatchClient.connect("127.0.0.1", guarded.port(), FlightBatchClient.Options.PLAINTEXT, allocator);
+             var with = FlightBatchClient.connect("127.0.0.1", guarded.port(), new FlightBatchClient.Options(token, false, null), allocator)) {
+            guarded.serveActions(a.affinity());
+            byte[] body = (JOB + "\n" + key(1).hex() + "\n10").getBytes();
+            var dst = MemorySegment.ofArray(new byte[10]);
+            var refused = assertThrows(FlightRuntimeException.class, () -> without.action(CacheAffinity.GET, body, 2000, dst));
+            assertEquals(org.apache.arrow.flight.FlightStatusCode.UNAUTHENTICATED, refused.status().code());
+            assertEquals(0, with.action(CacheAffinity.GET, body, 2000, dst), "with the token: asked, a miss");
+        }
+    }
+
+    @Test
     void malformedAndUnboundedRequestsAreRefused() throws Exception {
         var a = node("a", null);
         try (var client = FlightBatchClient.connect("127.0.0.1", a.server().port(), FlightBatchClient.Options.PLAINTEXT, allocator)) {
