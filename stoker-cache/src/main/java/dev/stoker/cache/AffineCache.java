@@ -33,6 +33,8 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
     public static final long MAX_ENTRY_BYTES = 1L << 30;
     /** Entries the home takes at once from its peers' offers; more are dropped (counted). */
     static final int TAKE_QUEUE = 256;
+    /** Longest an entry waits in the outbox for its home to take it (a home that accepted and then failed). */
+    static final long OUTBOX_TTL_NANOS = TimeUnit.SECONDS.toNanos(60);
 
     /** How this node reaches its peers' caches. */
     public interface Peers {
@@ -43,14 +45,17 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
          */
         boolean fetch(CacheHomes.Member member, CacheKey key, MemorySegment dst) throws Exception;
 
-        /** Tells {@code home} that this node holds entry {@code key} of {@code lengthBytes} bytes for it to take. */
-        void offer(CacheHomes.Member home, CacheKey key, long lengthBytes) throws Exception;
+        /**
+         * Tells {@code home} that this node holds entry {@code key} of {@code lengthBytes} bytes for it to take: true when
+         * the home will take it, false when it will not (it holds it, or by its homes it is not the entry's home).
+         */
+        boolean offer(CacheHomes.Member home, CacheKey key, long lengthBytes) throws Exception;
     }
 
     /**
      * What affinity did on this node: media entries read locally (hits and misses), asked of their home (hits, misses),
-     * fallbacks (the home failed or timed out: computed here), bytes fetched from homes; entries offered to their homes and
-     * dropped from the outbox before the home took them; entries this node took as home (and their bytes), offers it did
+     * fallbacks (the home failed or timed out: computed here), bytes fetched from homes; entries offered to their homes (and
+     * accepted by them) and dropped from the outbox before the home took them (over its bytes or its time); entries this node took as home (and their bytes), offers it did
      * not take, and entries it served to peers (and their bytes).
      */
     public record Stats(long localHits, long localMisses, long remoteHits, long remoteMisses, long fallbacks, long fetchedBytes,
@@ -67,7 +72,10 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
     private final long outboxLimitBytes;
     private volatile CacheHomes homes;
     private final ConcurrentHashMap<String, Long> downUntil = new ConcurrentHashMap<>();
-    private final LinkedHashMap<CacheKey, byte[]> outbox = new LinkedHashMap<>();
+    /** An entry kept for its home, since {@code atNanos}. */
+    private record Held(byte[] bytes, long atNanos) {}
+
+    private final LinkedHashMap<CacheKey, Held> outbox = new LinkedHashMap<>();
     private long outboxBytes;
     private final ThreadPoolExecutor takers;
     private final LongAdder localHits = new LongAdder(), localMisses = new LongAdder(), remoteHits = new LongAdder(),
@@ -90,7 +98,7 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
             var t = new Thread(r, "stoker-cache-take");
             t.setDaemon(true);
             return t;
-        }, (r, pool) -> takeDropped.increment());
+        });
         takers.allowCoreThreadTimeOut(true);
     }
 
@@ -148,19 +156,28 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
         long n = raw.byteSize();
         if (home == null || home.name().equals(h.self()) || down(home) || n > outboxLimitBytes / 4) return local.write(key, raw);
         byte[] copy = raw.toArray(ValueLayout.JAVA_BYTE);
+        long now = System.nanoTime();
         synchronized (outbox) {
-            if (outbox.put(key, copy) == null) outboxBytes += n;
-            var it = outbox.entrySet().iterator();
-            while (outboxBytes > outboxLimitBytes && it.hasNext()) {
-                outboxBytes -= it.next().getValue().length;
+            var old = outbox.remove(key); // written again: to the end, as the newest
+            if (old != null) outboxBytes -= old.bytes().length;
+            outbox.put(key, new Held(copy, now));
+            outboxBytes += n;
+            var it = outbox.entrySet().iterator(); // oldest first: over the bytes, or waiting too long
+            while (it.hasNext()) {
+                var e = it.next();
+                if (e.getKey().equals(key) || (outboxBytes <= outboxLimitBytes && now - e.getValue().atNanos() < OUTBOX_TTL_NANOS)) break;
+                outboxBytes -= e.getValue().bytes().length;
                 it.remove();
                 outboxDropped.increment();
             }
         }
         try {
-            peers.offer(home, key, n);
-            offered.increment();
-            return true;
+            if (peers.offer(home, key, n)) {
+                offered.increment();
+                return true;
+            }
+            fromOutbox(key); // the home holds it already, or by its homes another node is home: nothing to keep here
+            return false;
         } catch (Exception e) {
             markDown(home);
             fromOutbox(key);
@@ -194,25 +211,33 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
         var member = h == null ? null : h.member(from);
         if (member == null || member.name().equals(h.self()) || !h.homedHere(key) || lengthBytes <= 0 || lengthBytes > MAX_ENTRY_BYTES
                 || local.holds(key)) return false;
-        takers.execute(() -> {
-            try (var arena = java.lang.foreign.Arena.ofConfined()) {
-                var dst = arena.allocate(lengthBytes, 64);
-                if (peers.fetch(member, key, dst) && local.write(key, dst)) {
-                    taken.increment();
-                    takenBytes.add(lengthBytes);
+        try {
+            takers.execute(() -> {
+                try (var arena = java.lang.foreign.Arena.ofConfined()) {
+                    var dst = arena.allocate(lengthBytes, 64);
+                    if (peers.fetch(member, key, dst) && local.write(key, dst)) {
+                        taken.increment();
+                        takenBytes.add(lengthBytes);
+                    } else {
+                        takeDropped.increment();
+                    }
+                } catch (Exception e) {
+                    takeDropped.increment();
                 }
-            } catch (Exception e) {
-                takeDropped.increment();
-            }
-        });
-        return true;
+            });
+            return true;
+        } catch (java.util.concurrent.RejectedExecutionException busy) { // the takers' queue is full, or closed
+            takeDropped.increment();
+            return false;
+        }
     }
 
     private byte[] fromOutbox(CacheKey key) {
         synchronized (outbox) {
-            byte[] o = outbox.remove(key);
-            if (o != null) outboxBytes -= o.length;
-            return o;
+            var o = outbox.remove(key);
+            if (o == null) return null;
+            outboxBytes -= o.bytes().length;
+            return o.bytes();
         }
     }
 

@@ -60,10 +60,10 @@ class AffineCacheTest {
                     }
 
                     @Override
-                    public void offer(CacheHomes.Member home, CacheKey key, long length) {
+                    public boolean offer(CacheHomes.Member home, CacheKey key, long length) {
                         calls.incrementAndGet();
                         if (broken.contains(home.name())) throw new IllegalStateException(home.name() + " is gone");
-                        byName.get(home.name()).take(self, key, length);
+                        return byName.get(home.name()).take(self, key, length);
                     }
                 }, 8L << 20);
                 node.homes(new CacheHomes(self, members));

@@ -22,7 +22,8 @@ import org.apache.arrow.memory.BufferAllocator;
  * <pre>
  *   stoker.cache.get    body "JOB\nKEYHEX\nLENGTH"        answer: the entry's raw bytes in results of at most 256 KiB;
  *                                                         no result: a miss
- *   stoker.cache.offer  body "JOB\nFROM\nKEYHEX\nLENGTH"  answer: none (the home fetches the entry from FROM later)
+ *   stoker.cache.offer  body "JOB\nFROM\nKEYHEX\nLENGTH"  answer: one byte, 1 when the home will take the entry (it fetches
+ *                                                         it from FROM on a thread of its own), else 0
  * </pre>
  *
  * A fetch is bounded: {@link #FETCH_TIMEOUT_MS}, and an answer of any other length than asked is refused; the caller
@@ -77,8 +78,10 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
             }
 
             @Override
-            public void offer(CacheHomes.Member home, CacheKey key, long lengthBytes) {
-                client(home).action(OFFER, body(job, self, key.hex(), Long.toString(lengthBytes)), offerTimeoutMillis, MemorySegment.NULL);
+            public boolean offer(CacheHomes.Member home, CacheKey key, long lengthBytes) {
+                var answer = MemorySegment.ofArray(new byte[1]);
+                long n = client(home).action(OFFER, body(job, self, key.hex(), Long.toString(lengthBytes)), offerTimeoutMillis, answer);
+                return n == 1 && answer.get(ValueLayout.JAVA_BYTE, 0) == 1;
             }
         };
     }
@@ -101,7 +104,7 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
         long length = parseLength(f[f.length - 1]);
         if (cache == null) return true; // the job is not here (ended, or its cache off): a miss, an offer not taken
         if (type.equals(OFFER)) {
-            cache.take(f[1], key, length);
+            results.accept(new byte[] {(byte) (cache.take(f[1], key, length) ? 1 : 0)});
             return true;
         }
         try (var arena = Arena.ofConfined()) {

@@ -197,9 +197,9 @@ class CacheAffinityFlightTest {
             guarded.serveActions(a.affinity());
             byte[] body = (JOB + "\n" + key(1).hex() + "\n10").getBytes();
             var dst = MemorySegment.ofArray(new byte[10]);
-            var refused = assertThrows(FlightRuntimeException.class, () -> without.action(CacheAffinity.GET, body, 2000, dst));
+            var refused = assertThrows(FlightRuntimeException.class, () -> without.action(CacheAffinity.GET, body, 10_000, dst));
             assertEquals(org.apache.arrow.flight.FlightStatusCode.UNAUTHENTICATED, refused.status().code());
-            assertEquals(0, with.action(CacheAffinity.GET, body, 2000, dst), "with the token: asked, a miss");
+            assertEquals(0, with.action(CacheAffinity.GET, body, 10_000, dst), "with the token: asked, a miss");
         }
     }
 
@@ -210,9 +210,9 @@ class CacheAffinityFlightTest {
             var dst = MemorySegment.ofArray(new byte[16]);
             for (String body : List.of("j\nnot-hex\n10", "j\n" + key(1).hex() + "\n-1", "j\n" + key(1).hex() + "\n" + (AffineCache.MAX_ENTRY_BYTES + 1),
                     "j\n" + key(1).hex(), "j\nfrom\n" + key(1).hex() + "\nx"))
-                assertThrows(FlightRuntimeException.class, () -> client.action(CacheAffinity.GET, body.getBytes(), 2000, dst), body);
-            assertThrows(FlightRuntimeException.class, () -> client.action(CacheAffinity.GET, new byte[CacheAffinity.MAX_REQUEST_BYTES + 1], 2000, dst));
-            assertEquals(0, client.action(CacheAffinity.GET, ("other-job\n" + key(1).hex() + "\n10").getBytes(), 2000, dst), "no such job: a miss");
+                assertThrows(FlightRuntimeException.class, () -> client.action(CacheAffinity.GET, body.getBytes(), 10_000, dst), body);
+            assertThrows(FlightRuntimeException.class, () -> client.action(CacheAffinity.GET, new byte[CacheAffinity.MAX_REQUEST_BYTES + 1], 10_000, dst));
+            assertEquals(0, client.action(CacheAffinity.GET, ("other-job\n" + key(1).hex() + "\n10").getBytes(), 10_000, dst), "no such job: a miss");
         }
     }
 }
