@@ -372,6 +372,8 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             store.shareAmong(NodeShares.owners(config.ranks()));
             return feeds.openTasks(store, MAX_WORKERS);
         } catch (java.io.IOException | InterruptedException | RuntimeException e) {
+            var affine = job.affine;
+            if (affine != null) affine.close();
             feeds.close();
             throw e;
         }
