@@ -219,6 +219,9 @@ class CacheAffinityTest {
                 long remote = 0;
                 for (var n : asked) remote += n.cacheAffinity().remoteHits();
                 assertEquals(s.remoteHits(), remote, "the coordinator's figures are the nodes': " + asked);
+                var summed = ClusteredNode.cacheAffinity(asked); // serve --join's metrics
+                assertEquals(s.remoteHits(), summed.get("remoteHits"));
+                assertEquals(s.hitRate(), (Double) summed.get("hit_rate"), 1e-9);
                 assertEquals(uncached(job(manifest, 2), perEpoch, "epoch2"), got, "cached batches are uncached ones, bit for bit");
             }
 
