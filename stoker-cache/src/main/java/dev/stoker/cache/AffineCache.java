@@ -186,6 +186,17 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
     }
 
     /**
+     * Whether this node may have entry {@code key} to serve (its outbox or its cache's listing): a peer's request for
+     * another is answered as a miss before any buffer is set aside for it.
+     */
+    public boolean holds(CacheKey key) {
+        synchronized (outbox) {
+            if (outbox.containsKey(key)) return true;
+        }
+        return local.holds(key);
+    }
+
+    /**
      * A peer asks for entry {@code key} into {@code dst} (exactly its length): from this node's outbox (taken out: its home
      * took it) or its cache. False when neither has it at that length.
      */

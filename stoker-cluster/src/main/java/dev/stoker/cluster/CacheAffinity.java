@@ -107,6 +107,7 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
             results.accept(new byte[] {(byte) (cache.take(f[1], key, length) ? 1 : 0)});
             return true;
         }
+        if (!cache.holds(key)) return true; // a miss, known without reading (and without a buffer of the length asked)
         try (var arena = Arena.ofConfined()) {
             var entry = arena.allocate(length, 64);
             if (!cache.serve(key, entry)) return true;
