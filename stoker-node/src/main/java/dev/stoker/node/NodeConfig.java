@@ -381,6 +381,9 @@ public final class NodeConfig extends NodeSettings {
         return env == null || !(env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false") || env.equals("0"));
     }
 
+    /** Whether a cluster job's nodes read media entries from their home node ({@code --cache-affinity}; with the cache on). */
+    public boolean cacheAffinity() { return cacheOn() && get(CACHE_AFFINITY); }
+
     /** The cache's folder: {@code --cache-dir}, else {@code $STOKER_CACHE_DIR}, {@code $XDG_CACHE_HOME/stoker}, {@code ~/.cache/stoker}. */
     public Path cacheDir() {
         if (get(CACHE_DIR) != null) return get(CACHE_DIR);

@@ -336,12 +336,19 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "docs/cache.md).");
     public static final ConfigKey<Path> CACHE_DIR = key("cache-dir", STORE, "DIR", TEXT, ConfigKey.path(), Path::toString, null,
             "$" + CACHE_DIR_ENV + ", else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker", "The cache's folder; services of one host "
-                    + "may share it (a second one over the same data and settings finds the first one's entries).");
+                    + "may share it (a second one over the same data and settings finds the first one's entries). Given to `node` "
+                    + "or `serve --join`, the member's own folder for every cluster job it works on, whatever folder the job names.");
     public static final ConfigKey<Long> CACHE_BYTES = key("cache-bytes", STORE, "BYTES", NUMBER, ConfigKey.bytes(1 << 20), String::valueOf,
             null, "a quarter of --cache-dir's free space when the service starts", "The cache's byte budget (entries as stored, "
                     + "compressed); entries this job has not used make room first, and entries it uses are never evicted for new "
                     + "ones (a data set that does not fit keeps a stable part cached); suffixes K, M, G, T allowed.");
 
+    public static final ConfigKey<Boolean> CACHE_AFFINITY = key("cache-affinity", STORE, "on|off", TEXT, NodeSettings::onOff,
+            v -> v ? "on" : "off", true, null, "With --join and --cache on: each image's and video's cache entry has a home node "
+                    + "(by its key, over the job's nodes), and a node making a batch reads the entries homed elsewhere from their home "
+                    + "(over the nodes' Flight endpoints; a home that fails is skipped and the entry computed locally), so that in "
+                    + "epoch two every node finds every entry whatever batch or pack its sample falls in; off: each node reads only "
+                    + "its own cache (docs/cluster.md, docs/cache.md).");
     public static final ConfigKey<Boolean> CACHE_COMPRESS = key("cache-compress", STORE, "zstd|none", TEXT, NodeSettings::zstdOrNone,
             v -> v ? "zstd" : "none", false, null, "How new cache entries are stored: none (raw, the default: the cheapest "
                     + "to write in epoch 1 and to read in the next) or zstd (level 1: about 3/4 of the bytes of resized photos, at "

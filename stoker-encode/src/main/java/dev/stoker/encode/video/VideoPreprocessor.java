@@ -396,13 +396,13 @@ public final class VideoPreprocessor {
         if (cache == null) return decode.get();
         long t0 = System.nanoTime();
         var key = cacheKey(sampleId, p, source);
-        boolean hit = cache.store().read(key, out);
+        boolean hit = cache.media().read(key, out);
         long t1 = System.nanoTime();
         cacheNanos += t1 - t0;
         if (hit) return new VideoDecoder.Result(0, 0, 0, 0);
         var result = decode.get();
         long t2 = System.nanoTime();
-        cache.store().write(key, out);
+        cache.media().write(key, out);
         cacheNanos += System.nanoTime() - t2;
         return result;
     }
