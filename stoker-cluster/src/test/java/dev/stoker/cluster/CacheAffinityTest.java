@@ -222,6 +222,16 @@ class CacheAffinityTest {
                 var summed = ClusteredNode.cacheAffinity(asked); // serve --join's metrics
                 assertEquals(s.remoteHits(), summed.get("remoteHits"));
                 assertEquals(s.hitRate(), (Double) summed.get("hit_rate"), 1e-9);
+                // the report renders them as serve --join --report-dir writes them (job-pipeline.json: nodes, cache_affinity)
+                Path reportDir = Files.createDirectories(tmp.resolve("report"));
+                dev.stoker.core.io.AtomicFiles.writeJson(reportDir.resolve("job-pipeline.json"), Map.of("nodes", asked, "cache_affinity", summed));
+                String html = dev.stoker.report.RunReport.render(dev.stoker.report.RunData.load(reportDir));
+                String table = html.substring(html.indexOf("<table id=\"cache-affinity-table\">"));
+                table = table.substring(0, table.indexOf("</table>"));
+                for (var n : asked) assertTrue(table.contains("<td>" + n.address() + "</td>"), "a row per node: " + table);
+                assertTrue(table.contains("<td>all nodes</td><td>" + summed.get("localHits") + " / " + summed.get("localMisses") + "</td><td>"
+                        + summed.get("remoteHits") + " / " + summed.get("remoteMisses") + "</td><td>0</td><td>"
+                        + String.format(java.util.Locale.ROOT, "%.1f%%", 100 * (Double) summed.get("hit_rate")) + "</td>"), table);
                 assertEquals(uncached(job(manifest, 2), perEpoch, "epoch2"), got, "cached batches are uncached ones, bit for bit");
             }
 
