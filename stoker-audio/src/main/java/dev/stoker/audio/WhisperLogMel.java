@@ -1,6 +1,6 @@
 package dev.stoker.audio;
 
-import dev.stoker.core.AudioFamily;
+import dev.stoker.core.AudioPreset;
 import org.jtransforms.fft.DoubleFFT_1D;
 
 /**
@@ -18,7 +18,7 @@ import org.jtransforms.fft.DoubleFFT_1D;
  * same PCM.
  *
  * <p><b>Valid frames, and the padded mode.</b> The reference pads the waveform with zeros to a length {@code P}
- * ({@link AudioFamily#paddedSamples}) before the spectrogram, and marks {@link AudioFamily#maskFrames} frames valid.
+ * ({@link AudioPreset#paddedSamples}) before the spectrogram, and marks {@link AudioPreset#maskFrames} frames valid.
  * {@link #valid} computes exactly those valid frames of that same padded computation (so they equal
  * {@code input_features[:, mask]} of the processor's output, the frames the model consumes), without the padding:
  * only frames whose window reaches a real sample are transformed, the rest are known to be {@code log10(1e-10)}.
@@ -28,11 +28,11 @@ import org.jtransforms.fft.DoubleFFT_1D;
  * <p>Threading: an instance holds its FFT plan and buffers; one per thread.
  */
 public final class WhisperLogMel {
-    private static final int N_FFT = AudioFamily.N_FFT;
-    private static final int HOP = AudioFamily.HOP_SAMPLES;
+    private static final int N_FFT = AudioPreset.N_FFT;
+    private static final int HOP = AudioPreset.HOP_LENGTH;
     private static final int HALF = N_FFT / 2;
     private static final int BINS = N_FFT / 2 + 1;
-    private static final int MELS = AudioFamily.MEL_BINS;
+    private static final int MELS = AudioPreset.MEL_BINS;
     private static final double MEL_FLOOR = 1e-10;
     /** {@code float32(log10(1e-10))}: a frame that sees no sample. */
     private static final float SILENT_LOG = (float) Math.log10(MEL_FLOOR);
@@ -87,29 +87,29 @@ public final class WhisperLogMel {
 
     /**
      * The valid frames of {@code pcm} (16 kHz mono; all of it is the clip) as {@code family}'s processor computes
-     * them for this clip alone: truncated and padded as there ({@link AudioFamily}), only the masked frames kept.
+     * them for this clip alone: truncated and padded as there ({@link AudioPreset}), only the masked frames kept.
      */
-    public Features valid(float[] pcm, AudioFamily family) {
+    public Features valid(float[] pcm, AudioPreset family) {
         long kept = family.keptSamples(pcm.length);
         long padded = family.paddedSamples(pcm.length);
-        return compute(pcm, (int) kept, padded, AudioFamily.maskFrames(kept, padded));
+        return compute(pcm, (int) kept, padded, AudioPreset.maskFrames(kept, padded));
     }
 
     /**
-     * As {@link #valid(float[], AudioFamily)} for a clip beside others in one processor call whose longest has
+     * As {@link #valid(float[], AudioPreset)} for a clip beside others in one processor call whose longest has
      * {@code longestInCall} samples (only Qwen3-Omni pads to it).
      */
-    public Features valid(float[] pcm, AudioFamily family, long longestInCall) {
+    public Features valid(float[] pcm, AudioPreset family, long longestInCall) {
         long kept = family.keptSamples(pcm.length);
         long padded = family.paddedSamples(pcm.length, longestInCall);
-        return compute(pcm, (int) kept, padded, AudioFamily.maskFrames(kept, padded));
+        return compute(pcm, (int) kept, padded, AudioPreset.maskFrames(kept, padded));
     }
 
     /** Every frame the processor computes for this clip alone ({@code --audio-pad hf}), padding included. */
-    public Features hfPadded(float[] pcm, AudioFamily family) {
+    public Features hfPadded(float[] pcm, AudioPreset family) {
         long kept = family.keptSamples(pcm.length);
         long padded = family.paddedSamples(pcm.length);
-        return compute(pcm, (int) kept, padded, AudioFamily.totalFrames(padded));
+        return compute(pcm, (int) kept, padded, AudioPreset.totalFrames(padded));
     }
 
     /**
@@ -122,7 +122,7 @@ public final class WhisperLogMel {
             throw new IllegalArgumentException("samples " + samples + " of a clip of " + pcm.length);
         }
         if (paddedSamples < samples) throw new IllegalArgumentException("padded " + paddedSamples + " < " + samples);
-        int total = AudioFamily.totalFrames(paddedSamples);
+        int total = AudioPreset.totalFrames(paddedSamples);
         if (total == 0) {
             throw new IllegalArgumentException("a clip of " + samples + " samples padded to " + paddedSamples
                     + " has no frame (the feature extractor needs at least " + HOP + " samples)");
@@ -155,7 +155,7 @@ public final class WhisperLogMel {
             for (int i = 0; i < held; i++) out[row + i] = (Math.max(out[row + i], floor) + 4.0f) / 4.0f;
             for (int i = held; i < emitFrames; i++) out[row + i] = silent;
         }
-        return new Features(out, emitFrames, Math.min(emitFrames, AudioFamily.maskFrames(samples, paddedSamples)));
+        return new Features(out, emitFrames, Math.min(emitFrames, AudioPreset.maskFrames(samples, paddedSamples)));
     }
 
     /** Frame {@code i}'s power spectrum into {@link #power}. */

@@ -1,6 +1,6 @@
 package dev.stoker.audio;
 
-import dev.stoker.core.AudioFamily;
+import dev.stoker.core.AudioPreset;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.Npy;
@@ -29,9 +29,9 @@ public final class AudioCheckMain {
                         AudioDecoder.Options.whole().resampler(r), System.nanoTime() + 60_000_000_000L);
                 String tag = r.name().toLowerCase(java.util.Locale.ROOT);
                 Npy.writeFloat32(out.resolve(name + ".java_pcm_" + tag + ".npy"), clip.samples(), clip.samples().length);
-                for (AudioFamily f : new AudioFamily[] {AudioFamily.QWEN2_AUDIO, AudioFamily.QWEN3_OMNI}) {
+                for (AudioPreset f : new AudioPreset[] {AudioPreset.QWEN2_AUDIO, AudioPreset.QWEN3_OMNI}) {
                     var feat = lm.valid(clip.samples(), f);
-                    Npy.writeFloat32(out.resolve(name + ".java_feat_" + tag + "_" + f.processorName + ".npy"),
+                    Npy.writeFloat32(out.resolve(name + ".java_feat_" + tag + "_" + f.cliName() + ".npy"),
                             feat.values(), 128, feat.frames());
                 }
             }
@@ -41,9 +41,9 @@ public final class AudioCheckMain {
                 Npy.writeFloat32(out.resolve(name + ".java_pcm_window.npy"), clip.samples(), clip.samples().length);
             }
             float[] ref = Npy.read(out.resolve(c.get("ref_pcm").asText())).asFloats();
-            for (AudioFamily f : new AudioFamily[] {AudioFamily.QWEN2_AUDIO, AudioFamily.QWEN3_OMNI}) {
+            for (AudioPreset f : new AudioPreset[] {AudioPreset.QWEN2_AUDIO, AudioPreset.QWEN3_OMNI}) {
                 var feat = lm.valid(ref, f);
-                Npy.writeFloat32(out.resolve(name + ".java_feat_refpcm_" + f.processorName + ".npy"),
+                Npy.writeFloat32(out.resolve(name + ".java_feat_refpcm_" + f.cliName() + ".npy"),
                         feat.values(), 128, feat.frames());
             }
         }

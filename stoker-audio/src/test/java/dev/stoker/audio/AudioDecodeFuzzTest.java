@@ -1,6 +1,6 @@
 package dev.stoker.audio;
 
-import dev.stoker.core.AudioFamily;
+import dev.stoker.core.AudioPreset;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -33,8 +33,8 @@ class AudioDecodeFuzzTest {
             var clip = AudioDecoder.decode(NAME, data, OPTIONS, System.nanoTime() + 5_000_000_000L);
             assertTrue(clip.samples().length >= 1 && clip.samples().length <= OPTIONS.maxSamples());
             for (float v : clip.samples()) assertTrue(Float.isFinite(v), "a non-finite sample");
-            if (clip.samples().length >= AudioFamily.HOP_SAMPLES) {
-                var f = new WhisperLogMel().valid(clip.samples(), AudioFamily.QWEN3_OMNI);
+            if (clip.samples().length >= AudioPreset.HOP_LENGTH) {
+                var f = new WhisperLogMel().valid(clip.samples(), AudioPreset.QWEN3_OMNI);
                 for (float v : f.values()) assertTrue(Float.isFinite(v), "a non-finite feature");
             }
         } catch (SampleException refused) {

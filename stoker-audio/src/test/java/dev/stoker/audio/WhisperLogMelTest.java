@@ -1,6 +1,6 @@
 package dev.stoker.audio;
 
-import dev.stoker.core.AudioFamily;
+import dev.stoker.core.AudioPreset;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -38,24 +38,24 @@ class WhisperLogMelTest {
     void qwen3OmniAClipAloneIsNotPaddedAndMatchesTheExtractor() throws IOException {
         float[] pcm = Fixtures.clip();
         Npy.Array ref = Fixtures.npy("qwen3_valid.npy");
-        var f = new WhisperLogMel().valid(pcm, AudioFamily.QWEN3_OMNI);
+        var f = new WhisperLogMel().valid(pcm, AudioPreset.QWEN3_OMNI);
         double d = maxDiff(ref.asFloats(), ref.shape(), f);
         assertTrue(d <= TOLERANCE, "max |Δ| " + d);
         assertEquals(18, f.validFrames());
         // and hfPadded is the same thing: a clip alone under padding=True has no padding
-        assertArrayEquals(f.values(), new WhisperLogMel().hfPadded(pcm, AudioFamily.QWEN3_OMNI).values());
+        assertArrayEquals(f.values(), new WhisperLogMel().hfPadded(pcm, AudioPreset.QWEN3_OMNI).values());
     }
 
     @Test
     void qwen2AudioValidFramesAreThePaddedOutputsMaskedFrames() throws IOException {
         float[] pcm = Fixtures.clip();
         Npy.Array ref = Fixtures.npy("qwen2_valid.npy");
-        var f = new WhisperLogMel().valid(pcm, AudioFamily.QWEN2_AUDIO);
+        var f = new WhisperLogMel().valid(pcm, AudioPreset.QWEN2_AUDIO);
         double d = maxDiff(ref.asFloats(), ref.shape(), f);
         assertTrue(d <= TOLERANCE, "max |Δ| " + d);
         assertEquals(Fixtures.meta().get("qwen2_valid_frames").asInt(), f.validFrames());
         // padded by the processor, the clip has one frame more than alone (ceil against floor of 3000/160)
-        assertEquals(18, new WhisperLogMel().valid(pcm, AudioFamily.QWEN3_OMNI).frames());
+        assertEquals(18, new WhisperLogMel().valid(pcm, AudioPreset.QWEN3_OMNI).frames());
     }
 
     @Test
@@ -64,12 +64,12 @@ class WhisperLogMelTest {
         // gives the clip the same 19 masked frames as Qwen2-Audio's padding: compute() with the batch's length
         float[] pcm = Fixtures.clip();
         Npy.Array ref = Fixtures.npy("qwen2_valid.npy");
-        var f = new WhisperLogMel().compute(pcm, pcm.length, 5000, AudioFamily.maskFrames(pcm.length, 5000));
+        var f = new WhisperLogMel().compute(pcm, pcm.length, 5000, AudioPreset.maskFrames(pcm.length, 5000));
         assertEquals(19, f.frames());
-        assertArrayEquals(f.values(), new WhisperLogMel().valid(pcm, AudioFamily.QWEN3_OMNI, 5000).values());
-        assertEquals(19, AudioFamily.QWEN3_OMNI.melFrames(pcm.length, 5000));
-        assertEquals(18, AudioFamily.QWEN3_OMNI.melFrames(pcm.length, pcm.length));
-        assertEquals(19, AudioFamily.QWEN2_AUDIO.melFrames(pcm.length, 5000));
+        assertArrayEquals(f.values(), new WhisperLogMel().valid(pcm, AudioPreset.QWEN3_OMNI, 5000).values());
+        assertEquals(19, AudioPreset.QWEN3_OMNI.melFrames(pcm.length, 5000));
+        assertEquals(18, AudioPreset.QWEN3_OMNI.melFrames(pcm.length, pcm.length));
+        assertEquals(19, AudioPreset.QWEN2_AUDIO.melFrames(pcm.length, 5000));
         double d = maxDiff(ref.asFloats(), ref.shape(), f);
         assertTrue(d <= TOLERANCE, "max |Δ| " + d);
     }
@@ -79,7 +79,7 @@ class WhisperLogMelTest {
         float[] pcm = Fixtures.clip();
         var meta = Fixtures.meta();
         Npy.Array head = Fixtures.npy("qwen2_padded_head.npy");
-        var f = new WhisperLogMel().hfPadded(pcm, AudioFamily.QWEN2_AUDIO);
+        var f = new WhisperLogMel().hfPadded(pcm, AudioPreset.QWEN2_AUDIO);
         assertEquals(meta.get("qwen2_padded_frames").asInt(), f.frames());
         assertEquals(19, f.validFrames());
         int[] mask = f.attentionMask();
@@ -97,7 +97,7 @@ class WhisperLogMelTest {
         for (int m = 0; m < 128; m++)
             for (int i = headFrames; i < f.frames(); i++) assertEquals(tail, f.get(m, i), "frame " + i + " mel " + m);
         // the valid mode is the padded array's first validFrames columns, value for value
-        var v = new WhisperLogMel().valid(pcm, AudioFamily.QWEN2_AUDIO);
+        var v = new WhisperLogMel().valid(pcm, AudioPreset.QWEN2_AUDIO);
         for (int m = 0; m < 128; m++)
             for (int i = 0; i < v.frames(); i++) assertEquals(f.get(m, i), v.get(m, i));
     }
@@ -106,13 +106,13 @@ class WhisperLogMelTest {
     void qwen25OmniPadsToThreeHundredSecondsAndServesTheSameValidFrames() throws IOException {
         float[] pcm = Fixtures.clip();
         var lm = new WhisperLogMel();
-        var padded = lm.hfPadded(pcm, AudioFamily.QWEN2_5_OMNI);
+        var padded = lm.hfPadded(pcm, AudioPreset.QWEN2_5_OMNI);
         assertEquals(30_000, padded.frames());
         assertEquals(15_360_000L, padded.bytes());
-        var valid = lm.valid(pcm, AudioFamily.QWEN2_5_OMNI);
+        var valid = lm.valid(pcm, AudioPreset.QWEN2_5_OMNI);
         assertEquals(19, valid.frames());
         // same zero tail as Qwen2-Audio's: only the padded length differs, and the padding never holds the maximum
-        assertArrayEquals(lm.valid(pcm, AudioFamily.QWEN2_AUDIO).values(), valid.values());
+        assertArrayEquals(lm.valid(pcm, AudioPreset.QWEN2_AUDIO).values(), valid.values());
     }
 
     @Test
@@ -120,11 +120,11 @@ class WhisperLogMelTest {
         float[] pcm = new float[160_000];
         for (int i = 0; i < pcm.length; i++) pcm[i] = (float) Math.sin(i * 0.05) * 0.3f;
         var lm = new WhisperLogMel();
-        var valid = lm.valid(pcm, AudioFamily.QWEN2_5_OMNI);
+        var valid = lm.valid(pcm, AudioPreset.QWEN2_5_OMNI);
         assertEquals(1000, valid.frames());
         assertEquals(512_000, valid.bytes());
-        assertEquals(1000, AudioFamily.QWEN2_5_OMNI.melFramesForSeconds(10.0));
-        var padded = lm.hfPadded(pcm, AudioFamily.QWEN2_5_OMNI);
+        assertEquals(1000, AudioPreset.QWEN2_5_OMNI.melFramesForSeconds(10.0));
+        var padded = lm.hfPadded(pcm, AudioPreset.QWEN2_5_OMNI);
         assertEquals(15_360_000, padded.bytes());
         assertEquals(30.0, (double) padded.bytes() / valid.bytes());
         for (int m = 0; m < 128; m += 17)
@@ -134,10 +134,10 @@ class WhisperLogMelTest {
     @Test
     void aClipShorterThanOneHopHasNoFrameAlone() {
         var e = assertThrows(IllegalArgumentException.class,
-                () -> new WhisperLogMel().valid(new float[100], AudioFamily.QWEN3_OMNI));
+                () -> new WhisperLogMel().valid(new float[100], AudioPreset.QWEN3_OMNI));
         assertTrue(e.getMessage().contains("no frame"), e.getMessage());
         // padded by the processor it has one valid frame
-        assertEquals(1, new WhisperLogMel().valid(new float[100], AudioFamily.QWEN2_AUDIO).frames());
+        assertEquals(1, new WhisperLogMel().valid(new float[100], AudioPreset.QWEN2_AUDIO).frames());
     }
 
     @Test

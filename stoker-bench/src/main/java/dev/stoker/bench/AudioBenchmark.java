@@ -1,6 +1,6 @@
 package dev.stoker.bench;
 
-import dev.stoker.core.AudioFamily;
+import dev.stoker.core.AudioPreset;
 import dev.stoker.audio.AudioDecoder;
 import dev.stoker.audio.WhisperLogMel;
 import dev.stoker.video.ffmpeg.AudioReader;
@@ -75,8 +75,8 @@ public class AudioBenchmark {
             tenSeconds[i] = (float) (0.4 * Math.sin(2 * Math.PI * (200 + 0.003 * i) * i / 16_000.0) + 0.05 * (rnd.nextDouble() - 0.5));
         }
         logMel = new WhisperLogMel();
-        var valid = logMel.valid(tenSeconds, AudioFamily.QWEN2_5_OMNI);
-        var padded = logMel.hfPadded(tenSeconds, AudioFamily.QWEN2_5_OMNI);
+        var valid = logMel.valid(tenSeconds, AudioPreset.QWEN2_5_OMNI);
+        var padded = logMel.hfPadded(tenSeconds, AudioPreset.QWEN2_5_OMNI);
         System.out.printf("# 10 s clip: valid %d frames, %,d bytes; padded as Qwen2.5-Omni's processor %d frames, %,d bytes (%.1fx)%n",
                 valid.frames(), valid.bytes(), padded.frames(), padded.bytes(), (double) padded.bytes() / valid.bytes());
     }
@@ -96,7 +96,7 @@ public class AudioBenchmark {
     @Benchmark
     public Object logMel10s() {
         if (!resampler.equals("SOXR_HQ")) return null; // one run per features mode: the resampler param does not apply
-        return features.equals("valid") ? logMel.valid(tenSeconds, AudioFamily.QWEN2_5_OMNI)
-                : logMel.hfPadded(tenSeconds, AudioFamily.QWEN2_5_OMNI);
+        return features.equals("valid") ? logMel.valid(tenSeconds, AudioPreset.QWEN2_5_OMNI)
+                : logMel.hfPadded(tenSeconds, AudioPreset.QWEN2_5_OMNI);
     }
 }

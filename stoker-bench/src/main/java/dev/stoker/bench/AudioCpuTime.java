@@ -1,6 +1,6 @@
 package dev.stoker.bench;
 
-import dev.stoker.core.AudioFamily;
+import dev.stoker.core.AudioPreset;
 import dev.stoker.audio.AudioDecoder;
 import dev.stoker.audio.WhisperLogMel;
 import dev.stoker.video.ffmpeg.AudioReader;
@@ -35,9 +35,9 @@ public final class AudioCpuTime {
         float[] ten = new float[160_000];
         for (int i = 0; i < ten.length; i++) ten[i] = (float) (0.4 * Math.sin(2 * Math.PI * (200 + 0.003 * i) * i / 16_000.0));
         var lm = new WhisperLogMel();
-        for (int k = 0; k < 300; k++) lm.valid(ten, AudioFamily.QWEN2_5_OMNI); // JIT: C2 has the frame loop
-        double[] v = time(mx, rounds * 5, () -> lm.valid(ten, AudioFamily.QWEN2_5_OMNI));
-        double[] p = time(mx, rounds, () -> lm.hfPadded(ten, AudioFamily.QWEN2_5_OMNI));
+        for (int k = 0; k < 300; k++) lm.valid(ten, AudioPreset.QWEN2_5_OMNI); // JIT: C2 has the frame loop
+        double[] v = time(mx, rounds * 5, () -> lm.valid(ten, AudioPreset.QWEN2_5_OMNI));
+        double[] p = time(mx, rounds, () -> lm.hfPadded(ten, AudioPreset.QWEN2_5_OMNI));
         System.out.printf("log-mel 10 s valid (1000 frames, 512,000 B): CPU ms min %.2f median %.2f%n", v[0], v[v.length / 2]);
         System.out.printf("log-mel 10 s hfPadded qwen2.5-omni (30000 frames, 15,360,000 B): CPU ms min %.2f median %.2f%n", p[0], p[p.length / 2]);
     }

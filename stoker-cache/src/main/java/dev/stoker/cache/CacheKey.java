@@ -45,6 +45,19 @@ public final class CacheKey {
 
     byte[] bytes() { return digest.clone(); }
 
+    /** The key's first 8 bytes as a long (big-endian): uniform, since the key is a SHA-256. */
+    long prefix64() {
+        long v = 0;
+        for (int i = 0; i < 8; i++) v = v << 8 | (digest[i] & 0xff);
+        return v;
+    }
+
+    /** The key whose 64 hex digits are {@code hex} (a peer's request names an entry so); IllegalArgumentException otherwise. */
+    public static CacheKey ofHex(String hex) {
+        if (hex == null || hex.length() != 64) throw new IllegalArgumentException("a key has 64 hex digits");
+        return ofDigest(HexFormat.of().parseHex(hex));
+    }
+
     /** The 64 hex digits, the entry's file name. */
     public String hex() { return HexFormat.of().formatHex(digest); }
 

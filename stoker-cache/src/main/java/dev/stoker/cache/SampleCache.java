@@ -58,7 +58,7 @@ import java.util.zip.CRC32C;
  *
  * <p>Thread-safe.
  */
-public final class SampleCache implements AutoCloseable {
+public final class SampleCache implements CacheEntries, AutoCloseable {
     static final int HEADER = 64;
     private static final int MAGIC = 0x434B5453; // "STKC" little-endian
     private static final short VERSION = 1;
@@ -184,6 +184,7 @@ public final class SampleCache implements AutoCloseable {
      * false on a miss, and on an entry that is torn, damaged, of another format or another length (counted as corrupt
      * and removed). Never throws for a bad entry; an I/O error reading one is a miss too.
      */
+    @Override
     public boolean read(CacheKey key, MemorySegment dst) {
         return readEntry(key, dst, dst.byteSize()) != null;
     }
@@ -248,7 +249,15 @@ public final class SampleCache implements AutoCloseable {
         return dst;
     }
 
+    /**
+     * Whether this process knows entry {@code key} to be here (listed at open, written or read since): no file is opened
+     * and nothing is counted. Another service's entry written since the open is not known; a listed entry may have been
+     * removed since by another service (its read is then a miss).
+     */
+    public boolean holds(CacheKey key) { return entries.containsKey(key); }
+
     /** {@link #read(CacheKey, MemorySegment)} into {@code dst[offset, offset + length)}. */
+    @Override
     public boolean read(CacheKey key, byte[] dst, int offset, int length) {
         return read(key, MemorySegment.ofArray(dst).asSlice(offset, length));
     }
@@ -327,6 +336,7 @@ public final class SampleCache implements AutoCloseable {
      * place. Returns false when the entry was not admitted (the budget is held by entries this run uses) or could not be
      * written (counted; the cache is an optimization, a failed write never fails a sample).
      */
+    @Override
     public boolean write(CacheKey key, MemorySegment raw) {
         Scratch s = scratch.get();
         long bound = compress ? Zstd.compressBound(raw.byteSize()) : raw.byteSize();
@@ -392,6 +402,7 @@ public final class SampleCache implements AutoCloseable {
     }
 
     /** {@link #write(CacheKey, MemorySegment)} of {@code src[offset, offset + length)}. */
+    @Override
     public boolean write(CacheKey key, byte[] src, int offset, int length) {
         return write(key, MemorySegment.ofArray(src).asSlice(offset, length));
     }

@@ -41,11 +41,16 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
     Path out;
 
     @Override
+    public boolean servesAudio() { return true; }
+
+    @Override
     public List<ConfigKey<?>> settings() {
         // the trainer's release decides a video's tokens and positions (and the image backend's default)
         var keys = new ArrayList<>(SAMPLE_SETTINGS);
         keys.add(NodeConfig.TRANSFORMERS);
         keys.addAll(NodeConfig.VIDEO_ENCODING); // decoded in this process: --video-decode is the feed's
+        keys.add(NodeConfig.AUDIO_PAD);
+        keys.add(NodeConfig.USE_AUDIO_IN_VIDEO);
         return keys;
     }
 
@@ -63,6 +68,12 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
                 var encoder = new SampleEncoder(options, tok); // decodes in process
                 var parsed = encoder.parse(json, sample.getFileName().toString());
                 var images = SampleEncoder.ImageSource.blocking(objects);
+                if (encoder.audio()) { // an audio family (issue 32): its clips' features too
+                    var a = encoder.encodeAudioSample(parsed, images, video == null ? null
+                            : (id, ref) -> dev.stoker.source.RangedObjectBytes.of(objects, ref, video.decodeTimeoutNanos()));
+                    write(a, out);
+                    return 0;
+                }
                 EncodedSample s = video == null ? encoder.encode(parsed, images) : encoder.encode(parsed, images,
                         (id, ref) -> dev.stoker.source.RangedObjectBytes.of(objects, ref, video.decodeTimeoutNanos()));
                 write(s, out);
@@ -71,13 +82,30 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         return 0;
     }
 
+    /**
+     * An audio family's sample (docs/audio.md): what {@link #write(EncodedSample, Path)} writes, but position_ids as the
+     * family numbers them ((3, L) int64 for Qwen2.5-Omni, (3, L) float32 for Qwen3-Omni, (1, L) int64 for Qwen2-Audio),
+     * and input_features.npy (clips, 128, frames) float32 with feature_attention_mask.npy (clips, frames) int32.
+     */
+    static void write(dev.stoker.encode.audio.OmniEncoder.Encoded a, Path out) throws IOException {
+        var s = a.sample();
+        write(s, out);
+        int n = s.length();
+        if (a.floatPositions() != null) Npy.writeFloat32(out.resolve("position_ids.npy"), a.floatPositions(), 3, n);
+        else Npy.writeInt64(out.resolve("position_ids.npy"), s.positionIds(), a.positionRows(), n);
+        Npy.writeFloat32(out.resolve("input_features.npy"), a.inputFeatures(), a.clips(), dev.stoker.core.AudioPreset.MEL_BINS, a.frames());
+        var mask = java.nio.ByteBuffer.allocate(4 * a.featureMask().length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        for (int v : a.featureMask()) mask.putInt(v);
+        Npy.write(out.resolve("feature_attention_mask.npy"), "<i4", new long[] {a.clips(), a.frames()}, mask.array());
+    }
+
     static void write(EncodedSample s, Path out) throws IOException {
         Files.createDirectories(out);
         int n = s.length();
         Npy.writeInt64(out.resolve("input_ids.npy"), s.inputIds(), n);
         Npy.writeInt64(out.resolve("labels.npy"), s.labels(), n);
         Npy.writeInt64(out.resolve("attention_mask.npy"), s.attentionMask(), n);
-        Npy.writeInt64(out.resolve("position_ids.npy"), s.positionIds(), 3, n);
+        if (s.positionIds().length == 3L * n) Npy.writeInt64(out.resolve("position_ids.npy"), s.positionIds(), 3, n); // else an audio family's, written by its caller
         Npy.writeFloat32(out.resolve("pixel_values.npy"), s.pixelValues(), s.pixelRows(), s.pixelRowLength()); // (0, 1176) without images, as a batch
         Npy.writeInt64(out.resolve("image_grid_thw.npy"), s.imageGridThw(), s.images(), 3);
         var v = s.videos();

@@ -26,7 +26,12 @@ final class NodeCommand implements Callable<Integer>, NodeOptions.Configured {
     @Spec CommandSpec spec;
 
     @Override
-    public List<ConfigKey<?>> settings() { return NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.MEMBER)); }
+    public List<ConfigKey<?>> settings() {
+        // a member's settings, and where its own cache of preprocessed samples lives (every job's, whatever folder the job names)
+        var keys = new java.util.ArrayList<>(NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.MEMBER)));
+        keys.add(NodeConfig.CACHE_DIR);
+        return keys;
+    }
 
     @Override
     public Integer call() throws Exception {

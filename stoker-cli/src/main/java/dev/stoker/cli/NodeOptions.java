@@ -32,6 +32,13 @@ final class NodeOptions {
         List<ConfigKey<?>> settings();
 
         default boolean configFile() { return true; }
+
+        /**
+         * Whether the command takes an audio family's {@code --processor} (issue 32): {@code encode} and {@code validate}
+         * do; the feed's commands (serve, node, launch, bench, plan) refuse it at start rather than serve samples whose
+         * audio tensors no batch, shared-memory layout or wire format carries yet.
+         */
+        default boolean servesAudio() { return false; }
     }
 
     private NodeOptions() {}
@@ -129,6 +136,10 @@ final class NodeOptions {
     /** The configuration {@code spec}'s command was given, built (validated). */
     static NodeConfig config(CommandSpec spec, Collection<ConfigKey<?>> keys) {
         var config = builder(spec, keys).build();
+        if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
+            throw new ConfigException("--processor " + config.processor() + ": stoker " + spec.qualifiedName(" ").replaceFirst("^stoker ", "")
+                    + " does not serve audio yet (issue 32: batches, shared memory, Flight, packs and the cache carry no audio "
+                    + "features); stoker encode and stoker validate take the audio families");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();
         return config;

@@ -41,6 +41,9 @@ final class ValidateCommand implements Callable<Integer>, NodeOptions.Configured
     int examples;
 
     @Override
+    public boolean servesAudio() { return true; }
+
+    @Override
     public List<ConfigKey<?>> settings() {
         return new ArrayList<>(NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA)));
     }

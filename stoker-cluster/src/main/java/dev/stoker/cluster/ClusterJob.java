@@ -391,6 +391,7 @@ public final class ClusterJob implements AutoCloseable {
         var waiting = new ArrayList<>(parked);
         parked.clear();
         parkedSince = 0;
+        announceHomes();
         for (var t : waiting) submit(t);
         LOG.log(System.Logger.Level.INFO, "job " + spec.job() + ": node " + address + " admitted; workers now on " + java.util.Arrays.toString(workerNode));
     }
@@ -522,6 +523,7 @@ public final class ClusterJob implements AutoCloseable {
                 ranks[r] = new RankState();
                 ranks[r].steps = schedule.iterator(ScheduleCursor.START, r);
             }
+            announceHomes();
             for (int r = 0; r < ranks.length; r++) topUp(r);
         }
         opened.complete(null);
@@ -834,10 +836,25 @@ public final class ClusterJob implements AutoCloseable {
             }
     }
 
+    /**
+     * Tells every live node the job's cache homes: the live nodes that take workers, whose caches hold the entries
+     * ({@code --cache-affinity}, docs/cluster.md). A node without affinity ignores it.
+     */
+    private void announceHomes() {
+        var homes = new ArrayList<NodeProtocol.NodeInfo>();
+        for (var a : agents.keySet()) {
+            var info = infos.get(a);
+            if (!dead.contains(a) && info != null && info.slots() > 0) homes.add(info);
+        }
+        var m = new NodeProtocol.CacheHomes(spec.job(), List.copyOf(homes));
+        for (var e : agents.entrySet()) if (!dead.contains(e.getKey())) e.getValue().tell(m);
+    }
+
     /** A node is gone (unreachable, downed, removed): place its workers elsewhere and redo what it owed. */
     private synchronized void nodeDown(String address, String why) {
         if (schedule == null || closed || !agents.containsKey(address) || !dead.add(address)) return;
         agents.remove(address);
+        announceHomes(); // its entries get homes among the live nodes
         LOG.log(System.Logger.Level.WARNING, "node " + address + " is gone (" + why + "); redoing its work on " + agents.keySet());
         var live = new ArrayList<String>();
         for (String a : order) if (!dead.contains(a)) live.add(a);

@@ -193,6 +193,9 @@ public final class ClusterNode implements AutoCloseable {
                 if (host.equals(m.address().getHost().orElse(null))) return true;
             return false;
         }));
+        var affinity = new CacheAffinity(pull, allocator, runtime::affineCache);
+        runtime.cacheAffinity(affinity);
+        flight.serveActions(affinity);
         var node = new ClusterNode(system, runtime, flight, allocator, options, key, tls, pull);
         holder.complete(node);
         return node;
@@ -342,6 +345,10 @@ public final class ClusterNode implements AutoCloseable {
                         m.replyTo().tell(runtime.timings(m.job(), address));
                         return Behaviors.same();
                     })
+                    .onMessage(NodeProtocol.CacheHomes.class, m -> {
+                        runtime.cacheHomes(m, address);
+                        return Behaviors.same();
+                    })
                     .onMessage(NodeProtocol.GetStats.class, m -> {
                         node.thenAccept(n -> m.replyTo().tell(n.stats()));
                         return Behaviors.same();
@@ -354,7 +361,7 @@ public final class ClusterNode implements AutoCloseable {
     public NodeProtocol.NodeStats stats() {
         return new NodeProtocol.NodeStats(address(), runtime.produced.get(), flight.batchesSent(), flight.bytesSent(),
                 runtime.pulledBatches.get(), runtime.pulledBytes.get(), runtime.localHandOuts.get(), runtime.heldObjects(),
-                runtime.relayedBatches(), runtime.relayedBytes());
+                runtime.relayedBatches(), runtime.relayedBytes(), runtime.affinityStats());
     }
 
     private volatile boolean closing;
@@ -401,6 +408,15 @@ public final class ClusterNode implements AutoCloseable {
     ActorSystem<NodeProtocol.Command> system() { return system; }
 
     public int flightPort() { return flight.port(); }
+
+    /**
+     * Keeps this node's cache of preprocessed samples in {@code dir} for every job from now on, whatever folder the job's
+     * configuration names: a node's own {@code --cache-dir} (the job's is the coordinator's machine's).
+     */
+    public void useCacheDir(java.nio.file.Path dir) { runtime.cacheDir(dir); }
+
+    /** What the cache's affinity did on this node over the jobs open now ({@link NodeProtocol.NodeStats#cacheAffinity}). */
+    public dev.stoker.cache.AffineCache.Stats cacheAffinityStats() { return runtime.affinityStats(); }
 
     /** The key this member authenticates with. */
     public ClusterKey clusterKey() { return key; }

@@ -108,6 +108,7 @@ public final class ClusteredNode {
             try {
                 node = ClusterNode.start(options, store);
                 if (!config.isGiven(NodeConfig.NODE_SHM_BUDGET)) node.growStorePerJob(); // sized for each job from its largest batch
+                if (config.isGiven(NodeConfig.CACHE_DIR)) node.useCacheDir(config.get(NodeConfig.CACHE_DIR)); // the node's own folder
                 if (!node.awaitUp(JOIN_TIMEOUT))
                     throw new ConfigException("could not join the cluster through " + config.join() + " within " + JOIN_TIMEOUT.toSeconds() + " s");
                 return new Member(store, node);
@@ -160,6 +161,27 @@ public final class ClusteredNode {
         };
     }
 
+    /**
+     * The cache's affinity over the job's nodes: each counter of {@link dev.stoker.cache.AffineCache.Stats} added up, and
+     * {@code hit_rate}, media reads that hit (at the maker or the home) over all; null when no node has the cache on.
+     */
+    static Map<String, Object> cacheAffinity(java.util.List<NodeProtocol.NodeStats> nodes) {
+        Map<String, Object> out = null;
+        long hits = 0, reads = 0;
+        for (var n : nodes) {
+            var s = n.cacheAffinity();
+            if (s == null) continue;
+            if (out == null) out = new LinkedHashMap<>();
+            Map<String, Object> one = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(s, LinkedHashMap.class);
+            for (var e : one.entrySet())
+                if (e.getValue() instanceof Number v) out.merge(e.getKey(), v.longValue(), (x, y) -> (Long) x + (Long) y);
+            hits += s.localHits() + s.remoteHits();
+            reads += s.localHits() + s.remoteHits() + s.localMisses() + s.remoteMisses() + s.fallbacks();
+        }
+        if (out != null) out.put("hit_rate", reads == 0 ? 0.0 : (double) hits / reads);
+        return out;
+    }
+
     private static StokerNode.Feed coordinator(NodeConfig config, Consumer<String> log) throws IOException, InterruptedException {
         var placement = Placement.valueOf(config.get(NodeConfig.PLACEMENT).name());
         int nodes = config.get(NodeConfig.NODES), workers = config.workers();
@@ -197,7 +219,10 @@ public final class ClusteredNode {
                     if (ledger != null) out.put("ledger", ledger.ledgerMetrics());
                     out.put("stalls", feed.stalls());
                     try {
-                        out.put("nodes", job.nodeStats());
+                        var nodes = job.nodeStats();
+                        out.put("nodes", nodes);
+                        var affinity = cacheAffinity(nodes);
+                        if (affinity != null) out.put("cache_affinity", affinity); // the nodes' figures added up (docs/cluster.md)
                     } catch (InterruptedException e) {
                         Thread.currentThread().interrupt();
                     }

@@ -12,7 +12,7 @@ public final class NodeProtocol {
     private NodeProtocol() {}
 
     public sealed interface Command extends ClusterMessage permits Hello, StartJob, Produce, Release, StopJob, GetStats, MemberGone, CountTrainers,
-            GetTimings, CoordinatorCheck {}
+            GetTimings, CoordinatorCheck, CacheHomes {}
 
     /**
      * A node's own message to its agent (never sent between nodes): member {@code address} became unreachable ({@code why}
@@ -43,6 +43,13 @@ public final class NodeProtocol {
     public record Produce(String job, String key, int worker, long epoch, long position, long globalStep, int rank,
                           ActorRef<Produced> replyTo)
             implements Command {}
+
+    /**
+     * The cache's homes of job {@code job} from now on: the live nodes that make its samples ({@code --cache-affinity};
+     * docs/cluster.md). Sent by the coordinator to every live node when the job opens and whenever a node is admitted or
+     * given up on; every node then computes the same home for each entry.
+     */
+    public record CacheHomes(String job, List<NodeInfo> homes) implements Command {}
 
     /** The coordinator's hold on object {@code key} ends (its rank has moved on); leases taken from it stay valid. */
     public record Release(String job, String key) implements Command {}
@@ -97,9 +104,18 @@ public final class NodeProtocol {
     /**
      * A node's counters: batches made, batch bytes sent over Flight and pulled over Flight,
      * batches handed to local trainers by shared memory, objects held now, and the batches (and their bytes) it passed on
-     * from other nodes ({@code --retrieval relay}: the coordinator's node).
+     * from other nodes ({@code --retrieval relay}: the coordinator's node); what the cache's affinity did on it over the jobs
+     * open there ({@code --cache-affinity}: media entries read locally and from their homes, fallbacks, bytes fetched from
+     * peers; with it off, the local media hits and misses alone; null where no job here has the cache on).
      */
     public record NodeStats(String address, long produced, long flightBatchesSent, long flightBytesSent, long pulledBatches,
-                            long pulledBytes, long localHandOuts, long heldObjects, long relayedBatches, long relayedBytes)
-            implements ClusterMessage {}
+                            long pulledBytes, long localHandOuts, long heldObjects, long relayedBatches, long relayedBytes,
+                            dev.stoker.cache.AffineCache.Stats cacheAffinity)
+            implements ClusterMessage {
+        public NodeStats(String address, long produced, long flightBatchesSent, long flightBytesSent, long pulledBatches, long pulledBytes,
+                         long localHandOuts, long heldObjects, long relayedBatches, long relayedBytes) {
+            this(address, produced, flightBatchesSent, flightBytesSent, pulledBatches, pulledBytes, localHandOuts, heldObjects, relayedBatches,
+                    relayedBytes, null);
+        }
+    }
 }

@@ -43,6 +43,10 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     final AtomicLong pulledBatches = new AtomicLong();
     final AtomicLong pulledBytes = new AtomicLong();
     final AtomicLong localHandOuts = new AtomicLong();
+    /** Reads and serves cache entries for the jobs' affinity ({@code --cache-affinity}); null until set. */
+    private volatile CacheAffinity cacheAffinity;
+    /** This node's cache folder, over the job's (a node's own {@code --cache-dir}); null: the job's. */
+    private volatile java.nio.file.Path cacheDir;
     /** Passes batches of other nodes on ({@code --retrieval relay}, on the coordinator's node); null until set. */
     private volatile BatchRelay relay;
 
@@ -59,6 +63,12 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         volatile NodeProtocol.JobStarted started;
         /** The job's shared-memory figures as this node sized its store for it (set when it opens here); null before. */
         volatile dev.stoker.node.ShmBudget shm;
+        /** The cache's affinity for this job here ({@code --cache-affinity}); null: off, or not opened yet. */
+        volatile dev.stoker.cache.AffineCache affine;
+        /** Whether the job's entries go through their homes ({@code --cache-affinity}); else {@link #affine} keeps them local. */
+        volatile boolean affinityOn;
+        /** The job's cache homes as the coordinator last sent them; null before. */
+        volatile dev.stoker.cache.CacheHomes homes;
         private dev.stoker.node.RankLedger ledger; // this node's trainers' ledger, made when the first one says hello
 
         NodeJob(String id, ActorRef<CoordinatorProtocol.Command> coordinator, long sequence, String config) {
@@ -163,7 +173,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         }
         Thread.ofPlatform().name("stoker-job-open-" + s.job()).daemon(true).start(() -> {
             try {
-                var opened = open(job, s.config());
+                var opened = open(job, s.config(), address);
                 var p = opened.producer();
                 var sch = p.schedule().order(); // the order the job's steps are cut from: its batches, or the packs planned over it
                 job.started = new NodeProtocol.JobStarted(address, p.fingerprint(), sch.datasetSize(), sch.ranks(), sch.batchSize(),
@@ -272,6 +282,8 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         if (!jobs.remove(job.id, job)) return;
         String jobId = job.id;
         job.end(why);
+        var affine = job.affine;
+        if (affine != null) affine.close();
         job.opened.thenAccept(o -> {
             try {
                 o.close();
@@ -327,10 +339,25 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     }
 
     /** The job's side on this node: its configuration as every node reads it, its pipeline writing into the node's store. */
-    private NodeFeeds.Tasks open(NodeJob job, String configJson) throws java.io.IOException, InterruptedException {
+    private NodeFeeds.Tasks open(NodeJob job, String configJson, String address) throws java.io.IOException, InterruptedException {
         var config = NodeConfig.fromJson(configJson);
+        var dir = cacheDir;
+        if (dir != null && config.cacheOn()) config = config.toBuilder().set(NodeConfig.CACHE_DIR, dir).build();
         var feeds = NodeFeeds.open(config, system);
         try {
+            var affinity = cacheAffinity;
+            var cache = config.preprocessedCache();
+            // media entries through their homes once the coordinator names them (--cache-affinity); with it off the entries stay
+            // local, and the AffineCache only counts the node's media hits and misses, so that the two can be compared
+            if (affinity != null && cache != null) {
+                var affine = new dev.stoker.cache.AffineCache(cache.store(), affinity.peers(job.id, address), CacheAffinity.OUTBOX_BYTES);
+                cache.routeMedia(affine);
+                synchronized (job) {
+                    job.affinityOn = config.cacheAffinity();
+                    job.affine = affine;
+                    if (job.homes != null && job.affinityOn) affine.homes(job.homes);
+                }
+            }
             // the job's largest batch: the worst case where it fits the store, else its data's (length index or header scan)
             var shm = NodeShares.sized(config, feeds, store.budgetBytes(),
                     line -> LOG.log(System.Logger.Level.INFO, "job " + job.id + ": " + line));
@@ -345,6 +372,8 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             store.shareAmong(NodeShares.owners(config.ranks()));
             return feeds.openTasks(store, MAX_WORKERS, slots > 0); // a member of no slots makes nothing: no cache to open
         } catch (java.io.IOException | InterruptedException | RuntimeException e) {
+            var affine = job.affine;
+            if (affine != null) affine.close();
             feeds.close();
             throw e;
         }
@@ -386,6 +415,47 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
 
     void relayThrough(BatchRelay r) { relay = r; }
 
+    /** Serves and reads the jobs' cache entries through {@code a} ({@code --cache-affinity}). */
+    void cacheAffinity(CacheAffinity a) { cacheAffinity = a; }
+
+    /** Keeps this node's cache in {@code dir} for every job, whatever folder the job's configuration names. */
+    void cacheDir(java.nio.file.Path dir) { cacheDir = dir; }
+
+    /** Job {@code jobId}'s affine cache on this node, while the job is open here with affinity on; else null (its peers' asks miss). */
+    dev.stoker.cache.AffineCache affineCache(String jobId) {
+        var job = jobs.get(jobId);
+        return job == null || !job.affinityOn ? null : job.affine;
+    }
+
+    /** The coordinator's homes of job {@code m.job()}, as node {@code self} sees them. */
+    void cacheHomes(NodeProtocol.CacheHomes m, String self) {
+        var job = jobs.get(m.job());
+        if (job == null) return;
+        var members = new java.util.ArrayList<dev.stoker.cache.CacheHomes.Member>();
+        for (var i : m.homes()) members.add(new dev.stoker.cache.CacheHomes.Member(i.address(), i.flightHost(), i.flightPort()));
+        var homes = new dev.stoker.cache.CacheHomes(self, members);
+        synchronized (job) {
+            job.homes = homes;
+            if (job.affine != null && job.affinityOn) job.affine.homes(homes);
+        }
+    }
+
+    /** What the cache's affinity did on this node (with it off: the media hits and misses of the local cache), over the jobs open here with the cache on; null when none has it. */
+    dev.stoker.cache.AffineCache.Stats affinityStats() {
+        dev.stoker.cache.AffineCache.Stats sum = null;
+        for (var j : jobs.values()) {
+            var a = j.affine;
+            if (a == null) continue;
+            var s = a.stats();
+            sum = sum == null ? s : new dev.stoker.cache.AffineCache.Stats(sum.localHits() + s.localHits(), sum.localMisses() + s.localMisses(),
+                    sum.remoteHits() + s.remoteHits(), sum.remoteMisses() + s.remoteMisses(), sum.fallbacks() + s.fallbacks(),
+                    sum.fetchedBytes() + s.fetchedBytes(), sum.offered() + s.offered(), sum.outboxDropped() + s.outboxDropped(),
+                    sum.taken() + s.taken(), sum.takenBytes() + s.takenBytes(), sum.takeDropped() + s.takeDropped(), sum.served() + s.served(),
+                    sum.servedBytes() + s.servedBytes());
+        }
+        return sum;
+    }
+
     long relayedBatches() { var r = relay; return r == null ? 0 : r.batches.get(); }
 
     long relayedBytes() { var r = relay; return r == null ? 0 : r.bytes.get(); }
@@ -402,5 +472,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
         for (var id : List.copyOf(jobs.keySet())) stopJob(id);
         var r = relay;
         if (r != null) r.close();
+        var a = cacheAffinity;
+        if (a != null) a.close();
     }
 }

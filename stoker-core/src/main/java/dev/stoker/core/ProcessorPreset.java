@@ -4,7 +4,8 @@ import java.util.Arrays;
 import java.util.stream.Collectors;
 
 /**
- * The three model families Stoker prepares data for (spec §2, §13). Each preset's pixel bounds,
+ * The model families Stoker prepares data for (spec §2, §13): the three Qwen-VL families, and the three audio families
+ * of issue 32 ({@link #audio()}), whose image and video half is a Qwen-VL family's ({@link #visionFamily()}). Each preset's pixel bounds,
  * mean and std are those of the family's published processor ({@code preprocessor_config.json} on
  * the Hugging Face Hub, what {@code AutoProcessor.from_pretrained} gives): 3,136 … 12,845,056
  * pixels for Qwen2-VL and Qwen2.5-VL, 65,536 … 16,777,216 for Qwen3-VL. Every run may override
@@ -18,7 +19,19 @@ import java.util.stream.Collectors;
 public enum ProcessorPreset {
     QWEN2_VL("qwen2-vl", 14, VisionConfig.CLIP_MEAN, VisionConfig.CLIP_STD, ChatFamily.QWEN2_VL, 56L * 56, 28L * 28 * 16384),
     QWEN2_5_VL("qwen2.5-vl", 14, VisionConfig.CLIP_MEAN, VisionConfig.CLIP_STD, ChatFamily.QWEN2_VL, 56L * 56, 28L * 28 * 16384),
-    QWEN3_VL("qwen3-vl", 16, VisionConfig.HALF, VisionConfig.HALF, ChatFamily.QWEN3_VL, 256L * 256, 4096L * 4096);
+    QWEN3_VL("qwen3-vl", 16, VisionConfig.HALF, VisionConfig.HALF, ChatFamily.QWEN3_VL, 256L * 256, 4096L * 4096),
+    /**
+     * Qwen2-Audio (issue 32): audio and text only; its vision fields are Qwen2.5-VL's placeholders, never used (a record
+     * with an image or a video is refused under it).
+     */
+    QWEN2_AUDIO("qwen2-audio", 14, VisionConfig.CLIP_MEAN, VisionConfig.CLIP_STD, ChatFamily.QWEN2_VL, 56L * 56, 28L * 28 * 16384),
+    /** Qwen2.5-Omni (issue 32): audio, and images and videos through Qwen2.5-VL's image processor (the same published settings). */
+    QWEN2_5_OMNI("qwen2.5-omni", 14, VisionConfig.CLIP_MEAN, VisionConfig.CLIP_STD, ChatFamily.QWEN2_VL, 56L * 56, 28L * 28 * 16384),
+    /**
+     * Qwen3-Omni (issue 32): audio only for now; its image processor's published settings were not checked, so a record
+     * with an image or a video is refused under it. Its vision fields are Qwen3-VL's placeholders.
+     */
+    QWEN3_OMNI("qwen3-omni", 16, VisionConfig.HALF, VisionConfig.HALF, ChatFamily.QWEN3_VL, 256L * 256, 4096L * 4096);
 
     /** Which chat template a family renders with (§10): Qwen2-VL and 2.5-VL share one. */
     public enum ChatFamily { QWEN2_VL, QWEN3_VL }
@@ -46,6 +59,32 @@ public enum ProcessorPreset {
     }
 
     public String cliName() { return cliName; }
+
+    /**
+     * The audio family this processor is ({@link AudioPreset}: Qwen2-Audio, Qwen2.5-Omni, Qwen3-Omni), or null for the
+     * Qwen-VL processors, which take no audio.
+     */
+    public AudioPreset audio() {
+        return switch (this) {
+            case QWEN2_AUDIO -> AudioPreset.QWEN2_AUDIO;
+            case QWEN2_5_OMNI -> AudioPreset.QWEN2_5_OMNI;
+            case QWEN3_OMNI -> AudioPreset.QWEN3_OMNI;
+            case QWEN2_VL, QWEN2_5_VL, QWEN3_VL -> null;
+        };
+    }
+
+    /**
+     * The Qwen-VL family whose image and video rules this processor's images and videos follow: itself for a Qwen-VL
+     * processor; Qwen2.5-VL for Qwen2.5-Omni (the same {@code Qwen2VLImageProcessor} settings and video sampling); for
+     * Qwen2-Audio and Qwen3-Omni a placeholder (Qwen2.5-VL, Qwen3-VL) that no image or video reaches, since both refuse them.
+     */
+    public ProcessorPreset visionFamily() {
+        return switch (this) {
+            case QWEN2_AUDIO, QWEN2_5_OMNI -> QWEN2_5_VL;
+            case QWEN3_OMNI -> QWEN3_VL;
+            case QWEN2_VL, QWEN2_5_VL, QWEN3_VL -> this;
+        };
+    }
 
     public ChatFamily chatFamily() { return chatFamily; }
 

@@ -49,12 +49,16 @@ import dev.stoker.text.TruncationPolicy;
  *                         release has no video rules Stoker knows, for one); null with {@code video} set, and null for
  *                         the plain "video is not supported" (as every job without video said before). Not part of the
  *                         encoding: it changes no tensor, only an error's words.
+ * @param audio            the audio family and its features' padding (issue 32: {@code --processor qwen2-audio |
+ *                         qwen2.5-omni | qwen3-omni}, {@code --audio-pad}), or null for a Qwen-VL processor, which takes no
+ *                         audio (audio records refused). With it, {@link #preset()} is the family's vision half
+ *                         ({@link ProcessorPreset#visionFamily()}), whose image and video rules its images and videos follow.
  */
 public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPolicy exif, DecodeScale decodeScale,
                             long maxSourcePixels, int maxSequenceLength, TruncationPolicy truncation, PixelFormat pixelFormat,
                             int maxImages, TextOnlyPolicy textOnly, String chatTemplate, String model, InputContract inputContract,
                             long decodeMemoryBytes, ImageBackend imageBackend, dev.stoker.encode.video.VideoEncoding video,
-                            String videoRefusal) {
+                            String videoRefusal, dev.stoker.encode.audio.AudioEncoding audio) {
 
     /** JPEG decode scaling: OFF is bit-exact with Pillow; AUTO trades exactness for speed like Pillow's draft(). */
     public enum DecodeScale { OFF, AUTO }
@@ -141,6 +145,8 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public EncodeOptions {
         if (maxSourcePixels <= 0) throw new IllegalArgumentException("max source pixels must be positive");
+        if (preset.audio() != null) // the image and video machinery knows the Qwen-VL families only
+            throw new IllegalArgumentException(preset + ": encode under its vision family " + preset.visionFamily() + " with withAudio(…)");
         if (maxSequenceLength < 0) throw new IllegalArgumentException("max sequence length must be >= 0");
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         if (maxImages < 0) throw new IllegalArgumentException("max images must be >= 0");
@@ -158,28 +164,28 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     public static EncodeOptions defaults(ProcessorPreset preset) {
         return new EncodeOptions(preset, preset.vision(), ExifPolicy.APPLY, DecodeScale.OFF,
                 DEFAULT_MAX_SOURCE_PIXELS, DEFAULT_MAX_SEQUENCE_LENGTH, TruncationPolicy.REJECT, PixelFormat.FLOAT32, 0, DEFAULT_TEXT_ONLY, null, null,
-                DEFAULT_INPUT_CONTRACT, 0, ImageBackend.PIL, null, null);
+                DEFAULT_INPUT_CONTRACT, 0, ImageBackend.PIL, null, null, null);
     }
 
     public EncodeOptions withPixels(long minPixels, long maxPixels) {
-        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision.withPixels(minPixels, maxPixels), exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     public EncodeOptions withExif(ExifPolicy e) {
-        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, e, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     public EncodeOptions withDecodeScale(DecodeScale d) {
-        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, exif, d, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     public EncodeOptions withMaxSourcePixels(long n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, exif, decodeScale, n, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /** With the per-thread decode memory budget (0: the default for the threads that decode). */
     public EncodeOptions withDecodeMemory(long bytes) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, bytes, imageBackend, video, videoRefusal, audio);
     }
 
     /** The budget {@code threads} decoding threads each get: {@link #decodeMemoryBytes()}, or the default when it is 0. */
@@ -188,7 +194,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     }
 
     public EncodeOptions withPixelFormat(PixelFormat f) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, f, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /** Bytes of the pixel tensor of one image at the pixel cap ({@code max_pixels}) in this format. */
@@ -196,12 +202,12 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     /** With the vision config of a model folder (its geometry, mean, std and pixel bounds). */
     public EncodeOptions withVision(VisionConfig v) {
-        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, v, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /** With what a model folder adds to the encoding (see {@link #model()}); null for none. */
     public EncodeOptions withModel(String m) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, textOnly, chatTemplate, m, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /** The SHA-256 of the chat template's source, hex; null for the built-in template. */
@@ -220,7 +226,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
     /** With the chat template rendered from {@code jinjaSource} (null: the built-in one); see {@link #chatTemplate()}. */
     public EncodeOptions withChatTemplate(String jinjaSource) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+                textOnly, jinjaSource, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /**
@@ -233,11 +239,11 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
                 + ", maxSourcePixels=" + maxSourcePixels + ", maxSequenceLength=" + maxSequenceLength + ", truncation=" + truncation
                 + ", pixelFormat=" + pixelFormat + ", maxImages=" + maxImages + ", textOnly=" + textOnly + ", inputContract=" + inputContract
                 + ", model=" + model + ", decodeMemoryBytes=" + decodeMemoryBytes + ", imageBackend=" + imageBackend + (video == null ? "" : ", video=" + video)
-                + (videoRefusal == null ? "" : ", videoRefusal=" + videoRefusal) + "]";
+                + (videoRefusal == null ? "" : ", videoRefusal=" + videoRefusal) + (audio == null ? "" : ", audio=" + audio) + "]";
     }
 
     public EncodeOptions withMaxImages(int n) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, n, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /**
@@ -256,19 +262,19 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
 
     public EncodeOptions withTextOnly(TextOnlyPolicy t) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages, t,
-                chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+                chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /** With the image processor whose {@code pixel_values} images get (see {@link #imageBackend()}). */
     public EncodeOptions withImageBackend(ImageBackend backend) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, backend, video, videoRefusal);
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, backend, video, videoRefusal, audio);
     }
 
     /** With the tensors of {@code contract} (see {@link InputContract}). */
     public EncodeOptions withInputContract(InputContract contract) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, contract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+                textOnly, chatTemplate, model, contract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 
     /**
@@ -278,7 +284,7 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
      */
     public EncodeOptions withVideo(dev.stoker.encode.video.VideoEncoding v) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, v, null);
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, v, null, audio);
     }
 
     /**
@@ -287,7 +293,13 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
      */
     public EncodeOptions withVideoRefused(String reason) {
         return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
-                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, null, reason);
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, null, reason, audio);
+    }
+
+    /** With the audio clips of samples encoded as {@code a} says (null: none, audio records refused). */
+    public EncodeOptions withAudio(dev.stoker.encode.audio.AudioEncoding a) {
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxSequenceLength, truncation, pixelFormat, maxImages,
+                textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, a);
     }
 
     /**
@@ -295,11 +307,12 @@ public record EncodeOptions(ProcessorPreset preset, VisionConfig vision, ExifPol
      * that refuses them, saying {@link #videoRefusal()}.
      */
     public dev.stoker.text.SampleParser sampleParser() {
-        return video != null ? new dev.stoker.text.SampleParser(dev.stoker.text.SampleParser.Videos.ACCEPT)
-                : new dev.stoker.text.SampleParser(dev.stoker.text.SampleParser.Videos.REFUSE, videoRefusal);
+        var audios = audio != null ? dev.stoker.text.SampleParser.Audios.ACCEPT : dev.stoker.text.SampleParser.Audios.REFUSE;
+        return video != null ? new dev.stoker.text.SampleParser(dev.stoker.text.SampleParser.Videos.ACCEPT, null, audios)
+                : new dev.stoker.text.SampleParser(dev.stoker.text.SampleParser.Videos.REFUSE, videoRefusal, audios);
     }
 
     public EncodeOptions withSequenceLimit(int maxLength, TruncationPolicy policy) {
-        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal);
+        return new EncodeOptions(preset, vision, exif, decodeScale, maxSourcePixels, maxLength, policy, pixelFormat, maxImages, textOnly, chatTemplate, model, inputContract, decodeMemoryBytes, imageBackend, video, videoRefusal, audio);
     }
 }

@@ -144,7 +144,7 @@ public final class ImagePreprocessor {
                 img.info().format(), plan.srcHeight(), plan.srcWidth(), plan.resizedHeight(), plan.resizedWidth(), scale);
         int n = Math.toIntExact(plan.resizedByteSize());
         if (cached.length < n) cached = new byte[n];
-        boolean hit = cache.store().read(key, cached, 0, n);
+        boolean hit = cache.media().read(key, cached, 0, n);
         long t1 = System.nanoTime();
         cacheNanos += t1 - t0;
         if (hit) return new RgbImage(plan.resizedWidth(), plan.resizedHeight(), cached);
@@ -161,7 +161,7 @@ public final class ImagePreprocessor {
         }
         long t3 = System.nanoTime();
         transformNanos += t3 - t2;
-        cache.store().write(key, resized.data(), 0, n);
+        cache.media().write(key, resized.data(), 0, n);
         cacheNanos += System.nanoTime() - t3;
         return resized;
     }

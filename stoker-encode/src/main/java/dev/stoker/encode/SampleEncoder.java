@@ -100,19 +100,36 @@ public final class SampleEncoder {
         int maxLength = options.maxSequenceLength() == 0 ? Integer.MAX_VALUE : options.maxSequenceLength(); // 0: no limit
         var builder = TokenSequenceBuilder.forPreset(tokenizer, options.preset(), template, maxLength, options.truncation());
         this.images = new ImagePreprocessor(options);
+        this.parser = options.sampleParser(); // without video, why this job takes none (if it says); audio under an audio family
         if (video == null) {
-            this.parser = new SampleParser(SampleParser.Videos.REFUSE, options.videoRefusal()); // why this job takes none, if it says
             this.tokens = builder;
             this.videos = null;
         } else {
-            this.parser = new SampleParser(SampleParser.Videos.ACCEPT);
             this.tokens = builder.withVideo(options.preset(), video.contract());
             this.videos = new VideoPreprocessor(options.preset(), options.vision(), video, options.decodeMemoryBytes(1), decoder);
             // frame lists: their images decoded on this encoder's thread as its images are, within the same limits
             this.videos.decodeFramesWith(dev.stoker.image.decode.ImageDecoders.forCurrentThread(),
                     new dev.stoker.image.decode.DecodeOptions(options.exif(), options.maxSourcePixels(), 1, images.decodeMemoryBytes()));
         }
+        this.omni = options.audio() == null ? null : new dev.stoker.encode.audio.OmniEncoder(options, tokenizer, images, videos);
     }
+
+    /** The audio family's half (issue 32), or null under a Qwen-VL processor. */
+    private final dev.stoker.encode.audio.OmniEncoder omni;
+
+    /**
+     * Encodes a sample of an audio family ({@link EncodeOptions#audio()} set): its clips' log-mel features beside the
+     * tensors of {@link #encode}, its positions those of the family ({@link dev.stoker.encode.audio.OmniEncoder}). Needs an
+     * encoder made with audio; the feed's batches carry no audio yet, so only {@code stoker encode} calls this.
+     */
+    public dev.stoker.encode.audio.OmniEncoder.Encoded encodeAudioSample(ChatSample sample, ImageSource source,
+                                                                         VideoPreprocessor.VideoSource videoSource) {
+        if (omni == null) throw new IllegalStateException("this encoder was made without an audio family");
+        return omni.encode(sample, source, videoSource == null ? NO_VIDEOS : videoSource);
+    }
+
+    /** Whether this encoder encodes an audio family's samples ({@link #encodeAudioSample}). */
+    public boolean audio() { return omni != null; }
 
     /** The video half's counters (videos, frames decoded and kept, decode time); null for an encoder without video. */
     public VideoPreprocessor videoStats() { return videos; }
@@ -328,6 +345,7 @@ public final class SampleEncoder {
      * video indexed (demuxed, not decoded) and planned, so its grid, tokens and rows are known; nothing decoded.
      */
     public Prepared prepare(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
+        if (omni != null) throw new IllegalStateException(options.audio().preset() + ": audio samples are encoded by encodeAudioSample, not batched");
         String id = sample.id();
         List<String> refs = sample.imagePaths();
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
@@ -466,6 +484,7 @@ public final class SampleEncoder {
      */
     public dev.stoker.plan.pack.SampleShape shape(ChatSample sample, Map<String, byte[]> imagesByReference,
                                                  VideoPreprocessor.VideoSource videoSource) {
+        if (omni != null) return omni.shape(sample, imagesByReference, videoSource);
         var planned = new ArrayList<ImagePreprocessor.Planned>(sample.imagePaths().size());
         var grids = plan(sample, fetched(imagesByReference), planned);
         var plannedVideos = new ArrayList<VideoPreprocessor.Planned>(sample.videos().size());

@@ -245,6 +245,39 @@ public final class FlightBatchClient implements AutoCloseable {
         return new Session(id, rank, world, job, FlightWire.read(answer, FlightWire.Joined.class, "join answer"));
     }
 
+    /**
+     * One action call whose results' bodies, in order, are copied into {@code dst} from its start: the bytes received (0:
+     * no result). Bounded: the call ends after {@code timeoutMillis}, and an answer longer than {@code dst} is refused
+     * (the call cancelled) before a byte past it is kept.
+     *
+     * @throws FlightRuntimeException when the server refuses or fails the call, or the deadline passes (DEADLINE_EXCEEDED)
+     * @throws IllegalStateException  when the answer is longer than {@code dst}
+     */
+    public long action(String type, byte[] body, long timeoutMillis, MemorySegment dst) {
+        var request = org.apache.arrow.flight.impl.Flight.Action.newBuilder().setType(type)
+                .setBody(com.google.protobuf.ByteString.copyFrom(body)).build();
+        var context = io.grpc.Context.current().withCancellation();
+        var previous = context.attach();
+        try {
+            var results = ClientCalls.blockingServerStreamingCall(channel, org.apache.arrow.flight.impl.FlightServiceGrpc.getDoActionMethod(),
+                    CallOptions.DEFAULT.withDeadlineAfter(timeoutMillis, java.util.concurrent.TimeUnit.MILLISECONDS), request);
+            long n = 0;
+            while (results.hasNext()) {
+                var chunk = results.next().getBody();
+                if (chunk.size() > dst.byteSize() - n)
+                    throw new IllegalStateException(peer + " answered " + type + " with more than the " + dst.byteSize() + " bytes expected");
+                MemorySegment.copy(MemorySegment.ofBuffer(chunk.asReadOnlyByteBuffer()), 0, dst, n, chunk.size());
+                n += chunk.size();
+            }
+            return n;
+        } catch (StatusRuntimeException e) {
+            throw StatusUtils.fromGrpcRuntimeException(e);
+        } finally {
+            context.detach(previous);
+            context.cancel(null); // ends the call if it was left early
+        }
+    }
+
     /** One action call; its first result's body (empty when none). */
     private byte[] action(String type, byte[] body) {
         var request = org.apache.arrow.flight.impl.Flight.Action.newBuilder().setType(type)

@@ -178,6 +178,25 @@ public final class FlightBatchServer implements AutoCloseable {
         default Lent loan(String name) { return Lent.of(lend(name)); }
     }
 
+    /**
+     * Further DoAction types a server answers (a cluster node's cache entries for its peers). Called on the server's
+     * threads, after the token check.
+     */
+    @FunctionalInterface
+    public interface Actions {
+        /**
+         * Answers action {@code type} with body {@code body} by passing each result's bytes to {@code results} (none:
+         * an empty answer); false when {@code type} is not one of these actions. IllegalArgumentException: a bad request.
+         */
+        boolean answer(String type, byte[] body, java.util.function.Consumer<byte[]> results);
+    }
+
+    /** The further actions answered; null: none. */
+    private volatile Actions actions;
+
+    /** Answers {@code a}'s actions from now on (null: none). */
+    public void serveActions(Actions a) { actions = a; }
+
     /** A batch the server holds until it has copied the tensors out ({@code done} ends the hold, once). */
     public record Lent(BatchLayout.Meta meta, List<Tensor> tensors, Runnable done) {
         static Lent of(BatchProvider.Delivery d) {
@@ -320,7 +339,12 @@ public final class FlightBatchServer implements AutoCloseable {
                         }
                         if (s != null) leave(s);
                     }
-                    default -> throw new IllegalArgumentException("unknown action " + action.getType());
+                    default -> {
+                        var more = actions;
+                        if (more == null || !more.answer(action.getType(), action.getBody(),
+                                r -> listener.onNext(new org.apache.arrow.flight.Result(r))))
+                            throw new IllegalArgumentException("unknown action " + action.getType());
+                    }
                 }
                 listener.onCompleted();
             } catch (IllegalArgumentException e) {

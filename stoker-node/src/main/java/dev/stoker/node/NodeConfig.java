@@ -67,7 +67,7 @@ public final class NodeConfig extends NodeSettings {
         this.values = Collections.unmodifiableMap(values);
         this.given = Collections.unmodifiableSet(given);
         this.adopted = adopted;
-        this.videoGiven = VideoSettings.of(this, processor()); // reads the model folder's video processor config once
+        this.videoGiven = VideoSettings.of(this, processor().visionFamily()); // reads the model folder's video processor config once
     }
 
     public static Builder builder() { return new Builder(); }
@@ -95,7 +95,11 @@ public final class NodeConfig extends NodeSettings {
 
     // ---- typed accessors
 
+    /** {@code --processor}: a Qwen-VL family or an audio family ({@link ProcessorPreset#audio()}). */
     public ProcessorPreset processor() { return get(PROCESSOR_KEY); }
+
+    /** The audio family {@code --processor} names (issue 32), or null for a Qwen-VL processor. */
+    public dev.stoker.core.AudioPreset audioPreset() { return processor().audio(); }
 
     /** The model folder (--model), read and checked; null when none was given. */
     public ModelFolder model() { return adopted.model(); }
@@ -217,7 +221,7 @@ public final class NodeConfig extends NodeSettings {
     /** How samples are encoded, from the PROCESSOR settings. */
     public EncodeOptions encodeOptions() {
         try {
-            var preset = processor();
+            var preset = processor().visionFamily(); // an audio family's images and videos follow its vision family's rules
             var base = EncodeOptions.defaults(preset);
             // the model's geometry, mean and std, unless --override-model chose another family
             var folder = model();
@@ -234,6 +238,11 @@ public final class NodeConfig extends NodeSettings {
                     .withTextOnly(get(TEXT_ONLY)).withInputContract(TransformersVersion.inputContract(get(TRANSFORMERS)))
                     .withImageBackend(imageBackend());
             var video = video();
+            if (audioPreset() == null && (isGiven(AUDIO_PAD) || get(USE_AUDIO_IN_VIDEO)))
+                throw new ConfigException("--audio-pad and --use-audio-in-video need an audio family's --processor (qwen2-audio, "
+                        + "qwen2.5-omni, qwen3-omni), not " + processor());
+            if (audioPreset() != null) base = base.withAudio(new dev.stoker.encode.audio.AudioEncoding(audioPreset(), get(AUDIO_PAD),
+                    get(USE_AUDIO_IN_VIDEO)));
             return video.encoding() != null ? base.withVideo(video.encoding()) : base.withVideoRefused(video.refusal());
         } catch (IllegalArgumentException e) {
             throw new ConfigException(e.getMessage().startsWith("--") ? e.getMessage() : "--min-pixels/--max-pixels/--max-seq-len: " + e.getMessage());
@@ -348,7 +357,7 @@ public final class NodeConfig extends NodeSettings {
                 && isGiven(COST_VIT_ATTENTION_LAYERS) && isGiven(COST_VIT_HIDDEN);
         PackCost base;
         try {
-            base = model() != null && !all ? PackCost.fromModelFolder(model().dir()) : PackCost.forFamily(processor());
+            base = model() != null && !all ? PackCost.fromModelFolder(model().dir()) : PackCost.forFamily(processor().visionFamily());
         } catch (ModelFolder.ModelFolderException e) {
             throw new ConfigException("--model (the cost model of a packed job): " + e.getMessage() + "; or give every --cost-* option");
         }
@@ -371,6 +380,9 @@ public final class NodeConfig extends NodeSettings {
         String env = System.getenv(CACHE_ENV);
         return env == null || !(env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false") || env.equals("0"));
     }
+
+    /** Whether a cluster job's nodes read media entries from their home node ({@code --cache-affinity}; with the cache on). */
+    public boolean cacheAffinity() { return cacheOn() && get(CACHE_AFFINITY); }
 
     /** The cache's folder: {@code --cache-dir}, else {@code $STOKER_CACHE_DIR}, {@code $XDG_CACHE_HOME/stoker}, {@code ~/.cache/stoker}. */
     public Path cacheDir() {

@@ -93,7 +93,16 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "(Jinja, as transformers' apply_chat_template does; slower), labels by the official rule (docs/chat-templates.md).");
     public static final ConfigKey<ProcessorPreset> PROCESSOR_KEY = key("processor", PROCESSOR, "NAME", TEXT, ProcessorPreset::fromName,
             ProcessorPreset::cliName, ProcessorPreset.QWEN2_5_VL, null, "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl (with --model: "
-                    + "the model's).");
+                    + "the model's); or an audio family, qwen2-audio, qwen2.5-omni, qwen3-omni (audio records read, log-mel features "
+                    + "written; encode and validate only, docs/audio.md).");
+    public static final ConfigKey<dev.stoker.encode.audio.AudioEncoding.Pad> AUDIO_PAD = key("audio-pad", PROCESSOR, "valid|hf", TEXT,
+            ConfigKey.enumOf(dev.stoker.encode.audio.AudioEncoding.Pad.class), ConfigKey::cliName, dev.stoker.encode.audio.AudioEncoding.Pad.VALID,
+            null, "Audio families only: valid writes each clip's valid log-mel frames (100 per second); hf pads as the Hugging Face "
+                    + "processor does (qwen2-audio to 30 s, qwen2.5-omni to 300 s, qwen3-omni to the clip), for parity.");
+    public static final ConfigKey<Boolean> USE_AUDIO_IN_VIDEO = key("use-audio-in-video", PROCESSOR, null, FLAG, ConfigKey.flag(),
+            String::valueOf, false, null, "Omni families only: a video whose item and record do not give use_audio_in_video uses its "
+                    + "audio track (read and interleaved with its frames: Qwen2.5-Omni in 2 s chunks); a video without one is that "
+                    + "sample's error.");
     public static final ConfigKey<Long> MIN_PIXELS = key("min-pixels", PROCESSOR, "N", NUMBER, ConfigKey.longInt(1, Long.MAX_VALUE),
             String::valueOf, null, "the processor's: 3136 for qwen2-vl and qwen2.5-vl, 65536 for qwen3-vl; with --model, the model's",
             "Lower bound of the resized image area in pixels.");
@@ -327,12 +336,19 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "docs/cache.md).");
     public static final ConfigKey<Path> CACHE_DIR = key("cache-dir", STORE, "DIR", TEXT, ConfigKey.path(), Path::toString, null,
             "$" + CACHE_DIR_ENV + ", else $XDG_CACHE_HOME/stoker, else ~/.cache/stoker", "The cache's folder; services of one host "
-                    + "may share it (a second one over the same data and settings finds the first one's entries).");
+                    + "may share it (a second one over the same data and settings finds the first one's entries). Given to `node` "
+                    + "or `serve --join`, the member's own folder for every cluster job it works on, whatever folder the job names.");
     public static final ConfigKey<Long> CACHE_BYTES = key("cache-bytes", STORE, "BYTES", NUMBER, ConfigKey.bytes(1 << 20), String::valueOf,
             null, "a quarter of --cache-dir's free space when the service starts", "The cache's byte budget (entries as stored, "
                     + "compressed); entries this job has not used make room first, and entries it uses are never evicted for new "
                     + "ones (a data set that does not fit keeps a stable part cached); suffixes K, M, G, T allowed.");
 
+    public static final ConfigKey<Boolean> CACHE_AFFINITY = key("cache-affinity", STORE, "on|off", TEXT, NodeSettings::onOff,
+            v -> v ? "on" : "off", true, null, "With --join and --cache on: each image's and video's cache entry has a home node "
+                    + "(by its key, over the job's nodes), and a node making a batch reads the entries homed elsewhere from their home "
+                    + "(over the nodes' Flight endpoints; a home that fails is skipped and the entry computed locally), so that in "
+                    + "epoch two every node finds every entry whatever batch or pack its sample falls in; off: each node reads only "
+                    + "its own cache (docs/cluster.md, docs/cache.md).");
     public static final ConfigKey<Boolean> CACHE_COMPRESS = key("cache-compress", STORE, "zstd|none", TEXT, NodeSettings::zstdOrNone,
             v -> v ? "zstd" : "none", false, null, "How new cache entries are stored: none (raw, the default: the cheapest "
                     + "to write in epoch 1 and to read in the next) or zstd (level 1: about 3/4 of the bytes of resized photos, at "

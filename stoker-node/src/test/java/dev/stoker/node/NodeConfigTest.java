@@ -182,6 +182,23 @@ class NodeConfigTest {
         assertEquals(500_000, NodeConfig.builder().data("d.jsonl").set(NodeConfig.MAX_PIXELS, 500_000L).build().encodeOptions().vision().maxPixels());
     }
 
+    /** An audio family encodes its images and videos under its vision family, with its audio settings beside (issue 32). */
+    @Test
+    void anAudioFamilyEncodesUnderItsVisionFamilyWithItsAudioSettings() {
+        var o = NodeConfig.builder().data("d.jsonl").processor(ProcessorPreset.QWEN2_5_OMNI).build().encodeOptions();
+        assertEquals(ProcessorPreset.QWEN2_5_VL, o.preset());
+        assertEquals(dev.stoker.core.AudioPreset.QWEN2_5_OMNI, o.audio().preset());
+        assertEquals(dev.stoker.encode.audio.AudioEncoding.Pad.VALID, o.audio().pad());
+        assertTrue(o.sampleParser().acceptsAudio());
+        var hf = NodeConfig.builder().data("d.jsonl").processor(ProcessorPreset.QWEN3_OMNI)
+                .set(NodeConfig.AUDIO_PAD, dev.stoker.encode.audio.AudioEncoding.Pad.HF).build().encodeOptions();
+        assertEquals(dev.stoker.encode.audio.AudioEncoding.Pad.HF, hf.audio().pad());
+        var vl = NodeConfig.builder().data("d.jsonl").build().encodeOptions();
+        assertEquals(null, vl.audio());
+        assertFalse(vl.sampleParser().acceptsAudio());
+        assertThrows(IllegalArgumentException.class, () -> dev.stoker.encode.EncodeOptions.defaults(ProcessorPreset.QWEN2_5_OMNI));
+    }
+
     /** --model: the family, bounds and tokenizer come from the folder; the effective values are printed and fingerprinted. */
     @Test
     void aModelFolderGivesTheFamilyBoundsAndTokenizer() throws Exception {

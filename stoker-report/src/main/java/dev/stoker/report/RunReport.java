@@ -90,6 +90,7 @@ public final class RunReport {
                     packingPlot(run));
         countersTable(h, run);
         cacheTable(h, run);
+        cacheAffinityTable(h, run);
         skippedTable(h, run);
 
         h.append("<p class=\"sub\">Written by stoker report from the run's JSON files (see docs/run-data.md).</p>\n");
@@ -365,6 +366,51 @@ public final class RunReport {
                     .append("</td></tr>\n");
         }
         h.append("</tbody></table></section>\n");
+    }
+
+    /**
+     * A cluster job's cache affinity ({@code --cache-affinity}: each media entry kept at its home node): per node the media
+     * reads hit and missed where the batch was made and at the entries' homes, the fallbacks (a home that failed or did not
+     * answer: computed at the maker), the bytes fetched from homes, the entries offered to and taken by their homes and
+     * those served to peers; then the job's total ({@code cache_affinity}, the nodes' figures added up). Nothing for a run
+     * whose metrics have no node with the cache on.
+     */
+    private static void cacheAffinityTable(StringBuilder h, RunData run) {
+        var rows = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("cache_affinity").isObject()).toList();
+        if (rows.isEmpty()) return;
+        h.append("<section id=\"cache-affinity\"><h2>Cache affinity on the cluster</h2>\n<p class=\"note\">Each image's and video's ")
+                .append("resized pixels are kept at one home node, whichever node makes the batch or pack it falls in: read where the batch ")
+                .append("is made when that node holds them, else asked of their home; a home that fails or does not answer in time is a ")
+                .append("fallback (computed where the batch is made). With affinity off, each node counts its own hits and misses only.</p>\n")
+                .append("<table id=\"cache-affinity-table\"><thead><tr><th>mode</th><th>node</th><th>hits / misses here</th>")
+                .append("<th>hits / misses at the home</th><th>fallbacks</th><th>hit rate</th><th>MB fetched from homes</th>")
+                .append("<th>offered / taken by homes</th><th>served to peers (MB)</th></tr></thead><tbody>\n");
+        for (Mode m : rows) {
+            for (JsonNode n : m.pipeline().path("nodes")) {
+                JsonNode a = n.path("cacheAffinity");
+                if (a.isObject()) affinityRow(h, m.name(), n.path("address").asText("?"), a, affinityHitRate(a));
+            }
+            JsonNode total = m.pipeline().path("cache_affinity");
+            affinityRow(h, m.name(), "all nodes", total, total.path("hit_rate").asDouble());
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    /** Hits (where the batch was made and at the homes) over media reads, as {@code cache_affinity.hit_rate} adds them up. */
+    private static double affinityHitRate(JsonNode a) {
+        long hits = a.path("localHits").asLong() + a.path("remoteHits").asLong();
+        long reads = hits + a.path("localMisses").asLong() + a.path("remoteMisses").asLong() + a.path("fallbacks").asLong();
+        return reads == 0 ? 0 : (double) hits / reads;
+    }
+
+    private static void affinityRow(StringBuilder h, String mode, String node, JsonNode a, double hitRate) {
+        h.append("<tr><td>").append(Html.esc(mode)).append("</td><td>").append(Html.esc(node)).append("</td><td>")
+                .append(a.path("localHits").asLong()).append(" / ").append(a.path("localMisses").asLong()).append("</td><td>")
+                .append(a.path("remoteHits").asLong()).append(" / ").append(a.path("remoteMisses").asLong()).append("</td><td>")
+                .append(a.path("fallbacks").asLong()).append("</td><td>").append(Html.num(100 * hitRate, 1)).append("%</td><td>")
+                .append(Html.num(a.path("fetchedBytes").asLong() / 1e6, 1)).append("</td><td>").append(a.path("offered").asLong())
+                .append(" / ").append(a.path("taken").asLong()).append("</td><td>").append(a.path("served").asLong()).append(" (")
+                .append(Html.num(a.path("servedBytes").asLong() / 1e6, 1)).append(")</td></tr>\n");
     }
 
     private static void countersTable(StringBuilder h, RunData run) {

@@ -152,6 +152,32 @@ class RunReportTest {
         assertTrue(perRank.contains("job</td><td>1</td><td>5</td><td>0.750</td><td>0.750</td><td>300.0 ms</td><td>400.0 ms</td>"), perRank);
     }
 
+    /**
+     * A cluster job's cache affinity (serve --join's {@code nodes[].cacheAffinity} and {@code cache_affinity}): a row per node
+     * with its own hit rate, then the job's total; a run without it has no section. (CacheAffinityTest renders a real job's.)
+     */
+    @Test
+    void cacheAffinityIsShownPerNodeAndForTheJob(@TempDir Path dir) throws Exception {
+        String a = "\"localHits\":3,\"localMisses\":1,\"remoteHits\":4,\"remoteMisses\":0,\"fallbacks\":0,\"fetchedBytes\":2500000,"
+                + "\"offered\":1,\"outboxDropped\":0,\"taken\":2,\"takenBytes\":9,\"takeDropped\":0,\"served\":5,\"servedBytes\":3000000";
+        String b = "\"localHits\":1,\"localMisses\":0,\"remoteHits\":1,\"remoteMisses\":1,\"fallbacks\":1,\"fetchedBytes\":500000,"
+                + "\"offered\":0,\"outboxDropped\":0,\"taken\":1,\"takenBytes\":9,\"takeDropped\":0,\"served\":0,\"servedBytes\":0";
+        Files.writeString(dir.resolve("job-pipeline.json"), "{\"nodes\":[{\"address\":\"10.0.0.1:2551\",\"produced\":3,\"cacheAffinity\":{" + a
+                + "}},{\"address\":\"10.0.0.2:2551\",\"produced\":2,\"cacheAffinity\":{" + b + "}},{\"address\":\"10.0.0.3:2551\"}],"
+                + "\"cache_affinity\":{\"localHits\":4,\"localMisses\":1,\"remoteHits\":5,\"remoteMisses\":1,\"fallbacks\":1,"
+                + "\"fetchedBytes\":3000000,\"offered\":1,\"taken\":3,\"served\":5,\"servedBytes\":3000000,\"hit_rate\":0.75}}");
+        String html = Files.readString(RunReport.write(dir));
+        String table = html.substring(html.indexOf("<table id=\"cache-affinity-table\">"));
+        table = table.substring(0, table.indexOf("</table>"));
+        assertTrue(table.contains("<td>job</td><td>10.0.0.1:2551</td><td>3 / 1</td><td>4 / 0</td><td>0</td><td>87.5%</td><td>2.5</td>"
+                + "<td>1 / 2</td><td>5 (3.0)</td>"), table);
+        assertTrue(table.contains("<td>10.0.0.2:2551</td><td>1 / 0</td><td>1 / 1</td><td>1</td><td>50.0%</td>"), table);
+        assertFalse(table.contains("10.0.0.3"), "a node without the cache has no row");
+        assertTrue(table.contains("<td>all nodes</td><td>4 / 1</td><td>5 / 1</td><td>1</td><td>75.0%</td><td>3.0</td><td>1 / 3</td>"), table);
+        Files.writeString(dir.resolve("job-pipeline.json"), "{\"nodes\":[{\"address\":\"10.0.0.1:2551\"}]}");
+        assertFalse(Files.readString(RunReport.write(dir)).contains("cache-affinity"));
+    }
+
     /** The autotuner's decisions (docs/run-data.md {@code autotune}) are listed with their figures; an untuned run has no section. */
     @Test
     void autotuneDecisionsAreListedPerMode(@TempDir Path dir) throws Exception {

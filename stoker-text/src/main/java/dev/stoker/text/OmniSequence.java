@@ -7,16 +7,16 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * One sample of an audio family from its parsed chat to its token-side inputs (issue 32): the entry point {@code encode}
- * should call once the audio features are served. Renders the chat ({@link OmniTemplate}, or a model's own
+ * One sample of an audio family from its parsed chat to its token-side inputs (issue 32), as stoker-encode's
+ * {@code OmniEncoder} calls it for {@code encode} and {@code validate}. Renders the chat ({@link OmniTemplate}, or a model's own
  * {@link ChatRenderer}), tokenizes it with the family's special ids, widens the pads to each item's size
  * ({@link OmniTokens#expand}), labels it by the official rule ({@link TokenSequenceBuilder#labels}) and numbers its
  * positions ({@link OmniPositions}). The sizes come from the media stages: each clip's valid mel frames, each image's and
  * video's grid, each video's seconds per grid and, when the sample uses a video's audio, that track's mel frames.
  *
- * <p>Not done here (left to the integration): the length limit and truncation (a cut inside an interleaved video would
- * have to drop the video and its audio together), and the output schema: Qwen3-Omni's positions are float32 and
- * {@link TextFeatures} holds longs.
+ * <p>Not done here: the length limit (the caller's: {@code OmniEncoder} filters an over-long sample, and nothing truncates
+ * one, since a cut inside an interleaved video would have to drop the video and its audio together); Qwen3-Omni's
+ * positions come out as float32 ({@link Features#floatPositions()}), which {@code encode} writes as they are.
  *
  * <p>Threading: immutable; safe to share when the tokenizer and renderer are.
  */

@@ -63,7 +63,7 @@ public final class OmniTokens {
     /** LLM tokens of a clip of {@code melFrames} valid frames under {@code preset} (audio.md §5's formulas). */
     public static long audioTokens(AudioPreset preset, long melFrames) {
         if (melFrames < 1) throw new IllegalArgumentException("an audio clip needs at least one mel frame, got " + melFrames);
-        return preset.family().tokens(Math.toIntExact(melFrames));
+        return preset.tokens(Math.toIntExact(melFrames));
     }
 
     /**
@@ -93,7 +93,7 @@ public final class OmniTokens {
         if (preset.hfPadSeconds() == 0 && longestInCall <= 200)
             throw new IllegalArgumentException("a call whose longest clip has " + longestInCall + " samples is too short for " + preset
                     + "'s feature extractor (at least 201)");
-        return preset.family().melFrames(samples, longestInCall);
+        return preset.melFrames(samples, longestInCall);
     }
 
     /**

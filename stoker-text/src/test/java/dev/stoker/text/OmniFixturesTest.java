@@ -42,8 +42,8 @@ class OmniFixturesTest {
         int n = 0;
         for (var t : fixture.get("tokens")) {
             long frames = t.get("frames").asLong();
-            assertEquals(t.get("stride4").asLong(), dev.stoker.core.AudioFamily.qwen2AudioTokens(Math.toIntExact(frames)), "stride-4 tokens of " + frames + " frames");
-            assertEquals(t.get("qwen3").asLong(), dev.stoker.core.AudioFamily.qwen3OmniTokens(Math.toIntExact(frames)), "Qwen3-Omni tokens of " + frames + " frames");
+            assertEquals(t.get("stride4").asLong(), dev.stoker.core.AudioPreset.qwen2AudioTokens(Math.toIntExact(frames)), "stride-4 tokens of " + frames + " frames");
+            assertEquals(t.get("qwen3").asLong(), dev.stoker.core.AudioPreset.qwen3OmniTokens(Math.toIntExact(frames)), "Qwen3-Omni tokens of " + frames + " frames");
             n++;
         }
         assertTrue(n >= 20, "fixture rows: " + n);

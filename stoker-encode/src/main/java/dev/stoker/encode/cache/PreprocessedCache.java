@@ -24,12 +24,26 @@ public final class PreprocessedCache {
     public static final int MAX_TEXT_ENTRY_BYTES = 12 + 48 * (1 << 20);
 
     private final SampleCache store;
+    /** Where images' and videos' entries are read and written: {@link #store} unless routed (a cluster's affinity). */
+    private volatile dev.stoker.cache.CacheEntries media;
 
     public PreprocessedCache(SampleCache store) {
         this.store = java.util.Objects.requireNonNull(store, "store");
+        this.media = store;
     }
 
+    /** This node's cache: token entries, and media entries unless {@link #routeMedia routed}. */
     public SampleCache store() { return store; }
+
+    /** Where image and video entries go: this node's cache, or a cluster job's {@link dev.stoker.cache.AffineCache}. */
+    public dev.stoker.cache.CacheEntries media() { return media; }
+
+    /**
+     * Reads and writes image and video entries through {@code entries} from now on (null: this node's cache again). Token
+     * entries stay local: they are small and cheap to build again, so asking another node for them would cost more than
+     * it saves.
+     */
+    public void routeMedia(dev.stoker.cache.CacheEntries entries) { media = entries == null ? store : entries; }
 
     /**
      * The key of an image's resized pixels.

@@ -44,6 +44,11 @@ import java.util.concurrent.atomic.LongAdder;
  * decode memory budget, a sample over {@code --max-seq-len}: that record's error (or filter) with its cause, naming the
  * video. What it cannot see: a video whose container is sound but whose frames do not decode.
  *
+ * <p>Audio (issue 32), under an audio family ({@link EncodeOptions#audio()}): audio records are read (else refused as
+ * before), each clip fetched and its duration read from its container header (decoded only when the header has none),
+ * its tokens counted by the family's rule from the frames of that duration ({@link dev.stoker.encode.audio.OmniEncoder#shape}),
+ * no features computed.
+ *
  * <p>Threading: {@link #validate} runs the records on a pool of {@link Settings#threads()} threads, each with its own
  * {@link SampleEncoder}; fetches run on the source's threads; at most {@link Settings#inFlight()} records are between
  * their read and their verdict at once. The call blocks until every record has one.
@@ -92,6 +97,7 @@ public final class DatasetValidator {
     private final int[][] videoPatches, videoGroups;
     private final LongAdder images = new LongAdder();
     private final LongAdder videos = new LongAdder();
+    private final LongAdder audios = new LongAdder();
     private final LongAdder[] imagesPerSample = new LongAdder[ValidationReport.IMAGE_COUNT_BUCKETS];
     private final ConcurrentHashMap<ValidationReport.CauseKey, ValidationReport.CauseCounter> causes = new ConcurrentHashMap<>();
 
@@ -141,7 +147,7 @@ public final class DatasetValidator {
             long[] perSample = new long[imagesPerSample.length];
             for (int k = 0; k < perSample.length; k++) perSample[k] = imagesPerSample[k].sum();
             return ValidationReport.of(records.name(), records.digest(), lengths, imagePatches, videoPatches, videoGroups, images.sum(),
-                    videos.sum(), perSample, causes.values(), scanNanos);
+                    videos.sum(), audios.sum(), perSample, causes.values(), scanNanos);
         } finally {
             pool.shutdownNow();
         }
@@ -224,9 +230,12 @@ public final class DatasetValidator {
         List<String> refs = sample.imagePaths();
         images.add(refs.size());
         videos.add(sample.videos().size());
+        audios.add(sample.audios().size());
         imagesPerSample[Math.min(refs.size(), imagesPerSample.length - 1)].increment();
         var all = new ArrayList<String>(refs); // and the frames of its frame-list videos, fetched as images are
         all.addAll(dev.stoker.encode.SampleEncoder.frameReferences(sample));
+        for (String clip : dev.stoker.encode.audio.OmniEncoder.audioReferences(sample)) // an audio family's clips: their headers are read
+            if (!all.contains(clip)) all.add(clip);
         var futures = new ArrayList<CompletableFuture<byte[]>>(all.size());
         for (int k = 0; k < all.size(); k++) {
             if (!embedded.isEmpty() && k < refs.size()) { // the source carried them, in the order the parser placed them

@@ -156,6 +156,8 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
         m.put("tokenizer", tokenizer);
         if (o.chatTemplate() != null) m.put("chat_template", o.chatTemplateSha256()); // the model's own; the built-in one leaves the key as it was
         if (o.video() != null) m.put("video", videoSettings(o));
+        if (o.audio() != null) // an audio family's text, tokens and clips (--audio-pad changes no length)
+            m.put("audio", Map.of("family", o.audio().preset().cliName(), "use_audio_in_video", o.audio().useAudioInVideo()));
         return m;
     }
 

@@ -29,13 +29,14 @@ import java.util.TreeMap;
  * @param videoGroups     per record: those videos' temporal groups t, as {@code videoPatches}
  * @param images          images named by the records that parsed
  * @param videos          videos named by the records that parsed
+ * @param audios          audio clips named by the records that parsed (an audio family's job; 0 otherwise)
  * @param imagesPerSample records that parsed by image count: index k for k images, the last for that many or more
  * @param causes          every cause, most frequent first
  * @param scanNanos       the scan's time, from the first record's read to the last verdict (start-up excluded)
  */
 public record ValidationReport(String source, String digest, int[] lengths, int[][] imagePatches, int[][] videoPatches,
-                               int[][] videoGroups, long images, long videos, long[] imagesPerSample, List<Cause> causes,
-                               long scanNanos) {
+                               int[][] videoGroups, long images, long videos, long audios, long[] imagesPerSample,
+                               List<Cause> causes, long scanNanos) {
     /** Buckets of {@link #imagesPerSample}: 0..7 images, and 8 or more. */
     public static final int IMAGE_COUNT_BUCKETS = 9;
     /** Upper bounds (exclusive) of the token-length histogram's buckets; the last bucket is open. */
@@ -85,14 +86,14 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
     }
 
     static ValidationReport of(String source, byte[] digest, int[] lengths, int[][] imagePatches, int[][] videoPatches,
-                               int[][] videoGroups, long images, long videos, long[] imagesPerSample,
+                               int[][] videoGroups, long images, long videos, long audios, long[] imagesPerSample,
                                Collection<CauseCounter> counters, long scanNanos) {
         var causes = new ArrayList<Cause>();
         for (var c : counters) causes.add(c.cause());
         causes.sort(Comparator.comparingLong(Cause::count).reversed().thenComparing(c -> c.key().kind())
                 .thenComparing(c -> c.key().stage()).thenComparing(c -> c.key().reason()));
         return new ValidationReport(source, HexFormat.of().formatHex(digest), lengths, imagePatches, videoPatches, videoGroups, images,
-                videos, imagesPerSample, causes, scanNanos);
+                videos, audios, imagesPerSample, causes, scanNanos);
     }
 
     /** Records read. */
@@ -140,7 +141,8 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
 
     /**
      * The summary line: {@code {"samples", "errors", "filtered", "images", "videos", "tokens": {"p50", "p99", "max"},
-     * "samples_per_s"}}, and {@code "length_index"} when {@code lengthIndex} is given.
+     * "samples_per_s"}}, {@code "audios"} after {@code "videos"} when the records named any, and {@code "length_index"}
+     * when {@code lengthIndex} is given.
      */
     public String summaryJson(java.nio.file.Path lengthIndex) {
         var m = new LinkedHashMap<String, Object>();
@@ -149,6 +151,7 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
         m.put("filtered", filtered());
         m.put("images", images);
         m.put("videos", videos);
+        if (audios > 0) m.put("audios", audios);
         var tokens = new LinkedHashMap<String, Object>();
         tokens.put("p50", lengthQuantile(0.50));
         tokens.put("p99", lengthQuantile(0.99));
@@ -166,8 +169,9 @@ public record ValidationReport(String source, String digest, int[] lengths, int[
     /** The human-readable report: counts, causes with their examples, images per sample, the length histogram. */
     public void print(PrintWriter out) {
         long kept = samples() - errors() - filtered();
-        out.printf(Locale.ROOT, "%s: %,d records, %,d kept, %,d errors, %,d filtered, %,d images%s (scan %.2f s, %,.0f samples/s)%n",
+        out.printf(Locale.ROOT, "%s: %,d records, %,d kept, %,d errors, %,d filtered, %,d images%s%s (scan %.2f s, %,.0f samples/s)%n",
                 source, samples(), kept, errors(), filtered(), images, videos > 0 ? String.format(Locale.ROOT, ", %,d videos", videos) : "",
+                audios > 0 ? String.format(Locale.ROOT, ", %,d audio clips", audios) : "",
                 scanNanos / 1e9, samplesPerSecond());
         if (!causes.isEmpty()) {
             out.println("skipped samples by cause:");

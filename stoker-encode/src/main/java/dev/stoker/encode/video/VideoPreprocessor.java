@@ -300,6 +300,8 @@ public final class VideoPreprocessor {
     private static Map<String, Number> numbers(String sampleId, String ref, Map<String, Object> options) {
         var out = new LinkedHashMap<String, Number>();
         options.forEach((k, v) -> {
+            // the audio families' flag (issue 32): read by their encoder, not a sampling option; the parser refuses it elsewhere
+            if (k.equals(Message.USE_AUDIO_IN_VIDEO) && v instanceof Boolean) return;
             if (!(v instanceof Number n)) {
                 throw new SampleException(sampleId, SampleException.Stage.TRANSFORM, "video " + ref + ": per-item key '" + k
                         + "' must be a number, got " + v);
@@ -316,6 +318,9 @@ public final class VideoPreprocessor {
             case QWEN2_VL -> VideoTokens.qwen2(plan.gridT(), plan.gridH(), plan.gridW());
             case QWEN2_5_VL -> VideoTokens.qwen25(plan.gridT(), plan.gridH(), plan.gridW(), plan.secondPerGridT());
             case QWEN3_VL -> VideoTokens.qwen3(plan.gridT(), plan.gridH(), plan.gridW(), plan.timestamps());
+            // an audio family's videos are planned under its vision family (EncodeOptions.preset()) and tokenized by OmniTokens
+            case QWEN2_AUDIO, QWEN2_5_OMNI, QWEN3_OMNI -> throw new IllegalStateException(preset + ": videos are planned under "
+                    + preset.visionFamily());
         };
     }
 
@@ -391,13 +396,13 @@ public final class VideoPreprocessor {
         if (cache == null) return decode.get();
         long t0 = System.nanoTime();
         var key = cacheKey(sampleId, p, source);
-        boolean hit = cache.store().read(key, out);
+        boolean hit = cache.media().read(key, out);
         long t1 = System.nanoTime();
         cacheNanos += t1 - t0;
         if (hit) return new VideoDecoder.Result(0, 0, 0, 0);
         var result = decode.get();
         long t2 = System.nanoTime();
-        cache.store().write(key, out);
+        cache.media().write(key, out);
         cacheNanos += System.nanoTime() - t2;
         return result;
     }

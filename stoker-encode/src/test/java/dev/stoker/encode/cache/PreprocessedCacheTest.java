@@ -125,6 +125,31 @@ class PreprocessedCacheTest {
         }
     }
 
+    /**
+     * A cluster node routes image entries elsewhere ({@link PreprocessedCache#routeMedia}, its AffineCache): the pixels
+     * are read and written there, the tokens stay in the node's own cache, and what the encoder gives is the same bit
+     * for bit.
+     */
+    @Test
+    void imageEntriesGoWhereTheyAreRoutedAndTokensStayLocal() throws IOException {
+        var options = options(ImageBackend.PIL, EncodeOptions.PixelFormat.FLOAT32);
+        var samples = samples();
+        var plain = new SampleEncoder(options, SharedTokenizer.get());
+        try (var local = SampleCache.open(tmp.resolve("local"), 1L << 30); var routed = SampleCache.open(tmp.resolve("routed"), 1L << 30)) {
+            var cache = new PreprocessedCache(local);
+            cache.routeMedia(routed);
+            var cached = new SampleEncoder(options, SharedTokenizer.get()).useCache(cache);
+            for (int round = 0; round < 2; round++)
+                for (var e : samples.entrySet()) assertSame(plain.encode(e.getKey(), e.getValue()), cached.encode(e.getKey(), e.getValue()), "round " + round);
+            assertEquals(samples.size(), routed.stats().written(), "the images' pixels, routed: " + routed.stats());
+            assertEquals(samples.size(), routed.stats().hits(), routed.stats().toString());
+            assertEquals(samples.size(), local.stats().written(), "the tokens, local: " + local.stats());
+            cache.routeMedia(null); // back to the node's own cache, which holds no pixels
+            for (var e : samples.entrySet()) assertSame(plain.encode(e.getKey(), e.getValue()), cached.encode(e.getKey(), e.getValue()), "local");
+            assertEquals(2L * samples.size(), local.stats().written(), "now the pixels too: " + local.stats());
+        }
+    }
+
     private static void assertSame(EncodedSample want, EncodedSample got, String where) {
         assertArrayEquals(want.inputIds(), got.inputIds(), where);
         assertArrayEquals(want.labels(), got.labels(), where);

@@ -143,7 +143,7 @@ class DatasetValidatorVideoTest {
 
     /** Every record kept; each length is the encoder's input_ids length, with Σ t·h·w / 4 video pads; the index holds t and t·h·w. */
     @ParameterizedTest
-    @EnumSource(ProcessorPreset.class)
+    @EnumSource(value = ProcessorPreset.class, names = {"QWEN2_VL", "QWEN2_5_VL", "QWEN3_VL"}) // the audio families: AudioCliTest
     void aLlamaFactoryVideoManifestIsKeptWithTheEncodersLengths(ProcessorPreset preset) throws Exception {
         var options = options(preset);
         var report = validate(manifest, options);
@@ -328,7 +328,7 @@ class DatasetValidatorVideoTest {
 
     /** LLaMA-Factory's audio layout: every record an error naming the audio, under every Qwen-VL processor, video on or off. */
     @ParameterizedTest
-    @EnumSource(ProcessorPreset.class)
+    @EnumSource(value = ProcessorPreset.class, names = {"QWEN2_VL", "QWEN2_5_VL", "QWEN3_VL"}) // the audio families: AudioCliTest
     void theAudioLayoutIsAnErrorUnderEveryProcessor(ProcessorPreset preset) throws Exception {
         for (var options : List.of(options(preset), EncodeOptions.defaults(preset))) {
             var report = validate(audio, options);

@@ -1,0 +1,438 @@
+package dev.stoker.encode.audio;
+
+import dev.stoker.audio.AudioDecoder;
+import dev.stoker.audio.WhisperLogMel;
+import dev.stoker.core.AudioPreset;
+import dev.stoker.core.SampleException;
+import dev.stoker.core.SampleException.Stage;
+import dev.stoker.core.io.SeekableByteSource;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodedSample;
+import dev.stoker.encode.ImagePreprocessor;
+import dev.stoker.encode.SampleEncoder.ImageSource;
+import dev.stoker.encode.video.VideoPreprocessor;
+import dev.stoker.encode.video.VideoTensors;
+import dev.stoker.plan.pack.SampleShape;
+import dev.stoker.text.ChatSample;
+import dev.stoker.text.Message;
+import dev.stoker.text.OmniSequence;
+import dev.stoker.text.OmniTokens;
+import dev.stoker.text.QwenTokenizer;
+import dev.stoker.video.ffmpeg.Demuxer;
+import dev.stoker.video.ffmpeg.StreamInfo;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One sample of an audio family ({@code --processor qwen2-audio | qwen2.5-omni | qwen3-omni}, issue 32) into its model
+ * inputs: each clip decoded to 16 kHz mono ({@link AudioDecoder}: FFmpeg, soxr) and turned into Whisper log-mel features
+ * ({@link WhisperLogMel}), each image and video planned and made as under the family's vision half (Qwen2.5-Omni: the
+ * Qwen2.5-VL rules), then the text, pads and positions of {@link OmniSequence}.
+ *
+ * <p>The features: {@code input_features} (N, 128, T) float32 and {@code feature_attention_mask} (N, T) int32, N the
+ * sample's clips in placeholder order (a video's audio track, under {@code use_audio_in_video}, at the video's place),
+ * as the Hugging Face processor stacks them for one sample. {@link AudioEncoding.Pad#VALID}: T is the longest clip's valid
+ * frames (100 per second) and a shorter clip's frames past its own are zeros, masked; {@link AudioEncoding.Pad#HF}: every
+ * frame the processor computes (Qwen2-Audio 30 s, Qwen2.5-Omni 300 s, Qwen3-Omni the longest clip of the sample), its
+ * padding frames as the processor computes them. Either way {@code input_features[mask]} is what the audio encoder reads,
+ * and each clip's mask sum is the {@code L} of the family's token rule.
+ *
+ * <p>Measuring ({@link #shape}) reads each clip's duration from its container header through the FFmpeg binding
+ * ({@link StreamInfo#headerDuration()}, the stream's) and never computes features; an MP3, whose header counts the
+ * encoder's delay and padding, or a clip whose header has no duration is decoded (not featurized) instead. Measured on
+ * clips from the ffmpeg command: WAV (8, 16 kHz), FLAC (16, 22.05 kHz) and Ogg Vorbis give the decoded length exactly;
+ * AAC in MP4 within one AAC frame (4.2 s: 420 frames from the header, 421 decoded, the same 105 tokens), since the
+ * decoder keeps the last frame's padding that the edit list trims. So {@code validate}'s count is the encoded one but
+ * for AAC at a frame edge.
+ *
+ * <p>Not done: truncation (an over-long sample is refused, whatever {@code --truncation} says), Qwen3-Omni and Qwen2-Audio
+ * with images or videos (refused, naming the item), a model folder ({@code --model}) of an audio family.
+ *
+ * <p>Threading: one instance per thread, as its {@link WhisperLogMel} holds FFT buffers.
+ */
+public final class OmniEncoder {
+    /** The deadline of one clip's decode (a guard against a hung decode, not a slow one). */
+    static final long DECODE_TIMEOUT_NANOS = 120_000_000_000L;
+    /** The per-item keys of an audio item this encoder reads (qwen-omni-utils' window, in seconds). */
+    static final String AUDIO_START = "audio_start", AUDIO_END = "audio_end";
+
+    private final EncodeOptions options;
+    private final AudioPreset preset;
+    private final AudioEncoding.Pad pad;
+    private final OmniSequence sequence;
+    private final ImagePreprocessor images;
+    private final VideoPreprocessor videos;
+    private final WhisperLogMel logMel = new WhisperLogMel();
+
+    /**
+     * @param images the encoder's image half (its thread's decoder)
+     * @param videos the encoder's video half, or null when the job takes no video (then a video record was refused already)
+     */
+    public OmniEncoder(EncodeOptions options, QwenTokenizer tokenizer, ImagePreprocessor images, VideoPreprocessor videos) {
+        this.options = options;
+        this.preset = options.audio().preset();
+        this.pad = options.audio().pad();
+        this.sequence = new OmniSequence(preset, tokenizer);
+        this.images = images;
+        this.videos = videos;
+    }
+
+    /**
+     * One sample's inputs.
+     *
+     * @param sample         input_ids, labels, attention_mask; {@code positionIds} the integer positions ((3, L) for
+     *                       Qwen2.5-Omni, (1, L) for Qwen2-Audio, empty for Qwen3-Omni), pixel values and videos as for a
+     *                       Qwen-VL sample
+     * @param positionRows   rows of {@code positionIds} (3 or 1), 3 for the float positions
+     * @param floatPositions Qwen3-Omni's (3, L) float32 positions, row-major; null for the others
+     * @param inputFeatures  (clips, 128, frames) float32, row-major
+     * @param featureMask    (clips, frames) as 0/1
+     * @param validFrames    per clip, the frames its mask marks valid (the token rule's L)
+     */
+    public record Encoded(EncodedSample sample, int positionRows, float[] floatPositions, float[] inputFeatures, int clips, int frames,
+                          int[] featureMask, int[] validFrames) {}
+
+    /** One decoded clip or header-known clip: its 16 kHz samples (pcm null when only measured). */
+    private record Clip(String ref, long samples, float[] pcm) {}
+
+    /** Encodes {@code sample}, reading clips and images through {@code source} and videos through {@code videoSource}. */
+    public Encoded encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
+        String id = sample.id();
+        checkMedia(sample);
+        sample = withAudioInVideoDefault(sample);
+        var media = sample.media();
+        var clips = new ArrayList<Clip>();
+        var plannedImages = new ArrayList<ImagePreprocessor.Planned>();
+        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
+        for (var part : media) {
+            switch (part) {
+                case Message.Audio a -> clips.add(decode(id, a, source));
+                case Message.Image i -> plannedImages.add(planImage(id, i.ref(), source));
+                case Message.Video v -> {
+                    plannedVideos.add(videos.plan(id, v, videoSource, source));
+                    if (v.useAudioInVideo()) clips.add(decodeTrack(id, v, videoSource));
+                }
+                case Message.Text _ -> { }
+            }
+        }
+        var sizes = sizes(id, media, clips, plannedImages, plannedVideos);
+        var text = sequence.build(sample, sizes);
+        checkLength(id, text.length(), clips.size(), plannedImages.size(), plannedVideos.size());
+        long longest = longest(clips);
+        // features
+        var features = new ArrayList<WhisperLogMel.Features>(clips.size());
+        int frames = 0;
+        for (var c : clips) {
+            var f = features(c, longest);
+            features.add(f);
+            frames = Math.max(frames, f.frames());
+        }
+        int n = clips.size();
+        if ((long) n * AudioPreset.MEL_BINS * frames > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, Stage.TRANSFORM, "input_features of " + n + " clip(s) × " + frames + " frames are too large for one sample");
+        float[] values = new float[n * AudioPreset.MEL_BINS * frames];
+        int[] mask = new int[n * frames];
+        int[] valid = new int[n];
+        for (int k = 0; k < n; k++) {
+            var f = features.get(k);
+            for (int m = 0; m < AudioPreset.MEL_BINS; m++)
+                System.arraycopy(f.values(), m * f.frames(), values, (k * AudioPreset.MEL_BINS + m) * frames, f.frames());
+            java.util.Arrays.fill(mask, k * frames, k * frames + f.validFrames(), 1);
+            valid[k] = f.validFrames();
+        }
+        // pixels
+        int rowLength = options.vision().rowLength();
+        long rows = 0, sourcePixels = 0;
+        for (var p : plannedImages) rows += p.plan().rows();
+        if (rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, Stage.TRANSFORM, "pixel_values of " + rows + " rows is too large for one sample");
+        float[] pixels = new float[(int) (rows * rowLength)];
+        long[] grid = new long[plannedImages.size() * 3];
+        int offset = 0;
+        for (int k = 0; k < plannedImages.size(); k++) {
+            var img = plannedImages.get(k);
+            try {
+                images.processInto(img, pixels, offset);
+            } catch (SampleException e) {
+                throw e.withSampleId(id + " (" + img.name() + ")");
+            }
+            offset += img.plan().rows() * rowLength;
+            sourcePixels += img.info().pixelCount();
+            System.arraycopy(img.gridThw(), 0, grid, 3 * k, 3);
+        }
+        VideoTensors videoTensors = plannedVideos.isEmpty() ? null : videoTensors(id, plannedVideos, videoSource);
+        long[] ids = text.inputIds();
+        long[] attention = new long[ids.length];
+        java.util.Arrays.fill(attention, 1);
+        int positionRows = 3;
+        long[] positions = text.positions();
+        if (preset.positionRule() == AudioPreset.PositionRule.TEXT_1D) { // Qwen2-Audio: a Qwen2 LM, 1-D positions
+            positionRows = 1;
+            positions = java.util.Arrays.copyOf(positions, ids.length);
+        }
+        if (positions == null) positions = new long[0];
+        var encoded = new EncodedSample(id, ids, text.labels(), attention, positions, pixels, rowLength, grid, sourcePixels, null, videoTensors);
+        return new Encoded(encoded, positionRows, text.floatPositions(), values, n, frames, mask, valid);
+    }
+
+    /**
+     * The sample's size before decoding: its {@code input_ids} length (as {@link #encode} builds them, clips counted from
+     * their headers' durations), and its images' and videos' patches. Refuses what {@link #encode} would refuse before
+     * decoding.
+     */
+    public SampleShape shape(ChatSample sample, Map<String, byte[]> bytesByReference, VideoPreprocessor.VideoSource videoSource) {
+        String id = sample.id();
+        checkMedia(sample);
+        sample = withAudioInVideoDefault(sample);
+        ImageSource source = (sid, ref) -> {
+            byte[] b = bytesByReference.get(ref);
+            if (b == null) throw new SampleException(sid, Stage.FETCH, "'" + ref + "' was not fetched");
+            return b;
+        };
+        var media = sample.media();
+        var clips = new ArrayList<Clip>();
+        var plannedImages = new ArrayList<ImagePreprocessor.Planned>();
+        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
+        for (var part : media) {
+            switch (part) {
+                case Message.Audio a -> clips.add(measure(id, a, source));
+                case Message.Image i -> plannedImages.add(planImage(id, i.ref(), source));
+                case Message.Video v -> {
+                    plannedVideos.add(videos.plan(id, v, videoSource, source));
+                    if (v.useAudioInVideo()) clips.add(measureTrack(id, v, videoSource));
+                }
+                case Message.Text _ -> { }
+            }
+        }
+        var sizes = sizes(id, media, clips, plannedImages, plannedVideos);
+        int length = sequence.build(sample, sizes).length();
+        checkLength(id, length, clips.size(), plannedImages.size(), plannedVideos.size());
+        int[] patches = new int[plannedImages.size()];
+        for (int k = 0; k < patches.length; k++) patches[k] = plannedImages.get(k).plan().rows();
+        int[] videoPatches = new int[plannedVideos.size()], videoGroups = new int[plannedVideos.size()];
+        for (int k = 0; k < videoPatches.length; k++) {
+            videoPatches[k] = Math.toIntExact(plannedVideos.get(k).rows());
+            videoGroups[k] = plannedVideos.get(k).plan().gridT();
+        }
+        return SampleShape.of(length, patches, videoPatches, videoGroups);
+    }
+
+    /** The references a sample's clips are fetched by (its audio items; a video's track is read with the video). */
+    public static List<String> audioReferences(ChatSample sample) {
+        var out = new java.util.LinkedHashSet<String>();
+        for (var a : sample.audios()) out.add(a.ref());
+        return List.copyOf(out);
+    }
+
+    /**
+     * {@code sample} with {@code use_audio_in_video: true} on each video whose item (and record) did not say, when
+     * {@code --use-audio-in-video} is given; a frame-list video, which has no track, is then the sample's error.
+     */
+    private ChatSample withAudioInVideoDefault(ChatSample sample) {
+        if (!options.audio().useAudioInVideo() || sample.videos().isEmpty()) return sample;
+        var messages = new ArrayList<Message>(sample.messages().size());
+        for (var m : sample.messages()) {
+            var parts = new ArrayList<Message.Part>(m.parts().size());
+            for (var p : m.parts()) {
+                if (p instanceof Message.Video v && !v.options().containsKey(Message.USE_AUDIO_IN_VIDEO)) {
+                    if (v.isFrameList())
+                        throw new SampleException(sample.id(), Stage.MANIFEST, "a video of " + v.frames().size() + " frame images has no audio "
+                                + "track, but --use-audio-in-video asks for it (give the item use_audio_in_video false)");
+                    var o = new java.util.LinkedHashMap<String, Object>(v.options());
+                    o.put(Message.USE_AUDIO_IN_VIDEO, true);
+                    p = new Message.Video(v.ref(), v.frames(), o);
+                }
+                parts.add(p);
+            }
+            messages.add(new Message(m.role(), parts));
+        }
+        return new ChatSample(sample.id(), messages, sample.imagePaths());
+    }
+
+    private void checkMedia(ChatSample sample) {
+        boolean vision = !sample.imagePaths().isEmpty() || !sample.videos().isEmpty();
+        if (vision && (!preset.hasVision() || preset == AudioPreset.QWEN3_OMNI))
+            throw new SampleException(sample.id(), Stage.MANIFEST, "has " + sample.imagePaths().size() + " image(s) and " + sample.videos().size()
+                    + " video(s), but " + preset + (preset.hasVision() ? "'s image processor is not served yet (its settings are unchecked); "
+                    + "use qwen2.5-omni for images and videos" : " takes audio and text only"));
+        if (options.maxImages() > 0 && sample.imagePaths().size() > options.maxImages())
+            throw SampleException.filtered(sample.id(), Stage.MANIFEST, "over --max-images", "has " + sample.imagePaths().size()
+                    + " images, more than --max-images " + options.maxImages());
+        if (!sample.videos().isEmpty() && videos == null)
+            throw new SampleException(sample.id(), Stage.MANIFEST, "has " + sample.videos().size() + " video(s) but this job takes no video");
+    }
+
+    private void checkLength(String id, int length, int clips, int images, int videos) {
+        int max = options.maxSequenceLength();
+        if (max > 0 && length > max)
+            throw SampleException.filtered(id, Stage.TOKENIZE, "over --max-seq-len", "sequence has " + length + " tokens, over the limit of "
+                    + max + " (" + clips + " audio clip(s), " + images + " image(s), " + videos + " video(s); audio samples are never truncated)");
+    }
+
+    private ImagePreprocessor.Planned planImage(String id, String ref, ImageSource source) {
+        try {
+            return images.plan(source.read(id, ref), ref);
+        } catch (SampleException e) {
+            throw e.withSampleId(id + " (" + ref + ")");
+        }
+    }
+
+    /** The token-side size of each media item, in order; clips' frames from their sample counts (the family's rule). */
+    private List<OmniTokens.Media> sizes(String id, List<Message.Part> media, List<Clip> clips, List<ImagePreprocessor.Planned> images,
+                                         List<VideoPreprocessor.Planned> videos) {
+        long longest = longest(clips);
+        var sizes = new ArrayList<OmniTokens.Media>(media.size());
+        int c = 0, i = 0, v = 0;
+        try {
+            for (var part : media) {
+                switch (part) {
+                    case Message.Audio _ -> sizes.add(new OmniTokens.AudioClip(OmniTokens.melFrames(preset, clips.get(c++).samples(), longest)));
+                    case Message.Image _ -> {
+                        long[] g = images.get(i++).gridThw();
+                        sizes.add(new OmniTokens.ImageGrid(g[0], g[1], g[2]));
+                    }
+                    case Message.Video video -> {
+                        var p = videos.get(v++).plan();
+                        long audio = video.useAudioInVideo() ? OmniTokens.melFrames(preset, clips.get(c++).samples(), longest) : 0;
+                        // the processor's video_second_per_grid: temporal_patch_size / fps (the plan's float32 value)
+                        sizes.add(new OmniTokens.VideoGrid(p.gridT(), p.gridH(), p.gridW(), p.secondPerGridT(), audio));
+                    }
+                    case Message.Text _ -> { }
+                }
+            }
+        } catch (IllegalArgumentException e) {
+            throw new SampleException(id, Stage.TEXT, preset + ": " + e.getMessage(), e);
+        }
+        return sizes;
+    }
+
+    private static long longest(List<Clip> clips) {
+        long longest = 0;
+        for (var c : clips) longest = Math.max(longest, c.samples());
+        return longest;
+    }
+
+    private WhisperLogMel.Features features(Clip c, long longest) {
+        if (pad == AudioEncoding.Pad.VALID) return logMel.valid(c.pcm(), preset, longest);
+        long kept = preset.keptSamples(c.pcm().length);
+        long padded = preset.paddedSamples(c.pcm().length, longest);
+        return logMel.compute(c.pcm(), (int) kept, padded, AudioPreset.totalFrames(padded));
+    }
+
+    private AudioDecoder.Options decodeOptions(String id, Message.Audio a) {
+        double start = 0, end = -1;
+        for (var e : a.options().entrySet()) {
+            double value = e.getValue() instanceof Number num ? num.doubleValue() : Double.NaN;
+            switch (e.getKey()) {
+                case AUDIO_START -> start = value;
+                case AUDIO_END -> end = value;
+                default -> throw new SampleException(id, Stage.MANIFEST, "audio " + a.ref() + ": per-item key '" + e.getKey()
+                        + "' is not read by Stoker (it reads " + AUDIO_START + " and " + AUDIO_END + ", in seconds)");
+            }
+            if (!(value >= 0) || Double.isInfinite(value))
+                throw new SampleException(id, Stage.MANIFEST, "audio " + a.ref() + ": '" + e.getKey() + "' must be a number of seconds >= 0, got "
+                        + e.getValue());
+        }
+        if (end >= 0 && end <= start)
+            throw new SampleException(id, Stage.MANIFEST, "audio " + a.ref() + ": " + AUDIO_END + " " + end + " is not after " + AUDIO_START + " " + start);
+        return AudioDecoder.Options.whole().window(start, end < 0 ? -1 : end - start);
+    }
+
+    private Clip decode(String id, Message.Audio a, ImageSource source) {
+        var opts = decodeOptions(id, a);
+        byte[] bytes = source.read(id, a.ref());
+        try {
+            var clip = AudioDecoder.decode(a.ref(), bytes, opts, System.nanoTime() + DECODE_TIMEOUT_NANOS);
+            return new Clip(a.ref(), clip.samples().length, clip.samples());
+        } catch (SampleException e) {
+            throw e.withSampleId(id + " (" + a.ref() + ")");
+        }
+    }
+
+    private Clip decodeTrack(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
+        try (SeekableByteSource s = videoSource.open(id, v.ref())) {
+            var clip = AudioDecoder.decode(s, AudioDecoder.Options.whole(), System.nanoTime() + DECODE_TIMEOUT_NANOS);
+            return new Clip(v.ref(), clip.samples().length, clip.samples());
+        } catch (SampleException e) {
+            throw noTrack(id, v, e);
+        } catch (java.io.IOException e) {
+            throw new SampleException(id, Stage.FETCH, "video " + v.ref() + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** A video whose audio was asked for but that has none: the sample's error, saying so (qwen-omni-utils asserts). */
+    private static SampleException noTrack(String id, Message.Video v, SampleException e) {
+        return new SampleException(id + " (" + v.ref() + ")", Stage.DECODE, "video " + v.ref() + " is used with use_audio_in_video but "
+                + e.getMessage().replaceFirst("^audio [^:]*: ", "") + " (give the sample use_audio_in_video false, or a video with sound)", e);
+    }
+
+    /** A clip's 16 kHz length from its header's duration; decoded when the header has none. */
+    private Clip measure(String id, Message.Audio a, ImageSource source) {
+        var opts = decodeOptions(id, a);
+        byte[] bytes = source.read(id, a.ref());
+        try {
+            double seconds = headerSeconds(SeekableByteSource.of(a.ref(), bytes));
+            if (Double.isNaN(seconds)) return decode(id, a, source);
+            double end = opts.durationSeconds() < 0 ? seconds : Math.min(seconds, opts.offsetSeconds() + opts.durationSeconds());
+            long samples = AudioPreset.samplesForSeconds(Math.max(0, end - opts.offsetSeconds()));
+            if (samples < 1)
+                throw new SampleException(id, Stage.DECODE, "audio " + a.ref() + ": no audio from " + opts.offsetSeconds() + " s on (it lasts "
+                        + seconds + " s)");
+            if (samples > opts.maxSamples())
+                throw new SampleException(id, Stage.DECODE, "audio " + a.ref() + ": " + seconds + " s, over the limit of " + opts.maxSeconds() + " s");
+            return new Clip(a.ref(), samples, null);
+        } catch (SampleException e) {
+            throw e.withSampleId(id + " (" + a.ref() + ")");
+        }
+    }
+
+    private Clip measureTrack(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
+        double seconds;
+        try (SeekableByteSource s = videoSource.open(id, v.ref())) {
+            seconds = headerSeconds(s);
+        } catch (SampleException e) {
+            throw noTrack(id, v, e);
+        } catch (java.io.IOException e) {
+            throw new SampleException(id, Stage.FETCH, "video " + v.ref() + ": " + e.getMessage(), e);
+        }
+        if (Double.isNaN(seconds)) return decodeTrack(id, v, videoSource);
+        return new Clip(v.ref(), Math.max(1, AudioPreset.samplesForSeconds(seconds)), null);
+    }
+
+    /**
+     * The audio stream's duration in seconds from the container header, or NaN when the header has none or is known not
+     * to be the decoded length: MPEG audio (MP3's Xing/LAME frame count includes the encoder delay and padding, which the
+     * decoder drops; measured: a 3 s 48 kHz clip's header says 3.024 s, 76 tokens where the decoded clip gives 75; 7.3 s
+     * at 44.1 kHz says 7.34 s, 184 tokens for 182), which is then decoded.
+     */
+    static double headerSeconds(SeekableByteSource source) {
+        try (Demuxer d = Demuxer.openAudio(source, System.nanoTime() + DECODE_TIMEOUT_NANOS)) {
+            var info = StreamInfo.of(d);
+            if (info.codec() != null && info.codec().matches("mp[123].*")) return Double.NaN;
+            if (info.headerDuration() <= 0 || info.headerDuration() == Long.MIN_VALUE || !info.timeBase().known()) return Double.NaN;
+            return info.headerDuration() * info.timeBase().toDouble();
+        }
+    }
+
+    private VideoTensors videoTensors(String id, List<VideoPreprocessor.Planned> kept, VideoPreprocessor.VideoSource videoSource) {
+        int rowLength = videos.rowLength();
+        long rows = 0;
+        for (var p : kept) rows += p.rows();
+        if (rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, Stage.TRANSFORM, "pixel_values_videos of " + rows + " rows is too large for one sample");
+        float[] pixels = new float[(int) (rows * rowLength)];
+        int offset = 0;
+        long[] grid = new long[kept.size() * 3];
+        float[] seconds = new float[kept.size()];
+        for (int k = 0; k < kept.size(); k++) {
+            var p = kept.get(k);
+            videos.writePixels(id, p, videoSource, pixels, offset);
+            offset += (int) (p.rows() * rowLength);
+            System.arraycopy(p.plan().gridThw(), 0, grid, 3 * k, 3);
+            seconds[k] = p.plan().secondPerGridT();
+        }
+        long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
+        return new VideoTensors(pixels, rowLength, grid, seconds, indices);
+    }
+}
