@@ -370,7 +370,7 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
             LOG.log(System.Logger.Level.INFO, "job " + job.id + ": store budget " + store.budgetBytes() + " bytes, " + shm.sizedFrom());
             if (shm.fromData()) store.limitObjects(shm.largestBatchBytes(), "the data's largest batch, " + shm.dataSource());
             store.shareAmong(NodeShares.owners(config.ranks()));
-            return feeds.openTasks(store, MAX_WORKERS);
+            return feeds.openTasks(store, MAX_WORKERS, slots > 0); // a member of no slots makes nothing: no cache to open
         } catch (java.io.IOException | InterruptedException | RuntimeException e) {
             var affine = job.affine;
             if (affine != null) affine.close();

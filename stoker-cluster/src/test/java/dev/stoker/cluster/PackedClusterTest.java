@@ -178,6 +178,18 @@ class PackedClusterTest {
         return packs;
     }
 
+    /** Waits until {@code condition} holds, checking every 20 ms; fails with {@code what} after 60 s. */
+    static void awaitTrue(java.util.function.BooleanSupplier condition, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (!condition.getAsBoolean()) {
+            assertTrue(System.nanoTime() < deadline, "not within 60 s: " + what);
+            Thread.sleep(20);
+        }
+    }
+
+    /** {@code metrics}' number {@code key} (a node's counters as JSON). */
+    static long number(Map<String, Object> metrics, String key) { return ((Number) metrics.get(key)).longValue(); }
+
     /** Over epoch 0: every sample the plans feed once, none left out but what they left out. */
     static void everySampleOnce(int samples, Map<String, List<Long>> delivered, List<Long> filtered) {
         var seen = new HashSet<Long>();
@@ -219,7 +231,12 @@ class PackedClusterTest {
                  var t1 = TrainerClient.connect(a.socket(), 1, RANKS, "packed", TrainerClient.Options.SHARED_MEMORY)) {
                 take(t0, after, delivered, "");
                 take(t1, after, delivered, "");
-                Thread.sleep(500); // the windows ahead are made, a third of them on B
+                // B has made packs of the windows ahead that no rank has pulled (the trainers are idle, their nodes' pulls
+                // ahead done): its death leaves packs to make again
+                awaitTrue(() -> {
+                    var m = b.metrics();
+                    return number(m, "produced") > number(m, "flightBatchesSent");
+                }, "B holds packs it made that no rank pulled: " + b.metrics());
                 b.close();
                 take(t0, mid - after, delivered, "");
                 take(t1, mid - after, delivered, "");
@@ -300,7 +317,8 @@ class PackedClusterTest {
     /**
      * A member stopped while it makes the pack a rank waits for (its process closes, as {@code stoker node} on SIGTERM):
      * the rank gets that pack, made on the other node, not an error. Rank 0's step 0 is made on the seed's worker (the
-     * oldest member takes worker 0), every image's fetch takes 6 s, and the seed stops 1 s after the trainer asked. Before,
+     * oldest member takes worker 0), every image's fetch takes 3 s, and the seed stops as soon as it has taken the job's
+     * first Produce (it answered an ask sent after it), while the trainer waits. Before,
      * closing its job failed the pack in the making and the node told the coordinator so, which failed the step (a step
      * handed out is not made again): "task producer closed".
      */
@@ -311,7 +329,7 @@ class PackedClusterTest {
         String seed = loopback();
         try (var b = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, seed, 1, "stop-b").build(), line -> {});
              var c = ClusteredNode.launchCoordinator(member(packed(manifest).ranks(1).set(NodeConfig.JOB, "stop").set(NodeConfig.NODES, 2)
-                     .set(NodeConfig.WORKERS, 2).set(NodeConfig.PREFETCH_BATCHES, 1).set(NodeConfig.FETCH_LATENCY_MS, 6000L), seed,
+                     .set(NodeConfig.WORKERS, 2).set(NodeConfig.PREFETCH_BATCHES, 1).set(NodeConfig.FETCH_LATENCY_MS, 3000L), seed,
                      loopback(), 1, "stop-c").build(), line -> {});
              var t = TrainerClient.connect(c.socket(), 0, 1, "packed", TrainerClient.Options.SHARED_MEMORY)) {
             var first = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
@@ -323,7 +341,9 @@ class PackedClusterTest {
                     throw new java.util.concurrent.CompletionException(e);
                 }
             }, r -> Thread.ofPlatform().daemon(true).start(r));
-            Thread.sleep(1000); // the seed makes step 0 (its images' fetches wait 6 s)
+            // the seed makes step 0 (its images' fetches wait 3 s): the coordinator sent it the Produce when the job opened,
+            // and its agent answers the coordinator's stats ask (sent after, over the same association) only once it took that
+            awaitTrue(() -> c.metrics().get("nodes") instanceof List<?> nodes && nodes.size() == 2, "both nodes answered the coordinator");
             var warnings = new java.util.concurrent.CopyOnWriteArrayList<String>();
             var log = java.util.logging.Logger.getLogger(NodeRuntime.class.getName());
             var handler = new java.util.logging.Handler() {

@@ -301,18 +301,27 @@ public final class NodeFeeds implements AutoCloseable {
      * (the node's), reading through a source of its own, at most {@code maxWorkers} workers. Closing
      * the result closes the producer, its source and these feeds.
      */
-    public Tasks openTasks(ShmObjectStore store, int maxWorkers) throws IOException {
+    public Tasks openTasks(ShmObjectStore store, int maxWorkers) throws IOException { return openTasks(store, maxWorkers, true); }
+
+    /**
+     * {@link #openTasks(ShmObjectStore, int)}; {@code makes} false for a member that takes no workers ({@code --slots 0}: it
+     * makes no batch), which then opens no cache of preprocessed samples (it would only list the folder).
+     */
+    public Tasks openTasks(ShmObjectStore store, int maxWorkers, boolean makes) throws IOException {
         var source = openSources();
         try {
             // a packed job's shapes as a local feed's (start): validate's length index when there is one, else measured
             Feeder.ShapeSource shapes = (records, feedSource) -> shapes(config, feedSource, records, tokenizer, null,
                     line -> System.err.println("stoker: " + line));
-            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY).withCache(config.preprocessedCache()),
+            var cache = makes ? config.preprocessedCache() : null;
+            var producer = TaskProducer.start(config.feedConfig(FeedMode.ZERO_COPY).withCache(cache),
                     source.feedSource(), tokenizer, store, maxWorkers, shapes, system());
             return new Tasks(producer, () -> {
                 try {
                     source.close();
                 } finally {
+                    // a node has no status line or metrics of its own for the cache: what this job's made batches found in it
+                    if (cache != null) System.err.println("stoker: " + cacheLine(cache.store().stats(), cache.store().root()));
                     close();
                 }
             });
@@ -320,6 +329,15 @@ public final class NodeFeeds implements AutoCloseable {
             source.close();
             throw e;
         }
+    }
+
+    /**
+     * The line a cluster node logs when a job's batches are done ({@code --cache on}): its cache's lookups over the job, e.g.
+     * {@code "the job's cache of preprocessed samples: 12 hits, 0 misses, 0 written, 0 corrupt (--cache-dir /c)"}.
+     */
+    static String cacheLine(dev.stoker.cache.CacheStats s, Path dir) {
+        return "the job's cache of preprocessed samples: " + s.hits() + " hits, " + s.misses() + " misses, " + s.written() + " written, "
+                + s.corrupt() + " corrupt (--cache-dir " + dir + ")";
     }
 
     /** A task producer and what to close after it. */

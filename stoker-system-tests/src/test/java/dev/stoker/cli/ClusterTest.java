@@ -145,6 +145,10 @@ class ClusterTest {
         final int seed;
         final long pauseMillis;
         final int slots;
+        /** Where its sockets, logs and the coordinator's store go. */
+        final Path dir;
+        /** What each node's JVM adds to the environment, by node index. */
+        private final java.util.function.IntFunction<Map<String, String>> env;
         final List<Path> sockets = new ArrayList<>();
         final List<String> addresses = new ArrayList<>(); // each node's cluster address
         final List<Process> nodes = new ArrayList<>(); // by node index; a node started again takes its place
@@ -153,10 +157,12 @@ class ClusterTest {
         private ClusterNode coordinator;
         private int restarts;
 
-        private Cluster(int seed, int slots, long pauseMillis) {
+        private Cluster(Path dir, int seed, int slots, long pauseMillis, java.util.function.IntFunction<Map<String, String>> env) {
+            this.dir = dir;
             this.seed = seed;
             this.slots = slots;
             this.pauseMillis = pauseMillis;
+            this.env = env;
         }
 
         /**
@@ -166,16 +172,34 @@ class ClusterTest {
          */
         static Cluster start(int n, int slots, long pauseMillis) throws Exception { return start(freePort(), n, slots, pauseMillis); }
 
+        /**
+         * {@link #start(int, int, long)} that, once the seed listens and the other nodes' JVMs are started, runs
+         * {@code whileTheyStart} (starts the coordinator, which then joins while they boot, rather than after them).
+         */
+        static Cluster start(int n, int slots, long pauseMillis, SeedUp whileTheyStart) throws Exception {
+            return start(tmp, freePort(), n, slots, pauseMillis, i -> Map.of(), whileTheyStart);
+        }
+
         /** {@link #start(int, int, long)} with the seed bound to {@code seedPort}. */
         static Cluster start(int seedPort, int n, int slots, long pauseMillis) throws Exception {
-            var c = new Cluster(seedPort, slots, pauseMillis);
+            return start(tmp, seedPort, n, slots, pauseMillis, i -> Map.of(), c -> {});
+        }
+
+        /**
+         * {@link #start(int, int, long, SeedUp)} in {@code dir}, the seed bound to {@code seedPort}, node i's JVM with
+         * {@code env.apply(i)} in its environment.
+         */
+        static Cluster start(Path dir, int seedPort, int n, int slots, long pauseMillis, java.util.function.IntFunction<Map<String, String>> env,
+                             SeedUp whileTheyStart) throws Exception {
+            var c = new Cluster(dir, seedPort, slots, pauseMillis, env);
             try {
                 long t0 = System.nanoTime();
                 for (int i = 0; i < n; i++) {
-                    c.sockets.add(tmp.resolve("n" + i + "-" + seedPort + ".sock"));
+                    c.sockets.add(dir.resolve("n" + i + "-" + seedPort + ".sock"));
                     c.nodes.add(c.startNode(i, i == 0 ? seedPort : 0, ""));
                     if (i == 0) ServeProcess.awaitLine(c.nodes.getFirst(), c.log(0, ""), "stoker node: listening on ");
                 }
+                whileTheyStart.run(c);
                 for (int i = 0; i < n; i++) c.addresses.add(awaitNode(c.nodes.get(i), c.log(i, "")));
                 System.out.printf("ClusterTest: %d nodes up %.1f s after the first was started%n", n, (System.nanoTime() - t0) / 1e9);
                 return c;
@@ -185,13 +209,18 @@ class ClusterTest {
             }
         }
 
-        Path log(int i, String run) { return tmp.resolve("node" + i + "-" + seed + run + ".log"); }
+        /** What a case starts once the seed listens, while the other nodes boot. */
+        interface SeedUp {
+            void run(Cluster c) throws Exception;
+        }
+
+        Path log(int i, String run) { return dir.resolve("node" + i + "-" + seed + run + ".log"); }
 
         private Process startNode(int i, int bindPort, String run) throws IOException {
             var args = new ArrayList<>(List.of("--join", "127.0.0.1:" + seed, "--bind", "127.0.0.1:" + bindPort, "--slots", "" + slots,
                     "--socket", sockets.get(i).toString(), "--node-shm-budget", "512M"));
             if (pauseMillis > 0) args.addAll(List.of("--heartbeat-pause-ms", "" + pauseMillis, "--down-after-ms", "2000"));
-            var p = ServeProcess.start(log(i, run), "512m", "node", args);
+            var p = ServeProcess.start(log(i, run), "512m", "node", args, env.apply(i));
             started.add(p);
             return p;
         }
@@ -210,7 +239,7 @@ class ClusterTest {
          * downs it 2 s later); 0: the defaults ({@link ClusterNode.Options#of}, the CLI's).
          */
         ClusterNode coordinator(long pauseMillis) throws Exception {
-            var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(tmp.resolve("shm")), 64L << 20, "coord"));
+            var store = ShmObjectStore.open(new StoreConfig(Files.createDirectories(dir.resolve("shm")), 64L << 20, "coord"));
             closing.add(store);
             var options = ClusterNode.Options.of("127.0.0.1", 0, List.of("127.0.0.1:" + seed), 0);
             if (pauseMillis > 0) options = options.withTimings(Duration.ofSeconds(2), Duration.ofMillis(pauseMillis));
@@ -230,7 +259,13 @@ class ClusterTest {
 
         /** {@link #runJob(String, int, int, Placement, int, int)}, its remote batches relayed by the coordinator's node when {@code relay}. */
         ClusterJob runJob(String name, int ranks, int nodes, Placement placement, int workers, int steps, boolean relay) throws Exception {
-            var job = coordinator.runJob(new ClusterJob.Spec(name, job(ranks).build().toJson(), nodes, placement, workers, steps, 2, relay),
+            return runJob(name, job(ranks).build(), nodes, placement, workers, steps, relay);
+        }
+
+        /** A job of {@code config} (its data, processor, ranks, packing, cache …), coordinated by the member in this JVM. */
+        ClusterJob runJob(String name, NodeConfig config, int nodes, Placement placement, int workers, int steps, boolean relay)
+                throws Exception {
+            var job = coordinator.runJob(new ClusterJob.Spec(name, config.toJson(), nodes, placement, workers, steps, 2, relay),
                     Duration.ofMinutes(3));
             closing.add(job);
             return job;
@@ -243,6 +278,13 @@ class ClusterTest {
 
         /** {@link #coordinatorProcess(int, int, int, Path, String)} bound to {@code bindPort}. */
         Process coordinatorProcess(int bindPort, int nodes, int ranks, int steps, Path socket, String run) throws Exception {
+            var p = launchCoordinatorProcess(bindPort, nodes, ranks, steps, socket, run);
+            ServeProcess.awaitLine(p, coordinatorLog(run), "listening on ");
+            return p;
+        }
+
+        /** {@link #coordinatorProcess(int, int, int, int, Path, String)} started, not yet waited for. */
+        Process launchCoordinatorProcess(int bindPort, int nodes, int ranks, int steps, Path socket, String run) throws Exception {
             Path log = coordinatorLog(run);
             var p = ServeProcess.start(log, "512m", "serve", List.of("--join", "127.0.0.1:" + seed, "--bind", "127.0.0.1:" + bindPort,
                     "--slots", "0", "--nodes", "" + nodes, "--job", "t" + seed, "--data", manifest.toString(),
@@ -252,11 +294,10 @@ class ClusterTest {
                     "--socket", socket.toString(),
                     "--heartbeat-pause-ms", "4000", "--down-after-ms", "2000"));
             started.add(p);
-            ServeProcess.awaitLine(p, log, "listening on ");
             return p;
         }
 
-        Path coordinatorLog(String run) { return tmp.resolve("coord-" + seed + "-" + run + ".log"); }
+        Path coordinatorLog(String run) { return dir.resolve("coord-" + seed + "-" + run + ".log"); }
 
         /** SIGKILL to every child JVM of the cluster (nodes and coordinator processes): no goodbye to anyone. */
         void kill() throws Exception {
@@ -420,8 +461,8 @@ class ClusterTest {
 
         @BeforeAll
         void start() throws Exception {
-            cluster = Cluster.start(3, 2, 10_000);
-            coordinator = cluster.coordinator(10_000);
+            cluster = Cluster.start(3, 2, 10_000, c -> c.coordinator(10_000)); // it joins while the other nodes boot
+            coordinator = cluster.coordinator();
         }
 
         @AfterAll
@@ -683,9 +724,14 @@ class ClusterTest {
             int ranks = 2, after = 3, steps = 6;
             var saved = new TrainerClient.State[ranks];
             Path pyState = tmp.resolve("py-whole.json");
-            try (var cluster = Cluster.start(2, 1, 4000)) {
-                Path coordSocket = tmp.resolve("coord-" + cluster.seed + ".sock");
-                var serve = cluster.coordinatorProcess(2, ranks, 0, coordSocket, "1"); // the coordinator, in a JVM of its own
+            var coordSocket = new Path[1];
+            var launched = new Process[1];
+            try (var cluster = Cluster.start(2, 1, 4000, c -> { // the coordinator, in a JVM of its own, boots beside the second node
+                coordSocket[0] = tmp.resolve("coord-" + c.seed + ".sock");
+                launched[0] = c.launchCoordinatorProcess(0, 2, ranks, 0, coordSocket[0], "1");
+            })) {
+                var serve = launched[0];
+                ServeProcess.awaitLine(serve, cluster.coordinatorLog("1"), "listening on ");
                 if (python) {
                     var first = python(cluster.sockets.get(0), ranks, after, List.of("--state-out", pyState.toString()));
                     assertEquals(reference(ranks, 0, 0, after), strings(first.get("digests")), "rank 0 of 2, Python");
@@ -722,7 +768,7 @@ class ClusterTest {
                     // and a heartbeat, then 2 s, measured 7-8 s; 12 s leaves room for a loaded machine
                     assertTrue(nanos < TimeUnit.SECONDS.toNanos(12), "rank " + r + " failed after " + nanos / 1e9 + " s");
                 }
-                cluster.coordinatorProcess(2, ranks, 0, coordSocket, "2"); // its stale socket is replaced
+                cluster.coordinatorProcess(2, ranks, 0, coordSocket[0], "2"); // its stale socket is replaced
                 var resumed = new ArrayList<CompletableFuture<List<String>>>();
                 for (int r = 0; r < ranks; r++) resumed.add(resumedTrainer(cluster.sockets.get(r), r, ranks, saved[r], steps - after));
                 for (int r = 0; r < ranks; r++)
@@ -762,8 +808,9 @@ class ClusterTest {
     @Test
     void aKilledNodesWorkIsRedoneAndAStoppedNodeIsDownedThenServesTheNextJobStartedAgain() throws Exception {
         int ranks = 2, steps = 12;
-        try (var cluster = Cluster.start(3, 1, 3000)) {
-            var coordinator = cluster.coordinator(10_000); // the nodes notice a lost member within 3 s; every member hears of it
+        // the coordinator joins while the other nodes boot; the nodes notice a lost member within 3 s, and every member hears of it
+        try (var cluster = Cluster.start(3, 1, 3000, c -> c.coordinator(10_000))) {
+            var coordinator = cluster.coordinator();
             var job = cluster.runJob("kill", ranks, 3, Placement.SPREAD, 3, steps);
             String victim = cluster.addresses.get(1); // the second node: the ranks sit on the first and the third
             assertTrue(job.workerNodes().contains(victim), "spread gives every node a worker " + job.workerNodes());

@@ -22,9 +22,16 @@ final class ServeProcess {
 
     /** {@code stoker <command> <args>} (serve, node) with {@code -Xmx<heap>}, output to {@code log}. */
     static Process start(Path log, String heap, String command, List<String> args) throws IOException {
+        return start(log, heap, command, args, java.util.Map.of());
+    }
+
+    /** {@link #start(Path, String, String, List)} with {@code env} added to the inherited environment. */
+    static Process start(Path log, String heap, String command, List<String> args, java.util.Map<String, String> env) throws IOException {
         var argv = new java.util.ArrayList<String>(List.of(command));
         argv.addAll(args);
-        return new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx" + heap), argv)).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+        var pb = new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx" + heap), argv)).redirectErrorStream(true).redirectOutput(log.toFile());
+        pb.environment().putAll(env);
+        return pb.start();
     }
 
     /** Waits until the service prints its last start-up line; returns its log so far. Fails if it exits or takes too long. */

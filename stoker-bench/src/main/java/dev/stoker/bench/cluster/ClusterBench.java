@@ -145,6 +145,7 @@ public final class ClusterBench {
                 Path log = dir.resolve("node" + i + ".log");
                 var pb = bed != null ? bed.command(i, argv) : new ProcessBuilder(argv);
                 members.add(new Members.Member(i, children.start(pb.redirectErrorStream(true).redirectOutput(log.toFile())), log, null));
+                if (i == 0) Members.awaitSeed(members.getFirst(), START_TIMEOUT_SECONDS); // the others join a seed that answers
             }
             members = Members.awaitListening(members, START_TIMEOUT_SECONDS);
             var indexOf = new HashMap<String, Integer>(); // pekko address → node index

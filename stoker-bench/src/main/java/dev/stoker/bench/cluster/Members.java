@@ -21,6 +21,23 @@ final class Members {
     private Members() {}
 
     /** Waits for every member's "listening on" line; node 0 (serve) prints it only once the job runs on all nodes. */
+    /**
+     * Waits until the seed (node 0, {@code serve}) says its cluster member is up ({@code "cluster member … waiting for"}), so
+     * that the other nodes start joining a seed that answers: one that asks before fails its first join and tries again only
+     * seconds later (measured in network namespaces: every member up 18 s after the bed was made, rather than 49-55 s).
+     */
+    static void awaitSeed(Member seed, long timeoutSeconds) throws IOException, InterruptedException, BenchFailure {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
+        while (!(Files.exists(seed.log()) && Files.readString(seed.log()).contains("cluster member "))) {
+            if (!seed.process().isAlive())
+                throw new BenchFailure("node " + seed.index() + " (" + seed.role() + ") exited with " + seed.process().exitValue()
+                        + " before it was up", seed.log());
+            if (System.nanoTime() - deadline > 0)
+                throw new BenchFailure("node " + seed.index() + " (" + seed.role() + ") was not up within " + timeoutSeconds + " s", seed.log());
+            Thread.sleep(50);
+        }
+    }
+
     static ArrayList<Member> awaitListening(List<Member> members, long timeoutSeconds) throws IOException, InterruptedException, BenchFailure {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
         var banners = new String[members.size()];
