@@ -23,7 +23,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Audio carried by the data set itself (issue 32): WebDataset tar shards with {@code key.wav}, {@code key.N.flac},
- * {@code key.mp3} members beside {@code key.json}, read by {@code validate} and {@code encode --data … --record N} under an
+ * {@code key.mp3} members beside {@code key.json}, and a Parquet file with an {@code audios} column of
+ * struct&lt;bytes, path&gt; (the datasets {@code Audio} feature), read by {@code validate} and {@code encode --data … --record N} under an
  * audio family exactly as the same samples given as a JSON Lines manifest naming the clips' files (the same lengths, the
  * same {@code .npy} files byte for byte), and refused record by record under a Qwen-VL processor with its usual words.
  * The clips are made here by the {@code ffmpeg} command.
@@ -63,7 +64,14 @@ class AudioShardCliTest {
                     {"conversations": [{"from": "human", "value": "<audio>What can you hear?"}, {"from": "gpt", "value": "A beep."}],
                      "audios": ["clips/2.mp3"]}"""));
 
-    private static Path manifest, shard;
+    private static Path manifest, shard, parquet;
+
+    /** messages: list<struct<role, content: string>>, audios: list<struct<bytes, path>> (the datasets Audio feature). */
+    private static final org.apache.parquet.schema.MessageType AUDIO_ROWS = org.apache.parquet.schema.MessageTypeParser.parseMessageType(
+            "message schema { optional binary id (STRING);"
+            + " optional group messages (LIST) { repeated group list { optional group element {"
+            + "   optional binary role (STRING); optional binary content (STRING); } } }"
+            + " optional group audios (LIST) { repeated group list { optional group element { optional binary bytes; optional binary path (STRING); } } } }");
 
     @BeforeAll
     static void data() throws Exception {
@@ -85,6 +93,17 @@ class AudioShardCliTest {
                 for (int k = 0; k < s.suffixes().size(); k++) put(tar, s.key() + "." + s.suffixes().get(k), Files.readAllBytes(clips.resolve(s.files().get(k))));
             }
         }
+        // samples a and b as Parquet rows carrying their clips' bytes (the paths are the clips' names, not read)
+        var rows = new ArrayList<java.util.Map<String, Object>>();
+        for (var s : SAMPLES.subList(0, 2)) {
+            var messages = new ArrayList<Object>();
+            for (var m : JSON.readTree(s.carried()).get("messages"))
+                messages.add(dev.stoker.parquet.HfParquet.map("role", m.get("role").asText(), "content", m.get("content").asText()));
+            var audios = new ArrayList<Object>();
+            for (String f : s.files()) audios.add(dev.stoker.parquet.HfParquet.map("bytes", Files.readAllBytes(clips.resolve(f)), "path", "not-here/" + f));
+            rows.add(dev.stoker.parquet.HfParquet.map("id", s.key(), "messages", messages, "audios", audios));
+        }
+        parquet = dev.stoker.parquet.HfParquet.write(Files.createDirectories(dir.resolve("parquet")).resolve("audio.parquet"), AUDIO_ROWS, rows, 10);
     }
 
     private static void put(TarArchiveOutputStream tar, String name, byte[] bytes) throws IOException {
@@ -132,6 +151,30 @@ class AudioShardCliTest {
         assertEquals(0, r.status(), r.err());
         for (String t : TENSORS)
             assertArrayEquals(Files.readAllBytes(dir.resolve("file-qwen2.5-omni-1").resolve(t)), Files.readAllBytes(viaData.resolve(t)), t);
+    }
+
+    @Test
+    void aParquetAudioColumnIsReadAsTheFilesAre() throws Exception {
+        var json = validate(parquet.toString(), "qwen2.5-omni", "parquet");
+        assertEquals(2, json.get("samples").asInt());
+        assertEquals(0, json.get("errors").asInt(), "every row kept: " + json);
+        assertEquals(3, json.get("audios").asInt());
+        var manifestJson = validate(manifest.toString(), "qwen2.5-omni", "manifest-for-parquet");
+        int[] fromManifest = LengthIndex.read(Path.of(manifestJson.get("length_index").asText())).lengths();
+        assertArrayEquals(java.util.Arrays.copyOf(fromManifest, 2), LengthIndex.read(Path.of(json.get("length_index").asText())).lengths());
+        for (int i = 0; i < 2; i++) {
+            Path sample = Files.writeString(dir.resolve("data/pq-record" + i + ".json"), JSON.readTree(SAMPLES.get(i).named()).toString());
+            Path byFile = dir.resolve("pq-file-" + i), byRow = dir.resolve("pq-row-" + i);
+            var f = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--sample", sample.toString(), "--out", byFile.toString());
+            assertEquals(0, f.status(), f.err());
+            var r = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--data", parquet.toString(), "--record", String.valueOf(i),
+                    "--out", byRow.toString());
+            assertEquals(0, r.status(), r.err());
+            for (String t : TENSORS)
+                assertArrayEquals(Files.readAllBytes(byFile.resolve(t)), Files.readAllBytes(byRow.resolve(t)), "row " + i + ": " + t);
+        }
+        var vl = validate(parquet.toString(), "qwen2.5-vl", "parquet-vl");
+        assertEquals(2, vl.get("errors").asInt(), "every row an error: " + vl);
     }
 
     @Test
