@@ -188,6 +188,31 @@ class AudioShardCliTest {
         assertTrue(Files.notExists(dir.resolve("vl")));
     }
 
+    /** A member that is no audio, or a stray one, is its sample's error naming it; the good sample beside it is kept. */
+    @Test
+    void aBrokenAudioMemberIsItsSamplesErrorNamingIt() throws Exception {
+        Path bad = dir.resolve("shards/bad-000.tar");
+        try (OutputStream out = Files.newOutputStream(bad); var tar = new TarArchiveOutputStream(out, "UTF-8")) {
+            put(tar, "noise.json", JSON.readTree(SAMPLES.getFirst().carried()).toString().getBytes(StandardCharsets.UTF_8));
+            put(tar, "noise.wav", "RIFF, but not a wave file at all".getBytes(StandardCharsets.US_ASCII));
+            put(tar, "stray.json", JSON.readTree(SAMPLES.getFirst().carried()).toString().getBytes(StandardCharsets.UTF_8));
+            put(tar, "stray.left.wav", Files.readAllBytes(dir.resolve("data/clips/1.wav")));
+            put(tar, "good.json", JSON.readTree(SAMPLES.getFirst().carried()).toString().getBytes(StandardCharsets.UTF_8));
+            put(tar, "good.wav", Files.readAllBytes(dir.resolve("data/clips/1.wav")));
+        }
+        var r = CliRunner.run("validate", "--data", bad.toString(), "--processor", "qwen2.5-omni", "--threads", "1",
+                "--lengths-dir", dir.resolve("lengths-bad").toString());
+        assertEquals(0, r.status(), r.err());
+        var json = JSON.readTree(r.lastStdoutLine());
+        assertEquals(3, json.get("samples").asInt());
+        assertEquals(2, json.get("errors").asInt(), r.out());
+        assertTrue(r.out().contains("bad-000.tar:noise") && r.out().contains("noise.wav"), r.out());
+        assertTrue(r.out().contains("stray.left.wav, named neither stray.wav nor stray.N.wav"), r.out());
+        var e = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--data", bad.toString(), "--record", "0", "--out", dir.resolve("bad").toString());
+        assertEquals(2, e.status(), e.err());
+        assertTrue(e.err().contains("noise.wav"), e.err());
+    }
+
     @Test
     void aRecordOutsideTheDataOrNoneIsAClearError() {
         var r = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--data", shard.toString(), "--record", "4", "--out", dir.resolve("none").toString());
