@@ -38,7 +38,8 @@ public interface SampleRecords {
 
     /**
      * One record. {@code images} empty: the record names its images by reference, fetched from the source; {@code videos}
-     * empty: likewise for its videos (opened through the feed source by reference, {@code FeedSource#openVideo}).
+     * empty: likewise for its videos (opened through the feed source by reference, {@code FeedSource#openVideo});
+     * {@code audios} empty: likewise for its audio clips (issue 32; carried ones are read whole with the record).
      */
     record Record(byte[] json, List<Embedded> images, List<EmbeddedVideo> videos, List<Embedded> audios) {
         public Record {
