@@ -103,6 +103,13 @@ class AudioShardCliTest {
             for (String f : s.files()) audios.add(dev.stoker.parquet.HfParquet.map("bytes", Files.readAllBytes(clips.resolve(f)), "path", "not-here/" + f));
             rows.add(dev.stoker.parquet.HfParquet.map("id", s.key(), "messages", messages, "audios", audios));
         }
+        // and a row whose clip is a path only (no bytes): named in its record, fetched relative to the file's folder
+        Files.createDirectories(dir.resolve("parquet/clips"));
+        Files.copy(clips.resolve("2.mp3"), dir.resolve("parquet/clips/2.mp3"));
+        rows.add(dev.stoker.parquet.HfParquet.map("id", "by-path", "messages", List.of(
+                dev.stoker.parquet.HfParquet.map("role", "user", "content", "<audio>What can you hear?"),
+                dev.stoker.parquet.HfParquet.map("role", "assistant", "content", "A beep.")),
+                "audios", List.of(dev.stoker.parquet.HfParquet.map("bytes", null, "path", "clips/2.mp3"))));
         parquet = dev.stoker.parquet.HfParquet.write(Files.createDirectories(dir.resolve("parquet")).resolve("audio.parquet"), AUDIO_ROWS, rows, 10);
     }
 
@@ -156,14 +163,18 @@ class AudioShardCliTest {
     @Test
     void aParquetAudioColumnIsReadAsTheFilesAre() throws Exception {
         var json = validate(parquet.toString(), "qwen2.5-omni", "parquet");
-        assertEquals(2, json.get("samples").asInt());
+        assertEquals(3, json.get("samples").asInt());
         assertEquals(0, json.get("errors").asInt(), "every row kept: " + json);
-        assertEquals(3, json.get("audios").asInt());
+        assertEquals(4, json.get("audios").asInt());
         var manifestJson = validate(manifest.toString(), "qwen2.5-omni", "manifest-for-parquet");
         int[] fromManifest = LengthIndex.read(Path.of(manifestJson.get("length_index").asText())).lengths();
-        assertArrayEquals(java.util.Arrays.copyOf(fromManifest, 2), LengthIndex.read(Path.of(json.get("length_index").asText())).lengths());
-        for (int i = 0; i < 2; i++) {
-            Path sample = Files.writeString(dir.resolve("data/pq-record" + i + ".json"), JSON.readTree(SAMPLES.get(i).named()).toString());
+        int[] fromRows = LengthIndex.read(Path.of(json.get("length_index").asText())).lengths();
+        assertArrayEquals(java.util.Arrays.copyOf(fromManifest, 2), java.util.Arrays.copyOf(fromRows, 2));
+        String byPath = """
+                {"messages": [{"content": "<audio>What can you hear?", "role": "user"}, {"content": "A beep.", "role": "assistant"}],
+                 "audios": ["clips/2.mp3"]}""";
+        for (int i = 0; i < 3; i++) {
+            Path sample = Files.writeString(dir.resolve("data/pq-record" + i + ".json"), JSON.readTree(i < 2 ? SAMPLES.get(i).named() : byPath).toString());
             Path byFile = dir.resolve("pq-file-" + i), byRow = dir.resolve("pq-row-" + i);
             var f = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--sample", sample.toString(), "--out", byFile.toString());
             assertEquals(0, f.status(), f.err());
@@ -174,7 +185,7 @@ class AudioShardCliTest {
                 assertArrayEquals(Files.readAllBytes(byFile.resolve(t)), Files.readAllBytes(byRow.resolve(t)), "row " + i + ": " + t);
         }
         var vl = validate(parquet.toString(), "qwen2.5-vl", "parquet-vl");
-        assertEquals(2, vl.get("errors").asInt(), "every row an error: " + vl);
+        assertEquals(3, vl.get("errors").asInt(), "every row an error: " + vl);
     }
 
     @Test
