@@ -14,6 +14,12 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import dev.stoker.source.SampleRecords;
+import dev.stoker.source.mix.DataSources;
+import dev.stoker.source.mix.FeedSource;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -34,8 +40,12 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
 
     @Spec CommandSpec spec;
 
-    @Option(names = "--sample", required = true, description = "Sample JSON file; image paths are relative to its folder.")
+    @Option(names = "--sample", description = "Sample JSON file; image paths are relative to its folder. Or --data and --record.")
     Path sample;
+
+    @Option(names = "--record", paramLabel = "N", defaultValue = "-1",
+            description = "With --data: the record to encode, 0-based, in the source's order (a manifest's lines, the shards' samples, the rows).")
+    long record;
 
     @Option(names = "--out", required = true, description = "Output folder (created).")
     Path out;
@@ -51,6 +61,9 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
         keys.addAll(NodeConfig.VIDEO_ENCODING); // decoded in this process: --video-decode is the feed's
         keys.add(NodeConfig.AUDIO_PAD);
         keys.add(NodeConfig.USE_AUDIO_IN_VIDEO);
+        // --data URI --record N: one record of a data set in any format (a manifest, tar shards, Parquet; local or s3://)
+        keys.addAll(List.of(NodeConfig.DATA_KEY, NodeConfig.IMAGE_ROOT, NodeConfig.INDEX_CACHE, NodeConfig.S3_ENDPOINT, NodeConfig.S3_REGION,
+                NodeConfig.S3_PATH_STYLE));
         return keys;
     }
 
@@ -58,8 +71,12 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
     public boolean configFile() { return false; }
 
     @Override
-    public Integer call() throws IOException {
+    public Integer call() throws Exception {
         var config = NodeOptions.config(spec, settings());
+        if ((sample == null) == (config.get(NodeConfig.DATA_KEY) == null))
+            throw new Main.InvalidInputException("give either --sample FILE.json or --data URI with --record N");
+        if (sample == null) return encodeRecord(config);
+        if (record != -1) throw new Main.InvalidInputException("--record is read with --data, not with --sample");
         var options = config.encodeOptions();
         byte[] json = PreprocessCommand.readInput(sample);
         VideoEncoding video = options.video(); // null: video records refused, saying why (options.videoRefusal())
@@ -78,6 +95,62 @@ final class EncodeCommand implements Callable<Integer>, NodeOptions.Configured {
                         (id, ref) -> dev.stoker.source.RangedObjectBytes.of(objects, ref, video.decodeTimeoutNanos()));
                 write(s, out);
             }
+        }
+        return 0;
+    }
+
+    /**
+     * Record {@code --record} of {@code --data}, whatever its format: its images, videos and audio clips those its source
+     * carries (a tar's members, a Parquet column) or those it names, read as {@code validate} reads them.
+     */
+    private int encodeRecord(NodeConfig config) throws Exception {
+        var options = config.encodeOptions();
+        VideoEncoding video = options.video();
+        DataSources sources;
+        try {
+            sources = DataSources.open(config.sources(), config.sourceConfig(), config.indexCache());
+        } catch (IllegalArgumentException e) {
+            throw new Main.InvalidInputException("--data " + config.data() + ": " + e.getMessage());
+        }
+        try (QwenTokenizer tok = NodeFeeds.tokenizer(config.get(NodeConfig.TOKENIZER)); sources) {
+            var source = sources.feedSource();
+            SampleRecords records;
+            try {
+                records = source.records();
+            } catch (IOException | RuntimeException e) {
+                throw new Main.InvalidInputException("cannot read --data " + config.data() + ": " + e.getMessage());
+            }
+            if (record < 0 || record >= records.size())
+                throw new Main.InvalidInputException("--record " + (record < 0 ? "N is required with --data" : record + " is not a record of "
+                        + config.data() + ", which has " + records.size()));
+            int i = (int) record;
+            SampleRecords.Record r;
+            try {
+                r = records.record(i).get(FeedSource.MANIFEST_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+            } catch (ExecutionException e) {
+                throw e.getCause() instanceof RuntimeException re ? re : new IOException(e.getCause());
+            } catch (InterruptedException | TimeoutException e) {
+                throw new IOException("record " + i + " of " + config.data() + " not read: " + e, e);
+            }
+            var encoder = new SampleEncoder(options, tok);
+            var parsed = encoder.parseRecord(r, records.id(i));
+            SampleEncoder.ImageSource byReference = (id, ref) -> {
+                try {
+                    return source.fetch(i, id, ref).get(FeedSource.MANIFEST_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+                } catch (ExecutionException e) {
+                    throw e.getCause() instanceof RuntimeException re ? re
+                            : new dev.stoker.core.SampleException(id, dev.stoker.core.SampleException.Stage.FETCH, ref + ": " + e.getCause(), e.getCause());
+                } catch (InterruptedException | TimeoutException e) {
+                    throw new dev.stoker.core.SampleException(id, dev.stoker.core.SampleException.Stage.FETCH, ref + " not read: " + e, e);
+                }
+            };
+            var media = SampleEncoder.carried(r, parsed, byReference);
+            var videos = video == null ? null : dev.stoker.encode.video.EmbeddedVideos.over(r.videos(), (sampleId, reference) -> source.openVideo(i, sampleId, reference));
+            if (encoder.audio()) {
+                write(encoder.encodeAudioSample(parsed, media, videos), out);
+                return 0;
+            }
+            write(video == null ? encoder.encode(parsed, media) : encoder.encode(parsed, media, videos), out);
         }
         return 0;
     }

@@ -217,8 +217,7 @@ public final class SampleEncoder {
     public EncodedSample encodeRecord(SampleRecords.Record record, String fallbackId, ImageSource source,
                                       VideoPreprocessor.VideoSource videosByReference, PixelBuffers buffers) {
         var embedded = record.images();
-        ChatSample sample = embedded.isEmpty() && record.videos().isEmpty() ? parser.parseLine(record.json(), fallbackId)
-                : parser.parseRecord(record.json(), fallbackId, record.imageNames(), record.videoNames());
+        ChatSample sample = parseRecord(record, fallbackId);
         ImageSource images = source;
         if (!embedded.isEmpty()) {
             List<String> refs = sample.imagePaths();
@@ -228,6 +227,32 @@ public final class SampleEncoder {
         }
         if (videos == null) return encode(sample, images, buffers);
         return encode(sample, images, dev.stoker.encode.video.EmbeddedVideos.over(record.videos(), videosByReference), buffers);
+    }
+
+    /**
+     * Parses record {@code record} of a source: the images, videos and audio clips its source carries take the places of
+     * the record's own, in order (or are refused, by a parser that takes none of that medium).
+     */
+    public ChatSample parseRecord(SampleRecords.Record record, String fallbackId) {
+        return record.carriesMedia() ? parser.parseRecord(record.json(), fallbackId, record.imageNames(), record.videoNames(), record.audioNames())
+                : parser.parseLine(record.json(), fallbackId);
+    }
+
+    /**
+     * The source {@link #encodeAudioSample} reads a record's images and clips through: those its source carries (by the
+     * names {@link #parseRecord(SampleRecords.Record, String)} placed), else {@code byReference}.
+     */
+    public static ImageSource carried(SampleRecords.Record record, ChatSample sample, ImageSource byReference) {
+        var bytes = new HashMap<String, byte[]>();
+        List<String> refs = sample.imagePaths();
+        if (!record.images().isEmpty())
+            for (int k = 0; k < refs.size(); k++) bytes.put(refs.get(k), record.images().get(k).bytes());
+        for (var a : record.audios()) bytes.put(a.name(), a.bytes());
+        if (bytes.isEmpty()) return byReference;
+        return (id, ref) -> {
+            byte[] b = bytes.get(ref);
+            return b != null ? b : byReference.read(id, ref);
+        };
     }
 
     /** Encodes a parsed sample whose image bytes were fetched beforehand, keyed by reference. */

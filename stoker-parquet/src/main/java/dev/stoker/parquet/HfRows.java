@@ -40,10 +40,17 @@ import org.apache.parquet.schema.Type;
  *       pipeline opens them by reference; a row that carries the bytes of any gives them all as its
  *       {@link Row#videos()} (a path beside them is opened by reference). Whether video is served is the parser's
  *       call: a job without video refuses such a row, naming the video ({@code SampleParser});
+ *   <li>{@code audios} (list of struct&lt;bytes, path&gt;, as the datasets {@code Audio} feature writes it, or of
+ *       strings) or {@code audio} (one struct, or a string): the audio clips, in order (issue 32), read as the video
+ *       columns are: a row whose clips are all paths names them in its record ({@code audios}; typed
+ *       {@code {"type": "audio"}} items naming none are named after them); a row that carries the bytes of any gives
+ *       them all as its {@link Row#audios()} (a path beside them is fetched with the record). A column that holds
+ *       nothing in a row (HF's null audio {@code {bytes: null, path: null}}, an empty list) gives that row no clip.
+ *       Whether audio is served is the parser's call: under a processor without audio (the Qwen-VL ones) such a row is
+ *       refused, naming the clip ({@code SampleParser});
  *   <li>{@code id} (string or integer), optional;
- *   <li>the columns of a medium Stoker does not serve ({@link UnservedMedia}: {@code audio}/{@code audios}), of any
- *       type: a row where one is non-empty is refused naming the column, rather than served as text without it (as
- *       {@code SampleParser} refuses such a field of a record).
+ *   <li>the columns of a medium Stoker does not serve ({@link UnservedMedia}, none since audio is read), of any type: a
+ *       row where one is non-empty is refused naming the column, rather than served as text without it.
  * </ul>
  *
  * <p>Threading: stateless apart from the schema; safe to share.
@@ -63,14 +70,15 @@ final class HfRows {
      * A row converted: its JSON, its images when the row carries any (empty: the JSON names them by reference), and its
      * videos likewise.
      */
-    record Row(byte[] json, List<Image> images, List<Video> videos) {
-        Row(byte[] json, List<Image> images) { this(json, images, List.of()); }
+    record Row(byte[] json, List<Image> images, List<Video> videos, List<Image> audios) {
+        Row(byte[] json, List<Image> images) { this(json, images, List.of(), List.of()); }
 
-        /** Bytes the row holds in the cache of decoded row groups: its JSON and the images' and videos' bytes. */
+        /** Bytes the row holds in the cache of decoded row groups: its JSON and the images', videos' and clips' bytes. */
         long bytes() {
             long n = json.length;
             for (var i : images) n += i.bytes() == null ? 0 : i.bytes().length;
             for (var v : videos) n += v.bytes() == null ? 0 : v.bytes().length;
+            for (var a : audios) n += a.bytes() == null ? 0 : a.bytes().length;
             return n;
         }
     }
@@ -79,18 +87,20 @@ final class HfRows {
     private final String messagesColumn;
     private final String imagesColumn;
     private final String videosColumn;
+    private final String audiosColumn;
 
     /** Whether the file has a {@code videos} or {@code video} column: its rows may hold videos ({@code --video auto}). */
     boolean hasVideoColumn() { return videosColumn != null; }
     private final boolean hasId;
     private final Map<String, UnservedMedia> mediaColumns;
 
-    private HfRows(MessageType projection, String messagesColumn, String imagesColumn, String videosColumn, boolean hasId,
-                   Map<String, UnservedMedia> mediaColumns) {
+    private HfRows(MessageType projection, String messagesColumn, String imagesColumn, String videosColumn, String audiosColumn,
+                   boolean hasId, Map<String, UnservedMedia> mediaColumns) {
         this.projection = projection;
         this.messagesColumn = messagesColumn;
         this.imagesColumn = imagesColumn;
         this.videosColumn = videosColumn;
+        this.audiosColumn = audiosColumn;
         this.hasId = hasId;
         this.mediaColumns = mediaColumns;
     }
@@ -117,21 +127,28 @@ final class HfRows {
             if (videos != null) throw new IOException(file + " has both a 'videos' and a 'video' column; expected one");
             videos = c;
         }
+        String audios = null;
+        for (String c : UnservedMedia.AUDIO.fields()) {
+            if (!schema.containsField(c)) continue;
+            if (audios != null) throw new IOException(file + " has both an 'audios' and an 'audio' column; expected one");
+            audios = c;
+        }
         var fields = new ArrayList<Type>();
         boolean id = schema.containsField("id") && schema.getType("id").isPrimitive();
         if (id) fields.add(schema.getType("id"));
         fields.add(schema.getType(messages));
         if (images != null) fields.add(schema.getType(images));
         if (videos != null) fields.add(schema.getType(videos));
+        if (audios != null) fields.add(schema.getType(audios));
         var media = new LinkedHashMap<String, UnservedMedia>();
         for (var m : UnservedMedia.values())
-            if (m != UnservedMedia.VIDEO) // read above; served or refused by the parser
+            if (m != UnservedMedia.VIDEO && m != UnservedMedia.AUDIO) // read above; served or refused by the parser
                 for (String c : m.fields())
                 if (schema.containsField(c)) {
                     media.put(c, m);
                     fields.add(schema.getType(c));
                 }
-        return new HfRows(new MessageType(schema.getName(), fields), messages, images, videos, id, media);
+        return new HfRows(new MessageType(schema.getName(), fields), messages, images, videos, audios, id, media);
     }
 
     private static String names(GroupType t) {
@@ -199,8 +216,20 @@ final class HfRows {
             }
             videos = List.of();
         }
+        var audios = audios(row, sampleId, rowName);
+        boolean carriedAudio = false;
+        for (var a : audios) carriedAudio |= a.bytes() != null;
+        if (!carriedAudio && !audios.isEmpty()) { // every clip a path: the record names them, the encoder fetches them
+            var paths = new ArrayList<String>();
+            for (var a : audios) paths.add(a.path());
+            if (!fillBareAudioItems(record, paths)) {
+                var list = record.putArray("audios");
+                paths.forEach(list::add);
+            }
+            audios = List.of();
+        }
         try {
-            return new Row(JSON.writeValueAsBytes(record), images, videos);
+            return new Row(JSON.writeValueAsBytes(record), images, videos, audios);
         } catch (IOException e) {
             throw new SampleException(sampleId, SampleException.Stage.MANIFEST, "cannot write the record as JSON: " + e, e);
         }
@@ -258,6 +287,56 @@ final class HfRows {
             out.add(new Video(name, v.bytes(), v.path()));
         }
         return out;
+    }
+
+    /**
+     * The row's audio clips: the audio column's structs or paths, named as videos are ({@code row17#a0} without a usable
+     * path); none when the column holds nothing in this row.
+     */
+    private List<Image> audios(Group row, String sampleId, String rowName) {
+        if (audiosColumn == null) return List.of();
+        int c = row.getType().getFieldIndex(audiosColumn);
+        if (row.getFieldRepetitionCount(c) == 0 || !holds(row, c, 0)) return List.of();
+        Type t = row.getType().getType(c);
+        var raw = new ArrayList<Image>();
+        if (isList(t)) {
+            var elements = elements(row.getGroup(c, 0));
+            for (int k = 0; k < elements.size(); k++) raw.add(image(elements.get(k), sampleId, audiosColumn + "[" + k + "]"));
+        } else {
+            raw.add(image(new Slot(row, c, 0), sampleId, audiosColumn));
+        }
+        var paths = new HashSet<String>();
+        var duplicate = new HashSet<String>();
+        for (var a : raw) if (a.path() != null && !paths.add(a.path())) duplicate.add(a.path());
+        var out = new ArrayList<Image>(raw.size());
+        var used = new HashSet<String>();
+        for (int k = 0; k < raw.size(); k++) {
+            var a = raw.get(k);
+            String name = a.path() != null && !duplicate.contains(a.path()) ? a.path() : rowName + "#a" + k;
+            while (!used.add(name)) name = name + "'";
+            out.add(new Image(name, a.bytes(), a.path()));
+        }
+        return out;
+    }
+
+    /** Names the typed audio items that name no clip ({@code {"type": "audio"}}) with {@code paths} in order; false when there are none. */
+    private static boolean fillBareAudioItems(ObjectNode record, List<String> paths) {
+        var list = record.get("messages");
+        if (list == null || !list.isArray()) return false;
+        boolean typed = false;
+        int k = 0;
+        for (var m : list) {
+            var content = m.get("content");
+            if (content == null || !content.isArray()) continue;
+            for (var item : content) {
+                if (!(item instanceof ObjectNode o) || !("audio".equals(o.path("type").asText(null)) || o.has("audio"))) continue;
+                typed = true;
+                boolean named = o.hasNonNull("audio") || o.hasNonNull("audio_url") || o.hasNonNull("url") || o.hasNonNull("path");
+                if (!named && k < paths.size()) o.put("audio", paths.get(k));
+                k++;
+            }
+        }
+        return typed;
     }
 
     /**

@@ -196,14 +196,18 @@ public final class ParquetRecords implements SampleRecords {
             else videos.add(new SampleRecords.EmbeddedVideo(v.name(), -1,
                     () -> dev.stoker.source.RangedObjectBytes.of(source, v.path(), dev.stoker.source.RangedObjectBytes.READ_TIMEOUT_NANOS)));
         }
-        if (row.images().isEmpty()) return CompletableFuture.completedFuture(new Record(row.json(), List.of(), videos));
-        var parts = new ArrayList<CompletableFuture<Embedded>>(row.images().size());
-        for (var im : row.images()) {
-            if (im.bytes() != null) parts.add(CompletableFuture.completedFuture(new Embedded(im.name(), im.bytes())));
-            else parts.add(source.fetch(id, im.path()).thenApply(b -> new Embedded(im.name(), b)));
-        }
-        return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new))
-                .thenApply(ignored -> new Record(row.json(), parts.stream().map(CompletableFuture::join).toList(), videos));
+        if (row.images().isEmpty() && row.audios().isEmpty()) return CompletableFuture.completedFuture(new Record(row.json(), List.of(), videos));
+        var parts = new ArrayList<CompletableFuture<Embedded>>(row.images().size() + row.audios().size());
+        for (var list : List.of(row.images(), row.audios()))
+            for (var im : list) {
+                if (im.bytes() != null) parts.add(CompletableFuture.completedFuture(new Embedded(im.name(), im.bytes())));
+                else parts.add(source.fetch(id, im.path()).thenApply(b -> new Embedded(im.name(), b)));
+            }
+        int images = row.images().size();
+        return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new)).thenApply(ignored -> {
+            var all = parts.stream().map(CompletableFuture::join).toList();
+            return new Record(row.json(), all.subList(0, images), videos, all.subList(images, all.size()));
+        });
     }
 
     private int fileOf(int i) {

@@ -70,8 +70,7 @@ class ParquetRecordsTest {
     }
 
     static ChatSample parse(SampleRecords.Record r, String id) {
-        var names = r.images().stream().map(SampleRecords.Embedded::name).toList();
-        return new SampleParser().parseRecord(r.json(), id, names);
+        return new SampleParser().parseRecord(r.json(), id, r.imageNames(), r.videoNames(), r.audioNames());
     }
 
     static List<String> imageRefs(ChatSample s) {
@@ -224,12 +223,13 @@ class ParquetRecordsTest {
             + "}");
 
     /**
-     * A row with a non-empty audio column is refused naming the column; before, the columns were not read and the row was
-     * served as a text-only sample. A video column is read, and refused by a parser without video. Empty or null media
-     * columns are not refusals.
+     * An audio column is read (issue 32): a clip's bytes are carried with the record, a clip named by a path only is listed
+     * in it; a parser without audio (a Qwen-VL processor's) refuses both, with its usual words. Before, the columns were not
+     * read and the row was served as a text-only sample. A video column is read, and refused by a parser without video.
+     * Empty or null media columns are not refusals.
      */
     @Test
-    void aRowWithAudioOrVideoIsRefusedNamingTheColumn() throws Exception {
+    void aRowWithAudioOrVideoIsReadAndRefusedByAParserWithoutThem() throws Exception {
         var turns = list(map("role", "user", "content", "<audio>What is said?"), map("role", "assistant", "content", "Hello."));
         var plain = list(map("role", "user", "content", "Hi"), map("role", "assistant", "content", "Hello."));
         Path file = HfParquet.write(tmp.resolve("av.parquet"), WITH_MEDIA, List.of(
@@ -240,12 +240,20 @@ class ParquetRecordsTest {
                 map("id", "none", "messages", plain)), 10);
         try (var source = local(file)) {
             var records = SampleFormat.records(source, "av.parquet", null);
+            var carried = get(records, 0);
+            assertEquals(List.of("a.wav"), carried.audioNames());
+            assertArrayEquals(new byte[] {'R', 'I', 'F', 'F'}, carried.audios().getFirst().bytes());
+            var named = get(records, 1);
+            assertTrue(named.audios().isEmpty());
+            assertEquals("[\"a.wav\"]", JSON.readTree(named.json()).get("audios").toString(), "a path only: named by the record");
             for (int i : new int[] {0, 1}) {
-                var e = failure(records, i);
+                var r = get(records, i);
+                var e = assertThrows(SampleException.class, () -> parse(r, records.id(i)));
                 assertEquals(SampleException.Stage.MANIFEST, e.stage());
-                assertEquals("av.parquet:" + i, e.sampleId());
-                assertEquals("column 'audio': audio is not supported by the Qwen-VL processors", e.getMessage());
+                assertTrue(e.getMessage().contains("audio is not supported by the Qwen-VL processors"), e.getMessage());
             }
+            assertEquals("audio is not supported by the Qwen-VL processors: the record's source carries audio a.wav",
+                    assertThrows(SampleException.class, () -> parse(carried, records.id(0))).getMessage());
             var video = get(records, 2); // a video column is read (ParquetVideoColumnTest): the parser serves or refuses it
             assertEquals("[\"v.mp4\"]", JSON.readTree(video.json()).get("videos").toString());
             assertEquals("field 'videos': video is not supported",

@@ -38,18 +38,29 @@ public interface SampleRecords {
 
     /**
      * One record. {@code images} empty: the record names its images by reference, fetched from the source; {@code videos}
-     * empty: likewise for its videos (opened through the feed source by reference, {@code FeedSource#openVideo}).
+     * empty: likewise for its videos (opened through the feed source by reference, {@code FeedSource#openVideo});
+     * {@code audios} empty: likewise for its audio clips (issue 32; carried ones are read whole with the record).
      */
-    record Record(byte[] json, List<Embedded> images, List<EmbeddedVideo> videos) {
+    record Record(byte[] json, List<Embedded> images, List<EmbeddedVideo> videos, List<Embedded> audios) {
         public Record {
             images = List.copyOf(images);
             videos = List.copyOf(videos);
+            audios = List.copyOf(audios);
         }
+
+        /** A record whose source carries images and videos, and no audio. */
+        public Record(byte[] json, List<Embedded> images, List<EmbeddedVideo> videos) { this(json, images, videos, List.of()); }
 
         /** A record whose source carries images and no video. */
         public Record(byte[] json, List<Embedded> images) { this(json, images, List.of()); }
 
         public static Record of(byte[] json) { return new Record(json, List.of(), List.of()); }
+
+        /** Whether the source carries any of the record's media (else the record names them all by reference). */
+        public boolean carriesMedia() { return !images.isEmpty() || !videos.isEmpty() || !audios.isEmpty(); }
+
+        /** The carried audio clips' names, in order (issue 32: a tar's audio members, a Parquet audio column). */
+        public List<String> audioNames() { return audios.stream().map(Embedded::name).toList(); }
 
         /** The carried images' names, in order. */
         public List<String> imageNames() { return images.stream().map(Embedded::name).toList(); }
@@ -59,8 +70,8 @@ public interface SampleRecords {
     }
 
     /**
-     * An image the source carries: {@code name} unique within its record (a tar member's name, a Parquet
-     * struct's path or {@code row#k}), {@code bytes} the encoded file (JPEG, PNG, WebP).
+     * An image (or an audio clip) the source carries: {@code name} unique within its record (a tar member's name, a Parquet
+     * struct's path or {@code row#k}), {@code bytes} the encoded file (JPEG, PNG, WebP; WAV, FLAC, MP3, …).
      */
     record Embedded(String name, byte[] bytes) {}
 

@@ -39,12 +39,14 @@ import org.apache.commons.compress.archivers.tar.TarArchiveInputStream;
  * {@code webp} members: one unnumbered ({@code key.jpg}), or numbered ({@code key.0.jpg}, {@code key.1.png}, …)
  * taken in numeric order; its videos (issue 29) the {@code mp4}, {@code webm}, {@code mkv}, {@code avi}, {@code mov}
  * members by the same rule ({@code key.mp4}, or {@code key.0.mp4}, {@code key.1.avi}, …), numbered apart from the
- * images. Suffixes are matched in any case. Other members ({@code txt}, {@code cls}, …) are ignored, but not those of a
- * medium Stoker does not serve ({@link UnservedMedia}: {@code wav}, {@code mp3}, …), nor a video member named otherwise
- * ({@code key.left.mp4}): a trainer would read them as part of the sample, so the sample is refused rather than served
- * without them. The index records video members whether or not a job encodes video; a job without video refuses their
- * samples when it parses them ({@code SampleParser}). A sample that breaks a rule (such a member, no json member, two of
- * them, a json or image member over {@value #MAX_MEMBER_BYTES} bytes, a video member over
+ * images; its audio clips (issue 32) the {@code wav}, {@code mp3}, {@code flac}, {@code ogg}, {@code opus}, {@code m4a},
+ * {@code aac} members ({@link UnservedMedia#AUDIO}'s suffixes) by the same rule again, numbered apart from both.
+ * Suffixes are matched in any case. Other members ({@code txt}, {@code cls}, …) are ignored, but not a video or audio
+ * member named otherwise ({@code key.left.mp4}, {@code key.left.wav}): a trainer would read it as part of the sample, so
+ * the sample is refused rather than served without it. The index records video and audio members whatever a job
+ * serves; a job without video, or under a processor without audio (the Qwen-VL ones), refuses their samples when it
+ * parses them ({@code SampleParser}). A sample that breaks a rule (such a member, no json member, two of
+ * them, a json, image or audio member over {@value #MAX_MEMBER_BYTES} bytes, a video member over
  * {@value #MAX_VIDEO_MEMBER_BYTES} bytes, a member that is not a regular file, images or videos both numbered and
  * unnumbered or numbered twice, a key that comes again after other keys) keeps its place with the rule it broke,
  * reported when it is read.
@@ -70,15 +72,19 @@ final class TarIndex {
     static final long MAX_VIDEO_MEMBER_BYTES = 0xFFFF_FFFFL;
     /** The most videos one sample may carry. */
     static final int MAX_VIDEOS = 256;
+    /** The most audio clips one sample may carry. */
+    static final int MAX_AUDIOS = 256;
 
     private static final int MAGIC = 0x574B5453; // "STKW"
     /**
      * 2: samples with audio or video members are problems (an index of version 1 passed them as served; it is rebuilt).
      * 3: video members are indexed after the images, lengths read unsigned (an index of version 2 refused them; rebuilt).
+     * 4: audio members are indexed after the videos (an index of version 3 refused them; rebuilt).
      */
-    private static final int FILE_VERSION = 3;
+    private static final int FILE_VERSION = 4;
     private static final Pattern IMAGE = Pattern.compile("(?:(\\d{1,9})\\.)?(jpg|jpeg|png|webp)");
     private static final Pattern VIDEO = Pattern.compile("(?:(\\d{1,9})\\.)?(mp4|webm|mkv|avi|mov)");
+    private static final Pattern AUDIO = Pattern.compile("(?:(\\d{1,9})\\.)?(" + String.join("|", UnservedMedia.AUDIO.memberSuffixes()) + ")");
 
     private final String[] shards;
     private final int[] shardStart;   // first sample of each shard; shards + 1
@@ -134,8 +140,8 @@ final class TarIndex {
     }
 
     /**
-     * Sample {@code i}'s members' names: its json member first, then its images in order, then its videos in order (none
-     * for a sample with a problem).
+     * Sample {@code i}'s members' names: its json member first, then its images in order, then its videos in order, then
+     * its audio clips in order (none for a sample with a problem).
      */
     List<String> memberNames(int sample) {
         String key = key(sample);
@@ -172,6 +178,11 @@ final class TarIndex {
             case "mp4", "webm", "mkv", "avi", "mov" -> true;
             default -> false;
         };
+    }
+
+    /** Whether a member's name (or suffix) is an audio clip's: its last dot-part is an audio suffix, in any case. */
+    static boolean isAudioName(String name) {
+        return UnservedMedia.ofMemberSuffix(name) == UnservedMedia.AUDIO;
     }
 
     /** The rule sample {@code i} breaks (a sentence naming it), or null. */
@@ -326,6 +337,7 @@ final class TarIndex {
             String problem = g.repeated ? "comes again after other keys (a sample's members must be consecutive)" : null;
             var images = new Numbered("image");
             var videos = new Numbered("video");
+            var audios = new Numbered("audio clip");
             for (var m : g.members) {
                 String s = m.suffix.toLowerCase(Locale.ROOT);
                 boolean isJson = s.equals("json");
@@ -334,10 +346,16 @@ final class TarIndex {
                 var video = VIDEO.matcher(s);
                 boolean isVideo = !isJson && !isImage && video.matches();
                 boolean strayVideo = !isJson && !isImage && !isVideo && isVideoName(s);
-                var media = isJson || isImage || isVideo || strayVideo ? null : UnservedMedia.ofMemberSuffix(s);
-                if (!isJson && !isImage && !isVideo && !strayVideo && media == null) continue;
+                var audio = AUDIO.matcher(s);
+                boolean isAudio = !isJson && !isImage && !isVideo && !strayVideo && audio.matches();
+                boolean strayAudio = !isJson && !isImage && !isVideo && !strayVideo && !isAudio && isAudioName(s);
+                boolean known = isJson || isImage || isVideo || strayVideo || isAudio || strayAudio;
+                var media = known ? null : UnservedMedia.ofMemberSuffix(s);
+                if (!known && media == null) continue;
                 if (problem != null) continue;
-                if (media != null) problem = "has a ." + m.suffix + " member: " + media.notSupported(); // by suffix, not name: a whole audio set shares one message
+                if (media != null) problem = "has a ." + m.suffix + " member: " + media.notSupported(); // by suffix, not name: a whole set shares one message
+                else if (strayAudio) problem = "has audio member " + m.name + ", named neither " + g.key + "." + s.substring(s.lastIndexOf('.') + 1)
+                        + " nor " + g.key + ".N." + s.substring(s.lastIndexOf('.') + 1) + " (a clip Stoker cannot place)";
                 else if (strayVideo) problem = "has video member " + m.name + ", named neither " + g.key + "." + s.substring(s.lastIndexOf('.') + 1)
                         + " nor " + g.key + ".N." + s.substring(s.lastIndexOf('.') + 1) + " (a video Stoker cannot place)";
                 else if (!m.regular) problem = "has member " + m.name + ", which is not a regular file (only regular, non-sparse files are read)";
@@ -352,12 +370,15 @@ final class TarIndex {
                     json = m;
                 } else if (isImage) {
                     problem = images.add(m, image.group(1), g.key, "jpg");
-                } else {
+                } else if (isVideo) {
                     problem = videos.add(m, video.group(1), g.key, "mp4");
+                } else {
+                    problem = audios.add(m, audio.group(1), g.key, "wav");
                 }
             }
             if (problem == null) problem = images.check(MAX_IMAGES);
             if (problem == null) problem = videos.check(MAX_VIDEOS);
+            if (problem == null) problem = audios.check(MAX_AUDIOS);
             if (problem == null && json == null) {
                 var suffixes = new java.util.LinkedHashSet<String>();
                 for (var m : g.members) suffixes.add("." + m.suffix);
@@ -374,6 +395,7 @@ final class TarIndex {
                 addMember(json);
                 images.addTo(this);
                 videos.addTo(this);
+                audios.addTo(this);
             }
             if (samples == Integer.MAX_VALUE - 8) throw new IllegalStateException("more than " + (Integer.MAX_VALUE - 8) + " samples");
             samples++;

@@ -14,7 +14,8 @@ import java.util.concurrent.ExecutionException;
  * the sample's key); its record is its json member's bytes, its images its image members' bytes named by their
  * member names, in order, and its videos its video members named so, in order ({@link SampleRecords.EmbeddedVideo}s,
  * not read with the record: each is opened where it is demuxed and read in {@link RangedObjectBytes} blocks of its
- * byte range in the shard). The json and image members of one sample lie together in the shard (only headers and
+ * byte range in the shard), and its audio clips its audio members named so, in order, read whole with the record (each at
+ * most {@value TarIndex#MAX_MEMBER_BYTES} bytes; issue 32). The json, image and audio members of one sample lie together in the shard (only headers and
  * ignored members between them), so they are read by one ranged read over them all, or, when something large lies
  * between them (more than {@value #MAX_GAP} bytes: a video member, say), one read each.
  *
@@ -72,23 +73,36 @@ public final class WebDatasetRecords implements SampleRecords {
         String reference = index.shard(shard);
         int first = index.firstMember(i), end = index.firstMember(i + 1);
         List<String> names = index.memberNames(i);
-        int videosFrom = first + 1; // members: the json, the images, then the videos
-        while (videosFrom < end && !TarIndex.isVideoName(names.get(videosFrom - first))) videosFrom++;
-        var videos = new ArrayList<EmbeddedVideo>(end - videosFrom);
-        for (int m = videosFrom; m < end; m++) {
+        int videosFrom = first + 1; // members: the json, the images, the videos, then the audio clips
+        while (videosFrom < end && !TarIndex.isVideoName(names.get(videosFrom - first)) && !TarIndex.isAudioName(names.get(videosFrom - first)))
+            videosFrom++;
+        int audiosFrom = videosFrom;
+        while (audiosFrom < end && !TarIndex.isAudioName(names.get(audiosFrom - first))) audiosFrom++;
+        var videos = new ArrayList<EmbeddedVideo>(audiosFrom - videosFrom);
+        for (int m = videosFrom; m < audiosFrom; m++) {
             String member = names.get(m - first);
             long offset = index.offset(m), length = index.length(m);
             String label = labels[shard] + ":" + member;
             videos.add(new EmbeddedVideo(member, length,
                     () -> RangedObjectBytes.range(source, reference, offset, length, label, RangedObjectBytes.READ_TIMEOUT_NANOS)));
         }
-        return read(id, reference, first, videosFrom, names).thenApply(r -> new Record(r.json(), r.images(), videos));
+        int[] read = new int[(videosFrom - first) + (end - audiosFrom)]; // read whole: the json, the images, the audio clips
+        int n = 0;
+        for (int m = first; m < videosFrom; m++) read[n++] = m;
+        for (int m = audiosFrom; m < end; m++) read[n++] = m;
+        int images = videosFrom - first - 1;
+        return read(id, reference, first, read, names).thenApply(parts -> {
+            return new Record(parts.getFirst().bytes(), parts.subList(1, 1 + images), videos, parts.subList(1 + images, parts.size()));
+        });
     }
 
-    /** Reads members {@code [first, end)} of a sample (its json, then its images) by one ranged read or one each. */
-    private CompletableFuture<Record> read(String id, String reference, int first, int end, List<String> names) {
+    /**
+     * Reads members {@code members} (ascending) of a sample whose first member is {@code first} (its json, its images, its
+     * audio clips) by one ranged read or one each: each member's bytes, named, in order.
+     */
+    private CompletableFuture<List<Embedded>> read(String id, String reference, int first, int[] members, List<String> names) {
         long lo = Long.MAX_VALUE, hi = 0, sum = 0;
-        for (int m = first; m < end; m++) {
+        for (int m : members) {
             lo = Math.min(lo, index.offset(m));
             hi = Math.max(hi, index.offset(m) + index.length(m));
             sum += index.length(m);
@@ -99,16 +113,17 @@ public final class WebDatasetRecords implements SampleRecords {
             int spanLength = (int) (hi - lo);
             parts = source.fetchRange(reference, from, spanLength).thenApply(span -> {
                 if (span.length != spanLength) throw new IllegalStateException(span.length + " bytes for a range of " + spanLength);
-                var out = new byte[end - first][];
-                for (int m = first; m < end; m++) {
+                var out = new byte[members.length][];
+                for (int k = 0; k < members.length; k++) {
+                    int m = members[k];
                     int at = (int) (index.offset(m) - from);
-                    out[m - first] = Arrays.copyOfRange(span, at, at + (int) index.length(m));
+                    out[k] = Arrays.copyOfRange(span, at, at + (int) index.length(m));
                 }
                 return out;
             });
         } else {
-            var reads = new ArrayList<CompletableFuture<byte[]>>(end - first);
-            for (int m = first; m < end; m++) reads.add(source.fetchRange(reference, index.offset(m), (int) index.length(m)));
+            var reads = new ArrayList<CompletableFuture<byte[]>>(members.length);
+            for (int m : members) reads.add(source.fetchRange(reference, index.offset(m), (int) index.length(m)));
             parts = CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new)).thenApply(ignored -> {
                 var out = new byte[reads.size()][];
                 for (int k = 0; k < out.length; k++) out[k] = reads.get(k).join();
@@ -122,9 +137,9 @@ public final class WebDatasetRecords implements SampleRecords {
                 throw new SampleException(sampleId, SampleException.Stage.MANIFEST, "cannot read " + sampleId + " from shard " + reference
                         + " in " + source.location().root() + ": " + cause.getMessage(), cause);
             }
-            var images = new ArrayList<Embedded>(bytes.length - 1);
-            for (int k = 1; k < bytes.length; k++) images.add(new Embedded(names.get(k), bytes[k]));
-            return new Record(bytes[0], images);
+            var out = new ArrayList<Embedded>(bytes.length);
+            for (int k = 0; k < bytes.length; k++) out.add(new Embedded(names.get(members[k] - first), bytes[k]));
+            return out;
         });
     }
 

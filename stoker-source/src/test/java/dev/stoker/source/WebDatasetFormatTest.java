@@ -23,6 +23,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.commons.compress.archivers.tar.TarArchiveEntry;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -207,13 +209,13 @@ class WebDatasetFormatTest {
     }
 
     /**
-     * A sample with an audio member is refused naming the member by its suffix (it was read without it, as a sample of its json
-     * and images); other members stay ignored. Every suffix of {@link dev.stoker.core.UnservedMedia} is refused, in any case.
-     * Video members are served (WebDatasetVideoMembersTest) but one named so that it has no place ({@code key.left.mp4}) is
-     * refused as before, naming it.
+     * Audio members (issue 32) are carried with their sample, after its images and videos (a processor without audio refuses
+     * them when it parses the record: SampleParser); other members stay ignored. Every suffix of
+     * {@link dev.stoker.core.UnservedMedia} is a medium's member, in any case. Video and audio members named so that they
+     * have no place ({@code key.left.mp4}, {@code key.left.wav}) are refused, naming them.
      */
     @Test
-    void audioAndVideoMembersFailTheirSampleNamingTheMember() throws Exception {
+    void audioMembersAreCarriedAndUnplaceableMembersFailTheirSample() throws Exception {
         var members = new ArrayList<Member>();
         members.add(new Member("speech.json", json("speech")));
         members.add(new Member("speech.jpg", image(0)));
@@ -225,16 +227,30 @@ class WebDatasetFormatTest {
         members.add(new Member("plain.json", json("plain")));
         members.add(new Member("plain.jpg", image(2)));
         members.add(Member.text("plain.txt", "a caption"));
+        members.add(new Member("talk.json", json("talk")));
+        members.add(new Member("talk.1.FLAC", new byte[] {'f', 'L', 'a', 'C'}));
+        members.add(new Member("talk.0.wav", new byte[] {'R', 'I', 'F', 'F'}));
+        members.add(new Member("stray.json", json("stray")));
+        members.add(new Member("stray.left.wav", new byte[] {'R'}));
         var suffixes = new ArrayList<String>();
         for (var media : dev.stoker.core.UnservedMedia.values()) suffixes.addAll(media.memberSuffixes());
         for (String suffix : suffixes) members.add(new Member("only-" + suffix + "." + suffix, new byte[] {1, 2, 3}));
         Tars.write(tmp.resolve("av.tar"), members);
         try (var source = open(tmp.resolve("av.tar"))) {
             var records = records(source, null);
-            assertEquals(3 + suffixes.size(), records.size());
+            assertEquals(5 + suffixes.size(), records.size());
             assertEquals(2 + suffixes.size(), records.brokenSamples());
-            assertEquals("av.tar:speech has a .wav member: audio is not supported by the Qwen-VL processors", failure(records, 0).getMessage());
-            assertEquals("av.tar:speech", failure(records, 0).sampleId());
+            var speech = get(records, 0);
+            assertArrayEquals(json("speech"), speech.json());
+            assertEquals(List.of("speech.jpg"), speech.imageNames());
+            assertEquals(List.of("speech.wav"), speech.audioNames());
+            assertArrayEquals("RIFF....WAVE".getBytes(StandardCharsets.US_ASCII), speech.audios().getFirst().bytes());
+            var talk = get(records, 3);
+            assertEquals(List.of("talk.0.wav", "talk.1.FLAC"), talk.audioNames(), "numbered clips in numeric order");
+            assertArrayEquals(new byte[] {'f', 'L', 'a', 'C'}, talk.audios().get(1).bytes());
+            assertTrue(talk.images().isEmpty() && talk.videos().isEmpty());
+            assertEquals("av.tar:stray has audio member stray.left.wav, named neither stray.wav nor stray.N.wav (a clip Stoker cannot place)",
+                    failure(records, 4).getMessage());
             assertEquals("av.tar:clip has video member clip.left.MP4, named neither clip.mp4 nor clip.N.mp4 (a video Stoker cannot place)",
                     failure(records, 1).getMessage());
             var plain = get(records, 2);
@@ -242,33 +258,36 @@ class WebDatasetFormatTest {
             assertEquals(List.of("plain.jpg"), plain.images().stream().map(SampleRecords.Embedded::name).toList(), ".cls and .txt stay ignored");
             for (int k = 0; k < suffixes.size(); k++) {
                 String s = suffixes.get(k);
-                boolean video = dev.stoker.core.UnservedMedia.VIDEO.memberSuffixes().contains(s);
-                assertTrue(failure(records, 3 + k).getMessage().startsWith("av.tar:only-" + s + (video ? " has no .json member" : " has a ." + s + " member: ")),
-                        failure(records, 3 + k).getMessage());
+                assertTrue(failure(records, 5 + k).getMessage().startsWith("av.tar:only-" + s + " has no .json member (its members: ." + s + ")"),
+                        failure(records, 5 + k).getMessage());
             }
         }
     }
 
-    /** An index saved before audio and video members were refused (file version 1) passed such samples: it is built again. */
-    @Test
-    void anIndexOfTheVersionBeforeIsIndexedAgain() throws Exception {
+    /**
+     * An index saved by an earlier rule (file version 1 passed audio members' samples without them; 3 refused them) is not
+     * used: the shard is indexed again, and its audio member carried.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {1, 3})
+    void anIndexOfAVersionBeforeIsIndexedAgain(int version) throws Exception {
         Tars.write(tmp.resolve("v.tar"), List.of(new Member("a.json", json("a")), new Member("a.jpg", image(0)),
                 new Member("a.mp3", new byte[] {'I', 'D', '3'})));
         var cache = new ManifestRecords.IndexCache(tmp.resolve("cache"), 0);
         try (var source = open(tmp.resolve("v.tar"))) {
-            assertEquals(1, records(source, cache).brokenSamples());
+            assertEquals(0, records(source, cache).brokenSamples());
         }
         try (var files = Files.list(tmp.resolve("cache"))) {
             for (Path f : files.toList()) {
                 byte[] b = Files.readAllBytes(f);
-                b[7] = 1; // the version, the int after the magic: an index written by the rule before
+                b[7] = (byte) version; // the version, the int after the magic: an index written by a rule before
                 Files.write(f, b);
             }
         }
         try (var source = open(tmp.resolve("v.tar"))) {
             var records = records(source, cache);
-            assertFalse(records.fromCache(), "a version-1 index is not used");
-            assertTrue(failure(records, 0).getMessage().contains("v.tar:a has a .mp3 member: audio is not supported"), failure(records, 0).getMessage());
+            assertFalse(records.fromCache(), "a version-" + version + " index is not used");
+            assertEquals(List.of("a.mp3"), get(records, 0).audioNames());
         }
     }
 

@@ -44,6 +44,18 @@ class WebDatasetS3Test {
         s3.putObject(BUCKET, "wds/v1/numbered.tar", Tars.tar(numbered));
         s3.putObject(BUCKET, "wds/v1/video.tar", Tars.tar(List.of(new Member("v.json", json("v")), new Member("v.mp4", VIDEO),
                 new Member("v.jpg", image(3)))));
+        // audio members (issue 32): two numbered clips, in reverse order in the tar, and a video between json and clips
+        s3.putObject(BUCKET, "wds/v1/audio.tar", Tars.tar(List.of(new Member("a.json", json("a")), new Member("a.1.mp3", CLIP_B),
+                new Member("a.0.wav", CLIP_A), new Member("a.jpg", image(4)), new Member("b.json", json("b")), new Member("b.mp4", VIDEO),
+                new Member("b.flac", CLIP_B))));
+    }
+
+    /** Audio members' bytes: none alike (the format does not look inside them). */
+    static final byte[] CLIP_A = new byte[300_000], CLIP_B = new byte[70_001];
+
+    static {
+        new java.util.Random(32).nextBytes(CLIP_A);
+        new java.util.Random(33).nextBytes(CLIP_B);
     }
 
     /** A video member's bytes: 3.5 MiB, none alike. */
@@ -96,6 +108,34 @@ class WebDatasetS3Test {
             }
             var e = WebDatasetFormatTest.failure(records, 1);
             assertTrue(e.getMessage().contains("numbered.tar:t has no .json member"), e.getMessage());
+        }
+    }
+
+    /**
+     * Audio members are read with their sample from S3: json, image and clips together by one ranged GET, each clip's bytes
+     * whole and in numeric order; beyond a video member (not fetched) by a GET each.
+     */
+    @Test
+    void audioMembersComeWithTheirSampleByRangedGets() throws Exception {
+        try (var source = open("audio.tar")) {
+            var records = records(source, null);
+            assertEquals(2, records.size());
+            long before = source.metrics().requests();
+            var a = get(records, 0);
+            assertEquals(1, source.metrics().requests() - before, "json, clips and image by one ranged GET");
+            assertArrayEquals(json("a"), a.json());
+            assertEquals(List.of("a.0.wav", "a.1.mp3"), a.audioNames());
+            assertArrayEquals(CLIP_A, a.audios().get(0).bytes());
+            assertArrayEquals(CLIP_B, a.audios().get(1).bytes());
+            assertArrayEquals(image(4), a.images().getFirst().bytes());
+            before = source.metrics().requests();
+            long bytes = source.metrics().bytesFetched();
+            var b = get(records, 1);
+            assertEquals(2, source.metrics().requests() - before, "the json and the clip, not the video between them");
+            assertTrue(source.metrics().bytesFetched() - bytes < 1 << 20, "the video was not fetched");
+            assertEquals(List.of("b.mp4"), b.videoNames());
+            assertEquals(List.of("b.flac"), b.audioNames());
+            assertArrayEquals(CLIP_B, b.audios().getFirst().bytes());
         }
     }
 

@@ -119,7 +119,7 @@ class WebDatasetVideoMembersTest {
         try (var files = Files.list(tmp.resolve("cache"))) {
             for (Path f : files.toList()) {
                 byte[] b = Files.readAllBytes(f);
-                assertEquals(3, b[7], "the version, the int after the magic");
+                assertEquals(4, b[7], "the version, the int after the magic");
                 b[7] = 2;
                 Files.write(f, b);
             }

@@ -61,6 +61,23 @@ public record ChatSample(String id, List<Message> messages, List<String> imagePa
         return new ChatSample(id, out, imagePaths);
     }
 
+    /**
+     * This sample with its audio clips, in order, replaced by the references {@code refs} (as many), each keeping its
+     * per-item keys: where a source carries the clips itself (a tar's audio members, a Parquet audio column).
+     */
+    public ChatSample withAudios(List<String> refs) {
+        int count = audios().size();
+        if (refs.size() != count) throw new IllegalArgumentException(refs.size() + " audio clips for " + count + " audio parts");
+        var out = new ArrayList<Message>(messages.size());
+        int k = 0;
+        for (var m : messages) {
+            var parts = new ArrayList<Message.Part>(m.parts().size());
+            for (var p : m.parts()) parts.add(p instanceof Message.Audio a ? new Message.Audio(refs.get(k++), a.options()) : p);
+            out.add(new Message(m.role(), parts));
+        }
+        return new ChatSample(id, out, imagePaths);
+    }
+
     /** The videos of the chat, in placeholder order. */
     public List<Message.Video> videos() {
         var out = new ArrayList<Message.Video>();

@@ -212,7 +212,21 @@ public final class SampleParser {
      * carries any, naming the first (as it refuses a record that lists one).
      */
     public ChatSample parseRecord(byte[] json, String fallbackId, List<String> embedded, List<String> videos) {
-        if (embedded.isEmpty() && videos.isEmpty()) return parseLine(json, fallbackId);
+        return parseRecord(json, fallbackId, embedded, videos, List.of());
+    }
+
+    /**
+     * {@link #parseRecord(byte[], String, List, List)} for a source that also carries audio clips ({@code audios}: their
+     * names, in the order the record's clips take them; a tar's audio members, a Parquet audio column; issue 32). Clips are
+     * placed as videos are: a record without an {@code audio}/{@code audios} list and without typed audio items uses the
+     * carried clips as its {@code audios} list (taken by its {@code <audio>} placeholders); one with a list, or with typed
+     * audio items, must name as many as are carried (a typed item {@code {"type": "audio"}} naming none is named after the
+     * carried clip of its place), and the carried ones take their places in order, each keeping its per-item keys. A parser
+     * that refuses audio (a Qwen-VL processor's) refuses a record that carries any, naming the first, with the refusal's
+     * usual wording ({@link UnservedMedia#notSupported()}).
+     */
+    public ChatSample parseRecord(byte[] json, String fallbackId, List<String> embedded, List<String> videos, List<String> audios) {
+        if (embedded.isEmpty() && videos.isEmpty() && audios.isEmpty()) return parseLine(json, fallbackId);
         var text = decodeUtf8(json, 0, json.length, fallbackId);
         JsonNode node;
         try {
@@ -227,7 +241,10 @@ public final class SampleParser {
             throw error(sampleId(record, fallbackId), UnservedMedia.VIDEO.notSupported() + ": the record's source carries video "
                     + videos.getFirst() + (videos.size() > 1 ? " and " + (videos.size() - 1) + " more" : "")
                     + (videoRefusal == null ? "" : "; " + videoRefusal));
-        boolean placeImages = false, placeVideos = false;
+        if (!audios.isEmpty() && !acceptAudio)
+            throw error(sampleId(record, fallbackId), UnservedMedia.AUDIO.notSupported() + ": the record's source carries audio "
+                    + audios.getFirst() + (audios.size() > 1 ? " and " + (audios.size() - 1) + " more" : ""));
+        boolean placeImages = false, placeVideos = false, placeAudios = false;
         if (!embedded.isEmpty()) {
             boolean listed = present(record.get("image")) || present(record.get("images"));
             if (!listed && !typedContent(record)) {
@@ -255,6 +272,18 @@ public final class SampleParser {
                 placeVideos = true;
             }
         }
+        if (!audios.isEmpty()) {
+            boolean listed = present(record.get("audio")) || present(record.get("audios"));
+            if (!listed && !typedAudioContent(record)) {
+                var list = record.arrayNode();
+                audios.forEach(list::add);
+                record.remove("audio");
+                record.set("audios", list);
+            } else {
+                fillBareItems(record, "audio", List.of("audio", "audio_url", "url", "path"), audios);
+                placeAudios = true;
+            }
+        }
         var sample = parse(record, fallbackId);
         if (placeImages) {
             if (sample.imagePaths().size() != embedded.size())
@@ -268,7 +297,26 @@ public final class SampleParser {
                 throw error(sample.id(), "the record names " + named + " video(s) but its source carries " + videos.size() + " for it " + videos);
             sample = sample.withVideos(videos);
         }
+        if (placeAudios) {
+            int named = sample.audios().size();
+            if (named != audios.size())
+                throw error(sample.id(), "the record names " + named + " audio clip(s) but its source carries " + audios.size() + " for it " + audios);
+            sample = sample.withAudios(audios);
+        }
         return sample;
+    }
+
+    private static boolean typedAudioContent(JsonNode record) {
+        var list = record.get("messages");
+        if (list == null || !list.isArray()) return false;
+        for (var m : list) {
+            var content = m.get("content");
+            if (content != null && content.isArray())
+                for (var item : content)
+                    if (item.isObject() && ("audio".equals(item.path("type").asText(null)) || item.has("audio") || item.has("audio_url")))
+                        return true;
+        }
+        return false;
     }
 
     /** Names typed video items that name no video ({@code {"type": "video"}}) after the embedded video of their place. */

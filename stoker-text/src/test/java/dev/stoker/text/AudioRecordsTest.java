@@ -179,4 +179,35 @@ class AudioRecordsTest {
                 () -> new ChatTemplate(dev.stoker.core.ProcessorPreset.ChatFamily.QWEN2_VL).render(s.messages()));
         assertTrue(e.getMessage().contains("mllm_demo_data/1.mp3"), e.getMessage());
     }
+
+    /** A record whose source carries its clips (a tar's audio members, a Parquet audio column), as the readers hand it over. */
+    private static ChatSample carried(SampleParser parser, String json, List<String> clips) {
+        return parser.parseRecord(json.getBytes(StandardCharsets.UTF_8), "s.tar:k", List.of(), List.of(), clips);
+    }
+
+    @Test
+    void carriedClipsTakeThePlacesOfTheRecordsAudioInOrder() {
+        // no list: the carried clips are the record's audios, taken by its placeholders
+        var bare = carried(omni, """
+            {"messages": [{"content": "<audio><audio>Which?", "role": "user"}, {"content": "The first.", "role": "assistant"}]}""",
+                List.of("k.0.wav", "k.1.flac"));
+        assertEquals(List.of(Audio.of("k.0.wav"), Audio.of("k.1.flac")), bare.audios());
+        // a list (LLaMA-Factory's, naming files elsewhere): as many, replaced in order
+        var listed = carried(omni, AUDIO_DEMO, List.of("k.mp3"));
+        assertEquals(List.of(Audio.of("k.mp3")), listed.audios());
+        // typed items: a bare one named after the clip of its place, a named one replaced, each keeping its keys
+        var typed = carried(omni, """
+            {"messages": [{"role": "user", "content": [{"type": "audio"}, {"type": "audio", "audio": "x.wav", "audio_start": 0.5},
+                                                      {"type": "text", "text": "Compare."}]},
+                          {"role": "assistant", "content": [{"type": "text", "text": "Same."}]}]}""", List.of("k.0.wav", "k.1.wav"));
+        assertEquals(List.of(Audio.of("k.0.wav"), new Audio("k.1.wav", Map.of("audio_start", 0.5))), typed.audios());
+        // a count that differs is the sample's error, naming both
+        var e = assertThrows(SampleException.class, () -> carried(omni, AUDIO_DEMO, List.of("k.0.wav", "k.1.wav")));
+        assertTrue(e.getMessage().contains("audio"), e.getMessage());
+        // the Qwen-VL parser refuses a record that carries clips, with its usual words, naming the first
+        var vl = assertThrows(SampleException.class, () -> carried(qwenVl, """
+            {"messages": [{"content": "Hi", "role": "user"}, {"content": "Hello.", "role": "assistant"}]}""", List.of("k.0.wav", "k.1.wav")));
+        assertEquals("audio is not supported by the Qwen-VL processors: the record's source carries audio k.0.wav and 1 more", vl.getMessage());
+        assertEquals("s.tar:k", vl.sampleId());
+    }
 }

@@ -215,10 +215,10 @@ public final class DatasetValidator {
         ChatSample sample;
         var embedded = record.images();
         try {
-            if (embedded.isEmpty() && record.videos().isEmpty()) {
+            if (!record.carriesMedia()) {
                 sample = parser.parseLine(record.json(), recordId);
-            } else { // the videos a source carries (a tar's members, a Parquet column): placed, or refused without video
-                sample = parser.parseRecord(record.json(), recordId, record.imageNames(), record.videoNames());
+            } else { // the videos and clips a source carries (a tar's members, a Parquet column): placed, or refused
+                sample = parser.parseRecord(record.json(), recordId, record.imageNames(), record.videoNames(), record.audioNames());
             }
         } catch (SampleException e) {
             fail(i, e.sampleId() != null ? e.sampleId() : recordId, e, e.getMessage());
@@ -236,10 +236,17 @@ public final class DatasetValidator {
         all.addAll(dev.stoker.encode.SampleEncoder.frameReferences(sample));
         for (String clip : dev.stoker.encode.audio.OmniEncoder.audioReferences(sample)) // an audio family's clips: their headers are read
             if (!all.contains(clip)) all.add(clip);
+        var carriedAudio = new HashMap<String, byte[]>(); // the clips the source carried, by the names the parser placed
+        for (var a : record.audios()) carriedAudio.put(a.name(), a.bytes());
         var futures = new ArrayList<CompletableFuture<byte[]>>(all.size());
         for (int k = 0; k < all.size(); k++) {
             if (!embedded.isEmpty() && k < refs.size()) { // the source carried them, in the order the parser placed them
                 futures.add(CompletableFuture.completedFuture(embedded.get(k).bytes()));
+                continue;
+            }
+            byte[] clip = carriedAudio.get(all.get(k));
+            if (clip != null) {
+                futures.add(CompletableFuture.completedFuture(clip));
                 continue;
             }
             try {

@@ -222,10 +222,10 @@ final class SamplePipeline {
         ChatSample sample;
         var embedded = record.images();
         try {
-            if (embedded.isEmpty() && record.videos().isEmpty()) {
+            if (!record.carriesMedia()) {
                 sample = parser.parseLine(record.json(), recordId);
-            } else { // the source carries them: the parser places them, and refuses videos when the job encodes none
-                sample = parser.parseRecord(record.json(), recordId, record.imageNames(), record.videoNames());
+            } else { // the source carries them: the parser places them, and refuses videos (and audio) when the job takes none
+                sample = parser.parseRecord(record.json(), recordId, record.imageNames(), record.videoNames(), record.audioNames());
             }
         } catch (SampleException e) {
             // the record's id when it is JSON with one (a field was wrong), else the manifest's line or position
