@@ -128,6 +128,18 @@ public final class SampleEncoder {
         return omni.encode(sample, source, videoSource == null ? NO_VIDEOS : videoSource);
     }
 
+    /**
+     * An audio family's sample as a padded batch carries it ({@link dev.stoker.encode.batch.BatchSchema}): the tensors of
+     * {@link #encodeAudioSample}, its clips as {@link EncodedSample#audio()}. Only Qwen2.5-Omni's samples have a batch
+     * layout ({@link dev.stoker.encode.audio.AudioTensors#of}), and only in FLOAT32.
+     */
+    public EncodedSample encodeAudioForBatch(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
+        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32)
+            throw new IllegalStateException(options.audio().preset() + ": audio batches are FLOAT32 only (the compact format carries no audio yet)");
+        var e = encodeAudioSample(sample, source, videoSource);
+        return e.sample().withAudio(dev.stoker.encode.audio.AudioTensors.of(e));
+    }
+
     /** Whether this encoder encodes an audio family's samples ({@link #encodeAudioSample}). */
     public boolean audio() { return omni != null; }
 
@@ -572,6 +584,7 @@ public final class SampleEncoder {
 
     /** {@link #encode(ChatSample, ImageSource, VideoPreprocessor.VideoSource)} writing pixel_values into an array from {@code buffers}. */
     public EncodedSample encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource, PixelBuffers buffers) {
+        if (omni != null) return encodeAudioForBatch(sample, source, videoSource);
         Prepared prepared = prepare(sample, source, videoSource);
         EncodedSample w = encodeImages(prepared, buffers);
         if (videos == null) return w;

@@ -73,6 +73,9 @@ final class SamplePipeline {
     /** Assembles the batches of a packed job: one row of whole samples per rank (docs/protocol.md, the canonical pack). */
     private final dev.stoker.encode.batch.PackAssembler packAssembler;
     private volatile java.util.function.Consumer<Outcome> observer = o -> {};
+    /** An audio family's job (issue 32): its samples are encoded whole, and a zero-copy batch is copied into shared memory. */
+    private final boolean audio;
+    private final dev.stoker.core.VisionConfig vision;
 
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.encode.EncodeOptions encode) {
@@ -85,6 +88,8 @@ final class SamplePipeline {
         this.parser = encode.sampleParser(); // without video, a refusal says why the job takes none (EncodeOptions.videoRefusal)
         this.assembler = new BatchAssembler(encode);
         this.packAssembler = new dev.stoker.encode.batch.PackAssembler(encode, packPadTo);
+        this.audio = encode.audio() != null;
+        this.vision = encode.vision();
         this.records = records;
         this.source = source;
         this.cpu = cpu;
@@ -126,6 +131,12 @@ final class SamplePipeline {
 
     /** {@link #storedFlow(int, int, StoredBatchWriter)} whose fetches also take a permit of {@code gate} (null: none). */
     Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer, FetchGate gate) {
+        if (audio) // the clips' features are computed whole (their frames are known only then): encoded, collated, copied once
+            return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
+                    .mapAsync(fetchConcurrency, s -> observed(gated(gate, s)))
+                    .mapAsync(cpuThreads, o -> observed(encode(o)))
+                    .via(byBatch())
+                    .mapAsync(StoredBatchWriter.BATCHES_FILLING, group -> assemble(group).thenCompose(b -> writer.store(b, vision)));
         return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
                 .mapAsync(fetchConcurrency, s -> observed(gated(gate, s)))
                 .mapAsync(cpuThreads, o -> observed(prepare(o)))
@@ -239,6 +250,8 @@ final class SamplePipeline {
         // the frames of frame-list videos are images too: fetched here, concurrently, like the sample's images
         List<String> refs = new ArrayList<>(imageRefs);
         refs.addAll(SampleEncoder.frameReferences(sample));
+        // an audio family's clips (issue 32) are fetched as the images are: the encoder reads them from the same map
+        for (String clip : dev.stoker.encode.audio.OmniEncoder.audioReferences(sample)) if (!refs.contains(clip)) refs.add(clip);
         var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
         for (int k = 0; k < refs.size(); k++) {
             if (!embedded.isEmpty() && k < imageRefs.size()) { // the source carried them: in the record's order, as the parser placed them
