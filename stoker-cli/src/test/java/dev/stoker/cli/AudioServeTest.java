@@ -33,7 +33,7 @@ import org.junit.jupiter.api.io.TempDir;
  * and each sample's rows of {@code input_ids}, {@code labels}, {@code attention_mask}, {@code position_ids},
  * {@code input_features}, {@code feature_attention_mask} and, for the video record, {@code pixel_values_videos} and
  * {@code video_grid_thw}, equal to what {@code stoker encode} writes for that sample, bit for bit (the batch's frames past
- * a sample's own zeros, its tokens past its own the padding). Then the start-time refusals of what does not serve audio yet.
+ * a sample's own zeros, its tokens past its own the padding); the start-time refusals are in {@link AudioCliTest}.
  */
 @Tag("slow")
 @Timeout(300)
