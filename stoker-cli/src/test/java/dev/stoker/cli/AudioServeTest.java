@@ -33,7 +33,8 @@ import org.junit.jupiter.api.io.TempDir;
  * and each sample's rows of {@code input_ids}, {@code labels}, {@code attention_mask}, {@code position_ids},
  * {@code input_features}, {@code feature_attention_mask} and, for the video record, {@code pixel_values_videos} and
  * {@code video_grid_thw}, equal to what {@code stoker encode} writes for that sample, bit for bit (the batch's frames past
- * a sample's own zeros, its tokens past its own the padding); the start-time refusals are in {@link AudioCliTest}.
+ * a sample's own zeros, its tokens past its own the padding); and the Python client reads the same batch from shared memory
+ * (the same digest). The start-time refusals are in {@link AudioCliTest}.
  */
 @Tag("slow")
 @Timeout(300)
@@ -87,6 +88,7 @@ class AudioServeTest {
 
     @Test
     void everySampleOnceAndEachSamplesRowsAreEncodesBitForBit() throws Exception {
+        String javaDigest = null;
         var encoded = new java.util.ArrayList<java.util.Map<String, Npy.Array>>();
         for (int i = 0; i < RECORDS; i++) encoded.add(encode(i));
         for (var mode : List.of(FeedMode.ZERO_COPY, FeedMode.PREFETCH)) {
@@ -98,6 +100,7 @@ class AudioServeTest {
                  var got = c.next()) {
                 assertEquals(mode == FeedMode.ZERO_COPY, c.sharedMemory(), mode.toString());
                 var b = got.batch();
+                if (mode == FeedMode.ZERO_COPY) javaDigest = digest(b);
                 long[] index = b.sampleIndex();
                 assertEquals(List.of(0L, 1L, 2L, 3L, 4L), Arrays.stream(index).sorted().boxed().toList(), mode + ": every sample once");
                 var names = b.tensors().stream().map(Tensor::name).toList();
@@ -153,5 +156,37 @@ class AudioServeTest {
                 assertEquals(longest, t, "the batch's frames: its longest sample's");
             }
         }
+        // the Python client reads the same batch from shared memory: the same tensors, shapes and bytes (its digest, as
+        // BatchDigest computes it in Java)
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of(PYTHON)), "no " + PYTHON);
+        var config = config("omni-py", FeedMode.ZERO_COPY);
+        try (var node = StokerNode.launch(config)) {
+            var p = new ProcessBuilder(PYTHON, dev.stoker.testkit.Vectors.projectDir().resolve("clients/python/tests/integration/fetch_batches.py")
+                    .toString(), "take", "--socket", node.socket().toString(), "--world", "1", "--rank", "0", "--job", "omni-py", "--steps", "1")
+                    .redirectErrorStream(true).start();
+            String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+            assertTrue(p.waitFor(120, java.util.concurrent.TimeUnit.SECONDS), out);
+            assertEquals(0, p.exitValue(), out);
+            var lines = out.strip().split("\n");
+            var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
+            assertEquals(javaDigest, json.get("digests").get(0).asText(), "the Python client's batch is the Java client's");
+        }
+    }
+
+    static final String PYTHON = "/usr/bin/python3";
+
+    /**
+     * {@link dev.stoker.testkit.BatchDigest#of} in the Python client's order: the model inputs, then the metadata (this
+     * batch has no image, so its empty image tensors are metadata and come after the audio tensors there).
+     */
+    static String digest(dev.stoker.core.batch.BatchLayout.Batch b) throws Exception {
+        var md = java.security.MessageDigest.getInstance("SHA-256");
+        for (var list : List.of(b.inputs(), b.metadata()))
+            for (var t : list) {
+                md.update(t.name().getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                md.update(Arrays.toString(t.shape()).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                md.update(t.data().asByteBuffer());
+            }
+        return java.util.HexFormat.of().formatHex(md.digest(), 0, 12) + " " + Arrays.toString(b.sampleIndex());
     }
 }
