@@ -35,8 +35,8 @@ final class NodeOptions {
 
         /**
          * Whether the command takes an audio family's {@code --processor} (issue 32): {@code encode} and {@code validate}
-         * do; the feed's commands (serve, node, launch, bench, plan) refuse it at start rather than serve samples whose
-         * audio tensors no batch, shared-memory layout or wire format carries yet.
+         * do; {@code serve} within limits ({@link #feedsAudio}); the other feed commands (node, launch, bench, plan) refuse
+         * it at start rather than serve samples whose audio tensors their packs, wire formats or cluster do not carry yet.
          */
         default boolean servesAudio() { return false; }
 

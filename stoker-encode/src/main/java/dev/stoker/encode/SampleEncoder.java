@@ -120,7 +120,7 @@ public final class SampleEncoder {
     /**
      * Encodes a sample of an audio family ({@link EncodeOptions#audio()} set): its clips' log-mel features beside the
      * tensors of {@link #encode}, its positions those of the family ({@link dev.stoker.encode.audio.OmniEncoder}). Needs an
-     * encoder made with audio; the feed's batches carry no audio yet, so only {@code stoker encode} calls this.
+     * encoder made with audio. {@code stoker encode} calls it; the feed calls {@link #encodeAudioForBatch} (through {@link #encode}).
      */
     public dev.stoker.encode.audio.OmniEncoder.Encoded encodeAudioSample(ChatSample sample, ImageSource source,
                                                                          VideoPreprocessor.VideoSource videoSource) {
@@ -357,7 +357,7 @@ public final class SampleEncoder {
      * video indexed (demuxed, not decoded) and planned, so its grid, tokens and rows are known; nothing decoded.
      */
     public Prepared prepare(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
-        if (omni != null) throw new IllegalStateException(options.audio().preset() + ": audio samples are encoded by encodeAudioSample, not batched");
+        if (omni != null) throw new IllegalStateException(options.audio().preset() + ": audio samples are encoded whole (encodeAudioSample, encodeAudioForBatch), not prepared");
         String id = sample.id();
         List<String> refs = sample.imagePaths();
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());

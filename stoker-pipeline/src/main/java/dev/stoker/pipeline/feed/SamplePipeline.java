@@ -124,6 +124,13 @@ final class SamplePipeline {
      * allocation stage of its own ran one batch ahead of the fills, holding a segment (a whole batch of shared memory,
      * 87 MB at 8 × 451,584 px float32) that no one wrote yet (issue 30's memory item). Allocations are still requested
      * in batch order, so the store serves them in that order.
+     *
+     * <p>An audio family's job (issue 32) is the exception: a sample's clips have as many feature frames as they decode to,
+     * known only once computed, so its samples are encoded whole, collated on the heap and each batch copied once into its
+     * object ({@link StoredBatchWriter#store}):
+     * <pre>
+     *  … fetch F ─▶ mapAsync(T) encode ─▶ byBatch ─▶ mapAsync(2) assemble, allocate (waits for budget), copy ─▶ StoredBatch
+     * </pre>
      */
     Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
         return storedFlow(fetchConcurrency, cpuThreads, writer, null);
