@@ -176,6 +176,36 @@ class AudioServeTest {
     static final String PYTHON = "/usr/bin/python3";
 
     /**
+     * A clip that does not decode is its sample's error (the sample skipped, named with the clip and the cause in the
+     * errors file), not the feed's: the batch holds the other sample, with its audio.
+     */
+    @Test
+    void aClipThatDoesNotDecodeSkipsItsSampleNamingTheClip() throws Exception {
+        Files.write(tmp.resolve("data/clips/broken.wav"), "RIFF not really a wave file".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        Path m = Files.writeString(tmp.resolve("data/broken.json"), """
+            [{"id": "good", "messages": [{"role": "user", "content": "<audio>Say?"}, {"role": "assistant", "content": "A tone."}],
+              "audios": ["clips/1.wav"]},
+             {"id": "bad", "messages": [{"role": "user", "content": "<audio>Say?"}, {"role": "assistant", "content": "A tone."}],
+              "audios": ["clips/broken.wav"]}]
+            """);
+        Path errors = tmp.resolve("broken-errors.jsonl");
+        var config = NodeConfig.builder().data(m.toString()).set("processor", "qwen2.5-omni").ranks(1).batch(2).steps(1)
+                .pixels(3136, 50176).socket(tmp.resolve("broken.sock")).shmDir(Files.createDirectories(tmp.resolve("shm-broken")))
+                .set(NodeConfig.MAX_SEQ_LEN, 512).set(NodeConfig.PREFETCH_BATCHES, 1).shmBudgetBytes(256L << 20).threads(2)
+                .warmUpMillis(0).set(NodeConfig.ERRORS_FILE, errors).set(NodeConfig.JOB, "broken").build();
+        try (var node = StokerNode.launch(config); var c = TrainerClient.connect(node.socket(), 0, 1, "broken", TrainerClient.Options.SHARED_MEMORY);
+             var got = c.next()) {
+            var b = got.batch();
+            assertEquals(1, b.meta().batchSize());
+            assertEquals(2, b.meta().scheduled());
+            assertArrayEquals(new long[] {0}, b.sampleIndex(), "the good record");
+            assertEquals(1, b.tensor("input_features").shape()[0], "its one clip");
+        }
+        String text = Files.readString(errors);
+        assertTrue(text.contains("\"bad\"") && text.contains("broken.wav"), text);
+    }
+
+    /**
      * {@link dev.stoker.testkit.BatchDigest#of} in the Python client's order: the model inputs, then the metadata (this
      * batch has no image, so its empty image tensors are metadata and come after the audio tensors there).
      */
