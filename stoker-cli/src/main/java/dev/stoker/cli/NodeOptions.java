@@ -35,10 +35,16 @@ final class NodeOptions {
 
         /**
          * Whether the command takes an audio family's {@code --processor} (issue 32): {@code encode} and {@code validate}
-         * do; the feed's commands (serve, node, launch, bench, plan) refuse it at start rather than serve samples whose
-         * audio tensors no batch, shared-memory layout or wire format carries yet.
+         * do; {@code serve} within limits ({@link #feedsAudio}); the other feed commands (node, launch, bench, plan) refuse
+         * it at start rather than serve samples whose audio tensors their packs, wire formats or cluster do not carry yet.
          */
         default boolean servesAudio() { return false; }
+
+        /**
+         * Whether the command feeds batches of an audio family's samples ({@code serve}: Qwen2.5-Omni's padded batches on
+         * one node, {@link NodeConfig#audioFeedRefusal}); it then takes the audio families too, within those limits.
+         */
+        default boolean feedsAudio() { return false; }
     }
 
     private NodeOptions() {}
@@ -136,10 +142,14 @@ final class NodeOptions {
     /** The configuration {@code spec}'s command was given, built (validated). */
     static NodeConfig config(CommandSpec spec, Collection<ConfigKey<?>> keys) {
         var config = builder(spec, keys).build();
-        if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
-            throw new ConfigException("--processor " + config.processor() + ": stoker " + spec.qualifiedName(" ").replaceFirst("^stoker ", "")
-                    + " does not serve audio yet (issue 32: batches, shared memory, Flight, packs and the cache carry no audio "
-                    + "features); stoker encode and stoker validate take the audio families");
+        String command = spec.qualifiedName(" ").replaceFirst("^stoker ", "");
+        if (config.audioPreset() != null && spec.userObject() instanceof Configured c && c.feedsAudio()) {
+            String refusal = config.audioFeedRefusal();
+            if (refusal != null) throw new ConfigException("--processor " + config.processor() + ": stoker " + command + " " + refusal);
+        } else if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
+            throw new ConfigException("--processor " + config.processor() + ": stoker " + command
+                    + " does not serve audio yet (issue 32: its batches, packs, Flight, the cluster and the cache carry no audio "
+                    + "features); stoker serve serves qwen2.5-omni, stoker encode and stoker validate take the audio families");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();
         return config;

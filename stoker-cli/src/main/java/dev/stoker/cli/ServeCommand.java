@@ -44,6 +44,9 @@ final class ServeCommand implements Callable<Integer>, NodeOptions.Configured {
     public List<ConfigKey<?>> settings() { return NodeConfig.keys(); }
 
     @Override
+    public boolean feedsAudio() { return true; }
+
+    @Override
     public Integer call() throws Exception {
         NodeConfig config = NodeOptions.configOrPrint(spec, settings());
         if (config == null) return 0;

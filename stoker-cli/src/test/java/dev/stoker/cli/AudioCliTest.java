@@ -24,7 +24,8 @@ import org.junit.jupiter.api.io.TempDir;
  * The audio families end to end through the commands (issue 32): LLaMA-Factory's audio layout and its video+audio layout,
  * with clips the {@code ffmpeg} command makes here (WAV 16 kHz mono, MP3 48 kHz stereo, FLAC 22.05 kHz mono, an H.264 +
  * AAC video), kept by {@code validate} and encoded by {@code encode} under {@code --processor qwen2.5-omni} with no other
- * option; the same data refused under a Qwen-VL processor; serve refusing an audio family at start.
+ * option; the same data refused under a Qwen-VL processor; what does not serve audio yet refusing it at start (serve itself:
+ * {@link AudioServeTest}).
  */
 @Timeout(300)
 class AudioCliTest {
@@ -180,10 +181,27 @@ class AudioCliTest {
         var r = CliRunner.run("validate", "--data", manifest.toString(), "--processor", "qwen9-omni");
         assertEquals(2, r.status(), r.err());
         assertTrue(r.err().contains("qwen2-vl, qwen2.5-vl, qwen3-vl, qwen2-audio, qwen2.5-omni, qwen3-omni"), r.err());
-        var s = CliRunner.run("serve", "--data", manifest.toString(), "--processor", "qwen2.5-omni", "--ranks", "1", "--batch", "1",
-                "--socket", tmp.resolve("s.sock").toString());
-        assertEquals(2, s.status(), s.err());
-        assertTrue(s.err().contains("does not serve audio yet"), s.err());
+        // serve feeds qwen2.5-omni's padded batches (AudioServeTest); what it does not yet is refused at start, naming why
+        String[][] refused = {
+            {"qwen3-omni", "serves qwen2.5-omni's audio batches only: qwen3-omni's position_ids (float32 (3, L))"},
+            {"qwen2-audio", "serves qwen2.5-omni's audio batches only: qwen2-audio's position_ids (int64 (1, L))"},
+            {"qwen2.5-omni", "does not pack audio samples yet (--pack-tokens)", "--pack-tokens", "4096"},
+            {"qwen2.5-omni", "carries audio in float32 batches only", "--pixel-format", "uint8"},
+            {"qwen2.5-omni", "cannot cache audio samples yet (--cache on)", "--cache", "on"},
+            {"qwen2.5-omni", "does not serve audio over Arrow Flight yet", "--flight", "127.0.0.1:0"},
+        };
+        for (String[] x : refused) {
+            var args = new java.util.ArrayList<>(java.util.List.of("serve", "--data", manifest.toString(), "--processor", x[0], "--ranks", "1",
+                    "--socket", tmp.resolve("s.sock").toString()));
+            args.addAll(java.util.Arrays.asList(x).subList(2, x.length));
+            if (!args.contains("--pack-tokens")) args.addAll(java.util.List.of("--batch", "1"));
+            var s = CliRunner.run(args.toArray(String[]::new));
+            assertEquals(2, s.status(), String.join(" ", args) + ": " + s.err());
+            assertTrue(s.err().contains("--processor " + x[0] + ": stoker serve " + x[1]), s.err());
+        }
+        var plan = CliRunner.run("plan", "--data", manifest.toString(), "--processor", "qwen2.5-omni", "--ranks", "1", "--batch", "1");
+        assertEquals(2, plan.status(), plan.err());
+        assertTrue(plan.err().contains("stoker plan does not serve audio yet"), plan.err());
         var pad = CliRunner.run("validate", "--data", manifest.toString(), "--audio-pad", "hf");
         assertEquals(2, pad.status(), pad.err());
         assertTrue(pad.err().contains("need an audio family's --processor"), pad.err());

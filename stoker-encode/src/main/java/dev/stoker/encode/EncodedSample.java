@@ -17,10 +17,28 @@ package dev.stoker.encode;
  * @param videos          the sample's video tensors (issue 29): float32 rows, or in the compact wire format each video's
  *                        resized frames and frame counts ({@link dev.stoker.encode.video.VideoTensors#compact()}); null
  *                        for a sample encoded without video
+ * @param audio           an audio family's sample's clips (issue 32: {@code input_features}, {@code feature_attention_mask}
+ *                        as {@code encode} writes them); null for a sample without audio
  */
 public record EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                             float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8,
-                            dev.stoker.encode.video.VideoTensors videos) {
+                            dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio) {
+
+    /** A sample without audio. */
+    public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                         float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8,
+                         dev.stoker.encode.video.VideoTensors videos) {
+        this(id, inputIds, labels, attentionMask, positionIds, pixelValues, pixelRowLength, imageGridThw, sourcePixels, pixelsU8, videos, null);
+    }
+
+    /** This sample carrying {@code a} as its audio (null: none). */
+    public EncodedSample withAudio(dev.stoker.encode.audio.AudioTensors a) {
+        return new EncodedSample(id, inputIds, labels, attentionMask, positionIds, pixelValues, pixelRowLength, imageGridThw, sourcePixels,
+                pixelsU8, videos, a);
+    }
+
+    /** Clips of {@link #audio()} (0 without audio). */
+    public int clips() { return audio == null ? 0 : audio.clips(); }
 
     /** A sample without video tensors. */
     public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,

@@ -120,12 +120,24 @@ public final class SampleEncoder {
     /**
      * Encodes a sample of an audio family ({@link EncodeOptions#audio()} set): its clips' log-mel features beside the
      * tensors of {@link #encode}, its positions those of the family ({@link dev.stoker.encode.audio.OmniEncoder}). Needs an
-     * encoder made with audio; the feed's batches carry no audio yet, so only {@code stoker encode} calls this.
+     * encoder made with audio. {@code stoker encode} calls it; the feed calls {@link #encodeAudioForBatch} (through {@link #encode}).
      */
     public dev.stoker.encode.audio.OmniEncoder.Encoded encodeAudioSample(ChatSample sample, ImageSource source,
                                                                          VideoPreprocessor.VideoSource videoSource) {
         if (omni == null) throw new IllegalStateException("this encoder was made without an audio family");
         return omni.encode(sample, source, videoSource == null ? NO_VIDEOS : videoSource);
+    }
+
+    /**
+     * An audio family's sample as a padded batch carries it ({@link dev.stoker.encode.batch.BatchSchema}): the tensors of
+     * {@link #encodeAudioSample}, its clips as {@link EncodedSample#audio()}. Only Qwen2.5-Omni's samples have a batch
+     * layout ({@link dev.stoker.encode.audio.AudioTensors#of}), and only in FLOAT32.
+     */
+    public EncodedSample encodeAudioForBatch(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
+        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32)
+            throw new IllegalStateException(options.audio().preset() + ": audio batches are FLOAT32 only (the compact format carries no audio yet)");
+        var e = encodeAudioSample(sample, source, videoSource);
+        return e.sample().withAudio(dev.stoker.encode.audio.AudioTensors.of(e));
     }
 
     /** Whether this encoder encodes an audio family's samples ({@link #encodeAudioSample}). */
@@ -370,7 +382,7 @@ public final class SampleEncoder {
      * video indexed (demuxed, not decoded) and planned, so its grid, tokens and rows are known; nothing decoded.
      */
     public Prepared prepare(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
-        if (omni != null) throw new IllegalStateException(options.audio().preset() + ": audio samples are encoded by encodeAudioSample, not batched");
+        if (omni != null) throw new IllegalStateException(options.audio().preset() + ": audio samples are encoded whole (encodeAudioSample, encodeAudioForBatch), not prepared");
         String id = sample.id();
         List<String> refs = sample.imagePaths();
         var planned = new ArrayList<ImagePreprocessor.Planned>(refs.size());
@@ -597,6 +609,7 @@ public final class SampleEncoder {
 
     /** {@link #encode(ChatSample, ImageSource, VideoPreprocessor.VideoSource)} writing pixel_values into an array from {@code buffers}. */
     public EncodedSample encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource, PixelBuffers buffers) {
+        if (omni != null) return encodeAudioForBatch(sample, source, videoSource);
         Prepared prepared = prepare(sample, source, videoSource);
         EncodedSample w = encodeImages(prepared, buffers);
         if (videos == null) return w;

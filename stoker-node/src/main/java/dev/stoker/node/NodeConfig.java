@@ -101,6 +101,28 @@ public final class NodeConfig extends NodeSettings {
     /** The audio family {@code --processor} names (issue 32), or null for a Qwen-VL processor. */
     public dev.stoker.core.AudioPreset audioPreset() { return processor().audio(); }
 
+    /**
+     * Why a feed ({@code stoker serve}) cannot serve this job's audio family (issue 32), or null when it can: padded batches
+     * of Qwen2.5-Omni samples in float32, on one node, through shared memory or the socket. Not yet: Qwen2-Audio's (1, L)
+     * and Qwen3-Omni's float32 {@code position_ids} in a batch, packs, the compact format, the cache, Flight, clusters.
+     */
+    public String audioFeedRefusal() {
+        var family = audioPreset();
+        if (family == null) return null;
+        if (family != dev.stoker.core.AudioPreset.QWEN2_5_OMNI)
+            return "serves qwen2.5-omni's audio batches only: " + family.cliName() + "'s position_ids ("
+                    + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
+                    + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
+        if (packed()) return "does not pack audio samples yet (--pack-tokens): serve them padded (docs/audio.md)";
+        if (get(PIXEL_FORMAT) != EncodeOptions.PixelFormat.FLOAT32)
+            return "carries audio in float32 batches only: the compact format (--pixel-format uint8) has no audio yet";
+        if (isGiven(CACHE) && get(CACHE))
+            return "cannot cache audio samples yet (--cache on): the cache of preprocessed samples holds no audio features";
+        if (get(FLIGHT) != null) return "does not serve audio over Arrow Flight yet (--flight)";
+        if (!join().isEmpty()) return "does not serve audio in a cluster yet (--join)";
+        return null;
+    }
+
     /** The model folder (--model), read and checked; null when none was given. */
     public ModelFolder model() { return adopted.model(); }
 
@@ -374,9 +396,13 @@ public final class NodeConfig extends NodeSettings {
     /** The value of {@code key} when given, else {@code fallback}. */
     private <T> T or(ConfigKey<T> key, T fallback) { return isGiven(key) ? get(key) : fallback; }
 
-    /** Whether the cache of preprocessed samples is on: {@code --cache}, else on unless {@code $STOKER_CACHE} is off. */
+    /**
+     * Whether the cache of preprocessed samples is on: {@code --cache}, else on unless {@code $STOKER_CACHE} is off. Off
+     * under an audio family unless given: the cache holds no audio features ({@link #audioFeedRefusal}).
+     */
     public boolean cacheOn() {
         if (isGiven(CACHE)) return get(CACHE);
+        if (audioPreset() != null) return false;
         String env = System.getenv(CACHE_ENV);
         return env == null || !(env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false") || env.equals("0"));
     }

@@ -171,6 +171,10 @@ public final class NodeFeeds implements AutoCloseable {
     public ShmBudget shmBudget(Consumer<String> say) throws IOException, InterruptedException {
         var worst = config.shm();
         if (config.packed() || worst.worstCaseFits()) return worst;
+        if (config.audioPreset() != null) { // the data's shapes count no audio features (issue 32)
+            say.accept("shared memory: an audio job's largest batch is not known from its shapes: sized from the configuration's worst case");
+            return worst;
+        }
         return fromData(worst, say);
     }
 

@@ -94,7 +94,7 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<ProcessorPreset> PROCESSOR_KEY = key("processor", PROCESSOR, "NAME", TEXT, ProcessorPreset::fromName,
             ProcessorPreset::cliName, ProcessorPreset.QWEN2_5_VL, null, "Model family: qwen2-vl, qwen2.5-vl, qwen3-vl (with --model: "
                     + "the model's); or an audio family, qwen2-audio, qwen2.5-omni, qwen3-omni (audio records read, log-mel features "
-                    + "written; encode and validate only, docs/audio.md).");
+                    + "written; encode and validate, and serve for qwen2.5-omni, docs/audio.md).");
     public static final ConfigKey<dev.stoker.encode.audio.AudioEncoding.Pad> AUDIO_PAD = key("audio-pad", PROCESSOR, "valid|hf", TEXT,
             ConfigKey.enumOf(dev.stoker.encode.audio.AudioEncoding.Pad.class), ConfigKey::cliName, dev.stoker.encode.audio.AudioEncoding.Pad.VALID,
             null, "Audio families only: valid writes each clip's valid log-mel frames (100 per second); hf pads as the Hugging Face "

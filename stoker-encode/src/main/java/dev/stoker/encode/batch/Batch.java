@@ -39,13 +39,25 @@ import java.util.List;
  * @param videos          the batch's video tensors, its samples' in order (issue 29): exact arrays, null when it holds no
  *                        video ({@link BatchShape#videos()} says how many); in UINT8 the videos' resized frames and frame
  *                        counts ({@code pixel_values_videos_u8}, {@code video_frame_counts})
+ * @param audio           the batch's audio tensors, its samples' clips in order (issue 32, {@link BatchSchema}): null when it
+ *                        holds no clip ({@link BatchShape#audio()})
  */
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
                     List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
                     long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                     float[] pixelValues, long[] imageGridThw, byte[] pixelsU8, dev.stoker.core.batch.BatchLayout.Resume after,
-                    int[] segmentLengths, dev.stoker.encode.video.VideoTensors videos)
+                    int[] segmentLengths, dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio)
         implements FeedBatch {
+
+    /** A batch without audio. */
+    public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
+                 List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
+                 long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                 float[] pixelValues, long[] imageGridThw, byte[] pixelsU8, dev.stoker.core.batch.BatchLayout.Resume after,
+                 int[] segmentLengths, dev.stoker.encode.video.VideoTensors videos) {
+        this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, shape, inputIds, labels,
+                attentionMask, positionIds, pixelValues, imageGridThw, pixelsU8, after, segmentLengths, videos, null);
+    }
 
     /** A batch without videos. */
     public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
@@ -91,6 +103,10 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
             throw new IllegalArgumentException("a " + shape.pixelFormat() + " batch of " + v + " has video tensors " + (videos == null
                     ? "none" : videos.videos() + " videos of " + videos.rows() + " rows" + (videos.compact() ? ", "
                     + videos.pixelsU8().length + " u8 bytes" : "")));
+        var a = shape.audio();
+        if (a.clips() == 0 ? audio != null : audio == null || audio.clips() != a.clips() || audio.frames() != a.frames())
+            throw new IllegalArgumentException("a batch of " + a + " has audio tensors " + (audio == null ? "none"
+                    : audio.clips() + " clips × " + audio.frames() + " frames"));
         if (compact != (pixelsU8 != null) || compact && pixelsU8.length != shape.pixelU8Bytes())
             throw new IllegalArgumentException("a " + shape.pixelFormat() + " batch of " + shape.pixelU8Bytes() + " u8 pixel bytes has "
                     + (pixelsU8 == null ? "none" : pixelsU8.length));

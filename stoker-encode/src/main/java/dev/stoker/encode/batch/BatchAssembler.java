@@ -99,7 +99,35 @@ public final class BatchAssembler {
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
                 sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
-                tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after(), null, videos(samples, layout.videos()));
+                tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after(), null, videos(samples, layout.videos()),
+                audio(samples, layout.audio()));
+    }
+
+    /**
+     * The audio tensors of {@code samples} stacked in order ({@link BatchSchema}: every clip a row, {@code audio.frames()}
+     * wide, a shorter clip's frames past its own 0 in both tensors), or null when {@code audio} says there is none.
+     */
+    public static dev.stoker.encode.audio.AudioTensors audio(List<EncodedSample> samples, BatchShape.Audio audio) {
+        if (audio.clips() == 0) return null;
+        int bins = dev.stoker.core.AudioPreset.MEL_BINS, t = audio.frames();
+        if ((long) audio.clips() * bins * t > Integer.MAX_VALUE - 8)
+            throw new IllegalArgumentException("input_features of " + audio + " too large for heap arrays");
+        float[] features = new float[audio.clips() * bins * t];
+        int[] mask = new int[audio.clips() * t];
+        int row = 0;
+        for (var s : samples) {
+            var a = s.audio();
+            if (a == null) continue;
+            int f = a.frames();
+            if (f > t) throw new IllegalArgumentException("sample " + s.id() + " has clips of " + f + " frames, the batch " + t);
+            for (int k = 0; k < a.clips(); k++, row++) {
+                for (int m = 0; m < bins; m++)
+                    System.arraycopy(a.inputFeatures(), (k * bins + m) * f, features, (row * bins + m) * t, f);
+                System.arraycopy(a.featureMask(), k * f, mask, row * t, f);
+            }
+        }
+        if (row != audio.clips()) throw new IllegalArgumentException(row + " clips in the samples, " + audio + " in the shape");
+        return new dev.stoker.encode.audio.AudioTensors(features, audio.clips(), t, mask);
     }
 
     /**

@@ -30,6 +30,8 @@ import java.util.List;
  *                                             compact format, pixel_values_videos_u8 uint8 (Σ T·H·W, 3)
  *  video_grid_thw     int64   (videos, 3)     only in a batch that holds a video
  *  second_per_grid_ts float32 (videos)        only in a Qwen2.5-VL batch that holds a video
+ *  input_features     float32 (clips, 128, T) only in a batch that holds an audio clip (issue 32, docs/audio.md)
+ *  feature_attention_mask int32 (clips, T)    only in a batch that holds an audio clip
  *  sample_index       int64   (B)             each sample's line in the manifest           metadata
  *  pixel_norm         float32 (2, 3)          compact format only: mean and std per channel
  *  pixel_patch        int64   (3)             compact format only: patch, temporal patch, merge size
@@ -48,6 +50,16 @@ import java.util.List;
  * of its samples has a video ({@link BatchShape#videos()}), as the Hugging Face processors return them only then and
  * every Qwen-VL {@code forward} takes them as optional keyword arguments. A batch with videos and no image still flags
  * its empty image tensors as metadata; it gets no dummy image (its videos run the vision tower).
+ *
+ * <p>The audio tensors (issue 32, an audio family's batches) follow the video rule: present only when a sample of the batch
+ * has a clip, as the Hugging Face processors return them only then. They stack every clip of the batch, sample after
+ * sample in batch order and each sample's clips in placeholder order, as the processor stacks the clips of all the texts
+ * of one call: row k of {@code input_features} is clip k's log-mel (128 × T), T the longest sample's frames (under
+ * {@code --audio-pad valid} its valid frames, under {@code --audio-pad hf} the processor's padded length), a shorter clip's
+ * frames past its own zeros and masked 0 in {@code feature_attention_mask}. So each sample's rows are {@code encode}'s
+ * {@code input_features.npy} and {@code feature_attention_mask.npy} widened with zeros to T, and
+ * {@code input_features.permute(0, 2, 1)[feature_attention_mask.bool()]}, what the Omni thinkers' audio encoder reads, is
+ * the same as for the samples one by one. Packs carry no audio yet.
  *
  * <p>In the compact format a video travels as its kept frames resized ({@code pixel_values_videos_u8}: video k's T_k
  * frames of H·W pixels, HWC, frame after frame, after the videos before it; H, W from its {@code video_grid_thw} row
@@ -96,6 +108,8 @@ public final class BatchSchema {
             SECOND_PER_GRID_TS = "second_per_grid_ts";
     /** The compact format's video tensors: the videos' resized frames (a model input until converted) and their frame counts (metadata). */
     public static final String PIXEL_VALUES_VIDEOS_U8 = "pixel_values_videos_u8", VIDEO_FRAME_COUNTS = "video_frame_counts";
+    /** A batch's audio tensors (present only when it holds an audio clip, issue 32). */
+    public static final String INPUT_FEATURES = "input_features", FEATURE_ATTENTION_MASK = "feature_attention_mask";
     public static final String SAMPLE_INDEX = BatchLayout.SAMPLE_INDEX;
     public static final String PIXEL_NORM = BatchLayout.PIXEL_NORM;
     public static final String PIXEL_PATCH = BatchLayout.PIXEL_PATCH;
@@ -166,17 +180,24 @@ public final class BatchSchema {
     public static List<String> names(BatchShape shape) {
         var names = shape.packed() ? packedNames(shape.pixelFormat(), shape.inputContract()) : names(shape.pixelFormat(), shape.inputContract());
         var v = shape.videos();
-        if (v.count() == 0) return names;
-        var out = new ArrayList<String>(names.size() + 4);
+        boolean audio = shape.audio().clips() > 0;
+        if (v.count() == 0 && !audio) return names;
+        var out = new ArrayList<String>(names.size() + 6);
         for (String n : names) {
             out.add(n);
             if (n.equals(IMAGE_GRID_THW)) {
-                out.add(videoPixelTensor(shape.pixelFormat()));
-                out.add(VIDEO_GRID_THW);
-                if (v.seconds()) out.add(SECOND_PER_GRID_TS);
+                if (v.count() > 0) {
+                    out.add(videoPixelTensor(shape.pixelFormat()));
+                    out.add(VIDEO_GRID_THW);
+                    if (v.seconds()) out.add(SECOND_PER_GRID_TS);
+                }
+                if (audio) {
+                    out.add(INPUT_FEATURES);
+                    out.add(FEATURE_ATTENTION_MASK);
+                }
             }
         }
-        if (shape.pixelFormat() == PixelFormat.UINT8) out.add(VIDEO_FRAME_COUNTS);
+        if (v.count() > 0 && shape.pixelFormat() == PixelFormat.UINT8) out.add(VIDEO_FRAME_COUNTS);
         return List.copyOf(out);
     }
 
@@ -228,6 +249,9 @@ public final class BatchSchema {
                 case VIDEO_FRAME_COUNTS -> spec(name, images, Tensor.DType.INT64, v.count());
                 case VIDEO_GRID_THW -> spec(name, images, Tensor.DType.INT64, v.count(), 3);
                 case SECOND_PER_GRID_TS -> spec(name, images, Tensor.DType.FLOAT32, v.count());
+                case INPUT_FEATURES -> spec(name, images, Tensor.DType.FLOAT32, shape.audio().clips(), dev.stoker.core.AudioPreset.MEL_BINS,
+                        shape.audio().frames());
+                case FEATURE_ATTENTION_MASK -> spec(name, images, Tensor.DType.INT32, shape.audio().clips(), shape.audio().frames());
                 case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, b);
                 case PIXEL_NORM -> spec(name, images, Tensor.DType.FLOAT32, 2, 3);
                 case PIXEL_PATCH -> spec(name, images, Tensor.DType.INT64, 3);
@@ -293,6 +317,8 @@ public final class BatchSchema {
                 case VIDEO_FRAME_COUNTS -> Tensor.of(VIDEO_FRAME_COUNTS, b.videos().frameCounts(), shape);
                 case VIDEO_GRID_THW -> Tensor.of(VIDEO_GRID_THW, b.videos().videoGridThw(), shape);
                 case SECOND_PER_GRID_TS -> Tensor.of(SECOND_PER_GRID_TS, b.videos().secondPerGridTs(), shape);
+                case INPUT_FEATURES -> Tensor.of(INPUT_FEATURES, b.audio().inputFeatures(), shape);
+                case FEATURE_ATTENTION_MASK -> Tensor.of(FEATURE_ATTENTION_MASK, b.audio().featureMask(), shape);
                 case SAMPLE_INDEX -> Tensor.of(SAMPLE_INDEX, b.sampleIndex(), shape);
                 case CU_SEQLENS -> Tensor.of(CU_SEQLENS, b.cuSeqlens(), shape);
                 case MAX_SEQLEN -> Tensor.of(MAX_SEQLEN, new int[] {b.maxSeqlen()}, shape);

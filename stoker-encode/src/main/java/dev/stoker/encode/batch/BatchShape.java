@@ -25,9 +25,41 @@ import java.util.List;
  * @param inputContract   which model inputs the batch carries ({@code mm_token_type_ids} or not) and how it is padded
  * @param videos          the batch's videos ({@link Videos#NONE} for a batch without any: it carries no video tensor);
  *                        their u8 bytes in UINT8
+ * @param audio           the batch's audio clips ({@link Audio#NONE} for a batch without any: it carries no audio tensor)
  */
 public record BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
-                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos) {
+                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos, Audio audio) {
+    /**
+     * A batch's audio clips (issue 32): {@code input_features} (clips, 128, frames) float32 and {@code feature_attention_mask}
+     * (clips, frames) int32, every sample's clips in batch order, {@code frames} the longest sample's.
+     */
+    public record Audio(int clips, int frames) {
+        /** No audio: the batch carries no audio tensor. */
+        public static final Audio NONE = new Audio(0, 0);
+
+        public Audio {
+            if (clips < 0 || frames < 0 || clips == 0 && frames != 0)
+                throw new IllegalArgumentException("audio of " + clips + " clips × " + frames + " frames");
+        }
+
+        /** Both together, in order: the clips added, the frames the longer. */
+        public Audio plus(Audio other) {
+            if (other.clips == 0) return this;
+            if (clips == 0) return other;
+            return new Audio(clips + other.clips, Math.max(frames, other.frames));
+        }
+    }
+
+    /** A shape without audio. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
+                      long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos) {
+        this(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, videos, Audio.NONE);
+    }
+
+    /** This shape holding {@code a} as its audio clips. */
+    public BatchShape withAudio(Audio a) {
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, videos, a);
+    }
     /**
      * A batch's videos (issue 29): {@code pixel_values_videos} (rows, the model's row length) float32,
      * {@code video_grid_thw} (count, 3) and, for Qwen2.5-VL ({@code seconds}), {@code second_per_grid_ts} (count) float32;
@@ -69,7 +101,7 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
 
     /** This shape holding {@code v} as its videos. */
     public BatchShape withVideos(Videos v) {
-        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, v);
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, v, audio);
     }
 
     /** Images and videos: what runs the vision tower (a batch with neither gets the dummy image under DUMMY_IMAGE). */
@@ -77,6 +109,8 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
 
     public BatchShape {
         java.util.Objects.requireNonNull(videos, "videos");
+        java.util.Objects.requireNonNull(audio, "audio");
+        if (packed && audio.clips() > 0) throw new IllegalArgumentException("a pack carries no audio (issue 32: packs of audio samples are not done)");
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         java.util.Objects.requireNonNull(inputContract, "inputContract");
         if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)
@@ -125,7 +159,9 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
         int length = 0, rowLength = 0, images = 0;
         long rows = 0, u8 = 0;
         Videos videos = Videos.NONE;
+        Audio audio = Audio.NONE;
         for (var s : batch) {
+            if (s.audio() != null) audio = audio.plus(new Audio(s.audio().clips(), s.audio().frames()));
             var v = s.videos();
             if (v != null && v.videos() > 0) {
                 if (v.compact() != (format == PixelFormat.UINT8))
@@ -147,14 +183,14 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
                 rowLength = s.pixelRowLength();
             }
         }
-        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract).withVideos(videos);
+        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract).withVideos(videos).withAudio(audio);
     }
 
     /** This shape with {@code length} tokens per sample and the one image of {@code rows} rows and {@code u8Bytes} compact bytes. */
     BatchShape withOneImage(int length, long rows, int rowLength, long u8Bytes) {
         if (packed) throw new IllegalStateException("a pack gets the dummy image as a segment of its own (PackAssembler)");
         return new BatchShape(samples, length, rows, rowLength, 1, pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, inputContract)
-                .withVideos(videos);
+                .withVideos(videos).withAudio(audio);
     }
 
     /** B·L, the elements of input_ids, labels and attention_mask; a pack's T. */

@@ -73,6 +73,9 @@ final class SamplePipeline {
     /** Assembles the batches of a packed job: one row of whole samples per rank (docs/protocol.md, the canonical pack). */
     private final dev.stoker.encode.batch.PackAssembler packAssembler;
     private volatile java.util.function.Consumer<Outcome> observer = o -> {};
+    /** An audio family's job (issue 32): its samples are encoded whole, and a zero-copy batch is copied into shared memory. */
+    private final boolean audio;
+    private final dev.stoker.core.VisionConfig vision;
 
     SamplePipeline(dev.stoker.source.SampleRecords records, FeedSource source, CpuPool cpu, FeedMetrics metrics,
                    dev.stoker.encode.EncodeOptions encode) {
@@ -85,6 +88,8 @@ final class SamplePipeline {
         this.parser = encode.sampleParser(); // without video, a refusal says why the job takes none (EncodeOptions.videoRefusal)
         this.assembler = new BatchAssembler(encode);
         this.packAssembler = new dev.stoker.encode.batch.PackAssembler(encode, packPadTo);
+        this.audio = encode.audio() != null;
+        this.vision = encode.vision();
         this.records = records;
         this.source = source;
         this.cpu = cpu;
@@ -119,6 +124,13 @@ final class SamplePipeline {
      * allocation stage of its own ran one batch ahead of the fills, holding a segment (a whole batch of shared memory,
      * 87 MB at 8 × 451,584 px float32) that no one wrote yet (issue 30's memory item). Allocations are still requested
      * in batch order, so the store serves them in that order.
+     *
+     * <p>An audio family's job (issue 32) is the exception: a sample's clips have as many feature frames as they decode to,
+     * known only once computed, so its samples are encoded whole, collated on the heap and each batch copied once into its
+     * object ({@link StoredBatchWriter#store}):
+     * <pre>
+     *  … fetch F ─▶ mapAsync(T) encode ─▶ byBatch ─▶ mapAsync(2) assemble, allocate (waits for budget), copy ─▶ StoredBatch
+     * </pre>
      */
     Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer) {
         return storedFlow(fetchConcurrency, cpuThreads, writer, null);
@@ -126,6 +138,12 @@ final class SamplePipeline {
 
     /** {@link #storedFlow(int, int, StoredBatchWriter)} whose fetches also take a permit of {@code gate} (null: none). */
     Flow<ScheduledBatch, StoredBatch, NotUsed> storedFlow(int fetchConcurrency, int cpuThreads, StoredBatchWriter writer, FetchGate gate) {
+        if (audio) // the clips' features are computed whole (their frames are known only then): encoded, collated, copied once
+            return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
+                    .mapAsync(fetchConcurrency, s -> observed(gated(gate, s)))
+                    .mapAsync(cpuThreads, o -> observed(encode(o)))
+                    .via(byBatch())
+                    .mapAsync(StoredBatchWriter.BATCHES_FILLING, group -> assemble(group).thenCompose(b -> writer.store(b, vision)));
         return Flow.<ScheduledBatch>create().mapConcat(SamplePipeline::slots)
                 .mapAsync(fetchConcurrency, s -> observed(gated(gate, s)))
                 .mapAsync(cpuThreads, o -> observed(prepare(o)))
@@ -239,6 +257,8 @@ final class SamplePipeline {
         // the frames of frame-list videos are images too: fetched here, concurrently, like the sample's images
         List<String> refs = new ArrayList<>(imageRefs);
         refs.addAll(SampleEncoder.frameReferences(sample));
+        // an audio family's clips (issue 32) are fetched as the images are: the encoder reads them from the same map
+        for (String clip : dev.stoker.encode.audio.OmniEncoder.audioReferences(sample)) if (!refs.contains(clip)) refs.add(clip);
         var futures = new ArrayList<CompletableFuture<byte[]>>(refs.size());
         for (int k = 0; k < refs.size(); k++) {
             if (!embedded.isEmpty() && k < imageRefs.size()) { // the source carried them: in the record's order, as the parser placed them

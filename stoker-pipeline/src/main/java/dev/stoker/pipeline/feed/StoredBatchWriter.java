@@ -425,6 +425,46 @@ final class StoredBatchWriter implements AutoCloseable {
         unsealed.remove(a);
     }
 
+    /**
+     * A heap batch ({@link BatchSchema#tensors}) copied into an object of its own and sealed: how an audio family's batches
+     * (issue 32) reach shared memory, since their clips' features are computed whole before the batch's size is known
+     * rather than written in place. One copy of the batch's bytes, counted in {@code copiedBytes}.
+     */
+    CompletableFuture<StoredBatch> store(dev.stoker.encode.batch.Batch b, dev.stoker.core.VisionConfig vision) {
+        var tensors = BatchSchema.tensors(b, world, vision);
+        long bytes = BatchLayout.sizeOf(tensors.tensors());
+        if (bytes > store.objectLimitBytes())
+            return CompletableFuture.failedFuture(new IllegalStateException(String.format(java.util.Locale.ROOT,
+                    "the batch of step %d for rank %d (samples %s) takes %d bytes, more than the %d bytes shared memory was sized "
+                            + "for (%s): give --shm-budget", b.globalStep(), b.rank(), String.join(", ", b.sampleIds()), bytes,
+                    store.objectLimitBytes(), store.objectLimitReason())));
+        var requested = store.allocate(bytes, b.rank() - firstRank);
+        var stored = requested.thenApply(a -> {
+            unsealed.add(a);
+            if (closed) {
+                abort(a);
+                throw new java.util.concurrent.CancellationException("feed closed");
+            }
+            try {
+                BatchLayout.write(tensors.meta(), tensors.tensors(), a.segment());
+            } catch (RuntimeException e) {
+                abort(a);
+                throw e;
+            }
+            var object = a.seal();
+            unsealed.remove(a);
+            metrics.copiedBytes.add(bytes);
+            var batch = new StoredBatch(b.epoch(), b.step(), b.globalStep(), b.rank(), b.scheduled(), b.sampleIds(), b.datasetIndices(),
+                    b.skippedSamples(), b.samples(), bytes, bytes, object, new AtomicBoolean());
+            unreleased.removeIf(x -> x.released().get());
+            unreleased.add(batch);
+            return batch;
+        });
+        allocating.put(requested, stored.thenApply(x -> (Allocated) null));
+        stored.whenComplete((x, err) -> allocating.remove(requested));
+        return stored;
+    }
+
     /** Aborts unsealed objects and releases the pipeline's hold on every batch not released yet. */
     @Override
     public void close() {

@@ -1,0 +1,154 @@
+package dev.stoker.encode.batch;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.stoker.core.AudioPreset;
+import dev.stoker.core.ProcessorPreset;
+import dev.stoker.core.SampleException;
+import dev.stoker.core.batch.Tensor;
+import dev.stoker.encode.EncodeOptions;
+import dev.stoker.encode.EncodedSample;
+import dev.stoker.encode.SampleEncoder;
+import dev.stoker.encode.SharedTokenizer;
+import dev.stoker.encode.audio.AudioEncoding;
+import dev.stoker.encode.audio.AudioTensors;
+import dev.stoker.encode.audio.OmniEncoder;
+import dev.stoker.plan.schedule.ScheduledBatch;
+import dev.stoker.testkit.FfmpegClips;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Audio samples (Qwen2.5-Omni, clips the ffmpeg command makes) in a padded batch: {@code input_features} and
+ * {@code feature_attention_mask} stack every clip of the batch in sample order, each sample's rows exactly what the
+ * encoder made for it alone (bit for bit), widened with zeros to the batch's longest; a batch without a clip carries no
+ * audio tensor; the tokens are the samples' own, padded.
+ */
+@Timeout(120)
+@ExtendWith(SharedTokenizer.class)
+class AudioBatchTest {
+    @TempDir Path tmp;
+    private final Map<String, byte[]> files = new HashMap<>();
+
+    @BeforeEach
+    void clips() throws Exception {
+        FfmpegClips.require();
+        make("a.wav", "sine=frequency=440:sample_rate=16000:duration=1.0000625", "-ac", "1", "-c:a", "pcm_s16le");
+        make("b.mp3", "sine=frequency=220:sample_rate=48000:duration=2.5", "-ac", "2", "-c:a", "libmp3lame");
+        make("c.wav", "sine=frequency=300:sample_rate=16000:duration=1.5", "-ac", "1", "-c:a", "pcm_s16le");
+    }
+
+    private void make(String name, String source, String... codec) throws Exception {
+        var args = new ArrayList<>(List.of("-f", "lavfi", "-i", source));
+        args.addAll(List.of(codec));
+        files.put(name, Files.readAllBytes(FfmpegClips.make(tmp.resolve(name), args.toArray(String[]::new))));
+    }
+
+    private OmniEncoder.Encoded encode(SampleEncoder e, String json, String id) {
+        var s = e.parse(json.getBytes(StandardCharsets.UTF_8), id);
+        return e.encodeAudioSample(s, (sid, ref) -> {
+            byte[] b = files.get(ref);
+            if (b == null) throw new SampleException(sid, SampleException.Stage.FETCH, "no " + ref);
+            return b;
+        }, null);
+    }
+
+    private static String record(String text, String... audios) {
+        var list = new StringBuilder();
+        for (String a : audios) list.append(list.isEmpty() ? "" : ", ").append('"').append(a).append('"');
+        return "{\"messages\": [{\"role\": \"user\", \"content\": \"" + text + "\"}, {\"role\": \"assistant\", \"content\": \"A tone.\"}], "
+                + "\"audios\": [" + list + "]}";
+    }
+
+    private static Batch assemble(List<EncodedSample> samples) {
+        var scheduled = new ScheduledBatch(new dev.stoker.core.ScheduleCursor(0, 0), 0, 0, 0, new int[samples.size()]);
+        return new BatchAssembler().assemble(scheduled, java.util.stream.IntStream.range(0, samples.size()).toArray(), samples, List.of());
+    }
+
+    @Test
+    void eachSamplesRowsAreItsOwnEncodingWidenedWithZeros() {
+        for (var pad : AudioEncoding.Pad.values()) {
+            var e = new SampleEncoder(EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL)
+                    .withAudio(new AudioEncoding(AudioPreset.QWEN2_5_OMNI, pad)), SharedTokenizer.get());
+            var encoded = List.of(encode(e, record("<audio>Say?", "a.wav"), "one"),
+                    encode(e, record("<audio><audio>Which is longer?", "c.wav", "b.mp3"), "two"),
+                    encode(e, record("No audio here."), "text"));
+            var samples = encoded.stream().map(x -> x.sample().withAudio(AudioTensors.of(x))).toList();
+            assertNull(samples.get(2).audio(), "a sample without a clip carries none");
+            var batch = assemble(samples);
+            var shape = batch.shape();
+            assertEquals(3, shape.audio().clips());
+            int t = shape.audio().frames();
+            assertEquals(pad == AudioEncoding.Pad.HF ? 30_000 : encoded.get(1).frames(), t, pad + ": the longest sample's frames");
+            var tensors = BatchSchema.tensors(batch, 1, e.options().vision()).tensors();
+            var names = tensors.stream().map(Tensor::name).toList();
+            assertEquals(List.of("input_ids", "labels", "attention_mask", "position_ids", "pixel_values", "image_grid_thw",
+                    "input_features", "feature_attention_mask", "sample_index"), names);
+            var features = tensors.get(6);
+            var mask = tensors.get(7);
+            assertArrayEquals(new long[] {3, AudioPreset.MEL_BINS, t}, features.shape());
+            assertEquals(Tensor.DType.FLOAT32, features.dtype());
+            assertArrayEquals(new long[] {3, t}, mask.shape());
+            assertEquals(Tensor.DType.INT32, mask.dtype());
+            float[] f = batch.audio().inputFeatures();
+            int[] m = batch.audio().featureMask();
+            int row = 0;
+            for (var x : encoded) {
+                for (int k = 0; k < x.clips(); k++, row++) {
+                    int own = x.frames();
+                    for (int bin = 0; bin < AudioPreset.MEL_BINS; bin++)
+                        for (int j = 0; j < t; j++) {
+                            int got = Float.floatToRawIntBits(f[(row * AudioPreset.MEL_BINS + bin) * t + j]);
+                            int want = j < own ? Float.floatToRawIntBits(x.inputFeatures()[(k * AudioPreset.MEL_BINS + bin) * own + j]) : 0;
+                            if (got != want) throw new AssertionError(pad + " " + x.sample().id() + " clip " + k + " bin " + bin + " frame " + j);
+                        }
+                    for (int j = 0; j < t; j++)
+                        assertEquals(j < own ? x.featureMask()[k * own + j] : 0, m[row * t + j], x.sample().id() + " mask " + j);
+                }
+                // the tokens: the sample's own, padded
+                int i = encoded.indexOf(x), len = batch.length(), n = x.sample().length();
+                assertArrayEquals(x.sample().inputIds(), java.util.Arrays.copyOfRange(batch.inputIds(), i * len, i * len + n));
+                assertArrayEquals(x.sample().labels(), java.util.Arrays.copyOfRange(batch.labels(), i * len, i * len + n));
+                for (int c = 0; c < 3; c++)
+                    assertArrayEquals(java.util.Arrays.copyOfRange(x.sample().positionIds(), c * n, c * n + n),
+                            java.util.Arrays.copyOfRange(batch.positionIds(), (c * 3 + i) * len, (c * 3 + i) * len + n));
+            }
+            assertTrue(shape.sizeBytes() >= 4L * 3 * AudioPreset.MEL_BINS * t, "the layout holds the features");
+            // a batch of the text-only sample alone: no audio tensor at all
+            var alone = assemble(List.of(samples.get(2)));
+            assertNull(alone.audio());
+            assertTrue(BatchSchema.names(alone.shape()).stream().noneMatch(nm -> nm.startsWith("input_features") || nm.startsWith("feature_")));
+        }
+    }
+
+    @Test
+    void familiesWithoutABatchLayoutAreRefusedNamingTheSample() {
+        for (var family : List.of(AudioPreset.QWEN2_AUDIO, AudioPreset.QWEN3_OMNI)) {
+            var e = new SampleEncoder(EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL)
+                    .withAudio(new AudioEncoding(family, AudioEncoding.Pad.VALID)), SharedTokenizer.get());
+            var x = encode(e, record("<audio>Say?", "a.wav"), "s7");
+            var err = assertThrows(IllegalArgumentException.class, () -> AudioTensors.of(x));
+            assertTrue(err.getMessage().contains("s7") && err.getMessage().contains("position_ids"), err.getMessage());
+        }
+    }
+
+    @Test
+    void aPackRefusesAudio() {
+        assertThrows(IllegalArgumentException.class, () -> BatchShape.packed(1, 1, 8, 0, 0, 0, EncodeOptions.PixelFormat.FLOAT32, 0,
+                EncodeOptions.DEFAULT_INPUT_CONTRACT).withAudio(new BatchShape.Audio(1, 10)));
+    }
+}
