@@ -267,24 +267,34 @@ final class HfRows {
         if (videosColumn == null) return List.of();
         int c = row.getType().getFieldIndex(videosColumn);
         if (row.getFieldRepetitionCount(c) == 0) return List.of();
+        var out = new ArrayList<Video>();
+        for (var v : named(row, c, videosColumn, sampleId, rowName + "#v")) out.add(new Video(v.name(), v.bytes(), v.path()));
+        return out;
+    }
+
+    /**
+     * The structs or paths of column {@code column} (field {@code c}) in {@code row}, one or a list, each named by its path
+     * where that path is unique in the row, else {@code fallback + k} (a name used twice gets a prime).
+     */
+    private List<Image> named(Group row, int c, String column, String sampleId, String fallback) {
         Type t = row.getType().getType(c);
         var raw = new ArrayList<Image>();
         if (isList(t)) {
             var elements = elements(row.getGroup(c, 0));
-            for (int k = 0; k < elements.size(); k++) raw.add(image(elements.get(k), sampleId, videosColumn + "[" + k + "]"));
+            for (int k = 0; k < elements.size(); k++) raw.add(image(elements.get(k), sampleId, column + "[" + k + "]"));
         } else {
-            raw.add(image(new Slot(row, c, 0), sampleId, videosColumn));
+            raw.add(image(new Slot(row, c, 0), sampleId, column));
         }
         var paths = new HashSet<String>();
         var duplicate = new HashSet<String>();
-        for (var v : raw) if (v.path() != null && !paths.add(v.path())) duplicate.add(v.path());
-        var out = new ArrayList<Video>(raw.size());
+        for (var m : raw) if (m.path() != null && !paths.add(m.path())) duplicate.add(m.path());
+        var out = new ArrayList<Image>(raw.size());
         var used = new HashSet<String>();
         for (int k = 0; k < raw.size(); k++) {
-            var v = raw.get(k);
-            String name = v.path() != null && !duplicate.contains(v.path()) ? v.path() : rowName + "#v" + k;
+            var m = raw.get(k);
+            String name = m.path() != null && !duplicate.contains(m.path()) ? m.path() : fallback + k;
             while (!used.add(name)) name = name + "'";
-            out.add(new Video(name, v.bytes(), v.path()));
+            out.add(new Image(name, m.bytes(), m.path()));
         }
         return out;
     }
@@ -297,26 +307,7 @@ final class HfRows {
         if (audiosColumn == null) return List.of();
         int c = row.getType().getFieldIndex(audiosColumn);
         if (row.getFieldRepetitionCount(c) == 0 || !holds(row, c, 0)) return List.of();
-        Type t = row.getType().getType(c);
-        var raw = new ArrayList<Image>();
-        if (isList(t)) {
-            var elements = elements(row.getGroup(c, 0));
-            for (int k = 0; k < elements.size(); k++) raw.add(image(elements.get(k), sampleId, audiosColumn + "[" + k + "]"));
-        } else {
-            raw.add(image(new Slot(row, c, 0), sampleId, audiosColumn));
-        }
-        var paths = new HashSet<String>();
-        var duplicate = new HashSet<String>();
-        for (var a : raw) if (a.path() != null && !paths.add(a.path())) duplicate.add(a.path());
-        var out = new ArrayList<Image>(raw.size());
-        var used = new HashSet<String>();
-        for (int k = 0; k < raw.size(); k++) {
-            var a = raw.get(k);
-            String name = a.path() != null && !duplicate.contains(a.path()) ? a.path() : rowName + "#a" + k;
-            while (!used.add(name)) name = name + "'";
-            out.add(new Image(name, a.bytes(), a.path()));
-        }
-        return out;
+        return named(row, c, audiosColumn, sampleId, rowName + "#a");
     }
 
     /** Names the typed audio items that name no clip ({@code {"type": "audio"}}) with {@code paths} in order; false when there are none. */

@@ -247,7 +247,7 @@ public final class SampleParser {
         boolean placeImages = false, placeVideos = false, placeAudios = false;
         if (!embedded.isEmpty()) {
             boolean listed = present(record.get("image")) || present(record.get("images"));
-            if (!listed && !typedContent(record)) {
+            if (!listed && !typedContent(record, "image", "image", "image_url")) {
                 var list = record.arrayNode();
                 embedded.forEach(list::add);
                 record.remove("image");
@@ -260,7 +260,7 @@ public final class SampleParser {
         }
         if (!videos.isEmpty()) {
             boolean listed = present(record.get("video")) || present(record.get("videos"));
-            if (!listed && !typedVideoContent(record)) {
+            if (!listed && !typedContent(record, "video", "video")) {
                 var list = record.arrayNode();
                 videos.forEach(list::add);
                 record.remove("video");
@@ -274,7 +274,7 @@ public final class SampleParser {
         }
         if (!audios.isEmpty()) {
             boolean listed = present(record.get("audio")) || present(record.get("audios"));
-            if (!listed && !typedAudioContent(record)) {
+            if (!listed && !typedContent(record, "audio", "audio", "audio_url")) {
                 var list = record.arrayNode();
                 audios.forEach(list::add);
                 record.remove("audio");
@@ -306,19 +306,6 @@ public final class SampleParser {
         return sample;
     }
 
-    private static boolean typedAudioContent(JsonNode record) {
-        var list = record.get("messages");
-        if (list == null || !list.isArray()) return false;
-        for (var m : list) {
-            var content = m.get("content");
-            if (content != null && content.isArray())
-                for (var item : content)
-                    if (item.isObject() && ("audio".equals(item.path("type").asText(null)) || item.has("audio") || item.has("audio_url")))
-                        return true;
-        }
-        return false;
-    }
-
     /** Names typed video items that name no video ({@code {"type": "video"}}) after the embedded video of their place. */
     private static void fillBareVideoItems(com.fasterxml.jackson.databind.node.ObjectNode record, List<String> videos) {
         fillBareItems(record, "video", List.of("video", "url", "path"), videos);
@@ -346,18 +333,6 @@ public final class SampleParser {
         }
     }
 
-    private static boolean typedVideoContent(JsonNode record) {
-        var list = record.get("messages");
-        if (list == null || !list.isArray()) return false;
-        for (var m : list) {
-            var content = m.get("content");
-            if (content != null && content.isArray())
-                for (var item : content)
-                    if (item.isObject() && ("video".equals(item.path("type").asText(null)) || item.has("video"))) return true;
-        }
-        return false;
-    }
-
     /**
      * Names typed image items that name no image ({@code {"type": "image"}}, as Hugging Face data sets with an image
      * column write them) after the embedded image of their place; a count that differs is reported by the caller.
@@ -366,15 +341,21 @@ public final class SampleParser {
         fillBareItems(record, "image", List.of("image", "image_url", "url", "path"), embedded);
     }
 
-    private static boolean typedContent(JsonNode record) {
+    /**
+     * True when a message's content list holds an item of {@code type} ({@code {"type": type}}) or an item with one of
+     * {@code keys} (an untyped {@code {"image": …}}): the record places its media of that kind itself.
+     */
+    private static boolean typedContent(JsonNode record, String type, String... keys) {
         var list = record.get("messages");
         if (list == null || !list.isArray()) return false;
         for (var m : list) {
             var content = m.get("content");
-            if (content != null && content.isArray())
-                for (var item : content)
-                    if (item.isObject() && ("image".equals(item.path("type").asText(null)) || item.has("image") || item.has("image_url")))
-                        return true;
+            if (content == null || !content.isArray()) continue;
+            for (var item : content) {
+                if (!item.isObject()) continue;
+                if (type.equals(item.path("type").asText(null))) return true;
+                for (String key : keys) if (item.has(key)) return true;
+            }
         }
         return false;
     }
