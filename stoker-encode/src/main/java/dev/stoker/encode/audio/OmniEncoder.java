@@ -98,26 +98,13 @@ public final class OmniEncoder {
 
     /** Encodes {@code sample}, reading clips and images through {@code source} and videos through {@code videoSource}. */
     public Encoded encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
+        var planned = plan(sample, source, videoSource, true);
+        sample = planned.sample();
         String id = sample.id();
-        checkMedia(sample);
-        sample = withAudioInVideoDefault(sample);
-        var media = sample.media();
-        var clips = new ArrayList<Clip>();
-        var plannedImages = new ArrayList<ImagePreprocessor.Planned>();
-        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
-        for (var part : media) {
-            switch (part) {
-                case Message.Audio a -> clips.add(decode(id, a, source));
-                case Message.Image i -> plannedImages.add(planImage(id, i.ref(), source));
-                case Message.Video v -> {
-                    plannedVideos.add(videos.plan(id, v, videoSource, source));
-                    if (v.useAudioInVideo()) clips.add(decodeTrack(id, v, videoSource));
-                }
-                case Message.Text _ -> { }
-            }
-        }
-        var sizes = sizes(id, media, clips, plannedImages, plannedVideos);
-        var text = sequence.build(sample, sizes);
+        var clips = planned.clips();
+        var plannedImages = planned.images();
+        var plannedVideos = planned.videos();
+        var text = sequence.build(sample, planned.sizes());
         checkLength(id, text.length(), clips.size(), plannedImages.size(), plannedVideos.size());
         long longest = longest(clips);
         // features
@@ -182,31 +169,17 @@ public final class OmniEncoder {
      * decoding.
      */
     public SampleShape shape(ChatSample sample, Map<String, byte[]> bytesByReference, VideoPreprocessor.VideoSource videoSource) {
-        String id = sample.id();
-        checkMedia(sample);
-        sample = withAudioInVideoDefault(sample);
         ImageSource source = (sid, ref) -> {
             byte[] b = bytesByReference.get(ref);
             if (b == null) throw new SampleException(sid, Stage.FETCH, "'" + ref + "' was not fetched");
             return b;
         };
-        var media = sample.media();
-        var clips = new ArrayList<Clip>();
-        var plannedImages = new ArrayList<ImagePreprocessor.Planned>();
-        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
-        for (var part : media) {
-            switch (part) {
-                case Message.Audio a -> clips.add(measure(id, a, source));
-                case Message.Image i -> plannedImages.add(planImage(id, i.ref(), source));
-                case Message.Video v -> {
-                    plannedVideos.add(videos.plan(id, v, videoSource, source));
-                    if (v.useAudioInVideo()) clips.add(measureTrack(id, v, videoSource));
-                }
-                case Message.Text _ -> { }
-            }
-        }
-        var sizes = sizes(id, media, clips, plannedImages, plannedVideos);
-        int length = sequence.build(sample, sizes).length();
+        var planned = plan(sample, source, videoSource, false);
+        String id = sample.id();
+        var clips = planned.clips();
+        var plannedImages = planned.images();
+        var plannedVideos = planned.videos();
+        int length = sequence.build(planned.sample(), planned.sizes()).length();
         checkLength(id, length, clips.size(), plannedImages.size(), plannedVideos.size());
         int[] patches = new int[plannedImages.size()];
         for (int k = 0; k < patches.length; k++) patches[k] = plannedImages.get(k).plan().rows();
@@ -216,6 +189,37 @@ public final class OmniEncoder {
             videoGroups[k] = plannedVideos.get(k).plan().gridT();
         }
         return SampleShape.of(length, patches, videoPatches, videoGroups);
+    }
+
+    /** A sample's media before its features: its clips (decoded or measured), images and videos planned, and their sizes. */
+    private record Planned(ChatSample sample, List<Clip> clips, List<ImagePreprocessor.Planned> images,
+                           List<VideoPreprocessor.Planned> videos, List<OmniTokens.Media> sizes) {}
+
+    /**
+     * Checks {@code sample}'s media, applies the {@code use_audio_in_video} default, plans its images and videos and reads
+     * its clips in place order: decoded ({@code decode}) for {@link #encode}, else measured from their headers for
+     * {@link #shape}.
+     */
+    private Planned plan(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource, boolean decode) {
+        String id = sample.id();
+        checkMedia(sample);
+        sample = withAudioInVideoDefault(sample);
+        var media = sample.media();
+        var clips = new ArrayList<Clip>();
+        var plannedImages = new ArrayList<ImagePreprocessor.Planned>();
+        var plannedVideos = new ArrayList<VideoPreprocessor.Planned>();
+        for (var part : media) {
+            switch (part) {
+                case Message.Audio a -> clips.add(decode ? decode(id, a, source) : measure(id, a, source));
+                case Message.Image i -> plannedImages.add(planImage(id, i.ref(), source));
+                case Message.Video v -> {
+                    plannedVideos.add(videos.plan(id, v, videoSource, source));
+                    if (v.useAudioInVideo()) clips.add(decode ? decodeTrack(id, v, videoSource) : measureTrack(id, v, videoSource));
+                }
+                case Message.Text _ -> { }
+            }
+        }
+        return new Planned(sample, clips, plannedImages, plannedVideos, sizes(id, media, clips, plannedImages, plannedVideos));
     }
 
     /** The references a sample's clips are fetched by (its audio items; a video's track is read with the video). */
