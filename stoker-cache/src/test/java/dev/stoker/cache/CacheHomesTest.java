@@ -10,8 +10,10 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /** Rendezvous homes: the same on every member, spread evenly, and only ~1/N of them move when a member joins or leaves. */
+@Timeout(60)
 class CacheHomesTest {
     private static final int KEYS = 20_000;
 

@@ -198,7 +198,7 @@ final class HfRows {
         if (!carried && !images.isEmpty()) { // every image is a path: the record names them, the pipeline fetches them
             var paths = new ArrayList<String>();
             for (var i : images) paths.add(i.path());
-            if (!fillBareImageItems(record, paths)) {
+            if (!fillBareItems(record, "image", List.of("image", "image_url"), List.of("image", "image_url", "url", "path"), paths)) {
                 var list = record.putArray(messagesColumn.equals("conversations") ? "image" : "images");
                 paths.forEach(list::add);
             }
@@ -210,7 +210,7 @@ final class HfRows {
         if (!carriedVideo && !videos.isEmpty()) { // every video a path: the record names them, the pipeline opens them
             var paths = new ArrayList<String>();
             for (var v : videos) paths.add(v.path());
-            if (!fillBareVideoItems(record, paths)) {
+            if (!fillBareItems(record, "video", List.of("video"), List.of("video", "url", "path"), paths)) {
                 var list = record.putArray(messagesColumn.equals("conversations") && !record.has("images") ? "video" : "videos");
                 paths.forEach(list::add);
             }
@@ -222,7 +222,7 @@ final class HfRows {
         if (!carriedAudio && !audios.isEmpty()) { // every clip a path: the record names them, the encoder fetches them
             var paths = new ArrayList<String>();
             for (var a : audios) paths.add(a.path());
-            if (!fillBareAudioItems(record, paths)) {
+            if (!fillBareItems(record, "audio", List.of("audio"), List.of("audio", "audio_url", "url", "path"), paths)) {
                 var list = record.putArray("audios");
                 paths.forEach(list::add);
             }
@@ -310,31 +310,12 @@ final class HfRows {
         return named(row, c, audiosColumn, sampleId, rowName + "#a");
     }
 
-    /** Names the typed audio items that name no clip ({@code {"type": "audio"}}) with {@code paths} in order; false when there are none. */
-    private static boolean fillBareAudioItems(ObjectNode record, List<String> paths) {
-        var list = record.get("messages");
-        if (list == null || !list.isArray()) return false;
-        boolean typed = false;
-        int k = 0;
-        for (var m : list) {
-            var content = m.get("content");
-            if (content == null || !content.isArray()) continue;
-            for (var item : content) {
-                if (!(item instanceof ObjectNode o) || !("audio".equals(o.path("type").asText(null)) || o.has("audio"))) continue;
-                typed = true;
-                boolean named = o.hasNonNull("audio") || o.hasNonNull("audio_url") || o.hasNonNull("url") || o.hasNonNull("path");
-                if (!named && k < paths.size()) o.put("audio", paths.get(k));
-                k++;
-            }
-        }
-        return typed;
-    }
-
     /**
-     * Names the typed video items that name no video ({@code {"type": "video"}}) with {@code paths} in order; false when
-     * the record has no typed video items (its videos then go in a list).
+     * Names the items of {@code type} ({@code {"type": type}}, or an untyped item with one of {@code markers}) that name
+     * nothing (none of {@code nameKeys}) with {@code paths} in order: the k-th such item, named or not, takes the k-th
+     * path. False when the record has no such items (its media then go in a list).
      */
-    private static boolean fillBareVideoItems(ObjectNode record, List<String> paths) {
+    private static boolean fillBareItems(ObjectNode record, String type, List<String> markers, List<String> nameKeys, List<String> paths) {
         var list = record.get("messages");
         if (list == null || !list.isArray()) return false;
         boolean typed = false;
@@ -343,10 +324,14 @@ final class HfRows {
             var content = m.get("content");
             if (content == null || !content.isArray()) continue;
             for (var item : content) {
-                if (!(item instanceof ObjectNode o) || !("video".equals(o.path("type").asText(null)) || o.has("video"))) continue;
+                if (!(item instanceof ObjectNode o)) continue;
+                boolean ofType = type.equals(o.path("type").asText(null));
+                for (String marker : markers) ofType |= o.has(marker);
+                if (!ofType) continue;
                 typed = true;
-                boolean named = o.hasNonNull("video") || o.hasNonNull("url") || o.hasNonNull("path");
-                if (!named && k < paths.size()) o.put("video", paths.get(k));
+                boolean named = false;
+                for (String key : nameKeys) named |= o.hasNonNull(key);
+                if (!named && k < paths.size()) o.put(type, paths.get(k));
                 k++;
             }
         }
@@ -377,29 +362,6 @@ final class HfRows {
         if (path != null && path.isEmpty()) path = null;
         if (bytes == null && path == null) throw fail(sampleId, where + " has neither bytes nor a path");
         return new Image(null, bytes, path);
-    }
-
-    /**
-     * Names the typed image items that name no image ({@code {"type": "image"}}) with {@code paths} in order; false
-     * when the record has no typed image items (its images then go in a list).
-     */
-    private static boolean fillBareImageItems(ObjectNode record, List<String> paths) {
-        var list = record.get("messages");
-        if (list == null || !list.isArray()) return false;
-        boolean typed = false;
-        int k = 0;
-        for (var m : list) {
-            var content = m.get("content");
-            if (content == null || !content.isArray()) continue;
-            for (var item : content) {
-                if (!(item instanceof ObjectNode o) || !("image".equals(o.path("type").asText(null)) || o.has("image") || o.has("image_url"))) continue;
-                typed = true;
-                boolean named = o.hasNonNull("image") || o.hasNonNull("image_url") || o.hasNonNull("url") || o.hasNonNull("path");
-                if (!named && k < paths.size()) o.put("image", paths.get(k));
-                k++;
-            }
-        }
-        return typed;
     }
 
     /**
