@@ -35,14 +35,15 @@ final class NodeOptions {
 
         /**
          * Whether the command takes an audio family's {@code --processor} (issue 32): {@code encode} and {@code validate}
-         * do; {@code serve} within limits ({@link #feedsAudio}); the other feed commands (node, launch, bench, plan) refuse
+         * do; {@code serve} and {@code plan} within limits ({@link #feedsAudio}); the other feed commands (node, launch, bench) refuse
          * it at start rather than serve samples whose audio tensors their packs, wire formats or cluster do not carry yet.
          */
         default boolean servesAudio() { return false; }
 
         /**
-         * Whether the command feeds batches of an audio family's samples ({@code serve}: Qwen2.5-Omni's padded batches on
-         * one node, {@link NodeConfig#audioFeedRefusal}); it then takes the audio families too, within those limits.
+         * Whether the command feeds batches of an audio family's samples ({@code serve}: Qwen2.5-Omni's padded batches and
+         * packs on one node, {@link NodeConfig#audioFeedRefusal}), or prints them ({@code plan}); it then takes the audio
+         * families too, within those limits.
          */
         default boolean feedsAudio() { return false; }
     }
@@ -149,7 +150,7 @@ final class NodeOptions {
         } else if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
             throw new ConfigException("--processor " + config.processor() + ": stoker " + command
                     + " does not serve audio yet (issue 32: its batches, packs, Flight, the cluster and the cache carry no audio "
-                    + "features); stoker serve serves qwen2.5-omni, stoker encode and stoker validate take the audio families");
+                    + "features); stoker serve and stoker plan take qwen2.5-omni, stoker encode and stoker validate take the audio families");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();
         return config;

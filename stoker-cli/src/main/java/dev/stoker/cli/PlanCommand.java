@@ -48,6 +48,10 @@ final class PlanCommand implements Callable<Integer>, NodeOptions.Configured {
         return keys;
     }
 
+    /** It prints what serve would feed: an audio family's job within serve's limits ({@code NodeConfig.audioFeedRefusal}), packed or not. */
+    @Override
+    public boolean feedsAudio() { return true; }
+
     @Override
     public Integer call() throws Exception {
         NodeConfig config = NodeOptions.configOrPrint(spec, settings());

@@ -185,7 +185,6 @@ class AudioCliTest {
         String[][] refused = {
             {"qwen3-omni", "serves qwen2.5-omni's audio batches only: qwen3-omni's position_ids (float32 (3, L))"},
             {"qwen2-audio", "serves qwen2.5-omni's audio batches only: qwen2-audio's position_ids (int64 (1, L))"},
-            {"qwen2.5-omni", "does not pack audio samples yet (--pack-tokens)", "--pack-tokens", "4096"},
             {"qwen2.5-omni", "carries audio in float32 batches only", "--pixel-format", "uint8"},
             {"qwen2.5-omni", "cannot cache audio samples yet (--cache on)", "--cache", "on"},
             {"qwen2.5-omni", "does not serve audio over Arrow Flight yet", "--flight", "127.0.0.1:0"},
@@ -199,9 +198,13 @@ class AudioCliTest {
             assertEquals(2, s.status(), String.join(" ", args) + ": " + s.err());
             assertTrue(s.err().contains("--processor " + x[0] + ": stoker serve " + x[1]), s.err());
         }
-        var plan = CliRunner.run("plan", "--data", manifest.toString(), "--processor", "qwen2.5-omni", "--ranks", "1", "--batch", "1");
+        // plan prints what serve feeds (AudioPackTest): it refuses what serve refuses
+        var plan = CliRunner.run("plan", "--data", manifest.toString(), "--processor", "qwen3-omni", "--ranks", "1", "--batch", "1");
         assertEquals(2, plan.status(), plan.err());
-        assertTrue(plan.err().contains("stoker plan does not serve audio yet"), plan.err());
+        assertTrue(plan.err().contains("--processor qwen3-omni: stoker plan serves qwen2.5-omni's audio batches only"), plan.err());
+        var bench = CliRunner.run("bench", "ladder", "--data", manifest.toString(), "--processor", "qwen2.5-omni");
+        assertEquals(2, bench.status(), bench.err());
+        assertTrue(bench.err().contains("does not serve audio yet"), bench.err());
         var pad = CliRunner.run("validate", "--data", manifest.toString(), "--audio-pad", "hf");
         assertEquals(2, pad.status(), pad.err());
         assertTrue(pad.err().contains("need an audio family's --processor"), pad.err());

@@ -45,6 +45,11 @@ class AudioServeTest {
 
     @BeforeAll
     static void data() throws Exception {
+        manifest = writeData(tmp);
+    }
+
+    /** {@link AudioCliTest#RECORDS} with its clips made by FFmpeg under {@code tmp}/data: the manifest. */
+    static Path writeData(Path tmp) throws Exception {
         FfmpegClips.require();
         Path dir = Files.createDirectories(tmp.resolve("data/clips"));
         FfmpegClips.make(dir.resolve("1.wav"), "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=16000:duration=2.5", "-ac", "1", "-c:a", "pcm_s16le");
@@ -54,7 +59,7 @@ class AudioServeTest {
         FfmpegClips.make(dir.resolve("4.mp4"), "-f", "lavfi", "-i", "testsrc2=size=128x96:rate=8:duration=2", "-f", "lavfi", "-i",
                 "sine=frequency=500:sample_rate=44100:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
                 "-c:a", "aac", "-shortest");
-        manifest = Files.writeString(tmp.resolve("data/mllm_audio_demo.json"), AudioCliTest.RECORDS);
+        return Files.writeString(tmp.resolve("data/mllm_audio_demo.json"), AudioCliTest.RECORDS);
     }
 
     private static NodeConfig config(String name, FeedMode mode) throws IOException {
@@ -64,7 +69,10 @@ class AudioServeTest {
     }
 
     /** What {@code stoker encode --processor qwen2.5-omni} writes for record {@code i}, by file name. */
-    private static java.util.Map<String, Npy.Array> encode(int i) throws IOException {
+    private static java.util.Map<String, Npy.Array> encode(int i) throws IOException { return encode(tmp, i); }
+
+    /** What {@code stoker encode --processor qwen2.5-omni} writes for record {@code i} of the data {@link #writeData} put under {@code tmp}. */
+    static java.util.Map<String, Npy.Array> encode(Path tmp, int i) throws IOException {
         var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(AudioCliTest.RECORDS).get(i);
         Path sample = Files.writeString(tmp.resolve("data/record" + i + ".json"), json.toString());
         Path out = tmp.resolve("encoded-" + i);
@@ -77,14 +85,14 @@ class AudioServeTest {
         return files;
     }
 
-    private static long[] longs(Npy.Array a) {
+    static long[] longs(Npy.Array a) {
         assertEquals("<i8", a.dtype());
         long[] v = new long[a.data().length / 8];
         java.nio.ByteBuffer.wrap(a.data()).order(java.nio.ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(v);
         return v;
     }
 
-    private static byte[] bytes(Tensor t) { return t.data().toArray(ValueLayout.JAVA_BYTE); }
+    static byte[] bytes(Tensor t) { return t.data().toArray(ValueLayout.JAVA_BYTE); }
 
     @Test
     void everySampleOnceAndEachSamplesRowsAreEncodesBitForBit() throws Exception {

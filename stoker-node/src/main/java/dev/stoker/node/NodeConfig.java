@@ -102,9 +102,10 @@ public final class NodeConfig extends NodeSettings {
     public dev.stoker.core.AudioPreset audioPreset() { return processor().audio(); }
 
     /**
-     * Why a feed ({@code stoker serve}) cannot serve this job's audio family (issue 32), or null when it can: padded batches
-     * of Qwen2.5-Omni samples in float32, on one node, through shared memory or the socket. Not yet: Qwen2-Audio's (1, L)
-     * and Qwen3-Omni's float32 {@code position_ids} in a batch, packs, the compact format, the cache, Flight, clusters.
+     * Why a feed ({@code stoker serve}, and {@code stoker plan}, which prints its steps) cannot serve this job's audio family
+     * (issue 32), or null when it can: padded batches or packs ({@code --pack-tokens}) of Qwen2.5-Omni samples in float32, on
+     * one node, through shared memory or the socket. Not yet: Qwen2-Audio's (1, L) and Qwen3-Omni's float32
+     * {@code position_ids} in a batch, the compact format, the cache, Flight, clusters.
      */
     public String audioFeedRefusal() {
         var family = audioPreset();
@@ -113,7 +114,6 @@ public final class NodeConfig extends NodeSettings {
             return "serves qwen2.5-omni's audio batches only: " + family.cliName() + "'s position_ids ("
                     + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
                     + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
-        if (packed()) return "does not pack audio samples yet (--pack-tokens): serve them padded (docs/audio.md)";
         if (get(PIXEL_FORMAT) != EncodeOptions.PixelFormat.FLOAT32)
             return "carries audio in float32 batches only: the compact format (--pixel-format uint8) has no audio yet";
         if (isGiven(CACHE) && get(CACHE))

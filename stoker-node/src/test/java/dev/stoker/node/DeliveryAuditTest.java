@@ -82,6 +82,32 @@ class DeliveryAuditTest {
         }
     }
 
+    /**
+     * A pack with the dummy-image segment lists −1 last in its sample_index (PackAssembler.DUMMY_SAMPLE_INDEX): no record,
+     * so the audit passes it; a batch's −1, or a pack's −1 before its samples, is foreign.
+     */
+    @Test
+    void aPacksDummySegmentIsNoSampleButABatchsMinusOneIs() {
+        var packed = PackedLedgerTest.packed();
+        var step = walk(packed, 0, 1).getFirst();
+        long[] honest = delivered(step);
+        assertTrue(honest.length > 0);
+        long[] withDummy = Arrays.copyOf(honest, honest.length + 1);
+        withDummy[honest.length] = -1;
+        new DeliveryAudit(packed.ranks(), packed).check(step, meta(step, packed.ranks()), withDummy);
+        long[] dummyFirst = withDummy.clone();
+        dummyFirst[0] = -1;
+        dummyFirst[dummyFirst.length - 1] = honest[0];
+        var e = assertThrows(IllegalStateException.class,
+                () -> new DeliveryAudit(packed.ranks(), packed).check(step, meta(step, packed.ranks()), dummyFirst));
+        assertTrue(e.getMessage().contains("sample -1 is not one of this pack's"), e.getMessage());
+        var batch = walk(BATCHES, 0, 1).getFirst();
+        long[] minusOne = Arrays.copyOf(delivered(batch), delivered(batch).length);
+        minusOne[minusOne.length - 1] = -1;
+        e = assertThrows(IllegalStateException.class, () -> new DeliveryAudit(BATCHES.ranks(), BATCHES).check(batch, meta(batch, BATCHES.ranks()), minusOne));
+        assertTrue(e.getMessage().contains("sample -1 is not one of this"), e.getMessage());
+    }
+
     /** A rank that enters the next epoch without the last step of its epoch: the epoch's tally does not close. */
     @Test
     void anEpochLeftBeforeItsLastStepFails() {

@@ -59,7 +59,7 @@ import java.util.List;
  * frames past its own zeros and masked 0 in {@code feature_attention_mask}. So each sample's rows are {@code encode}'s
  * {@code input_features.npy} and {@code feature_attention_mask.npy} widened with zeros to T, and
  * {@code input_features.permute(0, 2, 1)[feature_attention_mask.bool()]}, what the Omni thinkers' audio encoder reads, is
- * the same as for the samples one by one. Packs carry no audio yet.
+ * the same as for the samples one by one. A pack stacks its segments' clips the same way, segment after segment.
  *
  * <p>In the compact format a video travels as its kept frames resized ({@code pixel_values_videos_u8}: video k's T_k
  * frames of H·W pixels, HWC, frame after frame, after the videos before it; H, W from its {@code video_grid_thw} row
@@ -82,6 +82,7 @@ import java.util.List;
  *  pixel_values       float32 (rows, rowLength)  or pixel_values_u8 uint8 (Σ H·W, 3): segment order
  *  image_grid_thw     int64   (images, 3)
  *  pixel_values_videos, video_grid_thw, second_per_grid_ts   as above, segment order, only in a pack that holds a video
+ *  input_features, feature_attention_mask                    as above, segment order, only in a pack that holds a clip
  *  sample_index       int64   (n)             each segment's data set index, −1 for the dummy image's   metadata
  *  cu_seqlens         int32   (n + 1)         0, L_1, L_1+L_2, …, Σ L_i (the tail pad is no segment)
  *  max_seqlen         int32   (1)             max L_i
@@ -279,6 +280,9 @@ public final class BatchSchema {
                 case VIDEO_FRAME_COUNTS -> spec(name, images, Tensor.DType.INT64, v.count());
                 case VIDEO_GRID_THW -> spec(name, images, Tensor.DType.INT64, v.count(), 3);
                 case SECOND_PER_GRID_TS -> spec(name, images, Tensor.DType.FLOAT32, v.count());
+                case INPUT_FEATURES -> spec(name, images, Tensor.DType.FLOAT32, shape.audio().clips(), dev.stoker.core.AudioPreset.MEL_BINS,
+                        shape.audio().frames());
+                case FEATURE_ATTENTION_MASK -> spec(name, images, Tensor.DType.INT32, shape.audio().clips(), shape.audio().frames());
                 case SAMPLE_INDEX -> spec(name, images, Tensor.DType.INT64, n);
                 case CU_SEQLENS -> spec(name, images, Tensor.DType.INT32, n + 1);
                 case MAX_SEQLEN -> spec(name, images, Tensor.DType.INT32, 1);

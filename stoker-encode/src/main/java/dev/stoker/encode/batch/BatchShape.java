@@ -110,7 +110,6 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
     public BatchShape {
         java.util.Objects.requireNonNull(videos, "videos");
         java.util.Objects.requireNonNull(audio, "audio");
-        if (packed && audio.clips() > 0) throw new IllegalArgumentException("a pack carries no audio (issue 32: packs of audio samples are not done)");
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         java.util.Objects.requireNonNull(inputContract, "inputContract");
         if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)

@@ -25,6 +25,11 @@ import java.util.List;
  *       M-RoPE exactly as the sample encoded alone has it;</li>
  *   <li>{@code pixel_values} (or {@code pixel_values_u8}) and {@code image_grid_thw}: the samples' rows concatenated in
  *       segment order, so that the k-th image's rows belong to the k-th vision-start run of {@code input_ids};</li>
+ *   <li>an audio family's clips (issue 32, Qwen2.5-Omni): {@code input_features} (clips, 128, T_a) and
+ *       {@code feature_attention_mask} (clips, T_a), every clip of the pack segment after segment, each segment's in
+ *       placeholder order, stacked as a padded batch stacks them ({@link BatchAssembler#audio}: T_a the longest clip's
+ *       frames, a shorter clip's zeros past its own), so that the k-th clip's rows belong to the k-th audio run of
+ *       {@code input_ids}; a segment's M-RoPE rows are its own {@code get_rope_index} computed alone, as for any sample;</li>
  *   <li>no {@code attention_mask}; the segments' boundaries as metadata: {@code cu_seqlens} (int32, n + 1),
  *       {@code max_seqlen} (int32, 1), {@code seg_ids} (int32, (1, T): 1..n, 0 on the tail pad) and {@code sample_index}
  *       (each segment's data set index, {@value #DUMMY_SAMPLE_INDEX} for the dummy image's).</li>
@@ -130,7 +135,8 @@ public final class PackAssembler {
         boolean withDummy = getsDummy(dummyImage, n, plain.visualInputs());
         long tokens = 0;
         for (var s : segments) tokens += s.length();
-        var shape = shape(n, tokens, plain.pixelRows(), plain.images(), plain.pixelU8Bytes(), withDummy).withVideos(plain.videos());
+        var shape = shape(n, tokens, plain.pixelRows(), plain.images(), plain.pixelU8Bytes(), withDummy).withVideos(plain.videos())
+                .withAudio(plain.audio());
         boolean compact = pixelFormat == PixelFormat.UINT8;
         if ((compact ? shape.pixelU8Bytes() : shape.pixelFloats()) > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("pack too large for heap arrays: " + shape);
@@ -163,7 +169,8 @@ public final class PackAssembler {
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(), ids,
                 datasetIndices.clone(), skipped, shape, packed.inputIds(), packed.labels(), null, packed.positionIds(), pixels, grid,
-                pixelsU8, scheduled.after(), packed.segmentLengths(), BatchAssembler.videos(segments, plain.videos()));
+                pixelsU8, scheduled.after(), packed.segmentLengths(), BatchAssembler.videos(segments, plain.videos()),
+                BatchAssembler.audio(segments, plain.audio()));
     }
 
     /**
