@@ -171,6 +171,7 @@ public final class SampleEncoder {
         this.cache = cache;
         images.useCache(cache);
         if (videos != null) videos.useCache(cache);
+        if (omni != null) omni.useCache(cache); // each clip's log-mel features (issue 32)
         return this;
     }
 

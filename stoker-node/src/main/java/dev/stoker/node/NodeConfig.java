@@ -105,7 +105,7 @@ public final class NodeConfig extends NodeSettings {
      * Why a feed ({@code stoker serve}, and {@code stoker plan}, which prints its steps) cannot serve this job's audio family
      * (issue 32), or null when it can: padded batches or packs ({@code --pack-tokens}) of Qwen2.5-Omni samples in float32, on
      * one node, through shared memory or the socket. Not yet: Qwen2-Audio's (1, L) and Qwen3-Omni's float32
-     * {@code position_ids} in a batch, the compact format, the cache, Flight, clusters.
+     * {@code position_ids} in a batch, the compact format, Flight, clusters.
      */
     public String audioFeedRefusal() {
         var family = audioPreset();
@@ -116,8 +116,6 @@ public final class NodeConfig extends NodeSettings {
                     + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
         if (get(PIXEL_FORMAT) != EncodeOptions.PixelFormat.FLOAT32)
             return "carries audio in float32 batches only: the compact format (--pixel-format uint8) has no audio yet";
-        if (isGiven(CACHE) && get(CACHE))
-            return "cannot cache audio samples yet (--cache on): the cache of preprocessed samples holds no audio features";
         if (get(FLIGHT) != null) return "does not serve audio over Arrow Flight yet (--flight)";
         if (!join().isEmpty()) return "does not serve audio in a cluster yet (--join)";
         return null;
@@ -397,12 +395,11 @@ public final class NodeConfig extends NodeSettings {
     private <T> T or(ConfigKey<T> key, T fallback) { return isGiven(key) ? get(key) : fallback; }
 
     /**
-     * Whether the cache of preprocessed samples is on: {@code --cache}, else on unless {@code $STOKER_CACHE} is off. Off
-     * under an audio family unless given: the cache holds no audio features ({@link #audioFeedRefusal}).
+     * Whether the cache of preprocessed samples is on: {@code --cache}, else on unless {@code $STOKER_CACHE} is off. An
+     * audio family's job caches each clip's log-mel features too (docs/cache.md).
      */
     public boolean cacheOn() {
         if (isGiven(CACHE)) return get(CACHE);
-        if (audioPreset() != null) return false;
         String env = System.getenv(CACHE_ENV);
         return env == null || !(env.equalsIgnoreCase("off") || env.equalsIgnoreCase("false") || env.equals("0"));
     }

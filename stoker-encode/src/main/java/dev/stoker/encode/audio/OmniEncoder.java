@@ -93,8 +93,75 @@ public final class OmniEncoder {
     public record Encoded(EncodedSample sample, int positionRows, float[] floatPositions, float[] inputFeatures, int clips, int frames,
                           int[] featureMask, int[] validFrames) {}
 
-    /** One decoded clip or header-known clip: its 16 kHz samples (pcm null when only measured). */
-    private record Clip(String ref, long samples, float[] pcm) {}
+    /**
+     * One decoded clip or header-known clip: its 16 kHz samples (pcm null when only measured, or when its features came
+     * from the cache: {@code cached}); {@code key} its features' cache entry, null when they are not cached.
+     */
+    private record Clip(String ref, long samples, float[] pcm, dev.stoker.cache.CacheKey key, WhisperLogMel.Features cached) {
+        Clip(String ref, long samples, float[] pcm) { this(ref, samples, pcm, null, null); }
+    }
+
+    /** Clips decoded by every encoder of this JVM (files, carried bytes and video tracks): what a warm cache spares. */
+    private static final java.util.concurrent.atomic.LongAdder CLIPS_DECODED = new java.util.concurrent.atomic.LongAdder();
+
+    /** Clips decoded (to 16 kHz PCM) by every OmniEncoder of this JVM since it started, header measurements not counted. */
+    public static long clipsDecoded() { return CLIPS_DECODED.sum(); }
+
+    /** Raised when decoding, resampling or the log-mel code change what features a clip gives: old entries no longer match. */
+    public static final int AUDIO_RULES = 1;
+    /** The largest clip entry read back: its header and 128 float32 bins of {@link AudioDecoder}'s 600 s bound in frames. */
+    static final int MAX_CLIP_ENTRY_BYTES = 12 + 4 * AudioPreset.MEL_BINS * 60_001;
+
+    /** The cache of preprocessed samples; null: none. */
+    private dev.stoker.encode.cache.PreprocessedCache cache;
+
+    /**
+     * Reads and writes each clip's log-mel features through {@code cache} (null: none) from now on, where they are the
+     * clip's alone: {@code --audio-pad valid} (the hf layout's padding would make an entry 15.4 MB a clip under
+     * Qwen2.5-Omni) and a family whose valid frames do not depend on the other clips of the call (not Qwen3-Omni).
+     */
+    public void useCache(dev.stoker.encode.cache.PreprocessedCache cache) { this.cache = cache; }
+
+    private boolean cachesClips() {
+        return cache != null && pad == AudioEncoding.Pad.VALID && preset != AudioPreset.QWEN3_OMNI;
+    }
+
+    /**
+     * The key of a clip's features: the SHA-256 of its bytes; the family, the pad mode, the cut ({@code audio_start},
+     * {@code audio_end}), the decode bound and resampler, the decoder path (the FFmpeg libraries' versions, libswresample's)
+     * and {@link #AUDIO_RULES}. Never its path.
+     */
+    private dev.stoker.cache.CacheKey clipKey(byte[] bytes, AudioDecoder.Options opts) {
+        String settings = "rules=" + AUDIO_RULES + " preset=" + preset + " pad=" + pad + " bins=" + AudioPreset.MEL_BINS + " offset="
+                + opts.offsetSeconds() + " duration=" + opts.durationSeconds() + " max=" + opts.maxSeconds() + " resampler="
+                + opts.resampler() + " decoder=" + audioDecoderPath();
+        return dev.stoker.cache.CacheKey.of("audio-log-mel", settings, dev.stoker.cache.CacheKey.sha256(bytes));
+    }
+
+    /** The FFmpeg libraries that decode and resample clips, with their versions (a clip's PCM can change with them). */
+    private static String audioDecoderPath() {
+        var f = dev.stoker.video.ffmpeg.Ffmpeg.get();
+        return f.versions() + ", " + f.swresampleVersion();
+    }
+
+    /** A clip entry: its 16 kHz samples, frames and valid frames (int32), then its features (128 × frames float32), little-endian. */
+    static byte[] clipBytes(long samples, WhisperLogMel.Features f) {
+        var b = java.nio.ByteBuffer.allocate(12 + 4 * f.values().length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putInt(Math.toIntExact(samples)).putInt(f.frames()).putInt(f.validFrames());
+        b.asFloatBuffer().put(f.values());
+        return b.array();
+    }
+
+    /** {@link #clipBytes}' inverse: {samples, features}, or null when {@code bytes} is not such an entry (then it is decoded). */
+    static Object[] clip(byte[] bytes) {
+        if (bytes == null || bytes.length < 12) return null;
+        var b = java.nio.ByteBuffer.wrap(bytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        int samples = b.getInt(), frames = b.getInt(), valid = b.getInt();
+        if (samples < 1 || frames < 1 || valid < 1 || valid > frames || bytes.length != 12 + 4L * AudioPreset.MEL_BINS * frames) return null;
+        float[] values = new float[AudioPreset.MEL_BINS * frames];
+        b.asFloatBuffer().get(values);
+        return new Object[] {(long) samples, new WhisperLogMel.Features(values, frames, valid)};
+    }
 
     /** Encodes {@code sample}, reading clips and images through {@code source} and videos through {@code videoSource}. */
     public Encoded encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
@@ -318,6 +385,13 @@ public final class OmniEncoder {
     }
 
     private WhisperLogMel.Features features(Clip c, long longest) {
+        if (c.cached() != null) return c.cached();
+        if (c.key() != null) { // cachesClips(): the features are the clip's alone
+            var f = logMel.valid(c.pcm(), preset, longest);
+            byte[] entry = clipBytes(c.samples(), f);
+            cache.store().write(c.key(), entry, 0, entry.length);
+            return f;
+        }
         if (pad == AudioEncoding.Pad.VALID) return logMel.valid(c.pcm(), preset, longest);
         long kept = preset.keptSamples(c.pcm().length);
         long padded = preset.paddedSamples(c.pcm().length, longest);
@@ -346,9 +420,16 @@ public final class OmniEncoder {
     private Clip decode(String id, Message.Audio a, ImageSource source) {
         var opts = decodeOptions(id, a);
         byte[] bytes = source.read(id, a.ref());
+        dev.stoker.cache.CacheKey key = null;
+        if (cachesClips()) {
+            key = clipKey(bytes, opts);
+            var hit = clip(cache.store().read(key, MAX_CLIP_ENTRY_BYTES));
+            if (hit != null) return new Clip(a.ref(), (long) hit[0], null, key, (WhisperLogMel.Features) hit[1]);
+        }
         try {
             var clip = AudioDecoder.decode(a.ref(), bytes, opts, System.nanoTime() + DECODE_TIMEOUT_NANOS);
-            return new Clip(a.ref(), clip.samples().length, clip.samples());
+            CLIPS_DECODED.increment();
+            return new Clip(a.ref(), clip.samples().length, clip.samples(), key, null);
         } catch (SampleException e) {
             throw e.withSampleId(id + " (" + a.ref() + ")");
         }
@@ -357,6 +438,7 @@ public final class OmniEncoder {
     private Clip decodeTrack(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
         try (SeekableByteSource s = videoSource.open(id, v.ref())) {
             var clip = AudioDecoder.decode(s, AudioDecoder.Options.whole(), System.nanoTime() + DECODE_TIMEOUT_NANOS);
+            CLIPS_DECODED.increment();
             return new Clip(v.ref(), clip.samples().length, clip.samples());
         } catch (SampleException e) {
             throw noTrack(id, v, e);
