@@ -149,8 +149,8 @@ final class NodeOptions {
             if (refusal != null) throw new ConfigException("--processor " + config.processor() + ": stoker " + command + " " + refusal);
         } else if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
             throw new ConfigException("--processor " + config.processor() + ": stoker " + command
-                    + " does not serve audio yet (issue 32: its batches, packs, Flight, the cluster and the cache carry no audio "
-                    + "features); stoker serve and stoker plan take qwen2.5-omni, stoker encode and stoker validate take the audio families");
+                    + " does not serve audio yet (issue 32: Flight, the cluster and the benchmarks carry no audio features); stoker "
+                    + "serve and stoker plan take qwen2.5-omni, stoker encode and stoker validate take the audio families");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();
         return config;

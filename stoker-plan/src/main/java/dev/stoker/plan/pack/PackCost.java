@@ -91,9 +91,10 @@ public record PackCost(double llmParams, int llmLayers, int llmAttentionWidth, d
             case QWEN2_VL -> QWEN2_VL_2B;
             case QWEN2_5_VL -> QWEN2_5_VL_3B;
             case QWEN3_VL -> QWEN3_VL_2B;
-            // no audio model is calibrated: packing and plan refuse the audio families before asking (issue 32)
-            case QWEN2_AUDIO, QWEN2_5_OMNI, QWEN3_OMNI -> throw new IllegalArgumentException("no pack cost model for " + family
-                    + " (audio families are not packed yet)");
+            // an audio family is priced by its vision family's model (NodeConfig.packCost asks for processor().visionFamily():
+            // Qwen2.5-Omni's thinker is Qwen2.5-VL-3B's LLM and ViT; its audio tokens are priced as text, docs/packing.md §4)
+            case QWEN2_AUDIO, QWEN2_5_OMNI, QWEN3_OMNI -> throw new IllegalArgumentException("no pack cost model of its own for " + family
+                    + ": ask for its vision family's (ProcessorPreset.visionFamily)");
         };
     }
 
