@@ -146,9 +146,55 @@ class AudioBatchTest {
         }
     }
 
+    /**
+     * A pack (issue 32, {@link PackAssembler}) stacks its segments' clips as a padded batch stacks its samples': row by row
+     * each clip's own features widened with zeros to the pack's longest, in segment order, the mask likewise; each
+     * segment's tokens and M-RoPE rows are its own; the layout's table lists the audio tensors after the vision ones.
+     */
     @Test
-    void aPackRefusesAudio() {
-        assertThrows(IllegalArgumentException.class, () -> BatchShape.packed(1, 1, 8, 0, 0, 0, EncodeOptions.PixelFormat.FLOAT32, 0,
-                EncodeOptions.DEFAULT_INPUT_CONTRACT).withAudio(new BatchShape.Audio(1, 10)));
+    void aPackStacksItsSegmentsClipsInSegmentOrder() {
+        var e = new SampleEncoder(EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL)
+                .withAudio(new AudioEncoding(AudioPreset.QWEN2_5_OMNI, AudioEncoding.Pad.VALID)), SharedTokenizer.get());
+        var encoded = List.of(encode(e, record("<audio><audio>Which is longer?", "c.wav", "b.mp3"), "two"),
+                encode(e, record("No audio here."), "text"), encode(e, record("<audio>Say?", "a.wav"), "one"));
+        var samples = encoded.stream().map(x -> x.sample().withAudio(AudioTensors.of(x))).toList();
+        var scheduled = new ScheduledBatch(new dev.stoker.core.ScheduleCursor(0, 0), 0, 0, 0, new int[] {7, 3, 5});
+        var pack = new PackAssembler(e.options(), 8).assemble(scheduled, new int[] {7, 3, 5}, samples, List.of(), false);
+        var shape = pack.shape();
+        assertTrue(shape.packed());
+        assertEquals(3, shape.audio().clips());
+        int t = shape.audio().frames();
+        assertEquals(encoded.get(0).frames(), t, "the longest clip's frames");
+        var names = BatchSchema.tensors(pack, 1, e.options().vision()).tensors().stream().map(Tensor::name).toList();
+        assertEquals(List.of("input_ids", "labels", "position_ids", "pixel_values", "image_grid_thw", "input_features",
+                "feature_attention_mask", "sample_index", "cu_seqlens", "max_seqlen", "seg_ids"), names.subList(0, 11));
+        float[] f = pack.audio().inputFeatures();
+        int[] m = pack.audio().featureMask();
+        int row = 0, at = 0, len = pack.length();
+        for (var x : encoded) {
+            for (int k = 0; k < x.clips(); k++, row++) {
+                int own = x.frames();
+                for (int bin = 0; bin < AudioPreset.MEL_BINS; bin++)
+                    for (int j = 0; j < t; j++) {
+                        int got = Float.floatToRawIntBits(f[(row * AudioPreset.MEL_BINS + bin) * t + j]);
+                        int want = j < own ? Float.floatToRawIntBits(x.inputFeatures()[(k * AudioPreset.MEL_BINS + bin) * own + j]) : 0;
+                        if (got != want) throw new AssertionError(x.sample().id() + " clip " + k + " bin " + bin + " frame " + j);
+                    }
+                for (int j = 0; j < t; j++) assertEquals(j < own ? x.featureMask()[k * own + j] : 0, m[row * t + j], x.sample().id() + " mask " + j);
+            }
+            int n = x.sample().length();
+            assertArrayEquals(x.sample().inputIds(), java.util.Arrays.copyOfRange(pack.inputIds(), at, at + n), x.sample().id());
+            assertArrayEquals(x.sample().labels(), java.util.Arrays.copyOfRange(pack.labels(), at, at + n), x.sample().id());
+            for (int c = 0; c < 3; c++)
+                assertArrayEquals(java.util.Arrays.copyOfRange(x.sample().positionIds(), c * n, c * n + n),
+                        java.util.Arrays.copyOfRange(pack.positionIds(), (c + 1) * len + at, (c + 1) * len + at + n), x.sample().id() + " row " + (c + 1));
+            at += n;
+        }
+        assertEquals(3, row);
+        // a pack of the text-only sample alone: no audio tensor
+        var alone = new PackAssembler(e.options(), 1).assemble(new ScheduledBatch(new dev.stoker.core.ScheduleCursor(0, 0), 0, 0, 0,
+                new int[] {3}), new int[] {3}, List.of(samples.get(1)), List.of(), false);
+        assertNull(alone.audio());
+        assertTrue(BatchSchema.names(alone.shape()).stream().noneMatch(nm -> nm.equals("input_features")));
     }
 }
