@@ -20,7 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The cache of preprocessed samples under {@code --processor qwen2.5-omni} (issue 32, item 4): each clip's log-mel
- * features are kept by the SHA-256 of its bytes. A serve without the cache, one with a cold cache and a restart over the
+ * features are kept by the SHA-256 of its bytes, each sample's tokens by its messages and media sizes. A serve without the cache, one with a cold cache and a restart over the
  * same folder give the same batches bit for bit (every tensor's name, shape and bytes); the cold one decodes each clip
  * (counted where clips are decoded, {@link OmniEncoder#clipsDecoded}); the restart misses no entry and writes none, so
  * it decodes no clip (a clip is decoded only on a miss); and the features of an entry whose bytes were damaged are not
@@ -74,7 +74,8 @@ class AudioCacheTest {
         try (var walk = Files.walk(tmp.resolve("cache"))) {
             entries = walk.filter(p -> p.toString().endsWith(".stc")).toList();
         }
-        assertEquals(4, entries.size(), "an entry per clip and the video's frames: " + entries);
+        assertEquals(3 + 1 + AudioServeTest.RECORDS, entries.size(), "an entry per clip, the video's frames and each sample's tokens: "
+                + entries);
 
         var warm = serve(manifest, "warm", true);
         assertEquals(plain, warm, "a warm cache changes no byte of any batch");
@@ -82,7 +83,8 @@ class AudioCacheTest {
         var warmCache = cache("warm");
         assertEquals(0, warmCache.get("misses").asLong(), "the restart decodes no clip: " + warmCache);
         assertEquals(0, warmCache.get("written").asLong(), warmCache.toString());
-        assertTrue(warmCache.get("hits").asLong() >= 2 * 6, "six clips and a video an epoch, two epochs: " + warmCache);
+        assertTrue(warmCache.get("hits").asLong() >= 2 * (6 + 1 + AudioServeTest.RECORDS),
+                "six clips, a video and five samples' tokens an epoch, two epochs: " + warmCache);
 
         // damaged entries are never served: each entry's last byte flipped, every clip is decoded again, the batches unchanged
         for (Path e : entries) {
@@ -93,7 +95,7 @@ class AudioCacheTest {
         var damaged = serve(manifest, "damaged", true);
         assertEquals(plain, damaged, "no damaged entry's features are served");
         var damagedCache = cache("damaged");
-        assertTrue(damagedCache.get("corrupt").asLong() >= 4 && damagedCache.get("written").asLong() >= 4,
+        assertTrue(damagedCache.get("corrupt").asLong() >= entries.size() && damagedCache.get("written").asLong() >= entries.size(),
                 "each damaged entry found, decoded again and rewritten: " + damagedCache);
     }
 }

@@ -61,6 +61,8 @@ public final class OmniEncoder {
     private final AudioPreset preset;
     private final AudioEncoding.Pad pad;
     private final OmniSequence sequence;
+    /** The tokenizer's identity (the SHA-256 of its tokenizer.json): part of a token entry's key. */
+    private final String tokenizerIdentity;
     private final ImagePreprocessor images;
     private final VideoPreprocessor videos;
     private final WhisperLogMel logMel = new WhisperLogMel();
@@ -74,6 +76,7 @@ public final class OmniEncoder {
         this.preset = options.audio().preset();
         this.pad = options.audio().pad();
         this.sequence = new OmniSequence(preset, tokenizer);
+        this.tokenizerIdentity = tokenizer.identity();
         this.images = images;
         this.videos = videos;
     }
@@ -116,8 +119,8 @@ public final class OmniEncoder {
     private dev.stoker.encode.cache.PreprocessedCache cache;
 
     /**
-     * Reads and writes each clip's log-mel features through {@code cache} (null: none) from now on, where they are the
-     * clip's alone: {@code --audio-pad valid} (the hf layout's padding would make an entry 15.4 MB a clip under
+     * Reads and writes each sample's tokens ({@link #cachedText}) and each clip's log-mel features through {@code cache}
+     * (null: none) from now on, the features where they are the clip's alone: {@code --audio-pad valid} (the hf layout's padding would make an entry 15.4 MB a clip under
      * Qwen2.5-Omni) and a family whose valid frames do not depend on the other clips of the call (not Qwen3-Omni).
      */
     public void useCache(dev.stoker.encode.cache.PreprocessedCache cache) { this.cache = cache; }
@@ -136,6 +139,49 @@ public final class OmniEncoder {
                 + opts.offsetSeconds() + " duration=" + opts.durationSeconds() + " max=" + opts.maxSeconds() + " resampler="
                 + opts.resampler() + " decoder=" + audioDecoderPath();
         return dev.stoker.cache.CacheKey.of("audio-log-mel", settings, dev.stoker.cache.CacheKey.sha256(bytes));
+    }
+
+    /**
+     * A sample's tokens, labels and integer positions from the cache, or built and stored: keyed by its messages (with
+     * the {@code use_audio_in_video} default applied) and its media's sizes ({@link OmniTokens.Media}: each clip's mel
+     * frames, each image's and video's grid), under the family, the vision family, the tokenizer's identity, the chat
+     * template, the input contract, the model folder and {@link dev.stoker.encode.cache.PreprocessedCache#TEXT_RULES}.
+     * Qwen3-Omni's float positions are not cached (built each time).
+     */
+    private OmniSequence.Features cachedText(ChatSample sample, List<OmniTokens.Media> sizes) {
+        if (preset.positionRule() == AudioPreset.PositionRule.QWEN3_OMNI) return sequence.build(sample, sizes);
+        String settings = "rules=" + dev.stoker.encode.cache.PreprocessedCache.TEXT_RULES + " audio=" + preset + " preset=" + options.preset()
+                + " tokenizer=" + tokenizerIdentity + " template=" + (options.chatTemplate() == null ? "builtin" : options.chatTemplateSha256())
+                + " contract=" + options.inputContract() + " model=" + options.model();
+        String content = sample.messages() + "|" + sizes;
+        var key = dev.stoker.cache.CacheKey.of("omni-text", settings,
+                dev.stoker.cache.CacheKey.sha256(content.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        var hit = textEntry(cache.store().read(key, dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES));
+        if (hit != null) return hit;
+        var text = sequence.build(sample, sizes);
+        byte[] entry = textBytes(text);
+        if (entry.length <= dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES) cache.store().write(key, entry, 0, entry.length);
+        return text;
+    }
+
+    /** A token entry: L (int32), then input_ids, labels and the 3 × L positions (int64), little-endian. */
+    static byte[] textBytes(OmniSequence.Features t) {
+        int n = t.length();
+        var b = java.nio.ByteBuffer.allocate(4 + 40 * n).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putInt(n);
+        for (long[] a : new long[][] {t.inputIds(), t.labels(), t.positions()}) for (long v : a) b.putLong(v);
+        return b.array();
+    }
+
+    /** {@link #textBytes}' inverse, or null when {@code bytes} is not such an entry (then the tokens are built). */
+    static OmniSequence.Features textEntry(byte[] bytes) {
+        if (bytes == null || bytes.length < 4) return null;
+        var b = java.nio.ByteBuffer.wrap(bytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        int n = b.getInt();
+        if (n < 1 || bytes.length != 4 + 40L * n) return null;
+        long[] ids = new long[n], labels = new long[n], pos = new long[3 * n];
+        for (long[] a : new long[][] {ids, labels, pos}) for (int i = 0; i < a.length; i++) a[i] = b.getLong();
+        return new OmniSequence.Features(ids, labels, pos, null);
     }
 
     /** The FFmpeg libraries that decode and resample clips, with their versions (a clip's PCM can change with them). */
@@ -171,7 +217,7 @@ public final class OmniEncoder {
         var clips = planned.clips();
         var plannedImages = planned.images();
         var plannedVideos = planned.videos();
-        var text = sequence.build(sample, planned.sizes());
+        var text = cache == null ? sequence.build(sample, planned.sizes()) : cachedText(sample, planned.sizes());
         checkLength(id, text.length(), clips.size(), plannedImages.size(), plannedVideos.size());
         long longest = longest(clips);
         // features
