@@ -161,7 +161,9 @@ public final class SampleEncoder {
     public long tokenizeNanos() { return tokenizeNanos; }
 
     /** Time spent in the cache of preprocessed samples since {@link #resetTimes()} (keys, reads, writes). */
-    public long cacheNanos() { return images.cacheNanos() + (videos == null ? 0 : videos.cacheNanos() - videoCacheNanosMark); }
+    public long cacheNanos() {
+        return images.cacheNanos() + (videos == null ? 0 : videos.cacheNanos() - videoCacheNanosMark) + (omni == null ? 0 : omni.cacheNanos());
+    }
 
     /**
      * Reads and writes preprocessed images and videos (their resized frames) through {@code cache} (null: none) from now
@@ -177,6 +179,7 @@ public final class SampleEncoder {
 
     public void resetTimes() {
         images.resetTimes();
+        if (omni != null) omni.resetCacheNanos();
         tokenizeNanos = 0;
         if (videos != null) {
             videoNanosMark = videos.decodeNanos();

@@ -125,6 +125,14 @@ public final class OmniEncoder {
      */
     public void useCache(dev.stoker.encode.cache.PreprocessedCache cache) { this.cache = cache; }
 
+    /** Time spent in the cache (keys, entry reads and writes) since {@link #resetCacheNanos()}: this encoder's thread only. */
+    private long cacheNanos;
+
+    /** Time spent in the cache of preprocessed samples since {@link #resetCacheNanos()} (keys, reads, writes). */
+    public long cacheNanos() { return cacheNanos; }
+
+    public void resetCacheNanos() { cacheNanos = 0; }
+
     private boolean cachesClips() {
         return cache != null && pad == AudioEncoding.Pad.VALID && preset != AudioPreset.QWEN3_OMNI;
     }
@@ -153,14 +161,18 @@ public final class OmniEncoder {
         String settings = "rules=" + dev.stoker.encode.cache.PreprocessedCache.TEXT_RULES + " audio=" + preset + " preset=" + options.preset()
                 + " tokenizer=" + tokenizerIdentity + " template=" + (options.chatTemplate() == null ? "builtin" : options.chatTemplateSha256())
                 + " contract=" + options.inputContract() + " model=" + options.model();
+        long t0 = System.nanoTime();
         String content = sample.messages() + "|" + sizes;
         var key = dev.stoker.cache.CacheKey.of("omni-text", settings,
                 dev.stoker.cache.CacheKey.sha256(content.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
         var hit = textEntry(cache.store().read(key, dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES));
+        cacheNanos += System.nanoTime() - t0;
         if (hit != null) return hit;
         var text = sequence.build(sample, sizes);
+        long t1 = System.nanoTime();
         byte[] entry = textBytes(text);
         if (entry.length <= dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES) cache.store().write(key, entry, 0, entry.length);
+        cacheNanos += System.nanoTime() - t1;
         return text;
     }
 
@@ -434,8 +446,10 @@ public final class OmniEncoder {
         if (c.cached() != null) return c.cached();
         if (c.key() != null) { // cachesClips(): the features are the clip's alone
             var f = logMel.valid(c.pcm(), preset, longest);
+            long t0 = System.nanoTime();
             byte[] entry = clipBytes(c.samples(), f);
             cache.store().write(c.key(), entry, 0, entry.length);
+            cacheNanos += System.nanoTime() - t0;
             return f;
         }
         if (pad == AudioEncoding.Pad.VALID) return logMel.valid(c.pcm(), preset, longest);
@@ -468,8 +482,10 @@ public final class OmniEncoder {
         byte[] bytes = source.read(id, a.ref());
         dev.stoker.cache.CacheKey key = null;
         if (cachesClips()) {
+            long t0 = System.nanoTime();
             key = clipKey(bytes, opts);
             var hit = clip(cache.store().read(key, MAX_CLIP_ENTRY_BYTES));
+            cacheNanos += System.nanoTime() - t0;
             if (hit != null) return new Clip(a.ref(), (long) hit[0], null, key, (WhisperLogMel.Features) hit[1]);
         }
         try {
