@@ -123,8 +123,11 @@ public final class NodeConfig extends NodeSettings {
         return null;
     }
 
-    /** The model folder (--model), read and checked; null when none was given. */
+    /** The model folder (--model) of a Qwen-VL family, read and checked; null when none was given or it is an audio family's. */
     public ModelFolder model() { return adopted.model(); }
+
+    /** The model folder (--model) of an audio family (issue 32), read and checked; null when none was given or it is a Qwen-VL one. */
+    public dev.stoker.core.model.AudioModelFolder audioModel() { return adopted.audioModel(); }
 
     /** Whether {@code key}'s value came from the model folder. */
     public boolean isFromModel(ConfigKey<?> key) { return adopted.fromModel().contains(key); }
@@ -250,6 +253,12 @@ public final class NodeConfig extends NodeSettings {
             if (folder != null && folder.family() == preset) base = base.withVision(folder.vision()).withModel(adopted.identity());
             else if (folder != null) base = base.withModel(adopted.identity());
             if (folder != null && get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(folder.chatTemplate());
+            var audioFolder = audioModel();
+            if (audioFolder != null) { // its image processor where it has one (Qwen2.5-Omni), unless --override-model chose another family
+                if (audioFolder.vision() != null && audioFolder.family() == audioPreset()) base = base.withVision(audioFolder.vision());
+                base = base.withModel(adopted.identity());
+                if (get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(audioFolder.chatTemplate());
+            }
             long min = get(MIN_PIXELS) != null ? get(MIN_PIXELS) : base.vision().minPixels();
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
             base = base.withPixels(min, max).withExif(get(EXIF))

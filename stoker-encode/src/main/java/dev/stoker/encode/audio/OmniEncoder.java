@@ -47,7 +47,7 @@ import java.util.Map;
  * for AAC at a frame edge.
  *
  * <p>Not done: truncation (an over-long sample is refused, whatever {@code --truncation} says), Qwen3-Omni and Qwen2-Audio
- * with images or videos (refused, naming the item), a model folder ({@code --model}) of an audio family.
+ * with images or videos (refused, naming the item).
  *
  * <p>Threading: one instance per thread, as its {@link WhisperLogMel} holds FFT buffers.
  */
@@ -73,7 +73,9 @@ public final class OmniEncoder {
         this.options = options;
         this.preset = options.audio().preset();
         this.pad = options.audio().pad();
-        this.sequence = new OmniSequence(preset, tokenizer);
+        // a model folder's own template (--chat-template model) renders; the built-in one otherwise (checked equal at start)
+        this.sequence = options.chatTemplate() == null ? new OmniSequence(preset, tokenizer)
+                : new OmniSequence(preset, tokenizer, dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()));
         this.images = images;
         this.videos = videos;
     }
