@@ -255,6 +255,38 @@ class AudioCliTest {
                 "without the flag or the key, no clip");
     }
 
+    /**
+     * {@code --truncation truncate}: a limit inside the second clip's run cuts before it, so the sample keeps its first clip
+     * whole (its features and mask bit for bit the untruncated encode's first row) and drops the second with its features;
+     * {@code validate} under the same limit records the cut length.
+     */
+    @Test
+    void truncationCutsBeforeAClipAndDropsItsFeatures() throws Exception {
+        var full = encode(2, "qwen2.5-omni");
+        long bos = AudioPreset.QWEN2_5_OMNI.audioStartId();
+        int second = -1;
+        for (int i = 0, seen = 0; i < full.ids().length; i++) if (full.ids()[i] == bos && ++seen == 2) second = i;
+        assertTrue(second > 0, "two clip runs");
+        int limit = second + 20;
+        var cut = encode(2, "qwen2.5-omni", "--max-seq-len", Integer.toString(limit), "--truncation", "truncate");
+        assertArrayEquals(java.util.Arrays.copyOf(full.ids(), second), cut.ids(), "cut before the second clip's run");
+        assertArrayEquals(new long[] {1, AudioPreset.MEL_BINS, full.frames()}, cut.features().shape(), "one clip left, the longer one");
+        assertArrayEquals(java.util.Arrays.copyOf(full.features().data(), cut.features().data().length), cut.features().data());
+        assertArrayEquals(java.util.Arrays.copyOf(full.mask().data(), cut.mask().data().length), cut.mask().data());
+        assertEquals(3 * second, cut.positions().elementCount());
+        // without truncate the same limit filters the sample
+        Path sample = tmp.resolve("data/record2.json");
+        var filtered = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--sample", sample.toString(), "--out", tmp.resolve("f").toString(),
+                "--max-seq-len", Integer.toString(limit));
+        assertEquals(2, filtered.status(), filtered.err());
+        assertTrue(filtered.err().contains("over the limit of " + limit), filtered.err());
+        var v = CliRunner.run("validate", "--data", manifest.toString(), "--processor", "qwen2.5-omni", "--threads", "1", "--max-seq-len",
+                Integer.toString(limit), "--truncation", "truncate", "--lengths-dir", tmp.resolve("lengths").toString());
+        assertEquals(0, v.status(), v.err() + v.out());
+        var index = dev.stoker.encode.validate.LengthIndex.read(Path.of(JSON.readTree(v.lastStdoutLine()).get("length_index").asText()));
+        assertEquals(second, index.lengths()[2]);
+    }
+
     private Encoded encode(int record, String processor, String... more) throws IOException {
         Path sample = Files.writeString(tmp.resolve("data/record" + record + ".json"), JSON.readTree(RECORDS).get(record).toString());
         Path out = tmp.resolve("out-" + processor + "-" + record + "-" + more.length);

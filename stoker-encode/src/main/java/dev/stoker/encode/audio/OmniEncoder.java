@@ -46,8 +46,9 @@ import java.util.Map;
  * decoder keeps the last frame's padding that the edit list trims. So {@code validate}'s count is the encoded one but
  * for AAC at a frame edge.
  *
- * <p>Not done: truncation (an over-long sample is refused, whatever {@code --truncation} says), Qwen3-Omni and Qwen2-Audio
- * with images or videos (refused, naming the item).
+ * <p>Over {@code --max-seq-len}: filtered, or under {@code --truncation truncate} cut but never inside a clip's, image's or
+ * video's run ({@link OmniSequence#build(ChatSample, List, int)}); the items past the cut are dropped with their features and
+ * pixels. Not done: Qwen3-Omni and Qwen2-Audio with images or videos (refused, naming the item).
  *
  * <p>Threading: one instance per thread, as its {@link WhisperLogMel} holds FFT buffers.
  */
@@ -101,14 +102,15 @@ public final class OmniEncoder {
     /** Encodes {@code sample}, reading clips and images through {@code source} and videos through {@code videoSource}. */
     public Encoded encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         var planned = plan(sample, source, videoSource, true);
-        sample = planned.sample();
-        String id = sample.id();
+        String id = planned.sample().id();
+        var text = sequence.build(planned.sample(), planned.sizes(), truncateAt());
+        checkLength(id, text.length(), planned.clips().size(), planned.images().size(), planned.videos().size());
+        // the sample's longest clip sets each clip's valid frames (Qwen3-Omni), and so its tokens: kept as the sizes had it
+        long longest = longest(planned.clips());
+        planned = planned.keep(text.keptMedia()); // under --truncation truncate: the items the cut left whole
         var clips = planned.clips();
         var plannedImages = planned.images();
         var plannedVideos = planned.videos();
-        var text = sequence.build(sample, planned.sizes());
-        checkLength(id, text.length(), clips.size(), plannedImages.size(), plannedVideos.size());
-        long longest = longest(clips);
         // features
         var features = new ArrayList<WhisperLogMel.Features>(clips.size());
         int frames = 0;
@@ -178,11 +180,12 @@ public final class OmniEncoder {
         };
         var planned = plan(sample, source, videoSource, false);
         String id = sample.id();
-        var clips = planned.clips();
+        var text = sequence.build(planned.sample(), planned.sizes(), truncateAt());
+        int length = text.length();
+        checkLength(id, length, planned.clips().size(), planned.images().size(), planned.videos().size());
+        planned = planned.keep(text.keptMedia());
         var plannedImages = planned.images();
         var plannedVideos = planned.videos();
-        int length = sequence.build(planned.sample(), planned.sizes()).length();
-        checkLength(id, length, clips.size(), plannedImages.size(), plannedVideos.size());
         int[] patches = new int[plannedImages.size()];
         for (int k = 0; k < patches.length; k++) patches[k] = plannedImages.get(k).plan().rows();
         int[] videoPatches = new int[plannedVideos.size()], videoGroups = new int[plannedVideos.size()];
@@ -195,7 +198,32 @@ public final class OmniEncoder {
 
     /** A sample's media before its features: its clips (decoded or measured), images and videos planned, and their sizes. */
     private record Planned(ChatSample sample, List<Clip> clips, List<ImagePreprocessor.Planned> images,
-                           List<VideoPreprocessor.Planned> videos, List<OmniTokens.Media> sizes) {}
+                           List<VideoPreprocessor.Planned> videos, List<OmniTokens.Media> sizes) {
+        /** The first {@code items} of the sample's media with their clips, images and videos (a video's track is its clip). */
+        Planned keep(int items) {
+            var media = sample.media();
+            if (items == media.size()) return this;
+            int c = 0, i = 0, v = 0;
+            for (var part : media.subList(0, items)) {
+                switch (part) {
+                    case Message.Audio _ -> c++;
+                    case Message.Image _ -> i++;
+                    case Message.Video video -> {
+                        v++;
+                        if (video.useAudioInVideo()) c++;
+                    }
+                    case Message.Text _ -> { }
+                }
+            }
+            return new Planned(sample, clips.subList(0, c), images.subList(0, i), videos.subList(0, v), sizes.subList(0, items));
+        }
+    }
+
+    /** The length a sample is cut to: {@code --max-seq-len} under {@code --truncation truncate}, else none (over it is filtered). */
+    private int truncateAt() {
+        int max = options.maxSequenceLength();
+        return max > 0 && options.truncation() == dev.stoker.text.TruncationPolicy.TRUNCATE ? max : Integer.MAX_VALUE;
+    }
 
     /**
      * Checks {@code sample}'s media, applies the {@code use_audio_in_video} default, plans its images and videos and reads
@@ -273,7 +301,7 @@ public final class OmniEncoder {
         int max = options.maxSequenceLength();
         if (max > 0 && length > max)
             throw SampleException.filtered(id, Stage.TOKENIZE, "over --max-seq-len", "sequence has " + length + " tokens, over the limit of "
-                    + max + " (" + clips + " audio clip(s), " + images + " image(s), " + videos + " video(s); audio samples are never truncated)");
+                    + max + " (" + clips + " audio clip(s), " + images + " image(s), " + videos + " video(s))");
     }
 
     private ImagePreprocessor.Planned planImage(String id, String ref, ImageSource source) {
