@@ -287,6 +287,44 @@ class AudioCliTest {
         assertEquals(second, index.lengths()[2]);
     }
 
+    /**
+     * A clip longer than the decoder's 600 s bound: Qwen2.5-Omni and Qwen2-Audio keep its first 300 s and 30 s, as their
+     * processors truncate, decoding only that far (the features equal those of a 320 s copy of the same clip bit for bit);
+     * Qwen3-Omni, whose processor keeps a clip whole, refuses it naming the bound, in encode and in validate alike.
+     */
+    @Test
+    void aClipOverTheBoundKeepsTheProcessorsChunkOrIsRefused() throws Exception {
+        String sine = "sine=frequency=440:sample_rate=22050:duration=";
+        FfmpegClips.make(tmp.resolve("data/long.flac"), "-f", "lavfi", "-i", sine + "700", "-ac", "1", "-c:a", "flac");
+        FfmpegClips.make(tmp.resolve("data/part.flac"), "-f", "lavfi", "-i", sine + "320", "-ac", "1", "-c:a", "flac");
+        String record = "{\"messages\": [{\"content\": \"<audio>What is it?\", \"role\": \"user\"}, {\"content\": \"A tone.\", \"role\": \"assistant\"}], "
+                + "\"audios\": [\"%s\"]}";
+        Path longSample = Files.writeString(tmp.resolve("data/long.json"), String.format(record, "long.flac"));
+        Path partSample = Files.writeString(tmp.resolve("data/part.json"), String.format(record, "part.flac"));
+        for (String family : new String[] {"qwen2.5-omni", "qwen2-audio"}) {
+            var l = CliRunner.run("encode", "--processor", family, "--sample", longSample.toString(), "--out", tmp.resolve("l-" + family).toString());
+            assertEquals(0, l.status(), l.err());
+            var p = CliRunner.run("encode", "--processor", family, "--sample", partSample.toString(), "--out", tmp.resolve("p-" + family).toString());
+            assertEquals(0, p.status(), p.err());
+            var a = Encoded.read(tmp.resolve("l-" + family));
+            var b = Encoded.read(tmp.resolve("p-" + family));
+            int chunk = family.equals("qwen2-audio") ? 3000 : 30000;
+            assertArrayEquals(new int[] {chunk}, a.maskSums(), family);
+            assertArrayEquals(b.ids(), a.ids(), family);
+            assertArrayEquals(b.features().data(), a.features().data(), family);
+        }
+        var refused = CliRunner.run("encode", "--processor", "qwen3-omni", "--sample", longSample.toString(), "--out", tmp.resolve("q3").toString());
+        assertEquals(2, refused.status(), refused.err());
+        assertTrue(refused.err().contains("over the limit of 600.0 s") || refused.err().contains("longer than 600.0 s"), refused.err());
+        Path manifest = Files.writeString(tmp.resolve("data/long.jsonl"), Files.readString(longSample) + "\n");
+        for (String family : new String[] {"qwen2.5-omni", "qwen3-omni"}) {
+            var v = CliRunner.run("validate", "--data", manifest.toString(), "--processor", family, "--threads", "1", "--lengths-dir",
+                    tmp.resolve("lengths-" + family).toString());
+            var json = JSON.readTree(v.lastStdoutLine());
+            assertEquals(family.equals("qwen3-omni") ? 1 : 0, json.get("errors").asInt(), family + ": " + v.out());
+        }
+    }
+
     private Encoded encode(int record, String processor, String... more) throws IOException {
         Path sample = Files.writeString(tmp.resolve("data/record" + record + ".json"), JSON.readTree(RECORDS).get(record).toString());
         Path out = tmp.resolve("out-" + processor + "-" + record + "-" + more.length);

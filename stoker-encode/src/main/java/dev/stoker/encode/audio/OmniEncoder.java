@@ -370,7 +370,25 @@ public final class OmniEncoder {
         }
         if (end >= 0 && end <= start)
             throw new SampleException(id, Stage.MANIFEST, "audio " + a.ref() + ": " + AUDIO_END + " " + end + " is not after " + AUDIO_START + " " + start);
-        return AudioDecoder.Options.whole().window(start, end < 0 ? -1 : end - start);
+        return keptPart(AudioDecoder.Options.whole().window(start, end < 0 ? -1 : end - start));
+    }
+
+    /**
+     * Seconds decoded past what the processor keeps of a clip (Qwen2-Audio 30 s, Qwen2.5-Omni 300 s): the resampler's
+     * output up to the kept length is then the whole clip's bit for bit (its filter reaches milliseconds ahead;
+     * {@code AudioDecoderTest.stoppingPastTheKeptPartLeavesItAsTheWholeDecodesIt}).
+     */
+    static final double KEEP_MARGIN_SECONDS = 1;
+
+    /**
+     * {@code o} stopped {@link #KEEP_MARGIN_SECONDS} past the family's chunk, for the families whose processor truncates
+     * every clip to it: a clip of any length is then decoded only as far as it is used, and never refused for its length
+     * ({@link AudioDecoder#DEFAULT_MAX_SECONDS} bounds Qwen3-Omni's clips, which its processor keeps whole).
+     */
+    private AudioDecoder.Options keptPart(AudioDecoder.Options o) {
+        if (preset.hfPadSeconds() == 0) return o;
+        double keep = preset.hfPadSeconds() + KEEP_MARGIN_SECONDS;
+        return o.window(o.offsetSeconds(), o.durationSeconds() < 0 ? keep : Math.min(o.durationSeconds(), keep));
     }
 
     private Clip decode(String id, Message.Audio a, ImageSource source) {
@@ -386,7 +404,7 @@ public final class OmniEncoder {
 
     private Clip decodeTrack(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
         try (SeekableByteSource s = videoSource.open(id, v.ref())) {
-            var clip = AudioDecoder.decode(s, AudioDecoder.Options.whole(), System.nanoTime() + DECODE_TIMEOUT_NANOS);
+            var clip = AudioDecoder.decode(s, keptPart(AudioDecoder.Options.whole()), System.nanoTime() + DECODE_TIMEOUT_NANOS);
             return new Clip(v.ref(), clip.samples().length, clip.samples());
         } catch (SampleException e) {
             throw noTrack(id, v, e);
@@ -413,8 +431,7 @@ public final class OmniEncoder {
             if (samples < 1)
                 throw new SampleException(id, Stage.DECODE, "audio " + a.ref() + ": no audio from " + opts.offsetSeconds() + " s on (it lasts "
                         + seconds + " s)");
-            if (samples > opts.maxSamples())
-                throw new SampleException(id, Stage.DECODE, "audio " + a.ref() + ": " + seconds + " s, over the limit of " + opts.maxSeconds() + " s");
+            checkBound(a.ref(), seconds, samples, opts);
             return new Clip(a.ref(), samples, null);
         } catch (SampleException e) {
             throw e.withSampleId(id + " (" + a.ref() + ")");
@@ -431,7 +448,22 @@ public final class OmniEncoder {
             throw new SampleException(id, Stage.FETCH, "video " + v.ref() + ": " + e.getMessage(), e);
         }
         if (Double.isNaN(seconds)) return decodeTrack(id, v, videoSource);
-        return new Clip(v.ref(), Math.max(1, AudioPreset.samplesForSeconds(seconds)), null);
+        long samples = Math.max(1, AudioPreset.samplesForSeconds(seconds));
+        try {
+            checkBound(v.ref(), seconds, samples, keptPart(AudioDecoder.Options.whole()));
+        } catch (SampleException e) {
+            throw e.withSampleId(id + " (" + v.ref() + ")");
+        }
+        return new Clip(v.ref(), samples, null);
+    }
+
+    /**
+     * A clip measured from its header is refused where decoding it would be: over the decoder's bound, unless the family
+     * keeps only its chunk ({@link #keptPart}: decoding stops there, whatever the clip's length).
+     */
+    private void checkBound(String ref, double seconds, long samples, AudioDecoder.Options opts) {
+        if (preset.hfPadSeconds() == 0 && samples > opts.maxSamples())
+            throw new SampleException(ref, Stage.DECODE, "audio " + ref + ": " + seconds + " s, over the limit of " + opts.maxSeconds() + " s");
     }
 
     /**
