@@ -287,6 +287,51 @@ class AudioWireTest {
         }
     }
 
+    /**
+     * The Python with pyarrow that reads Flight as docs/protocol.md shows ({@code $STOKER_PYARROW_PYTHON}, else Debian's
+     * python3), or null where none imports {@code pyarrow.flight} (Debian 12 packages no pyarrow: the test is then skipped).
+     */
+    static String pyarrowPython() throws Exception {
+        String python = System.getenv().getOrDefault("STOKER_PYARROW_PYTHON", AudioServeTest.PYTHON);
+        if (!Files.isExecutable(Path.of(python))) return null;
+        var p = new ProcessBuilder(python, "-c", "import pyarrow.flight, numpy").redirectErrorStream(true).start();
+        p.getInputStream().readAllBytes();
+        return p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS) && p.exitValue() == 0 ? python : null;
+    }
+
+    /**
+     * A Python trainer reading {@code serve --flight} with pyarrow, as docs/protocol.md shows
+     * ({@code clients/python/tests/integration/flight_take.py}), gets the shared-memory batch byte for byte (the same digest
+     * over every row), the audio tensors among its rows with their dtypes (float32, int32) as model inputs; float32 and
+     * compact.
+     */
+    @Test
+    void pyarrowReadsTheAudioTensorsOverFlight() throws Exception {
+        String python = pyarrowPython();
+        org.junit.jupiter.api.Assumptions.assumeTrue(python != null, "no python3 with pyarrow.flight (set STOKER_PYARROW_PYTHON)");
+        for (var format : List.of(EncodeOptions.PixelFormat.FLOAT32, EncodeOptions.PixelFormat.UINT8)) {
+            var reference = shm(format);
+            String name = "pyflight-" + format.name().toLowerCase(java.util.Locale.ROOT);
+            try (var node = StokerNode.launch(config(name, FeedMode.ZERO_COPY, format).flight("127.0.0.1:0").build())) {
+                String url = node.flightUrl();
+                var p = new ProcessBuilder(python, dev.stoker.testkit.Vectors.projectDir().resolve("clients/python/tests/integration/flight_take.py")
+                        .toString(), "--port", url.substring(url.lastIndexOf(':') + 1), "--world", "1", "--rank", "0", "--job", name,
+                        "--steps", "1", "--expect-end").redirectErrorStream(true).start();
+                p.getOutputStream().close();
+                String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+                assertTrue(p.waitFor(120, java.util.concurrent.TimeUnit.SECONDS), out);
+                assertEquals(0, p.exitValue(), out);
+                var lines = out.strip().split("\n");
+                var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(lines[lines.length - 1]);
+                assertEquals(reference.digest(), json.get("digests").get(0).asText(), name + ": pyarrow's batch is the shared-memory one");
+                var rows = new HashMap<String, String>();
+                for (var t : json.get("tensors")) rows.put(t.get(0).asText(), t.get(1).asText() + (t.get(3).asBoolean() ? " metadata" : ""));
+                assertEquals("float32", rows.get("input_features"), name + ": " + rows);
+                assertEquals("int32", rows.get("feature_attention_mask"), name + ": " + rows);
+            }
+        }
+    }
+
     static int freePort() throws IOException {
         try (var s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
