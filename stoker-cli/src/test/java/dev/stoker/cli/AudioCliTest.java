@@ -186,9 +186,7 @@ class AudioCliTest {
             {"qwen3-omni", "serves qwen2.5-omni's audio batches only: qwen3-omni's position_ids (float32 (3, L))"},
             {"qwen2-audio", "serves qwen2.5-omni's audio batches only: qwen2-audio's position_ids (int64 (1, L))"},
             {"qwen2.5-omni", "does not pack audio samples yet (--pack-tokens)", "--pack-tokens", "4096"},
-            {"qwen2.5-omni", "carries audio in float32 batches only", "--pixel-format", "uint8"},
             {"qwen2.5-omni", "cannot cache audio samples yet (--cache on)", "--cache", "on"},
-            {"qwen2.5-omni", "does not serve audio over Arrow Flight yet", "--flight", "127.0.0.1:0"},
         };
         for (String[] x : refused) {
             var args = new java.util.ArrayList<>(java.util.List.of("serve", "--data", manifest.toString(), "--processor", x[0], "--ranks", "1",

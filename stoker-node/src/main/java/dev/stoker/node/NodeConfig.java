@@ -103,8 +103,10 @@ public final class NodeConfig extends NodeSettings {
 
     /**
      * Why a feed ({@code stoker serve}) cannot serve this job's audio family (issue 32), or null when it can: padded batches
-     * of Qwen2.5-Omni samples in float32, on one node, through shared memory or the socket. Not yet: Qwen2-Audio's (1, L)
-     * and Qwen3-Omni's float32 {@code position_ids} in a batch, packs, the compact format, the cache, Flight, clusters.
+     * of Qwen2.5-Omni samples, float32 or compact ({@code --pixel-format uint8}: the pixels compact, the audio tensors
+     * float32 and int32 as ever), through shared memory, the socket, Arrow Flight ({@code --flight}) and a cluster
+     * ({@code --join}: its workers make them, ranks pull them over Flight). Not yet: Qwen2-Audio's (1, L) and Qwen3-Omni's
+     * float32 {@code position_ids} in a batch, packs, the cache.
      */
     public String audioFeedRefusal() {
         var family = audioPreset();
@@ -114,12 +116,8 @@ public final class NodeConfig extends NodeSettings {
                     + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
                     + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
         if (packed()) return "does not pack audio samples yet (--pack-tokens): serve them padded (docs/audio.md)";
-        if (get(PIXEL_FORMAT) != EncodeOptions.PixelFormat.FLOAT32)
-            return "carries audio in float32 batches only: the compact format (--pixel-format uint8) has no audio yet";
         if (isGiven(CACHE) && get(CACHE))
             return "cannot cache audio samples yet (--cache on): the cache of preprocessed samples holds no audio features";
-        if (get(FLIGHT) != null) return "does not serve audio over Arrow Flight yet (--flight)";
-        if (!join().isEmpty()) return "does not serve audio in a cluster yet (--join)";
         return null;
     }
 

@@ -132,27 +132,35 @@ public final class OmniEncoder {
             java.util.Arrays.fill(mask, k * frames, k * frames + f.validFrames(), 1);
             valid[k] = f.validFrames();
         }
-        // pixels
+        // pixels: float32 pixel_values rows, or in the compact wire format (a feed's --pixel-format uint8) each image's
+        // resized u8 RGB pixels and each video's resized frames, as a Qwen-VL sample's (SampleEncoder.encodeCompact)
+        boolean compact = options.pixelFormat() == dev.stoker.encode.EncodeOptions.PixelFormat.UINT8;
         int rowLength = options.vision().rowLength();
-        long rows = 0, sourcePixels = 0;
-        for (var p : plannedImages) rows += p.plan().rows();
-        if (rows * rowLength > Integer.MAX_VALUE - 8)
-            throw new SampleException(id, Stage.TRANSFORM, "pixel_values of " + rows + " rows is too large for one sample");
-        float[] pixels = new float[(int) (rows * rowLength)];
+        long rows = 0, u8Bytes = 0, sourcePixels = 0;
+        for (var p : plannedImages) {
+            rows += p.plan().rows();
+            u8Bytes += p.plan().resizedByteSize();
+        }
+        if (compact ? u8Bytes > Integer.MAX_VALUE - 8 : rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, Stage.TRANSFORM, compact ? "pixels of " + u8Bytes + " bytes are too large for one sample"
+                    : "pixel_values of " + rows + " rows is too large for one sample");
+        float[] pixels = new float[compact ? 0 : (int) (rows * rowLength)];
+        byte[] pixelsU8 = compact ? new byte[(int) u8Bytes] : null;
         long[] grid = new long[plannedImages.size() * 3];
         int offset = 0;
         for (int k = 0; k < plannedImages.size(); k++) {
             var img = plannedImages.get(k);
             try {
-                images.processInto(img, pixels, offset);
+                if (compact) images.processResizedInto(img, pixelsU8, offset);
+                else images.processInto(img, pixels, offset);
             } catch (SampleException e) {
                 throw e.withSampleId(id + " (" + img.name() + ")");
             }
-            offset += img.plan().rows() * rowLength;
+            offset += compact ? (int) img.plan().resizedByteSize() : img.plan().rows() * rowLength;
             sourcePixels += img.info().pixelCount();
             System.arraycopy(img.gridThw(), 0, grid, 3 * k, 3);
         }
-        VideoTensors videoTensors = plannedVideos.isEmpty() ? null : videoTensors(id, plannedVideos, videoSource);
+        VideoTensors videoTensors = plannedVideos.isEmpty() ? null : videoTensors(id, plannedVideos, videoSource, compact);
         long[] ids = text.inputIds();
         long[] attention = new long[ids.length];
         java.util.Arrays.fill(attention, 1);
@@ -163,7 +171,7 @@ public final class OmniEncoder {
             positions = java.util.Arrays.copyOf(positions, ids.length);
         }
         if (positions == null) positions = new long[0];
-        var encoded = new EncodedSample(id, ids, text.labels(), attention, positions, pixels, rowLength, grid, sourcePixels, null, videoTensors);
+        var encoded = new EncodedSample(id, ids, text.labels(), attention, positions, pixels, rowLength, grid, sourcePixels, pixelsU8, videoTensors);
         return new Encoded(encoded, positionRows, text.floatPositions(), values, n, frames, mask, valid);
     }
 
@@ -481,24 +489,42 @@ public final class OmniEncoder {
         }
     }
 
-    private VideoTensors videoTensors(String id, List<VideoPreprocessor.Planned> kept, VideoPreprocessor.VideoSource videoSource) {
+    /**
+     * The kept videos' tensors: their pixel_values_videos rows, or in the compact format ({@code compact}) their resized
+     * frames and frame counts ({@link VideoTensors#pixelsU8()}), as {@code SampleEncoder.encode} gives a Qwen-VL sample's.
+     */
+    private VideoTensors videoTensors(String id, List<VideoPreprocessor.Planned> kept, VideoPreprocessor.VideoSource videoSource,
+                                      boolean compact) {
         int rowLength = videos.rowLength();
-        long rows = 0;
-        for (var p : kept) rows += p.rows();
-        if (rows * rowLength > Integer.MAX_VALUE - 8)
-            throw new SampleException(id, Stage.TRANSFORM, "pixel_values_videos of " + rows + " rows is too large for one sample");
-        float[] pixels = new float[(int) (rows * rowLength)];
+        long rows = 0, bytes = 0;
+        for (var p : kept) {
+            rows += p.rows();
+            bytes += p.clipBytes();
+        }
+        if (compact ? bytes > Integer.MAX_VALUE - 8 : rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, Stage.TRANSFORM, compact ? "video frames of " + bytes + " bytes are too large for one sample"
+                    : "pixel_values_videos of " + rows + " rows is too large for one sample");
+        float[] pixels = new float[compact ? 0 : (int) (rows * rowLength)];
+        byte[] frames = compact ? new byte[(int) bytes] : null;
         int offset = 0;
         long[] grid = new long[kept.size() * 3];
         float[] seconds = new float[kept.size()];
+        long[] frameCounts = new long[kept.size()];
         for (int k = 0; k < kept.size(); k++) {
             var p = kept.get(k);
-            videos.writePixels(id, p, videoSource, pixels, offset);
-            offset += (int) (p.rows() * rowLength);
+            if (compact) {
+                videos.writeResized(id, p, videoSource, frames, offset);
+                offset += (int) p.clipBytes();
+            } else {
+                videos.writePixels(id, p, videoSource, pixels, offset);
+                offset += (int) (p.rows() * rowLength);
+            }
             System.arraycopy(p.plan().gridThw(), 0, grid, 3 * k, 3);
             seconds[k] = p.plan().secondPerGridT();
+            frameCounts[k] = p.plan().frameCount();
         }
         long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
-        return new VideoTensors(pixels, rowLength, grid, seconds, indices);
+        return compact ? new VideoTensors(pixels, rowLength, grid, seconds, indices, frames, frameCounts)
+                : new VideoTensors(pixels, rowLength, grid, seconds, indices);
     }
 }
