@@ -234,6 +234,39 @@ class AudioDecoderTest {
         }
     }
 
+    /**
+     * Decoding stopped a second past what a processor keeps gives that kept part bit for bit as the whole clip's decode
+     * does (what the audio families' encoder relies on for clips longer than their 30 s or 300 s chunk): soxr's filter
+     * reaches milliseconds ahead, and the input before the stop is fed in the same packets. A 40 s 44.1 kHz stereo AAC in
+     * MP4 and a 48 kHz MP3 kept to 30 s; and for short clips of each format, a window past the end is the whole clip.
+     */
+    @Test
+    void stoppingPastTheKeptPartLeavesItAsTheWholeDecodesIt() throws Exception {
+        requireFfmpegCli();
+        String tone = "sine=frequency=523:sample_rate=%d:duration=%s";
+        var long1 = ffmpeg("long.m4a", "-f", "lavfi", "-i", String.format(tone, 44100, "40"), "-f", "lavfi", "-i",
+                "anoisesrc=d=40:c=pink:r=44100:a=0.2", "-filter_complex", "amix=inputs=2,aformat=channel_layouts=stereo", "-c:a", "aac");
+        var long2 = ffmpeg("long.mp3", "-f", "lavfi", "-i", "anoisesrc=d=40:c=white:r=48000:a=0.3", "-ac", "2", "-c:a", "libmp3lame");
+        int kept = 30 * AudioDecoder.SAMPLE_RATE_HZ;
+        for (Path p : List.of(long1, long2)) {
+            float[] whole = AudioDecoder.decode(p, AudioDecoder.Options.whole(), deadline()).samples();
+            float[] stopped = AudioDecoder.decode(p, AudioDecoder.Options.whole().window(0, 31), deadline()).samples();
+            assertTrue(whole.length > 39 * AudioDecoder.SAMPLE_RATE_HZ && stopped.length < 32 * AudioDecoder.SAMPLE_RATE_HZ, p + ": " + stopped.length);
+            assertTrue(java.util.Arrays.equals(whole, 0, kept, stopped, 0, kept), p + ": the first 30 s differ");
+            // with an offset too: the window starts where the whole from that offset does
+            float[] fromFive = AudioDecoder.decode(p, AudioDecoder.Options.whole().window(5, -1), deadline()).samples();
+            float[] fromFiveStopped = AudioDecoder.decode(p, AudioDecoder.Options.whole().window(5, 31), deadline()).samples();
+            assertTrue(java.util.Arrays.equals(fromFive, 0, kept, fromFiveStopped, 0, kept), p + ": from 5 s, the first 30 s differ");
+        }
+        var shorts = List.of(ffmpeg("s.wav", "-f", "lavfi", "-i", String.format(tone, 22050, "2.3"), "-c:a", "pcm_s16le"),
+                ffmpeg("s.flac", "-f", "lavfi", "-i", String.format(tone, 16000, "1.7"), "-c:a", "flac"),
+                ffmpeg("s.mp3", "-f", "lavfi", "-i", String.format(tone, 48000, "3"), "-ac", "2", "-c:a", "libmp3lame"),
+                ffmpeg("s.m4a", "-f", "lavfi", "-i", String.format(tone, 8000, "4.2"), "-c:a", "aac"));
+        for (Path p : shorts)
+            assertTrue(java.util.Arrays.equals(AudioDecoder.decode(p, AudioDecoder.Options.whole(), deadline()).samples(),
+                    AudioDecoder.decode(p, AudioDecoder.Options.whole().window(0, 301), deadline()).samples()), p + ": a window past the end");
+    }
+
     static final String SKIP_PROPERTY = "stoker.video.skipWithoutFfmpeg";
 
     static void requireFfmpegCli() {

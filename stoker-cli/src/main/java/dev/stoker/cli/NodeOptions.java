@@ -35,15 +35,16 @@ final class NodeOptions {
 
         /**
          * Whether the command takes an audio family's {@code --processor} (issue 32): {@code encode} and {@code validate}
-         * do; {@code serve} and {@code plan} within limits ({@link #feedsAudio}); the other feed commands (node, launch, bench) refuse
-         * it at start rather than serve samples whose audio tensors their packs, wire formats or cluster do not carry yet.
+         * do; {@code serve} and {@code plan} within limits ({@link #feedsAudio}); {@code bench} refuses it at start. ({@code
+         * node} takes no job settings: it makes what a {@code serve --join} job asks; {@code launch} starts {@code serve},
+         * which judges the job.)
          */
         default boolean servesAudio() { return false; }
 
         /**
          * Whether the command feeds batches of an audio family's samples ({@code serve}: Qwen2.5-Omni's padded batches and
-         * packs on one node, {@link NodeConfig#audioFeedRefusal}), or prints them ({@code plan}); it then takes the audio
-         * families too, within those limits.
+         * packs, {@link NodeConfig#audioFeedRefusal}), or prints them ({@code plan}); it then takes the audio families too,
+         * within those limits.
          */
         default boolean feedsAudio() { return false; }
     }
@@ -149,8 +150,9 @@ final class NodeOptions {
             if (refusal != null) throw new ConfigException("--processor " + config.processor() + ": stoker " + command + " " + refusal);
         } else if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
             throw new ConfigException("--processor " + config.processor() + ": stoker " + command
-                    + " does not serve audio yet (issue 32: Flight, the cluster and the benchmarks carry no audio features); stoker "
-                    + "serve and stoker plan take qwen2.5-omni, stoker encode and stoker validate take the audio families");
+                    + " does not serve audio yet (issue 32); stoker serve serves qwen2.5-omni (shared memory, the socket, the "
+                    + "compact format, --flight, a cluster with --join, packs, the cache), stoker plan plans it, stoker encode and "
+                    + "stoker validate take the audio families");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();
         return config;

@@ -185,8 +185,8 @@ class AudioCliTest {
         String[][] refused = {
             {"qwen3-omni", "serves qwen2.5-omni's audio batches only: qwen3-omni's position_ids (float32 (3, L))"},
             {"qwen2-audio", "serves qwen2.5-omni's audio batches only: qwen2-audio's position_ids (int64 (1, L))"},
-            {"qwen2.5-omni", "carries audio in float32 batches only", "--pixel-format", "uint8"},
-            {"qwen2.5-omni", "does not serve audio over Arrow Flight yet", "--flight", "127.0.0.1:0"},
+            {"qwen2.5-omni", "does not pack audio samples in a cluster yet (--pack-tokens with --join)", "--pack-tokens", "4096",
+                "--join", "127.0.0.1:1"},
         };
         for (String[] x : refused) {
             var args = new java.util.ArrayList<>(java.util.List.of("serve", "--data", manifest.toString(), "--processor", x[0], "--ranks", "1",
@@ -255,6 +255,76 @@ class AudioCliTest {
         assertEquals(0, none.status(), none.err());
         assertTrue(Files.notExists(tmp.resolve("noflag/input_features.npy")) || Encoded.read(tmp.resolve("noflag")).features().shape()[0] == 0,
                 "without the flag or the key, no clip");
+    }
+
+    /**
+     * {@code --truncation truncate}: a limit inside the second clip's run cuts before it, so the sample keeps its first clip
+     * whole (its features and mask bit for bit the untruncated encode's first row) and drops the second with its features;
+     * {@code validate} under the same limit records the cut length.
+     */
+    @Test
+    void truncationCutsBeforeAClipAndDropsItsFeatures() throws Exception {
+        var full = encode(2, "qwen2.5-omni");
+        long bos = AudioPreset.QWEN2_5_OMNI.audioStartId();
+        int second = -1;
+        for (int i = 0, seen = 0; i < full.ids().length; i++) if (full.ids()[i] == bos && ++seen == 2) second = i;
+        assertTrue(second > 0, "two clip runs");
+        int limit = second + 20;
+        var cut = encode(2, "qwen2.5-omni", "--max-seq-len", Integer.toString(limit), "--truncation", "truncate");
+        assertArrayEquals(java.util.Arrays.copyOf(full.ids(), second), cut.ids(), "cut before the second clip's run");
+        assertArrayEquals(new long[] {1, AudioPreset.MEL_BINS, full.frames()}, cut.features().shape(), "one clip left, the longer one");
+        assertArrayEquals(java.util.Arrays.copyOf(full.features().data(), cut.features().data().length), cut.features().data());
+        assertArrayEquals(java.util.Arrays.copyOf(full.mask().data(), cut.mask().data().length), cut.mask().data());
+        assertEquals(3 * second, cut.positions().elementCount());
+        // without truncate the same limit filters the sample
+        Path sample = tmp.resolve("data/record2.json");
+        var filtered = CliRunner.run("encode", "--processor", "qwen2.5-omni", "--sample", sample.toString(), "--out", tmp.resolve("f").toString(),
+                "--max-seq-len", Integer.toString(limit));
+        assertEquals(2, filtered.status(), filtered.err());
+        assertTrue(filtered.err().contains("over the limit of " + limit), filtered.err());
+        var v = CliRunner.run("validate", "--data", manifest.toString(), "--processor", "qwen2.5-omni", "--threads", "1", "--max-seq-len",
+                Integer.toString(limit), "--truncation", "truncate", "--lengths-dir", tmp.resolve("lengths").toString());
+        assertEquals(0, v.status(), v.err() + v.out());
+        var index = dev.stoker.encode.validate.LengthIndex.read(Path.of(JSON.readTree(v.lastStdoutLine()).get("length_index").asText()));
+        assertEquals(second, index.lengths()[2]);
+    }
+
+    /**
+     * A clip longer than the decoder's 600 s bound: Qwen2.5-Omni and Qwen2-Audio keep its first 300 s and 30 s, as their
+     * processors truncate, decoding only that far (the features equal those of a 320 s copy of the same clip bit for bit);
+     * Qwen3-Omni, whose processor keeps a clip whole, refuses it naming the bound, in encode and in validate alike.
+     */
+    @Test
+    void aClipOverTheBoundKeepsTheProcessorsChunkOrIsRefused() throws Exception {
+        String sine = "sine=frequency=440:sample_rate=22050:duration=";
+        FfmpegClips.make(tmp.resolve("data/long.flac"), "-f", "lavfi", "-i", sine + "700", "-ac", "1", "-c:a", "flac");
+        FfmpegClips.make(tmp.resolve("data/part.flac"), "-f", "lavfi", "-i", sine + "320", "-ac", "1", "-c:a", "flac");
+        String record = "{\"messages\": [{\"content\": \"<audio>What is it?\", \"role\": \"user\"}, {\"content\": \"A tone.\", \"role\": \"assistant\"}], "
+                + "\"audios\": [\"%s\"]}";
+        Path longSample = Files.writeString(tmp.resolve("data/long.json"), String.format(record, "long.flac"));
+        Path partSample = Files.writeString(tmp.resolve("data/part.json"), String.format(record, "part.flac"));
+        for (String family : new String[] {"qwen2.5-omni", "qwen2-audio"}) {
+            var l = CliRunner.run("encode", "--processor", family, "--sample", longSample.toString(), "--out", tmp.resolve("l-" + family).toString());
+            assertEquals(0, l.status(), l.err());
+            var p = CliRunner.run("encode", "--processor", family, "--sample", partSample.toString(), "--out", tmp.resolve("p-" + family).toString());
+            assertEquals(0, p.status(), p.err());
+            var a = Encoded.read(tmp.resolve("l-" + family));
+            var b = Encoded.read(tmp.resolve("p-" + family));
+            int chunk = family.equals("qwen2-audio") ? 3000 : 30000;
+            assertArrayEquals(new int[] {chunk}, a.maskSums(), family);
+            assertArrayEquals(b.ids(), a.ids(), family);
+            assertArrayEquals(b.features().data(), a.features().data(), family);
+        }
+        var refused = CliRunner.run("encode", "--processor", "qwen3-omni", "--sample", longSample.toString(), "--out", tmp.resolve("q3").toString());
+        assertEquals(2, refused.status(), refused.err());
+        assertTrue(refused.err().contains("over the limit of 600.0 s") || refused.err().contains("longer than 600.0 s"), refused.err());
+        Path manifest = Files.writeString(tmp.resolve("data/long.jsonl"), Files.readString(longSample) + "\n");
+        for (String family : new String[] {"qwen2.5-omni", "qwen3-omni"}) {
+            var v = CliRunner.run("validate", "--data", manifest.toString(), "--processor", family, "--threads", "1", "--lengths-dir",
+                    tmp.resolve("lengths-" + family).toString());
+            var json = JSON.readTree(v.lastStdoutLine());
+            assertEquals(family.equals("qwen3-omni") ? 1 : 0, json.get("errors").asInt(), family + ": " + v.out());
+        }
     }
 
     private Encoded encode(int record, String processor, String... more) throws IOException {

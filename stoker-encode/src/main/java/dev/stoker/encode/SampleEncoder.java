@@ -131,11 +131,10 @@ public final class SampleEncoder {
     /**
      * An audio family's sample as a padded batch carries it ({@link dev.stoker.encode.batch.BatchSchema}): the tensors of
      * {@link #encodeAudioSample}, its clips as {@link EncodedSample#audio()}. Only Qwen2.5-Omni's samples have a batch
-     * layout ({@link dev.stoker.encode.audio.AudioTensors#of}), and only in FLOAT32.
+     * layout ({@link dev.stoker.encode.audio.AudioTensors#of}). In the compact format (UINT8) its images and videos are
+     * their resized u8 pixels as a Qwen-VL sample's; the audio tensors are float32 and int32 in both formats.
      */
     public EncodedSample encodeAudioForBatch(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
-        if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32)
-            throw new IllegalStateException(options.audio().preset() + ": audio batches are FLOAT32 only (the compact format carries no audio yet)");
         var e = encodeAudioSample(sample, source, videoSource);
         return e.sample().withAudio(dev.stoker.encode.audio.AudioTensors.of(e));
     }

@@ -9,7 +9,9 @@ import static dev.stoker.node.NodeSettings.PROCESSOR_KEY;
 import static dev.stoker.node.NodeSettings.TOKENIZER;
 import static dev.stoker.node.NodeSettings.TRANSFORMERS;
 
+import dev.stoker.core.AudioPreset;
 import dev.stoker.core.ProcessorPreset;
+import dev.stoker.core.model.AudioModelFolder;
 import dev.stoker.core.model.ModelFolder;
 import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.TransformersVersion;
@@ -48,8 +50,8 @@ final class ModelDefaults {
      * (each once), and what it adds to the encoding for the job's fingerprint ({@link EncodeOptions#model()}): the
      * SHA-256 of the tokenizer the job encodes with. {@link #NONE} without a model folder.
      */
-    record Adopted(ModelFolder model, Set<ConfigKey<?>> fromModel, List<String> warnings, String identity) {
-        static final Adopted NONE = new Adopted(null, Set.of(), List.of(), null);
+    record Adopted(ModelFolder model, AudioModelFolder audioModel, Set<ConfigKey<?>> fromModel, List<String> warnings, String identity) {
+        static final Adopted NONE = new Adopted(null, null, Set.of(), List.of(), null);
 
         Adopted {
             fromModel = Set.copyOf(fromModel);
@@ -78,6 +80,7 @@ final class ModelDefaults {
             if (values.get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) throw new ConfigException("--chat-template model needs --model DIR");
             return Adopted.NONE;
         }
+        if (AudioModelFolder.familyOf(dir) != null) return applyAudio(dir, values, given, override);
         ModelFolder model;
         try {
             model = ModelFolder.read(dir);
@@ -101,21 +104,43 @@ final class ModelDefaults {
             }
             fromModel.add(TRANSFORMERS);
         }
-        Path tokenizer = (Path) values.get(TOKENIZER);
-        String tokenizerSha256 = model.tokenizerSha256();
-        if (tokenizer == null) {
-            values.put(TOKENIZER, model.tokenizer());
-            fromModel.add(TOKENIZER);
-        } else {
-            tokenizerSha256 = sha256(tokenizer);
-            if (!tokenizerSha256.equals(model.tokenizerSha256())) {
-                String what = "--tokenizer " + tokenizer + " is not the model's " + model.tokenizer() + " (their bytes differ)";
-                if (!override) throw new ConfigException(what + "; leave --tokenizer out, or add --override-model");
-                warnings.add(what + ": encoding with " + tokenizer + " (--override-model)");
-            }
-        }
+        String tokenizerSha256 = adoption.tokenizer(model.tokenizer(), model.tokenizerSha256());
         checkTemplate(model, ((ProcessorPreset) values.get(PROCESSOR_KEY)).chatFamily(), (ChatTemplateChoice) values.get(CHAT_TEMPLATE));
-        return new Adopted(model, fromModel, warnings, "tokenizer:" + tokenizerSha256);
+        return new Adopted(model, null, fromModel, warnings, "tokenizer:" + tokenizerSha256);
+    }
+
+    /**
+     * An audio family's folder (issue 32; {@link AudioModelFolder}): its family, its tokenizer and, for Qwen2.5-Omni, its
+     * image processor's pixel bounds, adopted as a Qwen-VL folder's are; its chat template checked against the family's
+     * built-in one over the audio template cases ({@link TemplateCheck#compare(dev.stoker.text.ChatRenderer, AudioPreset)}),
+     * or compiled for {@code --chat-template model}. Its {@code transformers_version} is not read: the audio families'
+     * tensors do not change with the release (docs/audio.md).
+     */
+    private static Adopted applyAudio(Path dir, Map<ConfigKey<?>, Object> values, Set<ConfigKey<?>> given, boolean override) {
+        AudioModelFolder model;
+        try {
+            model = AudioModelFolder.read(dir);
+        } catch (ModelFolder.ModelFolderException e) {
+            throw new ConfigException("--model: " + e.getMessage());
+        }
+        var fromModel = new LinkedHashSet<ConfigKey<?>>();
+        var warnings = new ArrayList<String>();
+        var adoption = new Adoption(values, given, fromModel, warnings, override);
+        adoption.adopt(PROCESSOR_KEY, ProcessorPreset.fromName(model.family().cliName()), dir.resolve(ModelFolder.CONFIG) + " model_type");
+        if (model.vision() != null) {
+            String pre = dir.resolve(ModelFolder.PREPROCESSOR_CONFIG).toString();
+            adoption.adopt(MIN_PIXELS, model.vision().minPixels(), pre + " min_pixels (or size.shortest_edge)");
+            adoption.adopt(MAX_PIXELS, model.vision().maxPixels(), pre + " max_pixels (or size.longest_edge)");
+        }
+        String tokenizerSha256 = adoption.tokenizer(model.tokenizer(), sha256(model.tokenizer()));
+        var choice = (ChatTemplateChoice) values.get(CHAT_TEMPLATE);
+        var family = ((ProcessorPreset) values.get(PROCESSOR_KEY)).audio();
+        if (family == null) // --override-model kept a Qwen-VL processor: the folder's tokenizer and template are an audio model's
+            throw new ConfigException("--model " + dir + " is a " + model.family().cliName() + " folder; --processor "
+                    + ((ProcessorPreset) values.get(PROCESSOR_KEY)).cliName() + " takes no audio (leave --processor out)");
+        checkTemplate(dir, model.chatTemplate(), model.chatTemplateFile(), choice,
+                source -> TemplateCheck.compare(JinjaChatRenderer.compile(source), family), family.cliName());
+        return new Adopted(null, model, fromModel, warnings, "tokenizer:" + tokenizerSha256);
     }
 
     /** One adoption's state: the values being filled, the settings given, and what was taken or let through. */
@@ -135,6 +160,23 @@ final class ModelDefaults {
             if (!override) throw new ConfigException(what + "; leave " + key.option() + " out, or add --override-model");
             warnings.add(what + ": using " + key.format(value) + " (--override-model)");
         }
+
+        /** The model's tokenizer where {@code --tokenizer} was not given, else the given one checked to be it: the SHA-256 encoded with. */
+        String tokenizer(Path modelTokenizer, String modelSha256) {
+            Path tokenizer = (Path) values.get(TOKENIZER);
+            if (tokenizer == null) {
+                values.put(TOKENIZER, modelTokenizer);
+                fromModel.add(TOKENIZER);
+                return modelSha256;
+            }
+            String sha = sha256(tokenizer);
+            if (!sha.equals(modelSha256)) {
+                String what = "--tokenizer " + tokenizer + " is not the model's " + modelTokenizer + " (their bytes differ)";
+                if (!override) throw new ConfigException(what + "; leave --tokenizer out, or add --override-model");
+                warnings.add(what + ": encoding with " + tokenizer + " (--override-model)");
+            }
+            return sha;
+        }
     }
 
     /**
@@ -143,23 +185,31 @@ final class ModelDefaults {
      * with the model's own, it must compile. A model without a template encodes with the built-in one.
      */
     private static void checkTemplate(ModelFolder model, ProcessorPreset.ChatFamily family, ChatTemplateChoice choice) {
-        String source = model.chatTemplate();
-        Path file = model.dir().resolve(model.chatTemplateSource() == null ? ModelFolder.CHAT_TEMPLATE_JSON : model.chatTemplateSource());
+        checkTemplate(model.dir(), model.chatTemplate(), model.chatTemplateSource(), choice, source -> TemplateCheck.compare(source, family),
+                ConfigKey.cliName(family));
+    }
+
+    /**
+     * {@link #checkTemplate(ModelFolder, ProcessorPreset.ChatFamily, ChatTemplateChoice)} for the template {@code source}
+     * read from {@code dir}'s {@code sourceFile}, {@code compare} running it against the built-in template of {@code builtIn}.
+     */
+    private static void checkTemplate(Path dir, String source, String sourceFile, ChatTemplateChoice choice,
+                                      java.util.function.Function<String, java.util.Optional<TemplateCheck.Difference>> compare, String builtIn) {
+        Path file = dir.resolve(sourceFile == null ? ModelFolder.CHAT_TEMPLATE_JSON : sourceFile);
         if (source == null) {
             if (choice == ChatTemplateChoice.MODEL)
-                throw new ConfigException("--chat-template model: " + model.dir() + " has no chat template (chat_template.jinja, "
+                throw new ConfigException("--chat-template model: " + dir + " has no chat template (chat_template.jinja, "
                         + "chat_template.json or tokenizer_config.json's chat_template)");
             return;
         }
         // cached without the file's path: two folders may hold the same template, and each refusal names its own
-        String problem = TEMPLATE_CHECKS.computeIfAbsent(EncodeOptions.sha256(source) + "/" + family + "/" + choice, k -> {
+        String problem = TEMPLATE_CHECKS.computeIfAbsent(EncodeOptions.sha256(source) + "/" + builtIn + "/" + choice, k -> {
             try {
                 if (choice == ChatTemplateChoice.MODEL) {
                     JinjaChatRenderer.compile(source);
                     return "";
                 }
-                return TemplateCheck.compare(source, family).map(d -> "renders differently from Stoker's built-in "
-                        + ConfigKey.cliName(family) + " template: " + d.message()
+                return compare.apply(source).map(d -> "renders differently from Stoker's built-in " + builtIn + " template: " + d.message()
                         + "; to encode with the model's own template, add --chat-template model").orElse("");
             } catch (ChatTemplateException e) {
                 return "cannot be used: " + e.getMessage();

@@ -103,9 +103,11 @@ public final class NodeConfig extends NodeSettings {
 
     /**
      * Why a feed ({@code stoker serve}, and {@code stoker plan}, which prints its steps) cannot serve this job's audio family
-     * (issue 32), or null when it can: padded batches or packs ({@code --pack-tokens}) of Qwen2.5-Omni samples in float32, on
-     * one node, through shared memory or the socket. Not yet: Qwen2-Audio's (1, L) and Qwen3-Omni's float32
-     * {@code position_ids} in a batch, the compact format, Flight, clusters.
+     * (issue 32), or null when it can: padded batches of Qwen2.5-Omni samples, float32 or compact ({@code --pixel-format
+     * uint8}: the pixels compact, the audio tensors float32 and int32 as ever), through shared memory, the socket, Arrow
+     * Flight ({@code --flight}) and a cluster ({@code --join}: its workers make them, ranks pull them over Flight); packs
+     * ({@code --pack-tokens}) on one node; the cache. Not yet: Qwen2-Audio's (1, L) and Qwen3-Omni's float32
+     * {@code position_ids} in a batch, packs in a cluster.
      */
     public String audioFeedRefusal() {
         var family = audioPreset();
@@ -114,15 +116,16 @@ public final class NodeConfig extends NodeSettings {
             return "serves qwen2.5-omni's audio batches only: " + family.cliName() + "'s position_ids ("
                     + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
                     + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
-        if (get(PIXEL_FORMAT) != EncodeOptions.PixelFormat.FLOAT32)
-            return "carries audio in float32 batches only: the compact format (--pixel-format uint8) has no audio yet";
-        if (get(FLIGHT) != null) return "does not serve audio over Arrow Flight yet (--flight)";
-        if (!join().isEmpty()) return "does not serve audio in a cluster yet (--join)";
+        if (packed() && !join().isEmpty())
+            return "does not pack audio samples in a cluster yet (--pack-tokens with --join): pack them on one node, or serve them padded";
         return null;
     }
 
-    /** The model folder (--model), read and checked; null when none was given. */
+    /** The model folder (--model) of a Qwen-VL family, read and checked; null when none was given or it is an audio family's. */
     public ModelFolder model() { return adopted.model(); }
+
+    /** The model folder (--model) of an audio family (issue 32), read and checked; null when none was given or it is a Qwen-VL one. */
+    public dev.stoker.core.model.AudioModelFolder audioModel() { return adopted.audioModel(); }
 
     /** Whether {@code key}'s value came from the model folder. */
     public boolean isFromModel(ConfigKey<?> key) { return adopted.fromModel().contains(key); }
@@ -248,6 +251,12 @@ public final class NodeConfig extends NodeSettings {
             if (folder != null && folder.family() == preset) base = base.withVision(folder.vision()).withModel(adopted.identity());
             else if (folder != null) base = base.withModel(adopted.identity());
             if (folder != null && get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(folder.chatTemplate());
+            var audioFolder = audioModel();
+            if (audioFolder != null) { // its image processor where it has one (Qwen2.5-Omni), unless --override-model chose another family
+                if (audioFolder.vision() != null && audioFolder.family() == audioPreset()) base = base.withVision(audioFolder.vision());
+                base = base.withModel(adopted.identity());
+                if (get(CHAT_TEMPLATE) == ChatTemplateChoice.MODEL) base = base.withChatTemplate(audioFolder.chatTemplate());
+            }
             long min = get(MIN_PIXELS) != null ? get(MIN_PIXELS) : base.vision().minPixels();
             long max = get(MAX_PIXELS) != null ? get(MAX_PIXELS) : base.vision().maxPixels();
             base = base.withPixels(min, max).withExif(get(EXIF))

@@ -171,17 +171,14 @@ public final class NodeFeeds implements AutoCloseable {
     public ShmBudget shmBudget(Consumer<String> say) throws IOException, InterruptedException {
         var worst = config.shm();
         if (config.packed() || worst.worstCaseFits()) return worst;
-        if (config.audioPreset() != null) { // the data's shapes count no audio features (issue 32)
-            say.accept("shared memory: an audio job's largest batch is not known from its shapes: sized from the configuration's worst case");
-            return worst;
-        }
         return fromData(worst, say);
     }
 
     /**
      * {@code worst} (the configuration's {@link ShmBudget}) with its largest batch taken from the data where the samples'
      * shapes can be known cheaply, as {@link #shmBudget} says; {@code worst} itself where they cannot (a packed job, no
-     * index and a data set that is not local or too large to scan, or one that cannot be read: then the feed says why).
+     * index and a data set that is not local or too large to scan, or one that cannot be read: then the feed says why; an
+     * audio family's job, whose shapes count no audio features).
      * What a cluster node sizes its store by for each job it is sent.
      *
      * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
@@ -193,6 +190,10 @@ public final class NodeFeeds implements AutoCloseable {
     /** {@link #fromData(ShmBudget, Consumer)} scanning at most {@code maxScanRecords} records. */
     ShmBudget fromData(ShmBudget worst, int maxScanRecords, Consumer<String> say) throws IOException, InterruptedException {
         if (config.packed()) return worst;
+        if (config.audioPreset() != null) { // the data's shapes count no audio features (issue 32): a feed's store and a cluster node's
+            say.accept("shared memory: an audio job's largest batch is not known from its shapes: sized from the configuration's worst case");
+            return worst;
+        }
         try (var opened = openSources()) {
             var feedSource = opened.feedSource();
             dev.stoker.source.SampleRecords records;

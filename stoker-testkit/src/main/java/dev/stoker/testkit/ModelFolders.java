@@ -103,6 +103,78 @@ public final class ModelFolders {
         return p;
     }
 
+    /** The audio families (issue 32), by Stoker's processor name. */
+    public static final List<String> AUDIO_FAMILIES = List.of("qwen2-audio", "qwen2.5-omni", "qwen3-omni");
+
+    /**
+     * Writes the folder of the audio family {@code family} (an {@link #AUDIO_FAMILIES} name) into {@code dir}: the published
+     * {@code config.json} trimmed to the token ids and rates ({@code Qwen/Qwen2-Audio-7B-Instruct}, {@code Qwen/Qwen2.5-Omni-7B}'s
+     * thinker, {@code Qwen/Qwen3-Omni-30B-A3B-Instruct}'s thinker), {@code preprocessor_config.json} with the Whisper settings
+     * (and Qwen2.5-Omni's image processor), and the bundled tokenizer with the family's special tokens as added tokens at
+     * their ids, as the family's own tokenizer has them; {@code chatTemplate} as {@code chat_template.jinja} (null: none).
+     */
+    public static Path writeAudio(Path dir, String family, String chatTemplate) {
+        try {
+            Files.createDirectories(dir);
+            var c = JSON.createObjectNode();
+            var p = JSON.createObjectNode().put("feature_extractor_type", "WhisperFeatureExtractor").put("feature_size", 128)
+                    .put("hop_length", 160).put("n_fft", 400).put("sampling_rate", 16000).put("padding_value", 0.0).put("return_attention_mask", true);
+            Map<Integer, String> added;
+            switch (family) {
+                case "qwen2-audio" -> {
+                    c.put("model_type", "qwen2_audio").put("audio_token_index", 151646);
+                    p.put("chunk_length", 30).put("n_samples", 480000).put("nb_max_frames", 3000).put("processor_class", "Qwen2AudioProcessor");
+                    added = Map.of(151646, "<|AUDIO|>", 151647, "<|audio_bos|>", 151648, "<|audio_eos|>");
+                }
+                case "qwen2.5-omni" -> {
+                    c.put("model_type", "qwen2_5_omni").putObject("thinker_config").put("audio_token_index", 151646)
+                            .put("audio_start_token_id", 151647).put("audio_end_token_id", 151648).put("image_token_index", 151655)
+                            .put("video_token_index", 151656).put("vision_start_token_id", 151652).put("vision_end_token_id", 151653)
+                            .put("position_id_per_seconds", 25).put("seconds_per_chunk", 2)
+                            .putObject("vision_config").put("patch_size", 14).put("spatial_merge_size", 2).put("temporal_patch_size", 2);
+                    p.put("chunk_length", 300).put("n_samples", 4800000).put("nb_max_frames", 30000).put("processor_class", "Qwen2_5OmniProcessor")
+                            .put("image_processor_type", "Qwen2VLImageProcessor").put("min_pixels", 3136).put("max_pixels", 12845056)
+                            .put("patch_size", 14).put("merge_size", 2).put("temporal_patch_size", 2).put("resample", 3)
+                            .put("rescale_factor", 0.00392156862745098);
+                    p.set("image_mean", JSON.valueToTree(CLIP_MEAN));
+                    p.set("image_std", JSON.valueToTree(CLIP_STD));
+                    added = Map.of(151646, "<|AUDIO|>", 151647, "<|audio_bos|>", 151648, "<|audio_eos|>", 151652, "<|vision_bos|>",
+                            151653, "<|vision_eos|>", 151655, "<|IMAGE|>", 151656, "<|VIDEO|>");
+                }
+                case "qwen3-omni" -> {
+                    c.put("model_type", "qwen3_omni_moe").putObject("thinker_config").put("audio_token_id", 151675)
+                            .put("audio_start_token_id", 151669).put("audio_end_token_id", 151670).put("image_token_id", 151655)
+                            .put("video_token_id", 151656).put("vision_start_token_id", 151652).put("position_id_per_seconds", 13);
+                    p.put("chunk_length", 300).put("n_samples", 4800000).put("nb_max_frames", 30000).put("processor_class", "Qwen3OmniMoeProcessor");
+                    added = Map.of(151669, "<|audio_start|>", 151670, "<|audio_end|>", 151675, "<|audio_pad|>");
+                }
+                default -> throw new IllegalArgumentException("unknown audio family " + family);
+            }
+            writeJson(dir.resolve("config.json"), c);
+            writeJson(dir.resolve("preprocessor_config.json"), p);
+            writeJson(dir.resolve("tokenizer_config.json"), JSON.createObjectNode().put("model_max_length", 32768)
+                    .put("pad_token", "<|endoftext|>").put("eos_token", "<|im_end|>").put("tokenizer_class", "Qwen2Tokenizer"));
+            ObjectNode tokenizer;
+            try (InputStream in = new GZIPInputStream(resource(BUNDLED_TOKENIZER))) {
+                tokenizer = (ObjectNode) JSON.readTree(in);
+            }
+            var list = (com.fasterxml.jackson.databind.node.ArrayNode) tokenizer.get("added_tokens");
+            var left = new java.util.TreeMap<>(added);
+            for (var t : list) {
+                String name = left.remove(t.get("id").asInt());
+                if (name != null) ((ObjectNode) t).put("content", name);
+            }
+            for (var e : left.entrySet()) // ids past the bundled ones (Qwen3-Omni's)
+                list.addObject().put("id", e.getKey()).put("content", e.getValue()).put("single_word", false).put("lstrip", false)
+                        .put("rstrip", false).put("normalized", false).put("special", true);
+            JSON.writeValue(dir.resolve("tokenizer.json").toFile(), tokenizer);
+            if (chatTemplate != null) Files.writeString(dir.resolve("chat_template.jinja"), chatTemplate);
+            return dir;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     /** Rewrites one JSON file of the folder: {@code edit} changes its tree. */
     public static void edit(Path dir, String file, java.util.function.Consumer<ObjectNode> edit) {
         try {

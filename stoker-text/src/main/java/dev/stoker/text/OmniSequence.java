@@ -14,9 +14,13 @@ import java.util.Objects;
  * positions ({@link OmniPositions}). The sizes come from the media stages: each clip's valid mel frames, each image's and
  * video's grid, each video's seconds per grid and, when the sample uses a video's audio, that track's mel frames.
  *
- * <p>Not done here: the length limit (the caller's: {@code OmniEncoder} filters an over-long sample, and nothing truncates
- * one, since a cut inside an interleaved video would have to drop the video and its audio together); Qwen3-Omni's
- * positions come out as float32 ({@link Features#floatPositions()}), which {@code encode} writes as they are.
+ * <p>Truncation ({@link #build(ChatSample, List, int)}): a sequence over the limit is cut there, but never inside a media
+ * item's run — a clip's {@code <|audio_bos|>…<|audio_eos|>}, an image's or video's {@code <|vision_bos|>…<|vision_eos|>},
+ * a video with its audio interleaved as one run — so a run the cut would split is dropped whole, with every item after
+ * it (their features and pixels are the caller's to drop: {@link Features#keptMedia()}), as {@link TokenSequenceBuilder}
+ * drops an image. Labels and positions are those of the ids as cut (the thinkers' {@code get_rope_index} numbers a token
+ * from the tokens before it only, so they are the full sequence's positions' prefix). Qwen3-Omni's positions come out as float32
+ * ({@link Features#floatPositions()}), which {@code encode} writes as they are.
  *
  * <p>Threading: immutable; safe to share when the tokenizer and renderer are.
  */
@@ -43,7 +47,7 @@ public final class OmniSequence {
      * The token-side inputs of one sample: {@code positions} is 3×L row-major as longs for Qwen2-Audio and Qwen2.5-Omni
      * ({@code floatPositions} null), {@code floatPositions} as float32 for Qwen3-Omni ({@code positions} null).
      */
-    public record Features(long[] inputIds, long[] labels, long[] positions, float[] floatPositions) {
+    public record Features(long[] inputIds, long[] labels, long[] positions, float[] floatPositions, int keptMedia) {
         public int length() { return inputIds.length; }
     }
 
@@ -53,25 +57,67 @@ public final class OmniSequence {
      * @throws SampleException at stage TEXT naming the sample when the sizes do not match its media, or the chat cannot be
      *         rendered or expanded for this family (an image under Qwen2-Audio, a clip too short for a token, …)
      */
-    public Features build(ChatSample sample, List<OmniTokens.Media> sizes) {
+    public Features build(ChatSample sample, List<OmniTokens.Media> sizes) { return build(sample, sizes, Integer.MAX_VALUE); }
+
+    /**
+     * {@link #build(ChatSample, List)} truncated to {@code maxLength} tokens: cut there, or before the media run the cut
+     * would split; {@link Features#keptMedia()} says how many of the sample's media items (in order) stay.
+     */
+    public Features build(ChatSample sample, List<OmniTokens.Media> sizes, int maxLength) {
         try {
             check(sample, sizes);
             long[] ids = OmniTokens.expand(tokens.tokenize(renderer.render(sample.messages()), tokenizer), preset, sizes);
-            long[] labels = TokenSequenceBuilder.labels(ids);
             int n = ids.length;
+            var kept = sizes;
+            if (n > maxLength) {
+                int[][] runs = mediaRuns(ids);
+                if (runs.length != sizes.size())
+                    throw new IllegalArgumentException(runs.length + " media runs in the ids for " + sizes.size() + " media item(s)");
+                int cut = maxLength, k = 0;
+                for (int[] r : runs) if (r[0] < cut && cut <= r[1]) cut = r[0];
+                while (k < runs.length && runs[k][1] < cut) k++;
+                ids = java.util.Arrays.copyOf(ids, cut);
+                kept = sizes.subList(0, k);
+                n = cut;
+            }
+            // labels and positions of the ids as cut, as the model and the official label rule see them (an assistant
+            // turn the cut leaves open gets no labels, as under TokenSequenceBuilder's truncation)
+            long[] labels = TokenSequenceBuilder.labels(ids);
             if (preset.positionRule() == AudioPreset.PositionRule.QWEN3_OMNI) {
-                var p = OmniPositions.float32(ids, preset, sizes);
+                var p = OmniPositions.float32(ids, preset, kept);
                 var flat = new float[3 * n];
                 for (int r = 0; r < 3; r++) System.arraycopy(p[r], 0, flat, r * n, n);
-                return new Features(ids, labels, null, flat);
+                return new Features(ids, labels, null, flat, kept.size());
             }
-            var p = OmniPositions.integer(ids, preset, sizes);
+            var p = OmniPositions.integer(ids, preset, kept);
             var flat = new long[3 * n];
             for (int r = 0; r < 3; r++) System.arraycopy(p[r], 0, flat, r * n, n);
-            return new Features(ids, labels, flat, null);
+            return new Features(ids, labels, flat, null, kept.size());
         } catch (IllegalArgumentException e) {
             throw new SampleException(sample.id(), Stage.TEXT, preset + ": " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * Each media item's run in {@code ids}, in order, as {first, last} indices: from a start token ({@code <|audio_bos|>},
+     * {@code <|vision_bos|>} or the family's spelling) at depth 0 to the end token that brings the depth back to 0, so that a
+     * video's interleaved audio ({@code <|vision_bos|><|audio_bos|>…<|audio_eos|><|vision_eos|>}) is one run.
+     */
+    private int[][] mediaRuns(long[] ids) {
+        var runs = new java.util.ArrayList<int[]>();
+        int depth = 0, start = -1;
+        boolean vision = preset.hasVision();
+        for (int i = 0; i < ids.length; i++) {
+            long id = ids[i];
+            if (id == preset.audioStartId() || (vision && id == preset.visionStartId())) {
+                if (depth++ == 0) start = i;
+            } else if (id == preset.audioEndId() || (vision && id == preset.visionEndId())) {
+                if (--depth < 0) throw new IllegalArgumentException("a media end token at " + i + " without its start");
+                if (depth == 0) runs.add(new int[] {start, i});
+            }
+        }
+        if (depth != 0) throw new IllegalArgumentException("a media run left open at the end of the ids");
+        return runs.toArray(int[][]::new);
     }
 
     private static void check(ChatSample sample, List<OmniTokens.Media> sizes) {

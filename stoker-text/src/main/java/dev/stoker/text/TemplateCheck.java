@@ -1,5 +1,6 @@
 package dev.stoker.text;
 
+import dev.stoker.core.AudioPreset;
 import dev.stoker.core.ProcessorPreset.ChatFamily;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -29,6 +30,7 @@ import java.util.Optional;
  */
 public final class TemplateCheck {
     private static final String CASES_RESOURCE = "template-cases.jsonl";
+    private static final String AUDIO_CASES_RESOURCE = "omni-template-cases.jsonl";
     /** Characters of context each side of a difference in {@link Difference#message()}. */
     private static final int EXCERPT_CHARS = 24;
 
@@ -77,6 +79,27 @@ public final class TemplateCheck {
     /** {@link #compare(String, ChatFamily)} for an already compiled template (to keep it for encoding when equal). */
     public static Optional<Difference> compare(ChatRenderer model, ChatFamily family) {
         return compare(model, new ChatTemplate(family), cases());
+    }
+
+    /**
+     * An audio family's check ({@code --model DIR} of Qwen2-Audio, Qwen2.5-Omni or Qwen3-Omni): {@code model} (the folder's
+     * template, compiled) against the family's built-in {@link OmniTemplate} over the audio template cases
+     * ({@code omni-template-cases.jsonl}: clips before, after and between texts, several clips, a given system turn, several
+     * turns, text only, an empty text, and for the families that take them an image and a video beside a clip).
+     *
+     * @return empty if every case the family admits renders the same
+     * @throws ChatTemplateException if the template fails on a case (naming the case)
+     */
+    public static Optional<Difference> compare(ChatRenderer model, AudioPreset family) {
+        var cases = family.hasVision() ? audioCases() : audioCases().stream().filter(c -> !holdsVision(c)).toList();
+        return compare(model, new OmniTemplate(family), cases);
+    }
+
+    /** The audio families' template cases, in file order. */
+    public static List<TemplateCase> audioCases() { return Cases.AUDIO; }
+
+    private static boolean holdsVision(TemplateCase c) {
+        return c.messages().stream().flatMap(m -> m.parts().stream()).anyMatch(p -> p instanceof Message.Image || p instanceof Message.Video);
     }
 
     static Optional<Difference> compare(ChatRenderer model, ChatRenderer builtIn, List<TemplateCase> cases) {
@@ -140,23 +163,25 @@ public final class TemplateCheck {
 
     /** The cases, parsed once by the product's own parser (so they are chats it admits). */
     private static final class Cases {
-        static final List<TemplateCase> ALL = load();
+        static final List<TemplateCase> ALL = load(CASES_RESOURCE, new SampleParser());
+        /** The audio families' cases, read by the audio parser (clips, and images and videos for the families that take them). */
+        static final List<TemplateCase> AUDIO = load(AUDIO_CASES_RESOURCE,
+                new SampleParser(SampleParser.Videos.ACCEPT, null, SampleParser.Audios.ACCEPT));
 
-        private static List<TemplateCase> load() {
+        private static List<TemplateCase> load(String resource, SampleParser parser) {
             byte[] bytes;
-            try (var in = TemplateCheck.class.getResourceAsStream(CASES_RESOURCE)) {
-                if (in == null) throw new IllegalStateException("missing resource " + CASES_RESOURCE);
+            try (var in = TemplateCheck.class.getResourceAsStream(resource)) {
+                if (in == null) throw new IllegalStateException("missing resource " + resource);
                 bytes = in.readAllBytes();
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
-            var parser = new SampleParser();
             var cases = new ArrayList<TemplateCase>();
             int lineNo = 0;
             for (var line : new String(bytes, StandardCharsets.UTF_8).split("\n")) {
                 lineNo++;
                 if (line.isBlank()) continue;
-                var sample = parser.parseLine(line.getBytes(StandardCharsets.UTF_8), CASES_RESOURCE + ":" + lineNo);
+                var sample = parser.parseLine(line.getBytes(StandardCharsets.UTF_8), resource + ":" + lineNo);
                 cases.add(new TemplateCase(sample.id(), sample.messages()));
             }
             return List.copyOf(cases);

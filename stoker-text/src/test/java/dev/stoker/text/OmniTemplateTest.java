@@ -62,6 +62,26 @@ class OmniTemplateTest {
         assertEquals(5, n);
     }
 
+    /**
+     * The model-folder check of the audio families ({@code TemplateCheck.compare(renderer, family)}, what {@code --model DIR}
+     * runs): the published templates render every audio case as the built-in ones (Qwen2-Audio the cases without an image or
+     * a video, which its template would drop); one with another default system prompt differs in the first case, named.
+     */
+    @Test
+    void publishedTemplatesPassTheModelFolderCheckAndAnAlteredOneIsNamed() throws IOException {
+        assertEquals(9, TemplateCheck.audioCases().size());
+        for (var preset : List.of(AudioPreset.QWEN2_AUDIO, AudioPreset.QWEN2_5_OMNI)) {
+            assertEquals(java.util.Optional.empty(), TemplateCheck.compare(JinjaChatRenderer.compile(template(preset)), preset), preset.cliName());
+            var altered = JinjaChatRenderer.compile(template(preset).replace("You are a helpful assistant.", "You are Qwen."));
+            var d = TemplateCheck.compare(altered, preset).orElseThrow();
+            assertEquals("audio_then_text", d.caseName());
+            assertEquals("<|im_start|>system\nYou are ".length(), d.index());
+        }
+        // Qwen2-Audio's template drops images: had the check run the vision cases for it, the built-in one would throw
+        assertThrows(IllegalArgumentException.class, () -> new OmniTemplate(AudioPreset.QWEN2_AUDIO).render(
+                TemplateCheck.audioCases().stream().filter(c -> c.name().equals("image_and_audio")).findFirst().orElseThrow().messages()));
+    }
+
     @Test
     void refusals() {
         var image = List.of(new Message(Message.Role.USER, List.of(new Message.Image("x.jpg"), new Message.Text("?"))));

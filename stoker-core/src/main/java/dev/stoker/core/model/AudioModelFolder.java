@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.stoker.core.AudioPreset;
+import dev.stoker.core.VisionConfig;
 import dev.stoker.core.model.ModelFolder.ModelFolderException;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -15,8 +16,9 @@ import java.util.Map;
 /**
  * A Hugging Face model folder of an audio family ({@code --model DIR} for Qwen2-Audio, Qwen2.5-Omni, Qwen3-Omni; issue 32):
  * which {@link AudioPreset} it is ({@code config.json} {@code model_type}), checked to hold what the preset reproduces,
- * and its chat template. Apart from {@link ModelFolder}, whose record is a Qwen-VL family with its image processor: an
- * audio folder's vision half (Omni) is the Qwen-VL one and is left to that reader once encode serves both.
+ * its image processor where the family takes images (Qwen2.5-Omni: {@code preprocessor_config.json}'s Qwen-VL fields, read
+ * and checked as {@link ModelFolder} reads a Qwen-VL folder's, against {@code thinker_config.vision_config}), and its chat
+ * template. Apart from {@link ModelFolder}, whose record is a Qwen-VL family.
  *
  * <p>Checked, each mismatch an error naming the file and field: the special-token ids in {@code config.json} (top level,
  * or the {@code thinker_config} of the Omni models; both spellings {@code *_token_id} and {@code *_token_index}) and
@@ -25,10 +27,27 @@ import java.util.Map;
  * processor pads to it, {@code n_samples}); that {@code tokenizer.json}'s added tokens put the family's token strings at
  * the preset's ids.
  *
+ * <p>Qwen3-Omni's image processor is not read: Stoker does not encode its images yet (a record with one is refused).
+ *
+ * @param vision           the image processor's geometry, mean, std and pixel bounds (Qwen2.5-Omni); null for a family
+ *                         without images (Qwen2-Audio) or whose images Stoker refuses (Qwen3-Omni)
  * @param chatTemplate     the folder's template source, or null when it has none
  * @param chatTemplateFile the file it came from ({@code chat_template.jinja}, {@code chat_template.json} or {@code tokenizer_config.json})
  */
-public record AudioModelFolder(Path dir, AudioPreset family, Path tokenizer, String chatTemplate, String chatTemplateFile) {
+public record AudioModelFolder(Path dir, AudioPreset family, VisionConfig vision, Path tokenizer, String chatTemplate, String chatTemplateFile) {
+
+    /**
+     * The audio family {@code dir}'s {@code config.json} names ({@code model_type}), or null when it names none or cannot
+     * be read as JSON (then {@link ModelFolder#read} says what is wrong): which of the two readers a folder is for.
+     */
+    public static AudioPreset familyOf(Path dir) {
+        try {
+            JsonNode type = ModelFolder.readJson(dir, ModelFolder.CONFIG).get("model_type");
+            return AudioPreset.ofModelType(type == null || !type.isTextual() ? null : type.asText());
+        } catch (ModelFolderException e) {
+            return null;
+        }
+    }
 
     /** Reads and checks {@code dir}. */
     public static AudioModelFolder read(Path dir) {
@@ -72,12 +91,14 @@ public record AudioModelFolder(Path dir, AudioPreset family, Path tokenizer, Str
         agree(dir, pre, ModelFolder.PREPROCESSOR_CONFIG, "n_fft", "n_fft", AudioPreset.N_FFT);
         if (family.hfPadSeconds() > 0)
             agree(dir, pre, ModelFolder.PREPROCESSOR_CONFIG, "n_samples", "n_samples", (double) family.hfPadSeconds() * AudioPreset.SAMPLING_RATE);
+        // Qwen2.5-Omni's processor holds a Qwen2VLImageProcessor with its settings in the same file
+        VisionConfig vision = family == AudioPreset.QWEN2_5_OMNI ? ModelFolder.vision(dir, pre, ids.get("vision_config"), at + "vision_config") : null;
         Path tokenizer = dir.resolve(ModelFolder.TOKENIZER);
         checkAddedTokens(dir, tokenizer, family);
         JsonNode tokenizerConfig = Files.isRegularFile(dir.resolve(ModelFolder.TOKENIZER_CONFIG))
                 ? ModelFolder.readJson(dir, ModelFolder.TOKENIZER_CONFIG) : com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
         String[] template = ModelFolder.chatTemplate(dir, tokenizerConfig);
-        return new AudioModelFolder(dir, family, tokenizer, template[0], template[1]);
+        return new AudioModelFolder(dir, family, vision, tokenizer, template[0], template[1]);
     }
 
     private static void agree(Path dir, JsonNode node, String file, String where, String field, double value) {

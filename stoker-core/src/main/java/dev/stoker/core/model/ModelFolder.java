@@ -121,7 +121,10 @@ public record ModelFolder(Path dir, ProcessorPreset family, VisionConfig vision,
     }
 
     /** The image processor's settings, checked against what Stoker implements and against the model's vision tower. */
-    private static VisionConfig vision(Path dir, JsonNode pre, JsonNode visionConfig) {
+    private static VisionConfig vision(Path dir, JsonNode pre, JsonNode visionConfig) { return vision(dir, pre, visionConfig, "vision_config"); }
+
+    /** {@link #vision(Path, JsonNode, JsonNode)} with the tower's settings at {@code at} in {@code config.json} (an Omni folder's thinker). */
+    static VisionConfig vision(Path dir, JsonNode pre, JsonNode visionConfig, String at) {
         String f = PREPROCESSOR_CONFIG;
         JsonNode type = pre.get("image_processor_type");
         if (type != null && !type.isNull()
@@ -168,19 +171,19 @@ public record ModelFolder(Path dir, ProcessorPreset family, VisionConfig vision,
         else throw new ModelFolderException(where(dir, f, "max_pixels") + " is missing (and so is size.longest_edge)");
         if (min > max) throw new ModelFolderException(where(dir, f, "min_pixels") + " " + min + " is over max_pixels " + max);
         if (visionConfig != null && visionConfig.isObject()) {
-            agree(dir, visionConfig, "patch_size", patch);
-            agree(dir, visionConfig, "spatial_patch_size", patch);
-            agree(dir, visionConfig, "spatial_merge_size", merge);
-            agree(dir, visionConfig, "temporal_patch_size", temporal);
+            agree(dir, visionConfig, at, "patch_size", patch);
+            agree(dir, visionConfig, at, "spatial_patch_size", patch);
+            agree(dir, visionConfig, at, "spatial_merge_size", merge);
+            agree(dir, visionConfig, at, "temporal_patch_size", temporal);
         }
         return new VisionConfig(patch, merge, temporal, mean, std, min, max);
     }
 
-    /** {@code config.json}'s {@code vision_config.FIELD}, where given, must equal the processor's value. */
-    private static void agree(Path dir, JsonNode visionConfig, String field, int processorValue) {
+    /** {@code config.json}'s {@code AT.FIELD} (the vision tower's settings), where given, must equal the processor's value. */
+    private static void agree(Path dir, JsonNode visionConfig, String at, String field, int processorValue) {
         JsonNode v = visionConfig.get(field);
         if (v != null && !v.isNull() && !(v.canConvertToInt() && v.asInt() == processorValue))
-            throw new ModelFolderException(where(dir, CONFIG, "vision_config." + field) + " is " + v + ", but " + PREPROCESSOR_CONFIG
+            throw new ModelFolderException(where(dir, CONFIG, at + "." + field) + " is " + v + ", but " + PREPROCESSOR_CONFIG
                     + " makes patches for " + processorValue);
     }
 

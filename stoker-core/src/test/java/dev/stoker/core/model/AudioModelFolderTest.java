@@ -40,14 +40,17 @@ class AudioModelFolderTest {
         return folder("omni25", config, """
             {"feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 128, "hop_length": 160, "n_fft": 400,
              "n_samples": 4800000, "nb_max_frames": 30000, "sampling_rate": 16000, "dither": 0.0,
-             "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}""",
+             "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2,
+             "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+             "image_processor_type": "Qwen2VLImageProcessor", "resample": 3}""",
                 OMNI25_TOKENIZER, "{{ messages }}");
     }
 
     private static final String OMNI25_CONFIG = """
         {"model_type": "qwen2_5_omni", "thinker_config": {"audio_token_index": 151646, "audio_start_token_id": 151647,
          "audio_end_token_id": 151648, "image_token_index": 151655, "video_token_index": 151656, "vision_start_token_id": 151652,
-         "vision_end_token_id": 151653, "position_id_per_seconds": 25, "seconds_per_chunk": 2}}""";
+         "vision_end_token_id": 151653, "position_id_per_seconds": 25, "seconds_per_chunk": 2,
+         "vision_config": {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}}}""";
 
     @Test
     void publishedFoldersReadAsTheirPreset() throws IOException {
@@ -55,6 +58,8 @@ class AudioModelFolderTest {
         assertEquals(AudioPreset.QWEN2_5_OMNI, f.family());
         assertEquals("{{ messages }}", f.chatTemplate());
         assertEquals("chat_template.jinja", f.chatTemplateFile());
+        assertEquals(new dev.stoker.core.VisionConfig(14, 2, 2, dev.stoker.core.VisionConfig.CLIP_MEAN, dev.stoker.core.VisionConfig.CLIP_STD,
+                3136, 12845056), f.vision());
         var q3 = folder("q3", """
             {"model_type": "qwen3_omni_moe", "thinker_config": {"audio_token_id": 151675, "audio_start_token_id": 151669,
              "audio_end_token_id": 151670, "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
@@ -65,6 +70,7 @@ class AudioModelFolderTest {
              {"id": 151655, "content": "<|image_pad|>"}, {"id": 151656, "content": "<|video_pad|>"}]}""", null);
         var f3 = AudioModelFolder.read(q3);
         assertEquals(AudioPreset.QWEN3_OMNI, f3.family());
+        assertEquals(null, f3.vision());
         assertEquals(null, f3.chatTemplate());
         var a = folder("a", """
             {"model_type": "qwen2_audio", "audio_token_index": 151646}""", """
@@ -84,6 +90,12 @@ class AudioModelFolderTest {
         assertTrue(e.getMessage().endsWith("config.json: thinker_config.audio_token_index is 151675, but qwen2.5-omni has 151646"), e.getMessage());
         e = assertThrows(ModelFolder.ModelFolderException.class, () -> AudioModelFolder.read(omni25(OMNI25_CONFIG.replace("qwen2_5_omni", "qwen2_5_vl"))));
         assertTrue(e.getMessage().endsWith("config.json: model_type is \"qwen2_5_vl\", not an audio model (qwen2_audio, qwen2_5_omni, qwen3_omni_moe)"), e.getMessage());
+        e = assertThrows(ModelFolder.ModelFolderException.class,
+                () -> AudioModelFolder.read(omni25(OMNI25_CONFIG.replace("\"spatial_merge_size\": 2", "\"spatial_merge_size\": 4"))));
+        assertTrue(e.getMessage().endsWith("config.json: thinker_config.vision_config.spatial_merge_size is 4, but preprocessor_config.json makes "
+                + "patches for 2"), e.getMessage());
+        assertEquals(AudioPreset.QWEN2_5_OMNI, AudioModelFolder.familyOf(omni25(OMNI25_CONFIG)));
+        assertEquals(null, AudioModelFolder.familyOf(omni25(OMNI25_CONFIG.replace("qwen2_5_omni", "qwen2_5_vl"))));
         Path d = omni25(OMNI25_CONFIG);
         Files.writeString(d.resolve("tokenizer.json"), OMNI25_TOKENIZER.replace("<|AUDIO|>", "<|object_ref_start|>"));
         e = assertThrows(ModelFolder.ModelFolderException.class, () -> AudioModelFolder.read(d));

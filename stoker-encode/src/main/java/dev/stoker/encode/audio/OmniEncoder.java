@@ -46,8 +46,9 @@ import java.util.Map;
  * decoder keeps the last frame's padding that the edit list trims. So {@code validate}'s count is the encoded one but
  * for AAC at a frame edge.
  *
- * <p>Not done: truncation (an over-long sample is refused, whatever {@code --truncation} says), Qwen3-Omni and Qwen2-Audio
- * with images or videos (refused, naming the item), a model folder ({@code --model}) of an audio family.
+ * <p>Over {@code --max-seq-len}: filtered, or under {@code --truncation truncate} cut but never inside a clip's, image's or
+ * video's run ({@link OmniSequence#build(ChatSample, List, int)}); the items past the cut are dropped with their features and
+ * pixels. Not done: Qwen3-Omni and Qwen2-Audio with images or videos (refused, naming the item).
  *
  * <p>Threading: one instance per thread, as its {@link WhisperLogMel} holds FFT buffers.
  */
@@ -75,7 +76,9 @@ public final class OmniEncoder {
         this.options = options;
         this.preset = options.audio().preset();
         this.pad = options.audio().pad();
-        this.sequence = new OmniSequence(preset, tokenizer);
+        // a model folder's own template (--chat-template model) renders; the built-in one otherwise (checked equal at start)
+        this.sequence = options.chatTemplate() == null ? new OmniSequence(preset, tokenizer)
+                : new OmniSequence(preset, tokenizer, dev.stoker.text.JinjaChatRenderer.compile(options.chatTemplate()));
         this.tokenizerIdentity = tokenizer.identity();
         this.images = images;
         this.videos = videos;
@@ -156,11 +159,11 @@ public final class OmniEncoder {
      * template, the input contract, the model folder and {@link dev.stoker.encode.cache.PreprocessedCache#TEXT_RULES}.
      * Qwen3-Omni's float positions are not cached (built each time).
      */
-    private OmniSequence.Features cachedText(ChatSample sample, List<OmniTokens.Media> sizes) {
-        if (preset.positionRule() == AudioPreset.PositionRule.QWEN3_OMNI) return sequence.build(sample, sizes);
+    private OmniSequence.Features cachedText(ChatSample sample, List<OmniTokens.Media> sizes, int maxLength) {
+        if (preset.positionRule() == AudioPreset.PositionRule.QWEN3_OMNI) return sequence.build(sample, sizes, maxLength);
         String settings = "rules=" + dev.stoker.encode.cache.PreprocessedCache.TEXT_RULES + " audio=" + preset + " preset=" + options.preset()
                 + " tokenizer=" + tokenizerIdentity + " template=" + (options.chatTemplate() == null ? "builtin" : options.chatTemplateSha256())
-                + " contract=" + options.inputContract() + " model=" + options.model();
+                + " contract=" + options.inputContract() + " model=" + options.model() + " cut=" + maxLength;
         long t0 = System.nanoTime();
         String content = sample.messages() + "|" + sizes;
         var key = dev.stoker.cache.CacheKey.of("omni-text", settings,
@@ -168,7 +171,7 @@ public final class OmniEncoder {
         var hit = textEntry(cache.store().read(key, dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES));
         cacheNanos += System.nanoTime() - t0;
         if (hit != null) return hit;
-        var text = sequence.build(sample, sizes);
+        var text = sequence.build(sample, sizes, maxLength);
         long t1 = System.nanoTime();
         byte[] entry = textBytes(text);
         if (entry.length <= dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES) cache.store().write(key, entry, 0, entry.length);
@@ -176,24 +179,24 @@ public final class OmniEncoder {
         return text;
     }
 
-    /** A token entry: L (int32), then input_ids, labels and the 3 × L positions (int64), little-endian. */
+    /** A token entry: L and the media items kept (int32), then input_ids, labels and the 3 × L positions (int64), little-endian. */
     static byte[] textBytes(OmniSequence.Features t) {
         int n = t.length();
-        var b = java.nio.ByteBuffer.allocate(4 + 40 * n).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-        b.putInt(n);
+        var b = java.nio.ByteBuffer.allocate(8 + 40 * n).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putInt(n).putInt(t.keptMedia());
         for (long[] a : new long[][] {t.inputIds(), t.labels(), t.positions()}) for (long v : a) b.putLong(v);
         return b.array();
     }
 
     /** {@link #textBytes}' inverse, or null when {@code bytes} is not such an entry (then the tokens are built). */
     static OmniSequence.Features textEntry(byte[] bytes) {
-        if (bytes == null || bytes.length < 4) return null;
+        if (bytes == null || bytes.length < 8) return null;
         var b = java.nio.ByteBuffer.wrap(bytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-        int n = b.getInt();
-        if (n < 1 || bytes.length != 4 + 40L * n) return null;
+        int n = b.getInt(), kept = b.getInt();
+        if (n < 1 || kept < 0 || bytes.length != 8 + 40L * n) return null;
         long[] ids = new long[n], labels = new long[n], pos = new long[3 * n];
         for (long[] a : new long[][] {ids, labels, pos}) for (int i = 0; i < a.length; i++) a[i] = b.getLong();
-        return new OmniSequence.Features(ids, labels, pos, null);
+        return new OmniSequence.Features(ids, labels, pos, null, kept);
     }
 
     /** The FFmpeg libraries that decode and resample clips, with their versions (a clip's PCM can change with them). */
@@ -224,14 +227,16 @@ public final class OmniEncoder {
     /** Encodes {@code sample}, reading clips and images through {@code source} and videos through {@code videoSource}. */
     public Encoded encode(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         var planned = plan(sample, source, videoSource, true);
-        sample = planned.sample();
-        String id = sample.id();
+        String id = planned.sample().id();
+        var text = cache == null ? sequence.build(planned.sample(), planned.sizes(), truncateAt())
+                : cachedText(planned.sample(), planned.sizes(), truncateAt());
+        checkLength(id, text.length(), planned.clips().size(), planned.images().size(), planned.videos().size());
+        // the sample's longest clip sets each clip's valid frames (Qwen3-Omni), and so its tokens: kept as the sizes had it
+        long longest = longest(planned.clips());
+        planned = planned.keep(text.keptMedia()); // under --truncation truncate: the items the cut left whole
         var clips = planned.clips();
         var plannedImages = planned.images();
         var plannedVideos = planned.videos();
-        var text = cache == null ? sequence.build(sample, planned.sizes()) : cachedText(sample, planned.sizes());
-        checkLength(id, text.length(), clips.size(), plannedImages.size(), plannedVideos.size());
-        long longest = longest(clips);
         // features
         var features = new ArrayList<WhisperLogMel.Features>(clips.size());
         int frames = 0;
@@ -253,27 +258,35 @@ public final class OmniEncoder {
             java.util.Arrays.fill(mask, k * frames, k * frames + f.validFrames(), 1);
             valid[k] = f.validFrames();
         }
-        // pixels
+        // pixels: float32 pixel_values rows, or in the compact wire format (a feed's --pixel-format uint8) each image's
+        // resized u8 RGB pixels and each video's resized frames, as a Qwen-VL sample's (SampleEncoder.encodeCompact)
+        boolean compact = options.pixelFormat() == dev.stoker.encode.EncodeOptions.PixelFormat.UINT8;
         int rowLength = options.vision().rowLength();
-        long rows = 0, sourcePixels = 0;
-        for (var p : plannedImages) rows += p.plan().rows();
-        if (rows * rowLength > Integer.MAX_VALUE - 8)
-            throw new SampleException(id, Stage.TRANSFORM, "pixel_values of " + rows + " rows is too large for one sample");
-        float[] pixels = new float[(int) (rows * rowLength)];
+        long rows = 0, u8Bytes = 0, sourcePixels = 0;
+        for (var p : plannedImages) {
+            rows += p.plan().rows();
+            u8Bytes += p.plan().resizedByteSize();
+        }
+        if (compact ? u8Bytes > Integer.MAX_VALUE - 8 : rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, Stage.TRANSFORM, compact ? "pixels of " + u8Bytes + " bytes are too large for one sample"
+                    : "pixel_values of " + rows + " rows is too large for one sample");
+        float[] pixels = new float[compact ? 0 : (int) (rows * rowLength)];
+        byte[] pixelsU8 = compact ? new byte[(int) u8Bytes] : null;
         long[] grid = new long[plannedImages.size() * 3];
         int offset = 0;
         for (int k = 0; k < plannedImages.size(); k++) {
             var img = plannedImages.get(k);
             try {
-                images.processInto(img, pixels, offset);
+                if (compact) images.processResizedInto(img, pixelsU8, offset);
+                else images.processInto(img, pixels, offset);
             } catch (SampleException e) {
                 throw e.withSampleId(id + " (" + img.name() + ")");
             }
-            offset += img.plan().rows() * rowLength;
+            offset += compact ? (int) img.plan().resizedByteSize() : img.plan().rows() * rowLength;
             sourcePixels += img.info().pixelCount();
             System.arraycopy(img.gridThw(), 0, grid, 3 * k, 3);
         }
-        VideoTensors videoTensors = plannedVideos.isEmpty() ? null : videoTensors(id, plannedVideos, videoSource);
+        VideoTensors videoTensors = plannedVideos.isEmpty() ? null : videoTensors(id, plannedVideos, videoSource, compact);
         long[] ids = text.inputIds();
         long[] attention = new long[ids.length];
         java.util.Arrays.fill(attention, 1);
@@ -284,7 +297,7 @@ public final class OmniEncoder {
             positions = java.util.Arrays.copyOf(positions, ids.length);
         }
         if (positions == null) positions = new long[0];
-        var encoded = new EncodedSample(id, ids, text.labels(), attention, positions, pixels, rowLength, grid, sourcePixels, null, videoTensors);
+        var encoded = new EncodedSample(id, ids, text.labels(), attention, positions, pixels, rowLength, grid, sourcePixels, pixelsU8, videoTensors);
         return new Encoded(encoded, positionRows, text.floatPositions(), values, n, frames, mask, valid);
     }
 
@@ -301,11 +314,12 @@ public final class OmniEncoder {
         };
         var planned = plan(sample, source, videoSource, false);
         String id = sample.id();
-        var clips = planned.clips();
+        var text = sequence.build(planned.sample(), planned.sizes(), truncateAt());
+        int length = text.length();
+        checkLength(id, length, planned.clips().size(), planned.images().size(), planned.videos().size());
+        planned = planned.keep(text.keptMedia());
         var plannedImages = planned.images();
         var plannedVideos = planned.videos();
-        int length = sequence.build(planned.sample(), planned.sizes()).length();
-        checkLength(id, length, clips.size(), plannedImages.size(), plannedVideos.size());
         int[] patches = new int[plannedImages.size()];
         for (int k = 0; k < patches.length; k++) patches[k] = plannedImages.get(k).plan().rows();
         int[] videoPatches = new int[plannedVideos.size()], videoGroups = new int[plannedVideos.size()];
@@ -318,7 +332,32 @@ public final class OmniEncoder {
 
     /** A sample's media before its features: its clips (decoded or measured), images and videos planned, and their sizes. */
     private record Planned(ChatSample sample, List<Clip> clips, List<ImagePreprocessor.Planned> images,
-                           List<VideoPreprocessor.Planned> videos, List<OmniTokens.Media> sizes) {}
+                           List<VideoPreprocessor.Planned> videos, List<OmniTokens.Media> sizes) {
+        /** The first {@code items} of the sample's media with their clips, images and videos (a video's track is its clip). */
+        Planned keep(int items) {
+            var media = sample.media();
+            if (items == media.size()) return this;
+            int c = 0, i = 0, v = 0;
+            for (var part : media.subList(0, items)) {
+                switch (part) {
+                    case Message.Audio _ -> c++;
+                    case Message.Image _ -> i++;
+                    case Message.Video video -> {
+                        v++;
+                        if (video.useAudioInVideo()) c++;
+                    }
+                    case Message.Text _ -> { }
+                }
+            }
+            return new Planned(sample, clips.subList(0, c), images.subList(0, i), videos.subList(0, v), sizes.subList(0, items));
+        }
+    }
+
+    /** The length a sample is cut to: {@code --max-seq-len} under {@code --truncation truncate}, else none (over it is filtered). */
+    private int truncateAt() {
+        int max = options.maxSequenceLength();
+        return max > 0 && options.truncation() == dev.stoker.text.TruncationPolicy.TRUNCATE ? max : Integer.MAX_VALUE;
+    }
 
     /**
      * Checks {@code sample}'s media, applies the {@code use_audio_in_video} default, plans its images and videos and reads
@@ -396,7 +435,7 @@ public final class OmniEncoder {
         int max = options.maxSequenceLength();
         if (max > 0 && length > max)
             throw SampleException.filtered(id, Stage.TOKENIZE, "over --max-seq-len", "sequence has " + length + " tokens, over the limit of "
-                    + max + " (" + clips + " audio clip(s), " + images + " image(s), " + videos + " video(s); audio samples are never truncated)");
+                    + max + " (" + clips + " audio clip(s), " + images + " image(s), " + videos + " video(s))");
     }
 
     private ImagePreprocessor.Planned planImage(String id, String ref, ImageSource source) {
@@ -474,7 +513,25 @@ public final class OmniEncoder {
         }
         if (end >= 0 && end <= start)
             throw new SampleException(id, Stage.MANIFEST, "audio " + a.ref() + ": " + AUDIO_END + " " + end + " is not after " + AUDIO_START + " " + start);
-        return AudioDecoder.Options.whole().window(start, end < 0 ? -1 : end - start);
+        return keptPart(AudioDecoder.Options.whole().window(start, end < 0 ? -1 : end - start));
+    }
+
+    /**
+     * Seconds decoded past what the processor keeps of a clip (Qwen2-Audio 30 s, Qwen2.5-Omni 300 s): the resampler's
+     * output up to the kept length is then the whole clip's bit for bit (its filter reaches milliseconds ahead;
+     * {@code AudioDecoderTest.stoppingPastTheKeptPartLeavesItAsTheWholeDecodesIt}).
+     */
+    static final double KEEP_MARGIN_SECONDS = 1;
+
+    /**
+     * {@code o} stopped {@link #KEEP_MARGIN_SECONDS} past the family's chunk, for the families whose processor truncates
+     * every clip to it: a clip of any length is then decoded only as far as it is used, and never refused for its length
+     * ({@link AudioDecoder#DEFAULT_MAX_SECONDS} bounds Qwen3-Omni's clips, which its processor keeps whole).
+     */
+    private AudioDecoder.Options keptPart(AudioDecoder.Options o) {
+        if (preset.hfPadSeconds() == 0) return o;
+        double keep = preset.hfPadSeconds() + KEEP_MARGIN_SECONDS;
+        return o.window(o.offsetSeconds(), o.durationSeconds() < 0 ? keep : Math.min(o.durationSeconds(), keep));
     }
 
     private Clip decode(String id, Message.Audio a, ImageSource source) {
@@ -499,7 +556,7 @@ public final class OmniEncoder {
 
     private Clip decodeTrack(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
         try (SeekableByteSource s = videoSource.open(id, v.ref())) {
-            var clip = AudioDecoder.decode(s, AudioDecoder.Options.whole(), System.nanoTime() + DECODE_TIMEOUT_NANOS);
+            var clip = AudioDecoder.decode(s, keptPart(AudioDecoder.Options.whole()), System.nanoTime() + DECODE_TIMEOUT_NANOS);
             CLIPS_DECODED.increment();
             return new Clip(v.ref(), clip.samples().length, clip.samples());
         } catch (SampleException e) {
@@ -527,8 +584,7 @@ public final class OmniEncoder {
             if (samples < 1)
                 throw new SampleException(id, Stage.DECODE, "audio " + a.ref() + ": no audio from " + opts.offsetSeconds() + " s on (it lasts "
                         + seconds + " s)");
-            if (samples > opts.maxSamples())
-                throw new SampleException(id, Stage.DECODE, "audio " + a.ref() + ": " + seconds + " s, over the limit of " + opts.maxSeconds() + " s");
+            checkBound(a.ref(), seconds, samples, opts);
             return new Clip(a.ref(), samples, null);
         } catch (SampleException e) {
             throw e.withSampleId(id + " (" + a.ref() + ")");
@@ -545,7 +601,22 @@ public final class OmniEncoder {
             throw new SampleException(id, Stage.FETCH, "video " + v.ref() + ": " + e.getMessage(), e);
         }
         if (Double.isNaN(seconds)) return decodeTrack(id, v, videoSource);
-        return new Clip(v.ref(), Math.max(1, AudioPreset.samplesForSeconds(seconds)), null);
+        long samples = Math.max(1, AudioPreset.samplesForSeconds(seconds));
+        try {
+            checkBound(v.ref(), seconds, samples, keptPart(AudioDecoder.Options.whole()));
+        } catch (SampleException e) {
+            throw e.withSampleId(id + " (" + v.ref() + ")");
+        }
+        return new Clip(v.ref(), samples, null);
+    }
+
+    /**
+     * A clip measured from its header is refused where decoding it would be: over the decoder's bound, unless the family
+     * keeps only its chunk ({@link #keptPart}: decoding stops there, whatever the clip's length).
+     */
+    private void checkBound(String ref, double seconds, long samples, AudioDecoder.Options opts) {
+        if (preset.hfPadSeconds() == 0 && samples > opts.maxSamples())
+            throw new SampleException(ref, Stage.DECODE, "audio " + ref + ": " + seconds + " s, over the limit of " + opts.maxSeconds() + " s");
     }
 
     /**
@@ -563,24 +634,42 @@ public final class OmniEncoder {
         }
     }
 
-    private VideoTensors videoTensors(String id, List<VideoPreprocessor.Planned> kept, VideoPreprocessor.VideoSource videoSource) {
+    /**
+     * The kept videos' tensors: their pixel_values_videos rows, or in the compact format ({@code compact}) their resized
+     * frames and frame counts ({@link VideoTensors#pixelsU8()}), as {@code SampleEncoder.encode} gives a Qwen-VL sample's.
+     */
+    private VideoTensors videoTensors(String id, List<VideoPreprocessor.Planned> kept, VideoPreprocessor.VideoSource videoSource,
+                                      boolean compact) {
         int rowLength = videos.rowLength();
-        long rows = 0;
-        for (var p : kept) rows += p.rows();
-        if (rows * rowLength > Integer.MAX_VALUE - 8)
-            throw new SampleException(id, Stage.TRANSFORM, "pixel_values_videos of " + rows + " rows is too large for one sample");
-        float[] pixels = new float[(int) (rows * rowLength)];
+        long rows = 0, bytes = 0;
+        for (var p : kept) {
+            rows += p.rows();
+            bytes += p.clipBytes();
+        }
+        if (compact ? bytes > Integer.MAX_VALUE - 8 : rows * rowLength > Integer.MAX_VALUE - 8)
+            throw new SampleException(id, Stage.TRANSFORM, compact ? "video frames of " + bytes + " bytes are too large for one sample"
+                    : "pixel_values_videos of " + rows + " rows is too large for one sample");
+        float[] pixels = new float[compact ? 0 : (int) (rows * rowLength)];
+        byte[] frames = compact ? new byte[(int) bytes] : null;
         int offset = 0;
         long[] grid = new long[kept.size() * 3];
         float[] seconds = new float[kept.size()];
+        long[] frameCounts = new long[kept.size()];
         for (int k = 0; k < kept.size(); k++) {
             var p = kept.get(k);
-            videos.writePixels(id, p, videoSource, pixels, offset);
-            offset += (int) (p.rows() * rowLength);
+            if (compact) {
+                videos.writeResized(id, p, videoSource, frames, offset);
+                offset += (int) p.clipBytes();
+            } else {
+                videos.writePixels(id, p, videoSource, pixels, offset);
+                offset += (int) (p.rows() * rowLength);
+            }
             System.arraycopy(p.plan().gridThw(), 0, grid, 3 * k, 3);
             seconds[k] = p.plan().secondPerGridT();
+            frameCounts[k] = p.plan().frameCount();
         }
         long[] indices = kept.stream().flatMapToLong(p -> java.util.Arrays.stream(p.plan().frameIndices())).toArray();
-        return new VideoTensors(pixels, rowLength, grid, seconds, indices);
+        return compact ? new VideoTensors(pixels, rowLength, grid, seconds, indices, frames, frameCounts)
+                : new VideoTensors(pixels, rowLength, grid, seconds, indices);
     }
 }

@@ -30,7 +30,8 @@ import java.util.List;
  *                                             compact format, pixel_values_videos_u8 uint8 (Σ T·H·W, 3)
  *  video_grid_thw     int64   (videos, 3)     only in a batch that holds a video
  *  second_per_grid_ts float32 (videos)        only in a Qwen2.5-VL batch that holds a video
- *  input_features     float32 (clips, 128, T) only in a batch that holds an audio clip (issue 32, docs/audio.md)
+ *  input_features     float32 (clips, 128, T) only in a batch that holds an audio clip (issue 32, docs/audio.md); float32
+ *                                             in the compact format too
  *  feature_attention_mask int32 (clips, T)    only in a batch that holds an audio clip
  *  sample_index       int64   (B)             each sample's line in the manifest           metadata
  *  pixel_norm         float32 (2, 3)          compact format only: mean and std per channel
@@ -59,7 +60,10 @@ import java.util.List;
  * frames past its own zeros and masked 0 in {@code feature_attention_mask}. So each sample's rows are {@code encode}'s
  * {@code input_features.npy} and {@code feature_attention_mask.npy} widened with zeros to T, and
  * {@code input_features.permute(0, 2, 1)[feature_attention_mask.bool()]}, what the Omni thinkers' audio encoder reads, is
- * the same as for the samples one by one. A pack stacks its segments' clips the same way, segment after segment.
+ * the same as for the samples one by one. The compact format ({@code --pixel-format uint8}) changes only the pixels: a batch's
+ * images and videos travel as their resized u8 pixels as above, and its audio tensors stay float32 and int32, the same bytes
+ * as in a float32 batch (the trainer's conversion of u8 pixels is a per-pixel affine map; log-mel features have none). A
+ * pack stacks its segments' clips the same way, segment after segment.
  *
  * <p>In the compact format a video travels as its kept frames resized ({@code pixel_values_videos_u8}: video k's T_k
  * frames of H·W pixels, HWC, frame after frame, after the videos before it; H, W from its {@code video_grid_thw} row

@@ -47,7 +47,11 @@ public record VideoProcessorConfig(Path file, ProcessorPreset family, VideoOptio
     static final Set<String> NEUTRAL = Set.of("processor_class", "_processor_class", "auto_map", "video_processor_type",
             "image_processor_type", "feature_extractor_type", "return_metadata", "return_tensors", "data_format",
             "input_data_format", "device", "default_to_square", "video_metadata", "crop_size", "pad_size",
-            "max_video_tokens"); // read only with cap_pixels_per_frame, which is refused when on
+            "max_video_tokens", // read only with cap_pixels_per_frame, which is refused when on
+            // the Whisper feature extractor's settings in an Omni folder's shared preprocessor_config.json (issue 32: read and
+            // checked by AudioModelFolder; they do not touch video)
+            "feature_size", "sampling_rate", "hop_length", "n_fft", "n_samples", "nb_max_frames", "chunk_length", "dither",
+            "padding_value", "padding_side", "return_attention_mask");
 
     private static final ObjectMapper JSON = new ObjectMapper();
 
