@@ -149,7 +149,7 @@ final class NodeOptions {
         } else if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
             throw new ConfigException("--processor " + config.processor() + ": stoker " + command
                     + " does not serve audio yet (issue 32: its batches, packs, Flight, the cluster and the cache carry no audio "
-                    + "features); stoker serve serves qwen2.5-omni, stoker encode and stoker validate take the audio families");
+                    + "features); stoker serve serves the audio families' padded batches, stoker encode and stoker validate take them");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();
         return config;

@@ -130,14 +130,15 @@ public final class SampleEncoder {
 
     /**
      * An audio family's sample as a padded batch carries it ({@link dev.stoker.encode.batch.BatchSchema}): the tensors of
-     * {@link #encodeAudioSample}, its clips as {@link EncodedSample#audio()}. Only Qwen2.5-Omni's samples have a batch
-     * layout ({@link dev.stoker.encode.audio.AudioTensors#of}), and only in FLOAT32.
+     * {@link #encodeAudioSample}, its clips as {@link EncodedSample#audio()}, Qwen3-Omni's float32 positions as
+     * {@link EncodedSample#floatPositionIds()} (Qwen2-Audio's one row of L in {@link EncodedSample#positionIds()}); FLOAT32 only.
      */
     public EncodedSample encodeAudioForBatch(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         if (options.pixelFormat() != EncodeOptions.PixelFormat.FLOAT32)
             throw new IllegalStateException(options.audio().preset() + ": audio batches are FLOAT32 only (the compact format carries no audio yet)");
         var e = encodeAudioSample(sample, source, videoSource);
-        return e.sample().withAudio(dev.stoker.encode.audio.AudioTensors.of(e));
+        var s = e.sample().withAudio(dev.stoker.encode.audio.AudioTensors.of(e));
+        return e.floatPositions() == null ? s : s.withFloatPositions(e.floatPositions());
     }
 
     /** Whether this encoder encodes an audio family's samples ({@link #encodeAudioSample}). */

@@ -103,16 +103,12 @@ public final class NodeConfig extends NodeSettings {
 
     /**
      * Why a feed ({@code stoker serve}) cannot serve this job's audio family (issue 32), or null when it can: padded batches
-     * of Qwen2.5-Omni samples in float32, on one node, through shared memory or the socket. Not yet: Qwen2-Audio's (1, L)
-     * and Qwen3-Omni's float32 {@code position_ids} in a batch, packs, the compact format, the cache, Flight, clusters.
+     * of Qwen2-Audio, Qwen2.5-Omni and Qwen3-Omni samples in float32, on one node, through shared memory or the socket. Not
+     * yet: packs, the compact format, the cache, Flight, clusters.
      */
     public String audioFeedRefusal() {
         var family = audioPreset();
         if (family == null) return null;
-        if (family != dev.stoker.core.AudioPreset.QWEN2_5_OMNI)
-            return "serves qwen2.5-omni's audio batches only: " + family.cliName() + "'s position_ids ("
-                    + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
-                    + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
         if (packed()) return "does not pack audio samples yet (--pack-tokens): serve them padded (docs/audio.md)";
         if (get(PIXEL_FORMAT) != EncodeOptions.PixelFormat.FLOAT32)
             return "carries audio in float32 batches only: the compact format (--pixel-format uint8) has no audio yet";
