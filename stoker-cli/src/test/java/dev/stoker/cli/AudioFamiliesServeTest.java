@@ -206,4 +206,63 @@ class AudioFamiliesServeTest {
             assertEquals(javaDigest, json.get("digests").get(0).asText(), family + ": the Python client's batch is the Java client's");
         }
     }
+
+    /**
+     * Shared memory sized from the data's clips (issue 32): {@code --audio-pad hf} under Qwen2.5-Omni (every clip 30,000
+     * frames, 15.4 MB) with no {@code --shm-budget}: the start-up scan reads each clip's duration from its header, the store's
+     * largest batch is the data's (its start line says so) — at least the batch served, within 10 % of it — and the batch
+     * is served through shared memory. Before, the store was sized from a worst case that counted no audio feature and set
+     * no object limit.
+     */
+    @org.junit.jupiter.api.Test
+    void anHfPaddedJobsSharedMemoryIsSizedFromItsClips() throws Exception {
+        String name = "hf-sized";
+        var config = NodeConfig.builder().data(manifest.toString()).set("processor", "qwen2.5-omni").set("audio-pad", "hf").ranks(1)
+                .batch(RECORDS_N).steps(1).socket(tmp.resolve(name + ".sock")).shmDir(Files.createDirectories(tmp.resolve("shm-" + name)))
+                .set(NodeConfig.MAX_SEQ_LEN, 512).set(NodeConfig.PREFETCH_BATCHES, 1).threads(2).warmUpMillis(0).mode(FeedMode.ZERO_COPY)
+                .set(NodeConfig.JOB, name).set(NodeConfig.REPORT_DIR, tmp.resolve("report-" + name)).build();
+        assertTrue(!config.isGiven(NodeConfig.SHM_BUDGET), "no --shm-budget");
+        var lines = new java.util.concurrent.CopyOnWriteArrayList<String>();
+        try (var node = StokerNode.launch(config, lines::add);
+             var c = TrainerClient.connect(node.socket(), 0, 1, name, TrainerClient.Options.SHARED_MEMORY); var got = c.next()) {
+            assertTrue(c.sharedMemory());
+            var b = got.batch();
+            assertEquals(CLIPS, b.tensor("input_features").shape()[0]);
+            assertEquals(30_000, b.tensor("input_features").shape()[2], "hf: every clip 300 s");
+            long served = 0;
+            for (var t : b.tensors()) served += t.data().byteSize();
+            String start = lines.stream().filter(l -> l.contains("shared memory")).findFirst().orElseThrow(() -> new AssertionError(lines));
+            var m = java.util.regex.Pattern.compile("sized from the data's largest batch, (\\d+) bytes \\(a header scan of 5 records").matcher(start);
+            assertTrue(m.find(), start);
+            long bound = Long.parseLong(m.group(1));
+            assertTrue(served > 5L * 30_000 * 128 * 4, "the batch holds five padded clips: " + served);
+            assertTrue(bound >= served && bound < served * 1.1, "the data's bound " + bound + " for a batch of " + served + " bytes");
+        }
+        // the audio metrics, in the run data and in stoker report. The feed encodes ahead of the trainer (12 samples for the
+        // one step taken, here), so the figures are checked against each other, not against the one batch: every clip is
+        // 30,000 frames of 128 float32 and one int32 of mask; the clips are 1.5 to 3 s long; one decode and one log-mel
+        // observation per sample with clips, at least the batch's 4
+        Path dir = tmp.resolve("report-" + name);
+        var run = new com.fasterxml.jackson.databind.ObjectMapper().readTree(dir.resolve("job-pipeline.json").toFile());
+        var audio = run.path("pipeline").path("audio");
+        long clips = audio.path("clips").asLong();
+        double seconds = audio.path("seconds").asDouble();
+        assertTrue(clips >= CLIPS, run.toString());
+        assertEquals(clips * 30_000 * (128 * 4 + 4), audio.path("featureBytes").asLong(), audio.toString());
+        assertTrue(seconds >= 1.5 * clips - 0.05 && seconds <= 3.0 * clips + 0.05, audio.toString());
+        long decodes = run.path("stages").path("audio_decode").path("count").asLong();
+        assertTrue(decodes >= 4 && decodes <= clips, run.path("stages").toString());
+        assertEquals(decodes, run.path("stages").path("audio_features").path("count").asLong(), run.path("stages").toString());
+        var r = CliRunner.run("report", dir.toString());
+        assertEquals(0, r.status(), r.err());
+        String html = Files.readString(dir.resolve("report.html"));
+        int table = html.indexOf("id=\"audio-table\"");
+        assertTrue(table > 0, "the report's audio table");
+        String row = html.substring(html.indexOf("<tr><td>job</td>", table));
+        row = row.substring(0, row.indexOf("</tr>"));
+        String want = String.format(java.util.Locale.ROOT, "<tr><td>job</td><td>%d</td><td>%,.1f</td><td>%,.2f</td><td>", clips, seconds,
+                audio.path("featureBytes").asLong() / 1e6);
+        assertTrue(row.startsWith(want) && row.contains(" ms</td><td>") && row.endsWith(" ms</td>"), want + " in " + row);
+        assertTrue(html.contains("audio_decode") && html.contains("audio_features"), "the stage plot's audio stages");
+    }
 }
