@@ -103,18 +103,14 @@ public final class NodeConfig extends NodeSettings {
 
     /**
      * Why a feed ({@code stoker serve}) cannot serve this job's audio family (issue 32), or null when it can: padded batches
-     * of Qwen2.5-Omni samples, float32 or compact ({@code --pixel-format uint8}: the pixels compact, the audio tensors
-     * float32 and int32 as ever), through shared memory, the socket, Arrow Flight ({@code --flight}) and a cluster
-     * ({@code --join}: its workers make them, ranks pull them over Flight). Not yet: Qwen2-Audio's (1, L) and Qwen3-Omni's
-     * float32 {@code position_ids} in a batch, packs, the cache.
+     * of Qwen2-Audio, Qwen2.5-Omni and Qwen3-Omni samples, float32 or compact ({@code --pixel-format uint8}: the pixels
+     * compact, the audio tensors float32 and int32 as ever), through shared memory, the socket, Arrow Flight
+     * ({@code --flight}) and a cluster ({@code --join}: its workers make them, ranks pull them over Flight). Not yet: packs,
+     * the cache.
      */
     public String audioFeedRefusal() {
         var family = audioPreset();
         if (family == null) return null;
-        if (family != dev.stoker.core.AudioPreset.QWEN2_5_OMNI)
-            return "serves qwen2.5-omni's audio batches only: " + family.cliName() + "'s position_ids ("
-                    + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
-                    + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
         if (packed()) return "does not pack audio samples yet (--pack-tokens): serve them padded (docs/audio.md)";
         if (isGiven(CACHE) && get(CACHE))
             return "cannot cache audio samples yet (--cache on): the cache of preprocessed samples holds no audio features";
