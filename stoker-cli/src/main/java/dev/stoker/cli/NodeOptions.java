@@ -150,9 +150,9 @@ final class NodeOptions {
             if (refusal != null) throw new ConfigException("--processor " + config.processor() + ": stoker " + command + " " + refusal);
         } else if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
             throw new ConfigException("--processor " + config.processor() + ": stoker " + command
-                    + " does not serve audio yet (issue 32); stoker serve serves qwen2.5-omni (shared memory, the socket, the "
-                    + "compact format, --flight, a cluster with --join, packs, the cache), stoker plan plans it, stoker encode and "
-                    + "stoker validate take the audio families");
+                    + " does not serve audio yet (issue 32); stoker serve serves the audio families' padded batches (shared memory, "
+                    + "the socket, the compact format, --flight, a cluster with --join), qwen2.5-omni's packs and the cache, stoker "
+                    + "plan plans them, stoker encode and stoker validate take them");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();
         return config;

@@ -22,7 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * The cache of preprocessed samples under {@code --processor qwen2.5-omni} (issue 32, item 4): each clip's log-mel
  * features are kept by the SHA-256 of its bytes, each sample's tokens by its messages and media sizes. A serve without the cache, one with a cold cache and a restart over the
  * same folder give the same batches bit for bit (every tensor's name, shape and bytes); the cold one decodes each clip
- * (counted where clips are decoded, {@link OmniEncoder#clipsDecoded}); the restart misses no entry and writes none, so
+ * (counted where clips are decoded, {@link OmniEncoder#clipsDecodedInJvm}); the restart misses no entry and writes none, so
  * it decodes no clip (a clip is decoded only on a miss); and the features of an entry whose bytes were damaged are not
  * served (the entry fails its CRC, is counted corrupt, and the clip is decoded and written again).
  */
@@ -64,9 +64,9 @@ class AudioCacheTest {
     void aWarmServeDecodesNoClipAndItsBatchesAreTheUncachedOnes() throws Exception {
         Path manifest = AudioServeTest.writeData(tmp);
         var plain = serve(manifest, "plain", false);
-        long before = OmniEncoder.clipsDecoded();
+        long before = OmniEncoder.clipsDecodedInJvm();
         var cold = serve(manifest, "cold", true);
-        long coldDecodes = OmniEncoder.clipsDecoded() - before;
+        long coldDecodes = OmniEncoder.clipsDecodedInJvm() - before;
         assertEquals(plain, cold, "a cold cache changes no byte of any batch");
         // three distinct clips (1.wav, 2.mp3, 3.flac; a clip two samples share may be decoded by both when they run at once)
         assertTrue(coldDecodes >= 3, "the cold run decodes each clip: " + coldDecodes);

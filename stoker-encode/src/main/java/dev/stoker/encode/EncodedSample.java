@@ -19,10 +19,26 @@ package dev.stoker.encode;
  *                        for a sample encoded without video
  * @param audio           an audio family's sample's clips (issue 32: {@code input_features}, {@code feature_attention_mask}
  *                        as {@code encode} writes them); null for a sample without audio
+ * @param floatPositionIds Qwen3-Omni's float32 (3, L) positions, row-major (issue 32), {@code positionIds} then empty; null
+ *                        for every other family. {@code positionIds} holds L values (one row) for Qwen2-Audio, 3·L for the others
  */
 public record EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                             float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8,
-                            dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio) {
+                            dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio,
+                            float[] floatPositionIds) {
+
+    /** A sample with integer positions. */
+    public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                         float[] pixelValues, int pixelRowLength, long[] imageGridThw, long sourcePixels, byte[] pixelsU8,
+                         dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio) {
+        this(id, inputIds, labels, attentionMask, positionIds, pixelValues, pixelRowLength, imageGridThw, sourcePixels, pixelsU8, videos, audio, null);
+    }
+
+    /** This sample with {@code positions} as its float32 (3, L) positions (Qwen3-Omni) instead of integer ones. */
+    public EncodedSample withFloatPositions(float[] positions) {
+        return new EncodedSample(id, inputIds, labels, attentionMask, new long[0], pixelValues, pixelRowLength, imageGridThw, sourcePixels,
+                pixelsU8, videos, audio, positions);
+    }
 
     /** A sample without audio. */
     public EncodedSample(String id, long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
@@ -34,7 +50,7 @@ public record EncodedSample(String id, long[] inputIds, long[] labels, long[] at
     /** This sample carrying {@code a} as its audio (null: none). */
     public EncodedSample withAudio(dev.stoker.encode.audio.AudioTensors a) {
         return new EncodedSample(id, inputIds, labels, attentionMask, positionIds, pixelValues, pixelRowLength, imageGridThw, sourcePixels,
-                pixelsU8, videos, a);
+                pixelsU8, videos, a, floatPositionIds);
     }
 
     /** Clips of {@link #audio()} (0 without audio). */

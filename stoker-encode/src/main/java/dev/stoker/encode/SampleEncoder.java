@@ -130,13 +130,15 @@ public final class SampleEncoder {
 
     /**
      * An audio family's sample as a padded batch carries it ({@link dev.stoker.encode.batch.BatchSchema}): the tensors of
-     * {@link #encodeAudioSample}, its clips as {@link EncodedSample#audio()}. Only Qwen2.5-Omni's samples have a batch
-     * layout ({@link dev.stoker.encode.audio.AudioTensors#of}). In the compact format (UINT8) its images and videos are
-     * their resized u8 pixels as a Qwen-VL sample's; the audio tensors are float32 and int32 in both formats.
+     * {@link #encodeAudioSample}, its clips as {@link EncodedSample#audio()}, Qwen3-Omni's float32 positions as
+     * {@link EncodedSample#floatPositionIds()} (Qwen2-Audio's one row of L in {@link EncodedSample#positionIds()}). In the
+     * compact format (UINT8) its images and videos are their resized u8 pixels as a Qwen-VL sample's; the audio tensors are
+     * float32 and int32 in both formats.
      */
     public EncodedSample encodeAudioForBatch(ChatSample sample, ImageSource source, VideoPreprocessor.VideoSource videoSource) {
         var e = encodeAudioSample(sample, source, videoSource);
-        return e.sample().withAudio(dev.stoker.encode.audio.AudioTensors.of(e));
+        var s = e.sample().withAudio(dev.stoker.encode.audio.AudioTensors.of(e));
+        return e.floatPositions() == null ? s : s.withFloatPositions(e.floatPositions());
     }
 
     /** Whether this encoder encodes an audio family's samples ({@link #encodeAudioSample}). */
@@ -186,9 +188,32 @@ public final class SampleEncoder {
             videoFramesKeptMark = videos.framesKept();
             videoCacheNanosMark = videos.cacheNanos();
         }
+        if (omni != null) {
+            audioClipsMark = omni.clipsDecoded();
+            audioSamplesMark = omni.samplesDecoded();
+            audioDecodeNanosMark = omni.decodeNanos();
+            audioFeatureNanosMark = omni.featureNanos();
+            audioFeatureBytesMark = omni.featureBytes();
+        }
     }
 
     private long videoNanosMark, videoFramesDecodedMark, videoFramesKeptMark, videoCacheNanosMark;
+    private long audioClipsMark, audioSamplesMark, audioDecodeNanosMark, audioFeatureNanosMark, audioFeatureBytesMark;
+
+    /** Audio clips decoded since {@link #resetTimes()} (an audio family's encoder; 0 otherwise). */
+    public long audioClips() { return omni == null ? 0 : omni.clipsDecoded() - audioClipsMark; }
+
+    /** Their 16 kHz samples: seconds of audio × 16,000. */
+    public long audioSamples() { return omni == null ? 0 : omni.samplesDecoded() - audioSamplesMark; }
+
+    /** Time spent decoding clips (demux, decode, resample to 16 kHz mono) since {@link #resetTimes()}. */
+    public long audioDecodeNanos() { return omni == null ? 0 : omni.decodeNanos() - audioDecodeNanosMark; }
+
+    /** Time spent computing clips' log-mel features since {@link #resetTimes()}. */
+    public long audioFeatureNanos() { return omni == null ? 0 : omni.featureNanos() - audioFeatureNanosMark; }
+
+    /** Bytes of {@code input_features} and {@code feature_attention_mask} made since {@link #resetTimes()}. */
+    public long audioFeatureBytes() { return omni == null ? 0 : omni.featureBytes() - audioFeatureBytesMark; }
 
     /** Time spent decoding videos (sampled frames, their RGB conversion and resize) since {@link #resetTimes()}. */
     public long videoDecodeNanos() { return videos == null ? 0 : videos.decodeNanos() - videoNanosMark; }

@@ -103,19 +103,19 @@ public final class NodeConfig extends NodeSettings {
 
     /**
      * Why a feed ({@code stoker serve}, and {@code stoker plan}, which prints its steps) cannot serve this job's audio family
-     * (issue 32), or null when it can: padded batches of Qwen2.5-Omni samples, float32 or compact ({@code --pixel-format
-     * uint8}: the pixels compact, the audio tensors float32 and int32 as ever), through shared memory, the socket, Arrow
-     * Flight ({@code --flight}) and a cluster ({@code --join}: its workers make them, ranks pull them over Flight); packs
-     * ({@code --pack-tokens}) on one node; the cache. Not yet: Qwen2-Audio's (1, L) and Qwen3-Omni's float32
-     * {@code position_ids} in a batch, packs in a cluster.
+     * (issue 32), or null when it can: padded batches of Qwen2-Audio, Qwen2.5-Omni and Qwen3-Omni samples, float32 or
+     * compact ({@code --pixel-format uint8}: the pixels compact, the audio tensors float32 and int32 as ever), through shared
+     * memory, the socket, Arrow Flight ({@code --flight}) and a cluster ({@code --join}: its workers make them, ranks pull
+     * them over Flight); packs ({@code --pack-tokens}) of Qwen2.5-Omni samples on one node; the cache. Not yet: packs of
+     * Qwen2-Audio's (1, L) or Qwen3-Omni's float32 {@code position_ids}, packs in a cluster.
      */
     public String audioFeedRefusal() {
         var family = audioPreset();
         if (family == null) return null;
-        if (family != dev.stoker.core.AudioPreset.QWEN2_5_OMNI)
-            return "serves qwen2.5-omni's audio batches only: " + family.cliName() + "'s position_ids ("
+        if (packed() && family != dev.stoker.core.AudioPreset.QWEN2_5_OMNI)
+            return "packs qwen2.5-omni's audio samples only (--pack-tokens): " + family.cliName() + "'s position_ids ("
                     + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
-                    + ") have no batch layout yet (docs/audio.md); stoker encode and stoker validate take it";
+                    + ") have no pack layout yet (a pack's are M-RoPE's (4, 1, T)); serve them padded";
         if (packed() && !join().isEmpty())
             return "does not pack audio samples in a cluster yet (--pack-tokens with --join): pack them on one node, or serve them padded";
         return null;

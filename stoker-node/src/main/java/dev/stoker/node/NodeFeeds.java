@@ -164,21 +164,24 @@ public final class NodeFeeds implements AutoCloseable {
      * cheaply: from {@code stoker validate}'s length index for these records and settings ({@link NodeConfig#lengthsDir}),
      * else from a header scan of a local data set of at most {@link #SCAN_MAX_RECORDS} records (every record parsed, its
      * images' headers read, validate's scan); else the worst case, as before. A packed job's packs are bounded by
-     * {@code --pack-tokens} alone. {@code say} is told of a scan, or why the shapes stay unknown.
+     * {@code --pack-tokens} alone. An audio family's job (issue 32) always takes its data's, from the scan: the worst case
+     * counts no audio feature and the length index keeps no clip. {@code say} is told of a scan, or why the shapes stay
+     * unknown.
      *
      * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
      */
     public ShmBudget shmBudget(Consumer<String> say) throws IOException, InterruptedException {
         var worst = config.shm();
-        if (config.packed() || worst.worstCaseFits()) return worst;
+        // an audio job's worst case counts no audio features (issue 32): its clips are known only from the data
+        if (config.packed() || worst.worstCaseFits() && config.audioPreset() == null) return worst;
         return fromData(worst, say);
     }
 
     /**
      * {@code worst} (the configuration's {@link ShmBudget}) with its largest batch taken from the data where the samples'
      * shapes can be known cheaply, as {@link #shmBudget} says; {@code worst} itself where they cannot (a packed job, no
-     * index and a data set that is not local or too large to scan, or one that cannot be read: then the feed says why; an
-     * audio family's job, whose shapes count no audio features).
+     * index and a data set that is not local or too large to scan, or one that cannot be read: then the feed says why). An
+     * audio family's job is scanned (its clips' frames), a cluster node's as a local feed's.
      * What a cluster node sizes its store by for each job it is sent.
      *
      * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
@@ -190,10 +193,6 @@ public final class NodeFeeds implements AutoCloseable {
     /** {@link #fromData(ShmBudget, Consumer)} scanning at most {@code maxScanRecords} records. */
     ShmBudget fromData(ShmBudget worst, int maxScanRecords, Consumer<String> say) throws IOException, InterruptedException {
         if (config.packed()) return worst;
-        if (config.audioPreset() != null) { // the data's shapes count no audio features (issue 32): a feed's store and a cluster node's
-            say.accept("shared memory: an audio job's largest batch is not known from its shapes: sized from the configuration's worst case");
-            return worst;
-        }
         try (var opened = openSources()) {
             var feedSource = opened.feedSource();
             dev.stoker.source.SampleRecords records;
@@ -207,14 +206,17 @@ public final class NodeFeeds implements AutoCloseable {
             var options = config.encodeOptions();
             boolean repeats = sources.size() > 1; // a mix by weight may take a record twice in one step
             Path dir = config.lengthsDir();
-            var index = dev.stoker.encode.validate.ShapeIndexes.load(dir, records, options,
+            boolean audio = options.audio() != null; // validate's length index keeps no clip: an audio job's are scanned
+            var index = audio ? null : dev.stoker.encode.validate.ShapeIndexes.load(dir, records, options,
                     dev.stoker.encode.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
             if (index != null)
                 return worst.withData(LargestBatch.padded(options, config.batch(), index, repeats), "stoker validate's length index in " + dir);
             String unknown = unscannable(sources, records.size(), maxScanRecords);
             if (unknown != null) {
-                say.accept("shared memory: the samples' shapes are unknown (" + unknown + "; stoker validate writes a length index that is "
-                        + "read instead): sized from the configuration's worst case");
+                say.accept("shared memory: the samples' shapes are unknown (" + unknown + (audio
+                        ? "): sized from the configuration's worst case, which counts no audio features: give --shm-budget if the "
+                                + "batches' clips need more (docs/audio.md)"
+                        : "; stoker validate writes a length index that is read instead): sized from the configuration's worst case"));
                 return worst;
             }
             long t0 = System.nanoTime();

@@ -142,11 +142,13 @@ public final class ShmBudget {
 
     /**
      * Bytes of the largest batch: the data's where it is known ({@link #withData}; never above the configuration's worst
-     * case, which bounds every batch the feed makes), else {@link #worstCaseBatchBytes}; -1 when unbounded.
+     * case, which bounds every batch the feed makes, but for an audio job's, whose worst case counts no audio features),
+     * else {@link #worstCaseBatchBytes}; -1 when unbounded.
      */
     public long largestBatchBytes() {
         long worst = worstCaseBatchBytes();
         if (data == null) return worst;
+        if (options.audio() != null) return data.bytes(); // the worst case counts no audio features: the data's clips do
         return worst < 0 ? data.bytes() : Math.min(worst, data.bytes());
     }
 

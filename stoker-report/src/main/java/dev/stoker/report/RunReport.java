@@ -37,7 +37,8 @@ public final class RunReport {
     static final String WAIT_COLOR = "#e45756";
     static final String COMPUTE_COLOR = "#4c78a8";
     private static final String[] PALETTE = {"#c0392b", "#e67e22", "#2e86c1", "#27ae60", "#8e44ad", "#7f8c8d", "#16a085", "#d35400"};
-    private static final List<String> STAGE_ORDER = List.of("first_byte", "fetch", "encode", "pixel_write", "assemble", "deliver");
+    private static final List<String> STAGE_ORDER = List.of("first_byte", "fetch", "encode", "audio_decode", "audio_features", "pixel_write",
+            "assemble", "deliver");
     private static final int WIDTH = 1100;
     private static final int LEFT = 130;
 
@@ -89,6 +90,7 @@ public final class RunReport {
                     + " wait for the slowest at the all-reduce), and the padding fraction 1 − real tokens / (ranks × --pack-tokens).",
                     packingPlot(run));
         countersTable(h, run);
+        audioTable(h, run);
         cacheTable(h, run);
         cacheAffinityTable(h, run);
         skippedTable(h, run);
@@ -434,6 +436,37 @@ public final class RunReport {
                     .append(pw).append("</td><td>").append(cw).append("</td></tr>\n");
         }
         h.append("</tbody></table></section>\n");
+    }
+
+    /**
+     * An audio job's figures per mode (issue 32, the pipeline's {@code audio}): clips decoded, seconds of audio, bytes of
+     * log-mel features made, and the audio stages' mean latencies per sample (decode, features). Nothing for a run
+     * without audio.
+     */
+    private static void audioTable(StringBuilder h, RunData run) {
+        var rows = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("pipeline").path("audio").isObject()).toList();
+        if (rows.isEmpty()) return;
+        h.append("<section id=\"audio\"><h2>Audio</h2>\n<p class=\"note\">Clips decoded for the batches (files and videos' tracks), ")
+                .append("the seconds of audio they hold, the bytes of <code>input_features</code> and <code>feature_attention_mask</code> ")
+                .append("made for them (a batch widens each sample's rows to its longest), and per sample with clips the mean time ")
+                .append("spent decoding them (demux, decode, resample) and computing their log-mel features.</p>\n")
+                .append("<table id=\"audio-table\"><thead><tr><th>mode</th><th>clips</th><th>seconds of audio</th><th>MB of features</th>")
+                .append("<th>audio decode per sample</th><th>log-mel per sample</th></tr></thead><tbody>\n");
+        for (Mode m : rows) {
+            JsonNode a = m.pipeline().path("pipeline").path("audio");
+            JsonNode stages = stages(m);
+            h.append("<tr><td>").append(Html.esc(m.name())).append("</td><td>").append(a.path("clips").asLong()).append("</td><td>")
+                    .append(Html.num(a.path("seconds").asDouble(), 1)).append("</td><td>")
+                    .append(Html.num(a.path("featureBytes").asLong() / 1e6, 2)).append("</td><td>")
+                    .append(meanMs(stages, "audio_decode")).append("</td><td>").append(meanMs(stages, "audio_features")).append("</td></tr>\n");
+        }
+        h.append("</tbody></table></section>\n");
+    }
+
+    /** A stage's mean latency in ms ("–" when the run has no such stage). */
+    private static String meanMs(JsonNode stages, String stage) {
+        if (stages == null || !stages.path(stage).isObject()) return "–";
+        return Html.num(stages.path(stage).path("mean_ms").asDouble(), 2) + " ms";
     }
 
     /**

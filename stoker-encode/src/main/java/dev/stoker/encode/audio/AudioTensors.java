@@ -20,15 +20,8 @@ public record AudioTensors(float[] inputFeatures, int clips, int frames, int[] f
                     + inputFeatures.length + " feature values and " + featureMask.length + " mask values");
     }
 
-    /**
-     * The audio tensors of {@code e}, or null when it has no clip. Only a family whose other tensors a padded batch
-     * carries as a Qwen-VL batch's can be batched: Qwen2.5-Omni, whose {@code position_ids} are int64 (3, L).
-     * Qwen2-Audio's (1, L) and Qwen3-Omni's float32 positions have no batch layout yet.
-     */
+    /** The audio tensors of {@code e}, or null when it has no clip. */
     public static AudioTensors of(OmniEncoder.Encoded e) {
-        if (e.positionRows() != 3 || e.floatPositions() != null)
-            throw new IllegalArgumentException("sample " + e.sample().id() + ": its family's position_ids ("
-                    + (e.floatPositions() != null ? "float32" : e.positionRows() + " row(s)") + ") have no batch layout yet");
         return e.clips() == 0 ? null : new AudioTensors(e.inputFeatures(), e.clips(), e.frames(), e.featureMask());
     }
 }

@@ -100,6 +100,24 @@ public final class OmniEncoder {
                           int[] featureMask, int[] validFrames) {}
 
     /**
+     * What this encoder did since it was made (issue 32, the feed's audio metrics; one encoder per thread, so plain
+     * fields): clips decoded (files and videos' tracks) and their 16 kHz samples, the time spent decoding them (demux, decode,
+     * resample) and computing their log-mel features, and the bytes of {@code input_features} and
+     * {@code feature_attention_mask} made. {@link #shape}'s header reads are not counted.
+     */
+    private long clipsDecoded, samplesDecoded, decodeNanos, featureNanos, featureBytes;
+
+    public long clipsDecoded() { return clipsDecoded; }
+
+    public long samplesDecoded() { return samplesDecoded; }
+
+    public long decodeNanos() { return decodeNanos; }
+
+    public long featureNanos() { return featureNanos; }
+
+    public long featureBytes() { return featureBytes; }
+
+    /**
      * One decoded clip or header-known clip: its 16 kHz samples (pcm null when only measured, or when its features came
      * from the cache: {@code cached}); {@code key} its features' cache entry, null when they are not cached.
      */
@@ -111,7 +129,7 @@ public final class OmniEncoder {
     private static final java.util.concurrent.atomic.LongAdder CLIPS_DECODED = new java.util.concurrent.atomic.LongAdder();
 
     /** Clips decoded (to 16 kHz PCM) by every OmniEncoder of this JVM since it started, header measurements not counted. */
-    public static long clipsDecoded() { return CLIPS_DECODED.sum(); }
+    public static long clipsDecodedInJvm() { return CLIPS_DECODED.sum(); }
 
     /** Raised when decoding, resampling or the log-mel code change what features a clip gives: old entries no longer match. */
     public static final int AUDIO_RULES = 1;
@@ -238,6 +256,7 @@ public final class OmniEncoder {
         var plannedImages = planned.images();
         var plannedVideos = planned.videos();
         // features
+        long f0 = System.nanoTime();
         var features = new ArrayList<WhisperLogMel.Features>(clips.size());
         int frames = 0;
         for (var c : clips) {
@@ -258,6 +277,8 @@ public final class OmniEncoder {
             java.util.Arrays.fill(mask, k * frames, k * frames + f.validFrames(), 1);
             valid[k] = f.validFrames();
         }
+        featureNanos += System.nanoTime() - f0;
+        featureBytes += 4L * values.length + 4L * mask.length;
         // pixels: float32 pixel_values rows, or in the compact wire format (a feed's --pixel-format uint8) each image's
         // resized u8 RGB pixels and each video's resized frames, as a Qwen-VL sample's (SampleEncoder.encodeCompact)
         boolean compact = options.pixelFormat() == dev.stoker.encode.EncodeOptions.PixelFormat.UINT8;
@@ -317,7 +338,9 @@ public final class OmniEncoder {
         var text = sequence.build(planned.sample(), planned.sizes(), truncateAt());
         int length = text.length();
         checkLength(id, length, planned.clips().size(), planned.images().size(), planned.videos().size());
+        long longest = longest(planned.clips()); // as encode: the whole sample's longest clip, before a cut
         planned = planned.keep(text.keptMedia());
+        var clips = planned.clips();
         var plannedImages = planned.images();
         var plannedVideos = planned.videos();
         int[] patches = new int[plannedImages.size()];
@@ -327,7 +350,20 @@ public final class OmniEncoder {
             videoPatches[k] = Math.toIntExact(plannedVideos.get(k).rows());
             videoGroups[k] = plannedVideos.get(k).plan().gridT();
         }
-        return SampleShape.of(length, patches, videoPatches, videoGroups);
+        int[] clipFrames = new int[clips.size()];
+        for (int k = 0; k < clipFrames.length; k++) clipFrames[k] = frames(clips.get(k).samples(), longest);
+        return SampleShape.of(length, patches, videoPatches, videoGroups).withClips(clipFrames);
+    }
+
+    /**
+     * The frames of the row of {@code input_features} a clip of {@code samples} samples gets beside a longest one of
+     * {@code longest} ({@link #features}'s, without its PCM): its valid frames, or under {@code --audio-pad hf} every frame
+     * the processor computes for it.
+     */
+    private int frames(long samples, long longest) {
+        long kept = preset.keptSamples(samples);
+        long padded = preset.paddedSamples(samples, longest);
+        return pad == AudioEncoding.Pad.VALID ? AudioPreset.maskFrames(kept, padded) : AudioPreset.totalFrames(padded);
     }
 
     /** A sample's media before its features: its clips (decoded or measured), images and videos planned, and their sizes. */
@@ -546,7 +582,9 @@ public final class OmniEncoder {
             if (hit != null) return new Clip(a.ref(), (long) hit[0], null, key, (WhisperLogMel.Features) hit[1]);
         }
         try {
-            var clip = AudioDecoder.decode(a.ref(), bytes, opts, System.nanoTime() + DECODE_TIMEOUT_NANOS);
+            long t0 = System.nanoTime();
+            var clip = AudioDecoder.decode(a.ref(), bytes, opts, t0 + DECODE_TIMEOUT_NANOS);
+            counted(t0, clip.samples().length);
             CLIPS_DECODED.increment();
             return new Clip(a.ref(), clip.samples().length, clip.samples(), key, null);
         } catch (SampleException e) {
@@ -556,7 +594,9 @@ public final class OmniEncoder {
 
     private Clip decodeTrack(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
         try (SeekableByteSource s = videoSource.open(id, v.ref())) {
-            var clip = AudioDecoder.decode(s, keptPart(AudioDecoder.Options.whole()), System.nanoTime() + DECODE_TIMEOUT_NANOS);
+            long t0 = System.nanoTime();
+            var clip = AudioDecoder.decode(s, keptPart(AudioDecoder.Options.whole()), t0 + DECODE_TIMEOUT_NANOS);
+            counted(t0, clip.samples().length);
             CLIPS_DECODED.increment();
             return new Clip(v.ref(), clip.samples().length, clip.samples());
         } catch (SampleException e) {
@@ -564,6 +604,13 @@ public final class OmniEncoder {
         } catch (java.io.IOException e) {
             throw new SampleException(id, Stage.FETCH, "video " + v.ref() + ": " + e.getMessage(), e);
         }
+    }
+
+    /** Counts one clip of {@code samples} decoded since {@code t0}. */
+    private void counted(long t0, long samples) {
+        decodeNanos += System.nanoTime() - t0;
+        clipsDecoded++;
+        samplesDecoded += samples;
     }
 
     /** A video whose audio was asked for but that has none: the sample's error, saying so (qwen-omni-utils asserts). */

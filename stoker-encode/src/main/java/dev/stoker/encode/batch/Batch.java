@@ -41,13 +41,26 @@ import java.util.List;
  *                        counts ({@code pixel_values_videos_u8}, {@code video_frame_counts})
  * @param audio           the batch's audio tensors, its samples' clips in order (issue 32, {@link BatchSchema}): null when it
  *                        holds no clip ({@link BatchShape#audio()})
+ * @param floatPositionIds a Qwen3-Omni batch's float32 (3, B, L) {@code position_ids} ({@link BatchShape.Positions#MROPE_FLOAT}),
+ *                        {@code positionIds} then empty; null otherwise. A Qwen2-Audio batch's {@code positionIds} are (B, L)
  */
 public record Batch(long epoch, long step, long globalStep, int rank, int scheduled,
                     List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
                     long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
                     float[] pixelValues, long[] imageGridThw, byte[] pixelsU8, dev.stoker.core.batch.BatchLayout.Resume after,
-                    int[] segmentLengths, dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio)
+                    int[] segmentLengths, dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio,
+                    float[] floatPositionIds)
         implements FeedBatch {
+
+    /** A batch with integer positions. */
+    public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
+                 List<String> sampleIds, int[] datasetIndices, List<SkippedSample> skippedSamples, BatchShape shape,
+                 long[] inputIds, long[] labels, long[] attentionMask, long[] positionIds,
+                 float[] pixelValues, long[] imageGridThw, byte[] pixelsU8, dev.stoker.core.batch.BatchLayout.Resume after,
+                 int[] segmentLengths, dev.stoker.encode.video.VideoTensors videos, dev.stoker.encode.audio.AudioTensors audio) {
+        this(epoch, step, globalStep, rank, scheduled, sampleIds, datasetIndices, skippedSamples, shape, inputIds, labels,
+                attentionMask, positionIds, pixelValues, imageGridThw, pixelsU8, after, segmentLengths, videos, audio, null);
+    }
 
     /** A batch without audio. */
     public Batch(long epoch, long step, long globalStep, int rank, int scheduled,
@@ -121,6 +134,13 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
                         + inputIds.length + " input_ids and " + positionIds.length + " position_ids");
         } else if (segmentLengths != null) {
             throw new IllegalArgumentException("a padded batch has no segment lengths");
+        } else if (shape.positions() != BatchShape.Positions.MROPE || floatPositionIds != null) { // an audio family's
+            var p = shape.positions();
+            long want = (long) p.rows() * shape.tokens();
+            boolean floats = p == BatchShape.Positions.MROPE_FLOAT;
+            if (floats != (floatPositionIds != null) || (floats ? floatPositionIds.length != want || positionIds.length != 0 : positionIds.length != want))
+                throw new IllegalArgumentException("a padded batch of " + shape.tokens() + " tokens with " + p + " positions has "
+                        + positionIds.length + " integer and " + (floatPositionIds == null ? "no" : floatPositionIds.length + "") + " float position_ids");
         }
     }
 

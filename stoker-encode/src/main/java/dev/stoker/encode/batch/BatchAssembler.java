@@ -39,21 +39,38 @@ public final class BatchAssembler {
 
     private final EncodeOptions.PixelFormat pixelFormat;
     private final EncodeOptions.InputContract contract;
-    /** What a batch without images gets; null: nothing (ALLOW). */
+    /** What a batch without images gets; null: nothing (ALLOW, and the audio families that take no image). */
     private final DummyImage dummy;
+    /** The layout of every batch's {@code position_ids}, an empty one's too (the job's family's). */
+    private final BatchShape.Positions positions;
 
     /** An assembler of FLOAT32 batches that adds nothing to batches without images (ALLOW). */
     public BatchAssembler() {
         this.pixelFormat = EncodeOptions.PixelFormat.FLOAT32;
         this.contract = EncodeOptions.DEFAULT_INPUT_CONTRACT;
         this.dummy = null;
+        this.positions = BatchShape.Positions.MROPE;
     }
 
     /** An assembler of batches of samples encoded with {@code options}: its pixel format, input contract and text-only policy. */
     public BatchAssembler(EncodeOptions options) {
         this.pixelFormat = options.pixelFormat();
         this.contract = options.inputContract();
-        this.dummy = DummyImage.forPolicy(options.textOnly(), options.vision(), options.imageBackend());
+        var family = options.audio() == null ? null : options.audio().preset();
+        // Qwen2-Audio has no vision tower and Qwen3-Omni's images are not served (docs/audio.md): no dummy image for them
+        this.dummy = family == null || family == dev.stoker.core.AudioPreset.QWEN2_5_OMNI
+                ? DummyImage.forPolicy(options.textOnly(), options.vision(), options.imageBackend()) : null;
+        this.positions = positions(family);
+    }
+
+    /** The layout of the {@code position_ids} of a batch of {@code family}'s samples (null: a Qwen-VL processor). */
+    public static BatchShape.Positions positions(dev.stoker.core.AudioPreset family) {
+        if (family == null) return BatchShape.Positions.MROPE;
+        return switch (family.positionRule()) {
+            case TEXT_1D -> BatchShape.Positions.TEXT;
+            case QWEN2_5_OMNI -> BatchShape.Positions.MROPE;
+            case QWEN3_OMNI -> BatchShape.Positions.MROPE_FLOAT;
+        };
     }
 
     /**
@@ -66,14 +83,27 @@ public final class BatchAssembler {
         if (samples.size() + skipped.size() != scheduled.size())
             throw new IllegalArgumentException(samples.size() + " samples + " + skipped.size() + " skipped for a batch of " + scheduled.size());
         var layout = BatchShape.of(samples, pixelFormat, contract);
+        if (samples.isEmpty()) layout = layout.withPositions(positions);
+        else if (layout.positions() != positions)
+            throw new IllegalArgumentException("samples with " + layout.positions() + " position_ids in a batch of " + positions);
         boolean withDummy = DummyImage.needed(dummy, layout.samples(), layout.visualInputs());
         if (withDummy) layout = dummy.addTo(layout, samples.get(0).length());
         boolean compact = pixelFormat == EncodeOptions.PixelFormat.UINT8;
         if ((compact ? layout.pixelU8Bytes() : layout.pixelFloats()) > Integer.MAX_VALUE - 8 || 3 * layout.tokens() > Integer.MAX_VALUE - 8)
             throw new IllegalArgumentException("batch too large for heap arrays: " + layout);
         int b = layout.samples();
-        var tokens = collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList(),
-                withDummy ? dummy.tokens() : null, contract.positionPad());
+        var tokens = positions == BatchShape.Positions.MROPE
+                ? collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList(),
+                        withDummy ? dummy.tokens() : null, contract.positionPad())
+                : collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), new long[0]}).toList(), null, contract.positionPad());
+        long[] positionIds = tokens.positionIds();
+        float[] floatPositions = null;
+        // both pad with 1 whatever the input contract: what transformers 5.18 leaves there for these families (the javadocs)
+        if (positions == BatchShape.Positions.TEXT) positionIds = textPositions(samples, tokens.length(), POSITION_PAD);
+        else if (positions == BatchShape.Positions.MROPE_FLOAT) {
+            positionIds = new long[0];
+            floatPositions = floatPositions(samples, tokens.length(), POSITION_PAD);
+        }
         float[] pixels = new float[compact ? 0 : (int) layout.pixelFloats()];
         byte[] pixelsU8 = compact ? new byte[(int) layout.pixelU8Bytes()] : null;
         long[] grid = new long[3 * layout.images()];
@@ -99,8 +129,39 @@ public final class BatchAssembler {
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(),
                 sampleIds, datasetIndices.clone(), skipped, layout, tokens.inputIds(), tokens.labels(), tokens.attentionMask(),
-                tokens.positionIds(), pixels, grid, pixelsU8, scheduled.after(), null, videos(samples, layout.videos()),
-                audio(samples, layout.audio()));
+                positionIds, pixels, grid, pixelsU8, scheduled.after(), null, videos(samples, layout.videos()),
+                audio(samples, layout.audio()), floatPositions);
+    }
+
+    /**
+     * Qwen2-Audio's {@code position_ids} (B, L): each sample's one row {@code 0 … L_i−1}, right-padded with {@code pad} (1,
+     * as Hugging Face's {@code Qwen2AudioModel._merge_input_ids_with_audio_features} pads the positions it makes).
+     */
+    static long[] textPositions(List<EncodedSample> samples, int len, long pad) {
+        long[] out = new long[samples.size() * len];
+        Arrays.fill(out, pad);
+        for (int i = 0; i < samples.size(); i++) {
+            var s = samples.get(i);
+            System.arraycopy(s.positionIds(), 0, out, i * len, s.length());
+        }
+        return out;
+    }
+
+    /**
+     * Qwen3-Omni's {@code position_ids} float32 (3, B, L): each sample's (3, L_i) right-padded with {@code pad}, as the
+     * thinker's {@code get_rope_index} leaves a batch's padding: 1.0 in the branch of a batch without image or video (its
+     * {@code attention_mask.cumsum(-1) − 1} filled with 1 where the mask is 0), the only one Stoker serves (docs/audio.md).
+     */
+    static float[] floatPositions(List<EncodedSample> samples, int len, long pad) {
+        int b = samples.size();
+        float[] out = new float[3 * b * len];
+        Arrays.fill(out, (float) pad);
+        for (int i = 0; i < b; i++) {
+            var s = samples.get(i);
+            int n = s.length();
+            for (int c = 0; c < 3; c++) System.arraycopy(s.floatPositionIds(), c * n, out, (c * b + i) * len, n);
+        }
+        return out;
     }
 
     /**
@@ -204,6 +265,7 @@ public final class BatchAssembler {
             int n = s[0].length;
             System.arraycopy(s[0], 0, ids, i * len, n);
             System.arraycopy(s[1], 0, labels, i * len, n);
+            if (s[2].length == 0) continue; // an audio family's positions, collated apart (textPositions, floatPositions)
             for (int c = 0; c < 3; c++) System.arraycopy(s[2], c * n, positions, (c * b + i) * len, n);
         }
         for (int k = 0; k < ids.length; k++) mask[k] = ids[k] != PAD_TOKEN_ID ? 1 : 0;

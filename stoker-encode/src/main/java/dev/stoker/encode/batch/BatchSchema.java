@@ -22,7 +22,7 @@ import java.util.List;
  *  input_ids          int64   (B, L)                                                      model inputs
  *  labels             int64   (B, L)
  *  attention_mask     int64   (B, L)
- *  position_ids       int64   (3, B, L)
+ *  position_ids       int64   (3, B, L)       Qwen2-Audio: int64 (B, L); Qwen3-Omni: float32 (3, B, L) (issue 32)
  *  mm_token_type_ids  int64   (B, L)          transformers 5.3 and later only (InputContract)
  *  pixel_values       float32 (rows, rowLength)  or, in the compact format, pixel_values_u8 uint8 (Σ H·W, 3)
  *  image_grid_thw     int64   (images, 3)
@@ -64,6 +64,14 @@ import java.util.List;
  * images and videos travel as their resized u8 pixels as above, and its audio tensors stay float32 and int32, the same bytes
  * as in a float32 batch (the trainer's conversion of u8 pixels is a per-pixel affine map; log-mel features have none). A
  * pack stacks its segments' clips the same way, segment after segment.
+ *
+ * <p>{@code position_ids} follow each audio family's model ({@link BatchShape.Positions}, docs/audio.md "Serving"):
+ * Qwen2.5-Omni's are the Qwen-VL int64 (3, B, L); Qwen3-Omni's float32 (3, B, L), as its thinker's {@code get_rope_index}
+ * returns them (a temporal index may be fractional), right-padded with 1.0 as it pads a batch without image or video;
+ * Qwen2-Audio's int64 (B, L), each sample's {@code 0 … L_i−1} right-padded with 1, the {@code position_ids} that
+ * {@code Qwen2AudioForConditionalGeneration.forward} hands its Qwen2 language model (which numbers a right-padded row
+ * {@code 0 … L−1} itself when given none, so the sample's tokens get the same positions either way). Neither of those two
+ * families gets the dummy image: Qwen2-Audio has no vision tower and Qwen3-Omni's images are not served.
  *
  * <p>In the compact format a video travels as its kept frames resized ({@code pixel_values_videos_u8}: video k's T_k
  * frames of H·W pixels, HWC, frame after frame, after the videos before it; H, W from its {@code video_grid_thw} row
@@ -245,7 +253,11 @@ public final class BatchSchema {
         for (String name : names(shape)) {
             specs.add(switch (name) {
                 case INPUT_IDS, LABELS, ATTENTION_MASK, MM_TOKEN_TYPE_IDS -> spec(name, images, Tensor.DType.INT64, b, len);
-                case POSITION_IDS -> spec(name, images, Tensor.DType.INT64, 3, b, len);
+                case POSITION_IDS -> switch (shape.positions()) {
+                    case MROPE -> spec(name, images, Tensor.DType.INT64, 3, b, len);
+                    case TEXT -> spec(name, images, Tensor.DType.INT64, b, len);
+                    case MROPE_FLOAT -> spec(name, images, Tensor.DType.FLOAT32, 3, b, len);
+                };
                 case PIXEL_VALUES -> spec(name, images, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
                 case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
                 case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);
@@ -315,7 +327,8 @@ public final class BatchSchema {
                 case INPUT_IDS -> Tensor.of(INPUT_IDS, b.inputIds(), shape);
                 case LABELS -> Tensor.of(LABELS, b.labels(), shape);
                 case ATTENTION_MASK -> Tensor.of(ATTENTION_MASK, b.attentionMask(), shape); // padded batches only
-                case POSITION_IDS -> Tensor.of(POSITION_IDS, b.positionIds(), shape);
+                case POSITION_IDS -> b.floatPositionIds() != null ? Tensor.of(POSITION_IDS, b.floatPositionIds(), shape)
+                        : Tensor.of(POSITION_IDS, b.positionIds(), shape);
                 case MM_TOKEN_TYPE_IDS -> Tensor.of(MM_TOKEN_TYPE_IDS, b.mmTokenTypeIds(), shape);
                 case PIXEL_VALUES -> Tensor.of(PIXEL_VALUES, b.pixelValues(), shape);
                 case PIXEL_VALUES_U8 -> Tensor.of(PIXEL_VALUES_U8, b.pixelsU8(), shape);

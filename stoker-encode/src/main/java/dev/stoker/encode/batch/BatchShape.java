@@ -26,9 +26,39 @@ import java.util.List;
  * @param videos          the batch's videos ({@link Videos#NONE} for a batch without any: it carries no video tensor);
  *                        their u8 bytes in UINT8
  * @param audio           the batch's audio clips ({@link Audio#NONE} for a batch without any: it carries no audio tensor)
+ * @param positions       the layout of its {@code position_ids}: {@link Positions#MROPE} but in an audio family's batch
  */
 public record BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
-                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos, Audio audio) {
+                          long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos, Audio audio,
+                          Positions positions) {
+    /**
+     * The layout of a padded batch's {@code position_ids} (issue 32: the audio families number their tokens differently;
+     * {@link BatchSchema} documents each).
+     */
+    public enum Positions {
+        /** int64 (3, B, L): the Qwen-VL families' and Qwen2.5-Omni's M-RoPE (a pack's (4, 1, T)). */
+        MROPE,
+        /** int64 (B, L): Qwen2-Audio's plain Qwen2 positions, each sample's {@code 0 … L_i−1}. */
+        TEXT,
+        /** float32 (3, B, L): Qwen3-Omni's M-RoPE, whose temporal index may be fractional. */
+        MROPE_FLOAT;
+
+        /** Rows of one sample's positions: 3, or 1 for {@link #TEXT}. */
+        public int rows() { return this == TEXT ? 1 : 3; }
+    }
+
+    /** A shape with the Qwen-VL families' M-RoPE positions. */
+    public BatchShape(int samples, int length, long pixelRows, int pixelRowLength, int images, PixelFormat pixelFormat,
+                      long pixelU8Bytes, InputContract inputContract, int segments, boolean packed, Videos videos, Audio audio) {
+        this(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, videos, audio,
+                Positions.MROPE);
+    }
+
+    /** This shape with {@code p} as the layout of its {@code position_ids}. */
+    public BatchShape withPositions(Positions p) {
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, videos, audio, p);
+    }
+
     /**
      * A batch's audio clips (issue 32): {@code input_features} (clips, 128, frames) float32 and {@code feature_attention_mask}
      * (clips, frames) int32, every sample's clips in batch order, {@code frames} the longest sample's.
@@ -58,7 +88,7 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
 
     /** This shape holding {@code a} as its audio clips. */
     public BatchShape withAudio(Audio a) {
-        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, videos, a);
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, videos, a, positions);
     }
     /**
      * A batch's videos (issue 29): {@code pixel_values_videos} (rows, the model's row length) float32,
@@ -101,7 +131,7 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
 
     /** This shape holding {@code v} as its videos. */
     public BatchShape withVideos(Videos v) {
-        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, v, audio);
+        return new BatchShape(samples, length, pixelRows, pixelRowLength, images, pixelFormat, pixelU8Bytes, inputContract, segments, packed, v, audio, positions);
     }
 
     /** Images and videos: what runs the vision tower (a batch with neither gets the dummy image under DUMMY_IMAGE). */
@@ -110,6 +140,8 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
     public BatchShape {
         java.util.Objects.requireNonNull(videos, "videos");
         java.util.Objects.requireNonNull(audio, "audio");
+        java.util.Objects.requireNonNull(positions, "positions");
+        if (packed && positions != Positions.MROPE) throw new IllegalArgumentException("a pack's position_ids are M-RoPE's (4, 1, T), not " + positions);
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         java.util.Objects.requireNonNull(inputContract, "inputContract");
         if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)
@@ -159,8 +191,13 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
         long rows = 0, u8 = 0;
         Videos videos = Videos.NONE;
         Audio audio = Audio.NONE;
+        Positions positions = null;
         for (var s : batch) {
             if (s.audio() != null) audio = audio.plus(new Audio(s.audio().clips(), s.audio().frames()));
+            var p = positionsOf(s);
+            if (positions != null && p != positions)
+                throw new IllegalArgumentException("sample " + s.id() + " has " + p + " position_ids, the batch " + positions);
+            positions = p;
             var v = s.videos();
             if (v != null && v.videos() > 0) {
                 if (v.compact() != (format == PixelFormat.UINT8))
@@ -182,14 +219,31 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
                 rowLength = s.pixelRowLength();
             }
         }
-        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract).withVideos(videos).withAudio(audio);
+        return new BatchShape(batch.size(), length, rows, rowLength, images, format, u8, contract).withVideos(videos).withAudio(audio)
+                .withPositions(positions == null ? Positions.MROPE : positions);
+    }
+
+    /**
+     * The layout of {@code s}'s positions: float32 ones ({@link EncodedSample#floatPositionIds()}) are Qwen3-Omni's, one
+     * row of L Qwen2-Audio's, else 3 rows of L.
+     */
+    static Positions positionsOf(EncodedSample s) {
+        int n = s.length();
+        if (s.floatPositionIds() != null) {
+            if (s.floatPositionIds().length != 3L * n)
+                throw new IllegalArgumentException("sample " + s.id() + " has " + s.floatPositionIds().length + " float position_ids for " + n + " tokens");
+            return Positions.MROPE_FLOAT;
+        }
+        if (s.positionIds().length == 3L * n) return Positions.MROPE;
+        if (s.positionIds().length == n) return Positions.TEXT;
+        throw new IllegalArgumentException("sample " + s.id() + " has " + s.positionIds().length + " position_ids for " + n + " tokens");
     }
 
     /** This shape with {@code length} tokens per sample and the one image of {@code rows} rows and {@code u8Bytes} compact bytes. */
     BatchShape withOneImage(int length, long rows, int rowLength, long u8Bytes) {
         if (packed) throw new IllegalStateException("a pack gets the dummy image as a segment of its own (PackAssembler)");
         return new BatchShape(samples, length, rows, rowLength, 1, pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, inputContract)
-                .withVideos(videos).withAudio(audio);
+                .withVideos(videos).withAudio(audio).withPositions(positions);
     }
 
     /** B·L, the elements of input_ids, labels and attention_mask; a pack's T. */

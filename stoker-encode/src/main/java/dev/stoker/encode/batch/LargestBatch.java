@@ -23,6 +23,12 @@ import java.util.PriorityQueue;
  * with no image gets the dummy ({@link DummyImage#addTo}): its tokens, rows and image are counted on top wherever a
  * sample has no image or video.
  *
+ * <p>An audio family's clips (issue 32), where the shapes know them ({@link SampleShape#clipFrames}: a start-up scan's):
+ * the batch's {@code input_features} has a row per clip, each as wide as its widest sample's, so it is bounded by the
+ * {@code B} largest clip counts and the widest sample, plus {@link #AUDIO_FRAME_SLACK} frames: a clip's frames come from
+ * its header's duration, which may fall short of the decoded length by up to one codec frame (docs/audio.md, "What
+ * validate counts": 420 frames from an AAC header, 421 decoded).
+ *
  * <p>Records the index marks as errors or filtered are never fed and count for nothing. When a step may hold one record
  * twice ({@code repeats}: sources mixed by weight, which may upsample one), each sum is {@code B} times its largest.
  *
@@ -31,6 +37,8 @@ import java.util.PriorityQueue;
  * @param largestRecord the fed record with the most pixel and video rows (−1 when none is fed): what a message names
  */
 public record LargestBatch(long bytes, int records, int largestRecord) {
+    /** Frames added to the widest clip's, for a header's duration short of the decoded one (an AAC frame is ≤ 13 frames at 8 kHz). */
+    public static final int AUDIO_FRAME_SLACK = 16;
 
     /**
      * The bound on a padded batch of {@code batch} samples encoded with {@code options} from the records of
@@ -51,7 +59,8 @@ public record LargestBatch(long bytes, int records, int largestRecord) {
         var videoRows = new TopSum(batch, repeats);
         var videos = new TopSum(batch, repeats);
         var videoBytes = new TopSum(batch, repeats);
-        int longest = 0, largest = -1;
+        var clips = new TopSum(batch, repeats);
+        int longest = 0, largest = -1, audioFrames = 0;
         long largestRows = -1;
         boolean withoutVisual = false;
         for (int i = 0; i < n; i++) {
@@ -69,6 +78,8 @@ public record LargestBatch(long bytes, int records, int largestRecord) {
             videoRows.add(vr);
             videos.add(s.videoPatches().length);
             videoBytes.add(vb);
+            clips.add(s.clips());
+            audioFrames = Math.max(audioFrames, s.audioFrames());
             if (s.imagePatches().length + s.videoPatches().length == 0) withoutVisual = true;
             if (r + vr > largestRows) {
                 largestRows = r + vr;
@@ -92,6 +103,11 @@ public record LargestBatch(long bytes, int records, int largestRecord) {
         var shape = new BatchShape(batch, length, pixelRows, vision.rowLength(), (int) imageCount, format, u8, options.inputContract());
         if (videos.sum() > 0)
             shape = shape.withVideos(new BatchShape.Videos(videoRows.sum(), (int) videos.sum(), true, compact ? videoBytes.sum() : 0));
+        if (clips.sum() > 0) {
+            if (clips.sum() > Integer.MAX_VALUE - 8)
+                throw new IllegalArgumentException("a batch of " + batch + " samples would hold " + clips.sum() + " clips: too many for one batch");
+            shape = shape.withAudio(new BatchShape.Audio((int) clips.sum(), Math.addExact(audioFrames, AUDIO_FRAME_SLACK)));
+        }
         return new LargestBatch(shape.sizeBytes(), n, largest);
     }
 

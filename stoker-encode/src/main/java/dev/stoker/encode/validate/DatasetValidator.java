@@ -95,6 +95,8 @@ public final class DatasetValidator {
     private final int[][] imagePatches;
     /** Per record kept: its kept videos' patch counts t·h·w and temporal groups t (null: an error, filtered, no video). */
     private final int[][] videoPatches, videoGroups;
+    /** Per record, an audio family's clips' frames ({@link dev.stoker.plan.pack.SampleShape#clipFrames}); null without clips. */
+    private final int[][] clipFrames;
     private final LongAdder images = new LongAdder();
     private final LongAdder videos = new LongAdder();
     private final LongAdder audios = new LongAdder();
@@ -110,6 +112,7 @@ public final class DatasetValidator {
         this.imagePatches = new int[records.size()][];
         this.videoPatches = new int[records.size()][];
         this.videoGroups = new int[records.size()][];
+        this.clipFrames = new int[records.size()][];
         this.parser = settings.options().sampleParser(); // without video, a refusal says why the job takes none (videoRefusal)
         for (int i = 0; i < imagesPerSample.length; i++) imagesPerSample[i] = new LongAdder();
     }
@@ -147,7 +150,7 @@ public final class DatasetValidator {
             long[] perSample = new long[imagesPerSample.length];
             for (int k = 0; k < perSample.length; k++) perSample[k] = imagesPerSample[k].sum();
             return ValidationReport.of(records.name(), records.digest(), lengths, imagePatches, videoPatches, videoGroups, images.sum(),
-                    videos.sum(), audios.sum(), perSample, causes.values(), scanNanos);
+                    videos.sum(), audios.sum(), perSample, causes.values(), scanNanos).withClipFrames(clipFrames);
         } finally {
             pool.shutdownNow();
         }
@@ -275,6 +278,7 @@ public final class DatasetValidator {
                     videoPatches[i] = shape.videoPatches();
                     videoGroups[i] = shape.videoGroups();
                 }
+                if (shape.clips() > 0) clipFrames[i] = shape.clipFrames();
             } catch (SampleException e) {
                 fail(i, sample.id(), e, causeOf(e, sample.id()));
             } catch (RuntimeException e) {

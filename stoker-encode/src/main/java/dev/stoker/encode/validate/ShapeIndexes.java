@@ -38,7 +38,23 @@ public final class ShapeIndexes {
     }
 
     /** The shapes a validation found (the same as the index it writes). */
-    public static ShapeIndex of(ValidationReport report) { return of(LengthIndex.of(java.util.Map.of(), report)); }
+    public static ShapeIndex of(ValidationReport report) {
+        var shapes = of(LengthIndex.of(java.util.Map.of(), report));
+        return report.clipFrames() == null ? shapes : new WithClips(shapes, report.clipFrames());
+    }
+
+    /** {@code shapes} with each record's clips' frames (an audio family's scan, {@link SampleShape#clipFrames}). */
+    private record WithClips(ShapeIndex shapes, int[][] clipFrames) implements ShapeIndex {
+        @Override
+        public int size() { return shapes.size(); }
+
+        @Override
+        public SampleShape shape(int record) {
+            var s = shapes.shape(record);
+            int[] frames = clipFrames[record];
+            return s.kind() != SampleShape.Kind.OK || frames == null ? s : s.withClips(frames);
+        }
+    }
 
     /**
      * The shapes of {@code records} under {@code options} and the tokenizer {@code tokenizerId}

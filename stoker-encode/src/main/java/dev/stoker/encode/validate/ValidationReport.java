@@ -33,10 +33,26 @@ import java.util.TreeMap;
  * @param imagesPerSample records that parsed by image count: index k for k images, the last for that many or more
  * @param causes          every cause, most frequent first
  * @param scanNanos       the scan's time, from the first record's read to the last verdict (start-up excluded)
+ * @param clipFrames      per record: an audio family's clips' frames as the job's {@code --audio-pad} makes them
+ *                        ({@link dev.stoker.plan.pack.SampleShape#clipFrames}); null (the array or a record's) where none.
+ *                        Not written into the length index
  */
 public record ValidationReport(String source, String digest, int[] lengths, int[][] imagePatches, int[][] videoPatches,
                                int[][] videoGroups, long images, long videos, long audios, long[] imagesPerSample,
-                               List<Cause> causes, long scanNanos) {
+                               List<Cause> causes, long scanNanos, int[][] clipFrames) {
+    /** A report without clips' frames. */
+    public ValidationReport(String source, String digest, int[] lengths, int[][] imagePatches, int[][] videoPatches,
+                            int[][] videoGroups, long images, long videos, long audios, long[] imagesPerSample,
+                            List<Cause> causes, long scanNanos) {
+        this(source, digest, lengths, imagePatches, videoPatches, videoGroups, images, videos, audios, imagesPerSample, causes, scanNanos, null);
+    }
+
+    /** This report with {@code frames} as its records' clips' frames. */
+    ValidationReport withClipFrames(int[][] frames) {
+        return new ValidationReport(source, digest, lengths, imagePatches, videoPatches, videoGroups, images, videos, audios, imagesPerSample,
+                causes, scanNanos, frames);
+    }
+
     /** Buckets of {@link #imagesPerSample}: 0..7 images, and 8 or more. */
     public static final int IMAGE_COUNT_BUCKETS = 9;
     /** Upper bounds (exclusive) of the token-length histogram's buckets; the last bucket is open. */

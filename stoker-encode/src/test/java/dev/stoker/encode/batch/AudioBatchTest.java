@@ -135,14 +135,69 @@ class AudioBatchTest {
         }
     }
 
+    /**
+     * Qwen2-Audio's and Qwen3-Omni's batches (issue 32): {@code position_ids} int64 (B, L) and float32 (3, B, L), each
+     * sample's rows its own positions bit for bit and the padding 1; no dummy image, whatever {@code --text-only} says; a
+     * batch of no sample keeps the family's layout.
+     */
     @Test
-    void familiesWithoutABatchLayoutAreRefusedNamingTheSample() {
+    void qwen2AudioAndQwen3OmniBatchesCarryTheirFamilysPositions() {
         for (var family : List.of(AudioPreset.QWEN2_AUDIO, AudioPreset.QWEN3_OMNI)) {
-            var e = new SampleEncoder(EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL)
-                    .withAudio(new AudioEncoding(family, AudioEncoding.Pad.VALID)), SharedTokenizer.get());
-            var x = encode(e, record("<audio>Say?", "a.wav"), "s7");
-            var err = assertThrows(IllegalArgumentException.class, () -> AudioTensors.of(x));
-            assertTrue(err.getMessage().contains("s7") && err.getMessage().contains("position_ids"), err.getMessage());
+            boolean qwen3 = family == AudioPreset.QWEN3_OMNI;
+            var options = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withAudio(new AudioEncoding(family, AudioEncoding.Pad.VALID));
+            assertEquals(EncodeOptions.TextOnlyPolicy.DUMMY_IMAGE, options.textOnly(), "the default, which these families ignore");
+            var e = new SampleEncoder(options, SharedTokenizer.get());
+            var encoded = List.of(encode(e, record("<audio>Say?", "a.wav"), "one"),
+                    encode(e, record("<audio><audio>Which is longer?", "c.wav", "b.mp3"), "two"),
+                    encode(e, record("No audio here, and a longer text than the others have."), "text"));
+            var samples = new ArrayList<EncodedSample>();
+            for (var x : encoded) {
+                var s = x.sample().withAudio(AudioTensors.of(x));
+                samples.add(x.floatPositions() == null ? s : s.withFloatPositions(x.floatPositions()));
+            }
+            var scheduled = new ScheduledBatch(new dev.stoker.core.ScheduleCursor(0, 0), 0, 0, 0, new int[3]);
+            var assembler = new BatchAssembler(options);
+            var batch = assembler.assemble(scheduled, new int[] {0, 1, 2}, samples, List.of());
+            assertEquals(qwen3 ? BatchShape.Positions.MROPE_FLOAT : BatchShape.Positions.TEXT, batch.shape().positions());
+            assertEquals(0, batch.shape().images(), family + ": no dummy image");
+            var tensors = BatchSchema.tensors(batch, 1, options.vision()).tensors();
+            var pos = tensors.stream().filter(t -> t.name().equals("position_ids")).findFirst().orElseThrow();
+            int len = batch.shape().length();
+            assertEquals(qwen3 ? Tensor.DType.FLOAT32 : Tensor.DType.INT64, pos.dtype(), family.toString());
+            assertArrayEquals(qwen3 ? new long[] {3, 3, len} : new long[] {3, len}, pos.shape(), family + " position_ids shape");
+            assertTrue(BatchSchema.plan(batch.shape(), options.vision().rowLength()).totalBytes() > 0);
+            int padded = 0;
+            for (int i = 0; i < 3; i++) {
+                var x = encoded.get(i);
+                int n = x.sample().length();
+                if (n < len) padded++;
+                if (qwen3) {
+                    float[] all = pos.toFloats();
+                    for (int c = 0; c < 3; c++) {
+                        float[] row = java.util.Arrays.copyOfRange(all, (c * 3 + i) * len, (c * 3 + i + 1) * len);
+                        assertArrayEquals(java.util.Arrays.copyOfRange(x.floatPositions(), c * n, c * n + n),
+                                java.util.Arrays.copyOfRange(row, 0, n), family + " sample " + i + " row " + c);
+                        for (int k = n; k < len; k++) assertEquals(1f, row[k], family + " sample " + i + " pad at " + k);
+                    }
+                } else {
+                    long[] row = java.util.Arrays.copyOfRange(pos.toLongs(), i * len, (i + 1) * len);
+                    assertEquals(1, x.positionRows());
+                    assertArrayEquals(x.sample().positionIds(), java.util.Arrays.copyOfRange(row, 0, n), family + " sample " + i);
+                    assertArrayEquals(java.util.stream.LongStream.range(0, n).toArray(), java.util.Arrays.copyOfRange(row, 0, n), "0 … L−1");
+                    for (int k = n; k < len; k++) assertEquals(1L, row[k], family + " sample " + i + " pad at " + k);
+                }
+            }
+            assertEquals(2, padded, family + ": two of the three samples are padded");
+            // every sample skipped: the batch keeps the family's position layout
+            var empty = assembler.assemble(new ScheduledBatch(new dev.stoker.core.ScheduleCursor(0, 0), 0, 0, 0, new int[1]), new int[0],
+                    List.of(), List.of(new SkippedSample("gone", 0, SampleException.Stage.DECODE, "a cause")));
+            assertEquals(batch.shape().positions(), empty.shape().positions());
+            // a sample of another family's layout is refused, naming the layouts
+            var other = encode(new SampleEncoder(EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL)
+                    .withAudio(new AudioEncoding(AudioPreset.QWEN2_5_OMNI, AudioEncoding.Pad.VALID)), SharedTokenizer.get()), record("Hi."), "vl");
+            var err = assertThrows(IllegalArgumentException.class, () -> assembler.assemble(new ScheduledBatch(
+                    new dev.stoker.core.ScheduleCursor(0, 0), 0, 0, 0, new int[1]), new int[] {0}, List.of(other.sample()), List.of()));
+            assertTrue(err.getMessage().contains("MROPE"), err.getMessage());
         }
     }
 

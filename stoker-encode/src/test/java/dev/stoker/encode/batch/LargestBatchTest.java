@@ -134,4 +134,43 @@ class LargestBatchTest {
                 u8.inputContract()).withVideos(new BatchShape.Videos(2400, 1, true, 2400 * 2 * patchBytes));
         assertEquals(shape.sizeBytes(), largest.bytes(), "4 temporal groups of 2 frames, each 600 patches of 14×14×3 bytes");
     }
+
+    /**
+     * An audio family's clips (issue 32): the bound holds every subset of {@code B} samples' {@code input_features} and
+     * {@code feature_attention_mask} (a row per clip, as wide as the widest sample's, plus the slack for a header's
+     * duration), and it grows with the clips: under {@code --audio-pad hf} (every Qwen2.5-Omni clip 30,000 frames) it is
+     * the batch's clips times 15.5 MB, not the token-and-pixel bound of the same samples without clips.
+     */
+    @Test
+    void anAudioJobsClipsAreCounted() {
+        var options = EncodeOptions.defaults(ProcessorPreset.QWEN2_5_VL).withTextOnly(EncodeOptions.TextOnlyPolicy.ALLOW);
+        var valid = List.of(SampleShape.of(120).withClips(new int[] {251}), SampleShape.of(300).withClips(new int[] {251, 1001}),
+                SampleShape.of(80), SampleShape.of(200).withClips(new int[] {600}), SampleShape.of(150).withClips(new int[] {90, 90, 90}));
+        var hf = valid.stream().map(s -> s.clips() == 0 ? s : s.withClips(java.util.Arrays.stream(s.clipFrames()).map(f -> 30_000).toArray()))
+                .toList();
+        for (var shapes : List.of(valid, hf))
+            for (int batch = 1; batch <= shapes.size(); batch++) {
+                long bound = LargestBatch.padded(options, batch, ShapeIndex.of(shapes), false).bytes();
+                long most = 0;
+                for (int mask = 1; mask < 1 << shapes.size(); mask++) {
+                    if (Integer.bitCount(mask) > batch) continue;
+                    int len = 0, clips = 0, frames = 0;
+                    for (int i = 0; i < shapes.size(); i++)
+                        if ((mask & 1 << i) != 0) {
+                            len = Math.max(len, shapes.get(i).tokens());
+                            clips += shapes.get(i).clips();
+                            frames = Math.max(frames, shapes.get(i).audioFrames());
+                        }
+                    var shape = new BatchShape(Integer.bitCount(mask), len, 0, options.vision().rowLength(), 0, PixelFormat.FLOAT32, 0,
+                            options.inputContract());
+                    if (clips > 0) shape = shape.withAudio(new BatchShape.Audio(clips, frames));
+                    most = Math.max(most, shape.sizeBytes());
+                }
+                assertTrue(bound >= most, batch + ": " + bound + " < " + most);
+                assertTrue(bound < most * 2, batch + ": " + bound + " far above " + most); // each sum on its own: loose, not wild
+            }
+        long withoutClips = LargestBatch.padded(options, 3, ShapeIndex.of(hf.stream().map(s -> SampleShape.of(s.tokens())).toList()), false).bytes();
+        long withClips = LargestBatch.padded(options, 3, ShapeIndex.of(hf), false).bytes();
+        assertTrue(withClips - withoutClips >= 6L * 30_000 * (128 * 4 + 4), "the three samples with most clips: 6 clips of 15.5 MB");
+    }
 }

@@ -53,6 +53,26 @@ public final class FeedMetrics {
     /** Video frames decoded and kept: their ratio is what seeking and skipping saved (1.0 the least possible). */
     final LongAdder videoFramesDecoded = new LongAdder(), videoFramesKept = new LongAdder(), videoDecodeNanos = new LongAdder();
 
+    /** Per sample with audio clips (issue 32): decoding them (demux, decode, resample to 16 kHz mono). */
+    final LatencyHistogram audioDecodeLatency = new LatencyHistogram();
+    /** Per sample with audio clips: computing their log-mel features. */
+    final LatencyHistogram audioFeatureLatency = new LatencyHistogram();
+    /** Audio clips decoded, their 16 kHz samples, and the bytes of input_features and feature_attention_mask made. */
+    final LongAdder audioClips = new LongAdder(), audioSamples = new LongAdder(), audioFeatureBytes = new LongAdder();
+
+    /**
+     * An audio job's figures (issue 32), counted as the feed encodes its samples for batches: clips decoded, seconds of audio
+     * they hold, and bytes of {@code input_features} and {@code feature_attention_mask} made (the batches widen a sample's
+     * rows to the batch's longest, so they carry at least as many).
+     */
+    public record Audio(long clips, double seconds, long featureBytes) {}
+
+    /** The audio figures; null for a feed that decoded no clip. */
+    Audio audio() {
+        long clips = audioClips.sum();
+        return clips == 0 ? null : new Audio(clips, audioSamples.sum() / (double) dev.stoker.core.AudioPreset.SAMPLING_RATE, audioFeatureBytes.sum());
+    }
+
     /** Video decoding's figures for the verdict: its share of the CPU stage's busy time, frames decoded per kept; null: none yet. */
     dev.stoker.observe.Bottleneck.Video videoFigures() {
         long kept = videoFramesKept.sum(), busy = cpuBusyNanos.sum();
@@ -72,8 +92,8 @@ public final class FeedMetrics {
     final LongAdder deliverWaitNanos = new LongAdder();
 
     /** Stage names in the order reports show them. */
-    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "cache", "video_decode", "transform",
-            "tokenize", "pixel_write", "assemble", "deliver");
+    public static final List<String> STAGES = List.of("fetch", "first_byte", "encode", "decode", "cache", "video_decode", "audio_decode",
+            "audio_features", "transform", "tokenize", "pixel_write", "assemble", "deliver");
 
     FeedMetrics() {}
 
@@ -88,6 +108,15 @@ public final class FeedMetrics {
             videoDecodeNanos.add(encoder.videoDecodeNanos());
             videoFramesDecoded.add(encoder.videoFramesDecoded());
             videoFramesKept.add(encoder.videoFramesKept());
+        }
+        if (encoder.audioClips() > 0) {
+            audioDecodeLatency.record(encoder.audioDecodeNanos());
+            audioClips.add(encoder.audioClips());
+            audioSamples.add(encoder.audioSamples());
+        }
+        if (encoder.audioFeatureBytes() > 0) {
+            audioFeatureLatency.record(encoder.audioFeatureNanos());
+            audioFeatureBytes.add(encoder.audioFeatureBytes());
         }
         encoder.resetTimes();
     }
@@ -148,6 +177,8 @@ public final class FeedMetrics {
         put(m, "decode", decodeLatency);
         put(m, "cache", cacheLatency);
         put(m, "video_decode", videoDecodeLatency);
+        put(m, "audio_decode", audioDecodeLatency);
+        put(m, "audio_features", audioFeatureLatency);
         put(m, "transform", transformLatency);
         put(m, "tokenize", tokenizeLatency);
         put(m, "pixel_write", pixelWriteLatency);
@@ -185,13 +216,27 @@ public final class FeedMetrics {
      * @param sources         per source, in the order given, what it was scheduled for and delivered (one entry for one source)
      * @param pack            a packed job's packing and balance figures ({@link PackStats#summary()}); null for an unpacked
      *                        job and before a packed job's first step
+     * @param audio           an audio job's clips, seconds of audio and feature bytes ({@link Audio}); null when no clip
+     *                        was decoded
      */
     public record Snapshot(long fetchStarted, long fetchedSamples, long fetchFailed, long fetchedBytes, long fetchNanos,
                            long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
                            long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
                            long deliveredBatches, long deliveredSamples, long skippedSamples, Map<String, Long> skippedByStage,
                            long errorSamples, long filteredSamples, List<FeedErrors.Cause> skippedByCause, long cpuBusyNanos, List<Rank> ranks, Map<String, Stage> stages,
-                           List<Source> sources, PackStats.Summary pack) {
+                           List<Source> sources, PackStats.Summary pack, Audio audio) {
+
+        /** A snapshot without audio figures. */
+        public Snapshot(long fetchStarted, long fetchedSamples, long fetchFailed, long fetchedBytes, long fetchNanos,
+                        long encodeStarted, long encodedSamples, long encodeFailed, long encodeNanos,
+                        long assembledBatches, long assembledBytes, long assembleNanos, long copiedBytes,
+                        long deliveredBatches, long deliveredSamples, long skippedSamples, Map<String, Long> skippedByStage,
+                        long errorSamples, long filteredSamples, List<FeedErrors.Cause> skippedByCause, long cpuBusyNanos, List<Rank> ranks,
+                        Map<String, Stage> stages, List<Source> sources, PackStats.Summary pack) {
+            this(fetchStarted, fetchedSamples, fetchFailed, fetchedBytes, fetchNanos, encodeStarted, encodedSamples, encodeFailed, encodeNanos,
+                    assembledBatches, assembledBytes, assembleNanos, copiedBytes, deliveredBatches, deliveredSamples, skippedSamples,
+                    skippedByStage, errorSamples, filteredSamples, skippedByCause, cpuBusyNanos, ranks, stages, sources, pack, null);
+        }
 
         public long bufferedBatches() { return ranks.stream().mapToLong(Rank::bufferedBatches).sum(); }
 
@@ -284,6 +329,6 @@ public final class FeedMetrics {
                 assembledBatches.sum(), assembledBytes.sum(), assembleNanos.sum(), copiedBytes.sum(),
                 deliveredBatches.sum(), deliveredSamples.sum(), skippedSamples.sum(), java.util.Collections.unmodifiableMap(byStage),
                 skipped.errors(), skipped.filtered(), skipped.causes(), cpuBusyNanos.sum(),
-                List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)), sourceCounts(), pack.summary());
+                List.copyOf(ranks), java.util.Collections.unmodifiableMap(stages(firstByte)), sourceCounts(), pack.summary(), audio());
     }
 }

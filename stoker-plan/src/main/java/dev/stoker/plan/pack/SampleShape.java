@@ -21,15 +21,27 @@ import java.util.Arrays;
  * @param videoPatches per video kept, in the sample's order, its patch count {@code t·h·w}; each {@code >= 1} and a
  *                     multiple of its {@code videoGroups} entry (an empty array: no video)
  * @param videoGroups  per video kept, its temporal groups {@code t} (grid_thw's first column); each {@code >= 1}
+ * @param clipFrames   an audio family's sample (issue 32): per clip, in placeholder order, the log-mel frames its row of
+ *                     {@code input_features} is as the sample's {@code encode} makes it under the job's {@code --audio-pad}
+ *                     (from the clip's header duration, as its tokens are); each {@code >= 1} (an empty array: no clip).
+ *                     Only a start-up scan knows them: {@code stoker validate}'s length index keeps no clip
  */
-public record SampleShape(Kind kind, int tokens, int[] imagePatches, int[] videoPatches, int[] videoGroups) {
+public record SampleShape(Kind kind, int tokens, int[] imagePatches, int[] videoPatches, int[] videoGroups, int[] clipFrames) {
     /** Whether the record is fed ({@code OK}), or skipped because the shape index marks it an error or filtered. */
     public enum Kind { OK, ERROR, FILTERED }
 
     private static final int[] NONE = new int[0];
 
+    /** A sample without audio clips. */
+    public SampleShape(Kind kind, int tokens, int[] imagePatches, int[] videoPatches, int[] videoGroups) {
+        this(kind, tokens, imagePatches, videoPatches, videoGroups, null);
+    }
+
     public SampleShape {
         if (kind == null) throw new IllegalArgumentException("sample shape needs a kind");
+        clipFrames = clipFrames == null || clipFrames.length == 0 ? NONE : clipFrames.clone();
+        for (int i = 0; i < clipFrames.length; i++)
+            if (clipFrames[i] < 1) throw new IllegalArgumentException("sample shape: clip " + i + " has " + clipFrames[i] + " frames");
         if (tokens < 0) throw new IllegalArgumentException("sample shape: tokens must be >= 0, got " + tokens);
         imagePatches = imagePatches == null || imagePatches.length == 0 ? NONE : imagePatches.clone();
         for (int i = 0; i < imagePatches.length; i++)
@@ -57,6 +69,19 @@ public record SampleShape(Kind kind, int tokens, int[] imagePatches, int[] video
      */
     public static SampleShape of(int tokens, int[] imagePatches, int[] videoPatches, int[] videoGroups) {
         return new SampleShape(Kind.OK, tokens, imagePatches, videoPatches, videoGroups);
+    }
+
+    /** This shape with {@code frames} as its clips' frames ({@link #clipFrames}). */
+    public SampleShape withClips(int[] frames) { return new SampleShape(kind, tokens, imagePatches, videoPatches, videoGroups, frames); }
+
+    /** The sample's audio clips. */
+    public int clips() { return clipFrames.length; }
+
+    /** The frames of its {@code input_features} (its longest clip's row); 0 without a clip. */
+    public int audioFrames() {
+        int max = 0;
+        for (int f : clipFrames) max = Math.max(max, f);
+        return max;
     }
 
     /**
@@ -119,18 +144,19 @@ public record SampleShape(Kind kind, int tokens, int[] imagePatches, int[] video
     @Override
     public boolean equals(Object o) {
         return o instanceof SampleShape s && s.kind == kind && s.tokens == tokens && Arrays.equals(s.imagePatches, imagePatches)
-                && Arrays.equals(s.videoPatches, videoPatches) && Arrays.equals(s.videoGroups, videoGroups);
+                && Arrays.equals(s.videoPatches, videoPatches) && Arrays.equals(s.videoGroups, videoGroups) && Arrays.equals(s.clipFrames, clipFrames);
     }
 
     @Override
     public int hashCode() {
         return (((kind.hashCode() * 31 + tokens) * 31 + Arrays.hashCode(imagePatches)) * 31 + Arrays.hashCode(videoPatches)) * 31
-                + Arrays.hashCode(videoGroups);
+                + Arrays.hashCode(videoGroups) * 7 + Arrays.hashCode(clipFrames);
     }
 
     @Override
     public String toString() {
         return kind + "(" + tokens + " tokens, patches " + Arrays.toString(imagePatches)
-                + (videoPatches.length == 0 ? "" : ", video patches " + Arrays.toString(videoPatches) + " in groups " + Arrays.toString(videoGroups)) + ")";
+                + (videoPatches.length == 0 ? "" : ", video patches " + Arrays.toString(videoPatches) + " in groups " + Arrays.toString(videoGroups))
+                + (clipFrames.length == 0 ? "" : ", clip frames " + Arrays.toString(clipFrames)) + ")";
     }
 }
