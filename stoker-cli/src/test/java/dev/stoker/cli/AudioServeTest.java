@@ -139,21 +139,8 @@ class AudioServeTest {
                     for (int c3 = 0; c3 < 3; c3++)
                         assertArrayEquals(Arrays.copyOfRange(p, c3 * n, c3 * n + n),
                                 Arrays.copyOfRange(positions, (c3 * RECORDS + row) * len, (c3 * RECORDS + row) * len + n), what + " position_ids");
-                    var ef = e.get("input_features");
-                    int clips = (int) ef.shape()[0], own = (int) ef.shape()[2];
-                    longest = Math.max(longest, own);
-                    byte[] efd = ef.data(), emd = e.get("feature_attention_mask").data();
-                    for (int k = 0; k < clips; k++, clip++) {
-                        for (int bin = 0; bin < AudioPreset.MEL_BINS; bin++) {
-                            int at = ((clip * AudioPreset.MEL_BINS + bin) * t) * 4, from = ((k * AudioPreset.MEL_BINS + bin) * own) * 4;
-                            assertArrayEquals(Arrays.copyOfRange(efd, from, from + own * 4), Arrays.copyOfRange(f, at, at + own * 4),
-                                    what + " clip " + k + " mel bin " + bin);
-                            for (int x = at + own * 4; x < at + t * 4; x++) if (f[x] != 0) throw new AssertionError(what + ": nonzero past the clip");
-                        }
-                        assertArrayEquals(Arrays.copyOfRange(emd, k * own * 4, (k + 1) * own * 4),
-                                Arrays.copyOfRange(m, clip * t * 4, clip * t * 4 + own * 4), what + " clip " + k + " mask");
-                        for (int x = clip * t * 4 + own * 4; x < (clip + 1) * t * 4; x++) if (m[x] != 0) throw new AssertionError(what + ": mask past the clip");
-                    }
+                    longest = Math.max(longest, AudioRows.assertClips(what, e, f, m, t, clip));
+                    clip += (int) e.get("input_features").shape()[0];
                     if (e.containsKey("pixel_values_videos")) {
                         assertArrayEquals(e.get("pixel_values_videos").data(), bytes(b.tensor("pixel_values_videos")), what + " pixel_values_videos");
                         assertArrayEquals(longs(e.get("video_grid_thw")), b.tensor("video_grid_thw").toLongs(), what + " video_grid_thw");
