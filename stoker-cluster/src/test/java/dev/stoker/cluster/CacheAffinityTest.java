@@ -233,6 +233,59 @@ class CacheAffinityTest {
         }
     }
 
+    /**
+     * A home that stops answering in a running job while the coordinator still names it home (it stays a member and goes on
+     * making its batches; only its cache's Flight actions hang, as a node whose cache disk stalls): the other node's fetches
+     * of the entries homed there end at the 5 s deadline as counted fallbacks (the home is then not asked for 10 s), the
+     * maker decodes those images itself, nothing is missed or taken wrong, and the batches are an uncached service's bit for bit.
+     */
+    @Test
+    void aHomeThatStopsAnsweringMidJobIsACountedFallbackAndTheBatchesStayExact() throws Exception {
+        int samples = 24;
+        Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("fds"), samples, 3);
+        int perEpoch = samples / (RANKS * BATCH);
+        String seed = "127.0.0.1:" + TensorOrderTest.freePort();
+        var toClose = new ArrayList<AutoCloseable>();
+        var release = new java.util.concurrent.CountDownLatch(1);
+        try {
+            var a = member("fa", InProcessClusterTest.port(seed), seed, toClose);
+            var b = member("fb", 0, seed, toClose);
+            var members = List.of(a, b);
+            try (var job = startOn(a, "fwarm", job(manifest, 1), perEpoch, 2)) {
+                take(a, job, "fwarm", perEpoch, s -> {});
+                awaitTaken(members);
+            }
+            var hanging = new java.util.concurrent.atomic.AtomicInteger();
+            try (var job = startOn(a, "fepoch2", job(manifest, 2), perEpoch, 2)) {
+                var got = take(a, job, "fepoch2", perEpoch, s -> {
+                    if (s == 1) // after the first step: B's cache stops answering; B stays a member, its batches still pulled
+                        b.flightServer().serveActions((type, body, results) -> {
+                            hanging.incrementAndGet();
+                            try {
+                                release.await(60, TimeUnit.SECONDS); // hangs past every deadline of the asker, until the test ends
+                            } catch (InterruptedException e) {
+                                Thread.currentThread().interrupt();
+                            }
+                            return true;
+                        });
+                });
+                var s = stats(members);
+                var onA = a.cacheAffinityStats();
+                long reads = s.localHits() + s.localMisses() + s.remoteHits() + s.remoteMisses() + s.fallbacks();
+                System.err.printf("cache affinity, a home that stops answering: %d fallbacks, %d hits of %d reads (%d asks hung)%n",
+                        s.fallbacks(), s.localHits() + s.remoteHits(), reads, hanging.get());
+                assertTrue(onA.fallbacks() > 0 && hanging.get() > 0, "A asked its silent home and fell back: " + onA);
+                assertEquals(0, s.localMisses() + s.remoteMisses(), "every entry was there to find: " + s);
+                assertEquals(reads, s.localHits() + s.remoteHits() + s.fallbacks(), s.toString());
+                assertEquals(2, job.nodes().size(), "the coordinator still names both nodes: " + job.nodes());
+                assertEquals(uncached(job(manifest, 2), perEpoch, "fepoch2"), got, "the batches are uncached ones, bit for bit");
+            }
+        } finally {
+            release.countDown();
+            closeAll(toClose);
+        }
+    }
+
     @Test
     void inEpochTwoEveryNodeFindsEveryImageAtItsHomeAndBatchesAndPacksStayExactThroughAHomesLoss() throws Exception {
         Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("ds"), SAMPLES, 3);
