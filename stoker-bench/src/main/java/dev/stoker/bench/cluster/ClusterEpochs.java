@@ -142,14 +142,17 @@ public final class ClusterEpochs {
         out.printf("%5s %6s %10s %10s %8s %7s %7s %7s %7s %9s %9s %12s %12s %5s%n", "epoch", "steps", "samples/s", "steady", "wait", "hits",
                 "local", "at home", "misses", "fallbacks", "hit rate", "cache MB", "batch MB", "ok");
         for (var r : rows)
-            out.printf("%5s %6s %10s %10s %8s %7s %7s %7s %7s %9s %9s %12s %12s %5s%n", r.get("epoch"), r.get("steps"), r.get("samples_per_s"),
-                    r.get("steady_samples_per_s"), r.get("wait_ratio"), r.get("hits"), r.get("hits_local"), r.get("hits_at_home"),
-                    r.get("misses"), r.get("fallbacks"), r.get("hit_rate"), mb(r.get("cache_bytes_between_nodes")),
+            out.printf("%5s %6s %10s %10s %8s %7s %7s %7s %7s %9s %9s %12s %12s %5s%n", r.get("epoch"), r.get("steps"), or(r.get("samples_per_s")),
+                    or(r.get("steady_samples_per_s")), or(r.get("wait_ratio")), or(r.get("hits")), or(r.get("hits_local")), or(r.get("hits_at_home")),
+                    or(r.get("misses")), or(r.get("fallbacks")), or(r.get("hit_rate")), mb(r.get("cache_bytes_between_nodes")),
                     mb(r.get("batch_bytes_between_nodes")), r.get("ok"));
         out.println("samples/s over epoch 1's: " + speedups(rows) + "; cache MB: entries fetched from their homes and taken by them; "
                 + "batch MB: batches pulled over Flight");
         out.flush();
     }
+
+    /** A figure as the table shows it; "-" where there is none (the cache off has no hits or misses). */
+    private static Object or(Object v) { return v == null ? "-" : v; }
 
     private static String mb(Object bytes) { return bytes instanceof Number n ? String.format(java.util.Locale.ROOT, "%.1f", n.doubleValue() / 1e6) : "-"; }
 
