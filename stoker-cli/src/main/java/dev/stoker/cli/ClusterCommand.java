@@ -2,6 +2,7 @@ package dev.stoker.cli;
 
 import dev.stoker.bench.cluster.ClusterAblation;
 import dev.stoker.bench.cluster.ClusterBench;
+import dev.stoker.bench.cluster.ClusterEpochs;
 import dev.stoker.node.ConfigKey;
 import dev.stoker.node.NodeConfig;
 import dev.stoker.report.RunData;
@@ -70,6 +71,14 @@ final class ClusterCommand implements Callable<Integer>, NodeOptions.Configured 
             description = "With --ablate: the large setting's factor on ranks, workers and batch (default: ${DEFAULT-VALUE}).")
     int ablateScale;
 
+    @Option(names = "--epochs", defaultValue = "1",
+            description = "Run the job's first N epochs one after the other over the same nodes and their caches of preprocessed "
+                    + "samples (each node its own folder; each epoch a run of its own in its own order, seed + epoch - 1, the nodes "
+                    + "started again at the same addresses); needs --cache on or off; --steps defaults to one epoch's. Ends with one "
+                    + "JSON line {\"epochs\": [{\"samples_per_s\", \"hits\", \"hits_local\", \"hits_at_home\", \"misses\", "
+                    + "\"fallbacks\", \"cache_bytes_between_nodes\", …}], \"entries\", \"speedup\", …} (default: ${DEFAULT-VALUE}).")
+    int epochs;
+
     @Override
     public List<ConfigKey<?>> settings() {
         var keys = new ArrayList<>(BenchCommand.FEED_SETTINGS);
@@ -82,7 +91,10 @@ final class ClusterCommand implements Callable<Integer>, NodeOptions.Configured 
         NodeConfig config = NodeOptions.configOrPrint(spec, settings());
         if (config == null) return 0;
         var out = spec.commandLine().getOut();
-        var settings = new ClusterBench.Settings(config, steps, stepMillis, nicMbit, noNetns, port, nodeHeap, timeoutSeconds, workDir);
+        if (epochs > 1 && ablate) throw new dev.stoker.node.ConfigException("--epochs and --ablate do not go together: run them apart");
+        int stepsPerRun = epochs > 1 && !spec.commandLine().getParseResult().hasMatchedOption("--steps") ? ClusterEpochs.stepsPerEpoch(config) : steps;
+        var settings = new ClusterBench.Settings(config, stepsPerRun, stepMillis, nicMbit, noNetns, port, nodeHeap, timeoutSeconds, workDir);
+        if (epochs > 1) return ClusterEpochs.run(settings, epochs, out, spec.commandLine().getErr());
         if (ablate) return ClusterAblation.run(settings, ablateScale, out, spec.commandLine().getErr());
         return ClusterBench.run(settings, out, spec.commandLine().getErr());
     }

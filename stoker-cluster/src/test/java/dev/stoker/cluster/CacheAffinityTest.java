@@ -62,6 +62,13 @@ class CacheAffinityTest {
         return coordinator.runJob(new ClusterJob.Spec(name, config.toJson(), NODES, Placement.SPREAD, NODES, steps, 2), Duration.ofSeconds(60));
     }
 
+    /** As {@link #start}, over {@code nodes} members (a worker each). */
+    static ClusterJob startOn(ClusterNode coordinator, String name, NodeConfig.Builder options, long steps, int nodes) throws Exception {
+        var config = options.set(NodeConfig.CACHE, true).set(NodeConfig.CACHE_BYTES, 1L << 30).build()
+                .only(NodeConfig.groups(ConfigKey.Group.PROCESSOR, ConfigKey.Group.DATA, ConfigKey.Group.STORE));
+        return coordinator.runJob(new ClusterJob.Spec(name, config.toJson(), nodes, Placement.SPREAD, nodes, steps, 2), Duration.ofSeconds(60));
+    }
+
     /**
      * {@code steps} steps of every rank of {@code job}, each batch asked of the coordinator as a rank's node asks it and taken
      * from its maker over Flight; {@code before} runs before each step. Their digests (every tensor) by "step/rank".
@@ -173,6 +180,110 @@ class CacheAffinityTest {
                     failed[0] = e;
                 }
         if (failed[0] != null) throw failed[0];
+    }
+
+    /**
+     * Video entries take the affinity path too: two worker members, eight samples of a video each (distinct clips made with
+     * the ffmpeg CLI now). Job 1 decodes every clip once and sends the frames of those homed on the other node there; job 2,
+     * another order, finds every video entry (at its maker or at its home, some at their home) and decodes none, and its
+     * batches — {@code pixel_values_videos}, {@code video_grid_thw} and the rest — are a local uncached service's bit for bit.
+     */
+    @Test
+    void aVideosEntryIsFoundAtItsHomeInAnotherOrderAndTheBatchesStayExact() throws Exception {
+        dev.stoker.testkit.FfmpegClips.require();
+        Path ds = Files.createDirectories(tmp.resolve("videos"));
+        int clips = 8;
+        var lines = new StringBuilder();
+        for (int i = 0; i < clips; i++) { // each clip its own length: its own frames, its own cache entry
+            dev.stoker.testkit.FfmpegClips.h264(ds.resolve("c" + i + ".mp4"), "160x120", "10", 0.6 + 0.2 * i);
+            lines.append("{\"id\": \"v").append(i).append("\", \"video\": \"c").append(i).append(".mp4\", \"conversations\": [{\"from\": ")
+                    .append("\"human\", \"value\": \"<video>\\nWhat moves ").append(i).append("?\"}, {\"from\": \"gpt\", \"value\": ")
+                    .append("\"Colours.\"}]}\n");
+        }
+        Path manifest = Files.writeString(ds.resolve("train.jsonl"), lines);
+        java.util.function.LongFunction<NodeConfig.Builder> video = seed -> job(manifest, seed).set(NodeConfig.MAX_SEQ_LEN, 1024)
+                .set(NodeConfig.VIDEO_DECODE, dev.stoker.encode.video.VideoEncoding.Decode.IN_PROCESS);
+        int perEpoch = clips / (RANKS * BATCH);
+        String seed = "127.0.0.1:" + TensorOrderTest.freePort();
+        var toClose = new ArrayList<AutoCloseable>();
+        try {
+            var a = member("va", InProcessClusterTest.port(seed), seed, toClose);
+            var b = member("vb", 0, seed, toClose);
+            var members = List.of(a, b);
+            try (var job = startOn(a, "vwarm", video.apply(1), perEpoch, 2)) {
+                take(a, job, "vwarm", perEpoch, s -> {});
+                awaitTaken(members);
+                var s = stats(members);
+                assertEquals(clips, s.localMisses() + s.remoteMisses(), "job 1 decodes every clip once: " + s);
+                assertTrue(s.offered() > 0 && s.taken() == s.offered(), "the frames of clips homed on the other node went there: " + s);
+            }
+            try (var job = startOn(a, "vepoch2", video.apply(7), perEpoch, 2)) {
+                var got = take(a, job, "vepoch2", perEpoch, s -> {});
+                var s = stats(members);
+                System.err.printf("cache affinity, video job: %d of %d clips at the maker, %d at their home, %d bytes from homes%n",
+                        s.localHits(), clips, s.remoteHits(), s.fetchedBytes());
+                assertEquals(clips, s.localHits() + s.remoteHits(), "every clip's frames found: " + s);
+                assertEquals(0, s.localMisses() + s.remoteMisses() + s.fallbacks(), "no clip decoded again: " + s);
+                assertTrue(s.remoteHits() > 0 && s.fetchedBytes() > 0, "another order puts a clip on the node that is not its home: " + s);
+                var expected = uncached(video.apply(7), perEpoch, "vepoch2");
+                assertEquals(expected, got, "cached video batches are uncached ones, bit for bit");
+            }
+        } finally {
+            closeAll(toClose);
+        }
+    }
+
+    /**
+     * A home that stops answering in a running job while the coordinator still names it home (it stays a member and goes on
+     * making its batches; only its cache's Flight actions hang, as a node whose cache disk stalls): the other node's fetches
+     * of the entries homed there end at the 5 s deadline as counted fallbacks (the home is then not asked for 10 s), the
+     * maker decodes those images itself, nothing is missed or taken wrong, and the batches are an uncached service's bit for bit.
+     */
+    @Test
+    void aHomeThatStopsAnsweringMidJobIsACountedFallbackAndTheBatchesStayExact() throws Exception {
+        int samples = 24;
+        Path manifest = new DemoDatasetBuilder().build(Vectors.projectDir().resolve("assets/photos"), tmp.resolve("fds"), samples, 3);
+        int perEpoch = samples / (RANKS * BATCH);
+        String seed = "127.0.0.1:" + TensorOrderTest.freePort();
+        var toClose = new ArrayList<AutoCloseable>();
+        var release = new java.util.concurrent.CountDownLatch(1);
+        try {
+            var a = member("fa", InProcessClusterTest.port(seed), seed, toClose);
+            var b = member("fb", 0, seed, toClose);
+            var members = List.of(a, b);
+            try (var job = startOn(a, "fwarm", job(manifest, 1), perEpoch, 2)) {
+                take(a, job, "fwarm", perEpoch, s -> {});
+                awaitTaken(members);
+            }
+            var hanging = new java.util.concurrent.atomic.AtomicInteger();
+            try (var job = startOn(a, "fepoch2", job(manifest, 2), perEpoch, 2)) {
+                var got = take(a, job, "fepoch2", perEpoch, s -> {
+                    if (s == 1) // after the first step: B's cache stops answering; B stays a member, its batches still pulled
+                        b.flightServer().serveActions((type, body, results) -> {
+                            hanging.incrementAndGet();
+                            try {
+                                release.await(60, TimeUnit.SECONDS); // hangs past every deadline of the asker, until the test ends
+                            } catch (InterruptedException e) {
+                                Thread.currentThread().interrupt();
+                            }
+                            return true;
+                        });
+                });
+                var s = stats(members);
+                var onA = a.cacheAffinityStats();
+                long reads = s.localHits() + s.localMisses() + s.remoteHits() + s.remoteMisses() + s.fallbacks();
+                System.err.printf("cache affinity, a home that stops answering: %d fallbacks, %d hits of %d reads (%d asks hung)%n",
+                        s.fallbacks(), s.localHits() + s.remoteHits(), reads, hanging.get());
+                assertTrue(onA.fallbacks() > 0 && hanging.get() > 0, "A asked its silent home and fell back: " + onA);
+                assertEquals(0, s.localMisses() + s.remoteMisses(), "every entry was there to find: " + s);
+                assertEquals(reads, s.localHits() + s.remoteHits() + s.fallbacks(), s.toString());
+                assertEquals(2, job.nodes().size(), "the coordinator still names both nodes: " + job.nodes());
+                assertEquals(uncached(job(manifest, 2), perEpoch, "fepoch2"), got, "the batches are uncached ones, bit for bit");
+            }
+        } finally {
+            release.countDown();
+            closeAll(toClose);
+        }
     }
 
     @Test

@@ -75,8 +75,27 @@ public final class ClusterBench {
 
     private ClusterBench() {}
 
-    /** A run's exit code (0: every node exited 0 and every rank took every step) and its JSON line's figures (null: none). */
-    record Outcome(int exit, java.util.Map<String, Object> result) {}
+    /**
+     * A run's exit code (0: every node exited 0 and every rank took every step), its JSON line's figures (null: none) and the
+     * network namespaces' subnet octet it ran in (null: on 127.0.0.1).
+     */
+    record Outcome(int exit, java.util.Map<String, Object> result, Integer subnetOctet) {
+        Outcome(int exit, java.util.Map<String, Object> result) { this(exit, result, null); }
+    }
+
+    /**
+     * What one run of a series over the same nodes' caches ({@link ClusterEpochs}) fixes: the namespaces' subnet (null: any
+     * free one), so that every run's nodes have the same addresses (a cache entry's home is named by its node's address); the
+     * folder under which node i keeps its cache in {@code nodeI} (null: {@code --cache-dir}, else the work dir's {@code cache});
+     * serve's {@code --report-dir} (null: none); and whether to wait, once the trainers are done, until every cache entry
+     * offered to its home was taken (or dropped) before the nodes stop, so that the next run finds each one at its home.
+     */
+    record Pass(Integer subnetOctet, Path cacheRoot, Path reportDir, boolean awaitOffers) {
+        static final Pass ONE = new Pass(null, null, null, false);
+    }
+
+    /** How long a run waits for the cache entries offered to their homes to be taken (the report dir is written every 5 s). */
+    private static final long OFFERS_TIMEOUT_SECONDS = 30;
 
     /** Runs the cluster; 0 when every node exited 0 and every rank took every step, else 1 (said on {@code err}). */
     public static int run(Settings s, PrintWriter out, PrintWriter err) throws IOException, InterruptedException {
@@ -85,6 +104,11 @@ public final class ClusterBench {
 
     /** Runs the cluster once: its exit code as {@link #run}'s, and its figures. */
     static Outcome measure(Settings s, PrintWriter out, PrintWriter err) throws IOException, InterruptedException {
+        return measure(s, Pass.ONE, out, err);
+    }
+
+    /** Runs the cluster once, with {@code pass}'s subnet, cache folders, report dir and wait for offers. */
+    static Outcome measure(Settings s, Pass pass, PrintWriter out, PrintWriter err) throws IOException, InterruptedException {
         var config = s.config();
         long started = System.nanoTime();
         if (config.data() == null) throw new ConfigException("--data is required: the manifest (a path, file://… or s3://…)");
@@ -112,7 +136,9 @@ public final class ClusterBench {
             String[] host = new String[nodes];
             int[] ports = new int[nodes];
             if (netns) {
-                bed = NetnsTestBed.create(nodes, s.nicMbit(), NetnsTestBed.Options.defaults());
+                var options = NetnsTestBed.Options.defaults();
+                if (pass.subnetOctet() != null) options = options.withSubnetOctet(pass.subnetOctet());
+                bed = NetnsTestBed.create(nodes, s.nicMbit(), options);
                 for (int i = 0; i < nodes; i++) {
                     host[i] = bed.address(i);
                     ports[i] = s.port() != null ? s.port() : 2551;
@@ -137,8 +163,8 @@ public final class ClusterBench {
                     : dev.stoker.cluster.ClusterKey.create(keyFile)).file();
             for (int i = 0; i < nodes; i++) { // node 0 first: it is the seed
                 Path file = dir.resolve("node" + i + ".yaml");
-                Files.writeString(file, memberConfig(s, i, host[i] + ":" + ports[i], host[0] + ":" + ports[0], tokenFile, keyFile, dir)
-                        .toYaml(i == 0 ? NodeConfig.keys() : NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.MEMBER))));
+                Files.writeString(file, memberConfig(s, pass, i, host[i] + ":" + ports[i], host[0] + ":" + ports[0], tokenFile, keyFile, dir)
+                        .toYaml(i == 0 ? NodeConfig.keys() : nodeKeys()));
                 var jvm = new ArrayList<>(List.of("-Xmx" + s.nodeHeap()));
                 jvm.addAll(ChildJvm.envOptions("STOKER_JAVA_OPTS"));
                 var argv = ChildJvm.stoker(jvm, List.of(i == 0 ? "serve" : "node", "--config", file.toString()));
@@ -157,6 +183,7 @@ public final class ClusterBench {
                     firstLine(members.getFirst().banner(), "stoker serve: job "));
             out.flush();
 
+            Integer subnetOctet = bed != null ? Integer.valueOf(bed.subnet().split("\\.")[2]) : null;
             NetnsTestBed.Counters[] before = new NetnsTestBed.Counters[nodes];
             if (bed != null) for (int i = 0; i < nodes; i++) before[i] = bed.counters(i);
             LinkSampler sampler = bed != null ? new LinkSampler(bed, SAMPLE_MILLIS) : null;
@@ -177,6 +204,7 @@ public final class ClusterBench {
                 if (sampler != null) sampler.close();
             }
             double wallSeconds = (System.nanoTime() - t0) / 1e9;
+            if (pass.awaitOffers() && pass.reportDir() != null) awaitOffersTaken(pass.reportDir(), out);
             List<LinkSampler.Sample> linkSamples = sampler != null ? sampler.samples() : List.of();
             if (sampler != null) LinkSampler.write(dir.resolve("link-samples.csv"), linkSamples);
             NetnsTestBed.Counters[] after = new NetnsTestBed.Counters[nodes];
@@ -201,9 +229,9 @@ public final class ClusterBench {
                 if (stepsPerRank.get(r) != s.steps()) problems.add("rank " + r + " took " + stepsPerRank.get(r) + " of " + s.steps() + " steps");
             if (!problems.isEmpty()) {
                 err.println("stoker: bench cluster did not end cleanly: " + String.join("; ", problems) + "; see " + dir);
-                return new Outcome(1, result);
+                return new Outcome(1, result, subnetOctet);
             }
-            return new Outcome(0, result);
+            return new Outcome(0, result, subnetOctet);
         } catch (BenchFailure f) {
             err.println("stoker: bench cluster: " + f.getMessage());
             if (f.log != null) {
@@ -222,7 +250,7 @@ public final class ClusterBench {
      * metrics file), the others are members ({@code node --join}); every one binds {@code bind}, offers a slot per worker, and
      * has its socket, store budget, token file, cluster key and pull-ahead.
      */
-    private static NodeConfig memberConfig(Settings s, int i, String bind, String seed, Path tokenFile, Path keyFile, Path dir) {
+    private static NodeConfig memberConfig(Settings s, Pass pass, int i, String bind, String seed, Path tokenFile, Path keyFile, Path dir) {
         var c = s.config();
         var b = i == 0 ? c.toBuilder().set(NodeConfig.RANKS, c.ranks()).set(NodeConfig.BATCH, c.batch())
                 .set(NodeConfig.NODES, c.get(NodeConfig.NODES)).set(NodeConfig.PLACEMENT, c.get(NodeConfig.PLACEMENT))
@@ -230,16 +258,59 @@ public final class ClusterBench {
                 .set(NodeConfig.WORKERS, c.workers()).set(NodeConfig.STEPS, (long) s.steps()).set(NodeConfig.JOB, JOB)
                 .set(NodeConfig.METRICS_FILE, metricsFile(dir))
                 : NodeConfig.builder().set(NodeConfig.METRICS_FILE, statsFile(dir, i));
-        // the cache of preprocessed samples: off unless --cache is given (every run decodes, as bench ladder's rungs do;
-        // the nodes of one machine would share one folder), and then the same for every node
-        b.set(NodeConfig.CACHE, c.isGiven(NodeConfig.CACHE) && c.get(NodeConfig.CACHE));
-        for (var k : List.of(NodeConfig.CACHE_DIR, NodeConfig.CACHE_BYTES)) if (c.isGiven(k)) copy(b, c, k);
+        if (i == 0 && pass.reportDir() != null) b.set(NodeConfig.REPORT_DIR, pass.reportDir());
+        // the cache of preprocessed samples: off unless --cache is given (every run decodes, as bench ladder's rungs do), and
+        // then each node's in a folder of its own, as on machines of their own (nodes sharing one would find each other's
+        // entries locally, which no cluster does): nodeI under --cache-dir, else under the work dir's cache
+        boolean cache = c.isGiven(NodeConfig.CACHE) && c.get(NodeConfig.CACHE);
+        b.set(NodeConfig.CACHE, cache);
+        if (cache) b.set(NodeConfig.CACHE_DIR, cacheRoot(s, pass, dir).resolve("node" + i));
+        if (c.isGiven(NodeConfig.CACHE_BYTES)) copy(b, c, NodeConfig.CACHE_BYTES);
         if (c.isGiven(NodeConfig.CACHE_COMPRESS)) b.set(NodeConfig.CACHE_COMPRESS, c.get(NodeConfig.CACHE_COMPRESS));
         // a budget given is every node's; none given, each node sizes its store for the job (from its data's largest batch)
         if (c.isGiven(NodeConfig.NODE_SHM_BUDGET)) b.set(NodeConfig.NODE_SHM_BUDGET, c.get(NodeConfig.NODE_SHM_BUDGET));
         return b.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, bind).set(NodeConfig.SLOTS, c.workers())
                 .set(NodeConfig.SOCKET, socket(dir, i))
                 .set(NodeConfig.CLUSTER_TOKEN_FILE, tokenFile).set(NodeConfig.CLUSTER_KEY, keyFile).set(NodeConfig.PULL_AHEAD, c.get(NodeConfig.PULL_AHEAD)).build();
+    }
+
+    /** The settings a member's file holds ({@code stoker node}'s): the member's, and its own cache folder. */
+    private static List<ConfigKey<?>> nodeKeys() {
+        var keys = new ArrayList<ConfigKey<?>>(NodeConfig.keys(NodeConfig.groups(ConfigKey.Group.MEMBER)));
+        keys.add(NodeConfig.CACHE_DIR);
+        return keys;
+    }
+
+    /** The folder under which node i keeps its cache in {@code nodeI}: the pass's, else {@code --cache-dir}, else the work dir's. */
+    static Path cacheRoot(Settings s, Pass pass, Path dir) {
+        if (pass.cacheRoot() != null) return pass.cacheRoot();
+        return s.config().isGiven(NodeConfig.CACHE_DIR) ? s.config().get(NodeConfig.CACHE_DIR) : dir.resolve("cache");
+    }
+
+    /**
+     * Waits until serve's report dir, written after the trainers ended, shows every cache entry offered to its home taken,
+     * dropped or given up ({@code cache_affinity}: offered &lt;= taken + takeDropped + outboxDropped), at most
+     * {@link #OFFERS_TIMEOUT_SECONDS}; says so when it is not.
+     */
+    private static void awaitOffersTaken(Path reportDir, PrintWriter out) throws IOException, InterruptedException {
+        Path file = reportDir.resolve(dev.stoker.node.ReportDir.MODE + "-pipeline.json");
+        long since = System.currentTimeMillis();
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(OFFERS_TIMEOUT_SECONDS);
+        var mapper = new ObjectMapper();
+        String seen = "no report written";
+        while (System.nanoTime() - deadline < 0) {
+            if (Files.isRegularFile(file) && Files.getLastModifiedTime(file).toMillis() > since) {
+                var a = mapper.readTree(file.toFile()).path("cache_affinity");
+                if (a.isMissingNode() || a.isNull()) return; // no node has the cache's affinity on
+                long offered = a.path("offered").asLong(), settled = a.path("taken").asLong() + a.path("takeDropped").asLong()
+                        + a.path("outboxDropped").asLong();
+                if (settled >= offered) return;
+                seen = settled + " of " + offered;
+            }
+            Thread.sleep(200); // the report dir is rewritten every 5 s: polling its file under a deadline
+        }
+        out.println("bench cluster: the homes had not taken every entry offered within " + OFFERS_TIMEOUT_SECONDS + " s (" + seen
+                + "); the next run misses the rest");
     }
 
     private static <T> void copy(NodeConfig.Builder b, NodeConfig c, dev.stoker.node.ConfigKey<T> k) { b.set(k, c.get(k)); }
@@ -284,7 +355,7 @@ public final class ClusterBench {
     private static Path trainerLog(Path dir, int rank) { return dir.resolve("trainer" + rank + ".log"); }
 
     /** {@code n} consecutive ports free on 127.0.0.1 now, all with five digits. */
-    private static int freePortRange(int n) throws IOException {
+    static int freePortRange(int n) throws IOException {
         var loopback = InetAddress.getLoopbackAddress();
         for (int attempt = 0; attempt < 100; attempt++) {
             int base = ThreadLocalRandom.current().nextInt(20000, 30000 - n);

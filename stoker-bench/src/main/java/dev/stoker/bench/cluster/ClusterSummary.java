@@ -230,8 +230,51 @@ final class ClusterSummary {
         json.put("coordinator_per_node_wait_ratio", coordinatorPerNode);
         json.put("coordinator_refused_reports", measured.path("refused_reports").asLong(0));
         json.put("verdict", metrics.path("verdict").path("kind").asText(null));
+        cacheFigures(json, metrics, stats, s);
         json.put("settings", settings(s, f));
         return json;
+    }
+
+    /** The counters of the cache's affinity the JSON line carries per node and added up (AffineCache.Stats' names). */
+    static final List<String> CACHE_COUNTERS = List.of("localHits", "localMisses", "remoteHits", "remoteMisses", "fallbacks", "fetchedBytes",
+            "offered", "outboxDropped", "taken", "takenBytes", "takeDropped", "served", "servedBytes");
+
+    /**
+     * The cache of preprocessed samples on the nodes: {@code cache} and {@code cache_affinity} (the settings in force),
+     * {@code cache_stats} (each counter added up over the nodes, as serve --join's metrics hold them, and {@code hit_rate},
+     * {@code hits}, {@code misses}, {@code cache_bytes_between_nodes}: entries fetched from homes plus entries homes took),
+     * {@code per_node_cache_stats} (each node's; null where a node's figures are missing); null figures with the cache off.
+     */
+    static void cacheFigures(Map<String, Object> json, JsonNode metrics, JsonNode[] stats, ClusterBench.Settings s) {
+        var c = s.config();
+        boolean on = c.isGiven(NodeConfig.CACHE) && c.get(NodeConfig.CACHE);
+        json.put("cache", on);
+        json.put("cache_affinity", on && c.get(NodeConfig.CACHE_AFFINITY));
+        var perNode = new ArrayList<Map<String, Object>>();
+        Map<String, Object> total = null;
+        for (JsonNode n : stats) {
+            JsonNode a = n == null ? null : n.path("cacheAffinity");
+            if (a == null || !a.isObject()) {
+                perNode.add(null);
+                continue;
+            }
+            var one = new LinkedHashMap<String, Object>();
+            for (String k : CACHE_COUNTERS) one.put(k, a.path(k).asLong());
+            perNode.add(one);
+            if (total == null) total = new LinkedHashMap<>();
+            for (String k : CACHE_COUNTERS) total.merge(k, a.path(k).asLong(), (x, y) -> (Long) x + (Long) y);
+        }
+        if (total != null) {
+            long hits = (Long) total.get("localHits") + (Long) total.get("remoteHits");
+            long misses = (Long) total.get("localMisses") + (Long) total.get("remoteMisses");
+            long reads = hits + misses + (Long) total.get("fallbacks");
+            total.put("hits", hits);
+            total.put("misses", misses);
+            total.put("hit_rate", reads == 0 ? 0.0 : round((double) hits / reads));
+            total.put("cache_bytes_between_nodes", (Long) total.get("fetchedBytes") + (Long) total.get("takenBytes"));
+        }
+        json.put("cache_stats", total);
+        json.put("per_node_cache_stats", on ? perNode : null);
     }
 
     /** The run's settings as the JSON line records them: each value the one in force, never a key's unset default. */
@@ -246,6 +289,7 @@ final class ClusterSummary {
         settings.put("max_pixels", s.config().encodeOptions().vision().maxPixels()); // in force: given, the model's or the processor's
         settings.put("fetch_latency_ms", s.config().get(NodeConfig.FETCH_LATENCY_MS));
         settings.put("data", s.config().data());
+        settings.put("seed", s.config().get(NodeConfig.SEED));
         settings.put("job_args", f.jobArgs());
         settings.put("node_heap", s.nodeHeap());
         settings.put("cores", Runtime.getRuntime().availableProcessors());
