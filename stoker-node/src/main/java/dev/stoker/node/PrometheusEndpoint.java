@@ -43,6 +43,8 @@ import java.util.function.ToDoubleFunction;
  * {@code stoker_autotune_knob{knob}}, {@code stoker_autotune_decisions_total{knob, outcome}} and its last decision's figures
  * ({@code stoker_autotune_last_from}, {@code _to}, {@code _kept}, {@code _before_samples_per_second},
  * {@code _after_samples_per_second}, {@code _before_wait_ratio}, {@code _after_wait_ratio}, each {@code {knob}}).
+ * An audio job (issue 32) gets, once its feed has decoded a clip, {@code stoker_audio_clips_total},
+ * {@code stoker_audio_seconds_total} and {@code stoker_audio_feature_bytes_total} ({@link #audioMeters}).
  *
  * <p>Threading: scrapes run on one server thread.
  */
@@ -58,6 +60,8 @@ public final class PrometheusEndpoint implements AutoCloseable {
     private final java.util.Set<Integer> trainerRanks = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Whether the pack meters are registered (from the first packed step on); only the scrape thread (and the constructor) sets it. */
     private volatile boolean packMeters;
+    /** Whether the audio meters are registered (the feed has decoded a clip). */
+    private volatile boolean audioMeters;
     /** The causes that have a series, as kind, stage and reason; only the scrape thread (and the constructor) adds. */
     private final java.util.Set<java.util.List<String>> causes = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
@@ -200,6 +204,10 @@ public final class PrometheusEndpoint implements AutoCloseable {
             packMeters = true;
             packMeters(registry, this, m -> m.snapshot.pack(), pack.ranks());
         }
+        if (snapshot.audio() != null && !audioMeters) {
+            audioMeters = true;
+            audioMeters(registry, this, m -> m.snapshot.audio());
+        }
         for (var c : snapshot.skippedByCause()) {
             var key = java.util.List.of(c.kind(), c.stage(), c.reason());
             if (!causes.add(key)) continue;
@@ -264,6 +272,21 @@ public final class PrometheusEndpoint implements AutoCloseable {
                     var s = pack.apply(m);
                     return s == null ? 0 : s.samples();
                 }).description("samples in the packs of those steps").register(registry);
+    }
+
+    /**
+     * Registers an audio job's meters (issue 32) on {@code registry}, reading {@code audio} of {@code state} at each scrape:
+     * {@code stoker_audio_clips_total}, {@code stoker_audio_seconds_total} and {@code stoker_audio_feature_bytes_total}, what
+     * the feed encoded for batches (a sample encoded for a batch not yet handed out counts, as in the run data). Registered
+     * once the feed has decoded a clip, so an image job has none of these series.
+     */
+    static <T> void audioMeters(MeterRegistry registry, T state, Function<T, dev.stoker.pipeline.feed.FeedMetrics.Audio> audio) {
+        FunctionCounter.builder("stoker.audio.clips", state, m -> audio.apply(m) == null ? 0 : audio.apply(m).clips())
+                .description("audio clips decoded for batches").register(registry);
+        FunctionCounter.builder("stoker.audio.seconds", state, m -> audio.apply(m) == null ? 0 : audio.apply(m).seconds())
+                .description("seconds of audio those clips hold").register(registry);
+        FunctionCounter.builder("stoker.audio.feature.bytes", state, m -> audio.apply(m) == null ? 0 : audio.apply(m).featureBytes())
+                .description("bytes of input_features and feature_attention_mask made").register(registry);
     }
 
     private static double last(PackStats.Summary s, Function<PackStats.Summary, double[]> column) {

@@ -126,6 +126,24 @@ class PrometheusEndpointTest {
         }
     }
 
+    /** An audio job's meters, on a registry of their own fed by the feed's audio figures: zeros before any clip, then those figures. */
+    @Test
+    void audioMetersShowTheFeedsClips() {
+        var figures = new java.util.concurrent.atomic.AtomicReference<dev.stoker.pipeline.feed.FeedMetrics.Audio>();
+        var registry = new io.micrometer.prometheusmetrics.PrometheusMeterRegistry(io.micrometer.prometheusmetrics.PrometheusConfig.DEFAULT);
+        try {
+            PrometheusEndpoint.audioMeters(registry, figures, java.util.concurrent.atomic.AtomicReference::get);
+            assertEquals(0, value(registry.scrape(), "stoker_audio_clips_total"), "no clip yet");
+            figures.set(new dev.stoker.pipeline.feed.FeedMetrics.Audio(6, 14.5, 1_492_992));
+            String body = registry.scrape();
+            assertEquals(6, value(body, "stoker_audio_clips_total"), body);
+            assertEquals(14.5, value(body, "stoker_audio_seconds_total"), 1e-9, body);
+            assertEquals(1_492_992, value(body, "stoker_audio_feature_bytes_total"), body);
+        } finally {
+            registry.close();
+        }
+    }
+
     static dev.stoker.plan.pack.PackedStep packedStep(long label, double[] costs, int[] tokens, int perPack) {
         int r = costs.length;
         var records = new int[r][perPack];
