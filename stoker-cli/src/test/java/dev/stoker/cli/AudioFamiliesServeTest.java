@@ -62,12 +62,8 @@ class AudioFamiliesServeTest {
 
     @BeforeAll
     static void data() throws Exception {
-        FfmpegClips.require();
         Path dir = Files.createDirectories(tmp.resolve("data/clips"));
-        FfmpegClips.make(dir.resolve("1.wav"), "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=16000:duration=2.5", "-ac", "1", "-c:a", "pcm_s16le");
-        FfmpegClips.make(dir.resolve("2.mp3"), "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000:duration=3", "-ac", "2",
-                "-c:a", "libmp3lame", "-b:a", "128k");
-        FfmpegClips.make(dir.resolve("3.flac"), "-f", "lavfi", "-i", "sine=frequency=300:sample_rate=22050:duration=1.5", "-ac", "1", "-c:a", "flac");
+        AudioServeTest.makeClips(dir); // the clips of AudioCliTest.RECORDS
         manifest = Files.writeString(tmp.resolve("data/audio.json"), RECORDS);
     }
 

@@ -48,10 +48,9 @@ class AudioServeTest {
         manifest = writeData(tmp);
     }
 
-    /** {@link AudioCliTest#RECORDS} with its clips made by FFmpeg under {@code tmp}/data: the manifest. */
-    static Path writeData(Path tmp) throws Exception {
+    /** The clips of {@link AudioCliTest#RECORDS} made by FFmpeg into {@code dir}: 1.wav, 2.mp3 (48 kHz stereo), 3.flac, 4.mp4 (H.264 + AAC). */
+    static void makeClips(Path dir) throws Exception {
         FfmpegClips.require();
-        Path dir = Files.createDirectories(tmp.resolve("data/clips"));
         FfmpegClips.make(dir.resolve("1.wav"), "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=16000:duration=2.5", "-ac", "1", "-c:a", "pcm_s16le");
         FfmpegClips.make(dir.resolve("2.mp3"), "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000:duration=3", "-ac", "2",
                 "-c:a", "libmp3lame", "-b:a", "128k");
@@ -59,6 +58,11 @@ class AudioServeTest {
         FfmpegClips.make(dir.resolve("4.mp4"), "-f", "lavfi", "-i", "testsrc2=size=128x96:rate=8:duration=2", "-f", "lavfi", "-i",
                 "sine=frequency=500:sample_rate=44100:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
                 "-c:a", "aac", "-shortest");
+    }
+
+    /** {@link AudioCliTest#RECORDS} with its clips made by FFmpeg under {@code tmp}/data: the manifest. */
+    static Path writeData(Path tmp) throws Exception {
+        makeClips(Files.createDirectories(tmp.resolve("data/clips")));
         return Files.writeString(tmp.resolve("data/mllm_audio_demo.json"), AudioCliTest.RECORDS);
     }
 

@@ -66,15 +66,8 @@ class AudioWireTest {
 
     @BeforeAll
     static void data() throws Exception {
-        FfmpegClips.require();
         Path dir = Files.createDirectories(tmp.resolve("data/clips"));
-        FfmpegClips.make(dir.resolve("1.wav"), "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=16000:duration=2.5", "-ac", "1", "-c:a", "pcm_s16le");
-        FfmpegClips.make(dir.resolve("2.mp3"), "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000:duration=3", "-ac", "2",
-                "-c:a", "libmp3lame", "-b:a", "128k");
-        FfmpegClips.make(dir.resolve("3.flac"), "-f", "lavfi", "-i", "sine=frequency=300:sample_rate=22050:duration=1.5", "-ac", "1", "-c:a", "flac");
-        FfmpegClips.make(dir.resolve("4.mp4"), "-f", "lavfi", "-i", "testsrc2=size=128x96:rate=8:duration=2", "-f", "lavfi", "-i",
-                "sine=frequency=500:sample_rate=44100:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
-                "-c:a", "aac", "-shortest");
+        AudioServeTest.makeClips(dir); // the clips of AudioCliTest.RECORDS
         FfmpegClips.make(dir.resolve("5.png"), "-f", "lavfi", "-i", "testsrc2=size=150x110", "-frames:v", "1");
         String records = AudioCliTest.RECORDS.strip();
         records = records.substring(0, records.lastIndexOf(']')) + ",\n" + IMAGE_RECORD + "\n]";
