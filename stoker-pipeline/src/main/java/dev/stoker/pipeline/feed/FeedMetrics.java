@@ -72,7 +72,7 @@ public final class FeedMetrics {
      */
     public record Audio(long clips, double seconds, long featureBytes) {}
 
-    /** The audio figures; null for a feed that decoded no clip. */
+    /** The audio figures; null for a feed that encoded no clip. */
     Audio audio() {
         long clips = audioClips.sum();
         return clips == 0 ? null : new Audio(clips, audioSamples.sum() / (double) dev.stoker.core.AudioPreset.SAMPLING_RATE, audioFeatureBytes.sum());
