@@ -113,6 +113,46 @@ public final class WhisperLogMel {
     }
 
     /**
+     * The frames of {@link #compute} that decide all of them (the cache's entry, issue 32): the valid frames, then the at
+     * most two frames past them whose window still reaches the clip ({@code ceil((n+200)/160) - ceil(n/160) <= 2}), then
+     * one frame that sees no sample — every later frame equals that one (the silent value, {@code (max(-10, max-8)+4)/4},
+     * the same in every mel bin). So {@code valid + 3} frames, or all of them when there are fewer.
+     */
+    public static int headFrames(long samples, long paddedSamples) {
+        return Math.min(AudioPreset.totalFrames(paddedSamples), AudioPreset.maskFrames(samples, paddedSamples) + 3);
+    }
+
+    /** {@link #compute}'s first {@link #headFrames} frames: what {@link #slice} and {@link #padTo} make both modes' features of. */
+    public Features head(float[] pcm, int samples, long paddedSamples) {
+        return compute(pcm, samples, paddedSamples, headFrames(samples, paddedSamples));
+    }
+
+    /** The first {@code frames} frames of {@code f} ({@code f} itself when it has that many). */
+    public static Features slice(Features f, int frames) {
+        if (frames == f.frames()) return f;
+        if (frames < 1 || frames > f.frames()) throw new IllegalArgumentException("frames " + frames + " of " + f.frames());
+        float[] out = new float[MELS * frames];
+        for (int m = 0; m < MELS; m++) System.arraycopy(f.values(), m * f.frames(), out, m * frames, frames);
+        return new Features(out, frames, Math.min(frames, f.validFrames()));
+    }
+
+    /**
+     * {@code head} ({@link #head}'s frames) widened to {@code total} frames by repeating its last frame, which is then a
+     * silent one ({@link #headFrames}): {@link #compute}'s {@code total} frames bit for bit.
+     */
+    public static Features padTo(Features head, int total) {
+        if (total == head.frames()) return head;
+        if (total < head.frames()) throw new IllegalArgumentException("total " + total + " < " + head.frames());
+        int h = head.frames();
+        float[] out = new float[Math.multiplyExact(MELS, total)];
+        for (int m = 0; m < MELS; m++) {
+            System.arraycopy(head.values(), m * h, out, m * total, h);
+            java.util.Arrays.fill(out, m * total + h, (m + 1) * total, head.values()[m * h + h - 1]);
+        }
+        return new Features(out, total, head.validFrames());
+    }
+
+    /**
      * The reference's features of {@code pcm[0, samples)} zero-padded to {@code paddedSamples}, of which the first
      * {@code emitFrames} frames are returned (at most {@code paddedSamples / 160}). The floor "maximum minus 8" is
      * taken over all {@code paddedSamples / 160} frames, as there.

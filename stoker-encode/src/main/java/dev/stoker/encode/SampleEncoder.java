@@ -189,8 +189,8 @@ public final class SampleEncoder {
             videoCacheNanosMark = videos.cacheNanos();
         }
         if (omni != null) {
-            audioClipsMark = omni.clipsDecoded();
-            audioSamplesMark = omni.samplesDecoded();
+            audioClipsMark = omni.clipsEncoded();
+            audioSamplesMark = omni.samplesEncoded();
             audioDecodeNanosMark = omni.decodeNanos();
             audioFeatureNanosMark = omni.featureNanos();
             audioFeatureBytesMark = omni.featureBytes();
@@ -200,11 +200,14 @@ public final class SampleEncoder {
     private long videoNanosMark, videoFramesDecodedMark, videoFramesKeptMark, videoCacheNanosMark;
     private long audioClipsMark, audioSamplesMark, audioDecodeNanosMark, audioFeatureNanosMark, audioFeatureBytesMark;
 
-    /** Audio clips decoded since {@link #resetTimes()} (an audio family's encoder; 0 otherwise). */
-    public long audioClips() { return omni == null ? 0 : omni.clipsDecoded() - audioClipsMark; }
+    /**
+     * Audio clips in the samples encoded since {@link #resetTimes()}, decoded or from the cache (an audio family's encoder;
+     * 0 otherwise): as {@code encodedSamples} counts samples, so a sample encoded again counts again.
+     */
+    public long audioClips() { return omni == null ? 0 : omni.clipsEncoded() - audioClipsMark; }
 
     /** Their 16 kHz samples: seconds of audio × 16,000. */
-    public long audioSamples() { return omni == null ? 0 : omni.samplesDecoded() - audioSamplesMark; }
+    public long audioSamples() { return omni == null ? 0 : omni.samplesEncoded() - audioSamplesMark; }
 
     /** Time spent decoding clips (demux, decode, resample to 16 kHz mono) since {@link #resetTimes()}. */
     public long audioDecodeNanos() { return omni == null ? 0 : omni.decodeNanos() - audioDecodeNanosMark; }

@@ -43,7 +43,7 @@ import java.util.function.ToDoubleFunction;
  * {@code stoker_autotune_knob{knob}}, {@code stoker_autotune_decisions_total{knob, outcome}} and its last decision's figures
  * ({@code stoker_autotune_last_from}, {@code _to}, {@code _kept}, {@code _before_samples_per_second},
  * {@code _after_samples_per_second}, {@code _before_wait_ratio}, {@code _after_wait_ratio}, each {@code {knob}}).
- * An audio job (issue 32) gets, once its feed has decoded a clip, {@code stoker_audio_clips_total},
+ * An audio job (issue 32) gets, once its feed has encoded a clip, {@code stoker_audio_clips_total},
  * {@code stoker_audio_seconds_total} and {@code stoker_audio_feature_bytes_total} ({@link #audioMeters}).
  *
  * <p>Threading: scrapes run on one server thread.
@@ -60,7 +60,7 @@ public final class PrometheusEndpoint implements AutoCloseable {
     private final java.util.Set<Integer> trainerRanks = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Whether the pack meters are registered (from the first packed step on); only the scrape thread (and the constructor) sets it. */
     private volatile boolean packMeters;
-    /** Whether the audio meters are registered (the feed has decoded a clip). */
+    /** Whether the audio meters are registered (the feed has encoded a clip). */
     private volatile boolean audioMeters;
     /** The causes that have a series, as kind, stage and reason; only the scrape thread (and the constructor) adds. */
     private final java.util.Set<java.util.List<String>> causes = java.util.concurrent.ConcurrentHashMap.newKeySet();
@@ -277,12 +277,13 @@ public final class PrometheusEndpoint implements AutoCloseable {
     /**
      * Registers an audio job's meters (issue 32) on {@code registry}, reading {@code audio} of {@code state} at each scrape:
      * {@code stoker_audio_clips_total}, {@code stoker_audio_seconds_total} and {@code stoker_audio_feature_bytes_total}, what
-     * the feed encoded for batches (a sample encoded for a batch not yet handed out counts, as in the run data). Registered
-     * once the feed has decoded a clip, so an image job has none of these series.
+     * the feed encoded for batches: the clips of the samples encoded, decoded or read from the cache (a sample encoded for a
+     * batch not yet handed out counts, and one encoded again counts again, as {@code stoker_samples_encoded_total} does).
+     * Registered once the feed has encoded a clip, so an image job has none of these series.
      */
     static <T> void audioMeters(MeterRegistry registry, T state, Function<T, dev.stoker.pipeline.feed.FeedMetrics.Audio> audio) {
         FunctionCounter.builder("stoker.audio.clips", state, m -> audio.apply(m) == null ? 0 : audio.apply(m).clips())
-                .description("audio clips decoded for batches").register(registry);
+                .description("audio clips of the samples encoded for batches, decoded or from the cache").register(registry);
         FunctionCounter.builder("stoker.audio.seconds", state, m -> audio.apply(m) == null ? 0 : audio.apply(m).seconds())
                 .description("seconds of audio those clips hold").register(registry);
         FunctionCounter.builder("stoker.audio.feature.bytes", state, m -> audio.apply(m) == null ? 0 : audio.apply(m).featureBytes())

@@ -439,14 +439,15 @@ public final class RunReport {
     }
 
     /**
-     * An audio job's figures per mode (issue 32, the pipeline's {@code audio}): clips decoded, seconds of audio, bytes of
+     * An audio job's figures per mode (issue 32, the pipeline's {@code audio}): clips encoded, seconds of audio, bytes of
      * log-mel features made, and the audio stages' mean latencies per sample (decode, features). Nothing for a run
      * without audio.
      */
     private static void audioTable(StringBuilder h, RunData run) {
         var rows = run.modes().stream().filter(m -> m.pipeline() != null && m.pipeline().path("pipeline").path("audio").isObject()).toList();
         if (rows.isEmpty()) return;
-        h.append("<section id=\"audio\"><h2>Audio</h2>\n<p class=\"note\">Clips decoded for the batches (files and videos' tracks), ")
+        h.append("<section id=\"audio\"><h2>Audio</h2>\n<p class=\"note\">Clips of the samples encoded for the batches (files and ")
+                .append("videos' tracks, decoded or read from the cache; counted as samples are encoded, so a run that encoded ahead counts more), ")
                 .append("the seconds of audio they hold, the bytes of <code>input_features</code> and <code>feature_attention_mask</code> ")
                 .append("made for them (a batch widens each sample's rows to its longest), and per sample with clips the mean time ")
                 .append("spent decoding them (demux, decode, resample) and computing their log-mel features.</p>\n")

@@ -101,15 +101,23 @@ public final class OmniEncoder {
 
     /**
      * What this encoder did since it was made (issue 32, the feed's audio metrics; one encoder per thread, so plain
-     * fields): clips decoded (files and videos' tracks) and their 16 kHz samples, the time spent decoding them (demux, decode,
-     * resample) and computing their log-mel features, and the bytes of {@code input_features} and
-     * {@code feature_attention_mask} made. {@link #shape}'s header reads are not counted.
+     * fields): clips decoded (files and videos' tracks) and their 16 kHz samples; the clips of the samples {@link #encode}
+     * made (decoded or read from the cache; a clip a cut left out not counted) and their 16 kHz samples; the time spent
+     * decoding (demux, decode, resample) and computing log-mel features (with the cache: reading and shaping an entry's), and
+     * the bytes of {@code input_features} and {@code feature_attention_mask} made. {@link #shape}'s header reads are not
+     * counted; its decodes (an MP3's length) are, in the decoded figures only.
      */
-    private long clipsDecoded, samplesDecoded, decodeNanos, featureNanos, featureBytes;
+    private long clipsDecoded, samplesDecoded, clipsEncoded, samplesEncoded, decodeNanos, featureNanos, featureBytes;
 
     public long clipsDecoded() { return clipsDecoded; }
 
     public long samplesDecoded() { return samplesDecoded; }
+
+    /** Clips in the samples {@link #encode} made, decoded or from the cache (the feed's {@code audio.clips}). */
+    public long clipsEncoded() { return clipsEncoded; }
+
+    /** Their 16 kHz samples (the feed's {@code audio.seconds} × 16,000). */
+    public long samplesEncoded() { return samplesEncoded; }
 
     public long decodeNanos() { return decodeNanos; }
 
@@ -118,12 +126,20 @@ public final class OmniEncoder {
     public long featureBytes() { return featureBytes; }
 
     /**
-     * One decoded clip or header-known clip: its 16 kHz samples (pcm null when only measured, or when its features came
-     * from the cache: {@code cached}); {@code key} its features' cache entry, null when they are not cached.
+     * One decoded clip or header-known clip: its 16 kHz samples (pcm null when only measured, or when the cache gave its
+     * length or features: {@code cached} its entry's {@link WhisperLogMel#head} frames); {@code source} what its cache keys
+     * are made of, null when the cache is off.
      */
-    private record Clip(String ref, long samples, float[] pcm, dev.stoker.cache.CacheKey key, WhisperLogMel.Features cached) {
+    private record Clip(String ref, long samples, float[] pcm, Source source, WhisperLogMel.Features cached) {
         Clip(String ref, long samples, float[] pcm) { this(ref, samples, pcm, null, null); }
     }
+
+    /**
+     * What a clip's cache keys are made of: the SHA-256 of its content (the clip's bytes, or for a video's track all the
+     * video's bytes), its decode options (the cut, the bound, the resampler), whether it is a video's track; and how to
+     * decode it when the cache gave its length but not its features (Qwen3-Omni's, keyed by the sample's longest clip).
+     */
+    private record Source(byte[] digest, AudioDecoder.Options opts, boolean track, java.util.function.Supplier<float[]> decode) {}
 
     /** Clips decoded by every encoder of this JVM (files, carried bytes and video tracks): what a warm cache spares. */
     private static final java.util.concurrent.atomic.LongAdder CLIPS_DECODED = new java.util.concurrent.atomic.LongAdder();
@@ -132,17 +148,23 @@ public final class OmniEncoder {
     public static long clipsDecodedInJvm() { return CLIPS_DECODED.sum(); }
 
     /** Raised when decoding, resampling or the log-mel code change what features a clip gives: old entries no longer match. */
-    public static final int AUDIO_RULES = 1;
-    /** The largest clip entry read back: its header and 128 float32 bins of {@link AudioDecoder}'s 600 s bound in frames. */
-    static final int MAX_CLIP_ENTRY_BYTES = 12 + 4 * AudioPreset.MEL_BINS * 60_001;
+    public static final int AUDIO_RULES = 2;
+    /**
+     * The largest clip entry read back: its header and 128 float32 bins of {@link AudioDecoder}'s 600 s bound in frames,
+     * with the head's three frames past the valid ones ({@link WhisperLogMel#headFrames}).
+     */
+    static final int MAX_CLIP_ENTRY_BYTES = 12 + 4 * AudioPreset.MEL_BINS * 60_004;
 
     /** The cache of preprocessed samples; null: none. */
     private dev.stoker.encode.cache.PreprocessedCache cache;
 
     /**
      * Reads and writes each sample's tokens ({@link #cachedText}) and each clip's log-mel features through {@code cache}
-     * (null: none) from now on, the features where they are the clip's alone: {@code --audio-pad valid} (the hf layout's padding would make an entry 15.4 MB a clip under
-     * Qwen2.5-Omni) and a family whose valid frames do not depend on the other clips of the call (not Qwen3-Omni).
+     * (null: none) from now on: files' clips and videos' tracks, under every family and both {@code --audio-pad} modes. An
+     * entry holds a clip's {@link WhisperLogMel#head} frames (the valid ones and at most three more), from which both modes'
+     * features are made bit for bit (so the two modes share it); under Qwen3-Omni, whose features depend on the sample's
+     * longest clip, the key says which ({@link #form}), and a small entry keeps each clip's length so that the longest is
+     * known without decoding.
      */
     public void useCache(dev.stoker.encode.cache.PreprocessedCache cache) { this.cache = cache; }
 
@@ -154,20 +176,41 @@ public final class OmniEncoder {
 
     public void resetCacheNanos() { cacheNanos = 0; }
 
-    private boolean cachesClips() {
-        return cache != null && pad == AudioEncoding.Pad.VALID && preset != AudioPreset.QWEN3_OMNI;
+    /**
+     * The settings of a clip's keys: the family, the content's kind (a file, or a video's track), the cut
+     * ({@code audio_start}, {@code audio_end}, or the family's kept part), the decode bound and resampler, the decoder path
+     * (the FFmpeg libraries' versions, libswresample's), the mel bins and {@link #AUDIO_RULES}. Not the pad mode (the entry
+     * serves both), never the path.
+     */
+    private String clipSettings(Source s) {
+        var opts = s.opts();
+        return "rules=" + AUDIO_RULES + " preset=" + preset + " bins=" + AudioPreset.MEL_BINS + " content=" + (s.track() ? "video-track" : "file")
+                + " offset=" + opts.offsetSeconds() + " duration=" + opts.durationSeconds() + " max=" + opts.maxSeconds() + " resampler="
+                + opts.resampler() + " decoder=" + audioDecoderPath();
+    }
+
+    /** The key of a clip's features in {@code form} ({@link #form}): {@link #clipSettings} and the content's SHA-256. */
+    private dev.stoker.cache.CacheKey clipKey(Source s, String form) {
+        return dev.stoker.cache.CacheKey.of("audio-log-mel", clipSettings(s) + " form=" + form, s.digest());
+    }
+
+    /** The key of a clip's length in 16 kHz samples (Qwen3-Omni: what its features' key needs of every clip of the sample). */
+    private dev.stoker.cache.CacheKey lengthKey(Source s) {
+        return dev.stoker.cache.CacheKey.of("audio-length", clipSettings(s), s.digest());
     }
 
     /**
-     * The key of a clip's features: the SHA-256 of its bytes; the family, the pad mode, the cut ({@code audio_start},
-     * {@code audio_end}), the decode bound and resampler, the decoder path (the FFmpeg libraries' versions, libswresample's)
-     * and {@link #AUDIO_RULES}. Never its path.
+     * What a clip's features depend on besides the clip: {@code chunk} where the family pads every clip to its chunk
+     * (Qwen2-Audio, Qwen2.5-Omni); under Qwen3-Omni, which pads to the sample's longest clip, {@code padded} where that
+     * length is at least three frames past the clip's valid ones (the head is then the same for every such length:
+     * the frames whose window reaches the clip see zeros past it, and the floor counts a silent frame;
+     * {@code WhisperLogMelHeadTest}), else that length itself ({@code to=N}: the clip is the longest, or within three
+     * frames of it).
      */
-    private dev.stoker.cache.CacheKey clipKey(byte[] bytes, AudioDecoder.Options opts) {
-        String settings = "rules=" + AUDIO_RULES + " preset=" + preset + " pad=" + pad + " bins=" + AudioPreset.MEL_BINS + " offset="
-                + opts.offsetSeconds() + " duration=" + opts.durationSeconds() + " max=" + opts.maxSeconds() + " resampler="
-                + opts.resampler() + " decoder=" + audioDecoderPath();
-        return dev.stoker.cache.CacheKey.of("audio-log-mel", settings, dev.stoker.cache.CacheKey.sha256(bytes));
+    private String form(long samples, long longest) {
+        if (preset != AudioPreset.QWEN3_OMNI) return "chunk";
+        long kept = preset.keptSamples(samples), padded = preset.paddedSamples(samples, longest);
+        return AudioPreset.totalFrames(padded) >= AudioPreset.maskFrames(kept, Long.MAX_VALUE / 2) + 3L ? "padded" : "to=" + padded;
     }
 
     /**
@@ -175,10 +218,9 @@ public final class OmniEncoder {
      * the {@code use_audio_in_video} default applied) and its media's sizes ({@link OmniTokens.Media}: each clip's mel
      * frames, each image's and video's grid), under the family, the vision family, the tokenizer's identity, the chat
      * template, the input contract, the model folder and {@link dev.stoker.encode.cache.PreprocessedCache#TEXT_RULES}.
-     * Qwen3-Omni's float positions are not cached (built each time).
+     * Qwen3-Omni's entry holds its float32 positions in place of the integer ones.
      */
     private OmniSequence.Features cachedText(ChatSample sample, List<OmniTokens.Media> sizes, int maxLength) {
-        if (preset.positionRule() == AudioPreset.PositionRule.QWEN3_OMNI) return sequence.build(sample, sizes, maxLength);
         String settings = "rules=" + dev.stoker.encode.cache.PreprocessedCache.TEXT_RULES + " audio=" + preset + " preset=" + options.preset()
                 + " tokenizer=" + tokenizerIdentity + " template=" + (options.chatTemplate() == null ? "builtin" : options.chatTemplateSha256())
                 + " contract=" + options.inputContract() + " model=" + options.model() + " cut=" + maxLength;
@@ -186,7 +228,8 @@ public final class OmniEncoder {
         String content = sample.messages() + "|" + sizes;
         var key = dev.stoker.cache.CacheKey.of("omni-text", settings,
                 dev.stoker.cache.CacheKey.sha256(content.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
-        var hit = textEntry(cache.store().read(key, dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES));
+        var hit = textEntry(cache.store().read(key, dev.stoker.encode.cache.PreprocessedCache.MAX_TEXT_ENTRY_BYTES),
+                preset.positionRule() == AudioPreset.PositionRule.QWEN3_OMNI);
         cacheNanos += System.nanoTime() - t0;
         if (hit != null) return hit;
         var text = sequence.build(sample, sizes, maxLength);
@@ -197,23 +240,39 @@ public final class OmniEncoder {
         return text;
     }
 
-    /** A token entry: L and the media items kept (int32), then input_ids, labels and the 3 × L positions (int64), little-endian. */
+    /**
+     * A token entry: L and the media items kept (int32), then input_ids and labels (int64), then the 3 × L positions: int64,
+     * or under Qwen3-Omni float32 (its float positions); little-endian. The family is in the key, so the two layouts never meet.
+     */
     static byte[] textBytes(OmniSequence.Features t) {
         int n = t.length();
-        var b = java.nio.ByteBuffer.allocate(8 + 40 * n).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        boolean floats = t.floatPositions() != null;
+        var b = java.nio.ByteBuffer.allocate(Math.toIntExact(8 + (floats ? 28L : 40L) * n)).order(java.nio.ByteOrder.LITTLE_ENDIAN);
         b.putInt(n).putInt(t.keptMedia());
-        for (long[] a : new long[][] {t.inputIds(), t.labels(), t.positions()}) for (long v : a) b.putLong(v);
+        for (long[] a : new long[][] {t.inputIds(), t.labels()}) for (long v : a) b.putLong(v);
+        if (floats) for (float v : t.floatPositions()) b.putFloat(v);
+        else for (long v : t.positions()) b.putLong(v);
         return b.array();
     }
 
-    /** {@link #textBytes}' inverse, or null when {@code bytes} is not such an entry (then the tokens are built). */
-    static OmniSequence.Features textEntry(byte[] bytes) {
+    /**
+     * {@link #textBytes}' inverse ({@code floats}: Qwen3-Omni's layout), or null when {@code bytes} is not such an entry
+     * (then the tokens are built).
+     */
+    static OmniSequence.Features textEntry(byte[] bytes, boolean floats) {
         if (bytes == null || bytes.length < 8) return null;
         var b = java.nio.ByteBuffer.wrap(bytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
         int n = b.getInt(), kept = b.getInt();
-        if (n < 1 || kept < 0 || bytes.length != 8 + 40L * n) return null;
-        long[] ids = new long[n], labels = new long[n], pos = new long[3 * n];
-        for (long[] a : new long[][] {ids, labels, pos}) for (int i = 0; i < a.length; i++) a[i] = b.getLong();
+        if (n < 1 || kept < 0 || bytes.length != 8 + (floats ? 28L : 40L) * n) return null;
+        long[] ids = new long[n], labels = new long[n];
+        for (long[] a : new long[][] {ids, labels}) for (int i = 0; i < a.length; i++) a[i] = b.getLong();
+        if (floats) {
+            float[] pos = new float[3 * n];
+            for (int i = 0; i < pos.length; i++) pos[i] = b.getFloat();
+            return new OmniSequence.Features(ids, labels, null, pos, kept);
+        }
+        long[] pos = new long[3 * n];
+        for (int i = 0; i < pos.length; i++) pos[i] = b.getLong();
         return new OmniSequence.Features(ids, labels, pos, null, kept);
     }
 
@@ -223,23 +282,42 @@ public final class OmniEncoder {
         return f.versions() + ", " + f.swresampleVersion();
     }
 
-    /** A clip entry: its 16 kHz samples, frames and valid frames (int32), then its features (128 × frames float32), little-endian. */
-    static byte[] clipBytes(long samples, WhisperLogMel.Features f) {
-        var b = java.nio.ByteBuffer.allocate(12 + 4 * f.values().length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-        b.putInt(Math.toIntExact(samples)).putInt(f.frames()).putInt(f.validFrames());
-        b.asFloatBuffer().put(f.values());
+    /**
+     * A clip entry: its 16 kHz samples, the head's frames and its valid frames (int32), then the head's features
+     * ({@link WhisperLogMel#head}: 128 × head frames float32), little-endian.
+     */
+    static byte[] clipBytes(long samples, WhisperLogMel.Features head) {
+        var b = java.nio.ByteBuffer.allocate(12 + 4 * head.values().length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putInt(Math.toIntExact(samples)).putInt(head.frames()).putInt(head.validFrames());
+        b.asFloatBuffer().put(head.values());
         return b.array();
     }
 
-    /** {@link #clipBytes}' inverse: {samples, features}, or null when {@code bytes} is not such an entry (then it is decoded). */
-    static Object[] clip(byte[] bytes) {
+    /** A clip entry read back: the clip's 16 kHz samples and the head's features. */
+    record ClipEntry(long samples, WhisperLogMel.Features head) {}
+
+    /** {@link #clipBytes}' inverse, or null when {@code bytes} is not such an entry (then the clip is decoded). */
+    static ClipEntry clip(byte[] bytes) {
         if (bytes == null || bytes.length < 12) return null;
         var b = java.nio.ByteBuffer.wrap(bytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
         int samples = b.getInt(), frames = b.getInt(), valid = b.getInt();
-        if (samples < 1 || frames < 1 || valid < 1 || valid > frames || bytes.length != 12 + 4L * AudioPreset.MEL_BINS * frames) return null;
+        if (samples < 1 || frames < 1 || valid < 1 || valid > frames || frames > valid + 3
+                || bytes.length != 12 + 4L * AudioPreset.MEL_BINS * frames) return null;
         float[] values = new float[AudioPreset.MEL_BINS * frames];
         b.asFloatBuffer().get(values);
-        return new Object[] {(long) samples, new WhisperLogMel.Features(values, frames, valid)};
+        return new ClipEntry(samples, new WhisperLogMel.Features(values, frames, valid));
+    }
+
+    /** A length entry: a clip's 16 kHz samples (int64, little-endian). */
+    static byte[] lengthBytes(long samples) {
+        return java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(samples).array();
+    }
+
+    /** {@link #lengthBytes}' inverse, or -1 when {@code bytes} is not such an entry. */
+    static long length(byte[] bytes) {
+        if (bytes == null || bytes.length != 8) return -1;
+        long n = java.nio.ByteBuffer.wrap(bytes).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong();
+        return n >= 1 && n <= Integer.MAX_VALUE ? n : -1;
     }
 
     /** Encodes {@code sample}, reading clips and images through {@code source} and videos through {@code videoSource}. */
@@ -260,9 +338,11 @@ public final class OmniEncoder {
         var features = new ArrayList<WhisperLogMel.Features>(clips.size());
         int frames = 0;
         for (var c : clips) {
-            var f = features(c, longest);
+            var f = features(id, c, longest);
             features.add(f);
             frames = Math.max(frames, f.frames());
+            clipsEncoded++;
+            samplesEncoded += c.samples();
         }
         int n = clips.size();
         if ((long) n * AudioPreset.MEL_BINS * frames > Integer.MAX_VALUE - 8)
@@ -517,20 +597,42 @@ public final class OmniEncoder {
         return longest;
     }
 
-    private WhisperLogMel.Features features(Clip c, long longest) {
-        if (c.cached() != null) return c.cached();
-        if (c.key() != null) { // cachesClips(): the features are the clip's alone
-            var f = logMel.valid(c.pcm(), preset, longest);
-            long t0 = System.nanoTime();
-            byte[] entry = clipBytes(c.samples(), f);
-            cache.store().write(c.key(), entry, 0, entry.length);
-            cacheNanos += System.nanoTime() - t0;
-            return f;
+    /**
+     * A clip's features beside a longest clip of {@code longest} samples: computed, or with the cache made of its entry's
+     * head ({@link WhisperLogMel#slice} to the valid frames, or {@link WhisperLogMel#padTo} every frame under
+     * {@code --audio-pad hf}), the entry read here (Qwen3-Omni: only now is its key's form known) or already by
+     * {@link #decode}, and written on a miss.
+     */
+    private WhisperLogMel.Features features(String id, Clip c, long longest) {
+        long kept = preset.keptSamples(c.samples());
+        long padded = preset.paddedSamples(c.samples(), longest);
+        int total = AudioPreset.totalFrames(padded);
+        if (c.source() == null) {
+            if (pad == AudioEncoding.Pad.VALID) return logMel.valid(c.pcm(), preset, longest);
+            return logMel.compute(c.pcm(), (int) kept, padded, total);
         }
-        if (pad == AudioEncoding.Pad.VALID) return logMel.valid(c.pcm(), preset, longest);
-        long kept = preset.keptSamples(c.pcm().length);
-        long padded = preset.paddedSamples(c.pcm().length, longest);
-        return logMel.compute(c.pcm(), (int) kept, padded, AudioPreset.totalFrames(padded));
+        var head = c.cached();
+        // a clip decoded, not Qwen3-Omni: its entry was read and missed (cachedClip); a Qwen3-Omni clip's is read here
+        if (head == null && preset != AudioPreset.QWEN3_OMNI && c.pcm() != null) {
+            head = logMel.head(c.pcm(), (int) kept, padded);
+            write(clipKey(c.source(), "chunk"), clipBytes(c.samples(), head));
+        } else if (head == null) {
+            long t0 = System.nanoTime();
+            var key = clipKey(c.source(), form(c.samples(), longest));
+            var hit = clip(cache.store().read(key, MAX_CLIP_ENTRY_BYTES));
+            cacheNanos += System.nanoTime() - t0;
+            if (hit != null && hit.samples() == c.samples()) head = hit.head();
+            else {
+                float[] pcm = c.pcm() != null ? c.pcm() : c.source().decode().get();
+                if (pcm.length != c.samples())
+                    throw new SampleException(id + " (" + c.ref() + ")", Stage.DECODE, "audio " + c.ref() + " decoded to " + pcm.length
+                            + " samples, but the cache's entry of its length says " + c.samples());
+                head = logMel.head(pcm, (int) kept, padded);
+                write(key, clipBytes(c.samples(), head));
+            }
+        }
+        if (pad == AudioEncoding.Pad.VALID) return WhisperLogMel.slice(head, AudioPreset.maskFrames(kept, padded));
+        return WhisperLogMel.padTo(head, total);
     }
 
     private AudioDecoder.Options decodeOptions(String id, Message.Audio a) {
@@ -573,37 +675,107 @@ public final class OmniEncoder {
     private Clip decode(String id, Message.Audio a, ImageSource source) {
         var opts = decodeOptions(id, a);
         byte[] bytes = source.read(id, a.ref());
-        dev.stoker.cache.CacheKey key = null;
-        if (cachesClips()) {
-            long t0 = System.nanoTime();
-            key = clipKey(bytes, opts);
-            var hit = clip(cache.store().read(key, MAX_CLIP_ENTRY_BYTES));
+        java.util.function.Supplier<float[]> decode = () -> decodePcm(id, a, bytes, opts);
+        if (cache == null) return decoded(a.ref(), decode.get(), null);
+        long t0 = System.nanoTime();
+        var src = new Source(dev.stoker.cache.CacheKey.sha256(bytes), opts, false, decode);
+        cacheNanos += System.nanoTime() - t0;
+        return cachedClip(a.ref(), src);
+    }
+
+    /** {@code pcm} decoded as a clip, with its cache keys' {@code source} (null: the cache is off). */
+    private static Clip decoded(String ref, float[] pcm, Source source) { return new Clip(ref, pcm.length, pcm, source, null); }
+
+    /**
+     * A clip through the cache: where its features' key needs no other clip (not Qwen3-Omni), its features entry (the
+     * clip's length with them); under Qwen3-Omni its length entry (its features are read once the sample's longest clip is
+     * known, {@link #features}); decoded on a miss, and its length written.
+     */
+    private Clip cachedClip(String ref, Source src) {
+        long t0 = System.nanoTime();
+        if (preset != AudioPreset.QWEN3_OMNI) {
+            var hit = clip(cache.store().read(clipKey(src, "chunk"), MAX_CLIP_ENTRY_BYTES));
             cacheNanos += System.nanoTime() - t0;
-            if (hit != null) return new Clip(a.ref(), (long) hit[0], null, key, (WhisperLogMel.Features) hit[1]);
+            if (hit != null) return new Clip(ref, hit.samples(), null, src, hit.head());
+            return decoded(ref, src.decode().get(), src);
         }
+        var lengthKey = lengthKey(src);
+        long n = length(cache.store().read(lengthKey, 8));
+        cacheNanos += System.nanoTime() - t0;
+        if (n > 0) return new Clip(ref, n, null, src, null);
+        var clip = decoded(ref, src.decode().get(), src);
+        write(lengthKey, lengthBytes(clip.samples()));
+        return clip;
+    }
+
+    /** Writes an entry to this node's cache, its time counted as the cache's. */
+    private void write(dev.stoker.cache.CacheKey key, byte[] entry) {
+        long t0 = System.nanoTime();
+        cache.store().write(key, entry, 0, entry.length);
+        cacheNanos += System.nanoTime() - t0;
+    }
+
+    private float[] decodePcm(String id, Message.Audio a, byte[] bytes, AudioDecoder.Options opts) {
         try {
             long t0 = System.nanoTime();
             var clip = AudioDecoder.decode(a.ref(), bytes, opts, t0 + DECODE_TIMEOUT_NANOS);
             counted(t0, clip.samples().length);
             CLIPS_DECODED.increment();
-            return new Clip(a.ref(), clip.samples().length, clip.samples(), key, null);
+            return clip.samples();
         } catch (SampleException e) {
             throw e.withSampleId(id + " (" + a.ref() + ")");
         }
     }
 
+    /**
+     * A video's audio track. With the cache, keyed by the SHA-256 of all the video's bytes (read once more for it, as the
+     * video's own entry reads them) and the family's kept part.
+     */
     private Clip decodeTrack(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
+        var opts = keptPart(AudioDecoder.Options.whole());
+        java.util.function.Supplier<float[]> decode = () -> decodeTrackPcm(id, v, videoSource, opts);
+        if (cache == null) return decoded(v.ref(), decode.get(), null);
+        long t0 = System.nanoTime();
+        byte[] digest = videoDigest(id, v, videoSource);
+        cacheNanos += System.nanoTime() - t0;
+        return cachedClip(v.ref(), new Source(digest, opts, true, decode));
+    }
+
+    private float[] decodeTrackPcm(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource, AudioDecoder.Options opts) {
         try (SeekableByteSource s = videoSource.open(id, v.ref())) {
             long t0 = System.nanoTime();
-            var clip = AudioDecoder.decode(s, keptPart(AudioDecoder.Options.whole()), t0 + DECODE_TIMEOUT_NANOS);
+            var clip = AudioDecoder.decode(s, opts, t0 + DECODE_TIMEOUT_NANOS);
             counted(t0, clip.samples().length);
             CLIPS_DECODED.increment();
-            return new Clip(v.ref(), clip.samples().length, clip.samples());
+            return clip.samples();
         } catch (SampleException e) {
             throw noTrack(id, v, e);
         } catch (java.io.IOException e) {
             throw new SampleException(id, Stage.FETCH, "video " + v.ref() + ": " + e.getMessage(), e);
         }
+    }
+
+    /** The SHA-256 of all of a video's bytes (what its frames' entry is keyed by, docs/cache.md), read in 1 MiB pieces. */
+    private static byte[] videoDigest(String id, Message.Video v, VideoPreprocessor.VideoSource videoSource) {
+        java.security.MessageDigest sha;
+        try {
+            sha = java.security.MessageDigest.getInstance("SHA-256");
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        try (SeekableByteSource s = videoSource.open(id, v.ref()); var arena = java.lang.foreign.Arena.ofConfined()) {
+            long size = s.sizeBytes();
+            var buf = arena.allocate(1 << 20);
+            for (long at = 0; at < size; ) {
+                int n = s.read(at, buf.asSlice(0, Math.min(buf.byteSize(), size - at)));
+                if (n <= 0) throw new java.io.IOException("the video ended at byte " + at + " of " + size);
+                sha.update(buf.asSlice(0, n).asByteBuffer());
+                at += n;
+            }
+        } catch (java.io.IOException e) {
+            throw new SampleException(id, Stage.FETCH, "video " + v.ref() + ": " + e.getMessage(), e);
+        }
+        return sha.digest();
     }
 
     /** Counts one clip of {@code samples} decoded since {@code t0}. */

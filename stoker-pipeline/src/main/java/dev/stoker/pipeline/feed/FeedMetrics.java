@@ -57,17 +57,22 @@ public final class FeedMetrics {
     final LatencyHistogram audioDecodeLatency = new LatencyHistogram();
     /** Per sample with audio clips: computing their log-mel features. */
     final LatencyHistogram audioFeatureLatency = new LatencyHistogram();
-    /** Audio clips decoded, their 16 kHz samples, and the bytes of input_features and feature_attention_mask made. */
+    /**
+     * The clips of the samples encoded (decoded or from the cache), their 16 kHz samples, and the bytes of input_features and
+     * feature_attention_mask made for them: counted per sample encoded, as {@link #encodedSamples} is.
+     */
     final LongAdder audioClips = new LongAdder(), audioSamples = new LongAdder(), audioFeatureBytes = new LongAdder();
 
     /**
-     * An audio job's figures (issue 32), counted as the feed encodes its samples for batches: clips decoded, seconds of audio
-     * they hold, and bytes of {@code input_features} and {@code feature_attention_mask} made (the batches widen a sample's
-     * rows to the batch's longest, so they carry at least as many).
+     * An audio job's figures (issue 32), counted as the feed encodes its samples for batches, as {@code encodedSamples} and the
+     * video frame counts are (a sample encoded again, for a retry or a batch made again after a fault, counts again; one
+     * encoded for a batch never handed out counts): the clips of those samples (decoded, or their features read from the
+     * cache), the seconds of audio they hold, and bytes of {@code input_features} and {@code feature_attention_mask} made (the
+     * batches widen a sample's rows to the batch's longest, so they carry at least as many).
      */
     public record Audio(long clips, double seconds, long featureBytes) {}
 
-    /** The audio figures; null for a feed that decoded no clip. */
+    /** The audio figures; null for a feed that encoded no clip. */
     Audio audio() {
         long clips = audioClips.sum();
         return clips == 0 ? null : new Audio(clips, audioSamples.sum() / (double) dev.stoker.core.AudioPreset.SAMPLING_RATE, audioFeatureBytes.sum());
@@ -109,8 +114,8 @@ public final class FeedMetrics {
             videoFramesDecoded.add(encoder.videoFramesDecoded());
             videoFramesKept.add(encoder.videoFramesKept());
         }
+        if (encoder.audioDecodeNanos() > 0) audioDecodeLatency.record(encoder.audioDecodeNanos());
         if (encoder.audioClips() > 0) {
-            audioDecodeLatency.record(encoder.audioDecodeNanos());
             audioClips.add(encoder.audioClips());
             audioSamples.add(encoder.audioSamples());
         }
