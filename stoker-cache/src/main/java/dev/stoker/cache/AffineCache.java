@@ -20,15 +20,24 @@ import java.util.concurrent.atomic.LongAdder;
  * {@link #write}s it, which keeps the bytes in a bounded outbox and offers them to the home ({@link Peers#offer}); the home
  * takes them ({@link #take}: fetches them from this node's outbox on a thread of its own) and stores them. Entries homed
  * here are written locally. A home that fails or does not answer in time is a <em>fallback</em>: the caller computes the
- * entry itself (counted; never a hang, never another entry's bytes), and the home is not asked again for
- * {@link #DOWN_NANOS} or until the homes change. What this node serves its peers comes from its cache or its outbox
- * ({@link #serve}).
+ * entry itself (counted; never a hang, never another entry's bytes), and the home is <em>down</em>: not asked by readers or
+ * writers until a probe on a thread of this cache's own ({@link Peers#reach}, every {@link #PROBE_NANOS}, the first after
+ * {@link #MIN_DOWN_NANOS}) is answered, or the homes change. The shortest down period doubles with each failure not
+ * followed by an answered fetch or offer (a home that answers probes but not fetches), up to {@link #MAX_DOWN_NANOS}. So a
+ * slow moment costs a second of fallbacks, not ten, and a reader's thread waits on a hung home once per down period at
+ * most. When the homes are named the channels to them are opened ahead ({@link Peers#reach} with the peer's first-call
+ * deadline, on the probe threads), so that the first read of a job does not open one. What this node serves its peers
+ * comes from its cache or its outbox ({@link #serve}).
  *
  * <p>Threading: every method may be called from any thread; the homes are replaced whole ({@link #homes(CacheHomes)}).
  */
 public final class AffineCache implements CacheEntries, AutoCloseable {
-    /** How long a home that failed is not asked (its entries are computed and stored locally meanwhile). */
-    static final long DOWN_NANOS = TimeUnit.SECONDS.toNanos(10);
+    /** The shortest time a home that failed is not asked (its entries are computed and stored locally meanwhile). */
+    static final long MIN_DOWN_NANOS = TimeUnit.SECONDS.toNanos(1);
+    /** The longest shortest-down period, reached after failures in a row (1, 2, 4 … 64 s, capped here). */
+    static final long MAX_DOWN_NANOS = TimeUnit.SECONDS.toNanos(60);
+    /** How often a home that is down is probed once its shortest down period has passed. */
+    static final long PROBE_NANOS = TimeUnit.SECONDS.toNanos(1);
     /** The longest entry fetched from or served to a peer (a long video's frames). */
     public static final long MAX_ENTRY_BYTES = 1L << 30;
     /** Entries the home takes at once from its peers' offers; more are dropped (counted). */
@@ -50,6 +59,14 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
          * the home will take it, false when it will not (it holds it, or by its homes it is not the entry's home).
          */
         boolean offer(CacheHomes.Member home, CacheKey key, long lengthBytes) throws Exception;
+
+        /**
+         * One cheap call to {@code member}, opening the channel to it when none is open: returns when it answered; throws
+         * when it cannot be reached or does not answer within the peer's deadline ({@code first}: the longer one of a
+         * channel's first call, a TLS handshake to a member that is busy opening the job). Called on the cache's own probe
+         * threads, never a reader's. The default: nothing to open, always answered.
+         */
+        default void reach(CacheHomes.Member member, boolean first) throws Exception {}
     }
 
     /**
@@ -71,7 +88,14 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
     private final Peers peers;
     private final long outboxLimitBytes;
     private volatile CacheHomes homes;
-    private final ConcurrentHashMap<String, Long> downUntil = new ConcurrentHashMap<>();
+    /** Homes down now (by member name), each with its shortest down period. */
+    private final ConcurrentHashMap<String, Long> down = new ConcurrentHashMap<>();
+    /** Failures of a home (by member name) since its last answered fetch or offer. */
+    private final ConcurrentHashMap<String, Integer> strikes = new ConcurrentHashMap<>();
+    /** Opens the channels to the homes ahead and probes the homes that are down. */
+    private final java.util.concurrent.ScheduledThreadPoolExecutor probes;
+    /** Bumped when the homes change: probes of earlier homes stop. */
+    private final java.util.concurrent.atomic.AtomicLong generation = new java.util.concurrent.atomic.AtomicLong();
     /** An entry kept for its home, since {@code atNanos}. */
     private record Held(byte[] bytes, long atNanos) {}
 
@@ -100,16 +124,49 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
             return t;
         });
         takers.allowCoreThreadTimeOut(true);
+        this.probes = new java.util.concurrent.ScheduledThreadPoolExecutor(2, r -> {
+            var t = new Thread(r, "stoker-cache-probe");
+            t.setDaemon(true);
+            return t;
+        });
+        probes.setRemoveOnCancelPolicy(true);
     }
 
     /** This node's own cache. */
     public SampleCache local() { return local; }
 
-    /** The homes from now on (null: every entry local); homes that failed are asked again. */
+    /**
+     * The homes from now on (null: every entry local); homes that failed are asked again. The channels to the other homes
+     * are opened ahead, on the probe threads; one that cannot be reached is down until a probe answers.
+     */
     public void homes(CacheHomes h) {
+        long g = generation.incrementAndGet();
         homes = h;
-        downUntil.clear();
+        down.clear();
+        strikes.clear();
+        if (h == null) return;
+        for (var m : h.members()) {
+            if (m.name().equals(h.self())) continue;
+            try {
+                probes.execute(() -> {
+                    if (generation.get() != g) return;
+                    try {
+                        peers.reach(m, true);
+                    } catch (Exception e) {
+                        if (generation.get() == g) markDown(m);
+                    }
+                });
+            } catch (java.util.concurrent.RejectedExecutionException closed) {
+                return;
+            }
+        }
     }
+
+    /** The homes down now (member names): not asked until a probe answers. */
+    public java.util.Set<String> downHomes() { return java.util.Set.copyOf(down.keySet()); }
+
+    /** Home {@code name}'s shortest down period now (0 when it is up). */
+    long downNanos(String name) { return down.getOrDefault(name, 0L); }
 
     public CacheHomes homes() { return homes; }
 
@@ -135,7 +192,9 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
             return false;
         }
         try {
-            if (peers.fetch(home, key, dst)) {
+            boolean hit = peers.fetch(home, key, dst);
+            strikes.remove(home.name());
+            if (hit) {
                 remoteHits.increment();
                 fetchedBytes.add(dst.byteSize());
                 return true;
@@ -172,7 +231,9 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
             }
         }
         try {
-            if (peers.offer(home, key, n)) {
+            boolean taking = peers.offer(home, key, n);
+            strikes.remove(home.name());
+            if (taking) {
                 offered.increment();
                 return true;
             }
@@ -252,15 +313,37 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
         }
     }
 
-    private boolean down(CacheHomes.Member m) {
-        Long until = downUntil.get(m.name());
-        if (until == null) return false;
-        if (System.nanoTime() - until < 0) return true;
-        downUntil.remove(m.name(), until);
-        return false;
+    private boolean down(CacheHomes.Member m) { return down.containsKey(m.name()); }
+
+    /**
+     * Home {@code m} failed: down, and probed from its shortest down period on (1 s, doubled with each failure since its
+     * last answered fetch or offer); a failure while it is down (a reader that asked it just before) changes nothing.
+     */
+    private void markDown(CacheHomes.Member m) {
+        int s = strikes.merge(m.name(), 1, Integer::sum);
+        long shortest = Math.min(MAX_DOWN_NANOS, MIN_DOWN_NANOS << Math.min(s - 1, 16));
+        if (down.putIfAbsent(m.name(), shortest) != null) return;
+        schedule(m, generation.get(), shortest);
     }
 
-    private void markDown(CacheHomes.Member m) { downUntil.put(m.name(), System.nanoTime() + DOWN_NANOS); }
+    private void schedule(CacheHomes.Member m, long g, long afterNanos) {
+        try {
+            probes.schedule(() -> probe(m, g), afterNanos, TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.RejectedExecutionException closed) { // closed: nothing more to ask
+        }
+    }
+
+    /** A probe of a home that is down: answered, it is up (asked again from now on); else probed again. */
+    private void probe(CacheHomes.Member m, long g) {
+        if (generation.get() != g || !down.containsKey(m.name())) return;
+        try {
+            peers.reach(m, false);
+        } catch (Exception e) {
+            if (generation.get() == g) schedule(m, g, PROBE_NANOS);
+            return;
+        }
+        if (generation.get() == g) down.remove(m.name());
+    }
 
     public Stats stats() {
         return new Stats(localHits.sum(), localMisses.sum(), remoteHits.sum(), remoteMisses.sum(), fallbacks.sum(), fetchedBytes.sum(),
@@ -270,6 +353,8 @@ public final class AffineCache implements CacheEntries, AutoCloseable {
     /** Stops taking offers (the ones under way end on their own); the local cache stays open (its owner closes it). */
     @Override
     public void close() {
+        generation.incrementAndGet();
+        probes.shutdownNow();
         takers.shutdownNow();
         synchronized (outbox) {
             outbox.clear();

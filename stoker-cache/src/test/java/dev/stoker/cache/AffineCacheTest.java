@@ -36,13 +36,19 @@ class AffineCacheTest {
 
     private static CacheKey key(int i) { return CacheKey.of("image-resized-u8", "t", CacheKey.sha256(("img" + i).getBytes())); }
 
-    /** N nodes whose peers call each other's serve and take directly; {@code broken} names members whose calls throw. */
+    /**
+     * N nodes whose peers call each other's serve and take directly; {@code broken} names members whose fetches and offers
+     * throw, {@code unreachable} those whose probes ({@link AffineCache.Peers#reach}) throw; {@code calls} counts fetches and
+     * offers, {@code reaches} probes.
+     */
     private record Cluster(List<AffineCache> nodes, List<SampleCache> locals, Map<String, AffineCache> byName, java.util.Set<String> broken,
-                           AtomicInteger calls) implements AutoCloseable {
+                           java.util.Set<String> unreachable, AtomicInteger calls, AtomicInteger reaches) implements AutoCloseable {
         static Cluster of(Path dir, int n) throws Exception {
             var byName = new ConcurrentHashMap<String, AffineCache>();
             var broken = ConcurrentHashMap.<String>newKeySet();
+            var unreachable = ConcurrentHashMap.<String>newKeySet();
             var calls = new AtomicInteger();
+            var reaches = new AtomicInteger();
             var members = new ArrayList<CacheHomes.Member>();
             for (int i = 0; i < n; i++) members.add(new CacheHomes.Member("node" + i, "127.0.0.1", 1 + i));
             var nodes = new ArrayList<AffineCache>();
@@ -65,12 +71,18 @@ class AffineCacheTest {
                         if (broken.contains(home.name())) throw new IllegalStateException(home.name() + " is gone");
                         return byName.get(home.name()).take(self, key, length);
                     }
+
+                    @Override
+                    public void reach(CacheHomes.Member m, boolean first) {
+                        reaches.incrementAndGet();
+                        if (unreachable.contains(m.name())) throw new IllegalStateException(m.name() + " does not answer");
+                    }
                 }, 8L << 20);
                 node.homes(new CacheHomes(self, members));
                 byName.put(self, node);
                 nodes.add(node);
             }
-            return new Cluster(nodes, locals, byName, broken, calls);
+            return new Cluster(nodes, locals, byName, broken, unreachable, calls, reaches);
         }
 
         /** Reads entry i on node {@code at}, computing and writing it on a miss, as an encoder does; checks the bytes. */
@@ -135,6 +147,7 @@ class AffineCacheTest {
             int i = 0;
             while (c.nodes().get(0).homes().homedHere(key(i))) i++; // an entry homed on node1, used on node0
             c.broken().add("node1");
+            c.unreachable().add("node1"); // its probes fail too: it stays down
             assertFalse(c.use(0, i));
             var s = c.nodes().get(0).stats();
             assertEquals(1, s.fallbacks());
@@ -144,12 +157,84 @@ class AffineCacheTest {
             int j = i + 1;
             while (c.nodes().get(0).homes().homedHere(key(j))) j++;
             assertFalse(c.use(0, j));
-            assertEquals(callsBefore, c.calls().get(), "a home that failed is not asked again for a while");
+            assertEquals(callsBefore, c.calls().get(), "a home that failed is not asked again while its probes fail");
+            assertEquals(java.util.Set.of("node1"), c.nodes().get(0).downHomes());
             assertEquals(2, c.nodes().get(0).stats().fallbacks());
             // new homes (the failed one gone): every entry is homed here, read and written locally
             c.nodes().get(0).homes(new CacheHomes("node0", List.of(new CacheHomes.Member("node0", "127.0.0.1", 1))));
             assertTrue(c.use(0, j));
             assertEquals(callsBefore, c.calls().get());
+        }
+    }
+
+    @Test
+    void theChannelsToTheHomesAreOpenedAheadWhenTheHomesAreNamed() throws Exception {
+        try (var c = Cluster.of(dir, 3)) {
+            await(() -> c.reaches().get() >= 3 * 2, "each node reaches the two other homes before any read: " + c.reaches());
+            assertEquals(0, c.calls().get(), "no fetch or offer yet");
+            for (var n : c.nodes()) assertEquals(java.util.Set.of(), n.downHomes());
+        }
+    }
+
+    @Test
+    void aHomeThatCannotBeReachedAheadIsDownUntilAProbeAnswers() throws Exception {
+        try (var c = Cluster.of(dir, 2)) {
+            await(() -> c.reaches().get() >= 2, "reached ahead");
+            c.unreachable().add("node1");
+            var n0 = c.nodes().get(0);
+            n0.homes(n0.homes()); // named again: reached ahead again, and this time it fails
+            await(() -> n0.downHomes().contains("node1"), "down after the reach ahead failed");
+            int i = 0;
+            while (n0.homes().homedHere(key(i))) i++;
+            int calls = c.calls().get();
+            assertFalse(c.use(0, i));
+            assertEquals(calls, c.calls().get(), "a reader never asks a home that is down");
+            assertEquals(1, n0.stats().fallbacks());
+            c.unreachable().remove("node1");
+            await(() -> n0.downHomes().isEmpty(), "up at the first probe it answers");
+            int j = i + 1;
+            while (n0.homes().homedHere(key(j))) j++;
+            assertFalse(c.use(0, j)); // asked of its home again: a miss there, offered to it
+            assertEquals(1, n0.stats().remoteMisses());
+            assertEquals(1, n0.stats().fallbacks());
+        }
+    }
+
+    @Test
+    void aHomeThatFailsAgainAfterItsProbeAnsweredStaysDownTwiceAsLong() throws Exception {
+        try (var c = Cluster.of(dir, 2)) {
+            var n0 = c.nodes().get(0);
+            await(() -> c.reaches().get() >= 2, "reached ahead");
+            int i = 0;
+            while (n0.homes().homedHere(key(i))) i++;
+            c.broken().add("node1"); // answers its probes, fails its fetches: a failure, probed up, a failure again
+            assertFalse(c.use(0, i));
+            assertEquals(AffineCache.MIN_DOWN_NANOS, n0.downNanos("node1"));
+            await(() -> n0.downHomes().isEmpty(), "up after its probe answered");
+            int j = i + 1;
+            while (n0.homes().homedHere(key(j))) j++;
+            assertFalse(c.use(0, j));
+            assertEquals(2 * AffineCache.MIN_DOWN_NANOS, n0.downNanos("node1"), "down at least twice as long");
+            assertEquals(2, n0.stats().fallbacks());
+            c.broken().remove("node1");
+            await(() -> n0.downHomes().isEmpty(), "up again");
+            int k = j + 1;
+            while (n0.homes().homedHere(key(k))) k++;
+            assertFalse(c.use(0, k)); // answered: a miss at the home, and the failures in a row start again from one
+            c.broken().add("node1");
+            int m = k + 1;
+            while (n0.homes().homedHere(key(m))) m++;
+            assertFalse(c.use(0, m));
+            assertEquals(AffineCache.MIN_DOWN_NANOS, n0.downNanos("node1"), "an answered fetch reset the count");
+        }
+    }
+
+    /** Waits for {@code condition}, polling, with a deadline far past what it needs. */
+    private static void await(java.util.function.BooleanSupplier condition, Object what) throws InterruptedException {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) throw new AssertionError("not within 30 s: " + what);
+            Thread.sleep(5); // polling a condition with a deadline, not a synchronisation
         }
     }
 

@@ -16,7 +16,7 @@ import org.apache.arrow.memory.BufferAllocator;
 
 /**
  * The cache's affinity over the nodes' Flight endpoints: how a node asks another for a cache entry and offers it one
- * ({@link AffineCache.Peers}), and how it answers them ({@link FlightBatchServer.Actions}). Two DoAction types, both
+ * ({@link AffineCache.Peers}), and how it answers them ({@link FlightBatchServer.Actions}). Three DoAction types, all
  * behind the endpoint's token and TLS:
  *
  * <pre>
@@ -24,15 +24,23 @@ import org.apache.arrow.memory.BufferAllocator;
  *                                                         no result: a miss
  *   stoker.cache.offer  body "JOB\nFROM\nKEYHEX\nLENGTH"  answer: one byte, 1 when the home will take the entry (it fetches
  *                                                         it from FROM on a thread of its own), else 0
+ *   stoker.cache.ping   body "JOB"                       answer: one byte, 1 (the channel is open and the node answers:
+ *                                                         sent ahead when the homes are named, and to probe a home that is down)
  * </pre>
  *
  * A fetch is bounded: {@link #FETCH_TIMEOUT_MS}, and an answer of any other length than asked is refused; the caller
  * ({@link AffineCache}) then computes the entry itself. Entries are the resized u8 pixels the cache holds, never float32.
  */
 final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
-    static final String GET = "stoker.cache.get", OFFER = "stoker.cache.offer";
+    static final String GET = "stoker.cache.get", OFFER = "stoker.cache.offer", PING = "stoker.cache.ping";
     /** Longest a fetch of one entry may take (a 1.3 MB image entry takes milliseconds on a node's link). */
     static final long FETCH_TIMEOUT_MS = 5_000;
+    /**
+     * Longest a channel's first call may take: the ping sent ahead when the homes are named, which opens the channel (a TLS
+     * handshake with a member whose JVM is busy opening the job; on a loaded 2-core VM that took more than the 5 s of a
+     * fetch). On a probe thread, never a reader's.
+     */
+    static final long FIRST_CALL_TIMEOUT_MS = 20_000;
     /** Longest an offer may take (a few hundred bytes each way). */
     static final long OFFER_TIMEOUT_MS = 2_000;
     /** Bytes per result of a get's answer. */
@@ -83,6 +91,14 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
                 long n = client(home).action(OFFER, body(job, self, key.hex(), Long.toString(lengthBytes)), offerTimeoutMillis, answer);
                 return n == 1 && answer.get(ValueLayout.JAVA_BYTE, 0) == 1;
             }
+
+            @Override
+            public void reach(CacheHomes.Member member, boolean first) {
+                var answer = MemorySegment.ofArray(new byte[1]);
+                long n = client(member).action(PING, body(job), first ? Math.max(FIRST_CALL_TIMEOUT_MS, fetchTimeoutMillis) : fetchTimeoutMillis, answer);
+                if (n != 1 || answer.get(ValueLayout.JAVA_BYTE, 0) != 1)
+                    throw new IllegalStateException(member.name() + " answered a ping with " + n + " bytes");
+            }
         };
     }
 
@@ -95,9 +111,14 @@ final class CacheAffinity implements FlightBatchServer.Actions, AutoCloseable {
 
     @Override
     public boolean answer(String type, byte[] body, java.util.function.Consumer<byte[]> results) {
-        if (!type.equals(GET) && !type.equals(OFFER)) return false;
+        if (!type.equals(GET) && !type.equals(OFFER) && !type.equals(PING)) return false;
         if (body.length > MAX_REQUEST_BYTES) throw new IllegalArgumentException(type + ": request of " + body.length + " bytes");
         String[] f = new String(body, StandardCharsets.UTF_8).split("\n", -1);
+        if (type.equals(PING)) {
+            if (f.length != 1) throw new IllegalArgumentException(type + ": malformed request");
+            results.accept(new byte[] {1});
+            return true;
+        }
         if (f.length != (type.equals(GET) ? 3 : 4)) throw new IllegalArgumentException(type + ": malformed request");
         var cache = jobs.apply(f[0]);
         CacheKey key = CacheKey.ofHex(f[f.length - 2]);

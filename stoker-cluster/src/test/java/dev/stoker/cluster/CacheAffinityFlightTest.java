@@ -166,6 +166,62 @@ class CacheAffinityFlightTest {
         }
     }
 
+    /**
+     * The channels are opened ahead (a ping as soon as the homes are named), and a home that hung is asked again as soon
+     * as it answers a probe: one fallback for the hang, then hits from it again, not ten seconds of fallbacks.
+     */
+    @Test
+    void theChannelIsOpenedAheadAndAHomeThatHungIsAskedAgainOnceItAnswersAProbe() throws Exception {
+        var pings = new java.util.concurrent.atomic.AtomicInteger();
+        var hang = new java.util.concurrent.atomic.AtomicBoolean();
+        var release = new CountDownLatch(1);
+        CacheAffinity[] own = new CacheAffinity[1];
+        var a = node("a", null, 300);
+        var b = node("b", (type, body, results) -> {
+            if (type.equals(CacheAffinity.PING)) pings.incrementAndGet();
+            if (hang.get()) {
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return true;
+            }
+            return own[0].answer(type, body, results);
+        });
+        own[0] = b.affinity();
+        try {
+            homes(a, b);
+            await(() -> pings.get() >= 1, "a pinged its home b ahead");
+            assertEquals(java.util.Set.of(), a.affine().downHomes());
+            int i = homedOn(a, b), j = i + 1;
+            while (!a.affine().homes().home(key(j)).name().equals("b")) j++;
+            byte[] want = entry(j, 5000), got = new byte[want.length];
+            assertTrue(b.affine().write(key(j), want, 0, want.length), "stored at its home");
+            hang.set(true);
+            assertFalse(a.affine().read(key(i), new byte[1000], 0, 1000), "the home hangs: given up at the deadline");
+            assertEquals(java.util.Set.of("b"), a.affine().downHomes());
+            hang.set(false);
+            release.countDown();
+            await(() -> a.affine().downHomes().isEmpty(), "b answered a probe: up");
+            assertTrue(a.affine().read(key(j), got, 0, got.length), "asked again at once");
+            assertArrayEquals(want, got);
+            var s = a.affine().stats();
+            assertEquals(1, s.fallbacks());
+            assertEquals(1, s.remoteHits());
+        } finally {
+            release.countDown();
+        }
+    }
+
+    private static void await(java.util.function.BooleanSupplier condition, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!condition.getAsBoolean()) {
+            assertTrue(System.nanoTime() < deadline, "not within 30 s: " + what);
+            Thread.sleep(5); // polling a condition under a deadline
+        }
+    }
+
     @Test
     void anAnswerOfAnotherLengthIsAFallbackNeverAnEntry() throws Exception {
         var a = node("a", null);

@@ -236,7 +236,7 @@ class CacheAffinityTest {
     /**
      * A home that stops answering in a running job while the coordinator still names it home (it stays a member and goes on
      * making its batches; only its cache's Flight actions hang, as a node whose cache disk stalls): the other node's fetches
-     * of the entries homed there end at the 5 s deadline as counted fallbacks (the home is then not asked for 10 s), the
+     * of the entries homed there end at the 5 s deadline as counted fallbacks (the home is then down while its probes hang), the
      * maker decodes those images itself, nothing is missed or taken wrong, and the batches are an uncached service's bit for bit.
      */
     @Test

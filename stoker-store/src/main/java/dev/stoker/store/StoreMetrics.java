@@ -18,8 +18,10 @@ package dev.stoker.store;
  * @param segmentsReused    allocations served by a free segment instead of a new file
  * @param segmentsDeleted   free segments deleted to make room for another size (close not counted)
  * @param staleArenasRemoved arenas of dead processes removed when the store opened
+ * @param segmentsReplaced  free segments deleted because a new, larger one was made in their stead (also in
+ *                          {@code segmentsDeleted})
  */
 public record StoreMetrics(long budgetBytes, long mappedBytes, long inUseBytes, long objects, long leases,
                            long allocations, long allocationWaits, long waitNanos, long segmentsCreated,
-                           long segmentsReused, long segmentsDeleted, long staleArenasRemoved) {
+                           long segmentsReused, long segmentsDeleted, long staleArenasRemoved, long segmentsReplaced) {
 }

@@ -78,4 +78,41 @@ class ShmIdleSegmentsTest {
             assertEquals(3, store.metrics().segmentsCreated(), "the two, and one made for the second object in flight");
         }
     }
+
+    /**
+     * A new segment for a larger object is made in the stead of the largest free segment too small for it: a store whose
+     * batches grow keeps as many segments as objects in flight, not one more per size it met; a free segment the new one
+     * could not stand in for (over {@link ShmObjectStore#REUSE_FACTOR} smaller) stays.
+     */
+    @Test
+    void aNewLargerSegmentReplacesTheLargestFreeOneTooSmallForIt() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 256 * MIB))) {
+            StoredObject tiny = await(store.allocate(1 * MIB)).seal(), small = await(store.allocate(8 * MIB)).seal(),
+                    mid = await(store.allocate(12 * MIB)).seal();
+            Path tinyFile = tiny.file(), smallFile = small.file(), midFile = mid.file();
+            tiny.release();
+            small.release();
+            mid.release();
+            StoredObject big = await(store.allocate(20 * MIB)).seal(); // none of the three fits: a new one, in mid's stead
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (Files.exists(midFile) && System.nanoTime() < deadline) Thread.sleep(10);
+            StoreMetrics m = store.metrics();
+            assertEquals(4, m.segmentsCreated());
+            assertEquals(1, m.segmentsReplaced());
+            assertEquals(1, m.segmentsDeleted());
+            assertFalse(Files.exists(midFile), "the largest free segment too small for it went");
+            assertTrue(Files.exists(smallFile) && Files.exists(tinyFile), "the others stay");
+            assertEquals(ShmObjectStore.sizeClass(20 * MIB) + 8 * MIB + 1 * MIB, m.mappedBytes());
+            big.release();
+            StoredObject again = await(store.allocate(12 * MIB)).seal(); // the big one serves what mid served
+            assertEquals(big.file(), again.file());
+            again.release();
+            // a 104 MiB segment stands in for the 20 MiB one, not for the 8 MiB and 1 MiB ones (over REUSE_FACTOR smaller)
+            StoredObject huge = await(store.allocate(100 * MIB)).seal();
+            while (store.metrics().segmentsReplaced() < 2 && System.nanoTime() < deadline) Thread.sleep(10);
+            assertEquals(2, store.metrics().segmentsReplaced(), "the 20 MiB one replaced, the largest too small");
+            assertTrue(Files.exists(tinyFile) && Files.exists(smallFile), "more than eight times smaller: kept");
+            huge.release();
+        }
+    }
 }

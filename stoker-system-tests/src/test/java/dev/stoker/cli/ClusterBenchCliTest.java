@@ -131,8 +131,9 @@ class ClusterBenchCliTest {
         assertEquals(e1.get("reads").asLong(), entries, r.out());
         assertTrue(entries >= 12, "the demo samples' images were read: " + r.out());
         // epoch 1 is cold: every read a miss, or a fallback (a home that did not answer within its deadline: the maker decodes
-        // and keeps the entry itself, and does not ask that home again for 10 s — on this loaded VM one slow first ask at the
-        // job's start has made every remote read of a 5 s epoch a fallback); what a node offered the other went there
+        // and keeps the entry itself, and does not ask that home again until it answers a probe — before the channels were
+        // opened ahead, one slow first ask at the job's start on this loaded VM made every remote read of a 5 s epoch a
+        // fallback); what a node offered the other went there
         assertEquals(0, e1.get("hits").asLong(), r.out());
         long fallbacks1 = e1.get("fallbacks").asLong(), fallbacks2 = e2.get("fallbacks").asLong();
         assertEquals(entries, e1.get("misses").asLong() + fallbacks1, r.out());
