@@ -5,7 +5,8 @@ tokens ``[o_i, o_i + L_i)``, T = Σ L_i plus an optional tail pad (docs/training
 
 * model inputs: ``input_ids`` / ``labels`` int64 (1, T), unshifted, each segment's first label -100;
   ``position_ids`` int64 (4, 1, T), row 0 = 0 … L_i-1 per segment, rows 1-3 = the segment's M-RoPE computed
-  on the sample alone; ``mm_token_type_ids`` (1, T) where the job's contract has it; ``pixel_values`` and
+  on the sample alone (Qwen3-Omni: float32 (4, 1, T), the same rows; Qwen2-Audio: int64 (1, T), row 0 alone;
+  docs/packing.md "Audio packs"); ``mm_token_type_ids`` (1, T) where the job's contract has it; ``pixel_values`` and
   ``image_grid_thw`` in segment order; no ``attention_mask``;
 * metadata (``loader.last_meta.metadata``): ``cu_seqlens`` int32 (n+1) over the real segments, ``max_seqlen``
   int32 (1,), ``seg_ids`` int32 (1, T) = 1 … n per token and 0 on the tail pad, ``sample_index`` int64 (n)
@@ -233,6 +234,8 @@ def pack_info(batch: Mapping[str, Any], meta=None) -> PackInfo:
     want = {"labels": (1, total), "mm_token_type_ids": (1, total), "position_ids": (4, 1, total)}
     for name, expected in want.items():
         x = batch.get(name)
+        if name == "position_ids" and x is not None and _shape(x) == (1, total):
+            continue  # Qwen2-Audio's pack: its one row of text positions (docs/packing.md "Audio packs")
         if x is not None and _shape(x) != expected:
             raise ValueError(f"{name} has shape {_shape(x)}; this pack of T = {total} tokens needs {expected}"
                              + (" (row 0 text positions, rows 1-3 M-RoPE)" if name == "position_ids" else ""))
@@ -267,6 +270,8 @@ def check_pack(batch: Mapping[str, Any], meta=None) -> PackInfo:
     pos = batch.get("position_ids")
     if pos is not None:
         pos = _host(pos)
+        if pos.ndim == 2:  # Qwen2-Audio's (1, T): row 0 alone, no M-RoPE rows
+            pos = pos[None]
         row0 = pos[0, 0]
         want = np.arange(info.total, dtype=np.int64) - np.repeat(
             np.concatenate([info.offsets[:-1], [info.real]]), np.append(info.lengths, info.pad))
@@ -278,7 +283,7 @@ def check_pack(batch: Mapping[str, Any], meta=None) -> PackInfo:
             raise ValueError(f"position_ids row 0 is {int(row0[t])} at token {t} (in {where}), expected "
                              f"{int(want[t])}: row 0 must count 0, 1, … within each segment")
         starts = info.offsets[:-1]
-        for r in (1, 2, 3):
+        for r in range(1, pos.shape[0]):
             bad = np.flatnonzero(pos[r, 0, starts] != 0)
             if bad.size:
                 raise ValueError(f"position_ids row {r} is {int(pos[r, 0, starts[bad[0]]])} at the start of "
