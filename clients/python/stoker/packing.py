@@ -206,6 +206,12 @@ def _shape(x) -> Tuple[int, ...]:
     return tuple(int(d) for d in x.shape)
 
 
+def _is_float(x) -> bool:
+    """Whether ``x`` (NumPy or torch) holds floating-point values (Qwen3-Omni's packed positions)."""
+    kind = getattr(x.dtype, "kind", None)
+    return kind == "f" if kind is not None else bool(getattr(x.dtype, "is_floating_point", False))
+
+
 def pack_info(batch: Mapping[str, Any], meta=None) -> PackInfo:
     """The :class:`PackInfo` of a pack (``batch``: the model inputs; ``meta``: ``loader.last_meta`` or a dict of
     the metadata tensors; metadata missing there is looked up in ``batch``).
@@ -449,6 +455,9 @@ def for_qwen_vl_finetune(batch: Mapping[str, Any], meta=None, *, device=None,
     info = pack_info(batch, meta)
     if batch.get("position_ids") is None:
         raise ValueError("the pack has no position_ids; qwen-vl-finetune needs the M-RoPE rows 1-3")
+    if len(_shape(batch["position_ids"])) != 3:
+        raise ValueError(f"position_ids has shape {_shape(batch['position_ids'])}: a pack without M-RoPE rows (Qwen2-Audio's "
+                         f"(1, T)); qwen-vl-finetune needs rows 1-3 of a (4, 1, T) pack")
     out = _Out(batch, device)
     result = _passed_inputs(batch, out)
     result["position_ids"] = result["position_ids"][1:]
@@ -519,9 +528,11 @@ def for_megatron_thd(batch: Mapping[str, Any], meta=None, *, pad_to_multiple_of:
         result["input_ids"] = out.view(batch["input_ids"])[..., :real]
         result["labels"] = shifted
         pos = batch.get("position_ids")
-        if pos is None:
+        if pos is None or _is_float(pos):  # none, or Qwen3-Omni's float32 rows: int64 ones, made
             positions = np.arange(real, dtype=np.int64) - np.repeat(info.offsets[:-1], lengths)
             result["position_ids"] = out.small(positions[None], np.int64)
+        elif len(_shape(pos)) == 2:  # Qwen2-Audio's (1, T): the row itself
+            result["position_ids"] = out.view(pos)[:, :real]
         else:
             result["position_ids"] = out.view(pos)[0, :, :real]  # row 0: 0 … L_i-1 per segment
         if batch.get("mm_token_type_ids") is not None:

@@ -202,6 +202,15 @@ class PackInfoTest(unittest.TestCase):
             qwen3_omni["position_ids"][1:, 0, 1:] += np.float32(0.5)  # fractional M-RoPE past each row's first token
             qwen3_omni["position_ids"][1:, 0, meta["cu_seqlens"][:-1]] = 0  # each segment's rows start at 0
             self.assertEqual(check_pack(qwen3_omni, meta).total, inputs["input_ids"].shape[1])
+            # Megatron's THD takes int64 row-0 positions from either layout, as from Qwen-VL's
+            want = for_megatron_thd(inputs, meta)["position_ids"]
+            for layout in (qwen2_audio, qwen3_omni):
+                got = for_megatron_thd(layout, meta)["position_ids"]
+                self.assertEqual(np.asarray(got).dtype, np.int64)
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+            with self.assertRaises(ValueError) as cm:
+                for_qwen_vl_finetune(qwen2_audio, meta)
+            self.assertIn("(1, T)", str(cm.exception))
             broken = dict(qwen2_audio, position_ids=qwen2_audio["position_ids"] + 1)
             with self.assertRaises(ValueError) as cm:
                 check_pack(broken, meta)
