@@ -5,7 +5,8 @@ tokens ``[o_i, o_i + L_i)``, T = Σ L_i plus an optional tail pad (docs/training
 
 * model inputs: ``input_ids`` / ``labels`` int64 (1, T), unshifted, each segment's first label -100;
   ``position_ids`` int64 (4, 1, T), row 0 = 0 … L_i-1 per segment, rows 1-3 = the segment's M-RoPE computed
-  on the sample alone; ``mm_token_type_ids`` (1, T) where the job's contract has it; ``pixel_values`` and
+  on the sample alone (Qwen3-Omni: float32 (4, 1, T), the same rows; Qwen2-Audio: int64 (1, T), row 0 alone;
+  docs/packing.md "Audio packs"); ``mm_token_type_ids`` (1, T) where the job's contract has it; ``pixel_values`` and
   ``image_grid_thw`` in segment order; no ``attention_mask``;
 * metadata (``loader.last_meta.metadata``): ``cu_seqlens`` int32 (n+1) over the real segments, ``max_seqlen``
   int32 (1,), ``seg_ids`` int32 (1, T) = 1 … n per token and 0 on the tail pad, ``sample_index`` int64 (n)
@@ -205,6 +206,12 @@ def _shape(x) -> Tuple[int, ...]:
     return tuple(int(d) for d in x.shape)
 
 
+def _is_float(x) -> bool:
+    """Whether ``x`` (NumPy or torch) holds floating-point values (Qwen3-Omni's packed positions)."""
+    kind = getattr(x.dtype, "kind", None)
+    return kind == "f" if kind is not None else bool(getattr(x.dtype, "is_floating_point", False))
+
+
 def pack_info(batch: Mapping[str, Any], meta=None) -> PackInfo:
     """The :class:`PackInfo` of a pack (``batch``: the model inputs; ``meta``: ``loader.last_meta`` or a dict of
     the metadata tensors; metadata missing there is looked up in ``batch``).
@@ -233,6 +240,8 @@ def pack_info(batch: Mapping[str, Any], meta=None) -> PackInfo:
     want = {"labels": (1, total), "mm_token_type_ids": (1, total), "position_ids": (4, 1, total)}
     for name, expected in want.items():
         x = batch.get(name)
+        if name == "position_ids" and x is not None and _shape(x) == (1, total):
+            continue  # Qwen2-Audio's pack: its one row of text positions (docs/packing.md "Audio packs")
         if x is not None and _shape(x) != expected:
             raise ValueError(f"{name} has shape {_shape(x)}; this pack of T = {total} tokens needs {expected}"
                              + (" (row 0 text positions, rows 1-3 M-RoPE)" if name == "position_ids" else ""))
@@ -267,6 +276,8 @@ def check_pack(batch: Mapping[str, Any], meta=None) -> PackInfo:
     pos = batch.get("position_ids")
     if pos is not None:
         pos = _host(pos)
+        if pos.ndim == 2:  # Qwen2-Audio's (1, T): row 0 alone, no M-RoPE rows
+            pos = pos[None]
         row0 = pos[0, 0]
         want = np.arange(info.total, dtype=np.int64) - np.repeat(
             np.concatenate([info.offsets[:-1], [info.real]]), np.append(info.lengths, info.pad))
@@ -278,7 +289,7 @@ def check_pack(batch: Mapping[str, Any], meta=None) -> PackInfo:
             raise ValueError(f"position_ids row 0 is {int(row0[t])} at token {t} (in {where}), expected "
                              f"{int(want[t])}: row 0 must count 0, 1, … within each segment")
         starts = info.offsets[:-1]
-        for r in (1, 2, 3):
+        for r in range(1, pos.shape[0]):
             bad = np.flatnonzero(pos[r, 0, starts] != 0)
             if bad.size:
                 raise ValueError(f"position_ids row {r} is {int(pos[r, 0, starts[bad[0]]])} at the start of "
@@ -444,6 +455,9 @@ def for_qwen_vl_finetune(batch: Mapping[str, Any], meta=None, *, device=None,
     info = pack_info(batch, meta)
     if batch.get("position_ids") is None:
         raise ValueError("the pack has no position_ids; qwen-vl-finetune needs the M-RoPE rows 1-3")
+    if len(_shape(batch["position_ids"])) != 3:
+        raise ValueError(f"position_ids has shape {_shape(batch['position_ids'])}: a pack without M-RoPE rows (Qwen2-Audio's "
+                         f"(1, T)); qwen-vl-finetune needs rows 1-3 of a (4, 1, T) pack")
     out = _Out(batch, device)
     result = _passed_inputs(batch, out)
     result["position_ids"] = result["position_ids"][1:]
@@ -514,9 +528,11 @@ def for_megatron_thd(batch: Mapping[str, Any], meta=None, *, pad_to_multiple_of:
         result["input_ids"] = out.view(batch["input_ids"])[..., :real]
         result["labels"] = shifted
         pos = batch.get("position_ids")
-        if pos is None:
+        if pos is None or _is_float(pos):  # none, or Qwen3-Omni's float32 rows: int64 ones, made
             positions = np.arange(real, dtype=np.int64) - np.repeat(info.offsets[:-1], lengths)
             result["position_ids"] = out.small(positions[None], np.int64)
+        elif len(_shape(pos)) == 2:  # Qwen2-Audio's (1, T): the row itself
+            result["position_ids"] = out.view(pos)[:, :real]
         else:
             result["position_ids"] = out.view(pos)[0, :, :real]  # row 0: 0 … L_i-1 per segment
         if batch.get("mm_token_type_ids") is not None:

@@ -192,6 +192,30 @@ class PackInfoTest(unittest.TestCase):
             self.assertEqual(info.total % pad_to, 0)
             self.assertIs(check_pack(inputs, meta).total, info.total)
 
+    def test_the_audio_families_layouts(self):
+        """Qwen2-Audio's (1, T) int64 positions (row 0 alone) and Qwen3-Omni's float32 (4, 1, T) pass; a wrong row 0
+        of either is refused (docs/packing.md "Audio packs")."""
+        for samples, pad_to, inputs, meta in packs(3, count=6):
+            qwen2_audio = dict(inputs, position_ids=inputs["position_ids"][0].copy())  # (1, T)
+            self.assertEqual(check_pack(qwen2_audio, meta).total, inputs["input_ids"].shape[1])
+            qwen3_omni = dict(inputs, position_ids=inputs["position_ids"].astype(np.float32) + np.float32(0))
+            qwen3_omni["position_ids"][1:, 0, 1:] += np.float32(0.5)  # fractional M-RoPE past each row's first token
+            qwen3_omni["position_ids"][1:, 0, meta["cu_seqlens"][:-1]] = 0  # each segment's rows start at 0
+            self.assertEqual(check_pack(qwen3_omni, meta).total, inputs["input_ids"].shape[1])
+            # Megatron's THD takes int64 row-0 positions from either layout, as from Qwen-VL's
+            want = for_megatron_thd(inputs, meta)["position_ids"]
+            for layout in (qwen2_audio, qwen3_omni):
+                got = for_megatron_thd(layout, meta)["position_ids"]
+                self.assertEqual(np.asarray(got).dtype, np.int64)
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+            with self.assertRaises(ValueError) as cm:
+                for_qwen_vl_finetune(qwen2_audio, meta)
+            self.assertIn("(1, T)", str(cm.exception))
+            broken = dict(qwen2_audio, position_ids=qwen2_audio["position_ids"] + 1)
+            with self.assertRaises(ValueError) as cm:
+                check_pack(broken, meta)
+            self.assertIn("row 0", str(cm.exception))
+
     def test_meta_as_batch_meta_or_in_the_batch(self):
         samples, _, inputs, meta = next(packs(2))
         bm = BatchMeta(epoch=0, step=0, global_step=0, rank=0, world=1, samples=len(samples), scheduled=len(samples),

@@ -42,8 +42,8 @@ final class NodeOptions {
         default boolean servesAudio() { return false; }
 
         /**
-         * Whether the command feeds batches of an audio family's samples ({@code serve}: Qwen2.5-Omni's padded batches and
-         * packs, {@link NodeConfig#audioFeedRefusal}), or prints them ({@code plan}); it then takes the audio families too,
+         * Whether the command feeds batches of an audio family's samples ({@code serve}: padded batches and packs,
+         * {@link NodeConfig#audioFeedRefusal}), or prints them ({@code plan}); it then takes the audio families too,
          * within those limits.
          */
         default boolean feedsAudio() { return false; }
@@ -151,7 +151,7 @@ final class NodeOptions {
         } else if (config.audioPreset() != null && !(spec.userObject() instanceof Configured c && c.servesAudio()))
             throw new ConfigException("--processor " + config.processor() + ": stoker " + command
                     + " does not serve audio yet (issue 32); stoker serve serves the audio families' padded batches (shared memory, "
-                    + "the socket, the compact format, --flight, a cluster with --join), qwen2.5-omni's packs and the cache, stoker "
+                    + "the socket, the compact format, --flight, a cluster with --join), their packs and the cache, stoker "
                     + "plan plans them, stoker encode and stoker validate take them");
         for (String w : config.warnings()) spec.commandLine().getErr().println("stoker: warning: " + w);
         spec.commandLine().getErr().flush();

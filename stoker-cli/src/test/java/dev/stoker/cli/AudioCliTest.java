@@ -181,29 +181,12 @@ class AudioCliTest {
         var r = CliRunner.run("validate", "--data", manifest.toString(), "--processor", "qwen9-omni");
         assertEquals(2, r.status(), r.err());
         assertTrue(r.err().contains("qwen2-vl, qwen2.5-vl, qwen3-vl, qwen2-audio, qwen2.5-omni, qwen3-omni"), r.err());
-        // serve feeds the audio families' padded batches (AudioServeTest, AudioFamiliesServeTest); what it does not yet is
-        // refused at start, naming why, whichever the family
-        String[][] refused = {
-            {"qwen3-omni", "packs qwen2.5-omni's audio samples only (--pack-tokens): qwen3-omni's position_ids (float32 (3, L))",
-                "--pack-tokens", "4096"},
-            {"qwen2-audio", "packs qwen2.5-omni's audio samples only (--pack-tokens): qwen2-audio's position_ids (int64 (1, L))",
-                "--pack-tokens", "4096"},
-            {"qwen2.5-omni", "does not pack audio samples in a cluster yet (--pack-tokens with --join)", "--pack-tokens", "4096",
-                "--join", "127.0.0.1:1"},
-        };
-        for (String[] x : refused) {
-            var args = new java.util.ArrayList<>(java.util.List.of("serve", "--data", manifest.toString(), "--processor", x[0], "--ranks", "1",
-                    "--socket", tmp.resolve("s.sock").toString()));
-            args.addAll(java.util.Arrays.asList(x).subList(2, x.length));
-            if (!args.contains("--pack-tokens")) args.addAll(java.util.List.of("--batch", "1"));
-            var s = CliRunner.run(args.toArray(String[]::new));
-            assertEquals(2, s.status(), String.join(" ", args) + ": " + s.err());
-            assertTrue(s.err().contains("--processor " + x[0] + ": stoker serve " + x[1]), s.err());
-        }
-        // plan prints what serve feeds (AudioPackTest): it refuses what serve refuses
-        var plan = CliRunner.run("plan", "--data", manifest.toString(), "--processor", "qwen3-omni", "--ranks", "1", "--pack-tokens", "4096");
-        assertEquals(2, plan.status(), plan.err());
-        assertTrue(plan.err().contains("--processor qwen3-omni: stoker plan packs qwen2.5-omni's audio samples only"), plan.err());
+        // serve feeds every family's padded batches and packs, on one node and in a cluster (AudioServeTest,
+        // AudioFamiliesServeTest, AudioPackTest, AudioFamiliesPackTest): plan prints a qwen3-omni job's packs, as serve feeds them
+        var plan = CliRunner.run("plan", "--data", manifest.toString(), "--processor", "qwen3-omni", "--ranks", "1", "--pack-tokens", "4096",
+                "--steps", "1");
+        assertEquals(0, plan.status(), plan.err());
+        assertTrue(plan.out().contains("\"segment\""), plan.out());
         var bench = CliRunner.run("bench", "ladder", "--data", manifest.toString(), "--processor", "qwen2.5-omni");
         assertEquals(2, bench.status(), bench.err());
         assertTrue(bench.err().contains("does not serve audio yet"), bench.err());

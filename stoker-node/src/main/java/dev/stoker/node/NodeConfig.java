@@ -106,18 +106,11 @@ public final class NodeConfig extends NodeSettings {
      * (issue 32), or null when it can: padded batches of Qwen2-Audio, Qwen2.5-Omni and Qwen3-Omni samples, float32 or
      * compact ({@code --pixel-format uint8}: the pixels compact, the audio tensors float32 and int32 as ever), through shared
      * memory, the socket, Arrow Flight ({@code --flight}) and a cluster ({@code --join}: its workers make them, ranks pull
-     * them over Flight); packs ({@code --pack-tokens}) of Qwen2.5-Omni samples on one node; the cache. Not yet: packs of
-     * Qwen2-Audio's (1, L) or Qwen3-Omni's float32 {@code position_ids}, packs in a cluster.
+     * them over Flight); packs ({@code --pack-tokens}) of every family, on one node and in a cluster, each family's
+     * {@code position_ids} in its pack layout (docs/packing.md "Audio packs"); the cache. Nothing is refused today; the
+     * check stays as the one place a new limit would go.
      */
     public String audioFeedRefusal() {
-        var family = audioPreset();
-        if (family == null) return null;
-        if (packed() && family != dev.stoker.core.AudioPreset.QWEN2_5_OMNI)
-            return "packs qwen2.5-omni's audio samples only (--pack-tokens): " + family.cliName() + "'s position_ids ("
-                    + (family == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? "int64 (1, L)" : "float32 (3, L)")
-                    + ") have no pack layout yet (a pack's are M-RoPE's (4, 1, T)); serve them padded";
-        if (packed() && !join().isEmpty())
-            return "does not pack audio samples in a cluster yet (--pack-tokens with --join): pack them on one node, or serve them padded";
         return null;
     }
 

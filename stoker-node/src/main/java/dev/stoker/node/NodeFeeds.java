@@ -164,9 +164,9 @@ public final class NodeFeeds implements AutoCloseable {
      * cheaply: from {@code stoker validate}'s length index for these records and settings ({@link NodeConfig#lengthsDir}),
      * else from a header scan of a local data set of at most {@link #SCAN_MAX_RECORDS} records (every record parsed, its
      * images' headers read, validate's scan); else the worst case, as before. A packed job's packs are bounded by
-     * {@code --pack-tokens} alone. An audio family's job (issue 32) always takes its data's, from the scan: the worst case
-     * counts no audio feature and the length index keeps no clip. {@code say} is told of a scan, or why the shapes stay
-     * unknown.
+     * {@code --pack-tokens} alone. An audio family's job (issue 32) always takes its data's, from its length index (format
+     * 4 keeps each clip's frames) or the scan: the worst case counts no audio feature. {@code say} is told of a scan, or why
+     * the shapes stay unknown.
      *
      * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
      */
@@ -181,7 +181,7 @@ public final class NodeFeeds implements AutoCloseable {
      * {@code worst} (the configuration's {@link ShmBudget}) with its largest batch taken from the data where the samples'
      * shapes can be known cheaply, as {@link #shmBudget} says; {@code worst} itself where they cannot (a packed job, no
      * index and a data set that is not local or too large to scan, or one that cannot be read: then the feed says why). An
-     * audio family's job is scanned (its clips' frames), a cluster node's as a local feed's.
+     * audio family's job takes its clips' frames from its index or the scan, a cluster node's as a local feed's.
      * What a cluster node sizes its store by for each job it is sent.
      *
      * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
@@ -206,8 +206,8 @@ public final class NodeFeeds implements AutoCloseable {
             var options = config.encodeOptions();
             boolean repeats = sources.size() > 1; // a mix by weight may take a record twice in one step
             Path dir = config.lengthsDir();
-            boolean audio = options.audio() != null; // validate's length index keeps no clip: an audio job's are scanned
-            var index = audio ? null : dev.stoker.encode.validate.ShapeIndexes.load(dir, records, options,
+            boolean audio = options.audio() != null; // an audio job's index (format 4, keyed by --audio-pad) keeps its clips' frames
+            var index = dev.stoker.encode.validate.ShapeIndexes.load(dir, records, options,
                     dev.stoker.encode.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
             if (index != null)
                 return worst.withData(LargestBatch.padded(options, config.batch(), index, repeats), "stoker validate's length index in " + dir);

@@ -129,9 +129,14 @@ public record Batch(long epoch, long step, long globalStep, int rank, int schedu
                         + (segmentLengths == null ? "none" : segmentLengths.length) + ") and no attention_mask");
             long sum = 0;
             for (int l : segmentLengths) sum += l;
-            if (sum > shape.length() || inputIds.length != shape.length() || positionIds.length != 4L * shape.length())
-                throw new IllegalArgumentException("a pack of " + shape.length() + " tokens has segments of " + sum + ", "
-                        + inputIds.length + " input_ids and " + positionIds.length + " position_ids");
+            var p = shape.positions();
+            long want = (long) p.packRows() * shape.length();
+            boolean floats = p == BatchShape.Positions.MROPE_FLOAT;
+            if (sum > shape.length() || inputIds.length != shape.length() || floats != (floatPositionIds != null)
+                    || (floats ? floatPositionIds.length != want || positionIds.length != 0 : positionIds.length != want))
+                throw new IllegalArgumentException("a pack of " + shape.length() + " tokens with " + p + " positions has segments of "
+                        + sum + ", " + inputIds.length + " input_ids, " + positionIds.length + " integer and "
+                        + (floatPositionIds == null ? "no" : floatPositionIds.length + "") + " float position_ids");
         } else if (segmentLengths != null) {
             throw new IllegalArgumentException("a padded batch has no segment lengths");
         } else if (shape.positions() != BatchShape.Positions.MROPE || floatPositionIds != null) { // an audio family's

@@ -89,7 +89,9 @@ import java.util.List;
  * <pre>
  *  input_ids          int64   (1, T)                                                      model inputs
  *  labels             int64   (1, T)          unshifted; every segment's first label −100
- *  position_ids       int64   (4, 1, T)       row 0 each segment's 0..L_i−1, rows 1–3 its M-RoPE computed alone
+ *  position_ids       int64   (4, 1, T)       row 0 each segment's 0..L_i−1, rows 1–3 its M-RoPE computed alone;
+ *                                             Qwen2-Audio: int64 (1, T), each segment's 0..L_i−1; Qwen3-Omni: float32
+ *                                             (4, 1, T), row 0 as above, rows 1–3 its float M-RoPE (docs/packing.md)
  *  mm_token_type_ids  int64   (1, T)          transformers 5.3 and later only (InputContract)
  *  pixel_values       float32 (rows, rowLength)  or pixel_values_u8 uint8 (Σ H·W, 3): segment order
  *  image_grid_thw     int64   (images, 3)
@@ -287,7 +289,11 @@ public final class BatchSchema {
         for (String name : names(shape)) {
             specs.add(switch (name) {
                 case INPUT_IDS, LABELS, MM_TOKEN_TYPE_IDS -> spec(name, images, Tensor.DType.INT64, 1, t);
-                case POSITION_IDS -> spec(name, images, Tensor.DType.INT64, 4, 1, t);
+                case POSITION_IDS -> switch (shape.positions()) { // docs/packing.md "Audio packs"
+                    case MROPE -> spec(name, images, Tensor.DType.INT64, 4, 1, t);
+                    case TEXT -> spec(name, images, Tensor.DType.INT64, 1, t);
+                    case MROPE_FLOAT -> spec(name, images, Tensor.DType.FLOAT32, 4, 1, t);
+                };
                 case PIXEL_VALUES -> spec(name, images, Tensor.DType.FLOAT32, shape.pixelRows(), rowLength);
                 case PIXEL_VALUES_U8 -> spec(name, images, Tensor.DType.UINT8, shape.pixelU8Bytes() / 3, 3);
                 case IMAGE_GRID_THW -> spec(name, images, Tensor.DType.INT64, images, 3);

@@ -36,15 +36,21 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
      * {@link BatchSchema} documents each).
      */
     public enum Positions {
-        /** int64 (3, B, L): the Qwen-VL families' and Qwen2.5-Omni's M-RoPE (a pack's (4, 1, T)). */
+        /** int64 (3, B, L): the Qwen-VL families' and Qwen2.5-Omni's M-RoPE (a pack's int64 (4, 1, T)). */
         MROPE,
-        /** int64 (B, L): Qwen2-Audio's plain Qwen2 positions, each sample's {@code 0 … L_i−1}. */
+        /** int64 (B, L): Qwen2-Audio's plain Qwen2 positions, each sample's {@code 0 … L_i−1} (a pack's int64 (1, T)). */
         TEXT,
-        /** float32 (3, B, L): Qwen3-Omni's M-RoPE, whose temporal index may be fractional. */
+        /** float32 (3, B, L): Qwen3-Omni's M-RoPE, whose temporal index may be fractional (a pack's float32 (4, 1, T)). */
         MROPE_FLOAT;
 
         /** Rows of one sample's positions: 3, or 1 for {@link #TEXT}. */
         public int rows() { return this == TEXT ? 1 : 3; }
+
+        /**
+         * Rows of a pack's positions (docs/packing.md "Audio packs"): 4 — row 0 each segment's text positions, rows 1–3 its
+         * M-RoPE — or 1 for {@link #TEXT}, whose one row is the text positions.
+         */
+        public int packRows() { return this == TEXT ? 1 : 4; }
     }
 
     /** A shape with the Qwen-VL families' M-RoPE positions. */
@@ -141,7 +147,6 @@ public record BatchShape(int samples, int length, long pixelRows, int pixelRowLe
         java.util.Objects.requireNonNull(videos, "videos");
         java.util.Objects.requireNonNull(audio, "audio");
         java.util.Objects.requireNonNull(positions, "positions");
-        if (packed && positions != Positions.MROPE) throw new IllegalArgumentException("a pack's position_ids are M-RoPE's (4, 1, T), not " + positions);
         java.util.Objects.requireNonNull(pixelFormat, "pixelFormat");
         java.util.Objects.requireNonNull(inputContract, "inputContract");
         if (samples < 0 || length < 0 || pixelRows < 0 || images < 0 || pixelU8Bytes < 0)

@@ -30,6 +30,11 @@ import java.util.List;
  *       placeholder order, stacked as a padded batch stacks them ({@link BatchAssembler#audio}: T_a the longest clip's
  *       frames, a shorter clip's zeros past its own), so that the k-th clip's rows belong to the k-th audio run of
  *       {@code input_ids}; a segment's M-RoPE rows are its own {@code get_rope_index} computed alone, as for any sample;</li>
+ *   <li>the other audio families' positions (docs/packing.md "Audio packs"): Qwen2-Audio's int64 (1, T), each segment's
+ *       own (1, L_i) row (0..L_i−1), the tail pad 0..p−1; Qwen3-Omni's float32 (4, 1, T), row 0 each segment's 0..L_i−1 (as
+ *       floats, exact), rows 1–3 its own float32 (3, L_i) M-RoPE bit for bit, the tail pad 0..p−1 in every row. Neither
+ *       gets the dummy image by the text-only policy (as in their padded batches); Qwen3-Omni's gets it where the planner
+ *       asks, its positions those of the Qwen-VL dummy as floats, and Qwen2-Audio (no vision tower) never;</li>
  *   <li>no {@code attention_mask}; the segments' boundaries as metadata: {@code cu_seqlens} (int32, n + 1),
  *       {@code max_seqlen} (int32, 1), {@code seg_ids} (int32, (1, T): 1..n, 0 on the tail pad) and {@code sample_index}
  *       (each segment's data set index, {@value #DUMMY_SAMPLE_INDEX} for the dummy image's).</li>
@@ -66,6 +71,8 @@ public final class PackAssembler {
     private final DummyImage dummy;
     /** Its M-RoPE, (3, d) row-major, computed on its tokens alone. */
     private final long[] dummyPositions;
+    /** The layout of the packs' {@code position_ids}: the job's family's ({@link BatchAssembler#positions}). */
+    private final BatchShape.Positions positions;
 
     /**
      * An assembler of packs of samples encoded with {@code options} (pixel format, input contract, vision settings and
@@ -77,7 +84,11 @@ public final class PackAssembler {
         this.contract = options.inputContract();
         this.vision = options.vision();
         this.padTo = padTo;
-        this.dummyByPolicy = options.textOnly() == EncodeOptions.TextOnlyPolicy.DUMMY_IMAGE;
+        var family = options.audio() == null ? null : options.audio().preset();
+        this.positions = BatchAssembler.positions(family);
+        // as BatchAssembler: Qwen2-Audio has no vision tower and Qwen3-Omni's padded batches get no dummy image by the policy
+        this.dummyByPolicy = options.textOnly() == EncodeOptions.TextOnlyPolicy.DUMMY_IMAGE
+                && (family == null || family == dev.stoker.core.AudioPreset.QWEN2_5_OMNI);
         this.dummy = DummyImage.of(vision, options.imageBackend());
         this.dummyPositions = TokenSequenceBuilder.positionIds(dummy.tokens(), List.of(dummy.gridThw()), vision.mergeSize());
     }
@@ -97,8 +108,11 @@ public final class PackAssembler {
      * ({@code planned}) or the text-only policy is DUMMY_IMAGE.
      */
     public boolean getsDummy(boolean planned, int samples, int visualInputs) {
-        return samples > 0 && visualInputs == 0 && (planned || dummyByPolicy);
+        return samples > 0 && visualInputs == 0 && (planned || dummyByPolicy) && positions != BatchShape.Positions.TEXT;
     }
+
+    /** The layout of this job's packs' {@code position_ids} (its family's). */
+    public BatchShape.Positions positions() { return positions; }
 
     /**
      * Whether the planner asked for the dummy-image segment in {@code scheduled}'s pack
@@ -128,6 +142,8 @@ public final class PackAssembler {
         if (segments.size() + skipped.size() != scheduled.size())
             throw new IllegalArgumentException(segments.size() + " samples + " + skipped.size() + " skipped for a pack of " + scheduled.size());
         var plain = BatchShape.of(segments, pixelFormat, contract); // checks each sample's format and row length
+        if (!segments.isEmpty() && plain.positions() != positions)
+            throw new IllegalArgumentException("samples with " + plain.positions() + " position_ids in a pack of " + positions);
         if (plain.pixelRows() > 0 && plain.pixelRowLength() != vision.rowLength())
             throw new IllegalArgumentException("the pack's samples have pixel rows of " + plain.pixelRowLength() + " floats, the job's are "
                     + vision.rowLength());
@@ -144,9 +160,24 @@ public final class PackAssembler {
         var arrays = new ArrayList<long[][]>(n);
         for (var s : segments) {
             ids.add(s.id());
-            arrays.add(new long[][] {s.inputIds(), s.labels(), s.positionIds()});
+            arrays.add(new long[][] {s.inputIds(), s.labels(), ropeRows(s)});
         }
         var packed = pack(ids, arrays, withDummy ? dummy.tokens() : null, withDummy ? dummyPositions : null, padTo);
+        long[] positionIds = packed.positionIds();
+        float[] floatPositions = null;
+        int t = packed.length();
+        if (positions == BatchShape.Positions.TEXT) positionIds = Arrays.copyOfRange(positionIds, t, 2 * t); // row 1: the samples' own
+        else if (positions == BatchShape.Positions.MROPE_FLOAT) {
+            floatPositions = new float[4 * t];
+            for (int k = 0; k < 4 * t; k++) floatPositions[k] = positionIds[k]; // row 0, the dummy's and the tail pad's: small integers
+            int at = 0;
+            for (var s : segments) { // rows 1–3: each segment's float32 M-RoPE as encoded, bit for bit
+                int len = s.length();
+                for (int r = 0; r < 3; r++) System.arraycopy(s.floatPositionIds(), r * len, floatPositions, (r + 1) * t + at, len);
+                at += len;
+            }
+            positionIds = new long[0];
+        }
         float[] pixels = new float[compact ? 0 : (int) shape.pixelFloats()];
         byte[] pixelsU8 = compact ? new byte[(int) shape.pixelU8Bytes()] : null;
         long[] grid = new long[3 * shape.images()];
@@ -168,9 +199,29 @@ public final class PackAssembler {
             System.arraycopy(dummy.gridThw(), 0, grid, gridOffset, 3);
         }
         return new Batch(scheduled.epoch(), scheduled.step(), scheduled.globalStep(), scheduled.rank(), scheduled.size(), ids,
-                datasetIndices.clone(), skipped, shape, packed.inputIds(), packed.labels(), null, packed.positionIds(), pixels, grid,
+                datasetIndices.clone(), skipped, shape, packed.inputIds(), packed.labels(), null, positionIds, pixels, grid,
                 pixelsU8, scheduled.after(), packed.segmentLengths(), BatchAssembler.videos(segments, plain.videos()),
-                BatchAssembler.audio(segments, plain.audio()));
+                BatchAssembler.audio(segments, plain.audio()), floatPositions);
+    }
+
+    /**
+     * The three rows {@link #pack} places in rows 1–3 of a segment: its M-RoPE; Qwen2-Audio's one row thrice (row 1 is then
+     * the pack's (1, T)); zeros for Qwen3-Omni's float positions, written over afterwards.
+     */
+    private long[] ropeRows(EncodedSample s) {
+        int len = s.length();
+        return switch (positions) {
+            case MROPE -> s.positionIds();
+            case TEXT -> {
+                if (s.positionIds().length != len)
+                    throw new IllegalArgumentException("sample " + s.id() + ": " + s.positionIds().length + " position_ids for " + len
+                            + " tokens; a Qwen2-Audio segment has one row");
+                long[] rows = new long[3 * len];
+                for (int r = 0; r < 3; r++) System.arraycopy(s.positionIds(), 0, rows, r * len, len);
+                yield rows;
+            }
+            case MROPE_FLOAT -> new long[3 * len];
+        };
     }
 
     /**
@@ -186,7 +237,7 @@ public final class PackAssembler {
             u8Bytes += dummy.pixelBytes(PixelFormat.UINT8);
         }
         return BatchShape.packed(samples, samples + (withDummy ? 1 : 0), paddedLength(tokens, padTo), rows, vision.rowLength(), images,
-                pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, contract);
+                pixelFormat, pixelFormat == PixelFormat.UINT8 ? u8Bytes : 0, contract).withPositions(positions);
     }
 
     /** {@code tokens} rounded up to a multiple of {@code padTo}, refused past what one row of heap arrays can hold. */

@@ -25,21 +25,25 @@ import java.util.Map;
  * {@code stoker validate}, read by the pack planner ({@code dev.stoker.encode.validate.ShapeIndexes}).
  *
  * <p>File {@code lengths-<key>.bin}, {@code key} the first 16 bytes (hex) of SHA-256 over the manifest's digest and
- * the settings that decide a length ({@link #settings}). Little-endian, format 3:
+ * the settings that decide a length ({@link #settings}). Little-endian, format 4:
  * <pre>
- *   8 bytes   magic "STKLEN03"
+ *   8 bytes   magic "STKLEN04"
  *   u32       H, the header's length in bytes
- *   H bytes   UTF-8 JSON {"key", "source", "digest", "records", "images", "videos", "settings": {...}}, padded with
- *             spaces so that the table starts at a multiple of 8 bytes
- *   records × 4 × i32   per record, in the source's order: its input_ids length when the feed keeps it ({@value #ERROR}
+ *   H bytes   UTF-8 JSON {"key", "source", "digest", "records", "images", "videos", "clips", "settings": {...}}, padded
+ *             with spaces so that the table starts at a multiple of 8 bytes
+ *   records × 5 × i32   per record, in the source's order: its input_ids length when the feed keeps it ({@value #ERROR}
  *                       when it is an error, {@value #FILTERED} when a limit filters it), the number of its images the
- *                       feed keeps (0 for an error or a filtered record), their patches together (Σ t·h·w), and the
- *                       number of its videos the feed keeps (0 for an error or a filtered record)
+ *                       feed keeps (0 for an error or a filtered record), their patches together (Σ t·h·w), the
+ *                       number of its videos the feed keeps and the number of its audio clips (both 0 for an error or a
+ *                       filtered record)
  *   images × i32        per image kept, records in order and each record's images in the sample's order: its patch count
  *                       t·h·w, the rows of its pixel_values
  *   videos × 2 × i32    per video kept, records in order and each record's videos in the sample's order: its temporal
  *                       groups t (video_grid_thw's first column) and its patch count t·h·w, the rows of its
  *                       pixel_values_videos
+ *   clips × i32         per clip, records in order and each record's clips in placeholder order (an audio family's,
+ *                       issue 32): its log-mel frames as the job's --audio-pad makes them (SampleShape.clipFrames), the
+ *                       width of its input_features row
  * </pre>
  * With NumPy: {@code rec = np.fromfile(f, "<i4", count=4 * records, offset=12 + H).reshape(-1, 4)} (columns tokens,
  * images, image patches, videos), {@code per_image = np.fromfile(f, "<i4", count=images, offset=12 + H + 16 * records)}
@@ -47,7 +51,8 @@ import java.util.Map;
  * images at {@code per_image[s[i]:s[i + 1]]} with {@code s = np.concatenate([[0], np.cumsum(rec[:, 1])])}, its
  * videos likewise by {@code rec[:, 3]}.
  *
- * <p>Older formats: format 2 ({@code STKLEN02}: records × 3 × i32, no video column nor table, written before video)
+ * <p>Older formats: format 3 ({@code STKLEN03}: records × 4 × i32, no clip column nor table, written before audio
+ * packs) is read as an index without clips; format 2 ({@code STKLEN02}: records × 3 × i32, no video column nor table, written before video)
  * is read as an index without videos, which it is (its writer refused every video record); format 1
  * ({@code STKLEN01}: lengths only) is refused with a request to re-run {@code stoker validate}.
  *
@@ -63,15 +68,20 @@ import java.util.Map;
  *                     {@code [videoStart[i], videoStart[i + 1])}
  * @param videoPatches every kept video's patch count t·h·w, records in order
  * @param videoGroups  every kept video's temporal groups t, records in order
+ * @param clipStart    records + 1 offsets into {@code clipFrames}: record i's clips are {@code [clipStart[i], clipStart[i + 1])}
+ * @param clipFrames   every kept record's clips' frames, records in order (an audio family's; empty otherwise)
  */
 public record LengthIndex(String key, String source, String digest, Map<String, Object> settings, int[] lengths, int[] imageStart,
-                          int[] imagePatches, int[] videoStart, int[] videoPatches, int[] videoGroups) {
+                          int[] imagePatches, int[] videoStart, int[] videoPatches, int[] videoGroups, int[] clipStart,
+                          int[] clipFrames) {
     /**
      * The rules on what a record may hold, by version: 2 refuses media Stoker does not serve in every form (audio joined
      * video, dev.stoker.core.UnservedMedia); an index of rules 1 counted such a record as kept.
      */
     public static final int RECORD_RULES = 2;
-    public static final byte[] MAGIC = "STKLEN03".getBytes(StandardCharsets.US_ASCII);
+    public static final byte[] MAGIC = "STKLEN04".getBytes(StandardCharsets.US_ASCII);
+    /** The magic of format 3 (no clips), still read: an index without clips. */
+    static final byte[] MAGIC_V3 = "STKLEN03".getBytes(StandardCharsets.US_ASCII);
     /** The magic of format 2 (no videos), still read: an index without videos. */
     static final byte[] MAGIC_V2 = "STKLEN02".getBytes(StandardCharsets.US_ASCII);
     /** The magic of format 1 (lengths only), recognised to be refused with advice. */
@@ -97,6 +107,26 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                     + " records, " + videoPatches.length + " video patch counts and " + videoGroups.length + " group counts");
         for (int i = 0; i < lengths.length; i++)
             if (videoStart[i + 1] < videoStart[i]) throw new IllegalArgumentException("length index: record " + i + "'s video offsets descend");
+        if (clipStart.length != lengths.length + 1 || clipStart[0] != 0 || clipStart[lengths.length] != clipFrames.length)
+            throw new IllegalArgumentException("length index: " + clipStart.length + " clip offsets for " + lengths.length + " records and "
+                    + clipFrames.length + " clips");
+        for (int i = 0; i < lengths.length; i++)
+            if (clipStart[i + 1] < clipStart[i]) throw new IllegalArgumentException("length index: record " + i + "'s clip offsets descend");
+    }
+
+    /** An index without clips (as format 3 held). */
+    public LengthIndex(String key, String source, String digest, Map<String, Object> settings, int[] lengths, int[] imageStart,
+                       int[] imagePatches, int[] videoStart, int[] videoPatches, int[] videoGroups) {
+        this(key, source, digest, settings, lengths, imageStart, imagePatches, videoStart, videoPatches, videoGroups,
+                new int[lengths.length + 1], NO_IMAGES);
+    }
+
+    /** Audio clips of record {@code i} (0 for an error, a filtered record or one without audio). */
+    public int clips(int i) { return clipStart[i + 1] - clipStart[i]; }
+
+    /** The frames of record {@code i}'s clips, in placeholder order (a copy). */
+    public int[] clipFrames(int i) {
+        return clips(i) == 0 ? NO_IMAGES : java.util.Arrays.copyOfRange(clipFrames, clipStart[i], clipStart[i + 1]);
     }
 
     /** An index without videos (as format 2 held). */
@@ -156,8 +186,10 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
         m.put("tokenizer", tokenizer);
         if (o.chatTemplate() != null) m.put("chat_template", o.chatTemplateSha256()); // the model's own; the built-in one leaves the key as it was
         if (o.video() != null) m.put("video", videoSettings(o));
-        if (o.audio() != null) // an audio family's text, tokens and clips (--audio-pad changes no length)
-            m.put("audio", Map.of("family", o.audio().preset().cliName(), "use_audio_in_video", o.audio().useAudioInVideo()));
+        if (o.audio() != null) // an audio family's text, tokens and clips
+            m.put("audio", Map.of("family", o.audio().preset().cliName(), "use_audio_in_video", o.audio().useAudioInVideo(),
+                    // --audio-pad changes no length but the clips' frames the index keeps (format 4)
+                    "pad", o.audio().pad().name().toLowerCase(java.util.Locale.ROOT)));
         return m;
     }
 
@@ -231,8 +263,24 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
      * options it was validated with): what {@code stoker validate} writes.
      */
     public static LengthIndex of(Map<String, Object> settings, ValidationReport report) {
-        return of(report.source(), report.digest(), settings, report.lengths(), report.imagePatches(), report.videoPatches(),
+        var index = of(report.source(), report.digest(), settings, report.lengths(), report.imagePatches(), report.videoPatches(),
                 report.videoGroups());
+        return report.clipFrames() == null ? index : index.withClips(report.clipFrames());
+    }
+
+    /**
+     * This index with per record its clips' frames ({@code clipFrames[i]}; null or empty for a record without audio, an
+     * error or a filtered one, whose clips are not kept).
+     */
+    public LengthIndex withClips(int[][] clipFrames) {
+        if (clipFrames.length != lengths.length)
+            throw new IllegalArgumentException("length index: " + clipFrames.length + " clip lists for " + lengths.length + " records");
+        var kept = new int[lengths.length][];
+        for (int i = 0; i < kept.length; i++) kept[i] = lengths[i] > 0 ? clipFrames[i] : null;
+        int[] start = new int[lengths.length + 1];
+        int[] flat = flatten(kept, start, "clips");
+        return new LengthIndex(key, source, digest, settings, lengths, imageStart, imagePatches, videoStart, videoPatches, videoGroups,
+                start, flat);
     }
 
     /**
@@ -282,6 +330,7 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
         header.put("records", lengths.length);
         header.put("images", imagePatches.length);
         header.put("videos", videoPatches.length);
+        header.put("clips", clipFrames.length);
         header.put("settings", settings);
         byte[] json = JSON.writeValueAsBytes(header);
         int padded = json.length + (8 - (MAGIC.length + 4 + json.length) % 8) % 8;
@@ -293,8 +342,9 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                 writeFully(ch, head.flip());
                 var chunk = ByteBuffer.allocate(CHUNK_INTS * 4).order(ByteOrder.LITTLE_ENDIAN);
                 for (int i = 0; i < lengths.length; i++) {
-                    if (chunk.remaining() < 16) flush(ch, chunk);
-                    chunk.putInt(lengths[i]).putInt(images(i)).putInt((int) Math.min(Integer.MAX_VALUE, patches(i))).putInt(videos(i));
+                    if (chunk.remaining() < 20) flush(ch, chunk);
+                    chunk.putInt(lengths[i]).putInt(images(i)).putInt((int) Math.min(Integer.MAX_VALUE, patches(i))).putInt(videos(i))
+                            .putInt(clips(i));
                 }
                 for (int p : imagePatches) {
                     if (chunk.remaining() < 4) flush(ch, chunk);
@@ -303,6 +353,10 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                 for (int k = 0; k < videoPatches.length; k++) {
                     if (chunk.remaining() < 8) flush(ch, chunk);
                     chunk.putInt(videoGroups[k]).putInt(videoPatches[k]);
+                }
+                for (int f : clipFrames) {
+                    if (chunk.remaining() < 4) flush(ch, chunk);
+                    chunk.putInt(f);
                 }
                 flush(ch, chunk);
             }
@@ -313,8 +367,8 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
     private static final int CHUNK_INTS = 1 << 16;
 
     /**
-     * Reads an index written by {@link #write} (format 3), or by the writer before video (format 2, read as an index
-     * without videos); a file that is not one, is cut short or whose tables disagree is refused, and a format 1 file
+     * Reads an index written by {@link #write} (format 4), by the writer before audio packs (format 3, read as an index
+     * without clips) or by the writer before video (format 2, read as an index without videos or clips); a file that is not one, is cut short or whose tables disagree is refused, and a format 1 file
      * ({@code STKLEN01}, lengths only) with a request to re-run {@code stoker validate}.
      */
     public static LengthIndex read(Path file) throws IOException {
@@ -328,9 +382,10 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
             if (java.util.Arrays.equals(magic, MAGIC_V1))
                 throw new IOException(file + ": a length index of format 1 (STKLEN01, token lengths only); packing needs each image's "
                         + "patches too (format 3): re-run stoker validate");
-            boolean v2 = java.util.Arrays.equals(magic, MAGIC_V2);
-            if (!v2 && !java.util.Arrays.equals(magic, MAGIC)) throw new IOException(file + ": not a length index (bad magic)");
-            int columns = v2 ? 3 : 4;
+            boolean v2 = java.util.Arrays.equals(magic, MAGIC_V2), v3 = java.util.Arrays.equals(magic, MAGIC_V3);
+            if (!v2 && !v3 && !java.util.Arrays.equals(magic, MAGIC)) throw new IOException(file + ": not a length index (bad magic)");
+            boolean v4 = !v2 && !v3;
+            int columns = v2 ? 3 : v3 ? 4 : 5;
             int h = head.getInt();
             if (h < 2 || MAGIC.length + 4L + h > size || h > 1 << 20) throw new IOException(file + ": length index header of " + h + " bytes is corrupt");
             var json = ByteBuffer.allocate(h);
@@ -339,17 +394,20 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
             long records = header.path("records").asLong(-1);
             long images = header.path("images").asLong(-1);
             long videos = v2 ? 0 : header.path("videos").asLong(-1);
+            long clips = v4 ? header.path("clips").asLong(-1) : 0;
             long start = MAGIC.length + 4L + h;
-            if (records < 0 || images < 0 || videos < 0 || records > Integer.MAX_VALUE - 8 || images > Integer.MAX_VALUE - 8
-                    || videos > Integer.MAX_VALUE - 8 || start + 4L * columns * records + 4 * images + 8 * videos != size)
-                throw new IOException(file + ": length index says " + records + " records, " + images + " images and " + videos
-                        + " videos but holds " + (size - start) + " bytes of tables");
+            if (records < 0 || images < 0 || videos < 0 || clips < 0 || records > Integer.MAX_VALUE - 8 || images > Integer.MAX_VALUE - 8
+                    || videos > Integer.MAX_VALUE - 8 || clips > Integer.MAX_VALUE - 8
+                    || start + 4L * columns * records + 4 * images + 8 * videos + 4 * clips != size)
+                throw new IOException(file + ": length index says " + records + " records, " + images + " images, " + videos
+                        + " videos and " + clips + " clips but holds " + (size - start) + " bytes of tables");
             int n = (int) records;
             int[] lengths = new int[n];
             int[] imageStart = new int[n + 1];
             int[] videoStart = new int[n + 1];
+            int[] clipStart = new int[n + 1];
             long[] patchSums = new long[n];
-            int[] table = new int[4 * CHUNK_INTS];
+            int[] table = new int[5 * CHUNK_INTS];
             long at = start;
             for (int i = 0; i < n; ) {
                 int rows = Math.min(CHUNK_INTS, n - i);
@@ -362,9 +420,13 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                     int vc = v2 ? 0 : table[columns * r + 3];
                     if (vc < 0 || videoStart[i] + (long) vc > videos)
                         throw new IOException(file + ": record " + i + " claims " + vc + " videos, past the " + videos + " the index holds");
+                    int cc = v4 ? table[columns * r + 4] : 0;
+                    if (cc < 0 || clipStart[i] + (long) cc > clips)
+                        throw new IOException(file + ": record " + i + " claims " + cc + " clips, past the " + clips + " the index holds");
                     lengths[i] = table[columns * r];
                     imageStart[i + 1] = imageStart[i] + count;
                     videoStart[i + 1] = videoStart[i] + vc;
+                    clipStart[i + 1] = clipStart[i] + cc;
                     patchSums[i] = table[columns * r + 2];
                 }
             }
@@ -372,6 +434,8 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                 throw new IOException(file + ": the records claim " + imageStart[n] + " images but the index holds " + images);
             if (videoStart[n] != videos)
                 throw new IOException(file + ": the records claim " + videoStart[n] + " videos but the index holds " + videos);
+            if (clipStart[n] != clips)
+                throw new IOException(file + ": the records claim " + clipStart[n] + " clips but the index holds " + clips);
             int[] patches = new int[(int) images];
             for (int k = 0; k < patches.length; ) {
                 int m = Math.min(table.length, patches.length - k);
@@ -390,10 +454,18 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                     videoPatches[k] = table[2 * j + 1];
                 }
             }
+            int[] clipFrames = new int[(int) clips];
+            for (int k = 0; k < clipFrames.length; ) {
+                int m = Math.min(table.length, clipFrames.length - k);
+                readInts(ch, at, table, m);
+                at += 4L * m;
+                System.arraycopy(table, 0, clipFrames, k, m);
+                k += m;
+            }
             @SuppressWarnings("unchecked")
             Map<String, Object> settings = JSON.convertValue(header.path("settings"), LinkedHashMap.class);
             var index = new LengthIndex(header.path("key").asText(), header.path("source").asText(), header.path("digest").asText(),
-                    settings, lengths, imageStart, patches, videoStart, videoPatches, videoGroups);
+                    settings, lengths, imageStart, patches, videoStart, videoPatches, videoGroups, clipStart, clipFrames);
             for (int i = 0; i < n; i++) {
                 if (lengths[i] < FILTERED) throw new IOException(file + ": record " + i + " has length " + lengths[i]);
                 if (index.patches(i) != patchSums[i] && patchSums[i] != Integer.MAX_VALUE)
@@ -404,8 +476,10 @@ public record LengthIndex(String key, String source, String digest, Map<String, 
                     if (videoGroups[k] < 1 || videoPatches[k] < videoGroups[k] || videoPatches[k] % videoGroups[k] != 0)
                         throw new IOException(file + ": record " + i + " has a video of " + videoPatches[k] + " patches in " + videoGroups[k]
                                 + " temporal groups");
-                if (lengths[i] <= 0 && (imageStart[i + 1] > imageStart[i] || videoStart[i + 1] > videoStart[i]))
-                    throw new IOException(file + ": record " + i + " is not fed (length " + lengths[i] + ") but has images or videos");
+                for (int k = clipStart[i]; k < clipStart[i + 1]; k++)
+                    if (clipFrames[k] <= 0) throw new IOException(file + ": record " + i + " has a clip of " + clipFrames[k] + " frames");
+                if (lengths[i] <= 0 && (imageStart[i + 1] > imageStart[i] || videoStart[i + 1] > videoStart[i] || clipStart[i + 1] > clipStart[i]))
+                    throw new IOException(file + ": record " + i + " is not fed (length " + lengths[i] + ") but has images, videos or clips");
             }
             return index;
         }

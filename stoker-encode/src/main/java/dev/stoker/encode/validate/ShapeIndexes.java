@@ -33,8 +33,22 @@ public final class ShapeIndexes {
 
     /** The shapes held by a length index, record {@code i} the index's record {@code i}. */
     public static ShapeIndex of(LengthIndex index) {
-        return new Compact(index.lengths(), index.imageStart(), index.imagePatches(), index.videoStart(), index.videoPatches(),
+        var shapes = new Compact(index.lengths(), index.imageStart(), index.imagePatches(), index.videoStart(), index.videoPatches(),
                 index.videoGroups());
+        return withClips(shapes, List.of(index));
+    }
+
+    /**
+     * {@code shapes} (the records of {@code parts} end to end) with their clips' frames where the indexes hold any (format 4,
+     * an audio family's: {@link SampleShape#clipFrames}), else {@code shapes} itself.
+     */
+    private static ShapeIndex withClips(ShapeIndex shapes, List<LengthIndex> parts) {
+        if (parts.stream().allMatch(p -> p.clipFrames().length == 0)) return shapes;
+        int[][] frames = new int[shapes.size()][];
+        int r = 0;
+        for (var p : parts)
+            for (int i = 0; i < p.lengths().length; i++, r++) frames[r] = p.clips(i) == 0 ? null : p.clipFrames(i);
+        return new WithClips(shapes, frames);
     }
 
     /** The shapes a validation found (the same as the index it writes). */
@@ -120,7 +134,7 @@ public final class ShapeIndexes {
             k += p.imagePatches().length;
             v += p.videoPatches().length;
         }
-        return new Compact(lengths, start, patches, vStart, vPatches, vGroups);
+        return withClips(new Compact(lengths, start, patches, vStart, vPatches, vGroups), parts);
     }
 
     /**

@@ -159,23 +159,23 @@ class DatasetValidatorTest {
         assertEquals(0, back.images(TEXT));
         assertEquals(0, back.images(MISSING), "an error keeps no images");
         assertEquals(0, back.images(LONG), "nor does a filtered record");
-        // the layout, as NumPy reads it: per record (tokens, images, patches, videos), then every image's patches
+        // the layout, as NumPy reads it: per record (tokens, images, patches, videos, clips), then every image's patches
         byte[] raw = Files.readAllBytes(file);
-        assertEquals("STKLEN03", new String(raw, 0, 8, StandardCharsets.US_ASCII));
+        assertEquals("STKLEN04", new String(raw, 0, 8, StandardCharsets.US_ASCII));
         var le = java.nio.ByteBuffer.wrap(raw).order(java.nio.ByteOrder.LITTLE_ENDIAN);
         int h = le.getInt(8);
         int table = 12 + h;
         assertEquals(0, table % 8, "the table starts 8-aligned");
-        assertEquals(lengths[MULTI], le.getInt(table + 16 * MULTI));
-        assertEquals(2, le.getInt(table + 16 * MULTI + 4));
-        assertEquals(back.patches(MULTI), le.getInt(table + 16 * MULTI + 8));
-        assertEquals(0, le.getInt(table + 16 * MULTI + 12), "no videos");
+        assertEquals(lengths[MULTI], le.getInt(table + 20 * MULTI));
+        assertEquals(2, le.getInt(table + 20 * MULTI + 4));
+        assertEquals(back.patches(MULTI), le.getInt(table + 20 * MULTI + 8));
+        assertEquals(0, le.getInt(table + 20 * MULTI + 12), "no videos");
         int imagesBefore = 0;
-        for (int i = 0; i < MULTI; i++) imagesBefore += le.getInt(table + 16 * i + 4);
-        assertEquals(back.imagePatches(MULTI)[1], le.getInt(table + 16 * RECORDS + 4 * (imagesBefore + 1)), "the second image of MULTI");
+        for (int i = 0; i < MULTI; i++) imagesBefore += le.getInt(table + 20 * i + 4);
+        assertEquals(back.imagePatches(MULTI)[1], le.getInt(table + 20 * RECORDS + 4 * (imagesBefore + 1)), "the second image of MULTI");
         int images = index.imagePatches().length;
         assertEquals(6, images, "SINGLE, MULTI (2), TURNS, SINGLE_PORTRAIT, BIG");
-        assertEquals(table + 16 * RECORDS + 4 * images, raw.length);
+        assertEquals(table + 20 * RECORDS + 4 * images, raw.length);
         assertNotEquals(file, LengthIndex.fileFor(tmp.resolve("lengths"), report.digest(), LengthIndex.settings(OPTIONS.withPixels(3136, 50176), "bundled")),
                 "other pixel bounds, another index");
         assertNotEquals(file, LengthIndex.fileFor(tmp.resolve("lengths"), "00" + report.digest().substring(2), settings), "another manifest, another index");
@@ -187,7 +187,7 @@ class DatasetValidatorTest {
         Files.write(file, v1);
         var old = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> LengthIndex.read(file));
         assertTrue(old.getMessage().contains("re-run stoker validate"), old.getMessage());
-        le.putInt(table + 16 * TEXT + 4, 7); // a record claiming more images than the index holds
+        le.putInt(table + 20 * TEXT + 4, 7); // a record claiming more images than the index holds
         Files.write(file, raw);
         var claims = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> LengthIndex.read(file));
         assertTrue(claims.getMessage().contains("images"), claims.getMessage());

@@ -198,15 +198,15 @@ class DatasetValidatorVideoTest {
         assertArrayEquals(report.videoGroups()[MIXED], mixed.videoGroups());
         assertEquals(ShapeIndexes.of(report).shape(TWO), shapes.shape(TWO));
         byte[] raw = Files.readAllBytes(file);
-        assertEquals("STKLEN03", new String(raw, 0, 8, StandardCharsets.US_ASCII));
+        assertEquals("STKLEN04", new String(raw, 0, 8, StandardCharsets.US_ASCII));
         var le = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN);
         int table = 12 + le.getInt(8);
-        assertEquals(2, le.getInt(table + 16 * TWO + 12), "the videos column");
+        assertEquals(2, le.getInt(table + 20 * TWO + 12), "the videos column");
         int images = back.imagePatches().length, videosBefore = back.videos(ONE);
-        int at = table + 16 * RECORDS + 4 * images + 8 * videosBefore; // TWO's first video: (t, t·h·w)
+        int at = table + 20 * RECORDS + 4 * images + 8 * videosBefore; // TWO's first video: (t, t·h·w)
         assertEquals(report.videoGroups()[TWO][0], le.getInt(at));
         assertEquals(report.videoPatches()[TWO][0], le.getInt(at + 4));
-        assertEquals(table + 16 * RECORDS + 4 * images + 8 * 4, raw.length);
+        assertEquals(table + 20 * RECORDS + 4 * images + 8 * 4, raw.length);
     }
 
     static ValidationReport validate(Path manifest, EncodeOptions options, FrameIndexStore store) throws Exception {

@@ -24,7 +24,7 @@ import java.util.Arrays;
  * @param clipFrames   an audio family's sample (issue 32): per clip, in placeholder order, the log-mel frames its row of
  *                     {@code input_features} is as the sample's {@code encode} makes it under the job's {@code --audio-pad}
  *                     (from the clip's header duration, as its tokens are); each {@code >= 1} (an empty array: no clip).
- *                     Only a start-up scan knows them: {@code stoker validate}'s length index keeps no clip
+ *                     A start-up scan and {@code stoker validate}'s length index (format 4) know them
  */
 public record SampleShape(Kind kind, int tokens, int[] imagePatches, int[] videoPatches, int[] videoGroups, int[] clipFrames) {
     /** Whether the record is fed ({@code OK}), or skipped because the shape index marks it an error or filtered. */
