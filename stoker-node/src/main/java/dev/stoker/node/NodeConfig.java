@@ -114,6 +114,18 @@ public final class NodeConfig extends NodeSettings {
         return null;
     }
 
+    /**
+     * {@code --audio-pad}, or when not given the family's default: {@code hf} for Qwen2-Audio, whose audio tower takes
+     * exactly 3,000 mel frames a clip (transformers 5.18.0 {@code Qwen2AudioEncoder.forward} raises a ValueError on any other
+     * length: valid frames alone could never be fed to it), {@code valid} for the Omni families (their encoders take the
+     * valid frames, {@code feature_attention_mask} says which).
+     */
+    public dev.stoker.encode.audio.AudioEncoding.Pad audioPad() {
+        if (isGiven(AUDIO_PAD)) return get(AUDIO_PAD);
+        return audioPreset() == dev.stoker.core.AudioPreset.QWEN2_AUDIO ? dev.stoker.encode.audio.AudioEncoding.Pad.HF
+                : dev.stoker.encode.audio.AudioEncoding.Pad.VALID;
+    }
+
     /** The model folder (--model) of a Qwen-VL family, read and checked; null when none was given or it is an audio family's. */
     public ModelFolder model() { return adopted.model(); }
 
@@ -263,7 +275,7 @@ public final class NodeConfig extends NodeSettings {
             if (audioPreset() == null && (isGiven(AUDIO_PAD) || get(USE_AUDIO_IN_VIDEO)))
                 throw new ConfigException("--audio-pad and --use-audio-in-video need an audio family's --processor (qwen2-audio, "
                         + "qwen2.5-omni, qwen3-omni), not " + processor());
-            if (audioPreset() != null) base = base.withAudio(new dev.stoker.encode.audio.AudioEncoding(audioPreset(), get(AUDIO_PAD),
+            if (audioPreset() != null) base = base.withAudio(new dev.stoker.encode.audio.AudioEncoding(audioPreset(), audioPad(),
                     get(USE_AUDIO_IN_VIDEO)));
             return video.encoding() != null ? base.withVideo(video.encoding()) : base.withVideoRefused(video.refusal());
         } catch (IllegalArgumentException e) {

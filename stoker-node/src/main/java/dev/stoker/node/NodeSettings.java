@@ -98,7 +98,8 @@ public abstract sealed class NodeSettings permits NodeConfig {
     public static final ConfigKey<dev.stoker.encode.audio.AudioEncoding.Pad> AUDIO_PAD = key("audio-pad", PROCESSOR, "valid|hf", TEXT,
             ConfigKey.enumOf(dev.stoker.encode.audio.AudioEncoding.Pad.class), ConfigKey::cliName, dev.stoker.encode.audio.AudioEncoding.Pad.VALID,
             null, "Audio families only: valid writes each clip's valid log-mel frames (100 per second); hf pads as the Hugging Face "
-                    + "processor does (qwen2-audio to 30 s, qwen2.5-omni to 300 s, qwen3-omni to the clip), for parity.");
+                    + "processor does (qwen2-audio to 30 s, qwen2.5-omni to 300 s, qwen3-omni to the clip), for parity. Default: hf "
+                    + "for qwen2-audio (its audio tower takes exactly 3,000 frames a clip), valid for the Omni families.");
     public static final ConfigKey<Boolean> USE_AUDIO_IN_VIDEO = key("use-audio-in-video", PROCESSOR, null, FLAG, ConfigKey.flag(),
             String::valueOf, false, null, "Omni families only: a video whose item and record do not give use_audio_in_video uses its "
                     + "audio track (read and interleaved with its frames: Qwen2.5-Omni in 2 s chunks); a video without one is that "

@@ -199,6 +199,21 @@ class NodeConfigTest {
         assertThrows(IllegalArgumentException.class, () -> dev.stoker.encode.EncodeOptions.defaults(ProcessorPreset.QWEN2_5_OMNI));
     }
 
+    /**
+     * Qwen2-Audio's default pad is hf: its audio tower takes exactly 3,000 frames a clip (transformers 5.18.0
+     * Qwen2AudioEncoder.forward raises on any other length); valid when asked for; the Omni families' default is valid.
+     */
+    @Test
+    void qwen2AudioPadsAsTheProcessorByDefault() {
+        var pad = (java.util.function.Function<NodeConfig.Builder, dev.stoker.encode.audio.AudioEncoding.Pad>) b ->
+                b.build().encodeOptions().audio().pad();
+        assertEquals(dev.stoker.encode.audio.AudioEncoding.Pad.HF, pad.apply(NodeConfig.builder().data("d.jsonl").processor(ProcessorPreset.QWEN2_AUDIO)));
+        assertEquals(dev.stoker.encode.audio.AudioEncoding.Pad.VALID, pad.apply(NodeConfig.builder().data("d.jsonl")
+                .processor(ProcessorPreset.QWEN2_AUDIO).set(NodeConfig.AUDIO_PAD, dev.stoker.encode.audio.AudioEncoding.Pad.VALID)));
+        for (var omni : new ProcessorPreset[] {ProcessorPreset.QWEN2_5_OMNI, ProcessorPreset.QWEN3_OMNI})
+            assertEquals(dev.stoker.encode.audio.AudioEncoding.Pad.VALID, pad.apply(NodeConfig.builder().data("d.jsonl").processor(omni)));
+    }
+
     /** --model: the family, bounds and tokenizer come from the folder; the effective values are printed and fingerprinted. */
     @Test
     void aModelFolderGivesTheFamilyBoundsAndTokenizer() throws Exception {
