@@ -57,8 +57,8 @@ public final class BatchAssembler {
         this.pixelFormat = options.pixelFormat();
         this.contract = options.inputContract();
         var family = options.audio() == null ? null : options.audio().preset();
-        // Qwen2-Audio has no vision tower and Qwen3-Omni's images are not served (docs/audio.md): no dummy image for them
-        this.dummy = family == null || family == dev.stoker.core.AudioPreset.QWEN2_5_OMNI
+        // Qwen2-Audio has no vision tower: no dummy image; the Omni thinkers have one, fed as a Qwen-VL one (docs/audio.md)
+        this.dummy = family == null || family.hasVision()
                 ? DummyImage.forPolicy(options.textOnly(), options.vision(), options.imageBackend()) : null;
         this.positions = positions(family);
     }
