@@ -9,7 +9,7 @@ from the offline mirror, see make_venvs.sh; CPU, no weights, under a minute):
         [--fixture stoker-cli/src/test/resources/dev/stoker/cli/omni3-vision-fixture.json] [--photo ../shared/photos/X.jpg]
 
 The media are made here with the ffmpeg CLI exactly as the Java test makes them (a PNG of testsrc2 at 200x150; an H.264
-video of testsrc2 at 160x120, 10 fps, 2 s with a 16 kHz mono PCM track in Matroska, so that both sides read the same
+video of testsrc2 at 160x120, 10 fps, 2 s (lossless, -qp 0: the decoded frames do not hang on the encoder's release) with a 16 kHz mono PCM track in Matroska, so that both sides read the same
 PCM and the audio features need no resampler), plus, for RESULTS.md only, a real photo.
 
 transformers' side, as the published folder builds it: `Qwen2VLImageProcessorPil` and the torchvision
@@ -60,7 +60,7 @@ PUBLISHED = {"feature_extractor_type": "WhisperFeatureExtractor", "feature_size"
 MEDIA = {
     "img.png": ["-f", "lavfi", "-i", "testsrc2=size=200x150:rate=1:duration=1", "-frames:v", "1"],
     "vid.mkv": ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10:duration=2", "-f", "lavfi", "-i",
-                "sine=frequency=440:sample_rate=16000:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt",
+                "sine=frequency=440:sample_rate=16000:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0", "-pix_fmt",
                 "yuv420p", "-c:a", "pcm_s16le", "-ac", "1", "-shortest"],
 }
 CASES = [  # name, record (Stoker's sample file), kinds, use_audio_in_video
