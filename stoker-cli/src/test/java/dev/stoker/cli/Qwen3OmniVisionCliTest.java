@@ -78,6 +78,35 @@ class Qwen3OmniVisionCliTest {
     }
 
     @Test
+    void validateKeepsEveryRecordAtTheLengthEncodeGives() throws Exception {
+        var records = JSON.createArrayNode();
+        for (JsonNode c : fixture.get("cases")) {
+            var r = c.get("record").deepCopy();
+            if (c.get("use_audio_in_video").asBoolean()) { // the flag as an item key: one manifest, both kinds of video
+                var m = (com.fasterxml.jackson.databind.node.ObjectNode) r;
+                var user = JSON.createObjectNode().put("role", "user");
+                user.putArray("content").add(JSON.createObjectNode().put("type", "video").put("video", r.get("videos").get(0).asText())
+                        .put("use_audio_in_video", true)).add(JSON.createObjectNode().put("type", "text").put("text", "What is heard?"));
+                var assistant = JSON.createObjectNode().put("role", "assistant");
+                assistant.putArray("content").add(JSON.createObjectNode().put("type", "text").put("text", "A tone."));
+                m.remove("videos");
+                m.putArray("messages").add(user).add(assistant);
+            }
+            records.add(r);
+        }
+        Path manifest = Files.writeString(data.resolve("omni3.json"), JSON.writeValueAsString(records));
+        var r = CliRunner.run("validate", "--data", manifest.toString(), "--processor", "qwen3-omni", "--threads", "1",
+                "--lengths-dir", data.resolve("lengths").toString());
+        assertEquals(0, r.status(), r.err() + r.out());
+        var json = JSON.readTree(r.lastStdoutLine());
+        assertEquals(3, json.get("samples").asInt(), r.out());
+        assertEquals(0, json.get("errors").asInt(), "every record kept: " + r.out());
+        var index = dev.stoker.encode.validate.LengthIndex.read(Path.of(json.get("length_index").asText()));
+        for (int i = 0; i < 3; i++)
+            assertEquals(fixture.get("cases").get(i).get("input_ids").size(), index.lengths()[i], "record " + i + ": the processor's length");
+    }
+
+    @Test
     void aQwen3OmniFolderReadsItsImageProcessorAndEncodesTheSame() throws Exception {
         Path model = ModelFolders.writeAudio(data.resolve("model"), "qwen3-omni", null);
         JsonNode c = fixture.get("cases").get(0);
