@@ -35,7 +35,8 @@ import org.junit.jupiter.api.io.TempDir;
  * ({@code BatchSchema}, docs/audio.md "Serving"). Over audio-only records (WAV, MP3 48 kHz stereo, two clips, an HF typed FLAC
  * item, a text-only record), read by the Java trainer client through shared memory and through the socket: every sample
  * once, each sample's rows equal to what {@code stoker encode} writes for it bit for bit, the padding where the model's own
- * code puts it (token 151643, label −100, attention 0, position 1), no dummy image (neither family's model takes one);
+ * code puts it (token 151643, label −100, attention 0, position 1), no dummy image ({@code --text-only allow}: Qwen2-Audio
+ * takes none; Qwen3-Omni's is held by Qwen3OmniVisionServeTest);
  * and the Python client reads the same batch from shared memory (the same digest).
  */
 @Tag("slow")
@@ -71,7 +72,10 @@ class AudioFamiliesServeTest {
         return NodeConfig.builder().data(manifest.toString()).set("processor", family).ranks(1).batch(RECORDS_N).steps(1)
                 .socket(tmp.resolve(name + ".sock")).shmDir(Files.createDirectories(tmp.resolve("shm-" + name)))
                 .set(NodeConfig.MAX_SEQ_LEN, 512).set(NodeConfig.PREFETCH_BATCHES, 1).threads(2).warmUpMillis(0).mode(mode)
-                .set(NodeConfig.JOB, name).build();
+                .set(NodeConfig.JOB, name)
+                // Qwen3-Omni's text-only batches get the dummy image (its thinker has a vision tower; Qwen3OmniVisionServeTest):
+                // off here, where the rows and padding of audio samples are what is checked
+                .textOnly(dev.stoker.encode.EncodeOptions.TextOnlyPolicy.ALLOW).build();
     }
 
     /** What {@code stoker encode --processor FAMILY} writes for record {@code i}, by file name. */

@@ -28,10 +28,16 @@ public enum ProcessorPreset {
     /** Qwen2.5-Omni (issue 32): audio, and images and videos through Qwen2.5-VL's image processor (the same published settings). */
     QWEN2_5_OMNI("qwen2.5-omni", 14, VisionConfig.CLIP_MEAN, VisionConfig.CLIP_STD, ChatFamily.QWEN2_VL, 56L * 56, 28L * 28 * 16384),
     /**
-     * Qwen3-Omni (issue 32): audio only for now; its image processor's published settings were not checked, so a record
-     * with an image or a video is refused under it. Its vision fields are Qwen3-VL's placeholders.
+     * Qwen3-Omni (issue 32): audio, and images and videos through {@code Qwen2VLImageProcessor} and
+     * {@code Qwen2VLVideoProcessor} with patch 16 (transformers 5.18.0 {@code image_processing_auto.py} and
+     * {@code video_processing_auto.py} map {@code qwen3_omni_moe} to those classes). The published settings, Hub
+     * {@code Qwen/Qwen3-Omni-30B-A3B-Instruct} {@code preprocessor_config.json} (revision 26291f79; the Thinking and
+     * Captioner folders hold the same; no {@code video_preprocessor_config.json}, so the video processor reads this file
+     * too): {@code image_processor_type} Qwen2VLImageProcessor, {@code patch_size} 16, {@code temporal_patch_size} 2,
+     * {@code merge_size} 2, {@code image_mean}/{@code image_std} [0.5, 0.5, 0.5], {@code min_pixels} 3,136,
+     * {@code max_pixels} 12,845,056. Its videos' rules: {@link #videoFamily()}.
      */
-    QWEN3_OMNI("qwen3-omni", 16, VisionConfig.HALF, VisionConfig.HALF, ChatFamily.QWEN3_VL, 256L * 256, 4096L * 4096);
+    QWEN3_OMNI("qwen3-omni", 16, VisionConfig.HALF, VisionConfig.HALF, ChatFamily.QWEN3_VL, 56L * 56, 28L * 28 * 16384);
 
     /** Which chat template a family renders with (§10): Qwen2-VL and 2.5-VL share one. */
     public enum ChatFamily { QWEN2_VL, QWEN3_VL }
@@ -76,7 +82,9 @@ public enum ProcessorPreset {
     /**
      * The Qwen-VL family whose image and video rules this processor's images and videos follow: itself for a Qwen-VL
      * processor; Qwen2.5-VL for Qwen2.5-Omni (the same {@code Qwen2VLImageProcessor} settings and video sampling); for
-     * Qwen2-Audio and Qwen3-Omni a placeholder (Qwen2.5-VL, Qwen3-VL) that no image or video reaches, since both refuse them.
+     * Qwen2-Audio a placeholder (Qwen2.5-VL) that no image or video reaches; for Qwen3-Omni Qwen3-VL, whose image code is
+     * the same {@code Qwen2VLImageProcessor} math at patch 16 (its own {@link #vision()} settings are carried over it),
+     * but whose video rules it does not share ({@link #videoFamily()}).
      */
     public ProcessorPreset visionFamily() {
         return switch (this) {
@@ -85,6 +93,15 @@ public enum ProcessorPreset {
             case QWEN2_VL, QWEN2_5_VL, QWEN3_VL -> this;
         };
     }
+
+    /**
+     * The family whose video rules this processor's videos follow ({@code VideoPlanner}): {@link #visionFamily()} but for
+     * Qwen3-Omni, which is its own: Qwen2.5-VL's sampling and per-frame resize ({@code Qwen2VLVideoProcessor}) with patch
+     * 16, the per-frame pixel bounds its processor passes at every call ({@code Qwen3OmniMoeProcessorKwargs._defaults}
+     * {@code size} 128·32·32 … 768·32·32, over the folder's), and {@code video_second_per_grid} = 2 / the fps passed to
+     * the processor (1.0 when none is).
+     */
+    public ProcessorPreset videoFamily() { return this == QWEN3_OMNI ? QWEN3_OMNI : visionFamily(); }
 
     public ChatFamily chatFamily() { return chatFamily; }
 

@@ -106,7 +106,10 @@ public final class SampleEncoder {
             this.videos = null;
         } else {
             this.tokens = builder.withVideo(options.preset(), video.contract());
-            this.videos = new VideoPreprocessor(options.preset(), options.vision(), video, options.decodeMemoryBytes(1), decoder);
+            // an audio family's videos follow its video rules (Qwen3-Omni its own: ProcessorPreset.videoFamily)
+            var videoFamily = options.audio() != null && options.audio().preset() == dev.stoker.core.AudioPreset.QWEN3_OMNI
+                    ? dev.stoker.core.ProcessorPreset.QWEN3_OMNI : options.preset();
+            this.videos = new VideoPreprocessor(videoFamily, options.vision(), video, options.decodeMemoryBytes(1), decoder);
             // frame lists: their images decoded on this encoder's thread as its images are, within the same limits
             this.videos.decodeFramesWith(dev.stoker.image.decode.ImageDecoders.forCurrentThread(),
                     new dev.stoker.image.decode.DecodeOptions(options.exif(), options.maxSourcePixels(), 1, images.decodeMemoryBytes()));

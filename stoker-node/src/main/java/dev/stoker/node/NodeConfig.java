@@ -67,7 +67,7 @@ public final class NodeConfig extends NodeSettings {
         this.values = Collections.unmodifiableMap(values);
         this.given = Collections.unmodifiableSet(given);
         this.adopted = adopted;
-        this.videoGiven = VideoSettings.of(this, processor().visionFamily()); // reads the model folder's video processor config once
+        this.videoGiven = VideoSettings.of(this, processor().videoFamily()); // reads the model folder's video processor config once
     }
 
     public static Builder builder() { return new Builder(); }
@@ -251,6 +251,8 @@ public final class NodeConfig extends NodeSettings {
         try {
             var preset = processor().visionFamily(); // an audio family's images and videos follow its vision family's rules
             var base = EncodeOptions.defaults(preset);
+            // an audio family's own published image processor settings (Qwen3-Omni's differ from Qwen3-VL's bounds)
+            if (audioPreset() != null) base = base.withVision(processor().vision());
             // the model's geometry, mean and std, unless --override-model chose another family
             var folder = model();
             if (folder != null && folder.family() == preset) base = base.withVision(folder.vision()).withModel(adopted.identity());

@@ -56,7 +56,7 @@ record VideoSettings(VideoEncoding encoding, String refusal) {
         VideoOptions processor = null;
         Path model = config.get(NodeSettings.MODEL);
         // an audio family's folder holds a video processor only where the family takes videos (Qwen2.5-Omni: its
-        // preprocessor_config.json, the Whisper settings beside the Qwen-VL ones; Qwen2-Audio and Qwen3-Omni refuse videos)
+        // preprocessor_config.json, the Whisper settings beside the Qwen-VL ones; Qwen2-Audio refuses videos)
         if (model != null && (config.audioModel() == null || config.audioModel().vision() != null)) {
             try {
                 processor = VideoProcessorConfig.read(model, family).options();

@@ -110,7 +110,7 @@ public final class ModelFolders {
      * Writes the folder of the audio family {@code family} (an {@link #AUDIO_FAMILIES} name) into {@code dir}: the published
      * {@code config.json} trimmed to the token ids and rates ({@code Qwen/Qwen2-Audio-7B-Instruct}, {@code Qwen/Qwen2.5-Omni-7B}'s
      * thinker, {@code Qwen/Qwen3-Omni-30B-A3B-Instruct}'s thinker), {@code preprocessor_config.json} with the Whisper settings
-     * (and Qwen2.5-Omni's image processor), and the bundled tokenizer with the family's special tokens as added tokens at
+     * (and the Omni models' image processor), and the bundled tokenizer with the family's special tokens as added tokens at
      * their ids, as the family's own tokenizer has them; {@code chatTemplate} as {@code chat_template.jinja} (null: none).
      */
     public static Path writeAudio(Path dir, String family, String chatTemplate) {
@@ -144,8 +144,14 @@ public final class ModelFolders {
                 case "qwen3-omni" -> {
                     c.put("model_type", "qwen3_omni_moe").putObject("thinker_config").put("audio_token_id", 151675)
                             .put("audio_start_token_id", 151669).put("audio_end_token_id", 151670).put("image_token_id", 151655)
-                            .put("video_token_id", 151656).put("vision_start_token_id", 151652).put("position_id_per_seconds", 13);
-                    p.put("chunk_length", 300).put("n_samples", 4800000).put("nb_max_frames", 30000).put("processor_class", "Qwen3OmniMoeProcessor");
+                            .put("video_token_id", 151656).put("vision_start_token_id", 151652).put("position_id_per_seconds", 13)
+                            .putObject("vision_config").put("patch_size", 16).put("spatial_merge_size", 2).put("temporal_patch_size", 2);
+                    // the published preprocessor_config.json's image processor (Qwen/Qwen3-Omni-30B-A3B-Instruct): patch 16, mean/std 0.5
+                    p.put("chunk_length", 300).put("n_samples", 4800000).put("nb_max_frames", 30000).put("processor_class", "Qwen3OmniMoeProcessor")
+                            .put("image_processor_type", "Qwen2VLImageProcessor").put("min_pixels", 3136).put("max_pixels", 12845056)
+                            .put("patch_size", 16).put("merge_size", 2).put("temporal_patch_size", 2);
+                    p.set("image_mean", JSON.valueToTree(new double[] {0.5, 0.5, 0.5}));
+                    p.set("image_std", JSON.valueToTree(new double[] {0.5, 0.5, 0.5}));
                     added = Map.of(151669, "<|audio_start|>", 151670, "<|audio_end|>", 151675, "<|audio_pad|>");
                 }
                 default -> throw new IllegalArgumentException("unknown audio family " + family);

@@ -27,10 +27,11 @@ import java.util.Map;
  * processor pads to it, {@code n_samples}); that {@code tokenizer.json}'s added tokens put the family's token strings at
  * the preset's ids.
  *
- * <p>Qwen3-Omni's image processor is not read: Stoker does not encode its images yet (a record with one is refused).
+ * <p>Qwen3-Omni's image processor is read as Qwen2.5-Omni's (its published one: patch 16, mean and std 0.5, 3,136 …
+ * 12,845,056 pixels).
  *
- * @param vision           the image processor's geometry, mean, std and pixel bounds (Qwen2.5-Omni); null for a family
- *                         without images (Qwen2-Audio) or whose images Stoker refuses (Qwen3-Omni)
+ * @param vision           the image processor's geometry, mean, std and pixel bounds (Qwen2.5-Omni, Qwen3-Omni); null for
+ *                         a family without images (Qwen2-Audio)
  * @param chatTemplate     the folder's template source, or null when it has none
  * @param chatTemplateFile the file it came from ({@code chat_template.jinja}, {@code chat_template.json} or {@code tokenizer_config.json})
  */
@@ -91,8 +92,8 @@ public record AudioModelFolder(Path dir, AudioPreset family, VisionConfig vision
         agree(dir, pre, ModelFolder.PREPROCESSOR_CONFIG, "n_fft", "n_fft", AudioPreset.N_FFT);
         if (family.hfPadSeconds() > 0)
             agree(dir, pre, ModelFolder.PREPROCESSOR_CONFIG, "n_samples", "n_samples", (double) family.hfPadSeconds() * AudioPreset.SAMPLING_RATE);
-        // Qwen2.5-Omni's processor holds a Qwen2VLImageProcessor with its settings in the same file
-        VisionConfig vision = family == AudioPreset.QWEN2_5_OMNI ? ModelFolder.vision(dir, pre, ids.get("vision_config"), at + "vision_config") : null;
+        // the Omni processors hold a Qwen2VLImageProcessor with its settings in the same file (Qwen3-Omni: patch 16)
+        VisionConfig vision = family.hasVision() ? ModelFolder.vision(dir, pre, ids.get("vision_config"), at + "vision_config") : null;
         Path tokenizer = dir.resolve(ModelFolder.TOKENIZER);
         checkAddedTokens(dir, tokenizer, family);
         JsonNode tokenizerConfig = Files.isRegularFile(dir.resolve(ModelFolder.TOKENIZER_CONFIG))

@@ -64,13 +64,18 @@ class AudioModelFolderTest {
             {"model_type": "qwen3_omni_moe", "thinker_config": {"audio_token_id": 151675, "audio_start_token_id": 151669,
              "audio_end_token_id": 151670, "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
              "position_id_per_seconds": 13}, "talker_config": {"audio_token_id": 151675}}""", """
-            {"feature_size": 128, "hop_length": 160, "n_fft": 400, "n_samples": 4800000, "sampling_rate": 16000}""", """
+            {"feature_size": 128, "hop_length": 160, "n_fft": 400, "n_samples": 4800000, "sampling_rate": 16000,
+             "image_processor_type": "Qwen2VLImageProcessor", "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+             "min_pixels": 3136, "max_pixels": 12845056, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}""", """
             {"added_tokens": [{"id": 151669, "content": "<|audio_start|>"}, {"id": 151670, "content": "<|audio_end|>"},
              {"id": 151675, "content": "<|audio_pad|>"}, {"id": 151652, "content": "<|vision_start|>"}, {"id": 151653, "content": "<|vision_end|>"},
              {"id": 151655, "content": "<|image_pad|>"}, {"id": 151656, "content": "<|video_pad|>"}]}""", null);
         var f3 = AudioModelFolder.read(q3);
         assertEquals(AudioPreset.QWEN3_OMNI, f3.family());
-        assertEquals(null, f3.vision());
+        // its published image processor (Qwen/Qwen3-Omni-30B-A3B-Instruct preprocessor_config.json), the preset's own
+        assertEquals(new dev.stoker.core.VisionConfig(16, 2, 2, dev.stoker.core.VisionConfig.HALF, dev.stoker.core.VisionConfig.HALF,
+                3136, 12845056), f3.vision());
+        assertEquals(dev.stoker.core.ProcessorPreset.QWEN3_OMNI.vision(), f3.vision());
         assertEquals(null, f3.chatTemplate());
         var a = folder("a", """
             {"model_type": "qwen2_audio", "audio_token_index": 151646}""", """

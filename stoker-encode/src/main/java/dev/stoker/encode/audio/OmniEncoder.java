@@ -28,7 +28,7 @@ import java.util.Map;
  * One sample of an audio family ({@code --processor qwen2-audio | qwen2.5-omni | qwen3-omni}, issue 32) into its model
  * inputs: each clip decoded to 16 kHz mono ({@link AudioDecoder}: FFmpeg, soxr) and turned into Whisper log-mel features
  * ({@link WhisperLogMel}), each image and video planned and made as under the family's vision half (Qwen2.5-Omni: the
- * Qwen2.5-VL rules), then the text, pads and positions of {@link OmniSequence}.
+ * Qwen2.5-VL rules; Qwen3-Omni: the same image and video code at patch 16, {@code ProcessorPreset.videoFamily}), then the text, pads and positions of {@link OmniSequence}.
  *
  * <p>The features: {@code input_features} (N, 128, T) float32 and {@code feature_attention_mask} (N, T) int32, N the
  * sample's clips in placeholder order (a video's audio track, under {@code use_audio_in_video}, at the video's place),
@@ -48,7 +48,7 @@ import java.util.Map;
  *
  * <p>Over {@code --max-seq-len}: filtered, or under {@code --truncation truncate} cut but never inside a clip's, image's or
  * video's run ({@link OmniSequence#build(ChatSample, List, int)}); the items past the cut are dropped with their features and
- * pixels. Not done: Qwen3-Omni and Qwen2-Audio with images or videos (refused, naming the item).
+ * pixels. Qwen2-Audio refuses images and videos (naming the item): it has no vision tower.
  *
  * <p>Threading: one instance per thread, as its {@link WhisperLogMel} holds FFT buffers.
  */
@@ -536,10 +536,9 @@ public final class OmniEncoder {
 
     private void checkMedia(ChatSample sample) {
         boolean vision = !sample.imagePaths().isEmpty() || !sample.videos().isEmpty();
-        if (vision && (!preset.hasVision() || preset == AudioPreset.QWEN3_OMNI))
+        if (vision && !preset.hasVision())
             throw new SampleException(sample.id(), Stage.MANIFEST, "has " + sample.imagePaths().size() + " image(s) and " + sample.videos().size()
-                    + " video(s), but " + preset + (preset.hasVision() ? "'s image processor is not served yet (its settings are unchecked); "
-                    + "use qwen2.5-omni for images and videos" : " takes audio and text only"));
+                    + " video(s), but " + preset + " takes audio and text only");
         if (options.maxImages() > 0 && sample.imagePaths().size() > options.maxImages())
             throw SampleException.filtered(sample.id(), Stage.MANIFEST, "over --max-images", "has " + sample.imagePaths().size()
                     + " images, more than --max-images " + options.maxImages());

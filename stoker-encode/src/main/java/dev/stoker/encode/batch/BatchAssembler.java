@@ -57,8 +57,8 @@ public final class BatchAssembler {
         this.pixelFormat = options.pixelFormat();
         this.contract = options.inputContract();
         var family = options.audio() == null ? null : options.audio().preset();
-        // Qwen2-Audio has no vision tower and Qwen3-Omni's images are not served (docs/audio.md): no dummy image for them
-        this.dummy = family == null || family == dev.stoker.core.AudioPreset.QWEN2_5_OMNI
+        // Qwen2-Audio has no vision tower: no dummy image; the Omni thinkers have one, fed as a Qwen-VL one (docs/audio.md)
+        this.dummy = family == null || family.hasVision()
                 ? DummyImage.forPolicy(options.textOnly(), options.vision(), options.imageBackend()) : null;
         this.positions = positions(family);
     }
@@ -95,7 +95,8 @@ public final class BatchAssembler {
         var tokens = positions == BatchShape.Positions.MROPE
                 ? collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), s.positionIds()}).toList(),
                         withDummy ? dummy.tokens() : null, contract.positionPad())
-                : collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), new long[0]}).toList(), null, contract.positionPad());
+                : collate(samples.stream().map(s -> new long[][] {s.inputIds(), s.labels(), new long[0]}).toList(),
+                        withDummy ? dummy.tokens() : null, contract.positionPad()); // Qwen3-Omni's dummy image; none for Qwen2-Audio
         long[] positionIds = tokens.positionIds();
         float[] floatPositions = null;
         // both pad with 1 whatever the input contract: what transformers 5.18 leaves there for these families (the javadocs)
@@ -149,8 +150,9 @@ public final class BatchAssembler {
 
     /**
      * Qwen3-Omni's {@code position_ids} float32 (3, B, L): each sample's (3, L_i) right-padded with {@code pad}, as the
-     * thinker's {@code get_rope_index} leaves a batch's padding: 1.0 in the branch of a batch without image or video (its
-     * {@code attention_mask.cumsum(-1) − 1} filled with 1 where the mask is 0), the only one Stoker serves (docs/audio.md).
+     * thinker's {@code get_rope_index} leaves a batch's padding in the branch of a batch without image or video (its
+     * {@code attention_mask.cumsum(-1) − 1} filled with 1 where the mask is 0); its image/video branch leaves 0 there,
+     * and Stoker keeps 1.0 for both (a token of attention 0, the dummy image's included: its position is never read).
      */
     static float[] floatPositions(List<EncodedSample> samples, int len, long pad) {
         int b = samples.size();

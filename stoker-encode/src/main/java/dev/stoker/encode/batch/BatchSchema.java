@@ -70,8 +70,9 @@ import java.util.List;
  * returns them (a temporal index may be fractional), right-padded with 1.0 as it pads a batch without image or video;
  * Qwen2-Audio's int64 (B, L), each sample's {@code 0 … L_i−1} right-padded with 1, the {@code position_ids} that
  * {@code Qwen2AudioForConditionalGeneration.forward} hands its Qwen2 language model (which numbers a right-padded row
- * {@code 0 … L−1} itself when given none, so the sample's tokens get the same positions either way). Neither of those two
- * families gets the dummy image: Qwen2-Audio has no vision tower and Qwen3-Omni's images are not served.
+ * {@code 0 … L−1} itself when given none, so the sample's tokens get the same positions either way). Qwen2-Audio gets no
+ * dummy image (it has no vision tower); Qwen2.5-Omni and Qwen3-Omni get it as a Qwen-VL batch does, their thinkers' vision
+ * towers being what it keeps in every rank's forward.
  *
  * <p>In the compact format a video travels as its kept frames resized ({@code pixel_values_videos_u8}: video k's T_k
  * frames of H·W pixels, HWC, frame after frame, after the videos before it; H, W from its {@code video_grid_thw} row

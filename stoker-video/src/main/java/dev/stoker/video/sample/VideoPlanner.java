@@ -42,6 +42,14 @@ public final class VideoPlanner {
     public static final Set<VideoKey> HF_ITEM_KEYS = Set.copyOf(EnumSet.of(VideoKey.FPS, VideoKey.NFRAMES, VideoKey.MIN_FRAMES,
             VideoKey.MAX_FRAMES, VideoKey.MIN_PIXELS, VideoKey.MAX_PIXELS));
 
+    /**
+     * Qwen3-Omni's per-frame pixel bounds: {@code Qwen3OmniMoeProcessorKwargs._defaults["videos_kwargs"]["size"]}
+     * (transformers 5.18.0 {@code processing_qwen3_omni_moe.py}: shortest_edge 128·32·32, longest_edge 768·32·32), which
+     * {@code ProcessorMixin._merge_kwargs} hands to the video processor at every call unless the caller passes a size, so
+     * they win over the folder's {@code min_pixels}/{@code max_pixels} (3,136 … 12,845,056).
+     */
+    public static final double QWEN3_OMNI_MIN_PIXELS = 128 * 32 * 32, QWEN3_OMNI_MAX_PIXELS = 768 * 32 * 32;
+
     private final ProcessorPreset family;
     private final VideoSampler sampler;
     private final TransformersCompat compat;
@@ -70,8 +78,10 @@ public final class VideoPlanner {
         this.sampler = Objects.requireNonNull(sampler, "sampler");
         this.compat = Objects.requireNonNull(compat, "compat");
         this.options = Objects.requireNonNull(options, "options");
-        this.patch = family == ProcessorPreset.QWEN3_VL ? 16 : 14;
+        this.patch = family == ProcessorPreset.QWEN3_VL || family == ProcessorPreset.QWEN3_OMNI ? 16 : 14;
         this.factor = patch * 2;
+        if (family.audio() != null && family != ProcessorPreset.QWEN3_OMNI)
+            throw new IllegalArgumentException(family + ": its videos are planned under " + family.videoFamily());
         if (sampler == VideoSampler.HF && options.has(VideoKey.TOTAL_PIXELS))
             throw new IllegalArgumentException("--video-total-pixels is a qwen-vl-utils option; the hf sampler's budget is "
                     + "--video-max-pixels (Qwen2/2.5: per frame; Qwen3: over all frames)");
@@ -95,6 +105,10 @@ public final class VideoPlanner {
         boolean qwen3 = family == ProcessorPreset.QWEN3_VL;
         m.put(VideoKey.MIN_PIXELS, qwen3 ? 4096.0 : 3136.0);
         m.put(VideoKey.MAX_PIXELS, qwen3 ? 25165824.0 : 12845056.0);
+        if (family == ProcessorPreset.QWEN3_OMNI) { // the size its processor passes at every call, over the folder's
+            m.put(VideoKey.MIN_PIXELS, QWEN3_OMNI_MIN_PIXELS);
+            m.put(VideoKey.MAX_PIXELS, QWEN3_OMNI_MAX_PIXELS);
+        }
         return m;
     }
 
@@ -206,7 +220,8 @@ public final class VideoPlanner {
                 : QwenVideoRules.smartResizeHfQwen2Video(video, meta.height(), meta.width(), factor, cfg.get(VideoKey.MIN_PIXELS),
                         cfg.get(VideoKey.MAX_PIXELS));
         double sampledFps = idx.length / (double) total * meta.averageFps();
-        double fpsKwarg = fps != null ? fps : 2.0; // what 4.57's Qwen2.5 processor reads
+        // what 4.57's Qwen2.5 processor reads; Qwen3-Omni's reads the fps passed to it, 1.0 when none is (nframes)
+        double fpsKwarg = fps != null ? fps : family == ProcessorPreset.QWEN3_OMNI ? 1.0 : 2.0;
         return finish(video, meta, meta.height(), meta.width(), idx, hw, sampledFps, fpsKwarg, null);
     }
 
@@ -342,6 +357,8 @@ public final class VideoPlanner {
         float spg = Float.NaN;
         if (family == ProcessorPreset.QWEN2_5_VL)
             spg = (float) (2 / (compat == TransformersCompat.V5_18 ? sampledFps : fpsKwarg));
+        // Qwen3OmniMoeProcessor: video_second_per_grid = temporal_patch_size / fps, fps the call's (any release)
+        if (family == ProcessorPreset.QWEN3_OMNI) spg = (float) (2 / fpsKwarg);
         double[] ts = new double[0];
         List<String> texts = List.of();
         if (family == ProcessorPreset.QWEN3_VL) {

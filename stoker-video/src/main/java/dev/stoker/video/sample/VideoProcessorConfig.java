@@ -99,7 +99,8 @@ public record VideoProcessorConfig(Path file, ProcessorPreset family, VideoOptio
     public static VideoProcessorConfig parse(JsonNode json, Path file, ProcessorPreset family) {
         if (json == null || !json.isObject()) throw new VideoProcessorConfigException(file + " is not a JSON object");
         boolean video = file.getFileName().toString().equals(VIDEO_PREPROCESSOR_CONFIG);
-        int patch = family == ProcessorPreset.QWEN3_VL ? 16 : 14;
+        boolean half = family == ProcessorPreset.QWEN3_VL || family == ProcessorPreset.QWEN3_OMNI; // patch 16, mean/std 0.5
+        int patch = half ? 16 : 14;
         var seen = new java.util.HashSet<String>();
         java.util.function.Function<String, JsonNode> get = name -> {
             seen.add(name);
@@ -137,9 +138,9 @@ public record VideoProcessorConfig(Path file, ProcessorPreset family, VideoOptio
         JsonNode rescale = get.apply("rescale_factor");
         if (rescale != null && !(rescale.isNumber() && rescale.asDouble() == 1.0 / 255))
             throw err(file, "rescale_factor", "is " + rescale + "; Stoker rescales by 1/255 only");
-        double[] mean = triple(file, get.apply("image_mean"), "image_mean", family == ProcessorPreset.QWEN3_VL
+        double[] mean = triple(file, get.apply("image_mean"), "image_mean", half
                 ? new double[] {0.5, 0.5, 0.5} : dev.stoker.core.VisionConfig.CLIP_MEAN);
-        double[] std = triple(file, get.apply("image_std"), "image_std", family == ProcessorPreset.QWEN3_VL
+        double[] std = triple(file, get.apply("image_std"), "image_std", half
                 ? new double[] {0.5, 0.5, 0.5} : dev.stoker.core.VisionConfig.CLIP_STD);
         for (double s : std) if (!(s > 0)) throw err(file, "image_std", "has a value that is not positive: " + json.get("image_std"));
 
@@ -173,6 +174,10 @@ public record VideoProcessorConfig(Path file, ProcessorPreset family, VideoOptio
             String name = e.getKey();
             if (seen.contains(name) || NEUTRAL.contains(name) || e.getValue().isNull()) continue;
             throw err(file, name, "is " + e.getValue() + "; Stoker does not know what it does to the video tensors, so it does not guess");
+        }
+        if (family == ProcessorPreset.QWEN3_OMNI) { // Qwen3OmniMoeProcessor passes its own size at every call (VideoPlanner.hfDefaults)
+            opts.remove(VideoKey.MIN_PIXELS);
+            opts.remove(VideoKey.MAX_PIXELS);
         }
         return new VideoProcessorConfig(file, family, new VideoOptions(opts), patch, 2, 2, mean, std);
     }

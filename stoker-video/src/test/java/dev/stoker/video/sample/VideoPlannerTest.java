@@ -194,4 +194,40 @@ class VideoPlannerTest {
         assertEquals(VideoSampler.QWEN_VL_UTILS, VideoSampler.fromName("qwen-vl-utils"));
         assertThrows(IllegalArgumentException.class, () -> VideoSampler.fromName("decord"));
     }
+
+    /**
+     * Qwen3-Omni's videos (issue 32): Qwen2VLVideoProcessor's sampling at patch 16 (factor 32), per-frame bounds its
+     * processor passes at every call (131,072 … 786,432, not the folder's 3,136 …), video_second_per_grid = 2 / the fps
+     * passed (1.0 when none is). Hand-checked; the same numbers as Qwen3OmniMoeProcessor's (RESULTS.md check 7).
+     */
+    @Test
+    void qwen3OmniPlansAsQwen2VideoProcessorAtPatch16WithItsCallTimeSize() throws Exception {
+        var meta = new VideoMetadata(20, 10.0, 160, 120);
+        var p = planner(ProcessorPreset.QWEN3_OMNI, VideoSampler.HF, TransformersCompat.V5_18, Map.of()).plan("v.mkv", meta, VideoItemOptions.NONE);
+        // n = floor(20 / 10 · 2 / 2) · 2 = 4: 0, 5, 10, 15. 120x160 → 128x160 = 20,480 < 131,072: beta = sqrt(131,072 / 19,200)
+        // = 2.613; ceil(120·2.613/32)·32 = 320, ceil(160·2.613/32)·32 = 448 → grid 2 x 20 x 28
+        assertArrayEquals(new long[] {0, 5, 10, 15}, p.frameIndices());
+        assertArrayEquals(new long[] {2, 20, 28}, p.gridThw());
+        assertEquals(1.0f, p.secondPerGridT(), "2 / fps 2.0");
+        assertEquals(List.of(), p.timestampTexts(), "no Qwen3-VL timestamps");
+        var nframes = planner(ProcessorPreset.QWEN3_OMNI, VideoSampler.HF, TransformersCompat.V5_18, Map.of())
+                .plan("v.mkv", meta, item("{\"nframes\": 4}"));
+        assertEquals(2.0f, nframes.secondPerGridT(), "no fps passed: the processor's silent 1.0");
+        var bounded = planner(ProcessorPreset.QWEN3_OMNI, VideoSampler.HF, TransformersCompat.V5_18, Map.of(VideoKey.MIN_PIXELS, 3136.0))
+                .plan("v.mkv", meta, VideoItemOptions.NONE);
+        assertArrayEquals(new long[] {2, 8, 10}, bounded.gridThw(), "--video-min-pixels is the call's size");
+        var vl = planner(ProcessorPreset.QWEN2_5_VL, VideoSampler.HF, TransformersCompat.V5_18, Map.of()).plan("v.mkv", meta, VideoItemOptions.NONE);
+        assertArrayEquals(new long[] {2, 8, 12}, vl.gridThw(), "Qwen2.5-VL: patch 14, 3,136 … (112x168)");
+        var x = assertThrows(IllegalArgumentException.class,
+                () -> planner(ProcessorPreset.QWEN2_5_OMNI, VideoSampler.HF, TransformersCompat.V5_18, Map.of()));
+        assertTrue(x.getMessage().contains("planned under qwen2.5-vl"), x.getMessage());
+        // the published folder's preprocessor_config.json: patch 16, mean/std 0.5; its pixel bounds are not the videos'
+        var cfg = VideoProcessorConfig.parse(JSON.readTree("""
+            {"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+             "min_pixels": 3136, "max_pixels": 12845056, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+             "feature_size": 128, "sampling_rate": 16000}"""), java.nio.file.Path.of("preprocessor_config.json"), ProcessorPreset.QWEN3_OMNI);
+        assertEquals(16, cfg.patchSize());
+        assertArrayEquals(new double[] {0.5, 0.5, 0.5}, cfg.mean());
+        assertTrue(cfg.options().values().isEmpty(), "no folder bounds: " + cfg.options());
+    }
 }
