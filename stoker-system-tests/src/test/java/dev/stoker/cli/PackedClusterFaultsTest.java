@@ -400,7 +400,7 @@ class PackedClusterFaultsTest {
                     args.addAll(List.of("--nodes", "2", "--workers", "2", "--placement", "spread", "--job", "t", "--steps", "" + steps,
                             "--warm-up-ms", "0", "--cache", "off", "--metrics-file", dir.resolve("metrics.json").toString()));
                 }
-                var argv = dev.stoker.bench.ChildJvm.stoker(List.of("-Xmx512m"), args);
+                var argv = dev.stoker.bench.ChildJvm.stoker(ServeProcess.jvmFlags(dir.resolve("member" + i + ".log"), "512m"), args);
                 processes.add(bed.command(i, argv).redirectErrorStream(true).redirectOutput(dir.resolve("member" + i + ".log").toFile()).start());
                 // the seed's member up before the node asks it to join (else the node's first attempt fails and it tries again later)
                 if (i == 0) ServeProcess.awaitLine(processes.getFirst(), dir.resolve("member0.log"), "cluster member ");

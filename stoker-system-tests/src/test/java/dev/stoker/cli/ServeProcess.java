@@ -29,9 +29,21 @@ final class ServeProcess {
     static Process start(Path log, String heap, String command, List<String> args, java.util.Map<String, String> env) throws IOException {
         var argv = new java.util.ArrayList<String>(List.of(command));
         argv.addAll(args);
-        var pb = new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx" + heap), argv)).redirectErrorStream(true).redirectOutput(log.toFile());
+        var pb = new ProcessBuilder(ChildJvm.stoker(jvmFlags(log, heap), argv)).redirectErrorStream(true).redirectOutput(log.toFile());
         pb.environment().putAll(env);
         return pb.start();
+    }
+
+    /**
+     * A child JVM's flags: {@code -Xmx<heap>}, and its {@code java.io.tmpdir} a folder {@code child-tmp} beside its
+     * {@code log} (in the test's temporary folder). What the child writes there goes with the test's folder, also when the
+     * test kills it with SIGKILL, which no clean-up in the child survives: a cluster member's TLS files
+     * ({@code stoker-cluster-tls*}, written at start, deleted only when the member closes) were left in /tmp by every
+     * member a test killed.
+     */
+    static List<String> jvmFlags(Path log, String heap) throws IOException {
+        Path tmp = Files.createDirectories(log.toAbsolutePath().resolveSibling("child-tmp"));
+        return List.of("-Xmx" + heap, "-Djava.io.tmpdir=" + tmp);
     }
 
     /** Waits until the service prints its last start-up line; returns its log so far. Fails if it exits or takes too long. */

@@ -551,7 +551,8 @@ class TorchTrainingTest {
                     "--tee", "1", "--log_dir", workerLogs.resolve("node" + node).toString(), trainScript.toString(), "--steps", "" + steps,
                     "--ckpt", checkpoint.toString(), "--ckpt-every", "" + K, "--log", logDir.toString()));
             args.addAll(trainArgs);
-            var pb = new ProcessBuilder(ChildJvm.stoker(List.of("-Xmx512m"), args)).redirectErrorStream(true).redirectOutput(log.toFile());
+            var pb = new ProcessBuilder(ChildJvm.stoker(ServeProcess.jvmFlags(log, "512m"), args)).redirectErrorStream(true)
+                    .redirectOutput(log.toFile());
             pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_") || k.startsWith("STOKER_"));
             pb.environment().put("PYTHONPATH", Vectors.projectDir().resolve("clients/python").toString());
             pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");

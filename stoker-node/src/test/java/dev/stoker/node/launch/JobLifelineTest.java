@@ -41,9 +41,10 @@ class JobLifelineTest {
     void whatIsLeftInAWatchedGroupIsStoppedWhenThePipeCloses() throws Exception {
         Path pids = tmp.resolve("pids");
         // a child that stops on SIGTERM, one that ignores it (its sleep inherits the ignored signal), and a grandchild, which
-        // says when all are started
+        // says when all are started: with the shell's own redirection, not touch, whose process would be among the descendants
+        // listed below and gone by the check that all still run (seen at load 12)
         String script = "sleep 600 & echo $! >> " + pids + "; (trap '' TERM; sleep 600) & echo $! >> " + pids
-                + "; sh -c 'sleep 600 & echo $! >> " + pids + "; touch " + pids + ".ready; wait' & echo $! >> " + pids + "; wait";
+                + "; sh -c 'sleep 600 & echo $! >> " + pids + "; : > " + pids + ".ready; wait' & echo $! >> " + pids + "; wait";
         var leftovers = new ArrayList<Long>();
         var lifeline = JobLifeline.start(Duration.ofSeconds(1), log::add);
         var leader = new ProcessBuilder(JobLifeline.inOwnSession(List.of("/bin/sh", "-c", script))).start();

@@ -103,7 +103,11 @@ public final class S3MockServer implements AutoCloseable {
         Path log = work.resolve("s3mock.log");
         int port = freePort();
         int unusedHttpPort = freePort();
-        List<String> cmd = new ArrayList<>(List.of(javaLauncher(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k"));
+        // its temporary folder inside the work folder, which close() deletes: Spring Boot's embedded Tomcat makes a
+        // tomcat.<port>.<n> folder there that it does not remove on a SIGTERM, and /tmp gathered one per S3Mock started
+        Path tmp = Files.createDirectory(work.resolve("tmp"));
+        List<String> cmd = new ArrayList<>(List.of(javaLauncher(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k",
+                "-Djava.io.tmpdir=" + tmp));
         Path cds = jar.toAbsolutePath().resolveSibling(jar.getFileName() + ".jsa");
         if (Files.isWritable(cds.getParent())) {
             cmd.add("-XX:SharedArchiveFile=" + cds);
