@@ -28,6 +28,11 @@ Compared: input_ids (exact), image_grid_thw, video_grid_thw, video_second_per_gr
 pixel_values and pixel_values_videos (max |Δ|), input_features[mask] (max |Δ|). Writes DIR/omni3-vision.json and, with
 --fixture, the fixture (ids, grids, spg, position bits, and SHA-256 + sum of the pixel tensors of the PIL path).
 Exit status 0 when ids, grids and positions are exact and pixels are within 1e-6.
+
+`--family qwen2.5-omni` runs the same cases against the real `Qwen2_5OmniProcessor` (the published folder of
+Qwen/Qwen2.5-Omni-7B: `Qwen2VLImageProcessor` at patch 14 with CLIP's mean and std, 3,136 … 12,845,056 pixels; the
+processor's own video size at every call, 128·28·28 … 768·28·28; the published chat template bundled in stoker-text)
+and the thinker's integer `get_rope_index`; no fixture is written for it.
 """
 import argparse
 import hashlib
@@ -63,6 +68,12 @@ MEDIA = {
                 "sine=frequency=440:sample_rate=16000:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0", "-pix_fmt",
                 "yuv420p", "-c:a", "pcm_s16le", "-ac", "1", "-shortest"],
 }
+# Hub Qwen/Qwen2.5-Omni-7B preprocessor_config.json: the same Whisper keys, Qwen2VLImageProcessor at patch 14 with CLIP's
+# mean and std (the Qwen2.5-VL image processor settings)
+PUBLISHED_25 = {**PUBLISHED, "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+                "patch_size": 14, "processor_class": "Qwen2_5OmniProcessor"}
+FAMILY = "qwen3-omni"
+
 CASES = [  # name, record (Stoker's sample file), kinds, use_audio_in_video
     ("image", {"messages": [{"role": "user", "content": "<image>What is shown?"}, {"role": "assistant", "content": "Bars."}],
                "images": ["img.png"]}, False),
@@ -99,15 +110,21 @@ def processor(work, backend):
     folder = os.path.join(work, "published")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "preprocessor_config.json"), "w") as fh:
-        json.dump(PUBLISHED, fh)
+        json.dump(PUBLISHED if FAMILY == "qwen3-omni" else PUBLISHED_25, fh)
     with open(os.path.join(folder, "config.json"), "w") as fh:
-        json.dump({"model_type": "qwen3_omni_moe"}, fh)
-    f = atc.FAMILIES["qwen3-omni"]
+        json.dump({"model_type": "qwen3_omni_moe" if FAMILY == "qwen3-omni" else "qwen2_5_omni"}, fh)
+    f = atc.FAMILIES[FAMILY]
     spec = json.loads(gzip.open(atc.BUNDLED).read())
-    fill = {i: "<|filler_%d|>" % i for i in range(151671, 151675)}
-    for i, c in sorted({**atc.ADDED["qwen3-omni"], **fill}.items()):
-        spec["added_tokens"].append({"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
-                                     "normalized": False, "special": True})
+    if FAMILY == "qwen3-omni":
+        fill = {i: "<|filler_%d|>" % i for i in range(151671, 151675)}
+        for i, c in sorted({**atc.ADDED["qwen3-omni"], **fill}.items()):
+            spec["added_tokens"].append({"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                                         "normalized": False, "special": True})
+    else:  # the bundled vocabulary's added tokens renamed as Qwen2.5-Omni's (audio_text_check's end-to-end cases)
+        names = dict(atc.ADDED["qwen2.5-omni"])
+        for t in spec["added_tokens"]:
+            if t["id"] in names:
+                t["content"] = names[t["id"]]
     extra = {"image_token": f["image"][0], "audio_token": f["audio"][0], "video_token": f["video"][0],
              "vision_bos_token": f["vbos"][0], "vision_eos_token": f["veos"][0], "audio_bos_token": f["abos"][0],
              "audio_eos_token": f["aeos"][0]}
@@ -115,12 +132,16 @@ def processor(work, backend):
     ip = AutoImageProcessor.from_pretrained(folder, backend=backend)
     vp = AutoVideoProcessor.from_pretrained(folder)
     fe = WhisperFeatureExtractor.from_pretrained(folder)
+    template = atc.QWEN3_TEMPLATE
+    if FAMILY == "qwen2.5-omni":
+        with open(os.path.join(ROOT, "stoker-text/src/test/resources/dev/stoker/text/omni/qwen2.5-omni.jinja")) as fh:
+            template = fh.read()
     return f["proc"](image_processor=ip, video_processor=vp, feature_extractor=fe, tokenizer=tok,
-                     chat_template=atc.QWEN3_TEMPLATE), type(ip).__name__, type(vp).__name__
+                     chat_template=template), type(ip).__name__, type(vp).__name__
 
 
 def hf_case(proc, work, record, aiv, photo=None):
-    f = atc.FAMILIES["qwen3-omni"]
+    f = atc.FAMILIES[FAMILY]
     content = []
     for m in record["messages"]:
         parts = []
@@ -165,7 +186,7 @@ def stoker_case(work, stoker, name, record, aiv, image=None, backend="pil"):
     out = os.path.join(work, "out-" + name)
     out += "-" + backend
     # --exif ignore: the processor is handed Image.open's pixels, unrotated
-    args = [stoker, "encode", "--processor", "qwen3-omni", "--sample", sample, "--out", out, "--exif", "ignore",
+    args = [stoker, "encode", "--processor", FAMILY, "--sample", sample, "--out", out, "--exif", "ignore",
             "--image-backend", backend, "--max-seq-len", "0"]
     if aiv:
         args.append("--use-audio-in-video")
@@ -192,7 +213,10 @@ def main():
     ap.add_argument("--stoker", default=os.path.join(ROOT, "stoker"))
     ap.add_argument("--fixture")
     ap.add_argument("--photo")
+    ap.add_argument("--family", default="qwen3-omni", choices=["qwen3-omni", "qwen2.5-omni"])
     a = ap.parse_args()
+    global FAMILY
+    FAMILY = a.family
     work = os.path.abspath(a.work)
     os.makedirs(work, exist_ok=True)
     for name, args in MEDIA.items():

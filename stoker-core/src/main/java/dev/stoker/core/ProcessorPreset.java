@@ -96,12 +96,14 @@ public enum ProcessorPreset {
 
     /**
      * The family whose video rules this processor's videos follow ({@code VideoPlanner}): {@link #visionFamily()} but for
-     * Qwen3-Omni, which is its own: Qwen2.5-VL's sampling and per-frame resize ({@code Qwen2VLVideoProcessor}) with patch
-     * 16, the per-frame pixel bounds its processor passes at every call ({@code Qwen3OmniMoeProcessorKwargs._defaults}
-     * {@code size} 128·32·32 … 768·32·32, over the folder's), and {@code video_second_per_grid} = 2 / the fps passed to
-     * the processor (1.0 when none is).
+     * the Omni families, which are their own: Qwen2.5-VL's sampling and per-frame resize ({@code Qwen2VLVideoProcessor},
+     * Qwen3-Omni with patch 16), the per-frame pixel bounds their processors pass at every call
+     * ({@code Qwen2_5OmniProcessorKwargs._defaults} {@code size} 128·28·28 … 768·28·28,
+     * {@code Qwen3OmniMoeProcessorKwargs._defaults} 128·32·32 … 768·32·32, over the folder's), and
+     * {@code video_second_per_grid} = 2 / the fps passed to the processor (2.0 when none is for Qwen2.5-Omni, 1.0 for
+     * Qwen3-Omni).
      */
-    public ProcessorPreset videoFamily() { return this == QWEN3_OMNI ? QWEN3_OMNI : visionFamily(); }
+    public ProcessorPreset videoFamily() { return this == QWEN3_OMNI || this == QWEN2_5_OMNI ? this : visionFamily(); }
 
     public ChatFamily chatFamily() { return chatFamily; }
 

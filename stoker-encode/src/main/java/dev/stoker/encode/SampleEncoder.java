@@ -106,9 +106,12 @@ public final class SampleEncoder {
             this.videos = null;
         } else {
             this.tokens = builder.withVideo(options.preset(), video.contract());
-            // an audio family's videos follow its video rules (Qwen3-Omni its own: ProcessorPreset.videoFamily)
-            var videoFamily = options.audio() != null && options.audio().preset() == dev.stoker.core.AudioPreset.QWEN3_OMNI
-                    ? dev.stoker.core.ProcessorPreset.QWEN3_OMNI : options.preset();
+            // an audio family's videos follow its video rules (the Omni families their own: ProcessorPreset.videoFamily)
+            var videoFamily = options.audio() == null ? options.preset() : switch (options.audio().preset()) {
+                case QWEN3_OMNI -> dev.stoker.core.ProcessorPreset.QWEN3_OMNI;
+                case QWEN2_5_OMNI -> dev.stoker.core.ProcessorPreset.QWEN2_5_OMNI;
+                default -> options.preset();
+            };
             this.videos = new VideoPreprocessor(videoFamily, options.vision(), video, options.decodeMemoryBytes(1), decoder);
             // frame lists: their images decoded on this encoder's thread as its images are, within the same limits
             this.videos.decodeFramesWith(dev.stoker.image.decode.ImageDecoders.forCurrentThread(),

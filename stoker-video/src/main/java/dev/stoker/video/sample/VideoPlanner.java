@@ -49,6 +49,12 @@ public final class VideoPlanner {
      * they win over the folder's {@code min_pixels}/{@code max_pixels} (3,136 … 12,845,056).
      */
     public static final double QWEN3_OMNI_MIN_PIXELS = 128 * 32 * 32, QWEN3_OMNI_MAX_PIXELS = 768 * 32 * 32;
+    /**
+     * Qwen2.5-Omni's: {@code Qwen2_5OmniProcessorKwargs._defaults["videos_kwargs"]["size"]} (transformers 5.18.0 and
+     * 4.57.6 {@code processing_qwen2_5_omni.py}: shortest_edge 128·28·28, longest_edge 768·28·28), handed to the video
+     * processor at every call as Qwen3-Omni's are.
+     */
+    public static final double QWEN2_5_OMNI_MIN_PIXELS = 128 * 28 * 28, QWEN2_5_OMNI_MAX_PIXELS = 768 * 28 * 28;
 
     private final ProcessorPreset family;
     private final VideoSampler sampler;
@@ -80,7 +86,7 @@ public final class VideoPlanner {
         this.options = Objects.requireNonNull(options, "options");
         this.patch = family == ProcessorPreset.QWEN3_VL || family == ProcessorPreset.QWEN3_OMNI ? 16 : 14;
         this.factor = patch * 2;
-        if (family.audio() != null && family != ProcessorPreset.QWEN3_OMNI)
+        if (family.audio() != null && family != ProcessorPreset.QWEN3_OMNI && family != ProcessorPreset.QWEN2_5_OMNI)
             throw new IllegalArgumentException(family + ": its videos are planned under " + family.videoFamily());
         if (sampler == VideoSampler.HF && options.has(VideoKey.TOTAL_PIXELS))
             throw new IllegalArgumentException("--video-total-pixels is a qwen-vl-utils option; the hf sampler's budget is "
@@ -108,6 +114,10 @@ public final class VideoPlanner {
         if (family == ProcessorPreset.QWEN3_OMNI) { // the size its processor passes at every call, over the folder's
             m.put(VideoKey.MIN_PIXELS, QWEN3_OMNI_MIN_PIXELS);
             m.put(VideoKey.MAX_PIXELS, QWEN3_OMNI_MAX_PIXELS);
+        }
+        if (family == ProcessorPreset.QWEN2_5_OMNI) {
+            m.put(VideoKey.MIN_PIXELS, QWEN2_5_OMNI_MIN_PIXELS);
+            m.put(VideoKey.MAX_PIXELS, QWEN2_5_OMNI_MAX_PIXELS);
         }
         return m;
     }
@@ -355,10 +365,13 @@ public final class VideoPlanner {
         int n = idx.length;
         int gridT = (n + 1) / 2;
         float spg = Float.NaN;
-        if (family == ProcessorPreset.QWEN2_5_VL)
+        // Qwen2.5-Omni under the other samplers: as Qwen2.5-VL's, as before (not checked against qwen-omni-utils' callers)
+        if (family == ProcessorPreset.QWEN2_5_VL || family == ProcessorPreset.QWEN2_5_OMNI && sampler != VideoSampler.HF)
             spg = (float) (2 / (compat == TransformersCompat.V5_18 ? sampledFps : fpsKwarg));
-        // Qwen3OmniMoeProcessor: video_second_per_grid = temporal_patch_size / fps, fps the call's (any release)
-        if (family == ProcessorPreset.QWEN3_OMNI) spg = (float) (2 / fpsKwarg);
+        // Qwen3OmniMoeProcessor, and Qwen2_5OmniProcessor called by the hf sampler: video_second_per_grid =
+        // temporal_patch_size / fps, fps the call's (any release)
+        if (family == ProcessorPreset.QWEN3_OMNI || family == ProcessorPreset.QWEN2_5_OMNI && sampler == VideoSampler.HF)
+            spg = (float) (2 / fpsKwarg);
         double[] ts = new double[0];
         List<String> texts = List.of();
         if (family == ProcessorPreset.QWEN3_VL) {

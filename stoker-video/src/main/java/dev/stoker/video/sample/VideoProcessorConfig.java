@@ -175,7 +175,8 @@ public record VideoProcessorConfig(Path file, ProcessorPreset family, VideoOptio
             if (seen.contains(name) || NEUTRAL.contains(name) || e.getValue().isNull()) continue;
             throw err(file, name, "is " + e.getValue() + "; Stoker does not know what it does to the video tensors, so it does not guess");
         }
-        if (family == ProcessorPreset.QWEN3_OMNI) { // Qwen3OmniMoeProcessor passes its own size at every call (VideoPlanner.hfDefaults)
+        // the Omni processors pass their own size at every call (VideoPlanner.hfDefaults)
+        if (family == ProcessorPreset.QWEN3_OMNI || family == ProcessorPreset.QWEN2_5_OMNI) {
             opts.remove(VideoKey.MIN_PIXELS);
             opts.remove(VideoKey.MAX_PIXELS);
         }

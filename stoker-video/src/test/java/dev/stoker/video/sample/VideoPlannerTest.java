@@ -218,9 +218,16 @@ class VideoPlannerTest {
         assertArrayEquals(new long[] {2, 8, 10}, bounded.gridThw(), "--video-min-pixels is the call's size");
         var vl = planner(ProcessorPreset.QWEN2_5_VL, VideoSampler.HF, TransformersCompat.V5_18, Map.of()).plan("v.mkv", meta, VideoItemOptions.NONE);
         assertArrayEquals(new long[] {2, 8, 12}, vl.gridThw(), "Qwen2.5-VL: patch 14, 3,136 … (112x168)");
+        // Qwen2.5-Omni: the same trap at patch 14 (Qwen2_5OmniProcessorKwargs' size 100,352 … 602,112 at every call):
+        // 120x160 → 112x168 = 18,816 < 100,352: beta = sqrt(100,352 / 19,200) = 2.286; ceil(120·2.286/28)·28 = 280,
+        // ceil(160·2.286/28)·28 = 392 → grid 2 x 20 x 28 (what the real processor gives, RESULTS.md check 7), spg 2 / fps 2.0
+        var omni25 = planner(ProcessorPreset.QWEN2_5_OMNI, VideoSampler.HF, TransformersCompat.V5_18, Map.of()).plan("v.mkv", meta,
+                VideoItemOptions.NONE);
+        assertArrayEquals(new long[] {2, 20, 28}, omni25.gridThw());
+        assertEquals(1.0f, omni25.secondPerGridT());
         var x = assertThrows(IllegalArgumentException.class,
-                () -> planner(ProcessorPreset.QWEN2_5_OMNI, VideoSampler.HF, TransformersCompat.V5_18, Map.of()));
-        assertTrue(x.getMessage().contains("planned under qwen2.5-vl"), x.getMessage());
+                () -> planner(ProcessorPreset.QWEN2_AUDIO, VideoSampler.HF, TransformersCompat.V5_18, Map.of()));
+        assertTrue(x.getMessage().contains("planned under"), x.getMessage());
         // the published folder's preprocessor_config.json: patch 16, mean/std 0.5; its pixel bounds are not the videos'
         var cfg = VideoProcessorConfig.parse(JSON.readTree("""
             {"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
