@@ -40,7 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
 @Tag("slow")
 @Timeout(300)
 class AudioPackTest {
-    static final int RECORDS = 5, RANKS = 2, STEPS = 3, PACK_TOKENS = 300, SEED = 3;
+    static final int RECORDS = 5, RANKS = 2, STEPS = 3, PACK_TOKENS = 512, SEED = 3;
     @TempDir static Path tmp;
     private static Path manifest;
     private static final List<Map<String, Npy.Array>> ENCODED = new ArrayList<>();
