@@ -75,8 +75,13 @@ class AudioFamiliesPackTest {
 
     /** {@code plan --pack-tokens}'s packs of {@code family} over {@code data}: each (step, rank)'s samples in segment order (−1: the dummy image). */
     static Map<String, List<Long>> plan(String family, Path data, String... more) throws Exception {
+        return plan(family, data, PACK_TOKENS, more);
+    }
+
+    /** {@link #plan(String, Path, String...)} with packs of {@code packTokens}. */
+    static Map<String, List<Long>> plan(String family, Path data, int packTokens, String... more) throws Exception {
         var args = new ArrayList<>(List.of("plan", "--data", data.toString(), "--processor", family, "--ranks", String.valueOf(RANKS),
-                "--pack-tokens", String.valueOf(PACK_TOKENS), "--steps", String.valueOf(STEPS), "--seed", String.valueOf(SEED),
+                "--pack-tokens", String.valueOf(packTokens), "--steps", String.valueOf(STEPS), "--seed", String.valueOf(SEED),
                 "--max-seq-len", "512", "--threads", "1"));
         args.addAll(List.of(more));
         var r = CliRunner.run(args.toArray(String[]::new));

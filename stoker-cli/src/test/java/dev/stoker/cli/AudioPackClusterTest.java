@@ -44,12 +44,8 @@ class AudioPackClusterTest {
 
     static int freePort() throws IOException { return AudioWireTest.freePort(); }
 
-    /** {@code base} as a member of the cluster whose seed is {@code seed}, listening on {@code self}, with one worker. */
     private static NodeConfig.Builder member(NodeConfig.Builder base, String seed, String self, String name) throws IOException {
-        return base.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, self).set(NodeConfig.SLOTS, 1)
-                .set(NodeConfig.HEARTBEAT_PAUSE_MS, 3000L).set(NodeConfig.DOWN_AFTER_MS, 2000L)
-                .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("node-shm-" + name))).set(NodeConfig.NODE_SHM_BUDGET, 512L << 20)
-                .socket(tmp.resolve(name + ".sock"));
+        return AudioWireTest.member(tmp, base, seed, self, name);
     }
 
     /**
@@ -60,9 +56,10 @@ class AudioPackClusterTest {
     @Test
     @SuppressWarnings("unchecked")
     void aClusterDeliversPlansPacksOfQwen25Omni() throws Exception {
-        var planned = AudioFamiliesPackTest.plan("qwen2.5-omni", manifest, "--min-pixels", "3136", "--max-pixels", "50176");
+        // AudioPackTest's pack size: its video sample (at Qwen2.5-Omni's call-time frame size) fits, so every step has a vision input
+        var planned = AudioFamiliesPackTest.plan("qwen2.5-omni", manifest, AudioPackTest.PACK_TOKENS, "--min-pixels", "3136", "--max-pixels", "50176");
         String seed = "127.0.0.1:" + freePort();
-        var job = NodeConfig.builder().data(manifest.toString()).set("processor", "qwen2.5-omni").ranks(RANKS).packTokens(AudioFamiliesPackTest.PACK_TOKENS)
+        var job = NodeConfig.builder().data(manifest.toString()).set("processor", "qwen2.5-omni").ranks(RANKS).packTokens(AudioPackTest.PACK_TOKENS)
                 .steps(STEPS).seed(AudioFamiliesPackTest.SEED).pixels(3136, 50176).set(NodeConfig.MAX_SEQ_LEN, 512).set(NodeConfig.PREFETCH_BATCHES, 1)
                 .threads(2).warmUpMillis(0).set(NodeConfig.JOB, "cluster").set(NodeConfig.NODES, 2).set(NodeConfig.WORKERS, 2);
         var coordinatorConfig = member(job, seed, "127.0.0.1:" + freePort(), "coord").build();

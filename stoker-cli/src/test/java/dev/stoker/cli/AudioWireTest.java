@@ -318,12 +318,15 @@ class AudioWireTest {
         }
     }
 
-    /** {@code base} as a member of the cluster whose seed is {@code seed}, listening on {@code self}, with one worker. */
-    private static NodeConfig.Builder member(NodeConfig.Builder base, String seed, String self, String name) throws IOException {
+    /**
+     * {@code base} as a member of the cluster whose seed is {@code seed}, listening on {@code self}, with one worker, its
+     * shared memory and socket under {@code dir} (AudioPackClusterTest's members too).
+     */
+    static NodeConfig.Builder member(Path dir, NodeConfig.Builder base, String seed, String self, String name) throws IOException {
         return base.set(NodeConfig.JOIN, List.of(seed)).set(NodeConfig.BIND, self).set(NodeConfig.SLOTS, 1)
                 .set(NodeConfig.HEARTBEAT_PAUSE_MS, 3000L).set(NodeConfig.DOWN_AFTER_MS, 2000L)
-                .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(tmp.resolve("node-shm-" + name))).set(NodeConfig.NODE_SHM_BUDGET, 512L << 20)
-                .socket(tmp.resolve(name + ".sock"));
+                .set(NodeConfig.NODE_SHM_DIR, Files.createDirectories(dir.resolve("node-shm-" + name))).set(NodeConfig.NODE_SHM_BUDGET, 512L << 20)
+                .socket(dir.resolve(name + ".sock"));
     }
 
     /**
@@ -338,10 +341,10 @@ class AudioWireTest {
         String seed = "127.0.0.1:" + freePort();
         var job = config("cluster", FeedMode.ZERO_COPY, EncodeOptions.PixelFormat.FLOAT32).ranks(ranks).batch(RECORDS / ranks)
                 .set(NodeConfig.NODES, 2).set(NodeConfig.WORKERS, 2);
-        var coordinatorConfig = member(job, seed, "127.0.0.1:" + freePort(), "coord").build();
+        var coordinatorConfig = member(tmp, job, seed, "127.0.0.1:" + freePort(), "coord").build();
         assertNull(coordinatorConfig.audioFeedRefusal());
         var delivered = new ArrayList<Long>();
-        try (var a = ClusteredNode.launchMember(member(NodeConfig.builder(), seed, seed, "a").build(), line -> {});
+        try (var a = ClusteredNode.launchMember(member(tmp, NodeConfig.builder(), seed, seed, "a").build(), line -> {});
              var c = ClusteredNode.launchCoordinator(coordinatorConfig, line -> {})) {
             try (var t0 = TrainerClient.connect(c.socket(), 0, ranks, "cluster", TrainerClient.Options.SHARED_MEMORY);
                  var t1 = TrainerClient.connect(c.socket(), 1, ranks, "cluster", TrainerClient.Options.SHARED_MEMORY)) {
