@@ -32,9 +32,9 @@ import java.util.List;
  *       {@code input_ids}; a segment's M-RoPE rows are its own {@code get_rope_index} computed alone, as for any sample;</li>
  *   <li>the other audio families' positions (docs/packing.md "Audio packs"): Qwen2-Audio's int64 (1, T), each segment's
  *       own (1, L_i) row (0..L_i−1), the tail pad 0..p−1; Qwen3-Omni's float32 (4, 1, T), row 0 each segment's 0..L_i−1 (as
- *       floats, exact), rows 1–3 its own float32 (3, L_i) M-RoPE bit for bit, the tail pad 0..p−1 in every row. Neither
- *       gets the dummy image by the text-only policy (as in their padded batches); Qwen3-Omni's gets it where the planner
- *       asks, its positions those of the Qwen-VL dummy as floats, and Qwen2-Audio (no vision tower) never;</li>
+ *       floats, exact), rows 1–3 its own float32 (3, L_i) M-RoPE bit for bit, the tail pad 0..p−1 in every row. Qwen3-Omni's
+ *       gets the dummy image as its padded batches do (by the text-only policy, or where the planner asks), its positions
+ *       those of the Qwen-VL dummy as floats; Qwen2-Audio's (no vision tower) never;</li>
  *   <li>no {@code attention_mask}; the segments' boundaries as metadata: {@code cu_seqlens} (int32, n + 1),
  *       {@code max_seqlen} (int32, 1), {@code seg_ids} (int32, (1, T): 1..n, 0 on the tail pad) and {@code sample_index}
  *       (each segment's data set index, {@value #DUMMY_SAMPLE_INDEX} for the dummy image's).</li>
@@ -86,9 +86,8 @@ public final class PackAssembler {
         this.padTo = padTo;
         var family = options.audio() == null ? null : options.audio().preset();
         this.positions = BatchAssembler.positions(family);
-        // as BatchAssembler: Qwen2-Audio has no vision tower and Qwen3-Omni's padded batches get no dummy image by the policy
-        this.dummyByPolicy = options.textOnly() == EncodeOptions.TextOnlyPolicy.DUMMY_IMAGE
-                && (family == null || family == dev.stoker.core.AudioPreset.QWEN2_5_OMNI);
+        // as BatchAssembler: Qwen2-Audio has no vision tower; the Omni thinkers have one and get the dummy by the policy
+        this.dummyByPolicy = options.textOnly() == EncodeOptions.TextOnlyPolicy.DUMMY_IMAGE && (family == null || family.hasVision());
         this.dummy = DummyImage.of(vision, options.imageBackend());
         this.dummyPositions = TokenSequenceBuilder.positionIds(dummy.tokens(), List.of(dummy.gridThw()), vision.mergeSize());
     }

@@ -108,9 +108,12 @@ class AudioPackAssemblerTest {
     void qwen3OmnisPackHasFourFloatRowsEachSegmentsOwnBitForBit() {
         var a = qwen3Omni("a", new long[] {1, AUDIO, AUDIO, 4}, new long[] {I, I, I, 4}, 0f, clip(2, 3f));
         var b = qwen3Omni("b", new long[] {20, 21, 22}, new long[] {I, 21, 22}, 100f, null);
-        var packer = new PackAssembler(QWEN3_OMNI, 4);
+        // the default text-only policy gives its text-only pack the dummy image, as its padded batches get it
+        assertEquals(3, new PackAssembler(QWEN3_OMNI, 4).assemble(scheduled(2, false), new int[] {1, 2}, List.of(a, b), List.of())
+                .shape().segments(), "the dummy by the text-only policy");
+        var packer = new PackAssembler(QWEN3_OMNI.withTextOnly(EncodeOptions.TextOnlyPolicy.ALLOW), 4);
         var pack = packer.assemble(scheduled(2, false), new int[] {1, 2}, List.of(a, b), List.of());
-        assertEquals(2, pack.shape().segments(), "no dummy by the text-only policy (as Qwen3-Omni's padded batches)");
+        assertEquals(2, pack.shape().segments(), "--text-only allow: no dummy unless the planner asks");
         assertEquals(BatchShape.Positions.MROPE_FLOAT, pack.shape().positions());
         int t = 8;
         assertEquals(t, pack.length());
