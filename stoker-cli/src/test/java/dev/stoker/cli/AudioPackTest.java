@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.stoker.core.AudioPreset;
 import dev.stoker.core.Npy;
 import dev.stoker.core.batch.Tensor;
@@ -53,19 +52,7 @@ class AudioPackTest {
 
     /** {@code plan --pack-tokens}'s packs: each (step, rank)'s samples in segment order (−1: the dummy image). */
     private static Map<String, List<Long>> plan() throws Exception {
-        var r = CliRunner.run("plan", "--data", manifest.toString(), "--processor", "qwen2.5-omni", "--ranks", String.valueOf(RANKS),
-                "--pack-tokens", String.valueOf(PACK_TOKENS), "--steps", String.valueOf(STEPS), "--seed", String.valueOf(SEED),
-                "--min-pixels", "3136", "--max-pixels", "50176", "--max-seq-len", "512", "--threads", "1");
-        assertEquals(0, r.status(), r.err());
-        var out = new LinkedHashMap<String, List<Long>>();
-        var json = new ObjectMapper();
-        for (String line : r.out().lines().toList()) {
-            var n = json.readTree(line);
-            if (!n.has("segment")) continue;
-            out.computeIfAbsent(n.get("step").asLong() + "/" + n.get("rank").asInt(), k -> new ArrayList<>()).add(n.get("sample").asLong());
-        }
-        assertEquals(STEPS * RANKS, out.size(), r.out());
-        return out;
+        return AudioFamiliesPackTest.plan("qwen2.5-omni", manifest, PACK_TOKENS, "--min-pixels", "3136", "--max-pixels", "50176");
     }
 
     private static NodeConfig config(String name, FeedMode mode) throws Exception {
