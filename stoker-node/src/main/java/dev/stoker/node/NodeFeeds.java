@@ -278,6 +278,8 @@ public final class NodeFeeds implements AutoCloseable {
             if (mode == FeedMode.ZERO_COPY) {
                 store = ShmObjectStore.open(config.storeConfig(shm.budgetBytes()));
                 if (shm.fromData()) store.limitObjects(shm.largestBatchBytes(), "the data's largest batch, " + shm.dataSource());
+                Long resident = config.get(NodeConfig.SHM_RESIDENT);
+                if (resident != null) store.limitResident(resident);
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
                 store.prewarm(config.oneBatchBytes(), prewarmSegments(config));
             }

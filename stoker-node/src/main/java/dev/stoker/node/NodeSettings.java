@@ -325,6 +325,13 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "configuration's worst case; at most half the free space of --shm-dir",
             "Hard limit of the shared-memory object store in bytes; suffixes K, M, G allowed.");
 
+    public static final ConfigKey<Long> SHM_RESIDENT = key("shm-resident", STORE, "BYTES", NUMBER, ConfigKey.bytes(1), String::valueOf, null,
+            "no limit: a free segment keeps its pages for the next batch",
+            "Shared memory the store keeps in memory for batches, in use and free; suffixes K, M, G allowed. A released batch's "
+                    + "segment gives its pages back while the store is over it, and the next batch that reuses it faults them in "
+                    + "again: less memory for the time first-touching pages costs (docs/benchmarks.md, \"Memory against the "
+                    + "peers\"). Batches in flight always keep theirs.");
+
     /** The environment variable that turns the cache's default off ({@code STOKER_CACHE=off}; the test suites set it). */
     public static final String CACHE_ENV = "STOKER_CACHE";
     /** The environment variable naming the cache's default folder (else {@code $XDG_CACHE_HOME/stoker}, {@code ~/.cache/stoker}). */

@@ -20,8 +20,12 @@ package dev.stoker.store;
  * @param staleArenasRemoved arenas of dead processes removed when the store opened
  * @param segmentsReplaced  free segments deleted because a new, larger one was made in their stead (also in
  *                          {@code segmentsDeleted})
+ * @param residentBytes     the segments' pages in memory now (in use and free; a segment being made counts whole)
+ * @param residentLimitBytes the pages free segments may keep beyond it ({@link ShmObjectStore#limitResident}); 0: no limit
+ * @param returnedBytes     pages released segments gave back to keep within that limit, since the store opened
  */
 public record StoreMetrics(long budgetBytes, long mappedBytes, long inUseBytes, long objects, long leases,
                            long allocations, long allocationWaits, long waitNanos, long segmentsCreated,
-                           long segmentsReused, long segmentsDeleted, long staleArenasRemoved, long segmentsReplaced) {
+                           long segmentsReused, long segmentsDeleted, long staleArenasRemoved, long segmentsReplaced,
+                           long residentBytes, long residentLimitBytes, long returnedBytes) {
 }
