@@ -353,10 +353,18 @@ public final class NodeConfig extends NodeSettings {
         }
     }
 
-    /** The pipeline's configuration in {@code mode}, from the DATA settings. */
+    /**
+     * The pipeline's configuration in {@code mode}, from the DATA settings. In ZERO_COPY with {@code --shm-resident}, each
+     * local rank's prefetch bytes are at most its share of that limit: buffered batches are objects in flight, which keep
+     * their pages whatever the limit, so neither the buffer nor the autotuner's prefetch raises may hold more (one batch is
+     * always buffered).
+     */
     public FeedConfig feedConfig(FeedMode mode) {
+        long prefetchBytes = get(PREFETCH_BYTES);
+        Long resident = get(SHM_RESIDENT);
+        if (mode == FeedMode.ZERO_COPY && resident != null) prefetchBytes = Math.min(prefetchBytes, Math.max(1, resident / localRanks().count()));
         return FeedConfig.of(mode, encodeOptions(), ranks(), batch()).withSeed(seed()).withCpuThreads(threads())
-                .withFetchConcurrency(get(FETCH_CONCURRENCY)).withPrefetch(get(PREFETCH_BATCHES), get(PREFETCH_BYTES))
+                .withFetchConcurrency(get(FETCH_CONCURRENCY)).withPrefetch(get(PREFETCH_BATCHES), prefetchBytes)
                 .withWarmUp(get(WARM_UP_MS)).withErrorPolicy(get(ON_ERROR), get(MAX_ERROR_RATE)).withErrorsFile(get(ERRORS_FILE))
                 .withLocalRanks(localRanks()).withPacking(packing()).withAutotune(get(AUTOTUNE));
     }

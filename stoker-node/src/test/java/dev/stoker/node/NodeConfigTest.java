@@ -214,6 +214,25 @@ class NodeConfigTest {
             assertEquals(dev.stoker.encode.audio.AudioEncoding.Pad.VALID, pad.apply(NodeConfig.builder().data("d.jsonl").processor(omni)));
     }
 
+    /**
+     * --shm-resident bounds what a zero-copy rank may buffer (its share of the limit; buffered batches keep their pages), so
+     * that neither the buffer nor the autotuner's prefetch raises hold more; other modes, and no limit, keep --prefetch-bytes.
+     */
+    @Test
+    void theResidentLimitBoundsEachZeroCopyRanksPrefetchBytes() {
+        var pf = dev.stoker.pipeline.feed.FeedMode.PREFETCH;
+        var zc = dev.stoker.pipeline.feed.FeedMode.ZERO_COPY;
+        var plain = NodeConfig.builder().data("d.jsonl").ranks(2).build();
+        long byDefault = plain.get(NodeConfig.PREFETCH_BYTES);
+        assertEquals(byDefault, plain.feedConfig(zc).prefetchBytes());
+        var limited = NodeConfig.builder().data("d.jsonl").ranks(2).set("shm-resident", "100M").build();
+        assertEquals(50L << 20, limited.feedConfig(zc).prefetchBytes(), "each of the two ranks gets half");
+        assertEquals(byDefault, limited.feedConfig(pf).prefetchBytes(), "heap buffers are not the store's pages");
+        var large = NodeConfig.builder().data("d.jsonl").ranks(2).set("shm-resident", "64G").build();
+        assertEquals(byDefault, large.feedConfig(zc).prefetchBytes(), "never above --prefetch-bytes");
+        assertThrows(ConfigException.class, () -> NodeConfig.builder().data("d.jsonl").set("shm-resident", "0").build());
+    }
+
     /** --model: the family, bounds and tokenizer come from the folder; the effective values are printed and fingerprinted. */
     @Test
     void aModelFolderGivesTheFamilyBoundsAndTokenizer() throws Exception {
