@@ -251,6 +251,18 @@ public final class NodeFeeds implements AutoCloseable {
      * segment for any smaller batch, so every prepared byte stays resident for the whole job (issue 30's memory item: 6
      * segments of 2 batches each were 1.2 GB of the 2.0 GB a 1-rank, batch-8 job used). A larger batch makes its own segment.
      */
+    /**
+     * The size of each segment a zero-copy store prepares at start: twice a batch of single-image samples at the pixel cap
+     * (multi-image samples need headroom, as {@link #expectedBatchBytes} says), a pack at its largest; one batch under
+     * {@code --shm-resident}, whose store gives pages back. A batch larger than the prepared segments makes a new one mid-epoch,
+     * and first-touching its pages costs more than the batch's work on some machines (measured: the cache restart of
+     * docs/benchmarks.md made 8–9 segments instead of 13–17 in an epoch of one to three images per sample, its warm run
+     * 1.5× faster).
+     */
+    static long prewarmBytes(NodeConfig config) {
+        return config.packed() || config.get(NodeConfig.SHM_RESIDENT) != null ? config.oneBatchBytes() : 2 * config.oneBatchBytes();
+    }
+
     static int prewarmSegments(NodeConfig config) {
         long one = Math.max(1, config.oneBatchBytes());
         long buffered = Math.max(1, Math.min(config.get(NodeConfig.PREFETCH_BATCHES), config.get(NodeConfig.PREFETCH_BYTES) / one));
@@ -281,7 +293,7 @@ public final class NodeFeeds implements AutoCloseable {
                 Long resident = config.get(NodeConfig.SHM_RESIDENT);
                 if (resident != null) store.limitResident(resident);
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
-                store.prewarm(config.oneBatchBytes(), prewarmSegments(config));
+                store.prewarm(prewarmBytes(config), prewarmSegments(config));
             }
             // a packed job's shapes (asked for only then): validate's length index when there is one for these settings, else
             // measured at start

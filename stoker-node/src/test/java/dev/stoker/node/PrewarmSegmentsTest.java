@@ -34,6 +34,15 @@ class PrewarmSegmentsTest {
         assertEquals(4 + 2, NodeFeeds.prewarmSegments(roomy), "1 GiB holds 12 such batches; --prefetch-batches 4 bounds it");
     }
 
+    /** Each prepared segment holds twice a batch of single-image samples (multi-image headroom); one under --shm-resident. */
+    @Test
+    void preparedSegmentsHoldTwoBatchesOfSingleImageSamplesOrOneUnderAResidentLimit() {
+        var config = job(1, 8, 451584).build();
+        assertEquals(2 * config.oneBatchBytes(), NodeFeeds.prewarmBytes(config));
+        var lean = job(1, 8, 451584).set("shm-resident", "1G").build();
+        assertEquals(lean.oneBatchBytes(), NodeFeeds.prewarmBytes(lean));
+    }
+
     @Test
     void smallBatchesAreBoundedByThePrefetchBatches() {
         var small = job(1, 4, 50176).build(); // 4 × 256 patches × 1176 × 4 B = 4.8 MB a batch

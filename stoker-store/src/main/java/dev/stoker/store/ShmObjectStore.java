@@ -71,7 +71,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * throw {@link IllegalStateException} rather than read freed memory. Reused segments are not
  * cleared (the writer overwrites them).
  *
- * <p>Resident bytes: a segment reused for an object whose size class is well below the pages it has in memory (more than
+ * <p>Resident bytes: without a resident limit ({@link #limitResident}, the default) a segment keeps every page it was
+ * given, for speed — the rules of this paragraph, the replacement and the passed-over rule below apply only under a limit.
+ * Under one, a segment reused for an object whose size class is well below the pages it has in memory (more than
  * {@link #TRIM_SLACK} over) gives the pages past that size class back to the kernel ({@code madvise(MADV_REMOVE)}, a hole
  * in the tmpfs file), and one reused for more than it has in memory gets those pages zero-filled and faulted in again on
  * the maker thread before it is handed out, as a new segment is (so a full file system is still an exception, never a
@@ -543,7 +545,18 @@ public final class ShmObjectStore implements AutoCloseable {
     }
 
     /** How many admitted requests may pass a free segment over before it goes: {@link #PASSED_OVER_PER_SHARE} per share. */
-    private long passedOverLimitLocked() { return (long) PASSED_OVER_PER_SHARE * Math.max(1, ownerInUse.length); }
+    private long passedOverLimitLocked() {
+        return keepsPagesLocked() ? Long.MAX_VALUE : (long) PASSED_OVER_PER_SHARE * Math.max(1, ownerInUse.length);
+    }
+
+    /**
+     * Whether the store keeps its pages for speed: no resident limit ({@link #limitResident}) was set. A reused segment then
+     * keeps all of its pages, a new segment replaces no free one ({@link #replacedLocked}) and no free segment goes for
+     * being passed over — each of those makes a later, larger batch fault in fresh pages on the maker thread (measured on
+     * the 2-core test VM, the cache restart of docs/benchmarks.md: 13–17 segments made in a 75-batch epoch with them, the
+     * warm run 1.5× slower); only the idle rule remains. With a limit, the store trades those pages for memory.
+     */
+    private boolean keepsPagesLocked() { return residentLimitBytes == Long.MAX_VALUE; }
 
     /**
      * Deletes the free segments no request took for {@link #IDLE_NANOS_DEFAULT} (released before {@code now} minus that), or
@@ -605,7 +618,7 @@ public final class ShmObjectStore implements AutoCloseable {
                     fit.backedBytes = wanted;
                     maker.execute(() -> reback(r, fit, backed, wanted));
                 } else {
-                    if (backed > wanted + (long) (TRIM_SLACK * wanted)) fit.backedBytes = wanted;
+                    if (!keepsPagesLocked() && backed > wanted + (long) (TRIM_SLACK * wanted)) fit.backedBytes = wanted;
                     long keep = fit.backedBytes;
                     completions.add(() -> {
                         if (keep < backed) trim(fit, keep, backed);
@@ -695,6 +708,7 @@ public final class ShmObjectStore implements AutoCloseable {
      * object needs them (it is made for this one's size class).
      */
     private ShmSegment replacedLocked(Request r) {
+        if (keepsPagesLocked()) return null;
         ShmSegment best = null;
         for (ShmSegment s : free)
             if (s.capacityBytes < r.bytes && s.capacityBytes * REUSE_FACTOR >= r.capacityBytes

@@ -48,6 +48,7 @@ class ShmIdleSegmentsTest {
     @Test
     void aSegmentPassedOverByEnoughAllocationsIsDeletedOneInRotationStays() throws Exception {
         try (var store = ShmObjectStore.open(config(dir, 64 * MIB))) {
+            store.limitResident(1L << 40); // the rule trades pages for memory: only under a limit, never reached here
             StoredObject big = await(store.allocate(16 * MIB)).seal(), small = await(store.allocate(8 * MIB)).seal();
             Path bigFile = big.file(), smallFile = small.file();
             big.release();
@@ -80,6 +81,33 @@ class ShmIdleSegmentsTest {
     }
 
     /**
+     * Without a resident limit (the default) the store keeps its pages for speed: a free segment passed over by many
+     * allocations stays, and a new larger segment is made beside the free smaller ones, which stay for the next small batch.
+     */
+    @Test
+    void withoutAResidentLimitPassedOverAndSmallerFreeSegmentsStay() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 256 * MIB))) {
+            StoredObject big = await(store.allocate(16 * MIB)).seal(), small = await(store.allocate(8 * MIB)).seal();
+            Path bigFile = big.file(), smallFile = small.file();
+            big.release();
+            small.release();
+            for (int i = 0; i < 4 * ShmObjectStore.PASSED_OVER_PER_SHARE; i++) {
+                StoredObject o = await(store.allocate(8 * MIB)).seal();
+                assertEquals(smallFile, o.file());
+                o.release();
+            }
+            StoredObject larger = await(store.allocate(24 * MIB)).seal(); // no free one fits: made beside them
+            StoreMetrics m = store.metrics();
+            assertEquals(0, m.segmentsDeleted(), m.toString());
+            assertEquals(0, m.segmentsReplaced(), m.toString());
+            assertEquals(3, m.segmentsCreated(), m.toString());
+            assertTrue(Files.exists(bigFile) && Files.exists(smallFile));
+            assertEquals(48 * MIB, m.residentBytes(), "every page kept: " + m);
+            larger.release();
+        }
+    }
+
+    /**
      * A new segment for a larger object is made in the stead of the largest free segment too small for it: a store whose
      * batches grow keeps as many segments as objects in flight, not one more per size it met; a free segment the new one
      * could not stand in for (over {@link ShmObjectStore#REUSE_FACTOR} smaller) stays.
@@ -87,6 +115,7 @@ class ShmIdleSegmentsTest {
     @Test
     void aNewLargerSegmentReplacesTheLargestFreeOneTooSmallForIt() throws Exception {
         try (var store = ShmObjectStore.open(config(dir, 256 * MIB))) {
+            store.limitResident(1L << 40); // the rule trades pages for memory: only under a limit, never reached here
             StoredObject tiny = await(store.allocate(1 * MIB)).seal(), small = await(store.allocate(8 * MIB)).seal(),
                     mid = await(store.allocate(12 * MIB)).seal();
             Path tinyFile = tiny.file(), smallFile = small.file(), midFile = mid.file();

@@ -45,6 +45,7 @@ class ShmResidentTrimTest {
     @Test
     void aSmallerObjectGivesTheSegmentsTailBackAndALargerOneGetsItAgain() throws Exception {
         try (var store = ShmObjectStore.open(config(dir, 256 * MIB))) {
+            store.limitResident(1L << 40); // trimming on reuse trades pages for memory: only under a limit, never reached here
             StoredObject bigObject = await(store.allocate(64 * MIB)).seal();
             Path file = bigObject.file();
             assertEquals(1, store.metrics().segmentsCreated());
@@ -70,6 +71,20 @@ class ShmResidentTrimTest {
             StoredObject o = larger.seal();
             assertArrayEquals(largerBytes, o.segment().toArray(ValueLayout.JAVA_BYTE));
             o.release();
+        }
+    }
+
+    /** Without a resident limit (the default) a segment reused for a much smaller object keeps all of its pages. */
+    @Test
+    void withoutAResidentLimitAReusedSegmentKeepsItsPages() throws Exception {
+        try (var store = ShmObjectStore.open(config(dir, 256 * MIB))) {
+            StoredObject bigObject = await(store.allocate(64 * MIB)).seal();
+            Path file = bigObject.file();
+            bigObject.release();
+            Allocation small = await(store.allocate(10 * MIB));
+            assertEquals(1, store.metrics().segmentsReused());
+            assertTrue(residentBytes(file) >= 64 * MIB, "no page went back: " + residentBytes(file));
+            small.abort();
         }
     }
 
