@@ -244,25 +244,24 @@ public final class NodeFeeds implements AutoCloseable {
     public long expectedBatchBytes() { return Math.min(config.get(NodeConfig.PREFETCH_BYTES), 2 * config.oneBatchBytes()); }
 
     /**
-     * Segments a zero-copy store prepares at start, each for one batch at the pixel cap ({@link NodeConfig#oneBatchBytes}):
-     * per local rank, the batches its prefetch buffer can hold (the fewer of {@code --prefetch-batches} and
-     * {@code --prefetch-bytes} over one batch, at least one), the one being filled and the trainer's lease. Sized to what the
-     * buffer can hold rather than to {@code --prefetch-batches} alone, and at one batch rather than two: the store reuses a
-     * segment for any smaller batch, so every prepared byte stays resident for the whole job (issue 30's memory item: 6
-     * segments of 2 batches each were 1.2 GB of the 2.0 GB a 1-rank, batch-8 job used). A larger batch makes its own segment.
-     */
-    /**
      * The size of each segment a zero-copy store prepares at start: twice a batch of single-image samples at the pixel cap
      * (multi-image samples need headroom, as {@link #expectedBatchBytes} says), a pack at its largest; one batch under
      * {@code --shm-resident}, whose store gives pages back. A batch larger than the prepared segments makes a new one mid-epoch,
-     * and first-touching its pages costs more than the batch's work on some machines (measured: the cache restart of
-     * docs/benchmarks.md made 8–9 segments instead of 13–17 in an epoch of one to three images per sample, its warm run
-     * 1.5× faster).
+     * and first-touching its pages costs more than the batch's work on some machines (measured with the store keeping its
+     * pages: the cache restart of docs/benchmarks.md, one to three images per sample, made 8 segments in its warm epoch,
+     * 10–11 with segments of one batch).
      */
     static long prewarmBytes(NodeConfig config) {
         return config.packed() || config.get(NodeConfig.SHM_RESIDENT) != null ? config.oneBatchBytes() : 2 * config.oneBatchBytes();
     }
 
+    /**
+     * How many segments a zero-copy store prepares at start (each of {@link #prewarmBytes}): per local rank, the batches its
+     * prefetch buffer can hold (the fewer of {@code --prefetch-batches} and {@code --prefetch-bytes} over one batch at the
+     * pixel cap, {@link NodeConfig#oneBatchBytes}, at least one), the one being filled and the trainer's lease. Counted from
+     * what the buffer can hold rather than from {@code --prefetch-batches} alone: every prepared byte stays resident for the
+     * whole job (issue 30's memory item: 6 segments of 2 batches each were 1.2 GB of the 2.0 GB a 1-rank, batch-8 job used).
+     */
     static int prewarmSegments(NodeConfig config) {
         long one = Math.max(1, config.oneBatchBytes());
         long buffered = Math.max(1, Math.min(config.get(NodeConfig.PREFETCH_BATCHES), config.get(NodeConfig.PREFETCH_BYTES) / one));

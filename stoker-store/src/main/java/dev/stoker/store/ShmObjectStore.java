@@ -553,8 +553,8 @@ public final class ShmObjectStore implements AutoCloseable {
      * Whether the store keeps its pages for speed: no resident limit ({@link #limitResident}) was set. A reused segment then
      * keeps all of its pages, a new segment replaces no free one ({@link #replacedLocked}) and no free segment goes for
      * being passed over — each of those makes a later, larger batch fault in fresh pages on the maker thread (measured on
-     * the 2-core test VM, the cache restart of docs/benchmarks.md: 13–17 segments made in a 75-batch epoch with them, the
-     * warm run 1.5× slower); only the idle rule remains. With a limit, the store trades those pages for memory.
+     * the 2-core test VM, the cache restart of docs/benchmarks.md: 13–17 segments made in a 75-batch epoch with them,
+     * 10–11 without); only the idle rule remains. With a limit, the store trades those pages for memory.
      */
     private boolean keepsPagesLocked() { return residentLimitBytes == Long.MAX_VALUE; }
 
