@@ -140,8 +140,8 @@ public final class ShmObjectStore implements AutoCloseable {
     private final StoreConfig config;
     /** The hard limit; only ever raised ({@link #raiseBudget}), so what is mapped never exceeds it. */
     private volatile long budgetBytes;
-    /** Pages the segments may keep in memory ({@link #limitResident}); Long.MAX_VALUE: a free segment keeps all of its. Guarded by lock. */
-    private long residentLimitBytes = Long.MAX_VALUE;
+    /** Pages the segments may keep in memory ({@link #limitResident}); Long.MAX_VALUE: a free segment keeps all of its. */
+    private volatile long residentLimitBytes = Long.MAX_VALUE;
     /** Pages released segments gave back to stay within {@link #residentLimitBytes}. Guarded by lock. */
     private long returnedBytes;
     /** The largest object a writer means to ask for ({@link #limitObjects}); Long.MAX_VALUE: no limit but the budget. */
@@ -340,12 +340,7 @@ public final class ShmObjectStore implements AutoCloseable {
      */
     public void limitResident(long bytes) {
         if (bytes < 1) throw new IllegalArgumentException("resident limit must be positive, got " + bytes);
-        lock.lock();
-        try {
-            residentLimitBytes = bytes;
-        } finally {
-            lock.unlock();
-        }
+        residentLimitBytes = bytes;
     }
 
     /**
@@ -405,14 +400,7 @@ public final class ShmObjectStore implements AutoCloseable {
     public int prewarm(long bytes, int count) throws IOException {
         if (bytes <= 0 || count <= 0) return 0;
         long size = Math.min(sizeClass(bytes), budgetBytes);
-        long resident;
-        lock.lock();
-        try {
-            resident = residentLimitBytes;
-        } finally {
-            lock.unlock();
-        }
-        int n = (int) Math.min(Math.min(count, (budgetBytes / 2) / size), resident / size);
+        int n = (int) Math.min(Math.min(count, (budgetBytes / 2) / size), residentLimitBytes / size);
         var held = new ArrayList<Allocation>(n);
         try {
             for (int i = 0; i < n; i++) held.add(allocate(bytes).get(CLOSE_WAIT_SECONDS * 4, TimeUnit.SECONDS));
@@ -497,24 +485,26 @@ public final class ShmObjectStore implements AutoCloseable {
     /** The segment's object was aborted or dropped its last reference: back to the free pool. */
     void recycle(ShmSegment shm, boolean wasObject) {
         if (wasObject) objects.decrement();
-        // over the resident limit: this segment gives back its last pages before anyone can take it again (limitResident)
-        long keep = -1, had = 0;
-        lock.lock();
-        try {
-            if (closed) return; // close() has unmapped and deleted it
-            if (residentLimitBytes != Long.MAX_VALUE && shm.backedBytes > 0) {
-                long over = residentLocked() - residentLimitBytes;
-                if (over > 0) {
+        // over the resident limit: this segment gives back its last pages before anyone can take it again (limitResident);
+        // without a limit (the default) a release takes the lock once, as before
+        long limit = residentLimitBytes;
+        if (limit != Long.MAX_VALUE) {
+            long keep = -1, had = 0;
+            lock.lock();
+            try {
+                if (closed) return; // close() has unmapped and deleted it
+                long over = residentLocked() - limit;
+                if (over > 0 && shm.backedBytes > 0) {
                     had = shm.backedBytes;
                     keep = Math.max(0, had - over) / PAGE_BYTES * PAGE_BYTES;
                     shm.backedBytes = keep;
                     returnedBytes += had - keep;
                 }
+            } finally {
+                lock.unlock();
             }
-        } finally {
-            lock.unlock();
+            if (keep >= 0) trim(shm, keep, had); // neither free nor lent meanwhile: no one writes it
         }
-        if (keep >= 0) trim(shm, keep, had); // neither free nor lent meanwhile: no one writes it
         List<Runnable> completions = new ArrayList<>(1);
         lock.lock();
         try {
