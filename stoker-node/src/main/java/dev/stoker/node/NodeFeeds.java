@@ -256,16 +256,20 @@ public final class NodeFeeds implements AutoCloseable {
     }
 
     /**
-     * How many segments a zero-copy store prepares at start (each of {@link #prewarmBytes}): per local rank, the batches its
-     * prefetch buffer can hold (the fewer of {@code --prefetch-batches} and {@code --prefetch-bytes} over one batch at the
-     * pixel cap, {@link NodeConfig#oneBatchBytes}, at least one), the one being filled and the trainer's lease. Counted from
-     * what the buffer can hold rather than from {@code --prefetch-batches} alone: every prepared byte stays resident for the
-     * whole job (issue 30's memory item: 6 segments of 2 batches each were 1.2 GB of the 2.0 GB a 1-rank, batch-8 job used).
+     * How many segments a zero-copy store prepares at start (each of {@link #prewarmBytes}): per local rank, as many as the
+     * rank can hold at once — the batches its prefetch buffer can hold (the fewer of {@code --prefetch-batches} and
+     * {@code --prefetch-bytes} over one batch at the pixel cap, {@link NodeConfig#oneBatchBytes}, at least one), the
+     * {@link Feeder#BATCHES_FILLING} batches being filled and the {@link ShmBudget#LEASES_PER_TRAINER} its trainer may hold.
+     * Counted from what the buffer can hold rather than from {@code --prefetch-batches} alone: every prepared byte stays
+     * resident for the whole job (issue 30's memory item: 6 segments of 2 batches each were 1.2 GB of the 2.0 GB a 1-rank,
+     * batch-8 job used). Fewer than a rank holds at once and the store makes the rest mid-epoch, on its maker thread, while
+     * the fills wait (measured: the cache restart of docs/benchmarks.md, 5 prepared, made 2–4 more in its warm epoch, each
+     * 90–330 ms of first-touched pages on the test VM, with the CPU pool idle).
      */
     static int prewarmSegments(NodeConfig config) {
         long one = Math.max(1, config.oneBatchBytes());
         long buffered = Math.max(1, Math.min(config.get(NodeConfig.PREFETCH_BATCHES), config.get(NodeConfig.PREFETCH_BYTES) / one));
-        return Math.toIntExact(config.localRanks().count() * (buffered + 2));
+        return Math.toIntExact(config.localRanks().count() * (buffered + Feeder.BATCHES_FILLING + ShmBudget.LEASES_PER_TRAINER));
     }
 
     /**

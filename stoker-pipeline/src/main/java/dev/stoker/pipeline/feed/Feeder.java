@@ -52,6 +52,12 @@ import org.apache.pekko.actor.ClassicActorSystemProvider;
  * feeder is then safe to use from any thread. It owns the source only when it opened it ({@link #open}).
  */
 public final class Feeder implements AutoCloseable {
+    /**
+     * Zero-copy batches of one rank whose objects are allocated and being filled at once ({@link StoredBatchWriter}): with its
+     * buffered batches and its trainer's leases, what a rank holds in the store at most.
+     */
+    public static final int BATCHES_FILLING = StoredBatchWriter.BATCHES_FILLING;
+
     public static final long MANIFEST_TIMEOUT_SECONDS = FeedSource.MANIFEST_TIMEOUT_SECONDS;
     public static final long CLOSE_TIMEOUT_SECONDS = 10;
 
