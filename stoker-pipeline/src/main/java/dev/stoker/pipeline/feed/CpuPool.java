@@ -35,6 +35,9 @@ final class CpuPool implements AutoCloseable {
     private final dev.stoker.video.isolate.IsolatedDecoder workers;
     /** The most threads {@link #resize} may set. */
     private final int maxThreads;
+    /** The cache of preprocessed samples every thread's encoder uses; null: none. */
+    private final dev.stoker.encode.cache.PreprocessedCache cache;
+    private volatile WarmUpCache lastWarmUpCache;
 
     CpuPool(int threads, int capacity, EncodeOptions options, QwenTokenizer tokenizer) {
         this(threads, threads, capacity, options, tokenizer, Ticker.system(), null);
@@ -62,6 +65,7 @@ final class CpuPool implements AutoCloseable {
             throw new IllegalArgumentException("CPU threads need 1 <= threads <= max, got " + threads + ", " + maxThreads);
         this.ticker = ticker;
         this.maxThreads = maxThreads;
+        this.cache = cache;
         var counter = new AtomicInteger();
         // the default decode budget is the heap's half shared among the most threads this pool may have, which all decode at once
         EncodeOptions perThread = options.withDecodeMemory(options.decodeMemoryBytes(maxThreads));
@@ -100,31 +104,83 @@ final class CpuPool implements AutoCloseable {
     /**
      * Has every thread encode a made-up sample for about {@code millis} ({@link CpuWarmUp}), all at
      * once; returns the rounds each thread did. {@code inPlace}: the ZERO_COPY path.
+     *
+     * <p>A service with a cache of preprocessed samples warms up through a throwaway one of the same codec (in a temporary
+     * folder, deleted after): the first round fills it and the next read it back, so the JIT compiles the hit path too —
+     * what every sample of a restarted service takes — while the service's own cache gets no made-up entry (it would only
+     * take room and count as hits). Without one the pool warms up without a cache.
      */
     int[] warmUp(boolean inPlace, long millis, long timeoutMillis) {
         int threads = executor.getCorePoolSize();
         var sample = CpuWarmUp.create();
         var allRunning = new CountDownLatch(threads);
         var done = new ArrayList<CompletableFuture<Integer>>(threads);
-        for (int i = 0; i < threads; i++)
-            done.add(withEncoder(encoder -> {
-                allRunning.countDown();
-                try {
-                    allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS); // one task per thread
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-                // the made-up sample is not cached: its entries would only take room and count as hits
-                var cache = ((EncoderThread) Thread.currentThread()).cache;
-                encoder.useCache(null);
-                try {
-                    return sample.run(encoder, inPlace, millis, CpuWarmUp.MAX_ROUNDS_DEFAULT);
-                } finally {
-                    encoder.useCache(cache);
-                }
-            }));
-        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+        ScratchCache scratch = cache == null ? null : ScratchCache.open(cache);
+        try {
+            for (int i = 0; i < threads; i++)
+                done.add(withEncoder(encoder -> {
+                    allRunning.countDown();
+                    try {
+                        allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS); // one task per thread
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    encoder.useCache(scratch == null ? null : scratch.cache());
+                    try {
+                        return sample.run(encoder, inPlace, millis, scratch == null ? CpuWarmUp.MAX_ROUNDS_DEFAULT : CpuWarmUp.MAX_ROUNDS_CACHED);
+                    } finally {
+                        encoder.useCache(cache);
+                    }
+                }));
+            CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+        } finally {
+            if (scratch != null) {
+                lastWarmUpCache = new WarmUpCache(scratch.dir(), scratch.store().stats());
+                scratch.close();
+            }
+        }
         return done.stream().mapToInt(CompletableFuture::join).toArray();
+    }
+
+    /** The last warm-up's scratch cache: its folder (deleted by then) and what it counted. */
+    record WarmUpCache(java.nio.file.Path dir, dev.stoker.cache.CacheStats stats) {}
+
+    /** The last warm-up's scratch cache, or null when it had none (tests). */
+    WarmUpCache lastWarmUpCache() { return lastWarmUpCache; }
+
+    /** A throwaway cache for the warm-up, of the service's codec, in a temporary folder that {@link #close} deletes. */
+    record ScratchCache(java.nio.file.Path dir, dev.stoker.cache.SampleCache store, dev.stoker.encode.cache.PreprocessedCache cache)
+            implements AutoCloseable {
+        static final long BUDGET_BYTES = 64L << 20;
+
+        /** A scratch cache like {@code of}; null (the warm-up runs without a cache) when none can be made. */
+        static ScratchCache open(dev.stoker.encode.cache.PreprocessedCache of) {
+            java.nio.file.Path dir = null;
+            try {
+                dir = java.nio.file.Files.createTempDirectory("stoker-warm-up-cache-");
+                var store = dev.stoker.cache.SampleCache.open(dir, BUDGET_BYTES, dev.stoker.cache.SampleCache.LEVEL_DEFAULT,
+                        of.store().compressed(), System::currentTimeMillis);
+                return new ScratchCache(dir, store, new dev.stoker.encode.cache.PreprocessedCache(store));
+            } catch (java.io.IOException | RuntimeException e) {
+                if (dir != null) delete(dir);
+                System.getLogger(CpuPool.class.getName()).log(System.Logger.Level.DEBUG, "warm-up without a scratch cache: " + e);
+                return null;
+            }
+        }
+
+        @Override
+        public void close() {
+            store.close();
+            delete(dir);
+        }
+
+        private static void delete(java.nio.file.Path dir) {
+            try (var files = java.nio.file.Files.walk(dir)) {
+                for (var f : files.sorted(java.util.Comparator.reverseOrder()).toList()) java.nio.file.Files.deleteIfExists(f);
+            } catch (java.io.IOException e) {
+                System.getLogger(CpuPool.class.getName()).log(System.Logger.Level.WARNING, "could not delete the warm-up's cache " + dir + ": " + e);
+            }
+        }
     }
 
     /** Runs {@code task} with this pool thread's encoder. */

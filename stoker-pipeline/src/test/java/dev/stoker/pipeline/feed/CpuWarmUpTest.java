@@ -12,7 +12,10 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
 
-/** The JIT warm-up: it runs the real encoder paths, stops at its round limit, and changes no batch. */
+/**
+ * The JIT warm-up: it runs the real encoder paths, stops at its round limit, and changes no batch; with a cache of
+ * preprocessed samples it goes through a throwaway one (its hit path compiled too) and leaves the service's untouched.
+ */
 @Timeout(60)
 @ExtendWith(SharedTokenizer.class)
 class CpuWarmUpTest {
@@ -36,6 +39,32 @@ class CpuWarmUpTest {
             var warm = FeederTest.run(FeederTest.config(FeedMode.PREFETCH, 2, 3, 2).withWarmUp(300), source, 3);
             FeederTest.assertSameBatches(cold, warm, "prefetch with a 300 ms warm-up");
             assertTrue(cold.size() == 6);
+        }
+    }
+
+    @Test
+    void withACacheItWarmsUpThroughAThrowawayOneAndLeavesTheServicesUntouched() throws Exception {
+        try (var store = dev.stoker.cache.SampleCache.open(tmp.resolve("cache"), 256L << 20)) {
+            var cache = new dev.stoker.encode.cache.PreprocessedCache(store);
+            try (var pool = new CpuPool(2, 2, 16, FeederTest.OPTIONS, SharedTokenizer.get(), cache)) {
+                int[] rounds = pool.warmUp(true, 30_000, 55_000);
+                assertEquals(2, rounds.length);
+                for (int r : rounds) assertTrue(r >= 2 && r <= CpuWarmUp.MAX_ROUNDS_CACHED, "rounds " + java.util.Arrays.toString(rounds));
+                var scratch = pool.lastWarmUpCache();
+                assertTrue(scratch != null, "a scratch cache");
+                assertTrue(scratch.stats().written() >= 1, "the first round fills it: " + scratch.stats());
+                assertTrue(scratch.stats().hits() >= 1, "later rounds read it back: " + scratch.stats());
+                assertTrue(java.nio.file.Files.notExists(scratch.dir()), "its folder is deleted");
+            }
+            var mine = store.stats();
+            assertEquals(0, mine.hits() + mine.misses() + mine.written(), "the service's cache is not used: " + mine);
+            try (var left = java.nio.file.Files.walk(tmp.resolve("cache"))) {
+                assertEquals(0, left.filter(java.nio.file.Files::isRegularFile).count(), "no entry in the service's cache");
+            }
+        }
+        try (var pool = new CpuPool(1, 1, 16, FeederTest.OPTIONS, SharedTokenizer.get(), null)) {
+            assertEquals(1, pool.warmUp(true, 30_000, 55_000).length);
+            assertEquals(null, pool.lastWarmUpCache(), "no cache, no scratch one");
         }
     }
 }
