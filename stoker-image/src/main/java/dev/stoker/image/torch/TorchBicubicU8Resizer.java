@@ -1,5 +1,7 @@
 package dev.stoker.image.torch;
 
+import dev.stoker.image.vector.VectorResample;
+import dev.stoker.image.vector.VectorSupport;
 import java.util.Arrays;
 
 /**
@@ -24,7 +26,8 @@ import java.util.Arrays;
  * vectorizes (every array indexed by the loop variable alone). The horizontal pass works on strips transposed into
  * columns, for the same reason. Integer sums are exact, so neither changes a result. Weights are kept per
  * (inSize, outSize) in a small per-instance cache and the ring is reused, so a warm resize into the caller's buffer
- * allocates nothing.
+ * allocates nothing. Where the JVM has the Vector API ({@link VectorSupport}) the tap sums are
+ * {@link VectorResample#planarTaps}, which keeps each window's sum in a register over all its taps; same integers.
  *
  * <p>Checked against the real torch 2.13.0+cpu / torchvision 0.28.0 at DEFAULT, AVX2 and AVX512
  * (tools/torch-resize-fixtures/README.md). Not reproduced: torch's failures at degenerate sizes (a 1×1 output raises
@@ -39,7 +42,7 @@ public final class TorchBicubicU8Resizer {
     private final AaWeightsU8[] cache = new AaWeightsU8[CACHE_SLOTS];
     private int nextSlot;
     /** Source rows per horizontal strip (a multiple of the widest int vector). */
-    static final int STRIP_ROWS = 64;
+    static final int STRIP_ROWS = VectorSupport.STRIP_ROWS;
     private static final int STRIP_VALUES = 3 * STRIP_ROWS;
 
     private int[][] ring = new int[0][];
@@ -48,6 +51,19 @@ public final class TorchBicubicU8Resizer {
     private int[][] columns = new int[0][];
     private final int[] stripAccumulator = new int[STRIP_VALUES];
     private final int[][] stripRows = new int[STRIP_ROWS][];
+    private final boolean vector;
+    private int[][] tapRows = new int[0][];
+
+    /** A resizer that sums taps with the Vector API where this JVM has it. */
+    public TorchBicubicU8Resizer() {
+        this(VectorSupport.available());
+    }
+
+    /** {@code vector}: sum taps with {@link VectorResample} (the JVM must have the Vector API), else with scalar sweeps. */
+    TorchBicubicU8Resizer(boolean vector) {
+        if (vector && !VectorSupport.available()) throw new IllegalStateException("this JVM has no jdk.incubator.vector module");
+        this.vector = vector;
+    }
 
     /**
      * Resizes HWC RGB {@code src} ({@code srcWidth × srcHeight}) into the first {@code dstWidth·dstHeight·3} bytes of
@@ -78,7 +94,8 @@ public final class TorchBicubicU8Resizer {
         AaWeightsU8 vk = weights(srcHeight, dstHeight);
         final int ringSize = hk != null ? vk.kernelSize + STRIP_ROWS : vk.kernelSize;
         final int[][] rows = ring(ringSize, rowLength);
-        if (accumulator.length < rowLength) accumulator = new int[rowLength];
+        if (accumulator.length < VectorSupport.padded(rowLength)) accumulator = new int[VectorSupport.padded(rowLength)];
+        if (tapRows.length < vk.kernelSize) tapRows = new int[vk.kernelSize][];
         final int[] acc = accumulator;
         final int prec = vk.precision;
         final int rounding = 1 << (prec - 1);
@@ -99,8 +116,14 @@ public final class TorchBicubicU8Resizer {
                     for (int i = 0, s = produced * rowLength; i < rowLength; i++) row[i] = src[s + i] & 0xFF;
                 }
             }
-            Arrays.fill(acc, 0, rowLength, rounding);
             final int wBase = y * vk.kernelSize;
+            if (vector) {
+                for (int t = 0; t < n; t++) tapRows[t] = rows[(first + t) % ringSize];
+                VectorResample.planarTaps(tapRows, 0, n, vk.weights, wBase, prec, acc, rowLength);
+                for (int i = 0, d = y * rowLength; i < rowLength; i++) dst[d + i] = (byte) acc[i];
+                continue;
+            }
+            Arrays.fill(acc, 0, rowLength, rounding);
             for (int t = 0; t < n; t++) addTap(acc, rows[(first + t) % ringSize], vk.weights[wBase + t], rowLength);
             for (int i = 0, d = y * rowLength; i < rowLength; i++) dst[d + i] = clampShift(acc[i], prec);
         }
@@ -115,7 +138,8 @@ public final class TorchBicubicU8Resizer {
         return c;
     }
 
-    private int[][] ring(int count, int length) {
+    private int[][] ring(int count, int rowLength) {
+        int length = VectorSupport.padded(rowLength);
         if (ring.length < count) ring = Arrays.copyOf(ring, count);
         for (int i = 0; i < count; i++)
             if (ring[i] == null || ring[i].length < length) ring[i] = new int[length];
@@ -159,9 +183,19 @@ public final class TorchBicubicU8Resizer {
             final int x0 = k.start[x];
             final int taps = k.count[x];
             final int wBase = x * kernelSize;
+            final int d = x * 3;
+            if (vector) {
+                VectorResample.planarTaps(cols, x0, taps, k.weights, wBase, prec, acc, STRIP_VALUES);
+                for (int r = 0; r < n; r++) {
+                    final int[] row = out[r];
+                    row[d] = acc[r];
+                    row[d + 1] = acc[STRIP_ROWS + r];
+                    row[d + 2] = acc[2 * STRIP_ROWS + r];
+                }
+                continue;
+            }
             Arrays.fill(acc, rounding);
             for (int t = 0; t < taps; t++) addTap(acc, cols[x0 + t], k.weights[wBase + t], STRIP_VALUES);
-            final int d = x * 3;
             for (int r = 0; r < n; r++) {
                 final int[] row = out[r];
                 row[d] = clampShift(acc[r], prec) & 0xFF;

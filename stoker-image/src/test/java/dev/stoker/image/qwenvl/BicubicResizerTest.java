@@ -13,6 +13,8 @@ import java.util.Arrays;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 @Timeout(60)
 class BicubicResizerTest {
@@ -32,10 +34,20 @@ class BicubicResizerTest {
         return out;
     }
 
+    /**
+     * The project's JVM flags (the tests', the launcher's) add the Vector API, so the tests below cover both tap
+     * paths: with {@code vector = true} the one every run takes, with {@code false} the one a JVM without it takes.
+     */
     @Test
-    void equalsPillowOnRandomSizes() throws IOException {
+    void theProjectsJvmHasTheVectorPath() {
+        assertTrue(dev.stoker.image.vector.VectorSupport.available(), "the tests' JVM lacks --add-modules=jdk.incubator.vector (stoker.jvm.flags)");
+    }
+
+    @ParameterizedTest(name = "vector={0}")
+    @ValueSource(booleans = {true, false})
+    void equalsPillowOnRandomSizes(boolean vector) throws IOException {
         var file = Vectors.projectDir().resolve("testdata/resize/resize_cases.csv");
-        var resizer = new BicubicResizer();
+        var resizer = new BicubicResizer(vector);
         int cases = 0;
         for (String line : Files.readAllLines(file)) {
             if (line.isBlank() || line.startsWith("#")) continue;
@@ -52,10 +64,11 @@ class BicubicResizerTest {
         assertTrue(cases >= 150, "only " + cases + " cases in " + file);
     }
 
-    @Test
-    void equalsPlainPortOfResampleC() {
+    @ParameterizedTest(name = "vector={0}")
+    @ValueSource(booleans = {true, false})
+    void equalsPlainPortOfResampleC(boolean vector) {
         var rnd = new SplittableRandom(42);
-        var resizer = new BicubicResizer();
+        var resizer = new BicubicResizer(vector);
         for (int n = 0; n < 400; n++) {
             int iw = 1 + rnd.nextInt(n < 300 ? 120 : 700);
             int ih = 1 + rnd.nextInt(n < 300 ? 120 : 500);
@@ -74,9 +87,10 @@ class BicubicResizerTest {
     }
 
     /** Heights on and around strip boundaries, widths down to one pixel, each axis alone and both, one reused instance. */
-    @Test
-    void equalsPlainPortAcrossStripBoundaries() {
-        var resizer = new BicubicResizer();
+    @ParameterizedTest(name = "vector={0}")
+    @ValueSource(booleans = {true, false})
+    void equalsPlainPortAcrossStripBoundaries(boolean vector) {
+        var resizer = new BicubicResizer(vector);
         int s = BicubicResizer.STRIP_ROWS;
         int seed = 0;
         for (int ih : new int[] {1, s - 1, s, s + 1, 2 * s + 3})
@@ -99,12 +113,13 @@ class BicubicResizerTest {
         assertArrayEquals(src, out.data());
     }
 
-    @Test
-    void writesIntoALargerDestinationWithoutTouchingTheTail() {
+    @ParameterizedTest(name = "vector={0}")
+    @ValueSource(booleans = {true, false})
+    void writesIntoALargerDestinationWithoutTouchingTheTail(boolean vector) {
         byte[] src = syntheticImage(9, 1, 90, 70);
         byte[] dst = new byte[40 * 30 * 3 + 5];
         Arrays.fill(dst, (byte) 0x5A);
-        new BicubicResizer().resize(src, 90, 70, dst, 40, 30);
+        new BicubicResizer(vector).resize(src, 90, 70, dst, 40, 30);
         assertArrayEquals(PlainResample.resize(src, 90, 70, 40, 30), Arrays.copyOf(dst, 40 * 30 * 3));
         for (int i = 40 * 30 * 3; i < dst.length; i++) assertEquals((byte) 0x5A, dst[i]);
     }

@@ -1,0 +1,33 @@
+package dev.stoker.image.vector;
+
+/**
+ * Whether this JVM has the JDK's Vector API: started with {@code --add-modules=jdk.incubator.vector}, as the launcher,
+ * the release's launcher and the tests' JVM flags start it. The resizers then sum their taps with {@link VectorResample};
+ * in a JVM without it they keep their scalar sweeps, which give the same bytes. This class names no Vector API type, so
+ * it loads in either JVM.
+ */
+public final class VectorSupport {
+    /** Source rows per horizontal strip of the resizers: every lane count below divides it. */
+    public static final int STRIP_ROWS = 64;
+
+    private static final boolean AVAILABLE = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent()
+            && STRIP_ROWS % VectorResample.LANES == 0;
+
+    private VectorSupport() {}
+
+    /** True when the module is in this JVM and its preferred int vector divides a strip. */
+    public static boolean available() {
+        return AVAILABLE;
+    }
+
+    /** Ints per vector here (16 with AVX-512, 8 with AVX2); 1 without the Vector API. */
+    public static int lanes() {
+        return AVAILABLE ? VectorResample.LANES : 1;
+    }
+
+    /** {@code width} rounded up to whole vectors. */
+    public static int padded(int width) {
+        int lanes = lanes();
+        return (width + lanes - 1) / lanes * lanes;
+    }
+}
