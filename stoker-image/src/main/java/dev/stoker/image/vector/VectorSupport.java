@@ -10,12 +10,16 @@ public final class VectorSupport {
     /** Source rows per horizontal strip of the resizers: every lane count below divides it. */
     public static final int STRIP_ROWS = 64;
 
-    private static final boolean AVAILABLE = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent()
+    /** {@code -Dstoker.vector=off} keeps the scalar sweeps in a JVM that has the module (to compare the two, or to rule the Vector API out). */
+    public static final String SWITCH = "stoker.vector";
+
+    private static final boolean AVAILABLE = !"off".equals(System.getProperty(SWITCH))
+            && ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent()
             && STRIP_ROWS % VectorResample.LANES == 0;
 
     private VectorSupport() {}
 
-    /** True when the module is in this JVM and its preferred int vector divides a strip. */
+    /** True when the module is in this JVM, its preferred int vector divides a strip, and {@value #SWITCH} is not {@code off}. */
     public static boolean available() {
         return AVAILABLE;
     }
