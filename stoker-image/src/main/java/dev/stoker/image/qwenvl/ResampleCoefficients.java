@@ -1,5 +1,7 @@
 package dev.stoker.image.qwenvl;
 
+import dev.stoker.image.resample.Taps;
+
 /**
  * The fixed-point bicubic weights of one resampling axis ({@code inSize → outSize}), computed exactly as
  * Pillow's {@code precompute_coeffs} + {@code normalize_coeffs_8bpc} do (spec §5).
@@ -9,7 +11,7 @@ package dev.stoker.image.qwenvl;
  *
  * <p>Threading: immutable after construction.
  */
-final class ResampleCoefficients {
+final class ResampleCoefficients implements Taps {
     static final int PRECISION_BITS = 32 - 8 - 2;
     private static final double BICUBIC_A = -0.5;
     private static final double BICUBIC_SUPPORT = 2.0;
@@ -55,6 +57,14 @@ final class ResampleCoefficients {
             count[xx] = n;
         }
     }
+
+    @Override public int inSize() { return inSize; }
+    @Override public int outSize() { return outSize; }
+    @Override public int kernelSize() { return kernelSize; }
+    @Override public int[] start() { return start; }
+    @Override public int[] count() { return count; }
+    @Override public int[] weights() { return weights; }
+    @Override public int shift() { return PRECISION_BITS; }
 
     /** Keys cubic convolution kernel with a = −0.5, in Pillow's operation order. */
     static double filter(double x) {

@@ -1,5 +1,7 @@
 package dev.stoker.image.torch;
 
+import dev.stoker.image.resample.Taps;
+
 /**
  * The int16 fixed-point weights of one axis ({@code inSize → outSize}) of aten's antialiased bicubic uint8 kernel:
  * {@code _compute_index_ranges_int16_weights} over {@code _compute_indices_min_size_weights_aa<double>}
@@ -12,7 +14,7 @@ package dev.stoker.image.torch;
  *
  * <p>Threading: immutable after construction.
  */
-final class AaWeightsU8 {
+final class AaWeightsU8 implements Taps {
     private static final double A = -0.5;
 
     final int inSize;
@@ -64,6 +66,14 @@ final class AaWeightsU8 {
             weights[k] = v < 0 ? (int) (-0.5 + v) : (int) (0.5 + v);
         }
     }
+
+    @Override public int inSize() { return inSize; }
+    @Override public int outSize() { return outSize; }
+    @Override public int kernelSize() { return kernelSize; }
+    @Override public int[] start() { return start; }
+    @Override public int[] count() { return count; }
+    @Override public int[] weights() { return weights; }
+    @Override public int shift() { return precision; }
 
     /** {@code HelperInterpCubic::aa_filter<double>}: Keys cubic, a = −0.5, in aten's polynomial forms. */
     static double filter(double x) {

@@ -40,7 +40,7 @@ class BicubicResizerTest {
      */
     @Test
     void theProjectsJvmHasTheVectorPath() {
-        assertTrue(dev.stoker.image.vector.VectorSupport.available(), "the tests' JVM lacks --add-modules=jdk.incubator.vector (stoker.jvm.flags)");
+        assertTrue(dev.stoker.image.resample.VectorSupport.available(), "the tests' JVM lacks --add-modules=jdk.incubator.vector (stoker.jvm.flags)");
     }
 
     @ParameterizedTest(name = "vector={0}")

@@ -1,4 +1,4 @@
-package dev.stoker.image.vector;
+package dev.stoker.image.resample;
 
 /**
  * Whether this JVM has the JDK's Vector API: started with {@code --add-modules=jdk.incubator.vector}, as the launcher,

@@ -1,11 +1,11 @@
-package dev.stoker.image.vector;
+package dev.stoker.image.resample;
 
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * The resizers' tap sums with the JDK's Vector API (use only when {@link VectorSupport#available()}): the integer
+ * {@link PackedResampler}'s tap sums with the JDK's Vector API (use only when {@link VectorSupport#available()}): the integer
  * arithmetic of their scalar sweeps, lane by lane, so the results are bit-identical (int multiply and add wrap, as
  * in the scalar code). What changes is that a window's sums stay in vector registers over all of its taps, instead of
  * going through accumulator arrays a tap or two per sweep: the Pillow-exact resize of a 1080p photo to 451,584 px
@@ -39,19 +39,6 @@ public final class VectorResample {
             IntVector packed = clip(r, shift).or(clip(g, shift).lanewise(VectorOperators.LSHL, 8))
                     .or(clip(b, shift).lanewise(VectorOperators.LSHL, 16));
             packed.intoArray(out, i);
-        }
-    }
-
-    /**
-     * One value per int (torch's uint8 kernel's arithmetic): for every {@code i < length}, {@code out[i]} =
-     * {@code clamp((2^(shift−1) + Σ_t w[wAt + t] · taps[tapAt + t][i]) >> shift, 0, 255)}.
-     */
-    public static void planarTaps(int[][] taps, int tapAt, int n, int[] w, int wAt, int shift, int[] out, int length) {
-        final int rounding = 1 << (shift - 1);
-        for (int i = 0; i < length; i += LANES) {
-            IntVector acc = IntVector.broadcast(SPECIES, rounding);
-            for (int t = 0; t < n; t++) acc = acc.add(IntVector.fromArray(SPECIES, taps[tapAt + t], i).mul(w[wAt + t]));
-            clip(acc, shift).intoArray(out, i);
         }
     }
 
