@@ -8,6 +8,11 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import javax.imageio.ImageIO;
@@ -23,8 +28,14 @@ import javax.imageio.ImageIO;
  *
  * <p>The sample is a generated JPEG (smooth gradients plus a hash pattern, so that the entropy
  * decoder sees realistic work) in a LLaVA record; each pool thread encodes it through the path its
- * mode uses — {@code prepare} + {@code writePixels} into a scratch native segment (ZERO_COPY) or
+ * mode uses — {@code prepare} + {@code writePixels} into a scratch segment (ZERO_COPY) or
  * {@code encode} to the heap — until {@code budgetMillis} have passed or {@code maxRounds} are done.
+ *
+ * <p>The scratch segment is of the kind the store's are ({@link #mappedScratch}: a file mapped in a shared arena), not
+ * a malloc'd one: C2 compiles the pixel writer for the segment class and memory session it saw, and a first write into
+ * a segment of another kind is an uncommon trap that throws the compiled code away mid-image. Measured before this,
+ * with {@code -XX:+PrintCompilation}: the warm restart's first batches deoptimized {@code PatchWriter::write} (and its
+ * OSR compiles) three times and ran the rest of those images interpreted.
  */
 final class CpuWarmUp {
     static final int WIDTH = 1280;
@@ -77,12 +88,12 @@ final class CpuWarmUp {
         if (encoder.audio()) return 0; // an audio family's encoder (issue 32) takes no made-up image sample: no warm-up
         long deadline = System.nanoTime() + budgetMillis * 1_000_000L;
         int rounds = 0;
-        try (var arena = Arena.ofConfined()) {
-            java.lang.foreign.MemorySegment scratch = null;
+        try (var arena = Arena.ofShared()) {
+            MemorySegment scratch = null;
             while (rounds < maxRounds && System.nanoTime() < deadline) {
                 if (inPlace) {
                     var p = encoder.prepare(sample, images);
-                    if (scratch == null || scratch.byteSize() < p.pixelBytes()) scratch = arena.allocate(p.pixelBytes(), 64);
+                    if (scratch == null || scratch.byteSize() < p.pixelBytes()) scratch = mappedScratch(arena, p.pixelBytes());
                     encoder.writePixels(p, scratch, 0);
                 } else {
                     encoder.encode(sample, images);
@@ -92,5 +103,35 @@ final class CpuWarmUp {
         }
         encoder.resetTimes();
         return rounds;
+    }
+
+    /**
+     * {@code bytes} of a file mapped read-write in {@code arena}, as the store maps its segments: in {@code /dev/shm}
+     * where there is one, else the temporary folder; the file is unlinked at once (the mapping keeps its pages until the
+     * arena closes). A file that cannot be made there leaves a malloc'd segment (the warm-up still runs; its compiled
+     * writer may then be recompiled once in the epoch).
+     */
+    static MemorySegment mappedScratch(Arena arena, long bytes) {
+        Path shm = Path.of("/dev/shm");
+        return mappedScratch(arena, bytes, Files.isDirectory(shm) && Files.isWritable(shm) ? shm : Path.of(System.getProperty("java.io.tmpdir")));
+    }
+
+    /** {@link #mappedScratch(Arena, long)} with its file made in {@code dir}. */
+    static MemorySegment mappedScratch(Arena arena, long bytes, Path dir) {
+        Path file = null;
+        try {
+            file = Files.createTempFile(dir, "stoker-warm-up-", ".pixels");
+            try (var channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+                return channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes, arena);
+            }
+        } catch (IOException | RuntimeException e) {
+            return arena.allocate(bytes, 64);
+        } finally {
+            if (file != null) try {
+                Files.deleteIfExists(file);
+            } catch (IOException e) {
+                // a temporary file name of ours; nothing else to do
+            }
+        }
     }
 }

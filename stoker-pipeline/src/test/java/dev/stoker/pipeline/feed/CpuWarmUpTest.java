@@ -31,6 +31,22 @@ class CpuWarmUpTest {
         assertEquals(0, encoder.decodeNanos() + encoder.transformNanos() + encoder.tokenizeNanos(), "the warm-up leaves no stage time behind");
     }
 
+    /** The warm-up writes pixels into a mapped segment, the kind the store's are, and leaves no file behind. */
+    @Test
+    void itsScratchSegmentIsAMappedFileLikeTheStoresAndLeavesNoFile() throws Exception {
+        try (var arena = java.lang.foreign.Arena.ofShared()) {
+            var dir = java.nio.file.Files.createDirectory(tmp.resolve("shm"));
+            var segment = CpuWarmUp.mappedScratch(arena, 3 << 20, dir);
+            assertTrue(segment.isMapped(), "a mapped segment, not a malloc'd one");
+            assertEquals(3 << 20, segment.byteSize());
+            segment.set(java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED, (3 << 20) - 4, 1.5f);
+            assertEquals(1.5f, segment.get(java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED, (3 << 20) - 4));
+            try (var files = java.nio.file.Files.list(dir)) {
+                assertEquals(0, files.count(), "the file is unlinked at once");
+            }
+        }
+    }
+
     @Test
     void aWarmedUpFeedYieldsTheSameBatches() throws Exception {
         Path manifest = TestDatasets.write(tmp, 13, Set.of());
