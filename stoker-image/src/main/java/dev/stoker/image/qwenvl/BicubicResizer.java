@@ -2,6 +2,8 @@ package dev.stoker.image.qwenvl;
 
 import dev.stoker.image.RgbImage;
 import dev.stoker.image.resample.PackedResampler;
+import dev.stoker.image.resample.Taps;
+import dev.stoker.image.resample.TapsCache;
 import dev.stoker.image.resample.VectorSupport;
 
 /**
@@ -14,13 +16,11 @@ import dev.stoker.image.resample.VectorSupport;
  * <p>Threading: not thread-safe; use one instance per thread.
  */
 public final class BicubicResizer {
-    private static final int CACHE_SLOTS = 8;
     /** Rows per horizontal strip of the resampler (tests size images around it). */
     static final int STRIP_ROWS = PackedResampler.STRIP_ROWS;
 
     private final PackedResampler resampler;
-    private final ResampleCoefficients[] cache = new ResampleCoefficients[CACHE_SLOTS];
-    private int nextSlot;
+    private final TapsCache cache = new TapsCache(ResampleCoefficients::of);
 
     /** A resizer that sums taps with the Vector API where this JVM has it ({@link VectorSupport}). */
     public BicubicResizer() {
@@ -51,12 +51,7 @@ public final class BicubicResizer {
                 dstHeight != srcHeight ? coefficients(srcHeight, dstHeight) : null);
     }
 
-    ResampleCoefficients coefficients(int inSize, int outSize) {
-        for (ResampleCoefficients c : cache)
-            if (c != null && c.inSize == inSize && c.outSize == outSize) return c;
-        ResampleCoefficients c = new ResampleCoefficients(inSize, outSize);
-        cache[nextSlot] = c;
-        nextSlot = (nextSlot + 1) % CACHE_SLOTS;
-        return c;
+    Taps coefficients(int inSize, int outSize) {
+        return cache.get(inSize, outSize);
     }
 }

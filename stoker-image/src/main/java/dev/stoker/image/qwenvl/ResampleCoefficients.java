@@ -9,31 +9,25 @@ import dev.stoker.image.resample.Taps;
  * <p>Output sample {@code o} reads {@code count[o]} consecutive input samples starting at {@code start[o]}
  * with weights {@code weights[o*kernelSize .. o*kernelSize + count[o])}, each scaled by 2^22.
  *
- * <p>Threading: immutable after construction.
+ * <p>Threading: stateless.
  */
-final class ResampleCoefficients implements Taps {
+final class ResampleCoefficients {
     static final int PRECISION_BITS = 32 - 8 - 2;
     private static final double BICUBIC_A = -0.5;
     private static final double BICUBIC_SUPPORT = 2.0;
 
-    final int inSize;
-    final int outSize;
-    final int kernelSize;
-    final int[] start;
-    final int[] count;
-    final int[] weights;
+    private ResampleCoefficients() {}
 
-    ResampleCoefficients(int inSize, int outSize) {
+    /** Pillow's weights of {@code inSize → outSize}. */
+    static Taps of(int inSize, int outSize) {
         if (inSize <= 0 || outSize <= 0) throw new IllegalArgumentException("sizes must be positive: " + inSize + " -> " + outSize);
-        this.inSize = inSize;
-        this.outSize = outSize;
         double scale = (double) inSize / outSize;
         double filterScale = Math.max(scale, 1.0);
         double support = BICUBIC_SUPPORT * filterScale;
-        this.kernelSize = (int) Math.ceil(support) * 2 + 1;
-        this.start = new int[outSize];
-        this.count = new int[outSize];
-        this.weights = new int[outSize * kernelSize];
+        int kernelSize = (int) Math.ceil(support) * 2 + 1;
+        int[] start = new int[outSize];
+        int[] count = new int[outSize];
+        int[] weights = new int[outSize * kernelSize];
         double[] w = new double[kernelSize];
         double ss = 1.0 / filterScale;
         for (int xx = 0; xx < outSize; xx++) {
@@ -56,15 +50,8 @@ final class ResampleCoefficients implements Taps {
             start[xx] = xmin;
             count[xx] = n;
         }
+        return new Taps(inSize, outSize, kernelSize, start, count, weights, PRECISION_BITS);
     }
-
-    @Override public int inSize() { return inSize; }
-    @Override public int outSize() { return outSize; }
-    @Override public int kernelSize() { return kernelSize; }
-    @Override public int[] start() { return start; }
-    @Override public int[] count() { return count; }
-    @Override public int[] weights() { return weights; }
-    @Override public int shift() { return PRECISION_BITS; }
 
     /** Keys cubic convolution kernel with a = −0.5, in Pillow's operation order. */
     static double filter(double x) {

@@ -12,29 +12,22 @@ import dev.stoker.image.resample.Taps;
  * {@code weights[o·kernelSize ..]}, each {@code round_half_away(w·2^precision)}; {@code precision} is the largest
  * p &lt; 22 with {@code (int)(0.5 + wmax·2^(p+1)) < 2^15}, so every weight fits an int16.
  *
- * <p>Threading: immutable after construction.
+ * <p>Threading: stateless.
  */
-final class AaWeightsU8 implements Taps {
+final class AaWeightsU8 {
     private static final double A = -0.5;
 
-    final int inSize;
-    final int outSize;
-    final int kernelSize;
-    final int precision;
-    final int[] start;
-    final int[] count;
-    final int[] weights;
+    private AaWeightsU8() {}
 
-    AaWeightsU8(int inSize, int outSize) {
+    /** aten's weights of {@code inSize → outSize}, the shift being their precision. */
+    static Taps of(int inSize, int outSize) {
         if (inSize <= 0 || outSize <= 0) throw new IllegalArgumentException("sizes must be positive: " + inSize + " -> " + outSize);
-        this.inSize = inSize;
-        this.outSize = outSize;
         double scale = (double) inSize / outSize;
         double support = scale >= 1.0 ? 2.0 * scale : 2.0;
-        this.kernelSize = (int) Math.ceil(support) * 2 + 1;
+        int kernelSize = (int) Math.ceil(support) * 2 + 1;
         double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
-        this.start = new int[outSize];
-        this.count = new int[outSize];
+        int[] start = new int[outSize];
+        int[] count = new int[outSize];
         double[] w = new double[outSize * kernelSize];
         double wtMax = 0.0;
         for (int i = 0; i < outSize; i++) {
@@ -59,21 +52,13 @@ final class AaWeightsU8 implements Taps {
         }
         int prec = 0;
         while (prec < 22 && (int) (0.5 + wtMax * (1 << (prec + 1))) < (1 << 15)) prec++;
-        this.precision = prec;
-        this.weights = new int[w.length];
+        int[] weights = new int[w.length];
         for (int k = 0; k < w.length; k++) {
             double v = w[k] * (1 << prec);
             weights[k] = v < 0 ? (int) (-0.5 + v) : (int) (0.5 + v);
         }
+        return new Taps(inSize, outSize, kernelSize, start, count, weights, prec);
     }
-
-    @Override public int inSize() { return inSize; }
-    @Override public int outSize() { return outSize; }
-    @Override public int kernelSize() { return kernelSize; }
-    @Override public int[] start() { return start; }
-    @Override public int[] count() { return count; }
-    @Override public int[] weights() { return weights; }
-    @Override public int shift() { return precision; }
 
     /** {@code HelperInterpCubic::aa_filter<double>}: Keys cubic, a = −0.5, in aten's polynomial forms. */
     static double filter(double x) {

@@ -1,6 +1,8 @@
 package dev.stoker.image.torch;
 
 import dev.stoker.image.resample.PackedResampler;
+import dev.stoker.image.resample.Taps;
+import dev.stoker.image.resample.TapsCache;
 import dev.stoker.image.resample.VectorSupport;
 
 /**
@@ -32,13 +34,11 @@ import dev.stoker.image.resample.VectorSupport;
  * <p>Threading: not thread-safe; use one instance per thread.
  */
 public final class TorchBicubicU8Resizer {
-    private static final int CACHE_SLOTS = 8;
     /** Source rows per horizontal strip of the resampler (tests size images around it). */
     static final int STRIP_ROWS = PackedResampler.STRIP_ROWS;
 
     private final PackedResampler resampler;
-    private final AaWeightsU8[] cache = new AaWeightsU8[CACHE_SLOTS];
-    private int nextSlot;
+    private final TapsCache cache = new TapsCache(AaWeightsU8::of);
 
     /** A resizer that sums taps with the Vector API where this JVM has it. */
     public TorchBicubicU8Resizer() {
@@ -63,12 +63,7 @@ public final class TorchBicubicU8Resizer {
                 dstHeight != srcHeight ? weights(srcHeight, dstHeight) : null);
     }
 
-    AaWeightsU8 weights(int inSize, int outSize) {
-        for (AaWeightsU8 c : cache)
-            if (c != null && c.inSize == inSize && c.outSize == outSize) return c;
-        AaWeightsU8 c = new AaWeightsU8(inSize, outSize);
-        cache[nextSlot] = c;
-        nextSlot = (nextSlot + 1) % CACHE_SLOTS;
-        return c;
+    Taps weights(int inSize, int outSize) {
+        return cache.get(inSize, outSize);
     }
 }
