@@ -28,10 +28,4 @@ public final class VectorSupport {
     public static int lanes() {
         return AVAILABLE ? VectorResample.LANES : 1;
     }
-
-    /** {@code width} rounded up to whole vectors. */
-    public static int padded(int width) {
-        int lanes = lanes();
-        return (width + lanes - 1) / lanes * lanes;
-    }
 }
