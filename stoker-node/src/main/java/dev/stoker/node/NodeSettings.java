@@ -292,8 +292,10 @@ public abstract sealed class NodeSettings permits NodeConfig {
                     + "lowering, no fewer), else rolled back; within the cores and the prefetch and store budgets. The values given "
                     + "are where it starts; off, they are pinned.");
     public static final ConfigKey<Long> WARM_UP_MS = key("warm-up-ms", DATA, "MS", NUMBER, ConfigKey.longInt(0, 600_000), String::valueOf,
-            FeedConfig.WARM_UP_MILLIS_DEFAULT, null, "Before the feed opens, each CPU thread encodes a made-up sample for this long, so "
-                    + "that the JIT compiles the hot path before a trainer waits on it; 0 turns it off.");
+            FeedConfig.WARM_UP_MILLIS_DEFAULT, null, "Before the feed opens, for at most this long: each CPU thread encodes a made-up "
+                    + "sample (a third of it), then the feed's own stream runs over a made-up data set (read, prepared, written into "
+                    + "shared memory, released; the job's cache and counts untouched), so that the JIT has compiled the whole "
+                    + "per-sample path before a trainer waits on it; 0 turns it off.");
     public static final ConfigKey<ErrorPolicy> ON_ERROR = key("on-error", DATA, "POLICY", TEXT, ConfigKey.enumOf(ErrorPolicy.class),
             ConfigKey::cliName, ErrorPolicy.SKIP, null, "A broken sample (missing or broken image, malformed line, path outside the "
                     + "data set): skip leaves it out of its batch, records it and goes on (within --max-error-rate); fail stops the "

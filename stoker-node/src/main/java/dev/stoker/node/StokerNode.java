@@ -180,6 +180,8 @@ public final class StokerNode implements AutoCloseable {
         long stepsPerEpoch = feeder.schedule().stepsPerEpoch(); // 0: a step's samples vary (packs)
         log.accept(String.format(Locale.ROOT, "data %s (%d samples, %s), fingerprint %016x", config.data(), feeder.datasetSize(),
                 stepsPerEpoch > 0 ? stepsPerEpoch + " steps per epoch" : "a variable number of samples per step", feeder.fingerprint()));
+        var rehearsal = feeder.rehearsalSummary();
+        if (rehearsal != null) log.accept(rehearsal);
         var failure = new CompletableFuture<RuntimeException>();
         feeder.errors().onFailure(failure::complete);
         ledger.failure().thenAccept(failure::complete);

@@ -142,6 +142,30 @@ final class CpuPool implements AutoCloseable {
         return done.stream().mapToInt(CompletableFuture::join).toArray();
     }
 
+    /** The cache of preprocessed samples the threads' encoders use; null: none. */
+    dev.stoker.encode.cache.PreprocessedCache cacheOrNull() { return cache; }
+
+    /**
+     * Has every thread's encoder use {@code c} (null: no cache) from now on, one task per thread at once; for a rehearsal
+     * ({@link FeedRehearsal}) while no stream submits here.
+     */
+    void useCacheEverywhere(dev.stoker.encode.cache.PreprocessedCache c, long timeoutMillis) {
+        int threads = executor.getCorePoolSize();
+        var allRunning = new CountDownLatch(threads);
+        var done = new ArrayList<CompletableFuture<SampleEncoder>>(threads);
+        for (int i = 0; i < threads; i++)
+            done.add(withEncoder(encoder -> {
+                allRunning.countDown();
+                try {
+                    allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS); // one task per thread
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return encoder.useCache(c);
+            }));
+        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+    }
+
     /** The last warm-up's scratch cache: its folder (deleted by then) and what it counted. */
     record WarmUpCache(java.nio.file.Path dir, dev.stoker.cache.CacheStats stats) {}
 

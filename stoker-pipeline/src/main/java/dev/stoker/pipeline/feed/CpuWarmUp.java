@@ -60,7 +60,16 @@ final class CpuWarmUp {
                 + "{\"from\": \"human\", \"value\": \"<image>\\nWhat does this picture show?\"}, "
                 + "{\"from\": \"gpt\", \"value\": \"A test pattern made by the data loader while it starts.\"}]}";
         var sample = new SampleParser().parseLine(line.getBytes(StandardCharsets.UTF_8), "stoker-warm-up");
-        return new CpuWarmUp(sample, jpeg(WIDTH, HEIGHT));
+        return new CpuWarmUp(sample, jpeg());
+    }
+
+    private static volatile byte[] made;
+
+    /** The made-up JPEG ({@link #WIDTH} × {@link #HEIGHT}), generated once per process (ImageIO takes ~0.1–0.2 s for it). */
+    static byte[] jpeg() {
+        byte[] j = made;
+        if (j == null) made = j = jpeg(WIDTH, HEIGHT);
+        return j;
     }
 
     static byte[] jpeg(int width, int height) {

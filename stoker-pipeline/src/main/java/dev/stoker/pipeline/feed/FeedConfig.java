@@ -19,8 +19,10 @@ import java.util.Objects;
  * @param fetchConcurrency     samples whose bytes may be in flight per rank stream
  * @param prefetchBatches      per-rank buffer limit in batches (PREFETCH)
  * @param prefetchBytes        per-rank buffer limit in bytes (PREFETCH); one batch is always admitted into an empty buffer
- * @param warmUpMillis         how long each CPU thread encodes a made-up sample before the feed opens, so that the JIT
- *                             compiles the hot path before a trainer waits on it ({@link CpuWarmUp}); 0: none
+ * @param warmUpMillis         how long the warm-up before the feed opens may take, so that the JIT compiles the hot path
+ *                             before a trainer waits on it: each CPU thread encodes a made-up sample ({@link CpuWarmUp}, a
+ *                             third of it when a rehearsal follows), then the feed's stream runs over a made-up data set
+ *                             ({@link FeedRehearsal}); 0: none
  * @param onError              what a bad sample does: SKIP (default) leaves it out of its batch, FAIL stops the feed at
  *                             the first error; filtered samples (over {@code --max-seq-len}, {@code --max-images}) are
  *                             left out under both
@@ -51,7 +53,7 @@ public record FeedConfig(FeedMode mode, EncodeOptions encode, int ranks, int bat
                          RankRange localRanks, Packing packing, boolean autotune, dev.stoker.encode.cache.PreprocessedCache cache) {
     public static final long SEED_DEFAULT = 1234;
     public static final int FETCH_CONCURRENCY_DEFAULT = 64;
-    public static final long WARM_UP_MILLIS_DEFAULT = 1500;
+    public static final long WARM_UP_MILLIS_DEFAULT = 3000;
     /**
      * The default limit on the share of broken samples: 10%. Web-scraped image sets commonly lose a few percent of
      * their images, which must not end a run (nor the noise of the first 100 samples: at 5% broken, 11 or more of 100

@@ -70,10 +70,19 @@ public final class FeedEngine implements AutoCloseable {
     private final CompletableFuture<? extends ClassicActorSystemProvider> system;
     private final boolean ownSystem;
     private volatile Materializer materializer;
+    /** What the warm-up's rehearsal did (null inside: none ran). */
+    private final java.util.concurrent.atomic.AtomicReference<FeedRehearsal.Result> rehearsal;
+
+    /**
+     * Whether the warm-up rehearses the feed's stream ({@link FeedRehearsal}) after the CPU pool's kernels, and the store a
+     * zero-copy one writes into (null: the batches are assembled on the heap).
+     */
+    record Rehearse(dev.stoker.store.ShmObjectStore store) {}
 
     private FeedEngine(FeedConfig config, FeedSource source, SampleRecords records, List<String> sourceNames, FeedMetrics metrics,
                        CpuPool cpu, CompletableFuture<Void> warmed, CompletableFuture<? extends ClassicActorSystemProvider> system,
-                       boolean ownSystem) {
+                       boolean ownSystem, java.util.concurrent.atomic.AtomicReference<FeedRehearsal.Result> rehearsal) {
+        this.rehearsal = rehearsal;
         this.config = config;
         this.source = source;
         this.records = records;
@@ -103,17 +112,23 @@ public final class FeedEngine implements AutoCloseable {
      * {@code source}; on failure everything started here is stopped again.
      */
     static FeedEngine start(FeedConfig config, FeedSource source, QwenTokenizer tokenizer, int submitters, boolean zeroCopy,
-                            ClassicActorSystemProvider system) throws IOException {
+                            ClassicActorSystemProvider system, Rehearse rehearse) throws IOException {
         var cpu = new CpuPool(config.cpuThreads(), config.cpuThreadsMax(), submitters, config.encode(), tokenizer, config.cache());
-        // the pool warms up, and a system of the engine's own starts, each on a thread of its own while the sources are
-        // indexed and the order is fixed: none of the three needs another
+        // the pool warms up (its kernels, then, with what is left of the warm-up's time, a rehearsal of the feed's stream),
+        // and a system of the engine's own starts, each on a thread of its own while the sources are indexed and the order
+        // is fixed: none of them needs the records
         long warmUpMillis = config.warmUpMillis(), limit = TimeUnit.SECONDS.toMillis(FeedSource.MANIFEST_TIMEOUT_SECONDS);
-        var warmed = CompletableFuture.runAsync(() -> {
-            cpu.prestart(limit);
-            if (warmUpMillis > 0) cpu.warmUp(zeroCopy, warmUpMillis, limit);
-        }, task -> startThread(task, "stoker-feed-warm-up"));
         CompletableFuture<? extends ClassicActorSystemProvider> started = system != null ? CompletableFuture.completedFuture(system)
                 : CompletableFuture.supplyAsync(() -> newSystem("stoker-feed"), task -> startThread(task, "stoker-feed-start"));
+        var rehearsal = new java.util.concurrent.atomic.AtomicReference<FeedRehearsal.Result>();
+        var warmed = CompletableFuture.runAsync(() -> {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(warmUpMillis);
+            cpu.prestart(limit);
+            if (warmUpMillis <= 0) return;
+            // with a rehearsal to follow, the kernels get a third of the time: the rehearsal encodes too
+            cpu.warmUp(zeroCopy, rehearse != null ? warmUpMillis / 3 : warmUpMillis, limit);
+            if (rehearse != null) rehearsal.set(FeedRehearsal.run(config, cpu, rehearse.store(), started, deadline));
+        }, task -> startThread(task, "stoker-feed-warm-up"));
         try {
             var records = source.records();
             if (records.size() == 0) throw new IOException("manifest " + source.manifestName() + " holds no samples");
@@ -121,7 +136,7 @@ public final class FeedEngine implements AutoCloseable {
             nameSources(metrics, records, config.seed());
             var names = records instanceof MixedSource.Records mixed
                     ? mixed.sources().stream().map(SampleRecords::name).toList() : List.of(source.manifestName());
-            return new FeedEngine(config, source, records, names, metrics, cpu, warmed, started, system == null);
+            return new FeedEngine(config, source, records, names, metrics, cpu, warmed, started, system == null, rehearsal);
         } catch (IOException | RuntimeException e) {
             stop(cpu, warmed, started, system == null);
             throw e;
@@ -139,6 +154,9 @@ public final class FeedEngine implements AutoCloseable {
     }
 
     public FeedConfig config() { return config; }
+
+    /** What the warm-up's rehearsal of the stream did; null when none ran (after {@link #awaitReady}). */
+    FeedRehearsal.Result rehearsal() { return rehearsal.get(); }
 
     FeedSource source() { return source; }
 

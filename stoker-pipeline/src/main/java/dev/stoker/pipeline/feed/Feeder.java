@@ -210,7 +210,8 @@ public final class Feeder implements AutoCloseable {
         int samplesPerBatch = config.packing().samplesPerRankAtMost(config.batchSize());
         int perRank = width + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
         var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
-        var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + width, zeroCopy, system);
+        var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + width, zeroCopy, system,
+                new FeedEngine.Rehearse(zeroCopy ? store : null));
         var records = engine.records();
         var metrics = engine.metrics();
         StepSchedule schedule;
@@ -300,6 +301,18 @@ public final class Feeder implements AutoCloseable {
         var feeder = new Feeder(config, schedule, engine, errors, List.copyOf(feeds), owned, writer, store, startNanos, tuning);
         if (tuning != null) tuning.startTicking();
         return feeder;
+    }
+
+    /**
+     * What the warm-up's rehearsal of the stream did ({@link FeedRehearsal}), as a line for the service's start: the
+     * made-up samples that went through and how long it took, or why it stopped; null when none ran.
+     */
+    public String rehearsalSummary() {
+        var r = engine.rehearsal();
+        if (r == null) return null;
+        return r.failure() == null
+                ? String.format(java.util.Locale.ROOT, "warm-up: rehearsed the stream on %d made-up samples in %d ms", r.samples(), r.millis())
+                : "warm-up: no rehearsal of the stream (" + r.failure() + ")";
     }
 
     private static void startThread(Runnable task, String name) {

@@ -131,7 +131,7 @@ public final class TaskProducer implements AutoCloseable {
         if (maxWorkers <= 0) throw new IllegalArgumentException("max workers must be positive, got " + maxWorkers);
         int threads = config.cpuThreads();
         int perWorker = threads + 1 + StoredBatchWriter.BATCHES_FILLING * (config.packing().samplesPerRankAtMost(config.batchSize()) + 1);
-        var engine = FeedEngine.start(config, source, tokenizer, maxWorkers * perWorker + threads, true, system);
+        var engine = FeedEngine.start(config, source, tokenizer, maxWorkers * perWorker + threads, true, system, null);
         var records = engine.records();
         StepSchedule schedule;
         try {
