@@ -5,6 +5,7 @@ import dev.stoker.encode.EncodeOptions;
 import dev.stoker.encode.SampleEncoder;
 import dev.stoker.text.QwenTokenizer;
 import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -84,21 +85,31 @@ final class CpuPool implements AutoCloseable {
      * buffers) before the first sample arrives, so that start-up cost is not charged to the first batch.
      */
     void prestart(long timeoutMillis) {
-        int threads = executor.getCorePoolSize();
         executor.prestartAllCoreThreads();
+        onEveryThread(encoder -> encoder, timeoutMillis);
+    }
+
+    /**
+     * Runs {@code task} once on every thread of the pool, with its encoder, all at once (each waits until all have started,
+     * so that no thread takes two), and waits for all of them; their results in no particular order. For the pool's
+     * set-up while no stream submits to it.
+     */
+    private <T> List<T> onEveryThread(Function<SampleEncoder, T> task, long timeoutMillis) {
+        int threads = executor.getCorePoolSize();
         var allRunning = new CountDownLatch(threads);
-        var done = new ArrayList<CompletableFuture<SampleEncoder>>(threads);
+        var done = new ArrayList<CompletableFuture<T>>(threads);
         for (int i = 0; i < threads; i++)
             done.add(withEncoder(encoder -> {
                 allRunning.countDown();
                 try {
-                    allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS);
+                    allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS); // one task per thread
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
-                return encoder;
+                return task.apply(encoder);
             }));
         CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+        return done.stream().map(CompletableFuture::join).toList();
     }
 
     /**
@@ -111,35 +122,23 @@ final class CpuPool implements AutoCloseable {
      * take room and count as hits). Without one the pool warms up without a cache.
      */
     int[] warmUp(boolean inPlace, long millis, long timeoutMillis) {
-        int threads = executor.getCorePoolSize();
         var sample = CpuWarmUp.create();
-        var allRunning = new CountDownLatch(threads);
-        var done = new ArrayList<CompletableFuture<Integer>>(threads);
         ScratchCache scratch = cache == null ? null : ScratchCache.open(cache);
         try {
-            for (int i = 0; i < threads; i++)
-                done.add(withEncoder(encoder -> {
-                    allRunning.countDown();
-                    try {
-                        allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS); // one task per thread
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                    encoder.useCache(scratch == null ? null : scratch.cache());
-                    try {
-                        return sample.run(encoder, inPlace, millis, scratch == null ? CpuWarmUp.MAX_ROUNDS_DEFAULT : CpuWarmUp.MAX_ROUNDS_CACHED);
-                    } finally {
-                        encoder.useCache(cache);
-                    }
-                }));
-            CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+            return onEveryThread(encoder -> {
+                encoder.useCache(scratch == null ? null : scratch.cache());
+                try {
+                    return sample.run(encoder, inPlace, millis, scratch == null ? CpuWarmUp.MAX_ROUNDS_DEFAULT : CpuWarmUp.MAX_ROUNDS_CACHED);
+                } finally {
+                    encoder.useCache(cache);
+                }
+            }, timeoutMillis).stream().mapToInt(Integer::intValue).toArray();
         } finally {
             if (scratch != null) {
                 lastWarmUpCache = new WarmUpCache(scratch.dir(), scratch.store().stats());
                 scratch.close();
             }
         }
-        return done.stream().mapToInt(CompletableFuture::join).toArray();
     }
 
     /** The cache of preprocessed samples the threads' encoders use; null: none. */
@@ -150,20 +149,7 @@ final class CpuPool implements AutoCloseable {
      * ({@link FeedRehearsal}) while no stream submits here.
      */
     void useCacheEverywhere(dev.stoker.encode.cache.PreprocessedCache c, long timeoutMillis) {
-        int threads = executor.getCorePoolSize();
-        var allRunning = new CountDownLatch(threads);
-        var done = new ArrayList<CompletableFuture<SampleEncoder>>(threads);
-        for (int i = 0; i < threads; i++)
-            done.add(withEncoder(encoder -> {
-                allRunning.countDown();
-                try {
-                    allRunning.await(timeoutMillis, TimeUnit.MILLISECONDS); // one task per thread
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-                return encoder.useCache(c);
-            }));
-        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).orTimeout(timeoutMillis, TimeUnit.MILLISECONDS).join();
+        onEveryThread(encoder -> encoder.useCache(c), timeoutMillis);
     }
 
     /** The last warm-up's scratch cache: its folder (deleted by then) and what it counted. */
