@@ -75,7 +75,7 @@ class ConfigCliTest {
         var r = CliRunner.run("serve", "--data", "ds/train.jsonl", "--print-config");
         assertEquals(0, r.status(), r.err());
         assertEquals(NodeConfig.builder().data("ds/train.jsonl").build().toYaml(NodeConfig.keys()), r.out());
-        for (String line : List.of("# seed: 1234  (default)", "# fetch-concurrency: 64  (default)", "# warm-up-ms: 1500  (default)", "# autotune: \"on\"  (default)",
+        for (String line : List.of("# seed: 1234  (default)", "# fetch-concurrency: 64  (default)", "# warm-up-ms: 3000  (default)", "# autotune: \"on\"  (default)",
                 "# mode: zero-copy  (default)", "data: ds/train.jsonl"))
             assertTrue(r.out().lines().anyMatch(line::equals), line + " in\n" + r.out());
     }

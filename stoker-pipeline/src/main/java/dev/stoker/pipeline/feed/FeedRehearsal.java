@@ -47,7 +47,7 @@ final class FeedRehearsal {
     /** At most this many samples go through (a per-sample method's first C1 compile comes after ~200 calls). */
     static final int MAX_SAMPLES = 384;
     /** How long the stream may take past the deadline to finish the samples already in it (local reads, cache hits). */
-    static final long DRAIN_MILLIS = 10_000;
+    static final long DRAIN_MILLIS = 5_000;
 
     /**
      * What a rehearsal did: the samples that went through, in how long, and why it stopped early or did not run (null: it
@@ -101,12 +101,15 @@ final class FeedRehearsal {
                         batches.add(new ScheduledBatch(new ScheduleCursor(0, (long) i * b), i, i, rank, idx));
                     }
                     var steps = Source.from(batches).takeWhile(x -> System.nanoTime() - deadlineNanos < 0);
+                    // few samples in flight, so that those already in the stream at the deadline finish soon after it (a
+                    // job's fetch width, 64 by default, would queue a minute of work on one slow CPU thread)
+                    int threads = config.cpuThreads(), fetches = Math.min(config.fetchConcurrency(), 4 * threads);
                     var counted = writer != null
-                            ? steps.via(pipeline.storedFlow(config.fetchConcurrency(), config.cpuThreads(), writer)).map(sb -> {
+                            ? steps.via(pipeline.storedFlow(fetches, threads, writer)).map(sb -> {
                                 sb.release();
                                 return sb.samples();
                             })
-                            : steps.via(pipeline.flow(false, config.fetchConcurrency(), config.cpuThreads())).map(batch -> {
+                            : steps.via(pipeline.flow(false, fetches, threads)).map(batch -> {
                                 batch.discard();
                                 return batch.samples();
                             });
