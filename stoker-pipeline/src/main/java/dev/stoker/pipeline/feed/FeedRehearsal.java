@@ -48,6 +48,8 @@ final class FeedRehearsal {
     static final int MAX_SAMPLES = 384;
     /** How long the stream may take past the deadline to finish the samples already in it (local reads, cache hits). */
     static final long DRAIN_MILLIS = 5_000;
+    /** How long giving the encoders the job's cache back may wait for a sample still being encoded. */
+    static final long RESTORE_MILLIS = 120_000;
 
     /**
      * What a rehearsal did: the samples that went through, in how long, and why it stopped early or did not run (null: it
@@ -126,7 +128,8 @@ final class FeedRehearsal {
                     }
                 } finally {
                     if (writer != null) writer.close();
-                    cpu.useCacheEverywhere(cpu.cacheOrNull(), DRAIN_MILLIS);
+                    // after any sample still being encoded (each is bounded): the job's encoders must not keep the scratch cache
+                    cpu.useCacheEverywhere(cpu.cacheOrNull(), RESTORE_MILLIS);
                 }
             }
         } catch (Exception e) {

@@ -211,7 +211,7 @@ public final class Feeder implements AutoCloseable {
         int perRank = width + 1 + (zeroCopy ? StoredBatchWriter.BATCHES_FILLING * (samplesPerBatch + 1) : 0);
         var local = config.localRanks(); // the ranks this feed serves; the schedule is the world's
         var engine = FeedEngine.start(config, source, tokenizer, local.count() * perRank + width, zeroCopy, system,
-                new FeedEngine.Rehearse(zeroCopy ? store : null));
+                config.packed() || config.encode().audio() != null ? null : new FeedEngine.Rehearse(zeroCopy ? store : null));
         var records = engine.records();
         var metrics = engine.metrics();
         StepSchedule schedule;
