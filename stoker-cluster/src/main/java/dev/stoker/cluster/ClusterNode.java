@@ -412,6 +412,9 @@ public final class ClusterNode implements AutoCloseable {
     /** This node's Flight server (tests: a home whose cache actions stop answering while it stays a member). */
     FlightBatchServer flightServer() { return flight; }
 
+    /** The cache actions this node's Flight server answers (tests: delegated to until a home goes silent). */
+    FlightBatchServer.Actions cacheActions() { return runtime.cacheAffinity(); }
+
     /**
      * Keeps this node's cache of preprocessed samples in {@code dir} for every job from now on, whatever folder the job's
      * configuration names: a node's own {@code --cache-dir} (the job's is the coordinator's machine's).

@@ -418,6 +418,8 @@ final class NodeRuntime implements FlightBatchServer.ObjectLender {
     /** Serves and reads the jobs' cache entries through {@code a} ({@code --cache-affinity}). */
     void cacheAffinity(CacheAffinity a) { cacheAffinity = a; }
 
+    CacheAffinity cacheAffinity() { return cacheAffinity; }
+
     /** Keeps this node's cache in {@code dir} for every job, whatever folder the job's configuration names. */
     void cacheDir(java.nio.file.Path dir) { cacheDir = dir; }
 
