@@ -193,36 +193,52 @@ public final class NodeFeeds implements AutoCloseable {
     /** {@link #fromData(ShmBudget, Consumer)} scanning at most {@code maxScanRecords} records. */
     ShmBudget fromData(ShmBudget worst, int maxScanRecords, Consumer<String> say) throws IOException, InterruptedException {
         if (config.packed()) return worst;
+        var found = dataShapes(maxScanRecords);
+        if (found.largest() != null) return worst.withData(found.largest(), found.source());
+        boolean audio = config.encodeOptions().audio() != null; // an audio job's index (format 4, keyed by --audio-pad) keeps its clips' frames
+        String why = found.unknown() + (found.unreadable() || audio ? "" : "; stoker validate writes a length index that is read instead");
+        say.accept("shared memory: the samples' shapes are unknown (" + why + "): sized from the configuration's worst case"
+                + (audio && !found.unreadable() ? ", which counts no audio features: give --shm-budget if the batches' clips need more "
+                        + "(docs/audio.md)" : ""));
+        return worst;
+    }
+
+    /**
+     * The data's largest padded batch ({@link LargestBatch#padded}) and where its shapes came from, or why they are unknown:
+     * {@code unreadable} when the data set could not be read (the feed itself reports it, in its own words).
+     */
+    private record DataShapes(LargestBatch largest, String source, String unknown, boolean unreadable) {}
+
+    /**
+     * The data's shapes, known cheaply: from {@code stoker validate}'s length index for these records and settings
+     * ({@link NodeConfig#lengthsDir}), else a header scan of a local data set of at most {@code maxScanRecords} records
+     * (every record parsed, its images' headers read and its videos indexed: validate's scan); else why not.
+     *
+     * @throws IOException when a length index is there but cannot be used (corrupt, of format 1, of another size)
+     */
+    private DataShapes dataShapes(int maxScanRecords) throws IOException, InterruptedException {
         try (var opened = openSources()) {
             var feedSource = opened.feedSource();
             dev.stoker.source.SampleRecords records;
             try {
                 records = feedSource.records();
-            } catch (IOException | RuntimeException e) { // the feed itself reports an unreadable data set, in its own words
-                say.accept("shared memory: the samples' shapes are unknown (cannot read " + config.data() + ": " + e.getMessage()
-                        + "): sized from the configuration's worst case");
-                return worst;
+            } catch (IOException | RuntimeException e) {
+                return new DataShapes(null, null, "cannot read " + config.data() + ": " + e.getMessage(), true);
             }
             var options = config.encodeOptions();
             boolean repeats = sources.size() > 1; // a mix by weight may take a record twice in one step
             Path dir = config.lengthsDir();
-            boolean audio = options.audio() != null; // an audio job's index (format 4, keyed by --audio-pad) keeps its clips' frames
             var index = dev.stoker.encode.validate.ShapeIndexes.load(dir, records, options,
                     dev.stoker.encode.validate.LengthIndex.tokenizerId(config.get(NodeConfig.TOKENIZER)));
             if (index != null)
-                return worst.withData(LargestBatch.padded(options, config.batch(), index, repeats), "stoker validate's length index in " + dir);
+                return new DataShapes(LargestBatch.padded(options, config.batch(), index, repeats), "stoker validate's length index in " + dir,
+                        null, false);
             String unknown = unscannable(sources, records.size(), maxScanRecords);
-            if (unknown != null) {
-                say.accept("shared memory: the samples' shapes are unknown (" + unknown + (audio
-                        ? "): sized from the configuration's worst case, which counts no audio features: give --shm-budget if the "
-                                + "batches' clips need more (docs/audio.md)"
-                        : "; stoker validate writes a length index that is read instead): sized from the configuration's worst case"));
-                return worst;
-            }
+            if (unknown != null) return new DataShapes(null, null, unknown, false);
             long t0 = System.nanoTime();
             var shapes = dev.stoker.encode.validate.ShapeIndexes.measure(records, feedSource, tokenizer, options, config.threads());
-            return worst.withData(LargestBatch.padded(options, config.batch(), shapes, repeats), String.format(java.util.Locale.ROOT,
-                    "a header scan of %d records in %.1f s", records.size(), (System.nanoTime() - t0) / 1e9));
+            return new DataShapes(LargestBatch.padded(options, config.batch(), shapes, repeats), String.format(java.util.Locale.ROOT,
+                    "a header scan of %d records in %.1f s", records.size(), (System.nanoTime() - t0) / 1e9), null, false);
         }
     }
 
@@ -251,8 +267,58 @@ public final class NodeFeeds implements AutoCloseable {
      * pages: the cache restart of docs/benchmarks.md, one to three images per sample, made 8 segments in its warm epoch,
      * 10–11 with segments of one batch).
      */
-    static long prewarmBytes(NodeConfig config) {
+    static long prewarmBytes(NodeConfig config) { return prewarmBytes(config, -1); }
+
+    /**
+     * {@link #prewarmBytes(NodeConfig)}, or a video job's largest batch from its data, {@code dataBatch}
+     * ({@link #videoBatchBytes}), where it is known (positive).
+     */
+    static long prewarmBytes(NodeConfig config, long dataBatch) {
+        if (dataBatch > 0) return dataBatch;
         return config.packed() || config.get(NodeConfig.SHM_RESIDENT) != null ? config.oneBatchBytes() : 2 * config.oneBatchBytes();
+    }
+
+    /**
+     * Video records a start-up scan indexes, at most, to size a video job's prepared segments where there is no length
+     * index: each record's videos are indexed (validate's pace, ~57 records/s on the 2-core test VM: 512 take ~9 s).
+     */
+    static final int VIDEO_SCAN_MAX_RECORDS = 512;
+
+    /**
+     * A zero-copy video job's largest batch from its data, for the segments its store prepares at start ({@link #prewarmBytes}
+     * and {@link #prewarmSegments}); -1 for a job without video or a packed one, or where the data's shapes are unknown. A
+     * video's frames are bounded by neither {@code --max-pixels} nor {@code --max-images}, so segments prepared for batches of
+     * single images held none of a video job's batches, and its store made every segment they took mid-epoch, first-touching
+     * their pages on its maker thread while the fills waited (measured, docs/benchmarks.md's cache restart over 24 clips:
+     * 5 segments of ~230 MB made in the warm epoch, the maker thread ~80% of a core, the warm epoch 9 samples/s against 25
+     * with segments of the data's batch prepared). From {@code shm} where it holds the data's shapes, else from
+     * {@code stoker validate}'s length index, else a scan of a local data set of at most {@link #VIDEO_SCAN_MAX_RECORDS}
+     * records. Only the prepared segments follow: the store's budget and object limit stay as {@code shm} says.
+     */
+    long videoBatchBytes(ShmBudget shm, Consumer<String> say) {
+        if (config.packed() || config.encodeOptions().video() == null) return -1;
+        if (shm.fromData()) return shm.largestBatchBytes();
+        DataShapes found;
+        try {
+            found = dataShapes(VIDEO_SCAN_MAX_RECORDS);
+        } catch (IOException e) {
+            say.accept("shared memory: segments prepared for batches of single images, not this video data's (" + e.getMessage() + ")");
+            return -1;
+        } catch (InterruptedException e) { // the start is being given up: the feed's opening sees the interrupt
+            Thread.currentThread().interrupt();
+            return -1;
+        }
+        if (found.largest() == null) {
+            if (!found.unreadable()) // the feed itself reports an unreadable data set
+                say.accept("shared memory: segments prepared for batches of single images, not this video data's (" + found.unknown()
+                        + "; stoker validate writes a length index that is read instead)");
+            return -1;
+        }
+        long worst = shm.worstCaseBatchBytes(); // bounds every batch the feed makes
+        long bytes = worst < 0 ? found.largest().bytes() : Math.min(worst, found.largest().bytes());
+        say.accept(String.format(java.util.Locale.ROOT, "shared memory: segments prepared for the data's largest batch, %d bytes (%s)",
+                bytes, found.source()));
+        return bytes;
     }
 
     /**
@@ -266,8 +332,11 @@ public final class NodeFeeds implements AutoCloseable {
      * the fills wait (measured: the cache restart of docs/benchmarks.md, 5 prepared, made 2–4 more in its warm epoch, each
      * 90–330 ms of first-touched pages on the test VM, with the CPU pool idle).
      */
-    static int prewarmSegments(NodeConfig config) {
-        long one = Math.max(1, config.oneBatchBytes());
+    static int prewarmSegments(NodeConfig config) { return prewarmSegments(config, -1); }
+
+    /** {@link #prewarmSegments(NodeConfig)} with a video job's largest batch from its data, {@code dataBatch}, where it is known (positive). */
+    static int prewarmSegments(NodeConfig config, long dataBatch) {
+        long one = Math.max(1, dataBatch > 0 ? dataBatch : config.oneBatchBytes());
         long buffered = Math.max(1, Math.min(config.get(NodeConfig.PREFETCH_BATCHES), config.get(NodeConfig.PREFETCH_BYTES) / one));
         return Math.toIntExact(config.localRanks().count() * (buffered + Feeder.BATCHES_FILLING + ShmBudget.LEASES_PER_TRAINER));
     }
@@ -296,7 +365,8 @@ public final class NodeFeeds implements AutoCloseable {
                 Long resident = config.get(NodeConfig.SHM_RESIDENT);
                 if (resident != null) store.limitResident(resident);
                 // each rank's buffered and in-flight batches get a segment, touched now rather than on the first steps
-                store.prewarm(prewarmBytes(config), prewarmSegments(config));
+                long dataBatch = videoBatchBytes(shm, line -> System.err.println("stoker: " + line));
+                store.prewarm(prewarmBytes(config, dataBatch), prewarmSegments(config, dataBatch));
             }
             // a packed job's shapes (asked for only then): validate's length index when there is one for these settings, else
             // measured at start

@@ -45,6 +45,17 @@ class PrewarmSegmentsTest {
         assertEquals(lean.oneBatchBytes(), NodeFeeds.prewarmBytes(lean));
     }
 
+    /** A video job's largest batch from its data, where it is known, is what each segment holds, and what the buffer counts in. */
+    @Test
+    void aVideoJobsDataBatchSizesItsSegments() {
+        var config = job(1, 4, 451584).build();
+        long videoBatch = 225_623_040L; // the cache restart's 24 clips, 4 to a batch (docs/benchmarks.md)
+        assertEquals(videoBatch, NodeFeeds.prewarmBytes(config, videoBatch));
+        assertEquals(1 + 2 + 2, NodeFeeds.prewarmSegments(config, videoBatch), "128 MiB holds none: one buffered, two filling, two leased");
+        assertEquals(NodeFeeds.prewarmBytes(config), NodeFeeds.prewarmBytes(config, -1), "unknown: the image rule");
+        assertEquals(NodeFeeds.prewarmSegments(config), NodeFeeds.prewarmSegments(config, -1));
+    }
+
     @Test
     void smallBatchesAreBoundedByThePrefetchBatches() {
         var small = job(1, 4, 50176).build(); // 4 × 256 patches × 1176 × 4 B = 4.8 MB a batch
