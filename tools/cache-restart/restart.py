@@ -10,9 +10,12 @@ and each run's samples/s.
 Each run: `./stoker serve --data DS --ranks 1 --batch B --max-pixels P --steps S --cache-dir WORK/cache
 --socket ... --metrics-file ...` (S = one epoch: samples / B, rounded down), and the trainer (clients/python
 `stoker.Loader`, numpy arrays) asks for the next batch as soon as the socket exists. samples/s = samples / (time
-from the first request to the last batch in hand): the pipeline's start (its CPU warm-up, indexing) is in it, the
-JVM's start before the socket is not (`service_start_s`); steady samples/s leaves out the first 10% of the batches
-(as `bench ladder`'s steady figures do). A batch's digest is SHA-256 over each tensor's name,
+from the first request to the last batch in hand): what the service does before its socket opens (the JVM's start,
+the CPU warm-up and the feed's rehearsal, the store's prepared segments) is not in it (`service_start_s`); steady
+samples/s leaves out the first 10% of the batches (as `bench ladder`'s steady figures do). The feed starts filling as
+soon as it opens, just before the socket is bound: a trainer that connects late finds batches already made (here it
+connects at once). `launch_to_last_batch_s`, from the command's launch to the last batch in hand, counts all of it. A
+batch's digest is SHA-256 over each tensor's name,
 dtype, shape and bytes, in the batch's order. Run with Debian's /usr/bin/python3 (numpy).
 """
 import argparse
@@ -83,6 +86,7 @@ def run_once(a, extra, label, digest):
     rec = {"run": label, "samples": samples, "service_start_s": round(started - t0, 3),
            "epoch_s": round(t_end - t_first, 3), "samples_per_s": round(samples / (t_end - t_first), 2),
            "first_batch_s": round(times[0] - t_first, 3) if times else None, "steady_samples_per_s": round(steady, 2),
+           "launch_to_last_batch_s": round(t_end - t0, 3),
            "load_avg": os.getloadavg()[0]}
     try:
         m = json.load(open(metrics))
