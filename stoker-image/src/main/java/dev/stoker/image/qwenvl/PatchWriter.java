@@ -63,23 +63,15 @@ public final class PatchWriter {
      * float32 ({@code 1/rescale_factor} is exactly 255.0).
      */
     public static float[] fusedNormalizationTable(VisionConfig cfg) {
-        float[][] scaled = fusedScale(cfg);
-        float[] t = new float[3 * 256];
-        for (int c = 0; c < 3; c++)
-            for (int v = 0; v < 256; v++) t[c * 256 + v] = ((float) v - scaled[0][c]) / scaled[1][c];
-        return t;
-    }
-
-    /** The fused table's float constants: {@code [0][c] = f32(f32(mean[c])·255)}, {@code [1][c] = f32(f32(std[c])·255)}. */
-    static float[][] fusedScale(VisionConfig cfg) {
         double[] mean = cfg.mean();
         double[] std = cfg.std();
-        float[][] scaled = new float[2][3];
+        float[] t = new float[3 * 256];
         for (int c = 0; c < 3; c++) {
-            scaled[0][c] = (float) mean[c] * 255.0f;
-            scaled[1][c] = (float) std[c] * 255.0f;
+            float meanScaled = (float) mean[c] * 255.0f;
+            float stdScaled = (float) std[c] * 255.0f;
+            for (int v = 0; v < 256; v++) t[c * 256 + v] = ((float) v - meanScaled) / stdScaled;
         }
-        return scaled;
+        return t;
     }
 
     /** The PIL backend's 3×256 table: {@code table[c*256 + v]} is the normalized value of channel {@code c} with u8 value {@code v}. */

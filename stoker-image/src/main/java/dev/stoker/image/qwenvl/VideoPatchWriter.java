@@ -24,10 +24,6 @@ import java.lang.foreign.MemorySegment;
  * A single frame gives the rows of a still image under the torchvision image backend (the image repeated over the
  * temporal patch), so {@link PatchWriter} with {@link ImageBackend#TORCHVISION} and this writer agree on T = 1.
  *
- * <p>Where this JVM has the Vector API with 16-lane float vectors (AVX-512), each patch line — the {@code p} pixels of one
- * image row of a patch — is normalized and split into its channels with vectors ({@link VectorPatchRow}: the table's own
- * two float operations per value, so the same bits); elsewhere, and for a frame's last lines, the table is looked up.
- *
  * <p>Threading: not thread-safe (one scratch row); use one instance per thread.
  */
 public final class VideoPatchWriter {
@@ -37,27 +33,15 @@ public final class VideoPatchWriter {
     private final int rowLength;
     private final float[] table;
     private final float[] scratchRow;
-    /** The patch lines with the Vector API where this JVM has 16-lane float vectors ({@link VectorPatchRow}); null: scalar. */
-    private final VectorPatchRow vector;
 
     public VideoPatchWriter(VisionConfig cfg) {
-        this(cfg, dev.stoker.image.resample.VectorSupport.available());
-    }
-
-    /** A writer whose patch lines use the Vector API when {@code vectors} and this JVM has 16-lane float vectors (same values). */
-    VideoPatchWriter(VisionConfig cfg, boolean vectors) {
         this.patchSize = cfg.patchSize();
         this.mergeSize = cfg.mergeSize();
         this.temporalPatchSize = cfg.temporalPatchSize();
         this.rowLength = cfg.rowLength();
         this.table = PatchWriter.fusedNormalizationTable(cfg);
         this.scratchRow = new float[rowLength];
-        float[][] scaled = PatchWriter.fusedScale(cfg);
-        this.vector = vectors && VectorPatchRow.usable(patchSize) ? new VectorPatchRow(scaled[0], scaled[1], patchSize) : null;
     }
-
-    /** Whether this writer's patch lines use the Vector API. */
-    boolean vectorized() { return vector != null; }
 
     /** Floats per row: 3·tps·p·p. */
     public int rowLength() { return rowLength; }
@@ -128,11 +112,6 @@ public final class VideoPatchWriter {
             int o = 0;
             for (int y = 0; y < p; y++) {
                 int s = (int) (frame * frameBytes + ((long) (ph * p + y) * width + pw * p) * 3);
-                if (vector != null && s <= frames.length - VectorPatchRow.READ_BYTES) {
-                    vector.line(frames, s, out, o0 + o, o1 + o, o2 + o);
-                    o += p;
-                    continue;
-                }
                 for (int x = 0; x < p; x++, o++, s += 3) {
                     out[o0 + o] = tab[frames[s] & 0xFF];
                     out[o1 + o] = tab[256 + (frames[s + 1] & 0xFF)];

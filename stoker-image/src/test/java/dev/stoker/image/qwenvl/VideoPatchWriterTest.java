@@ -68,48 +68,6 @@ class VideoPatchWriterTest {
         assertTrue(cases >= 8, "only " + cases + " cases");
     }
 
-    /**
-     * The Vector API's patch lines ({@link VectorPatchRow}, where this JVM has 16-lane float vectors) give the scalar
-     * table's values bit for bit: random bytes (every value of every channel), each family's patch size (14 and 16),
-     * sizes whose last lines fall back to the scalar code, odd and even frame counts, into arrays and segments.
-     */
-    @Test
-    void theVectorLinesEqualTheScalarOnesBitForBit() {
-        var rnd = new java.util.Random(20261207);
-        int compared = 0;
-        for (String name : new String[] {"qwen2-vl", "qwen2.5-vl", "qwen3-vl"}) {
-            VisionConfig cfg = family(name);
-            var vector = new VideoPatchWriter(cfg, true);
-            var scalar = new VideoPatchWriter(cfg, false);
-            assertEquals(dev.stoker.image.resample.VectorSupport.available() && VectorPatchRow.usable(cfg.patchSize()), vector.vectorized(), name);
-            assertTrue(!scalar.vectorized());
-            int f = cfg.patchSize() * cfg.mergeSize();
-            for (int[] size : new int[][] {{f, f}, {2 * f, f}, {3 * f, 2 * f}, {5 * f, 3 * f}}) {
-                for (int t = 1; t <= 3; t++) {
-                    int w = size[0], h = size[1];
-                    byte[] frames = new byte[t * w * h * 3];
-                    rnd.nextBytes(frames);
-                    int rows = scalar.rows(t, w, h);
-                    float[] a = new float[rows * scalar.rowLength()], b = new float[a.length];
-                    scalar.write(frames, t, w, h, a, 0);
-                    vector.write(frames, t, w, h, b, 0);
-                    for (int i = 0; i < a.length; i++)
-                        if (Float.floatToRawIntBits(a[i]) != Float.floatToRawIntBits(b[i]))
-                            throw new AssertionError(name + " " + w + "x" + h + " t=" + t + ": value " + i + " is " + b[i] + ", " + a[i] + " expected");
-                    try (var arena = Arena.ofConfined()) {
-                        var seg = arena.allocate(a.length * 4L + 2);
-                        vector.write(frames, t, w, h, seg, 2);
-                        float[] back = new float[a.length];
-                        java.lang.foreign.MemorySegment.copy(seg, PatchWriter.FLOAT_LE, 2, back, 0, back.length);
-                        assertArrayEquals(a, back, name + " " + w + "x" + h + " t=" + t + " into a segment");
-                    }
-                    compared += a.length;
-                }
-            }
-        }
-        System.err.println("video patch lines: " + compared + " values compared, vector path " + new VideoPatchWriter(family("qwen2.5-vl")).vectorized());
-    }
-
     @Test
     void oneFrameEqualsTheTorchvisionImageRows() {
         VisionConfig cfg = ProcessorPreset.QWEN2_VL.vision();
