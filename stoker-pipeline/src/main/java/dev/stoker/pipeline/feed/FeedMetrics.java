@@ -61,7 +61,8 @@ public final class FeedMetrics {
      * The clips of the samples encoded (decoded or from the cache), their 16 kHz samples, and the bytes of input_features and
      * feature_attention_mask made for them: counted per sample encoded, as {@link #encodedSamples} is.
      */
-    final LongAdder audioClips = new LongAdder(), audioSamples = new LongAdder(), audioFeatureBytes = new LongAdder();
+    private long audioClips, audioSamples, audioFeatureBytes; // guarded by audioLock: added and read as one
+    private final Object audioLock = new Object();
 
     /**
      * An audio job's figures (issue 32), counted as the feed encodes its samples for batches, as {@code encodedSamples} and the
@@ -72,10 +73,16 @@ public final class FeedMetrics {
      */
     public record Audio(long clips, double seconds, long featureBytes) {}
 
-    /** The audio figures; null for a feed that encoded no clip. */
+    /**
+     * The audio figures; null for a feed that encoded no clip. One snapshot: a sample's clips, seconds and bytes are added
+     * together, so the three agree while the feed encodes ahead (read one after another, a sample added between the reads
+     * counted its bytes and not its clips).
+     */
     Audio audio() {
-        long clips = audioClips.sum();
-        return clips == 0 ? null : new Audio(clips, audioSamples.sum() / (double) dev.stoker.core.AudioPreset.SAMPLING_RATE, audioFeatureBytes.sum());
+        synchronized (audioLock) {
+            return audioClips == 0 ? null
+                    : new Audio(audioClips, audioSamples / (double) dev.stoker.core.AudioPreset.SAMPLING_RATE, audioFeatureBytes);
+        }
     }
 
     /** Video decoding's figures for the verdict: its share of the CPU stage's busy time, frames decoded per kept; null: none yet. */
@@ -115,14 +122,13 @@ public final class FeedMetrics {
             videoFramesKept.add(encoder.videoFramesKept());
         }
         if (encoder.audioDecodeNanos() > 0) audioDecodeLatency.record(encoder.audioDecodeNanos());
-        if (encoder.audioClips() > 0) {
-            audioClips.add(encoder.audioClips());
-            audioSamples.add(encoder.audioSamples());
-        }
-        if (encoder.audioFeatureBytes() > 0) {
-            audioFeatureLatency.record(encoder.audioFeatureNanos());
-            audioFeatureBytes.add(encoder.audioFeatureBytes());
-        }
+        if (encoder.audioFeatureBytes() > 0) audioFeatureLatency.record(encoder.audioFeatureNanos());
+        if (encoder.audioClips() > 0 || encoder.audioFeatureBytes() > 0)
+            synchronized (audioLock) {
+                audioClips += encoder.audioClips();
+                audioSamples += encoder.audioSamples();
+                audioFeatureBytes += encoder.audioFeatureBytes();
+            }
         encoder.resetTimes();
     }
 
