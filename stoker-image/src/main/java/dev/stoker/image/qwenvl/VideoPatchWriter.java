@@ -24,7 +24,12 @@ import java.lang.foreign.MemorySegment;
  * A single frame gives the rows of a still image under the torchvision image backend (the image repeated over the
  * temporal patch), so {@link PatchWriter} with {@link ImageBackend#TORCHVISION} and this writer agree on T = 1.
  *
- * <p>Threading: not thread-safe (one scratch row); use one instance per thread.
+ * <p>How: a band of rows at a time — one row of merge blocks across the frame, consecutive in the layout — each of its
+ * frame lines normalized once into three channel lines by table lookups in one long loop, and cut into the rows in
+ * runs of p floats; into native memory through a heap band (one bulk copy per band). On the 2-core VM (JMH,
+ * {@code VideoPatchifyBenchmark}) this took the cache restart's clip from 31–35 ms to the figures in docs/benchmarks.md.
+ *
+ * <p>Threading: not thread-safe (scratch lines and band); use one instance per thread.
  */
 public final class VideoPatchWriter {
     private final int patchSize;
@@ -32,7 +37,10 @@ public final class VideoPatchWriter {
     private final int temporalPatchSize;
     private final int rowLength;
     private final float[] table;
-    private final float[] scratchRow;
+    /** One band's rows ({@link #fillBand}) before they are copied into native memory; grown on demand. */
+    private float[] band = new float[0];
+    /** One frame line's values, channel by channel ({@link #fillBand}); grown on demand. */
+    private float[] lineR = new float[0], lineG = new float[0], lineB = new float[0];
 
     public VideoPatchWriter(VisionConfig cfg) {
         this.patchSize = cfg.patchSize();
@@ -40,7 +48,6 @@ public final class VideoPatchWriter {
         this.temporalPatchSize = cfg.temporalPatchSize();
         this.rowLength = cfg.rowLength();
         this.table = PatchWriter.fusedNormalizationTable(cfg);
-        this.scratchRow = new float[rowLength];
     }
 
     /** Floats per row: 3·tps·p·p. */
@@ -67,15 +74,10 @@ public final class VideoPatchWriter {
         if (offset < 0 || (long) offset + (long) rows * rowLength > dst.length)
             throw new IndexOutOfBoundsException("pixel_values_videos of " + rows + " rows do not fit at " + offset + " in " + dst.length);
         checkSource(frames, frameCount, width, height);
-        int at = offset;
-        for (int t = 0, gt = gridT(frameCount); t < gt; t++)
-            for (int bh = 0; bh < height / patchSize / mergeSize; bh++)
-                for (int bw = 0; bw < width / patchSize / mergeSize; bw++)
-                    for (int mh = 0; mh < mergeSize; mh++)
-                        for (int mw = 0; mw < mergeSize; mw++) {
-                            fillRow(frames, frameCount, width, height, t, bh * mergeSize + mh, bw * mergeSize + mw, dst, at);
-                            at += rowLength;
-                        }
+        int bandFloats = bandRows(width) * rowLength;
+        for (int t = 0, gt = gridT(frameCount), at = offset; t < gt; t++)
+            for (int bh = 0; bh < height / patchSize / mergeSize; bh++, at += bandFloats)
+                fillBand(frames, frameCount, width, height, t, bh, dst, at);
     }
 
     /** As {@link #write(byte[], int, int, int, float[], int)}, as little-endian float32 into {@code dst} from {@code offsetBytes}. */
@@ -85,15 +87,68 @@ public final class VideoPatchWriter {
         if (offsetBytes < 0 || offsetBytes + rows * rowBytes > dst.byteSize())
             throw new IndexOutOfBoundsException("pixel_values_videos of " + rows + " rows do not fit at byte " + offsetBytes + " in " + dst.byteSize());
         checkSource(frames, frameCount, width, height);
+        int bandFloats = bandRows(width) * rowLength;
+        if (band.length < bandFloats) band = new float[bandFloats];
         long at = offsetBytes;
+        for (int t = 0, gt = gridT(frameCount); t < gt; t++)
+            for (int bh = 0; bh < height / patchSize / mergeSize; bh++, at += (long) bandFloats * Float.BYTES) {
+                fillBand(frames, frameCount, width, height, t, bh, band, 0);
+                MemorySegment.copy(band, 0, dst, PatchWriter.FLOAT_LE, at, bandFloats);
+            }
+    }
+
+    /** Rows of one band: a row of merge blocks across a frame, (W/p)·m patches. */
+    private int bandRows(int width) { return width / patchSize * mergeSize; }
+
+    /**
+     * The rows of temporal patch {@code t}, merge-block row {@code bh} — consecutive in the layout: block after block
+     * across the frame, each block's m×m patches — into {@code out} from {@code base}. Each of the band's frame lines
+     * (tps frames × m·p lines) is normalized once, channel by channel into {@link #lineR}/{@link #lineG}/{@link #lineB}
+     * (one long loop per line, table lookups), and its p-float runs are then copied to their patches' rows: the same
+     * values as {@link #fillRow}, in a tenth of the loops' overhead.
+     */
+    private void fillBand(byte[] frames, int frameCount, int width, int height, int t, int bh, float[] out, int base) {
+        final int p = patchSize, m = mergeSize, tps = temporalPatchSize;
+        final int plane = p * p, channelStride = tps * plane, gw = width / p;
+        final long frameBytes = (long) width * height * 3;
+        if (lineR.length < width) {
+            lineR = new float[width];
+            lineG = new float[width];
+            lineB = new float[width];
+        }
+        final float[] r = lineR, g = lineG, b = lineB, tab = table;
+        for (int tt = 0; tt < tps; tt++) {
+            long frame = Math.min(t * tps + tt, frameCount - 1);
+            for (int mh = 0; mh < m; mh++)
+                for (int y = 0; y < p; y++) {
+                    int s = (int) (frame * frameBytes + (long) ((bh * m + mh) * p + y) * width * 3);
+                    for (int x = 0; x < width; x++, s += 3) {
+                        r[x] = tab[frames[s] & 0xFF];
+                        g[x] = tab[256 + (frames[s + 1] & 0xFF)];
+                        b[x] = tab[512 + (frames[s + 2] & 0xFF)];
+                    }
+                    int col = (tt * p + y) * p;
+                    for (int pw = 0; pw < gw; pw++) {
+                        int at = base + ((pw / m * m + mh) * m + pw % m) * rowLength + col;
+                        System.arraycopy(r, pw * p, out, at, p);
+                        System.arraycopy(g, pw * p, out, at + channelStride, p);
+                        System.arraycopy(b, pw * p, out, at + 2 * channelStride, p);
+                    }
+                }
+        }
+    }
+
+    /** The rows one by one, each from its own patches' bytes ({@link #fillRow}): the plain form of the layout, for tests. */
+    void writeRowByRow(byte[] frames, int frameCount, int width, int height, float[] dst, int offset) {
+        checkSource(frames, frameCount, width, height);
+        int at = offset;
         for (int t = 0, gt = gridT(frameCount); t < gt; t++)
             for (int bh = 0; bh < height / patchSize / mergeSize; bh++)
                 for (int bw = 0; bw < width / patchSize / mergeSize; bw++)
                     for (int mh = 0; mh < mergeSize; mh++)
                         for (int mw = 0; mw < mergeSize; mw++) {
-                            fillRow(frames, frameCount, width, height, t, bh * mergeSize + mh, bw * mergeSize + mw, scratchRow, 0);
-                            MemorySegment.copy(scratchRow, 0, dst, PatchWriter.FLOAT_LE, at, rowLength);
-                            at += rowBytes;
+                            fillRow(frames, frameCount, width, height, t, bh * mergeSize + mh, bw * mergeSize + mw, dst, at);
+                            at += rowLength;
                         }
     }
 

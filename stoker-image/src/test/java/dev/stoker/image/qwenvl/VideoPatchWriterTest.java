@@ -68,6 +68,53 @@ class VideoPatchWriterTest {
         assertTrue(cases >= 8, "only " + cases + " cases");
     }
 
+    /**
+     * The band writer gives the row-by-row form's values bit for bit: random bytes (every value of every channel), each
+     * family's patch and merge size, odd and even frame counts, several band widths and heights, into an array at an
+     * offset and a segment at an odd byte offset, nothing written outside the rows.
+     */
+    @Test
+    void theBandsEqualTheRowByRowFormBitForBit() {
+        var rnd = new java.util.Random(20261208);
+        int compared = 0;
+        for (String name : new String[] {"qwen2-vl", "qwen2.5-vl", "qwen3-vl"}) {
+            VisionConfig cfg = family(name);
+            var writer = new VideoPatchWriter(cfg);
+            int f = cfg.patchSize() * cfg.mergeSize();
+            for (int[] size : new int[][] {{f, f}, {2 * f, f}, {3 * f, 2 * f}, {5 * f, 3 * f}, {f, 4 * f}}) {
+                for (int t = 1; t <= 3; t++) {
+                    int w = size[0], h = size[1];
+                    byte[] frames = new byte[t * w * h * 3];
+                    rnd.nextBytes(frames);
+                    int rows = writer.rows(t, w, h);
+                    float[] expected = new float[rows * writer.rowLength()];
+                    writer.writeRowByRow(frames, t, w, h, expected, 0);
+                    float[] a = new float[expected.length + 7];
+                    java.util.Arrays.fill(a, -1e9f);
+                    writer.write(frames, t, w, h, a, 5);
+                    for (int i = 0; i < expected.length; i++)
+                        if (Float.floatToRawIntBits(expected[i]) != Float.floatToRawIntBits(a[5 + i]))
+                            throw new AssertionError(name + " " + w + "x" + h + " t=" + t + ": value " + i + " is " + a[5 + i] + ", " + expected[i] + " expected");
+                    for (int i : new int[] {0, 4, 5 + expected.length, a.length - 1}) assertEquals(-1e9f, a[i], "outside the rows: " + i);
+                    try (var arena = Arena.ofConfined()) {
+                        long bytes = expected.length * 4L;
+                        var seg = arena.allocate(bytes + 3 + 16);
+                        seg.fill((byte) 0x5A);
+                        writer.write(frames, t, w, h, seg, 3);
+                        float[] back = new float[expected.length];
+                        java.lang.foreign.MemorySegment.copy(seg, PatchWriter.FLOAT_LE, 3, back, 0, back.length);
+                        assertArrayEquals(expected, back, name + " " + w + "x" + h + " t=" + t + " into a segment");
+                        for (long b = 0; b < 3; b++) assertEquals((byte) 0x5A, seg.get(java.lang.foreign.ValueLayout.JAVA_BYTE, b), "before the rows");
+                        for (long b = 3 + bytes; b < seg.byteSize(); b++)
+                            assertEquals((byte) 0x5A, seg.get(java.lang.foreign.ValueLayout.JAVA_BYTE, b), "after the rows, byte " + b);
+                    }
+                    compared += expected.length;
+                }
+            }
+        }
+        assertTrue(compared > 1_000_000, compared + " values");
+    }
+
     @Test
     void oneFrameEqualsTheTorchvisionImageRows() {
         VisionConfig cfg = ProcessorPreset.QWEN2_VL.vision();
