@@ -16,6 +16,22 @@ public interface CacheEntries {
         return read(key, MemorySegment.ofArray(dst).asSlice(offset, length));
     }
 
+    /**
+     * Entry {@code key}, exactly {@code rawLength} bytes, handed to {@code view} while it can be read (only during the
+     * call): true on a hit (after {@code view} returned), false on a miss (then {@code view} is not called). Where the
+     * entry's bytes can be read in place (a node's own uncompressed entry, mapped) they are not copied; else they are read
+     * into {@code fallback}'s segment (asked for only then, of {@code rawLength} bytes) and that is handed over. What
+     * {@code view} throws is thrown.
+     */
+    default boolean readView(CacheKey key, long rawLength, java.util.function.Supplier<MemorySegment> fallback,
+                             java.util.function.Consumer<MemorySegment> view) {
+        MemorySegment dst = fallback.get();
+        if (dst.byteSize() != rawLength) throw new IllegalArgumentException("a fallback of " + dst.byteSize() + " bytes for " + rawLength);
+        if (!read(key, dst)) return false;
+        view.accept(dst);
+        return true;
+    }
+
     /** Stores {@code raw} as entry {@code key}; false when it was not kept. */
     boolean write(CacheKey key, MemorySegment raw);
 

@@ -190,6 +190,46 @@ public final class SampleCache implements CacheEntries, AutoCloseable {
     }
 
     /**
+     * {@inheritDoc}
+     *
+     * <p>Here an uncompressed entry is mapped read-only and checked (its checksum over the mapped bytes) before
+     * {@code view} reads its payload in place: no copy into the process, no buffer of the entry's size. Safe against this
+     * cache's own writers and evictions, which replace and remove files (an entry's file is never truncated in place: a
+     * file truncated under a mapping by someone else would fault the read). A compressed entry, or one whose file is
+     * not an uncompressed entry of that length, is read as {@link #read(CacheKey, MemorySegment)} reads it, into
+     * {@code fallback}'s segment; a bad one is counted and removed as there.
+     */
+    @Override
+    public boolean readView(CacheKey key, long rawLength, java.util.function.Supplier<MemorySegment> fallback,
+                            java.util.function.Consumer<MemorySegment> view) {
+        Path p = path(key);
+        try (var arena = Arena.ofConfined()) {
+            MemorySegment file;
+            try (var ch = FileChannel.open(p, StandardOpenOption.READ)) {
+                long size = ch.size();
+                if (size != HEADER + rawLength) return CacheEntries.super.readView(key, rawLength, fallback, view);
+                file = ch.map(FileChannel.MapMode.READ_ONLY, 0, size, arena);
+            } catch (NoSuchFileException e) {
+                misses.increment();
+                forget(key);
+                return false;
+            } catch (IOException e) {
+                misses.increment();
+                return false;
+            }
+            if (file.get(ValueLayout.JAVA_BYTE, 6) != RAW) return CacheEntries.super.readView(key, rawLength, fallback, view);
+            String bad = check(file, key, rawLength);
+            if (bad != null) return corrupt(key, p, bad) != null;
+            hits.increment();
+            rawRead.add(rawLength);
+            storedRead.add(file.byteSize());
+            touch(key, p);
+            view.accept(file.asSlice(HEADER, rawLength));
+            return true;
+        }
+    }
+
+    /**
      * Entry {@code key}'s raw bytes, whatever their length up to {@code maxRawBytes} (an entry whose length the reader
      * cannot know beforehand, e.g. a sample's token ids); null on a miss, and on an entry that is damaged, of another
      * format or longer than that (counted as corrupt and removed).

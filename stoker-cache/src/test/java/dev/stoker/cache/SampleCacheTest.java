@@ -72,6 +72,51 @@ class SampleCacheTest {
         }
     }
 
+    /**
+     * {@code readView}: a hit hands over the entry's exact bytes — an uncompressed one mapped in place (no fallback buffer
+     * asked for), a compressed one read into the fallback — counted as a read is; a miss calls nothing; a flipped byte of
+     * a mapped entry, or a torn one, is never handed over, and is counted as corrupt and removed as a read's is.
+     */
+    @ParameterizedTest
+    @ValueSource(booleans = {true, false})
+    void aViewOfAnEntryIsItsBytesAndNeverABadOnes(boolean compress) throws IOException {
+        byte[] raw = pixels(7, 200_000);
+        try (var cache = SampleCache.open(dir, 1L << 30, 1, compress, System::currentTimeMillis);
+             var arena = java.lang.foreign.Arena.ofConfined()) {
+            var fallbacks = new java.util.concurrent.atomic.AtomicInteger();
+            java.util.function.Supplier<java.lang.foreign.MemorySegment> fallback = () -> {
+                fallbacks.incrementAndGet();
+                return arena.allocate(raw.length);
+            };
+            var seen = new ArrayList<byte[]>();
+            java.util.function.Consumer<java.lang.foreign.MemorySegment> view = v -> seen.add(v.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+            assertFalse(cache.readView(key("v"), raw.length, fallback, view), "nothing there yet");
+            assertEquals(0, seen.size());
+            assertTrue(cache.write(key("v"), raw, 0, raw.length));
+            assertTrue(cache.readView(key("v"), raw.length, fallback, view));
+            assertEquals(1, seen.size());
+            assertArrayEquals(raw, seen.get(0));
+            assertEquals(compress ? 1 : 0, fallbacks.get(), "a fallback buffer only for a compressed entry");
+            assertEquals(1, cache.stats().hits());
+            assertEquals(raw.length, cache.stats().rawBytesRead());
+
+            Path file = entryFile();
+            byte[] good = Files.readAllBytes(file);
+            for (int at : new int[] {8, 45, 56, 64, good.length / 2, good.length - 1}) {
+                byte[] bad = good.clone();
+                bad[at] ^= 0x04;
+                Files.write(file, bad);
+                assertFalse(cache.readView(key("v"), raw.length, fallback, view), "handed over an entry with byte " + at + " flipped");
+                assertFalse(Files.exists(file), "a corrupt entry is removed");
+                Files.write(file, good);
+            }
+            Files.write(file, java.util.Arrays.copyOf(good, good.length - 1));
+            assertFalse(cache.readView(key("v"), raw.length, fallback, view), "handed over a torn entry");
+            assertEquals(1, seen.size(), "no bad entry was handed over");
+            assertEquals(7, cache.stats().corrupt());
+        }
+    }
+
     /** An entry of a length the reader does not know beforehand: read whole, within a bound; longer ones refused. */
     @Test
     void anEntryOfUnknownLengthIsReadWithinABound() throws IOException {

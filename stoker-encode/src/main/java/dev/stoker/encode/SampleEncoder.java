@@ -150,6 +150,20 @@ public final class SampleEncoder {
     /** Whether this encoder encodes an audio family's samples ({@link #encodeAudioSample}). */
     public boolean audio() { return omni != null; }
 
+    /** Bytes of the made-up clip {@link #warmUpVideoPixels} reads, and of the rows it writes; 0 and 0 for an encoder without video. */
+    public long[] videoWarmUpBytes() {
+        return videos == null ? new long[] {0, 0} : new long[] {videos.warmUpFrameBytes(), videos.warmUpBytes()};
+    }
+
+    /**
+     * Writes a made-up clip's pixel_values_videos rows, its frames read from {@code frames}, into {@code dst} from
+     * {@code offsetBytes} through this encoder's video pixel writer (a JIT warm-up: {@link VideoPreprocessor#warmUpPixels});
+     * nothing for an encoder without video.
+     */
+    public void warmUpVideoPixels(java.lang.foreign.MemorySegment frames, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        if (videos != null) videos.warmUpPixels(frames, dst, offsetBytes);
+    }
+
     /** The video half's counters (videos, frames decoded and kept, decode time); null for an encoder without video. */
     public VideoPreprocessor videoStats() { return videos; }
 

@@ -164,6 +164,33 @@ public final class VideoPreprocessor {
     /** Floats per pixel_values_videos row (3·2·p·p). */
     public int rowLength() { return patches.rowLength(); }
 
+    /** The made-up clip of {@link #warmUpPixels}: {@value #WARM_UP_FRAMES} frames (two temporal patches, the last padded) of 2·factor square. */
+    static final int WARM_UP_FRAMES = 3;
+
+    /** Bytes of {@link #warmUpPixels}' clip: its frames, HWC. */
+    public long warmUpFrameBytes() {
+        int side = 2 * patches.factor();
+        return (long) WARM_UP_FRAMES * side * side * 3;
+    }
+
+    /** Bytes {@link #warmUpPixels} writes: the made-up clip's rows as float32. */
+    public long warmUpBytes() {
+        int side = 2 * patches.factor();
+        return (long) patches.rows(WARM_UP_FRAMES, side, side) * patches.rowLength() * Float.BYTES;
+    }
+
+    /**
+     * Writes the rows of a made-up clip ({@value #WARM_UP_FRAMES} frames of 2·factor square, its bytes {@code frames}:
+     * {@link #warmUpFrameBytes()} of them) into {@code dst} from {@code offsetBytes} through this preprocessor's pixel
+     * writer, so that the JIT compiles what a video read from the cache goes through before a trainer waits on it
+     * ({@code CpuWarmUp}); counts nothing. A hit's frames are read from a mapped file, a miss's from the heap: the caller
+     * hands both kinds over (C2 compiles for the kinds it saw).
+     */
+    public void warmUpPixels(java.lang.foreign.MemorySegment frames, java.lang.foreign.MemorySegment dst, long offsetBytes) {
+        int side = 2 * patches.factor();
+        patches.write(frames, WARM_UP_FRAMES, side, side, dst, offsetBytes);
+    }
+
     /**
      * Lets this preprocessor take videos given as lists of frame images: their frames are decoded by {@code decoder} (one
      * per thread, as the image path's) with {@code options}' pixel limit and decode memory budget, EXIF orientation
@@ -340,9 +367,35 @@ public final class VideoPreprocessor {
      */
     public VideoDecoder.Result writePixels(String sampleId, Planned p, VideoSource source, java.lang.foreign.MemorySegment dst,
                                            long offsetBytes) {
+        VideoPlan plan = p.plan();
+        if (cache != null) {
+            // a hit is read where it lies (a node's own entry, mapped): its frames go straight into the rows, never copied
+            long t0 = System.nanoTime();
+            var key = cacheKey(sampleId, p, source);
+            long[] read = {0};
+            boolean hit = cache.media().readView(key, p.clipBytes(), () -> clipSegment(p), frames -> {
+                read[0] = System.nanoTime();
+                patches.write(frames, plan.frameCount(), plan.resizedWidth(), plan.resizedHeight(), dst, offsetBytes);
+            });
+            cacheNanos += (hit ? read[0] : System.nanoTime()) - t0;
+            if (hit) return new VideoDecoder.Result(0, 0, 0, 0);
+            var clipSegment = clipSegment(p);
+            var result = decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, clip, i * bytes, bytes));
+            long t2 = System.nanoTime();
+            cache.media().write(key, clipSegment);
+            cacheNanos += System.nanoTime() - t2;
+            patches.write(clip, plan.frameCount(), plan.resizedWidth(), plan.resizedHeight(), dst, offsetBytes);
+            return result;
+        }
         VideoDecoder.Result result = decodeClip(sampleId, p, source);
-        patches.write(clip, p.plan().frameCount(), p.plan().resizedWidth(), p.plan().resizedHeight(), dst, offsetBytes);
+        patches.write(clip, plan.frameCount(), plan.resizedWidth(), plan.resizedHeight(), dst, offsetBytes);
         return result;
+    }
+
+    /** This preprocessor's clip buffer, at least {@link Planned#clipBytes()} long, as a segment of exactly that many bytes. */
+    private java.lang.foreign.MemorySegment clipSegment(Planned p) {
+        if (clip.length < p.clipBytes()) clip = new byte[Math.toIntExact(p.clipBytes())];
+        return java.lang.foreign.MemorySegment.ofArray(clip).asSlice(0, p.clipBytes());
     }
 
     /**

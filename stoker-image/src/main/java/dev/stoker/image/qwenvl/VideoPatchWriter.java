@@ -2,6 +2,7 @@ package dev.stoker.image.qwenvl;
 
 import dev.stoker.core.VisionConfig;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
  * Turns the resized u8 RGB frames of one video into Qwen-VL {@code pixel_values_videos} rows in one pass: the fused
@@ -41,6 +42,8 @@ public final class VideoPatchWriter {
     private float[] band = new float[0];
     /** One frame line's values, channel by channel ({@link #fillBand}); grown on demand. */
     private float[] lineR = new float[0], lineG = new float[0], lineB = new float[0];
+    /** One frame line's bytes copied from native memory ({@link #fillBand}); grown on demand. */
+    private byte[] lineBytes = new byte[0];
 
     public VideoPatchWriter(VisionConfig cfg) {
         this.patchSize = cfg.patchSize();
@@ -49,6 +52,9 @@ public final class VideoPatchWriter {
         this.rowLength = cfg.rowLength();
         this.table = PatchWriter.fusedNormalizationTable(cfg);
     }
+
+    /** Width and height of a frame must be multiples of this: p·m. */
+    public int factor() { return patchSize * mergeSize; }
 
     /** Floats per row: 3·tps·p·p. */
     public int rowLength() { return rowLength; }
@@ -74,27 +80,67 @@ public final class VideoPatchWriter {
         if (offset < 0 || (long) offset + (long) rows * rowLength > dst.length)
             throw new IndexOutOfBoundsException("pixel_values_videos of " + rows + " rows do not fit at " + offset + " in " + dst.length);
         checkSource(frames, frameCount, width, height);
+        lines(width);
         int bandFloats = bandRows(width) * rowLength;
         for (int t = 0, gt = gridT(frameCount), at = offset; t < gt; t++)
             for (int bh = 0; bh < height / patchSize / mergeSize; bh++, at += bandFloats)
-                fillBand(frames, frameCount, width, height, t, bh, dst, at);
+                fillBand(frames, null, frameCount, width, height, t, bh, dst, at);
     }
 
     /** As {@link #write(byte[], int, int, int, float[], int)}, as little-endian float32 into {@code dst} from {@code offsetBytes}. */
     public void write(byte[] frames, int frameCount, int width, int height, MemorySegment dst, long offsetBytes) {
+        checkSource(frames, frameCount, width, height);
+        write(frames, null, frameCount, width, height, dst, offsetBytes);
+    }
+
+    /**
+     * As {@link #write(byte[], int, int, int, MemorySegment, long)}, the frames read from {@code frames} (T×H×W×3 bytes,
+     * HWC each, from its start; e.g. a cache entry mapped in place).
+     */
+    public void write(MemorySegment frames, int frameCount, int width, int height, MemorySegment dst, long offsetBytes) {
+        if (frames.byteSize() < (long) frameCount * width * height * 3)
+            throw new IllegalArgumentException("frames of " + frames.byteSize() + " bytes are too few for " + frameCount + " frames of " + width + "x" + height);
+        write(null, frames, frameCount, width, height, dst, offsetBytes);
+    }
+
+    /** The frames from {@code heap}, or when it is null from {@code nativeFrames}, into native memory. */
+    private void write(byte[] heap, MemorySegment nativeFrames, int frameCount, int width, int height, MemorySegment dst, long offsetBytes) {
         int rows = rows(frameCount, width, height);
         long rowBytes = (long) rowLength * Float.BYTES;
         if (offsetBytes < 0 || offsetBytes + rows * rowBytes > dst.byteSize())
             throw new IndexOutOfBoundsException("pixel_values_videos of " + rows + " rows do not fit at byte " + offsetBytes + " in " + dst.byteSize());
-        checkSource(frames, frameCount, width, height);
+        lines(width);
         int bandFloats = bandRows(width) * rowLength;
         if (band.length < bandFloats) band = new float[bandFloats];
         long at = offsetBytes;
         for (int t = 0, gt = gridT(frameCount); t < gt; t++)
             for (int bh = 0; bh < height / patchSize / mergeSize; bh++, at += (long) bandFloats * Float.BYTES) {
-                fillBand(frames, frameCount, width, height, t, bh, band, 0);
+                fillBand(heap, nativeFrames, frameCount, width, height, t, bh, band, 0);
                 MemorySegment.copy(band, 0, dst, PatchWriter.FLOAT_LE, at, bandFloats);
             }
+    }
+
+    /**
+     * Grows the channel lines to {@code width}: here, once per clip, not in {@link #fillBand} (C2 compiles that for the
+     * branches it saw taken; a wider clip than the warm-up's would make its code trap).
+     */
+    private void lines(int width) {
+        if (lineR.length < width) {
+            lineR = new float[width];
+            lineG = new float[width];
+            lineB = new float[width];
+            lineBytes = new byte[width * 3];
+        }
+    }
+
+    /** One frame line of {@code width} pixels from byte {@code s} of {@code frames}, channel by channel, through the table. */
+    private void normalizeLine(byte[] frames, int s, int width, float[] r, float[] g, float[] b) {
+        final float[] tab = table;
+        for (int x = 0; x < width; x++, s += 3) {
+            r[x] = tab[frames[s] & 0xFF];
+            g[x] = tab[256 + (frames[s + 1] & 0xFF)];
+            b[x] = tab[512 + (frames[s + 2] & 0xFF)];
+        }
     }
 
     /** Rows of one band: a row of merge blocks across a frame, (W/p)·m patches. */
@@ -107,25 +153,21 @@ public final class VideoPatchWriter {
      * (one long loop per line, table lookups), and its p-float runs are then copied to their patches' rows: the same
      * values as {@link #fillRow}, in a tenth of the loops' overhead.
      */
-    private void fillBand(byte[] frames, int frameCount, int width, int height, int t, int bh, float[] out, int base) {
+    private void fillBand(byte[] heap, MemorySegment nativeFrames, int frameCount, int width, int height, int t, int bh, float[] out, int base) {
         final int p = patchSize, m = mergeSize, tps = temporalPatchSize;
         final int plane = p * p, channelStride = tps * plane, gw = width / p;
         final long frameBytes = (long) width * height * 3;
-        if (lineR.length < width) {
-            lineR = new float[width];
-            lineG = new float[width];
-            lineB = new float[width];
-        }
-        final float[] r = lineR, g = lineG, b = lineB, tab = table;
+        final float[] r = lineR, g = lineG, b = lineB;
         for (int tt = 0; tt < tps; tt++) {
             long frame = Math.min(t * tps + tt, frameCount - 1);
             for (int mh = 0; mh < m; mh++)
                 for (int y = 0; y < p; y++) {
-                    int s = (int) (frame * frameBytes + (long) ((bh * m + mh) * p + y) * width * 3);
-                    for (int x = 0; x < width; x++, s += 3) {
-                        r[x] = tab[frames[s] & 0xFF];
-                        g[x] = tab[256 + (frames[s + 1] & 0xFF)];
-                        b[x] = tab[512 + (frames[s + 2] & 0xFF)];
+                    long s = frame * frameBytes + (long) ((bh * m + mh) * p + y) * width * 3;
+                    if (heap != null) {
+                        normalizeLine(heap, (int) s, width, r, g, b);
+                    } else { // a bulk copy of the line first: the loop then reads an array whatever the segment's kind
+                        MemorySegment.copy(nativeFrames, ValueLayout.JAVA_BYTE, s, lineBytes, 0, width * 3);
+                        normalizeLine(lineBytes, 0, width, r, g, b);
                     }
                     int col = (tt * p + y) * p;
                     for (int pw = 0; pw < gw; pw++) {

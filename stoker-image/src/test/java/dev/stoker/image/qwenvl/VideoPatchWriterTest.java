@@ -104,6 +104,13 @@ class VideoPatchWriterTest {
                         float[] back = new float[expected.length];
                         java.lang.foreign.MemorySegment.copy(seg, PatchWriter.FLOAT_LE, 3, back, 0, back.length);
                         assertArrayEquals(expected, back, name + " " + w + "x" + h + " t=" + t + " into a segment");
+                        // the frames read from native memory (a cache entry mapped in place)
+                        var src = arena.allocate(frames.length + 5).asSlice(5);
+                        src.copyFrom(java.lang.foreign.MemorySegment.ofArray(frames));
+                        seg.fill((byte) 0x5A);
+                        writer.write(src, t, w, h, seg, 3);
+                        java.lang.foreign.MemorySegment.copy(seg, PatchWriter.FLOAT_LE, 3, back, 0, back.length);
+                        assertArrayEquals(expected, back, name + " " + w + "x" + h + " t=" + t + " from native memory");
                         for (long b = 0; b < 3; b++) assertEquals((byte) 0x5A, seg.get(java.lang.foreign.ValueLayout.JAVA_BYTE, b), "before the rows");
                         for (long b = 3 + bytes; b < seg.byteSize(); b++)
                             assertEquals((byte) 0x5A, seg.get(java.lang.foreign.ValueLayout.JAVA_BYTE, b), "after the rows, byte " + b);

@@ -44,6 +44,12 @@ final class CpuWarmUp {
     static final int MAX_ROUNDS_DEFAULT = 12;
     /** Rounds through a scratch cache: the first fills it, the rest are hits, each far cheaper than a decode and resize. */
     static final int MAX_ROUNDS_CACHED = 48;
+    /**
+     * A video job's rounds of its pixel writer over a made-up clip ({@code SampleEncoder#warmUpVideoPixels}: 32 rows; a
+     * few hundredths of a millisecond each once compiled), after the image rounds, and the most time they may take.
+     */
+    static final int VIDEO_ROUNDS = 800;
+    static final long VIDEO_MILLIS = 1_000;
     private static final String IMAGE = "stoker-warm-up.jpg";
 
     private final ChatSample sample;
@@ -108,6 +114,19 @@ final class CpuWarmUp {
                     encoder.encode(sample, images);
                 }
                 rounds++;
+            }
+            long[] video = inPlace ? encoder.videoWarmUpBytes() : new long[] {0, 0};
+            if (video[1] > 0) {
+                // a video job: the rows its cached clips go through (nothing else runs per pixel on a hit), from a mapped
+                // file's frames as a hit's and from the heap's as a miss's; small clips, many calls (C2 compiles a method
+                // after some hundreds of calls, and for the kinds of segment it saw)
+                MemorySegment mapped = mappedScratch(arena, video[0]), heap = MemorySegment.ofArray(new byte[(int) video[0]]);
+                for (long i = 0; i < video[0]; i++) mapped.set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, (byte) (i * 7 + i / 3));
+                heap.copyFrom(mapped);
+                MemorySegment out = mappedScratch(arena, video[1]);
+                long videoDeadline = System.nanoTime() + VIDEO_MILLIS * 1_000_000L;
+                for (int i = 0; i < VIDEO_ROUNDS && System.nanoTime() < videoDeadline; i++)
+                    encoder.warmUpVideoPixels(i % 4 == 3 ? heap : mapped, out, 0);
             }
         }
         encoder.resetTimes();
