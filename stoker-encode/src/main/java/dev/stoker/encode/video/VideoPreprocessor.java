@@ -449,7 +449,14 @@ public final class VideoPreprocessor {
         if (cache == null) return decode.get();
         long t0 = System.nanoTime();
         var key = cacheKey(sampleId, p, source);
-        boolean hit = cache.media().read(key, out);
+        // a hit read where it lies (mapped) and copied once, straight into out
+        boolean[] intoOut = {false};
+        boolean hit = cache.media().readView(key, out.byteSize(), () -> {
+            intoOut[0] = true; // read into out already
+            return out;
+        }, frames -> {
+            if (!intoOut[0]) out.copyFrom(frames);
+        });
         long t1 = System.nanoTime();
         cacheNanos += t1 - t0;
         if (hit) return new VideoDecoder.Result(0, 0, 0, 0);
