@@ -115,21 +115,29 @@ final class CpuWarmUp {
                 }
                 rounds++;
             }
-            long[] video = inPlace ? encoder.videoWarmUpBytes() : new long[] {0, 0};
-            if (video[1] > 0) {
-                // a video job: the rows its cached clips go through (nothing else runs per pixel on a hit), from a mapped
-                // file's frames as a hit's and from the heap's as a miss's; small clips, many calls (C2 compiles a method
-                // after some hundreds of calls, and for the kinds of segment it saw)
-                MemorySegment mapped = mappedScratch(arena, video[0]), heap = MemorySegment.ofArray(new byte[(int) video[0]]);
-                for (long i = 0; i < video[0]; i++) mapped.set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, (byte) (i * 7 + i / 3));
-                heap.copyFrom(mapped);
-                MemorySegment out = mappedScratch(arena, video[1]);
-                long videoDeadline = System.nanoTime() + VIDEO_MILLIS * 1_000_000L;
-                for (int i = 0; i < VIDEO_ROUNDS && System.nanoTime() < videoDeadline; i++)
-                    encoder.warmUpVideoPixels(i % 4 == 3 ? heap : mapped, out, 0);
-            }
+            if (inPlace) runVideo(encoder, arena, VIDEO_ROUNDS, VIDEO_MILLIS);
         }
         encoder.resetTimes();
+        return rounds;
+    }
+
+    /**
+     * A video job's pixel writer over a made-up clip, {@code maxRounds} times or for {@code millis} at most: the rows its
+     * cached clips go through (nothing else runs per pixel on a hit), from a mapped file's frames as a hit's and from the
+     * heap's as a miss's, into a mapped segment as the store's; small clips, many calls (C2 compiles a method after some
+     * hundreds of calls, for the kinds of segment it saw). Returns the rounds done: 0 for an encoder without video.
+     */
+    static int runVideo(SampleEncoder encoder, Arena arena, int maxRounds, long millis) {
+        long[] video = encoder.videoWarmUpBytes();
+        if (video[1] <= 0) return 0;
+        MemorySegment mapped = mappedScratch(arena, video[0]), heap = MemorySegment.ofArray(new byte[Math.toIntExact(video[0])]);
+        for (long i = 0; i < video[0]; i++) mapped.set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, (byte) (i * 7 + i / 3));
+        heap.copyFrom(mapped);
+        MemorySegment out = mappedScratch(arena, video[1]);
+        long deadline = System.nanoTime() + millis * 1_000_000L;
+        int rounds = 0;
+        for (; rounds < maxRounds && System.nanoTime() < deadline; rounds++)
+            encoder.warmUpVideoPixels(rounds % 4 == 3 ? heap : mapped, out, 0);
         return rounds;
     }
 

@@ -31,6 +31,25 @@ class CpuWarmUpTest {
         assertEquals(0, encoder.decodeNanos() + encoder.transformNanos() + encoder.tokenizeNanos(), "the warm-up leaves no stage time behind");
     }
 
+    /**
+     * A video job's warm-up also runs its video pixel writer (from mapped and heap frames, into a mapped segment), the
+     * rows a cached clip goes through; an encoder without video runs none; the rows are the writer's.
+     */
+    @Test
+    void aVideoJobsWarmUpRunsItsVideoWriter() {
+        var video = new SampleEncoder(FrameListFeedTest.OPTIONS, SharedTokenizer.get());
+        var images = new SampleEncoder(FeederTest.OPTIONS, SharedTokenizer.get());
+        try (var arena = java.lang.foreign.Arena.ofShared()) {
+            assertEquals(5, CpuWarmUp.runVideo(video, arena, 5, 60_000));
+            assertEquals(0, CpuWarmUp.runVideo(video, arena, 5, 0), "no time, no round");
+            assertEquals(0, CpuWarmUp.runVideo(images, arena, 5, 60_000), "no video, no round");
+            long[] bytes = video.videoWarmUpBytes();
+            // 3 frames of S×S×3 bytes; two temporal patches of (S/p)² rows of 3·2·p² float32 values: 48·S² bytes
+            assertEquals(bytes[0] / 9 * 48, bytes[1], java.util.Arrays.toString(bytes));
+        }
+        assertEquals(3, CpuWarmUp.create().run(video, true, 60_000, 3), "the image rounds as before");
+    }
+
     /** The warm-up writes pixels into a mapped segment, the kind the store's are, and leaves no file behind. */
     @Test
     void itsScratchSegmentIsAMappedFileLikeTheStoresAndLeavesNoFile() throws Exception {
