@@ -28,7 +28,9 @@ import java.lang.foreign.ValueLayout;
  * <p>How: a band of rows at a time — one row of merge blocks across the frame, consecutive in the layout — each of its
  * frame lines normalized once into three channel lines by table lookups in one long loop, and cut into the rows in
  * runs of p floats; into native memory through a heap band (one bulk copy per band). On the 2-core VM (JMH,
- * {@code VideoPatchifyBenchmark}) this took the cache restart's clip from 31–35 ms to the figures in docs/benchmarks.md.
+ * {@code VideoPatchifyBenchmark}) this took the cache restart's clip (20 frames of 644x364) from 32.6–33.8 ms to 16.4–20.1
+ * into native memory (docs/benchmarks.md). Frames in native memory (a cache entry mapped in place) are read a line at a
+ * time, copied into an array first, so that the compiled loop is the same whatever the kind of segment.
  *
  * <p>Threading: not thread-safe (scratch lines and band); use one instance per thread.
  */
