@@ -26,7 +26,6 @@ import dev.stoker.transport.FeedServer;
 import dev.stoker.transport.TrainerClient;
 import java.io.IOException;
 import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -130,10 +129,9 @@ class ClusterTest {
         return out;
     }
 
+    /** A port for a child's member to bind later: below the ephemeral range, where no outgoing connection takes it meanwhile. */
     static int freePort() throws Exception {
-        try (var s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        }
+        return dev.stoker.testkit.Ports.free();
     }
 
     /**

@@ -12,8 +12,6 @@ import dev.stoker.testkit.DemoDatasetBuilder;
 import dev.stoker.testkit.Vectors;
 import dev.stoker.transport.TrainerClient;
 import java.io.IOException;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -171,8 +169,6 @@ class KilledServiceResumeTest {
     }
 
     private static int freePort() throws IOException {
-        try (var s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        }
+        return dev.stoker.testkit.Ports.free(); // below the ephemeral range: no outgoing connection takes it before the child binds
     }
 }

@@ -11,7 +11,6 @@ import dev.stoker.bench.ChildJvm;
 import dev.stoker.testkit.SmallJpegDataset;
 import dev.stoker.testkit.Vectors;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -595,9 +594,7 @@ class TorchTrainingTest {
     }
 
     static int freePort() throws IOException {
-        try (var s = new ServerSocket(0)) {
-            return s.getLocalPort();
-        }
+        return dev.stoker.testkit.Ports.free(); // below the ephemeral range: no outgoing connection takes it before the child binds
     }
 
     /** {@code stoker plan}'s samples for {@code steps} steps from {@code startStep} at {@code ranks} ranks, step by step, rank by rank. */
