@@ -368,28 +368,10 @@ public final class VideoPreprocessor {
     public VideoDecoder.Result writePixels(String sampleId, Planned p, VideoSource source, java.lang.foreign.MemorySegment dst,
                                            long offsetBytes) {
         VideoPlan plan = p.plan();
-        if (cache != null) {
-            // a hit is read where it lies (a node's own entry, mapped): its frames go straight into the rows, never copied
-            long t0 = System.nanoTime();
-            var key = cacheKey(sampleId, p, source);
-            long[] read = {0};
-            boolean hit = cache.media().readView(key, p.clipBytes(), () -> clipSegment(p), frames -> {
-                read[0] = System.nanoTime();
-                patches.write(frames, plan.frameCount(), plan.resizedWidth(), plan.resizedHeight(), dst, offsetBytes);
-            });
-            cacheNanos += (hit ? read[0] : System.nanoTime()) - t0;
-            if (hit) return new VideoDecoder.Result(0, 0, 0, 0);
-            var clipSegment = clipSegment(p);
-            var result = decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, clip, i * bytes, bytes));
-            long t2 = System.nanoTime();
-            cache.media().write(key, clipSegment);
-            cacheNanos += System.nanoTime() - t2;
-            patches.write(clip, plan.frameCount(), plan.resizedWidth(), plan.resizedHeight(), dst, offsetBytes);
-            return result;
-        }
-        VideoDecoder.Result result = decodeClip(sampleId, p, source);
-        patches.write(clip, plan.frameCount(), plan.resizedWidth(), plan.resizedHeight(), dst, offsetBytes);
-        return result;
+        // a hit's frames are read where they lie (a node's own entry, mapped) straight into the rows, never copied
+        return cached(sampleId, p, source, () -> clipSegment(p),
+                () -> decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, clip, i * bytes, bytes)),
+                frames -> patches.write(frames, plan.frameCount(), plan.resizedWidth(), plan.resizedHeight(), dst, offsetBytes));
     }
 
     /** This preprocessor's clip buffer, at least {@link Planned#clipBytes()} long, as a segment of exactly that many bytes. */
@@ -431,11 +413,7 @@ public final class VideoPreprocessor {
 
     /** Decodes the planned frames into {@code clip}, each resized as it arrives, in the plan's order (or reads them from the cache). */
     private VideoDecoder.Result decodeClip(String sampleId, Planned p, VideoSource source) {
-        VideoPlan plan = p.plan();
-        int frameBytes = Math.multiplyExact(plan.resizedHeight(), plan.resizedWidth() * 3);
-        if (clip.length < (long) plan.frameCount() * frameBytes) clip = new byte[Math.multiplyExact(plan.frameCount(), frameBytes)];
-        var clipSegment = java.lang.foreign.MemorySegment.ofArray(clip).asSlice(0, p.clipBytes());
-        return cached(sampleId, p, source, clipSegment,
+        return cached(sampleId, p, source, clipSegment(p),
                 () -> decode(sampleId, p, source, (i, frame, bytes) -> System.arraycopy(frame, 0, clip, i * bytes, bytes)));
     }
 
@@ -446,24 +424,43 @@ public final class VideoPreprocessor {
      */
     private VideoDecoder.Result cached(String sampleId, Planned p, VideoSource source, java.lang.foreign.MemorySegment out,
                                        java.util.function.Supplier<VideoDecoder.Result> decode) {
-        if (cache == null) return decode.get();
+        // a hit copied once into out, from where it lies (mapped), or read into out already
+        return cached(sampleId, p, source, () -> out, decode, frames -> {
+            if (frames != out) out.copyFrom(frames);
+        });
+    }
+
+    /**
+     * The planned video's resized frames handed to {@code use} where they lie: with a cache, a hit's read in place (a
+     * node's own entry, mapped; else read into {@code out}'s segment); a miss's decoded by {@code decode} into
+     * {@code out}'s ({@link Planned#clipBytes()} bytes) and stored from there. {@code out} is asked for only where the
+     * frames must be put there. A video read from the cache counts no decoded frame.
+     */
+    private VideoDecoder.Result cached(String sampleId, Planned p, VideoSource source,
+                                       java.util.function.Supplier<java.lang.foreign.MemorySegment> out,
+                                       java.util.function.Supplier<VideoDecoder.Result> decode,
+                                       java.util.function.Consumer<java.lang.foreign.MemorySegment> use) {
+        if (cache == null) {
+            var o = out.get();
+            var result = decode.get();
+            use.accept(o);
+            return result;
+        }
         long t0 = System.nanoTime();
         var key = cacheKey(sampleId, p, source);
-        // a hit read where it lies (mapped) and copied once, straight into out
-        boolean[] intoOut = {false};
-        boolean hit = cache.media().readView(key, out.byteSize(), () -> {
-            intoOut[0] = true; // read into out already
-            return out;
-        }, frames -> {
-            if (!intoOut[0]) out.copyFrom(frames);
+        long[] read = {0};
+        boolean hit = cache.media().readView(key, p.clipBytes(), out, frames -> {
+            read[0] = System.nanoTime();
+            use.accept(frames);
         });
-        long t1 = System.nanoTime();
-        cacheNanos += t1 - t0;
+        cacheNanos += (hit ? read[0] : System.nanoTime()) - t0;
         if (hit) return new VideoDecoder.Result(0, 0, 0, 0);
+        var o = out.get();
         var result = decode.get();
         long t2 = System.nanoTime();
-        cache.media().write(key, out);
+        cache.media().write(key, o);
         cacheNanos += System.nanoTime() - t2;
+        use.accept(o);
         return result;
     }
 

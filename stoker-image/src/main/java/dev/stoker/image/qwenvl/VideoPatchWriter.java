@@ -153,7 +153,7 @@ public final class VideoPatchWriter {
      * across the frame, each block's m×m patches — into {@code out} from {@code base}. Each of the band's frame lines
      * (tps frames × m·p lines) is normalized once, channel by channel into {@link #lineR}/{@link #lineG}/{@link #lineB}
      * (one long loop per line, table lookups), and its p-float runs are then copied to their patches' rows: the same
-     * values as {@link #fillRow}, in a tenth of the loops' overhead.
+     * values as writing each row from its own patches' bytes, with far fewer short loops.
      */
     private void fillBand(byte[] heap, MemorySegment nativeFrames, int frameCount, int width, int height, int t, int bh, float[] out, int base) {
         final int p = patchSize, m = mergeSize, tps = temporalPatchSize;
@@ -179,44 +179,6 @@ public final class VideoPatchWriter {
                         System.arraycopy(b, pw * p, out, at + 2 * channelStride, p);
                     }
                 }
-        }
-    }
-
-    /** The rows one by one, each from its own patches' bytes ({@link #fillRow}): the plain form of the layout, for tests. */
-    void writeRowByRow(byte[] frames, int frameCount, int width, int height, float[] dst, int offset) {
-        checkSource(frames, frameCount, width, height);
-        int at = offset;
-        for (int t = 0, gt = gridT(frameCount); t < gt; t++)
-            for (int bh = 0; bh < height / patchSize / mergeSize; bh++)
-                for (int bw = 0; bw < width / patchSize / mergeSize; bw++)
-                    for (int mh = 0; mh < mergeSize; mh++)
-                        for (int mw = 0; mw < mergeSize; mw++) {
-                            fillRow(frames, frameCount, width, height, t, bh * mergeSize + mh, bw * mergeSize + mw, dst, at);
-                            at += rowLength;
-                        }
-    }
-
-    /** Builds the row of temporal patch {@code t}, patch (ph, pw) at {@code out[base .. base+rowLength)}. */
-    private void fillRow(byte[] frames, int frameCount, int width, int height, int t, int ph, int pw, float[] out, int base) {
-        final int p = patchSize;
-        final int plane = p * p;
-        final int channelStride = temporalPatchSize * plane;
-        final long frameBytes = (long) width * height * 3;
-        final float[] tab = table;
-        for (int tt = 0; tt < temporalPatchSize; tt++) {
-            int frame = Math.min(t * temporalPatchSize + tt, frameCount - 1);
-            int o0 = base + tt * plane;
-            int o1 = o0 + channelStride;
-            int o2 = o1 + channelStride;
-            int o = 0;
-            for (int y = 0; y < p; y++) {
-                int s = (int) (frame * frameBytes + ((long) (ph * p + y) * width + pw * p) * 3);
-                for (int x = 0; x < p; x++, o++, s += 3) {
-                    out[o0 + o] = tab[frames[s] & 0xFF];
-                    out[o1 + o] = tab[256 + (frames[s + 1] & 0xFF)];
-                    out[o2 + o] = tab[512 + (frames[s + 2] & 0xFF)];
-                }
-            }
         }
     }
 

@@ -88,7 +88,7 @@ class VideoPatchWriterTest {
                     rnd.nextBytes(frames);
                     int rows = writer.rows(t, w, h);
                     float[] expected = new float[rows * writer.rowLength()];
-                    writer.writeRowByRow(frames, t, w, h, expected, 0);
+                    rowByRow(cfg, frames, t, w, h, expected);
                     float[] a = new float[expected.length + 7];
                     java.util.Arrays.fill(a, -1e9f);
                     writer.write(frames, t, w, h, a, 5);
@@ -120,6 +120,33 @@ class VideoPatchWriterTest {
             }
         }
         assertTrue(compared > 1_000_000, compared + " values");
+    }
+
+    /**
+     * The layout written the plain way, row after row, each from its own patches' bytes (VideoPatchWriter's form before
+     * its bands): row = (((t·(gh/m) + bh)·(gw/m) + bw)·m + mh)·m + mw, col = ((c·tps + tt)·p + y)·p + x.
+     */
+    static void rowByRow(VisionConfig cfg, byte[] frames, int frameCount, int width, int height, float[] out) {
+        int p = cfg.patchSize(), m = cfg.mergeSize(), tps = cfg.temporalPatchSize(), rowLength = cfg.rowLength();
+        float[] tab = PatchWriter.fusedNormalizationTable(cfg);
+        long frameBytes = (long) width * height * 3;
+        int row = 0;
+        for (int t = 0; t < (frameCount + tps - 1) / tps; t++)
+            for (int bh = 0; bh < height / p / m; bh++)
+                for (int bw = 0; bw < width / p / m; bw++)
+                    for (int mh = 0; mh < m; mh++)
+                        for (int mw = 0; mw < m; mw++, row++) {
+                            int ph = bh * m + mh, pw = bw * m + mw;
+                            for (int c = 0; c < 3; c++)
+                                for (int tt = 0; tt < tps; tt++) {
+                                    int frame = Math.min(t * tps + tt, frameCount - 1);
+                                    for (int y = 0; y < p; y++)
+                                        for (int x = 0; x < p; x++) {
+                                            int s = (int) (frame * frameBytes + ((long) (ph * p + y) * width + pw * p + x) * 3) + c;
+                                            out[row * rowLength + ((c * tps + tt) * p + y) * p + x] = tab[c * 256 + (frames[s] & 0xFF)];
+                                        }
+                                }
+                        }
     }
 
     @Test

@@ -45,8 +45,8 @@ final class CpuWarmUp {
     /** Rounds through a scratch cache: the first fills it, the rest are hits, each far cheaper than a decode and resize. */
     static final int MAX_ROUNDS_CACHED = 48;
     /**
-     * A video job's rounds of its pixel writer over a made-up clip ({@code SampleEncoder#warmUpVideoPixels}: 32 rows; a
-     * few hundredths of a millisecond each once compiled), after the image rounds, and the most time they may take.
+     * A video job's rounds of its pixel writer over a made-up clip ({@code SampleEncoder#warmUpVideoPixels}: 32 rows),
+     * after the image rounds, and the most time they may take.
      */
     static final int VIDEO_ROUNDS = 800;
     static final long VIDEO_MILLIS = 1_000;
